@@ -1,0 +1,51 @@
+"""Shared fixtures. Every test session gets its own data root, so nothing touches ~/.whileai."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Set before any whileai module reads it, and inherited by subprocesses the tests start.
+_SESSION_HOME = Path(tempfile.mkdtemp(prefix="whileai-test-home-"))
+os.environ["WHILEAI_HOME"] = str(_SESSION_HOME)
+for _var in ("WHILEAI_API_KEY", "WHILEAI_BASE_URL"):
+    os.environ.pop(_var, None)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("WANDB_DISABLED", "true")
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+
+        has_gpu = torch.cuda.is_available()
+    except Exception:
+        has_gpu = False
+    if not has_gpu:
+        skip_gpu = pytest.mark.skip(reason="needs a CUDA device; none on this machine")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A fresh, empty data root for one test (the embedded store, spool and config live here)."""
+    root = tmp_path / "whileai-home"
+    root.mkdir()
+    monkeypatch.setenv("WHILEAI_HOME", str(root))
+    monkeypatch.delenv("WHILEAI_API_KEY", raising=False)
+    monkeypatch.delenv("WHILEAI_BASE_URL", raising=False)
+    return root
+
+
+@pytest.fixture(scope="session")
+def session_home() -> Path:
+    """The data root shared by the whole session (the model kit's cache lives here)."""
+    return _SESSION_HOME

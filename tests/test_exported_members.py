@@ -1,0 +1,65 @@
+"""Adding or losing a public name is a visible decision: this list pins wai.__all__."""
+
+import whileai.simulations as wai
+
+EXPECTED = [
+    "ExportValidationError",
+    "HackMonitor",
+    "PlatformError",
+    "ScoredData",
+    "SimulationData",
+    "TrainerCallback",
+    "TrainingConfigError",
+    "TrainingRun",
+    "TrainingSelectionError",
+    "WhileaiError",
+    "attach_delta",
+    "attach_holdout",
+    "build_preference_pairs",
+    "datasets",
+    "defaults",
+    "delete_dataset",
+    "delete_model",
+    "delete_run",
+    "delta_report",
+    "evaluate",
+    "export_dataset",
+    "export_preference",
+    "export_training",
+    "first_action_judge",
+    "format_hack_monitor",
+    "get_run",
+    "judge_pairs",
+    "judge_trust",
+    "list_runs",
+    "loss_mask",
+    "models",
+    "profile",
+    "push",
+    "reward_model",
+    "selection_report",
+    "serve",
+    "to_trl",
+    "tool_call_roundtrip",
+    "train",
+    "training_run",
+    "training_rows",
+    "unserve",
+]
+
+
+def test_all_is_pinned():
+    assert wai.__all__ == EXPECTED
+
+
+def test_every_public_name_resolves():
+    for name in wai.__all__:
+        assert getattr(wai, name) is not None, name
+
+
+def test_export_dataset_is_export_training():
+    assert wai.export_dataset is wai.export_training
+
+
+def test_unserve_is_delete_model():
+    assert wai.unserve is wai.delete_model

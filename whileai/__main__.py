@@ -1,0 +1,41 @@
+"""python -m whileai <command>: the command line.
+
+Each command lives in its own module and is imported only when it runs, so
+``python -m whileai sync`` does not pay for torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# command -> (module, function, one-line help)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "platform": ("whileai.platform.server", "main", "start the platform server (store, API, pages, serving)"),
+    "sync": ("whileai.simulations._tracking", "sync_main", "deliver points spooled while the platform was unreachable"),
+    "demo": ("whileai.demo", "main", "push the sample dataset, fine-tune the tiny base on it, print the run"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: python -m whileai <command> [options]", "", "commands:"]
+    lines += [f"  {name:<10} {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"unknown command {command!r}; accepted: {', '.join(COMMANDS)}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module, func, _ = COMMANDS[command]
+    result = getattr(importlib.import_module(module), func)(rest)
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

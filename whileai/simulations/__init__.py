@@ -1,0 +1,83 @@
+"""whileai.simulations: rollouts in, better tool-using agents out, with the proof on a run page.
+
+    import whileai.simulations as wai
+
+Names load on first use, so ``import whileai.simulations`` stays fast and does
+not pull in torch until a name that needs it is touched.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> the module (relative to this package) that defines it
+_EXPORTS: dict[str, str] = {
+    # run tracking and hosted training (training.md)
+    "TrainerCallback": "training",
+    "TrainingRun": "training",
+    "training_run": "training",
+    "get_run": "training",
+    "list_runs": "training",
+    "delete_run": "training",
+    "attach_holdout": "training",
+    "attach_delta": "training",
+    "train": "training",
+    "serve": "training",
+    "unserve": "training",
+    "delete_model": "training",
+    "models": "training",
+    "reward_model": "training",
+    # rollout rows and export (export.md)
+    "SimulationData": "rows",
+    "training_rows": "export",
+    "export_dataset": "export",
+    "export_training": "export",
+    "export_preference": "export",
+    "to_trl": "export",
+    "tool_call_roundtrip": "export",
+    "loss_mask": "export",
+    # datasets on the platform, profile and selection
+    "push": "datasets",
+    "delete_dataset": "datasets",
+    "profile": "datasets",
+    "selection_report": "datasets",
+    # judges, scoring and preference pairs
+    "first_action_judge": "judges",
+    "evaluate": "judges",
+    "ScoredData": "judges",
+    "judge_trust": "judges",
+    "judge_pairs": "judges",
+    "build_preference_pairs": "judges",
+    # did training move the behaviour?
+    "delta_report": "report",
+    # reward-hacking monitor (monitor.md)
+    "HackMonitor": "monitor",
+    "format_hack_monitor": "monitor",
+    # named exceptions
+    "WhileaiError": "errors",
+    "PlatformError": "errors",
+    "ExportValidationError": "errors",
+    "TrainingSelectionError": "errors",
+    "TrainingConfigError": "errors",
+}
+
+# submodules reachable as attributes: wai.datasets.cut(...), wai.defaults.GPU_USD_PER_HOUR
+_SUBMODULES = ("datasets", "defaults")
+
+__all__ = sorted([*_EXPORTS, *_SUBMODULES])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
