@@ -65,6 +65,64 @@ GPU_PRICE_READ_ON = "2026-09-20"
 # Datasets, judges, selection and the delta report
 # ---------------------------------------------------------------------------
 
+#: A judge's reward at or above this counts as a pass when the judge does not say
+#: ``passed`` itself. Judges here return 0/1 (the first-action judge) or a score in
+#: [0, 1] read as a probability (a reward model's sigmoid), for which the midpoint
+#: is the cut that calls each row by its more likely outcome. ``reward_model`` runs
+#: pick their own cut from held-out pairs and pass it as ``threshold=``.
+JUDGE_PASS_THRESHOLD = 0.5
+
+#: Two rewards closer than this are a tie in ``judge_pairs``: no preference, and the
+#: exporters leave the pair out. 1e-6 is about eight float32 ulps at 1.0, so a reward
+#: model served in float32 that scores two sides "the same" up to rounding is a tie,
+#: while any difference a model actually expresses is not.
+JUDGE_TIE_TOLERANCE = 1e-6
+
+#: Preference pairs per task in ``select_for_preference`` / ``build_preference_pairs``
+#: and in the dpo/rm selection report. One pair per prompt, as in the binarized
+#: UltraFeedback set behind Zephyr (Tunstall et al. 2023, "Zephyr: Direct
+#: Distillation of LM Alignment", one chosen and one rejected reply per prompt):
+#: every prompt weighs the same, so a task sampled many times does not dominate
+#: the preference loss.
+PREFERENCE_PAIRS_PER_TASK = 1
+
+#: Share of tasks ``datasets.cut`` holds out, and its default seed. 20% is the
+#: usual 80/20 split; the cut is by task, so no prompt is on both sides.
+CUT_HOLDOUT = 0.2
+CUT_SEED = 0
+
+#: Bootstrap resamples behind every interval of ``delta_report``. Efron & Tibshirani
+#: (1993, "An Introduction to the Bootstrap", ch. 13 and 19) advise at least 1,000
+#: for percentile intervals, whose tails need more draws than a standard error;
+#: 2,000 keeps the Monte Carlo error of a 2.5% quantile near a tenth of the interval
+#: width and runs in well under a second for thousands of tasks.
+DELTA_BOOTSTRAP = 2000
+
+#: Two-sided confidence level of the intervals ``delta_report`` shows and of the
+#: "improved" / "regressed" calls (the interval of the gain excludes zero), and of
+#: the proxy's "significantly positive" gain. 95%, the conventional level.
+DELTA_CI_LEVEL = 0.95
+
+#: Equivalence margin for the target pass rate, in absolute pass-rate points (0 to 1).
+#: "Over-optimized" needs the target's gain shown to be below this margin, not merely
+#: "not significant": the equivalence logic of Schuirmann's two one-sided tests
+#: (TOST; Schuirmann 1987, J. Pharmacokinet. Biopharm. 15:657) as Lakens (2017,
+#: "Equivalence Tests: A Practical Primer", Soc. Psychol. Personal. Sci. 8:355)
+#: presents it, with the margin set to the smallest effect worth having. Five points
+#: of pass rate is the smallest change we would call a training win; a gain that may
+#: still be that large is reported as inconclusive, not over-optimized.
+DELTA_EQUIVALENCE_MARGIN = 0.05
+
+#: One-sided alpha of the equivalence bound: the target's gain counts as below the
+#: margin when the upper bound of its one-sided (1 - alpha) interval, the 95th
+#: bootstrap percentile, is below it. This is TOST's convention (Schuirmann 1987):
+#: each one-sided test at alpha, i.e. the 90% two-sided interval, for an overall
+#: 5% error rate.
+DELTA_EQUIVALENCE_ALPHA = 0.05
+
+#: Seed of ``delta_report``'s bootstrap: the same rows give the same report.
+DELTA_SEED = 0
+
 # ---------------------------------------------------------------------------
 # Hosted training (knobs, gates, jobs, serving)
 # ---------------------------------------------------------------------------
