@@ -9,6 +9,7 @@ __all__ = [
     "PlatformError",
     "NotFoundError",
     "ExportValidationError",
+    "RowFormatError",
     "TrainingSelectionError",
     "TrainingConfigError",
 ]
@@ -38,6 +39,18 @@ class ExportValidationError(WhileaiError, ValueError):
         super().__init__(message)
         self.problems = problems or []
         self.report = report or {}
+
+
+class RowFormatError(WhileaiError, ValueError):
+    """Rows that do not follow the rollout-row contract (or a JSONL file that is not valid).
+
+    ``problems`` lists each one: ``{"row": index, "line": line number or None,
+    "path": file or None, "detail": what is wrong}``.
+    """
+
+    def __init__(self, message: str, problems: list[dict[str, Any]] | None = None):
+        super().__init__(message)
+        self.problems = problems or []
 
 
 class TrainingSelectionError(WhileaiError, ValueError):
