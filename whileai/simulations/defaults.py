@@ -61,6 +61,42 @@ GPU_PRICE_READ_ON = "2026-09-20"
 # Model kit (tiny tokenizer, model and base, built in code)
 # ---------------------------------------------------------------------------
 
+#: Tokenizer vocabulary size. Room for the 256 byte symbols, the special tokens,
+#: every number up to KIT_TOKENIZER_MAX_NUMBER, and the sample task's words whole.
+#: Kept small because the tied embedding is most of the tiny model's parameters.
+KIT_VOCAB_SIZE = 1536
+
+#: Numbers 0..this are single tokens (the sample task's amounts and minutes stay under it).
+KIT_TOKENIZER_MAX_NUMBER = 300
+
+#: Generic sentences in the tokenizer's training text.
+KIT_TOKENIZER_SENTENCES = 2000
+
+#: Times each task word and number appears in the tokenizer's training text: enough that
+#: BPE merges every one of them whole before the vocabulary fills.
+KIT_TOKENIZER_TASK_REPEATS = 40
+
+#: Context length of the tiny model and the tokenizer's model_max_length. A rendered
+#: sample-task conversation (system prompt, compact tool list, ask, call, response,
+#: reply) is under 200 tokens.
+KIT_MAX_POSITIONS = 512
+
+#: The tiny model's shape (a Llama config; see whileai.kit.tiny_model). Measured on a
+#: 2-core CPU with torch 2.13 / TRL 1.16: a ~473k-parameter model (hidden 128,
+#: 2 layers) learned the sample task reliably (0 -> 0.93 / 1.00 / 1.00 held-out
+#: first-action pass rate over three seeds of full SFT in ~3-4 minutes); a 154k model
+#: was seed-sensitive (0 -> 1.0 with one seed, 0 -> 0.40 with another); a 2.9M model
+#: was slower and did not learn in 5 minutes.
+KIT_HIDDEN_SIZE = 128
+KIT_LAYERS = 2
+KIT_HEADS = 4
+#: Key/value heads: full multi-head attention (grouped-query saves nothing at this size).
+KIT_KV_HEADS = 4
+#: MLP width, 2x hidden: with the tied embedding (vocab x hidden) the model has ~525k parameters.
+KIT_INTERMEDIATE_SIZE = 256
+#: Input and output embeddings share one matrix: it is most of the parameters.
+KIT_TIE_EMBEDDINGS = True
+
 # ---------------------------------------------------------------------------
 # Datasets, judges, selection and the delta report
 # ---------------------------------------------------------------------------

@@ -1,0 +1,194 @@
+"""The model kit: tokenizer, chat template, tiny model, tool-call parser, sample task."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from whileai import kit
+from whileai.kit import build_tokenizer, parse_tool_calls, tiny_model
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
+                "required": ["city", "unit"],
+            },
+        },
+    },
+    # a bare function schema (no {"type": "function"} wrapper) renders the same way
+    {"name": "set_timer", "description": "Start a timer.",
+     "parameters": {"type": "object", "properties": {"minutes": {"type": "integer"}}}},
+]
+
+CONVERSATION = [
+    {"role": "system", "content": "You are a helpful agent."},
+    {"role": "user", "content": "Weather in Paris in celsius?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_0", "type": "function",
+         "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}}]},
+    {"role": "tool", "tool_call_id": "call_0", "content": '{"temp": 18}'},
+    {"role": "assistant", "content": "It is 18 degrees in Paris."},
+    {"role": "user", "content": "And set a timer for 5 minutes."},
+    {"role": "assistant", "content": "Sure.", "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "set_timer", "arguments": '{"minutes": 5}'}}]},
+]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer()
+
+
+def test_tokenizer_is_deterministic_for_a_seed(tok):
+    again = build_tokenizer()
+    assert again.get_vocab() == tok.get_vocab()
+    text = tok.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False)
+    assert again(text)["input_ids"] == tok(text)["input_ids"]
+
+
+def test_special_tokens(tok):
+    assert tok.eos_token == "<|im_end|>"
+    assert tok.pad_token and tok.bos_token and tok.pad_token_id != tok.eos_token_id
+    for t in ("<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_response>",
+              "</tool_response>", "<think>", "</think>"):
+        assert len(tok(t)["input_ids"]) == 1, t
+    # the call markup survives decoding with skip_special_tokens (the parser needs it)
+    ids = tok("<tool_call>{}</tool_call><|im_end|>")["input_ids"]
+    assert tok.decode(ids, skip_special_tokens=True) == "<tool_call>{}</tool_call>"
+
+
+def test_city_unit_number_are_one_token_in_the_ask_and_in_the_call(tok):
+    text = tok.apply_chat_template(CONVERSATION[:3], tools=TOOLS, tokenize=False)
+    ids = tok(text)["input_ids"]
+    for word in ("Paris", "celsius", "5", "get_weather"):
+        (wid,) = tok(word)["input_ids"]
+        assert ids.count(wid) >= 2 or word == "5", word
+    ask = tok("Convert 120 km to miles")["input_ids"]
+    call = tok('{"amount": 120, "from_unit": "km", "to_unit": "miles"}')["input_ids"]
+    for word in ("120", "km", "miles"):
+        (wid,) = tok(word)["input_ids"]
+        assert wid in ask and wid in call, word
+
+
+def test_template_renders_every_role_tools_and_calls(tok):
+    text = tok.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False)
+    assert text.startswith("<|im_start|>system\nYou are a helpful agent.\n\nTools:\n")
+    assert "- get_weather(city: string, unit: string) - Current weather for a city.\n" in text
+    assert "- set_timer(minutes: integer) - Start a timer.<|im_end|>" in text
+    assert '"properties"' not in text  # compact, not the JSON schema
+    assert "<|im_start|>user\nWeather in Paris in celsius?<|im_end|>\n" in text
+    assert ('<|im_start|>assistant\n<tool_call>{"name": "get_weather", "arguments": '
+            '{"city": "Paris", "unit": "celsius"}}</tool_call><|im_end|>\n') in text
+    assert '<|im_start|>tool\n<tool_response>{"temp": 18}</tool_response><|im_end|>\n' in text
+    # arguments given as a JSON string render the same as a dict
+    assert 'Sure.\n<tool_call>{"name": "set_timer", "arguments": {"minutes": 5}}</tool_call>' in text
+    prompt = tok.apply_chat_template(CONVERSATION[:2], tokenize=False, add_generation_prompt=True)
+    assert prompt.endswith("<|im_start|>user\nWeather in Paris in celsius?<|im_end|>\n<|im_start|>assistant\n")
+    no_system = tok.apply_chat_template(CONVERSATION[1:2], tools=TOOLS, tokenize=False)
+    assert no_system.startswith("<|im_start|>system\nTools:\n- get_weather")
+
+
+def test_generation_mask_covers_exactly_the_assistant_turns(tok):
+    out = tok.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=True, return_dict=True,
+                                  return_assistant_tokens_mask=True)
+    ids, mask = out["input_ids"], out["assistant_masks"]
+    expected = []
+    for m in CONVERSATION:
+        if m["role"] == "assistant":
+            expected.append(tok.apply_chat_template([m], tokenize=False)
+                            .removeprefix("<|im_start|>assistant\n").removesuffix("\n"))
+    spans, cur = [], []
+    for i, k in zip(ids, mask):
+        if k:
+            cur.append(i)
+        elif cur:
+            spans.append(cur)
+            cur = []
+    if cur:
+        spans.append(cur)
+    assert [tok.decode(s) for s in spans] == expected
+    assert all(s[-1] == tok.eos_token_id for s in spans)
+
+
+def test_tiny_model_is_deterministic_and_sized_by_defaults(tok):
+    import torch
+
+    from whileai.simulations import defaults
+
+    a, b = tiny_model(tok, seed=3), tiny_model(tok, seed=3)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    c = tiny_model(tok, seed=4)
+    assert not torch.equal(a.model.embed_tokens.weight, c.model.embed_tokens.weight)
+    assert a.config.model_type == "llama"
+    assert a.config.hidden_size == defaults.KIT_HIDDEN_SIZE
+    assert a.config.num_hidden_layers == defaults.KIT_LAYERS
+    assert a.config.vocab_size == len(tok)
+    assert a.generation_config.eos_token_id == tok.eos_token_id
+    assert tiny_model(tok, num_hidden_layers=1).config.num_hidden_layers == 1
+    with pytest.raises(TypeError, match="hiden_size"):
+        tiny_model(tok, hiden_size=3)
+
+
+def test_save_and_reload_keep_ids_template_and_weights(tok, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = tiny_model(tok)
+    tok.save_pretrained(tmp_path)
+    model.save_pretrained(tmp_path)
+    tok2 = AutoTokenizer.from_pretrained(tmp_path)
+    model2 = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert tok2.chat_template == tok.chat_template
+    assert tok2.get_vocab() == tok.get_vocab()
+    for kw in ({}, {"add_generation_prompt": True}):
+        a = tok.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False, **kw)
+        b = tok2.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False, **kw)
+        assert a == b and tok(a)["input_ids"] == tok2(b)["input_ids"]
+    assert (tok2.eos_token, tok2.pad_token, tok2.bos_token) == (tok.eos_token, tok.pad_token, tok.bos_token)
+    ids = torch.tensor([tok("Weather in Paris?")["input_ids"]])
+    assert torch.equal(model(ids).logits, model2(ids).logits)
+
+
+def test_parse_tool_calls_round_trips_rendered_calls(tok):
+    text = tok.apply_chat_template(CONVERSATION[-1:], tokenize=False)
+    body = text.removeprefix("<|im_start|>assistant\n")
+    content, calls = parse_tool_calls(body)
+    assert content == "Sure."
+    assert calls == [{"id": "call_0", "type": "function",
+                      "function": {"name": "set_timer", "arguments": '{"minutes": 5}'}}]
+    body = tok.apply_chat_template(CONVERSATION[2:3], tokenize=False).removeprefix("<|im_start|>assistant\n")
+    content, calls = parse_tool_calls(body)
+    assert content is None
+    assert json.loads(calls[0]["function"]["arguments"]) == {"city": "Paris", "unit": "celsius"}
+    two = kit.format_tool_call("a", {"x": [1, 2]}) + "\n" + kit.format_tool_call("b", "{}")
+    content, calls = parse_tool_calls(two)
+    assert content is None and [c["id"] for c in calls] == ["call_0", "call_1"]
+    assert [c["function"]["name"] for c in calls] == ["a", "b"]
+
+
+@pytest.mark.parametrize("junk", [
+    "", "plain answer", "<tool_call>", "<tool_call>{not json</tool_call>", "<tool_call>[1, 2]</tool_call>",
+    '<tool_call>{"arguments": {}}</tool_call>', '<tool_call>{"name": 3}</tool_call>',
+    '<tool_call>{"name": "a", "arguments": [1]}</tool_call>', "</tool_call><tool_call><tool_call>",
+    "\x00\udcff", "<tool_call>" + "[" * 5000 + "</tool_call>",
+])
+def test_parse_tool_calls_survives_junk(junk):
+    content, calls = parse_tool_calls(junk)
+    assert calls == []
+    assert content == (junk.strip() or None)
+
+
+def test_parse_tool_calls_keeps_good_calls_beside_junk():
+    text = 'Let me check. <tool_call>{oops}</tool_call> <tool_call>{"name": "f", "arguments": "{\\"a\\": 1}"}</tool_call><|im_end|>'
+    content, calls = parse_tool_calls(text)
+    assert content == "Let me check. <tool_call>{oops}</tool_call>"
+    assert calls[0]["function"] == {"name": "f", "arguments": '{"a": 1}'}
+    assert parse_tool_calls(None) == (None, [])
