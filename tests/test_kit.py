@@ -192,3 +192,102 @@ def test_parse_tool_calls_keeps_good_calls_beside_junk():
     assert content == "Let me check. <tool_call>{oops}</tool_call>"
     assert calls[0]["function"] == {"name": "f", "arguments": '{"a": 1}'}
     assert parse_tool_calls(None) == (None, [])
+
+
+# ---------------------------------------------------------------------------
+# the sample task and the shipped dataset
+# ---------------------------------------------------------------------------
+
+
+def _groups(rows):
+    groups = {}
+    for r in rows:
+        groups.setdefault(r["task_id"], []).append(r)
+    return groups
+
+
+def test_sample_file_is_valid_rows_with_mixed_groups():
+    from whileai.kit import sample_task
+
+    rows = kit.load_sample()
+    assert len(rows) >= 800
+    groups = _groups(rows)
+    mixed = [g for g in groups.values() if len({r["passed"] for r in g}) == 2]
+    assert len(mixed) >= 0.6 * len(groups)
+    for task_id, group in groups.items():
+        assert sorted(r["rollout_index"] for r in group) == list(range(len(group)))
+        assert len({json.dumps(sample_task.prompt_messages(r)) for r in group}) == 1, task_id
+    for r in rows:
+        assert isinstance(r["reward"], float) and 0.0 <= r["reward"] <= 1.0
+        assert r["passed"] == (r["reward"] == 1.0)
+        assert r["sampling"] == {"temperature": r["sampling"]["temperature"]}
+        assert {"proxy_reward", "difficulty"} <= set(r["markers"])
+        assert isinstance(r["privileged"], dict) and all(isinstance(v, str) for v in r["privileged"].values())
+        assert ("answer" in r["gold"]) != ("name" in r["gold"])
+        roles = [m["role"] for m in r["messages"]]
+        assert roles[:3] == ["system", "user", "assistant"]
+        first = r["messages"][2]
+        if first.get("tool_calls"):
+            assert roles[3:] == ["tool", "assistant"]
+            call = first["tool_calls"][0]
+            assert r["messages"][3]["tool_call_id"] == call["id"]
+            assert isinstance(json.loads(call["function"]["arguments"]), dict)
+        else:
+            assert roles == ["system", "user", "assistant"]
+        # the passed flag agrees with the first-action check on the rendered reply
+        rendered = _render_first_action(first)
+        assert kit.first_action_passed(rendered, r["gold"]) == r["passed"]
+
+
+def _render_first_action(message):
+    if message.get("tool_calls"):
+        fn = message["tool_calls"][0]["function"]
+        return kit.format_tool_call(fn["name"], fn["arguments"])
+    return message["content"]
+
+
+def test_sample_has_each_failure_kind_and_answer_tasks():
+    rows = kit.load_sample()
+    failures = {r["markers"]["failure"] for r in rows}
+    assert {"none", "wrong_tool", "wrong_argument", "missing_argument", "no_tool"} <= failures
+    assert any("answer" in r["gold"] for r in rows)
+    assert {r["messages"][1]["content"].split()[0] for r in rows if r["task_id"].startswith("weather")} >= {"Weather", "Tell"}
+
+
+def test_sample_generator_is_deterministic_and_matches_the_shipped_file(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from whileai.kit import sample_task
+
+    assert sample_task.generate(n_tasks=20, seed=3) == sample_task.generate(n_tasks=20, seed=3)
+    assert sample_task.generate(n_tasks=20, seed=3) != sample_task.generate(n_tasks=20, seed=4)
+    script = Path(__file__).resolve().parent.parent / "scripts" / "make_sample.py"
+    # a different hash seed must not change a byte (no str hash in the generator)
+    env = {**__import__("os").environ, "PYTHONHASHSEED": "123"}
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_split_tasks_never_splits_a_task():
+    from whileai.kit import sample_task
+
+    rows = sample_task.generate(n_tasks=50)
+    train, held = sample_task.split_tasks(rows)
+    assert {r["task_id"] for r in train}.isdisjoint({r["task_id"] for r in held})
+    assert len(train) + len(held) == len(rows)
+    assert len({r["task_id"] for r in held}) == 10
+    with pytest.raises(ValueError, match="holdout=1.5"):
+        sample_task.split_tasks(rows, holdout=1.5)
+
+
+def test_first_action_passed():
+    gold = {"name": "convert", "arguments": {"amount": 12, "from_unit": "km", "to_unit": "miles"}}
+    good = '<tool_call>{"name": "convert", "arguments": {"to_unit": "miles", "amount": 12.0, "from_unit": "km"}}</tool_call>'
+    assert kit.first_action_passed(good, gold)
+    assert not kit.first_action_passed(good.replace("12.0", "13"), gold)
+    assert not kit.first_action_passed("That is 7 miles.", gold)
+    assert not kit.first_action_passed("<tool_call>{broken", gold)
+    assert kit.first_action_passed("you are welcome ", {"answer": "You are welcome!"})
+    assert not kit.first_action_passed(good, {"answer": "You are welcome!"})

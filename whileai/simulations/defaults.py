@@ -97,6 +97,16 @@ KIT_INTERMEDIATE_SIZE = 256
 #: Input and output embeddings share one matrix: it is most of the parameters.
 KIT_TIE_EMBEDDINGS = True
 
+#: Tasks in the shipped sample dataset: enough distinct cities, units and numbers for a
+#: held-out split to test copying arguments, small enough to keep the file ~2 MB.
+KIT_SAMPLE_TASKS = 400
+#: Rollouts per task (the group size GRPO sees).
+KIT_SAMPLE_ROLLOUTS = 4
+#: The sampling temperature the simulated rollouts record.
+KIT_SAMPLE_TEMPERATURE = 0.7
+#: Held-out share of tasks in kit.sample_task.split_tasks (the same share datasets.cut uses).
+KIT_SAMPLE_HOLDOUT = 0.2
+
 # ---------------------------------------------------------------------------
 # Datasets, judges, selection and the delta report
 # ---------------------------------------------------------------------------
