@@ -9,8 +9,6 @@ belongs to, following the row contract in docs/architecture.md.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -55,27 +53,12 @@ def _as_row(item: Any, index: int) -> Mapping[str, Any]:
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """Read a JSONL file of rows; a line that is not a JSON object names the file and line."""
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise FileNotFoundError(
-            f"{str(path)!r} is not a file; pass a JSONL path that exists, or {ACCEPTED_SOURCES}"
-        )
-    rows: list[dict[str, Any]] = []
-    with p.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{p}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}); fix or remove the line") from None
-            if not isinstance(row, dict):
-                raise ValueError(
-                    f"{p}:{lineno}: a JSON {type(row).__name__}, not an object; each line must be one rollout row"
-                )
-            rows.append(row)
-    return rows
+    """Read a JSONL file of rows; a line that breaks the row contract raises ``RowFormatError`` naming it."""
+    if not Path(path).expanduser().is_file():
+        raise FileNotFoundError(f"{str(path)!r} is not a file; pass a JSONL path that exists, or {ACCEPTED_SOURCES}")
+    from .rows import read_rows
+
+    return read_rows(Path(path).expanduser())[0]
 
 
 def rows_of(source: Any) -> list[Mapping[str, Any]]:
@@ -116,46 +99,11 @@ def describe_source(source: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _prompt_messages(messages: list[Any]) -> list[Any]:
-    out = []
-    for m in messages:
-        if isinstance(m, Mapping) and m.get("role") == "assistant":
-            break
-        out.append(m)
-    return out
-
-
-def _local_prompt_hash(messages: list[Any]) -> str:
-    text = json.dumps(_prompt_messages(messages), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def _prompt_hash(messages: list[Any]) -> str:
-    # rows.prompt_hash is the one definition of a computed task key; fall back to
-    # the same recipe (canonical JSON of the turns before the first assistant turn)
-    # only where that module is unavailable.
-    try:
-        from .rows import prompt_hash
-    except ImportError:
-        return _local_prompt_hash(messages)
-    return prompt_hash(messages)
-
-
 def task_key(row: Mapping[str, Any]) -> str:
     """The task a row belongs to: ``task_id``, else ``prompt_hash``, else the hash of its prompt turns."""
-    tid = row.get("task_id")
-    if tid is not None and tid != "":
-        return str(tid)
-    ph = row.get("prompt_hash")
-    if ph is not None and ph != "":
-        return str(ph)
-    messages = row.get("messages")
-    if not isinstance(messages, list):
-        raise ValueError(
-            "a row has no task_id, no prompt_hash and no messages list, so its task is unknown; "
-            "give each row a task_id (or messages)"
-        )
-    return _prompt_hash(messages)
+    from .rows import task_key as _rows_task_key
+
+    return _rows_task_key(row)
 
 
 def group_by_task(rows: list[Mapping[str, Any]]) -> dict[str, list[int]]:

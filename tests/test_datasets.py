@@ -1,0 +1,167 @@
+"""Datasets: profile and selection against hand-counted fixtures; push, cut and delete on a real platform."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import whileai.simulations as wai
+from whileai.simulations import datasets
+
+# ---------------------------------------------------------------------------
+# A hand-counted fixture
+# ---------------------------------------------------------------------------
+#
+# task  rows  outcomes (P pass, F fail, ? no label)   temperature   markers
+# A     4     P P F F            mixed                0.7           proxy_reward on each
+# B     3     P P P              all pass             0.7
+# C     2     F F                all fail             1.0
+# D     1     P                  all pass, one row    -
+# E     2     ? ?                unlabelled           -
+# F     3     P F ?              mixed                0.7
+# G     1     F                  all fail, one row    -
+#
+# 16 rows, 7 tasks; 7 passed, 6 failed, 3 unlabelled.
+
+PLAN = [("A", "PPFF", 0.7, True), ("B", "PPP", 0.7, False), ("C", "FF", 1.0, False), ("D", "P", None, False),
+        ("E", "??", None, False), ("F", "PF?", 0.7, False), ("G", "F", None, False)]
+
+
+def make_row(task, outcome, temperature=None, proxy=False, index=0):
+    row = {"messages": [{"role": "user", "content": f"task {task}"},
+                        {"role": "assistant", "content": f"reply {index}" + "!" * index}],
+           "task_id": task, "rollout_index": index}
+    if outcome != "?":
+        row["passed"] = outcome == "P"
+    if temperature is not None:
+        row["sampling"] = {"temperature": temperature}
+    if proxy:
+        row["markers"] = {"proxy_reward": 1.0 if outcome == "P" else 0.2}
+    return row
+
+
+def fixture_rows():
+    return [make_row(task, o, temp, proxy, i) for task, outcomes, temp, proxy in PLAN for i, o in enumerate(outcomes)]
+
+
+def test_profile_counts_by_hand():
+    prof = wai.profile(fixture_rows())
+    assert prof["rows"] == 16 and prof["tasks"] == 7
+    assert (prof["passed"], prof["failed"], prof["unlabelled"]) == (7, 6, 3)
+    assert prof["pass_rate"] == pytest.approx(7 / 13)
+    assert prof["repeats"] == {"common": 3, "min": 1, "max": 4, "sizes": {"1": 2, "2": 2, "3": 2, "4": 1}}
+    assert (prof["all_pass_tasks"], prof["all_fail_tasks"], prof["mixed_tasks"], prof["unlabelled_tasks"]) == (2, 2, 2, 1)
+    assert prof["single_row_tasks"] == 2
+    assert prof["temperatures"] == [0.7, 1.0]
+    assert prof["temperature_rows"] == {"0.7": 10, "1.0": 2} and prof["no_temperature_rows"] == 4
+    assert prof["markers"] == {"proxy_reward": 4}
+    by_task = {t["task"]: t for t in prof["per_task"]}
+    assert by_task["F"] == {"task": "F", "rows": 3, "passed": 1, "failed": 1, "unlabelled": 1, "outcome": "mixed"}
+    json.dumps(prof)
+
+
+def dropped(report):
+    return {d["class"]: (d["rows"], d["tasks"]) for d in report["dropped"]}
+
+
+def test_selection_sft_by_hand():
+    rep = wai.selection_report(wai.profile(fixture_rows()), "sft")
+    assert (rep["rows"], rep["tasks"]) == (7, 4)            # the passing rows of A, B, D, F
+    assert dropped(rep) == {"failing": (6, 2), "unlabelled": (3, 1)}   # C, G lose every row; E too
+    assert rep["mixed_tasks"] == 2 and rep["rows_given"] == 16 and rep["tasks_given"] == 7
+    assert all(d["reason"] for d in rep["dropped"])
+
+
+def test_selection_grpo_by_hand():
+    rep = wai.selection_report(wai.profile(fixture_rows()), "grpo")
+    assert (rep["rows"], rep["tasks"], rep["groups"]) == (7, 2, 2)    # A and F, every row
+    assert dropped(rep) == {"single_row": (2, 2), "unanimous_pass": (3, 1), "unanimous_fail": (2, 1),
+                            "unlabelled_tasks": (2, 1)}
+    assert "advantage" in next(d for d in rep["dropped"] if d["class"] == "unanimous_pass")["reason"]
+
+
+@pytest.mark.parametrize("method", ["dpo", "rm"])
+def test_selection_pairs_by_hand(method):
+    rep = wai.selection_report(wai.profile(fixture_rows()), method)
+    assert (rep["rows"], rep["tasks"], rep["pairs"]) == (4, 2, 2)     # one pair from A, one from F
+    assert dropped(rep) == {"no_pass": (3, 2), "no_fail": (4, 2), "unlabelled_tasks": (2, 1), "unpaired": (3, 0)}
+    two = wai.selection_report(wai.profile(fixture_rows()), method, per_task=2)
+    assert (two["rows"], two["pairs"]) == (6, 3) and dropped(two)["unpaired"] == (1, 0)
+    assert rep["pairs"] == len(wai.build_preference_pairs(fixture_rows()))
+    assert two["pairs"] == len(wai.build_preference_pairs(fixture_rows(), per_task=2))
+
+
+@pytest.mark.parametrize("method", ["sft", "grpo", "dpo", "rm"])
+def test_selection_adds_up(method):
+    rep = wai.selection_report(fixture_rows(), method)  # a dataset is profiled first
+    assert rep["rows"] + sum(d["rows"] for d in rep["dropped"]) == rep["rows_given"] == 16
+    assert rep["tasks"] + sum(d["tasks"] for d in rep["dropped"]) == rep["tasks_given"] == 7
+    assert rep["summary"].startswith(f"{method}: uses {rep['rows']} of 16 rows")
+
+
+def test_all_rows_failing():
+    rows = [make_row(t, "F", index=i) for t in "XY" for i in range(3)]
+    prof = wai.profile(rows)
+    assert prof["pass_rate"] == 0.0 and prof["all_fail_tasks"] == 2 and prof["mixed_tasks"] == 0
+    sft = wai.selection_report(prof, "sft")
+    assert (sft["rows"], sft["tasks"]) == (0, 0) and dropped(sft) == {"failing": (6, 2)}
+    grpo = wai.selection_report(prof, "grpo")
+    assert grpo["rows"] == 0 and dropped(grpo) == {"unanimous_fail": (6, 2)}
+    assert wai.selection_report(prof, "dpo")["pairs"] == 0
+
+
+def test_no_labels_at_all_and_empty():
+    prof = wai.profile([make_row("X", "?", index=i) for i in range(2)])
+    assert prof["pass_rate"] is None and prof["unlabelled"] == 2 and prof["unlabelled_tasks"] == 1
+    empty = wai.profile([])
+    assert empty["rows"] == 0 and empty["repeats"]["common"] is None
+    assert wai.selection_report(empty, "grpo")["rows"] == 0
+
+
+def test_task_key_falls_back_to_prompt_hash():
+    a = {"messages": [{"role": "user", "content": "same ask"}, {"role": "assistant", "content": "one"}], "passed": True}
+    b = {"messages": [{"role": "user", "content": "same ask"}, {"role": "assistant", "content": "two"}], "passed": False}
+    c = {**a, "prompt_hash": "stored"}
+    prof = wai.profile([a, b, c])
+    assert prof["tasks"] == 2 and prof["mixed_tasks"] == 1
+
+
+def test_selection_report_errors():
+    prof = wai.profile(fixture_rows())
+    with pytest.raises(ValueError, match=r"'ppo'.*sft, grpo, dpo, rm"):
+        wai.selection_report(prof, "ppo")
+    with pytest.raises(ValueError, match="per_task"):
+        wai.selection_report(prof, "dpo", per_task=0)
+    with pytest.raises(TypeError, match="single rollout row"):
+        wai.profile(fixture_rows()[0])
+
+
+def test_profile_reads_jsonl_and_names_bad_lines(tmp_path):
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in fixture_rows()))
+    prof = wai.profile(path)
+    assert prof["rows"] == 16 and prof["dataset"] == str(path)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(fixture_rows()[0]) + "\n{not json\n")
+    with pytest.raises(ValueError, match=r"(?s)bad.jsonl.*line 2"):
+        wai.profile(bad)
+    with pytest.raises(FileNotFoundError):
+        wai.profile(tmp_path / "missing.jsonl")
+
+
+def test_split_tasks_by_task_never_by_row():
+    rows = [make_row(f"T{t}", "P" if i % 2 else "F", index=i) for t in range(20) for i in range(3)]
+    train, held = datasets.split_tasks(rows, 0.2, seed=0)
+    train_tasks = {rows[i]["task_id"] for i in train}
+    held_tasks = {rows[i]["task_id"] for i in held}
+    assert not train_tasks & held_tasks and len(held_tasks) == 4 and len(train) + len(held) == 60
+    assert datasets.split_tasks(rows, 0.2, seed=0) == (train, held)
+    assert datasets.split_tasks(list(reversed(rows)), 0.2, seed=0)[1] != []  # order-free: same tasks held
+    held_rev = {list(reversed(rows))[i]["task_id"] for i in datasets.split_tasks(list(reversed(rows)), 0.2, seed=0)[1]}
+    assert held_rev == held_tasks
+    assert {rows[i]["task_id"] for i in datasets.split_tasks(rows, 0.2, seed=1)[1]} != held_tasks
+    with pytest.raises(ValueError, match="holdout"):
+        datasets.split_tasks(rows, 1.0)
+    with pytest.raises(ValueError, match="at least 2 tasks"):
+        datasets.split_tasks(rows[:3], 0.5)

@@ -1,0 +1,219 @@
+"""Profile a set of rollout rows and say which rows each training method can use.
+
+``profile`` counts what is there; ``selection_report`` reads only the profile,
+so a pushed dataset can be judged before any model is loaded. Both answer plain
+JSON-able dicts (they travel to the platform with a run).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from . import defaults
+from ._rowsource import group_by_task
+
+__all__ = ["profile_rows", "selection_report", "METHODS"]
+
+METHODS = ("sft", "grpo", "dpo", "rm")
+
+# Dropped classes, in the order they are attributed: a task falls in the first class that fits.
+_REASONS = {
+    "failing": "failing rows: SFT clones every row it is given, so the model would learn the failure; "
+               "push scored.passes() instead",
+    "unlabelled": "rows without a passed label: their outcome is unknown, so whether they teach the task "
+                  "cannot be told; grade them first (wai.evaluate)",
+    "single_row": "tasks with one row: a group of one has no other rollout to take an advantage against",
+    "unanimous_pass": "tasks where every row passed: a unanimous group carries no advantage "
+                      "(every reward equals the group mean), so the update is zero",
+    "unanimous_fail": "tasks where every row failed: a unanimous group carries no advantage "
+                      "(every reward equals the group mean), so the update is zero",
+    "unlabelled_tasks": "tasks with no passed label on any row: no pass and no fail to compare; grade them first",
+    "no_pass": "tasks without a passing row: there is no chosen side for a pair",
+    "no_fail": "tasks without a failing row: there is no rejected side for a pair",
+    "unpaired": "rows beyond the length-matched pairs of their task (PREFERENCE_PAIRS_PER_TASK pairs per "
+                "task, each row used once)",
+}
+
+
+def _label(row: Mapping[str, Any]) -> bool | None:
+    value = row.get("passed")
+    return value if isinstance(value, bool) else None
+
+
+def _number_key(value: float) -> str:
+    return repr(float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
+def profile_rows(rows: list[Mapping[str, Any]], source: str | None = None) -> dict[str, Any]:
+    """The profile of ``rows`` (see ``datasets.profile`` for the keys)."""
+    groups = group_by_task(rows)
+    per_task = []
+    task_classes: Counter[str] = Counter()
+    for key, indices in groups.items():
+        labels = [_label(rows[i]) for i in indices]
+        passed, failed = labels.count(True), labels.count(False)
+        unlabelled = len(labels) - passed - failed
+        if passed and failed:
+            outcome = "mixed"
+        elif passed:
+            outcome = "all_pass"
+        elif failed:
+            outcome = "all_fail"
+        else:
+            outcome = "unlabelled"
+        task_classes[outcome] += 1
+        per_task.append({"task": key, "rows": len(indices), "passed": passed, "failed": failed,
+                         "unlabelled": unlabelled, "outcome": outcome})
+    sizes = Counter(t["rows"] for t in per_task)
+    n_pass = sum(t["passed"] for t in per_task)
+    n_fail = sum(t["failed"] for t in per_task)
+    temperatures: Counter[str] = Counter()
+    no_temperature = 0
+    markers: Counter[str] = Counter()
+    for row in rows:
+        sampling = row.get("sampling")
+        temp = sampling.get("temperature") if isinstance(sampling, Mapping) else None
+        if temp is None:
+            no_temperature += 1
+        else:
+            temperatures[_number_key(temp)] += 1
+        row_markers = row.get("markers")
+        if isinstance(row_markers, Mapping):
+            markers.update(str(k) for k in row_markers)
+    common = max(sizes.items(), key=lambda kv: (kv[1], kv[0]))[0] if sizes else None
+    return {
+        "dataset": source,
+        "rows": len(rows),
+        "tasks": len(per_task),
+        "repeats": {
+            "common": common,
+            "min": min(sizes) if sizes else None,
+            "max": max(sizes) if sizes else None,
+            "sizes": {str(k): v for k, v in sorted(sizes.items())},
+        },
+        "passed": n_pass,
+        "failed": n_fail,
+        "unlabelled": len(rows) - n_pass - n_fail,
+        "pass_rate": n_pass / (n_pass + n_fail) if n_pass + n_fail else None,
+        "all_pass_tasks": task_classes["all_pass"],
+        "all_fail_tasks": task_classes["all_fail"],
+        "mixed_tasks": task_classes["mixed"],
+        "unlabelled_tasks": task_classes["unlabelled"],
+        "single_row_tasks": sizes.get(1, 0),
+        "temperatures": sorted(float(k) for k in temperatures if _is_float(k)),
+        "temperature_rows": dict(sorted(temperatures.items())),
+        "no_temperature_rows": no_temperature,
+        "markers": dict(sorted(markers.items())),
+        "per_task": per_task,
+    }
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _drop(name: str, rows: int, tasks: int) -> dict[str, Any]:
+    return {"class": name, "rows": rows, "tasks": tasks, "reason": _REASONS[name]}
+
+
+def _sft(per_task: list[dict[str, Any]]) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
+    used_rows = sum(t["passed"] for t in per_task)
+    used_tasks = sum(1 for t in per_task if t["passed"])
+    # a task with no passing row is lost: to "failing" when it has a fail, else to "unlabelled"
+    lost_to_fail = sum(1 for t in per_task if not t["passed"] and t["failed"])
+    lost_to_unknown = sum(1 for t in per_task if not t["passed"] and not t["failed"])
+    dropped = [
+        _drop("failing", sum(t["failed"] for t in per_task), lost_to_fail),
+        _drop("unlabelled", sum(t["unlabelled"] for t in per_task), lost_to_unknown),
+    ]
+    return used_rows, used_tasks, dropped, {}
+
+
+def _grouped(per_task: list[dict[str, Any]]) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
+    classes = {"single_row": [], "unanimous_pass": [], "unanimous_fail": [], "unlabelled_tasks": []}
+    used = []
+    for t in per_task:
+        if t["rows"] == 1:
+            classes["single_row"].append(t)
+        elif t["outcome"] == "mixed":
+            used.append(t)
+        elif t["outcome"] == "all_pass":
+            classes["unanimous_pass"].append(t)
+        elif t["outcome"] == "all_fail":
+            classes["unanimous_fail"].append(t)
+        else:
+            classes["unlabelled_tasks"].append(t)
+    dropped = [_drop(name, sum(t["rows"] for t in ts), len(ts)) for name, ts in classes.items()]
+    return sum(t["rows"] for t in used), len(used), dropped, {"groups": len(used)}
+
+
+def _paired(per_task: list[dict[str, Any]], per_task_pairs: int) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
+    classes = {"no_pass": [], "no_fail": [], "unlabelled_tasks": []}
+    pairs = used_tasks = unpaired_rows = 0
+    for t in per_task:
+        if t["outcome"] == "mixed":
+            k = min(t["passed"], t["failed"], per_task_pairs)
+            pairs += k
+            used_tasks += 1
+            unpaired_rows += t["rows"] - 2 * k
+        elif t["outcome"] == "all_fail":
+            classes["no_pass"].append(t)
+        elif t["outcome"] == "all_pass":
+            classes["no_fail"].append(t)
+        else:
+            classes["unlabelled_tasks"].append(t)
+    dropped = [_drop(name, sum(t["rows"] for t in ts), len(ts)) for name, ts in classes.items()]
+    dropped.append(_drop("unpaired", unpaired_rows, 0))
+    return 2 * pairs, used_tasks, dropped, {"pairs": pairs, "pairs_per_task": per_task_pairs}
+
+
+def selection_report(profile: Mapping[str, Any], method: str, per_task: int | None = None) -> dict[str, Any]:
+    """Which rows and tasks ``method`` can use, and every class it drops, with counts and reasons.
+
+    Exact by construction: ``rows + sum(d["rows"] for d in dropped) == rows_given``
+    and likewise for tasks (each dropped task is counted under one class only).
+    """
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not a training method; pass one of {', '.join(METHODS)}")
+    missing = [k for k in ("rows", "tasks", "per_task", "mixed_tasks") if k not in profile]
+    if missing:
+        raise ValueError(f"profile lacks {missing}; pass the dict wai.profile(dataset) returns, or the dataset itself")
+    tasks = profile["per_task"]
+    if method == "sft":
+        rows, used_tasks, dropped, extra = _sft(tasks)
+    elif method == "grpo":
+        rows, used_tasks, dropped, extra = _grouped(tasks)
+    else:
+        k = defaults.PREFERENCE_PAIRS_PER_TASK if per_task is None else per_task
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"per_task={per_task!r} must be a whole number >= 1; pass one, or None for PREFERENCE_PAIRS_PER_TASK")
+        rows, used_tasks, dropped, extra = _paired(tasks, k)
+    dropped = [d for d in dropped if d["rows"] or d["tasks"]]
+    report = {
+        "method": method,
+        "dataset": profile.get("dataset"),
+        "rows": rows,
+        "tasks": used_tasks,
+        "rows_given": profile["rows"],
+        "tasks_given": profile["tasks"],
+        "mixed_tasks": profile["mixed_tasks"],
+        **extra,
+        "dropped": dropped,
+    }
+    report["summary"] = _summary(report)
+    return report
+
+
+def _summary(report: Mapping[str, Any]) -> str:
+    head = (f"{report['method']}: uses {report['rows']} of {report['rows_given']} rows "
+            f"({report['tasks']} of {report['tasks_given']} tasks)")
+    if not report["dropped"]:
+        return head
+    parts = [f"{d['rows']} rows / {d['tasks']} tasks {d['class']}" for d in report["dropped"]]
+    return head + "; dropped " + ", ".join(parts)

@@ -1,0 +1,241 @@
+"""Datasets on the platform: push, delete, cut into train/holdout, profile, and selection reports.
+
+    import whileai.simulations as wai
+
+    ds = wai.push("rollouts.jsonl", name="weather")      # ds.id == "ds_..."
+    train, holdout = wai.datasets.cut(ds, holdout=0.2)   # by task, never by row
+    prof = wai.profile(train)                            # counts, groups, pass rate
+    wai.selection_report(prof, "grpo")["rows"]           # rows GRPO can use
+
+A dataset is stored exactly as pushed, scoped to the account; pushing the same
+rows again answers the same id. Every function here that takes "a dataset"
+accepts a handle, a ``ds_...`` id, a row list, a ``SimulationData``, a
+``ScoredData`` or a JSONL path.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import defaults
+from ._rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
+from ._selection import METHODS, profile_rows
+from ._selection import selection_report as _selection_report
+
+__all__ = [
+    "DatasetHandle",
+    "push",
+    "delete_dataset",
+    "get_dataset",
+    "list_datasets",
+    "load_rows",
+    "cut",
+    "profile",
+    "selection_report",
+    "METHODS",
+]
+
+
+class DatasetHandle:
+    """A pushed dataset as the platform records it. ``rows`` is the row count; ``load_rows(handle)`` fetches them."""
+
+    def __init__(self, record: Mapping[str, Any]):
+        self.record = dict(record)
+        self.id: str = record["id"]
+        self.name: str | None = record.get("name")
+        self.rows: int = int(record.get("rows") or 0)
+        self.content_hash: str | None = record.get("content_hash")
+        self.split: str | None = record.get("split")
+        self.sibling: str | None = record.get("sibling")
+        self.created_at = record.get("created_at")
+
+    def __str__(self) -> str:
+        label = f" {self.name!r}" if self.name else ""
+        split = f", {self.split} split of {self.sibling}" if self.split else ""
+        return f"{self.id}{label} ({self.rows} rows{split})"
+
+    def __repr__(self) -> str:
+        return f"DatasetHandle({self.id!r}, name={self.name!r}, rows={self.rows}, split={self.split!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DatasetHandle) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+
+def _client():
+    from ._client import get_client
+
+    return get_client()
+
+
+def _dataset_id(dataset: Any) -> str:
+    if isinstance(dataset, DatasetHandle):
+        return dataset.id
+    if isinstance(dataset, Mapping) and isinstance(dataset.get("id"), str):
+        return dataset["id"]
+    if isinstance(dataset, str) and dataset.startswith("ds_"):
+        return dataset
+    raise ValueError(f"dataset={dataset!r} is not a pushed dataset; pass the handle push() returned or its 'ds_...' id")
+
+
+def load_rows(dataset: Any) -> list[dict[str, Any]]:
+    """The rows of any accepted dataset form, as a list (fetched from the platform for a pushed one)."""
+    return [r if isinstance(r, dict) else dict(r) for r in rows_of(dataset)]
+
+
+def get_dataset(dataset: Any) -> DatasetHandle:
+    """The platform's current record of a pushed dataset (name, row count, split and sibling)."""
+    return DatasetHandle(_client().request("GET", f"/datasets/{_dataset_id(dataset)}"))
+
+
+def list_datasets() -> list[DatasetHandle]:
+    """The account's pushed datasets."""
+    return [DatasetHandle(r) for r in _client().request("GET", "/datasets")["datasets"]]
+
+
+def _default_name(source: Any) -> str | None:
+    if isinstance(source, (str, Path)):
+        return Path(source).stem
+    name = getattr(source, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
+def push(source: Any, name: str | None = None) -> DatasetHandle:
+    """Store rollout rows on the platform and return the dataset handle (``.id`` is ``ds_...``).
+
+    ``source`` is a row list, ``SimulationData`` (its scrubbed ``rows()``),
+    ``ScoredData`` or JSONL path; rows are sent as given, key order included, and
+    read back exactly so. Pushing identical rows again answers the existing id.
+    Rows that break the row contract raise ``RowFormatError`` and nothing is stored.
+    ``name`` defaults to the file's stem or the data's own name.
+
+        ds = wai.push(scored.passes(), name="weather-passes")
+    """
+    if isinstance(source, DatasetHandle) or (isinstance(source, str) and source.startswith("ds_") and not Path(source).exists()):
+        raise ValueError(f"{source} is already pushed; pass rows, a SimulationData, a ScoredData or a JSONL path to push")
+    rows = load_rows(source)
+    if not rows:
+        raise ValueError(f"nothing to push: {describe_source(source) or 'the source'} has no rows; pass {ACCEPTED_SOURCES}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name={name!r} must be a string or None")
+    from .rows import check_rows
+
+    check_rows(rows)  # a row that breaks the contract is refused here, before anything is stored
+    body: dict[str, Any] = {"rows": rows}
+    chosen = name if name is not None else _default_name(source)
+    if chosen is not None:
+        body["name"] = chosen
+    return DatasetHandle(_client().request("POST", "/datasets", json=body))
+
+
+def delete_dataset(dataset: Any) -> dict[str, Any]:
+    """Remove a pushed dataset from the account; the inverse of ``push``. Returns ``{"id", "deleted": True}``."""
+    return _client().request("DELETE", f"/datasets/{_dataset_id(dataset)}")
+
+
+def _holdout_share(holdout: float | None) -> float:
+    value = defaults.CUT_HOLDOUT if holdout is None else holdout
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < 1 or not math.isfinite(value):
+        raise ValueError(f"holdout={holdout!r} must be a share of tasks strictly between 0 and 1 (e.g. 0.2); "
+                         "pass one, or None for CUT_HOLDOUT")
+    return float(value)
+
+
+def split_tasks(rows: list[Mapping[str, Any]], holdout: float | None = None, seed: int | None = None) -> tuple[list[int], list[int]]:
+    """Row indices of (train, holdout): whole tasks on each side, deterministic for ``seed``.
+
+    Tasks are sorted by key before the seeded shuffle, so the same rows in another
+    order split the same way. The holdout gets ``round(holdout * tasks)`` tasks,
+    at least one and never all of them.
+    """
+    share = _holdout_share(holdout)
+    groups = group_by_task(rows)
+    if len(groups) < 2:
+        raise ValueError(f"cannot cut {len(groups)} task(s) into train and holdout without a task on both sides; "
+                         "a cut needs at least 2 tasks (rows sharing a task_id stay together)")
+    keys = sorted(groups)
+    rng = np.random.default_rng(defaults.CUT_SEED if seed is None else seed)
+    order = rng.permutation(len(keys))
+    n_hold = min(max(int(round(share * len(keys))), 1), len(keys) - 1)
+    held = {keys[i] for i in order[:n_hold]}
+    train_idx = [i for k, idx in groups.items() if k not in held for i in idx]
+    hold_idx = [i for k, idx in groups.items() if k in held for i in idx]
+    return sorted(train_idx), sorted(hold_idx)
+
+
+def cut(dataset: Any, holdout: float | None = None, seed: int | None = None,
+        name: str | None = None) -> tuple[DatasetHandle, DatasetHandle]:
+    """Split a dataset by task into train and holdout, push both, and link them as split siblings.
+
+    No task is on both sides. The sides are pushed as ``<name>:train`` and
+    ``<name>:holdout`` (``name`` defaults to the dataset's name) and each records
+    the other as its ``sibling``, so ``train`` finds its holdout on its own.
+    ``holdout`` is the share of tasks held out (``CUT_HOLDOUT`` when None);
+    ``seed`` picks them (``CUT_SEED`` when None).
+
+        train, held = wai.datasets.cut("ds_...", holdout=0.2, seed=0)
+    """
+    _holdout_share(holdout)
+    rows = load_rows(dataset)
+    train_idx, hold_idx = split_tasks(rows, holdout, seed)
+    if name is None:
+        if isinstance(dataset, (DatasetHandle, Mapping)) or (isinstance(dataset, str) and dataset.startswith("ds_") and not Path(dataset).exists()):
+            name = get_dataset(dataset).name or _dataset_id(dataset)
+        else:
+            name = _default_name(dataset) or "dataset"
+    train = push([rows[i] for i in train_idx], name=f"{name}:train")
+    held = push([rows[i] for i in hold_idx], name=f"{name}:holdout")
+    client = _client()
+    train = DatasetHandle(client.request("PATCH", f"/datasets/{train.id}", json={"split": "train", "sibling": held.id}))
+    held = DatasetHandle(client.request("PATCH", f"/datasets/{held.id}", json={"split": "holdout", "sibling": train.id}))
+    return train, held
+
+
+def profile(dataset: Any) -> dict[str, Any]:
+    """What a dataset holds, counted exactly; ``selection_report`` reads it.
+
+    Keys: ``rows``; ``tasks``; ``repeats`` (rows per task: ``common``, ``min``,
+    ``max`` and ``sizes`` = {size: tasks}); ``passed`` / ``failed`` /
+    ``unlabelled`` row counts; ``pass_rate`` over labelled rows (None with none);
+    tasks by outcome: ``all_pass_tasks``, ``all_fail_tasks``, ``mixed_tasks``
+    (both a pass and a fail, the number to size a grouped set by) and
+    ``unlabelled_tasks``; ``single_row_tasks``; ``temperatures`` (distinct
+    ``sampling.temperature`` values), ``temperature_rows`` and
+    ``no_temperature_rows``; ``markers`` ({name: rows carrying it}); ``per_task``
+    (each task's rows, passed, failed, unlabelled and outcome); ``dataset``.
+
+        wai.profile("ds_...")["mixed_tasks"]
+    """
+    return _profile_of(dataset)
+
+
+def _profile_of(dataset: Any) -> dict[str, Any]:
+    return profile_rows(rows_of(dataset), source=describe_source(dataset))
+
+
+def selection_report(profile: Any, method: str, per_task: int | None = None) -> dict[str, Any]:
+    """Which rows and tasks ``method`` ("sft", "grpo", "dpo", "rm") can use, and why the rest is dropped.
+
+    ``profile`` is what ``profile()`` returned, or a dataset (profiled first).
+    The answer has ``rows`` and ``tasks`` used, ``rows_given`` / ``tasks_given``,
+    ``mixed_tasks``, ``pairs`` (dpo, rm) or ``groups`` (grpo), ``dropped``
+    (``[{"class", "rows", "tasks", "reason"}]``, each task under one class only,
+    so used plus dropped adds up to given) and a one-line ``summary``.
+    SFT drops failing and unlabelled rows; GRPO drops single-row tasks and
+    unanimous groups; DPO and RM drop tasks without both a pass and a fail, and
+    rows beyond ``per_task`` pairs per task (``PREFERENCE_PAIRS_PER_TASK``).
+
+        wai.selection_report(wai.profile(ds), "sft")["dropped"]
+    """
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not a training method; pass one of {', '.join(METHODS)}")
+    is_profile = isinstance(profile, Mapping) and "per_task" in profile and "messages" not in profile
+    return _selection_report(profile if is_profile else _profile_of(profile), method, per_task=per_task)
