@@ -49,6 +49,73 @@ GPU_PRICE_READ_ON = "2026-09-20"
 # Run tracking (client side: buffering, flushing, retries, spool)
 # ---------------------------------------------------------------------------
 
+#: Deadline of one ordinary request to the platform, in seconds (a dataset push,
+#: a run record). Generous because a push of a large dataset is one request; a
+#: healthy server on loopback answers in milliseconds.
+CLIENT_TIMEOUT_S = 30.0
+
+#: How often the background thread sends a run's buffered points, in seconds. A
+#: person watching a curve sees it move within a couple of seconds, and a loop
+#: logging every step at 10 steps/s sends about one 20-point request per
+#: interval, which costs the server nothing. ``TrainingRun.log`` itself never
+#: touches the network.
+FLUSH_INTERVAL_S = 2.0
+
+#: Points per request when a backlog is sent. 5,000 points with 10 metrics each
+#: are about 1.9 MB of JSON, far below PLATFORM_MAX_BODY_BYTES; a 100,000-point
+#: backlog is 20 requests, and a reply lost in transit resends one batch, not the
+#: backlog. (benchmarks/tracking_ingest.py measures the throughput it gives.)
+FLUSH_BATCH_POINTS = 5000
+
+#: Deadline of one tracking send, in seconds. Only the flush thread waits on it,
+#: never the training loop. A 5,000-point batch lands in well under a second on
+#: a healthy server, so a send that takes 10 s means the platform is down or
+#: wedged and the points wait for the next try.
+TRACKING_TIMEOUT_S = 10.0
+
+#: Backoff after failed sends: the background thread waits RETRY_BACKOFF_S,
+#: doubling per consecutive failure up to RETRY_BACKOFF_MAX_S, each wait drawn
+#: between half and all of that ("equal jitter" keeps many trainers that lost
+#: the same server from retrying in lockstep; AWS Architecture Blog,
+#: "Exponential Backoff And Jitter", 2015). The 30 s cap means a platform back from a restart
+#: sees the backlog within half a minute.
+RETRY_BACKOFF_S = 1.0
+RETRY_BACKOFF_MAX_S = 30.0
+
+#: At interpreter exit each run with unsent points gets one last send with this
+#: deadline, in seconds; what is still unsent then goes to the spool. A script
+#: that ends while the platform is down exits in seconds instead of waiting
+#: TRACKING_TIMEOUT_S per batch.
+EXIT_FLUSH_TIMEOUT_S = 3.0
+
+#: Unsent points a run keeps in memory while the platform is unreachable. A
+#: 10-metric point costs about 1 KB as Python objects, so this caps a long
+#: outage near 100 MB; past it the oldest batches move to the spool on disk
+#: (fsync'd) and are delivered from there, so nothing is dropped.
+BUFFER_MAX_POINTS = 100_000
+
+#: Size cap of the spool directory (``<data_root>/spool``), in bytes (1 GiB,
+#: about 2.7 million 10-metric points as JSON). Past it, unsent points are
+#: counted and reported instead of written: a full disk would break the
+#: training run being logged (checkpoints, the store itself), which is worse
+#: than a gap in its curve. ``python -m whileai sync`` empties the spool.
+SPOOL_MAX_BYTES = 1024 * 1024 * 1024
+
+#: How often a live process tries to deliver spool files left by processes that
+#: have exited, in seconds (only after one of its own sends succeeded, so a
+#: platform that is down is not asked twice).
+SPOOL_RETRY_S = 60.0
+
+#: ``TrainingRun.wait``'s polling interval when none is given, in seconds. A
+#: hosted fine-tune takes minutes; a read every 10 s shows the end promptly.
+TRAINING_POLL_S = 10.0
+
+#: The fastest ``wait`` ever polls, in seconds, whatever ``poll`` says. A run's
+#: record changes at most once per FLUSH_INTERVAL_S (the trainer's own tracker
+#: writes no faster), so a faster poll reads the same record again and only
+#: loads the server (on Modal every read also asks Modal for the call's state).
+TRAINING_POLL_MIN_S = 2.0
+
 # ---------------------------------------------------------------------------
 # Platform server (request limits, store)
 # ---------------------------------------------------------------------------

@@ -1,0 +1,589 @@
+"""Run tracking machinery: buffer points, send them in the background, retry, spool what cannot go.
+
+:class:`Tracker` holds one run's unsent data. ``log`` only appends to an
+in-memory buffer. Sending happens in :meth:`Tracker.flush`, called by the
+user, by ``finish`` and, every FLUSH_INTERVAL_S, by one daemon thread per
+process (:class:`_Flusher`). A send that fails keeps its batch (and its
+``batch_id``, so the platform stores a resent batch once), counts an error and
+backs off (RETRY_BACKOFF_S .. RETRY_BACKOFF_MAX_S). At interpreter exit what is
+still unsent goes to the spool (:mod:`._spool`), which a later flush or
+``python -m whileai sync`` (:func:`sync_main`) delivers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import math
+import os
+import random
+import threading
+import time
+import uuid
+import warnings
+from collections import deque
+from typing import Any
+
+from . import _spool, defaults
+from .errors import NotFoundError, PlatformError
+
+__all__ = ["Tracker", "FINAL_STATUSES", "to_float", "jsonable", "sync_main", "flush_all"]
+
+#: statuses that end a run (``TrainingRun.finish``)
+FINAL_STATUSES = ("done", "failed", "stopped")
+
+
+def to_float(value: Any) -> float | None:
+    """A finite float for any numeric scalar (int, float, bool, numpy, torch, Decimal), else None."""
+    if value is None or isinstance(value, (str, bytes, bytearray, complex)):
+        return None
+    try:
+        shape = getattr(value, "shape", None)
+        if shape is not None and len(shape) > 0:  # a one-element array or tensor counts; a bigger one does not
+            value = value.item()
+        number = float(value)
+    except Exception:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def jsonable(value: Any, where: str = "value") -> Any:
+    """``value`` as plain JSON (numpy/torch scalars and arrays to numbers and lists, non-finite floats to None).
+
+    Raises TypeError naming ``where`` for anything with no JSON form.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, f"{where}[{k!r}]") for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if hasattr(value, "tolist"):  # numpy arrays and scalars, torch tensors
+        return jsonable(value.tolist(), where)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    number = to_float(value)
+    if number is not None:
+        return number
+    raise TypeError(
+        f"{where}={value!r} ({type(value).__name__}) has no JSON form; pass numbers, strings, "
+        "lists or dicts of them (str(...) it first if it is a label)"
+    )
+
+
+_time = time.time
+
+
+class Tracker:
+    """One run's unsent points and record changes, and the sending of them. Thread-safe."""
+
+    def __init__(self, client: Any, run_id: str):
+        self.client = client
+        self.run_id = run_id
+        self.buffer: deque[tuple[int, dict[str, float], float]] = deque()  # logged, not yet in a batch
+        self.batches: deque[tuple[str, list[tuple[int, dict[str, float], float]]]] = deque()  # sent or not, unacknowledged
+        self.errors = 0
+        self.skipped = 0
+        self.last_error: str | None = None
+        self.step: int | None = None  # the highest step logged or set by progress
+        self.total_steps: int | None = None
+        self.finished = False
+        self.registered = False
+        self._next_step = 0
+        self._warned: set[str] = set()
+        self._send_lock = threading.Lock()  # one sender at a time (network I/O happens under it)
+        self._state = threading.Lock()  # guards _patch; never held across I/O
+        self._patch: dict[str, Any] = {}
+        self._patch_version = 0
+        self._bar_step: int | None = None  # the step progress() last set
+        self._sent_step: int | None = None
+        self._sent_total: int | None = None
+        self._failures = 0  # consecutive
+        self._retry_at = 0.0
+        self._gone = False
+
+    # -- recording (no I/O) -------------------------------------------------
+
+    def log(self, step: Any, metrics: dict[str, Any]) -> None:
+        """Buffer one point; never raises and never touches the network.
+
+        ``metrics`` is kept as given when every value is a finite int or float
+        (the caller hands over a fresh dict: ``**kwargs`` or a copy); otherwise
+        a cleaned copy is kept and the values that are not finite numbers are
+        skipped and counted.
+        """
+        clean = metrics
+        for value in metrics.values():  # the fast path: plain finite numbers, checked without a call
+            kind = type(value)
+            if kind is float:
+                if value - value != 0.0:  # inf and nan
+                    clean = self._clean(metrics)
+                    break
+            elif kind is not int:
+                clean = self._clean(metrics)
+                break
+        if step is None:
+            step = self._next_step
+        elif type(step) is not int or step < 0:
+            step = self._fix_step(step)
+        self._next_step = step + 1
+        if clean:
+            self.buffer.append((step, clean, _time()))
+            if self.step is None or step > self.step:
+                self.step = step
+            if not self.registered:
+                _FLUSHER.add(self)
+
+    def _clean(self, metrics: dict[str, Any]) -> dict[str, float]:
+        clean = {}
+        for key, value in metrics.items():
+            number = to_float(value)
+            if number is None:
+                self._skip(key, value)
+            else:
+                clean[key] = number
+        return clean
+
+    def _fix_step(self, step: Any) -> int:
+        number = to_float(step)
+        if number is None or number < 0 or number != int(number):
+            self._skip("step", step)
+            return self._next_step
+        return int(number)
+
+    def _skip(self, key: str, value: Any) -> None:
+        self.skipped += 1
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        try:
+            shown = repr(value)[:80]
+        except Exception:
+            shown = f"<{type(value).__name__}>"
+        try:
+            warnings.warn(
+                f"{self.run_id}: {key}={shown} is not a finite number (steps: a whole number >= 0) and was not "
+                "logged; every skip is counted in run.skipped, and this warning shows once per name",
+                RuntimeWarning,
+                stacklevel=5,
+            )
+        except Exception:  # warnings turned into errors must still not stop the training loop
+            pass
+
+    def progress(self, step: int | None, total_steps: int | None) -> None:
+        if step is not None:
+            self.step = step if self.step is None else max(self.step, step)
+            self._bar_step = step
+            self._next_step = max(self._next_step, step + 1)
+        if total_steps is not None:
+            self.total_steps = total_steps
+        if not self.registered:
+            _FLUSHER.add(self)
+
+    def update(self, fields: dict[str, Any] | None = None, summary: dict[str, Any] | None = None) -> None:
+        """Queue record changes (merged into the next PATCH; ``summary`` merges key by key)."""
+        with self._state:
+            if fields:
+                self._patch.update(fields)
+            if summary:
+                self._patch.setdefault("summary", {}).update(summary)
+            self._patch_version += 1
+        if not self.registered:
+            _FLUSHER.add(self)
+
+    # -- state ---------------------------------------------------------------
+
+    def pending_points(self) -> int:
+        return len(self.buffer) + sum(len(points) for _, points in list(self.batches))
+
+    def has_pending(self) -> bool:
+        if self._gone:
+            return False
+        return bool(
+            self.buffer
+            or self.batches
+            or self._patch
+            or (self._bar_step is not None and self._bar_step != self._sent_step)
+            or (self.total_steps is not None and self.total_steps != self._sent_total)
+        )
+
+    def due(self) -> bool:
+        return time.monotonic() >= self._retry_at
+
+    # -- sending ---------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Send everything buffered; True when nothing is left unsent. Never raises."""
+        with self._send_lock:
+            ok = self._flush_locked(defaults.TRACKING_TIMEOUT_S if timeout is None else timeout)
+        if ok and self._failures == 0:
+            _maybe_deliver_spool(self.client)
+        return ok
+
+    def _cut(self) -> None:
+        size = max(1, int(defaults.FLUSH_BATCH_POINTS))
+        while self.buffer:
+            points = []
+            while self.buffer and len(points) < size:
+                points.append(self.buffer.popleft())
+            self.batches.append((uuid.uuid4().hex, points))
+
+    def _flush_locked(self, timeout: float) -> bool:
+        if self._gone:
+            self.buffer.clear()
+            return False
+        self._cut()
+        path = f"/runs/{self.run_id}/points"
+        while self.batches:
+            batch_id, points = self.batches[0]
+            body = {"batch_id": batch_id, "points": [{"step": s, "metrics": m, "ts": t} for s, m, t in points]}
+            try:
+                self.client.request("POST", path, json=body, timeout=timeout)
+            except NotFoundError as exc:
+                self._lost(exc)
+                return False
+            except PlatformError as exc:
+                if exc.status in (400, 413, 422):  # refused and not stored: find what the platform will take
+                    self._split_refused(exc)
+                    continue
+                self._failed(exc)
+                return False
+            except Exception as exc:  # a broken transport or sink is a failed send like any other
+                self._failed(exc)
+                return False
+            self.batches.popleft()
+            self._failures = 0
+        return self._send_patch_locked(timeout)
+
+    def _split_refused(self, exc: PlatformError) -> None:
+        """A batch the platform refused whole (too big, or a point it will not store): halve it.
+
+        Halves get new batch ids (the refused batch stored nothing). A single
+        point that is still refused is dropped and counted in ``skipped``, with
+        the platform's reason in a warning, so one bad value never blocks the
+        points after it.
+        """
+        _batch_id, points = self.batches.popleft()
+        if len(points) > 1:
+            half = len(points) // 2
+            self.batches.appendleft((uuid.uuid4().hex, points[half:]))
+            self.batches.appendleft((uuid.uuid4().hex, points[:half]))
+            return
+        self.errors += 1
+        self.last_error = str(exc)
+        self._skip(f"point at step {points[0][0]}", f"refused by the platform: {exc}")
+
+    def _patch_body(self) -> tuple[dict[str, Any], int]:
+        with self._state:
+            # the platform advances a run's step from its points; only a bar moved by progress() is sent
+            if self._bar_step is not None and self._bar_step != self._sent_step:
+                self._patch["step"] = self._bar_step
+            if self.total_steps is not None and self.total_steps != self._sent_total:
+                self._patch["total_steps"] = self.total_steps
+            body = {k: (dict(v) if k == "summary" else v) for k, v in self._patch.items()}
+            return body, self._patch_version
+
+    def _send_patch_locked(self, timeout: float) -> bool:
+        body, version = self._patch_body()
+        if body:
+            try:
+                self.client.request("PATCH", f"/runs/{self.run_id}", json=body, timeout=timeout)
+            except NotFoundError as exc:
+                self._lost(exc)
+                return False
+            except PlatformError as exc:
+                if exc.status not in (400, 413, 422):
+                    self._failed(exc)
+                    return False
+                # refused as invalid: resending cannot help, so say why and let the rest go on
+                self.errors += 1
+                self.last_error = str(exc)
+                try:
+                    warnings.warn(f"{self.run_id}: the platform refused a run update {sorted(body)}: {exc}", RuntimeWarning, stacklevel=3)
+                except Exception:
+                    pass
+            except Exception as exc:
+                self._failed(exc)
+                return False
+            else:
+                self._failures = 0
+            with self._state:
+                if "step" in body:
+                    self._sent_step = body["step"]
+                if "total_steps" in body:
+                    self._sent_total = body["total_steps"]
+                if version == self._patch_version:
+                    self._patch.clear()
+                else:  # changed while in flight: drop only what was sent unchanged
+                    for key, value in body.items():
+                        current = self._patch.get(key)
+                        if key == "summary" and isinstance(current, dict):
+                            for sub, sent in value.items():
+                                if sub in current and current[sub] is sent:
+                                    del current[sub]
+                            if not current:
+                                del self._patch[key]
+                        elif key in self._patch and current is value:
+                            del self._patch[key]
+        return not self.buffer and not self.batches and not self._patch
+
+    def _failed(self, exc: BaseException) -> None:
+        self.errors += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        self._failures += 1
+        delay = min(defaults.RETRY_BACKOFF_MAX_S, defaults.RETRY_BACKOFF_S * 2 ** (self._failures - 1))
+        self._retry_at = time.monotonic() + delay * (0.5 + random.random() / 2)
+        if self.pending_points() > defaults.BUFFER_MAX_POINTS:
+            self._spill()
+
+    def _lost(self, exc: BaseException) -> None:
+        dropped = self.pending_points()
+        self.errors += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        self._gone = True
+        self.buffer.clear()
+        self.batches.clear()
+        with self._state:
+            self._patch.clear()
+        warnings.warn(
+            f"{self.run_id} is not on the platform any more (deleted?): {dropped} unsent points dropped. "
+            "Start a new run with wai.training_run(...) to keep logging.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+    # -- the spool ------------------------------------------------------------
+
+    def _records(self, batches: list[tuple[str, list[tuple[int, dict[str, float], float]]]]) -> list[dict[str, Any]]:
+        target = self.client.target
+        return [
+            {
+                "target": target,
+                "run_id": self.run_id,
+                "kind": "points",
+                "batch_id": batch_id,
+                "points": [{"step": s, "metrics": m, "ts": t} for s, m, t in points],
+            }
+            for batch_id, points in batches
+        ]
+
+    def _spill(self) -> None:
+        """Move the oldest batches to disk when an outage has filled memory (BUFFER_MAX_POINTS)."""
+        self._cut()
+        moved = []
+        while len(self.batches) > 1 and self.pending_points() > defaults.BUFFER_MAX_POINTS // 2:
+            moved.append(self.batches.popleft())
+        if moved:
+            _spool.write(self._records(moved))
+
+    def spool(self) -> int:
+        """Write everything unsent (points, then record changes) to the spool; returns points written."""
+        self._cut()
+        records = self._records(list(self.batches))
+        body, _version = self._patch_body()
+        if body:
+            records.append({"target": self.client.target, "run_id": self.run_id, "kind": "patch", "body": body})
+        if not records:
+            return 0
+        _spool.write(records)
+        points = self.pending_points()
+        self.batches.clear()
+        with self._state:
+            self._patch.clear()
+        self._sent_step, self._sent_total = self._bar_step, self.total_steps
+        return points
+
+
+# ---------------------------------------------------------------------------
+# The background flush thread and the exit hook
+# ---------------------------------------------------------------------------
+
+
+class _Flusher:
+    """One daemon thread per process that flushes every registered run every FLUSH_INTERVAL_S."""
+
+    def __init__(self) -> None:
+        self.trackers: set[Tracker] = set()
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.stopping = False
+        self.thread: threading.Thread | None = None
+        self.pid = 0
+        self.exit_hooked = False
+
+    def add(self, tracker: Tracker) -> None:
+        with self.lock:
+            self.trackers.add(tracker)
+            tracker.registered = True
+            if self.thread is None or self.pid != os.getpid() or not self.thread.is_alive():
+                self.pid = os.getpid()
+                self.stopping = False
+                self.thread = threading.Thread(target=self._run, name="whileai-flush", daemon=True)
+                self.thread.start()
+            if not self.exit_hooked:
+                atexit.register(_at_exit)
+                self.exit_hooked = True
+
+    def _run(self) -> None:
+        while not self.stopping:
+            self.wake.wait(defaults.FLUSH_INTERVAL_S)
+            self.wake.clear()
+            if self.stopping:
+                break
+            try:
+                self.flush_due()
+            except Exception:  # the thread must outlive any surprise; the next interval tries again
+                pass
+
+    def flush_due(self) -> None:
+        for tracker in list(self.trackers):
+            if self.stopping:
+                return
+            if tracker.has_pending() and tracker.due():
+                tracker.flush()
+            if not tracker.has_pending() and (tracker.finished or tracker._gone):
+                with self.lock:
+                    self.trackers.discard(tracker)
+                    tracker.registered = False
+                if tracker.has_pending():  # something arrived while it was being dropped
+                    self.add(tracker)
+
+
+_FLUSHER = _Flusher()
+
+
+def flush_all(timeout: float | None = None) -> bool:
+    """Flush every run with unsent data in this process; True when all of it landed."""
+    return all([tracker.flush(timeout) for tracker in list(_FLUSHER.trackers)])
+
+
+def _at_exit() -> None:
+    """Last send for each run with unsent data, then spool whatever is left."""
+    _FLUSHER.stopping = True
+    _FLUSHER.wake.set()
+    spooled = 0
+    runs = set()
+    for tracker in list(_FLUSHER.trackers):
+        if not tracker.has_pending():
+            continue
+        got = tracker._send_lock.acquire(timeout=defaults.EXIT_FLUSH_TIMEOUT_S)
+        try:
+            if got and tracker._failures == 0:
+                tracker._flush_locked(defaults.EXIT_FLUSH_TIMEOUT_S)
+            # without the lock the in-flight batch is still listed: spooling it too is safe (same batch_id)
+            if tracker.has_pending():
+                written = tracker.spool()
+                spooled += written
+                runs.add(tracker.run_id)
+        except Exception as exc:  # pragma: no cover - last resort; say so rather than die silently
+            print(f"whileai: could not keep the unsent points of {tracker.run_id}: {exc}", file=_stderr())
+        finally:
+            if got:
+                tracker._send_lock.release()
+    if runs:
+        print(
+            f"whileai: the platform did not take {spooled} points / run updates of {', '.join(sorted(runs))}; "
+            f"they are kept in {_spool.spool_dir()} and will be sent by the next run or by `python -m whileai sync`",
+            file=_stderr(),
+        )
+
+
+def _stderr():
+    import sys
+
+    return sys.stderr
+
+
+_SPOOL_TRIED: dict[str, float] = {}
+
+
+def _maybe_deliver_spool(client: Any) -> None:
+    """After a good send, deliver spool files for the same target (at most every SPOOL_RETRY_S)."""
+    try:
+        target = client.target
+        key = json.dumps(target, sort_keys=True)
+        now = time.monotonic()
+        last = _SPOOL_TRIED.get(key)
+        if last is not None and now - last < defaults.SPOOL_RETRY_S:
+            return
+        _SPOOL_TRIED[key] = now
+        if not _spool.pending_files(include_live=False):
+            return
+        _spool.deliver(lambda t: client if t == target else None, only_target=target)
+    except Exception:  # delivering old data must never disturb the current run
+        pass
+
+
+# ---------------------------------------------------------------------------
+# python -m whileai sync
+# ---------------------------------------------------------------------------
+
+
+def _client_for(api_key: str | None, base_url: str | None):
+    from . import _client
+    from ._paths import data_root
+
+    cache: dict[str, Any] = {}
+
+    def client_for(target: dict[str, Any]) -> Any:
+        key = json.dumps(target, sort_keys=True)
+        if key in cache:
+            return cache[key]
+        found = None
+        try:
+            if target.get("embedded"):
+                for candidate in (None, api_key):
+                    client = _client.embedded_client(candidate)
+                    if client.target["key_id"] == target.get("key_id"):
+                        found = client
+                        break
+            else:
+                chain_key, chain_url = _client._resolve(api_key, base_url, data_root())
+                want = str(target.get("base_url") or "").rstrip("/")
+                if chain_url and chain_key and chain_url.rstrip("/") == want:
+                    client = _client.get_client(chain_key, chain_url)
+                    if client.target["key_id"] == target.get("key_id"):
+                        found = client
+        except PlatformError:
+            found = None
+        cache[key] = found
+        return found
+
+    return client_for
+
+
+def sync_main(argv: list[str] | None = None) -> int:
+    """``python -m whileai sync``: deliver points spooled while the platform was unreachable."""
+    parser = argparse.ArgumentParser(
+        prog="python -m whileai sync",
+        description="Send the points and run updates kept in <data root>/spool to the platform they were logged to.",
+    )
+    parser.add_argument("--api-key", help="key for a platform server (default: the usual credential chain)")
+    parser.add_argument("--base-url", help="platform server address (default: the usual credential chain)")
+    args = parser.parse_args(argv)
+    directory = _spool.spool_dir()
+    files = _spool.pending_files(include_live=False)
+    live = len(_spool.pending_files(include_live=True)) - len(files)
+    if not files:
+        note = f" ({live} files belong to running processes, which send them themselves)" if live else ""
+        print(f"nothing to sync: no spooled points in {directory}{note}")
+        return 0
+    report = _spool.deliver(_client_for(args.api_key, args.base_url))
+    print(
+        f"delivered {report['points']} points and {report['updates']} run updates "
+        f"from {report['files']} spool files in {directory}"
+    )
+    if report["dropped"]:
+        print(f"dropped {report['dropped']} records whose run is no longer on the platform (deleted)")
+    if report["unreadable"]:
+        print(f"skipped {report['unreadable']} unreadable lines (cut short by a crash while writing)")
+    if report["left"]:
+        print(f"{report['left']} records are still spooled: " + "; ".join(report["reasons"]))
+        print("fix that (start the platform, or set WHILEAI_BASE_URL / WHILEAI_API_KEY) and run sync again")
+        return 1
+    return 0
