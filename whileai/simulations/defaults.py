@@ -120,6 +120,54 @@ TRAINING_POLL_MIN_S = 2.0
 # Platform server (request limits, store)
 # ---------------------------------------------------------------------------
 
+#: Environment variable naming the store (any SQLAlchemy URL); unset means the
+#: SQLite file ``platform.db`` under the data root.
+STORE_URL_ENV = "WHILEAI_STORE_URL"
+
+#: Largest request body the HTTP API reads, in bytes (64 MiB). A 100,000-point
+#: batch with 10 metrics per point (a Trainer's usual log) is about 37 MB as
+#: JSON, so the benchmark's batch fits with room to spare; anything bigger is
+#: answered 413 before it is read, so one request cannot exhaust the server's
+#: memory. Clients send bigger backlogs as several batches.
+PLATFORM_MAX_BODY_BYTES = 64 * 1024 * 1024
+
+#: Runs, datasets and jobs a list answers when no ``limit`` is given, and the
+#: most it answers at all. A list is a menu, not an export; the run page and
+#: ``get_run`` read one run in full.
+PLATFORM_LIST_LIMIT = 100
+PLATFORM_LIST_LIMIT_MAX = 1000
+
+#: Longest client-chosen string id the API stores: a point batch id, a metric
+#: name, a model name. Generous for uuid4 hex (32) and TRL's longest metric
+#: names (``rewards/<func>/mean`` is well under 100), short enough to index.
+PLATFORM_MAX_KEY_CHARS = 200
+
+#: Random bytes in an API key (256 bits). Keys are random, not chosen by people,
+#: so one SHA-256 of the key is a safe hash at rest without a slow password KDF.
+API_KEY_BYTES = 32
+
+#: Leading characters of a key kept in clear to find it and to show which key is
+#: which ("wai_" plus 8 random characters: 48 bits, not enough to guess the rest).
+API_KEY_PREFIX_CHARS = 12
+
+#: How long a SQLite writer waits for the file's write lock before giving up, in
+#: seconds. Writers hold it for milliseconds (a 100,000-point batch holds it
+#: well under a second on a laptop disk), so waiting is always better than
+#: failing: a trainer, the server and a notebook share one file.
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
+#: Retries of a whole store transaction after SQLite still answers "database is
+#: locked" (the busy handler does not cover every case, e.g. a WAL checkpoint or
+#: recovery), with a backoff doubling from STORE_LOCK_BACKOFF_S up to
+#: STORE_LOCK_BACKOFF_MAX_S. Bounded so a wedged file ends in a clear 503.
+STORE_LOCK_RETRIES = 8
+STORE_LOCK_BACKOFF_S = 0.05
+STORE_LOCK_BACKOFF_MAX_S = 2.0
+
+#: Points drawn per curve on a run page. A curve of 100,000 points is thinned to
+#: this many (evenly by index) so the page stays small; the API keeps them all.
+PAGE_CURVE_MAX_POINTS = 1000
+
 # ---------------------------------------------------------------------------
 # Export
 # ---------------------------------------------------------------------------

@@ -1,0 +1,245 @@
+"""Checking and encoding what clients store: JSON values, metric points, and a run's cost.
+
+Everything here is pure (no database), so the store and the HTTP API share one
+set of rules and one wording for every refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any
+
+from whileai.simulations import defaults
+
+try:  # orjson is several times faster on big point batches; the stdlib is the fallback
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson ships with the test extra
+    _orjson = None
+
+__all__ = [
+    "InvalidError",
+    "NotFoundError",
+    "RUN_STATUSES",
+    "JOB_STATUSES",
+    "FINISHED_STATUSES",
+    "dumps",
+    "loads",
+    "canonical_json",
+    "check_json_value",
+    "clean_points",
+    "run_cost",
+]
+
+RUN_STATUSES = ("running", "done", "failed", "stopped")
+FINISHED_STATUSES = ("done", "failed", "stopped")
+JOB_STATUSES = ("queued", "running", "done", "failed", "stopped")
+
+_MAX_STEP = 2**62
+_POINT_KEYS = frozenset({"step", "metrics", "ts"})
+
+
+class InvalidError(ValueError):
+    """A value the store refuses; the message names it, what is accepted, and the fix."""
+
+
+class NotFoundError(LookupError):
+    """No such id in this account (another account's ids read exactly like missing ones)."""
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text; finite numbers only."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(value).decode()
+        except TypeError:  # e.g. an int beyond 64 bits: the stdlib handles it
+            pass
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse JSON text; NaN and Infinity literals come back as floats so callers can name them."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(text)
+        except _orjson.JSONDecodeError:
+            pass  # NaN/Infinity literals, or malformed: the stdlib says which, with a position
+    return json.loads(text, parse_constant=float)
+
+
+def canonical_json(value: Any) -> str:
+    """The stored text of a JSON value: stdlib, compact, key order kept (stable across installs)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _path(parent: str, key: Any) -> str:
+    return f"{parent}[{key}]" if isinstance(key, int) else f"{parent}.{key}"
+
+
+def check_json_value(value: Any, where: str) -> str:
+    """Validate a JSON-shaped value and return its canonical text, naming the first bad spot."""
+    try:
+        return canonical_json(value)
+    except (ValueError, TypeError):
+        pass
+    stack: list[tuple[str, Any]] = [(where, value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            raise InvalidError(
+                f"{path} is {v!r}, which JSON cannot carry; send a finite number or null instead"
+            )
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if not isinstance(k, str):
+                    raise InvalidError(f"{path} has the key {k!r}; object keys must be strings")
+                stack.append((_path(path, k), item))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((_path(path, i), item) for i, item in enumerate(v))
+        elif not (v is None or isinstance(v, (str, int, float, bool))):
+            raise InvalidError(
+                f"{path} is a {type(v).__name__}; send JSON values only "
+                "(objects, arrays, strings, numbers, booleans, null)"
+            )
+    raise InvalidError(f"{where} is not JSON-shaped; send objects, arrays, strings, numbers, booleans or null")
+
+
+# --------------------------------------------------------------------------- points
+
+
+def _bad_point(i: int, message: str) -> InvalidError:
+    return InvalidError(f"points[{i}] {message}; nothing from this batch was stored")
+
+
+def _explain_metrics(i: int, metrics: dict[str, Any], max_key: int) -> None:
+    """Find the metric the fast check refused and say what is wrong with it."""
+    for k, v in metrics.items():
+        if not k or len(k) > max_key:
+            raise _bad_point(i, f"has a metric name of {len(k)} characters; names are 1 to {max_key} characters")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise _bad_point(i, f"metric {k!r} is {v!r:.80} ({type(v).__name__}); metrics are numbers")
+        if not math.isfinite(v):
+            raise _bad_point(
+                i, f"metric {k!r} is {v!r}; only finite numbers are stored (drop the value or log a finite one)"
+            )
+    # Nothing wrong after all: e.g. a sum of huge finite floats overflowed, or a name ends in ":true".
+
+
+def clean_points(points: Any, run_id: str, now: float | None = None) -> list[tuple[str, int | None, float, str]]:
+    """Validate a batch of points and return insert rows ``(run_id, step, ts, metrics_json)``.
+
+    Each point is ``{"step": int >= 0 | null, "metrics": {name: finite number}, "ts": float?}``;
+    ``metrics`` becomes compact JSON text. A missing ``ts`` is the time of arrival.
+    One bad point refuses the whole batch, so a retry after a fix is idempotent.
+    """
+    if not isinstance(points, list):
+        raise InvalidError(
+            f"points is a {type(points).__name__}; send a list of "
+            '{"step": int|null, "metrics": {name: number}, "ts": seconds}'
+        )
+    now = time.time() if now is None else now
+    max_key = defaults.PLATFORM_MAX_KEY_CHARS
+    enc = dumps
+    out: list[tuple[str, int | None, float, str]] = []
+    append = out.append
+    for i, p in enumerate(points):
+        if type(p) is not dict:
+            raise _bad_point(i, f"is a {type(p).__name__}; each point is an object with step, metrics and ts")
+        metrics = p.get("metrics")
+        if type(metrics) is not dict:
+            raise _bad_point(
+                i, f"has metrics={metrics!r:.80}; send an object of metric name to number, e.g. {{\"loss\": 0.5}}"
+            )
+        try:  # fast path in C: a sum of numbers is finite only when every one is
+            total = sum(metrics.values())
+            fast = total - total == 0.0
+        except TypeError:
+            fast = False
+        if fast:
+            text = enc(metrics)
+            fast = ":true" not in text and ":false" not in text
+        if not fast or (metrics and max(map(len, metrics)) > max_key):
+            _explain_metrics(i, metrics, max_key)  # raises unless the fast check was overcautious
+            text = enc(metrics)
+        if not p.keys() <= _POINT_KEYS:
+            extra = sorted(set(p) - _POINT_KEYS)
+            raise _bad_point(i, f"has unknown fields {extra}; a point has step, metrics and ts")
+        step = p.get("step")
+        if step is not None and (type(step) is not int or not 0 <= step < _MAX_STEP):
+            raise _bad_point(i, f"has step={step!r}; send a whole number >= 0, or null")
+        ts = p.get("ts")
+        if ts is None:
+            ts = now
+        elif type(ts) is not float:
+            if type(ts) is not int:
+                raise _bad_point(i, f"has ts={ts!r:.80}; send seconds since the epoch as a number, or leave it out")
+            ts = float(ts)
+        elif ts - ts != 0.0:
+            raise _bad_point(i, f"has ts={ts!r}; send a finite number of seconds since the epoch")
+        append((run_id, step, ts, text))
+    return out
+
+
+# --------------------------------------------------------------------------- cost
+
+
+def _find_cost_inputs(summary: dict[str, Any]) -> tuple[Any, Any]:
+    for source in (summary, summary.get("training")):
+        if isinstance(source, dict) and source.get("gpu") is not None and source.get("seconds") is not None:
+            return source["gpu"], source["seconds"]
+    return None, None
+
+
+def run_cost(summary: Any) -> tuple[float | None, dict[str, Any] | None]:
+    """``(cost_usd, cost_basis)`` for a run whose summary carries ``gpu`` and ``seconds``.
+
+    Looks at the summary's top level, then ``summary["training"]``. The rate is
+    ``GPU_USD_PER_HOUR[gpu]`` (Modal's on-demand list price on GPU_PRICE_READ_ON);
+    ``"H100:2"`` counts two GPUs. A GPU the table does not name gives
+    ``cost_usd=None`` and a basis that says so. ``(None, None)`` when the
+    summary has no GPU time at all.
+    """
+    if not isinstance(summary, dict):
+        return None, None
+    gpu, seconds = _find_cost_inputs(summary)
+    if gpu is None or isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        return None, None
+    if not math.isfinite(seconds) or seconds < 0:
+        return None, None
+    name, count = str(gpu), 1
+    if ":" in name:
+        head, _, tail = name.partition(":")
+        if tail.strip().isdigit() and int(tail) > 0:
+            name, count = head, int(tail)
+    table = {k.upper(): k for k in defaults.GPU_USD_PER_HOUR}
+    key = table.get(name.strip().upper())
+    basis: dict[str, Any] = {
+        "gpu": key or str(gpu),
+        "count": count,
+        "seconds": seconds,
+        "source": defaults.GPU_PRICE_SOURCE,
+        "read_on": defaults.GPU_PRICE_READ_ON,
+    }
+    if key is None:
+        basis.update(
+            usd_per_hour=None,
+            estimate=False,
+            text=(
+                f"no estimate: GPU {str(gpu)!r} has no list price in the table "
+                f"(GPU_USD_PER_HOUR names {', '.join(defaults.GPU_USD_PER_HOUR)})"
+            ),
+        )
+        return None, basis
+    rate = defaults.GPU_USD_PER_HOUR[key]
+    who = f"{count} x {key}" if count > 1 else key
+    each = " each" if count > 1 else ""
+    basis.update(
+        usd_per_hour=rate,
+        estimate=True,
+        text=f"estimate: {who} at ${rate:.2f}/h{each}, {defaults.GPU_PRICE_SOURCE} {defaults.GPU_PRICE_READ_ON}",
+    )
+    return round(seconds / 3600 * rate * count, 2), basis
