@@ -165,3 +165,135 @@ def test_split_tasks_by_task_never_by_row():
         datasets.split_tasks(rows, 1.0)
     with pytest.raises(ValueError, match="at least 2 tasks"):
         datasets.split_tasks(rows[:3], 0.5)
+
+
+# ---------------------------------------------------------------------------
+# On a real platform: a uvicorn server on a loopback port, a real SQLite file
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def platform(home, monkeypatch):
+    """A real server over a SQLite file, the SDK pointed at it through the environment."""
+    from whileai.platform.server import serve_in_thread
+
+    url = f"sqlite:///{home / 'platform.db'}"
+    server = serve_in_thread(store_url=url)
+    _acct, key = server.store.create_account("owner")
+    monkeypatch.setenv("WHILEAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("WHILEAI_API_KEY", key)
+    state = {"server": server, "url": url, "key": key}
+    yield state
+    state["server"].stop()
+
+
+def raw_rows(base_url, key, dataset_id):
+    import httpx
+
+    response = httpx.get(f"{base_url}/api/v1/datasets/{dataset_id}/rows", headers={"Authorization": f"Bearer {key}"})
+    return response.status_code, response.content
+
+
+def awkward_rows():
+    """Rows whose bytes are easy to disturb: key order, 1.0 vs 1, unicode, nested arguments, odd keys."""
+    rows = fixture_rows()
+    rows[0] = {"task_id": "A", "zeta": 1, "alpha": 1.0, "passed": True, "reward": 1.0, "note": "18 °C — ok ✓",
+               "messages": [{"role": "user", "content": "Wetter in Köln?"},
+                            {"role": "assistant", "content": None, "tool_calls": [{"id": "c0", "type": "function",
+                             "function": {"name": "get_weather", "arguments": {"z": [1, 2.5, {"b": 0, "a": None}], "city": "Köln"}}}]}],
+               "markers": {"proxy_reward": 0.30000000000000004, "big": 12345678901234567}}
+    return rows
+
+
+def test_push_survives_a_restart_byte_for_byte_and_stays_in_its_account(platform):
+    from whileai.platform.server import serve_in_thread
+
+    rows = awkward_rows()
+    ds = wai.push(rows, name="weather")
+    assert ds.id.startswith("ds_") and ds.rows == len(rows) and ds.name == "weather"
+    assert str(ds).startswith(ds.id) and "16 rows" in str(ds)
+    assert wai.push(awkward_rows(), name="again").id == ds.id, "identical content answers the same id"
+    status, before = raw_rows(platform["server"].base_url, platform["key"], ds.id)
+    assert status == 200
+
+    port = platform["server"].port
+    platform["server"].stop()
+    platform["server"] = serve_in_thread(port=port, store_url=platform["url"])
+
+    status, after = raw_rows(platform["server"].base_url, platform["key"], ds.id)
+    assert status == 200 and after == before
+    back = datasets.load_rows(ds.id)
+    assert json.dumps(back, ensure_ascii=False) == json.dumps(rows, ensure_ascii=False)
+    assert list(back[0]) == list(rows[0]) and isinstance(back[0]["alpha"], float) and isinstance(back[0]["zeta"], int)
+    assert wai.profile(ds)["rows"] == 16 and wai.profile(ds.id)["dataset"] == ds.id
+
+    _other, other_key = platform["server"].store.create_account("someone else")
+    assert raw_rows(platform["server"].base_url, other_key, ds.id)[0] == 404
+    from whileai.simulations._client import get_client
+    from whileai.simulations.errors import NotFoundError
+
+    other = get_client(api_key=other_key, base_url=platform["server"].base_url)
+    assert other.request("GET", "/datasets")["datasets"] == []
+    with pytest.raises(NotFoundError):
+        other.request("GET", f"/datasets/{ds.id}")
+
+
+def test_push_forms_and_refusals(platform, tmp_path):
+    path = tmp_path / "weather.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in fixture_rows()))
+    from_file = wai.push(path)
+    assert from_file.name == "weather" and from_file.rows == 16
+    assert wai.push(fixture_rows()).id == from_file.id
+    data = wai.SimulationData(fixture_rows()[:4], name="sim")
+    assert wai.push(data).name == "sim"
+    scored = wai.evaluate(fixture_rows(), lambda r: 1.0)
+    assert wai.push(scored.passes(), name="passes").rows == 16
+    with pytest.raises(ValueError, match="nothing to push"):
+        wai.push([])
+    with pytest.raises(ValueError, match="already pushed"):
+        wai.push(from_file)
+    bad = fixture_rows()
+    bad[2]["passed"] = "yes"
+    from whileai.simulations.errors import RowFormatError
+
+    before = {d.id for d in datasets.list_datasets()}
+    with pytest.raises(RowFormatError, match="row 2"):
+        wai.push(bad)
+    assert {d.id for d in datasets.list_datasets()} == before, "a refused push stores nothing"
+
+
+def test_cut_splits_by_task_and_links_siblings(platform):
+    rows = [make_row(f"T{t:02d}", "P" if (t + i) % 3 else "F", 0.7, index=i) for t in range(20) for i in range(3)]
+    src = wai.push(rows, name="tool")
+    train, held = wai.datasets.cut(src, holdout=0.25, seed=3)
+    assert (train.name, held.name) == ("tool:train", "tool:holdout")
+    assert (train.split, train.sibling, held.split, held.sibling) == ("train", held.id, "holdout", train.id)
+    assert datasets.get_dataset(train.id).sibling == held.id
+    train_rows, held_rows = datasets.load_rows(train), datasets.load_rows(held)
+    train_tasks, held_tasks = {r["task_id"] for r in train_rows}, {r["task_id"] for r in held_rows}
+    assert not train_tasks & held_tasks and len(held_tasks) == 5 and len(train_tasks) == 15
+    assert len(train_rows) + len(held_rows) == 60
+    # rows keep their order and their bytes on each side
+    assert train_rows == [r for r in rows if r["task_id"] in train_tasks]
+    again = wai.datasets.cut(src.id, holdout=0.25, seed=3)
+    assert [h.id for h in again] == [train.id, held.id], "same seed, same sides"
+    other = wai.datasets.cut(rows, holdout=0.25, seed=4, name="local")
+    assert other[0].name == "local:train" and {r["task_id"] for r in datasets.load_rows(other[1])} != held_tasks
+
+
+def test_delete_dataset(platform):
+    ds = wai.push(fixture_rows(), name="gone")
+    assert wai.delete_dataset(ds) == {"id": ds.id, "deleted": True}
+    from whileai.simulations.errors import NotFoundError
+
+    with pytest.raises(NotFoundError):
+        datasets.load_rows(ds.id)
+    with pytest.raises(NotFoundError):
+        wai.delete_dataset(ds.id)
+    with pytest.raises(ValueError, match="not a pushed dataset"):
+        wai.delete_dataset("weather.jsonl")
+
+
+def test_embedded_platform_push(home):
+    ds = wai.push(fixture_rows(), name="local")
+    assert datasets.load_rows(ds) == fixture_rows()
+    assert wai.selection_report(ds.id, "grpo")["rows"] == 7
