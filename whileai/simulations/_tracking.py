@@ -77,6 +77,7 @@ def jsonable(value: Any, where: str = "value") -> Any:
 
 
 _time = time.time
+_INT_EXACT = 2**53  # ints beyond this have no exact float; the slow path converts or skips them
 
 
 class Tracker:
@@ -124,7 +125,7 @@ class Tracker:
                 if value - value != 0.0:  # inf and nan
                     clean = self._clean(metrics)
                     break
-            elif kind is not int:
+            elif kind is not int or not -_INT_EXACT < value < _INT_EXACT:
                 clean = self._clean(metrics)
                 break
         if step is None:
@@ -257,7 +258,7 @@ class Tracker:
                 self._failed(exc)
                 return False
             self.batches.popleft()
-            self._failures = 0
+            self._succeeded()
         return self._send_patch_locked(timeout)
 
     def _split_refused(self, exc: PlatformError) -> None:
@@ -311,7 +312,7 @@ class Tracker:
                 self._failed(exc)
                 return False
             else:
-                self._failures = 0
+                self._succeeded()
             with self._state:
                 if "step" in body:
                     self._sent_step = body["step"]
@@ -331,6 +332,10 @@ class Tracker:
                         elif key in self._patch and current is value:
                             del self._patch[key]
         return not self.buffer and not self.batches and not self._patch
+
+    def _succeeded(self) -> None:
+        self._failures = 0
+        self._retry_at = 0.0
 
     def _failed(self, exc: BaseException) -> None:
         self.errors += 1
