@@ -3,8 +3,8 @@
 Datasets, judges and the delta report all take "a dataset" in the same forms: a
 list of rollout rows, a ``SimulationData``, a ``ScoredData``, a JSONL path, or a
 pushed dataset (a handle, its record, or its ``ds_...`` id). ``rows_of`` turns
-each of them into a list of row mappings; ``task_key`` says which task a row
-belongs to, following the row contract in docs/architecture.md.
+each of them into a list of row mappings; ``task_key`` (the row contract's,
+from ``rows``) says which task a row belongs to.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from .rows import task_key
 
 __all__ = ["rows_of", "read_jsonl", "task_key", "group_by_task", "describe_source", "ACCEPTED_SOURCES"]
 
@@ -41,7 +43,7 @@ def _dataset_id(source: Any) -> str | None:
 
 
 def _as_row(item: Any, index: int) -> Mapping[str, Any]:
-    if isinstance(item, Mapping):
+    if type(item) is dict or isinstance(item, Mapping):
         return item
     dump = getattr(item, "model_dump", None)
     if callable(dump):
@@ -97,13 +99,6 @@ def describe_source(source: Any) -> str | None:
         return str(source)
     name = getattr(source, "name", None)
     return name if isinstance(name, str) else None
-
-
-def task_key(row: Mapping[str, Any]) -> str:
-    """The task a row belongs to: ``task_id``, else ``prompt_hash``, else the hash of its prompt turns."""
-    from .rows import task_key as _rows_task_key
-
-    return _rows_task_key(row)
 
 
 def group_by_task(rows: list[Mapping[str, Any]]) -> dict[str, list[int]]:
