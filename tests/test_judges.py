@@ -265,3 +265,20 @@ def test_judge_pairs_orients_and_marks_ties():
     assert [p["winner"] for p in close] == ["tie", "chosen"] and close[1]["chosen"] is bad
     with pytest.raises(ValueError, match="chosen"):
         wai.judge_pairs([{"chosen": good}], wai.first_action_judge)
+
+
+def test_make_first_action_judge_options():
+    from whileai.simulations.judges import make_first_action_judge
+
+    plain = make_first_action_judge()
+    row = call_row('{"city": "Paris", "unit": "celsius", "days": 1, "request_id": "r1"}')
+    assert plain(row) == wai.first_action_judge(row) and not plain(row)["passed"]
+    lenient = make_first_action_judge(ignore_arguments=["request_id"])
+    assert lenient(row)["passed"]
+    assert not lenient(call_row('{"city": "Rome", "unit": "celsius", "days": 1, "request_id": "r1"}'))["passed"]
+    partial = make_first_action_judge(partial_credit=True)
+    half = partial(call_row('{"city": "Paris", "unit": "kelvin", "days": 2}'))
+    assert half["reward"] == pytest.approx(1 / 3) and half["passed"] is False
+    assert partial(call_row('{"city": "Paris", "unit": "celsius", "days": 1, "x": 0}'))["reward"] == pytest.approx(2 / 3)
+    assert partial(call_row('{"city": "Paris", "unit": "celsius", "days": 1}', name="other"))["reward"] == 0.0
+    assert wai.evaluate([row], lenient).judge == "first_action_judge"

@@ -20,6 +20,7 @@ __all__ = [
     "action_matches",
     "json_equal",
     "normalise_answer",
+    "parse_arguments",
     "content_text",
     "canonical_arguments_text",
 ]

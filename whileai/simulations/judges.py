@@ -20,12 +20,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from . import defaults
-from ._actions import action_matches, first_action
+from ._actions import action_matches, first_action, json_equal, parse_arguments
 from ._rowsource import rows_of, task_key
 
 __all__ = [
     "Judge",
     "first_action_judge",
+    "make_first_action_judge",
     "first_action",
     "action_matches",
     "normalise_judgement",
@@ -119,6 +120,48 @@ def first_action_judge(row: Mapping[str, Any]) -> dict[str, Any]:
         )
     ok, reason = action_matches(first_action(row.get("messages") or []), gold)
     return {"reward": 1.0 if ok else 0.0, "passed": ok, "reason": reason}
+
+
+def make_first_action_judge(*, ignore_arguments: tuple[str, ...] | list[str] = (),
+                            partial_credit: bool = False) -> Judge:
+    """A first-action judge with options; ``make_first_action_judge()`` behaves as ``first_action_judge``.
+
+    ``ignore_arguments`` names arguments left out of the comparison on both
+    sides (a request id, a timestamp). ``partial_credit=True`` rewards the right
+    tool with the share of gold arguments matched, less a share for each extra
+    argument, floored at 0 (a denser reward for a grouped method); ``passed``
+    still needs an exact match.
+
+        judge = make_first_action_judge(ignore_arguments=["request_id"])
+    """
+    ignored = frozenset(ignore_arguments)
+
+    def _drop(value: Any) -> Any:
+        return {k: v for k, v in value.items() if k not in ignored} if isinstance(value, Mapping) else value
+
+    def judge(row: Mapping[str, Any]) -> dict[str, Any]:
+        row = row if isinstance(row, Mapping) else rows_of([row])[0]
+        gold = row.get("gold")
+        if gold is None:
+            return first_action_judge(row)  # raises the missing-gold error
+        action = first_action(row.get("messages") or [])
+        if ignored and isinstance(gold, Mapping) and "name" in gold:
+            gold = {**gold, "arguments": _drop(parse_arguments(gold.get("arguments")))}
+            if action is not None and "name" in action:
+                action = {**action, "arguments": _drop(action["arguments"])}
+        ok, reason = action_matches(action, gold)
+        reward = 1.0 if ok else 0.0
+        if partial_credit and not ok and action is not None and isinstance(gold, Mapping) and "name" in gold \
+                and action.get("name") == gold["name"]:
+            got, want = action["arguments"], parse_arguments(gold.get("arguments"))
+            if isinstance(got, Mapping) and isinstance(want, Mapping) and want:
+                matched = sum(1 for k in want if k in got and json_equal(got[k], want[k]))
+                extra = len(got.keys() - want.keys())
+                reward = max(0.0, (matched - extra) / len(want))
+        return {"reward": reward, "passed": ok, "reason": reason}
+
+    judge.__name__ = "first_action_judge"
+    return judge
 
 
 # ---------------------------------------------------------------------------
