@@ -172,6 +172,36 @@ PAGE_CURVE_MAX_POINTS = 1000
 # Export
 # ---------------------------------------------------------------------------
 
+#: Hex characters kept from the sha256 of a prompt (``rows.prompt_hash``). 16 hex
+#: characters are 64 bits: the birthday bound puts the chance of any collision
+#: among 100,000 distinct prompts near 3e-10, and the key stays short enough to
+#: read in a report or a file name.
+PROMPT_HASH_HEX_CHARS = 16
+
+#: The privileged-leak check flags an assistant turn that repeats a run of the
+#: privileged value at least this many words long (or the whole value, when the
+#: value has fewer words). Words are letter/digit runs after Unicode NFKC and
+#: case folding, so case, spacing and punctuation between words do not hide a
+#: recital. Shorter shared runs are ordinary phrasing ("the answer is", "in
+#: Paris") that a correct reply shares with a hidden note by necessity. (Runs
+#: the policy was shown before the turn, or that are the row's gold answer, never
+#: count: repeating a tool result or giving the right answer is not a leak.) Our
+#: choice, pinned by the leak cases in tests/test_export_leaks.py.
+LEAK_MIN_WORDS = 4
+
+#: ...and that run must also be at least this many characters long (words joined
+#: by single spaces). It keeps a short value ("Paris", "18", "yes") from ever
+#: counting as recited: a reply that merely names the same city or number is not
+#: evidence that the policy saw the note. A long single-token secret (an API key,
+#: a hidden passphrase) passes it and is caught. Our choice, pinned by the same
+#: tests.
+LEAK_MIN_CHARS = 16
+
+#: How many offending rows an export error message spells out; the exception's
+#: ``problems`` always lists every one. Ten lines fit a terminal; the rest is a
+#: count and a pointer to ``problems``.
+EXPORT_PROBLEMS_IN_MESSAGE = 10
+
 # ---------------------------------------------------------------------------
 # Model kit (tiny tokenizer, model and base, built in code)
 # ---------------------------------------------------------------------------

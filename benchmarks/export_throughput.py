@@ -1,0 +1,120 @@
+"""Export throughput: export_dataset with the gate on, against a plain JSONL read+write, in the same run.
+
+    python benchmarks/export_throughput.py            # 100,000 rows
+    python benchmarks/export_throughput.py --rows 20000 --repeat 1
+
+The input is a file of 3-turn tool-use rows (system, user, then three assistant
+turns: two tool calls with their tool outputs, and a final answer), the shape
+a simulator writes. The baseline reads every line and writes it back with the
+fastest JSON library installed (orjson when present), with no checks at all.
+Targets: at least 20,000 rows/s, and within 3x of the baseline's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_ROWS_PER_S = 20_000
+TARGET_RATIO = 3.0
+
+CITIES = ["Paris", "Tokyo", "Lima", "Oslo", "Cairo", "Quito", "Perth", "Dakar"]
+
+
+def make_row(i: int) -> dict:
+    city = CITIES[i % len(CITIES)]
+    return {
+        "messages": [
+            {"role": "system", "content": "You are a weather agent. Use the tools; answer in one sentence."},
+            {"role": "user", "content": f"Is it warmer in {city} than yesterday? Answer in celsius. #{i}"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "call_0", "type": "function", "function": {
+                "name": "get_weather", "arguments": f'{{"city": "{city}", "unit": "celsius"}}'}}]},
+            {"role": "tool", "tool_call_id": "call_0", "content": f'{{"city": "{city}", "temp": {i % 35}}}'},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                "name": "get_history", "arguments": f'{{"city": "{city}", "days_ago": 1}}'}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": f'{{"city": "{city}", "temp": {(i + 3) % 35}}}'},
+            {"role": "assistant", "content": f"No: {i % 35} °C today against {(i + 3) % 35} °C yesterday in {city}."},
+        ],
+        "tools": [
+            {"type": "function", "function": {"name": "get_weather", "description": "Current weather.", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
+                "required": ["city"]}}},
+            {"type": "function", "function": {"name": "get_history", "description": "Past weather.", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string"}, "days_ago": {"type": "integer"}},
+                "required": ["city", "days_ago"]}}},
+        ],
+        "reward": float(i % 2),
+        "passed": bool(i % 2),
+        "gold": {"name": "get_weather", "arguments": {"city": city, "unit": "celsius"}},
+        "markers": {"proxy_reward": 0.5, "difficulty": "easy"},
+        "task_id": f"weather-{i // 4:05d}",
+        "rollout_index": i % 4,
+        "sampling": {"temperature": 0.7},
+    }
+
+
+def plain_read_write(src: Path, dst: Path) -> int:
+    """The baseline: parse every line and write it back, nothing else."""
+    from whileai.simulations._export_io import dumps_bytes, loads
+
+    rows = [loads(line) for line in src.read_bytes().splitlines() if line.strip()]
+    dst.write_bytes(b"\n".join(dumps_bytes(row) for row in rows) + b"\n")
+    return len(rows)
+
+
+def best_of(repeat: int, fn) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs per measurement")
+    args = parser.parse_args()
+
+    import warnings
+
+    import whileai.simulations as wai
+    from whileai.simulations._export_io import JSONL_CODEC, write_jsonl
+
+    with tempfile.TemporaryDirectory(prefix="whileai-bench-") as tmp:
+        src = Path(tmp) / "rollouts.jsonl"
+        write_jsonl(src, (make_row(i) for i in range(args.rows)))
+        size_mb = os.path.getsize(src) / 1e6
+
+        baseline = best_of(args.repeat, lambda: plain_read_write(src, Path(tmp) / "plain.jsonl"))
+        results = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the file carries its own system prompt and tools
+            for fmt in ("openai", "trl"):
+                out = Path(tmp) / f"export-{fmt}.jsonl"
+                results[fmt] = best_of(
+                    args.repeat, lambda: wai.export_dataset(src, out, format=fmt, validate=True)
+                )
+
+    print(f"rows: {args.rows:,} ({size_mb:.1f} MB, 3 assistant turns each); JSON codec: {JSONL_CODEC}")
+    print(f"plain read+write ({JSONL_CODEC}):   {baseline:7.3f} s  {args.rows / baseline:>10,.0f} rows/s")
+    ok = True
+    for fmt, seconds in results.items():
+        rate = args.rows / seconds
+        ratio = seconds / baseline
+        verdict = rate >= TARGET_ROWS_PER_S and ratio <= TARGET_RATIO
+        ok &= verdict
+        print(
+            f"export_dataset format={fmt!r:8} {seconds:7.3f} s  {rate:>10,.0f} rows/s  "
+            f"ratio {ratio:.2f}x the baseline  {'ok' if verdict else 'MISSED'}"
+        )
+    print(f"targets: >= {TARGET_ROWS_PER_S:,} rows/s and <= {TARGET_RATIO:.0f}x the plain read+write: "
+          f"{'met' if ok else 'missed'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""The export gate: tool-call arguments that must round-trip, and replies that must not recite the privileged block."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+from ._export_io import dumps, loads
+
+__all__ = ["ENCODINGS", "roundtrip_report", "argument_problem", "privileged_values", "find_leaks"]
+
+#: format -> the argument encoding its rows must carry
+ENCODINGS = {"openai": "json_string", "trl": "dict"}
+
+#: keys of a row that may hold a list of messages (SFT, prompt/completion and preference shapes)
+_CONVERSATION_KEYS = ("messages", "prompt", "completion", "chosen", "rejected")
+
+_WORD = re.compile(r"\w+")
+_PREVIEW_CHARS = 80
+
+
+def check_format(format: Any) -> str:
+    if format not in ENCODINGS:
+        raise ValueError(
+            f"format={format!r} is not an export format; accepted: 'openai' (the chat-completions wire row, "
+            "arguments as JSON strings) or 'trl' (what TRL's trainers load, arguments as dicts)"
+        )
+    return format
+
+
+def argument_problem(arguments: Any, encoding: str) -> str | None:
+    """Why these tool-call arguments do not round-trip under the encoding; None when they do."""
+    if encoding == "json_string":
+        if type(arguments) is str:
+            return _string_problem(arguments)
+        if isinstance(arguments, dict):
+            return "a dict where the OpenAI wire format needs a JSON string"
+        return f"a {type(arguments).__name__} where a JSON string belongs"
+    if isinstance(arguments, dict):
+        return None
+    if isinstance(arguments, str):
+        problem = _string_problem(arguments)
+        if problem is None:
+            return "a JSON string where a dict belongs (a chat template would render it quoted twice)"
+        return problem
+    return f"a {type(arguments).__name__} where a dict belongs"
+
+
+def _string_problem(text: str) -> str | None:
+    try:
+        value = loads(text)
+    except ValueError:
+        return "a string that is not JSON"
+    if type(value) is dict:
+        return None
+    if isinstance(value, str):
+        try:
+            inner = loads(value)
+        except ValueError:
+            inner = None
+        if isinstance(inner, dict):
+            return "double-encoded: a JSON string holding the JSON object"
+        return "a JSON string literal, not an object"
+    if isinstance(value, list):
+        return "a JSON array, not an object"
+    if isinstance(value, dict):
+        return None
+    kind = "null" if value is None else "boolean" if isinstance(value, bool) else "number"
+    return f"a JSON {kind}, not an object"
+
+
+def _preview(arguments: Any) -> str:
+    text = arguments if isinstance(arguments, str) else repr(arguments)
+    return text if len(text) <= _PREVIEW_CHARS else text[: _PREVIEW_CHARS - 3] + "..."
+
+
+def roundtrip_report(rows: list[dict], format: str) -> dict[str, Any]:
+    """Check every tool call of every conversation in the rows; see ``export.tool_call_roundtrip``."""
+    encoding = ENCODINGS[check_format(format)]
+    calls = 0
+    invalid: list[dict[str, Any]] = []
+    for r, row in enumerate(rows):
+        if not isinstance(row, dict):
+            continue
+        for key in _CONVERSATION_KEYS:
+            messages = row.get(key)
+            if type(messages) is not list:
+                continue
+            for m, message in enumerate(messages):
+                if type(message) is not dict:
+                    continue
+                tool_calls = message.get("tool_calls")
+                if not tool_calls:
+                    continue
+                for c, call in enumerate(tool_calls):
+                    calls += 1
+                    function = call.get("function") if isinstance(call, dict) else None
+                    if not isinstance(function, dict) or "arguments" not in function:
+                        problem, name, arguments = "no function.arguments", None, None
+                    else:
+                        name, arguments = function.get("name"), function["arguments"]
+                        problem = argument_problem(arguments, encoding)
+                    if problem is None:
+                        continue
+                    invalid.append(
+                        {
+                            "row": r,
+                            "field": key,
+                            "message": m,
+                            "call": c,
+                            "id": call.get("id") if isinstance(call, dict) else None,
+                            "name": name,
+                            "arguments": _preview(arguments),
+                            "problem": problem,
+                        }
+                    )
+    return {
+        "format": format,
+        "encoding": encoding,
+        "rows": len(rows),
+        "calls": calls,
+        "valid": calls - len(invalid),
+        "invalid": invalid,
+        "ok": not invalid,
+    }
+
+
+# ---------------------------------------------------------------------------
+# Privileged leaks
+# ---------------------------------------------------------------------------
+
+
+def privileged_values(privileged: Any) -> list[tuple[str | None, str]]:
+    """(key, value) for each privileged string: the block itself, or each value of a mapping."""
+    if isinstance(privileged, str):
+        return [(None, privileged)] if privileged.strip() else []
+    if isinstance(privileged, dict):
+        return [(str(k), v) for k, v in privileged.items() if isinstance(v, str) and v.strip()]
+    return []
+
+
+def _words(text: str) -> list[str]:
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    return _WORD.findall(text.casefold())
+
+
+def find_leaks(privileged: Any, messages: list[dict], gold: Any = None) -> list[dict[str, Any]]:
+    """Assistant turns (text or tool-call argument values) that recite a privileged value.
+
+    A recital is a run of the value's words, in order, at least
+    ``defaults.LEAK_MIN_WORDS`` long (the whole value when it is shorter) and at
+    least ``defaults.LEAK_MIN_CHARS`` characters; case, spacing and punctuation
+    between words do not matter. A run the policy could have taken from what it
+    was shown before that turn (system, user and tool messages) or that is the
+    answer it was asked for (the row's ``gold``) is not a recital: repeating a
+    tool result or giving the right answer is the task, not a leak.
+    """
+    from .defaults import LEAK_MIN_CHARS, LEAK_MIN_WORDS
+
+    secrets = []
+    for key, value in privileged_values(privileged):
+        words = _words(value)
+        if words and len(" ".join(words)) >= LEAK_MIN_CHARS:  # shorter: cannot tell a recital from a shared word
+            n = min(LEAK_MIN_WORDS, len(words))
+            starts: dict[tuple[str, ...], list[int]] = {}
+            for i in range(len(words) - n + 1):
+                starts.setdefault(tuple(words[i : i + n]), []).append(i)
+            secrets.append((key, words, n, starts, set(words)))
+    found: list[dict[str, Any]] = []
+    if not secrets:
+        return found
+    for m, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        parts = [_words(part) for part in _assistant_parts(message)]
+        shown = None
+        for key, words, n, starts, vocabulary in secrets:
+            spans = []
+            for reply in parts:
+                if len(reply) >= n and sum(1 for w in reply if w in vocabulary) >= n:
+                    spans.extend(_recitals(words, starts, n, reply, LEAK_MIN_CHARS))
+            if not spans:
+                continue
+            if shown is None:
+                shown = [_words(text) for text in _shown_before(messages, m, gold)]
+            spans = [span for span in spans if not any(_contains(seen, span) for seen in shown)]
+            if spans:
+                found.append({"message": m, "key": key, "recited": " ".join(max(spans, key=len))})
+    return found
+
+
+def _assistant_parts(message: dict) -> list[str]:
+    """The turn's text and the values of its tool-call arguments (keys are structure, not content)."""
+    parts = [message.get("content") or ""]
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            parts.extend(_argument_values(function.get("arguments")))
+    return parts
+
+
+def _argument_values(arguments: Any) -> list[str]:
+    if isinstance(arguments, str):
+        try:
+            arguments = loads(arguments)
+        except ValueError:
+            return [arguments]
+    if isinstance(arguments, dict):
+        return [text for value in arguments.values() for text in _argument_values(value)]
+    if isinstance(arguments, list):
+        return [text for value in arguments for text in _argument_values(value)]
+    if isinstance(arguments, str):
+        return [arguments]
+    return [] if arguments is None else [dumps(arguments)]
+
+
+def _shown_before(messages: list[dict], m: int, gold: Any) -> list[str]:
+    """Texts the policy was shown before turn m, and the answer it was asked for."""
+    texts = [msg.get("content") or "" for msg in messages[:m] if msg.get("role") != "assistant"]
+    if isinstance(gold, dict):
+        if isinstance(gold.get("answer"), str):
+            texts.append(gold["answer"])
+        texts.extend(_argument_values(gold.get("arguments")))
+    return texts
+
+
+def _recitals(secret: list[str], starts: dict[tuple[str, ...], list[int]], n: int, reply: list[str], min_chars: int):
+    """Maximal runs of the secret's words that appear in the reply and are long enough to count."""
+    spans = []
+    for j in range(len(reply) - n + 1):
+        for i in starts.get(tuple(reply[j : j + n]), ()):
+            length = n
+            while i + length < len(secret) and j + length < len(reply) and secret[i + length] == reply[j + length]:
+                length += 1
+            span = secret[i : i + length]
+            if len(" ".join(span)) >= min_chars:
+                spans.append(span)
+    return spans
+
+
+def _contains(words: list[str], span: list[str]) -> bool:
+    size = len(span)
+    first = span[0]
+    return any(words[k] == first and words[k : k + size] == span for k in range(len(words) - size + 1))

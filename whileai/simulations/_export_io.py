@@ -1,0 +1,192 @@
+"""JSON and JSONL input/output for rows and exports: fast codec, line-numbered reads, atomic writes.
+
+orjson is used when it is installed (it is several times faster than the
+standard library on row-sized objects); everything it refuses (integers past 64
+bits, lone surrogates, the ``NaN`` literal Python's json accepts) falls back to
+the standard library, so the choice of codec never changes what can be read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .errors import RowFormatError
+
+try:  # optional speed-up; the standard library is the fallback
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - exercised only where orjson is absent
+    _orjson = None
+
+__all__ = ["loads", "dumps", "dumps_bytes", "read_jsonl", "write_jsonl", "same_file", "JSONL_CODEC"]
+
+_UMASK_LOCK = threading.Lock()
+
+#: The codec in use, for benchmark reports.
+JSONL_CODEC = "orjson" if _orjson is not None else "json"
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse JSON text; raises ``ValueError`` (json.JSONDecodeError) when it is not JSON."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(text)
+        except _orjson.JSONDecodeError:
+            pass  # let the standard library decide (and word the error)
+    return json.loads(text)
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON text, non-ASCII kept as is (how tool-call arguments are written)."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(obj).decode()
+        except TypeError:
+            pass
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def dumps_bytes(obj: Any) -> bytes:
+    """One JSONL line's bytes (no newline). Always valid UTF-8."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(obj)
+        except TypeError:
+            pass
+    # ensure_ascii escapes lone surrogates, which UTF-8 cannot carry
+    return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode()
+
+
+def read_jsonl(path: str | os.PathLike, what: str = "row") -> tuple[list[Any], list[int]]:
+    """Every JSON value in a JSONL file and the 1-based line it came from. Blank lines are skipped.
+
+    A line that is not JSON, or not a JSON object, raises ``RowFormatError``
+    naming the file, the line and what is wrong, all such lines at once.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no such file: {str(path)!r}; pass the path of a JSONL file of {what}s") from None
+    values: list[Any] = []
+    lines: list[int] = []
+    problems: list[dict[str, Any]] = []
+    for lineno, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            value = loads(raw)
+        except UnicodeDecodeError as exc:
+            problems.append(_line_problem(path, lineno, f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
+            continue
+        except ValueError as exc:
+            problems.append(_line_problem(path, lineno, f"not valid JSON ({_json_reason(exc)})"))
+            continue
+        if not isinstance(value, dict):
+            problems.append(
+                _line_problem(path, lineno, f"a JSON {_json_type(value)}, but each line must be one JSON object (a {what})")
+            )
+            continue
+        values.append(value)
+        lines.append(lineno)
+    if problems:
+        raise file_error(path, problems, f"each line must hold one JSON object (a {what}); fix or remove these lines")
+    return values, lines
+
+
+def file_error(path: Path | str, problems: list[dict[str, Any]], fix: str) -> RowFormatError:
+    """A RowFormatError listing line problems of one file, the first few spelled out."""
+    from .defaults import EXPORT_PROBLEMS_IN_MESSAGE
+
+    shown = [f"  line {p['line']}: {p['detail']}" for p in problems[:EXPORT_PROBLEMS_IN_MESSAGE]]
+    more = len(problems) - len(shown)
+    if more > 0:
+        shown.append(f"  ... and {more} more (see .problems)")
+    noun = "line" if len(problems) == 1 else "lines"
+    message = f"{str(path)!r}: {len(problems)} bad {noun}; {fix}:\n" + "\n".join(shown)
+    return RowFormatError(message, problems)
+
+
+def _line_problem(path: Path, lineno: int, detail: str) -> dict[str, Any]:
+    return {"row": None, "line": lineno, "path": str(path), "detail": detail}
+
+
+def _json_reason(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at column {exc.colno}"
+    return str(exc)
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return "number"
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
+    """Write rows as JSONL atomically; returns the number of rows written.
+
+    The rows go to a temporary file in the target's directory, which is synced
+    and then renamed over the target, so a crash leaves either the old file or
+    the whole new one, never half of it. A symlink at ``path`` is replaced by the
+    file, not written through.
+    """
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise IsADirectoryError(f"output {str(path)!r} is a directory; pass a file path such as {str(path / 'rows.jsonl')!r}")
+    if not directory.is_dir():
+        raise FileNotFoundError(f"the folder of output {str(path)!r} does not exist; create {str(directory)!r} first")
+    lines = [dumps_bytes(row) for row in rows]
+    mode = _file_mode(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        os.fchmod(fd, mode)  # mkstemp makes 0600; give the file the mode a plain open() would
+        with os.fdopen(fd, "wb") as handle:
+            if lines:
+                handle.write(b"\n".join(lines))
+                handle.write(b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return len(lines)
+
+
+def _file_mode(path: Path) -> int:
+    """The mode to give the written file: the replaced file's, else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        pass
+    with _UMASK_LOCK:  # os.umask can only be read by setting it
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """True when two paths name one file: the same path, a symlink to it, a hard link, a relative spelling."""
+    try:
+        if os.path.realpath(a) == os.path.realpath(b):
+            return True
+        return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+    except OSError:
+        return False
