@@ -36,6 +36,7 @@ __all__ = [
     "list_datasets",
     "load_rows",
     "cut",
+    "split_tasks",
     "profile",
     "selection_report",
     "METHODS",
@@ -202,8 +203,9 @@ def cut(dataset: Any, holdout: float | None = None, seed: int | None = None,
 def profile(dataset: Any) -> dict[str, Any]:
     """What a dataset holds, counted exactly; ``selection_report`` reads it.
 
-    Keys: ``rows``; ``tasks``; ``repeats`` (rows per task: ``common``, ``min``,
-    ``max`` and ``sizes`` = {size: tasks}); ``passed`` / ``failed`` /
+    Keys: ``rows``; ``tasks``; ``repeats`` (rows per task: ``common``, the most
+    frequent size, the larger on a tie; ``min``, ``max`` and ``sizes`` =
+    {size: tasks}); ``passed`` / ``failed`` /
     ``unlabelled`` row counts; ``pass_rate`` over labelled rows (None with none);
     tasks by outcome: ``all_pass_tasks``, ``all_fail_tasks``, ``mixed_tasks``
     (both a pass and a fail, the number to size a grouped set by) and
