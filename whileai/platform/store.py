@@ -19,6 +19,7 @@ the data root). SQLite is opened for several writing processes at once (see
 from __future__ import annotations
 
 import hashlib
+import json
 import hmac
 import os
 import secrets
@@ -522,7 +523,7 @@ class Store:
         return self._tx(lambda s: self._dataset(s, account_id, dataset_id).rows_json, write=False)
 
     def dataset_rows(self, account_id: str, dataset_id: str) -> list[dict[str, Any]]:
-        return loads(self.dataset_rows_json(account_id, dataset_id))
+        return json.loads(self.dataset_rows_json(account_id, dataset_id))  # stdlib: keeps ints past 64 bits
 
     def list_datasets(self, account_id: str, *, limit: int | None = None) -> list[dict[str, Any]]:
         """The account's datasets, newest first (records without their rows)."""
