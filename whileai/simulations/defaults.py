@@ -332,6 +332,58 @@ DELTA_MIN_TASKS = 20
 # Serving (OpenAI-compatible endpoint, model registry)
 # ---------------------------------------------------------------------------
 
+#: Models the platform's endpoint keeps in memory at once; past it the least
+#: recently used is dropped. Each entry is its own copy of the base with the LoRA
+#: merged in (merged weights generate at the base's speed), so this bounds memory
+#: at about this many base models: four 0.5B bases in bf16 are ~4 GB, which fits a
+#: laptop, and a sweep comparing a few adapters side by side does not reload on
+#: every request.
+SERVING_MAX_LOADED_MODELS = 4
+
+#: A loaded model nobody has called for this many seconds is dropped, and an idle
+#: server holds no weights at all (idle to zero). An evaluation or rollout loop
+#: calls every few seconds and keeps its model warm; five minutes of silence means
+#: the loop is over. Reloading costs little by comparison: the kit's base loads in
+#: well under a second, a 0.5B base from local disk in a few seconds.
+SERVING_IDLE_UNLOAD_S = 300.0
+
+#: Environment variables a platform operator sets to change the two above
+#: without code (read when the server's model pool is created).
+SERVING_MAX_LOADED_ENV = "WHILEAI_SERVING_MAX_LOADED"
+SERVING_IDLE_UNLOAD_ENV = "WHILEAI_SERVING_IDLE_S"
+
+#: Longest wait of the idle check, in seconds: an idle model goes at most this
+#: long after SERVING_IDLE_UNLOAD_S (the check also runs at a quarter of the idle
+#: period when that is shorter). The check thread ends when nothing is loaded.
+SERVING_IDLE_CHECK_S = 30.0
+
+#: Reply length cap when a request sets neither max_tokens nor
+#: max_completion_tokens, in tokens; the model's context caps it further. OpenAI
+#: has no such cap, but one request holds its model for the whole reply, and a
+#: model that never emits its end token would hold it until the context is full.
+#: A tool call or a short answer is well under this.
+SERVING_DEFAULT_MAX_TOKENS = 1024
+
+#: Sampling temperature when a request does not set one: OpenAI's documented
+#: default (API reference, chat completions, ``temperature``), so a client that
+#: omits it gets what it would get from OpenAI. Pass 0 for greedy decoding.
+SERVING_DEFAULT_TEMPERATURE = 1.0
+
+#: Most choices one request may ask for (``n``). All choices share the model's
+#: lock, so a large n starves other callers; 8 covers GRPO-style group sizes
+#: (DeepSeekMath sampled 64 per prompt, but as many requests, not one).
+SERVING_MAX_N = 8
+
+#: Most stop sequences per request: OpenAI's documented limit (API reference,
+#: chat completions, ``stop``: up to 4 sequences).
+SERVING_MAX_STOP = 4
+
+#: Rows per forward pass when a reward-model judge scores many rows at once
+#: (``judge.score(rows)``). Rows are padded to the longest in the batch, so a
+#: bigger batch wastes more on padding; 16 rows of a few hundred tokens each keep
+#: a CPU busy without that waste dominating.
+REWARD_MODEL_BATCH_SIZE = 16
+
 # ---------------------------------------------------------------------------
 # HackMonitor
 # ---------------------------------------------------------------------------
