@@ -13,12 +13,14 @@ import math
 
 import pytest
 
-from whileai.simulations import _models, training
+from whileai.simulations import _models, defaults, training
 from whileai.simulations._models import delete_model, models, reward_model, serve, unserve
 from whileai.simulations.errors import NotFoundError
 
+BASE = defaults.KIT_BASE_NAME
 
-def _finished_run(adapter: str | None = "/adapters/a", base: str | None = "kit-base", status: str = "done",
+
+def _finished_run(adapter: str | None = "/adapters/a", base: str | None = BASE, status: str = "done",
                   method: str | None = "sft", **summary):
     config = {k: v for k, v in (("base_model", base), ("method", method)) if v is not None}
     run = training.training_run(config=config)
@@ -37,7 +39,7 @@ def test_serve_bumps_version_unserve_removes_and_serving_again_starts_at_one(hom
     first = _finished_run(adapter="/adapters/one")
     row = serve(first, "agent")
     assert row["name"] == "agent" and row["version"] == 1
-    assert row["adapter"] == "/adapters/one" and row["adapterRunId"] == first.id and row["baseModel"] == "kit-base"
+    assert row["adapter"] == "/adapters/one" and row["adapterRunId"] == first.id and row["baseModel"] == BASE
     assert row["endpoint"].endswith("/v1")
 
     second = _finished_run(adapter="/adapters/two")
@@ -64,17 +66,18 @@ def test_delete_model_is_unserve_and_unknown_names_are_named(home):
 
 
 def test_base_model_override_and_the_bare_base(home):
-    run = _finished_run(base="kit-base")
-    assert serve(run, "m", base_model="other-base")["baseModel"] == "other-base"
-    bare = serve(None, "bare", base_model="kit-base")
-    assert bare["adapter"] is None and bare["adapterRunId"] is None and bare["baseModel"] == "kit-base"
+    run = _finished_run(base=BASE)
+    with pytest.warns(UserWarning, match="SERVED_BASES"):
+        assert serve(run, "m", base_model="someone/unknown-base")["baseModel"] == "someone/unknown-base"
+    bare = serve(None, "bare", base_model=BASE)
+    assert bare["adapter"] is None and bare["adapterRunId"] is None and bare["baseModel"] == BASE
     with pytest.raises(ValueError, match="base_model"):
         serve(None, "bare2")
     assert sorted(m["name"] for m in models()) == ["bare", "m"]
 
 
 def test_names_with_slashes_and_spaces_round_trip(home):
-    serve(None, "org/agent v1", base_model="kit-base")
+    serve(None, "org/agent v1", base_model=BASE)
     assert [m["name"] for m in models()] == ["org/agent v1"]
     assert unserve("org/agent v1")["deleted"] is True
 
@@ -98,7 +101,7 @@ def test_serve_refuses_a_run_it_cannot_serve(home, kwargs, message):
 def test_serve_refuses_bad_arguments(home):
     for name in (None, "", "  padded ", 3):
         with pytest.raises(ValueError, match="name="):
-            serve(None, name, base_model="kit-base")
+            serve(None, name, base_model=BASE)
     with pytest.raises(TypeError, match="run_"):
         serve(3.5, "agent")
     with pytest.raises(NotFoundError, match="run_0000000000000000"):
@@ -114,7 +117,7 @@ def test_models_are_scoped_to_the_account(home, monkeypatch):
         _, key_a = handle.store.create_account("a")
         _, key_b = handle.store.create_account("b")
         monkeypatch.setenv("WHILEAI_BASE_URL", handle.base_url)
-        run = training.training_run(config={"base_model": "kit-base"}, api_key=key_a)
+        run = training.training_run(config={"base_model": BASE}, api_key=key_a)
         run.note(adapter="/adapters/a")
         run.finish()
         row = serve(run, "shared-name")  # the handle's own client: account a
@@ -125,7 +128,7 @@ def test_models_are_scoped_to_the_account(home, monkeypatch):
             unserve("shared-name", api_key=key_b)
         with pytest.raises(NotFoundError):  # b cannot serve a's run either
             serve(run.id, "mine", api_key=key_b)
-        assert serve(None, "shared-name", base_model="kit-base", api_key=key_b)["version"] == 1
+        assert serve(None, "shared-name", base_model=BASE, api_key=key_b)["version"] == 1
         assert models(api_key=key_a)[0]["version"] == 1  # a's row untouched
     finally:
         handle.stop()

@@ -98,6 +98,23 @@ def _check_name(name: Any) -> str:
     return name
 
 
+def _warn_unserved_base(base: str) -> None:
+    """Warn when neither the Modal image (SERVED_BASES) nor a local directory can supply ``base``."""
+    import os
+    import warnings
+
+    served = getattr(defaults, "SERVED_BASES", ())
+    if base in served or os.path.isdir(os.path.expanduser(base)):
+        return
+    warnings.warn(
+        f"base model {base!r} is not in SERVED_BASES ({', '.join(served)}) and is not a local directory: the "
+        "platform's endpoint loads it only if it is a hub model already in this machine's cache, and the "
+        "Modal vLLM deployment does not serve it. Pass base_model= one of SERVED_BASES or a local path",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
 def serve(run: Any = None, name: str | None = None, base_model: str | None = None, *,
           api_key: str | None = None) -> dict[str, Any]:
     """Host a finished run's adapter under ``name``; returns the model row.
@@ -105,6 +122,8 @@ def serve(run: Any = None, name: str | None = None, base_model: str | None = Non
     ``run`` is a TrainingRun, the record ``get_run`` returns, or a ``run_...``
     id; the adapter and base model come from the run unless ``base_model`` is
     given. ``run=None`` serves the bare base, which then needs ``base_model``.
+    A base outside ``SERVED_BASES`` that is not a local directory is a warning:
+    the endpoint may not be able to load it.
     Serving a name the account already serves points it at the new weights and
     bumps its ``version``; after ``unserve`` the name starts again at 1.
 
@@ -139,6 +158,7 @@ def serve(run: Any = None, name: str | None = None, base_model: str | None = Non
         body = {"name": name, "baseModel": base, "adapter": adapter}
         if record.get("id"):
             body["adapterRunId"] = record["id"]
+    _warn_unserved_base(body["baseModel"])
     row = client.request("POST", "/models", json=body)
     row.setdefault("endpoint", client.url("/v1"))
     return row

@@ -497,3 +497,5 @@ def __getattr__(name: str) -> Any:
         value = globals()["TrainerCallback"] = _define_trainer_callback()
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+from ._models import delete_model, models, reward_model, serve, unserve  # noqa: E402,F401
