@@ -333,11 +333,10 @@ DELTA_MIN_TASKS = 20
 # ---------------------------------------------------------------------------
 
 #: Models the platform's endpoint keeps in memory at once; past it the least
-#: recently used is dropped. Each entry is its own copy of the base with the LoRA
-#: merged in (merged weights generate at the base's speed), so this bounds memory
-#: at about this many base models: four 0.5B bases in bf16 are ~4 GB, which fits a
-#: laptop, and a sweep comparing a few adapters side by side does not reload on
-#: every request.
+#: recently used is dropped. Each entry is its own copy of the base with its LoRA
+#: beside it, so this bounds memory at about this many base models: four 0.5B
+#: bases in bf16 are ~4 GB, which fits a laptop, and a sweep comparing a few
+#: adapters side by side does not reload on every request.
 SERVING_MAX_LOADED_MODELS = 4
 
 #: A loaded model nobody has called for this many seconds is dropped, and an idle
