@@ -53,6 +53,9 @@ def create_app(store: Store | None = None, *, public_url: str | None = None) -> 
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(_pages.router)
     app.include_router(serving.router)
+    from whileai.platform.jobs.routes import install as install_jobs  # launch/end, settle jobs on read
+
+    install_jobs(app)
     _install_error_handlers(app)
     app.add_middleware(_BodyLimit, limit=defaults.PLATFORM_MAX_BODY_BYTES)
     return app

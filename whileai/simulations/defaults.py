@@ -328,6 +328,271 @@ DELTA_MIN_TASKS = 20
 # Hosted training (knobs, gates, jobs, serving)
 # ---------------------------------------------------------------------------
 
+#: The methods ``train`` accepts, and the values of its closed-set arguments.
+TRAIN_METHODS = ("sft", "grpo", "dpo", "rm")
+TRAIN_CHECKS = ("require", "warn", "off")
+TRAIN_TRUNCATED = ("mask", "zero")
+
+#: Mixed tasks (a pass and a fail under one prompt) a grouped method (grpo, dpo,
+#: rm) should see before the GPU is spent; fewer is a warning, none is refused.
+#: Only a mixed task carries a group advantage or a preference pair; with fewer
+#: than this the run revisits a handful of prompts until it memorises them, and
+#: the held-out rate it is judged by moves mostly by noise (the documented
+#: threshold of ``train``, training.md; Lambert 2025, "RLHF", chapter
+#: Reinforcement Learning).
+TRAIN_MIN_MIXED_TASKS = 32
+
+#: Where a hosted job runs when ``train(target=None)``: "local" (a detached
+#: process on this machine) unless TRAIN_TARGET_ENV or the platform's config
+#: file (``{"train_target": ...}`` in ``<data_root>/config.json``) says "modal".
+TRAIN_TARGETS = ("local", "modal")
+TRAIN_TARGET_ENV = "WHILEAI_TRAIN_TARGET"
+TRAIN_TARGET_DEFAULT = "local"
+
+#: The run ``kind`` hosted training runs carry, so idempotency and the job
+#: runner find them among hand-made ``training_run`` runs.
+TRAIN_RUN_KIND = "hosted"
+
+#: Bases the serving endpoint can put an adapter on: the kit's demo base (served
+#: on CPU by the platform) and the small instruct models the Modal vLLM image
+#: serves with LoRA. ``train`` warns when ``base_model`` is outside this list,
+#: because the run's adapter could not be served afterwards.
+SERVED_BASES: tuple[str, ...] = (
+    "whileai/tiny-tooluse-base",  # KIT_BASE_NAME
+    "Qwen/Qwen2.5-0.5B-Instruct",
+    "Qwen/Qwen2.5-1.5B-Instruct",
+    "Qwen/Qwen3-0.6B",
+    "Qwen/Qwen3-1.7B",
+    "meta-llama/Llama-3.2-1B-Instruct",
+)
+
+#: LoRA shape for every method. r=16 / alpha=32 on every linear projection is
+#: the common small-model setting (QLoRA, arXiv:2305.14314, used r=64 on all
+#: linear layers; "LoRA Without Regret", Schulman et al. 2025, found all-layer
+#: LoRA matches full fine-tuning where attention-only does not, and rank matters
+#: little below capacity). The kit's base overrides these with KIT_SFT_* when set.
+TRAIN_LORA_R = 16
+TRAIN_LORA_ALPHA = 32
+TRAIN_LORA_DROPOUT = 0.0
+TRAIN_LORA_TARGETS = "all-linear"
+
+#: Sequences per optimizer step (per device) for SFT, DPO and RM. GRPO steps on
+#: TRAIN_GRPO_PROMPTS_PER_STEP prompts x ``generations`` completions instead.
+TRAIN_BATCH_SIZE = 8
+TRAIN_GRPO_PROMPTS_PER_STEP = 2
+
+#: Token cap of a training sequence (prompt + reply) for SFT, DPO and RM.
+#: A rendered tool-use conversation of the sample task is under 200 tokens; real
+#: agent traces are longer, and 2048 keeps a 1.5B model's batch on an A10G.
+TRAIN_MAX_LENGTH = 2048
+
+#: Held-out rows the before/after pass rate is measured on (at most; a holdout
+#: bigger than this is subsampled with the run's seed). Greedy generation on a
+#: CPU costs ~0.1 s a row with the kit's base; 200 rows keeps before+after
+#: under a minute there while the rate's standard error stays under 0.04.
+TRAIN_HOLDOUT_MAX_ROWS = 200
+
+#: Token cap of a held-out greedy reply (the first action: one tool call or a
+#: short answer). Also the default ``max_completion_length`` for GRPO/DPO.
+TRAIN_EVAL_MAX_NEW_TOKENS = 96
+
+#: What a bare TRL 1.16 script would run with where our defaults differ, kept so
+#: a run's config can be read against it: GRPO's beta=0.0 loads no reference
+#: model (no KL at all), loss_type="dapo" normalises over the global batch, and
+#: mask_truncated_completions=False trains on replies the token cap cut; DPO and
+#: GRPO default to full fine-tuning learning rates, 10x too low for LoRA.
+TRL_DEFAULTS: dict[str, dict] = {
+    "grpo": {
+        "beta": 0.0,
+        "loss_type": "dapo",
+        "mask_truncated_completions": False,
+        "learning_rate": 1e-6,
+        "num_generations": 8,
+        "temperature": 1.0,
+        "max_completion_length": 512,
+        "epsilon_high": None,
+        "scale_rewards": "group",
+    },
+    "dpo": {"beta": 0.1, "loss_type": ["sigmoid"], "learning_rate": 1e-6},
+    "sft": {"learning_rate": 2e-5, "num_train_epochs": 3.0},
+    "rm": {"learning_rate": 1e-4},
+}
+
+#: The losses DPOTrainer 1.16 accepts (trl/trainer/dpo_config.py, ``loss_type``).
+TRL_DPO_LOSS_TYPES = (
+    "sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard",
+    "aot", "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm",
+)
+
+#: The knobs a hosted run is reproduced and compared by. Per knob, per method it
+#: applies to: ``range`` (inclusive; ``open_low`` excludes the low end) or
+#: ``choices``, our ``default``, the ``paper`` value and its ``source``. A value
+#: outside the range is refused with the paper value and the source quoted.
+#: ``learning_rate`` defaults are for LoRA, which wants ~10x the full
+#: fine-tuning rate ("LoRA Without Regret", Schulman et al. 2025; Lambert 2025,
+#: "RLHF", chapter Instruction Tuning gives 1e-5..2e-5 for full SFT).
+TRAINING_KNOBS: dict[str, dict[str, dict]] = {
+    "learning_rate": {
+        "sft": {"range": (1e-7, 1e-2), "default": 2e-4, "paper": 2e-4,
+                "source": "QLoRA, arXiv:2305.14314 (LoRA on 7B-13B)"},
+        "grpo": {"range": (1e-8, 1e-3), "default": 1e-5, "paper": 1e-6,
+                 "source": "DeepSeekMath, arXiv:2402.03300 (full fine-tuning)"},
+        # Measured here: LoRA DPO at 1e-3 collapsed the held-out rate 0.86 -> 0.55
+        # where 1e-4 improved it 0.86 -> 0.92, so the range stops below 1e-3.
+        "dpo": {"range": (1e-8, 5e-4), "default": 1e-4, "paper": 1e-6,
+                "source": "DPO, arXiv:2305.18290 (full fine-tuning)"},
+        "rm": {"range": (1e-8, 1e-3), "default": 1e-4, "paper": 9e-6,
+               "source": "InstructGPT, arXiv:2203.02155 (6B reward model)"},
+    },
+    "beta": {
+        # ProRL (arXiv:2505.24864) kept a KL penalty over long GRPO runs and hard-reset
+        # the reference policy when KL grew; TRL 1.16 defaults to 0.0 (no KL, no reference).
+        "grpo": {"range": (0.0, 1.0), "default": 0.04, "paper": 0.04,
+                 "source": "DeepSeekMath, arXiv:2402.03300"},
+        "dpo": {"range": (0.0, 1.0), "open_low": True, "default": 0.1, "paper": 0.1,
+                "source": "DPO, arXiv:2305.18290"},
+    },
+    "generations": {
+        "grpo": {"range": (2, 64), "default": 8, "paper": 64,
+                 "source": "DeepSeekMath, arXiv:2402.03300"},
+    },
+    "loss_type": {
+        # bnpo normalises over the tokens of the batch: DAPO's token-level loss
+        # (arXiv:2503.14476) on one device; dr_grpo drops length normalisation
+        # (Dr. GRPO, arXiv:2503.20783); grpo is the paper's per-sequence mean.
+        "grpo": {"choices": ("bnpo", "grpo", "dr_grpo"), "default": "bnpo", "paper": "bnpo",
+                 "source": "DAPO token-level loss, arXiv:2503.14476"},
+        "dpo": {"choices": TRL_DPO_LOSS_TYPES, "default": "sigmoid", "paper": "sigmoid",
+                "source": "DPO, arXiv:2305.18290"},
+    },
+    "temperature": {
+        "grpo": {"range": (0.0, 2.0), "open_low": True, "default": 1.0, "paper": 1.0,
+                 "source": "DAPO, arXiv:2503.14476 (ProRL, arXiv:2505.24864, used 1.2)"},
+    },
+    "max_completion_length": {
+        "grpo": {"range": (1, 32768), "default": TRAIN_EVAL_MAX_NEW_TOKENS, "paper": 1024,
+                 "source": "DeepSeekMath, arXiv:2402.03300"},
+        "dpo": {"range": (1, 32768), "default": TRAIN_MAX_LENGTH, "paper": None,
+                "source": "TRL DPOConfig max_length"},
+    },
+    "steps": {
+        "sft": {"range": (1, 1_000_000), "default": None, "paper": None, "source": "epochs decide"},
+        "grpo": {"range": (1, 1_000_000), "default": 200, "paper": None,
+                 "source": "Lambert 2025, RLHF, chapter Reinforcement Learning"},
+        "dpo": {"range": (1, 1_000_000), "default": 200, "paper": None,
+                "source": "Lambert 2025, RLHF, chapter Direct Alignment"},
+        "rm": {"range": (1, 1_000_000), "default": 200, "paper": None,
+               "source": "Lambert 2025, RLHF, chapter Reward Modeling"},
+    },
+    "epochs": {
+        "sft": {"range": (0.0, 100.0), "open_low": True, "default": 3.0, "paper": 2.0,
+                "source": "Tulu 3, arXiv:2411.15124"},
+    },
+    "seed": {m: {"range": (0, 2**32 - 1), "default": 0, "paper": None, "source": ""}
+             for m in TRAIN_METHODS},
+    "min_mixed_tasks": {m: {"range": (1, 10_000_000), "default": TRAIN_MIN_MIXED_TASKS,
+                            "paper": None, "source": "TRAIN_MIN_MIXED_TASKS"}
+                        for m in TRAIN_METHODS},
+    "truncated": {
+        # A cut reply scored 0 teaches shorter replies before it teaches the task;
+        # DAPO masks them out of the loss (overlong filtering).
+        "grpo": {"choices": TRAIN_TRUNCATED, "default": "mask", "paper": "mask",
+                 "source": "DAPO overlong filtering, arXiv:2503.14476"},
+    },
+}
+
+#: Further keys ``train(config=...)`` reads (the rest of a config is kept on the
+#: run as given and said to be unread). Same shape as TRAINING_KNOBS.
+TRAINING_HOST_KEYS: dict[str, dict[str, dict]] = {
+    "epsilonHigh": {
+        "grpo": {"range": (0.0, 10.0), "default": 0.28, "paper": 0.28,
+                 "source": "DAPO clip-higher, arXiv:2503.14476"},
+    },
+    "scaleRewards": {
+        # Dr. GRPO (arXiv:2503.20783) shows std scaling biases toward easy and hard
+        # questions; "group" is the GRPO paper's and TRL's choice.
+        "grpo": {"choices": ("group", "batch", "none"), "default": "group", "paper": "none",
+                 "source": "Dr. GRPO, arXiv:2503.20783"},
+    },
+    "balance": {
+        # True: every prompt contributes the same number of pairs/prompts, so a task
+        # with many rollouts does not dominate the update.
+        m: {"choices": (True, False), "default": True, "paper": None, "source": ""}
+        for m in ("grpo", "dpo", "rm")
+    },
+    "loraRank": {m: {"range": (1, 1024), "default": TRAIN_LORA_R, "paper": 64,
+                     "source": "QLoRA, arXiv:2305.14314"} for m in TRAIN_METHODS},
+    "loraAlpha": {m: {"range": (1, 4096), "default": TRAIN_LORA_ALPHA, "paper": 16,
+                      "source": "QLoRA, arXiv:2305.14314"} for m in TRAIN_METHODS},
+    "batchSize": {m: {"range": (1, 4096), "default": TRAIN_BATCH_SIZE, "paper": None,
+                      "source": ""} for m in ("sft", "dpo", "rm")},
+    "holdoutRows": {m: {"range": (1, 1_000_000), "default": TRAIN_HOLDOUT_MAX_ROWS,
+                        "paper": None, "source": ""} for m in TRAIN_METHODS},
+    # What before/after measures for SFT: the held-out first-action pass rate, or
+    # the held-out loss on the passing rows (lower is better).
+    "metric": {"sft": {"choices": ("pass_rate", "loss"), "default": "pass_rate", "paper": None, "source": ""}},
+}
+
+#: Keys ``config`` may carry that are not knobs but are read: ``monitor`` (False,
+#: or HackMonitor settings for GRPO), ``goldJudge`` (the independent judge the
+#: monitor's divergence alarm compares against), ``gpu`` (Modal GPU type).
+TRAINING_CONFIG_KEYS = ("monitor", "goldJudge", "gpu")
+
+#: Torch threads of a job on a CPU (WHILEAI_JOB_THREADS overrides). Measured on a
+#: shared 2-core machine: the kit base's greedy reply of 96 tokens took 2.0 s on
+#: one thread and 9.9 s on two, because a tiny model's ops are too small to split
+#: and the threads fight the other processes for cores. Bigger bases on bigger
+#: CPUs want more: set the variable.
+JOB_CPU_THREADS = 1
+JOB_CPU_THREADS_ENV = "WHILEAI_JOB_THREADS"
+
+#: Seconds between a job's heartbeats, and how old the last one may be before a
+#: job whose process cannot be checked (another host, Modal) counts as dead. The
+#: heartbeat runs on its own thread, so a long trainer step does not delay it;
+#: 20 missed beats is far past any GC pause or store lock wait.
+JOB_HEARTBEAT_S = 5.0
+JOB_STALE_S = 100.0
+
+#: A local job that has not sent its first heartbeat within this many seconds of
+#: launch, and whose process is gone, failed to start (import error, bad env).
+JOB_START_GRACE_S = 120.0
+
+#: Characters of a dead job's log quoted in its run's error (the log's tail is
+#: where Python prints a traceback and the OOM killer's victim stops).
+JOB_LOG_TAIL_CHARS = 2000
+
+#: Modal: the app, where adapters and progress live, the GPU and the image.
+#: A10G (24 GB) fits LoRA on a 1.5B model with TRAIN_MAX_LENGTH and is the
+#: cheapest GPU that does (GPU_USD_PER_HOUR); pass config={"gpu": "H100"} or set
+#: MODAL_GPU_ENV for bigger bases.
+MODAL_APP_NAME = "whileai-train"
+MODAL_FUNCTION_NAME = "run_job"
+MODAL_GPU = "A10G"
+MODAL_GPU_ENV = "WHILEAI_MODAL_GPU"
+MODAL_VOLUME_NAME = "whileai-adapters"
+MODAL_VOLUME_MOUNT = "/adapters"
+MODAL_PROGRESS_DICT = "whileai-progress"
+MODAL_SECRET_NAME = "whileai"
+#: One job's wall-clock limit on Modal (6 h): a GRPO run on a 1.5B base with
+#: the default steps ends well inside it; a stuck job stops costing after it.
+MODAL_TIMEOUT_S = 6 * 3600
+MODAL_PYTHON_VERSION = "3.11"
+#: The image's pins: the versions this package is tested with.
+MODAL_PIP_PINS = (
+    "torch==2.13.0",
+    "transformers==5.24.0",
+    "trl==1.16.0",
+    "peft==0.21.2",
+    "datasets==5.2.0",
+    "accelerate==1.15.0",
+    "tokenizers==0.23.3",
+    "safetensors==0.8.0",
+    "jinja2==3.1.6",
+    "pydantic==2.14.4",
+    "httpx==0.28.1",
+    "numpy==2.4.6",
+)
+
 # ---------------------------------------------------------------------------
 # Serving (OpenAI-compatible endpoint, model registry)
 # ---------------------------------------------------------------------------

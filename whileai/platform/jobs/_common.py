@@ -1,0 +1,315 @@
+"""What every job body shares: the base, held-out measurement, export with the gates on, LoRA and trainer settings.
+
+Held-out pass rate is the first-action judge over greedy replies: each
+held-out prompt (the messages before the first assistant turn, with the row's
+tools) is rendered with the chat template, the model writes one reply, the
+kit's parser turns it back into OpenAI tool calls, and
+``first_action_judge`` compares the first action with the row's ``gold``.
+Rows of one task share a prompt, so each distinct prompt is asked once.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from whileai.simulations import defaults
+
+__all__ = [
+    "seed_all",
+    "cpu_threads",
+    "device",
+    "gpu_name",
+    "base_path",
+    "load_policy",
+    "prompt_messages",
+    "distinct_prompts",
+    "generate_replies",
+    "policy_pass_rate",
+    "heldout_loss",
+    "lora_config",
+    "trainer_settings",
+    "export_training",
+    "export_pairs",
+    "save_adapter",
+]
+
+
+def seed_all(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def cpu_threads() -> None:
+    """On a CPU, use JOB_CPU_THREADS torch threads (or $WHILEAI_JOB_THREADS)."""
+    import os
+
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    value = os.environ.get(defaults.JOB_CPU_THREADS_ENV, "").strip()
+    torch.set_num_threads(int(value) if value.isdigit() and int(value) > 0 else defaults.JOB_CPU_THREADS)
+
+
+def device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def gpu_name(spec: Mapping[str, Any]) -> str | None:
+    """The GPU the job ran on, in GPU_USD_PER_HOUR's spelling where it has one; None on a CPU.
+
+    On Modal it is the GPU the function was given (``spec["gpu"]``); on a local
+    GPU the device's name, matched against the price table.
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    if spec.get("target") == "modal" and spec.get("gpu"):
+        return str(spec["gpu"])
+    name = torch.cuda.get_device_name(0)
+    for key in sorted(defaults.GPU_USD_PER_HOUR, key=len, reverse=True):
+        if key.split("-")[0].upper() in name.upper():
+            return key
+    return name
+
+
+def base_path(name: str) -> str:
+    """A loadable path or hub name for ``name`` (the kit's demo base resolves to its cached folder)."""
+    if name == defaults.KIT_BASE_NAME:
+        from whileai.kit import demo_base
+
+        return str(demo_base())
+    return name
+
+
+def load_policy(spec: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The base model (causal LM, in train mode on the job's device) and its tokenizer."""
+    from whileai.kit import load_base
+
+    model, tokenizer = load_base(spec["base_model"])
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model.to(device()), tokenizer
+
+
+# ---------------------------------------------------------------------------
+# Held-out measurement
+# ---------------------------------------------------------------------------
+
+
+def prompt_messages(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The messages before the first assistant turn (what the policy is asked)."""
+    out = []
+    for message in row.get("messages") or []:
+        if message.get("role") == "assistant":
+            break
+        out.append(dict(message))
+    return out
+
+
+def distinct_prompts(rows: list[Mapping[str, Any]], limit: int | None, seed: int) -> list[Mapping[str, Any]]:
+    """One row per distinct (prompt, tools, gold), at most ``limit`` of them, sampled with ``seed``."""
+    seen: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        if row.get("gold") is None:
+            continue
+        key = json.dumps([prompt_messages(row), row.get("tools"), row.get("gold")], sort_keys=True, default=str)
+        seen.setdefault(key, row)
+    chosen = list(seen.values())
+    if limit is not None and len(chosen) > limit:
+        chosen = random.Random(seed).sample(chosen, limit)
+    return chosen
+
+
+def _encode_prompt(tokenizer: Any, row: Mapping[str, Any]) -> list[int]:
+    ids = tokenizer.apply_chat_template(
+        prompt_messages(row), tools=row.get("tools") or None, add_generation_prompt=True, tokenize=True, return_dict=True
+    )["input_ids"]
+    return list(ids)
+
+
+def generate_replies(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], max_new_tokens: int,
+                     batch_size: int = 16) -> list[str]:
+    """Greedy replies to each row's prompt, decoded with the control tokens kept (the parser drops them)."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    dev = next(model.parameters()).device
+    replies: list[str] = []
+    try:
+        for start in range(0, len(rows), batch_size):
+            encoded = [_encode_prompt(tokenizer, row) for row in rows[start : start + batch_size]]
+            width = max(len(ids) for ids in encoded)
+            input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in encoded], device=dev)
+            mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded], device=dev)
+            with torch.no_grad():
+                out = model.generate(
+                    input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
+                    pad_token_id=pad, eos_token_id=tokenizer.eos_token_id,
+                )
+            for seq in out[:, width:].tolist():
+                if tokenizer.eos_token_id in seq:
+                    seq = seq[: seq.index(tokenizer.eos_token_id)]
+                replies.append(tokenizer.decode([t for t in seq if t != pad], skip_special_tokens=False))
+    finally:
+        if was_training:
+            model.train()
+    return replies
+
+
+def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"value": pass rate, "prompts": n}`` of the first-action judge on greedy replies (value None without gold)."""
+    from whileai.kit import parse_tool_calls
+    from whileai.simulations.judges import first_action_judge
+
+    prompts = distinct_prompts(rows, spec.get("holdoutRows") or defaults.TRAIN_HOLDOUT_MAX_ROWS, spec.get("seed") or 0)
+    if not prompts:
+        return {"value": None, "prompts": 0, "why": "no held-out row carries a gold first action"}
+    replies = generate_replies(model, tokenizer, prompts, defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
+    passed = 0
+    for row, text in zip(prompts, replies, strict=True):
+        content, calls = parse_tool_calls(text)
+        reply: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            reply["tool_calls"] = calls
+        judged = first_action_judge({"messages": prompt_messages(row) + [reply], "gold": row["gold"]})
+        passed += bool(judged["passed"])
+    return {"value": passed / len(prompts), "prompts": len(prompts)}
+
+
+def heldout_loss(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"value": mean assistant-token loss, "rows": n}`` over the held-out rows that passed (all when unlabelled)."""
+    import torch
+
+    chosen = [r for r in rows if r.get("passed") is True] or list(rows)
+    limit = spec.get("holdoutRows") or defaults.TRAIN_HOLDOUT_MAX_ROWS
+    if len(chosen) > limit:
+        chosen = random.Random(spec.get("seed") or 0).sample(chosen, limit)
+    trl_rows = export_training(chosen, None)
+    was_training = model.training
+    model.eval()
+    dev = next(model.parameters()).device
+    total = count = 0.0
+    try:
+        for row in trl_rows:
+            enc = tokenizer.apply_chat_template(
+                row["messages"], tools=row.get("tools") or None, tokenize=True, return_dict=True,
+                return_assistant_tokens_mask=True,
+            )
+            ids = torch.tensor([enc["input_ids"]], device=dev)
+            mask = torch.tensor(enc["assistant_masks"], device=dev)
+            if int(mask[1:].sum()) == 0:
+                continue
+            with torch.no_grad():
+                logits = model(input_ids=ids).logits[0, :-1]
+            losses = torch.nn.functional.cross_entropy(logits.float(), ids[0, 1:], reduction="none")
+            total += float((losses * mask[1:]).sum())
+            count += float(mask[1:].sum())
+    finally:
+        if was_training:
+            model.train()
+    return {"value": total / count if count else None, "rows": len(trl_rows)}
+
+
+# ---------------------------------------------------------------------------
+# Data and settings
+# ---------------------------------------------------------------------------
+
+
+def export_training(rows: list[Mapping[str, Any]], folder: Path | None) -> list[dict[str, Any]]:
+    """Rows in TRL's conversational shape with the export gates on (arguments round-trip, no privileged leak).
+
+    Written to ``folder/train.trl.jsonl`` when a folder is given (the job's
+    record of what it trained on). Raises ExportValidationError naming the rows.
+    """
+    import tempfile
+
+    from whileai.simulations.export import export_dataset
+
+    with tempfile.TemporaryDirectory() as tmp:
+        target = (folder or Path(tmp)) / "train.trl.jsonl"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # rows carry their own system prompt and tools
+            export_dataset(list(rows), target, format="trl", validate=True)
+        with open(target, encoding="utf-8") as f:
+            return [{k: v for k, v in json.loads(line).items() if k in ("messages", "tools")} for line in f if line.strip()]
+
+
+def export_pairs(pairs: list[dict[str, Any]], folder: Path | None) -> list[dict[str, Any]]:
+    """Preference pairs as TRL's prompt/chosen/rejected triple, gates on (``folder/pairs.trl.jsonl``)."""
+    import tempfile
+
+    from whileai.simulations.export import export_preference
+
+    with tempfile.TemporaryDirectory() as tmp:
+        target = (folder or Path(tmp)) / "pairs.trl.jsonl"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            export_preference(pairs, target, format="trl", validate=True)
+        with open(target, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+def lora_config(spec: Mapping[str, Any], task_type: str = "CAUSAL_LM") -> Any:
+    """LoRA on every linear projection with the run's rank and alpha (loraRank / loraAlpha)."""
+    from peft import LoraConfig
+
+    kwargs: dict[str, Any] = {}
+    if task_type == "SEQ_CLS":
+        kwargs["modules_to_save"] = ["score"]  # the freshly initialised head must be saved with the adapter
+    return LoraConfig(
+        r=int(spec.get("loraRank") or defaults.TRAIN_LORA_R),
+        lora_alpha=int(spec.get("loraAlpha") or defaults.TRAIN_LORA_ALPHA),
+        lora_dropout=defaults.TRAIN_LORA_DROPOUT,
+        target_modules=defaults.TRAIN_LORA_TARGETS,
+        task_type=task_type,
+        **kwargs,
+    )
+
+
+def trainer_settings(spec: Mapping[str, Any], folder: Path) -> dict[str, Any]:
+    """TrainingArguments every method shares: no checkpoints, no reporters, a log line every step."""
+    import torch
+
+    on_gpu = torch.cuda.is_available()
+    settings: dict[str, Any] = {
+        "output_dir": str(folder / "trainer"),
+        "learning_rate": float(spec["learning_rate"]),
+        "seed": int(spec.get("seed") or 0),
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": [],
+        "disable_tqdm": True,
+        "use_cpu": not on_gpu,
+        "bf16": bool(on_gpu and torch.cuda.is_bf16_supported()),
+        # recomputing activations saves GPU memory on long sequences; on a CPU it only costs time
+        "gradient_checkpointing": on_gpu,
+        "dataloader_num_workers": 0,
+    }
+    if spec.get("steps"):
+        settings["max_steps"] = int(spec["steps"])
+    return settings
+
+
+def save_adapter(model: Any, tokenizer: Any, path: Path) -> Path:
+    """The adapter in PEFT's format (``adapter_config.json``, ``adapter_model.safetensors``) plus the tokenizer."""
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(path))
+    tokenizer.save_pretrained(str(path))
+    return path

@@ -1,0 +1,111 @@
+"""One hosted training job from start to finish, the same on this machine and on Modal.
+
+``run_job`` loads the base, measures the held-out rate before, trains with the
+method's TRL trainer (logging through ``TrainerCallback`` into the run),
+measures after, saves the adapter, and finishes the run with
+``note(adapter=..., training={...})`` and ``holdout(before, after)``. The
+method modules (``sft``, ``grpo``, ``dpo``, ``rm``) each give ``load``,
+``evaluate`` and ``fit``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from pathlib import Path
+from typing import Any
+
+from whileai.simulations.training import TrainingRun
+
+__all__ = ["JobRun", "run_job", "METHOD_MODULES"]
+
+METHOD_MODULES = {m: f"whileai.platform.jobs.{m}" for m in ("sft", "grpo", "dpo", "rm")}
+
+
+class JobRun(TrainingRun):
+    """A run a job finishes itself: the trainer's end does not finish it, ``finish`` after ``release`` does.
+
+    ``TrainerCallback`` finishes its run at train end; a job still has to measure
+    the held-out rate and save the adapter, and a run marked done before then
+    would let ``wait()`` return without an adapter. While held, ``finish("done")``
+    only flushes.
+    """
+
+    def __init__(self, record: dict[str, Any], client: Any = None):
+        super().__init__(record, client)
+        self._held = True
+
+    def release(self) -> None:
+        self._held = False
+
+    def finish(self, status: str = "done", error: Any = None) -> bool:
+        if self._held and status == "done":
+            return self.flush()
+        return super().finish(status, error)
+
+
+def _method(name: str) -> Any:
+    if name not in METHOD_MODULES:
+        raise ValueError(f"method={name!r} has no job body; accepted: {', '.join(METHOD_MODULES)}")
+    return importlib.import_module(METHOD_MODULES[name])
+
+
+def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
+            run: JobRun, adapter_path: Path, folder: Path) -> dict[str, Any]:
+    """Train ``spec["method"]`` on ``rows`` and finish ``run``; returns the ``training`` summary.
+
+    Raises whatever the trainer raises; the caller fails the run with it.
+    """
+    from whileai.platform.jobs import _common
+    from whileai.simulations.training import TrainerCallback
+
+    started = time.time()
+    method = _method(spec["method"])
+    _common.cpu_threads()
+    _common.seed_all(int(spec.get("seed") or 0))
+    folder.mkdir(parents=True, exist_ok=True)
+    run.note(phase="loading the base")
+    model, tokenizer = method.load(spec)
+    before = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
+    if before is not None:  # shown on the page while the trainer runs
+        run.note(training={"method": spec["method"], "before": before["value"], "metric": before.get("metric")})
+    train_started = time.time()
+    model, extra = method.fit(spec, model, tokenizer, rows, folder, [TrainerCallback(run)],
+                              holdout=holdout_rows, run=run)
+    train_seconds = time.time() - train_started
+    after = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
+    saved = _common.save_adapter(model, tokenizer, adapter_path)
+    gpu = _common.gpu_name(spec)
+    training: dict[str, Any] = {
+        "method": spec["method"],
+        "base_model": spec["base_model"],
+        "before": before["value"] if before else None,
+        "after": after["value"] if after else None,
+        "metric": (before or after or {}).get("metric", "pass_rate"),
+        "holdout": spec.get("holdout"),
+        "holdout_prompts": (after or {}).get("prompts"),
+        "seconds": round(time.time() - started, 2),
+        "train_seconds": round(train_seconds, 2),
+        "gpu": gpu,
+        "device": _common.device(),
+        "target": spec.get("target") or "local",
+        **extra,
+    }
+    if after and after.get("threshold") is not None:  # rm: the cut that best separates the held-out rows
+        training["threshold"] = after["threshold"]
+        training["threshold_row_accuracy"] = after.get("row_accuracy")
+    if gpu is None:
+        training["cost_basis"] = "no estimate: the job ran on a CPU, which has no GPU price (GPU_USD_PER_HOUR)"
+    if not holdout_rows:
+        training["holdout_note"] = (
+            "no held-out set: pass holdout= or cut the dataset with wai.datasets.cut to measure before/after"
+        )
+    elif before and before["value"] is None:
+        training["holdout_note"] = before.get("why")
+    run.note(adapter=str(saved), training=training, phase="done")
+    if training["before"] is not None and training["after"] is not None:
+        metric = "loss" if training["metric"] == "loss" else "pass_rate"
+        run.holdout(training["before"], training["after"], metric=metric)
+    run.release()
+    run.finish("done")
+    return training

@@ -1,0 +1,74 @@
+"""DPO job body: LoRA DPO on a pass against a fail per prompt, length matched.
+
+Pairs come from ``build_preference_pairs`` (the ``select_for_preference``
+rule: per task, the pass/fail pairs closest in length, PREFERENCE_PAIRS_PER_TASK
+of them when ``balance`` is on) and leave through ``export_preference`` in
+TRL's conversational triple, gates on. With LoRA the reference model is the
+base with the adapter disabled, so no second copy is loaded. Mind the learning
+rate: TRAINING_KNOBS records a held-out collapse at 1e-3 where 1e-4 improved.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from whileai.platform.jobs import _common
+from whileai.simulations import defaults
+
+__all__ = ["fit", "load", "evaluate", "preference_pairs"]
+
+load = _common.load_policy
+
+
+def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {**_common.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
+
+
+def preference_pairs(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
+    """Pass-vs-fail pairs per task (PREFERENCE_PAIRS_PER_TASK per task when balanced, else every length-matched pair)."""
+    from whileai.simulations.judges import build_preference_pairs
+
+    return build_preference_pairs(rows, per_task=None if balance else len(rows) or 1)
+
+
+def _longest_prompt(tokenizer: Any, examples: list[dict[str, Any]]) -> int:
+    return max(
+        len(tokenizer.apply_chat_template(ex["prompt"], tools=ex.get("tools") or None, add_generation_prompt=True,
+                                          tokenize=True, return_dict=True)["input_ids"])
+        for ex in examples
+    )
+
+
+def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
+    from trl import DPOConfig, DPOTrainer
+
+    from whileai.simulations.export import to_hf_dataset
+
+    pairs = preference_pairs(rows, bool(spec.get("balance", True)))
+    examples = _common.export_pairs(pairs, folder)
+    if not examples:
+        raise ValueError("dpo found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task")
+    loss_type = str(spec["loss_type"])
+    extra_args: dict[str, Any] = {}
+    if loss_type == "exo_pair":
+        extra_args["label_smoothing"] = 1e-3  # EXO's recommended epsilon (TRL refuses 0 for exo_pair)
+    args = DPOConfig(
+        **_common.trainer_settings(spec, folder),
+        per_device_train_batch_size=int(spec.get("batchSize") or defaults.TRAIN_BATCH_SIZE),
+        beta=float(spec["beta"]),
+        loss_type=[loss_type],
+        max_length=_longest_prompt(tokenizer, examples) + int(spec["max_completion_length"]),
+        **extra_args,
+    )
+    trainer = DPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=to_hf_dataset(examples),
+        processing_class=tokenizer,
+        peft_config=_common.lora_config(spec),
+        callbacks=callbacks,
+    )
+    trainer.train()
+    return trainer.model, {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step}

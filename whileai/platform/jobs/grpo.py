@@ -1,0 +1,210 @@
+"""GRPO job body: LoRA GRPO on the prompts that have both a pass and a fail.
+
+The reward is the first-action judge: each sampled reply's first action
+against the row's ``gold`` (1 or 0); the dataset's ``gold`` column reaches the
+reward function as a keyword, the way TRL passes dataset columns. Tools reach
+the prompt only through the trainer's ``tools=`` (the rows' schemas, never
+executed: ``max_tool_calling_iterations=0`` stops at the first action, which is
+all the judge reads). ``truncated="mask"`` gives a reply the token cap cut no
+gradient (``mask_truncated_completions``); ``"zero"`` scores it 0. beta,
+loss_type, temperature and num_generations are always passed explicitly
+(TRL_DEFAULTS records what TRL would use instead).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+from whileai.platform.jobs import _common
+from whileai.simulations import defaults
+
+__all__ = ["fit", "load", "evaluate", "mixed_prompts", "first_action_reward", "SchemaTool"]
+
+load = _common.load_policy
+
+
+def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {**_common.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
+
+
+class SchemaTool(dict):
+    """A tool schema the trainer can list (a dict, so the chat template renders it exactly) and name.
+
+    Calling it is never needed: the job stops at the first action. It answers a
+    plain message if a trainer ever does call it.
+    """
+
+    def __init__(self, schema: dict[str, Any]):
+        super().__init__(schema)
+        fn = schema.get("function", schema)
+        self.__name__ = str(fn.get("name"))
+
+    def __call__(self, **_arguments: Any) -> str:
+        return "not executed: this job trains the first action only"
+
+
+def mixed_prompts(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
+    """GRPO's prompts: from each task with a pass and a fail, its prompt and gold (once per task when balanced)."""
+    from whileai.simulations._rowsource import task_key
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(task_key(row), []).append(row)
+    out = []
+    for key, members in groups.items():
+        labels = {r.get("passed") for r in members}
+        if True not in labels or False not in labels:
+            continue
+        with_gold = [r for r in members if r.get("gold") is not None]
+        if not with_gold:
+            continue
+        gold = next((r for r in with_gold if r.get("passed")), with_gold[0])["gold"]
+        for row in members[:1] if balance else members:
+            out.append({"prompt": _common.prompt_messages(row), "gold": json.dumps(gold), "task": key})
+    return out
+
+
+def _tools(rows: list[dict[str, Any]]) -> list[SchemaTool]:
+    seen: dict[str, SchemaTool] = {}
+    for row in rows:
+        for schema in row.get("tools") or []:
+            tool = SchemaTool(schema)
+            seen.setdefault(tool.__name__, tool)
+    return list(seen.values())
+
+
+def _ensure_response_parser(tokenizer: Any) -> None:
+    """TRL parses replies into tool calls with the tokenizer's response template; the kit's needs one set."""
+    if getattr(tokenizer, "response_template", None) is not None or getattr(tokenizer, "response_schema", None) is not None:
+        return
+    template = tokenizer.chat_template or ""
+    if "<tool_call>" in template and "<|im_start|>" in template:
+        from trl.chat_template_utils import qwen3_template
+
+        tokenizer.response_template = qwen3_template  # same markup: ChatML turns, JSON in <tool_call> blocks
+        return
+    from trl.chat_template_utils import add_response_schema
+
+    add_response_schema(tokenizer)
+
+
+def _wire(completion: Any) -> dict[str, Any]:
+    """A parsed reply (TRL's message, arguments as dicts) as an OpenAI assistant message."""
+    if isinstance(completion, list):
+        completion = completion[-1] if completion else {}
+    if isinstance(completion, str):
+        from whileai.kit import parse_tool_calls
+
+        content, calls = parse_tool_calls(completion)
+        return {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
+    message = {"role": "assistant", "content": completion.get("content")}
+    if completion.get("tool_calls"):
+        message["tool_calls"] = completion["tool_calls"]
+    return message
+
+
+def first_action_reward(truncated: str, stop_ids: set[int]) -> Any:
+    """The TRL reward function: 1.0 when a reply's first action matches the row's gold, else 0.0."""
+    from whileai.simulations.judges import first_action_judge
+
+    def first_action(prompts, completions, completion_ids=None, gold=None, **_columns):
+        rewards = []
+        for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
+            ids = completion_ids[i] if completion_ids is not None else None
+            if truncated == "zero" and ids is not None and (not ids or ids[-1] not in stop_ids):
+                rewards.append(0.0)
+                continue
+            messages = (list(prompt) if isinstance(prompt, list) else []) + [_wire(completion)]
+            row = {"messages": messages, "gold": json.loads(gold[i]) if isinstance(gold[i], str) else gold[i]}
+            rewards.append(float(first_action_judge(row)["reward"]))
+        return rewards
+
+    return first_action
+
+
+def _monitor(spec: dict[str, Any], run: Any, holdout: list[dict[str, Any]] | None, reward: Any) -> Any:
+    """The HackMonitor callback for this run, or None (``monitor=False``, or no monitor available)."""
+    settings = spec.get("monitor")
+    if settings is False or run is None:
+        return None
+    try:
+        from whileai.simulations.monitor import HackMonitor
+    except ImportError:
+        return None
+    kwargs = dict(settings) if isinstance(settings, dict) else {}
+    gold = spec.get("goldJudge")
+    if gold == "first_action":
+        from whileai.simulations.judges import first_action_judge
+
+        kwargs["gold"] = first_action_judge
+    rows = [{"prompt": r["prompt"], "gold": r["gold"]} for r in (holdout or [])]
+    if not rows:
+        return None
+    return HackMonitor(run, holdout=rows, proxy=reward, **kwargs)
+
+
+def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
+    from trl import GRPOConfig, GRPOTrainer
+
+    from whileai.simulations.export import to_hf_dataset
+
+    prompts = mixed_prompts(rows, bool(spec.get("balance", True)))
+    if not prompts:
+        raise ValueError("grpo found no task with both a pass and a fail (and a gold first action) to train on; "
+                         "push rollouts with several samples per task and mixed outcomes")
+    tools = _tools(rows)
+    _ensure_response_parser(tokenizer)
+    generations = int(spec["generations"])
+    args = GRPOConfig(
+        **_common.trainer_settings(spec, folder),
+        per_device_train_batch_size=generations * defaults.TRAIN_GRPO_PROMPTS_PER_STEP,
+        num_generations=generations,
+        max_completion_length=int(spec["max_completion_length"]),
+        temperature=float(spec["temperature"]),
+        beta=float(spec["beta"]),
+        loss_type=str(spec["loss_type"]),
+        mask_truncated_completions=spec.get("truncated", "mask") == "mask",
+        epsilon_high=spec.get("epsilonHigh"),
+        scale_rewards=spec.get("scaleRewards") or "group",
+        max_tool_calling_iterations=0,
+        log_completions=False,
+    )
+    stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
+    reward = first_action_reward(spec.get("truncated", "mask"), stop_ids)
+    held_prompts = mixed_prompts(holdout or [], True) or [
+        {"prompt": _common.prompt_messages(r), "gold": json.dumps(r["gold"])} for r in (holdout or []) if r.get("gold")
+    ]
+    monitor = _monitor(spec, run, held_prompts, reward)
+    extra_callbacks = [monitor] if monitor is not None else []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[monitor.wrap(reward) if monitor is not None else reward],
+            args=args,
+            train_dataset=to_hf_dataset(prompts),
+            processing_class=tokenizer,
+            peft_config=_common.lora_config(spec),
+            tools=tools or None,
+            callbacks=callbacks + extra_callbacks,
+        )
+    trainer.train()
+    extra: dict[str, Any] = {
+        "rows": len(prompts),
+        "prompts": len(prompts),
+        "steps": trainer.state.global_step,
+        "tools": [t.__name__ for t in tools],
+        "generations": generations,
+    }
+    if monitor is not None:
+        extra["monitor"] = "on" if spec.get("goldJudge") else (
+            "on without a gold judge: the divergence alarm is off (name an independent judge in "
+            "config['goldJudge'] to turn it on)"
+        )
+    else:
+        extra["monitor"] = "off" if spec.get("monitor") is False else "off: no held-out prompts to watch"
+    return trainer.model, extra

@@ -1,0 +1,133 @@
+"""The Modal app that runs hosted training jobs on a GPU.
+
+Deploy once per Modal workspace (docs/modal.md)::
+
+    modal deploy -m whileai.platform.jobs.modal_app
+
+``run_job`` receives everything it needs in its payload (the job's spec, the
+dataset and holdout rows, the run record), because the platform may be on a
+laptop Modal cannot call. It runs the same job body as a local job; every
+request the run's tracker would send to the platform is recorded, in order, in
+a ``modal.Dict`` under the job id, and the platform pulls and replays them when
+the run is read. The adapter is written to a ``modal.Volume``; the platform
+copies it home when the call ends. Optional keys (``HF_TOKEN`` for a gated
+base) come from the ``modal.Secret`` named MODAL_SECRET_NAME.
+
+On this machine ``execute(payload, progress=dict(), volume_root=tmp)`` (or
+``run_job.local(payload)`` with the Dict swapped) runs the same code on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import modal
+
+from whileai.simulations import defaults
+
+__all__ = ["app", "run_job", "execute", "RecordingTransport", "progress_key", "count_key"]
+
+
+def progress_key(job_id: str, seq: int) -> str:
+    return f"{job_id}:{seq:09d}"
+
+
+def count_key(job_id: str) -> str:
+    return f"{job_id}:n"
+
+
+class RecordingTransport(httpx.BaseTransport):
+    """An httpx transport that records each request (method, path, JSON body) into a progress store.
+
+    The job's run tracker sends its points and record changes through it as if
+    to the platform; the platform replays them from the store in the same
+    order. Every request is answered 200 with an empty object (the tracker reads
+    no answers). ``progress`` is a ``modal.Dict`` on Modal, any mutable mapping
+    elsewhere; this process is its only writer for this job.
+    """
+
+    def __init__(self, progress: MutableMapping[str, Any], job_id: str):
+        self.progress = progress
+        self.job_id = job_id
+        self.count = int(progress.get(count_key(job_id), 0) or 0)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        entry = {
+            "method": request.method,
+            "path": request.url.path,
+            "json": json.loads(body) if body else None,
+        }
+        self.progress[progress_key(self.job_id, self.count)] = entry
+        self.count += 1
+        self.progress[count_key(self.job_id)] = self.count
+        return httpx.Response(200, json={}, request=request)
+
+
+def execute(payload: dict[str, Any], progress: MutableMapping[str, Any], volume_root: Path,
+            commit: Callable[[], None] = lambda: None) -> dict[str, Any]:
+    """Run one job from its payload; returns ``{"status", "error", "adapter", "training"}``.
+
+    ``payload`` is ``{"job_id", "spec", "rows", "holdout_rows", "run"}`` (the
+    run's record as the platform had it). The adapter goes to
+    ``volume_root/<run_id>``; ``commit`` makes it durable (the Volume's commit).
+    """
+    from whileai.platform.jobs._common import cpu_threads
+    from whileai.platform.jobs.body import JobRun, run_job as run_body
+    from whileai.platform.jobs.worker import error_text
+    from whileai.simulations._client import Client
+
+    cpu_threads()
+    job_id = payload["job_id"]
+    client = Client("http://modal-job.invalid", "job", transport=RecordingTransport(progress, job_id))
+    run = JobRun(payload["run"], client)
+    adapter = Path(volume_root) / run.id
+    status, error, training = "done", None, None
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            training = run_body(payload["spec"], payload["rows"], payload.get("holdout_rows"), run, adapter, Path(folder))
+        except BaseException as exc:  # noqa: BLE001 - reported through the run, then returned
+            status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+            error = error_text(exc)
+            run.release()
+            run.finish(status, error=error)
+        finally:
+            run.flush()
+            commit()
+    return {"status": status, "error": error, "adapter": str(adapter) if status == "done" else None,
+            "training": training}
+
+
+def _image() -> modal.Image:
+    return (
+        modal.Image.debian_slim(python_version=defaults.MODAL_PYTHON_VERSION)
+        .pip_install(*defaults.MODAL_PIP_PINS)
+        .add_local_python_source("whileai")
+    )
+
+
+# Modal finds the app and its function by importing this module (``modal deploy -m ...``):
+# these objects are descriptions, built without contacting Modal.
+app = modal.App(defaults.MODAL_APP_NAME)
+_volume = modal.Volume.from_name(defaults.MODAL_VOLUME_NAME, create_if_missing=True)
+
+
+def _progress_dict() -> MutableMapping[str, Any]:
+    return modal.Dict.from_name(defaults.MODAL_PROGRESS_DICT, create_if_missing=True)
+
+
+@app.function(
+    gpu=defaults.MODAL_GPU,
+    image=_image(),
+    volumes={defaults.MODAL_VOLUME_MOUNT: _volume},
+    secrets=[modal.Secret.from_name(defaults.MODAL_SECRET_NAME)],
+    timeout=defaults.MODAL_TIMEOUT_S,
+)
+def run_job(payload: dict[str, Any]) -> dict[str, Any]:
+    """The hosted job on Modal's GPU: ``execute`` with the progress Dict and the adapters Volume."""
+    return execute(payload, _progress_dict(), Path(defaults.MODAL_VOLUME_MOUNT), commit=_volume.commit)

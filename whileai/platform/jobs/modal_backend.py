@@ -1,0 +1,179 @@
+"""The platform's side of Modal jobs, behind one small seam.
+
+Every call to Modal goes through a :class:`ModalBackend`: ``spawn`` a job,
+``poll`` its call, ``pull`` the progress it recorded, ``fetch_adapter`` from the
+Volume. :class:`ModalCloud` is the real one (the ``modal`` client, a token in
+``~/.modal.toml`` or MODAL_TOKEN_ID/MODAL_TOKEN_SECRET); tests install a fake
+with :func:`set_backend`. The platform never waits on Modal: a launch spawns
+and returns, and every read of the run pulls what is new (:func:`reconcile_modal`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from whileai.simulations import defaults
+
+__all__ = ["ModalBackend", "ModalCloud", "set_backend", "get_backend", "launch_modal", "reconcile_modal",
+           "replay", "modal_gpu"]
+
+_log = logging.getLogger("whileai.platform.jobs")
+
+
+class ModalBackend(Protocol):
+    def spawn(self, payload: dict[str, Any], gpu: str) -> str:
+        """Start ``run_job(payload)`` on ``gpu``; return the call id."""
+
+    def poll(self, call_id: str) -> dict[str, Any] | None:
+        """None while the call runs; its result (``{"status", "error", "adapter", "training"}``) once it ended.
+
+        A call that died (timeout, out of memory, lost container) answers
+        ``{"status": "failed", "error": <why>}``.
+        """
+
+    def pull(self, job_id: str, start: int) -> list[dict[str, Any]]:
+        """The job's recorded requests from index ``start`` on, in order."""
+
+    def fetch_adapter(self, remote: str, dest: Path) -> Path:
+        """Copy the adapter folder ``remote`` (a path under the Volume's mount) to ``dest``."""
+
+
+class ModalCloud:
+    """The real backend: the deployed ``run_job`` function, its progress Dict and adapters Volume."""
+
+    def spawn(self, payload: dict[str, Any], gpu: str) -> str:
+        import modal
+
+        function = modal.Function.from_name(defaults.MODAL_APP_NAME, defaults.MODAL_FUNCTION_NAME)
+        if gpu != defaults.MODAL_GPU:
+            function = function.with_options(gpu=gpu)
+        return function.spawn(payload).object_id
+
+    def poll(self, call_id: str) -> dict[str, Any] | None:
+        import modal
+        from modal.exception import OutputExpiredError
+
+        try:
+            return modal.FunctionCall.from_id(call_id).get(timeout=0)
+        except OutputExpiredError:
+            return {"status": "failed", "error": f"Modal call {call_id} ended and its result expired unread"}
+        except modal.exception.TimeoutError as exc:
+            if type(exc) is modal.exception.TimeoutError:
+                return None  # still running
+            return {"status": "failed", "error": f"Modal call {call_id} timed out ({type(exc).__name__}: {exc}); "
+                    "raise MODAL_TIMEOUT_S or train fewer steps"}
+        except Exception as exc:  # the container died: out of memory, preempted, crashed
+            return {"status": "failed", "error": f"Modal call {call_id} failed: {type(exc).__name__}: {exc}"}
+
+    def pull(self, job_id: str, start: int) -> list[dict[str, Any]]:
+        import modal
+
+        from whileai.platform.jobs.modal_app import count_key, progress_key
+
+        store = modal.Dict.from_name(defaults.MODAL_PROGRESS_DICT, create_if_missing=True)
+        count = int(store.get(count_key(job_id), 0) or 0)
+        return [store.get(progress_key(job_id, i)) for i in range(start, count)]
+
+    def fetch_adapter(self, remote: str, dest: Path) -> Path:
+        import modal
+
+        volume = modal.Volume.from_name(defaults.MODAL_VOLUME_NAME)
+        prefix = Path(remote).relative_to(defaults.MODAL_VOLUME_MOUNT).as_posix()
+        for entry in volume.listdir(prefix, recursive=True):
+            if entry.type != modal.volume.FileEntryType.FILE:
+                continue
+            target = dest / Path(entry.path).relative_to(prefix)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "wb") as f:
+                for chunk in volume.read_file(entry.path):
+                    f.write(chunk)
+        return dest
+
+
+_BACKEND: ModalBackend | None = None
+_BACKEND_LOCK = threading.Lock()
+
+
+def set_backend(backend: ModalBackend | None) -> ModalBackend | None:
+    """Install the backend Modal jobs use (None restores the real one); returns the previous one."""
+    global _BACKEND
+    with _BACKEND_LOCK:
+        previous, _BACKEND = _BACKEND, backend
+    return previous
+
+
+def get_backend() -> ModalBackend:
+    with _BACKEND_LOCK:
+        return _BACKEND if _BACKEND is not None else ModalCloud()
+
+
+def modal_gpu(spec: dict[str, Any]) -> str:
+    """The GPU a Modal job asks for: ``config["gpu"]``, else MODAL_GPU_ENV, else MODAL_GPU."""
+    return str(spec.get("gpu") or os.environ.get(defaults.MODAL_GPU_ENV) or defaults.MODAL_GPU)
+
+
+def launch_modal(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
+    """Spawn the job on Modal with its rows and run record in the payload; the call id goes on the job."""
+    spec = {**(job.get("spec") or {}), "target": "modal"}
+    spec["gpu"] = modal_gpu(spec)
+    rows = store.dataset_rows(account_id, spec["dataset"])
+    holdout = store.dataset_rows(account_id, spec["holdout"]) if spec.get("holdout") else None
+    run = store.get_run(account_id, job["run_id"], series=False)
+    payload = {"job_id": job["id"], "spec": spec, "rows": rows, "holdout_rows": holdout, "run": run}
+    call_id = get_backend().spawn(payload, spec["gpu"])
+    spec.update(pulled=0, launched_at=time.time())
+    return store.update_job(account_id, job["id"], {"call_id": call_id, "status": "running", "spec": spec})
+
+
+def replay(store: Any, account_id: str, run_id: str, entries: list[dict[str, Any]]) -> None:
+    """Apply recorded tracker requests to the run: points (idempotent by batch id) and record changes."""
+    for entry in entries:
+        if not entry:
+            continue
+        body = entry.get("json") or {}
+        path = entry.get("path") or ""
+        if entry.get("method") == "POST" and path.endswith(f"/runs/{run_id}/points"):
+            store.add_points(account_id, run_id, body["batch_id"], body["points"])
+        elif entry.get("method") == "PATCH" and path.endswith(f"/runs/{run_id}"):
+            store.update_run(account_id, run_id, body)
+
+
+def reconcile_modal(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
+    """Pull what the job recorded, and settle it when its call has ended."""
+    from whileai.platform.jobs.runner import adapter_dir, end_job
+
+    backend = get_backend()
+    spec = dict(job.get("spec") or {})
+    call_id = job.get("call_id")
+    if not call_id:
+        return job
+    try:
+        result = backend.poll(call_id)  # polled before pulling: a finished call has recorded everything
+        entries = backend.pull(job["id"], int(spec.get("pulled") or 0))
+    except Exception as exc:  # Modal unreachable from here right now: try again on the next read
+        _log.warning("could not reach Modal for %s: %s", job["id"], exc)
+        return job
+    if entries:
+        replay(store, account_id, job["run_id"], entries)
+        spec["pulled"] = int(spec.get("pulled") or 0) + len(entries)
+        job = store.update_job(account_id, job["id"], {"spec": spec, "heartbeat_at": time.time()})
+    if result is None:
+        return job
+    if result.get("status") == "done" and result.get("adapter"):
+        local = adapter_dir(job["run_id"])
+        try:
+            backend.fetch_adapter(result["adapter"], local)
+            store.update_run(account_id, job["run_id"], {"summary": {
+                "adapter": str(local), "adapter_remote": f"modal://{defaults.MODAL_VOLUME_NAME}{result['adapter']}",
+            }})
+        except Exception as exc:
+            store.update_run(account_id, job["run_id"], {"summary": {
+                "adapter_remote": f"modal://{defaults.MODAL_VOLUME_NAME}{result['adapter']}",
+                "adapter_note": f"the adapter stayed on the Modal Volume: copying it here failed ({exc})",
+            }})
+    return end_job(store, account_id, job, result.get("status") or "failed", result.get("error"))

@@ -1,0 +1,168 @@
+"""RM job body: a reward model (LoRA on a one-label sequence classifier) on pass-vs-fail pairs.
+
+Each side is the chat template over the row's whole ``messages`` with its
+``tools`` (what ``reward_model(run)`` scores later). The score head is freshly
+initialised on every load, so it is trained and saved with the adapter
+(``modules_to_save``). Before and after are the held-out pair accuracy (the
+share of held-out pairs whose pass outscores its fail); the run's
+``training["threshold"]`` is the score cut that best separates the held-out
+pass and fail rows, which ``reward_model`` uses as its pass line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from whileai.platform.jobs import _common
+from whileai.simulations import defaults
+
+__all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_examples"]
+
+
+def load(spec: dict[str, Any]) -> tuple[Any, Any]:
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    path = _common.base_path(spec["base_model"])
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return model.to(_common.device()), tokenizer
+
+
+def pair_examples(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
+    """``{"chosen": messages, "rejected": messages, "tools": [...]}`` per pass-vs-fail pair (TRL's implicit prompt)."""
+    from whileai.platform.jobs.dpo import preference_pairs
+    from whileai.simulations._models import reward_text_messages
+
+    out = []
+    for pair in preference_pairs(rows, balance):
+        chosen, rejected = pair["chosen"], pair["rejected"]
+        out.append({
+            "chosen": reward_text_messages(chosen),
+            "rejected": reward_text_messages(rejected),
+            "tools": chosen.get("tools") or rejected.get("tools") or [],
+        })
+    return out
+
+
+def score_rows(model: Any, tokenizer: Any, rows: list[dict[str, Any]], batch_size: int | None = None) -> list[float]:
+    """The head's score for each row (chat template over its whole conversation and tools)."""
+    import torch
+
+    from whileai.simulations._models import reward_text_messages
+
+    size = batch_size or defaults.REWARD_MODEL_BATCH_SIZE
+    was_training = model.training
+    model.eval()
+    dev = next(model.parameters()).device
+    pad = tokenizer.pad_token_id
+    scores: list[float] = []
+    try:
+        for start in range(0, len(rows), size):
+            batch = [
+                list(tokenizer.apply_chat_template(reward_text_messages(r), tools=r.get("tools") or None,
+                                                   tokenize=True, return_dict=True)["input_ids"])
+                for r in rows[start : start + size]
+            ]
+            width = max(len(ids) for ids in batch)
+            ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for i, seq in enumerate(batch):
+                ids[i, : len(seq)] = torch.tensor(seq)
+                mask[i, : len(seq)] = 1
+            with torch.no_grad():
+                logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev)).logits
+            scores.extend(float(v) for v in logits[:, 0].float().cpu())
+    finally:
+        if was_training:
+            model.train()
+    return scores
+
+
+def best_threshold(scores: list[float], passed: list[bool]) -> tuple[float | None, float | None]:
+    """The cut ``t`` maximising the accuracy of ``score >= t`` against the labels, and that accuracy.
+
+    Candidates are the midpoints between neighbouring distinct scores (and one
+    below the lowest); ties in accuracy take the middle one of the best run.
+    """
+    if not scores:
+        return None, None
+    values = sorted(set(scores))
+    candidates = [values[0] - 1.0] + [(a + b) / 2 for a, b in zip(values, values[1:])] + [values[-1] + 1.0]
+    best: list[float] = []
+    best_acc = -1.0
+    for t in candidates:
+        acc = sum((s >= t) == p for s, p in zip(scores, passed, strict=True)) / len(scores)
+        if acc > best_acc + 1e-12:
+            best, best_acc = [t], acc
+        elif abs(acc - best_acc) <= 1e-12:
+            best.append(t)
+    return best[len(best) // 2], best_acc
+
+
+def _holdout_rows(rows: list[dict[str, Any]], spec: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(labelled held-out rows, held-out pairs), the rows capped at holdoutRows."""
+    import random
+
+    from whileai.platform.jobs.dpo import preference_pairs
+
+    labelled = [r for r in rows if isinstance(r.get("passed"), bool)]
+    limit = spec.get("holdoutRows") or defaults.TRAIN_HOLDOUT_MAX_ROWS
+    if len(labelled) > limit:
+        labelled = random.Random(spec.get("seed") or 0).sample(labelled, limit)
+    return labelled, preference_pairs(labelled, True)
+
+
+def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Held-out pair accuracy (pass outscores fail), plus the best-separating threshold on the held-out rows."""
+    labelled, pairs = _holdout_rows(rows, spec)
+    if not labelled:
+        return {"value": None, "metric": "pair_accuracy", "why": "no held-out row carries a passed label"}
+    scores = score_rows(model, tokenizer, labelled)
+    threshold, accuracy = best_threshold(scores, [bool(r["passed"]) for r in labelled])
+    result: dict[str, Any] = {"metric": "pair_accuracy", "threshold": threshold, "row_accuracy": accuracy,
+                              "prompts": len(pairs)}
+    if pairs:
+        index = {id(r): s for r, s in zip(labelled, scores, strict=True)}
+        wins = sum(index[id(p["chosen"])] > index[id(p["rejected"])] for p in pairs)
+        result["value"] = wins / len(pairs)
+    else:
+        result["value"] = accuracy
+        result["metric"] = "row_accuracy"
+    return result
+
+
+def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
+    from trl import RewardConfig, RewardTrainer
+
+    from whileai.simulations.export import to_hf_dataset
+
+    examples = pair_examples(rows, bool(spec.get("balance", True)))
+    if not examples:
+        raise ValueError("rm found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task")
+    args = RewardConfig(
+        **_common.trainer_settings(spec, folder),
+        per_device_train_batch_size=int(spec.get("batchSize") or defaults.TRAIN_BATCH_SIZE),
+        max_length=defaults.TRAIN_MAX_LENGTH,
+    )
+    trainer = RewardTrainer(
+        model=model,
+        args=args,
+        train_dataset=to_hf_dataset(examples),
+        processing_class=tokenizer,
+        peft_config=_common.lora_config(spec, task_type="SEQ_CLS"),
+        callbacks=callbacks,
+    )
+    trainer.train()
+    extra: dict[str, Any] = {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step}
+    if not holdout:  # with a held-out set the job's after-measurement picks the threshold there
+        train_labelled = [r for r in rows if isinstance(r.get("passed"), bool)]
+        scores = score_rows(trainer.model, tokenizer, train_labelled)
+        extra["threshold"], extra["threshold_row_accuracy"] = best_threshold(scores, [r["passed"] for r in train_labelled])
+        extra["threshold_note"] = "no held-out set: the threshold was chosen on the training rows"
+    return trainer.model, extra
+

@@ -1,0 +1,118 @@
+"""/api/v1/jobs/launch and /api/v1/jobs/{id}/end, and the reconcile-on-read hook.
+
+``install(app)`` adds the router and a small middleware that settles a run's
+unfinished jobs whenever the run or job is read (``GET /api/v1/runs/{id}``,
+``GET /api/v1/jobs/{id}``, the run page ``GET /runs/{id}``): that is how a
+killed worker's run turns failed and how a Modal job's progress is pulled,
+with no watcher process.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from whileai.platform._routes_common import ApiError, Body, account_id, api_key_from, json_response, store
+from whileai.platform.jobs import runner
+
+__all__ = ["router", "install"]
+
+router = APIRouter()
+_log = logging.getLogger("whileai.platform.jobs")
+
+
+class LaunchBody(Body):
+    run_id: str
+    kind: str
+    target: str | None = None
+    spec: dict[str, Any]
+
+
+class EndBody(Body):
+    status: str
+    error: str | None = None
+
+
+@router.post("/jobs/launch", status_code=201)
+def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_id)) -> Response:
+    """Create the job for a run and start it; ``target`` None means the platform's default."""
+    target = body.target or runner.default_target()
+    spec = {**body.spec, "target": target}
+    the_store = store(request)
+    run = the_store.get_run(acct, body.run_id, series=False)
+    if isinstance(run.get("config"), dict) and run["config"].get("target") != target:
+        the_store.update_run(acct, body.run_id, {"config": {**run["config"], "target": target}})
+    try:
+        job = runner.launch(the_store, acct, run_id=body.run_id, kind=body.kind, target=target, spec=spec)
+    except ValueError as exc:
+        raise ApiError(422, str(exc), "invalid_value") from exc
+    return json_response(job, 201)
+
+
+@router.post("/jobs/{job_id}/end")
+def end_job(job_id: str, body: EndBody, request: Request, acct: str = Depends(account_id)) -> Response:
+    """A worker's last word: the job's status and error. Its key is revoked; a settled job keeps its status."""
+    the_store = store(request)
+    job = the_store.get_job(acct, job_id)
+    if job["status"] in runner.FINISHED:
+        runner.end_job(the_store, acct, job, job["status"])
+        return json_response(the_store.get_job(acct, job_id))
+    return json_response(runner.end_job(the_store, acct, job, body.status, body.error))
+
+
+_RUN_API = re.compile(r"^/api/v1/runs/(run_[0-9a-f]+)/?$")
+_JOB_API = re.compile(r"^/api/v1/jobs/(job_[0-9a-f]+)/?$")
+_RUN_PAGE = re.compile(r"^/runs/(run_[0-9a-f]+)/?$")
+
+
+def _settle(app: Any, scope: Scope, kind: str, ident: str, allow_cookie: bool) -> None:
+    request = Request(scope)
+    key = api_key_from(request, allow_cookie=allow_cookie)
+    the_store = app.state.store
+    acct = the_store.account_for_key(key) if key else None
+    if acct is None:
+        return  # the route answers 401 itself
+    try:
+        if kind == "run":
+            runner.reconcile_run(the_store, acct, ident)
+        else:
+            runner.reconcile(the_store, acct, the_store.get_job(acct, ident))
+    except LookupError:
+        return  # the route answers 404 itself
+
+
+class _ReconcileOnRead:
+    """Settle the jobs behind a run or job before the route reads it (never fails the read)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") == "GET":
+            path = scope.get("path", "")
+            found = None
+            for pattern, kind, cookie in ((_RUN_API, "run", False), (_JOB_API, "job", False), (_RUN_PAGE, "run", True)):
+                match = pattern.match(path)
+                if match:
+                    found = (kind, match.group(1), cookie)
+                    break
+            if found is not None and "app" in scope:
+                try:
+                    await run_in_threadpool(_settle, scope["app"], scope, *found)
+                except Exception:  # reading a run must work even when settling its job does not
+                    _log.exception("could not settle the jobs behind %s", path)
+        await self.app(scope, receive, send)
+
+
+def install(app: Any) -> None:
+    """Add the job routes under /api/v1 and the reconcile-on-read middleware to a platform app."""
+    from whileai.platform.api import API_PREFIX
+
+    app.include_router(router, prefix=API_PREFIX)
+    app.add_middleware(_ReconcileOnRead)

@@ -1,0 +1,54 @@
+"""SFT job body: LoRA supervised fine-tuning on every row as pushed, loss on the assistant turns only.
+
+The trainer does not filter on reward (the selection gate refused failing rows
+before the job started, unless ``check`` said otherwise): push
+``scored.passes()`` to clone only what passed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from whileai.platform.jobs import _common
+from whileai.simulations import defaults
+
+__all__ = ["fit", "load", "evaluate"]
+
+load = _common.load_policy
+
+
+def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Held-out first-action pass rate, or held-out loss when the run's config says ``metric="loss"``."""
+    if spec.get("metric") == "loss":
+        return {**_common.heldout_loss(model, tokenizer, rows, spec), "metric": "loss"}
+    return {**_common.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
+
+
+def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
+    """Train; returns the PEFT model and what the run's ``training`` summary should add."""
+    from trl import SFTConfig, SFTTrainer
+
+    from whileai.simulations.export import to_hf_dataset
+
+    examples = _common.export_training(rows, folder)
+    args = SFTConfig(
+        **_common.trainer_settings(spec, folder),
+        num_train_epochs=float(spec.get("epochs") or 1.0),
+        per_device_train_batch_size=int(spec.get("batchSize") or defaults.TRAIN_BATCH_SIZE),
+        assistant_only_loss=True,
+        max_length=defaults.TRAIN_MAX_LENGTH,
+        packing=False,
+        dataset_num_proc=None,
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=to_hf_dataset(examples),
+        processing_class=tokenizer,
+        peft_config=_common.lora_config(spec),
+        callbacks=callbacks,
+    )
+    trainer.train()
+    return trainer.model, {"rows": len(examples), "steps": trainer.state.global_step}

@@ -1,0 +1,116 @@
+"""The local job's process: ``python -m whileai.platform.jobs.worker <job_id>``.
+
+Started detached by the runner with a job-scoped API key in its environment. It
+reads its job and the run, beats every JOB_HEARTBEAT_S on its own thread,
+runs the job body, and reports the end (``POST /jobs/{id}/end``, which revokes
+its key). A crash fails the run with the error text; SIGTERM stops it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from whileai.simulations import defaults
+
+__all__ = ["main", "job_client", "Heartbeat", "error_text"]
+
+
+def job_client() -> Any:
+    """The client a job reports through: the embedded platform on the launcher's store, with the job's key."""
+    from whileai.simulations._client import embedded_client, get_client
+
+    key = os.environ.get("WHILEAI_API_KEY")
+    if not key:
+        raise RuntimeError("a job worker needs WHILEAI_API_KEY (the runner passes a job-scoped key)")
+    if os.environ.get("WHILEAI_BASE_URL"):
+        return get_client(api_key=key)
+    return embedded_client(api_key=key)
+
+
+class Heartbeat:
+    """Marks the job alive every JOB_HEARTBEAT_S from a daemon thread; a failed beat is retried next time."""
+
+    def __init__(self, client: Any, job_id: str):
+        self.client = client
+        self.job_id = job_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"whileai-heartbeat-{job_id}", daemon=True)
+
+    def beat(self) -> None:
+        try:
+            self.client.request("PATCH", f"/jobs/{self.job_id}", json={"heartbeat_at": time.time()})
+        except Exception:  # the next beat tries again; staleness is judged on the platform
+            pass
+
+    def _loop(self) -> None:
+        while not self._stop.wait(defaults.JOB_HEARTBEAT_S):
+            self.beat()
+
+    def start(self) -> Heartbeat:
+        self.beat()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def error_text(exc: BaseException) -> str:
+    """First line ``Type: message`` (what ``print(run)`` shows), then the traceback."""
+    head = f"{type(exc).__name__}: {exc}".strip()
+    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return f"{head}\n\n{tail[-8000:]}"
+
+
+def _on_sigterm(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt("stopped by SIGTERM")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from whileai.platform.jobs.body import JobRun, run_job
+    from whileai.platform.jobs.runner import adapter_dir, job_dir
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m whileai.platform.jobs.worker <job_id>", file=sys.stderr)
+        return 2
+    job_id = args[0]
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    client = job_client()
+    job = client.request("GET", f"/jobs/{job_id}")
+    spec = job["spec"] or {}
+    run = JobRun(client.request("GET", f"/runs/{job['run_id']}", params={"series": "false"}), client)
+    print(f"whileai job {job_id}: {spec.get('method')} on {spec.get('dataset')} for {run.id}", flush=True)
+    beat = Heartbeat(client, job_id).start()
+    status, error = "done", None
+    try:
+        rows = client.request("GET", f"/datasets/{spec['dataset']}/rows")["rows"]
+        holdout = None
+        if spec.get("holdout"):
+            holdout = client.request("GET", f"/datasets/{spec['holdout']}/rows")["rows"]
+        run_job(spec, rows, holdout, run, adapter_dir(run.id), job_dir(job_id))
+    except BaseException as exc:  # noqa: BLE001 - every way out is reported, then the process ends
+        status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+        error = error_text(exc)
+        print(error, file=sys.stderr, flush=True)
+        run.release()
+        run.finish(status, error=error)
+    finally:
+        beat.stop()
+        run.flush()
+    try:
+        client.request("POST", f"/jobs/{job_id}/end", json={"status": status, "error": error})
+    except Exception as exc:  # the platform settles the job when it next reads it
+        print(f"could not report the job's end: {exc}", file=sys.stderr, flush=True)
+    print(f"whileai job {job_id}: {status}", flush=True)
+    return 0 if status == "done" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,370 @@
+"""Hosted training: ``train`` checks the knobs and the data, then hands the run to the platform's job runner.
+
+Nothing here loads a model. ``train`` validates every argument at once
+(:class:`TrainingConfigError` lists each problem with the accepted range and
+the cited paper's value, from ``TRAINING_KNOBS``), reads the dataset's
+``profile`` and ``selection_report`` (the selection gate), warns about what is
+probably a mistake, and only then creates the run and asks the platform to
+launch its job (``POST /jobs/launch``). The job itself lives in
+``whileai.platform.jobs``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from . import defaults
+from .errors import TrainingConfigError, TrainingSelectionError
+
+__all__ = ["train", "resolve_config", "selection_gate"]
+
+#: knob name -> the ``train`` argument it comes from (the same, by design)
+_KNOB_ARGS = ("steps", "epochs", "generations", "beta", "learning_rate", "seed", "max_completion_length",
+              "loss_type", "temperature", "truncated", "min_mixed_tasks")
+_INT_KNOBS = {"steps", "generations", "seed", "max_completion_length", "min_mixed_tasks",
+              "loraRank", "loraAlpha", "batchSize", "holdoutRows"}
+
+
+class TrainingWarning(UserWarning):
+    """Something about a hosted run is probably a mistake (silence with the warnings module)."""
+
+
+# ---------------------------------------------------------------------------
+# Knobs
+# ---------------------------------------------------------------------------
+
+
+def _num(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _reference(spec: Mapping[str, Any]) -> str:
+    """``(DeepSeekMath used 0.04; arXiv:2402.03300)``, or our default when no paper gave one."""
+    paper, source = spec.get("paper"), spec.get("source") or ""
+    if paper is None:
+        default = spec.get("default")
+        return f"(our default is {_num(default)})" if default is not None else "(no default)"
+    name, _, cite = source.partition(", ")
+    return f"({name} used {_num(paper)}; {cite})" if cite else f"({name} used {_num(paper)})"
+
+
+def _interval(spec: Mapping[str, Any]) -> str:
+    lo, hi = spec["range"]
+    return f"{'(' if spec.get('open_low') else '['}{_num(lo)}, {_num(hi)}]"
+
+
+def check_knob(name: str, value: Any, method: str, table: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The problem with ``name=value`` for ``method``, or None when it is accepted."""
+    per_method = table[name]
+    if method not in per_method:
+        readers = ", ".join(per_method)
+        return f"{name}={value!r} does not apply to {method} (it is read by {readers}); leave it None"
+    spec = per_method[method]
+    if "choices" in spec:
+        if value in spec["choices"] and type(value) is type(spec["choices"][0]):
+            return None
+        accepted = ", ".join(repr(c) for c in spec["choices"])
+        return (f"{name}={value!r} is not accepted for {method}; pass one of {accepted} "
+                f"{_reference(spec)} or leave it None")
+    wants_int = name in _INT_KNOBS
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or (wants_int and not isinstance(value, numbers.Integral)):
+        kind = "a whole number" if wants_int else "a number"
+        return f"{name}={value!r} is not {kind}; pass {kind} in {_interval(spec)} for {method} or leave it None"
+    if not math.isfinite(value):
+        return f"{name}={value!r} is not finite; pass a value in {_interval(spec)} for {method} or leave it None"
+    lo, hi = spec["range"]
+    if value > hi or value < lo or (spec.get("open_low") and value == lo):
+        return (f"{name}={_num(value)} is outside {_interval(spec)} for {method} {_reference(spec)}; "
+                "pass a value in range or leave it None")
+    return None
+
+
+def _method_default(name: str, method: str, table: Mapping[str, Mapping[str, Any]], base: str) -> Any:
+    """Our default for a knob; the kit's demo base has its own proven SFT settings (KIT_SFT_*)."""
+    if base == defaults.KIT_BASE_NAME:
+        kit = {"learning_rate": "KIT_SFT_LEARNING_RATE", "epochs": "KIT_SFT_EPOCHS", "loraRank": "KIT_SFT_LORA_R",
+               "loraAlpha": "KIT_SFT_LORA_ALPHA", "batchSize": "KIT_SFT_BATCH_SIZE"}
+        if method == "sft" and name in kit and getattr(defaults, kit[name], None) is not None:
+            return getattr(defaults, kit[name])
+        kit_any = {"loraRank": "KIT_SFT_LORA_R", "loraAlpha": "KIT_SFT_LORA_ALPHA"}
+        if name in kit_any and getattr(defaults, kit_any[name], None) is not None:
+            return getattr(defaults, kit_any[name])
+    return table[name][method]["default"]
+
+
+def resolve_config(method: str, knobs: Mapping[str, Any], config: Mapping[str, Any] | None, *,
+                   base_model: str | None, target: str | None, holdout: str | None,
+                   repeats: int | None = None) -> tuple[dict[str, Any], list[str], list[str]]:
+    """Every knob for ``method`` resolved to the value that will run, plus ``(problems, notes)``.
+
+    ``knobs`` holds the ``train`` arguments (None = default); ``config`` the
+    further host keys (TRAINING_HOST_KEYS) and anything else, kept as given.
+    ``repeats`` (the dataset's common group size) is GRPO's natural
+    ``generations`` when left None. Problems are every refusal, not just the first.
+    """
+    problems: list[str] = []
+    notes: list[str] = []
+    base = base_model or defaults.KIT_BASE_NAME
+    resolved: dict[str, Any] = {"method": method, "base_model": base, "target": target, "holdout": holdout}
+    for name in _KNOB_ARGS:
+        value = knobs.get(name)
+        if name == "truncated" and method != "grpo" and value == "mask":
+            continue  # the signature's default; it only means something for grpo
+        if value is not None:
+            problem = check_knob(name, value, method, defaults.TRAINING_KNOBS)
+            if problem:
+                problems.append(problem)
+                continue
+            resolved[name] = value
+        elif method in defaults.TRAINING_KNOBS[name]:
+            resolved[name] = _method_default(name, method, defaults.TRAINING_KNOBS, base)
+    if method == "grpo" and knobs.get("generations") is None and repeats:
+        lo, hi = defaults.TRAINING_KNOBS["generations"]["grpo"]["range"]
+        resolved["generations"] = min(max(int(repeats), lo), hi)
+    config = dict(config or {})
+    for name, value in config.items():
+        if name in defaults.TRAINING_HOST_KEYS:
+            if value is not None:
+                problem = check_knob(name, value, method, defaults.TRAINING_HOST_KEYS)
+                if problem:
+                    problems.append(problem)
+                    continue
+            resolved[name] = value
+        elif name in defaults.TRAINING_CONFIG_KEYS:
+            resolved[name] = value
+        else:
+            resolved.setdefault("extra", {})[name] = value
+            notes.append(f"config key {name!r} is kept on the run but not read by the {method} trainer "
+                         f"(it reads {', '.join(k for k, v in defaults.TRAINING_HOST_KEYS.items() if method in v)})")
+    for name, per_method in defaults.TRAINING_HOST_KEYS.items():
+        if method in per_method and resolved.get(name) is None:
+            resolved[name] = _method_default(name, method, defaults.TRAINING_HOST_KEYS, base)
+    if method == "grpo":
+        resolved["trl_defaults_overridden"] = {
+            k: v for k, v in defaults.TRL_DEFAULTS["grpo"].items() if k in ("beta", "loss_type", "mask_truncated_completions")
+        }
+        resolved["mask_truncated_completions"] = resolved.get("truncated") == "mask"
+    return resolved, problems, notes
+
+
+# ---------------------------------------------------------------------------
+# The selection gate
+# ---------------------------------------------------------------------------
+
+
+def _dropped_text(report: Mapping[str, Any]) -> str:
+    parts = [f"{d['class']}: {d['rows']} rows / {d['tasks']} tasks ({d['reason']})" for d in report.get("dropped") or []]
+    return "; ".join(parts)
+
+
+def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixed_tasks: int) -> dict[str, Any]:
+    """The selection report for ``method``; refuses what cannot teach, warns about what teaches less.
+
+    SFT with failing rows and a grouped method with no mixed task raise
+    :class:`TrainingSelectionError` (``check="require"``) or warn
+    (``check="warn"``). Fewer mixed tasks than ``min_mixed_tasks`` or any
+    dropped class warns either way.
+    """
+    from .datasets import selection_report
+
+    report = selection_report(profile, method)
+    grouped = method in ("grpo", "dpo", "rm")
+    refusal = None
+    failing = next((d for d in report.get("dropped") or [] if d["class"] == "failing"), None)
+    if method == "sft" and failing is not None:
+        refusal = (f"sft would train on {failing['rows']} failing rows of {report['rows_given']}: {failing['reason']} "
+                   "(Lambert 2025, chapter Rejection Sampling); or pass check='warn' to train anyway")
+    elif grouped and not report.get("mixed_tasks"):
+        refusal = (f"{method} needs tasks with both a pass and a fail, and this dataset has none "
+                   f"({report['tasks_given']} tasks: {profile.get('all_pass_tasks', 0)} all-pass, "
+                   f"{profile.get('all_fail_tasks', 0)} all-fail); a unanimous group carries no advantage. "
+                   "Push rollouts with several samples per task and mixed outcomes")
+    if refusal is not None:
+        if check == "require":
+            raise TrainingSelectionError(refusal, report=report)
+        warnings.warn(f"check='warn': {refusal}", TrainingWarning, stacklevel=3)
+    said = []
+    if grouped and 0 < report.get("mixed_tasks", 0) < min_mixed_tasks:
+        said.append(f"{method} uses {report['mixed_tasks']} mixed tasks, fewer than min_mixed_tasks="
+                    f"{min_mixed_tasks} (TRAIN_MIN_MIXED_TASKS); profile(dataset)['mixed_tasks'] is the number to grow")
+    if report.get("dropped"):
+        said.append(f"{method} uses {report['rows']} of {report['rows_given']} rows ({report['tasks']} of "
+                    f"{report['tasks_given']} tasks); dropped {_dropped_text(report)}")
+    if said:
+        warnings.warn("; ".join(said), TrainingWarning, stacklevel=3)
+    return report
+
+
+# ---------------------------------------------------------------------------
+# train
+# ---------------------------------------------------------------------------
+
+
+def _id_or_problem(value: Any, what: str, problems: list[str]) -> str | None:
+    found = value.get("id") if isinstance(value, Mapping) else getattr(value, "id", value)
+    if isinstance(found, str) and found.startswith("ds_"):
+        return found
+    problems.append(f"{what}={value!r} is not a pushed dataset; pass the handle wai.push returned or its 'ds_...' id")
+    return None
+
+
+def _closed(name: str, value: Any, accepted: tuple, problems: list[str], none_ok: bool = False) -> None:
+    if (value is None and none_ok) or value in accepted:
+        return
+    problems.append(f"{name}={value!r} is not accepted; pass one of {', '.join(map(repr, accepted))}"
+                    + (" or leave it None" if none_ok else ""))
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, TrainingWarning, stacklevel=3)
+
+
+def _running_run(client: Any, dataset_id: str) -> dict[str, Any] | None:
+    """The hosted run already training this dataset, if any (each candidate re-read, which settles dead jobs)."""
+    params = {"status": "running", "dataset": dataset_id, "kind": defaults.TRAIN_RUN_KIND}
+    for record in client.request("GET", "/runs", params=params)["runs"]:
+        fresh = client.request("GET", f"/runs/{record['id']}", params={"series": "false"})
+        if fresh["status"] == "running":
+            return fresh
+    return None
+
+
+def train(
+    dataset: Any,
+    method: str = "sft",
+    steps: int | None = None,
+    epochs: float | None = None,
+    holdout: Any = None,
+    base_model: str | None = None,
+    check: str = "require",
+    min_mixed_tasks: int | None = None,
+    generations: int | None = None,
+    beta: float | None = None,
+    learning_rate: float | None = None,
+    seed: int | None = None,
+    max_completion_length: int | None = None,
+    loss_type: str | None = None,
+    temperature: float | None = None,
+    truncated: str = "mask",
+    config: Mapping[str, Any] | None = None,
+    wait: bool = False,
+    target: str | None = None,
+) -> Any:
+    """Start a hosted LoRA fine-tune on a pushed dataset and return its run at once.
+
+    ``method`` is "sft" (every row as pushed: push ``scored.passes()``),
+    "grpo" (prompts with both a pass and a fail; reward = the first action
+    against the row's gold), "dpo" (a pass against a fail per prompt, length
+    matched) or "rm" (a reward model on those pairs; ``reward_model(run)`` is
+    then a judge). Before any model is loaded, every argument is checked
+    (TrainingConfigError lists each problem with the range and the paper's
+    value from TRAINING_KNOBS) and the dataset's ``selection_report`` decides
+    (``check``: "require" refuses what cannot teach with
+    TrainingSelectionError, "warn" says so and starts, "off" skips the read).
+    Every knob, defaults included, lands on the run's config. A dataset that is
+    already training answers with that run. ``target`` is "local" (a detached
+    process here) or "modal"; None takes the platform's default
+    (TRAIN_TARGET_ENV). ``wait=True`` blocks until the run ends.
+
+        run = wai.train(ds, method="sft", wait=True)
+        run.training["before"], run.training["after"], run.adapter
+    """
+    from ._client import get_client
+    from ._tracking import jsonable
+    from .training import TrainingRun
+
+    problems: list[str] = []
+    _closed("method", method, defaults.TRAIN_METHODS, problems)
+    _closed("check", check, defaults.TRAIN_CHECKS, problems)
+    _closed("target", target, defaults.TRAIN_TARGETS, problems, none_ok=True)
+    if not isinstance(wait, bool):
+        problems.append(f"wait={wait!r} is not True or False")
+    if base_model is not None and (not isinstance(base_model, str) or not base_model.strip()):
+        problems.append(f"base_model={base_model!r} is not a model name or path; pass a string or leave it None")
+    if config is not None and not isinstance(config, Mapping):
+        problems.append(f"config={config!r} is not a mapping; pass a dict of host keys or leave it None")
+        config = None
+    dataset_id = _id_or_problem(dataset, "dataset", problems)
+    holdout_id = _id_or_problem(holdout, "holdout", problems) if holdout is not None else None
+    knobs = {"steps": steps, "epochs": epochs, "generations": generations, "beta": beta,
+             "learning_rate": learning_rate, "seed": seed, "max_completion_length": max_completion_length,
+             "loss_type": loss_type, "temperature": temperature, "truncated": truncated,
+             "min_mixed_tasks": min_mixed_tasks}
+    resolved: dict[str, Any] = {}
+    notes: list[str] = []
+    if method in defaults.TRAIN_METHODS:
+        resolved, knob_problems, notes = resolve_config(method, knobs, config, base_model=base_model,
+                                                        target=target, holdout=holdout_id)
+        problems += knob_problems
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in problems)
+        raise TrainingConfigError(f"train() cannot start: {len(problems)} problem(s)\n{listed}", problems)
+
+    client = get_client()
+    record = client.request("GET", f"/datasets/{dataset_id}")
+    if holdout_id is None and record.get("split") == "train" and record.get("sibling"):
+        holdout_id = resolved["holdout"] = record["sibling"]
+
+    report = None
+    if check != "off":
+        from .datasets import profile
+
+        prof = profile(dataset_id)
+        report = selection_gate(prof, method, check, int(resolved["min_mixed_tasks"]))
+        if method == "grpo" and generations is None and (prof.get("repeats") or {}).get("common"):
+            lo, hi = defaults.TRAINING_KNOBS["generations"]["grpo"]["range"]
+            resolved["generations"] = min(max(int(prof["repeats"]["common"]), lo), hi)
+        temps = [float(t) for t in prof.get("temperatures") or []]
+        if method == "grpo" and temperature is None and len(temps) == 1:
+            resolved["temperature"] = temps[0]  # roll out where the rows were measured: like for like
+        if method == "grpo" and temps and float(resolved["temperature"]) not in temps:
+            seen = ", ".join(f"{t:g}" for t in temps)
+            _warn(f"temperature={resolved['temperature']:g} differs from the dataset's sampling.temperature ({seen}): "
+                  "the run samples at another temperature than the rollouts were measured at, so before/after is "
+                  "not like for like; pass temperature= to match")
+    for note in notes:
+        _warn(note)
+    if resolved["base_model"] not in defaults.SERVED_BASES:
+        _warn(f"base_model={resolved['base_model']!r} is not in SERVED_BASES, so this run's adapter cannot be "
+              f"served afterwards; the served bases are {', '.join(defaults.SERVED_BASES)}")
+
+    existing = _running_run(client, dataset_id)
+    if existing is not None:
+        theirs = existing.get("config") if isinstance(existing.get("config"), dict) else {}
+        differs = sorted(k for k, v in resolved.items() if k != "target" and theirs.get(k) != v)
+        _warn(f"{dataset_id} is already training in {existing['id']} ({theirs.get('method')}); returning that run "
+              "instead of starting a second" + (f" (its settings differ: {', '.join(differs)})" if differs else ""))
+        run = TrainingRun(existing, client)
+        run.selection = report
+        if wait:
+            run.wait()
+        return run
+
+    body = {
+        "name": f"{method} {record.get('name') or dataset_id}",
+        "dataset": dataset_id,
+        "config": jsonable(resolved, "config"),
+        "kind": defaults.TRAIN_RUN_KIND,
+    }
+    if report is not None:
+        body["summary"] = {"selection": jsonable(report, "selection")}
+    run = TrainingRun(client.request("POST", "/runs", json=body), client)
+    run.selection = report
+    spec = {**body["config"], "run_id": run.id, "dataset": dataset_id, "holdout": holdout_id}
+    try:
+        client.request("POST", "/jobs/launch", json={"run_id": run.id, "kind": method, "target": target, "spec": spec})
+    except Exception:
+        try:  # the platform failed the run with the reason; show it on the handle too
+            run.refresh()
+        except Exception:
+            pass
+        raise
+    run.refresh()
+    if wait:
+        run.wait()
+    return run
