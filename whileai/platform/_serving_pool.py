@@ -56,16 +56,16 @@ def load_model(base_model: str, adapter: str | None) -> tuple[Any, Any]:
     import torch
     from whileai.kit import load_base
 
+    path = Path(adapter).expanduser() if adapter else None
+    if path is not None and not (path / "adapter_config.json").is_file():  # before the base costs a load
+        raise FileNotFoundError(
+            f"adapter {str(path)!r} has no adapter_config.json: it is not a PEFT adapter directory "
+            "on this machine; serve a finished run whose adapter the platform can read"
+        )
     model, tokenizer = load_base(base_model)
-    if adapter:
+    if path is not None:
         from peft import PeftModel
 
-        path = Path(adapter).expanduser()
-        if not (path / "adapter_config.json").is_file():
-            raise FileNotFoundError(
-                f"adapter {str(path)!r} has no adapter_config.json: it is not a PEFT adapter directory "
-                "on this machine; serve a finished run whose adapter the platform can read"
-            )
         model = PeftModel.from_pretrained(model, str(path))
         if (path / "tokenizer_config.json").is_file():
             from transformers import AutoTokenizer
