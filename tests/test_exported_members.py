@@ -42,8 +42,8 @@ EXPECTED = [
     "to_trl",
     "tool_call_roundtrip",
     "train",
-    "training_run",
     "training_rows",
+    "training_run",
     "unserve",
 ]
 
