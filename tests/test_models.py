@@ -157,15 +157,14 @@ def rm_adapter(tmp_path_factory):
     """A tiny base on disk and a sequence-classification LoRA on it, saved in PEFT's format."""
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForSequenceClassification
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from whileai.kit import build_tokenizer, tiny_model
+    from whileai.kit._base import tiny_model_dir
 
     root = tmp_path_factory.mktemp("rm")
-    tokenizer = build_tokenizer()
-    tiny_model(tokenizer, seed=0, num_hidden_layers=1).save_pretrained(root / "base")
-    tokenizer.save_pretrained(root / "base")
-    model = AutoModelForSequenceClassification.from_pretrained(root / "base", num_labels=1)
+    base = tiny_model_dir()
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)
     model.config.pad_token_id = tokenizer.pad_token_id
     config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="SEQ_CLS",
                         modules_to_save=["score"])
@@ -174,7 +173,7 @@ def rm_adapter(tmp_path_factory):
         peft_model.base_model.model.score.modules_to_save["default"].weight.fill_(0.01)
     peft_model.save_pretrained(root / "adapter")
     tokenizer.save_pretrained(root / "adapter")
-    return {"base": str(root / "base"), "adapter": str(root / "adapter")}
+    return {"base": str(base), "adapter": str(root / "adapter")}
 
 
 def _rm_run(rm_adapter, threshold=0.0, method="rm", status="done"):
