@@ -123,7 +123,7 @@ def test_run_lifecycle(store, acct):
 
 
 def test_config_is_kept_as_given_json(store, acct):
-    for config in (None, [1, "two", {"3": 4.5}], "just text", 7, {"nested": {"deep": [True, None]}}):
+    for config in (None, [1, "two", {"3": 4.5}], "just text", 7, {"nested": {"deep": [True, None]}}, {"seed": 2**70}):
         assert store.get_run(acct, store.create_run(acct, config=config)["id"])["config"] == config
 
 
@@ -217,6 +217,7 @@ def test_points_without_step_or_ts_and_with_int_values(store, acct):
         ({"step": 1, "metrics": {"loss": 1.0}, "ts": "now"}, "ts='now'"),
         ({"step": 1, "metrics": {"loss": 1.0}, "colour": 1}, "unknown fields"),
         ({"step": 1, "metrics": {"x" * 300: 1.0}}, "metric name"),
+        ({"step": 1, "metrics": {"": 1.0}}, "metric name"),
         ("loss=0.5", "each point is an object"),
     ],
 )
@@ -241,7 +242,9 @@ def test_batch_id_and_points_shape(store, acct):
 
 def test_a_huge_finite_sum_is_not_mistaken_for_infinity(store, acct):
     run = store.create_run(acct)
-    assert store.add_points(acct, run["id"], "b", [{"metrics": {"a": 1e308, "b": 1e308, "c:true": 1}}])["accepted"] == 1
+    odd = [{"metrics": {"a": 1e308, "b": 1e308, "c:true": 1}, "ts": 5}, {"step": 2, "metrics": {"x:false": 0.5}}]
+    assert store.add_points(acct, run["id"], "b", odd)["accepted"] == 2
+    assert [p["ts"] for p in store.get_run(acct, run["id"])["series"]][0] == 5.0
 
 
 # --------------------------------------------------------------------------- account scoping

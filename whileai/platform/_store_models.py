@@ -7,13 +7,14 @@ read; the logic that decides what may be stored lives in ``store.Store``.
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 from typing import Any
 
 from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from whileai.platform._store_values import InvalidError, NotFoundError, loads, run_cost
+from whileai.platform._store_values import InvalidError, NotFoundError, run_cost
 from whileai.simulations import defaults
 
 # Point ids are 64-bit on PostgreSQL; SQLite needs INTEGER PRIMARY KEY (its rowid) to autoincrement.
@@ -154,7 +155,7 @@ def _hash_key(key: str) -> str:
 
 
 def _run_record(r: Run) -> dict[str, Any]:
-    summary = loads(r.summary_json)
+    summary = json.loads(r.summary_json)  # stdlib: exact past 64-bit ints, as given
     cost_usd, cost_basis = run_cost(summary)
     return {
         "id": r.id,
@@ -163,7 +164,7 @@ def _run_record(r: Run) -> dict[str, Any]:
         "kind": r.kind,
         "dataset": r.dataset,
         "after_dataset": r.after_dataset,
-        "config": loads(r.config_json),
+        "config": json.loads(r.config_json),
         "summary": summary,
         "error": r.error,
         "step": r.step,
@@ -210,7 +211,7 @@ def _job_record(j: Job) -> dict[str, Any]:
         "status": j.status,
         "pid": j.pid,
         "call_id": j.call_id,
-        "spec": loads(j.spec_json),
+        "spec": json.loads(j.spec_json),
         "heartbeat_at": j.heartbeat_at,
         "error": j.error,
         "created_at": j.created_at,

@@ -380,7 +380,7 @@ class Store:
             for k, v in values.items():
                 setattr(r, k, v)
             if patch is not None:
-                merged = loads(r.summary_json)
+                merged = json.loads(r.summary_json)
                 merged.update(patch)
                 r.summary_json = canonical_json(merged)
             r.updated_at = now
