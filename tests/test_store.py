@@ -464,3 +464,38 @@ def test_processes_share_a_fresh_sqlite_store_without_lock_errors(home):
     for out, _ in results:
         run = store.get_run(account_id, out.split()[2])
         assert len(run["series"]) == batches * 20 and len(run["summary"]) == batches
+
+
+def test_a_locked_sqlite_file_is_waited_out_then_reported(tmp_path, monkeypatch):
+    """Past the busy timeout, a whole transaction is retried; a file that stays locked ends in StoreBusyError."""
+    import sqlite3
+    import threading
+
+    from whileai.platform.store import StoreBusyError
+
+    monkeypatch.setattr(defaults, "SQLITE_BUSY_TIMEOUT_S", 0.01)
+    monkeypatch.setattr(defaults, "STORE_LOCK_BACKOFF_S", 0.02)
+    path = tmp_path / "locked.db"
+    store = Store(f"sqlite:///{path}")
+    acct = store.create_account()[0]
+    run = store.create_run(acct)
+
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.3, lambda: holder.execute("COMMIT"))
+    release.start()
+    try:
+        assert store.add_points(acct, run["id"], "b", _points(3))["accepted"] == 3
+    finally:
+        release.join()
+
+    monkeypatch.setattr(defaults, "STORE_LOCK_RETRIES", 1)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreBusyError, match="stayed locked"):
+            store.add_points(acct, run["id"], "b2", _points(3))
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    assert store.count_points(acct, run["id"]) == 3
+    store.close()
