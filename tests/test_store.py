@@ -101,6 +101,10 @@ def test_keys_are_hashed_at_rest_and_resolve_to_their_account(store):
     second = store.issue_api_key(account_id)
     assert second != key and store.account_for_key(second) == account_id == store.account_for_key(key)
     assert store.get_account(account_id)["name"] == "me"
+    other_id = store.create_account("other")[0]
+    assert store.revoke_api_key(other_id, second) is False, "only the key's own account revokes it"
+    assert store.revoke_api_key(account_id, second) is True
+    assert store.account_for_key(second) is None and store.account_for_key(key) == account_id
 
 
 # --------------------------------------------------------------------------- runs

@@ -41,6 +41,7 @@ def create_app(store: Store | None = None, *, public_url: str | None = None) -> 
     by default it is the address each request reached the server at.
     """
     from whileai.platform import serving
+    from whileai.platform.jobs import routes as job_routes
 
     app = FastAPI(
         title="whileai platform",
@@ -53,6 +54,7 @@ def create_app(store: Store | None = None, *, public_url: str | None = None) -> 
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(_pages.router)
     app.include_router(serving.router)
+    job_routes.install(app)  # /api/v1/jobs/launch, /jobs/{id}/end and settling jobs when a run is read
     from whileai.platform.jobs.routes import install as install_jobs  # launch/end, settle jobs on read
 
     install_jobs(app)

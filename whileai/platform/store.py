@@ -181,6 +181,21 @@ class Store:
 
         return self._tx(work)
 
+    def revoke_api_key(self, account_id: str, api_key: str) -> bool:
+        """Stop ``api_key`` from authenticating; True when this account had it."""
+        return self.revoke_api_key_hash(_hash_key(api_key), account_id=account_id)
+
+    def revoke_api_key_hash(self, key_hash: str, *, account_id: str | None = None) -> bool:
+        """Revoke the key whose SHA-256 is ``key_hash`` (e.g. a job-scoped key); True when one was removed."""
+
+        def work(s: Session) -> bool:
+            q = delete(ApiKey).where(ApiKey.key_hash == key_hash)
+            if account_id is not None:
+                q = q.where(ApiKey.account_id == account_id)
+            return (s.execute(q).rowcount or 0) > 0
+
+        return self._tx(work)
+
     def account_for_key(self, api_key: str | None) -> str | None:
         """The account id an API key belongs to, or None. Hashes are compared in constant time."""
         if not api_key or not isinstance(api_key, str) or len(api_key) > 200:
