@@ -420,6 +420,7 @@ _STORE_WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_processes_writing_one_sqlite_file_lose_nothing(tmp_path):
     """The server, an HTTP client process and a process writing the store directly, all at once."""
     url = f"sqlite:///{tmp_path / 'shared.db'}"
@@ -428,7 +429,7 @@ def test_processes_writing_one_sqlite_file_lose_nothing(tmp_path):
         key = handle.store.create_account()[1]
         with _client(handle, key) as c:
             run = _run(c)
-            batches = 30
+            batches = 15
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
             procs = [
                 subprocess.Popen([sys.executable, "-c", code, arg, key, run["id"], str(batches)],

@@ -443,6 +443,7 @@ _WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_processes_share_a_fresh_sqlite_store_without_lock_errors(home):
     """Three processes start on an empty data root at once: one schema, one local account, every point kept."""
     batches = 15
