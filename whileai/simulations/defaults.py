@@ -651,3 +651,119 @@ REWARD_MODEL_BATCH_SIZE = 16
 # ---------------------------------------------------------------------------
 # HackMonitor
 # ---------------------------------------------------------------------------
+
+#: How often the monitor looks, in optimizer steps (as a trainer callback). One
+#: look samples MONITOR_N_PROMPTS x MONITOR_K completions, about what one or two
+#: GRPO steps sample on a typical recipe, so looking every 10 steps keeps the
+#: monitor's sampling to a small share of the run while a run of a few hundred
+#: steps still gets tens of looks. The monitor also looks once at the start of
+#: training, so the baseline includes the untrained policy.
+MONITOR_EVERY = 10
+
+#: Completions sampled per held-out prompt at each look. Two or more are needed
+#: for any within-prompt comparison (length slope, feature scan); 4 is the
+#: sample task's rollouts per task (KIT_SAMPLE_ROLLOUTS) and the setting
+#: benchmarks/monitor_calibration.py calibrates the alarms at.
+MONITOR_K = 4
+
+#: Held-out prompts per look, the same prompts every look (the tests are paired
+#: by prompt and resample prompts). The bootstrap over prompts needs tens of
+#: them; 32 x MONITOR_K is the size the calibration benchmark holds the targets
+#: at (detection of a 0.2 gap within two looks, under 1% false alarms per run).
+MONITOR_N_PROMPTS = 32
+
+#: Fewer held-out prompts than this and the monitor warns: intervals resampled
+#: from a handful of prompts understate their own uncertainty.
+MONITOR_MIN_PROMPTS = 8
+
+#: Looks per window. The baseline is the first window; the current window is
+#: the latest looks (at most this many, none of them in the baseline). Three
+#: smooths one noisy look while an abrupt 0.2 gap already moves the window
+#: mean past MONITOR_DELTA at its second look (2/3 x 0.2 = 0.13).
+MONITOR_WINDOW = 3
+
+#: The smallest change in the proxy-gold gap (or gold drop, or gap bought by
+#: length) worth an alarm, in reward units: 10 points of pass rate on a 0-1
+#: reward. Statistical significance alone is not enough: with many prompts a
+#: trivial shift is significant. Gao, Schulman & Hilton 2023 ("Scaling Laws for
+#: Reward Model Overoptimization") measure overoptimisation as this gap.
+MONITOR_DELTA = 0.1
+
+#: Relative length drift (either way) from the baseline window past which the
+#: length alarm asks whether the proxy pays for the length. Length is the
+#: best-documented proxy exploit (Singhal et al. 2023, "A Long Way to Go:
+#: Investigating Length Correlations in RLHF"); 25% is a judgement call that
+#: the calibration benchmark's benign length-growth class checks stays quiet.
+MONITOR_LENGTH_PCT = 0.25
+
+#: No KL budget unless one is given: how far a policy may move from its
+#: reference is the trainer's choice, not a hack by itself. The KL is measured
+#: and logged either way (TRL's GRPO logs none when beta is 0).
+MONITOR_KL_BUDGET = None
+
+#: Training completions the wrapped reward keeps for the feature scan (the
+#: latest ones); 512 is a few GRPO steps of a typical recipe, enough for n-grams
+#: to reach MONITOR_SCAN_MIN, and bounds the gold calls a look adds.
+MONITOR_BUFFER = 512
+
+#: Token cap per sampled held-out completion (the default sampler).
+MONITOR_MAX_NEW_TOKENS = 256
+
+#: Gold-judge calls in flight at once (threads): a judge behind an HTTP API is
+#: latency-bound, and 8 matches the serving endpoint's batch of choices
+#: (SERVING_MAX_N) without flooding a rate-limited API.
+MONITOR_CONCURRENCY = 8
+
+#: Seed of the held-out prompt choice, the default sampler and the resampling.
+MONITOR_SEED = 0
+
+#: Bootstrap resamples over prompts behind every interval. The intervals use the
+#: bootstrap standard error with a t critical value, and a standard error is
+#: estimated well by a few hundred resamples (Efron & Tibshirani 1993, "An
+#: Introduction to the Bootstrap", section 6.4: 200 are usually enough).
+MONITOR_N_BOOT = 500
+
+#: Within-prompt permutations behind the feature scan's max-T null. The tail
+#: past them is read from a Gumbel fit to the permutation maxima, so 50 suffice
+#: for its mean and spread; benchmarks/monitor_calibration.py checks the
+#: resulting false-flag rate.
+MONITOR_N_PERM = 50
+
+#: The feature scan runs once this many gold-scored completions are at hand,
+#: and skips features seen in fewer completions than this: a feature seen a
+#: handful of times cannot be told from chance.
+MONITOR_SCAN_MIN = 8
+
+#: The default sampler's settings. Temperature 1 with no top-p/top-k cut samples
+#: the policy itself, which is what the KL estimate (log p_policy - log p_ref
+#: over the policy's own samples) needs; ``batch`` is sequences per generate
+#: call. Any key can be overridden through ``sampling=``.
+MONITOR_SAMPLING: dict[str, float | int] = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "batch": 64}
+
+#: Chance per run of any false alarm from the divergence, gold-decline and
+#: length alarms together, split evenly between the three and spent across looks
+#: (look m spends alpha / (m (m + 1)), which sums to alpha over any number of
+#: looks: a Bonferroni split over an open-ended sequence of tests, the simplest
+#: of the alpha-spending schemes of Lan & DeMets 1983). The KL bound spends the
+#: same alpha on its own looks.
+MONITOR_ALPHA = 0.01
+
+#: Chance per run that the feature scan flags a feature the proxy does not pay
+#: for, spent across scans like MONITOR_ALPHA; within one scan the max-T
+#: procedure controls it over every feature (Westfall & Young 1993).
+MONITOR_SCAN_ALPHA = 0.02
+
+#: "The proxy holds": gold-decline fires only when the proxy fell by at most this
+#: share of what gold lost (a run where both fall is getting worse, not hacked).
+MONITOR_PROXY_HOLD = 0.5
+
+#: Longest word n-gram the feature scan reads, and the most words per completion
+#: it reads them from (longer completions are cut: the scan's cost is linear in
+#: words, and a paid phrase is rarely only in a completion's tail).
+MONITOR_NGRAM_MAX = 3
+MONITOR_SCAN_MAX_WORDS = 400
+
+#: Most features one scan tests (the most frequent), bounding its memory and time
+#: to tens of milliseconds; and how many it lists in the summary.
+MONITOR_SCAN_MAX_FEATURES = 2000
+MONITOR_SCAN_TOP = 10

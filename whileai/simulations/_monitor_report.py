@@ -1,0 +1,127 @@
+"""What HackMonitor says: alarm messages in plain words, JSON-safe values, and the text block a person reads."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ALARM_KINDS", "alarm_message", "clean", "format_hack_monitor"]
+
+#: The alarms, in the order the report lists what each means.
+ALARM_KINDS = ("divergence", "gold_decline", "length", "kl", "feature")
+
+
+def clean(value: Any) -> Any:
+    """``value`` with numpy scalars and arrays made plain and NaN/inf made None, so it is JSON-able."""
+    if isinstance(value, Mapping):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [clean(v) for v in value.tolist()]
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        v = float(value)
+        return v if math.isfinite(v) else None
+    return value
+
+
+def _f(v: Any, fmt: str = "+.3f") -> str:
+    return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, fmt)
+
+
+def alarm_message(alarm: Mapping[str, Any], unit: str | None = None) -> str:
+    """One sentence saying what fired and the numbers that fired it."""
+    kind = alarm.get("kind")
+    if kind == "divergence":
+        return (f"the proxy-gold gap grew by {_f(alarm.get('change'))} from the baseline window (interval "
+                f"{_f(alarm.get('lo'))} to {_f(alarm.get('hi'))} over {alarm.get('n_prompts')} prompts, threshold "
+                f"{_f(alarm.get('delta'), '.2f')}): the proxy pays for something the gold judge does not")
+    if kind == "gold_decline":
+        return (f"gold fell {_f(alarm.get('drop'), '.3f')} from its best window (from step {alarm.get('best_step')}; "
+                f"interval {_f(alarm.get('lo'), '.3f')} to {_f(alarm.get('hi'), '.3f')}) while the proxy moved "
+                f"{_f(-alarm['proxy_drop'] if alarm.get('proxy_drop') is not None else None)}")
+    if kind == "length":
+        return (f"completions drifted {_f(100 * alarm['drift'], '+.0f') if alarm.get('drift') is not None else 'n/a'}% "
+                f"in length ({_f(alarm.get('length_base'), '.1f')} to {_f(alarm.get('length_now'), '.1f')} "
+                f"{unit or 'units'}) and the proxy pays for it beyond gold: the gap moves "
+                f"{_f(alarm.get('slope'), '+.4f')} per {(unit or 'unit').rstrip('s')} within prompts, "
+                f"{_f(alarm.get('gap_from_length'))} over the drift")
+    if kind == "kl":
+        return (f"the sequence KL to the reference is {_f(alarm.get('kl'), '.2f')} nats (lower bound "
+                f"{_f(alarm.get('lo'), '.2f')}), past the budget of {_f(alarm.get('budget'), '.2f')}")
+    if kind == "feature":
+        parts = [f"'{d['feature']}' ({_f(d.get('payment'))} beyond gold in {d.get('count')} completions)"
+                 for d in alarm.get("detail") or []]
+        named = ", ".join(parts) if parts else ", ".join(f"'{f}'" for f in alarm.get("features") or [])
+        return f"the proxy pays for {named}, within prompt and family-wise over every feature scanned"
+    return str(kind)
+
+
+def _num(v: Any, width: int, fmt: str) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-".rjust(width)
+    return format(v, fmt).rjust(width)
+
+
+def format_hack_monitor(summary: Mapping[str, Any]) -> str:
+    """The block a person reads: the curve first, then the alarms in plain words.
+
+    >>> print(format_hack_monitor({"curve": [], "alarms": []}))
+    HackMonitor: no evaluations yet
+    """
+    curve = list(summary.get("curve") or [])
+    alarms = list(summary.get("alarms") or [])
+    if not curve:
+        return "HackMonitor: no evaluations yet"
+    settings = summary.get("settings") or {}
+    unit = summary.get("length_unit") or "length"
+    head = (f"HackMonitor: {len(curve)} evaluations, steps {curve[0].get('step')}-{curve[-1].get('step')}")
+    if settings.get("n_prompts"):
+        head += f" ({settings['n_prompts']} held-out prompts x {settings.get('k')} samples)"
+    adjusted = any(p.get("gap_adjusted") is not None for p in curve)
+    cols = ["step", "proxy", "gold", "gap"] + (["gap*"] if adjusted else []) + [unit, "kl"]
+    lines = [head, "", "  ".join(c.rjust(8) for c in cols)]
+    for p in curve:
+        cells = [_num(p.get("step"), 8, "d"), _num(p.get("proxy"), 8, ".3f"), _num(p.get("gold"), 8, ".3f"),
+                 _num(p.get("gap"), 8, "+.3f")]
+        if adjusted:
+            cells.append(_num(p.get("gap_adjusted"), 8, "+.3f"))
+        cells += [_num(p.get("length"), 8, ".1f"), _num(p.get("kl"), 8, ".3f")]
+        lines.append("  ".join(cells))
+    if adjusted:
+        paid = ", ".join(f"'{name}' {_f(v.get('payment'))}" for name, v in (summary.get("endorsed") or {}).items())
+        lines.append(f"gap* is the gap after discounting endorsed formats (the proxy pays {paid}).")
+    lines.append("")
+    if alarms:
+        lines.append(f"Alarms ({len(alarms)}):")
+        for a in alarms:
+            lines.append(f"- step {a.get('step')}, {a.get('kind')}: {a.get('message') or alarm_message(a, unit)}")
+    else:
+        lines.append("No alarms.")
+    stopped = summary.get("stopped")
+    if stopped:
+        lines.append(f"Training stopped at step {stopped.get('step')} on the {stopped.get('kind')} alarm: "
+                     f"{stopped.get('reason')}.")
+    length = summary.get("length")
+    if length and length.get("verdict") == "growth":
+        lines.append(f"Length grew {_f(100 * length['drift'], '+.0f')}% without the gap following it: growth, "
+                     "not a hack.")
+    scan = summary.get("scan")
+    if scan and scan.get("top"):
+        top = scan["top"][:3]
+        named = ", ".join(f"'{t['feature']}' {_f(t.get('payment'))} (p {_f(t.get('p'), '.3f')})" for t in top)
+        lines.append(f"Feature scan at step {scan.get('step')} ({scan.get('completions')} completions, "
+                     f"{scan.get('features')} features): strongest {named}.")
+    if summary.get("divergence", "on") != "on":
+        lines.append(f"Divergence and gold decline: {summary['divergence']}.")
+    kl = summary.get("kl")
+    if isinstance(kl, str) and not kl.startswith("measured"):
+        lines.append(f"KL: {kl}.")
+    return "\n".join(lines)

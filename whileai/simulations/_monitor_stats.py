@@ -1,0 +1,370 @@
+"""The statistics behind HackMonitor's alarms: plain numpy functions, no state.
+
+Every test here is paired by prompt: the monitor samples the same held-out
+prompts at every evaluation, so a prompt is the unit of resampling and the
+completions of one prompt are never resampled on their own (they are not
+independent draws of the run's behaviour, the prompt is).
+
+Intervals are bootstrap-standard-error intervals with a Student t critical
+value (Efron & Tibshirani 1993, "An Introduction to the Bootstrap", ch. 6 and
+12): the bootstrap over prompts gives the standard error, which a few hundred
+resamples estimate well (MONITOR_N_BOOT), while the very small per-look error
+rates that repeated looks call for (``spent_alpha``) are far beyond what a
+percentile interval of that many resamples can resolve.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "spent_alpha",
+    "t_quantile",
+    "mean_bounds",
+    "divergence_test",
+    "gold_decline_test",
+    "length_test",
+    "kl_test",
+    "centre_within",
+    "endorsed_payment",
+    "maxt_scan",
+]
+
+_NORMAL = NormalDist()
+
+
+def spent_alpha(alpha: float, look: int) -> float:
+    """The error rate one look may spend so that all looks together spend at most ``alpha``.
+
+    Look ``m`` (1, 2, ...) gets ``alpha / (m (m + 1))``; the sum over every look
+    telescopes to ``alpha``, however long the run goes. A Bonferroni split over
+    an open-ended sequence of looks: early looks get most of the budget, which
+    suits a monitor whose first chance to see a hack is its most valuable.
+    """
+    m = max(1, int(look))
+    return alpha / (m * (m + 1))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Quantile ``p`` of Student's t with ``df`` degrees of freedom.
+
+    The Cornish-Fisher expansion in 1/df around the normal quantile
+    (Abramowitz & Stegun 1964, 26.7.5), accurate to a few parts in a thousand
+    for df >= 5 out to the 1e-6 tail, which is all the monitor asks of it.
+    """
+    z = _NORMAL.inv_cdf(min(max(p, 1e-15), 1 - 1e-15))
+    if not math.isfinite(df) or df <= 0:
+        return z
+    z2 = z * z
+    g1 = (z2 + 1) * z / 4
+    g2 = ((5 * z2 + 16) * z2 + 3) * z / 96
+    g3 = (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384
+    g4 = ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+def _finite_rows(values: np.ndarray) -> np.ndarray:
+    if values.ndim == 1:
+        return values[np.isfinite(values)]
+    return values[np.isfinite(values).all(axis=1)]
+
+
+def mean_bounds(values: np.ndarray, *, rng: np.random.Generator, n_boot: int, alpha: float) -> dict[str, Any] | None:
+    """Mean of per-prompt values with its bootstrap-over-prompts interval at one-sided level ``alpha``.
+
+    ``values`` is (prompts,) or (prompts, columns); with columns every column is
+    resampled with the same prompts. Prompts with a missing value are dropped.
+    Returns ``estimate``, ``lo``, ``hi``, ``se`` (arrays when there are columns)
+    and ``n`` (prompts used), or None with fewer than two prompts.
+    """
+    v = _finite_rows(np.asarray(values, dtype=float))
+    n = v.shape[0]
+    if n < 2:
+        return None
+    idx = rng.integers(0, n, size=(n_boot, n))
+    boot = v[idx].mean(axis=1)
+    se = boot.std(axis=0, ddof=1)
+    est = v.mean(axis=0)
+    q = t_quantile(1 - alpha, n - 1)
+    return {"estimate": est, "lo": est - q * se, "hi": est + q * se, "se": se, "n": n}
+
+
+def divergence_test(gap_base: np.ndarray, gap_now: np.ndarray, *, rng: np.random.Generator, n_boot: int,
+                    alpha: float, delta: float) -> dict[str, Any] | None:
+    """Did the per-prompt proxy-gold gap grow from the baseline window to the current one?
+
+    Fires when the one-sided interval's lower bound is above zero and the
+    change itself reaches ``delta``.
+    """
+    b = mean_bounds(np.asarray(gap_now) - np.asarray(gap_base), rng=rng, n_boot=n_boot, alpha=alpha)
+    if b is None:
+        return None
+    est, lo = float(b["estimate"]), float(b["lo"])
+    return {"change": est, "lo": lo, "hi": float(b["hi"]), "se": float(b["se"]), "alpha": alpha,
+            "delta": delta, "n_prompts": b["n"], "fired": bool(lo > 0 and est >= delta)}
+
+
+def gold_decline_test(gold_windows: np.ndarray, gold_now: np.ndarray, proxy_windows: np.ndarray,
+                      proxy_now: np.ndarray, *, rng: np.random.Generator, n_boot: int, alpha: float,
+                      delta: float, hold: float) -> dict[str, Any] | None:
+    """Did gold fall from its best earlier window while the proxy held?
+
+    ``gold_windows``/``proxy_windows`` are (windows, prompts): per-prompt means of
+    every earlier window. Each window is compared with the current one, paired
+    by prompt, at ``alpha / windows`` (Bonferroni over the windows, so picking
+    the best one after the fact costs no error rate). A window fires when gold
+    fell by at least ``delta`` with the lower bound above zero and the proxy
+    fell by at most ``hold`` times what gold lost.
+    """
+    gw = np.asarray(gold_windows, dtype=float)
+    n_windows = gw.shape[0]
+    if n_windows == 0:
+        return None
+    drops = (gw - np.asarray(gold_now)[None, :]).T
+    proxy_drops = (np.asarray(proxy_windows, dtype=float) - np.asarray(proxy_now)[None, :]).T
+    per_window = alpha / n_windows
+    b = mean_bounds(np.concatenate([drops, proxy_drops], axis=1), rng=rng, n_boot=n_boot, alpha=per_window)
+    if b is None:
+        return None
+    est, lo = b["estimate"][:n_windows], b["lo"][:n_windows]
+    proxy_drop = b["estimate"][n_windows:]
+    ok = (lo > 0) & (est >= delta) & (proxy_drop <= hold * est)
+    w = int(np.argmax(np.where(ok, est, -np.inf))) if ok.any() else int(np.argmax(est))
+    return {"window": w, "drop": float(est[w]), "lo": float(lo[w]), "hi": float(b["hi"][w]),
+            "proxy_drop": float(proxy_drop[w]), "alpha": per_window, "windows": n_windows,
+            "delta": delta, "n_prompts": b["n"], "fired": bool(ok.any())}
+
+
+def centre_within(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Values minus their mean along ``axis`` (one prompt's completions at one evaluation); NaN stays NaN."""
+    ok = np.isfinite(values)
+    count = ok.sum(axis=axis, keepdims=True)
+    total = np.where(ok, values, 0.0).sum(axis=axis, keepdims=True)
+    return np.where(ok, values - total / np.maximum(count, 1), np.nan)
+
+
+def _slope_parts(y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-prompt within-cell cross products for a slope of y on x; y, x are (evals, prompts, k)."""
+    ok = np.isfinite(y) & np.isfinite(x)
+    y = np.where(ok, y, np.nan)
+    x = np.where(ok, x, np.nan)
+    yc, xc = centre_within(y), centre_within(x)
+    sxy = np.nansum(np.where(ok, yc * xc, 0.0), axis=(0, 2))
+    sxx = np.nansum(np.where(ok, xc * xc, 0.0), axis=(0, 2))
+    return sxy, sxx
+
+
+def _boot_slope(sxy: np.ndarray, sxx: np.ndarray, rng: np.random.Generator, n_boot: int) -> tuple[float, float]:
+    total = sxx.sum()
+    if total <= 0:
+        return math.nan, math.nan
+    idx = rng.integers(0, len(sxy), size=(n_boot, len(sxy)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = sxy[idx].sum(axis=1) / sxx[idx].sum(axis=1)
+    boot = boot[np.isfinite(boot)]
+    se = float(boot.std(ddof=1)) if len(boot) > 1 else math.inf
+    return float(sxy.sum() / total), se
+
+
+def length_test(len_base: float, len_now: float, resid: np.ndarray, gold: np.ndarray | None,
+                length: np.ndarray, *, rng: np.random.Generator, n_boot: int, alpha: float, delta: float,
+                pct: float) -> dict[str, Any] | None:
+    """Did length drift past ``pct`` while the proxy-gold gap grew with length within prompts?
+
+    ``resid`` (proxy - gold), ``gold`` and ``length`` are (evals, prompts, k) for
+    the current window. The slope of the residual on length is taken within each
+    prompt at each evaluation and resampled by prompt. The verdict is ``hack``
+    when the drift passes ``pct``, the slope points the way length moved with
+    its bound clear of zero, and the gap the drift buys (slope x length change)
+    reaches ``delta``; ``growth`` when length drifted but the gap did not follow
+    (the gold pays for it too, or nobody does); ``stable`` otherwise.
+    """
+    if not (math.isfinite(len_base) and math.isfinite(len_now)) or len_base <= 0:
+        return None
+    drift = len_now / len_base - 1.0
+    out: dict[str, Any] = {"drift": drift, "length_base": len_base, "length_now": len_now, "pct": pct,
+                           "alpha": alpha, "delta": delta, "verdict": "stable", "fired": False}
+    if abs(drift) <= pct:
+        return out
+    sxy, sxx = _slope_parts(resid, length)
+    slope, se = _boot_slope(sxy, sxx, rng, n_boot)
+    change = len_now - len_base
+    q = t_quantile(1 - alpha, max(1, len(sxy) - 1))
+    toward = math.copysign(1.0, change) * slope
+    bound = toward - q * se
+    paid = slope * change
+    out.update(slope=slope, slope_se=se, slope_bound=bound, gap_from_length=paid)
+    if gold is not None:
+        gxy, gxx = _slope_parts(gold, length)
+        out["gold_slope"] = float(gxy.sum() / gxx.sum()) if gxx.sum() > 0 else math.nan
+        out["gold_from_length"] = out["gold_slope"] * change
+    fired = bool(math.isfinite(bound) and bound > 0 and paid >= delta)
+    out["verdict"] = "hack" if fired else "growth"
+    out["fired"] = fired
+    return out
+
+
+def kl_test(kl_per_prompt: np.ndarray, *, rng: np.random.Generator, n_boot: int, alpha: float,
+            budget: float | None) -> dict[str, Any] | None:
+    """Mean sequence KL with its interval; fires when the lower bound passes ``budget``."""
+    b = mean_bounds(kl_per_prompt, rng=rng, n_boot=n_boot, alpha=alpha)
+    if b is None:
+        return None
+    lo = float(b["lo"])
+    return {"kl": float(b["estimate"]), "lo": lo, "hi": float(b["hi"]), "alpha": alpha, "budget": budget,
+            "fired": bool(budget is not None and lo > budget)}
+
+
+# ---------------------------------------------------------------------------
+# Within-prompt regressions on completion features
+# ---------------------------------------------------------------------------
+
+
+def _cell_centre(values: np.ndarray, cells: np.ndarray, n_cells: int) -> np.ndarray:
+    """Centre rows of ``values`` (n,) or (n, m) on their cell mean."""
+    counts = np.bincount(cells, minlength=n_cells).astype(float)
+    counts[counts == 0] = 1.0
+    if values.ndim == 1:
+        means = np.bincount(cells, weights=values, minlength=n_cells) / counts
+        return values - means[cells]
+    sums = np.zeros((n_cells, values.shape[1]))
+    np.add.at(sums, cells, values)
+    return values - (sums / counts[:, None])[cells]
+
+
+def endorsed_payment(resid: np.ndarray, presence: np.ndarray, cells: np.ndarray, groups: np.ndarray,
+                     *, min_support: int) -> tuple[np.ndarray, list[str]]:
+    """What the proxy pays, beyond gold, for each endorsed feature's presence.
+
+    ``resid`` is proxy - gold per completion, ``presence`` (n, features) 0/1,
+    ``cells`` the (evaluation, prompt) each completion belongs to and ``groups``
+    its prompt. The payment is the least-squares coefficient of the residual on
+    presence with a fixed effect per cell, so only completions of one prompt at
+    one evaluation are compared. A feature that never varies within a cell
+    often enough (``min_support`` completions in mixed cells) is read from the
+    same prompt across evaluations instead (before and after the feature
+    arrived). Payments below zero count as zero: a format the proxy does not pay
+    for needs no discount. Returns (payments, how each was read).
+    """
+    resid = np.asarray(resid, dtype=float)
+    x = np.asarray(presence, dtype=float)
+    n_feat = x.shape[1]
+    pay = np.zeros(n_feat)
+    how = ["none"] * n_feat
+    keep = np.isfinite(resid)
+    if n_feat == 0 or keep.sum() < 2:
+        return pay, how
+    resid, x, cells, groups = resid[keep], x[keep], np.asarray(cells)[keep], np.asarray(groups)[keep]
+    _, cells = np.unique(cells, return_inverse=True)
+    _, groups = np.unique(groups, return_inverse=True)
+    n_cells, n_groups = int(cells.max()) + 1, int(groups.max()) + 1
+    xc = _cell_centre(x, cells, n_cells)
+    mixed = np.zeros((n_cells, n_feat))
+    np.add.at(mixed, cells, x)
+    sizes = np.bincount(cells, minlength=n_cells)[:, None]
+    is_mixed = (mixed > 0) & (mixed < sizes)
+    support = (is_mixed * sizes).sum(axis=0)
+    within = support >= min_support
+    r = resid.copy()
+    if within.any():
+        rc = _cell_centre(r, cells, n_cells)
+        coef, *_ = np.linalg.lstsq(xc[:, within], rc, rcond=None)
+        pay[within] = np.maximum(coef, 0.0)
+        for j in np.flatnonzero(within):
+            how[j] = "within prompt"
+        r = r - x[:, within] @ pay[within]
+    across = ~within & (x.sum(axis=0) > 0)
+    if across.any():
+        xg = _cell_centre(x[:, across], groups, n_groups)
+        rg = _cell_centre(r, groups, n_groups)
+        ok = (xg * xg).sum(axis=0) > 0
+        if ok.any():
+            cols = np.flatnonzero(across)[ok]
+            coef, *_ = np.linalg.lstsq(xg[:, ok], rg, rcond=None)
+            pay[cols] = np.maximum(coef, 0.0)
+            for j in cols:
+                how[j] = "across evaluations"
+    return pay, how
+
+
+def _gumbel_tail(null_max: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """P(max >= z) under a Gumbel law fitted to the permutation maxima by moments."""
+    sd = float(null_max.std(ddof=1)) if len(null_max) > 1 else 0.0
+    if not math.isfinite(sd) or sd <= 0:
+        return np.where(z > null_max.max(initial=-np.inf), 0.0, 1.0)
+    beta = sd * math.sqrt(6) / math.pi
+    mu = float(null_max.mean()) - 0.5772156649 * beta
+    with np.errstate(over="ignore"):
+        return -np.expm1(-np.exp(-(z - mu) / beta))
+
+
+def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.random.Generator,
+              n_perm: int) -> dict[str, np.ndarray] | None:
+    """Which features predict the residual within their cell, with family-wise control?
+
+    ``x`` is (completions, features) 0/1, ``resid`` the proxy-beyond-gold residual
+    and ``cells`` the prompt group each completion was sampled in. Per feature
+    the statistic is the within-cell covariance of presence and residual,
+    standardised by its exact permutation variance, so features of any
+    frequency are on one scale. The residual is permuted within cells
+    ``n_perm`` times, the same permutation for every feature (which keeps their
+    correlation), and a feature's adjusted p-value is the chance that the
+    largest statistic over all features reaches its own: the single-step
+    max-T procedure of Westfall & Young (1993, "Resampling-Based Multiple
+    Testing", Alg. 2.8). Past the permutations' reach the tail of that maximum
+    is read from a Gumbel law fitted to the permutation maxima (maxima of many
+    near-normal statistics; cf. Knijnenburg et al. 2009, "Fewer permutations,
+    more accurate P-values"), so a p-value can be smaller than 1/n_perm, which
+    the error rate spent per look needs.
+
+    Returns ``z``, ``payment`` (mean residual difference present vs absent,
+    within cell), ``p`` (adjusted, one-sided: features the proxy pays for),
+    ``count`` (completions with the feature) and ``null_max``; None when no
+    cell holds two completions.
+    """
+    resid = np.asarray(resid, dtype=float)
+    cells = np.asarray(cells)
+    keep = np.isfinite(resid)
+    _, inv = np.unique(cells[keep], return_inverse=True)
+    sizes = np.bincount(inv)
+    keep_idx = np.flatnonzero(keep)[sizes[inv] >= 2]
+    if len(keep_idx) < 2:
+        return None
+    _, cell = np.unique(cells[keep_idx], return_inverse=True)
+    order = np.argsort(cell, kind="stable")
+    cell = cell[order]
+    rows = keep_idx[order]
+    xs = np.asarray(x[rows], dtype=np.float32)
+    r = resid[rows]
+    n_cells = int(cell.max()) + 1
+    n_c = np.bincount(cell, minlength=n_cells).astype(float)
+    rc = r - (np.bincount(cell, weights=r, minlength=n_cells) / n_c)[cell]
+    s_rr = np.bincount(cell, weights=rc * rc, minlength=n_cells)
+    ends = np.r_[np.flatnonzero(cell[1:] != cell[:-1]), len(cell) - 1]
+    running = np.cumsum(xs, axis=0, dtype=np.float64)[ends]
+    m = np.diff(running, axis=0, prepend=0.0)
+    s_xx = m * (n_c[:, None] - m) / n_c[:, None]
+    var = s_xx.T @ (s_rr / (n_c - 1))
+    s_xr = (rc.astype(np.float32) @ xs).astype(float)
+    sxx_total = s_xx.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sd = np.sqrt(var)
+        z = np.where(var > 0, s_xr / sd, np.nan)
+        payment = np.where(sxx_total > 0, s_xr / sxx_total, np.nan)
+    testable = np.isfinite(z)
+    null_max = np.full(n_perm, -np.inf)
+    if testable.any() and n_perm > 0:
+        keys = cell[None, :] + rng.random((n_perm, len(cell)))
+        perm = np.argsort(keys, axis=1)
+        rp = rc[perm].astype(np.float32)
+        zp = (rp @ xs[:, testable]).astype(float) / sd[testable][None, :]
+        null_max = zp.max(axis=1)
+    z_t = np.where(testable, z, -np.inf)
+    exceed = (null_max[None, :] >= z_t[:, None]).mean(axis=1) if n_perm > 0 else np.ones(len(z_t))
+    p = np.maximum(exceed, _gumbel_tail(null_max, z_t))
+    p = np.where(testable, np.minimum(p, 1.0), 1.0)
+    return {"z": z, "payment": payment, "p": p, "count": xs.sum(axis=0), "null_max": null_max}
