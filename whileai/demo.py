@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
     import torch
-    from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
+    from transformers import DataCollatorForSeq2Seq, PrinterCallback, Trainer, TrainingArguments
 
     import whileai.simulations as wai
     from whileai.kit import build_tokenizer, load_sample, tiny_model
@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             train_dataset=_examples(tokenizer, passing),
             data_collator=DataCollatorForSeq2Seq(tokenizer, padding=True),
         )
+        trainer.remove_callback(PrinterCallback)  # the run page has the curve; the console gets one line
         trainer.add_callback(wai.TrainerCallback(run))
         print(f"training the kit's tiny model on {len(passing)} passing rows of {dataset.id} for {args.steps} steps...")
         trainer.train()

@@ -102,6 +102,7 @@ class Tracker:
         self._patch: dict[str, Any] = {}
         self._patch_version = 0
         self._bar_step: int | None = None  # the step progress() last set
+        self._points_top = -1  # the highest step among points the platform has acknowledged
         self._sent_step: int | None = None
         self._sent_total: int | None = None
         self._failures = 0  # consecutive
@@ -259,6 +260,9 @@ class Tracker:
                 return False
             self.batches.popleft()
             self._succeeded()
+            top = max(point[0] for point in points)
+            if top > self._points_top:
+                self._points_top = top
         return self._send_patch_locked(timeout)
 
     def _split_refused(self, exc: PlatformError) -> None:
@@ -281,9 +285,14 @@ class Tracker:
 
     def _patch_body(self) -> tuple[dict[str, Any], int]:
         with self._state:
-            # the platform advances a run's step from its points; only a bar moved by progress() is sent
-            if self._bar_step is not None and self._bar_step != self._sent_step:
-                self._patch["step"] = self._bar_step
+            # the platform advances a run's step from its points; only a bar that progress() moved
+            # past the points it already has is sent
+            bar = self._bar_step
+            if bar is not None and bar != self._sent_step:
+                if bar > self._points_top:
+                    self._patch["step"] = bar
+                else:
+                    self._sent_step = bar
             if self.total_steps is not None and self.total_steps != self._sent_total:
                 self._patch["total_steps"] = self.total_steps
             body = {k: (dict(v) if k == "summary" else v) for k, v in self._patch.items()}
