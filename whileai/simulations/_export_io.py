@@ -33,13 +33,27 @@ JSONL_CODEC = "orjson" if _orjson is not None else "json"
 
 
 def loads(text: str | bytes) -> Any:
-    """Parse JSON text; raises ``ValueError`` (json.JSONDecodeError) when it is not JSON."""
+    """Parse JSON text exactly; raises ``ValueError`` (json.JSONDecodeError) when it is not JSON.
+
+    orjson reads integers past 64 bits as floats (silently rounding them), so
+    text with a run of 19 or more digits goes to the standard library.
+    """
     if _orjson is not None:
         try:
-            return _orjson.loads(text)
+            value = _orjson.loads(text)
         except _orjson.JSONDecodeError:
             pass  # let the standard library decide (and word the error)
+        else:
+            raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+            if _LONG_DIGIT_RUN not in raw.translate(_DIGITS_ONLY):
+                return value
     return json.loads(text)
+
+
+#: bytes.translate table: digits stay "0", everything else becomes a space
+_DIGITS_ONLY = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+#: the shortest digit run that can spell an integer outside orjson's exact range
+_LONG_DIGIT_RUN = b"0" * 19
 
 
 def dumps(obj: Any) -> str:
@@ -52,13 +66,23 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+#: Characters that ``str.splitlines()`` (and so many hand-written JSONL readers) treat as
+#: line breaks but JSON may leave raw inside a string: written as \u escapes instead.
+_LINE_BREAKS = ((b"\xc2\x85", b"\\u0085"), (b"\xe2\x80\xa8", b"\\u2028"), (b"\xe2\x80\xa9", b"\\u2029"))
+
+
 def dumps_bytes(obj: Any) -> bytes:
-    """One JSONL line's bytes (no newline). Always valid UTF-8."""
+    """One JSONL line's bytes (no newline): valid UTF-8, and one line for every line splitter."""
     if _orjson is not None:
         try:
-            return _orjson.dumps(obj)
+            line = _orjson.dumps(obj)
         except TypeError:
             pass
+        else:
+            if b"\xc2\x85" in line or b"\xe2\x80" in line:  # UTF-8 is self-synchronising: a byte swap is exact
+                for raw, escaped in _LINE_BREAKS:
+                    line = line.replace(raw, escaped)
+            return line
     # ensure_ascii escapes lone surrogates, which UTF-8 cannot carry
     return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode()
 

@@ -21,11 +21,13 @@ Two row shapes come out, picked with ``format``:
   Preference rows are TRL's conversational triple: ``prompt`` is the messages
   up to the first assistant turn, ``chosen``/``rejected`` the completions only.
 
-``datasets.Dataset.from_list`` fills every tool-call argument dict with the keys
-of all the others (``{"value": 99}`` comes back as ``{"city": None, "value":
-99}``), and takes its columns from the first row only; ``to_hf_dataset`` builds
-a Dataset that gives every row back exactly. ``datasets.load_dataset("json",
-...)`` (datasets >= 4.7) already stores mixed structures as JSON.
+Loading the files: ``datasets.load_dataset("json", data_files=...)`` reads every
+exported file, keeping argument dicts whole (no null-filled keys) but rounding
+floats to 10 decimal places on the way (datasets 5.2's ``Json`` type).
+``datasets.Dataset.from_list`` is worse: it fills every tool-call argument dict
+with the keys of all the others (``{"value": 99}`` comes back as ``{"city":
+None, "value": 99}``). ``to_hf_dataset(rows)`` builds a Dataset that gives every
+row back exactly; hand that to TRL's trainers.
 """
 
 from __future__ import annotations
@@ -291,31 +293,59 @@ def tool_call_roundtrip(rows: Iterable[Any], format: str = "openai") -> dict[str
 def to_hf_dataset(rows: Iterable[Mapping[str, Any]]):
     """A ``datasets.Dataset`` that gives every row back exactly, tool-call argument dicts included.
 
-    ``Dataset.from_list`` takes its columns from the first row and fills every
-    struct with the keys of all the others, so ``{"value": 99}`` beside
-    ``{"city": "Paris"}`` comes back as ``{"city": None, "value": 99}`` and a chat
-    template renders the invented keys. Here the columns are the union of all
-    rows' keys and every conversation or tools column is stored as JSON
-    (datasets' ``Json`` feature), which TRL's trainers read as plain lists of dicts.
+    ``datasets`` cannot hold tool calls exactly on its own (measured with
+    datasets 5.2): ``Dataset.from_list`` takes its columns from the first row
+    and fills every struct with the keys of all the others (``{"value": 99}``
+    beside ``{"city": "Paris"}`` comes back as ``{"city": None, "value": 99}``,
+    and a chat template renders the invented keys); its ``Json`` type
+    (``on_mixed_types="use_json"``, and what ``load_dataset("json")`` uses for
+    mixed structures) keeps the keys but writes floats with 10 decimal places
+    (``1e-11`` becomes ``0.0``), parses some 16-17 digit floats one unit off,
+    and double-encodes integers past 64 bits.
 
-        ds = to_hf_dataset(export_rows)           # then SFTTrainer(train_dataset=ds, ...)
+    Here every column holding lists or dicts (messages, prompt, completion,
+    chosen, rejected, tools, metadata) is stored as exact JSON text and decoded
+    back on access by the dataset's transform, which ``map``, iteration and
+    indexing all apply, so TRL's trainers see plain lists of dicts. Scalar
+    columns stay native. The text is what ``to_json``/``to_pandas`` see: write
+    files with ``export_dataset``/``export_preference`` instead.
+
+        ds = to_hf_dataset(read_rows_or_to_trl_output)      # then SFTTrainer(train_dataset=ds, ...)
     """
     import datasets
-    from datasets import Features, Json, List
 
-    rows = [dict(row) for row in rows]
+    rows = [row if isinstance(row, Mapping) else dict(row) for row in rows]
     columns: dict[str, None] = {}
     for row in rows:
         columns.update(dict.fromkeys(row))
-    json_columns = {"messages", "prompt", "completion", "chosen", "rejected", "tools"}
-    structured = [c for c in columns if c in json_columns and any(isinstance(r.get(c), list) for r in rows)]
-    other = [c for c in columns if c not in structured]
-    inferred = datasets.Dataset.from_list(
-        [{c: r.get(c) for c in other} for r in rows] or [{}], on_mixed_types="use_json"
-    ).features if other else {}
-    features = Features({c: (List(Json()) if c in structured else inferred[c]) for c in columns})
-    table = {c: [r.get(c) for r in rows] for c in columns}
-    return datasets.Dataset.from_dict(table, features=features)
+    table: dict[str, list] = {}
+    encoded: list[str] = []
+    for column in columns:
+        values = [row.get(column) for row in rows]
+        kinds = {type(v) for v in values if v is not None}
+        native = len(kinds) <= 1 and kinds <= {str, bool, int, float}
+        if native and kinds == {int}:
+            native = all(v is None or -(2**63) <= v < 2**63 for v in values)
+        if native:
+            table[column] = values
+        else:
+            table[column] = [None if v is None else _export_io.dumps(v) for v in values]
+            encoded.append(column)
+    dataset = datasets.Dataset.from_dict(table)
+    return dataset.with_transform(_JsonColumns(encoded)) if encoded else dataset
+
+
+class _JsonColumns:
+    """The dataset transform that decodes the JSON-text columns of ``to_hf_dataset``."""
+
+    def __init__(self, columns: list[str]):
+        self.columns = list(columns)
+
+    def __call__(self, batch: dict[str, list]) -> dict[str, list]:
+        for column in self.columns:
+            if column in batch:
+                batch[column] = [_export_io.loads(v) if isinstance(v, str) else v for v in batch[column]]
+        return batch
 
 
 # ---------------------------------------------------------------------------
