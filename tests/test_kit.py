@@ -48,6 +48,11 @@ def tok():
 
 
 def test_tokenizer_is_deterministic_for_a_seed(tok):
+    from whileai.kit import _tokenizer
+    from whileai.simulations import defaults
+
+    # training itself (not the per-process cache) gives the same tokenizer twice
+    assert _tokenizer._train(0, defaults.KIT_VOCAB_SIZE).to_str() == _tokenizer._train(0, defaults.KIT_VOCAB_SIZE).to_str()
     again = build_tokenizer()
     assert again.get_vocab() == tok.get_vocab()
     text = tok.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False)
@@ -291,3 +296,78 @@ def test_first_action_passed():
     assert not kit.first_action_passed("<tool_call>{broken", gold)
     assert kit.first_action_passed("you are welcome ", {"answer": "You are welcome!"})
     assert not kit.first_action_passed(good, {"answer": "You are welcome!"})
+
+
+# ---------------------------------------------------------------------------
+# caching, the demo base and base resolution (tiny recipes only: no real pre-training here)
+# ---------------------------------------------------------------------------
+
+
+def test_build_once_builds_once_across_concurrent_callers(home):
+    import threading
+    import time
+
+    from whileai.kit import _base
+
+    calls = []
+
+    def build(tmp):
+        calls.append(1)
+        time.sleep(0.3)
+        (tmp / "config.json").write_text("{}")
+        return {"ok": True}
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(_base._build_once("x", build))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(set(results)) == 1
+    assert (results[0] / "config.json").exists() and (results[0] / _base._DONE).exists()
+    assert not [p for p in (home / "models").iterdir() if p.name.startswith(".x-")]
+
+
+def test_a_failed_build_leaves_nothing_behind(home):
+    from whileai.kit import _base
+
+    def build(tmp):
+        (tmp / "half").write_text("x")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        _base._build_once("y", build)
+    assert [p.name for p in (home / "models").iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_demo_base_is_cached_and_loads(home, monkeypatch):
+    from whileai.kit import _base
+    from whileai.simulations import defaults
+
+    monkeypatch.setattr(defaults, "KIT_BASE_STEPS", 2)
+    monkeypatch.setattr(defaults, "KIT_BASE_EXAMPLES", 8)
+    path = kit.demo_base()
+    assert path.parent == home / "models"
+    info = json.loads((path / _base._DONE).read_text())
+    assert info["pretraining"]["steps"] == 2 and info["name"] == kit.KIT_BASE_NAME
+    assert kit.demo_base() == path
+    model, tok = kit.load_base(kit.KIT_BASE_NAME)
+    assert model.config.model_type == "llama" and tok.chat_template == build_tokenizer().chat_template
+    model2, _ = kit.load_base(str(path))
+    assert model2.config.to_dict() == model.config.to_dict()
+    # a different recipe is a different directory, never a stale one
+    monkeypatch.setattr(defaults, "KIT_BASE_STEPS", 3)
+    assert kit.demo_base() != path
+
+
+def test_tiny_model_dir_and_load_base_errors(home):
+    from whileai.kit._base import tiny_model_dir
+
+    path = tiny_model_dir()
+    assert tiny_model_dir() == path
+    model, tok = kit.load_base(path)
+    assert len(tok) == model.config.vocab_size
+    with pytest.raises(FileNotFoundError, match="nothing can be downloaded"):
+        kit.load_base("some-org/not-cached-model")
+    with pytest.raises(FileNotFoundError, match="not a model directory"):
+        kit.load_base(str(home))

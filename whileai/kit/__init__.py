@@ -4,6 +4,7 @@
 - ``tiny_model(tokenizer, seed=0, **overrides)``: a randomly initialised tiny Llama.
 - ``demo_base()`` / ``load_base(name_or_path)`` / ``KIT_BASE_NAME``: the cached
   pre-trained tiny base that learns the sample task with LoRA.
+- ``tiny_model_dir(seed=0)``: a cached saved (tokenizer, random tiny model) pair for plumbing tests.
 - ``parse_tool_calls(text)``: generated text back to OpenAI wire tool calls.
 - ``sample_task`` / ``load_sample()``: the simulated tool-use task and its shipped dataset.
 
@@ -27,6 +28,7 @@ __all__ = [
     "parse_tool_calls",
     "sample_task",
     "tiny_model",
+    "tiny_model_dir",
 ]
 
 _LAZY = {
@@ -38,6 +40,7 @@ _LAZY = {
     "KIT_BASE_NAME": "whileai.kit._base",
     "demo_base": "whileai.kit._base",
     "load_base": "whileai.kit._base",
+    "tiny_model_dir": "whileai.kit._base",
     "load_sample": "whileai.kit.sample_task",
     "first_action_passed": "whileai.kit.sample_task",
 }

@@ -10,6 +10,7 @@ learns to copy an argument from the ask into the call.
 
 from __future__ import annotations
 
+import functools
 import random
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -94,33 +95,13 @@ def build_tokenizer(seed: int = 0) -> PreTrainedTokenizerFast:
     ...                         add_generation_prompt=True)
     '<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n'
     """
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
     from whileai.simulations import defaults
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(_SPLIT_PATTERN), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=defaults.KIT_VOCAB_SIZE,
-        min_frequency=2,
-        special_tokens=list(SPECIAL_TOKENS) + list(ADDED_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(corpus(seed), trainer=trainer)
-    # The markup tokens were reserved as trainer specials (fixed low ids); register them as
-    # plain added tokens so decoding with skip_special_tokens keeps them.
-    from tokenizers import AddedToken
-
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    tok = Tokenizer.from_str(_trained_json(seed, defaults.KIT_VOCAB_SIZE, defaults.KIT_TOKENIZER_SENTENCES,
+                                           defaults.KIT_TOKENIZER_TASK_REPEATS, defaults.KIT_TOKENIZER_MAX_NUMBER))
     wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=BOS_TOKEN,
@@ -132,3 +113,36 @@ def build_tokenizer(seed: int = 0) -> PreTrainedTokenizerFast:
     )
     wrapped.chat_template = chat_template()
     return wrapped
+
+
+@functools.lru_cache(maxsize=4)
+def _trained_json(seed: int, vocab_size: int, *recipe: int) -> str:
+    """The trained tokenizer as JSON; cached per process (``recipe`` keys the cache on the corpus knobs)."""
+    return _train(seed, vocab_size).to_str()
+
+
+def _train(seed: int, vocab_size: int):
+    """Train the byte-level BPE on ``corpus(seed)`` (about a second)."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_SPLIT_PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=list(SPECIAL_TOKENS) + list(ADDED_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus(seed), trainer=trainer)
+    # The markup tokens were reserved as trainer specials (fixed low ids); register them as
+    # plain added tokens so decoding with skip_special_tokens keeps them.
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    return tok

@@ -252,6 +252,34 @@ KIT_SAMPLE_TEMPERATURE = 0.7
 #: Held-out share of tasks in kit.sample_task.split_tasks (the same share datasets.cut uses).
 KIT_SAMPLE_HOLDOUT = 0.2
 
+#: The demo base: the tiny model pre-trained briefly (kit._pretrain) on echo, literal
+#: made-up tool calls and tool-response read-back, never the sample task itself, so
+#: LoRA has features to adapt. Recipe below; cached per data root under models/.
+KIT_BASE_NAME = "whileai/tiny-tooluse-base"
+KIT_BASE_SEED = 0
+KIT_BASE_STEPS = 1500
+KIT_BASE_BATCH = 16
+KIT_BASE_LR = 3e-3
+KIT_BASE_WARMUP_RATIO = 0.05
+KIT_BASE_WEIGHT_DECAY = 0.0
+#: Distinct pre-training conversations (sampled with replacement each step).
+KIT_BASE_EXAMPLES = 4000
+#: Loss weight of assistant tokens relative to the rest (1.0 = plain language modelling).
+KIT_BASE_ASSISTANT_WEIGHT = 3.0
+
+#: LoRA SFT of the demo base on the sample task (benchmarks/kit_lora_sft.py); the hosted
+#: trainer's defaults for the kit base.
+KIT_SFT_STEPS = 300
+KIT_SFT_BATCH = 8
+KIT_SFT_LR = 2e-3
+KIT_SFT_WARMUP_RATIO = 0.05
+KIT_SFT_LORA_R = 16
+KIT_SFT_LORA_ALPHA = 32
+KIT_SFT_LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+KIT_SFT_MODULES_TO_SAVE: tuple[str, ...] = ()
+#: The held-out first-action pass rate the demo base must reach after LoRA SFT.
+KIT_SFT_TARGET_PASS_RATE = 0.5
+
 # ---------------------------------------------------------------------------
 # Datasets, judges, selection and the delta report
 # ---------------------------------------------------------------------------

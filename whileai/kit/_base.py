@@ -1,0 +1,184 @@
+"""The cached demo base and base-model resolution.
+
+``demo_base()`` builds the kit's tokenizer and tiny model, pre-trains it
+(``kit._pretrain``, recipe ``defaults.KIT_BASE_*``) and saves both under
+``<data_root>/models/``; later calls, in any process, reuse the directory. A
+file lock keeps two processes from building it at once, and the build lands
+through a rename, so a crash never leaves a half-written base.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from whileai.simulations import defaults
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+__all__ = ["KIT_BASE_NAME", "demo_base", "load_base", "models_dir", "tiny_model_dir"]
+
+#: The name recipes and ``train(base_model=...)`` use for the demo base.
+KIT_BASE_NAME = defaults.KIT_BASE_NAME
+
+#: Bumped when the kit's code changes what a cached directory holds.
+_KIT_FORMAT = 1
+#: Written last into a finished directory; a directory without it is not a base.
+_DONE = "whileai_kit.json"
+
+
+def models_dir() -> Path:
+    """``<data_root>/models``, created on first use."""
+    from whileai.simulations._paths import data_root
+
+    path = data_root() / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _recipe() -> dict[str, Any]:
+    """Everything that decides the base's weights; its hash names the cache directory."""
+    names = sorted(n for n in dir(defaults) if n.startswith("KIT_") and not n.startswith(("KIT_SFT_", "KIT_SAMPLE_")))
+    return {"format": _KIT_FORMAT, **{n: getattr(defaults, n) for n in names}}
+
+
+def _fingerprint(recipe: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` across processes (flock; no-op where it is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _build_once(name: str, build: Any) -> Path:
+    """``models_dir()/name``, built by ``build(tmp_dir) -> dict`` the first time, under a lock."""
+    target = models_dir() / name
+    if (target / _DONE).exists():
+        return target
+    with _locked(models_dir() / f".{name}.lock"):
+        if (target / _DONE).exists():
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=models_dir()))
+        try:
+            info = build(tmp)
+            (tmp / _DONE).write_text(json.dumps(info, indent=1, sort_keys=True, default=str))
+            if target.exists():  # a crashed earlier build without its marker
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def tiny_model_dir(seed: int = 0) -> Path:
+    """A saved (tokenizer, randomly initialised tiny model) pair for ``seed``, cached; takes seconds.
+
+    For tests that need a model directory but no learning (export, serving plumbing).
+    """
+    recipe = {**_recipe(), "seed": seed, "what": "random"}
+
+    def build(tmp: Path) -> dict[str, Any]:
+        from whileai.kit._model import tiny_model
+        from whileai.kit._tokenizer import build_tokenizer
+
+        tok = build_tokenizer(seed)
+        tok.save_pretrained(tmp)
+        tiny_model(tok, seed=seed).save_pretrained(tmp)
+        return {"recipe": recipe}
+
+    return _build_once(f"tiny-random-s{seed}-{_fingerprint(recipe)}", build)
+
+
+def demo_base(seed: int | None = None) -> Path:
+    """The directory of the cached pre-trained demo base (model + tokenizer), built on first use.
+
+    The first call in a fresh data root pre-trains the tiny model (recipe
+    ``defaults.KIT_BASE_*``, about a minute on 2 CPU cores) and caches it under
+    ``<data_root>/models/``; every later call, in any process, returns at once.
+    Its ``whileai_kit.json`` records the recipe and the pre-training figures.
+
+    >>> from transformers import AutoModelForCausalLM
+    >>> model = AutoModelForCausalLM.from_pretrained(demo_base())
+    """
+    seed = defaults.KIT_BASE_SEED if seed is None else seed
+    recipe = {**_recipe(), "seed": seed, "what": "base"}
+
+    def build(tmp: Path) -> dict[str, Any]:
+        import torch
+
+        from whileai.kit._model import tiny_model
+        from whileai.kit._pretrain import pretrain
+        from whileai.kit._tokenizer import build_tokenizer
+
+        tok = build_tokenizer(seed)
+        model = tiny_model(tok, seed=seed)
+        with torch.random.fork_rng(devices=[]):
+            figures = pretrain(model, tok, seed=seed)
+        tok.save_pretrained(tmp)
+        model.save_pretrained(tmp)
+        return {"name": KIT_BASE_NAME, "recipe": recipe, "pretraining": figures}
+
+    return _build_once(f"tiny-tooluse-base-s{seed}-{_fingerprint(recipe)}", build)
+
+
+def _looks_like_model_dir(path: Path) -> bool:
+    return path.is_dir() and (path / "config.json").exists()
+
+
+def load_base(name_or_path: str | os.PathLike[str] | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """``(model, tokenizer)`` for a base: the kit name, a local directory, or a cached hub name.
+
+    ``None`` and ``KIT_BASE_NAME`` give the demo base (built on first use). A hub
+    name loads only when it is already in the local Hugging Face cache: nothing
+    is ever downloaded.
+
+    >>> model, tokenizer = load_base(KIT_BASE_NAME)
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if name_or_path is None or str(name_or_path) == KIT_BASE_NAME:
+        path: str | Path = demo_base()
+    else:
+        path = Path(name_or_path).expanduser()
+        if not _looks_like_model_dir(path):
+            if path.exists() or str(name_or_path).startswith((".", "/", "~")) or str(name_or_path).count("/") > 1:
+                raise FileNotFoundError(
+                    f"base model {str(name_or_path)!r} is not a model directory (no config.json there); "
+                    f"pass a directory written by save_pretrained, a hub name already in the local cache, "
+                    f"or {KIT_BASE_NAME!r} for the kit's demo base"
+                )
+            path = str(name_or_path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+    except OSError as exc:
+        raise FileNotFoundError(
+            f"base model {str(name_or_path)!r} is not in the local Hugging Face cache and nothing can be "
+            f"downloaded here; pass a local directory written by save_pretrained (model and tokenizer), "
+            f"pre-fetch it where a network is available (huggingface-cli download {name_or_path}), "
+            f"or use {KIT_BASE_NAME!r} for the kit's demo base"
+        ) from exc
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
