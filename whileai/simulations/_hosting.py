@@ -184,15 +184,15 @@ def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixe
                    f"({report['tasks_given']} tasks: {profile.get('all_pass_tasks', 0)} all-pass, "
                    f"{profile.get('all_fail_tasks', 0)} all-fail); a unanimous group carries no advantage. "
                    "Push rollouts with several samples per task and mixed outcomes")
+    said = []
     if refusal is not None:
         if check == "require":
             raise TrainingSelectionError(refusal, report=report)
-        warnings.warn(f"check='warn': {refusal}", TrainingWarning, stacklevel=3)
-    said = []
+        said.append(f"check='warn': {refusal}")
     if grouped and 0 < report.get("mixed_tasks", 0) < min_mixed_tasks:
         said.append(f"{method} uses {report['mixed_tasks']} mixed tasks, fewer than min_mixed_tasks="
                     f"{min_mixed_tasks} (TRAIN_MIN_MIXED_TASKS); profile(dataset)['mixed_tasks'] is the number to grow")
-    if report.get("dropped"):
+    if report.get("dropped") and refusal is None:
         said.append(f"{method} uses {report['rows']} of {report['rows_given']} rows ({report['tasks']} of "
                     f"{report['tasks_given']} tasks); dropped {_dropped_text(report)}")
     if said:

@@ -35,6 +35,7 @@ __all__ = [
     "trainer_settings",
     "export_training",
     "export_pairs",
+    "hf_dataset",
     "save_adapter",
 ]
 
@@ -266,6 +267,33 @@ def export_pairs(pairs: list[dict[str, Any]], folder: Path | None) -> list[dict[
             return [json.loads(line) for line in f if line.strip()]
 
 
+def hf_dataset(rows: list[dict[str, Any]]) -> Any:
+    """A ``datasets.Dataset`` TRL's trainers prepare with ``map``: conversations and tools as JSON values.
+
+    ``Dataset.from_list`` would unify the keys of every tool call's arguments
+    across rows (``{"value": 99}`` beside ``{"city": "Paris"}`` gains
+    ``"city": None``, which the chat template then renders); datasets' ``Json``
+    feature keeps each key as given (its one loss: floats keep 10 decimal
+    places, so ``1e-11`` reads back as ``0.0``). A dataset with a transform is
+    not an option: SFTTrainer refuses to prepare one.
+    """
+    import datasets
+    from datasets import Features, Json, List
+
+    columns: dict[str, None] = {}
+    for row in rows:
+        columns.update(dict.fromkeys(row))
+    structured = {"messages", "prompt", "completion", "chosen", "rejected", "tools"}
+    features = {}
+    for column in columns:
+        values = [row.get(column) for row in rows]
+        if column in structured and any(isinstance(v, list) for v in values):
+            features[column] = List(Json())
+        else:
+            features[column] = datasets.Dataset.from_dict({column: values}).features[column]
+    return datasets.Dataset.from_dict({c: [row.get(c) for row in rows] for c in columns}, features=Features(features))
+
+
 def lora_config(spec: Mapping[str, Any], task_type: str = "CAUSAL_LM") -> Any:
     """LoRA on every linear projection with the run's rank and alpha (loraRank / loraAlpha)."""
     from peft import LoraConfig
@@ -299,7 +327,7 @@ def trainer_settings(spec: Mapping[str, Any], folder: Path) -> dict[str, Any]:
         "use_cpu": not on_gpu,
         "bf16": bool(on_gpu and torch.cuda.is_bf16_supported()),
         # recomputing activations saves GPU memory on long sequences; on a CPU it only costs time
-        "gradient_checkpointing": on_gpu,
+        "activation_checkpointing": on_gpu,
         "dataloader_num_workers": 0,
     }
     if spec.get("steps"):

@@ -60,19 +60,27 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     from whileai.simulations.training import TrainerCallback
 
     started = time.time()
+
+    def say(what: str) -> None:  # one line per phase in the job's log
+        print(f"[{time.time() - started:7.1f} s] {what}", flush=True)
+
     method = _method(spec["method"])
     _common.cpu_threads()
     _common.seed_all(int(spec.get("seed") or 0))
     folder.mkdir(parents=True, exist_ok=True)
     run.note(phase="loading the base")
+    say(f"loading {spec['base_model']}")
     model, tokenizer = method.load(spec)
+    say(f"measuring the held-out set before training ({len(holdout_rows or [])} rows)")
     before = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
     if before is not None:  # shown on the page while the trainer runs
         run.note(training={"method": spec["method"], "before": before["value"], "metric": before.get("metric")})
+    say(f"training {spec['method']} on {len(rows)} rows")
     train_started = time.time()
     model, extra = method.fit(spec, model, tokenizer, rows, folder, [TrainerCallback(run)],
                               holdout=holdout_rows, run=run)
     train_seconds = time.time() - train_started
+    say("measuring the held-out set after training")
     after = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
     saved = _common.save_adapter(model, tokenizer, adapter_path)
     gpu = _common.gpu_name(spec)
@@ -108,4 +116,5 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
         run.holdout(training["before"], training["after"], metric=metric)
     run.release()
     run.finish("done")
+    say(f"done: {training['metric']} {training['before']} -> {training['after']}, adapter in {saved}")
     return training

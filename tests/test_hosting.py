@@ -1,0 +1,302 @@
+"""wai.train before any model: knob validation, the selection gate, warnings, idempotency, targets.
+
+The job launch is replaced by a stub that records it (and a job row that stays
+"running"), so nothing here loads a model or starts a process; the job runner
+and the trainers are tested in tests/test_jobs*.py.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+import whileai.simulations as wai
+from whileai.platform.jobs import runner
+from whileai.simulations import defaults
+from whileai.simulations._client import get_client
+from whileai.simulations._hosting import check_knob, resolve_config
+from whileai.simulations.errors import TrainingConfigError, TrainingSelectionError
+
+
+def _row(task: str, passed: bool, i: int, temperature: float = 0.7) -> dict:
+    city = ["Paris", "Tokyo", "Rome", "Oslo"][i % 4]
+    call = {"id": "call_0", "type": "function",
+            "function": {"name": "get_weather", "arguments": f'{{"city": "{city if passed else "Lima"}"}}'}}
+    return {
+        "messages": [
+            {"role": "system", "content": "You are a weather agent."},
+            {"role": "user", "content": f"Weather in {city}? ({task})"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+        ],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+                                                     "parameters": {"type": "object",
+                                                                    "properties": {"city": {"type": "string"}}}}}],
+        "gold": {"name": "get_weather", "arguments": {"city": city}},
+        "reward": 1.0 if passed else 0.0,
+        "passed": passed,
+        "task_id": task,
+        "rollout_index": i,
+        "sampling": {"temperature": temperature},
+    }
+
+
+def rows(mixed: int = 4, all_pass: int = 2, all_fail: int = 0, k: int = 4, tag: str = "t") -> list[dict]:
+    out = []
+    for t in range(mixed):
+        out += [_row(f"{tag}-mixed-{t}", i % 2 == 0, i) for i in range(k)]
+    for t in range(all_pass):
+        out += [_row(f"{tag}-pass-{t}", True, i) for i in range(k)]
+    for t in range(all_fail):
+        out += [_row(f"{tag}-fail-{t}", False, i) for i in range(k)]
+    return out
+
+
+@pytest.fixture
+def launches(home, monkeypatch):
+    """Record launches instead of starting workers; the job row says running with a live process."""
+    calls = []
+
+    def fake_local(store, account_id, job):
+        calls.append(job)
+        return store.update_job(account_id, job["id"], {"status": "running", "pid": 1})
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(runner, "_launch_local", fake_local)
+    monkeypatch.setattr(runner, "_pid_alive", lambda pid, job_id: True)
+    from whileai.platform.jobs import _common
+
+    monkeypatch.setattr(_common, "load_policy", no_model)
+    return calls
+
+
+def _runs_for(dataset_id: str) -> list[dict]:
+    return get_client().request("GET", "/runs", params={"dataset": dataset_id})["runs"]
+
+
+# ---------------------------------------------------------------------------
+# Knobs
+# ---------------------------------------------------------------------------
+
+
+def test_a_bad_knob_quotes_the_range_and_the_paper(launches):
+    ds = wai.push(rows(), name="knob")
+    with pytest.raises(TrainingConfigError) as err:
+        wai.train(ds, method="grpo", beta=2.0)
+    message = str(err.value)
+    assert "beta=2 is outside [0, 1] for grpo (DeepSeekMath used 0.04; arXiv:2402.03300)" in message
+    assert "pass a value in range or leave it None" in message
+    assert not launches and not _runs_for(ds.id)
+
+
+def test_every_problem_is_reported_at_once(launches):
+    ds = wai.push(rows(), name="many")
+    with pytest.raises(TrainingConfigError) as err:
+        wai.train(ds, method="grpo", beta=-1, learning_rate=0.5, loss_type="dapo", generations=1,
+                  temperature=0, target="cloud", epochs=2)
+    problems = err.value.problems
+    assert len(problems) == 7, problems
+    joined = "\n".join(problems)
+    for needle in ("beta=-1", "learning_rate=0.5", "loss_type='dapo'", "'bnpo', 'grpo', 'dr_grpo'",
+                   "generations=1", "temperature=0 is outside (0, 2]", "target='cloud'",
+                   "epochs=2 does not apply to grpo"):
+        assert needle in joined
+    assert not launches
+
+
+def test_closed_arguments_and_types_are_checked(launches):
+    ds = wai.push(rows(), name="closed")
+    with pytest.raises(TrainingConfigError) as err:
+        wai.train(ds, method="ppo", check="maybe", steps=2.5)
+    joined = "\n".join(err.value.problems)
+    assert "method='ppo'" in joined and "check='maybe'" in joined
+    with pytest.raises(TrainingConfigError, match="steps=2.5 is not a whole number"):
+        wai.train(ds, method="dpo", steps=2.5)
+    with pytest.raises(TrainingConfigError, match="truncated='zero' does not apply to sft"):
+        wai.train(ds, method="sft", truncated="zero", check="off")
+    with pytest.raises(TrainingConfigError, match="not a pushed dataset"):
+        wai.train([{"messages": []}])
+
+
+def test_dpo_accepts_every_trl_loss_and_grpo_only_three():
+    for loss in defaults.TRL_DPO_LOSS_TYPES:
+        assert check_knob("loss_type", loss, "dpo", defaults.TRAINING_KNOBS) is None
+    assert check_knob("loss_type", "dapo", "grpo", defaults.TRAINING_KNOBS) is not None
+    for loss in ("bnpo", "grpo", "dr_grpo"):
+        assert check_knob("loss_type", loss, "grpo", defaults.TRAINING_KNOBS) is None
+    # DPO's learning-rate range stops below the rate measured to collapse the held-out rate
+    assert "outside" in check_knob("learning_rate", 1e-3, "dpo", defaults.TRAINING_KNOBS)
+    assert check_knob("learning_rate", 1e-4, "dpo", defaults.TRAINING_KNOBS) is None
+
+
+def test_every_knob_has_a_range_default_and_reference():
+    for table in (defaults.TRAINING_KNOBS, defaults.TRAINING_HOST_KEYS):
+        for name, per_method in table.items():
+            for method, spec in per_method.items():
+                assert method in defaults.TRAIN_METHODS, (name, method)
+                assert ("range" in spec) != ("choices" in spec), (name, method)
+                assert "default" in spec and "paper" in spec and "source" in spec, (name, method)
+                if spec["default"] is not None and name not in ("steps",):
+                    assert check_knob(name, spec["default"], method, table) is None, (name, method)
+
+
+def test_resolved_config_records_ours_and_trls_defaults():
+    resolved, problems, notes = resolve_config("grpo", {"truncated": "mask"}, {"epsilonHigh": 0.2, "mystery": 1},
+                                               base_model=None, target=None, holdout=None)
+    assert not problems
+    assert resolved["beta"] == defaults.TRAINING_KNOBS["beta"]["grpo"]["default"]
+    assert resolved["loss_type"] == "bnpo" and resolved["mask_truncated_completions"] is True
+    assert resolved["epsilonHigh"] == 0.2 and resolved["scaleRewards"] == "group"
+    assert resolved["trl_defaults_overridden"] == {"beta": 0.0, "loss_type": "dapo", "mask_truncated_completions": False}
+    assert resolved["extra"] == {"mystery": 1} and "mystery" in notes[0]
+    assert resolved["base_model"] == defaults.KIT_BASE_NAME
+
+
+# ---------------------------------------------------------------------------
+# The selection gate
+# ---------------------------------------------------------------------------
+
+
+def test_sft_with_failing_rows_is_refused_before_anything_starts(launches):
+    ds = wai.push(rows(mixed=3), name="sft-fails")
+    with pytest.raises(TrainingSelectionError) as err:
+        wai.train(ds, method="sft")
+    assert "6 failing rows of 20" in str(err.value) and "scored.passes()" in str(err.value)
+    assert err.value.report["method"] == "sft"
+    assert not launches and not _runs_for(ds.id)
+
+
+def test_a_grouped_method_without_a_mixed_task_is_refused(launches):
+    ds = wai.push(rows(mixed=0, all_pass=3, all_fail=2), name="unanimous")
+    for method in ("grpo", "dpo", "rm"):
+        with pytest.raises(TrainingSelectionError, match="3 all-pass, 2 all-fail"):
+            wai.train(ds, method=method)
+    assert not launches and not _runs_for(ds.id)
+
+
+def test_check_warn_says_the_same_and_starts(launches):
+    ds = wai.push(rows(mixed=2), name="warned")
+    with pytest.warns(UserWarning, match="check='warn': sft would train on 4 failing rows"):
+        run = wai.train(ds, method="sft", check="warn")
+    assert len(launches) == 1 and run.status == "running"
+    assert run.selection["dropped"][0]["class"] == "failing"
+
+
+def test_check_off_reads_no_profile(launches, monkeypatch):
+    from whileai.simulations import datasets
+
+    monkeypatch.setattr(datasets, "profile", lambda *a, **k: pytest.fail("profile was read"))
+    ds = wai.push(rows(mixed=2), name="off")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run = wai.train(ds, method="sft", check="off")
+    assert run.selection is None and len(launches) == 1
+
+
+def test_few_mixed_tasks_and_dropped_classes_warn_with_counts(launches):
+    ds = wai.push(rows(mixed=3, all_pass=2), name="few")
+    with pytest.warns(UserWarning) as caught:
+        run = wai.train(ds, method="grpo", min_mixed_tasks=5)
+    text = " ".join(str(w.message) for w in caught)
+    assert "grpo uses 3 mixed tasks, fewer than min_mixed_tasks=5" in text
+    assert "grpo uses 12 of 20 rows (3 of 5 tasks)" in text
+    assert "unanimous_pass: 8 rows / 2 tasks" in text and "carries no advantage" in text
+    assert run.selection["mixed_tasks"] == 3
+    assert run.config["min_mixed_tasks"] == 5
+
+
+def test_warnings_for_an_unserved_base_and_another_temperature(launches):
+    ds = wai.push(rows(tag="temp"), name="temp")
+    with pytest.warns(UserWarning) as caught:
+        run = wai.train(ds, method="grpo", base_model="some/other-base", temperature=1.1)
+    text = " ".join(str(w.message) for w in caught)
+    assert "'some/other-base' is not in SERVED_BASES" in text
+    assert "temperature=1.1 differs from the dataset's sampling.temperature (0.7)" in text
+    assert run.config["temperature"] == 1.1
+
+
+def test_every_knob_lands_on_the_run_config(launches):
+    ds = wai.push(rows(tag="cfg"), name="cfg")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(ds, method="grpo", steps=7, config={"scaleRewards": "none"})
+    config = run.config
+    for knob in ("steps", "generations", "beta", "learning_rate", "seed", "max_completion_length", "loss_type",
+                 "temperature", "truncated", "min_mixed_tasks", "epsilonHigh", "scaleRewards", "balance",
+                 "loraRank", "loraAlpha", "base_model", "method", "target"):
+        assert knob in config, knob
+    assert config["steps"] == 7 and config["scaleRewards"] == "none" and config["target"] == "local"
+    assert config["generations"] == 4  # the dataset's group size
+    assert config["temperature"] == 0.7  # rolled out where the rows were measured
+    assert launches[0]["spec"]["run_id"] == run.id and launches[0]["kind"] == "grpo"
+
+
+def test_a_dataset_already_training_answers_with_that_run(launches):
+    ds = wai.push(rows(tag="idem"), name="idem")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = wai.train(ds, method="dpo")
+    with pytest.warns(UserWarning, match=f"already training in {first.id}"):
+        second = wai.train(ds, method="dpo")
+    assert second.id == first.id and len(launches) == 1
+    first.refresh()
+    get_client().request("PATCH", f"/runs/{first.id}", json={"status": "done"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        third = wai.train(ds, method="dpo")
+    assert third.id != first.id and len(launches) == 2
+
+
+def test_holdout_defaults_to_the_split_sibling(launches):
+    ds = wai.push(rows(mixed=6, all_pass=4, tag="cut"), name="cut")
+    train_side, held = wai.datasets.cut(ds, holdout=0.3, seed=0)
+    passes = wai.push([r for r in wai.datasets.load_rows(train_side) if r["passed"]], name="passes")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(train_side, method="dpo")
+        other = wai.train(passes, method="sft", holdout=held)
+    assert run.config["holdout"] == held.id and launches[0]["spec"]["holdout"] == held.id
+    assert other.config["holdout"] == held.id
+
+
+def test_target_comes_from_the_platform_configuration(launches, monkeypatch):
+    from whileai.platform.jobs import modal_backend
+
+    spawned = []
+
+    class Recorder:
+        def spawn(self, payload, gpu):
+            spawned.append((payload, gpu))
+            return "fc-test"
+
+        def poll(self, call_id):
+            return None
+
+        def pull(self, job_id, start):
+            return []
+
+        def fetch_adapter(self, remote, dest):
+            raise AssertionError("not finished")
+
+    monkeypatch.setattr(modal_backend, "_BACKEND", Recorder())
+    monkeypatch.setenv(defaults.TRAIN_TARGET_ENV, "modal")
+    ds = wai.push(rows(tag="modal"), name="modal")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(ds, method="rm", config={"gpu": "H100"})
+    assert run.config["target"] == "modal" and not launches
+    payload, gpu = spawned[0]
+    assert gpu == "H100" and payload["spec"]["gpu"] == "H100" and len(payload["rows"]) == 24
+    job = get_client().request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]
+    assert job["call_id"] == "fc-test" and job["status"] == "running" and job["target"] == "modal"
+
+
+def test_wait_times_out(launches):
+    ds = wai.push(rows(tag="wait"), name="wait")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(ds, method="dpo")
+    with pytest.raises(TimeoutError, match="still running"):
+        run.wait(poll=0.01, timeout=0.2)

@@ -1,0 +1,165 @@
+"""The job runner with real worker processes: an SFT run end to end, crashes, kills, and RM's judge.
+
+Workers are real detached processes (``python -m whileai.platform.jobs.worker``)
+on the embedded platform under the session's data root. They train the kit's
+randomly initialised tiny model (``tiny_model_dir``, built in seconds) rather
+than the pre-trained demo base, with tiny steps and held-out sets: these tests
+prove the plumbing; benchmarks/training_sample_learns.py measures learning on
+the demo base.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import whileai.simulations as wai
+from whileai.kit import load_sample
+from whileai.platform.store import Store, store_url
+from whileai.simulations._client import get_client
+from whileai.simulations.training import TrainingRun
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def sample_sets(session_home):
+    """The sample dataset pushed and cut by task; the train side's passes pushed for SFT."""
+    os.environ["WHILEAI_HOME"] = str(session_home)
+    data = wai.push(load_sample(), name="sample")
+    train_side, held = wai.datasets.cut(data, holdout=0.2, seed=0)
+    passes = wai.push([r for r in wai.datasets.load_rows(train_side) if r["passed"]], name="sample-passes")
+    from whileai.kit._base import tiny_model_dir
+
+    return {"all": data, "train": train_side, "holdout": held, "passes": passes, "base": str(tiny_model_dir())}
+
+
+def _job_of(run_id: str) -> dict:
+    return get_client().request("GET", "/jobs", params={"run_id": run_id})["jobs"][0]
+
+
+def _wait_for(predicate, timeout: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _key_count(account_id: str) -> int:
+    from sqlalchemy import func, select
+
+    from whileai.platform.store import ApiKey
+
+    store = Store(store_url())
+    try:
+        return store._tx(lambda s: s.scalar(select(func.count()).select_from(ApiKey).where(ApiKey.account_id == account_id)))
+    finally:
+        store.close()
+
+
+def test_sft_end_to_end_and_the_caller_exiting_does_not_stop_it(sample_sets, session_home):
+    account = get_client().request("GET", "/me")["account_id"]
+    keys_before = _key_count(account)
+    script = textwrap.dedent(f"""
+        import whileai.simulations as wai
+        run = wai.train({sample_sets['passes'].id!r}, method="sft", steps=12, base_model={sample_sets['base']!r},
+                        holdout={sample_sets['holdout'].id!r}, config={{"holdoutRows": 12}})
+        print(run.id, flush=True)
+    """)
+    env = {**os.environ, "WHILEAI_HOME": str(session_home), "PYTHONWARNINGS": "ignore"}
+    caller = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT,
+                            timeout=120)
+    assert caller.returncode == 0, caller.stderr
+    run_id = caller.stdout.strip().splitlines()[-1]
+    run = TrainingRun(get_client().request("GET", f"/runs/{run_id}"), get_client())
+    assert run.wait(poll=2, timeout=240) == "done", run.error
+    assert run.config["holdout"] == sample_sets["holdout"].id
+    adapter = Path(run.adapter)
+    assert (adapter / "adapter_config.json").is_file() and (adapter / "adapter_model.safetensors").is_file()
+    assert (adapter / "tokenizer_config.json").is_file()
+    assert adapter == session_home / "adapters" / run_id
+    training = run.training
+    assert 0.0 <= training["before"] <= 1.0 and 0.0 <= training["after"] <= 1.0
+    assert training["holdout_prompts"] == 12 and training["rows"] > 0 and training["seconds"] > 0
+    assert training["gpu"] is None and "no estimate" in training["cost_basis"]
+    assert run.summary["holdout_before"] == training["before"]
+    record = wai.get_run(run_id)
+    assert record["step"] == 12 and record["total_steps"] == 12
+    assert any("loss" in p["metrics"] for p in record["series"])
+    job = _job_of(run_id)
+    assert job["status"] == "done" and job["heartbeat_at"] is not None
+    assert _key_count(account) == keys_before  # the job's key was revoked when it ended
+    log = Path(job["spec"]["log"]).read_text()
+    assert f"whileai job {job['id']}: done" in log
+
+
+def test_a_crashing_job_fails_its_run_with_the_error_text(sample_sets, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(sample_sets["passes"], method="sft", steps=2, base_model=str(tmp_path))
+    assert run.wait(poll=2, timeout=120) == "failed"
+    assert run.error.startswith("FileNotFoundError: base model")
+    assert "Traceback" in run.error and "is not a model directory" in run.error
+    assert _job_of(run.id)["status"] == "failed"
+
+
+def test_a_killed_worker_is_detected_and_its_run_failed(sample_sets):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(sample_sets["train"], method="dpo", steps=500, base_model=sample_sets["base"],
+                        config={"holdoutRows": 4})
+    _wait_for(lambda: _job_of(run.id)["heartbeat_at"] is not None, 90, "the worker's first heartbeat")
+    os.kill(_job_of(run.id)["pid"], signal.SIGKILL)
+    _wait_for(lambda: run.refresh().status != "running", 30, "the kill to be noticed")
+    assert run.status == "failed"
+    assert "ended without reporting" in run.error and "SIGKILL" in run.error
+    job = _job_of(run.id)
+    assert job["status"] == "failed" and job["error"] == run.error
+
+
+def test_a_stale_heartbeat_fails_a_job_whose_process_cannot_be_checked(sample_sets):
+    from whileai.simulations import defaults
+
+    client = get_client()
+    record = client.request("POST", "/runs", json={"name": "elsewhere", "kind": "hosted"})
+    account = client.request("GET", "/me")["account_id"]
+    store = Store(store_url())
+    try:
+        job = store.create_job(account, run_id=record["id"], kind="sft", target="local", status="running", pid=4242,
+                               spec={"host": "another-host", "launched_at": time.time()},
+                               heartbeat_at=time.time() - defaults.JOB_STALE_S - 1)
+    finally:
+        store.close()
+    run = TrainingRun(record, client).refresh()
+    assert run.status == "failed" and "no heartbeat for" in run.error
+    assert client.request("GET", f"/jobs/{job['id']}")["status"] == "failed"
+
+
+def test_rm_end_to_end_gives_a_judge(sample_sets):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(sample_sets["train"], method="rm", steps=4, base_model=sample_sets["base"], wait=True,
+                        config={"holdoutRows": 24})
+    assert run.status == "done", run.error
+    training = run.training
+    assert training["metric"] == "pair_accuracy" and isinstance(training["threshold"], float)
+    assert (Path(run.adapter) / "adapter_config.json").is_file()
+    config = json.loads((Path(run.adapter) / "adapter_config.json").read_text())
+    assert config["task_type"] == "SEQ_CLS" and "score" in (config.get("modules_to_save") or [])
+    judge = wai.reward_model(run)
+    rows = wai.datasets.load_rows(sample_sets["holdout"])[:6]
+    verdicts = [judge(r) for r in rows]
+    assert all(isinstance(v["reward"], float) and isinstance(v["passed"], bool) for v in verdicts)

@@ -1,0 +1,184 @@
+"""Modal jobs through the one seam, with a fake backend that runs the real job body here.
+
+``FakeModal`` stands in for Modal's cloud (unreachable from this machine): it
+runs ``modal_app.execute`` — the function body the deployed app runs — on a
+thread, with a dict as the progress store and a folder as the Volume. Everything
+on the platform side is real: ``train(target="modal")``, the spawn payload,
+pulling and replaying progress on each read, copying the adapter home, cost.
+GRPO and DPO run a few steps end to end this way.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+
+import whileai.simulations as wai
+from whileai.kit import load_sample
+from whileai.platform.jobs import _common, modal_app, modal_backend
+from whileai.simulations import defaults
+from whileai.simulations._client import get_client
+
+pytestmark = pytest.mark.slow
+
+
+class FakeModal:
+    """A ModalBackend that runs ``execute`` on a thread: a dict for the Dict, a folder for the Volume."""
+
+    def __init__(self, root: Path):
+        self.progress: dict = {}
+        self.volume = root / "volume"
+        self.calls: dict[str, tuple[threading.Thread, dict]] = {}
+        self.spawned: list[tuple[dict, str]] = []
+
+    def spawn(self, payload: dict, gpu: str) -> str:
+        call_id = f"fc-{len(self.calls)}"
+        result: dict = {}
+
+        def body() -> None:
+            try:
+                result.update(modal_app.execute(payload, self.progress, self.volume))
+            except BaseException as exc:  # a call that dies the way a lost container does
+                result.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+
+        thread = threading.Thread(target=body, daemon=True)
+        self.calls[call_id] = (thread, result)
+        self.spawned.append((payload, gpu))
+        thread.start()
+        return call_id
+
+    def poll(self, call_id: str) -> dict | None:
+        thread, result = self.calls[call_id]
+        return None if thread.is_alive() else dict(result)
+
+    def pull(self, job_id: str, start: int) -> list[dict]:
+        count = self.progress.get(modal_app.count_key(job_id), 0)
+        return [self.progress[modal_app.progress_key(job_id, i)] for i in range(start, count)]
+
+    def fetch_adapter(self, remote: str, dest: Path) -> Path:
+        shutil.copytree(remote, dest, dirs_exist_ok=True)
+        return dest
+
+
+@pytest.fixture(scope="module")
+def sets(session_home):
+    rows = load_sample()
+    tasks = sorted({r["task_id"] for r in rows})
+    small = [r for r in rows if r["task_id"] in set(tasks[:60])]
+    data = wai.push(small, name="modal-sample")
+    train_side, held = wai.datasets.cut(data, holdout=0.2, seed=0)
+    from whileai.kit._base import tiny_model_dir
+
+    return {"train": train_side, "holdout": held, "base": str(tiny_model_dir())}
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    backend = FakeModal(tmp_path)
+    monkeypatch.setattr(modal_backend, "_BACKEND", backend)
+    monkeypatch.setattr(_common, "gpu_name", lambda spec: spec.get("gpu"))  # as if on Modal's GPU
+    return backend
+
+
+def _train(sets, method: str, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return wai.train(sets["train"], method=method, target="modal", base_model=sets["base"], **kwargs)
+
+
+def test_grpo_on_modal_through_the_seam(sets, fake, session_home):
+    run = _train(sets, "grpo", steps=2, generations=2, max_completion_length=16,
+                 config={"holdoutRows": 4, "gpu": "A10G", "monitor": False})
+    payload, gpu = fake.spawned[0]
+    assert gpu == "A10G" and payload["spec"]["target"] == "modal" and payload["run"]["id"] == run.id
+    assert len(payload["rows"]) == sets["train"].rows and len(payload["holdout_rows"]) == sets["holdout"].rows
+    assert run.wait(poll=2, timeout=240) == "done", run.error
+    record = wai.get_run(run.id)
+    assert record["step"] == 2 and record["series"], "progress recorded on Modal was pulled and replayed"
+    assert any(k.startswith("rewards/") for p in record["series"] for k in p["metrics"])
+    adapter = Path(run.adapter)
+    assert adapter == session_home / "adapters" / run.id and (adapter / "adapter_config.json").is_file()
+    assert run.summary["adapter_remote"] == f"modal://{defaults.MODAL_VOLUME_NAME}{fake.volume / run.id}"
+    training = run.training
+    assert training["gpu"] == "A10G" and training["target"] == "modal" and training["generations"] == 2
+    assert run.cost_usd is not None and run.cost_basis["gpu"] == "A10G"
+    assert run.cost_usd == round(training["seconds"] / 3600 * defaults.GPU_USD_PER_HOUR["A10G"], 2)
+    job = get_client().request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]
+    assert job["status"] == "done" and job["call_id"] == "fc-0"
+    assert job["spec"]["pulled"] == fake.progress[modal_app.count_key(job["id"])]
+
+
+def test_dpo_on_modal_through_the_seam(sets, fake):
+    run = _train(sets, "dpo", steps=2, config={"holdoutRows": 4, "batchSize": 2})
+    assert run.wait(poll=2, timeout=240) == "done", run.error
+    assert run.training["pairs"] > 0 and run.training["before"] is not None
+    assert run.summary["holdout_after"] == run.training["after"]
+
+
+def test_a_modal_call_that_dies_fails_the_run(sets, fake, monkeypatch):
+    """The container dies before the job can record anything: the call's failure fails the run."""
+
+    def lost(*args, **kwargs):
+        raise MemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(modal_app, "execute", lost)
+    run = _train(sets, "dpo", steps=2)
+    assert run.wait(poll=2, timeout=60) == "failed"
+    assert run.error.startswith("MemoryError: CUDA out of memory")
+
+
+def test_a_crashing_job_on_modal_reports_its_error(sets, fake, monkeypatch):
+    from whileai.platform.jobs import body
+
+    def crash(*args, **kwargs):
+        raise ValueError("the trainer fell over")
+
+    monkeypatch.setattr(body, "run_job", crash)
+    run = _train(sets, "dpo", steps=2)
+    assert run.wait(poll=2, timeout=60) == "failed"
+    assert run.error.startswith("ValueError: the trainer fell over") and "Traceback" in run.error
+
+
+def test_run_job_local_runs_the_deployed_function_body(sets, tmp_path, monkeypatch):
+    """``run_job.local`` with the Dict and Volume swapped for local ones."""
+    progress: dict = {}
+
+    class Volume:
+        commits = 0
+
+        def commit(self):
+            Volume.commits += 1
+
+    monkeypatch.setattr(modal_app, "_progress_dict", lambda: progress)
+    monkeypatch.setattr(modal_app, "_volume", Volume())
+    monkeypatch.setattr(defaults, "MODAL_VOLUME_MOUNT", str(tmp_path / "adapters"))
+    client = get_client()
+    record = client.request("POST", "/runs", json={"name": "local-modal", "kind": "hosted"})
+    spec = {"method": "dpo", "base_model": sets["base"], "learning_rate": 1e-4, "beta": 0.1, "loss_type": "sigmoid",
+            "max_completion_length": 64, "steps": 1, "batchSize": 2, "seed": 0, "target": "modal", "gpu": "A10G"}
+    payload = {"job_id": "job_local", "spec": spec, "rows": wai.datasets.load_rows(sets["train"]),
+               "holdout_rows": None, "run": record}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = modal_app.run_job.local(payload)
+    assert result["status"] == "done", result["error"]
+    assert Path(result["adapter"], "adapter_config.json").is_file() and Volume.commits == 1
+    assert result["training"]["holdout_note"].startswith("no held-out set")
+    count = progress[modal_app.count_key("job_local")]
+    entries = [progress[modal_app.progress_key("job_local", i)] for i in range(count)]
+    assert entries[-1]["method"] == "PATCH" and entries[-1]["json"]["status"] == "done"
+    assert any(e["path"].endswith("/points") for e in entries)
+    # replayed onto the platform's run, the recorded requests finish it
+    from whileai.platform.store import Store, store_url
+
+    store = Store(store_url())
+    try:
+        account = client.request("GET", "/me")["account_id"]
+        modal_backend.replay(store, account, record["id"], entries)
+        assert store.get_run(account, record["id"], series=False)["status"] == "done"
+    finally:
+        store.close()
