@@ -509,7 +509,7 @@ def test_spool_then_deliver_exactly_once(fake):
     other.note(k=1)
     fake.fail_next = ["refused"]
     other.finish()
-    assert other._tracker.spool() == 3
+    assert other._tracker.spool() == (3, 1)
     records = _spooled_records()
     assert [r["kind"] for r in records] == ["points", "patch"]
     assert records[1]["body"]["status"] == "done" and records[1]["body"]["summary"] == {"k": 1}

@@ -49,8 +49,11 @@ def server(home, monkeypatch):
     monkeypatch.setenv("WHILEAI_BASE_URL", handle.base_url)
     monkeypatch.setenv("WHILEAI_API_KEY", key)
     state = {"handle": handle, "account": account_id, "key": key, "port": handle.port}
+    before = set(_tracking._FLUSHER.trackers)
     yield state
     state["handle"].stop()
+    with _tracking._FLUSHER.lock:  # runs on this stopped server are of no use to the rest of the session
+        _tracking._FLUSHER.trackers &= before
 
 
 def _count(run_id: str, account: str) -> int:
@@ -276,6 +279,39 @@ def test_two_processes_logging_to_one_embedded_store_lose_no_point(home):
     store.close()
     runs = list_runs(status="done")
     assert sorted(r["name"] for r in runs) == ["writer-0", "writer-1"]
+
+
+_UNFINISHED = textwrap.dedent(
+    """
+    import sys
+    import whileai.simulations as wai
+
+    run = wai.training_run(name=sys.argv[1])
+    print(run.id, flush=True)
+    for step in range(50):
+        run.log(step=step, loss=1.0)
+    if sys.argv[1] == "crash":
+        raise RuntimeError("the loss went to the moon")
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_run_the_process_never_finishes_is_not_left_running(home):
+    children = {
+        name: subprocess.Popen([sys.executable, "-c", _UNFINISHED, name], env=_env(home), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        for name in ("forgot", "crash")
+    }
+    ids = {}
+    for name, child in children.items():
+        out, err = child.communicate(timeout=120)
+        ids[name] = out.strip()
+        assert child.returncode == (1 if name == "crash" else 0), err
+    forgot, crash = get_run(ids["forgot"]), get_run(ids["crash"])
+    assert len(forgot["series"]) == 50 and len(crash["series"]) == 50  # the points logged before exit landed
+    assert forgot["status"] == "stopped" and "finish()" in forgot["error"]
+    assert crash["status"] == "failed" and crash["error"] == "RuntimeError: the loss went to the moon"
 
 
 # --------------------------------------------------------------------------- records, pages, printing

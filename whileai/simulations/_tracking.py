@@ -16,6 +16,7 @@ import argparse
 import atexit
 import json
 import math
+import operator
 import os
 import random
 import threading
@@ -77,6 +78,7 @@ def jsonable(value: Any, where: str = "value") -> Any:
 
 
 _time = time.time
+_STEP = operator.itemgetter("step")
 _INT_EXACT = 2**53  # ints beyond this have no exact float; the slow path converts or skips them
 
 
@@ -86,8 +88,9 @@ class Tracker:
     def __init__(self, client: Any, run_id: str):
         self.client = client
         self.run_id = run_id
-        self.buffer: deque[tuple[int, dict[str, float], float]] = deque()  # logged, not yet in a batch
-        self.batches: deque[tuple[str, list[tuple[int, dict[str, float], float]]]] = deque()  # sent or not, unacknowledged
+        # points are {"step", "metrics", "ts"}, the wire shape, so a send encodes them as they are
+        self.buffer: deque[dict[str, Any]] = deque()  # logged, not yet in a batch
+        self.batches: deque[tuple[str, list[dict[str, Any]]]] = deque()  # sent or not, unacknowledged
         self.errors = 0
         self.skipped = 0
         self.last_error: str | None = None
@@ -95,6 +98,7 @@ class Tracker:
         self.total_steps: int | None = None
         self.finished = False
         self.registered = False
+        self.owned = False  # made by training_run in this process: ended at exit if never finished
         self._next_step = 0
         self._warned: set[str] = set()
         self._send_lock = threading.Lock()  # one sender at a time (network I/O happens under it)
@@ -135,7 +139,7 @@ class Tracker:
             step = self._fix_step(step)
         self._next_step = step + 1
         if clean:
-            self.buffer.append((step, clean, _time()))
+            self.buffer.append({"step": step, "metrics": clean, "ts": _time()})
             if self.step is None or step > self.step:
                 self.step = step
             if not self.registered:
@@ -200,6 +204,26 @@ class Tracker:
 
     # -- state ---------------------------------------------------------------
 
+    def own(self) -> None:
+        """Mark the run as this process's to end: at exit, if never finished, it is marked stopped
+        (or failed, when an uncaught exception ended the process) rather than left running."""
+        self.owned = True
+        _FLUSHER.add(self)
+        _watch_uncaught()
+
+    def end_at_exit(self) -> None:
+        if not self.owned or self.finished or self._gone:
+            return
+        exc = _UNCAUGHT[0]
+        if exc is None:
+            status, error = "stopped", "the process exited before run.finish() was called (use `with run:` to end it)"
+        elif isinstance(exc, KeyboardInterrupt):
+            status, error = "stopped", "interrupted (KeyboardInterrupt)"
+        else:
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+        self.update(fields={"status": status, "error": error})
+        self.finished = True
+
     def pending_points(self) -> int:
         return len(self.buffer) + sum(len(points) for _, points in list(self.batches))
 
@@ -229,10 +253,9 @@ class Tracker:
 
     def _cut(self) -> None:
         size = max(1, int(defaults.FLUSH_BATCH_POINTS))
-        while self.buffer:
-            points = []
-            while self.buffer and len(points) < size:
-                points.append(self.buffer.popleft())
+        buffer, pop = self.buffer, self.buffer.popleft
+        while buffer:
+            points = [pop() for _ in range(min(size, len(buffer)))]  # only this thread takes from the left
             self.batches.append((uuid.uuid4().hex, points))
 
     def _flush_locked(self, timeout: float) -> bool:
@@ -243,7 +266,7 @@ class Tracker:
         path = f"/runs/{self.run_id}/points"
         while self.batches:
             batch_id, points = self.batches[0]
-            body = {"batch_id": batch_id, "points": [{"step": s, "metrics": m, "ts": t} for s, m, t in points]}
+            body = {"batch_id": batch_id, "points": points}
             try:
                 self.client.request("POST", path, json=body, timeout=timeout)
             except NotFoundError as exc:
@@ -260,7 +283,7 @@ class Tracker:
                 return False
             self.batches.popleft()
             self._succeeded()
-            top = max(point[0] for point in points)
+            top = max(map(_STEP, points))
             if top > self._points_top:
                 self._points_top = top
         return self._send_patch_locked(timeout)
@@ -281,7 +304,7 @@ class Tracker:
             return
         self.errors += 1
         self.last_error = str(exc)
-        self._skip(f"point at step {points[0][0]}", f"refused by the platform: {exc}")
+        self._skip(f"point at step {points[0]['step']}", f"refused by the platform: {exc}")
 
     def _patch_body(self) -> tuple[dict[str, Any], int]:
         with self._state:
@@ -373,7 +396,7 @@ class Tracker:
 
     # -- the spool ------------------------------------------------------------
 
-    def _records(self, batches: list[tuple[str, list[tuple[int, dict[str, float], float]]]]) -> list[dict[str, Any]]:
+    def _records(self, batches: list[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
         target = self.client.target
         return [
             {
@@ -381,7 +404,7 @@ class Tracker:
                 "run_id": self.run_id,
                 "kind": "points",
                 "batch_id": batch_id,
-                "points": [{"step": s, "metrics": m, "ts": t} for s, m, t in points],
+                "points": points,
             }
             for batch_id, points in batches
         ]
@@ -395,22 +418,22 @@ class Tracker:
         if moved:
             _spool.write(self._records(moved))
 
-    def spool(self) -> int:
-        """Write everything unsent (points, then record changes) to the spool; returns points written."""
+    def spool(self) -> tuple[int, int]:
+        """Write everything unsent (points, then record changes) to the spool: (points, run updates)."""
         self._cut()
         records = self._records(list(self.batches))
         body, _version = self._patch_body()
         if body:
             records.append({"target": self.client.target, "run_id": self.run_id, "kind": "patch", "body": body})
         if not records:
-            return 0
+            return 0, 0
         _spool.write(records)
         points = self.pending_points()
         self.batches.clear()
         with self._state:
             self._patch.clear()
         self._sent_step, self._sent_total = self._bar_step, self.total_steps
-        return points
+        return points, 1 if body else 0
 
 
 # ---------------------------------------------------------------------------
@@ -480,9 +503,13 @@ def _at_exit() -> None:
     """Last send for each run with unsent data, then spool whatever is left."""
     _FLUSHER.stopping = True
     _FLUSHER.wake.set()
-    spooled = 0
+    spooled = [0, 0]
     runs = set()
     for tracker in list(_FLUSHER.trackers):
+        try:
+            tracker.end_at_exit()
+        except Exception:  # pragma: no cover - never let one run keep the others' points from the disk
+            pass
         if not tracker.has_pending():
             continue
         got = tracker._send_lock.acquire(timeout=defaults.EXIT_FLUSH_TIMEOUT_S)
@@ -491,8 +518,9 @@ def _at_exit() -> None:
                 tracker._flush_locked(defaults.EXIT_FLUSH_TIMEOUT_S)
             # without the lock the in-flight batch is still listed: spooling it too is safe (same batch_id)
             if tracker.has_pending():
-                written = tracker.spool()
-                spooled += written
+                points, updates = tracker.spool()
+                spooled[0] += points
+                spooled[1] += updates
                 runs.add(tracker.run_id)
         except Exception as exc:  # pragma: no cover - last resort; say so rather than die silently
             print(f"whileai: could not keep the unsent points of {tracker.run_id}: {exc}", file=_stderr())
@@ -501,10 +529,31 @@ def _at_exit() -> None:
                 tracker._send_lock.release()
     if runs:
         print(
-            f"whileai: the platform did not take {spooled} points / run updates of {', '.join(sorted(runs))}; "
+            f"whileai: the platform did not take {spooled[0]} points and {spooled[1]} run updates of "
+            f"{', '.join(sorted(runs))}; "
             f"they are kept in {_spool.spool_dir()} and will be sent by the next run or by `python -m whileai sync`",
             file=_stderr(),
         )
+
+
+_UNCAUGHT: list[BaseException | None] = [None]  # the exception that is ending the process, if any
+_HOOKED = [False]
+
+
+def _watch_uncaught() -> None:
+    """Chain sys.excepthook once, so the exit hook can tell a crash from a script that forgot finish()."""
+    import sys
+
+    if _HOOKED[0]:
+        return
+    _HOOKED[0] = True
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        _UNCAUGHT[0] = exc
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = hook
 
 
 def _stderr():

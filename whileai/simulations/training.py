@@ -21,6 +21,7 @@ from . import defaults
 from ._client import Client, get_client
 from ._paths import data_root
 from ._tracking import FINAL_STATUSES, Tracker, jsonable, to_float
+from .errors import PlatformError
 
 __all__ = [
     "TrainingRun",
@@ -288,7 +289,11 @@ class TrainingRun:
         every = max(every, defaults.TRAINING_POLL_MIN_S)
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while True:
-            self.refresh()
+            try:
+                self.refresh()
+            except PlatformError as exc:  # a platform restarting mid-wait is read again at the next poll
+                if exc.status != 0 and exc.status < 500:
+                    raise
             if self.status in FINAL_STATUSES:
                 return self.status
             now = time.monotonic()
@@ -354,6 +359,8 @@ def training_run(
     ``dataset`` is the ``ds_...`` set trained on and ``after_dataset`` the
     post-training rollouts, when there are some (ids or the handles ``push``
     returns). ``config`` is anything JSON-shaped, shown on the page as given.
+    A run the process never finishes is marked stopped when the process exits
+    (failed, with the exception, when an uncaught exception ended it).
 
         with wai.training_run(dataset="ds_...", config={"lr": 2e-4}) as run:
             for step in range(100):
@@ -368,7 +375,9 @@ def training_run(
         body["config"] = jsonable(config, "config")
     body = {k: v for k, v in body.items() if v is not None}
     client = get_client(api_key=api_key)
-    return TrainingRun(client.request("POST", "/runs", json=body), client)
+    run = TrainingRun(client.request("POST", "/runs", json=body), client)
+    run._tracker.own()
+    return run
 
 
 def get_run(run_id: Any, api_key: str | None = None) -> dict[str, Any]:
