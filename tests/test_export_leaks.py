@@ -58,7 +58,7 @@ def test_a_short_privileged_value_is_never_counted():
 
 def test_a_long_single_token_secret_is_caught():
     key = "sk-live-4f9a8b7c6d5e3f2a"
-    (leak,) = find_leaks({"api_key": key}, convo(f"Use the key SK-LIVE-4f9a8b7c6d5e3f2a to call it."))
+    (leak,) = find_leaks({"api_key": key}, convo("Use the key SK-LIVE-4f9a8b7c6d5e3f2a to call it."))
     assert leak["key"] == "api_key"
 
 

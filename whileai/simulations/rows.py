@@ -82,8 +82,8 @@ class Message(BaseModel):
     tool_calls: list[ToolCall] | None = Field(None, description="assistant turns only")
     tool_call_id: str | None = Field(None, description="tool turns: the call this output answers")
     name: str | None = None
-    weight: Literal[0, 1] | None = Field(
-        None, description="assistant turns: 0 keeps the turn out of the loss (OpenAI fine-tuning's field)"
+    weight: int | None = Field(
+        None, ge=0, le=1, description="assistant turns: 0 keeps the turn out of the loss (OpenAI fine-tuning's field)"
     )
 
     @model_validator(mode="after")
