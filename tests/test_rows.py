@@ -265,3 +265,14 @@ def test_non_utf8_line_is_named(tmp_path):
 def test_missing_file_says_what_to_pass(tmp_path):
     with pytest.raises(FileNotFoundError, match="JSONL file"):
         R.SimulationData.load(tmp_path / "nope.jsonl")
+
+
+def test_the_docs_example_runs(tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "rows.md").read_text()
+    (code,) = [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/rows.md", "exec"), {})
+    assert capsys.readouterr().out.split() == ["1", "dict", "ran"]
+    assert "hidden forecast" not in (tmp_path / "weather.jsonl").read_text()
