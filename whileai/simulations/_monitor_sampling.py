@@ -23,10 +23,12 @@ __all__ = [
     "prompt_key",
     "gold_row",
     "trl_completion",
+    "trl_completions",
     "generate",
     "has_adapter",
     "sequence_kl",
     "tokenize_completions",
+    "prompt_ids_of",
 ]
 
 #: Keyword names the trainer passes a reward function itself; never dataset columns.
@@ -111,8 +113,38 @@ def gold_row(prompt: Any, text: str, columns: Mapping[str, Any], tools: Any = No
 
 
 def trl_completion(prompt: Any, text: str) -> Any:
-    """The completion in the shape TRL hands a reward function for this prompt."""
+    """The completion in the shape TRL hands a reward function for this prompt (no response parser)."""
     return text if isinstance(prompt, str) else [{"role": "assistant", "content": text}]
+
+
+def trl_completions(held: Sequence[HeldOut], texts: list[list[str]], prompt_ids: list[list[int]] | None,
+                    completion_ids: list[list[list[int]]] | None, tokenizer: Any) -> list[Any]:
+    """Every completion, flattened, in the shape TRL's GRPO hands a reward function.
+
+    A string prompt gets the text; a conversation gets one assistant message,
+    parsed into content and tool calls with TRL's ``parse_response`` when the
+    tokenizer carries a response parser (what GRPO itself does), else the
+    decoded text as content.
+    """
+    parser = None
+    if tokenizer is not None and prompt_ids is not None and completion_ids is not None and (
+            getattr(tokenizer, "response_template", None) is not None
+            or getattr(tokenizer, "response_schema", None) is not None):
+        try:
+            from trl.chat_template_utils import parse_response as parser
+        except ImportError:  # pragma: no cover - an older TRL
+            parser = None
+    out: list[Any] = []
+    for p, (h, ts) in enumerate(zip(held, texts)):
+        for j, text in enumerate(ts):
+            if parser is not None and not isinstance(h.prompt, str):
+                try:
+                    out.append([parser(tokenizer, completion_ids[p][j], prefix=prompt_ids[p], tools=h.tools)])
+                    continue
+                except Exception:  # TRL falls back to the plain text too
+                    pass
+            out.append(trl_completion(h.prompt, text))
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -120,7 +152,7 @@ def trl_completion(prompt: Any, text: str) -> Any:
 # ---------------------------------------------------------------------------
 
 
-def _prompt_ids(tokenizer: Any, prompt: Any, tools: Any) -> list[int]:
+def prompt_ids_of(tokenizer: Any, prompt: Any, tools: Any) -> list[int]:
     if isinstance(prompt, str):
         return list(tokenizer(prompt)["input_ids"])
     kwargs = {"tools": tools} if tools else {}
@@ -163,7 +195,7 @@ def generate(model: Any, tokenizer: Any, held: Sequence[HeldOut], *, n: int, max
     """
     import torch
 
-    prompt_ids = [_prompt_ids(tokenizer, h.prompt, h.tools) for h in held]
+    prompt_ids = [prompt_ids_of(tokenizer, h.prompt, h.tools) for h in held]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (_eos_ids(model, tokenizer) or [0])[0]
     eos = set(_eos_ids(model, tokenizer))
     device = _device(model)

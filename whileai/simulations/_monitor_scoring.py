@@ -181,10 +181,12 @@ def _number(value: Any) -> float:
 
 
 def call_proxy(proxy: Callable[..., Any], held: Sequence[sampling_.HeldOut], texts: list[list[str]],
-               completion_ids: list[list[list[int]]] | None, state: Any) -> np.ndarray:
-    """The proxy's rewards for every held-out completion, called the way TRL calls a reward function."""
+               completions: list[Any], completion_ids: list[list[list[int]]] | None, state: Any) -> np.ndarray:
+    """The proxy's rewards for every held-out completion, called the way TRL calls a reward function.
+
+    ``completions`` are the flattened completions in TRL's shape (``trl_completions``).
+    """
     prompts = [h.prompt for h, ts in zip(held, texts) for _ in ts]
-    completions = [sampling_.trl_completion(h.prompt, t) for h, ts in zip(held, texts) for t in ts]
     names = sorted({key for h in held for key in h.columns})
     kwargs: dict[str, Any] = {key: [h.columns.get(key) for h, ts in zip(held, texts) for _ in ts] for key in names}
     kwargs.update(prompts=prompts, completions=completions, trainer_state=state, log_extra=_noop, log_metric=_noop)

@@ -363,8 +363,9 @@ def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.ra
         rp = rc[perm].astype(np.float32)
         zp = (rp @ xs[:, testable]).astype(float) / sd[testable][None, :]
         null_max = zp.max(axis=1)
-    z_t = np.where(testable, z, -np.inf)
-    exceed = (null_max[None, :] >= z_t[:, None]).mean(axis=1) if n_perm > 0 else np.ones(len(z_t))
-    p = np.maximum(exceed, _gumbel_tail(null_max, z_t))
-    p = np.where(testable, np.minimum(p, 1.0), 1.0)
+    p = np.ones(len(z))
+    if testable.any() and n_perm > 0:
+        z_t = z[testable]
+        exceed = (null_max[None, :] >= z_t[:, None]).mean(axis=1)
+        p[testable] = np.minimum(1.0, np.maximum(exceed, _gumbel_tail(null_max, z_t)))
     return {"z": z, "payment": payment, "p": p, "count": xs.sum(axis=0), "null_max": null_max}

@@ -38,7 +38,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from transformers import TrainerCallback
 
 from . import _monitor_checks as checks
 from . import _monitor_features as feats
@@ -58,7 +57,7 @@ def _mean(values: np.ndarray) -> float:
     return float(values[ok].mean()) if ok.any() else float("nan")
 
 
-class HackMonitor(TrainerCallback):
+class _HackMonitor:
     """Watch a TRL run for reward hacking: proxy against gold on held-out prompts, with calibrated alarms.
 
     ``holdout`` is a list of prompts (strings or message lists) or rows
@@ -235,7 +234,12 @@ class HackMonitor(TrainerCallback):
         t_sampled = time.perf_counter()
 
         flat_text = [t for ts in texts for t in ts]
-        proxy_scores = call_proxy(proxy, self._held, texts, completion_ids, self._state)
+        if completion_ids is None and tokenizer is not None and self._length_unit != "words":
+            completion_ids = sampling_.tokenize_completions(tokenizer, texts)
+        if prompt_ids is None and tokenizer is not None:
+            prompt_ids = [sampling_.prompt_ids_of(tokenizer, h.prompt, h.tools) for h in self._held]
+        shaped = sampling_.trl_completions(self._held, texts, prompt_ids, completion_ids, tokenizer)
+        proxy_scores = call_proxy(proxy, self._held, texts, shaped, completion_ids, self._state)
         gold_scores = np.full(n * k, np.nan)
         if self.gold is not None:
             rows = [sampling_.gold_row(h.prompt, t, h.columns, h.tools) for h, ts in zip(self._held, texts) for t in ts]
@@ -246,8 +250,6 @@ class HackMonitor(TrainerCallback):
         items = self._score_buffer()
         t_scored = time.perf_counter()
 
-        if completion_ids is None and tokenizer is not None and self._length_unit != "words":
-            completion_ids = sampling_.tokenize_completions(tokenizer, texts)
         if self._length_unit is None:
             self._length_unit = "tokens" if completion_ids is not None else "words"
         if self._length_unit == "tokens" and completion_ids is not None:
@@ -353,7 +355,7 @@ class HackMonitor(TrainerCallback):
             return None
         try:
             if prompt_ids is None:
-                prompt_ids = [sampling_._prompt_ids(tokenizer, h.prompt, h.tools) for h in self._held]
+                prompt_ids = [sampling_.prompt_ids_of(tokenizer, h.prompt, h.tools) for h in self._held]
             if completion_ids is None:
                 completion_ids = sampling_.tokenize_completions(tokenizer, texts)
             kl = sampling_.sequence_kl(model, self._reference, tokenizer, prompt_ids, completion_ids,
@@ -508,3 +510,21 @@ class HackMonitor(TrainerCallback):
             self._errors["evaluate"].append(message)
             warnings.warn(f"HackMonitor could not evaluate: {message}; training goes on", stacklevel=3)
 
+
+def _define_hack_monitor() -> type:
+    """HackMonitor proper: the monitor with transformers' TrainerCallback as a base.
+
+    Built on first use so importing this module does not import transformers.
+    """
+    from transformers import TrainerCallback
+
+    cls = type("HackMonitor", (_HackMonitor, TrainerCallback),
+               {"__doc__": _HackMonitor.__doc__, "__module__": __name__, "__qualname__": "HackMonitor"})
+    return cls
+
+
+def __getattr__(name: str) -> Any:
+    if name == "HackMonitor":
+        value = globals()["HackMonitor"] = _define_hack_monitor()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
