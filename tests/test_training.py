@@ -353,11 +353,16 @@ def test_embedded_run_url_is_the_servers_address_and_says_how_to_see_it(home, mo
 
 @pytest.fixture(scope="module")
 def tiny():
+    import torch
+
     from whileai.kit import build_tokenizer, tiny_model
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a model this small gains nothing from a second thread on a shared machine
     tokenizer = build_tokenizer()
     model_kwargs = dict(hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=2, num_key_value_heads=2)
-    return tokenizer, lambda: tiny_model(tokenizer, seed=0, **model_kwargs)
+    yield tokenizer, lambda: tiny_model(tokenizer, seed=0, **model_kwargs)
+    torch.set_num_threads(threads)
 
 
 def _texts(n: int = 24) -> list[str]:

@@ -255,8 +255,15 @@ class Tracker:
         size = max(1, int(defaults.FLUSH_BATCH_POINTS))
         buffer, pop = self.buffer, self.buffer.popleft
         while buffer:
-            points = [pop() for _ in range(min(size, len(buffer)))]  # only this thread takes from the left
-            self.batches.append((uuid.uuid4().hex, points))
+            points: list[dict[str, Any]] = []
+            take = points.append
+            try:
+                for _ in range(size):
+                    take(pop())
+            except IndexError:  # emptied (at exit another thread may be cutting too): keep what we took
+                pass
+            if points:
+                self.batches.append((uuid.uuid4().hex, points))
 
     def _flush_locked(self, timeout: float) -> bool:
         if self._gone:
