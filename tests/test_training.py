@@ -10,7 +10,6 @@ real transformers Trainer and a real TRL SFTTrainer with the kit's tiny model.
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import subprocess
 import sys

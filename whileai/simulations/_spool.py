@@ -15,10 +15,12 @@ Batches keep the id they were first sent with, so a batch that did land
 before its reply was lost is not stored twice when the spool resends it.
 ``target`` names where the data belongs without the key itself (``key_id`` is a
 hash prefix), so delivery only ever uses the key that logged it.
+:func:`sync_main` is ``python -m whileai sync``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import secrets
@@ -32,7 +34,7 @@ from . import defaults
 from ._paths import data_root
 from .errors import NotFoundError, PlatformError
 
-__all__ = ["spool_dir", "write", "deliver", "pending_files"]
+__all__ = ["spool_dir", "write", "deliver", "pending_files", "sync_main"]
 
 _LOCK = threading.RLock()  # one writer/deliverer per process; other processes are kept apart by file names
 _TOKEN = secrets.token_hex(4)
@@ -288,3 +290,73 @@ def _replace(path: Path, keep: list[dict[str, Any]]) -> None:
         os.fsync(handle.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+
+
+# ---------------------------------------------------------------------------
+# python -m whileai sync
+# ---------------------------------------------------------------------------
+
+
+def _client_for(api_key: str | None, base_url: str | None):
+    from . import _client
+    from ._paths import data_root
+
+    cache: dict[str, Any] = {}
+
+    def client_for(target: dict[str, Any]) -> Any:
+        key = json.dumps(target, sort_keys=True)
+        if key in cache:
+            return cache[key]
+        found = None
+        try:
+            if target.get("embedded"):
+                for candidate in (None, api_key):
+                    client = _client.embedded_client(candidate)
+                    if client.target["key_id"] == target.get("key_id"):
+                        found = client
+                        break
+            else:
+                chain_key, chain_url = _client._resolve(api_key, base_url, data_root())
+                want = str(target.get("base_url") or "").rstrip("/")
+                if chain_url and chain_key and chain_url.rstrip("/") == want:
+                    client = _client.get_client(chain_key, chain_url)
+                    if client.target["key_id"] == target.get("key_id"):
+                        found = client
+        except PlatformError:
+            found = None
+        cache[key] = found
+        return found
+
+    return client_for
+
+
+def sync_main(argv: list[str] | None = None) -> int:
+    """``python -m whileai sync``: deliver points spooled while the platform was unreachable."""
+    parser = argparse.ArgumentParser(
+        prog="python -m whileai sync",
+        description="Send the points and run updates kept in <data root>/spool to the platform they were logged to.",
+    )
+    parser.add_argument("--api-key", help="key for a platform server (default: the usual credential chain)")
+    parser.add_argument("--base-url", help="platform server address (default: the usual credential chain)")
+    args = parser.parse_args(argv)
+    directory = spool_dir()
+    files = pending_files(include_live=False)
+    live = len(pending_files(include_live=True)) - len(files)
+    if not files:
+        note = f" ({live} files belong to running processes, which send them themselves)" if live else ""
+        print(f"nothing to sync: no spooled points in {directory}{note}")
+        return 0
+    report = deliver(_client_for(args.api_key, args.base_url))
+    print(
+        f"delivered {report['points']} points and {report['updates']} run updates "
+        f"from {report['files']} spool files in {directory}"
+    )
+    if report["dropped"]:
+        print(f"dropped {report['dropped']} records whose run is no longer on the platform (deleted)")
+    if report["unreadable"]:
+        print(f"skipped {report['unreadable']} unreadable lines (cut short by a crash while writing)")
+    if report["left"]:
+        print(f"{report['left']} records are still spooled: " + "; ".join(report["reasons"]))
+        print("fix that (start the platform, or set WHILEAI_BASE_URL / WHILEAI_API_KEY) and run sync again")
+        return 1
+    return 0

@@ -12,7 +12,6 @@ still unsent goes to the spool (:mod:`._spool`), which a later flush or
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import json
 import math
@@ -27,6 +26,7 @@ from collections import deque
 from typing import Any
 
 from . import _spool, defaults
+from ._spool import sync_main  # python -m whileai sync (wired in whileai/__main__.py)
 from .errors import NotFoundError, PlatformError
 
 __all__ = ["Tracker", "FINAL_STATUSES", "to_float", "jsonable", "sync_main", "flush_all"]
@@ -587,73 +587,3 @@ def _maybe_deliver_spool(client: Any) -> None:
         _spool.deliver(lambda t: client if t == target else None, only_target=target)
     except Exception:  # delivering old data must never disturb the current run
         pass
-
-
-# ---------------------------------------------------------------------------
-# python -m whileai sync
-# ---------------------------------------------------------------------------
-
-
-def _client_for(api_key: str | None, base_url: str | None):
-    from . import _client
-    from ._paths import data_root
-
-    cache: dict[str, Any] = {}
-
-    def client_for(target: dict[str, Any]) -> Any:
-        key = json.dumps(target, sort_keys=True)
-        if key in cache:
-            return cache[key]
-        found = None
-        try:
-            if target.get("embedded"):
-                for candidate in (None, api_key):
-                    client = _client.embedded_client(candidate)
-                    if client.target["key_id"] == target.get("key_id"):
-                        found = client
-                        break
-            else:
-                chain_key, chain_url = _client._resolve(api_key, base_url, data_root())
-                want = str(target.get("base_url") or "").rstrip("/")
-                if chain_url and chain_key and chain_url.rstrip("/") == want:
-                    client = _client.get_client(chain_key, chain_url)
-                    if client.target["key_id"] == target.get("key_id"):
-                        found = client
-        except PlatformError:
-            found = None
-        cache[key] = found
-        return found
-
-    return client_for
-
-
-def sync_main(argv: list[str] | None = None) -> int:
-    """``python -m whileai sync``: deliver points spooled while the platform was unreachable."""
-    parser = argparse.ArgumentParser(
-        prog="python -m whileai sync",
-        description="Send the points and run updates kept in <data root>/spool to the platform they were logged to.",
-    )
-    parser.add_argument("--api-key", help="key for a platform server (default: the usual credential chain)")
-    parser.add_argument("--base-url", help="platform server address (default: the usual credential chain)")
-    args = parser.parse_args(argv)
-    directory = _spool.spool_dir()
-    files = _spool.pending_files(include_live=False)
-    live = len(_spool.pending_files(include_live=True)) - len(files)
-    if not files:
-        note = f" ({live} files belong to running processes, which send them themselves)" if live else ""
-        print(f"nothing to sync: no spooled points in {directory}{note}")
-        return 0
-    report = _spool.deliver(_client_for(args.api_key, args.base_url))
-    print(
-        f"delivered {report['points']} points and {report['updates']} run updates "
-        f"from {report['files']} spool files in {directory}"
-    )
-    if report["dropped"]:
-        print(f"dropped {report['dropped']} records whose run is no longer on the platform (deleted)")
-    if report["unreadable"]:
-        print(f"skipped {report['unreadable']} unreadable lines (cut short by a crash while writing)")
-    if report["left"]:
-        print(f"{report['left']} records are still spooled: " + "; ".join(report["reasons"]))
-        print("fix that (start the platform, or set WHILEAI_BASE_URL / WHILEAI_API_KEY) and run sync again")
-        return 1
-    return 0
