@@ -280,7 +280,7 @@ class Tracker:
                 self._lost(exc)
                 return False
             except PlatformError as exc:
-                if exc.status in (400, 413, 422):  # refused and not stored: find what the platform will take
+                if exc.status in (413, 422):  # refused and not stored: find what the platform will take
                     self._split_refused(exc)
                     continue
                 self._failed(exc)
