@@ -91,8 +91,9 @@ def _train(sets, method: str, **kwargs):
 
 
 def test_grpo_on_modal_through_the_seam(sets, fake, session_home):
+    monitor = {"every": 1, "k": 2, "n_prompts": 2, "max_new_tokens": 8}  # HackMonitor on, kept tiny
     run = _train(sets, "grpo", steps=2, generations=2, max_completion_length=16,
-                 config={"holdoutRows": 4, "gpu": "A10G", "monitor": False})
+                 config={"holdoutRows": 4, "gpu": "A10G", "monitor": monitor})
     payload, gpu = fake.spawned[0]
     assert gpu == "A10G" and payload["spec"]["target"] == "modal" and payload["run"]["id"] == run.id
     assert len(payload["rows"]) == sets["train"].rows and len(payload["holdout_rows"]) == sets["holdout"].rows
@@ -105,6 +106,8 @@ def test_grpo_on_modal_through_the_seam(sets, fake, session_home):
     assert run.summary["adapter_remote"] == f"modal://{defaults.MODAL_VOLUME_NAME}{fake.volume / run.id}"
     training = run.training
     assert training["gpu"] == "A10G" and training["target"] == "modal" and training["generations"] == 2
+    assert training["monitor"].startswith("on without a gold judge") and "monitor" in run.summary
+    assert any(k.startswith("monitor/") for p in record["series"] for k in p["metrics"])
     assert run.cost_usd is not None and run.cost_basis["gpu"] == "A10G"
     assert run.cost_usd == round(training["seconds"] / 3600 * defaults.GPU_USD_PER_HOUR["A10G"], 2)
     job = get_client().request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -84,16 +83,17 @@ def check_knob(name: str, value: Any, method: str, table: Mapping[str, Mapping[s
     return None
 
 
+#: the kit demo base's proven LoRA SFT recipe (benchmarks/kit_lora_sft.py), by knob
+_KIT_SFT = {"learning_rate": "KIT_SFT_LR", "steps": "KIT_SFT_STEPS", "batchSize": "KIT_SFT_BATCH",
+            "loraRank": "KIT_SFT_LORA_R", "loraAlpha": "KIT_SFT_LORA_ALPHA"}
+
+
 def _method_default(name: str, method: str, table: Mapping[str, Mapping[str, Any]], base: str) -> Any:
-    """Our default for a knob; the kit's demo base has its own proven SFT settings (KIT_SFT_*)."""
-    if base == defaults.KIT_BASE_NAME:
-        kit = {"learning_rate": "KIT_SFT_LEARNING_RATE", "epochs": "KIT_SFT_EPOCHS", "loraRank": "KIT_SFT_LORA_R",
-               "loraAlpha": "KIT_SFT_LORA_ALPHA", "batchSize": "KIT_SFT_BATCH_SIZE"}
-        if method == "sft" and name in kit and getattr(defaults, kit[name], None) is not None:
-            return getattr(defaults, kit[name])
-        kit_any = {"loraRank": "KIT_SFT_LORA_R", "loraAlpha": "KIT_SFT_LORA_ALPHA"}
-        if name in kit_any and getattr(defaults, kit_any[name], None) is not None:
-            return getattr(defaults, kit_any[name])
+    """Our default for a knob; on the kit's demo base, SFT takes the kit's measured recipe (KIT_SFT_*)."""
+    if base == defaults.KIT_BASE_NAME and method == "sft" and name in _KIT_SFT:
+        value = getattr(defaults, _KIT_SFT[name], None)
+        if value is not None:
+            return value
     return table[name][method]["default"]
 
 
@@ -123,6 +123,10 @@ def resolve_config(method: str, knobs: Mapping[str, Any], config: Mapping[str, A
             resolved[name] = value
         elif method in defaults.TRAINING_KNOBS[name]:
             resolved[name] = _method_default(name, method, defaults.TRAINING_KNOBS, base)
+    if method == "sft" and knobs.get("steps") is None and knobs.get("epochs") is not None:
+        resolved["steps"] = None  # the epochs given decide the length, not the kit recipe's steps
+    elif method == "sft" and resolved.get("steps") is not None and knobs.get("epochs") is None:
+        resolved["epochs"] = None  # a step count decides the length; epochs would not be read
     if method == "grpo" and knobs.get("generations") is None and repeats:
         lo, hi = defaults.TRAINING_KNOBS["generations"]["grpo"]["range"]
         resolved["generations"] = min(max(int(repeats), lo), hi)

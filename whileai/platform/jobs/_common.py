@@ -36,6 +36,7 @@ __all__ = [
     "export_training",
     "export_pairs",
     "hf_dataset",
+    "max_length",
     "save_adapter",
 ]
 
@@ -86,20 +87,31 @@ def gpu_name(spec: Mapping[str, Any]) -> str | None:
     return name
 
 
-def base_path(name: str) -> str:
-    """A loadable path or hub name for ``name`` (the kit's demo base resolves to its cached folder)."""
+def base_path(name: str, spec: Mapping[str, Any] | None = None) -> str:
+    """A loadable directory (or cached hub name) for the base ``name``.
+
+    The kit's demo base resolves to its cached folder. On Modal a hub name is
+    fetched into the container's cache first (``HF_TOKEN`` from the job's
+    secret for gated models); everywhere else nothing is downloaded, so a hub
+    base must already be in the local cache.
+    """
     if name == defaults.KIT_BASE_NAME:
         from whileai.kit import demo_base
 
         return str(demo_base())
+    local = Path(name).expanduser()
+    if (spec or {}).get("target") == "modal" and not local.exists():
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(name)
     return name
 
 
 def load_policy(spec: Mapping[str, Any]) -> tuple[Any, Any]:
-    """The base model (causal LM, in train mode on the job's device) and its tokenizer."""
+    """The base model (causal LM, on the job's device) and its tokenizer."""
     from whileai.kit import load_base
 
-    model, tokenizer = load_base(spec["base_model"])
+    model, tokenizer = load_base(base_path(spec["base_model"], spec))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model.to(device()), tokenizer
@@ -319,6 +331,8 @@ def trainer_settings(spec: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "output_dir": str(folder / "trainer"),
         "learning_rate": float(spec["learning_rate"]),
+        "lr_scheduler_type": defaults.TRAIN_LR_SCHEDULER,
+        "warmup_steps": defaults.TRAIN_WARMUP_RATIO,  # a float under 1 is a share of the steps
         "seed": int(spec.get("seed") or 0),
         "logging_steps": 1,
         "save_strategy": "no",
@@ -333,6 +347,12 @@ def trainer_settings(spec: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     if spec.get("steps"):
         settings["max_steps"] = int(spec["steps"])
     return settings
+
+
+def max_length(model: Any) -> int:
+    """TRAIN_MAX_LENGTH, or the model's own context length when that is shorter."""
+    limit = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+    return min(defaults.TRAIN_MAX_LENGTH, limit) if limit else defaults.TRAIN_MAX_LENGTH
 
 
 def save_adapter(model: Any, tokenizer: Any, path: Path) -> Path:

@@ -125,25 +125,39 @@ def first_action_reward(truncated: str, stop_ids: set[int]) -> Any:
     return first_action
 
 
-def _monitor(spec: dict[str, Any], run: Any, holdout: list[dict[str, Any]] | None, reward: Any) -> Any:
-    """The HackMonitor callback for this run, or None (``monitor=False``, or no monitor available)."""
-    settings = spec.get("monitor")
-    if settings is False or run is None:
+def _gold_judge(spec: dict[str, Any]) -> Any:
+    """The independent judge named by ``config["goldJudge"]`` (a finished rm run's id), or None."""
+    name = spec.get("goldJudge")
+    if not name:
         return None
-    try:
-        from whileai.simulations.monitor import HackMonitor
-    except ImportError:
-        return None
-    kwargs = dict(settings) if isinstance(settings, dict) else {}
-    gold = spec.get("goldJudge")
-    if gold == "first_action":
-        from whileai.simulations.judges import first_action_judge
+    from whileai.simulations.training import reward_model
 
-        kwargs["gold"] = first_action_judge
-    rows = [{"prompt": r["prompt"], "gold": r["gold"]} for r in (holdout or [])]
-    if not rows:
-        return None
-    return HackMonitor(run, holdout=rows, proxy=reward, **kwargs)
+    return reward_model(name)
+
+
+def _monitor(spec: dict[str, Any], run: Any, held: list[dict[str, Any]], reward: Any) -> tuple[Any, str]:
+    """The HackMonitor callback for this run (or None) and what the run's summary should say about it.
+
+    On by default for GRPO, watching the held-out prompts; ``config["monitor"]``
+    holds its settings (HackMonitor's keyword arguments) or False to turn it off.
+    The training reward is its proxy. Its gold must be an independent judge
+    (``config["goldJudge"]``): the first-action judge is the reward itself.
+    """
+    settings = spec.get("monitor")
+    if settings is False:
+        return None, "off (config['monitor'] is False)"
+    if not held:
+        return None, "off: no held-out prompts to watch (pass holdout= or cut the dataset)"
+    from whileai.simulations.monitor import HackMonitor
+
+    kwargs = dict(settings) if isinstance(settings, dict) else {}
+    gold = _gold_judge(spec)
+    monitor = HackMonitor(run, holdout=held, proxy=reward, gold=gold, **kwargs)
+    if gold is None:
+        return monitor, ("on without a gold judge: its divergence and gold-decline alarms are off, because the "
+                         "only judge here is the training reward itself; name an independent one (a reward-model "
+                         "run) in config['goldJudge'] to turn them on")
+    return monitor, f"on, gold judge {spec['goldJudge']}"
 
 
 def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
@@ -173,10 +187,9 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     )
     stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
     reward = first_action_reward(spec.get("truncated", "mask"), stop_ids)
-    held_prompts = mixed_prompts(holdout or [], True) or [
-        {"prompt": _common.prompt_messages(r), "gold": json.dumps(r["gold"])} for r in (holdout or []) if r.get("gold")
-    ]
-    monitor = _monitor(spec, run, held_prompts, reward)
+    held = [{"prompt": _common.prompt_messages(r), "gold": r["gold"], "tools": r.get("tools")}
+            for r in _common.distinct_prompts(holdout or [], spec.get("holdoutRows"), int(spec.get("seed") or 0))]
+    monitor, monitor_note = _monitor(spec, run, held, reward)
     extra_callbacks = [monitor] if monitor is not None else []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -198,11 +211,5 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         "tools": [t.__name__ for t in tools],
         "generations": generations,
     }
-    if monitor is not None:
-        extra["monitor"] = "on" if spec.get("goldJudge") else (
-            "on without a gold judge: the divergence alarm is off (name an independent judge in "
-            "config['goldJudge'] to turn it on)"
-        )
-    else:
-        extra["monitor"] = "off" if spec.get("monitor") is False else "off: no held-out prompts to watch"
+    extra["monitor"] = monitor_note  # the monitor notes its own summary on the run (summary["monitor"])
     return trainer.model, extra

@@ -107,7 +107,8 @@ def _image() -> modal.Image:
     return (
         modal.Image.debian_slim(python_version=defaults.MODAL_PYTHON_VERSION)
         .pip_install(*defaults.MODAL_PIP_PINS)
-        .add_local_python_source("whileai")
+        # every file of the package, not only .py: the kit's chat template and sample data are package data
+        .add_local_python_source("whileai", ignore=["**/__pycache__/**", "**/*.pyc"])
     )
 
 

@@ -23,7 +23,7 @@ __all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_exam
 def load(spec: dict[str, Any]) -> tuple[Any, Any]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    path = _common.base_path(spec["base_model"])
+    path = _common.base_path(spec["base_model"], spec)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -145,7 +145,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     args = RewardConfig(
         **_common.trainer_settings(spec, folder),
         per_device_train_batch_size=int(spec.get("batchSize") or defaults.TRAIN_BATCH_SIZE),
-        max_length=defaults.TRAIN_MAX_LENGTH,
+        max_length=_common.max_length(model),
     )
     trainer = RewardTrainer(
         model=model,

@@ -36,7 +36,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         num_train_epochs=float(spec.get("epochs") or 1.0),
         per_device_train_batch_size=int(spec.get("batchSize") or defaults.TRAIN_BATCH_SIZE),
         assistant_only_loss=True,
-        max_length=defaults.TRAIN_MAX_LENGTH,
+        max_length=_common.max_length(model),
         packing=False,
         dataset_num_proc=None,
     )
