@@ -112,8 +112,9 @@ def training_rows(
 
         rows = training_rows(data, mask_mode="final")
     """
-    src = _export_build.resolve(source, system_prompt, tools, stacklevel=3)
-    built = _export_build.build_training(src, mask_mode, strip_think, unroll, max_tool_output_chars)
+    with _export_io.gc_paused():
+        src = _export_build.resolve(source, system_prompt, tools, stacklevel=3)
+        built = _export_build.build_training(src, mask_mode, strip_think, unroll, max_tool_output_chars)
     if built["stats"]["no_assistant_dropped"]:
         warnings.warn(
             f"{built['stats']['no_assistant_dropped']} row(s) have no assistant turn to train and were left out",
@@ -158,26 +159,27 @@ def export_dataset(
         report = export_dataset(data, "train.jsonl", format="trl")
     """
     fmt = _export_gate.check_format(format)
-    src = _export_build.resolve(source, system_prompt, tools, stacklevel=3)
-    target = _export_build.target(src, output, ".train.jsonl")
-    built = _export_build.build_training(src, mask_mode, strip_think, unroll, max_tool_output_chars, fmt)
-    rows, origins = built["rows"], built["origins"]
-    report = {
-        "output": str(target),
-        "format": fmt,
-        "argument_encoding": _export_gate.ENCODINGS[fmt],
-        "kind": "training",
-        "rows_in": len(src["rows"]),
-        "rows_out": len(rows),
-        "mask_mode": "unrolled" if unroll else _export_shape.check_mask_mode(mask_mode),
-        "strip_think": bool(strip_think),
-        "unroll": bool(unroll),
-        "max_tool_output_chars": max_tool_output_chars,
-        **built["stats"],
-    }
-    if fmt == "trl":
-        report["trl_shape"] = "prompt_completion" if rows and "completion" in rows[0] else "messages"
-    return _gate_and_write(rows, origins, src, built["leaks"], fmt, target, validate, report)
+    with _export_io.gc_paused():
+        src = _export_build.resolve(source, system_prompt, tools, stacklevel=3)
+        target = _export_build.target(src, output, ".train.jsonl")
+        built = _export_build.build_training(src, mask_mode, strip_think, unroll, max_tool_output_chars, fmt)
+        rows, origins = built["rows"], built["origins"]
+        report = {
+            "output": str(target),
+            "format": fmt,
+            "argument_encoding": _export_gate.ENCODINGS[fmt],
+            "kind": "training",
+            "rows_in": len(src["rows"]),
+            "rows_out": len(rows),
+            "mask_mode": "unrolled" if unroll else _export_shape.check_mask_mode(mask_mode),
+            "strip_think": bool(strip_think),
+            "unroll": bool(unroll),
+            "max_tool_output_chars": max_tool_output_chars,
+            **built["stats"],
+        }
+        if fmt == "trl":
+            report["trl_shape"] = "prompt_completion" if rows and "completion" in rows[0] else "messages"
+        return _gate_and_write(rows, origins, src, built["leaks"], fmt, target, validate, report)
 
 
 #: The older name of ``export_dataset``: the same function object, kept so existing code keeps working.
@@ -220,25 +222,26 @@ def export_preference(
         report = export_preference(pairs, "dpo.jsonl", format="trl")
     """
     fmt = _export_gate.check_format(format)
-    src = _export_build.resolve_pairs(pairs, system_prompt, tools)
-    target = _export_build.target(src, output, ".preference.jsonl")
-    cap = _export_shape.check_cap(max_tool_output_chars)
-    built = _export_build.build_preference(src, fmt, drop_ties, strip_think, cap)
-    report = {
-        "output": str(target),
-        "format": fmt,
-        "argument_encoding": _export_gate.ENCODINGS[fmt],
-        "kind": "preference",
-        "pairs_in": len(src["rows"]),
-        "pairs_out": len(built["rows"]),
-        "drop_ties": bool(drop_ties),
-        "strip_think": bool(strip_think),
-        "max_tool_output_chars": cap,
-        **built["stats"],
-    }
-    return _gate_and_write(
-        built["rows"], built["origins"], src, built["leaks"], fmt, target, validate, report, built["mismatches"]
-    )
+    with _export_io.gc_paused():
+        src = _export_build.resolve_pairs(pairs, system_prompt, tools)
+        target = _export_build.target(src, output, ".preference.jsonl")
+        cap = _export_shape.check_cap(max_tool_output_chars)
+        built = _export_build.build_preference(src, fmt, drop_ties, strip_think, cap)
+        report = {
+            "output": str(target),
+            "format": fmt,
+            "argument_encoding": _export_gate.ENCODINGS[fmt],
+            "kind": "preference",
+            "pairs_in": len(src["rows"]),
+            "pairs_out": len(built["rows"]),
+            "drop_ties": bool(drop_ties),
+            "strip_think": bool(strip_think),
+            "max_tool_output_chars": cap,
+            **built["stats"],
+        }
+        return _gate_and_write(
+            built["rows"], built["origins"], src, built["leaks"], fmt, target, validate, report, built["mismatches"]
+        )
 
 
 def to_trl(rows: Iterable[Any], kind: str = "training") -> list[dict[str, Any]]:

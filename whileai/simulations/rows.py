@@ -172,9 +172,15 @@ def row_problems(row: Any) -> list[str]:
             problems.append(f"messages[{i}] must be an object with role and content, got {type(message).__name__}")
             continue
         role = message.get("role")
+        content = message.get("content")
+        if (content is None or type(content) is str) and role in ROLES:
+            size = len(message)  # fast paths: a plain turn, and a tool turn answering a call
+            if size == 2 and "content" in message:
+                continue
+            if size == 3 and role == "tool" and type(message.get("tool_call_id")) is str and "content" in message:
+                continue
         if role not in ROLES:
             problems.append(f"messages[{i}].role is {role!r}; accepted: {', '.join(ROLES)}")
-        content = message.get("content")
         if content is not None and type(content) is not str:
             problems.append(f"messages[{i}].content must be a string or null, got {type(content).__name__}")
         calls = message.get("tool_calls")
@@ -438,7 +444,8 @@ class SimulationData:
     def save(self, path: str | os.PathLike) -> Path:
         """Write ``rows()`` as JSONL (atomically); returns the path."""
         path = Path(path)
-        _export_io.write_jsonl(path, self.rows())
+        with _export_io.gc_paused():
+            _export_io.write_jsonl(path, self.rows())
         return path
 
     @classmethod
@@ -448,7 +455,8 @@ class SimulationData:
         When every row opens with the same system message, or carries the same
         tools, that becomes the profile; ``name`` defaults to the file's stem.
         """
-        rows, _ = read_rows(path)
+        with _export_io.gc_paused():
+            rows, _ = read_rows(path)
         systems = {r["messages"][0].get("content") if r["messages"][0].get("role") == "system" else None for r in rows}
         system_prompt = systems.pop() if len(systems) == 1 else None
         tools = rows[0].get("tools") if rows and all(r.get("tools") == rows[0].get("tools") for r in rows) else None
