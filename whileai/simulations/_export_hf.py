@@ -25,6 +25,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
+import datasets
+import pyarrow as pa
+from datasets.features import features as _hf_features
+
 from . import _export_io
 
 __all__ = ["to_hf_dataset", "ExactJson"]
@@ -43,7 +47,7 @@ class ExactJson:
 
     decode: bool = True
     id: Optional[str] = field(default=None, repr=False)
-    pa_type: ClassVar[Any] = None  # pyarrow string, set on registration (no import at module load)
+    pa_type: ClassVar[Any] = pa.string()
     _type: str = field(default=_FEATURE_NAME, init=False, repr=False)
 
     def __call__(self):
@@ -58,16 +62,12 @@ class ExactJson:
         return _export_io.loads(value)
 
 
-def _register() -> None:
-    """Make ``ExactJson`` known to ``datasets`` (features are rebuilt from saved schemas by name)."""
-    import pyarrow as pa
-    from datasets.features import features as hf_features
-
-    ExactJson.pa_type = pa.string()
-    if hf_features._FEATURE_TYPES.get(_FEATURE_NAME) is not ExactJson:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # register_feature is marked experimental
-            hf_features.register_feature(ExactJson, _FEATURE_NAME)
+# Registered on import, like defining the class: datasets rebuilds features from a saved
+# schema by type name, and a worker process that unpickles this feature imports this module.
+if _hf_features._FEATURE_TYPES.get(_FEATURE_NAME) is not ExactJson:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # register_feature is marked experimental
+        _hf_features.register_feature(ExactJson, _FEATURE_NAME)
 
 
 def to_hf_dataset(rows: Iterable[Mapping[str, Any]]):
@@ -80,9 +80,6 @@ def to_hf_dataset(rows: Iterable[Mapping[str, Any]]):
 
         ds = to_hf_dataset(to_trl(rows))
     """
-    import datasets
-
-    _register()
     rows = [row if isinstance(row, Mapping) else dict(row) for row in rows]
     columns: dict[str, None] = {}
     for row in rows:

@@ -40,7 +40,6 @@ from typing import Any
 
 from . import _export_build, _export_gate, _export_io, _export_shape
 from ._export_build import MissingPolicyWarning
-from ._export_hf import to_hf_dataset
 from .errors import ExportValidationError, RowFormatError
 from .rows import as_row, check_rows, row_problems, with_profile
 
@@ -266,6 +265,21 @@ def to_trl(rows: Iterable[Any], kind: str = "training") -> list[dict[str, Any]]:
         src = _export_build.resolve_pairs([_export_build.pair_from_openai(row) for row in rows], None, None, warn=False)
         return _export_build.build_preference(src, "trl", True, False, None)["rows"]
     raise ValueError(f"kind={kind!r} is not a TRL shape; accepted: 'training' (SFT rows) or 'preference' (DPO pairs)")
+
+
+def to_hf_dataset(rows: Iterable[Mapping[str, Any]]):
+    """A ``datasets.Dataset`` of the rows that TRL's trainers read back exactly, tool-call argument dicts included.
+
+    ``Dataset.from_list`` would fill every argument dict with the keys of all
+    the others, and datasets' ``Json`` type rounds floats to 10 decimal places;
+    here lists and dicts are stored as exact JSON text and decoded on read (see
+    _export_hf.py). Columns are the union of all rows' keys.
+
+        trainer = SFTTrainer(model=model, train_dataset=to_hf_dataset(to_trl(rows)), ...)
+    """
+    from ._export_hf import to_hf_dataset as build
+
+    return build(rows)
 
 
 def tool_call_roundtrip(rows: Iterable[Any], format: str = "openai") -> dict[str, Any]:
