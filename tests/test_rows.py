@@ -276,3 +276,10 @@ def test_the_docs_example_runs(tmp_path, monkeypatch, capsys):
     exec(compile(code, "docs/rows.md", "exec"), {})
     assert capsys.readouterr().out.split() == ["1", "dict", "ran"]
     assert "hidden forecast" not in (tmp_path / "weather.jsonl").read_text()
+
+
+def test_profile_tools_are_checked():
+    with pytest.raises(RowFormatError, match="the profile's tools\\[0\\] must be"):
+        R.SimulationData([tool_row()], tools=[{"name": "get_weather"}])
+    with pytest.raises(TypeError, match="system_prompt must be a string"):
+        R.SimulationData([tool_row()], system_prompt=["rules"])

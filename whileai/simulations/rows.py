@@ -41,6 +41,7 @@ __all__ = [
     "prompt_hash",
     "task_key",
     "row_problems",
+    "tools_problems",
     "check_rows",
     "read_rows",
 ]
@@ -232,19 +233,7 @@ def _call_problem(call: Any) -> str | None:
 def _optional_problems(row: dict, problems: list[str]) -> None:
     tools = row.get("tools")
     if tools is not None:
-        if type(tools) is not list:
-            problems.append(f"tools must be a list of function schemas, got {type(tools).__name__}")
-        else:
-            for k, tool in enumerate(tools):
-                function = tool.get("function") if type(tool) is dict else None
-                if type(function) is not dict or type(function.get("name")) is not str or not function["name"]:
-                    problems.append(f"tools[{k}] must be {{'type': 'function', 'function': {{'name': ..., ...}}}}")
-                elif tool.get("type", "function") != "function":
-                    problems.append(f"tools[{k}].type is {tool.get('type')!r}; accepted: 'function'")
-                elif function.get("description") is not None and type(function["description"]) is not str:
-                    problems.append(f"tools[{k}].function.description must be a string")
-                elif function.get("parameters") is not None and type(function["parameters"]) is not dict:
-                    problems.append(f"tools[{k}].function.parameters must be a JSON-schema object")
+        problems.extend(tools_problems(tools))
     reward = row.get("reward")
     if reward is not None and (type(reward) not in _NUMBER):
         problems.append(f"reward must be a number, got {type(reward).__name__}")
@@ -273,6 +262,24 @@ def _optional_problems(row: dict, problems: list[str]) -> None:
     if privileged is not None and type(privileged) is not str:
         if type(privileged) is not dict or any(type(v) is not str or type(k) is not str for k, v in privileged.items()):
             problems.append("privileged must be a string or a mapping of strings to strings")
+
+
+def tools_problems(tools: Any) -> list[str]:
+    """What is wrong with a ``tools`` list (OpenAI function schemas); empty when nothing is."""
+    if type(tools) is not list:
+        return [f"tools must be a list of function schemas, got {type(tools).__name__}"]
+    problems = []
+    for k, tool in enumerate(tools):
+        function = tool.get("function") if type(tool) is dict else None
+        if type(function) is not dict or type(function.get("name")) is not str or not function["name"]:
+            problems.append(f"tools[{k}] must be {{'type': 'function', 'function': {{'name': ..., ...}}}}")
+        elif tool.get("type", "function") != "function":
+            problems.append(f"tools[{k}].type is {tool.get('type')!r}; accepted: 'function'")
+        elif function.get("description") is not None and type(function["description"]) is not str:
+            problems.append(f"tools[{k}].function.description must be a string")
+        elif function.get("parameters") is not None and type(function["parameters"]) is not dict:
+            problems.append(f"tools[{k}].function.parameters must be a JSON-schema object")
+    return problems
 
 
 def _gold_problem(gold: Any) -> str | None:
@@ -421,9 +428,13 @@ class SimulationData:
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise TypeError(f"system_prompt must be a string, got {type(system_prompt).__name__}")
         if tools is not None:
-            problems = row_problems({"messages": [{"role": "user"}], "tools": tools})
+            problems = tools_problems(tools)
             if problems:
-                raise RowFormatError(f"tools: {problems[0]}; pass OpenAI function schemas", [])
+                raise RowFormatError(
+                    f"the profile's {problems[0]}; pass OpenAI function schemas "
+                    "([{'type': 'function', 'function': {'name', 'description', 'parameters'}}])",
+                    [{"row": None, "line": None, "path": None, "detail": p} for p in problems],
+                )
         self.system_prompt = system_prompt
         self.tools = list(tools) if tools is not None else None
         self.name = name
