@@ -386,7 +386,7 @@ TRAIN_RUN_KIND = "hosted"
 #: serves with LoRA. ``train`` warns when ``base_model`` is outside this list,
 #: because the run's adapter could not be served afterwards.
 SERVED_BASES: tuple[str, ...] = (
-    "whileai/tiny-tooluse-base",  # KIT_BASE_NAME
+    KIT_BASE_NAME,
     "Qwen/Qwen2.5-0.5B-Instruct",
     "Qwen/Qwen2.5-1.5B-Instruct",
     "Qwen/Qwen3-0.6B",
