@@ -555,3 +555,16 @@ def test_load_dataset_json_loads_every_exported_file(tmp_path, data):
         if path.endswith(("trl.jsonl", "pt.jsonl", "mixed.jsonl")):
             key = "chosen" if path.endswith("pt.jsonl") else "messages"
             assert [arguments_of(ds[i], key) for i in range(len(ds))] == [arguments_of(r, key) for r in read(path)]
+
+
+def test_the_missing_policy_warning_points_at_the_caller(tmp_path):
+    rows = [multi_turn(0)]
+    calls = [
+        lambda: wai.training_rows(rows),
+        lambda: wai.export_dataset(rows, tmp_path / "t.jsonl", validate=False),
+        lambda: wai.export_preference([{"chosen": multi_turn(0), "rejected": multi_turn(0)}], tmp_path / "p.jsonl"),
+    ]
+    for call in calls:
+        with pytest.warns(MissingPolicyWarning) as caught:
+            call()
+        assert [w.filename for w in caught if w.category is MissingPolicyWarning] == [__file__]

@@ -108,7 +108,9 @@ def target(src: dict, output: Any, suffix: str) -> Path:
     return out
 
 
-def resolve_pairs(pairs: Any, system_prompt: str | None, tools: list | None, warn: bool = True) -> dict[str, Any]:
+def resolve_pairs(
+    pairs: Any, system_prompt: str | None, tools: list | None, warn: bool = True, stacklevel: int = 3
+) -> dict[str, Any]:
     """Pairs from a list or a JSONL file, every side checked against the row contract."""
     if isinstance(pairs, (str, os.PathLike)):
         rows, lines = _export_io.read_jsonl(pairs, what="preference pair")
@@ -140,7 +142,7 @@ def resolve_pairs(pairs: Any, system_prompt: str | None, tools: list | None, war
         bad = len({p["row"] for p in problems})
         raise RowFormatError(f"{bad} pair(s) are not valid; {fix}:\n" + "\n".join(shown), problems)
     if warn:
-        warn_missing_policy(sides, system_prompt, tools, 4)
+        warn_missing_policy(sides, system_prompt, tools, stacklevel + 1)
     src.update(system_prompt=system_prompt, tools=tools)
     return src
 

@@ -22,6 +22,7 @@ _GROUP_FIELDS = ("task_id", "prompt_hash", "rollout_index")
 
 
 def check_mask_mode(mask_mode: str | None) -> str:
+    """The mask mode to use (None: "assistant"); anything else raises ValueError naming the accepted ones."""
     if mask_mode is None:
         return "assistant"
     if mask_mode not in MASK_MODES:
@@ -33,6 +34,7 @@ def check_mask_mode(mask_mode: str | None) -> str:
 
 
 def check_cap(max_tool_output_chars: Any) -> int | None:
+    """``max_tool_output_chars`` checked: None (no cap) or a whole number >= 0."""
     if max_tool_output_chars is None:
         return None
     if type(max_tool_output_chars) is not int or max_tool_output_chars < 0:

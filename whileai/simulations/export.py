@@ -111,6 +111,8 @@ def training_rows(
 
         rows = training_rows(data, mask_mode="final")
     """
+    _export_shape.check_mask_mode(mask_mode)  # argument errors before any file is read
+    _export_shape.check_cap(max_tool_output_chars)
     with _export_io.gc_paused():
         src = _export_build.resolve(source, system_prompt, tools, stacklevel=3)
         built = _export_build.build_training(src, mask_mode, strip_think, unroll, max_tool_output_chars)
@@ -157,28 +159,38 @@ def export_dataset(
 
         report = export_dataset(data, "train.jsonl", format="trl")
     """
-    fmt = _export_gate.check_format(format)
-    with _export_io.gc_paused():
-        src = _export_build.resolve(source, system_prompt, tools, stacklevel=3)
-        target = _export_build.target(src, output, ".train.jsonl")
-        built = _export_build.build_training(src, mask_mode, strip_think, unroll, max_tool_output_chars, fmt)
-        rows, origins = built["rows"], built["origins"]
-        report = {
-            "output": str(target),
-            "format": fmt,
-            "argument_encoding": _export_gate.ENCODINGS[fmt],
-            "kind": "training",
-            "rows_in": len(src["rows"]),
-            "rows_out": len(rows),
-            "mask_mode": "unrolled" if unroll else _export_shape.check_mask_mode(mask_mode),
-            "strip_think": bool(strip_think),
-            "unroll": bool(unroll),
-            "max_tool_output_chars": max_tool_output_chars,
-            **built["stats"],
-        }
-        if fmt == "trl":
-            report["trl_shape"] = "prompt_completion" if rows and "completion" in rows[0] else "messages"
-        return _gate_and_write(rows, origins, src, built["leaks"], fmt, target, validate, report)
+    fmt = _export_gate.check_format(format)  # argument errors before any file is read
+    _export_shape.check_mask_mode(mask_mode)
+    _export_shape.check_cap(max_tool_output_chars)
+    with _export_io.gc_paused():  # the rows are freed when the call returns, before the collector resumes
+        return _export_training(
+            source, output, fmt, system_prompt, tools, mask_mode, strip_think, unroll, max_tool_output_chars, validate
+        )
+
+
+def _export_training(
+    source, output, fmt, system_prompt, tools, mask_mode, strip_think, unroll, max_tool_output_chars, validate
+) -> dict[str, Any]:
+    src = _export_build.resolve(source, system_prompt, tools, stacklevel=4)
+    target = _export_build.target(src, output, ".train.jsonl")
+    built = _export_build.build_training(src, mask_mode, strip_think, unroll, max_tool_output_chars, fmt)
+    rows, origins = built["rows"], built["origins"]
+    report = {
+        "output": str(target),
+        "format": fmt,
+        "argument_encoding": _export_gate.ENCODINGS[fmt],
+        "kind": "training",
+        "rows_in": len(src["rows"]),
+        "rows_out": len(rows),
+        "mask_mode": "unrolled" if unroll else _export_shape.check_mask_mode(mask_mode),
+        "strip_think": bool(strip_think),
+        "unroll": bool(unroll),
+        "max_tool_output_chars": max_tool_output_chars,
+        **built["stats"],
+    }
+    if fmt == "trl":
+        report["trl_shape"] = "prompt_completion" if rows and "completion" in rows[0] else "messages"
+    return _gate_and_write(rows, origins, src, built["leaks"], fmt, target, validate, report)
 
 
 #: The older name of ``export_dataset``: the same function object, kept so existing code keeps working.
@@ -220,27 +232,31 @@ def export_preference(
 
         report = export_preference(pairs, "dpo.jsonl", format="trl")
     """
-    fmt = _export_gate.check_format(format)
-    with _export_io.gc_paused():
-        src = _export_build.resolve_pairs(pairs, system_prompt, tools)
-        target = _export_build.target(src, output, ".preference.jsonl")
-        cap = _export_shape.check_cap(max_tool_output_chars)
-        built = _export_build.build_preference(src, fmt, drop_ties, strip_think, cap)
-        report = {
-            "output": str(target),
-            "format": fmt,
-            "argument_encoding": _export_gate.ENCODINGS[fmt],
-            "kind": "preference",
-            "pairs_in": len(src["rows"]),
-            "pairs_out": len(built["rows"]),
-            "drop_ties": bool(drop_ties),
-            "strip_think": bool(strip_think),
-            "max_tool_output_chars": cap,
-            **built["stats"],
-        }
-        return _gate_and_write(
-            built["rows"], built["origins"], src, built["leaks"], fmt, target, validate, report, built["mismatches"]
-        )
+    fmt = _export_gate.check_format(format)  # argument errors before any file is read
+    cap = _export_shape.check_cap(max_tool_output_chars)
+    with _export_io.gc_paused():  # the rows are freed when the call returns, before the collector resumes
+        return _export_pairs(pairs, output, fmt, drop_ties, validate, system_prompt, tools, strip_think, cap)
+
+
+def _export_pairs(pairs, output, fmt, drop_ties, validate, system_prompt, tools, strip_think, cap) -> dict[str, Any]:
+    src = _export_build.resolve_pairs(pairs, system_prompt, tools, stacklevel=4)
+    target = _export_build.target(src, output, ".preference.jsonl")
+    built = _export_build.build_preference(src, fmt, drop_ties, strip_think, cap)
+    report = {
+        "output": str(target),
+        "format": fmt,
+        "argument_encoding": _export_gate.ENCODINGS[fmt],
+        "kind": "preference",
+        "pairs_in": len(src["rows"]),
+        "pairs_out": len(built["rows"]),
+        "drop_ties": bool(drop_ties),
+        "strip_think": bool(strip_think),
+        "max_tool_output_chars": cap,
+        **built["stats"],
+    }
+    return _gate_and_write(
+        built["rows"], built["origins"], src, built["leaks"], fmt, target, validate, report, built["mismatches"]
+    )
 
 
 def to_trl(rows: Iterable[Any], kind: str = "training") -> list[dict[str, Any]]:

@@ -155,7 +155,7 @@ class RolloutRow(BaseModel):
 _NUMBER = (int, float)
 
 
-def row_problems(row: Any) -> list[str]:
+def row_problems(row: Any, _known_tools: list | None = None) -> list[str]:
     """What is wrong with one row, as short sentences naming the field; empty when it follows the contract."""
     if type(row) is not dict:
         if not isinstance(row, dict):
@@ -203,7 +203,7 @@ def row_problems(row: Any) -> list[str]:
         if weight is not None and (type(weight) is not int or weight not in (0, 1)):
             problems.append(f"messages[{i}].weight is {weight!r}; accepted: 0 or 1")
     if len(row) > 1:
-        _optional_problems(row, problems)
+        _optional_problems(row, problems, _known_tools)
     return problems
 
 
@@ -230,10 +230,16 @@ def _call_problem(call: Any) -> str | None:
     return None
 
 
-def _optional_problems(row: dict, problems: list[str]) -> None:
+def _optional_problems(row: dict, problems: list[str], known_tools: list | None) -> None:
     tools = row.get("tools")
     if tools is not None:
-        problems.extend(tools_problems(tools))
+        # rows of one simulation share their tools: an equal list already checked needs no second look
+        if not (known_tools and tools == known_tools[0]):
+            found = tools_problems(tools)
+            if found:
+                problems.extend(found)
+            elif known_tools is not None:
+                known_tools[:] = [tools]
     reward = row.get("reward")
     if reward is not None and (type(reward) not in _NUMBER):
         problems.append(f"reward must be a number, got {type(reward).__name__}")
@@ -303,8 +309,9 @@ def check_rows(
 ) -> None:
     """Raise ``RowFormatError`` listing every row that breaks the contract (row index, file line when known)."""
     problems: list[dict[str, Any]] = []
+    known_tools: list = []
     for index, row in enumerate(rows):
-        found = row_problems(row)
+        found = row_problems(row, known_tools)
         if found:
             line = lines[index] if lines is not None else None
             for detail in found:
