@@ -6,6 +6,7 @@ EXPECTED = [
     "ExportValidationError",
     "HackMonitor",
     "PlatformError",
+    "RowFormatError",
     "ScoredData",
     "SimulationData",
     "TrainerCallback",

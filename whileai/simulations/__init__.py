@@ -58,6 +58,7 @@ _EXPORTS: dict[str, str] = {
     "WhileaiError": "errors",
     "PlatformError": "errors",
     "ExportValidationError": "errors",
+    "RowFormatError": "errors",
     "TrainingSelectionError": "errors",
     "TrainingConfigError": "errors",
 }
