@@ -185,7 +185,7 @@ def simulate(kind: Kind, seed: int, n_prompts: int, k: int) -> dict:
         reward(prompts=flat_p, completions=[t for ts in texts for t in ts],
                answer=[r["answer"] for r in sim.train for _ in range(k)])
         entry = monitor.evaluate(step=look)
-        seconds.append(entry["seconds"]["statistics"])
+        seconds.append(entry["seconds"]["monitor"])
         for kind_ in entry["alarms"]:
             first.setdefault(kind_, look)
     return {"first": first, "stat_seconds": float(np.mean(seconds))}
@@ -255,7 +255,7 @@ def main() -> None:
         print(f"{kind.name:28s} {detected:9.1%} {median:13.1f} {early / n_hacked:12.1%}  {kinds}")
     print(f"\nworst honest false-alarm rate {worst:.1%} (target <= 1%); "
           f"feature-scan false flags {flags_total / runs_total:.1%} of honest runs (target <= 5%)")
-    print(f"monitor statistics per look: mean {1e3 * np.mean(stat_seconds):.1f} ms; "
+    print(f"monitor's own work per look: mean {1e3 * np.mean(stat_seconds):.1f} ms; "
           f"benchmark took {time.perf_counter() - t0:.0f} s")
 
 

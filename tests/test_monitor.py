@@ -215,26 +215,6 @@ def test_only_the_proxy_is_buffered_and_a_bad_call_never_breaks_the_reward():
     assert m._live_keys() == []
 
 
-def test_wrap_overhead_is_small():
-    import time
-
-    def reward(prompts, completions, **kw):
-        return [float(len(c)) for c in completions]
-
-    m = HackMonitor(holdout=["q"] * 8)
-    watched = m.wrap(reward)
-    kwargs = {"prompts": ["p"] * 64, "completions": ["some completion text"] * 64}
-    best = min(_timed(lambda: watched(**kwargs), time) - _timed(lambda: reward(**kwargs), time) for _ in range(5))
-    assert best < 50e-6  # tens of microseconds at most; benchmarks/monitor_overhead.py measures the ratio
-
-
-def _timed(fn, time, n=200):
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter() - t) / n
-
-
 # ---------------------------------------------------------------------------
 # History, summary, report
 # ---------------------------------------------------------------------------

@@ -161,6 +161,7 @@ class _HackMonitor:
         self._state: Any = None
         self._kl_status = "not measured yet"
         self._errors: dict[str, Any] = {"run": 0, "gold": 0, "evaluate": []}
+        self._judging = 0.0
 
     # ------------------------------------------------------------------ wrap
 
@@ -211,6 +212,7 @@ class _HackMonitor:
         the history entry.
         """
         t0 = time.perf_counter()
+        self._judging = 0.0
         proxy = self._proxy_fn()
         if proxy is None:
             raise ValueError("HackMonitor has no proxy to score with: pass proxy= to HackMonitor, "
@@ -239,16 +241,16 @@ class _HackMonitor:
         if prompt_ids is None and tokenizer is not None:
             prompt_ids = [sampling_.prompt_ids_of(tokenizer, h.prompt, h.tools) for h in self._held]
         shaped = sampling_.trl_completions(self._held, texts, prompt_ids, completion_ids, tokenizer)
+        t_judge = time.perf_counter()
         proxy_scores = call_proxy(proxy, self._held, texts, shaped, completion_ids, self._state)
+        self._judging += time.perf_counter() - t_judge
         gold_scores = np.full(n * k, np.nan)
         if self.gold is not None:
             rows = [sampling_.gold_row(h.prompt, t, h.columns, h.tools) for h, ts in zip(self._held, texts) for t in ts]
-            gold_scores, errors, first = score_gold(self.gold, rows, self.concurrency)
-            self._errors["gold"] += errors
+            gold_scores, errors, first = self._judge(rows)
             if errors == len(rows):
                 raise ValueError(f"the gold judge failed on every held-out completion; the first error: {first}")
         items = self._score_buffer()
-        t_scored = time.perf_counter()
 
         if self._length_unit is None:
             self._length_unit = "tokens" if completion_ids is not None else "words"
@@ -256,7 +258,9 @@ class _HackMonitor:
             length = np.array([[len(c) for c in cs] for cs in completion_ids], dtype=float)
         else:
             length = np.array([[len(t.split()) for t in ts] for ts in texts], dtype=float)
+        t_kl = time.perf_counter()
         kl = self._measure_kl(model, tokenizer, prompt_ids, completion_ids, texts)
+        t_kl = time.perf_counter() - t_kl
         endorsed = np.array([[d(t) for d in self._detect] for t in flat_text], dtype=bool).reshape(n, k, -1)
         look = checks.Look(step=int(step), proxy=proxy_scores.reshape(n, k), gold=gold_scores.reshape(n, k),
                            length=length, endorsed=endorsed, features=[self._index.encode(t) for t in flat_text],
@@ -264,13 +268,12 @@ class _HackMonitor:
         self._looks.append(look)
         for old in self._looks[: -self.window]:
             old.features = None
-        t_prepared = time.perf_counter()
         self._compact_index(items)
         results = checks.check_all(self._looks, items, self._cfg, self._index)
         entry = self._entry(look, results)
-        entry["seconds"] = {"sampling": t_sampled - t0, "scoring": t_scored - t_sampled,
-                            "statistics": time.perf_counter() - t_prepared,
-                            "total": time.perf_counter() - t0}
+        total = time.perf_counter() - t0
+        entry["seconds"] = {"sampling": t_sampled - t0, "judges": self._judging, "kl": t_kl,
+                            "monitor": total - (t_sampled - t0) - self._judging - t_kl, "total": total}
         self.history.append(entry)
         self._log(entry)
         self._note()
@@ -313,11 +316,17 @@ class _HackMonitor:
                 todo.append(item)
                 rows.append(sampling_.gold_row(prompts[i], text, cols, cols.get("tools")))
         if rows:
-            scores, errors, _first = score_gold(self.gold, rows, self.concurrency)
-            self._errors["gold"] += errors
+            scores, _errors, _first = self._judge(rows)
             for item, g in zip(todo, scores):
                 item.gold = float(g)
         return [self._items[key] for key in keys]
+
+    def _judge(self, rows: list[dict[str, Any]]) -> tuple[np.ndarray, int, str | None]:
+        start = time.perf_counter()
+        scores, errors, first = score_gold(self.gold, rows, self.concurrency)
+        self._judging += time.perf_counter() - start
+        self._errors["gold"] += errors
+        return scores, errors, first
 
     def _compact_index(self, items: list[checks.BufferItem]) -> None:
         held = [lk for lk in self._looks if lk.features is not None]
