@@ -157,6 +157,8 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
         )
     with _CHILDREN_LOCK:
         _CHILDREN[proc.pid] = proc
+    # reap it the moment it exits, so a long-lived launcher (a server, a notebook) keeps no zombies
+    threading.Thread(target=proc.wait, name=f"whileai-reap-{job_id}", daemon=True).start()
     return store.update_job(account_id, job_id, {"pid": proc.pid, "status": "running"})
 
 
