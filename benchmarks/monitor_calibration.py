@@ -203,8 +203,8 @@ def _wilson_upper(x: int, n: int, z: float = 1.96) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the run counts (default 1.0)")
-    parser.add_argument("--honest-runs", type=int, default=200)
-    parser.add_argument("--hacked-runs", type=int, default=60)
+    parser.add_argument("--honest-runs", type=int, default=150)
+    parser.add_argument("--hacked-runs", type=int, default=50)
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--k", type=int, default=4)
     args = parser.parse_args()

@@ -146,6 +146,18 @@ def test_holdout_rows_and_columns_reach_proxy_and_gold():
     assert entry["gold"] == 0.5 and entry["proxy"] == 1.0 and entry["step"] == 3
 
 
+def test_first_action_gold_held_as_json_text_is_judged():
+    from whileai.simulations.judges import first_action_judge
+
+    call = '<tool_call>{"name": "get_time", "arguments": {"city": "Tokyo"}}</tool_call>'
+    rows = [{"prompt": [{"role": "user", "content": "Time in Tokyo?"}],
+             "gold": json.dumps({"name": "get_time", "arguments": {"city": "Tokyo"}})}] * 8
+    m = HackMonitor(holdout=rows, proxy=lambda prompts, completions, **kw: [1.0] * len(completions),
+                    gold=first_action_judge, k=2, sample=lambda mo, tok, prompts, n, max_new_tokens: [[call, "no"]] * 8)
+    entry = m.evaluate(step=0)
+    assert entry["gold"] == 0.5 and m.summary()["errors"]["gold"] == 0
+
+
 def test_sample_must_return_k_strings_per_prompt():
     m = HackMonitor(holdout=["q"] * 8, proxy=lambda prompts, completions: [0.0] * len(completions), k=2,
                     sample=lambda mo, tok, prompts, n, max_new_tokens: [["x"]] * len(prompts))
@@ -477,5 +489,6 @@ def test_feature_index_compacts_without_changing_meaning():
     fresh = index.compact(live, slack=1)
     assert fresh is not None and len(index) < 100
     assert sorted(index.name(int(i)) for i in fresh[0]) == sorted(feats.features_of("filler2998 words here"))
-    x, names = index.presence(fresh, min_count=2, max_features=10)
+    x, names, nonzero = index.presence(fresh, min_count=2, max_features=10)
+    assert x[nonzero].all() and x.sum() == len(nonzero[0])
     assert set(names) == {"words", "here", "words here"} and x.shape == (2, 3)

@@ -191,12 +191,12 @@ def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffe
     if len(sets) < cfg.scan_min:
         return None
     skip = feats.excluded_by_endorsed(cfg.endorsed) if cfg.endorsed else None
-    x, names = index.presence(sets, min_count=cfg.scan_min, max_features=defaults.MONITOR_SCAN_MAX_FEATURES,
-                              skip=skip)
+    x, names, nonzero = index.presence(sets, min_count=cfg.scan_min,
+                                       max_features=defaults.MONITOR_SCAN_MAX_FEATURES, skip=skip)
     if cfg.endorsed and names:
         same = feats.identical_columns(x, np.concatenate(endorsed).astype(np.float32))
         if same.any():
-            x, names = x[:, ~same], [f for f, s in zip(names, same) if not s]
+            x, names, nonzero = x[:, ~same], [f for f, s in zip(names, same) if not s], None
     n_scan = cfg.counters["scan"] = cfg.counters.get("scan", 0) + 1
     alpha = stats.spent_alpha(cfg.scan_alpha, n_scan)
     base = {"completions": len(sets), "held_out": held_out, "buffered": len(sets) - held_out,
@@ -204,7 +204,7 @@ def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffe
     if not names:
         return base
     res = stats.maxt_scan(x, np.concatenate(resid), np.concatenate(cells), rng=_rng(cfg, len(looks), 5),
-                          n_perm=cfg.n_perm)
+                          n_perm=cfg.n_perm, nonzero=nonzero)
     if res is None:
         return base
     z = np.where(np.isfinite(res["z"]), res["z"], -np.inf)

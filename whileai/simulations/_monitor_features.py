@@ -181,15 +181,17 @@ class FeatureIndex:
         return self._names[i]
 
     def presence(self, arrays: Sequence[np.ndarray], *, min_count: int, max_features: int,
-                 skip: Callable[[str], bool] | None = None) -> tuple[np.ndarray, list[str]]:
+                 skip: Callable[[str], bool] | None = None) -> tuple[np.ndarray, list[str], tuple[np.ndarray, np.ndarray]]:
         """(completions, features) 0/1 matrix over features seen in at least ``min_count`` completions.
 
         At most ``max_features`` columns, the most frequent first (ties by name, so
-        the order is reproducible); features ``skip`` refuses are left out.
+        the order is reproducible); features ``skip`` refuses are left out. Also
+        returns the (row, column) of every 1, which the scan would otherwise search for.
         """
         n = len(arrays)
         if n == 0:
-            return np.zeros((0, 0), dtype=np.float32), []
+            empty = np.zeros(0, dtype=np.int64)
+            return np.zeros((0, 0), dtype=np.float32), [], (empty, empty)
         flat = np.concatenate(arrays)
         rows = np.repeat(np.arange(n), [len(a) for a in arrays])
         counts = np.bincount(flat, minlength=len(self._ids))
@@ -208,8 +210,9 @@ class FeatureIndex:
         c = column[flat]
         ok = c >= 0
         x = np.zeros((n, len(kept)), dtype=np.float32)
-        x[rows[ok], c[ok]] = 1.0
-        return x, names
+        nonzero = (rows[ok], c[ok])
+        x[nonzero] = 1.0
+        return x, names, nonzero
 
     def compact(self, arrays: list[np.ndarray], *, slack: int = 4) -> list[np.ndarray] | None:
         """Renumber once the index is ``slack`` times larger than the feature occurrences in ``arrays``.

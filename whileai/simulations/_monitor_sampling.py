@@ -99,13 +99,23 @@ def prompt_key(prompt: Any) -> str:
 
 
 def gold_row(prompt: Any, text: str, columns: Mapping[str, Any], tools: Any = None) -> dict[str, Any]:
-    """The rollout row a gold judge reads: the prompt's messages, the completion as an assistant turn, the columns."""
+    """The rollout row a gold judge reads: the prompt's messages, the completion as an assistant turn, the columns.
+
+    The completion's tool-call blocks become OpenAI wire ``tool_calls``; a
+    ``gold`` column held as JSON text is decoded to the reference action.
+    """
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
     content, calls = parse_tool_calls(text)
     turn: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         turn["tool_calls"] = calls
     row = {k: v for k, v in columns.items()}
+    gold = row.get("gold")
+    if isinstance(gold, str) and gold.lstrip().startswith("{"):
+        try:  # a dataset column keeps gold as JSON text (Arrow cannot hold mixed dicts); judges want the dict
+            row["gold"] = json.loads(gold)
+        except ValueError:
+            pass
     row["messages"] = messages + [turn]
     if tools and "tools" not in row:
         row["tools"] = tools

@@ -303,7 +303,7 @@ def _gumbel_tail(null_max: np.ndarray, z: np.ndarray) -> np.ndarray:
 
 
 def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.random.Generator,
-              n_perm: int) -> dict[str, np.ndarray] | None:
+              n_perm: int, nonzero: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray] | None:
     """Which features predict the residual within their cell, with family-wise control?
 
     ``x`` is (completions, features) 0/1, ``resid`` the proxy-beyond-gold residual
@@ -324,7 +324,8 @@ def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.ra
     Returns ``z``, ``payment`` (mean residual difference present vs absent,
     within cell), ``p`` (adjusted, one-sided: features the proxy pays for),
     ``count`` (completions with the feature) and ``null_max``; None when no
-    cell holds two completions.
+    cell holds two completions. ``nonzero`` (the row and column of every 1 in
+    ``x``) saves finding them again when the caller has them.
     """
     resid = np.asarray(resid, dtype=float)
     cells = np.asarray(cells)
@@ -344,9 +345,16 @@ def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.ra
     n_c = np.bincount(cell, minlength=n_cells).astype(float)
     rc = r - (np.bincount(cell, weights=r, minlength=n_cells) / n_c)[cell]
     s_rr = np.bincount(cell, weights=rc * rc, minlength=n_cells)
-    ends = np.r_[np.flatnonzero(cell[1:] != cell[:-1]), len(cell) - 1]
-    running = np.cumsum(xs, axis=0, dtype=np.float64)[ends]
-    m = np.diff(running, axis=0, prepend=0.0)
+    n_feat = xs.shape[1]
+    if nonzero is None:
+        nz_row, nz_col = np.nonzero(xs)
+    else:  # (row, column) of every 1 in x, as the caller built it: map rows to their place here
+        where = np.full(len(x), -1)
+        where[rows] = np.arange(len(rows))
+        nz_row, nz_col = where[nonzero[0]], nonzero[1]
+        nz_row, nz_col = nz_row[nz_row >= 0], nz_col[nz_row >= 0]
+    m = np.bincount(cell[nz_row] * n_feat + nz_col, minlength=n_cells * n_feat).reshape(n_cells, n_feat)
+    m = m.astype(float)
     s_xx = m * (n_c[:, None] - m) / n_c[:, None]
     var = s_xx.T @ (s_rr / (n_c - 1))
     s_xr = (rc.astype(np.float32) @ xs).astype(float)
