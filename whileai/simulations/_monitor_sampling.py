@@ -28,6 +28,7 @@ __all__ = [
     "has_adapter",
     "sequence_kl",
     "tokenize_completions",
+    "measure_kl",
     "prompt_ids_of",
 ]
 
@@ -341,3 +342,30 @@ def sequence_kl(model: Any, reference: Any, tokenizer: Any, prompt_ids: list[lis
 def tokenize_completions(tokenizer: Any, texts: list[list[str]]) -> list[list[list[int]]]:
     """Token ids of completions drawn by a custom sampler (for length and KL)."""
     return [[list(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in ts] for ts in texts]
+
+
+def measure_kl(model: Any, reference: Any, tokenizer: Any, held: Sequence[HeldOut],
+               prompt_ids: list[list[int]] | None, completion_ids: list[list[list[int]]] | None,
+               texts: list[list[str]], *, temperature: float, batch: int) -> tuple[Any, str]:
+    """The per-sample sequence KL as a (prompts, k) array, or None, and a line saying how it went."""
+    import numpy as np
+
+    if model is None:
+        return None, "skipped: completions came from sample= and no model was given to score them"
+    if tokenizer is None:
+        return None, "skipped: no tokenizer to read the completions' tokens with"
+    if reference is None and not has_adapter(model):
+        return None, ("skipped: the model has no adapter to switch off for the reference; set kl_budget and the "
+                      "monitor keeps a copy of the starting model as the reference")
+    try:
+        if prompt_ids is None:
+            prompt_ids = [prompt_ids_of(tokenizer, h.prompt, h.tools) for h in held]
+        if completion_ids is None:
+            completion_ids = tokenize_completions(tokenizer, texts)
+        kl = sequence_kl(model, reference, tokenizer, prompt_ids, completion_ids, temperature=temperature,
+                         batch=batch)
+    except Exception as exc:  # KL is one check among several; the look goes on without it
+        return None, f"failed: {type(exc).__name__}: {exc}"
+    how = "measured against the model with its adapter off" if reference is None else (
+        "measured against a copy of the starting model")
+    return np.array(kl, dtype=float), how

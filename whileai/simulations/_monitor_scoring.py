@@ -17,7 +17,7 @@ from . import _monitor_sampling as sampling_
 from . import defaults
 from ._monitor_report import ALARM_KINDS
 
-__all__ = ["validate_settings", "watched", "call_proxy", "score_gold"]
+__all__ = ["validate_settings", "watched", "check_sampled", "call_proxy", "score_gold"]
 
 _SAMPLING_KEYS = ("temperature", "top_p", "top_k", "batch")
 
@@ -146,6 +146,16 @@ def watched(fn: Callable[..., Any], record: Callable[[Any, tuple, dict, Any], No
         watched_reward.__name__ = type(fn).__name__
         watched_reward.__qualname__ = type(fn).__qualname__
     return watched_reward
+
+
+def check_sampled(texts: Any, n: int, k: int) -> None:
+    """Raise unless ``texts`` (what ``sample=`` returned) is ``n`` lists of ``k`` strings."""
+    ok = isinstance(texts, (list, tuple)) and len(texts) == n and all(
+        isinstance(ts, (list, tuple)) and len(ts) == k and all(isinstance(t, str) for t in ts) for ts in texts)
+    if not ok:
+        shape = f"{type(texts).__name__} of {len(texts)}" if isinstance(texts, (list, tuple)) else type(texts).__name__
+        raise ValueError(f"sample() returned {shape}; it must return one list of {k} strings (n=) for each "
+                         f"of the {n} prompts, in order")
 
 
 def _noop(*_args: Any, **_kwargs: Any) -> None:

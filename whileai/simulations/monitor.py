@@ -44,7 +44,7 @@ from . import _monitor_features as feats
 from . import _monitor_sampling as sampling_
 from . import defaults
 from ._monitor_report import alarm_message, clean, format_hack_monitor
-from ._monitor_scoring import call_proxy, score_gold, validate_settings, watched
+from ._monitor_scoring import call_proxy, check_sampled, score_gold, validate_settings, watched
 
 if TYPE_CHECKING:
     from .training import TrainingRun
@@ -225,7 +225,7 @@ class _HackMonitor:
         prompt_ids = completion_ids = None
         if self.sample is not None:
             texts = self.sample(model, tokenizer, prompts, n=k, max_new_tokens=self.max_new_tokens)
-            self._check_sampled(texts)
+            check_sampled(texts, len(self._held), self.k)
         else:
             if model is None or tokenizer is None:
                 raise ValueError("evaluate needs model= and tokenizer= to sample the holdout (or pass sample= "
@@ -278,15 +278,6 @@ class _HackMonitor:
         self._log(entry)
         self._note()
         return entry
-
-    def _check_sampled(self, texts: Any) -> None:
-        n, k = len(self._held), self.k
-        ok = isinstance(texts, (list, tuple)) and len(texts) == n and all(
-            isinstance(ts, (list, tuple)) and len(ts) == k and all(isinstance(t, str) for t in ts) for ts in texts)
-        if not ok:
-            shape = f"{type(texts).__name__} of {len(texts)}" if isinstance(texts, (list, tuple)) else type(texts).__name__
-            raise ValueError(f"sample() returned {shape}; it must return one list of {k} strings (n=) for each "
-                             f"of the {n} prompts, in order")
 
     def _score_buffer(self) -> list[checks.BufferItem]:
         """The buffered training completions as scan items; new ones are read and gold-judged once."""
@@ -351,31 +342,12 @@ class _HackMonitor:
         self._reference.eval()
 
     def _measure_kl(self, model, tokenizer, prompt_ids, completion_ids, texts) -> np.ndarray | None:
-        if model is None:
-            self._kl_status = "skipped: completions came from sample= and no model was given to score them"
-            return None
-        if tokenizer is None:
-            self._kl_status = "skipped: no tokenizer to read the completions' tokens with"
-            return None
-        self._prepare_reference(model)
-        if self._reference is None and not sampling_.has_adapter(model):
-            self._kl_status = ("skipped: the model has no adapter to switch off for the reference; set kl_budget "
-                               "and the monitor keeps a copy of the starting model as the reference")
-            return None
-        try:
-            if prompt_ids is None:
-                prompt_ids = [sampling_.prompt_ids_of(tokenizer, h.prompt, h.tools) for h in self._held]
-            if completion_ids is None:
-                completion_ids = sampling_.tokenize_completions(tokenizer, texts)
-            kl = sampling_.sequence_kl(model, self._reference, tokenizer, prompt_ids, completion_ids,
-                                       temperature=float(self.sampling["temperature"]),
-                                       batch=int(self.sampling["batch"]))
-        except Exception as exc:  # KL is one check among several; the look goes on without it
-            self._kl_status = f"failed: {type(exc).__name__}: {exc}"
-            return None
-        self._kl_status = ("measured against the model with its adapter off" if self._reference is None
-                           else "measured against a copy of the starting model")
-        return np.array(kl, dtype=float)
+        if model is not None:
+            self._prepare_reference(model)
+        kl, self._kl_status = sampling_.measure_kl(
+            model, self._reference, tokenizer, self._held, prompt_ids, completion_ids, texts,
+            temperature=float(self.sampling["temperature"]), batch=int(self.sampling["batch"]))
+        return kl
 
     # --------------------------------------------------------------- alarms
 
