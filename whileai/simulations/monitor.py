@@ -162,6 +162,7 @@ class _HackMonitor:
         self._kl_status = "not measured yet"
         self._errors: dict[str, Any] = {"run": 0, "gold": 0, "evaluate": []}
         self._judging = 0.0
+        self._primary = True
 
     # ------------------------------------------------------------------ wrap
 
@@ -399,7 +400,7 @@ class _HackMonitor:
     # ------------------------------------------------------- run and summary
 
     def _log(self, entry: dict[str, Any]) -> None:
-        if self.run is None:
+        if self.run is None or not self._primary:
             return
         metrics = {f"monitor/{key}": entry.get(key) for key in ("proxy", "gold", "gap", "gap_adjusted", "length", "kl")}
         div = entry["checks"].get("divergence")
@@ -413,7 +414,7 @@ class _HackMonitor:
             self._errors["run"] += 1
 
     def _note(self) -> None:
-        if self.run is None:
+        if self.run is None or not self._primary:
             return
         try:
             self.run.note(monitor=self.summary())
@@ -447,8 +448,12 @@ class _HackMonitor:
 
     # ------------------------------------------------------------ callback
 
+    # Every process evaluates (the same seed gives the same samples, so every rank takes the same
+    # decision to stop); only the main process writes to the run.
+
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
         self._state = state
+        self._primary = bool(getattr(state, "is_world_process_zero", True))
         try:
             self._prepare_reference(model)
         except Exception as exc:
@@ -459,6 +464,7 @@ class _HackMonitor:
 
     def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
         self._state = state
+        self._primary = bool(getattr(state, "is_world_process_zero", True))
         if state.global_step > 0 and state.global_step % self.every == 0:
             return self._look(state, control, model, processing_class, kwargs)
         return control
