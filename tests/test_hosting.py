@@ -300,3 +300,37 @@ def test_wait_times_out(launches):
         run = wai.train(ds, method="dpo")
     with pytest.raises(TimeoutError, match="still running"):
         run.wait(poll=0.01, timeout=0.2)
+
+
+def test_the_launch_route_checks_what_it_is_asked(launches):
+    from whileai.simulations.errors import NotFoundError, PlatformError
+
+    client = get_client()
+    run = client.request("POST", "/runs", json={"name": "route", "kind": defaults.TRAIN_RUN_KIND})
+    with pytest.raises(PlatformError, match="kind='ppo' is not a training method") as err:
+        client.request("POST", "/jobs/launch", json={"run_id": run["id"], "kind": "ppo", "spec": {}})
+    assert err.value.status == 422
+    with pytest.raises(PlatformError, match="target='cloud' is not a place jobs run"):
+        client.request("POST", "/jobs/launch", json={"run_id": run["id"], "kind": "sft", "target": "cloud", "spec": {}})
+    with pytest.raises(NotFoundError):
+        client.request("POST", "/jobs/launch", json={"run_id": "run_0000000000000000", "kind": "sft", "spec": {}})
+    assert not launches
+
+
+def test_a_job_that_cannot_start_fails_its_run_and_says_why(launches, monkeypatch):
+    from whileai.platform.jobs import modal_backend
+    from whileai.simulations.errors import PlatformError
+
+    class NoToken:
+        def spawn(self, payload, gpu):
+            raise RuntimeError("no Modal token: run `modal token new`")
+
+    monkeypatch.setattr(modal_backend, "_BACKEND", NoToken())
+    ds = wai.push(rows(tag="notoken"), name="notoken")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(PlatformError, match="could not start on modal .*no Modal token") as err:
+            wai.train(ds, method="dpo", target="modal")
+    assert err.value.status == 503
+    run = _runs_for(ds.id)[0]
+    assert run["status"] == "failed" and "no Modal token" in run["error"]

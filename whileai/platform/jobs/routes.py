@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from whileai.platform._routes_common import ApiError, Body, account_id, api_key_from, json_response, store
 from whileai.platform.jobs import runner
+from whileai.simulations import defaults
 
 __all__ = ["router", "install"]
 
@@ -42,7 +43,13 @@ class EndBody(Body):
 @router.post("/jobs/launch", status_code=201)
 def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_id)) -> Response:
     """Create the job for a run and start it; ``target`` None means the platform's default."""
+    if body.kind not in defaults.TRAIN_METHODS:
+        raise ApiError(422, f"kind={body.kind!r} is not a training method; send one of "
+                            f"{', '.join(defaults.TRAIN_METHODS)}", "invalid_value")
     target = body.target or runner.default_target()
+    if target not in defaults.TRAIN_TARGETS:
+        raise ApiError(422, f"target={target!r} is not a place jobs run; send one of "
+                            f"{', '.join(defaults.TRAIN_TARGETS)} (or null for the platform's default)", "invalid_value")
     spec = {**body.spec, "target": target}
     the_store = store(request)
     run = the_store.get_run(acct, body.run_id, series=False)
@@ -52,6 +59,9 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
         job = runner.launch(the_store, acct, run_id=body.run_id, kind=body.kind, target=target, spec=spec)
     except ValueError as exc:
         raise ApiError(422, str(exc), "invalid_value") from exc
+    except Exception as exc:  # e.g. no Modal token: the run is already failed with this reason
+        raise ApiError(503, f"the job could not start on {target} ({type(exc).__name__}: {exc}); its run "
+                            f"{body.run_id} is marked failed. Fix the cause and train again", "job_not_started") from exc
     return json_response(job, 201)
 
 
