@@ -188,10 +188,8 @@ def test_evaluate_reads_jsonl_and_empty_sets(tmp_path):
         wai.evaluate(rows[0], wai.first_action_judge)
 
 
-def test_grade_on_simulation_data_when_available():
+def test_grade_on_simulation_data():
     data = wai.SimulationData([answer_row("Paris", "Paris"), answer_row("Rome", "Paris")])
-    if not hasattr(data, "grade"):
-        pytest.skip("SimulationData.grade is not there yet")
     assert data.grade(judge=wai.first_action_judge).pass_rate == 0.5
 
 

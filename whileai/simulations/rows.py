@@ -459,6 +459,16 @@ class SimulationData:
         """The trajectories as rows: no privileged block, the profile's system prompt and tools on each."""
         return [with_profile(row, self.system_prompt, self.tools) for row in self.trajectories]
 
+    def grade(self, judge: Any, threshold: float | None = None) -> Any:
+        """Score every row with ``judge``: a ``ScoredData`` (see ``wai.evaluate``).
+
+            scored = data.grade(judge=wai.first_action_judge)
+            scored.pass_rate, scored.passes()
+        """
+        from .judges import evaluate
+
+        return evaluate(self, judge, threshold=threshold)
+
     def save(self, path: str | os.PathLike) -> Path:
         """Write ``rows()`` as JSONL (atomically); returns the path."""
         path = Path(path)
