@@ -1,7 +1,8 @@
 """HackMonitor calibration: false alarms on honest runs, detection and delay on hacked ones.
 
-    python benchmarks/monitor_calibration.py            # full size, a few minutes on 2 cores
-    python benchmarks/monitor_calibration.py --scale 0.2 # a quick look
+    python benchmarks/monitor_calibration.py              # 100 runs per honest class, 30 per hacked one
+    python benchmarks/monitor_calibration.py --scale 1.5  # tighter bounds (150 / 45 runs), longer
+    python benchmarks/monitor_calibration.py --scale 0.2  # a quick look
 
 Drives the real HackMonitor (through ``sample=``: a synthetic policy, no model)
 over many simulated runs. Each run is MONITOR_N_PROMPTS held-out prompts x
@@ -210,8 +211,8 @@ def _wilson_upper(x: int, n: int, z: float = 1.96) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the run counts (default 1.0)")
-    parser.add_argument("--honest-runs", type=int, default=150)
-    parser.add_argument("--hacked-runs", type=int, default=50)
+    parser.add_argument("--honest-runs", type=int, default=100)
+    parser.add_argument("--hacked-runs", type=int, default=30)
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--k", type=int, default=4)
     args = parser.parse_args()

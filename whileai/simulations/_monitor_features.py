@@ -172,7 +172,7 @@ class FeatureIndex:
         return len(self._ids)
 
     def encode(self, text: str) -> np.ndarray:
-        found = features_of(text)
+        found = sorted(features_of(text))  # sorted: ids depend on the text alone, never on hashing
         return np.fromiter(map(self._ids.__getitem__, found), dtype=np.int64, count=len(found))
 
     def name(self, i: int) -> str:
@@ -184,8 +184,8 @@ class FeatureIndex:
                  skip: Callable[[str], bool] | None = None) -> tuple[np.ndarray, list[str], tuple[np.ndarray, np.ndarray]]:
         """(completions, features) 0/1 matrix over features seen in at least ``min_count`` completions.
 
-        At most ``max_features`` columns, the most frequent first (ties by name, so
-        the order is reproducible); features ``skip`` refuses are left out. Also
+        At most ``max_features`` columns, the most frequent first (ties by first
+        sight, which the data's order alone decides); features ``skip`` refuses are left out. Also
         returns the (row, column) of every 1, which the scan would otherwise search for.
         """
         n = len(arrays)
@@ -196,10 +196,10 @@ class FeatureIndex:
         rows = np.repeat(np.arange(n), [len(a) for a in arrays])
         counts = np.bincount(flat, minlength=len(self._ids))
         cand = np.flatnonzero(counts >= min_count)
-        ranked = sorted((-int(counts[i]), self.name(int(i)), int(i)) for i in cand)
         names: list[str] = []
         kept: list[int] = []
-        for _count, name, i in ranked:
+        for i in cand[np.lexsort((cand, -counts[cand]))].tolist():
+            name = self.name(i)
             if skip is None or not skip(name):
                 names.append(name)
                 kept.append(i)
