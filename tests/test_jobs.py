@@ -108,14 +108,28 @@ def test_sft_end_to_end_and_the_caller_exiting_does_not_stop_it(sample_sets, ses
     assert f"whileai job {job['id']}: done" in log
 
 
-def test_a_crashing_job_fails_its_run_with_the_error_text(sample_sets, tmp_path):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        run = wai.train(sample_sets["passes"], method="sft", steps=2, base_model=str(tmp_path))
-    assert run.wait(poll=2, timeout=120) == "failed"
-    assert run.error.startswith("FileNotFoundError: base model")
-    assert "Traceback" in run.error and "is not a model directory" in run.error
-    assert _job_of(run.id)["status"] == "failed"
+def test_a_crashing_job_fails_its_run_with_the_error_text_through_a_real_server(sample_sets, tmp_path, monkeypatch):
+    """Over HTTP to a uvicorn server on loopback: the server launches the worker on its own store."""
+    from whileai.platform.server import serve_in_thread
+    from whileai.platform.store import ensure_local_account
+
+    handle = serve_in_thread("127.0.0.1", 0, store_url())
+    try:
+        _account, key = ensure_local_account(handle.store)
+        monkeypatch.setenv("WHILEAI_BASE_URL", handle.base_url)
+        monkeypatch.setenv("WHILEAI_API_KEY", key)
+        client = get_client()
+        assert not client.embedded
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run = wai.train(sample_sets["passes"].id, method="sft", steps=2, base_model=str(tmp_path))
+        assert run.wait(poll=2, timeout=120) == "failed"
+        assert run.error.startswith("FileNotFoundError: base model")
+        assert "Traceback" in run.error and "is not a model directory" in run.error
+        job = client.request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]
+        assert job["status"] == "failed" and job["error"] == run.error
+    finally:
+        handle.stop()
 
 
 def test_a_killed_worker_is_detected_and_its_run_failed(sample_sets):
