@@ -457,6 +457,21 @@ def test_feature_scan_is_calibrated_under_the_null_and_finds_a_paid_feature():
     assert int(np.argmax(res["z"])) == 7 and res["p"][7] < 1e-3 and res["payment"][7] == pytest.approx(0.8, abs=0.3)
 
 
+def test_feature_scan_holds_length_fixed():
+    rng = np.random.default_rng(4)
+    n, f = 400, 40
+    cells = np.repeat(np.arange(n // 4), 4)
+    length = rng.lognormal(2.7, 0.4, n)
+    x = (rng.random((n, f)) < np.clip(length[:, None] / 60, 0, 1)).astype(np.float32)  # long => more words
+    r = 0.02 * length + rng.normal(0, 0.1, n)  # the proxy pays for length, not for any word
+    assert stats.maxt_scan(x, r, cells, rng=rng, n_perm=50)["p"].min() < 0.01
+    held = stats.maxt_scan(x, r, cells, rng=rng, n_perm=50, covariate=length)
+    assert held["p"].min() > 0.02
+    r = r + 0.3 * x[:, 3]
+    paid = stats.maxt_scan(x, r, cells, rng=rng, n_perm=50, covariate=length)
+    assert paid["p"][3] < 1e-3 and paid["payment"][3] == pytest.approx(0.3, abs=0.1)
+
+
 def test_endorsed_payment_within_and_across_looks():
     rng = np.random.default_rng(2)
     n = 800

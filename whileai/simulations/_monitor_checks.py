@@ -32,6 +32,7 @@ class Look:
     endorsed: np.ndarray
     features: list[np.ndarray] | None = None
     kl: np.ndarray | None = None
+    words: np.ndarray | None = None
 
 
 @dataclass
@@ -44,6 +45,7 @@ class BufferItem:
     gold: float
     endorsed: np.ndarray
     features: np.ndarray
+    words: int = 0
 
 
 @dataclass
@@ -164,10 +166,15 @@ def check_all(looks: list[Look], buffer: list[BufferItem], cfg: Settings, index:
 
 def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffer: list[BufferItem],
          pay: np.ndarray, cfg: Settings, index: feats.FeatureIndex) -> dict[str, Any] | None:
-    """The feature scan over the current window's held-out completions and the gold-scored buffer."""
+    """The feature scan over the current window's held-out completions and the gold-scored buffer.
+
+    Length in words is held fixed (the length alarm covers length), so a proxy
+    that pays for long completions does not make their words look paid for.
+    """
     sets: list[np.ndarray] = []
     resid: list[np.ndarray] = []
     cells: list[np.ndarray] = []
+    words: list[np.ndarray] = []
     endorsed: list[np.ndarray] = []
     recent = [i for i in range(max(0, len(looks) - cfg.window), len(looks)) if looks[i].features is not None]
     for t in recent:
@@ -176,6 +183,7 @@ def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffe
         sets.extend(lk.features)
         resid.append((adj[t] - gold[t]).ravel())
         cells.append(t * n + np.repeat(np.arange(n), k))
+        words.append((lk.words if lk.words is not None else lk.length).ravel().astype(float))
         endorsed.append(lk.endorsed.reshape(n * k, -1))
     held_out = len(sets)
     items = [b for b in buffer if not (cfg.has_gold and not math.isfinite(b.gold))]
@@ -187,6 +195,7 @@ def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffe
         r = np.array([b.proxy - (b.gold if cfg.has_gold else 0.0) for b in items])
         resid.append(r - (e @ pay if pay.size else 0.0))
         cells.append(offset + np.array([keys.setdefault((b.call, b.prompt), len(keys)) for b in items]))
+        words.append(np.array([b.words for b in items], dtype=float))
         endorsed.append(e)
     if len(sets) < cfg.scan_min:
         return None
@@ -204,7 +213,7 @@ def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffe
     if not names:
         return base
     res = stats.maxt_scan(x, np.concatenate(resid), np.concatenate(cells), rng=_rng(cfg, len(looks), 5),
-                          n_perm=cfg.n_perm, nonzero=nonzero)
+                          n_perm=cfg.n_perm, nonzero=nonzero, covariate=np.concatenate(words))
     if res is None:
         return base
     z = np.where(np.isfinite(res["z"]), res["z"], -np.inf)

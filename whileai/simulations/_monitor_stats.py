@@ -303,7 +303,8 @@ def _gumbel_tail(null_max: np.ndarray, z: np.ndarray) -> np.ndarray:
 
 
 def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.random.Generator,
-              n_perm: int, nonzero: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray] | None:
+              n_perm: int, nonzero: tuple[np.ndarray, np.ndarray] | None = None,
+              covariate: np.ndarray | None = None) -> dict[str, np.ndarray] | None:
     """Which features predict the residual within their cell, with family-wise control?
 
     ``x`` is (completions, features) 0/1, ``resid`` the proxy-beyond-gold residual
@@ -326,6 +327,12 @@ def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.ra
     ``count`` (completions with the feature) and ``null_max``; None when no
     cell holds two completions. ``nonzero`` (the row and column of every 1 in
     ``x``) saves finding them again when the caller has them.
+
+    ``covariate`` (one number per completion, e.g. its length) is held fixed:
+    the residual and every feature are taken beyond their within-cell linear
+    relation to it, and the residual of that reduced model is what gets
+    permuted (Freedman & Lane 1983). So a proxy that pays for length does not
+    make every word of a long completion look paid for.
     """
     resid = np.asarray(resid, dtype=float)
     cells = np.asarray(cells)
@@ -344,7 +351,6 @@ def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.ra
     n_cells = int(cell.max()) + 1
     n_c = np.bincount(cell, minlength=n_cells).astype(float)
     rc = r - (np.bincount(cell, weights=r, minlength=n_cells) / n_c)[cell]
-    s_rr = np.bincount(cell, weights=rc * rc, minlength=n_cells)
     n_feat = xs.shape[1]
     if nonzero is None:
         nz_row, nz_col = np.nonzero(xs)
@@ -356,7 +362,23 @@ def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.ra
     m = np.bincount(cell[nz_row] * n_feat + nz_col, minlength=n_cells * n_feat).reshape(n_cells, n_feat)
     m = m.astype(float)
     s_xx = m * (n_c[:, None] - m) / n_c[:, None]
-    var = s_xx.T @ (s_rr / (n_c - 1))
+    lc, coef = None, None
+    if covariate is not None:
+        v = np.asarray(covariate, dtype=float)[rows]
+        v = np.where(np.isfinite(v), v, 0.0)
+        lc = v - (np.bincount(cell, weights=v, minlength=n_cells) / n_c)[cell]
+        s_ll = float(lc @ lc)
+        if s_ll > 0:
+            rc = rc - (float(rc @ lc) / s_ll) * lc
+            coef = np.bincount(nz_col, weights=lc[nz_row], minlength=n_feat) / s_ll
+            s_xl = np.bincount(cell[nz_row] * n_feat + nz_col, weights=lc[nz_row],
+                               minlength=n_cells * n_feat).reshape(n_cells, n_feat)
+            s_ll_c = np.bincount(cell, weights=lc * lc, minlength=n_cells)
+            s_xx = s_xx - 2 * coef[None, :] * s_xl + coef[None, :] ** 2 * s_ll_c[:, None]
+        else:
+            lc = None
+    s_rr = np.bincount(cell, weights=rc * rc, minlength=n_cells)
+    var = np.maximum(s_xx, 0.0).T @ (s_rr / (n_c - 1))
     s_xr = (rc.astype(np.float32) @ xs).astype(float)
     sxx_total = s_xx.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -369,7 +391,10 @@ def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.ra
         keys = cell[None, :] + rng.random((n_perm, len(cell)))
         perm = np.argsort(keys, axis=1)
         rp = rc[perm].astype(np.float32)
-        zp = (rp @ xs[:, testable]).astype(float) / sd[testable][None, :]
+        sp = (rp @ xs[:, testable]).astype(float)
+        if lc is not None:
+            sp -= (rp.astype(float) @ lc)[:, None] * coef[testable][None, :]
+        zp = sp / sd[testable][None, :]
         null_max = zp.max(axis=1)
     p = np.ones(len(z))
     if testable.any() and n_perm > 0:

@@ -265,7 +265,7 @@ class _HackMonitor:
         endorsed = np.array([[d(t) for d in self._detect] for t in flat_text], dtype=bool).reshape(n, k, -1)
         look = checks.Look(step=int(step), proxy=proxy_scores.reshape(n, k), gold=gold_scores.reshape(n, k),
                            length=length, endorsed=endorsed, features=[self._index.encode(t) for t in flat_text],
-                           kl=kl)
+                           kl=kl, words=np.array([[len(t.split()) for t in ts] for ts in texts], dtype=float))
         self._looks.append(look)
         for old in self._looks[: -self.window]:
             old.features = None
@@ -300,7 +300,7 @@ class _HackMonitor:
                 reward = np.nan
             item = checks.BufferItem(call=call, prompt=sampling_.prompt_key(prompts[i]), proxy=reward, gold=np.nan,
                                      endorsed=np.array([d(text) for d in self._detect], dtype=bool),
-                                     features=self._index.encode(text))
+                                     features=self._index.encode(text), words=len(text.split()))
             self._items[(call, i)] = item
             if self.gold is not None:
                 cols = {k: v[i] for k, v in kwargs.items() if k not in sampling_.RESERVED
