@@ -22,8 +22,9 @@ import time
 from pathlib import Path
 
 
-def heldout_pass_rate(model, tokenizer, rows, batch: int = 32, max_new_tokens: int = 48) -> float:
-    """First-action pass rate over one row per held-out task (greedy)."""
+def heldout_pass_rate(model, tokenizer, rows, batch: int = 32, max_new_tokens: int = 48,
+                      show: int = 0) -> float:
+    """First-action pass rate over one row per held-out task (greedy); prints ``show`` misses."""
     import torch
 
     from whileai.kit import first_action_passed
@@ -46,7 +47,11 @@ def heldout_pass_rate(model, tokenizer, rows, batch: int = 32, max_new_tokens: i
                                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
         for r, seq in zip(chunk, out[:, enc["input_ids"].shape[1]:]):
             text = tokenizer.decode(seq, skip_special_tokens=True)
-            passed += first_action_passed(text, r["gold"])
+            ok = first_action_passed(text, r["gold"])
+            passed += ok
+            if not ok and show > 0:
+                show -= 1
+                print(f"  miss: {r['messages'][1]['content']!r} -> {text!r} (gold {json.dumps(r['gold'])})")
     return passed / len(items)
 
 
@@ -73,12 +78,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="modules trained in full beside the adapter (comma list, empty for none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=int(os.environ.get("WHILEAI_BENCH_THREADS", "2")))
+    p.add_argument("--show", type=int, default=0, help="print this many held-out misses after training")
+    p.add_argument("--save-adapter", default=None, help="keep the trained adapter in this directory")
     p.add_argument("--eval-limit", type=int, default=None, help="held-out tasks to score (default: all)")
     args = p.parse_args(argv)
 
+    import datasets
     import torch
 
     torch.set_num_threads(args.threads)
+    datasets.disable_progress_bars()
     from peft import LoraConfig
     from trl import SFTConfig, SFTTrainer
 
@@ -111,18 +120,21 @@ def main(argv: list[str] | None = None) -> int:
             warmup_steps=defaults.KIT_SFT_WARMUP_RATIO, logging_steps=max(1, args.steps // 10),
             save_strategy="no", report_to=[], assistant_only_loss=True, max_length=defaults.KIT_MAX_POSITIONS,
             use_cpu=True, seed=args.seed, data_seed=args.seed, dataloader_num_workers=0,
-            disable_tqdm=True, bf16=False, fp16=False,
+            disable_tqdm=True, bf16=False, fp16=False, gradient_checkpointing=False,
         )
         trainer = SFTTrainer(model=model, args=cfg, train_dataset=sft_dataset(train_rows),
                              processing_class=tok, peft_config=lora)
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         trainer.train()
-        t_train = time.perf_counter() - t
+        t_train, cpu_train = time.perf_counter() - t, time.process_time() - cpu
         losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     trained = trainer.model
-    after = heldout_pass_rate(trained, tok, held)
+    if args.save_adapter:
+        trained.save_pretrained(args.save_adapter)
+    after = heldout_pass_rate(trained, tok, held, show=args.show)
     print(json.dumps({
         "before": round(before, 3), "after": round(after, 3), "train_seconds": round(t_train, 1),
+        "train_cpu_seconds": round(cpu_train, 1),
         "steps": args.steps, "batch": args.batch, "lr": args.lr, "rank": args.rank, "alpha": args.alpha,
         "targets": args.targets, "modules_to_save": args.save, "threads": args.threads,
         "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,

@@ -371,3 +371,18 @@ def test_tiny_model_dir_and_load_base_errors(home):
         kit.load_base("some-org/not-cached-model")
     with pytest.raises(FileNotFoundError, match="not a model directory"):
         kit.load_base(str(home))
+
+
+def test_pretraining_data_is_deterministic_and_never_the_sample_task():
+    from whileai.kit import sample_task
+    from whileai.kit._pretrain import pretrain_conversations
+
+    convs = pretrain_conversations(300, seed=1)
+    assert convs == pretrain_conversations(300, seed=1)
+    names = {t["function"]["name"] for c in convs for t in c["tools"] or []}
+    called = {call["function"]["name"] for c in convs for m in c["messages"] for call in m.get("tool_calls") or []}
+    assert names and called <= names
+    assert not names & {t["function"]["name"] for t in sample_task.TOOLS}
+    asks = {c["messages"][-1]["content"] for c in convs} | {m["content"] for c in convs for m in c["messages"]
+                                                             if m["role"] == "user"}
+    assert not asks & {r["messages"][1]["content"] for r in kit.load_sample()}

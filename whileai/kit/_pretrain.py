@@ -6,10 +6,12 @@ briefly on building blocks the sample task needs but not the task itself:
 
 - ``echo``: the user gives a span of words, cities, units or numbers and the
   assistant repeats it (copying any token from the ask);
-- ``call``: the system lists made-up tools and the user spells out the call
-  literally ("use find_note with topic apple and count 7"); the assistant
-  writes the ``<tool_call>`` JSON (JSON shape, keys from the tool list, values
-  copied from the ask, numbers unquoted);
+- ``call``: the system lists made-up tools and the user names one with its
+  values, either literally ("use find_note with topic apple and count 7") or by
+  value only ("find_note Oslo 7"), where each value's kind (a city, a unit, a
+  number) says which slot it fills; the assistant writes the ``<tool_call>``
+  JSON (JSON shape, keys from the tool list, values copied from the ask,
+  numbers unquoted);
 - ``report``: after a made-up call and its tool response the assistant reads
   one value back ("The count is 7.") (the tool turn and the final reply).
 
@@ -30,47 +32,67 @@ from whileai.kit import _vocab
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["pretrain", "pretrain_conversations"]
+__all__ = ["copy_friendly_init", "pretrain", "pretrain_conversations"]
 
 #: The sample task's tools: never used as made-up tool names here.
 _RESERVED = {"get_weather", "convert", "set_timer", "get_time"}
-_TYPES = ("string", "integer", "number")
 
 
-def _value_words() -> list[str]:
-    units = [u for a, b, _ in _vocab.CONVERSIONS for u in (a, b)]
-    return list(_vocab.GENERIC_WORDS) + list(_vocab.CITIES) * 3 + list(_vocab.TEMPERATURE_UNITS) * 6 + units * 3
+#: Argument names whose values come from one category, so a value's kind says which slot it fills.
+_CITY_KEYS = ("city", "town", "place", "destination", "origin")
+_UNIT_KEYS = ("unit", "from_unit", "to_unit", "scale", "measure")
+_NUMBER_KEYS = ("amount", "minutes", "count", "number", "size", "days", "hours", "value")
+
+
+def _units() -> list[str]:
+    return list(_vocab.TEMPERATURE_UNITS) + [u for a, b, _ in _vocab.CONVERSIONS for u in (a, b)]
+
+
+def _words() -> list[str]:
+    return [w for w in _vocab.GENERIC_WORDS if w.isidentifier()]
 
 
 def _fake_tool(rng: random.Random) -> dict[str, Any]:
+    words = _words()
     while True:
-        name = f"{rng.choice(_vocab.GENERIC_WORDS)}_{rng.choice(_vocab.GENERIC_WORDS)}"
-        if name not in _RESERVED and name.isidentifier():
+        name = f"{rng.choice(words)}_{rng.choice(words)}"
+        if name not in _RESERVED:
             break
     params: dict[str, Any] = {}
     for _ in range(rng.randint(1, 3)):
-        key = rng.choice(_vocab.GENERIC_WORDS + ("city", "unit", "amount", "minutes", "from_unit", "to_unit"))
-        if key.isidentifier():
-            params[key] = {"type": rng.choice(_TYPES)}
-    if not params:
-        params["value"] = {"type": "string"}
+        pool = rng.choice([_CITY_KEYS, _UNIT_KEYS, _NUMBER_KEYS, tuple(words)])
+        key = rng.choice(pool)
+        params[key] = {"type": "integer" if key in _NUMBER_KEYS else "string"}
     return {"type": "function", "function": {
-        "name": name, "description": " ".join(rng.choice(_vocab.GENERIC_WORDS) for _ in range(rng.randint(2, 5))) + ".",
+        "name": name, "description": " ".join(rng.choice(words) for _ in range(rng.randint(1, 3))) + ".",
         "parameters": {"type": "object", "properties": params, "required": list(params)}}}
 
 
-def _value(rng: random.Random, kind: str, words: list[str]) -> Any:
-    if kind in ("integer", "number"):
+def _value(rng: random.Random, key: str) -> Any:
+    if key in _NUMBER_KEYS:
         return rng.randint(0, 300)
-    return rng.choice(words)
+    if key in _CITY_KEYS:
+        return rng.choice(_vocab.CITIES)
+    if key in _UNIT_KEYS:
+        return rng.choice(_units())
+    return rng.choice(_words())
 
 
-def _call_example(rng: random.Random, words: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict]:
-    tools = [_fake_tool(rng) for _ in range(rng.randint(1, 4))]
+def _call_example(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict]:
+    """A made-up call spelled out in the ask: literally (key and value) or by value only.
+
+    By value only, each value's kind (a city, a unit, a number) says which slot it fills.
+    """
+    tools = [_fake_tool(rng) for _ in range(rng.randint(1, 3))]
     tool = rng.choice(tools)["function"]
-    args = {k: _value(rng, v["type"], words) for k, v in tool["parameters"]["properties"].items()}
-    said = " and ".join(f"{k} {v}" for k, v in args.items())
-    ask = rng.choice(["use {n} with {a}", "call {n} with {a}", "run {n}: {a}", "{n} with {a} please"])
+    args = {k: _value(rng, k) for k in tool["parameters"]["properties"]}
+    if rng.random() < 0.5:
+        said = " and ".join(f"{k} {v}" for k, v in args.items())
+        ask = rng.choice(["use {n} with {a}", "call {n} with {a}", "run {n}: {a}", "{n} with {a} please"])
+    else:
+        values = [str(v) for v in args.values()]  # in the tool's order: same-kind values stay ordered
+        said = rng.choice([" ", ", ", " in ", " for "]).join(values)
+        ask = rng.choice(["{n} {a}", "{n} for {a}?", "please {n}: {a}", "I need {n} {a}."])
     messages = [
         {"role": "user", "content": ask.format(n=tool["name"], a=said)},
         {"role": "assistant", "content": None, "tool_calls": [
@@ -82,30 +104,47 @@ def _call_example(rng: random.Random, words: list[str]) -> tuple[list[dict[str, 
 def pretrain_conversations(n: int, seed: int = 0) -> list[dict[str, Any]]:
     """``n`` pre-training conversations (``{"messages", "tools"}``), deterministic for ``seed``."""
     rng = random.Random(seed)
-    words = _value_words() + [str(i) for i in range(0, 301)]
+    words = _words() + list(_vocab.CITIES) + _units() + [str(i) for i in range(0, 301)]
     out: list[dict[str, Any]] = []
     for _ in range(n):
         kind = rng.random()
-        if kind < 0.3:
+        if kind < 0.25:
             span = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
             lead = rng.choice(["Repeat after me: ", "Say: ", "Echo ", "Copy this: "])
             msgs = [{"role": "user", "content": lead + span}, {"role": "assistant", "content": span}]
             if rng.random() < 0.5:
                 msgs.insert(0, {"role": "system", "content": "You repeat what you are told."})
             out.append({"messages": msgs, "tools": None})
-        elif kind < 0.8:
-            msgs, tools, _ = _call_example(rng, words)
-            if rng.random() < 0.5:
+        elif kind < 0.9:
+            msgs, tools, _ = _call_example(rng)
+            if rng.random() < 0.2:
                 msgs.insert(0, {"role": "system", "content": "You call the tool you are told to call."})
             out.append({"messages": msgs, "tools": tools})
         else:
-            msgs, tools, args = _call_example(rng, words)
-            result = {k: _value(rng, "integer" if rng.random() < 0.5 else "string", words) for k in args}
+            msgs, tools, args = _call_example(rng)
+            result = {k: _value(rng, k) for k in args}
             key = rng.choice(sorted(result))
             msgs.append({"role": "tool", "tool_call_id": "call_0", "content": json.dumps(result)})
             msgs.append({"role": "assistant", "content": f"The {key} is {result[key]}."})
             out.append({"messages": msgs, "tools": tools})
     return out
+
+
+def copy_friendly_init(model: PreTrainedModel) -> None:
+    """Set every attention layer's value and output projections to the identity.
+
+    An attention head then adds the (normed) embedding of the token it attends
+    to, and the tied unembedding reads that token straight back: copying needs
+    only the attention pattern to be learned. On the kit's tiny model this
+    turned a phase change that had not happened by step 400 (echo loss 1.8) into
+    echo loss 0.04 by step 200 (defaults.KIT_BASE_COPY_INIT).
+    """
+    import torch
+
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.v_proj, layer.self_attn.o_proj):
+                proj.weight.copy_(torch.eye(*proj.weight.shape, dtype=proj.weight.dtype))
 
 
 def _encode(tokenizer: PreTrainedTokenizerBase, conv: dict[str, Any]) -> tuple[list[int], list[int]]:
@@ -117,12 +156,14 @@ def _encode(tokenizer: PreTrainedTokenizerBase, conv: dict[str, Any]) -> tuple[l
 
 
 def pretrain(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, seed: int = 0,
-             steps: int | None = None, log: Any = None) -> dict[str, float]:
+             steps: int | None = None, log: Any = None, every: int = 100) -> dict[str, float]:
     """Pre-train ``model`` in place on ``pretrain_conversations``; returns loss and timing figures.
 
-    Plain PyTorch (AdamW, linear warmup then cosine decay), loss on every token
-    with the assistant turns weighted by ``defaults.KIT_BASE_ASSISTANT_WEIGHT``.
-    Steps, batch, learning rate and data size are ``defaults.KIT_BASE_*``.
+    Plain PyTorch (AdamW, linear warmup then cosine decay). The loss is on the
+    assistant turns, with every other token weighted ``defaults.KIT_BASE_CONTEXT_WEIGHT``
+    (the asks are random words: predicting them is noise). Steps, batch, learning
+    rate and data size are ``defaults.KIT_BASE_*``. ``log(step, model, mean_loss)``
+    is called every ``every`` steps when given.
     """
     import math
 
@@ -132,6 +173,8 @@ def pretrain(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, seed: i
 
     steps = defaults.KIT_BASE_STEPS if steps is None else steps
     batch = defaults.KIT_BASE_BATCH
+    if defaults.KIT_BASE_COPY_INIT:
+        copy_friendly_init(model)
     convs = pretrain_conversations(defaults.KIT_BASE_EXAMPLES, seed=seed)
     encoded = [_encode(tokenizer, c) for c in convs]
     gen = torch.Generator().manual_seed(seed)
@@ -147,17 +190,19 @@ def pretrain(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, seed: i
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
     model.train()
-    start, losses = time.perf_counter(), []
+    start, cpu, losses = time.perf_counter(), time.process_time(), []
     for step in range(steps):
         idx = torch.randint(len(encoded), (batch,), generator=gen).tolist()
         width = max(len(encoded[i][0]) for i in idx)
         ids = torch.full((batch, width), pad, dtype=torch.long)
         weight = torch.zeros((batch, width))
+        attn = torch.zeros((batch, width), dtype=torch.long)
         for row, i in enumerate(idx):
             toks, mask = encoded[i]
             ids[row, : len(toks)] = torch.tensor(toks)
-            weight[row, : len(toks)] = 1.0 + (defaults.KIT_BASE_ASSISTANT_WEIGHT - 1.0) * torch.tensor(mask, dtype=torch.float)
-        attn = (weight > 0).long()
+            attn[row, : len(toks)] = 1
+            m = torch.tensor(mask, dtype=torch.float)
+            weight[row, : len(toks)] = m + defaults.KIT_BASE_CONTEXT_WEIGHT * (1.0 - m)
         logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
         target, w = ids[:, 1:], weight[:, 1:]
         tok_loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1),
@@ -169,10 +214,12 @@ def pretrain(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, seed: i
         opt.step()
         sched.step()
         losses.append(loss.item())
-        if log is not None and (step + 1) % 100 == 0:
-            log(f"step {step + 1}/{steps} loss {sum(losses[-100:]) / 100:.3f}")
+        if log is not None and (step + 1) % every == 0:
+            log(step + 1, model, sum(losses[-every:]) / every)
+            model.train()
     model.eval()
     tail = losses[-50:] or [float("nan")]
     return {"steps": steps, "seconds": round(time.perf_counter() - start, 1),
+            "cpu_seconds": round(time.process_time() - cpu, 1), "threads": torch.get_num_threads(),
             "first_loss": round(losses[0], 3) if losses else float("nan"),
             "final_loss": round(sum(tail) / len(tail), 3)}
