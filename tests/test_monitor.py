@@ -442,6 +442,14 @@ def test_divergence_test_pairs_by_prompt():
     assert not quiet["fired"]
 
 
+def test_kl_bound_fires_only_past_the_budget():
+    rng = np.random.default_rng(5)
+    kl = rng.gamma(4.0, 0.5, 32)  # mean 2 nats
+    assert stats.kl_test(kl, rng=rng, n_boot=200, alpha=1e-3, budget=1.0)["fired"]
+    assert not stats.kl_test(kl, rng=rng, n_boot=200, alpha=1e-3, budget=2.0)["fired"]
+    assert not stats.kl_test(kl, rng=rng, n_boot=200, alpha=1e-3, budget=None)["fired"]
+
+
 def test_feature_scan_is_calibrated_under_the_null_and_finds_a_paid_feature():
     rng = np.random.default_rng(1)
     n, f = 400, 60
