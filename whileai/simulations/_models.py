@@ -269,20 +269,8 @@ class RewardModelJudge:
             raise ValueError(f"batch_size={batch_size!r} must be at least 1; leave it None for the default")
         model, tokenizer = self._load()
         encoded = [self._encode(tokenizer, model, row, i) for i, row in enumerate(rows)]
-        pad = tokenizer.pad_token_id
-        device = next(model.parameters()).device
-        scores: list[float] = []
         with self._lock, torch.inference_mode():  # one forward at a time: the model is shared
-            for start in range(0, len(encoded), size):
-                batch = encoded[start:start + size]
-                width = max(len(ids) for ids in batch)
-                ids = torch.full((len(batch), width), pad, dtype=torch.long)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
-                for i, seq in enumerate(batch):
-                    ids[i, : len(seq)] = torch.tensor(seq)
-                    mask[i, : len(seq)] = 1
-                logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
-                scores.extend(float(v) for v in logits[:, 0].float().cpu())
+            scores = score_token_batches(model, encoded, tokenizer.pad_token_id, size)
         for i, s in enumerate(scores):
             if not math.isfinite(s):
                 raise ValueError(f"the reward model scored row {i} as {s}; its weights are broken, retrain the run")
@@ -370,3 +358,26 @@ def reward_model(run: Any, threshold: float | None = None, *, api_key: str | Non
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
         raise ValueError(f"threshold={threshold!r} is not a finite number; pass one, or None for the run's own")
     return RewardModelJudge(adapter, base, float(threshold), record.get("id"))
+
+
+def score_token_batches(model: Any, encoded: list[list[int]], pad: int, size: int) -> list[float]:
+    """The score head's first logit for each token sequence, right-padded ``size`` at a time.
+
+    Shared by the reward-model judge and the rm job's threshold search, so both
+    score a row exactly the same way. The caller sets eval mode and no-grad.
+    """
+    import torch
+
+    device = next(model.parameters()).device
+    scores: list[float] = []
+    for start in range(0, len(encoded), size):
+        batch = encoded[start:start + size]
+        width = max(len(ids) for ids in batch)
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, seq in enumerate(batch):
+            ids[i, : len(seq)] = torch.tensor(seq)
+            mask[i, : len(seq)] = 1
+        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+        scores.extend(float(v) for v in logits[:, 0].float().cpu())
+    return scores

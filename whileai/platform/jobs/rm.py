@@ -52,30 +52,19 @@ def score_rows(model: Any, tokenizer: Any, rows: list[dict[str, Any]], batch_siz
     """The head's score for each row (chat template over its whole conversation and tools)."""
     import torch
 
-    from whileai.simulations._models import reward_text_messages
+    from whileai.simulations._models import reward_text_messages, score_token_batches
 
     size = batch_size or defaults.REWARD_MODEL_BATCH_SIZE
     was_training = model.training
     model.eval()
-    dev = next(model.parameters()).device
-    pad = tokenizer.pad_token_id
-    scores: list[float] = []
+    encoded = [
+        list(tokenizer.apply_chat_template(reward_text_messages(r), tools=r.get("tools") or None,
+                                           tokenize=True, return_dict=True)["input_ids"])
+        for r in rows
+    ]
     try:
-        for start in range(0, len(rows), size):
-            batch = [
-                list(tokenizer.apply_chat_template(reward_text_messages(r), tools=r.get("tools") or None,
-                                                   tokenize=True, return_dict=True)["input_ids"])
-                for r in rows[start : start + size]
-            ]
-            width = max(len(ids) for ids in batch)
-            ids = torch.full((len(batch), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for i, seq in enumerate(batch):
-                ids[i, : len(seq)] = torch.tensor(seq)
-                mask[i, : len(seq)] = 1
-            with torch.no_grad():
-                logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev)).logits
-            scores.extend(float(v) for v in logits[:, 0].float().cpu())
+        with torch.no_grad():
+            scores = score_token_batches(model, encoded, tokenizer.pad_token_id, size)
     finally:
         if was_training:
             model.train()
