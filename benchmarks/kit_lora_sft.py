@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--save", default=",".join(defaults.KIT_SFT_MODULES_TO_SAVE),
                    help="modules trained in full beside the adapter (comma list, empty for none)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--base-seed", type=int, default=None, help="seed of the demo base (default KIT_BASE_SEED)")
     p.add_argument("--threads", type=int, default=int(os.environ.get("WHILEAI_BENCH_THREADS", "2")))
     p.add_argument("--show", type=int, default=0, help="print this many held-out misses after training")
     p.add_argument("--save-adapter", default=None, help="keep the trained adapter in this directory")
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     from whileai.kit.sample_task import split_tasks
 
     t0 = time.perf_counter()
-    base_dir = args.base or str(demo_base())
+    base_dir = args.base or str(demo_base(seed=args.base_seed))
     t_base = time.perf_counter() - t0
     model, tok = load_base(base_dir)
     train, held = split_tasks(load_sample())
