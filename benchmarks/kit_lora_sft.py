@@ -140,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         "targets": args.targets, "modules_to_save": args.save, "threads": args.threads,
         "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
         "target": defaults.KIT_SFT_TARGET_PASS_RATE,
+        # the baseline is the same base before training, scored in this run
+        "gain_over_baseline": round(after - before, 3),
         "ratio_after_over_before": round(after / before, 2) if before else None,
     }))
     return 0 if after >= defaults.KIT_SFT_TARGET_PASS_RATE else 1

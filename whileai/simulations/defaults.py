@@ -273,10 +273,10 @@ KIT_SAMPLE_HOLDOUT = 0.2
 #: calls spelled out literally or by value, tool-response read-back; never the sample
 #: task), so LoRA has features to adapt. Cached per data root under models/; the cache
 #: directory is named by a hash of every KIT_* value below that shapes the weights.
-#: Measured on the shared 2-core machine (torch 2.13, 1 thread): 600 steps took
-#: 112 CPU-seconds (loss 7.04 -> 0.66), and the base's held-out first-action pass rate
-#: on the sample task was 0.000 for base seeds 0 and 1. 1000 steps (193 CPU-s) gave
-#: no better LoRA result (0.875 vs 0.887).
+#: Measured on the 2-core machine (torch 2.13): demo_base() took 74 s with 2 threads
+#: (64 s of pre-training, loss 7.04 -> 0.66; the same loss with 1 thread), and the
+#: base's held-out first-action pass rate on the sample task was 0.000 for base seeds
+#: 0 and 1. 1000 steps gave no better LoRA result (0.875 vs 0.887).
 KIT_BASE_NAME = "whileai/tiny-tooluse-base"
 KIT_BASE_SEED = 0
 KIT_BASE_STEPS = 600
@@ -300,8 +300,8 @@ KIT_BASE_COPY_INIT = True
 #: LoRA SFT of the demo base on the sample task: the hosted trainer's defaults for the kit
 #: base. Measured with benchmarks/kit_lora_sft.py (passing rows of the 320 train tasks,
 #: 768 rows; assistant-only loss; gradient checkpointing off; 80 held-out tasks, greedy):
-#: base seed 0: 0.000 -> 0.887, base seed 1: 0.000 -> 0.900, each 300 steps in ~180
-#: CPU-seconds on one thread (~5 minutes' wall time on the shared 2-core machine).
+#: base seed 0: 0.000 -> 0.887, base seed 1: 0.000 -> 0.900. 300 steps trained in 146 s
+#: with 2 threads on a quiet machine (~5 minutes with 1 thread while others ran).
 KIT_SFT_STEPS = 300
 KIT_SFT_BATCH = 8
 #: Constant after warmup. 2e-3 and 5e-3 were tried only on bases without the copy init.
