@@ -349,6 +349,15 @@ def test_run_page_escapes_what_users_logged(platform, alice):
     assert "0.4" in page.text and "0.6" in page.text
 
 
+def test_run_page_names_the_held_out_metric_a_run_reports():
+    from whileai.platform._pages import _holdout
+
+    assert "held-out pass rate" in _holdout({"holdout_before": 0.1, "holdout_after": 0.5})
+    rm = _holdout({"holdout_before": 0.5, "holdout_after": 0.8, "training": {"metric": "pair_accuracy"}})
+    assert "held-out pair accuracy" in rm and "pass rate" not in rm
+    assert "held-out loss" in _holdout({"holdout_loss_before": 2.0, "holdout_loss_after": 1.0})
+
+
 def test_login_refuses_bad_keys_and_foreign_redirects(platform, alice):
     key = alice.headers["Authorization"].split()[1]
     bad = httpx.get(f"{platform.base_url}/login", params={"key": "wai_wrong"})

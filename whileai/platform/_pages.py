@@ -127,12 +127,17 @@ def _json_block(value: Any) -> str:
     return f"<pre>{escape(json.dumps(value, indent=2, ensure_ascii=False, default=str))}</pre>"
 
 
+_HOLDOUT_LABELS = {"pair_accuracy": "held-out pair accuracy", "row_accuracy": "held-out row accuracy"}
+
+
 def _holdout(summary: dict[str, Any]) -> str:
     found = []
-    for prefix, label, better in (("holdout", "held-out pass rate", "higher"), ("holdout_loss", "held-out loss", "lower")):
+    training = summary.get("training")
+    metric = training.get("metric") if isinstance(training, dict) else None
+    rate = _HOLDOUT_LABELS.get(metric, "held-out pass rate")  # a reward model's before/after is an accuracy
+    for prefix, label, better in (("holdout", rate, "higher"), ("holdout_loss", "held-out loss", "lower")):
         if f"{prefix}_before" in summary or f"{prefix}_after" in summary:
             found.append((label, summary.get(f"{prefix}_before"), summary.get(f"{prefix}_after"), better))
-    training = summary.get("training")
     if not found and isinstance(training, dict) and ("before" in training or "after" in training):
         found.append(("held-out", training.get("before"), training.get("after"), "higher"))
     return "".join(
