@@ -447,3 +447,21 @@ def test_trainer_callback_on_a_trl_sft_trainer_keeps_notes(home, tiny, tmp_path)
     assert set(by_step) == {1, 2, 3, 4}
     for step in range(1, 5):
         assert {"loss", "learning_rate", "grad_norm", "mean_token_accuracy", "num_tokens"} <= set(by_step[step])
+
+
+def test_trainer_callback_drops_metrics_a_trainer_reports_as_none(home):
+    """TRL's GRPO logs clip_ratio/low_min=None when nothing was clipped: absent, not a bad value."""
+    import types
+    import warnings
+
+    import whileai.simulations as wai
+
+    run = wai.training_run(name="nones")
+    callback = wai.TrainerCallback(run)
+    state = types.SimpleNamespace(is_world_process_zero=True, global_step=3, max_steps=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        callback.on_log(None, state, None, logs={"loss": 0.5, "clip_ratio/low_min": None})
+    run.finish()
+    assert run.skipped == 0
+    assert _series_by_step(run.id) == {3: {"loss": 0.5}}

@@ -490,7 +490,9 @@ def _define_trainer_callback() -> type:
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and state.is_world_process_zero:
-                self.run._tracker.log(state.global_step, dict(logs))
+                # a trainer reports None for a metric with no value at this step (TRL's GRPO does for
+                # clip_ratio/low_min when nothing was clipped): absent, not a bad value to warn about
+                self.run._tracker.log(state.global_step, {k: v for k, v in logs.items() if v is not None})
 
         def on_train_end(self, args, state, control, **kwargs):
             if state.is_world_process_zero and self.run.status == "running":
