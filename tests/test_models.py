@@ -203,6 +203,8 @@ def test_reward_model_judge_scores_rows_in_evaluate_and_judge_trust(home, rm_ada
     assert scored.pass_rate == pytest.approx(2 / 3)
     trust = wai.judge_trust(ROWS, judge=judge)
     assert trust["n"] == 3 and 0.0 <= trust["accuracy"] <= 1.0
+    graded = wai.SimulationData(ROWS).grade(judge=judge)
+    assert [r["passed"] for r in graded.rows] == [s >= cut for s in scores]
 
     own = reward_model(training.get_run(run.id))  # the run's own threshold (0.0 here)
     assert own.threshold == 0.0 and own(ROWS[0])["passed"] == (scores[0] >= 0.0)
