@@ -62,13 +62,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class ServerHandle:
-    """A platform server running in a thread: ``base_url``, ``port``, ``store``, ``stop()``."""
+    """A platform server running in a thread: ``base_url``, ``port``, ``store``, ``app``, ``stop()``."""
 
     def __init__(self, server: Any, thread: threading.Thread, sock: socket.socket, store: Store, host: str):
         self._server = server
         self._thread = thread
         self._sock = sock
         self.store = store
+        self.app = server.config.app  # the FastAPI app, e.g. for configure_serving
         self.port: int = sock.getsockname()[1]
         self.base_url = f"http://{_display_host(host)}:{self.port}"
 

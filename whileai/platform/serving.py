@@ -29,7 +29,7 @@ from whileai.platform import _serving_chat as chat
 from whileai.platform._serving_chat import RequestError
 from whileai.platform._serving_pool import Loader, ModelPool
 
-__all__ = ["configure_serving", "router", "serving_pool"]
+__all__ = ["configure_serving", "router", "serving_pool", "serving_remote"]
 
 _POOL_LOCK = threading.Lock()
 
@@ -45,19 +45,43 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 router = APIRouter(lifespan=_lifespan)
 
 
+_UNSET: Any = object()
+
+
 def configure_serving(app: FastAPI, *, max_loaded: int | None = None, idle_s: float | None = None,
-                      loader: Loader | None = None) -> ModelPool:
+                      loader: Loader | None = None, remote: Any = _UNSET) -> ModelPool:
     """Give ``app`` a fresh model pool (``None`` keeps each default); returns it.
 
     ``loader(base_model, adapter) -> (model, tokenizer)`` replaces how models are
     loaded (default :func:`whileai.platform._serving_pool.load_model`).
+    ``remote`` (a :class:`whileai.platform._serving_remote.RemoteServing`, or
+    None for the platform's own generation) overrides the serve target.
     """
     with _POOL_LOCK:
         old = getattr(app.state, "serving_pool", None)
         app.state.serving_pool = ModelPool(max_loaded=max_loaded, idle_s=idle_s, loader=loader)
+        if remote is not _UNSET:
+            app.state.serving_remote = remote
     if old is not None:
         old.close()
     return app.state.serving_pool
+
+
+def serving_remote(app: Any) -> Any:
+    """The app's forwarder to a remote deployment, or None when the platform generates itself.
+
+    Decided once per app from the serve target (SERVE_TARGET_ENV or config.json).
+    """
+    remote = getattr(app.state, "serving_remote", _UNSET)
+    if remote is _UNSET:
+        with _POOL_LOCK:
+            remote = getattr(app.state, "serving_remote", _UNSET)
+            if remote is _UNSET:
+                from whileai.platform._serving_remote import ModalServeCloud, RemoteServing, serve_target
+
+                remote = RemoteServing(ModalServeCloud()) if serve_target() == "modal" else None
+                app.state.serving_remote = remote
+    return remote
 
 
 def serving_pool(app: Any) -> ModelPool:
@@ -167,6 +191,12 @@ async def chat_completions(request: Request) -> Response:
         base, adapter = _base_of(row), row.get("adapter")
     except RequestError as exc:
         return _error(exc)
+    try:
+        remote = serving_remote(request.app)
+    except ValueError as exc:  # a serve target the platform does not know: the operator's setting
+        return _error(RequestError(str(exc), status=500, type="server_error", code="serving_misconfigured"))
+    if remote is not None:  # the serve target is a remote deployment: it generates, the platform forwards
+        return await remote.complete(acct, row, body)
     pool = serving_pool(request.app)
     tools_on = bool(req.tools) and req.tool_choice != "none"
     if req.stream:

@@ -671,6 +671,63 @@ MODAL_PIP_PINS = (
 # Serving (OpenAI-compatible endpoint, model registry)
 # ---------------------------------------------------------------------------
 
+#: Where the endpoint's generation runs: "platform" (the platform's own process,
+#: CPU or local GPU) or "modal" (forwarded to the whileai-serve vLLM app,
+#: platform/serving_modal.py). The registry, keys and 404s stay on the platform
+#: either way. Set SERVE_TARGET_ENV, or {"serve_target": ...} in config.json.
+SERVE_TARGETS: tuple[str, ...] = ("platform", "modal")
+SERVE_TARGET_DEFAULT = "platform"
+SERVE_TARGET_ENV = "WHILEAI_SERVE_TARGET"
+
+#: The Modal serving app. One deployment serves one base (vLLM loads one base per
+#: server); the default is the smallest Qwen3 in SERVED_BASES, which fits an L4.
+MODAL_SERVE_APP_NAME = "whileai-serve"
+MODAL_SERVE_FUNCTION = "serve"
+MODAL_SERVE_BASE = "Qwen/Qwen3-0.6B"
+MODAL_SERVE_BASE_ENV = "WHILEAI_MODAL_SERVE_BASE"
+#: The deployment's web URL; when unset the platform asks Modal for it
+#: (Function.get_web_url of the deployed app).
+MODAL_SERVE_URL_ENV = "WHILEAI_MODAL_SERVE_URL"
+#: The bearer vLLM accepts: the same value in the Modal Secret (MODAL_SECRET_NAME)
+#: and where the platform runs. Callers never see it; they use account keys.
+MODAL_SERVE_KEY_ENV = "WHILEAI_SERVE_KEY"
+#: L4 (24 GB): a 0.6B-1.7B base in bf16 with a few LoRA slots and a KV cache fits,
+#: and it is cheaper per hour than an A10G on Modal's list (GPU_USD_PER_HOUR).
+MODAL_SERVE_GPU = "L4"
+MODAL_SERVE_PORT = 8000
+#: Seconds without a request before the container stops (idle to zero): the same
+#: five minutes as SERVING_IDLE_UNLOAD_S on the platform. A cold start (image
+#: pull, base load, CUDA graphs) costs one to three minutes, so the window is not
+#: shorter than a pause in an evaluation loop.
+MODAL_SERVE_SCALEDOWN_S = 300.0
+#: vLLM's first start downloads the base and captures CUDA graphs: allow 15 minutes.
+MODAL_SERVE_STARTUP_S = 900
+#: A container's life cap (24 h); Modal starts a fresh one after it.
+MODAL_SERVE_TIMEOUT_S = 24 * 3600
+#: Requests one container takes at once; vLLM batches them (continuous batching),
+#: so the limit is about queueing, not memory.
+MODAL_SERVE_MAX_INPUTS = 32
+#: LoRA slots on the GPU per batch (vLLM --max-loras) and adapters kept in host
+#: memory (--max-cpu-loras); more served names than slots swap in per batch.
+MODAL_SERVE_MAX_LORAS = 4
+MODAL_SERVE_MAX_CPU_LORAS = 16
+#: Context vLLM reserves KV cache for: TRAIN_MAX_LENGTH-sized conversations plus a reply.
+MODAL_SERVE_MAX_MODEL_LEN = 8192
+#: vLLM's parser for <tool_call>{"name", "arguments"}</tool_call> blocks, the format of
+#: the Qwen bases and the kit's template (vLLM docs, tool calling: "hermes").
+MODAL_SERVE_TOOL_PARSER = "hermes"
+#: How often the container re-reads the adapters Volume, so an adapter the platform
+#: just uploaded can be loaded; the platform retries a refused load this often.
+MODAL_SERVE_VOLUME_RELOAD_S = 5.0
+MODAL_SERVE_LOAD_RETRIES = 3
+#: The platform's wait for one forwarded request: a cold container answers only
+#: after it has started (MODAL_SERVE_STARTUP_S at worst on the very first start).
+MODAL_SERVE_REQUEST_TIMEOUT_S = 900.0
+#: The serving image: vLLM 0.26.0 (released 2026-09) brings its own torch and
+#: transformers. Not run by this repository's tests (it needs a GPU); bump it
+#: together with a check on a GPU.
+MODAL_SERVE_PIP_PINS: tuple[str, ...] = ("vllm==0.26.0",)
+
 #: Models the platform's endpoint keeps in memory at once; past it the least
 #: recently used is dropped. Each entry is its own copy of the base with its LoRA
 #: beside it, so this bounds memory at about this many base models: four 0.5B
