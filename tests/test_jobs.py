@@ -179,3 +179,19 @@ def test_rm_end_to_end_gives_a_judge(sample_sets):
     rows = wai.datasets.load_rows(sample_sets["holdout"])[:6]
     verdicts = [judge(r) for r in rows]
     assert all(isinstance(v["reward"], float) and isinstance(v["passed"], bool) for v in verdicts)
+
+
+def test_job_datasets_keep_tool_call_arguments_exact():
+    """What a hosted job hands TRL: no float rounded, no argument dict given the keys of another."""
+    from whileai.platform.jobs import _common
+
+    def call(arguments):
+        return {"role": "assistant", "content": None,
+                "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": arguments}}]}
+
+    rows = [{"messages": [{"role": "user", "content": "a"}, call({"x": 1e-11, "y": 0.30000000000000004})]},
+            {"messages": [{"role": "user", "content": "b"}, call({"city": "Paris"})]}]
+    dataset = _common.hf_dataset(rows)
+    assert [dataset[i]["messages"] for i in range(2)] == [r["messages"] for r in rows]
+    mapped = dataset.map(lambda r: {"n": len(r["messages"])})  # what TRL's first map reads
+    assert mapped[0]["n"] == 2

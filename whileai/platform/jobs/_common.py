@@ -280,30 +280,16 @@ def export_pairs(pairs: list[dict[str, Any]], folder: Path | None) -> list[dict[
 
 
 def hf_dataset(rows: list[dict[str, Any]]) -> Any:
-    """A ``datasets.Dataset`` TRL's trainers prepare with ``map``: conversations and tools as JSON values.
+    """A ``datasets.Dataset`` TRL's trainers read back exactly: ``export.to_hf_dataset``.
 
-    ``Dataset.from_list`` would unify the keys of every tool call's arguments
-    across rows (``{"value": 99}`` beside ``{"city": "Paris"}`` gains
-    ``"city": None``, which the chat template then renders); datasets' ``Json``
-    feature keeps each key as given (its one loss: floats keep 10 decimal
-    places, so ``1e-11`` reads back as ``0.0``). A dataset with a transform is
-    not an option: SFTTrainer refuses to prepare one.
+    Conversations, tools and tool-call argument dicts are stored as exact JSON
+    text (its ``ExactJson`` feature), so no argument dict gains the keys of the
+    others and no float is rounded (datasets' own ``Json`` keeps 10 decimal
+    places: ``1e-11`` would train as ``0.0``).
     """
-    import datasets
-    from datasets import Features, Json, List
+    from whileai.simulations.export import to_hf_dataset
 
-    columns: dict[str, None] = {}
-    for row in rows:
-        columns.update(dict.fromkeys(row))
-    structured = {"messages", "prompt", "completion", "chosen", "rejected", "tools"}
-    features = {}
-    for column in columns:
-        values = [row.get(column) for row in rows]
-        if column in structured and any(isinstance(v, list) for v in values):
-            features[column] = List(Json())
-        else:
-            features[column] = datasets.Dataset.from_dict({column: values}).features[column]
-    return datasets.Dataset.from_dict({c: [row.get(c) for row in rows] for c in columns}, features=Features(features))
+    return to_hf_dataset(rows)
 
 
 def lora_config(spec: Mapping[str, Any], task_type: str = "CAUSAL_LM") -> Any:
