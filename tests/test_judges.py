@@ -280,3 +280,29 @@ def test_make_first_action_judge_options():
     assert partial(call_row('{"city": "Paris", "unit": "celsius", "days": 1, "x": 0}'))["reward"] == pytest.approx(2 / 3)
     assert partial(call_row('{"city": "Paris", "unit": "celsius", "days": 1}', name="other"))["reward"] == 0.0
     assert wai.evaluate([row], lenient).judge == "first_action_judge"
+
+
+def test_a_judge_with_judge_many_scores_every_row_in_one_call():
+    class Batched:
+        def __init__(self):
+            self.batches = []
+
+        def __call__(self, row):
+            raise AssertionError("scored one row at a time")
+
+        def judge_many(self, rows):
+            self.batches.append(len(rows))
+            return [{"reward": float(i), "passed": i % 2 == 0} for i in range(len(rows))]
+
+    rows = [answer_row("Paris", "Paris"), answer_row("Rome", "Paris"), answer_row("Oslo", "Oslo")]
+    judge = Batched()
+    scored = wai.evaluate(rows, judge)
+    assert judge.batches == [3] and [r["reward"] for r in scored.rows] == [0.0, 1.0, 2.0]
+    assert [r["passed"] for r in scored.rows] == [True, False, True]
+
+    class Short(Batched):
+        def judge_many(self, rows):
+            return [1.0]
+
+    with pytest.raises(ValueError, match="returned 1 verdicts for 3 rows"):
+        wai.evaluate(rows, Short())

@@ -184,7 +184,15 @@ def _check_judge(judge: Any) -> None:
 def _score(rows: list[Mapping[str, Any]], judge: Judge, threshold: float | None) -> list[tuple[float, bool, dict[str, Any]]]:
     _check_judge(judge)
     _threshold(threshold)
-    return [normalise_judgement(judge(row), threshold, where=f"row {i}") for i, row in enumerate(rows)]
+    many = getattr(judge, "judge_many", None)  # a judge that scores in batches (wai.reward_model) gets every row at once
+    if callable(many) and rows:
+        verdicts = list(many(rows))
+        if len(verdicts) != len(rows):
+            raise ValueError(f"{type(judge).__name__}.judge_many returned {len(verdicts)} verdicts for {len(rows)} rows; "
+                             "it must return one per row, in order")
+    else:
+        verdicts = [judge(row) for row in rows]
+    return [normalise_judgement(v, threshold, where=f"row {i}") for i, v in enumerate(verdicts)]
 
 
 def completion_chars(row: Mapping[str, Any]) -> int:
