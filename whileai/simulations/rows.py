@@ -175,11 +175,18 @@ def row_problems(row: Any, _known_tools: list | None = None) -> list[str]:
         role = message.get("role")
         content = message.get("content")
         if (content is None or type(content) is str) and role in ROLES:
-            size = len(message)  # fast paths: a plain turn, and a tool turn answering a call
+            size = len(message)  # fast paths: a plain turn, a tool turn answering a call, a turn that calls tools
             if size == 2 and "content" in message:
                 continue
-            if size == 3 and role == "tool" and type(message.get("tool_call_id")) is str and "content" in message:
-                continue
+            if size == 3 and "content" in message:
+                if role == "tool" and type(message.get("tool_call_id")) is str:
+                    continue
+                if role == "assistant" and type(calls := message.get("tool_calls")) is list:
+                    for call in calls:
+                        if _call_problem(call):
+                            break  # the full check below words it
+                    else:
+                        continue
         if role not in ROLES:
             problems.append(f"messages[{i}].role is {role!r}; accepted: {', '.join(ROLES)}")
         if content is not None and type(content) is not str:
