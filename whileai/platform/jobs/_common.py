@@ -81,10 +81,23 @@ def gpu_name(spec: Mapping[str, Any]) -> str | None:
     if spec.get("target") == "modal" and spec.get("gpu"):
         return str(spec["gpu"])
     name = torch.cuda.get_device_name(0)
-    for key in sorted(defaults.GPU_USD_PER_HOUR, key=len, reverse=True):
-        if key.split("-")[0].upper() in name.upper():
-            return key
-    return name
+    return price_key(name, torch.cuda.get_device_properties(0).total_memory)
+
+
+def price_key(device_name: str, memory_bytes: int) -> str:
+    """GPU_USD_PER_HOUR's key for a CUDA device name ("NVIDIA H100 80GB HBM3" -> "H100"), else the name.
+
+    Where the table prices one chip at two memory sizes (A100 40 and 80 GB), the
+    device's memory picks the row.
+    """
+    upper = device_name.upper()
+    matches = [key for key in defaults.GPU_USD_PER_HOUR if key.split("-")[0].upper() in upper]
+    if len(matches) > 1:
+        gib = memory_bytes / 2**30
+        sized = [k for k in matches if "-" in k and k.split("-")[1].upper().endswith("GB")]
+        if sized:  # the size nearest the device's memory
+            return min(sized, key=lambda k: abs(float(k.split("-")[1][:-2]) - gib))
+    return max(matches, key=len) if matches else device_name
 
 
 def base_path(name: str, spec: Mapping[str, Any] | None = None) -> str:

@@ -1,0 +1,80 @@
+"""The GPU paths: a hosted job on a local CUDA device (bf16, its price), and the endpoint generating on it.
+
+The ``gpu`` tests are skipped on a machine without CUDA (conftest); run them
+where one is present with ``python -m pytest -m gpu``. Naming the device's
+price row needs no GPU and always runs.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+from whileai.platform.jobs._common import price_key
+from whileai.simulations import defaults
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize("device, memory, key", [
+    ("NVIDIA H200", 141 * GIB, "H200"),
+    ("NVIDIA H100 80GB HBM3", 80 * GIB, "H100"),
+    ("NVIDIA A100-SXM4-40GB", 40 * GIB, "A100-40GB"),
+    ("NVIDIA A100-SXM4-80GB", 80 * GIB, "A100-80GB"),
+    ("NVIDIA A100 PCIe", 80 * GIB, "A100-80GB"),
+    ("NVIDIA A10G", 24 * GIB, "A10G"),
+    ("NVIDIA L40S", 48 * GIB, "L40S"),
+    ("NVIDIA L4", 24 * GIB, "L4"),
+    ("Tesla T4", 16 * GIB, "T4"),
+    ("NVIDIA GeForce RTX 4090", 24 * GIB, "NVIDIA GeForce RTX 4090"),  # not priced: the name, and no estimate
+])
+def test_a_cuda_device_name_finds_its_price_row(device, memory, key):
+    assert price_key(device, memory) == key
+    assert (key in defaults.GPU_USD_PER_HOUR) == (key != "NVIDIA GeForce RTX 4090")
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_a_hosted_sft_job_trains_on_the_local_gpu_in_bf16_and_prices_it(session_home):
+    import torch
+
+    import whileai.simulations as wai
+    from whileai.kit import load_sample
+    from whileai.kit._base import tiny_model_dir
+
+    rows = load_sample()
+    tasks = sorted({r["task_id"] for r in rows})[:40]
+    data = wai.push([r for r in rows if r["task_id"] in set(tasks)], name="gpu-sample")
+    train_side, held = wai.datasets.cut(data, holdout=0.25, seed=0)
+    passes = wai.push([r for r in wai.datasets.load_rows(train_side) if r["passed"]], name="gpu-passes")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(passes, method="sft", steps=8, holdout=held, base_model=str(tiny_model_dir()), wait=True,
+                        config={"holdoutRows": 8})
+    assert run.status == "done", run.error
+    training = run.training
+    assert training["device"] == "cuda"
+    name = torch.cuda.get_device_name(0)
+    assert training["gpu"] == price_key(name, torch.cuda.get_device_properties(0).total_memory)
+    if training["gpu"] in defaults.GPU_USD_PER_HOUR:
+        assert run.cost_usd is not None and run.cost_basis["gpu"] == training["gpu"]
+    else:
+        assert run.cost_usd is None and run.cost_basis
+    assert json.loads((session_home / "adapters" / run.id / "adapter_config.json").read_text())["r"] > 0
+
+
+@pytest.mark.gpu
+def test_the_endpoint_generates_on_the_gpu(tmp_path):
+    from whileai.kit._base import tiny_model_dir
+    from whileai.platform import _serving_chat as chat
+    from whileai.platform._serving_pool import load_model
+
+    model, tokenizer = load_model(str(tiny_model_dir()), None)
+    assert next(model.parameters()).device.type == "cuda"
+    req = chat.parse_request({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+                              "temperature": 0})
+    prompt = chat.render_prompt(tokenizer, req.messages, None)
+    replies = chat.generate(model, tokenizer, prompt, req)
+    assert len(replies) == 1 and replies[0].completion_tokens <= 4
