@@ -83,9 +83,11 @@ def convert_messages(
     Returns ``(messages, assistant turn indexes, the ask)``. ``to_dict`` True
     parses JSON-string arguments that hold an object into dicts (TRL); False
     writes dict arguments as JSON strings (OpenAI wire). Arguments that are
-    neither stay as they are, for the round-trip gate to name. Assistant turns
-    and changed messages are always copies; the rest are copied only with
-    ``copy_all`` (rows the caller still holds) and shared otherwise.
+    neither stay as they are, for the round-trip gate to name. With
+    ``copy_all`` (rows the caller still holds) every message is a copy and so is
+    every tool call of an assistant turn. Without it (rows read for this call
+    alone) assistant turns and their tool calls are changed in place and the
+    other messages shared; a capped tool output is a copy either way.
     """
     out: list[dict] = []
     append = out.append
@@ -95,7 +97,8 @@ def convert_messages(
         role = message["role"]
         if role == "assistant":
             assistant_at.append(i)
-            message = message.copy()
+            if copy_all:
+                message = message.copy()
             if strip_think:
                 content = message.get("content")
                 if content and "think>" in content:
@@ -108,7 +111,12 @@ def convert_messages(
                     stats["think_stripped"] += 1
             calls = message.get("tool_calls")
             if calls:
-                message["tool_calls"] = [_encode_call(call, to_dict, copy_all) for call in calls]
+                if copy_all:
+                    message["tool_calls"] = [_encode_call(call, to_dict) for call in calls]
+                else:
+                    for call in calls:
+                        function = call["function"]
+                        function["arguments"] = _encoded(function["arguments"], to_dict)
         elif role == "tool" and cap is not None and len(message.get("content") or "") > cap:
             message = dict(message)
             content = message["content"]
@@ -129,26 +137,28 @@ def convert_messages(
     return out, assistant_at, "\n\n".join(ask)
 
 
-def _encode_call(call: dict, to_dict: bool, copy: bool = True) -> dict:
+def _encode_call(call: dict, to_dict: bool) -> dict:
+    """A copy of the tool call with its arguments in the format's encoding (see ``_encoded``)."""
     function = call["function"]
-    arguments = function["arguments"]
-    if not copy and not to_dict and type(arguments) is str:
-        return call  # already wire-encoded, and nothing will change it
+    call = dict(call)
+    call["function"] = {**function, "arguments": _encoded(function["arguments"], to_dict)}
+    return call
+
+
+def _encoded(arguments: Any, to_dict: bool) -> Any:
+    """Arguments as a dict (``to_dict``, when the string holds a JSON object) or as a JSON string; others as they are."""
     if to_dict:
         if type(arguments) is str:
             try:
                 parsed = loads(arguments)
             except ValueError:
-                parsed = None
+                return arguments
             if type(parsed) is dict:
-                arguments = parsed
-    elif type(arguments) is dict:
-        arguments = dumps(arguments)
-    if not copy and arguments is function["arguments"]:
-        return call
-    call = dict(call)
-    call["function"] = {**function, "arguments": arguments}
-    return call
+                return parsed
+        return arguments
+    if type(arguments) is dict:
+        return dumps(arguments)
+    return arguments
 
 
 def assistant_bits(messages: list[dict], mask_mode: str) -> list[int]:
