@@ -146,7 +146,7 @@ def _encode_call(call: dict, to_dict: bool) -> dict:
 
 
 def _encoded(arguments: Any, to_dict: bool) -> Any:
-    """Arguments as a dict (``to_dict``, when the string holds a JSON object) or as a JSON string; others as they are."""
+    """Arguments as a dict (``to_dict``, when a string holds a JSON object) or a JSON string; others as they are."""
     if to_dict:
         if type(arguments) is str:
             try:
