@@ -55,16 +55,9 @@ _log = logging.getLogger("whileai.platform.serving")
 
 def serve_target() -> str:
     """Where generation runs: SERVE_TARGET_ENV, else ``serve_target`` in config.json, else "platform"."""
-    from whileai.simulations._paths import data_root
+    from whileai.simulations._paths import setting
 
-    value = os.environ.get(defaults.SERVE_TARGET_ENV, "").strip()
-    if not value:
-        path = data_root() / "config.json"
-        try:
-            value = str(json.loads(path.read_text()).get("serve_target") or "") if path.exists() else ""
-        except (OSError, ValueError, AttributeError):
-            value = ""
-    value = value or defaults.SERVE_TARGET_DEFAULT
+    value = setting(defaults.SERVE_TARGET_ENV, "serve_target") or defaults.SERVE_TARGET_DEFAULT
     if value not in defaults.SERVE_TARGETS:
         raise ValueError(
             f"serve target {value!r} is not a place models are served; set {defaults.SERVE_TARGET_ENV} (or "

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
-__all__ = ["data_root"]
+__all__ = ["data_root", "setting"]
 
 
 def data_root() -> Path:
@@ -17,3 +18,18 @@ def data_root() -> Path:
     root = Path(os.environ.get("WHILEAI_HOME") or Path.home() / ".whileai").expanduser()
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def setting(env: str, key: str) -> str:
+    """An operator's setting: the environment variable ``env``, else ``key`` in the data root's config.json, else "".
+
+    An unreadable config.json counts as unset (the caller's default applies).
+    """
+    value = os.environ.get(env, "").strip()
+    if value:
+        return value
+    path = data_root() / "config.json"
+    try:
+        return str(json.loads(path.read_text()).get(key) or "").strip() if path.exists() else ""
+    except (OSError, ValueError, AttributeError):
+        return ""

@@ -16,7 +16,6 @@ or its run is read, and settles a job whose process died without a word
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import signal
 import socket
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from whileai.simulations import defaults
-from whileai.simulations._paths import data_root
+from whileai.simulations._paths import data_root, setting
 
 __all__ = [
     "launch",
@@ -106,14 +105,7 @@ def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:
 def default_target() -> str:
     """Where a job runs when ``train`` names no target: TRAIN_TARGET_ENV, else ``train_target`` in the
     data root's config.json, else TRAIN_TARGET_DEFAULT ("local")."""
-    value = os.environ.get(defaults.TRAIN_TARGET_ENV, "").strip()
-    if not value:
-        path = data_root() / "config.json"
-        try:
-            value = str(json.loads(path.read_text()).get("train_target") or "") if path.exists() else ""
-        except (OSError, ValueError, AttributeError):
-            value = ""
-    return value or defaults.TRAIN_TARGET_DEFAULT
+    return setting(defaults.TRAIN_TARGET_ENV, "train_target") or defaults.TRAIN_TARGET_DEFAULT
 
 
 def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, spec: dict[str, Any]) -> dict[str, Any]:
