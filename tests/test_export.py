@@ -11,6 +11,7 @@ import pytest
 
 import whileai.simulations as wai
 from whileai.simulations import _export_io
+from whileai.simulations import rows as rows_module
 from whileai.simulations.export import MissingPolicyWarning, to_hf_dataset
 
 SYSTEM = "You are a weather agent. Use the tools."
@@ -559,12 +560,121 @@ def test_load_dataset_json_loads_every_exported_file(tmp_path, data):
 
 def test_the_missing_policy_warning_points_at_the_caller(tmp_path):
     rows = [multi_turn(0)]
+    _export_io.write_jsonl(tmp_path / "rows.jsonl", rows)
     calls = [
         lambda: wai.training_rows(rows),
         lambda: wai.export_dataset(rows, tmp_path / "t.jsonl", validate=False),
+        lambda: wai.export_dataset(tmp_path / "rows.jsonl", tmp_path / "f.jsonl", validate=False),
         lambda: wai.export_preference([{"chosen": multi_turn(0), "rejected": multi_turn(0)}], tmp_path / "p.jsonl"),
     ]
     for call in calls:
         with pytest.warns(MissingPolicyWarning) as caught:
             call()
         assert [w.filename for w in caught if w.category is MissingPolicyWarning] == [__file__]
+
+
+# ---------------------------------------------------------------------------
+# A file source goes a chunk at a time
+# ---------------------------------------------------------------------------
+
+
+def chunked_rows() -> list[dict]:
+    """Rows that exercise every per-row path: think blocks, dict and broken arguments, weight-0 turns, a recital."""
+    rows = [multi_turn(i) for i in range(12)]
+    rows[2]["messages"][3]["weight"] = 0  # a TRL file of both shapes: every row becomes prompt/completion
+    rows[4]["messages"][1]["tool_calls"][0]["function"]["arguments"] = "city=Paris"
+    rows[6]["messages"] = rows[6]["messages"][:1]  # no assistant turn: left out
+    rows[8]["messages"][5]["content"] = "The forecast service says 18 degrees Celsius, so 64.4 °F."
+    rows[9].pop("rollout_index")
+    rows[11]["messages"][3]["weight"] = 0
+    return rows
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"format": "openai"},
+        {"format": "trl"},
+        {"format": "openai", "unroll": True, "max_tool_output_chars": 10},
+        {"format": "trl", "mask_mode": "final", "strip_think": False},
+        {"format": "openai", "system_prompt": SYSTEM, "tools": TOOLS},
+    ],
+)
+def test_a_file_exports_the_same_in_chunks_of_any_size(tmp_path, monkeypatch, options):
+    from whileai.simulations import defaults
+
+    source = tmp_path / "rows.jsonl"
+    _export_io.write_jsonl(source, chunked_rows())
+    target = tmp_path / "out.jsonl"
+    results = []
+    for chunk in (defaults.EXPORT_CHUNK_BYTES, 1, 1500):  # the whole file; one row per chunk; two rows
+        monkeypatch.setattr(defaults, "EXPORT_CHUNK_BYTES", chunk)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            report = wai.export_dataset(source, target, validate=False, **options)
+        results.append((target.read_bytes(), report, [str(w.message) for w in caught]))
+        target.unlink()
+    assert results[0][1]["problems"] and results[0][1]["rows_written"] > 0
+    assert results[1] == results[0] and results[2] == results[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingPolicyWarning)
+        listed = wai.export_dataset(chunked_rows(), target, validate=False, **options)  # the whole-file path
+    assert target.read_bytes() == results[0][0]
+    assert listed["rows_written"] == results[0][1]["rows_written"]
+    assert sorted(os.listdir(tmp_path)) == ["out.jsonl", "rows.jsonl"]
+
+
+def test_problems_in_a_later_chunk_count_rows_over_the_whole_file(tmp_path, monkeypatch):
+    from whileai.simulations import defaults
+
+    monkeypatch.setattr(defaults, "EXPORT_CHUNK_BYTES", 1)  # one row per chunk
+    source = tmp_path / "rows.jsonl"
+    source.write_text("\n".join(json.dumps(row) for row in chunked_rows()) + "\n\n")
+    report = wai.export_dataset(source, tmp_path / "out.jsonl", validate=False, system_prompt=SYSTEM, tools=TOOLS)
+    assert [(p["row"], p["line"], p["kind"]) for p in report["problems"]] == [
+        (4, 5, "roundtrip"), (8, 9, "privileged_leak")
+    ]
+    assert report["roundtrip"]["invalid"][0]["output_row"] == 4
+    assert report["rows_in"] == 12 and report["rows_out"] == 11 and report["no_assistant_dropped"] == 1
+
+    lines = source.read_text().splitlines()
+    lines[3], lines[10] = "{not json", '{"messages": []}'
+    source.write_text("\n".join(lines) + "\n")
+    with pytest.raises(wai.RowFormatError) as err:  # every bad line of the file, not of a chunk
+        wai.export_dataset(source, tmp_path / "out.jsonl")
+    assert [p["line"] for p in err.value.problems] == [4]
+    lines[3] = json.dumps(multi_turn(3))
+    source.write_text("\n".join(lines) + "\n")
+    with pytest.raises(wai.RowFormatError) as err:
+        wai.export_dataset(source, tmp_path / "out.jsonl")
+    assert [(p["row"], p["line"]) for p in err.value.problems] == [(10, 11)]
+    with pytest.raises(wai.RowFormatError) as whole:
+        rows_module.read_rows(source)
+    assert str(err.value) == str(whole.value) and err.value.problems == whole.value.problems
+
+
+def test_validate_failing_in_a_later_chunk_writes_nothing(tmp_path, monkeypatch):
+    from whileai.simulations import defaults
+
+    monkeypatch.setattr(defaults, "EXPORT_CHUNK_BYTES", 1)
+    rows = [multi_turn(i) for i in range(6)]
+    rows[5]["messages"][3]["tool_calls"][0]["function"]["arguments"] = '"{\\"value\\": 18}"'
+    source = tmp_path / "rows.jsonl"
+    _export_io.write_jsonl(source, rows)
+    target = tmp_path / "out.jsonl"
+    target.write_text("the previous export\n")
+    written = []
+    real_write = _export_io.JsonlWriter.write
+
+    def write(self, chunk):
+        written.append([name for name in os.listdir(tmp_path) if name.endswith(".tmp")])
+        real_write(self, chunk)
+
+    monkeypatch.setattr(_export_io.JsonlWriter, "write", write)
+    with pytest.raises(wai.ExportValidationError) as err:
+        wai.export_dataset(source, target, system_prompt=SYSTEM, tools=TOOLS)
+    assert len(written) == 6 and all(len(temps) == 1 for temps in written[:5])  # rows 0-4 went to a temp file
+    assert [(p["row"], p["line"]) for p in err.value.problems] == [(5, 6)]
+    assert "nothing written" in str(err.value)
+    assert target.read_text() == "the previous export\n"
+    assert sorted(os.listdir(tmp_path)) == ["out.jsonl", "rows.jsonl"]

@@ -19,6 +19,7 @@ from .rows import SimulationData, as_row, check_rows, read_rows, row_problems, w
 __all__ = [
     "MissingPolicyWarning",
     "resolve",
+    "warn_missing_counts",
     "resolve_pairs",
     "target",
     "pair_from_openai",
@@ -65,15 +66,20 @@ def resolve(source: Any, system_prompt: str | None, tools: list | None, stacklev
 
 def warn_missing_policy(rows: list[dict], system_prompt: Any, tools: Any, stacklevel: int) -> None:
     """``MissingPolicyWarning`` when rows lack a system message or tools and none were passed."""
+    no_system = sum(1 for r in rows if r["messages"][0].get("role") != "system") if system_prompt is None else 0
+    no_tools = sum(1 for r in rows if not r.get("tools")) if tools is None else 0
+    warn_missing_counts(no_system, no_tools, len(rows), system_prompt, tools, stacklevel + 1)
+
+
+def warn_missing_counts(
+    no_system: int, no_tools: int, total: int, system_prompt: Any, tools: Any, stacklevel: int
+) -> None:
+    """``warn_missing_policy`` from counts already taken: rows without a system message, rows without tools."""
     missing = []
-    if system_prompt is None:
-        bare = sum(1 for r in rows if r["messages"][0].get("role") != "system")
-        if bare:
-            missing.append(f"{bare} of {len(rows)} rows have no system message and no system_prompt= was given")
-    if tools is None:
-        bare = sum(1 for r in rows if not r.get("tools"))
-        if bare:
-            missing.append(f"{bare} of {len(rows)} rows have no tools and no tools= was given")
+    if system_prompt is None and no_system:
+        missing.append(f"{no_system} of {total} rows have no system message and no system_prompt= was given")
+    if tools is None and no_tools:
+        missing.append(f"{no_tools} of {total} rows have no tools and no tools= was given")
     if missing:
         warnings.warn(
             "; ".join(missing) + ". A row exported without its policy trains an agent that never saw its rules: "
@@ -169,8 +175,21 @@ def new_stats() -> dict[str, int]:
 
 
 def build_training(
-    src: dict, mask_mode: Any, strip_think: bool, unroll: bool, cap: Any, fmt: str = "openai"
+    src: dict,
+    mask_mode: Any,
+    strip_think: bool,
+    unroll: bool,
+    cap: Any,
+    fmt: str = "openai",
+    start: int = 0,
+    one_shape: bool | None = None,
 ) -> dict[str, Any]:
+    """Training rows of ``src["rows"]`` and each one's origin (the index of its source row, from ``start``).
+
+    ``one_shape`` is for TRL rows built a chunk at a time: None turns every row
+    to prompt/completion when the rows mix the two shapes (a file holds one),
+    True does so always, False never (the caller decides for the whole file).
+    """
     mode = _export_shape.check_mask_mode(mask_mode)
     cap = _export_shape.check_cap(cap)
     system_prompt, tools = src["system_prompt"], src["tools"]
@@ -182,7 +201,7 @@ def build_training(
     origins: list[int] = []
     leaks: list[dict] = []
     checked = 0
-    for index, raw in enumerate(src["rows"]):
+    for index, raw in enumerate(src["rows"], start):
         row = with_profile(raw, system_prompt, tools)
         before = (stats["tool_output_truncated"], stats["tool_output_chars_cut"])
         messages, assistant_at, ask = _export_shape.convert_messages(
@@ -211,7 +230,9 @@ def build_training(
         else:
             out.extend(samples)
             origins.extend([index] * len(samples))
-    if fmt == "trl" and out and any("messages" in r for r in out) and any("completion" in r for r in out):
+    if one_shape is None:
+        one_shape = fmt == "trl" and any("messages" in r for r in out) and any("completion" in r for r in out)
+    if one_shape and out:
         out, origins = _export_shape.to_prompt_completion(out, origins)  # one shape per file
     stats["no_assistant_dropped"] = dropped
     stats["unrolled_samples"] = len(out) if unroll else 0

@@ -8,7 +8,16 @@ from typing import Any
 
 from ._export_io import dumps, loads, parse_object_fast
 
-__all__ = ["ENCODINGS", "roundtrip_report", "argument_problem", "privileged_values", "find_leaks"]
+__all__ = [
+    "ENCODINGS",
+    "roundtrip_report",
+    "argument_problem",
+    "privileged_values",
+    "find_leaks",
+    "roundtrip_problem",
+    "leak_problem",
+    "refusal",
+]
 
 #: format -> the argument encoding its rows must carry
 ENCODINGS = {"openai": "json_string", "trl": "dict"}
@@ -271,3 +280,45 @@ def _contains(words: list[str], span: list[str]) -> bool:
     size = len(span)
     first = span[0]
     return any(words[k] == first and words[k : k + size] == span for k in range(len(words) - size + 1))
+
+
+# ---------------------------------------------------------------------------
+# Problems and the refusal
+# ---------------------------------------------------------------------------
+
+
+def roundtrip_problem(bad: dict[str, Any]) -> dict[str, Any]:
+    """A report problem for one invalid call of ``roundtrip_report`` (its ``row`` already the source row)."""
+    where = f"{bad['field']}[{bad['message']}].tool_calls[{bad['call']}]"
+    return {"row": bad["row"], "kind": "roundtrip",
+            "detail": f"{where} {bad['name']!r}: {bad['problem']}: {bad['arguments']}"}
+
+
+def leak_problem(leak: dict[str, Any]) -> dict[str, Any]:
+    """A report problem for one recital found by ``find_leaks`` (with its ``row``, and ``side`` for pairs)."""
+    side = f"{leak['side']} " if "side" in leak else ""
+    key = f" (privileged[{leak['key']!r}])" if leak["key"] is not None else ""
+    return {"row": leak["row"], "kind": "privileged_leak",
+            "detail": f"{side}messages[{leak['message']}] recites the privileged block{key}: {leak['recited']!r}"}
+
+
+def refusal(problems: list[dict], fmt: str) -> str:
+    from .defaults import EXPORT_PROBLEMS_IN_MESSAGE
+
+    kinds: dict[str, int] = {}
+    for problem in problems:
+        kinds[problem["kind"]] = kinds.get(problem["kind"], 0) + 1
+    counts = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+    shown = []
+    for p in problems[:EXPORT_PROBLEMS_IN_MESSAGE]:
+        where = f"row {p['row']}" + (f" (line {p['line']})" if p.get("line") else "")
+        shown.append(f"  {where}: {p['kind']}: {p['detail']}")
+    if len(problems) > len(shown):
+        shown.append(f"  ... and {len(problems) - len(shown)} more (see .problems)")
+    rows = len({p["row"] for p in problems})
+    encoding = ENCODINGS[fmt]
+    return (
+        f"export refused, nothing written: {rows} row(s) failed the gate ({counts}; format={fmt!r}, "
+        f"arguments checked as {encoding}):\n" + "\n".join(shown) + "\nFix those rows, or pass validate=False "
+        "to write anyway and read report['problems']."
+    )

@@ -26,7 +26,18 @@ try:  # optional speed-up; the standard library is the fallback
 except ImportError:  # pragma: no cover - exercised only where orjson is absent
     _orjson = None
 
-__all__ = ["loads", "dumps", "dumps_bytes", "read_jsonl", "write_jsonl", "same_file", "gc_paused", "JSONL_CODEC"]
+__all__ = [
+    "loads",
+    "dumps",
+    "dumps_bytes",
+    "read_jsonl",
+    "iter_jsonl",
+    "write_jsonl",
+    "JsonlWriter",
+    "same_file",
+    "gc_paused",
+    "JSONL_CODEC",
+]
 
 _UMASK_LOCK = threading.Lock()
 
@@ -188,10 +199,54 @@ def read_jsonl(path: str | os.PathLike, what: str = "row") -> tuple[list[Any], l
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise FileNotFoundError(f"no such file: {str(path)!r}; pass the path of a JSONL file of {what}s") from None
+        raise FileNotFoundError(_no_such_file(path, what)) from None
     values: list[Any] = []
     lines: list[int] = []
     problems: list[dict[str, Any]] = []
+    _parse_block(data, 0, path, what, values, lines, problems)
+    if problems:
+        raise file_error(path, problems, line_fix(what))
+    return values, lines
+
+
+def iter_jsonl(path: str | os.PathLike, chunk_bytes: int, what: str = "row"):
+    """``read_jsonl`` a chunk of whole lines at a time: yields ``(values, lines, problems)`` per chunk.
+
+    A chunk is the lines read until they reach ``chunk_bytes`` (at least one
+    line). Line numbers count over the whole file; ``problems`` are the chunk's
+    lines that ``read_jsonl`` would refuse, worded the same (raise them with
+    ``file_error(path, problems, line_fix(what))``). Only one chunk is held.
+    """
+    path = Path(path)
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise FileNotFoundError(_no_such_file(path, what)) from None
+    with handle:
+        first = 0
+        while True:
+            block = handle.readlines(chunk_bytes)
+            if not block:
+                return
+            values: list[Any] = []
+            lines: list[int] = []
+            problems: list[dict[str, Any]] = []
+            _parse_block(b"".join(block), first, path, what, values, lines, problems)
+            first += len(block)
+            del block
+            yield values, lines, problems
+
+
+def line_fix(what: str) -> str:
+    return f"each line must hold one JSON object (a {what}); fix or remove these lines"
+
+
+def _no_such_file(path: Path, what: str) -> str:
+    return f"no such file: {str(path)!r}; pass the path of a JSONL file of {what}s"
+
+
+def _parse_block(data: bytes, first: int, path: Path, what: str, values: list, lines: list, problems: list) -> None:
+    """Parse whole lines of JSONL text whose first line is line ``first + 1`` of the file."""
     exact = _long_number_lines(data)
     for lineno, raw in enumerate(data.split(b"\n"), 1):
         if not raw or raw.isspace():
@@ -199,21 +254,17 @@ def read_jsonl(path: str | os.PathLike, what: str = "row") -> tuple[list[Any], l
         try:
             value = json.loads(raw) if lineno in exact else _loads_fast(raw)
         except UnicodeDecodeError as exc:
-            problems.append(_line_problem(path, lineno, f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
+            problems.append(_line_problem(path, first + lineno, f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
             continue
         except ValueError as exc:
-            problems.append(_line_problem(path, lineno, f"not valid JSON ({_json_reason(exc)})"))
+            problems.append(_line_problem(path, first + lineno, f"not valid JSON ({_json_reason(exc)})"))
             continue
         if not isinstance(value, dict):
-            problems.append(
-                _line_problem(path, lineno, f"a JSON {_json_type(value)}, but each line must be one JSON object (a {what})")
-            )
+            detail = f"a JSON {_json_type(value)}, but each line must be one JSON object (a {what})"
+            problems.append(_line_problem(path, first + lineno, detail))
             continue
         values.append(value)
-        lines.append(lineno)
-    if problems:
-        raise file_error(path, problems, f"each line must hold one JSON object (a {what}); fix or remove these lines")
-    return values, lines
+        lines.append(first + lineno)
 
 
 def file_error(path: Path | str, problems: list[dict[str, Any]], fix: str) -> RowFormatError:
@@ -260,11 +311,7 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
     file, not written through.
     """
     path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise IsADirectoryError(f"output {str(path)!r} is a directory; pass a file path such as {str(path / 'rows.jsonl')!r}")
-    if not directory.is_dir():
-        raise FileNotFoundError(f"the folder of output {str(path)!r} does not exist; create {str(directory)!r} first")
+    directory = _check_output(path)
     rows = rows if type(rows) is list else list(rows)
     data = jsonl_bytes(rows)
     mode = _file_mode(path)
@@ -283,6 +330,80 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
             pass
         raise
     return len(rows)
+
+
+def _check_output(path: Path) -> Path:
+    """The folder to write ``path`` in; raises when ``path`` is a folder or its folder does not exist."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise IsADirectoryError(f"output {str(path)!r} is a directory; pass a file path such as {str(path / 'rows.jsonl')!r}")
+    if not directory.is_dir():
+        raise FileNotFoundError(f"the folder of output {str(path)!r} does not exist; create {str(directory)!r} first")
+    return directory
+
+
+class JsonlWriter:
+    """``write_jsonl`` a chunk of rows at a time: the same bytes, the same atomic rename, the same errors.
+
+    The rows go to a temporary file beside ``path`` as they come; ``commit()``
+    syncs it and renames it over ``path``, ``discard()`` removes it (call one of
+    them, in a ``finally`` at the latest). When ``path`` cannot be written (a
+    folder, a missing or read-only folder) the rows are counted and dropped, and
+    ``commit()`` raises what ``write_jsonl`` raises, at the point it would: after
+    everything the export checks first.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.rows = 0
+        self._handle = None
+        self._tmp: str | None = None
+        try:
+            directory = _check_output(self.path)
+            fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
+        except OSError:
+            return  # commit() raises it, after the checks that come first
+        self._handle = os.fdopen(fd, "wb")
+
+    def write(self, rows: list[Any]) -> None:
+        if self._handle is not None:
+            self._handle.write(jsonl_bytes(rows))
+        self.rows += len(rows)
+
+    def commit(self) -> int:
+        """Sync and rename the file over ``path``; returns the number of rows written."""
+        if self._handle is None:  # the target could not be written when the export began: raise why
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=_check_output(self.path))
+            os.close(fd)
+            os.unlink(tmp)
+            raise FileNotFoundError(
+                f"output {str(self.path)!r} could not be written when the export began and can be now; export again"
+            )
+        try:
+            handle = self._handle
+            os.fchmod(handle.fileno(), _file_mode(self.path))  # mkstemp makes 0600: the mode open() would give
+            handle.flush()
+            os.fsync(handle.fileno())
+            handle.close()
+            self._handle = None
+            os.replace(self._tmp, self.path)
+            self._tmp = None
+        except BaseException:
+            self.discard()
+            raise
+        return self.rows
+
+    def discard(self) -> None:
+        """Remove the temporary file (nothing is renamed); safe to call twice or after ``commit()``."""
+        handle, tmp = self._handle, self._tmp
+        self._handle = self._tmp = None
+        if handle is not None:
+            handle.close()
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
 
 
 def _file_mode(path: Path) -> int:

@@ -218,6 +218,18 @@ LEAK_MIN_CHARS = 16
 #: count and a pointer to ``problems``.
 EXPORT_PROBLEMS_IN_MESSAGE = 10
 
+#: Bytes of whole JSONL lines (rows) that ``export_dataset`` reads, checks,
+#: converts, gates and writes at a time when its source is a file, so its memory
+#: follows the chunk and not the file (at least one row per chunk). Measured on
+#: benchmarks/export_throughput.py's 100,000 rows (1.47 KB each, 2 shared EPYC
+#: cores, 1 MB of L2 each), CPU seconds of the export and peak RSS of the process:
+#: 8-128 KiB all 2.3-2.7 s and 31-32 MB; 256 KiB 2.5-2.8 s; 1 MiB 4.8-6.0 s and
+#: 47 MB; 1,000 rows (1.4 MiB) 6.1-7.2 s; the whole file at once 4.6-6.2 s and
+#: 1.5 GB. Past ~128 KiB a chunk's objects (about ten times its bytes) outgrow the
+#: core's cache and every step slows. 64 KiB is half the last flat point, room
+#: for smaller caches. Counted in bytes, not rows: what costs is the size.
+EXPORT_CHUNK_BYTES = 65536
+
 # ---------------------------------------------------------------------------
 # Model kit (tiny tokenizer, model and base, built in code)
 # ---------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import _export_build, _export_gate, _export_io, _export_shape
+from . import _export_build, _export_gate, _export_io, _export_shape, _export_stream
 from ._export_build import MissingPolicyWarning
 from .errors import ExportValidationError, RowFormatError
 from .rows import as_row, check_rows, row_problems, with_profile
@@ -142,7 +142,8 @@ def export_dataset(
     ``export_training`` is this same function under its older name. With a path
     source (or data read by ``SimulationData.load``) and no ``output``, writes
     ``<name>.train.jsonl`` beside it. The write is atomic: a crash leaves no
-    half file.
+    half file. A path source is read, converted and written a chunk at a time
+    (``defaults.EXPORT_CHUNK_BYTES``), so memory does not grow with the file.
 
     ``validate=True`` raises ``ExportValidationError`` listing every offending
     row when a tool call's arguments do not round-trip in the format's encoding
@@ -171,6 +172,11 @@ def export_dataset(
 def _export_training(
     source, output, fmt, system_prompt, tools, mask_mode, strip_think, unroll, max_tool_output_chars, validate
 ) -> dict[str, Any]:
+    if isinstance(source, (str, os.PathLike)):  # a file: a chunk at a time (see _export_stream.py)
+        return _export_stream.export_training_file(
+            source, output, fmt, system_prompt, tools, mask_mode, strip_think, unroll, max_tool_output_chars,
+            validate, stacklevel=4,
+        )
     src = _export_build.resolve(source, system_prompt, tools, stacklevel=4)
     target = _export_build.target(src, output, ".train.jsonl")
     built = _export_build.build_training(src, mask_mode, strip_think, unroll, max_tool_output_chars, fmt)
@@ -343,15 +349,8 @@ def _gate_and_write(
     for bad in roundtrip["invalid"]:
         bad["output_row"] = bad["row"]
         bad["row"] = origins[bad["row"]]
-        where = f"{bad['field']}[{bad['message']}].tool_calls[{bad['call']}]"
-        problems.append({"row": bad["row"], "kind": "roundtrip",
-                         "detail": f"{where} {bad['name']!r}: {bad['problem']}: {bad['arguments']}"})
-    for leak in leak_report["leaks"]:
-        side = f"{leak['side']} " if "side" in leak else ""
-        key = f" (privileged[{leak['key']!r}])" if leak["key"] is not None else ""
-        problems.append({"row": leak["row"], "kind": "privileged_leak",
-                         "detail": f"{side}messages[{leak['message']}] recites the privileged block{key}: "
-                                   f"{leak['recited']!r}"})
+        problems.append(_export_gate.roundtrip_problem(bad))
+    problems.extend(_export_gate.leak_problem(leak) for leak in leak_report["leaks"])
     problems.extend(extra_problems or [])
     if lines:
         for problem in problems:
@@ -359,28 +358,7 @@ def _gate_and_write(
     problems.sort(key=lambda p: p["row"])
     report.update(roundtrip=roundtrip, privileged_leaks=leak_report, problems=problems, validated=bool(validate))
     if problems and validate:
-        raise ExportValidationError(_refusal(problems, fmt), problems, report)
+        raise ExportValidationError(_export_gate.refusal(problems, fmt), problems, report)
     report["rows_written"] = _export_io.write_jsonl(target, rows)
     return report
 
-
-def _refusal(problems: list[dict], fmt: str) -> str:
-    from .defaults import EXPORT_PROBLEMS_IN_MESSAGE
-
-    kinds: dict[str, int] = {}
-    for problem in problems:
-        kinds[problem["kind"]] = kinds.get(problem["kind"], 0) + 1
-    counts = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
-    shown = []
-    for p in problems[:EXPORT_PROBLEMS_IN_MESSAGE]:
-        where = f"row {p['row']}" + (f" (line {p['line']})" if p.get("line") else "")
-        shown.append(f"  {where}: {p['kind']}: {p['detail']}")
-    if len(problems) > len(shown):
-        shown.append(f"  ... and {len(problems) - len(shown)} more (see .problems)")
-    rows = len({p["row"] for p in problems})
-    encoding = _export_gate.ENCODINGS[fmt]
-    return (
-        f"export refused, nothing written: {rows} row(s) failed the gate ({counts}; format={fmt!r}, "
-        f"arguments checked as {encoding}):\n" + "\n".join(shown) + "\nFix those rows, or pass validate=False "
-        "to write anyway and read report['problems']."
-    )
