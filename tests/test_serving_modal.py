@@ -114,7 +114,7 @@ class FakeVllm:
 def _start(app) -> tuple[str, callable]:
     import uvicorn
 
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # so asyncio sets TCP_NODELAY
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))

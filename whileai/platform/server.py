@@ -107,7 +107,9 @@ def serve_in_thread(host: str = "127.0.0.1", port: int = 0, store_url: str | Non
     from whileai.platform.api import create_app
 
     store = Store(store_url)
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP, not the default 0: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets
+    # whose proto says TCP, and with Nagle on every response waits ~40 ms for the client's delayed ACK
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(128)
