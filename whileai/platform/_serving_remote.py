@@ -159,7 +159,12 @@ class RemoteServing:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self._timeout, transport=self._transport)
+            transport = self._transport
+            if transport is None:  # Nagle off: a request is two writes (headers, body); see _client.network_transport
+                import socket
+
+                transport = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+            self._client = httpx.AsyncClient(timeout=self._timeout, transport=transport)
         return self._client
 
     async def aclose(self) -> None:
