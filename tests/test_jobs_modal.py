@@ -10,6 +10,7 @@ GRPO and DPO run a few steps end to end this way.
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import warnings
@@ -185,3 +186,25 @@ def test_run_job_local_runs_the_deployed_function_body(sets, tmp_path, monkeypat
         assert store.get_run(account, record["id"], series=False)["status"] == "done"
     finally:
         store.close()
+
+
+def test_without_modal_credentials_the_real_backend_fails_the_launch_saying_how_to_log_in(sets, tmp_path,
+                                                                                           monkeypatch):
+    """No fake here: the real ModalCloud, with no token on this machine, answers at once and says what to do."""
+    import modal.config
+
+    from whileai.simulations.errors import PlatformError
+
+    if modal.config.config.get("token_id") or os.environ.get("MODAL_TOKEN_ID"):
+        pytest.skip("this machine has Modal credentials: the real backend would reach Modal's cloud")
+
+    monkeypatch.setattr(modal_backend, "_BACKEND", None)
+    for var in ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MODAL_CONFIG_PATH", str(tmp_path / "no-modal.toml"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(PlatformError, match="modal token new") as caught:
+        _train(sets, "dpo", steps=2)
+    assert "target='local'" in str(caught.value)
+    failed = [r for r in wai.list_runs() if r["status"] == "failed" and "modal token new" in (r.get("error") or "")]
+    assert failed, "the launch's run is marked failed with the reason"

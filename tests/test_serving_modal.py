@@ -351,3 +351,18 @@ def test_the_deployment_runs_vllm_with_lora_tool_parsing_and_the_key(monkeypatch
     assert serving_modal.deployed_base({}) == defaults.MODAL_SERVE_BASE
     assert serving_modal.app.name == defaults.MODAL_SERVE_APP_NAME
     assert defaults.MODAL_SERVE_BASE in defaults.SERVED_BASES
+
+
+def test_an_adapter_that_cannot_reach_the_volume_is_a_503_naming_the_cause(deployment):
+    d = deployment
+
+    def no_token(run_id, local):
+        raise PermissionError("Token missing. Could not authenticate client.")
+
+    d["backend"].adapter_path = no_token
+    _serve(d, "agent")
+    client = openai.OpenAI(base_url=f"{d['platform'].base_url}/v1", api_key=d["key"], max_retries=0)
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model="agent", messages=ASK)
+    assert caught.value.status_code == 503 and "Token missing" in str(caught.value)
+    assert "modal token new" in str(caught.value)

@@ -203,7 +203,17 @@ class RemoteServing:
         from starlette.concurrency import run_in_threadpool
 
         local = Path(row["adapter"]) if row.get("adapter") else None
-        path = await run_in_threadpool(self.backend.adapter_path, str(run_id), local)
+        try:
+            path = await run_in_threadpool(self.backend.adapter_path, str(run_id), local)
+        except RequestError:
+            raise
+        except Exception as exc:  # Modal's client: no token, no network, no such volume
+            raise RequestError(
+                f"the adapter of {row['name']!r} could not be put on the Modal volume "
+                f"{defaults.MODAL_VOLUME_NAME!r} ({type(exc).__name__}: {exc}); check Modal's credentials where "
+                "the platform runs (`modal token new`, or MODAL_TOKEN_ID/MODAL_TOKEN_SECRET)",
+                status=503, type="server_error", code="serving_unavailable",
+            ) from exc
         for attempt in range(defaults.MODAL_SERVE_LOAD_RETRIES + 1):
             answer = await self._http().post(f"{self.backend.url()}/v1/load_lora_adapter", headers=self._headers(),
                                              json={"lora_name": lora, "lora_path": path})

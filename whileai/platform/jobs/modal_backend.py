@@ -49,10 +49,23 @@ class ModalCloud:
     def spawn(self, payload: dict[str, Any], gpu: str) -> str:
         import modal
 
+        from modal.exception import AuthError, NotFoundError
+
         function = modal.Function.from_name(defaults.MODAL_APP_NAME, defaults.MODAL_FUNCTION_NAME)
         if gpu != defaults.MODAL_GPU:
             function = function.with_options(gpu=gpu)
-        return function.spawn(payload).object_id
+        try:
+            return function.spawn(payload).object_id
+        except AuthError as exc:
+            raise RuntimeError(
+                f"Modal refused this machine's credentials ({exc}); run `modal token new` where the platform "
+                "runs (or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET), or train with target='local' (docs/modal.md)"
+            ) from exc
+        except NotFoundError as exc:
+            raise RuntimeError(
+                f"the Modal app {defaults.MODAL_APP_NAME!r} is not deployed in this workspace ({exc}); deploy it "
+                "with `modal deploy -m whileai.platform.jobs.modal_app` (docs/modal.md)"
+            ) from exc
 
     def poll(self, call_id: str) -> dict[str, Any] | None:
         import modal
