@@ -32,6 +32,7 @@ from whileai.platform._serving_pool import Loader, ModelPool
 __all__ = ["configure_serving", "router", "serving_pool", "serving_remote"]
 
 _POOL_LOCK = threading.Lock()
+_UNSET: Any = object()  # "not configured yet", distinct from None ("the platform generates itself")
 
 
 @asynccontextmanager
@@ -40,12 +41,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     pool = getattr(app.state, "serving_pool", None)
     if pool is not None:
         pool.close()
+    remote = getattr(app.state, "serving_remote", None)
+    if remote is not None and remote is not _UNSET:
+        await remote.aclose()
 
 
 router = APIRouter(lifespan=_lifespan)
-
-
-_UNSET: Any = object()
 
 
 def configure_serving(app: FastAPI, *, max_loaded: int | None = None, idle_s: float | None = None,
