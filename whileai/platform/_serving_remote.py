@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import threading
 from collections.abc import AsyncIterator
@@ -49,9 +48,6 @@ from whileai.platform._serving_chat import RequestError
 from whileai.simulations import defaults
 
 __all__ = ["RemoteBackend", "ModalServeCloud", "RemoteServing", "serve_target", "vllm_adapter_name"]
-
-_log = logging.getLogger("whileai.platform.serving")
-
 
 def serve_target() -> str:
     """Where generation runs: SERVE_TARGET_ENV, else ``serve_target`` in config.json, else "platform"."""
@@ -159,11 +155,9 @@ class RemoteServing:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
-            transport = self._transport
-            if transport is None:  # Nagle off: a request is two writes (headers, body); see _client.network_transport
-                import socket
+            from whileai.simulations._client import NO_NAGLE
 
-                transport = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+            transport = self._transport or httpx.AsyncHTTPTransport(socket_options=NO_NAGLE)
             self._client = httpx.AsyncClient(timeout=self._timeout, transport=transport)
         return self._client
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Mapping
 
 import modal
@@ -81,8 +82,9 @@ app = modal.App(defaults.MODAL_SERVE_APP_NAME)
 _volume = modal.Volume.from_name(defaults.MODAL_VOLUME_NAME, create_if_missing=True)
 
 
-def _reload_forever(stop: threading.Event) -> None:
-    while not stop.wait(defaults.MODAL_SERVE_VOLUME_RELOAD_S):
+def _reload_forever() -> None:
+    while True:
+        time.sleep(defaults.MODAL_SERVE_VOLUME_RELOAD_S)
         try:
             _volume.reload()
         except Exception:  # a file in use; the next round tries again
@@ -102,5 +104,5 @@ def _reload_forever(stop: threading.Event) -> None:
 @modal.web_server(port=defaults.MODAL_SERVE_PORT, startup_timeout=defaults.MODAL_SERVE_STARTUP_S)
 def serve() -> None:
     """vLLM's OpenAI-compatible server for the deployed base, LoRA adapters loaded at run time."""
-    threading.Thread(target=_reload_forever, args=(threading.Event(),), daemon=True).start()
+    threading.Thread(target=_reload_forever, daemon=True).start()
     subprocess.Popen(vllm_argv(deployed_base()), env=vllm_env())

@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -71,16 +72,15 @@ def _error_message(response: httpx.Response) -> tuple[str, Any]:
     return str(body)[:500], body
 
 
+#: Socket options for every client connection whileai opens: Nagle off (TCP_NODELAY), as urllib3
+#: does by default. A request goes out as two writes (headers, then the JSON body); with Nagle on,
+#: the body can wait for the server's delayed ACK of the headers, ~40 ms a call over a real network.
+NO_NAGLE = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+
+
 def network_transport() -> httpx.HTTPTransport:
-    """httpx's transport with Nagle off (TCP_NODELAY), as urllib3 does by default.
-
-    A request goes out as two writes (headers, then the JSON body); with Nagle on,
-    the body can wait for the server's delayed ACK of the headers, ~40 ms a call
-    over a real network.
-    """
-    import socket
-
-    return httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+    """httpx's transport with NO_NAGLE."""
+    return httpx.HTTPTransport(socket_options=NO_NAGLE)
 
 
 class Client:

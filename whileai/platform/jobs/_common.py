@@ -35,7 +35,6 @@ __all__ = [
     "trainer_settings",
     "export_training",
     "export_pairs",
-    "hf_dataset",
     "max_length",
     "save_adapter",
 ]
@@ -290,19 +289,6 @@ def export_pairs(pairs: list[dict[str, Any]], folder: Path | None) -> list[dict[
             export_preference(pairs, target, format="trl", validate=True)
         with open(target, encoding="utf-8") as f:
             return [json.loads(line) for line in f if line.strip()]
-
-
-def hf_dataset(rows: list[dict[str, Any]]) -> Any:
-    """A ``datasets.Dataset`` TRL's trainers read back exactly: ``export.to_hf_dataset``.
-
-    Conversations, tools and tool-call argument dicts are stored as exact JSON
-    text (its ``ExactJson`` feature), so no argument dict gains the keys of the
-    others and no float is rounded (datasets' own ``Json`` keeps 10 decimal
-    places: ``1e-11`` would train as ``0.0``).
-    """
-    from whileai.simulations.export import to_hf_dataset
-
-    return to_hf_dataset(rows)
 
 
 def lora_config(spec: Mapping[str, Any], task_type: str = "CAUSAL_LM") -> Any:

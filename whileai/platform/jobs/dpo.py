@@ -44,6 +44,8 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     from trl import DPOConfig, DPOTrainer
 
+    from whileai.simulations.export import to_hf_dataset
+
     pairs = preference_pairs(rows, bool(spec.get("balance", True)))
     examples = _common.export_pairs(pairs, folder)
     if not examples:
@@ -63,7 +65,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     trainer = DPOTrainer(
         model=model,
         args=args,
-        train_dataset=_common.hf_dataset(examples),
+        train_dataset=to_hf_dataset(examples),
         processing_class=tokenizer,
         peft_config=_common.lora_config(spec),
         callbacks=callbacks,

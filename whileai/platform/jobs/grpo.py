@@ -164,6 +164,8 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     from trl import GRPOConfig, GRPOTrainer
 
+    from whileai.simulations.export import to_hf_dataset
+
     prompts = mixed_prompts(rows, bool(spec.get("balance", True)))
     if not prompts:
         raise ValueError("grpo found no task with both a pass and a fail (and a gold first action) to train on; "
@@ -197,7 +199,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
             model=model,
             reward_funcs=[monitor.wrap(reward) if monitor is not None else reward],
             args=args,
-            train_dataset=_common.hf_dataset(prompts),
+            train_dataset=to_hf_dataset(prompts),
             processing_class=tokenizer,
             peft_config=_common.lora_config(spec),
             tools=tools or None,

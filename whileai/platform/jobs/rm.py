@@ -128,6 +128,8 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     from trl import RewardConfig, RewardTrainer
 
+    from whileai.simulations.export import to_hf_dataset
+
     examples = pair_examples(rows, bool(spec.get("balance", True)))
     if not examples:
         raise ValueError("rm found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task")
@@ -139,7 +141,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     trainer = RewardTrainer(
         model=model,
         args=args,
-        train_dataset=_common.hf_dataset(examples),
+        train_dataset=to_hf_dataset(examples),
         processing_class=tokenizer,
         peft_config=_common.lora_config(spec, task_type="SEQ_CLS"),
         callbacks=callbacks,

@@ -30,6 +30,8 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     """Train; returns the PEFT model and what the run's ``training`` summary should add."""
     from trl import SFTConfig, SFTTrainer
 
+    from whileai.simulations.export import to_hf_dataset
+
     examples = _common.export_training(rows, folder)
     args = SFTConfig(
         **_common.trainer_settings(spec, folder),
@@ -43,7 +45,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     trainer = SFTTrainer(
         model=model,
         args=args,
-        train_dataset=_common.hf_dataset(examples),
+        train_dataset=to_hf_dataset(examples),
         processing_class=tokenizer,
         peft_config=_common.lora_config(spec),
         callbacks=callbacks,
