@@ -49,3 +49,28 @@ def home(tmp_path, monkeypatch) -> Path:
 def session_home() -> Path:
     """The data root shared by the whole session (the model kit's cache lives here)."""
     return _SESSION_HOME
+
+
+def _push_sample(name: str, tasks: int | None = None, holdout: float = 0.2) -> dict:
+    """The shipped sample set (its first ``tasks`` tasks, or all) pushed and cut by task, and the train side's passes.
+
+    Returns ``{"all", "train", "holdout", "passes"}``: pushed datasets, the passes
+    ready for SFT. Used by the tests that run hosted jobs on the sample.
+    """
+    import whileai.simulations as wai
+    from whileai.kit import load_sample
+
+    rows = load_sample()
+    if tasks is not None:
+        keep = set(sorted({r["task_id"] for r in rows})[:tasks])
+        rows = [r for r in rows if r["task_id"] in keep]
+    data = wai.push(rows, name=name)
+    train_side, held = wai.datasets.cut(data, holdout=holdout, seed=0)
+    passes = wai.push([r for r in wai.datasets.load_rows(train_side) if r["passed"]], name=f"{name}-passes")
+    return {"all": data, "train": train_side, "holdout": held, "passes": passes}
+
+
+@pytest.fixture(scope="session")
+def push_sample():
+    """``push_sample(name, tasks=None, holdout=0.2)``: see ``_push_sample``."""
+    return _push_sample

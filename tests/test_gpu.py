@@ -37,18 +37,14 @@ def test_a_cuda_device_name_finds_its_price_row(device, memory, key):
 
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_a_hosted_sft_job_trains_on_the_local_gpu_in_bf16_and_prices_it(session_home):
+def test_a_hosted_sft_job_trains_on_the_local_gpu_in_bf16_and_prices_it(session_home, push_sample):
     import torch
 
     import whileai.simulations as wai
-    from whileai.kit import load_sample
     from whileai.kit._base import tiny_model_dir
 
-    rows = load_sample()
-    tasks = sorted({r["task_id"] for r in rows})[:40]
-    data = wai.push([r for r in rows if r["task_id"] in set(tasks)], name="gpu-sample")
-    train_side, held = wai.datasets.cut(data, holdout=0.25, seed=0)
-    passes = wai.push([r for r in wai.datasets.load_rows(train_side) if r["passed"]], name="gpu-passes")
+    sets = push_sample("gpu-sample", tasks=40, holdout=0.25)
+    passes, held = sets["passes"], sets["holdout"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run = wai.train(passes, method="sft", steps=8, holdout=held, base_model=str(tiny_model_dir()), wait=True,

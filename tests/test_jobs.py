@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 import whileai.simulations as wai
-from whileai.kit import load_sample
 from whileai.platform.store import Store, store_url
 from whileai.simulations._client import get_client
 from whileai.simulations.training import TrainingRun
@@ -34,17 +33,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def sample_sets(session_home):
+def sample_sets(session_home, push_sample):
     """A quarter of the sample dataset pushed and cut by task; the train side's passes pushed for SFT."""
     assert os.environ["WHILEAI_HOME"] == str(session_home)
-    rows = load_sample()
-    tasks = sorted({r["task_id"] for r in rows})[:100]  # a quarter of the sample keeps pushes and cuts quick
-    data = wai.push([r for r in rows if r["task_id"] in set(tasks)], name="sample-quarter")
-    train_side, held = wai.datasets.cut(data, holdout=0.2, seed=0)
-    passes = wai.push([r for r in wai.datasets.load_rows(train_side) if r["passed"]], name="sample-passes")
     from whileai.kit._base import tiny_model_dir
 
-    return {"all": data, "train": train_side, "holdout": held, "passes": passes, "base": str(tiny_model_dir())}
+    sets = push_sample("sample-quarter", tasks=100)  # a quarter of the sample keeps pushes and cuts quick
+    return {**sets, "base": str(tiny_model_dir())}
 
 
 def _job_of(run_id: str) -> dict:
@@ -183,7 +178,7 @@ def test_rm_end_to_end_gives_a_judge(sample_sets):
 
 def test_job_datasets_keep_tool_call_arguments_exact():
     """What a hosted job hands TRL: no float rounded, no argument dict given the keys of another."""
-    from whileai.platform.jobs import _common
+    from whileai.simulations.export import to_hf_dataset
 
     def call(arguments):
         return {"role": "assistant", "content": None,
@@ -191,7 +186,7 @@ def test_job_datasets_keep_tool_call_arguments_exact():
 
     rows = [{"messages": [{"role": "user", "content": "a"}, call({"x": 1e-11, "y": 0.30000000000000004})]},
             {"messages": [{"role": "user", "content": "b"}, call({"city": "Paris"})]}]
-    dataset = _common.hf_dataset(rows)
+    dataset = to_hf_dataset(rows)  # what every job body hands its trainer
     assert [dataset[i]["messages"] for i in range(2)] == [r["messages"] for r in rows]
     mapped = dataset.map(lambda r: {"n": len(r["messages"])})  # what TRL's first map reads
     assert mapped[0]["n"] == 2

@@ -20,7 +20,6 @@ import pytest
 openai = pytest.importorskip("openai")
 
 import whileai.simulations as wai  # noqa: E402
-from whileai.kit import load_sample  # noqa: E402
 from whileai.platform.server import serve_in_thread  # noqa: E402
 from whileai.platform.store import ensure_local_account, store_url  # noqa: E402
 
@@ -28,12 +27,11 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def sft_run(session_home):
+def sft_run(session_home, push_sample):
     """A finished SFT run on the sample set's passing rows, and held-out rows to ask with."""
     os.environ["WHILEAI_HOME"] = str(session_home)
-    data = wai.push(load_sample(), name="sample")
-    train_side, held = wai.datasets.cut(data, holdout=0.2, seed=0)
-    passes = wai.push([r for r in wai.datasets.load_rows(train_side) if r["passed"]], name="sample-passes")
+    sets = push_sample("sample")
+    passes, held = sets["passes"], sets["holdout"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run = wai.train(passes, method="sft", steps=12, holdout=held, wait=True, config={"holdoutRows": 8})
