@@ -311,25 +311,13 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
     file, not written through.
     """
     path = Path(path)
-    directory = _check_output(path)
-    rows = rows if type(rows) is list else list(rows)
-    data = jsonl_bytes(rows)
-    mode = _file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    _check_output(path)  # a bad target is refused before any row is encoded
+    writer = JsonlWriter(path)
     try:
-        os.fchmod(fd, mode)  # mkstemp makes 0600; give the file the mode a plain open() would
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return len(rows)
+        writer.write(rows if type(rows) is list else list(rows))
+        return writer.commit()
+    finally:
+        writer.discard()  # a no-op after commit(); removes the temporary file when anything failed
 
 
 def _check_output(path: Path) -> Path:
@@ -343,7 +331,7 @@ def _check_output(path: Path) -> Path:
 
 
 class JsonlWriter:
-    """``write_jsonl`` a chunk of rows at a time: the same bytes, the same atomic rename, the same errors.
+    """An atomic JSONL write a chunk of rows at a time (``write_jsonl`` is one ``write`` and a ``commit``).
 
     The rows go to a temporary file beside ``path`` as they come; ``commit()``
     syncs it and renames it over ``path``, ``discard()`` removes it (call one of
