@@ -1,7 +1,8 @@
 """python -m whileai <command>: the command line.
 
 Each command lives in its own module and is imported only when it runs, so
-``python -m whileai sync`` does not pay for torch.
+``python -m whileai sync`` does not pay for torch. ``run`` and ``validate``
+hand the rest of the command line to Hydra (whileai/runner/cli.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "platform": ("whileai.platform.server", "main", "start the platform server (store, API, pages, serving)"),
     "sync": ("whileai.simulations._tracking", "sync_main", "deliver points spooled while the platform was unreachable"),
     "demo": ("whileai.demo", "main", "push the sample dataset, fine-tune the tiny base on it, print the run"),
+    "run": ("whileai.runner.cli", "run_main", "run an experiment: python -m whileai run recipe=sft_tooluse [knob=value ...]"),
+    "validate": ("whileai.runner.cli", "validate_main", "compose and validate a spec only (nothing is loaded or run)"),
+    "reproduce": ("whileai.runner.provenance", "reproduce_main", "re-run a run from its stored spec: reproduce RUN_ID [overrides]"),
+    "diff": ("whileai.runner.compare", "diff_main", "the spec keys two runs differ in, then held-out and cost: diff RUN_A RUN_B"),
+    "wait": ("whileai.runner.compare", "wait_main", "follow every run of a sweep to its end and print one table: wait SWEEP"),
 }
 
 

@@ -1,0 +1,205 @@
+"""The runner's specs: every committed recipe composes and validates, and every kind of bad input is
+refused before anything is loaded, with the message that says what to do.
+
+Composition in-process uses Hydra's compose API (tests only); the command-line cases run
+``python -m whileai ...`` in a subprocess on a fresh data root and check that no store was made.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from whileai.runner import schema
+from whileai.runner._locate import register, sources
+from whileai.runner._origin import Origins
+from whileai.runner.cli import register_resolvers
+from whileai.simulations import defaults as sdk
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = sorted(p.relative_to(ROOT / "recipes").with_suffix("").as_posix() for p in (ROOT / "recipes").rglob("*.yaml"))
+
+
+def compose(overrides: list[str]) -> tuple[dict, list[schema.Problem]]:
+    """The resolved plain spec and its problems, composed the way ``run`` composes it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf, open_dict
+
+    found = sources()
+    register_resolvers()
+    register(found)
+    os.environ.setdefault("WHILEAI_RUNNER_TOKEN", "test")
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(found.conf), version_base=None):
+        cfg = hydra_compose("config", overrides=overrides, return_hydra_config=True)
+        choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
+        with open_dict(cfg):
+            del cfg["hydra"]
+        plain = OmegaConf.to_container(cfg, resolve=True)
+    return plain, schema.check(plain, Origins(found, choices, overrides))
+
+
+def run_cli(*args: str, home: Path, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "WHILEAI_HOME": str(home), **(env or {})}
+    full_env.pop("WHILEAI_RUNNER_TOKEN", None)
+    return subprocess.run([sys.executable, "-m", "whileai", *args], capture_output=True, text=True, env=full_env,
+                          cwd=cwd or ROOT, timeout=120)
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_every_recipe_composes_and_validates(recipe):
+    plain, problems = compose([f"recipe={recipe}"])
+    assert problems == [], [str(p) for p in problems]
+    assert plain["name"], f"{recipe} names its run"
+    schema.Spec.model_validate(plain)
+
+
+def test_the_walk_finds_the_gpu_variants_and_they_name_served_bases():
+    gpu = [r for r in RECIPES if r.startswith("gpu/")]
+    assert {"gpu/sft_qwen3", "gpu/grpo_qwen3", "gpu/dpo_qwen3", "gpu/rm_qwen3"} <= set(gpu)
+    for recipe in gpu:
+        plain, _ = compose([f"recipe={recipe}"])
+        assert plain["base_model"] in sdk.SERVED_BASES
+        assert plain["target"]["name"] == "modal"
+
+
+@pytest.mark.parametrize("recipe", [r for r in RECIPES if not r.startswith("gpu/")])
+def test_every_recipe_opens_with_the_command_that_runs_it(recipe):
+    text = (ROOT / "recipes" / f"{recipe}.yaml").read_text()
+    head = text.split("defaults:")[0]
+    assert f"python -m whileai run recipe={recipe}\n" in head
+    assert head.count("python -m whileai run") >= 2, "and one override example"
+
+
+@pytest.mark.parametrize("method", sdk.TRAIN_METHODS)
+def test_each_method_group_sets_its_knobs_from_training_knobs(method):
+    plain, problems = compose([f"method={method}"])
+    assert problems == []
+    data = yaml.safe_load((ROOT / "conf" / "method" / f"{method}.yaml").read_text())
+    knobs = {k for k, per in sdk.TRAINING_KNOBS.items() if method in per}
+    assert set(data) - {"method"} <= knobs, "a method group sets only knobs its method reads"
+    for name in set(data) - {"method"}:
+        if data[name] is not None:
+            assert plain[name] == sdk.TRAINING_KNOBS[name][method]["default"], name
+
+
+def test_the_design_card_line_validates():
+    plain, problems = compose(["recipe=grpo_tooluse", "beta=0.04"])
+    assert problems == []
+    assert plain["beta"] == 0.04 and plain["method"] == "grpo" and plain["monitor"]["enabled"] is True
+    assert plain["stages"]["sft"]["method"] == "sft"
+
+
+def test_knob_out_of_range_names_the_range_the_paper_and_its_citation():
+    _, problems = compose(["recipe=grpo_tooluse", "beta=2.0"])
+    (problem,) = problems
+    assert problem.origin == "command line"
+    assert "beta=2 is outside [0, 1] for grpo (DeepSeekMath used 0.04; arXiv:2402.03300)" in problem.message
+
+
+def test_a_knob_the_method_does_not_read_says_which_methods_read_it():
+    _, problems = compose(["recipe=sft_tooluse", "beta=0.1"])
+    (problem,) = problems
+    assert "beta=0.1 is not read by sft (beta is read by grpo, dpo)" in problem.message
+
+
+def test_every_problem_at_once_with_file_and_key(tmp_path):
+    mine = tmp_path / "recipes"
+    (mine / "dataset").mkdir(parents=True)
+    (mine / "dataset" / "tiny.yaml").write_text("source: sample\ntasks: 20\n")
+    (mine / "mine.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /method: grpo\n  - override /dataset: tiny\n"
+        "name: mine\nbta: 0.04\nsteps: 0\nmonitor:\n  evry: 3\nlearning_rate: fast\n"
+    )
+    os.environ["WHILEAI_RECIPES"] = str(mine)
+    try:
+        plain, problems = compose(["recipe=mine", "generations=1"])
+    finally:
+        del os.environ["WHILEAI_RECIPES"]
+    assert plain["dataset"]["tasks"] == 20, "the user's own group option is composed"
+    text = "\n".join(str(p) for p in problems)
+    assert len(problems) == 5, text
+    assert "mine.yaml:6: bta: not a key of the spec; did you mean beta?" in text
+    assert "mine.yaml:9: monitor.evry: not a key of the spec; did you mean every?" in text
+    assert "mine.yaml:7: steps=0 is outside [1, 1000000] for grpo" in text
+    assert "learning_rate='fast' is str, but learning_rate takes a number" in text
+    assert "command line: generations=1 is outside [2, 64] for grpo (DeepSeekMath used 64; arXiv:2402.03300)" in text
+
+
+def test_cli_validate_prints_the_resolved_spec_and_loads_nothing(tmp_path):
+    home = tmp_path / "home"
+    done = run_cli("validate", "recipe=sft_tooluse", "seed=3", home=home)
+    assert done.returncode == 0, done.stderr
+    spec = yaml.safe_load(done.stdout)
+    assert spec["seed"] == 3 and spec["method"] == "sft" and spec["learning_rate"] == sdk.KIT_SFT_LR
+    assert not (home / "platform.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "wanted"),
+    [
+        (["recipe=grpo_tooluse", "beta=2.0"],
+         "beta=2 is outside [0, 1] for grpo (DeepSeekMath used 0.04; arXiv:2402.03300)"),
+        (["recipe=grpo_tooluse", "bta=0.04"], "command line: bta: not a key of the spec; did you mean beta?"),
+        (["recipe=grpo_tuse"], "recipe=grpo_tuse is not a recipe (did you mean grpo_tooluse"),
+        (["recipe=sft_tooluse", "method=sfd"], "method=sfd is not a method (did you mean sft?)"),
+    ],
+    ids=["bad-knob-value", "cli-typo", "unknown-recipe", "unknown-group-option"],
+)
+def test_bad_input_fails_before_anything_loads(tmp_path, args, wanted):
+    home = tmp_path / "home"
+    for command in ("run", "validate"):
+        done = run_cli(command, *args, home=home)
+        assert done.returncode == 2, done.stderr
+        assert wanted in done.stderr
+        assert "nothing was loaded or run" in done.stderr
+    assert not (home / "platform.db").exists(), "no store, no dataset, no model before the spec is valid"
+
+
+def test_a_typo_inside_a_recipe_file_is_caught(tmp_path):
+    mine = tmp_path / "my_recipes"
+    mine.mkdir()
+    (mine / "sft_typo.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /method: sft\nname: typo\nlerning_rate: 0.001\n"
+    )
+    home = tmp_path / "home"
+    done = run_cli("run", "--recipes", str(mine), "recipe=sft_typo", home=home)
+    assert done.returncode == 2
+    assert "sft_typo.yaml:5: lerning_rate: not a key of the spec; did you mean learning_rate?" in done.stderr
+    via_env = run_cli("validate", "recipe=sft_typo", home=home, env={"WHILEAI_RECIPES": str(mine)})
+    assert via_env.returncode == 2 and "did you mean learning_rate?" in via_env.stderr
+    assert not (home / "platform.db").exists()
+
+
+def test_a_user_recipe_is_found_before_the_committed_one(tmp_path):
+    mine = tmp_path / "my_recipes"
+    mine.mkdir()
+    (mine / "sft_tooluse.yaml").write_text("# @package _global_\nname: my_own_sft\nseed: 7\n")
+    done = run_cli("validate", "--recipes", str(mine), "recipe=sft_tooluse", home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load(done.stdout)["name"] == "my_own_sft"
+
+
+def test_help_lists_recipes_and_groups_and_cfg_job_is_hydras(tmp_path):
+    done = run_cli("run", "--help", home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    for name in ("recipe: dpo_tooluse, grpo_tooluse, rm_tooluse, sft_tooluse", "recipe/gpu: dpo_qwen3",
+                 "method: dpo, grpo, rm, sft", "dataset:", "export:", "monitor:", "serve:", "target:"):
+        assert name in done.stdout
+    cfg = run_cli("run", "--cfg", "job", "recipe=dpo_tooluse", home=tmp_path / "home")
+    assert cfg.returncode == 0, cfg.stderr
+    assert yaml.safe_load(cfg.stdout)["method"] == "dpo"
+    assert not (tmp_path / "home" / "platform.db").exists()
+
+
+def test_the_dispatcher_lists_the_commands(tmp_path):
+    done = run_cli("--help", home=tmp_path / "home")
+    for command in ("run", "validate", "reproduce", "diff", "wait", "platform", "sync"):
+        assert f"  {command} " in done.stdout

@@ -1,0 +1,99 @@
+"""What a person sees while a spec runs: one line per step, a bar for training, plain lines off a terminal.
+
+On a terminal (stderr is a TTY) training is a tqdm bar whose ETA comes from
+the run's own step and total as the platform reports them; anywhere else
+(CI logs, a pipe) every change is one plain line, so a log stays readable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["Progress"]
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class Progress:
+    """Step lines and training bars on ``stream`` (stderr by default); ``tty`` None asks the stream."""
+
+    def __init__(self, stream: Any = None, tty: bool | None = None):
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) if tty is None else tty
+        self.started = time.monotonic()
+
+    def line(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    @contextlib.contextmanager
+    def step(self, title: str) -> Iterator[dict[str, Any]]:
+        """``with progress.step("push") as note: ...; note["result"] = "ds_..."`` -> one line with the time."""
+        note: dict[str, Any] = {}
+        began = time.monotonic()
+        if self.tty:
+            print(f"- {title} ...", end="\r", file=self.stream, flush=True)
+        try:
+            yield note
+        except BaseException:
+            self.line(f"- {title}: interrupted or failed after {time.monotonic() - began:.1f} s")
+            raise
+        result = note.get("result")
+        self.line(f"- {title}" + (f": {result}" if result else "") + f" ({time.monotonic() - began:.1f} s)")
+
+    def training(self, label: str) -> _TrainingBar:
+        return _TrainingBar(self, label)
+
+
+class _TrainingBar:
+    """Follows a run's step/total and phase; ``update(run)`` after each refresh, ``close()`` at the end."""
+
+    def __init__(self, progress: Progress, label: str):
+        self.progress = progress
+        self.label = label
+        self.bar: Any = None
+        self.last: tuple[Any, Any, Any] | None = None
+        self.began = time.monotonic()
+        self.first_step: tuple[float, int] | None = None
+
+    def _eta(self, step: int, total: int) -> str:
+        now = time.monotonic()
+        if self.first_step is None or step <= self.first_step[1]:
+            return "ETA -"
+        rate = (step - self.first_step[1]) / max(now - self.first_step[0], 1e-6)
+        return f"ETA {_clock((total - step) / rate)}" if rate > 0 else "ETA -"
+
+    def update(self, run: Any) -> None:
+        step, total = run.step, run.total_steps
+        phase = (run.summary or {}).get("phase") if not step else None  # the job notes phases before training
+        if step is not None and self.first_step is None and step > 0:
+            self.first_step = (time.monotonic(), int(step))
+        if self.progress.tty and total:
+            if self.bar is None:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=int(total), desc=self.label, file=self.progress.stream, unit="step",
+                                dynamic_ncols=True, leave=True)
+            self.bar.total = int(total)
+            self.bar.n = int(step or 0)
+            self.bar.set_postfix_str(str(phase or ""), refresh=False)
+            self.bar.refresh()
+            return
+        state = (step, total, phase)
+        if state == self.last:
+            return
+        self.last = state
+        where = f"step {step}/{total}" if total else (f"step {step}" if step is not None else "starting")
+        eta = f", {self._eta(int(step), int(total))}" if total and step else ""
+        self.progress.line(f"  {self.label}: {where}{eta}" + (f" ({phase})" if phase else ""))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

@@ -1,0 +1,172 @@
+"""``python -m whileai diff RUN_A RUN_B`` and ``python -m whileai wait SWEEP``.
+
+``diff`` prints the spec keys whose values differ (what the runs were asked to
+do differently), then their held-out result and cost side by side. ``wait``
+follows every run of a sweep (its id, ``sweep_...``, or its multirun folder)
+to its end and prints one table: the swept knobs, held-out before -> after,
+delta verdict, alarms, cost, status.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import defaults
+from .provenance import record_of
+
+__all__ = ["flatten", "spec_differences", "diff_main", "wait_main", "sweep_runs", "table"]
+
+_MISSING = "<absent>"
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (lists stay values)."""
+    if not isinstance(tree, dict) or (prefix and not tree):
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def spec_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    fa, fb = flatten(a), flatten(b)
+    return {k: (fa.get(k, _MISSING), fb.get(k, _MISSING)) for k in sorted(set(fa) | set(fb))
+            if fa.get(k, _MISSING) != fb.get(k, _MISSING)}
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    limit = defaults.TABLE_CELL_CHARS
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def table(header: list[str], rows: list[list[Any]]) -> str:
+    cells = [header, *[[_cell(c) for c in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+def _num(x: Any) -> str:
+    return f"{x:.3f}" if isinstance(x, float) else ("-" if x is None else str(x))
+
+
+def _result(record: dict[str, Any]) -> dict[str, Any]:
+    summary = record.get("summary") or {}
+    training = summary.get("training") if isinstance(summary.get("training"), dict) else {}
+    monitor = summary.get("monitor") if isinstance(summary.get("monitor"), dict) else {}
+    delta = summary.get("delta") if isinstance(summary.get("delta"), dict) else {}
+    cost = record.get("cost_usd")
+    basis = record.get("cost_basis")
+    return {
+        "held-out": f"{_num(training.get('before'))} -> {_num(training.get('after'))}",
+        "verdict": delta.get("verdict") or "-",
+        "alarms": len(monitor.get("alarms") or []),
+        "cost": (f"${cost:.2f}" if cost is not None else "-")
+                + (f" ({basis.get('gpu')})" if isinstance(basis, dict) and basis.get("gpu") else ""),
+        "status": record.get("status"),
+    }
+
+
+def diff_main(argv: list[str] | None = None) -> int:
+    """``python -m whileai diff RUN_A RUN_B``."""
+    import whileai.simulations as wai
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2:
+        print("usage: python -m whileai diff RUN_A RUN_B", file=sys.stderr)
+        return 2
+    records = [wai.get_run(a) for a in args]
+    kept = [record_of(r) or {} for r in records]
+    specs = [k.get("spec") for k in kept]
+    if any(s is None for s in specs):
+        print("both runs must be made by the runner (their config carries the spec)", file=sys.stderr)
+        return 2
+    differing = spec_differences(specs[0], specs[1])
+    print(f"spec keys that differ ({len(differing)}):")
+    print(table(["key", args[0], args[1]], [[k, a, b] for k, (a, b) in differing.items()]) if differing
+          else "  (none: the same spec)")
+    other = {k: (kept[0].get(k), kept[1].get(k)) for k in ("recipe", "versions", "git")
+             if kept[0].get(k) != kept[1].get(k)}
+    if other:
+        print("\nprovenance that differs:")
+        print(table(["what", args[0], args[1]], [[k, a, b] for k, (a, b) in other.items()]))
+    results = [_result(r) for r in records]
+    print("\nresults:")
+    print(table(["", args[0], args[1]], [[k, results[0][k], results[1][k]] for k in results[0]]))
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# wait
+# ---------------------------------------------------------------------------
+
+
+def sweep_folder(sweep: str) -> Path:
+    """The multirun folder of a sweep id (``sweep_<token>``), or the folder itself."""
+    from ._locate import data_root
+
+    path = Path(sweep).expanduser()
+    if path.is_dir():
+        return path
+    token = sweep.removeprefix("sweep_")
+    return data_root() / defaults.RUNNER_DIR / "multirun" / token
+
+
+def sweep_runs(sweep: str) -> list[dict[str, Any]]:
+    """Per job of the sweep, in job order: ``{"job", "run", "overrides"}`` (the job's last stage's run)."""
+    folder = sweep_folder(sweep)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no sweep {sweep!r}: {folder} does not exist; pass the sweep id the run printed "
+                                "(sweep_...) or its multirun folder")
+    found = []
+    for path in sorted(folder.glob(f"*/{defaults.RUN_FILE}"), key=lambda p: (len(p.parent.name), p.parent.name)):
+        written = json.loads(path.read_text())
+        if written.get("runs"):
+            found.append({"job": path.parent.name, "run": written["runs"][-1]["id"],
+                          "overrides": written.get("overrides") or []})
+    return found
+
+
+def wait_main(argv: list[str] | None = None) -> int:
+    """``python -m whileai wait SWEEP [--timeout S]``: follow every run to its end, then one table."""
+    import whileai.simulations as wai
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    timeout = defaults.WAIT_TIMEOUT_S
+    if "--timeout" in args:
+        i = args.index("--timeout")
+        timeout = float(args[i + 1])
+        del args[i : i + 2]
+    if len(args) != 1:
+        print("usage: python -m whileai wait SWEEP   (the sweep id, sweep_..., or its multirun folder)", file=sys.stderr)
+        return 2
+    try:
+        jobs = sweep_runs(args[0])
+    except FileNotFoundError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if not jobs:
+        print(f"sweep {args[0]} has no runs yet", file=sys.stderr)
+        return 1
+    records = []
+    for job in jobs:
+        run = wai.TrainingRun(wai.get_run(job["run"]))
+        if run.status == "running":
+            print(f"waiting for {run.id} (job {job['job']}) ...", file=sys.stderr)
+            run.wait(timeout=timeout)
+        records.append(wai.get_run(job["run"]))
+    specs = [(record_of(r) or {}).get("spec") or {} for r in records]
+    swept = sorted({k for s in specs[1:] for k in spec_differences(specs[0], s)}) if len(specs) > 1 else []
+    header = ["job", "run", *swept, "held-out", "verdict", "alarms", "cost", "status"]
+    rows = []
+    for job, record, spec in zip(jobs, records, specs):
+        flat = flatten(spec)
+        result = _result(record)
+        rows.append([job["job"], record["id"], *[flat.get(k) for k in swept],
+                     result["held-out"], result["verdict"], result["alarms"], result["cost"], result["status"]])
+    print(table(header, rows))
+    return 0 if all(r.get("status") == "done" for r in records) else 1

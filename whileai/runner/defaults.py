@@ -1,0 +1,69 @@
+"""Every tunable number of the experiment runner, each beside its reason and its source.
+
+The training knobs themselves (ranges, defaults, the papers' values) are not
+here: they live once in ``whileai.simulations.defaults.TRAINING_KNOBS`` and the
+runner's schema reads them from there.
+"""
+
+from __future__ import annotations
+
+#: Environment variable naming a folder of the user's own recipes, searched before the committed
+#: ones (a recipe there with a committed recipe's name wins). ``--recipes DIR`` does the same.
+RECIPES_ENV = "WHILEAI_RECIPES"
+
+#: The config groups of conf/ (each a folder of options) and the recipe group (recipes/).
+GROUPS: tuple[str, ...] = ("dataset", "method", "export", "monitor", "serve", "target")
+RECIPE_GROUP = "recipe"
+
+#: Where the runner keeps Hydra's output folders under the data root: one folder per run
+#: (``runner/runs/<token>``) and one per multirun (``runner/multirun/<token>/<job>``).
+RUNNER_DIR = "runner"
+
+#: Environment variable carrying one invocation's token to Hydra's output paths and to the jobs
+#: of a sweep (each job of a joblib sweep is another process; the token is how they share a sweep id).
+TOKEN_ENV = "WHILEAI_RUNNER_TOKEN"
+
+#: Random hex characters after the timestamp in a token: 16 bits keep two invocations started
+#: in the same second apart (a one-in-65,536 chance of a clash, which only shares a folder name).
+TOKEN_RANDOM_HEX = 4
+
+#: The file each job writes into its Hydra output folder naming the runs it made; ``wait`` reads it.
+RUN_FILE = "whileai_runs.json"
+
+#: Suggestions a typo gets (difflib.get_close_matches): the nearest three, and only those at least
+#: this similar. 0.6 is difflib's own default cut-off (Python docs, difflib.get_close_matches),
+#: close enough that "bta" finds "beta" and "lerning_rate" finds "learning_rate".
+TYPO_SUGGESTIONS = 3
+TYPO_CUTOFF = 0.6
+
+#: How often the runner reads a hosted run's progress while it trains, in seconds. A run's record
+#: changes at most once per FLUSH_INTERVAL_S (2 s) of the SDK's tracker, so reading faster only
+#: re-reads the same record; wai's own TrainingRun.wait never polls under TRAINING_POLL_MIN_S (2 s).
+PROGRESS_POLL_S = 2.0
+
+#: Seconds after Ctrl-C that the runner waits for the stopped run's record to say so before it
+#: exits anyway (the stop itself is synchronous; this only covers the record catching up).
+STOP_CONFIRM_S = 10.0
+
+#: Tokens the one chat completion that proves a served endpoint answers may generate: a first
+#: action (one tool call) of the sample task fits (TRAIN_EVAL_MAX_NEW_TOKENS is 96).
+SERVE_CHECK_MAX_TOKENS = 96
+
+#: Seconds the chat completion through a served endpoint may take: the platform loads the model
+#: on first use (the kit's base in well under a second, a 0.5B base from disk in a few seconds; a
+#: cold Modal container up to MODAL_SERVE_STARTUP_S, which this does not wait for).
+SERVE_CHECK_TIMEOUT_S = 120.0
+
+#: Hex characters kept of the sha256 of an uncommitted diff in a run's record (64 bits: enough to
+#: tell two diffs apart, short enough to read in a table).
+DIFF_HASH_HEX = 16
+
+#: Packages whose versions a run records: what decides what a run computes.
+VERSIONED_PACKAGES: tuple[str, ...] = ("whileai", "torch", "transformers", "trl", "peft")
+
+#: ``wait``'s deadline per run when none is given, in seconds (6 h: MODAL_TIMEOUT_S, a hosted
+#: job's own wall-clock limit on Modal; a run cannot outlive it).
+WAIT_TIMEOUT_S = 6 * 3600.0
+
+#: Width a value is cut to in ``diff`` and ``wait`` tables, in characters.
+TABLE_CELL_CHARS = 40

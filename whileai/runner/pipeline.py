@@ -1,0 +1,360 @@
+"""A validated spec turned into library calls, in order, each visible in the output.
+
+    load and grade the dataset -> push -> cut by task -> per stage: the set it trains on, profile and
+    selection report -> export with gates (the file beside the run) -> wai.train on the target ->
+    follow it (held-out before and after are measured by the job) -> delta_report when there are
+    after-rollouts -> serve and one chat completion -> the expect checks
+
+Every step is a public name of ``whileai.simulations``; the spec arrives as a
+plain dict (``cli`` resolved and validated it) and leaves as keyword arguments.
+Exit codes: 0 done, 1 a run failed, 3 an expect line failed, 4 an export gate
+refused the data, 130 interrupted (the hosted run is stopped first).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import defaults
+from ._progress import Progress
+from .expect import failures
+from .provenance import runner_record
+from .schema import HOST_KEYS, KNOBS
+
+__all__ = ["Context", "run_spec", "EXIT_FAILED", "EXIT_EXPECT", "EXIT_GATE", "EXIT_INTERRUPTED"]
+
+EXIT_FAILED, EXIT_EXPECT, EXIT_GATE, EXIT_INTERRUPTED = 1, 3, 4, 130
+
+
+@dataclass
+class Context:
+    """Where a spec came from and where its files go (filled by the CLI, ``reproduce`` or a test)."""
+
+    recipe: str | None
+    overrides: list[str]
+    choices: dict[str, Any]
+    command: str
+    output_dir: Path
+    sweep_id: str | None = None
+    expect_lines: dict[str, str] = field(default_factory=dict)
+    reproduces: str | None = None
+    progress: Progress | None = None
+
+
+# ---------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------
+
+
+def _read_tools(value: Any) -> Any:
+    if isinstance(value, str):
+        with open(value, encoding="utf-8") as f:
+            return json.load(f)
+    return value
+
+
+def load_rows(data: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """The dataset's rows, graded as ``data["grade"]`` says, and a one-line description."""
+    import whileai.simulations as wai
+
+    if data["source"] == "sample":
+        from whileai.kit import load_sample
+
+        rows, what = load_sample(), "the kit's sample tool-use task"
+    elif data["source"] == "jsonl":
+        loaded = wai.SimulationData.load(data["path"])
+        system, tools = data.get("system_prompt"), _read_tools(data.get("tools"))
+        if system is not None or tools is not None:
+            loaded = wai.SimulationData(loaded.trajectories, system_prompt=system or loaded.system_prompt,
+                                        tools=tools if tools is not None else loaded.tools, name=loaded.name)
+        rows, what = loaded.rows(), data["path"]
+    else:
+        rows, what = wai.datasets.load_rows(data["id"]), data["id"]
+    if data.get("tasks"):
+        keys = sorted({str(r.get("task_id") or r.get("prompt_hash") or i) for i, r in enumerate(rows)})
+        keep = set(keys[: int(data["tasks"])])
+        rows = [r for i, r in enumerate(rows) if str(r.get("task_id") or r.get("prompt_hash") or i) in keep]
+    if data["grade"] == "first_action":
+        rows = list(wai.evaluate(rows, wai.first_action_judge).rows)
+    elif data["grade"] == "reward_model":
+        rows = list(wai.evaluate(rows, wai.reward_model(data["reward_model"])).rows)
+    return rows, what
+
+
+def _stages(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, settings) per stage, earlier ones first; the root is the last stage."""
+    out = [(name, {**{"check": spec["check"], "base_model": spec["base_model"]},
+                   **{k: v for k, v in stage.items() if v is not None or k in ("method",)}})
+           for name, stage in (spec.get("stages") or {}).items()]
+    out.append((spec["method"] if spec.get("stages") else "train", spec))
+    return out
+
+
+def _train_kwargs(stage: dict[str, Any], spec: dict[str, Any], last: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(keyword arguments of wai.train, its config=) for one stage."""
+    kwargs = {k: stage[k] for k in KNOBS if stage.get(k) is not None}
+    config = {k: stage[k] for k in HOST_KEYS if stage.get(k) is not None}
+    if stage["method"] == "grpo":
+        monitor = spec["monitor"]
+        settings = {k: v for k, v in monitor.items() if k not in ("enabled", "gold_judge") and v not in (None, [])}
+        config["monitor"] = settings if (monitor["enabled"] and last) else False
+        if monitor["enabled"] and last and monitor.get("gold_judge"):
+            config["goldJudge"] = monitor["gold_judge"]
+    if spec["target"].get("gpu") and spec["target"]["name"] == "modal":
+        config["gpu"] = spec["target"]["gpu"]
+    return kwargs, config
+
+
+# ---------------------------------------------------------------------------
+# Steps
+# ---------------------------------------------------------------------------
+
+
+def _export(rows: list[dict[str, Any]], method: str, export: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The artifact in the chosen format with the gates on; raises ExportValidationError when a gate refuses."""
+    import whileai.simulations as wai
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # rows carry their own system prompt and tools
+        if method in ("dpo", "rm"):
+            pairs = wai.build_preference_pairs(rows)
+            return wai.export_preference(pairs, path, format=export["format"], validate=export["validate"],
+                                         strip_think=export["strip_think"],
+                                         max_tool_output_chars=export["max_tool_output_chars"])
+        return wai.export_dataset(rows, path, format=export["format"], validate=export["validate"],
+                                  mask_mode=export["mask_mode"], unroll=export["unroll"],
+                                  strip_think=export["strip_think"],
+                                  max_tool_output_chars=export["max_tool_output_chars"])
+
+
+def _short_export(report: dict[str, Any]) -> dict[str, Any]:
+    keep = ("output", "format", "kind", "rows_in", "rows_out", "pairs_out", "mask_mode", "unroll", "strip_think",
+            "max_tool_output_chars", "roundtrip", "privileged_leaks", "argument_encoding")
+    return {k: report[k] for k in keep if k in report}
+
+
+def _follow(run: Any, label: str, progress: Progress) -> str:
+    """Poll the run until it ends, showing its steps; Ctrl-C stops it (run.stop()) and re-raises."""
+    bar = progress.training(label)
+    try:
+        while True:
+            try:
+                run.refresh()
+            except Exception as exc:  # a platform restarting mid-run is read again next time
+                progress.line(f"  (could not read {run.id}: {exc}; retrying)")
+            bar.update(run)
+            if run.status != "running":
+                return run.status
+            time.sleep(defaults.PROGRESS_POLL_S)
+    except KeyboardInterrupt:
+        bar.close()
+        progress.line(f"- interrupted: stopping {run.id} ...")
+        run.stop()
+        deadline = time.monotonic() + defaults.STOP_CONFIRM_S
+        while run.status == "running" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            run.refresh()
+        progress.line(f"- {run.id} is {run.status}")
+        raise
+    finally:
+        bar.close()
+
+
+def _serve(run: Any, serve: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Serve the run's adapter and ask the endpoint one chat completion (over HTTP, with the account's key)."""
+    import os
+
+    import httpx
+
+    import whileai.simulations as wai
+
+    if serve["target"] == "modal":
+        os.environ.setdefault("WHILEAI_SERVE_TARGET", "modal")  # the platform's serve target (docs/serving.md)
+    row = wai.serve(run, serve["name"])
+    out = {"name": row.get("name"), "version": row.get("version"), "endpoint": row.get("endpoint")}
+    key = os.environ.get("WHILEAI_API_KEY")
+    if not os.environ.get("WHILEAI_BASE_URL") or not key:
+        out["chat"] = ("not asked: the embedded platform has no server running; start it with "
+                       "`python -m whileai platform` and send the account key as the bearer")
+        return out
+    from whileai.kit import load_sample
+
+    ask = [m for m in load_sample()[0]["messages"] if m["role"] != "assistant"][:2]
+    response = httpx.post(f"{row['endpoint'].rstrip('/')}/chat/completions", timeout=defaults.SERVE_CHECK_TIMEOUT_S,
+                          headers={"Authorization": f"Bearer {key}"},
+                          json={"model": row["name"], "messages": ask, "max_tokens": defaults.SERVE_CHECK_MAX_TOKENS,
+                                "temperature": 0})
+    response.raise_for_status()
+    message = response.json()["choices"][0]["message"]
+    out["chat"] = (message.get("content") or json.dumps(message.get("tool_calls")))[:200]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# run_spec
+# ---------------------------------------------------------------------------
+
+
+def _outcome(run: Any, previous: Any) -> dict[str, Any]:
+    training = run.training or {}
+    summary = run.summary or {}
+    monitor = summary.get("monitor") if isinstance(summary.get("monitor"), dict) else {}
+    delta = summary.get("delta") if isinstance(summary.get("delta"), dict) else {}
+    prev_training = (previous.training or {}) if previous is not None else {}
+    return {"status": run.status, "before": training.get("before"), "after": training.get("after"),
+            "metric": training.get("metric"), "previous_after": prev_training.get("after"),
+            "alarms": monitor.get("alarms") or [], "verdict": delta.get("verdict"),
+            "cost_usd": run.cost_usd, "cost_basis": run.cost_basis}
+
+
+def _write_runs(context: Context, runs: list[dict[str, Any]]) -> None:
+    context.output_dir.mkdir(parents=True, exist_ok=True)
+    (context.output_dir / defaults.RUN_FILE).write_text(json.dumps(
+        {"sweep_id": context.sweep_id, "runs": runs, "overrides": context.overrides}, indent=1) + "\n")
+
+
+def run_spec(spec: dict[str, Any], context: Context) -> int:
+    """Run a validated spec; returns the exit code (see the module docstring)."""
+    progress = context.progress or Progress()
+    try:
+        return _run(spec, context, progress)
+    except KeyboardInterrupt:
+        progress.line("- interrupted")
+        return EXIT_INTERRUPTED
+
+
+def _run(spec: dict[str, Any], context: Context, progress: Progress) -> int:
+    import whileai.simulations as wai
+
+    record = runner_record(spec, context)
+    data = spec["dataset"]
+    progress.line(f"whileai run {context.recipe or '(no recipe)'}: {spec['method']}"
+                  + (f" after {', '.join(spec['stages'])}" if spec.get("stages") else "")
+                  + f", output {context.output_dir}")
+    with progress.step("load and grade the dataset") as note:
+        rows, what = load_rows(data)
+        note["result"] = f"{len(rows)} rows of {what}, graded by {data['grade']}"
+    with progress.step("push") as note:
+        pushed = wai.push(rows, name=spec.get("name") or "dataset")
+        record["dataset"] = {"id": pushed.id, "content_hash": pushed.content_hash, "rows": pushed.rows}
+        note["result"] = f"{pushed.id} ({pushed.rows} rows, content {str(pushed.content_hash)[:16]})"
+    with progress.step("cut by task") as note:
+        train_side, held = wai.datasets.cut(pushed, holdout=data["holdout"], seed=data["cut_seed"])
+        note["result"] = f"train {train_side.id} ({train_side.rows} rows), holdout {held.id} ({held.rows} rows)"
+    train_rows = wai.datasets.load_rows(train_side)
+    runs: list[dict[str, Any]] = []
+    previous = run = None
+    stages = _stages(spec)
+    submit_only = spec["target"]["name"] == "modal" and context.sweep_id is not None
+    for index, (stage_name, stage) in enumerate(stages):
+        method, last = stage["method"], index == len(stages) - 1
+        label = f"{stage_name} ({method})" if len(stages) > 1 else method
+        with progress.step(f"{label}: training set, profile and selection report") as note:
+            if method == "sft":
+                passes = [r for r in train_rows if r.get("passed")]
+                train_set = wai.push(passes, name=f"{spec.get('name') or 'dataset'}:train:passes")
+                used_rows = passes
+            else:
+                train_set, used_rows = train_side, train_rows
+            report = wai.selection_report(wai.profile(train_set), method)
+            note["result"] = report.get("summary") or f"{report.get('rows')} of {report.get('rows_given')} rows"
+        export_path = context.output_dir / "export" / f"{stage_name}.{spec['export']['format']}.jsonl"
+        try:
+            with progress.step(f"{label}: export with gates") as note:
+                export_report = _export(used_rows, method, spec["export"], export_path)
+                note["result"] = f"{export_path} ({export_report.get('rows_out', export_report.get('pairs_out'))} rows)"
+        except wai.ExportValidationError as exc:
+            progress.line(f"- export gate refused the data; nothing was trained:\n{exc}")
+            _write_runs(context, runs)
+            return EXIT_GATE
+        kwargs, config = _train_kwargs(stage, spec, last)
+        stage_record = {**record, "stage": stage_name, "stage_index": index, "stages": [n for n, _ in stages],
+                        "previous_run": previous.id if previous is not None else None,
+                        "export": _short_export(export_report)}
+        with progress.step(f"{label}: wai.train on {spec['target']['name']}") as note:
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                run = wai.train(
+                    train_set, method=method, holdout=held, base_model=stage.get("base_model"),
+                    check=stage.get("check") or spec["check"], target=spec["target"]["name"],
+                    init_from=previous, mask_mode=spec["export"]["mask_mode"], unroll=spec["export"]["unroll"],
+                    strip_think=spec["export"]["strip_think"],
+                    max_tool_output_chars=spec["export"]["max_tool_output_chars"],
+                    config={**config, "runner": stage_record}, **kwargs,
+                )
+            for warning in said:
+                text = str(warning.message)
+                if "config key 'runner'" not in text:
+                    progress.line(f"  warning: {text}")
+            run.note(export=_short_export(export_report))
+            note["result"] = f"{run.id} {run.url}"
+        runs.append({"id": run.id, "stage": stage_name, "method": method})
+        _write_runs(context, runs)
+        if submit_only and last:
+            progress.line(f"- submitted {run.id} (sweep {context.sweep_id}); follow it with "
+                          f"`python -m whileai wait {context.sweep_id}`")
+            return 0
+        status = _follow(run, label, progress)
+        if status != "done":
+            progress.line(f"- {run.id} ended {status}: {(run.error or '').splitlines()[0] if run.error else ''}")
+            return EXIT_FAILED
+        training = run.training or {}
+        progress.line(f"- {label}: held-out {training.get('metric') or 'pass_rate'} "
+                      f"{_fmt(training.get('before'))} -> {_fmt(training.get('after'))}")
+        if not last:
+            previous = run
+    return _finish(spec, context, progress, run, previous, held)
+
+
+def _fmt(x: Any) -> str:
+    return f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+def _finish(spec: dict[str, Any], context: Context, progress: Progress, run: Any, previous: Any, held: Any) -> int:
+    import whileai.simulations as wai
+
+    if spec["dataset"].get("after"):
+        with progress.step("delta_report (held-out rollouts before vs after)") as note:
+            after_rows = wai.SimulationData.load(spec["dataset"]["after"]).rows()
+            report = wai.attach_delta(run, wai.datasets.load_rows(held), after_rows)
+            run.refresh()
+            note["result"] = f"verdict {report.get('verdict')}: {report.get('reason')}"
+    served = None
+    if spec["serve"]["target"] != "none":
+        with progress.step(f"serve on {spec['serve']['target']}") as note:
+            served = _serve(run, spec["serve"], progress)
+            note["result"] = f"{served['name']} v{served['version']} at {served['endpoint']}; reply: {served['chat']}"
+    outcome = _outcome(run, previous)
+    _summary(progress, run, outcome, served)
+    failed = failures(spec.get("expect") or {}, outcome, context.expect_lines)
+    for line in failed:
+        progress.line(f"FAILED {line}")
+    return EXIT_EXPECT if failed else 0
+
+
+def _summary(progress: Progress, run: Any, outcome: dict[str, Any], served: dict[str, Any] | None) -> None:
+    alarms = outcome["alarms"]
+    basis = outcome["cost_basis"]
+    if outcome["cost_usd"] is not None:
+        cost = f"about ${outcome['cost_usd']:.2f} ({basis.get('gpu') if isinstance(basis, dict) else basis}, estimate)"
+    else:
+        cost = str((run.training or {}).get("cost_basis") or basis or "not priced")
+    lines = [
+        "",
+        f"held-out   {outcome.get('metric') or 'pass_rate'} {_fmt(outcome['before'])} -> {_fmt(outcome['after'])}",
+        f"delta      {outcome['verdict'] or 'no delta report (dataset.after names post-training rollouts)'}",
+        f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get('kind') or a) for a in alarms) if alarms else ""),
+        f"cost       {cost}",
+        f"run        {run.id} {run.url}",
+    ]
+    if served:
+        lines.append(f"endpoint   {served['endpoint']} (model {served['name']})")
+    lines.append("page       the embedded platform serves no pages until you start it: `python -m whileai platform`")
+    for line in lines:
+        progress.line(line)

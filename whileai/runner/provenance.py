@@ -1,0 +1,156 @@
+"""What reproduces a run, recorded on it; and ``python -m whileai reproduce RUN_ID [overrides]``.
+
+The record every run of the runner carries on its config (``runner``): the
+resolved spec, the overrides as typed, the recipe, the full command line, the
+versions of what computes (whileai, torch, transformers, trl, peft, python),
+the git commit with a dirty flag and a hash of the uncommitted diff when the
+package runs from a checkout, the dataset's content hash, the sweep id, the
+Hydra output folder, and for a reproduction the run it reproduces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from . import defaults
+
+__all__ = ["versions", "git_state", "runner_record", "spec_of", "reproduce_main"]
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def versions() -> dict[str, str | None]:
+    """The installed versions of VERSIONED_PACKAGES and python (read from metadata: nothing is imported)."""
+    found: dict[str, str | None] = {}
+    for name in defaults.VERSIONED_PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    found["python"] = platform.python_version()
+    return found
+
+
+def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=30)
+
+
+def git_state() -> dict[str, Any] | None:
+    """``{commit, dirty, diff_hash}`` of the checkout this package runs from, or None outside one."""
+    root = _PACKAGE.parent
+    try:
+        top = _git("rev-parse", "--show-toplevel", cwd=root)
+        if top.returncode != 0 or Path(top.stdout.decode().strip()).resolve() != root.resolve():
+            return None
+        commit = _git("rev-parse", "HEAD", cwd=root).stdout.decode().strip() or None
+        diff = _git("diff", "HEAD", "--binary", cwd=root).stdout
+        untracked = _git("ls-files", "--others", "--exclude-standard", cwd=root).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    dirty = bool(diff.strip() or untracked.strip())
+    digest = hashlib.sha256(diff + b"\0" + untracked).hexdigest()[: defaults.DIFF_HASH_HEX] if dirty else None
+    return {"commit": commit, "dirty": dirty, "diff_hash": digest}
+
+
+def runner_record(spec: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The record a run's config carries under ``runner`` (the stage fields are added per stage)."""
+    return {
+        "spec": spec,
+        "recipe": context.recipe,
+        "overrides": list(context.overrides),
+        "choices": dict(context.choices),
+        "command": context.command,
+        "versions": versions(),
+        "git": git_state(),
+        "sweep_id": context.sweep_id,
+        "hydra_dir": str(context.output_dir),
+        "reproduces": context.reproduces,
+    }
+
+
+def record_of(run_record: dict[str, Any]) -> dict[str, Any] | None:
+    """The runner's record on a run's config (wai.train keeps unread config keys under ``extra``)."""
+    config = run_record.get("config") if isinstance(run_record.get("config"), dict) else {}
+    found = config.get("runner") or (config.get("extra") or {}).get("runner")
+    return found if isinstance(found, dict) else None
+
+
+def spec_of(run_record: dict[str, Any]) -> dict[str, Any] | None:
+    record = record_of(run_record)
+    return record.get("spec") if record else None
+
+
+# ---------------------------------------------------------------------------
+# reproduce
+# ---------------------------------------------------------------------------
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    out = []
+    for name in sorted(set(old.get("versions") or {}) | set(new.get("versions") or {})):
+        a, b = (old.get("versions") or {}).get(name), (new.get("versions") or {}).get(name)
+        if a != b:
+            out.append(f"{name} {a} -> {b}")
+    ga, gb = old.get("git") or {}, new.get("git") or {}
+    for key in ("commit", "dirty", "diff_hash"):
+        if ga.get(key) != gb.get(key):
+            out.append(f"git {key} {ga.get(key)} -> {gb.get(key)}")
+    return out
+
+
+def reproduce_main(argv: list[str] | None = None) -> int:
+    """``python -m whileai reproduce RUN_ID [key=value ...]``: run the stored spec again, not today's recipe."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    import whileai.simulations as wai
+
+    from . import schema
+    from ._locate import data_root
+    from .cli import new_token
+    from .pipeline import Context, run_spec
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0].startswith("-"):
+        print("usage: python -m whileai reproduce RUN_ID [key=value ...]", file=sys.stderr)
+        return 2
+    run_id, overrides = args[0], args[1:]
+    original = wai.get_run(run_id)
+    old = record_of(original)
+    if old is None or not isinstance(old.get("spec"), dict):
+        print(f"{run_id} was not made by the runner (its config has no runner record with a spec); "
+              "reproduce takes a run that `python -m whileai run` made", file=sys.stderr)
+        return 2
+    bad = [o for o in overrides if "=" not in o or o.startswith(("+", "~", "-"))]
+    if bad:
+        print(f"reproduce takes key=value overrides of the stored spec; not: {' '.join(bad)}", file=sys.stderr)
+        return 2
+    spec = OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(old["spec"]), OmegaConf.from_dotlist(overrides)))
+    problems = schema.check(spec, lambda key: "command line" if any(o.startswith(key + "=") for o in overrides)
+                            else f"the stored spec of {run_id}")
+    if problems:
+        print(f"whileai: the spec has {len(problems)} problem(s); nothing was loaded or run:", file=sys.stderr)
+        for problem in problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 2
+    token = os.environ.setdefault(defaults.TOKEN_ENV, new_token())
+    out = data_root() / defaults.RUNNER_DIR / "runs" / token
+    out.mkdir(parents=True, exist_ok=True)
+    context = Context(
+        recipe=old.get("recipe"), overrides=[*old.get("overrides", []), *overrides], choices=old.get("choices") or {},
+        command="python -m whileai reproduce " + " ".join(args), output_dir=out, sweep_id=None,
+        expect_lines={k: f"expect.{k} (stored spec of {run_id})" for k in (spec.get("expect") or {})},
+        reproduces=run_id,
+    )
+    new = {"versions": versions(), "git": git_state()}
+    changed = _differences(old, new)
+    print(f"reproducing {run_id} from its stored spec" + (f"; differs: {', '.join(changed)}" if changed
+                                                          else "; same versions and commit"), file=sys.stderr)
+    return run_spec(spec, context)

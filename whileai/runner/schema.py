@@ -1,0 +1,301 @@
+"""The experiment spec's schema: one pydantic model over the composed, resolved plain dict.
+
+Validated once, before anything is loaded, whatever the values came from (the
+root config, a group option, a recipe file, the command line): Hydra checks
+only command-line keys, so a typo inside a YAML file would otherwise pass. Every
+problem is collected and reported at once:
+
+- a key the spec does not have names the nearest one (difflib);
+- a wrong type names the key and the type it needs;
+- a knob the method does not read says which methods read it;
+- a knob out of range names the value, the range, the paper's value and its
+  citation, read from ``TRAINING_KNOBS`` / ``TRAINING_HOST_KEYS`` (the same
+  tables ``wai.train`` checks against: one source of knob ranges).
+
+    problems = check(plain)           # [] when the spec is valid
+    spec = Spec.model_validate(plain)
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from whileai.simulations import defaults as sdk
+
+from . import defaults
+
+__all__ = ["Problem", "Spec", "Stage", "check", "KNOBS", "HOST_KEYS", "known_paths", "nearest"]
+
+#: the knobs (wai.train's keyword arguments) and host keys (its config=), both flat at the root
+KNOBS: tuple[str, ...] = tuple(sdk.TRAINING_KNOBS)
+HOST_KEYS: tuple[str, ...] = tuple(sdk.TRAINING_HOST_KEYS)
+_TABLES = {**{k: sdk.TRAINING_KNOBS for k in KNOBS}, **{k: sdk.TRAINING_HOST_KEYS for k in HOST_KEYS}}
+
+
+@dataclass
+class Problem:
+    """One thing wrong with a spec: the dotted key, what is wrong and how to fix it, and where it was set."""
+
+    key: str
+    message: str
+    origin: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.origin}: {self.message}" if self.origin else self.message
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Dataset(_Strict):
+    source: Literal["sample", "jsonl", "pushed"] = "sample"
+    path: str | None = None
+    id: str | None = None
+    system_prompt: str | None = None
+    tools: str | list[dict[str, Any]] | None = None
+    grade: Literal["passed", "first_action", "reward_model"] = "passed"
+    reward_model: str | None = None
+    tasks: int | None = Field(default=None, ge=2)
+    holdout: float = Field(default=sdk.CUT_HOLDOUT, gt=0.0, lt=1.0)
+    cut_seed: int = Field(default=sdk.CUT_SEED, ge=0)
+    after: str | None = None
+
+
+class Export(_Strict):
+    format: Literal["openai", "trl"] = "trl"
+    validate_: bool = Field(default=True, alias="validate")
+    mask_mode: Literal["assistant", "final"] = "assistant"
+    unroll: bool = False
+    strip_think: bool = True
+    max_tool_output_chars: int | None = Field(default=None, ge=1)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Monitor(_Strict):
+    enabled: bool = False
+    every: int | None = Field(default=None, ge=1)
+    k: int | None = Field(default=None, ge=2)
+    n_prompts: int | None = Field(default=None, ge=1)
+    window: int | None = Field(default=None, ge=1)
+    delta: float | None = Field(default=None, gt=0.0)
+    length_pct: float | None = Field(default=None, gt=0.0)
+    kl_budget: float | None = Field(default=None, gt=0.0)
+    endorsed: list[str] = []
+    stop_on: list[str] | str = []
+    gold_judge: str | None = None
+
+
+class Serve(_Strict):
+    target: Literal["none", "platform", "modal"] = "none"
+    name: str | None = None
+
+
+class Target(_Strict):
+    name: Literal["local", "modal"] = "local"
+    gpu: Literal[tuple(sdk.GPU_USD_PER_HOUR)] | None = None  # type: ignore[valid-type]
+
+
+class Expect(_Strict):
+    holdout_after_min: float | None = Field(default=None, ge=0.0, le=1.0)
+    holdout_gain_min: float | None = Field(default=None, ge=-1.0, le=1.0)
+    stage_gain_min: float | None = Field(default=None, ge=-1.0, le=1.0)
+    no_alarm: bool | None = None
+    delta_verdict_not: list[str] = []
+    status: Literal["done"] | None = None
+
+
+def _knob_type(name: str) -> Any:
+    specs = list(_TABLES[name][name].values())
+    if any("choices" in s for s in specs):
+        return Any  # checked against the method's choices below
+    lo, hi = specs[0]["range"]
+    return int if isinstance(lo, int) and isinstance(hi, int) else float
+
+
+_KNOB_FIELDS: dict[str, Any] = {name: (_knob_type(name) | None, None) for name in (*KNOBS, *HOST_KEYS)}
+_METHOD = Literal[tuple(sdk.TRAIN_METHODS)]  # type: ignore[valid-type]
+_CHECK = Literal[tuple(sdk.TRAIN_CHECKS)]  # type: ignore[valid-type]
+
+Stage = create_model(
+    "Stage", __base__=_Strict, method=(_METHOD, ...), base_model=(str | None, None), check=(_CHECK | None, None),
+    **_KNOB_FIELDS,
+)
+
+Spec = create_model(
+    "Spec", __base__=_Strict,
+    name=(str | None, None), method=(_METHOD, "sft"), base_model=(str | None, None), check=(_CHECK, "require"),
+    dataset=(Dataset, Dataset()), export=(Export, Export()), monitor=(Monitor, Monitor()), serve=(Serve, Serve()),
+    target=(Target, Target()), stages=(dict[str, Stage], {}), expect=(Expect, Expect()),  # type: ignore[valid-type]
+    **_KNOB_FIELDS,
+)
+
+_SECTIONS: dict[str, type[BaseModel]] = {"dataset": Dataset, "export": Export, "monitor": Monitor, "serve": Serve,
+                                        "target": Target, "expect": Expect}
+
+
+def _field_names(model: type[BaseModel]) -> list[str]:
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def known_paths() -> dict[str, list[str]]:
+    """Dotted parent -> the keys accepted under it ("" is the root; "stages.*" any stage)."""
+    paths = {"": _field_names(Spec), "stages.*": _field_names(Stage)}
+    for section, model in _SECTIONS.items():
+        paths[section] = _field_names(model)
+    return paths
+
+
+def nearest(word: str, choices: list[str]) -> list[str]:
+    return difflib.get_close_matches(word, choices, n=defaults.TYPO_SUGGESTIONS, cutoff=defaults.TYPO_CUTOFF)
+
+
+def unknown_key_message(path: str, accepted: list[str]) -> str:
+    leaf = path.rsplit(".", 1)[-1]
+    close = nearest(leaf, accepted)
+    hint = f"did you mean {' or '.join(close)}?" if close else f"accepted here: {', '.join(sorted(accepted))}"
+    return f"{path}: not a key of the spec; {hint}"
+
+
+# ---------------------------------------------------------------------------
+# Knob checks against TRAINING_KNOBS / TRAINING_HOST_KEYS
+# ---------------------------------------------------------------------------
+
+
+def _num(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _reference(spec: dict[str, Any]) -> str:
+    paper, source = spec.get("paper"), spec.get("source") or ""
+    if paper is None:
+        default = spec.get("default")
+        return f"(our default is {_num(default)})" if default is not None else "(no default)"
+    name, _, cite = source.partition(", ")
+    return f"({name} used {_num(paper)}; {cite})" if cite else f"({name} used {_num(paper)})"
+
+
+def _interval(spec: dict[str, Any]) -> str:
+    lo, hi = spec["range"]
+    return f"{'(' if spec.get('open_low') else '['}{_num(lo)}, {_num(hi)}]"
+
+
+def knob_problem(path: str, name: str, value: Any, method: str) -> str | None:
+    """What is wrong with ``name=value`` for ``method`` (a message naming the range and the paper), or None."""
+    per_method = _TABLES[name][name]
+    if method not in per_method:
+        readers = ", ".join(per_method)
+        return (f"{path}={value!r} is not read by {method} ({name} is read by {readers}); "
+                f"remove it, or pick method={next(iter(per_method))}")
+    spec = per_method[method]
+    if "choices" in spec:
+        if value in spec["choices"] and type(value) is type(spec["choices"][0]):
+            return None
+        accepted = ", ".join(repr(c) for c in spec["choices"])
+        return f"{path}={value!r} is not accepted for {method}; pass one of {accepted} {_reference(spec)} or leave it null"
+    if not math.isfinite(float(value)):
+        return f"{path}={value!r} is not finite; pass a value in {_interval(spec)} for {method} or leave it null"
+    lo, hi = spec["range"]
+    if value > hi or value < lo or (spec.get("open_low") and value == lo):
+        return (f"{path}={_num(value)} is outside {_interval(spec)} for {method} {_reference(spec)}; "
+                "pass a value in range or leave it null")
+    return None
+
+
+# ---------------------------------------------------------------------------
+# check
+# ---------------------------------------------------------------------------
+
+_TYPE_WORDS = {
+    "int": "a whole number", "float": "a number", "bool": "true or false", "string": "a string",
+    "list": "a list", "dict": "a mapping", "literal": "one of the listed values", "model": "a mapping",
+}
+
+
+def _type_message(path: str, err: dict[str, Any]) -> str:
+    value = err.get("input")
+    kind = err["type"]
+    if kind == "missing" or value == "???":
+        return f"{path} is required and not set; pass {path}=..."
+    if kind == "literal_error":
+        return f"{path}={value!r} is not accepted; {err['msg'].replace('Input should be', 'pass')}"
+    if kind.endswith("_type") or kind.endswith("_parsing") or kind.endswith("from_float"):
+        want = next((w for k, w in _TYPE_WORDS.items() if kind.startswith(k)), kind)
+        return f"{path}={value!r} is {type(value).__name__}, but {path} takes {want}"
+    return f"{path}={value!r}: {err['msg']}"
+
+
+def _loc_path(loc: tuple) -> str:
+    parts = [str(p) for p in loc if not (isinstance(p, str) and ("[" in p or p in ("function-after",)))]
+    return ".".join(parts)
+
+
+def _accepted_at(path: str) -> list[str]:
+    known = known_paths()
+    parent = path.rsplit(".", 1)[0] if "." in path else ""
+    if parent.startswith("stages.") and parent.count(".") == 1:
+        return known["stages.*"]
+    return known.get(parent, [])
+
+
+def check(plain: dict[str, Any], origin: Any = None) -> list[Problem]:
+    """Every problem in the resolved spec ``plain`` ([] when valid). ``origin(key)`` names where a key was set."""
+    where = origin or (lambda key: "")
+    problems: list[Problem] = []
+
+    def add(key: str, message: str) -> None:
+        problems.append(Problem(key, message, where(key)))
+
+    seen: set[str] = set()
+    try:
+        Spec.model_validate(plain)
+    except ValidationError as exc:
+        for err in exc.errors():
+            path = _loc_path(err["loc"])
+            if path in seen:
+                continue
+            seen.add(path)
+            if err["type"] == "extra_forbidden":
+                add(path, unknown_key_message(path, _accepted_at(path)))
+            else:
+                add(path, _type_message(path, err))
+    for prefix, node in [("", plain), *((f"stages.{k}.", v) for k, v in (plain.get("stages") or {}).items())]:
+        if not isinstance(node, dict):
+            continue
+        method = node.get("method")
+        if method not in sdk.TRAIN_METHODS:
+            continue
+        for name in (*KNOBS, *HOST_KEYS):
+            value = node.get(name)
+            path = f"{prefix}{name}"
+            if value is None or path in seen:
+                continue
+            message = knob_problem(path, name, value, method)
+            if message:
+                add(path, message)
+    problems += _cross_checks(plain, where)
+    return problems
+
+
+def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
+    """Problems between keys: a source without its file or id, a monitor on a method that has none."""
+    out: list[Problem] = []
+    data = plain.get("dataset") if isinstance(plain.get("dataset"), dict) else {}
+    needs = {"jsonl": "path", "pushed": "id"}
+    source = data.get("source")
+    if source in needs and not data.get(needs[source]) or data.get(needs.get(source, "")) == "???":
+        key = f"dataset.{needs[source]}"
+        out.append(Problem(key, f"dataset.source={source} needs {key}; pass {key}=...", where(key)))
+    if data.get("grade") == "reward_model" and not data.get("reward_model"):
+        out.append(Problem("dataset.reward_model", "dataset.grade=reward_model needs dataset.reward_model=run_... "
+                           "(a finished rm run)", where("dataset.reward_model")))
+    monitor = plain.get("monitor") if isinstance(plain.get("monitor"), dict) else {}
+    if monitor.get("enabled") and plain.get("method") != "grpo":
+        out.append(Problem("monitor.enabled", f"the HackMonitor watches GRPO only, and method={plain.get('method')}; "
+                           "pick monitor=off or method=grpo", where("monitor.enabled")))
+    return out
