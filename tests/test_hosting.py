@@ -7,6 +7,7 @@ and the trainers are tested in tests/test_jobs*.py.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -334,3 +335,179 @@ def test_a_job_that_cannot_start_fails_its_run_and_says_why(launches, monkeypatc
     assert err.value.status == 503
     run = _runs_for(ds.id)[0]
     assert run["status"] == "failed" and "no Modal token" in run["error"]
+
+
+# ---------------------------------------------------------------------------
+# Export settings, stages (init_from) and stop, before any model
+# ---------------------------------------------------------------------------
+
+
+def test_export_settings_are_checked_and_travel_on_the_job_spec(launches):
+    ds = wai.push(rows(mixed=0, all_pass=3, tag="export"), name="export")
+    with pytest.raises(TrainingConfigError) as err:
+        wai.train(ds, method="sft", mask_mode="last", strip_think="yes", max_tool_output_chars=0, unroll=1)
+    joined = "\n".join(err.value.problems)
+    assert len(err.value.problems) == 4, err.value.problems
+    for needle in ("mask_mode='last' is not accepted for sft; pass one of 'assistant', 'final'",
+                   "strip_think='yes' is not accepted", "max_tool_output_chars=0 is outside [1, ",
+                   "unroll=1 is not accepted"):
+        assert needle in joined
+    ds_mixed = wai.push(rows(tag="export-dpo"), name="export-dpo")
+    with pytest.raises(TrainingConfigError, match=r"unroll=True does not apply to dpo \(it is read by sft\)"):
+        wai.train(ds_mixed, method="dpo", unroll=True)
+    with pytest.raises(TrainingConfigError, match=r"strip_think=False does not apply to grpo \(it is read by sft, dpo\)"):
+        wai.train(ds_mixed, method="grpo", strip_think=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        default = wai.train(ds, method="sft")
+        run = wai.train(ds_mixed, method="dpo", strip_think=False, max_tool_output_chars=500)
+    assert {k: default.config[k] for k in defaults.TRAIN_EXPORT_KNOBS} == {
+        "mask_mode": "assistant", "unroll": False, "strip_think": True, "max_tool_output_chars": None}
+    assert run.config["strip_think"] is False and run.config["max_tool_output_chars"] == 500
+    assert "mask_mode" not in run.config  # dpo does not read it
+    assert launches[-1]["spec"]["strip_think"] is False and launches[-1]["spec"]["max_tool_output_chars"] == 500
+
+
+def _finished(name: str, config: dict | None = None, summary: dict | None = None, status: str = "done",
+              client=None) -> dict:
+    client = client or get_client()
+    record = client.request("POST", "/runs", json={"name": name, "kind": defaults.TRAIN_RUN_KIND,
+                                                   "config": config or {}, "summary": summary or {}})
+    return client.request("PATCH", f"/runs/{record['id']}", json={"status": status})
+
+
+def _with_adapter(name: str, base: str = defaults.KIT_BASE_NAME, method: str = "sft") -> dict:
+    """A done run whose adapter folder exists where the platform keeps adapters."""
+    record = _finished(name, {"method": method, "base_model": base, "loraRank": 8, "loraAlpha": 16})
+    folder = runner.adapter_dir(record["id"])
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text("{}")
+    return get_client().request("PATCH", f"/runs/{record['id']}", json={"summary": {"adapter": str(folder)}})
+
+
+def test_init_from_refusals_name_the_run_and_the_fix(launches):
+    from whileai.platform.store import Store, store_url
+
+    ds = wai.push(rows(tag="init"), name="init")
+    store = Store(store_url())
+    try:
+        _, other_key = store.create_account("someone-else")
+    finally:
+        store.close()
+    theirs = _finished("theirs", client=get_client(api_key=other_key))
+    running = get_client().request("POST", "/runs", json={"name": "running", "kind": defaults.TRAIN_RUN_KIND})
+    failed = _finished("failed", status="failed")
+    bare = _finished("no adapter", {"method": "sft", "base_model": defaults.KIT_BASE_NAME})
+    reward = _with_adapter("reward", method="rm")
+    good = _with_adapter("good")
+    cases = [
+        (dict(init_from=theirs["id"]), "is not a run of this account (the platform answered 404)"),
+        (dict(init_from=running["id"]), "is still running: a stage starts from a finished run's adapter"),
+        (dict(init_from=failed["id"]), "ended failed, so it has no adapter to continue from"),
+        (dict(init_from=bare["id"]), "has no adapter on its record"),
+        (dict(init_from=reward["id"]), "is a reward model (rm)"),
+        (dict(init_from=good["id"], base_model="Qwen/Qwen3-0.6B"), "differs from the base of init_from"),
+        (dict(init_from=good["id"], config={"loraRank": 32}), "the adapter keeps its shape"),
+        (dict(init_from=3), "init_from=3 is not a run"),
+        (dict(init_from=good["id"], method="rm"), "does not apply to rm"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(TrainingConfigError, match=re.escape(message)):
+            wai.train(ds, **{"method": "dpo", **kwargs})
+    with pytest.raises(TrainingConfigError) as err:  # several at once, with the knobs' problems
+        wai.train(ds, method="dpo", init_from=failed["id"], beta=5.0)
+    assert len(err.value.problems) == 2
+    assert not launches
+
+
+def test_init_from_a_finished_run_inherits_its_base_and_lora_shape(launches):
+    ds = wai.push(rows(tag="stage"), name="stage")
+    start = _with_adapter("sft start")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(ds, method="grpo", init_from=start)  # the record, as get_run returns it
+    assert run.config["init_from"] == start["id"] and run.config["base_model"] == defaults.KIT_BASE_NAME
+    assert run.config["loraRank"] == 8 and run.config["loraAlpha"] == 16
+    spec = launches[-1]["spec"]
+    assert spec["init_from"] == start["id"] and spec["init_adapter"] == str(runner.adapter_dir(start["id"]))
+
+
+def test_the_platform_resolves_the_start_adapter_itself(launches):
+    """A caller cannot point a job at a folder: init_adapter is the platform's, checked on launch."""
+    from whileai.simulations.errors import PlatformError
+
+    client = get_client()
+    start = _with_adapter("start")
+    run = client.request("POST", "/runs", json={"name": "stage", "kind": defaults.TRAIN_RUN_KIND, "config": {}})
+    client.request("POST", "/jobs/launch", json={"run_id": run["id"], "kind": "dpo", "spec": {
+        "init_from": start["id"], "init_adapter": "/etc"}})
+    assert launches[-1]["spec"]["init_adapter"] == str(runner.adapter_dir(start["id"]))
+    gone = _with_adapter("gone")
+    import shutil
+
+    shutil.rmtree(runner.adapter_dir(gone["id"]))
+    other = client.request("POST", "/runs", json={"name": "stage2", "kind": defaults.TRAIN_RUN_KIND})
+    with pytest.raises(PlatformError, match="has no adapter on this platform") as err:
+        client.request("POST", "/jobs/launch", json={"run_id": other["id"], "kind": "sft",
+                                                      "spec": {"init_from": gone["id"]}})
+    assert err.value.status == 422
+    assert client.request("GET", f"/runs/{other['id']}")["status"] == "failed"
+
+
+def test_stop_marks_a_run_stopped_once_and_keeps_it_so(launches):
+    from whileai.simulations.errors import NotFoundError
+    from whileai.simulations.training import TrainingRun
+
+    client = get_client()
+    run = wai.training_run(name="by hand")
+    assert run.stop() == "stopped"
+    record = wai.get_run(run.id)
+    assert record["status"] == "stopped" and "stopped on request" in record["error"]
+    assert record["summary"]["stop"]["detail"].startswith("it had no job")
+    client.request("PATCH", f"/runs/{run.id}", json={"status": "done", "error": None})  # a late finish
+    assert wai.get_run(run.id)["status"] == "stopped"
+    with pytest.warns(UserWarning, match="already ended stopped; nothing to stop"):
+        assert run.stop() == "stopped"
+    done = TrainingRun(_finished("finished"), client)
+    with pytest.warns(UserWarning, match="already ended done"):
+        assert done.stop() == "done"
+    from whileai.platform.store import Store, store_url
+
+    store = Store(store_url())
+    try:
+        _, other_key = store.create_account("stranger")
+    finally:
+        store.close()
+    with pytest.raises(NotFoundError):
+        get_client(api_key=other_key).request("POST", f"/runs/{run.id}/stop")
+
+
+def test_stop_cancels_a_modal_call_through_the_seam(launches, monkeypatch):
+    from whileai.platform.jobs import modal_backend
+
+    class Recorder:
+        cancelled: list = []
+
+        def spawn(self, payload, gpu):
+            return "fc-stop"
+
+        def poll(self, call_id):
+            return None  # still running, as far as Modal says
+
+        def pull(self, job_id, start):
+            return []
+
+        def cancel(self, call_id):
+            self.cancelled.append(call_id)
+
+    backend = Recorder()
+    monkeypatch.setattr(modal_backend, "_BACKEND", backend)
+    ds = wai.push(rows(tag="modal-stop"), name="modal-stop")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(ds, method="dpo", target="modal")
+    assert run.stop() == "stopped" and backend.cancelled == ["fc-stop"]
+    job = get_client().request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]
+    assert job["status"] == "stopped"
+    assert "Modal call fc-stop was cancelled" in run.error
+    assert run.refresh().status == "stopped"

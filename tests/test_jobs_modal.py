@@ -35,6 +35,8 @@ class FakeModal:
         self.volume = root / "volume"
         self.calls: dict[str, tuple[threading.Thread, dict]] = {}
         self.spawned: list[tuple[dict, str]] = []
+        self.uploaded: list[str] = []
+        self.cancelled: list[str] = []
 
     def spawn(self, payload: dict, gpu: str) -> str:
         call_id = f"fc-{len(self.calls)}"
@@ -63,6 +65,16 @@ class FakeModal:
     def fetch_adapter(self, remote: str, dest: Path) -> Path:
         shutil.copytree(remote, dest, dirs_exist_ok=True)
         return dest
+
+    def put_adapter(self, run_id: str, local: Path) -> str:
+        remote = self.volume / run_id
+        if not remote.is_dir():
+            self.uploaded.append(run_id)
+            shutil.copytree(local, remote)
+        return str(remote)
+
+    def cancel(self, call_id: str) -> None:
+        self.cancelled.append(call_id)  # a thread cannot be killed; the platform stops reading the call
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +133,34 @@ def test_dpo_on_modal_through_the_seam(sets, fake):
     assert run.wait(poll=2, timeout=240) == "done", run.error
     assert run.training["pairs"] > 0 and run.training["before"] is not None
     assert run.summary["holdout_after"] == run.training["after"]
+
+
+def test_a_stage_on_modal_reads_its_start_adapter_from_the_volume(sets, fake, session_home):
+    """DPO on Modal from a local SFT run: the SFT adapter is uploaded to the Volume and the job continues it."""
+    from whileai.platform.jobs.runner import adapter_dir
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sft = wai.train(sets["train"], method="sft", steps=1, target="local", check="off", base_model=sets["base"],
+                        config={"holdoutRows": 2})
+    assert sft.wait(poll=1, timeout=240) == "done", sft.error
+    run = _train(sets, "dpo", steps=2, init_from=sft, config={"holdoutRows": 2, "batchSize": 2})
+    payload, _gpu = fake.spawned[-1]
+    assert fake.uploaded == [sft.id] and payload["spec"]["init_adapter"] == str(fake.volume / sft.id)
+    assert payload["spec"]["init_from"] == sft.id
+    assert run.wait(poll=1, timeout=240) == "done", run.error
+    assert run.config["init_from"] == sft.id and run.training["init_from"] == sft.id
+    assert Path(run.adapter) == adapter_dir(run.id) and (Path(run.adapter) / "adapter_config.json").is_file()
+
+
+def test_stopping_a_modal_run_cancels_its_call_and_nothing_flips_it_back(sets, fake):
+    run = _train(sets, "dpo", steps=1, config={"holdoutRows": 2, "batchSize": 2})
+    assert run.stop() == "stopped" and fake.cancelled == ["fc-0"]
+    thread, _result = fake.calls["fc-0"]
+    thread.join(240)  # the call ends on its own here; its result is never read
+    assert run.refresh().status == "stopped" and run.adapter is None
+    job = get_client().request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]
+    assert job["status"] == "stopped"
 
 
 def test_a_modal_call_that_dies_fails_the_run(sets, fake, monkeypatch):

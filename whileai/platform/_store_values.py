@@ -24,6 +24,7 @@ __all__ = [
     "RUN_STATUSES",
     "JOB_STATUSES",
     "FINISHED_STATUSES",
+    "RUN_STOP_MARK",
     "dumps",
     "loads",
     "canonical_json",
@@ -34,6 +35,9 @@ __all__ = [
 
 RUN_STATUSES = ("running", "done", "failed", "stopped")
 FINISHED_STATUSES = ("done", "failed", "stopped")
+#: The summary key of a run stopped on request (``POST /runs/{id}/stop``): such a run
+#: keeps status ``stopped``, so a late finish from the job it stopped cannot undo it.
+RUN_STOP_MARK = "stop"
 JOB_STATUSES = ("queued", "running", "done", "failed", "stopped")
 
 _MAX_STEP = 2**62

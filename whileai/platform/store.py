@@ -66,6 +66,7 @@ from whileai.platform._store_models import (
 )
 from whileai.platform._store_values import (
     FINISHED_STATUSES,
+    RUN_STOP_MARK,
     JOB_STATUSES,
     RUN_STATUSES,
     InvalidError,
@@ -89,6 +90,7 @@ __all__ = [
     "NotFoundError",
     "StoreBusyError",
     "RUN_STATUSES",
+    "RUN_STOP_MARK",
     "JOB_STATUSES",
 ]
 
@@ -361,7 +363,9 @@ class Store:
         """Apply the given fields: status, error, summary (merged key by key), step, total_steps, name, config.
 
         A finishing status sets ``finished_at``; ``running`` clears it. Nothing
-        changes when any field is refused.
+        changes when any field is refused. A run stopped on request (RUN_STOP_MARK
+        on its summary) keeps its status and error: what its stopped job still
+        sends cannot turn it done or failed.
         """
         allowed = ("status", "error", "summary", "step", "total_steps", "name", "config", "kind")
         unknown = sorted(set(changes) - set(allowed))
@@ -390,6 +394,10 @@ class Store:
         def work(s: Session) -> dict[str, Any]:
             r = self._run(s, account_id, run_id, lock=True)
             now = time.time()
+            if r.status == "stopped" and values.get("status", "stopped") != "stopped" \
+                    and RUN_STOP_MARK in json.loads(r.summary_json):
+                values.pop("status")
+                values.pop("error", None)
             if "status" in values and values["status"] != r.status:
                 r.finished_at = now if values["status"] in FINISHED_STATUSES else None
             for k, v in values.items():

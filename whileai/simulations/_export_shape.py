@@ -10,9 +10,8 @@ import re
 from typing import Any
 
 from ._export_io import dumps, loads
+from .defaults import EXPORT_MASK_MODES as MASK_MODES
 from .rows import prompt_hash
-
-MASK_MODES = ("assistant", "final")
 
 #: The marker appended to a cut tool output; ``{n}`` is the number of characters cut.
 TRUNCATION_MARKER = "[... {n} chars of tool output truncated]"

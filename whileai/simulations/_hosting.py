@@ -24,9 +24,11 @@ __all__ = ["train", "resolve_config", "selection_gate"]
 
 #: knob name -> the ``train`` argument it comes from (the same, by design)
 _KNOB_ARGS = ("steps", "epochs", "generations", "beta", "learning_rate", "seed", "max_completion_length",
-              "loss_type", "temperature", "truncated", "min_mixed_tasks")
+              "loss_type", "temperature", "truncated", "min_mixed_tasks", *defaults.TRAIN_EXPORT_KNOBS)
 _INT_KNOBS = {"steps", "generations", "seed", "max_completion_length", "min_mixed_tasks",
-              "loraRank", "loraAlpha", "batchSize", "holdoutRows"}
+              "loraRank", "loraAlpha", "batchSize", "holdoutRows", "max_tool_output_chars"}
+#: the LoRA shape a run started from another inherits (the adapter keeps its shape)
+_LORA_SHAPE = ("loraRank", "loraAlpha")
 
 
 class TrainingWarning(UserWarning):
@@ -224,6 +226,53 @@ def _closed(name: str, value: Any, accepted: tuple, problems: list[str], none_ok
                     + (" or leave it None" if none_ok else ""))
 
 
+def _start_run(client: Any, init_from: Any, method: str, base_model: str | None,
+               config: Mapping[str, Any] | None, problems: list[str]) -> dict[str, Any] | None:
+    """The finished run ``init_from`` names, checked for a stage of ``method``; None (with problems) when unusable."""
+    from .errors import NotFoundError
+
+    found = init_from.get("id") if isinstance(init_from, Mapping) else getattr(init_from, "id", init_from)
+    if not isinstance(found, str) or not found.startswith("run_"):
+        problems.append(f"init_from={init_from!r} is not a run; pass a finished run (the TrainingRun, its record "
+                        "from get_run, or its 'run_...' id)")
+        return None
+    if method == "rm":
+        problems.append(f"init_from={found!r} does not apply to rm: a reward model starts from the base with a fresh "
+                        "score head; leave init_from None")
+        return None
+    try:
+        record = client.request("GET", f"/runs/{found}", params={"series": "false"})
+    except NotFoundError:
+        problems.append(f"init_from={found!r} is not a run of this account (the platform answered 404); pass one of "
+                        "your finished runs, e.g. from wai.list_runs(status='done')")
+        return None
+    said = len(problems)
+    source = record.get("config") if isinstance(record.get("config"), Mapping) else {}
+    summary = record.get("summary") or {}
+    if record.get("status") == "running":
+        problems.append(f"init_from={found!r} is still running: a stage starts from a finished run's adapter; "
+                        "wait for it (run.wait()) and pass it again")
+    elif record.get("status") != "done":
+        problems.append(f"init_from={found!r} ended {record.get('status')}, so it has no adapter to continue from; "
+                        "pick a run that ended done")
+    elif not summary.get("adapter") and not summary.get("adapter_remote"):
+        problems.append(f"init_from={found!r} has no adapter on its record (only runs that wai.train finished have "
+                        "one); pass a run made by wai.train that ended done")
+    if source.get("method") == "rm":
+        problems.append(f"init_from={found!r} is a reward model (rm): its adapter scores rows, it does not write "
+                        "them; pass an sft, grpo or dpo run")
+    start_base = source.get("base_model") or (summary.get("training") or {}).get("base_model")
+    if base_model is not None and start_base and base_model != start_base:
+        problems.append(f"base_model={base_model!r} differs from the base of init_from={found!r} ({start_base!r}): "
+                        f"its adapter only fits {start_base!r}; leave base_model None or pass {start_base!r}")
+    for key in _LORA_SHAPE:
+        given = (config or {}).get(key)
+        if given is not None and source.get(key) is not None and given != source[key]:
+            problems.append(f"config[{key!r}]={given!r} differs from init_from={found!r} ({source[key]!r}): the "
+                            "adapter keeps its shape when training continues; leave it out")
+    return record if len(problems) == said else None
+
+
 def _warn(message: str) -> None:
     warnings.warn(message, TrainingWarning, stacklevel=3)
 
@@ -258,6 +307,11 @@ def train(
     config: Mapping[str, Any] | None = None,
     wait: bool = False,
     target: str | None = None,
+    init_from: Any = None,
+    mask_mode: str | None = None,
+    unroll: bool | None = None,
+    strip_think: bool | None = None,
+    max_tool_output_chars: int | None = None,
 ) -> Any:
     """Start a hosted LoRA fine-tune on a pushed dataset and return its run at once.
 
@@ -275,8 +329,22 @@ def train(
     process here) or "modal"; None takes the platform's default
     (TRAIN_TARGET_ENV). ``wait=True`` blocks until the run ends.
 
+    ``init_from`` (a finished run: the TrainingRun, its record or its id)
+    makes this run a stage after that one: it loads that run's adapter on its
+    base, trainable, and keeps training it, so the result is one adapter that
+    ``serve`` puts on the same base. The base (and LoRA shape) come from that
+    run; a different ``base_model`` is refused, and so is ``method="rm"``,
+    which starts from the base. The run's config names it under ``init_from``.
+
+    ``mask_mode``, ``unroll``, ``strip_think`` and ``max_tool_output_chars``
+    are the export settings of ``export_dataset`` (same names, same meanings),
+    applied by the job when it builds what the trainer reads: SFT reads all
+    four, DPO the last two (TRAINING_KNOBS says which method reads which).
+    None keeps the exporter's default.
+
         run = wai.train(ds, method="sft", wait=True)
         run.training["before"], run.training["after"], run.adapter
+        grpo = wai.train(ds_mixed, method="grpo", init_from=run, wait=True)
     """
     from ._client import get_client
     from ._tracking import jsonable
@@ -298,7 +366,18 @@ def train(
     knobs = {"steps": steps, "epochs": epochs, "generations": generations, "beta": beta,
              "learning_rate": learning_rate, "seed": seed, "max_completion_length": max_completion_length,
              "loss_type": loss_type, "temperature": temperature, "truncated": truncated,
-             "min_mixed_tasks": min_mixed_tasks}
+             "min_mixed_tasks": min_mixed_tasks, "mask_mode": mask_mode, "unroll": unroll,
+             "strip_think": strip_think, "max_tool_output_chars": max_tool_output_chars}
+    client = None
+    start = None
+    if init_from is not None and method in defaults.TRAIN_METHODS:
+        client = get_client()
+        start = _start_run(client, init_from, method, base_model, config, problems)
+    start_config = (start.get("config") if isinstance(start.get("config"), Mapping) else {}) if start else {}
+    if start is not None:
+        base_model = start_config.get("base_model") or (start["summary"].get("training") or {}).get("base_model")
+        inherited = {k: start_config[k] for k in _LORA_SHAPE if start_config.get(k) is not None}
+        config = {**dict(config or {}), **inherited}
     resolved: dict[str, Any] = {}
     notes: list[str] = []
     if method in defaults.TRAIN_METHODS:
@@ -308,8 +387,10 @@ def train(
     if problems:
         listed = "\n".join(f"  - {p}" for p in problems)
         raise TrainingConfigError(f"train() cannot start: {len(problems)} problem(s)\n{listed}", problems)
+    if start is not None:
+        resolved["init_from"] = start["id"]
 
-    client = get_client()
+    client = client or get_client()
     record = client.request("GET", f"/datasets/{dataset_id}")
     if holdout_id is None and record.get("split") == "train" and record.get("sibling"):
         holdout_id = resolved["holdout"] = record["sibling"]

@@ -410,6 +410,9 @@ DELTA_MIN_TASKS = 20
 TRAIN_METHODS = ("sft", "grpo", "dpo", "rm")
 TRAIN_CHECKS = ("require", "warn", "off")
 TRAIN_TRUNCATED = ("mask", "zero")
+#: The loss masks export.loss_mask accepts (its "assistant" and "final"), for the
+#: ``mask_mode`` knob of a hosted run.
+EXPORT_MASK_MODES = ("assistant", "final")
 
 #: Mixed tasks (a pass and a fail under one prompt) a grouped method (grpo, dpo,
 #: rm) should see before the GPU is spent; fewer is a warning, none is refused.
@@ -585,7 +588,34 @@ TRAINING_KNOBS: dict[str, dict[str, dict]] = {
         "grpo": {"choices": TRAIN_TRUNCATED, "default": "mask", "paper": "mask",
                  "source": "DAPO overlong filtering, arXiv:2503.14476"},
     },
+    # The export settings the job's dataset builder applies (the same names and
+    # meanings as export_dataset / training_rows; defaults are the exporter's own).
+    # SFT reads all four; DPO's pairs read strip_think and max_tool_output_chars
+    # (export_preference has no loss mask: the completion is the trained part);
+    # GRPO and RM build their inputs from the rows without the exporter.
+    "mask_mode": {
+        "sft": {"choices": EXPORT_MASK_MODES, "default": "assistant", "paper": "assistant",
+                "source": "Lambert 2025, RLHF, chapter Instruction Tuning (multi-turn masking)"},
+    },
+    "unroll": {
+        "sft": {"choices": (False, True), "default": False, "paper": None,
+                "source": "Lambert 2025, RLHF, chapter Instruction Tuning (multi-turn masking)"},
+    },
+    "strip_think": {
+        m: {"choices": (True, False), "default": True, "paper": None,
+            "source": "export.training_rows (an adapter trained on stripped turns answers at once)"}
+        for m in ("sft", "dpo")
+    },
+    "max_tool_output_chars": {
+        m: {"range": (1, 100_000_000), "default": None, "paper": None,
+            "source": "Lambert 2025, RLHF, chapter Tool Use (context cost of tool output)"}
+        for m in ("sft", "dpo")
+    },
 }
+
+#: The TRAINING_KNOBS entries that are export settings: they travel on the job's
+#: spec to its dataset builder (export.export_dataset / export_preference).
+TRAIN_EXPORT_KNOBS = ("mask_mode", "unroll", "strip_think", "max_tool_output_chars")
 
 #: Further keys ``train(config=...)`` reads (the rest of a config is kept on the
 #: run as given and said to be unread). Same shape as TRAINING_KNOBS.
@@ -642,6 +672,11 @@ JOB_STALE_S = 100.0
 #: A local job that has not sent its first heartbeat within this many seconds of
 #: launch, and whose process is gone, failed to start (import error, bad env).
 JOB_START_GRACE_S = 120.0
+
+#: Seconds ``stop`` waits for a local worker's process group to be gone after
+#: SIGKILL before it answers anyway (the kernel ends a killed process at once; the
+#: wait covers a loaded machine's scheduling, and the reaper's ``wait``).
+JOB_STOP_WAIT_S = 10.0
 
 #: Characters of a dead job's log quoted in its run's error (the log's tail is
 #: where Python prints a traceback and the OOM killer's victim stops).

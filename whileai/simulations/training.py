@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from typing import Any
 
 from . import defaults
@@ -278,6 +279,30 @@ class TrainingRun:
         record = self._client.request("GET", f"/runs/{self.id}", params={"series": "false"})
         self._apply(record)
         return self
+
+    def stop(self) -> str:
+        """Stop this hosted run and return its status: "stopped", or how it had already ended.
+
+        The platform ends the run's job (a local worker with its whole process
+        group, a Modal call cancelled), marks the run stopped and keeps it so,
+        and removes any adapter the job had written: a stopped run has no result
+        to serve or continue from. Stopping a run that has already ended changes
+        nothing and warns that it is already done (or failed, or stopped).
+        Another account's run answers NotFoundError.
+
+            run = wai.train(ds, method="grpo")
+            run.stop()               # "stopped"
+        """
+        answer = self._client.request("POST", f"/runs/{self.id}/stop")
+        with self._tracker._state:  # what this handle had not sent yet would only be refused now
+            self._tracker._patch.clear()
+        self._apply(answer["run"])
+        if not answer.get("stopped"):
+            from ._hosting import TrainingWarning
+
+            warnings.warn(answer.get("detail") or f"{self.id} already ended {self.status}", TrainingWarning,
+                          stacklevel=2)
+        return self.status
 
     def wait(self, poll: float | None = None, timeout: float | None = None) -> str:
         """Block until the run ends and return its final status; TimeoutError after ``timeout`` seconds.

@@ -33,8 +33,10 @@ __all__ = [
     "heldout_loss",
     "lora_config",
     "trainer_settings",
+    "export_options",
     "export_training",
     "export_pairs",
+    "peft_config",
     "max_length",
     "save_adapter",
 ]
@@ -120,13 +122,42 @@ def base_path(name: str, spec: Mapping[str, Any] | None = None) -> str:
 
 
 def load_policy(spec: Mapping[str, Any]) -> tuple[Any, Any]:
-    """The base model (causal LM, on the job's device) and its tokenizer."""
+    """The base model (causal LM, on the job's device) and its tokenizer.
+
+    A run started from another (``init_from``) gets that run's adapter on top,
+    loaded trainable (``spec["init_adapter"]``, the folder the platform resolved
+    for it): the trainer keeps training the same adapter, so the result is one
+    complete adapter for the base.
+    """
     from whileai.kit import load_base
 
     model, tokenizer = load_base(base_path(spec["base_model"], spec))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return model.to(device()), tokenizer
+    model = model.to(device())
+    if spec.get("init_adapter"):
+        model = load_adapter(model, spec)
+    return model, tokenizer
+
+
+def load_adapter(model: Any, spec: Mapping[str, Any]) -> Any:
+    """``model`` with the adapter of the run it starts from (``init_from``), trainable, as PEFT's "default"."""
+    from peft import PeftModel
+
+    folder = Path(spec["init_adapter"])
+    if not (folder / "adapter_config.json").is_file():
+        raise FileNotFoundError(
+            f"the adapter of init_from run {spec.get('init_from')} is not at {folder} (no adapter_config.json); "
+            "train that run again, or start this one from another finished run"
+        )
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True)
+
+
+def peft_config(model: Any, spec: Mapping[str, Any], task_type: str = "CAUSAL_LM") -> Any:
+    """What a trainer's ``peft_config`` gets: None when the model already carries the adapter to train."""
+    from peft import PeftModel
+
+    return None if isinstance(model, PeftModel) else lora_config(spec, task_type)
 
 
 # ---------------------------------------------------------------------------
@@ -255,11 +286,31 @@ def heldout_loss(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec
 # ---------------------------------------------------------------------------
 
 
-def export_training(rows: list[Mapping[str, Any]], folder: Path | None) -> list[dict[str, Any]]:
+def export_options(spec: Mapping[str, Any], method: str) -> dict[str, Any]:
+    """The export settings the run gave (TRAIN_EXPORT_KNOBS the method reads), None ones left out.
+
+    Left out means the exporter's own default, which is what a run that named
+    none of them trains on.
+    """
+    return {k: spec[k] for k in defaults.TRAIN_EXPORT_KNOBS
+            if spec.get(k) is not None and method in defaults.TRAINING_KNOBS[k]}
+
+
+#: the keys of a TRL training row a trainer reads (the messages shape, or prompt/completion when only some turns train)
+_TRL_ROW_KEYS = ("messages", "prompt", "completion", "tools")
+
+
+def export_training(rows: list[Mapping[str, Any]], folder: Path | None,
+                    options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Rows in TRL's conversational shape with the export gates on (arguments round-trip, no privileged leak).
 
-    Written to ``folder/train.trl.jsonl`` when a folder is given (the job's
-    record of what it trained on). Raises ExportValidationError naming the rows.
+    ``options`` are export_dataset's settings (mask_mode, unroll, strip_think,
+    max_tool_output_chars; see ``export_options``). Rows whose every assistant
+    turn trains are ``{"messages", "tools"}``; a mask that trains only some turns
+    (``mask_mode="final"``, ``unroll=True``) gives ``{"prompt", "completion",
+    "tools"}`` rows instead. Written to ``folder/train.trl.jsonl`` when a folder
+    is given (the job's record of what it trained on). Raises
+    ExportValidationError naming the rows.
     """
     import tempfile
 
@@ -270,13 +321,17 @@ def export_training(rows: list[Mapping[str, Any]], folder: Path | None) -> list[
         target.parent.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # rows carry their own system prompt and tools
-            export_dataset(list(rows), target, format="trl", validate=True)
+            export_dataset(list(rows), target, format="trl", validate=True, **dict(options or {}))
         with open(target, encoding="utf-8") as f:
-            return [{k: v for k, v in json.loads(line).items() if k in ("messages", "tools")} for line in f if line.strip()]
+            return [{k: v for k, v in json.loads(line).items() if k in _TRL_ROW_KEYS} for line in f if line.strip()]
 
 
-def export_pairs(pairs: list[dict[str, Any]], folder: Path | None) -> list[dict[str, Any]]:
-    """Preference pairs as TRL's prompt/chosen/rejected triple, gates on (``folder/pairs.trl.jsonl``)."""
+def export_pairs(pairs: list[dict[str, Any]], folder: Path | None,
+                 options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Preference pairs as TRL's prompt/chosen/rejected triple, gates on (``folder/pairs.trl.jsonl``).
+
+    ``options`` are export_preference's strip_think and max_tool_output_chars.
+    """
     import tempfile
 
     from whileai.simulations.export import export_preference
@@ -286,7 +341,7 @@ def export_pairs(pairs: list[dict[str, Any]], folder: Path | None) -> list[dict[
         target.parent.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            export_preference(pairs, target, format="trl", validate=True)
+            export_preference(pairs, target, format="trl", validate=True, **dict(options or {}))
         with open(target, encoding="utf-8") as f:
             return [json.loads(line) for line in f if line.strip()]
 
@@ -341,8 +396,24 @@ def max_length(model: Any) -> int:
 
 
 def save_adapter(model: Any, tokenizer: Any, path: Path) -> Path:
-    """The adapter in PEFT's format (``adapter_config.json``, ``adapter_model.safetensors``) plus the tokenizer."""
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(path))
-    tokenizer.save_pretrained(str(path))
+    """The adapter in PEFT's format (``adapter_config.json``, ``adapter_model.safetensors``) plus the tokenizer.
+
+    Only the trained adapter ("default") is saved: a trainer continuing an
+    adapter keeps a frozen copy of its start as the reference ("ref"), which is
+    not part of the result. Written to a sibling folder and renamed into place,
+    so a job killed mid-save leaves no half adapter at ``path``.
+    """
+    import os
+    import shutil
+
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    adapters = list(getattr(model, "peft_config", {}) or {})
+    selected = {"selected_adapters": ["default"]} if len(adapters) > 1 and "default" in adapters else {}
+    model.save_pretrained(str(partial), **selected)
+    tokenizer.save_pretrained(str(partial))
+    if path.exists():
+        shutil.rmtree(path)
+    os.replace(partial, path)
     return path

@@ -69,7 +69,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     _common.seed_all(int(spec.get("seed") or 0))
     folder.mkdir(parents=True, exist_ok=True)
     run.note(phase="loading the base")
-    say(f"loading {spec['base_model']}")
+    say(f"loading {spec['base_model']}" + (f" with the adapter of {spec['init_from']}" if spec.get("init_from") else ""))
     model, tokenizer = method.load(spec)
     say(f"measuring the held-out set before training ({len(holdout_rows or [])} rows)")
     before = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
@@ -99,6 +99,8 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
         "target": spec.get("target") or "local",
         **extra,
     }
+    if spec.get("init_from"):  # a stage: before is the start run's policy, measured again here
+        training["init_from"] = spec["init_from"]
     if after and after.get("threshold") is not None:  # rm: the cut that best separates the held-out rows
         training["threshold"] = after["threshold"]
         training["threshold_row_accuracy"] = after.get("row_accuracy")

@@ -47,7 +47,8 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     from whileai.simulations.export import to_hf_dataset
 
     pairs = preference_pairs(rows, bool(spec.get("balance", True)))
-    examples = _common.export_pairs(pairs, folder)
+    options = _common.export_options(spec, "dpo")
+    examples = _common.export_pairs(pairs, folder, options)
     if not examples:
         raise ValueError("dpo found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task")
     loss_type = str(spec["loss_type"])
@@ -67,8 +68,9 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         args=args,
         train_dataset=to_hf_dataset(examples),
         processing_class=tokenizer,
-        peft_config=_common.lora_config(spec),
+        peft_config=_common.peft_config(model, spec),
         callbacks=callbacks,
     )
     trainer.train()
-    return trainer.model, {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step}
+    return trainer.model, {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step,
+                           "export": options}

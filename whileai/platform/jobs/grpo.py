@@ -201,7 +201,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
             args=args,
             train_dataset=to_hf_dataset(prompts),
             processing_class=tokenizer,
-            peft_config=_common.lora_config(spec),
+            peft_config=_common.peft_config(model, spec),
             tools=tools or None,
             callbacks=callbacks + extra_callbacks,
         )

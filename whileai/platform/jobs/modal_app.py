@@ -131,4 +131,6 @@ def _progress_dict() -> MutableMapping[str, Any]:
 )
 def run_job(payload: dict[str, Any]) -> dict[str, Any]:
     """The hosted job on Modal's GPU: ``execute`` with the progress Dict and the adapters Volume."""
+    if (payload.get("spec") or {}).get("init_adapter"):
+        _volume.reload()  # a container started before the start adapter was uploaded sees it after a reload
     return execute(payload, _progress_dict(), Path(defaults.MODAL_VOLUME_MOUNT), commit=_volume.commit)

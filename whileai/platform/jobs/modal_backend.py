@@ -2,7 +2,8 @@
 
 Every call to Modal goes through a :class:`ModalBackend`: ``spawn`` a job,
 ``poll`` its call, ``pull`` the progress it recorded, ``fetch_adapter`` from the
-Volume. :class:`ModalCloud` is the real one (the ``modal`` client, a token in
+Volume, ``put_adapter`` onto it (the start of a run with ``init_from``),
+``cancel`` a call (``run.stop()``). :class:`ModalCloud` is the real one (the ``modal`` client, a token in
 ``~/.modal.toml`` or MODAL_TOKEN_ID/MODAL_TOKEN_SECRET); tests install a fake
 with :func:`set_backend`. The platform never waits on Modal: a launch spawns
 and returns, and every read of the run pulls what is new (:func:`reconcile_modal`).
@@ -41,6 +42,12 @@ class ModalBackend(Protocol):
 
     def fetch_adapter(self, remote: str, dest: Path) -> Path:
         """Copy the adapter folder ``remote`` (a path under the Volume's mount) to ``dest``."""
+
+    def put_adapter(self, run_id: str, local: Path) -> str:
+        """The run's adapter folder as a Modal job sees it (under the Volume's mount); uploads ``local`` when absent."""
+
+    def cancel(self, call_id: str) -> None:
+        """Cancel the call (its container is stopped); a call that already ended is left as it is."""
 
 
 class ModalCloud:
@@ -108,6 +115,30 @@ class ModalCloud:
         return dest
 
 
+    def put_adapter(self, run_id: str, local: Path) -> str:
+        import modal
+
+        remote = f"/{run_id}"
+        volume = modal.Volume.from_name(defaults.MODAL_VOLUME_NAME, create_if_missing=True)
+        try:
+            present = any(True for _ in volume.iterdir(remote))
+        except Exception:  # not found: a local run's adapter, not uploaded yet
+            present = False
+        if not present:
+            if not Path(local).is_dir():
+                raise RuntimeError(f"run {run_id}'s adapter is neither on the Modal volume "
+                                   f"{defaults.MODAL_VOLUME_NAME!r} nor on this machine ({local})")
+            with volume.batch_upload() as batch:  # committed when the block ends
+                batch.put_directory(str(local), remote)
+        return f"{defaults.MODAL_VOLUME_MOUNT}{remote}"
+
+
+    def cancel(self, call_id: str) -> None:
+        import modal
+
+        modal.FunctionCall.from_id(call_id).cancel()
+
+
 _BACKEND: ModalBackend | None = None
 _BACKEND_LOCK = threading.Lock()
 
@@ -130,10 +161,17 @@ def modal_gpu(spec: dict[str, Any]) -> str:
     return str(spec.get("gpu") or os.environ.get(defaults.MODAL_GPU_ENV) or defaults.MODAL_GPU)
 
 
-def launch_modal(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
-    """Spawn the job on Modal with its rows and run record in the payload; the call id goes on the job."""
+def launch_modal(store: Any, account_id: str, job: dict[str, Any], start: Path | None = None) -> dict[str, Any]:
+    """Spawn the job on Modal with its rows and run record in the payload; the call id goes on the job.
+
+    ``start`` is the adapter folder of the run it continues (``init_from``): it
+    goes to the adapters Volume the way serving's does (uploaded unless there
+    already), and the job reads it there.
+    """
     spec = {**(job.get("spec") or {}), "target": "modal"}
     spec["gpu"] = modal_gpu(spec)
+    if start is not None:
+        spec["init_adapter"] = get_backend().put_adapter(str(spec["init_from"]), start)
     rows = store.dataset_rows(account_id, spec["dataset"])
     holdout = store.dataset_rows(account_id, spec["holdout"]) if spec.get("holdout") else None
     run = store.get_run(account_id, job["run_id"], series=False)

@@ -1,4 +1,4 @@
-"""/api/v1/jobs/launch and /api/v1/jobs/{id}/end, and the reconcile-on-read hook.
+"""/api/v1/jobs/launch, /api/v1/jobs/{id}/end and /api/v1/runs/{id}/stop, and the reconcile-on-read hook.
 
 ``install(app)`` adds the router and a small middleware that settles a run's
 unfinished jobs whenever the run or job is read (``GET /api/v1/runs/{id}``,
@@ -74,6 +74,21 @@ def end_job(job_id: str, body: EndBody, request: Request, acct: str = Depends(ac
         runner.end_job(the_store, acct, job, job["status"])
         return json_response(the_store.get_job(acct, job_id))
     return json_response(runner.end_job(the_store, acct, job, body.status, body.error))
+
+
+@router.post("/runs/{run_id}/stop")
+def stop_run(run_id: str, request: Request, acct: str = Depends(account_id)) -> Response:
+    """Stop a run's job (local worker killed with its process group, Modal call cancelled) and mark it stopped.
+
+    Answers ``{"run": record, "stopped": bool, "detail": text}``; a run that has
+    already ended is left as it is (``stopped`` false, ``detail`` says how it
+    ended). Another account's run answers 404.
+    """
+    from whileai.platform._routes_runs import _with_url
+
+    answer = runner.stop_run(store(request), acct, run_id)
+    answer["run"] = _with_url(answer["run"], request)
+    return json_response(answer)
 
 
 _RUN_API = re.compile(r"^/api/v1/runs/(run_[0-9a-f]+)/?$")

@@ -35,16 +35,21 @@ __all__ = [
     "reconcile",
     "reconcile_run",
     "end_job",
+    "stop_run",
     "job_dir",
     "adapter_dir",
+    "start_adapter",
     "worker_env",
     "JOB_ID_ENV",
     "FINISHED",
+    "STOP_MARK",
 ]
 
 #: environment variable carrying the job id into the worker (for its log lines and errors)
 JOB_ID_ENV = "WHILEAI_JOB_ID"
 FINISHED = ("done", "failed", "stopped")
+#: the summary key a run stopped on request carries (when, and what was ended); the store keeps such a run stopped
+from whileai.platform.store import RUN_STOP_MARK as STOP_MARK  # noqa: E402
 
 #: worker processes this process started, by pid: polled (and so reaped) instead of
 #: trusting ``kill(pid, 0)``, which also succeeds on a zombie
@@ -115,16 +120,52 @@ def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, 
     """
     if target not in defaults.TRAIN_TARGETS:
         raise ValueError(f"target={target!r} is not a place jobs run; pass one of {', '.join(defaults.TRAIN_TARGETS)}")
+    spec = {k: v for k, v in spec.items() if k != "init_adapter"}  # the platform names that folder, never a caller
     job = store.create_job(account_id, run_id=run_id, kind=kind, target=target, status="queued", spec=spec)
     try:
+        start = start_adapter(store, account_id, kind, spec, target)
         if target == "local":
+            if start is not None:
+                job = store.update_job(account_id, job["id"], {"spec": {**spec, "init_adapter": str(start)}})
             return _launch_local(store, account_id, job)
         from .modal_backend import launch_modal
 
-        return launch_modal(store, account_id, job)
+        return launch_modal(store, account_id, job, start)
     except Exception as exc:
         end_job(store, account_id, job, "failed", f"the job could not start: {type(exc).__name__}: {exc}")
         raise
+
+
+def start_adapter(store: Any, account_id: str, kind: str, spec: dict[str, Any], target: str) -> Path | None:
+    """The adapter folder a run with ``init_from`` starts from, checked; None without ``init_from``.
+
+    The run named must be this account's, finished ``done``, with its adapter in
+    this platform's adapters folder (a Modal run's adapter is copied there when
+    it ends; one that stayed on the Volume can still start a Modal job). Raises
+    ValueError saying which of these fails.
+    """
+    source = spec.get("init_from")
+    if not source:
+        return None
+    if kind == "rm":
+        raise ValueError(f"init_from={source!r} does not apply to rm: a reward model starts from the base with a "
+                         "fresh score head; leave init_from out")
+    try:
+        record = store.get_run(account_id, str(source), series=False)
+    except LookupError:
+        raise ValueError(f"init_from={source!r} is not a run of this account; pass the id of one of its "
+                         "finished runs") from None
+    if record["status"] != "done":
+        raise ValueError(f"init_from={source!r} is {record['status']}, not done: a run continues only from a "
+                         "finished run's adapter; wait for it to end, or pick a done run")
+    folder = adapter_dir(record["id"])
+    if (folder / "adapter_config.json").is_file():
+        return folder
+    remote = (record.get("summary") or {}).get("adapter_remote")
+    if target == "modal" and remote:
+        return folder  # not copied home; the Modal job reads it from the Volume
+    raise ValueError(f"init_from={source!r} has no adapter on this platform (nothing at {folder}); "
+                     "train that run again, or start from another finished run")
 
 
 def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
@@ -289,3 +330,85 @@ def reconcile_run(store: Any, account_id: str, run_id: str) -> None:
     for job in store.list_jobs(account_id, run_id=run_id, limit=10):
         if job["status"] not in FINISHED:
             reconcile(store, account_id, job)
+
+
+# ---------------------------------------------------------------------------
+# Stopping
+# ---------------------------------------------------------------------------
+
+
+def _end_process(job: dict[str, Any]) -> str:
+    """SIGKILL a local worker's process group and wait (JOB_STOP_WAIT_S at most) until it is gone; what happened."""
+    pid = job.get("pid")
+    spec = job.get("spec") or {}
+    if spec.get("host") not in (None, socket.gethostname()):
+        return (f"its worker runs on {spec.get('host')}, which this platform cannot signal; its key is revoked, so "
+                "it ends itself at its next heartbeat")
+    if not _pid_alive(pid, job["id"]):
+        return "its worker had already exited"
+    try:
+        group = os.getpgid(pid)
+        os.killpg(group, signal.SIGKILL) if group == pid else os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return "its worker had already exited"
+    deadline = time.monotonic() + defaults.JOB_STOP_WAIT_S
+    while _pid_alive(pid, job["id"]):
+        if time.monotonic() > deadline:
+            return f"its worker (pid {pid}) was sent SIGKILL but had not exited {defaults.JOB_STOP_WAIT_S:g} s later"
+        time.sleep(0.05)
+    return f"its worker (pid {pid}) and its process group were ended"
+
+
+def _cancel_call(job: dict[str, Any]) -> str:
+    from .modal_backend import get_backend
+
+    call_id = job.get("call_id")
+    if not call_id:
+        return "it had no Modal call yet"
+    try:
+        get_backend().cancel(call_id)
+    except Exception as exc:  # the run is stopped either way; say that the GPU may still be running
+        return (f"cancelling its Modal call {call_id} failed ({type(exc).__name__}: {exc}); cancel it with "
+                f"`modal app stop` or in Modal's dashboard")
+    return f"its Modal call {call_id} was cancelled"
+
+
+def _discard_adapter(run_id: str) -> None:
+    """Remove what a stopped job may have left in its adapter folder (a finished save, or a partial one)."""
+    import shutil
+
+    folder = adapter_dir(run_id)
+    for path in [folder, *folder.parent.glob(f".{run_id}.partial-*")] if folder.parent.is_dir() else []:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def stop_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
+    """Stop a run: its unfinished jobs ended (a local worker's process group killed, a Modal call cancelled).
+
+    The job's key is revoked first, so nothing its worker still sends is taken,
+    then the process is ended; the run is marked ``stopped`` with STOP_MARK on
+    its summary (the store keeps it stopped whatever a late finish says), and
+    any adapter the job had written is removed, so a stopped run has no result.
+    A run that has already ended is left as it is. Returns ``{"run", "stopped",
+    "detail"}``; raises LookupError for a run that is not the account's.
+    """
+    run = store.get_run(account_id, run_id, series=False)
+    if run["status"] in FINISHED:
+        return {"run": run, "stopped": False, "detail": f"{run_id} already ended {run['status']}; nothing to stop"}
+    said = []
+    for job in store.list_jobs(account_id, run_id=run_id, limit=10):
+        if job["status"] in FINISHED:
+            continue
+        end_job(store, account_id, job, "stopped", "stopped on request")
+        how = _cancel_call(job) if job.get("target") == "modal" else _end_process(job)
+        said.append(f"job {job['id']}: {how}")
+    detail = "; ".join(said) or "it had no job (a run logged by hand): marked stopped"
+    latest = store.get_run(account_id, run_id, series=False)
+    if latest["status"] in ("done", "failed"):  # it ended on its own while the stop was under way
+        return {"run": latest, "stopped": False, "detail": f"{run_id} ended {latest['status']} before it could be "
+                f"stopped ({detail})"}
+    mark = {"at": time.time(), "detail": detail}
+    run = store.update_run(account_id, run_id, {"status": "stopped", "error": f"stopped on request ({detail})",
+                                               "summary": {STOP_MARK: mark, "adapter": None}})
+    _discard_adapter(run_id)
+    return {"run": run, "stopped": True, "detail": detail}

@@ -32,12 +32,18 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
 
     from whileai.simulations.export import to_hf_dataset
 
-    examples = _common.export_training(rows, folder)
+    options = _common.export_options(spec, "sft")
+    examples = _common.export_training(rows, folder, options)
+    if not examples:
+        raise ValueError(f"sft has no row to train on after the export settings {options}; every row was left out "
+                         "(no trained assistant turn): check mask_mode and the rows' weights")
     args = SFTConfig(
         **_common.trainer_settings(spec, folder),
         num_train_epochs=float(spec.get("epochs") or 1.0),
         per_device_train_batch_size=int(spec.get("batchSize") or defaults.TRAIN_BATCH_SIZE),
-        assistant_only_loss=True,
+        # the messages shape trains its assistant turns; prompt/completion rows (a mask that trains only
+        # some turns) train the completion, which TRL does on its own for that shape
+        assistant_only_loss="messages" in examples[0],
         max_length=_common.max_length(model),
         packing=False,
         dataset_num_proc=None,
@@ -47,8 +53,10 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         args=args,
         train_dataset=to_hf_dataset(examples),
         processing_class=tokenizer,
-        peft_config=_common.lora_config(spec),
+        peft_config=_common.peft_config(model, spec),
         callbacks=callbacks,
     )
     trainer.train()
-    return trainer.model, {"rows": len(examples), "steps": trainer.state.global_step}
+    shape = "messages" if "messages" in examples[0] else "prompt_completion"
+    return trainer.model, {"rows": len(examples), "steps": trainer.state.global_step,
+                           "export": {**options, "rows_shape": shape}}

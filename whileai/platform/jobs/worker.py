@@ -3,7 +3,9 @@
 Started detached by the runner with a job-scoped API key in its environment. It
 reads its job and the run, beats every JOB_HEARTBEAT_S on its own thread,
 runs the job body, and reports the end (``POST /jobs/{id}/end``, which revokes
-its key). A crash fails the run with the error text; SIGTERM stops it.
+its key). A crash fails the run with the error text; SIGTERM stops it. A
+heartbeat answered 401 means the platform revoked its key (``run.stop()``, or a
+job settled as hung): the process exits at once.
 """
 
 from __future__ import annotations
@@ -43,8 +45,17 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._loop, name=f"whileai-heartbeat-{job_id}", daemon=True)
 
     def beat(self) -> None:
+        from whileai.simulations.errors import PlatformError
+
         try:
             self.client.request("PATCH", f"/jobs/{self.job_id}", json={"heartbeat_at": time.time()})
+        except PlatformError as exc:
+            if exc.status == 401 and not self._stop.is_set():
+                # the platform revoked this job's key: it was stopped, or given up on as hung; nothing this
+                # process sends is taken any more, so it ends here instead of training on for nobody
+                print(f"whileai job {self.job_id}: its key was revoked (the job was stopped); exiting",
+                      file=sys.stderr, flush=True)
+                os._exit(3)
         except Exception:  # the next beat tries again; staleness is judged on the platform
             pass
 

@@ -1,0 +1,148 @@
+"""Stages and stopping with real worker processes: export settings reach the job's dataset, GRPO and DPO
+continue an SFT run's adapter (and the result serves), and ``run.stop()`` ends a running worker.
+
+Like tests/test_jobs.py these train the kit's randomly initialised tiny model
+(``tiny_model_dir``) for a step or two: they prove the plumbing. Whether a
+stage moves the held-out rate above its start is measured on the demo base by
+benchmarks/training_stages.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import whileai.simulations as wai
+from whileai.platform.jobs.runner import adapter_dir, job_dir
+from whileai.simulations import defaults
+from whileai.simulations._client import get_client
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def sets(session_home, push_sample):
+    from whileai.kit._base import tiny_model_dir
+
+    assert os.environ["WHILEAI_HOME"] == str(session_home)
+    return {**push_sample("stages", tasks=40), "base": str(tiny_model_dir())}
+
+
+def _job_of(run_id: str) -> dict:
+    return get_client().request("GET", "/jobs", params={"run_id": run_id})["jobs"][0]
+
+
+def _train(dataset, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return wai.train(dataset, **kwargs)
+
+
+def _lora_weights(folder: str) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(folder) / "adapter_model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def sft_stage(sets):
+    """An SFT run that trains only the final turn, with tool outputs cut to 8 characters."""
+    run = _train(sets["passes"], method="sft", steps=2, base_model=sets["base"], holdout=sets["holdout"],
+                 mask_mode="final", max_tool_output_chars=8, config={"holdoutRows": 4})
+    assert run.wait(poll=1, timeout=240) == "done", run.error
+    return run
+
+
+def test_export_settings_shape_what_the_sft_job_trained_on(sft_stage):
+    run = sft_stage
+    assert run.config["mask_mode"] == "final" and run.config["max_tool_output_chars"] == 8
+    assert run.training["export"] == {"mask_mode": "final", "unroll": False, "strip_think": True,
+                                      "max_tool_output_chars": 8, "rows_shape": "prompt_completion"}
+    trained = [json.loads(line) for line in (job_dir(_job_of(run.id)["id"]) / "train.trl.jsonl").open()]
+    assert trained and all(set(r) >= {"prompt", "completion"} and "messages" not in r for r in trained)
+    # "final": the completion is the last assistant turn; the first action stays in the context, untrained
+    two_turn = [r for r in trained if any(m["role"] == "assistant" for m in r["prompt"])]
+    assert two_turn and all(len(r["completion"]) == 1 and not r["completion"][0].get("tool_calls") for r in two_turn)
+    tool_outputs = [m["content"] for r in trained for m in r["prompt"] if m["role"] == "tool"]
+    assert tool_outputs and all("chars of tool output truncated]" in t for t in tool_outputs if len(t) > 8)
+    assert run.training["rows"] == len(trained)
+
+
+def test_grpo_and_dpo_continue_the_sft_adapter_and_the_result_serves(sets, sft_stage):
+    sft = sft_stage
+    # two datasets: a dataset that is already training would answer with its running run
+    grpo = _train(sets["train"], method="grpo", init_from=sft, steps=1, generations=2, max_completion_length=8,
+                  config={"holdoutRows": 4, "monitor": False})
+    dpo = _train(sets["all"], method="dpo", init_from=sft.id, steps=2, holdout=sets["holdout"],
+                 config={"holdoutRows": 4, "batchSize": 2})
+    start = _lora_weights(sft.adapter)
+    assert any(float(v.abs().max()) > 0 for k, v in start.items() if "lora_B" in k)
+    for run in (grpo, dpo):
+        assert run.wait(poll=1, timeout=300) == "done", run.error
+        assert run.config["init_from"] == sft.id and run.training["init_from"] == sft.id
+        assert run.config["base_model"] == sets["base"] and run.config["loraRank"] == sft.config["loraRank"]
+        folder = Path(run.adapter)
+        assert folder == adapter_dir(run.id) and (folder / "adapter_config.json").is_file()
+        assert not (folder / "ref").exists(), "only the trained adapter is saved, not the trainer's reference copy"
+        weights = _lora_weights(run.adapter)
+        assert set(weights) == set(start)
+        moved = sum(float((weights[k] - start[k]).norm()) for k in start)
+        size = sum(float(start[k].norm()) for k in start)
+        # the SFT adapter, trained on (a fresh one would differ from it by about its whole size); GRPO's one
+        # step on the random tiny model may carry no advantage at all (every reply fails), DPO's always moves
+        assert moved < 0.5 * size and (run is grpo or moved > 0), (run.config["method"], moved, size)
+    row = wai.serve(dpo, "stage-dpo")
+    assert row["adapterRunId"] == dpo.id and row["baseModel"] == sets["base"]
+    held = wai.datasets.load_rows(sets["holdout"])[0]
+    ask = held["messages"][: next(i for i, m in enumerate(held["messages"]) if m["role"] == "assistant")]
+    reply = get_client().request("POST", "/v1/chat/completions",
+                                 json={"model": "stage-dpo", "messages": ask, "max_tokens": 4, "temperature": 0})
+    assert reply["model"] == "stage-dpo" and reply["choices"][0]["message"]["role"] == "assistant"
+    wai.unserve("stage-dpo")
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def _group_gone(pgid: int) -> bool:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                members.append(entry.name)
+    return not members
+
+
+def test_stop_ends_a_running_worker_and_its_group_and_the_run_stays_stopped(sets):
+    run = _train(sets["train"], method="dpo", steps=500, base_model=sets["base"], config={"holdoutRows": 4})
+    deadline = time.monotonic() + 120
+    while _job_of(run.id)["heartbeat_at"] is None or not (run.refresh().step or 0):
+        assert time.monotonic() < deadline, "the worker never started training"
+        time.sleep(0.3)
+    job = _job_of(run.id)
+    pid = job["pid"]
+    assert os.getpgid(pid) == pid  # the worker leads its own process group
+    assert run.stop() == "stopped"
+    assert _process_gone(pid) and _group_gone(pid)
+    assert "stopped on request" in run.error and f"worker (pid {pid}) and its process group were ended" in run.error
+    time.sleep(defaults.JOB_HEARTBEAT_S + 1)  # nothing left to flip it back
+    record = wai.get_run(run.id)
+    assert record["status"] == "stopped" and record["summary"].get("adapter") is None
+    assert not adapter_dir(run.id).exists()
+    assert _job_of(run.id)["status"] == "stopped"
+    with pytest.warns(UserWarning, match="already ended stopped"):
+        assert run.stop() == "stopped"
