@@ -360,12 +360,17 @@ def test_export_settings_are_checked_and_travel_on_the_job_spec(launches):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         default = wai.train(ds, method="sft")
-        run = wai.train(ds_mixed, method="dpo", strip_think=False, max_tool_output_chars=500)
+        run = wai.train(ds_mixed, method="dpo", strip_think=False, max_tool_output_chars=500,
+                        mask_mode="assistant", unroll=False)  # the exporter's own values: accepted, no-ops
+        ds_grpo = wai.push(rows(tag="export-grpo"), name="export-grpo")
+        grpo = wai.train(ds_grpo, method="grpo", **defaults.TRAIN_EXPORT_DEFAULTS)
+    assert not any(k in grpo.config for k in defaults.TRAIN_EXPORT_KNOBS)
     assert {k: default.config[k] for k in defaults.TRAIN_EXPORT_KNOBS} == {
         "mask_mode": "assistant", "unroll": False, "strip_think": True, "max_tool_output_chars": None}
     assert run.config["strip_think"] is False and run.config["max_tool_output_chars"] == 500
     assert "mask_mode" not in run.config  # dpo does not read it
-    assert launches[-1]["spec"]["strip_think"] is False and launches[-1]["spec"]["max_tool_output_chars"] == 500
+    spec = next(job["spec"] for job in launches if job["run_id"] == run.id)
+    assert spec["strip_think"] is False and spec["max_tool_output_chars"] == 500
 
 
 def _finished(name: str, config: dict | None = None, summary: dict | None = None, status: str = "done",

@@ -117,6 +117,10 @@ def resolve_config(method: str, knobs: Mapping[str, Any], config: Mapping[str, A
         value = knobs.get(name)
         if name == "truncated" and method != "grpo" and value == "mask":
             continue  # the signature's default; it only means something for grpo
+        if (name in defaults.TRAIN_EXPORT_DEFAULTS and method not in defaults.TRAINING_KNOBS[name]
+                and value == defaults.TRAIN_EXPORT_DEFAULTS[name]
+                and type(value) is type(defaults.TRAIN_EXPORT_DEFAULTS[name])):
+            continue  # the exporter's own value: a no-op for a method that does not export (TRAIN_EXPORT_DEFAULTS)
         if value is not None:
             problem = check_knob(name, value, method, defaults.TRAINING_KNOBS)
             if problem:

@@ -616,6 +616,10 @@ TRAINING_KNOBS: dict[str, dict[str, dict]] = {
 #: The TRAINING_KNOBS entries that are export settings: they travel on the job's
 #: spec to its dataset builder (export.export_dataset / export_preference).
 TRAIN_EXPORT_KNOBS = ("mask_mode", "unroll", "strip_think", "max_tool_output_chars")
+#: The exporter's own values of those settings (export_dataset's signature). A
+#: method that does not read a setting accepts it at this value, which changes
+#: nothing, so one export configuration can be passed to every method.
+TRAIN_EXPORT_DEFAULTS = {"mask_mode": "assistant", "unroll": False, "strip_think": True, "max_tool_output_chars": None}
 
 #: Further keys ``train(config=...)`` reads (the rest of a config is kept on the
 #: run as given and said to be unread). Same shape as TRAINING_KNOBS.
