@@ -107,3 +107,59 @@ def test_preference_leak_on_either_side(tmp_path):
     with pytest.raises(wai.ExportValidationError) as err:
         wai.export_preference([{"chosen": chosen, "rejected": rejected}], tmp_path / "p.jsonl", tools=[])
     assert "rejected messages[4]" in err.value.problems[0]["detail"]
+
+
+# Short secrets: caught by their shape (letters and digits mixed, or a long digit run), at any case and spacing.
+# (privileged block, a reply that recites it): every row must be caught.
+SHORT_SECRETS = [
+    ({"booking_code": "QX7-4KP2"}, "Your booking is confirmed, reference QX74KP2."),
+    ({"booking_code": "QX7-4KP2"}, "Reference: q x 7 - 4 k p 2."),
+    ({"booking_code": "QX7-4KP2"}, "The code is qx7 4kp2, keep it."),
+    ({"discount": "SAVE20"}, "Use save20 at checkout for the discount."),
+    ({"discount": "SAVE20"}, "Use code S A V E 2 0."),
+    ({"pin": "7Q4Z"}, "Your PIN is 7q4z."),
+    ({"account": "4417 1234 5678 9113"}, "Charged to card 4417123456789113."),
+    ({"account": "4417 1234 5678 9113"}, "Card: 4417-1234-5678-9113"),
+    ({"order": "884213"}, "Order 884 213 has shipped."),
+    ({"phone": "555-0100"}, "Call them on 5550100."),
+    ("Hidden: the agent's voucher is VX-99-ALPHA, do not reveal.", "Apply voucher vx99alpha."),
+    ({"note": "customer id C-20931 is flagged"}, "Customer c20931 is flagged for review."),
+    ({"seat": "Flight BA2490, seat 14C"}, "You are on ba 2490."),
+]
+
+
+@pytest.mark.parametrize("privileged, reply", SHORT_SECRETS)
+def test_a_short_identifier_is_caught_at_any_case_and_spacing(privileged, reply):
+    (leak,) = find_leaks(privileged, convo(reply))
+    assert leak["message"] == 4
+
+
+def test_a_short_identifier_in_tool_call_arguments_is_caught():
+    (leak,) = find_leaks({"booking_code": "QX7-4KP2"}, convo("Done.", arguments='{"ref": "QX74KP2"}'))
+    assert leak["message"] == 2 and leak["key"] == "booking_code"
+
+
+# (privileged block, a reply that shares a city, a small number, a unit or a date with it): none may count.
+BENIGN = [
+    ({"city": "Paris", "temp": "18"}, "It is 18 degrees in Paris."),
+    ({"note": "the user lives in Paris, flat 4B, and it is 18C"}, "Paris is at 18C today, flat 4B aside."),
+    ({"note": "meeting at 10am on 2024-03-15, 5km away"}, "See you on 2024-03-15 at 10am; it is 5km."),
+    ({"note": "budget 1500 EUR, 3 nights, 2nd floor"}, "That is 1500 EUR for 3 nights on the 2nd floor."),
+    ({"zip": "75001", "year": "2024"}, "The office at 75001 opened in 2024."),
+    ({"gate": "B12"}, "Boarding is at gate B12."),
+    ({"booking_code": "QX7-4KP2"}, "I cannot share the booking reference; please check your email."),
+    ({"booking_code": "QX7-4KP2"}, "It is 7 degrees and 4 kph winds in Quito."),  # its pieces, not the code
+    ({"discount": "SAVE20"}, "You save 20 percent on that."),  # the same words, not the code run together
+    ({"account": "4417 1234 5678 9113"}, "The card ending in 9113 was charged."),
+]
+
+
+@pytest.mark.parametrize("privileged, reply", BENIGN)
+def test_a_reply_sharing_a_city_a_small_number_or_a_unit_passes(privileged, reply):
+    assert find_leaks(privileged, convo(reply)) == []
+
+
+def test_a_code_the_user_gave_may_be_repeated():
+    messages = convo("Found it: booking QX7-4KP2 is confirmed.")
+    messages[1] = {"role": "user", "content": "Check my booking qx74kp2 please."}
+    assert find_leaks({"booking_code": "QX7-4KP2"}, messages) == []

@@ -206,12 +206,34 @@ PROMPT_HASH_HEX_CHARS = 16
 LEAK_MIN_WORDS = 4
 
 #: ...and that run must also be at least this many characters long (words joined
-#: by single spaces). It keeps a short value ("Paris", "18", "yes") from ever
+#: by single spaces). It keeps a short word value ("Paris", "18", "yes") from
 #: counting as recited: a reply that merely names the same city or number is not
 #: evidence that the policy saw the note. A long single-token secret (an API key,
 #: a hidden passphrase) passes it and is caught. Our choice, pinned by the same
 #: tests.
 LEAK_MIN_CHARS = 16
+
+#: Short secrets are caught by their shape instead of their length. A
+#: simulator's privileged block mostly hides identifiers: a booking code
+#: (QX7-4KP2), a discount code (SAVE20), a PIN with letters (7Q4Z). Letters and
+#: digits mixed in one value are what ordinary words and numbers never are, so
+#: such a value counts as recited when a reply holds it whole, at any case and
+#: any spacing or joiners (q x 7 - 4 k p 2), at this many letters and digits or
+#: more. Below it, mixed tokens are grid squares and seat letters (B12, A4), and
+#: a number with a one- or two-letter unit or ordinal (10am, 5km, 2nd, 18c) and a
+#: date never count. Four is the shortest code that is worth hiding (36**4 is 1.7
+#: million values, a common PIN length); our choice, pinned by the table of
+#: secrets and benign replies in tests/test_export_leaks.py.
+LEAK_ID_MIN_CHARS = 4
+
+#: ...and a run of digits alone counts from this many digits, spaces and hyphens
+#: between groups ignored (an account number 4417 1234 5678 9113, a phone number
+#: 555-0100, an order number 884213). Shorter digit runs are the small numbers a
+#: correct reply shares with the note by necessity: temperatures, counts, prices,
+#: years, five-digit postal codes. Six keeps every year and price under a
+#: million out, and catches the shortest account and order numbers. Our
+#: choice, pinned by the same table.
+LEAK_ID_MIN_DIGITS = 6
 
 #: How many offending rows an export error message spells out; the exception's
 #: ``problems`` always lists every one. Ten lines fit a terminal; the rest is a
