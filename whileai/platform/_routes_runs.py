@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import gc
 import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -16,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from whileai.platform._routes_common import ApiError, Body, account_id, base_url, json_response, store
 from whileai.platform._store_values import dumps, loads
 from whileai.platform.store import RUN_STATUSES
+from whileai.simulations._export_io import gc_paused  # one process-wide, counted pause of the collector
 
 __all__ = ["router"]
 
@@ -133,41 +130,13 @@ def _parse_points_body(raw: bytes) -> tuple[Any, Any]:
     return body["batch_id"], body["points"]
 
 
-_gc_lock = threading.Lock()
-_gc_holders = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a big batch is decoded and checked.
-
-    Decoding 100,000 points allocates a million objects, none of them cyclic
-    garbage; the collector's passes over them cost about a fifth of the
-    request. Reference counting still frees everything as usual.
-    """
-    global _gc_holders, _gc_was_enabled
-    with _gc_lock:
-        if _gc_holders == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_holders += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_holders -= 1
-            if _gc_holders == 0 and _gc_was_enabled:
-                gc.enable()
-
-
 @router.post("/runs/{run_id}/points")
 async def add_points(run_id: str, request: Request, acct: str = Depends(account_id)) -> Response:
     """Store a batch of points once per ``batch_id``; parsed here rather than by pydantic, for speed."""
     raw = await request.body()
 
     def work() -> dict[str, Any]:
-        with _gc_paused():
+        with gc_paused():  # decoding 100,000 points makes a million objects, none of them cyclic
             batch_id, points = _parse_points_body(raw)
             return store(request).add_points(acct, run_id, batch_id, points)
 
