@@ -2,6 +2,7 @@
 
     python benchmarks/export_throughput.py            # 100,000 rows
     python benchmarks/export_throughput.py --rows 20000 --repeat 1
+    python benchmarks/export_throughput.py --privileged   # rows carry a privileged block: the leak check runs
 
 The export pauses Python's cyclic garbage collector while it works (see
 _export_io.gc_paused), so the baseline is measured both as plain code runs and
@@ -29,9 +30,9 @@ TARGET_RATIO = 3.0
 CITIES = ["Paris", "Tokyo", "Lima", "Oslo", "Cairo", "Quito", "Perth", "Dakar"]
 
 
-def make_row(i: int) -> dict:
+def make_row(i: int, privileged: bool = False) -> dict:
     city = CITIES[i % len(CITIES)]
-    return {
+    row = {
         "messages": [
             {"role": "system", "content": "You are a weather agent. Use the tools; answer in one sentence."},
             {"role": "user", "content": f"Is it warmer in {city} than yesterday? Answer in celsius. #{i}"},
@@ -59,6 +60,12 @@ def make_row(i: int) -> dict:
         "rollout_index": i % 4,
         "sampling": {"temperature": 0.7},
     }
+    if privileged:  # what a simulator hides: a booking code and a note, neither recited by the replies
+        row["privileged"] = {
+            "booking_code": f"QX{i % 10}-{i:06d}K",
+            "note": f"The grader accepts {(i + 1) % 35} °C for {city} only when both tools were called.",
+        }
+    return row
 
 
 def plain_read_write(src: Path, dst: Path) -> int:
@@ -91,6 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs per measurement")
+    parser.add_argument("--privileged", action="store_true", help="give every row a privileged block to check")
     args = parser.parse_args()
 
     import warnings
@@ -100,7 +108,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="whileai-bench-") as tmp:
         src = Path(tmp) / "rollouts.jsonl"
-        write_jsonl(src, (make_row(i) for i in range(args.rows)))
+        write_jsonl(src, (make_row(i, args.privileged) for i in range(args.rows)))
         size_mb = os.path.getsize(src) / 1e6
 
         baseline = best_of(args.repeat, lambda: plain_read_write(src, Path(tmp) / "plain.jsonl"))
@@ -118,7 +126,7 @@ def main() -> None:
                     args.repeat, lambda: wai.export_dataset(src, out, format=fmt, validate=True)
                 )
 
-    print(f"rows: {args.rows:,} ({size_mb:.1f} MB, 3 assistant turns each); JSON codec: {JSONL_CODEC}; "
+    print(f"rows: {args.rows:,} ({size_mb:.1f} MB, 3 assistant turns each{', privileged block' if args.privileged else ''}); JSON codec: {JSONL_CODEC}; "
           f"best of {args.repeat}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"{'':32}{'wall s':>9}{'rows/s':>10}{'cpu s':>9}{'rows/cpu-s':>12}{'ratio (wall, cpu)':>20}")
     print(f"{'plain read+write (' + JSONL_CODEC + ')':32}{baseline[0]:9.2f}{args.rows / baseline[0]:10,.0f}"
