@@ -329,7 +329,7 @@ def test_jobs_over_http(alice):
 # --------------------------------------------------------------------------- the run page
 
 
-def test_run_page_escapes_what_users_logged(platform, alice):
+def test_run_page_is_a_fixed_shell_and_its_data_carries_what_users_logged_as_json(platform, alice):
     evil = "<script>alert('x')</script>"
     run = _run(alice, name=evil, config={"cmd": evil, evil: 1}, dataset=evil)
     alice.patch(f"{API}/runs/{run['id']}", json={"summary": {evil: evil, "holdout_before": 0.4, "holdout_after": 0.6}})
@@ -338,33 +338,43 @@ def test_run_page_escapes_what_users_logged(platform, alice):
     ]})
     key = alice.headers["Authorization"].split()[1]
     with httpx.Client(base_url=platform.base_url, follow_redirects=True) as browser:
-        assert browser.get(f"/runs/{run['id']}").status_code == 401  # no cookie yet: how to log in
-        login = browser.get("/login", params={"key": key, "next": f"/runs/{run['id']}"})
-        assert login.status_code == 200 and login.url.path == f"/runs/{run['id']}"
+        first = browser.get(f"/runs/{run['id']}")
+        assert first.url.path == "/signin" and first.url.params["next"] == f"/runs/{run['id']}"
+        signed = browser.post("/signin", data={"key": key, "next": f"/runs/{run['id']}"})
+        assert signed.status_code == 200 and signed.url.path == f"/runs/{run['id']}"
+        assert key not in str(signed.url) and key not in browser.cookies.get("whileai_session", "")
         page = browser.get(f"/runs/{run['id']}")
+        data = browser.get(f"/page-data/runs/{run['id']}")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert "<script" not in page.text and "&lt;script&gt;" in page.text
-    assert "default-src 'none'" in page.headers["content-security-policy"]
-    assert "<svg" in page.text and "<polyline" in page.text
-    assert "0.4" in page.text and "0.6" in page.text
+    assert evil not in page.text and "alert" not in page.text  # the shell holds nothing a user logged
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    body = data.json()
+    assert body["run"]["name"] == evil and body["headline"][0]["before"] == 0.4 and evil in body["series"]
+    assert data.headers["content-type"] == "application/json"
 
 
 def test_run_page_names_the_held_out_metric_a_run_reports():
-    from whileai.platform._pages import _holdout
+    from whileai.platform.pages._views import headline
 
-    assert "held-out pass rate" in _holdout({"holdout_before": 0.1, "holdout_after": 0.5})
-    rm = _holdout({"holdout_before": 0.5, "holdout_after": 0.8, "training": {"metric": "pair_accuracy"}})
-    assert "held-out pair accuracy" in rm and "pass rate" not in rm
-    assert "held-out loss" in _holdout({"holdout_loss_before": 2.0, "holdout_loss_after": 1.0})
+    assert headline({"holdout_before": 0.1, "holdout_after": 0.5})[0]["label"] == "held-out pass rate"
+    rm = headline({"holdout_before": 0.5, "holdout_after": 0.8, "training": {"metric": "pair_accuracy"}})
+    assert rm[0]["label"] == "held-out pair accuracy" and rm[0]["better"] == "higher"
+    loss = headline({"holdout_loss_before": 2.0, "holdout_loss_after": 1.0})[0]
+    assert loss["label"] == "held-out loss" and loss["better"] == "lower" and loss["change"] == -1.0
 
 
-def test_login_refuses_bad_keys_and_foreign_redirects(platform, alice):
+def test_signin_refuses_bad_keys_and_foreign_redirects_and_the_key_link_is_gone(platform, alice):
     key = alice.headers["Authorization"].split()[1]
-    bad = httpx.get(f"{platform.base_url}/login", params={"key": "wai_wrong"})
+    bad = httpx.post(f"{platform.base_url}/signin", data={"key": "wai_wrong"})
     assert bad.status_code == 401 and "not valid" in bad.text and "set-cookie" not in bad.headers
-    hop = httpx.get(f"{platform.base_url}/login", params={"key": key, "next": "//evil.example/x"})
+    hop = httpx.post(f"{platform.base_url}/signin", data={"key": key, "next": "//evil.example/x"})
     assert hop.status_code == 303 and hop.headers["location"] == "/runs"
-    assert "httponly" in hop.headers["set-cookie"].lower()
+    cookie = hop.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=lax" in cookie and key.lower() not in cookie
+    cross = httpx.post(f"{platform.base_url}/signin", data={"key": key}, headers={"Sec-Fetch-Site": "cross-site"})
+    assert cross.status_code == 403 and "set-cookie" not in cross.headers
+    assert httpx.get(f"{platform.base_url}/login", params={"key": key}).status_code == 404
 
 
 # --------------------------------------------------------------------------- the server
@@ -408,11 +418,12 @@ def test_first_start_prints_the_key_once(home, monkeypatch, capsys):
     assert server_module.main(["--port", "9999"]) == 0
     out = capsys.readouterr().out
     key = (home / "local_key").read_text().strip()
-    assert key in out and f"http://127.0.0.1:9999/login?key={key}" in out
+    assert key in out and "http://127.0.0.1:9999/signin/once?token=" in out
+    assert out.count(key) == 1  # the key once; the sign-in link carries a one-time token, not the key
     assert served == [{"host": "127.0.0.1", "port": 9999, "log_level": "info"}]
     assert server_module.main([]) == 0
     again = capsys.readouterr().out
-    assert key not in again and "An account exists" in again and str(home / "local_key") in again
+    assert key not in again and str(home / "local_key") in again and "/signin/once?token=" in again
 
 
 _HTTP_WRITER = textwrap.dedent(

@@ -1,92 +1,452 @@
-"""The run page in a real browser: headless Chromium against a real uvicorn server on loopback.
+"""The run pages in a real browser: Debian's Chromium driven by Playwright, a real uvicorn server on loopback.
 
-Chromium logs in through ``/login?key=...`` (the cookie it sets carries the
-next request), renders the page under its Content-Security-Policy, and dumps
-the DOM after any script would have run. What users logged cannot run as
-script or markup, the loss curve is drawn, and the held-out result and cost
-read as a person would read them. Skipped where no Chromium is installed
-(.ci/run installs Debian's ``chromium``).
+One server and one browser serve the whole module (each test opens its own
+browser context, so cookies never leak between tests). Seeded through the HTTP
+API as a client would: a GRPO run with 5,000 points per series, a loss spike,
+a HackMonitor alarm, a delta report and a config from the runner; two more
+runs of its sweep; a failed SFT run; a run whose every logged string is a
+script payload; and a second account's run. Every request URL the browser
+makes and every console message are recorded: no API key may appear in a URL
+and no page may break its Content-Security-Policy or throw. Skipped where no
+Chromium is installed (.ci/run installs Debian's ``chromium`` and requires it).
 """
 
 from __future__ import annotations
 
-import html
+import hashlib
 import os
 import shutil
-import subprocess
-from pathlib import Path
 
 import httpx
 import pytest
 
-from whileai.platform.server import serve_in_thread
+from whileai.platform.server import serve_in_thread, signin_link
 
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
-                             shutil.which("google-chrome")) if p), None)
+CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
 REQUIRED = os.environ.get("WHILEAI_REQUIRE_CHROMIUM") == "1"  # CI sets it: a missing browser fails, not skips
 pytestmark = pytest.mark.skipif(CHROMIUM is None and not REQUIRED,
                                 reason="no Chromium on this machine (apt-get install chromium)")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+API = "/api/v1"
+EVIL = "<img src=x onerror=\"window.__pwned=1;document.title='pwned'\"><script>window.__pwned=2</script>"
+SPIKE_STEP, SPIKE = 3333, 50.0
+N = 5000  # points per series on the GRPO run: more than CHART_MAX_POINTS, so it is downsampled
+
+visited: list[str] = []  # every request URL any page made
+console: list[str] = []  # every console error and uncaught page error
 
 
-@pytest.fixture(autouse=True)
-def _browser_present():
+@pytest.fixture(scope="module")
+def platform(tmp_path_factory):
     if CHROMIUM is None:
         pytest.fail("WHILEAI_REQUIRE_CHROMIUM=1 but no chromium is installed; apt-get install chromium")
+    handle = serve_in_thread(store_url=f"sqlite:///{tmp_path_factory.mktemp('pages') / 'platform.db'}")
+    yield handle
+    handle.stop()
 
-API = "/api/v1"
-EVIL = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>"
+
+def _api(handle, key):
+    return httpx.Client(base_url=handle.base_url + API, headers={"Authorization": f"Bearer {key}"}, timeout=60)
 
 
-def _chromium(tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProcess:
-    profile = tmp_path / "chromium-profile"
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-               "--no-first-run", "--no-default-browser-check", f"--user-data-dir={profile}",
-               "--window-size=1200,1600", "--virtual-time-budget=3000", *args, url]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+def _post_points(api, run_id, points, size=5000):
+    for i in range(0, len(points), size):
+        r = api.post(f"/runs/{run_id}/points", json={"batch_id": f"b{i}", "points": points[i:i + size]})
+        assert r.status_code == 200, r.text
+
+
+def _grpo_points(n):
+    pts = []
+    for s in range(n):
+        m = {"loss": 2.0 / (1 + s / 500) + (s % 7) * 1e-3, "learning_rate": 1e-5, "grad_norm": 1.0 + (s % 5) / 10,
+             "reward": 0.2 + s / n / 2, "kl": s / n / 10}
+        if s == SPIKE_STEP:
+            m["loss"] = SPIKE
+        if s % 100 == 0:
+            m["eval_loss"] = 2.1 / (1 + s / 500)
+        if s % 500 == 0:
+            m["monitor/proxy"] = 0.3 + s / n / 2
+            m["monitor/gold"] = 0.3 + min(s, 2500) / n / 4
+        pts.append({"step": s, "metrics": m, "ts": 1_790_000_000.0 + s})
+    return pts
+
+
+def _delta(before, after):
+    def side(b, a):
+        return {"before": {"value": b, "ci": [b - .1, b + .1], "rows": 80, "tasks": 20},
+                "after": {"value": a, "ci": [a - .1, a + .1], "rows": 80, "tasks": 20},
+                "delta": {"value": a - b, "ci": [a - b - .1, a - b + .1], "upper_one_sided": a - b + .08}}
+    return {"verdict": "improved", "reason": "target pass rate +25.0 pts, 95% CI +15.0 pts to +35.0 pts is above zero",
+            "target": side(before, after), "proxy": None, "paired": True,
+            "by": {"key": "difficulty", "source": "row", "groups": [
+                {"group": "easy", "target": side(.4, .7), "verdict": "improved", "reason": "above zero"},
+                {"group": "hard", "target": side(.1, .3), "verdict": "inconclusive", "reason": "includes zero"}]}}
+
+
+ALARM_TEXT = "the proxy-gold gap grew by +0.212 from the baseline window: the proxy pays for something gold does not"
+
+
+def _config(beta, **extra):
+    spec = {"method": "grpo", "beta": beta, "learning_rate": 1e-5, "steps": N, "seed": 0, "generations": 8}
+    return {"spec": spec, "recipe": "grpo_tooluse", "overrides": [f"beta={beta}", "seed=0"],
+            "command": f"python -m whileai run recipe=grpo_tooluse beta={beta}", "sweep": {"id": "sw_test"}, **extra}
+
+
+@pytest.fixture(scope="module")
+def seeded(platform):
+    alice_id, alice = platform.store.create_account("alice")
+    _, bob = platform.store.create_account("bob")
+    ids = {"alice_id": alice_id, "alice": alice, "bob": bob}
+    with _api(platform, alice) as api:
+        g = api.post("/runs", json={"name": "grpo beta 0.04", "dataset": "ds_train", "config": _config(0.04),
+                                    "kind": "hosted", "total_steps": N}).json()["id"]
+        _post_points(api, g, _grpo_points(N))
+        api.patch(f"/runs/{g}", json={"status": "done", "summary": {
+            "holdout_before": 0.25, "holdout_after": 0.5, "delta": _delta(0.25, 0.5),
+            "monitor": {"evaluations": 10, "alarms": [{"kind": "divergence", "step": 2500, "message": ALARM_TEXT}]},
+            "selection": {"summary": "grpo: uses 80 of 100 rows (20 of 25 tasks)", "dropped": [
+                {"class": "unanimous-pass", "rows": 20, "tasks": 5, "reason": "no advantage to learn from"}]},
+            "training": {"method": "grpo", "metric": "pass_rate", "gpu": "A10G", "seconds": 3600}}})
+        ids["grpo"] = g
+        for name, beta, after in (("grpo beta 0.01", 0.01, 0.3), ("grpo beta 0.1", 0.1, 0.4)):
+            r = api.post("/runs", json={"name": name, "dataset": "ds_train", "config": _config(beta),
+                                        "kind": "hosted"}).json()["id"]
+            _post_points(api, r, [{"step": s, "metrics": {"loss": 1.5 - s / 100}} for s in range(100)])
+            api.patch(f"/runs/{r}", json={"status": "done", "summary": {"holdout_before": 0.25, "holdout_after": after}})
+            ids[name] = r
+        f = api.post("/runs", json={"name": "sft that failed", "dataset": "ds_other", "kind": "hosted",
+                                    "config": {"spec": {"method": "sft", "epochs": 1}, "recipe": "sft_tooluse"}}).json()
+        api.patch(f"/runs/{f['id']}", json={"status": "failed", "error": "RuntimeError: out of memory at step 7"})
+        ids["failed"] = f["id"]
+        x = api.post("/runs", json={"name": f"evil {EVIL}", "dataset": "ds_evil", "kind": "hosted",
+                                    "config": {"method": "sft", "note": EVIL, EVIL: 1}}).json()["id"]
+        _post_points(api, x, [{"step": s, "metrics": {"loss": 1.0 / (s + 1), EVIL: float(s)}} for s in range(20)])
+        api.patch(f"/runs/{x}", json={"status": "failed", "error": f"boom {EVIL}", "summary": {
+            "comment": EVIL, "holdout_before": 0.1, "holdout_after": 0.2,
+            "monitor": {"alarms": [{"kind": "feature", "step": 5, "message": f"pays for {EVIL}"}]}}})
+        ids["evil"] = x
+    with _api(platform, bob) as api:
+        ids["bobs"] = api.post("/runs", json={"name": "bob's only run", "config": {"sweep": "sw_bob"}}).json()["id"]
+    return ids
+
+
+@pytest.fixture(scope="module")
+def browser(platform):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
 
 
 @pytest.fixture
-def page_run(tmp_path):
-    handle = serve_in_thread(store_url=f"sqlite:///{tmp_path / 'platform.db'}")
-    key = handle.store.create_account("alice")[1]
-    with httpx.Client(base_url=handle.base_url, headers={"Authorization": f"Bearer {key}"}) as api:
-        run = api.post(f"{API}/runs", json={"name": f"sft {EVIL}", "config": {"method": "sft", "note": EVIL}}).json()
-        api.post(f"{API}/runs/{run['id']}/points", json={"batch_id": "b0", "points": [
-            {"step": i, "metrics": {"loss": 2.0 / (i + 1), EVIL: 1.0}} for i in range(20)]})
-        api.patch(f"{API}/runs/{run['id']}", json={"status": "done", "summary": {
-            "holdout_before": 0.125, "holdout_after": 0.875, "comment": EVIL,
-            "training": {"method": "sft", "metric": "pass_rate", "gpu": "A10G", "seconds": 3600}}})
-    try:
-        yield handle, key, run["id"]
-    finally:
-        handle.stop()
+def context(browser):
+    contexts = []
+
+    def make(**options):
+        ctx = browser.new_context(viewport=options.pop("viewport", {"width": 1280, "height": 900}), **options)
+        ctx.set_default_timeout(15_000)
+        ctx.on("request", lambda request: visited.append(request.url))
+        ctx.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+        ctx.on("page", lambda p: p.on("pageerror", lambda e: console.append(f"page error: {e}")))
+        contexts.append(ctx)
+        return ctx
+
+    yield make
+    for ctx in contexts:
+        ctx.close()
 
 
-def test_the_run_page_renders_in_chromium_without_running_what_users_logged(page_run, tmp_path):
-    handle, key, run_id = page_run
-    login = f"{handle.base_url}/login?key={key}&next=/runs/{run_id}"
-    dom = _chromium(tmp_path, login, "--dump-dom")
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    text = dom.stdout
-    assert "<title>pwned</title>" not in text and "pwned</title>" not in text  # no logged script or handler ran
-    assert "<img" not in text and "<script" not in text  # logged markup stayed text
-    assert html.escape("<img src=x") in text or "&lt;img src=x" in text
-    assert "<svg" in text and "<polyline" in text  # the loss curve is drawn
-    assert "held-out pass rate" in text and "0.125" in text and "0.875" in text
-    assert "A10G" in text and "$1.10" in text  # the cost and its basis: one A10G hour at the list price
+def _sign_in(make, platform, key, **options):
+    ctx = make(**options)
+    page = ctx.new_page()
+    page.goto(platform.base_url + "/signin")
+    page.fill("#key", key)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/runs")
+    return ctx, page
 
 
-def test_the_run_page_paints(page_run, tmp_path):
-    handle, key, run_id = page_run
-    shot = tmp_path / "page.png"
-    done = _chromium(tmp_path, f"{handle.base_url}/login?key={key}&next=/runs/{run_id}", f"--screenshot={shot}")
-    assert done.returncode == 0, done.stderr[-2000:]
-    data = shot.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000  # a painted page, not a blank one
+def _open(page, platform, path):
+    response = page.goto(platform.base_url + path)
+    page.wait_for_selector("main h1")
+    return response
 
 
-def test_without_the_cookie_chromium_gets_the_login_answer_not_the_run(page_run, tmp_path):
-    handle, _, run_id = page_run
-    dom = _chromium(tmp_path, f"{handle.base_url}/runs/{run_id}", "--dump-dom")
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    assert "0.875" not in dom.stdout and "/login" in dom.stdout
+# --------------------------------------------------------------------------- signing in
+
+
+def test_sign_in_posts_the_key_once_and_the_cookie_holds_a_hashed_revocable_session(platform, seeded, context):
+    from playwright.sync_api import expect
+
+    ctx = context()
+    page = ctx.new_page()
+    page.goto(f"{platform.base_url}/runs/{seeded['grpo']}")
+    assert "/signin?next=" in page.url  # not signed in: the form, and back to the run after
+    page.fill("#key", "wai_not_a_key")
+    page.click("button[type=submit]")
+    expect(page.locator("#message")).to_contain_text("not valid")
+    page.fill("#key", seeded["alice"])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"**/runs/{seeded['grpo']}")
+    expect(page.locator("#run-name")).to_have_text("grpo beta 0.04")
+
+    cookies = {c["name"]: c for c in ctx.cookies()}
+    session = cookies["whileai_session"]
+    assert session["httpOnly"] and session["sameSite"] == "Lax"
+    assert seeded["alice"] not in str(ctx.cookies())  # the cookie is a session token, not the key
+    assert session["expires"] > 0  # it expires (SESSION_TTL_S)
+    with platform.store.engine.connect() as conn:
+        stored = [r[0] for r in conn.exec_driver_sql("SELECT token_hash FROM page_tokens")]
+    assert hashlib.sha256(session["value"].encode()).hexdigest() in stored and session["value"] not in stored
+
+    page.click("header form.signout button")
+    expect(page.locator("#message")).to_have_text("Signed out.")
+    assert "whileai_session" not in {c["name"] for c in ctx.cookies()}
+    ctx.add_cookies([{"name": "whileai_session", "value": session["value"], "url": platform.base_url}])
+    page.goto(f"{platform.base_url}/runs")
+    assert "/signin" in page.url  # the old token was ended on the server, not only forgotten by the browser
+    assert httpx.get(f"{platform.base_url}/page-data/runs", cookies={"whileai_session": session["value"]}).status_code == 401
+
+
+def test_a_one_time_sign_in_link_opens_the_page_once(platform, seeded, context):
+    from playwright.sync_api import expect
+
+    link = signin_link(platform.store, seeded["alice_id"], platform.base_url, f"/runs/{seeded['grpo']}")
+    assert seeded["alice"] not in link
+    page = context().new_page()
+    page.goto(link)
+    page.wait_for_url(f"**/runs/{seeded['grpo']}")
+    expect(page.locator("#run-name")).to_have_text("grpo beta 0.04")
+    again = context().new_page()
+    again.goto(link)
+    expect(again.locator("#message")).to_contain_text("already used")
+
+
+# --------------------------------------------------------------------------- the runs list
+
+
+def test_the_runs_list_shows_the_seeded_runs_filters_them_and_ticks_runs_to_compare(platform, seeded, context):
+    from playwright.sync_api import expect
+
+    _, page = _sign_in(context, platform, seeded["alice"])
+    rows = page.locator("#runs tbody tr")
+    expect(rows).to_have_count(5)
+    assert rows.first.get_attribute("data-run") == seeded["evil"]  # newest first
+    expect(page.locator(f'#runs tr[data-run="{seeded["grpo"]}"]')).to_contain_text("0.25 → 0.5")
+    expect(page.locator(f'#runs tr[data-run="{seeded["grpo"]}"]')).to_contain_text("$1.10")
+    assert seeded["bobs"] not in page.content()
+    for name, value, count in (("status", "failed", 2), ("method", "grpo", 3), ("recipe", "sft_tooluse", 1),
+                               ("dataset", "ds_other", 1), ("sweep", "sw_test", 3)):
+        page.select_option(f'select[name="{name}"]', value)
+        expect(rows).to_have_count(count)
+        assert f"{name}={value}" in page.url  # the filter is in the address
+        page.click("text=Clear filters")
+        expect(rows).to_have_count(5)
+    page.select_option('select[name="sweep"]', "sw_test")
+    expect(rows).to_have_count(3)
+    assert page.locator("#compare").get_attribute("aria-disabled") == "true"
+    page.check(f'tr[data-run="{seeded["grpo"]}"] input[type=checkbox]')
+    page.check(f'tr[data-run="{seeded["grpo beta 0.1"]}"] input[type=checkbox]')
+    page.click("#compare")
+    page.wait_for_url("**/compare?runs=*")
+    expect(page.locator("main h1")).to_have_text("Comparing 2 runs")
+
+
+def test_the_runs_list_is_paged_on_the_server(platform, seeded):
+    with httpx.Client(base_url=platform.base_url, headers={"Authorization": f"Bearer {seeded['alice']}"}) as c:
+        first = c.get("/page-data/runs", params={"per_page": 2}).json()
+        second = c.get("/page-data/runs", params={"per_page": 2, "page": 2}).json()
+        bad = c.get("/page-data/runs", params={"status": "finished"})
+    assert first["total"] == 5 and first["pages"] == 3 and len(first["runs"]) == 2
+    assert not {r["id"] for r in first["runs"]} & {r["id"] for r in second["runs"]}
+    assert bad.status_code == 422 and "running, done, failed, stopped" in bad.json()["error"]["message"]
+
+
+# --------------------------------------------------------------------------- a run
+
+
+def test_the_run_page_shows_headline_delta_charts_alarms_and_config_in_order(platform, seeded, context):
+    from playwright.sync_api import expect
+
+    _, page = _sign_in(context, platform, seeded["alice"])
+    _open(page, platform, f"/runs/{seeded['grpo']}")
+    expect(page.locator("[data-chart=loss]")).to_have_attribute("data-downsampled", "true")
+    headings = page.locator("main section > h2").all_inner_texts()
+    expected = ["Did it work?", "Delta verdict", "Charts", "HackMonitor: proxy against gold",
+                "Which rows it trained on", "Cost", "Config"]
+    assert [h for h in headings if h in expected] == expected
+    assert page.locator(".headline .big").inner_text().replace("\n", "") == "0.25 → 0.5"
+    expect(page.locator(".headline")).to_contain_text("higher is better")
+    expect(page.locator("#progress")).to_contain_text(f"step {N - 1} of {N}")
+
+    expect(page.locator("#delta-reason")).to_contain_text("above zero")
+    expect(page.locator("#delta-table tbody tr")).to_have_count(3)
+    expect(page.locator("#delta-table")).to_contain_text("difficulty = hard")
+
+    charts = page.locator("[data-chart]").evaluate_all("els => els.map(e => e.dataset.chart)")
+    assert charts[:5] == ["loss", "lr", "grad_norm", "reward", "kl"] and "monitor" in charts  # loss first
+    loss = page.locator("[data-chart=loss]")
+    drawn = [int(n) for n in loss.get_attribute("data-points").split(",")]
+    assert 1000 < drawn[0] <= 2000 and drawn[1] == N // 100  # loss in 1,000 min/max buckets; eval_loss in full
+    assert loss.evaluate("e => e.wai.lines.map(l => l.label)") == ["loss", "eval_loss"]
+    assert loss.evaluate("e => Math.max(...e.wai.u.data[1].filter(v => v != null))") == SPIKE  # the spike survives
+    loss.evaluate("e => e.wai.u.setScale('x', {min: 3000, max: 3400})")  # zoom in: full resolution for the range
+    expect(loss).to_have_attribute("data-zoom", "full")
+    assert loss.get_attribute("data-points").split(",")[0] == "401"
+
+    monitor = page.locator("[data-chart=monitor]")
+    expect(monitor).to_have_attribute("data-alarms", "1")
+    assert monitor.evaluate("e => e.wai.lines.map(l => l.label)") == ["monitor/proxy", "monitor/gold"]
+    expect(page.locator('li.alarm[data-step="2500"]')).to_contain_text(ALARM_TEXT)
+
+    expect(page.locator("#cost")).to_have_text("about $1.10")
+    expect(page.locator("#cost-basis")).to_contain_text("A10G")
+    expect(page.locator("#config")).to_contain_text('"beta": 0.04')
+    expect(page.locator("#overrides")).to_have_text("beta=0.04 seed=0")
+    expect(page.locator(".copyable pre").first).to_have_text("python -m whileai run recipe=grpo_tooluse beta=0.04")
+    expect(page.locator(".copyable pre").nth(1)).to_have_text(f"python -m whileai reproduce {seeded['grpo']}")
+
+    _open(page, platform, f"/runs/{seeded['failed']}")
+    expect(page.locator("#error pre")).to_have_text("RuntimeError: out of memory at step 7")
+    expect(page.locator(".run-head")).to_contain_text("This run failed")
+
+
+def test_a_running_runs_page_takes_new_points_and_stops_polling_when_it_ends(platform, seeded, context):
+    from playwright.sync_api import expect
+
+    with _api(platform, seeded["alice"]) as api:
+        rid = api.post("/runs", json={"name": "live", "total_steps": 100}).json()["id"]
+        _post_points(api, rid, [{"step": s, "metrics": {"loss": 1.0 / (s + 1)}} for s in range(10)])
+        _, page = _sign_in(context, platform, seeded["alice"])
+        _open(page, platform, f"/runs/{rid}")
+        loss = page.locator("[data-chart=loss]")
+        expect(loss).to_have_attribute("data-points", "10")
+        assert page.locator("body").get_attribute("data-live") == "polling"
+        api.post(f"/runs/{rid}/points", json={"batch_id": "more", "points": [
+            {"step": s, "metrics": {"loss": 1.0 / (s + 1)}} for s in range(10, 15)]})
+        expect(loss).to_have_attribute("data-points", "15", timeout=10_000)
+        expect(page.locator("#progress")).to_contain_text("step 14 of 100")
+        assert any(f"/page-data/runs/{rid}/live?after=9" in url for url in visited)  # only what is new was asked for
+        api.patch(f"/runs/{rid}", json={"status": "done", "summary": {"holdout_before": 0.1, "holdout_after": 0.3}})
+        expect(page.locator("body")).to_have_attribute("data-live", "stopped", timeout=10_000)
+        expect(page.locator(".headline .big")).to_contain_text("0.3")
+        polls = sum(f"/page-data/runs/{rid}/live" in url for url in visited)
+        page.wait_for_timeout(2500)
+        assert sum(f"/page-data/runs/{rid}/live" in url for url in visited) == polls  # it stopped asking
+
+
+# --------------------------------------------------------------------------- compare and sweep
+
+
+def test_a_comparison_overlays_the_runs_and_puts_the_differing_keys_first(platform, seeded, context):
+    from playwright.sync_api import expect
+
+    _, page = _sign_in(context, platform, seeded["alice"])
+    ids = [seeded["grpo"], seeded["grpo beta 0.01"], seeded["grpo beta 0.1"]]
+    _open(page, platform, "/compare?runs=" + ",".join(ids))
+    expect(page.locator("#compare-runs tbody tr")).to_have_count(3)
+    expect(page.locator(f'#compare-runs tr[data-run="{ids[0]}"]')).to_contain_text("0.25 → 0.5")
+    rows = page.locator("#config-table tbody tr")
+    assert rows.first.get_attribute("data-key") == "beta" and "differs" in rows.first.get_attribute("class")
+    assert [r.get_attribute("class") for r in rows.all()][1:] == ["same"] * (rows.count() - 1)
+    page.check("#differences-only")
+    expect(page.locator("#config-table tbody tr:visible")).to_have_count(1)
+    loss = page.locator('[data-chart="m:loss"]')
+    assert loss.evaluate("e => e.wai.lines.length") == 3  # one line per run, one colour each
+    assert len(set(loss.evaluate("e => e.wai.lines.map(l => l.color)"))) == 3
+
+
+def test_the_sweep_page_has_the_swept_knob_as_a_sortable_column_and_a_chart(platform, seeded, context):
+    from playwright.sync_api import expect
+
+    _, page = _sign_in(context, platform, seeded["alice"])
+    _open(page, platform, "/sweeps/sw_test")
+    expect(page.locator("th.knob")).to_have_text(["beta"])
+    rows = page.locator("#sweep-table tbody tr")
+    expect(rows).to_have_count(3)
+    page.click("#sweep-table th >> text=held-out after")
+    assert rows.first.get_attribute("data-run") == seeded["grpo beta 0.01"]  # 0.3, the lowest, first
+    page.click("#sweep-table th >> text=held-out after")
+    assert rows.first.get_attribute("data-run") == seeded["grpo"]  # 0.5 first when sorted the other way
+    chart = page.locator('[data-chart="knob:beta"]')
+    expect(chart).to_have_attribute("data-points", "3")
+    assert chart.evaluate("e => e.wai.lines[0].x") == [0.01, 0.04, 0.1]
+
+
+# --------------------------------------------------------------------------- what users logged, and accounts
+
+
+def test_logged_markup_stays_text_on_every_page(platform, seeded, context):
+    _, page = _sign_in(context, platform, seeded["alice"])
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    for path, where in ((f"/runs/{seeded['evil']}", "run page"), ("/runs", "runs list"),
+                        (f"/compare?runs={seeded['evil']},{seeded['grpo']}", "comparison")):
+        _open(page, platform, path)
+        page.wait_for_timeout(300)
+        assert page.evaluate("window.__pwned") is None, where
+        assert page.title() != "pwned", where  # the name is in the title, as text
+        assert page.locator("main img, main script, main iframe").count() == 0, where
+        assert "<img src=x onerror=" in page.locator("main").inner_text(), where  # shown, as text
+    _open(page, platform, f"/runs/{seeded['evil']}")
+    text = page.locator("main").inner_text()
+    for shown in (f"evil {EVIL}", f"boom {EVIL}", f"pays for {EVIL}", EVIL):  # name, error, alarm, metric/note/config
+        assert shown in text
+    names = page.locator("[data-chart]").evaluate_all("els => els.map(e => e.dataset.chart)")
+    assert f"m:{EVIL}" in names  # the metric's chart, named as logged
+    assert dialogs == []
+
+
+def test_one_accounts_session_cannot_open_anothers_run_or_its_data(platform, seeded, context):
+    ctx, page = _sign_in(context, platform, seeded["bob"])
+    grpo = seeded["grpo"]
+    assert "grpo beta" not in page.locator("main").inner_text()  # bob's list has only bob's run
+    for path in (f"/runs/{grpo}", f"/compare?runs={grpo},{seeded['bobs']}", "/sweeps/sw_test"):
+        response = page.goto(platform.base_url + path)
+        assert response.status == 404, path
+        page.wait_for_selector("main h1")
+        assert page.locator("main h1").inner_text() == "Not found in this account"
+        assert "grpo beta" not in page.content()
+    for path in (f"/page-data/runs/{grpo}", f"/page-data/runs/{grpo}?metrics=loss&start=0&end=10",
+                 f"/page-data/runs/{grpo}/live?after=0", f"/page-data/compare?runs={grpo},{seeded['bobs']}",
+                 "/page-data/sweeps/sw_test", f"/page-data/runs?sweep=sw_test"):
+        status, body = page.evaluate("async u => { const r = await fetch(u); return [r.status, await r.text()]; }", path)
+        assert (status, "grpo beta" in body) in ((404, False), (200, False)), path
+        assert status == 404 or '"runs":[]' in body, path
+    headers = {"Authorization": f"Bearer {seeded['bob']}"}
+    assert httpx.get(f"{platform.base_url}/page-data/runs/{grpo}", headers=headers).status_code == 404
+    mine = {"Authorization": f"Bearer {seeded['alice']}"}  # scripts still open pages with the bearer header
+    assert httpx.get(f"{platform.base_url}/runs/{grpo}", headers=mine).status_code == 200
+    assert httpx.get(f"{platform.base_url}/page-data/runs/{grpo}", headers=mine).json()["run"]["id"] == grpo
+
+
+# --------------------------------------------------------------------------- widths and colour schemes
+
+
+@pytest.mark.parametrize("width,scheme", [(1280, "light"), (390, "dark")])
+def test_the_run_page_fits_the_width_and_follows_the_colour_scheme(platform, seeded, context, tmp_path, width, scheme):
+    from playwright.sync_api import expect
+
+    _, page = _sign_in(context, platform, seeded["alice"], viewport={"width": width, "height": 800},
+                       color_scheme=scheme)
+    _open(page, platform, f"/runs/{seeded['grpo']}")
+    expect(page.locator("[data-chart=loss]")).to_have_attribute("data-downsampled", "true")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scrolling of the page
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert (background == "rgb(17, 20, 26)") == (scheme == "dark"), background
+    shot = tmp_path / f"run-{width}-{scheme}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+# --------------------------------------------------------------------------- what every page above did
+
+
+def test_no_key_in_any_url_and_no_policy_violation_or_script_error(seeded):
+    assert len(visited) > 50  # the tests above ran and their requests were seen
+    for key in (seeded["alice"], seeded["bob"]):
+        assert not [url for url in visited if key in url]
+    assert not [m for m in console if "Content Security Policy" in m or "page error" in m], console

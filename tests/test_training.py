@@ -344,7 +344,7 @@ def test_embedded_run_url_is_the_servers_address_and_says_how_to_see_it(home, mo
     assert run.url == f"http://127.0.0.1:{defaults.PLATFORM_PORT}/runs/{run.id}"
     print(run)
     err = capsys.readouterr().err
-    assert err.count("python -m whileai platform") == 1 and run.url in err
+    assert err.count(f"python -m whileai open {run.id}") == 1 and run.url in err
 
 
 # --------------------------------------------------------------------------- TrainerCallback on real trainers

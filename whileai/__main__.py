@@ -13,6 +13,7 @@ import sys
 # command -> (module, function, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "platform": ("whileai.platform.server", "main", "start the platform server (store, API, pages, serving)"),
+    "open": ("whileai.platform.server", "open_main", "open the run pages (or one run's page) in the browser, signed in"),
     "sync": ("whileai.simulations._tracking", "sync_main", "deliver points spooled while the platform was unreachable"),
     "demo": ("whileai.demo", "main", "push the sample dataset, fine-tune the tiny base on it, print the run"),
     "run": ("whileai.runner.cli", "run_main", "run an experiment: python -m whileai run recipe=sft_tooluse [knob=value ...]"),

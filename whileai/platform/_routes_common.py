@@ -25,11 +25,7 @@ __all__ = [
     "base_url",
     "json_response",
     "store",
-    "COOKIE_NAME",
 ]
-
-#: the cookie the run pages read the API key from (set by GET /login?key=...)
-COOKIE_NAME = "whileai_key"
 
 
 class ApiError(Exception):
@@ -58,13 +54,12 @@ def base_url(request: Request) -> str:
     return configured or str(request.base_url).rstrip("/")
 
 
-def api_key_from(request: Request, *, allow_cookie: bool = False) -> str | None:
+def api_key_from(request: Request) -> str | None:
+    """The key of ``Authorization: Bearer <key>``, or None (pages also take a session cookie: pages/_auth.py)."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
-    if allow_cookie:
-        return request.cookies.get(COOKIE_NAME) or None
     return None
 
 

@@ -23,7 +23,8 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from whileai.platform import _pages, _routes_datasets, _routes_jobs, _routes_models, _routes_runs
+from whileai.platform import _routes_datasets, _routes_jobs, _routes_models, _routes_runs
+from whileai.platform.pages import routes as pages
 from whileai.platform._routes_common import ApiError, json_response
 from whileai.platform.store import InvalidError, NotFoundError, Store, StoreBusyError
 from whileai.simulations import defaults
@@ -52,7 +53,7 @@ def create_app(store: Store | None = None, *, public_url: str | None = None) -> 
     app.state.public_url = public_url.rstrip("/") if public_url else None
     for module in (_routes_models, _routes_runs, _routes_datasets, _routes_jobs):
         app.include_router(module.router, prefix=API_PREFIX)
-    app.include_router(_pages.router)
+    app.include_router(pages.router)  # the run pages, their data, sign-in and static files
     app.include_router(serving.router)
     job_routes.install(app)  # /api/v1/jobs/launch, /jobs/{id}/end and settling jobs when a run is read
     from whileai.platform.jobs.routes import install as install_jobs  # launch/end, settle jobs on read

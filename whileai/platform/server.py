@@ -5,21 +5,27 @@
 
 The first start on a store with no account creates the local account and prints
 its key once (it is also kept in ``<data_root>/local_key``, mode 0600, which is
-where the embedded SDK reads it). Tests use :func:`serve_in_thread`.
+where the embedded SDK reads it). Every start prints a one-time sign-in link to
+the run pages (not the key). ``python -m whileai open [RUN_ID]`` opens a run's
+page in the browser, signed in, starting the server first when none answers.
+Tests use :func:`serve_in_thread`.
 """
 
 from __future__ import annotations
 
 import argparse
 import socket
+import sys
 import threading
 import time
 from typing import Any
 
+from whileai.platform._store_sessions import create_signin_link
+from whileai.platform.pages.defaults import SIGNIN_LINK_TTL_S
 from whileai.platform.store import Store, ensure_local_account, local_key_path, store_url
 from whileai.simulations import defaults
 
-__all__ = ["main", "serve_in_thread", "ServerHandle", "ensure_local_account"]
+__all__ = ["main", "open_main", "serve_in_thread", "ServerHandle", "ensure_local_account", "signin_link"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +41,18 @@ def _display_host(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "") else f"[{host}]" if ":" in host else host
 
 
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:g} minutes"
+
+
+def signin_link(store: Store, account_id: str, address: str, next_path: str = "/runs") -> str:
+    """A one-time sign-in link to ``next_path`` for ``account_id`` (SIGNIN_LINK_TTL_S; the key is not in it)."""
+    from urllib.parse import urlencode
+
+    token = create_signin_link(store, account_id)
+    return f"{address.rstrip('/')}/signin/once?{urlencode({'token': token, 'next': next_path})}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     import uvicorn
@@ -43,22 +61,86 @@ def main(argv: list[str] | None = None) -> int:
 
     store = Store(args.store_url or store_url())
     first_start = store.count_accounts() == 0
-    _account_id, key = ensure_local_account(store)
+    account_id, key = ensure_local_account(store)
     address = args.public_url or f"http://{_display_host(args.host)}:{args.port}"
     print(f"whileai platform: store {store.engine.url.render_as_string(hide_password=True)}")
     if first_start and key:
         print("Created the local account. Its API key, shown this once:")
         print(f"\n    {key}\n")
         print(f"It is also kept in {local_key_path()} (readable by you only).")
-        print(f"Open the run pages in a browser once with: {address}/login?key={key}")
     else:
-        print(f"An account exists; the local account's key is in {local_key_path()}.")
-        print(f"Open the run pages once with: {address}/login?key=<that key>")
+        print(f"The local account's key is in {local_key_path()}.")
+    print(f"Run pages: {signin_link(store, account_id, address)}")
+    print(f"  (a sign-in link for this browser, usable once within {_minutes(SIGNIN_LINK_TTL_S)}; later, "
+          "`python -m whileai open` makes a new one, or sign in at /signin with the key)")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"Listening on {args.host}: reachable from other machines. Anyone with a key can use the API.")
     app = create_app(store, public_url=args.public_url)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
+
+
+def _answers(address: str) -> bool:
+    """True when a whileai platform answers at ``address`` (its sign-in page)."""
+    import httpx
+
+    try:
+        response = httpx.get(f"{address}/signin", timeout=2.0)
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200 and "whileai" in response.text
+
+
+def open_main(argv: list[str] | None = None) -> int:
+    """python -m whileai open [RUN_ID]: the run pages in the browser, signed in as the local account.
+
+    When no platform answers at the address, it is started here (in the
+    foreground, Ctrl-C stops it) and the browser opens once it answers.
+    """
+    import webbrowser
+    from urllib.parse import quote
+
+    from whileai.platform.store import NotFoundError
+
+    p = _parser()
+    p.prog, p.description = "python -m whileai open", "Open the run pages (or one run's page) in the browser, signed in."
+    p.add_argument("run_id", nargs="?", help="a run id, e.g. run_0123abcd... (default: the runs list)")
+    p.add_argument("--no-browser", action="store_true", help="print the sign-in link instead of opening a browser")
+    args = p.parse_args(argv)
+    store = Store(args.store_url or store_url())
+    account_id, _key = ensure_local_account(store)
+    target = "/runs"
+    if args.run_id:
+        try:
+            store.get_run(account_id, args.run_id, series=False)
+        except NotFoundError:
+            print(f"no run {args.run_id!r} in the local account of {store}; `python -m whileai open` lists the "
+                  "runs there (the run id is the run_... in the run's url)", file=sys.stderr)
+            return 2
+        target = f"/runs/{quote(args.run_id, safe='')}"
+    address = args.public_url or f"http://{_display_host(args.host)}:{args.port}"
+
+    def show() -> None:
+        link = signin_link(store, account_id, address, target)
+        if args.no_browser or not webbrowser.open(link):
+            print(f"Open this link in a browser (usable once, within {_minutes(SIGNIN_LINK_TTL_S)}):\n    {link}")
+
+    if _answers(address):
+        show()
+        return 0
+    print(f"No platform answers at {address}; starting it here (Ctrl-C stops it).")
+
+    def when_up() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _answers(address):
+            time.sleep(0.2)
+        show()
+
+    threading.Thread(target=when_up, daemon=True).start()
+    again = ["--host", args.host, "--port", str(args.port)]
+    again += ["--store-url", args.store_url] if args.store_url else []
+    again += ["--public-url", args.public_url] if args.public_url else []
+    return main(again)
 
 
 class ServerHandle:

@@ -33,6 +33,7 @@ from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from whileai.platform import _store_sessions  # noqa: F401  (its page_tokens table joins the schema)
 from whileai.platform._store_engine import (
     WRITE_OPTION,
     StoreBusyError,

@@ -47,8 +47,8 @@ def _embedded_hint(url: str) -> None:
         return
     _HINTED = True
     print(
-        f"whileai: this run is on the embedded platform ({data_root()}); to view it, start the server with "
-        f"`python -m whileai platform`, then open {url}",
+        f"whileai: this run is on the embedded platform ({data_root()}); to see its page ({url}), run "
+        f"`python -m whileai open {url.rstrip('/').rsplit('/', 1)[-1]}`",
         file=sys.stderr,
     )
 

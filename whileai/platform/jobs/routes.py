@@ -93,14 +93,16 @@ def stop_run(run_id: str, request: Request, acct: str = Depends(account_id)) -> 
 
 _RUN_API = re.compile(r"^/api/v1/runs/(run_[0-9a-f]+)/?$")
 _JOB_API = re.compile(r"^/api/v1/jobs/(job_[0-9a-f]+)/?$")
-_RUN_PAGE = re.compile(r"^/runs/(run_[0-9a-f]+)/?$")
+_RUN_PAGE = re.compile(r"^/(?:page-data/)?runs/(run_[0-9a-f]+)(?:/live)?/?$")  # the run page and its data
 
 
-def _settle(app: Any, scope: Scope, kind: str, ident: str, allow_cookie: bool) -> None:
+def _settle(app: Any, scope: Scope, kind: str, ident: str, page: bool) -> None:
+    from whileai.platform.pages._auth import page_account  # a page reader may hold a session, not a key
+
     request = Request(scope)
-    key = api_key_from(request, allow_cookie=allow_cookie)
     the_store = app.state.store
-    acct = the_store.account_for_key(key) if key else None
+    key = api_key_from(request)
+    acct = page_account(request) if page else the_store.account_for_key(key) if key else None
     if acct is None:
         return  # the route answers 401 itself
     try:

@@ -1,0 +1,181 @@
+"""What the run pages compute without a browser: downsampling, the series cache, the runs-list SQL, sessions."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from whileai.platform import _store_sessions as sessions
+from whileai.platform.pages import _list, _series, _views, defaults
+from whileai.platform.store import InvalidError, Store
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(f"sqlite:///{tmp_path / 'p.db'}")
+    yield s
+    s.close()
+
+
+def _postgres_store():
+    url = os.environ.get("WHILEAI_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    try:
+        s = Store(url)
+        s.count_accounts()
+    except Exception as exc:
+        if os.environ.get("WHILEAI_REQUIRE_POSTGRES") == "1":
+            raise
+        pytest.skip(f"no PostgreSQL at {url} ({type(exc).__name__})")
+    return s
+
+
+# --------------------------------------------------------------------------- downsampling
+
+
+def test_downsampling_keeps_each_buckets_min_and_max_so_a_spike_survives():
+    x = np.arange(100_000, dtype=float)
+    y = np.sin(x / 1000)
+    y[54_321] = 99.0
+    y[77_777] = -99.0
+    dx, dy = _series.downsample(x, y, 1000)
+    assert len(dx) <= 2000 and np.all(np.diff(dx) > 0)  # at most two points a bucket, in step order
+    assert 99.0 in dy and -99.0 in dy and dx[list(dy).index(99.0)] == 54_321
+    small_x, small_y = _series.downsample(x[:2000], y[:2000], 1000)
+    assert len(small_x) == 2000  # CHART_MAX_POINTS or fewer: sent in full
+
+
+def test_chart_series_sends_full_resolution_for_a_zoomed_range_and_the_store_keeps_every_point(store):
+    acct, _ = store.create_account()
+    run = store.create_run(acct)
+    store.add_points(acct, run["id"], "b", [{"step": s, "metrics": {"loss": 1.0 / (s + 1), "lr": 0.1}}
+                                            for s in range(10_000)])
+    cols = _series.columns(store, run["id"])
+    whole = _series.chart_series(cols, ["loss"])["loss"]
+    assert whole["points"] == 10_000 and whole["downsampled"] and len(whole["x"]) <= defaults.CHART_MAX_POINTS
+    zoom = _series.chart_series(cols, ["loss"], start=2000, end=2999)["loss"]
+    assert zoom["x"] == list(range(2000, 3000)) and not zoom["downsampled"]
+    assert len(store.get_run(acct, run["id"])["series"]) == 10_000
+
+
+def test_the_series_cache_reads_only_new_rows_and_live_points_are_those_past_the_step(store):
+    acct, _ = store.create_account()
+    run = store.create_run(acct)
+    store.add_points(acct, run["id"], "a", [{"step": s, "metrics": {"loss": float(s)}} for s in range(5)])
+    first = _series.columns(store, run["id"])
+    store.add_points(acct, run["id"], "b", [{"step": s, "metrics": {"loss": float(s), "kl": 0.1}} for s in range(5, 8)])
+    second = _series.columns(store, run["id"])
+    assert first.count == 5 and second.count == 8 and second.max_pk > first.max_pk
+    assert second.xy("kl")[0].tolist() == [5.0, 6.0, 7.0]  # a metric that appears later starts where it was logged
+    live = _series.points_after(second, 5)
+    assert live["loss"]["x"] == [6, 7] and live["kl"]["x"] == [6, 7]
+    store.add_points(acct, run["id"], "c", [{"metrics": {"loss": 1.0}}])
+    assert _series.unstepped(_series.columns(store, run["id"])) == 1  # kept, counted, not drawn on a step axis
+
+
+# --------------------------------------------------------------------------- reading records
+
+
+def test_charts_put_loss_first_then_lr_grad_norm_rewards_kl_and_lengths():
+    names = ["zeta", "kl", "eval_loss", "loss", "reward", "rewards/judge/mean", "grad_norm", "learning_rate",
+             "completions/mean_length", "monitor/proxy", "monitor/gold", "epoch"]
+    groups = _views.chart_groups(names)
+    assert [g["id"] for g in groups] == ["loss", "lr", "grad_norm", "reward", "kl", "lengths", "m:epoch", "m:zeta"]
+    assert groups[0]["metrics"] == ["loss", "eval_loss"]  # train and eval loss on one chart
+
+
+def test_a_comparison_lists_the_keys_that_differ_first():
+    runs = [{"id": "a", "config": {"spec": {"method": "grpo", "beta": 0.01, "seed": 0}}},
+            {"id": "b", "config": {"spec": {"method": "grpo", "beta": 0.1, "seed": 0, "extra": 1}}}]
+    rows = _views.compare_config(runs)
+    assert [r["key"] for r in rows] == ["beta", "extra", "method", "seed"]
+    assert [r["differs"] for r in rows] == [True, True, False, False]
+    assert rows[1]["present"] == [False, True]
+
+
+def test_sweep_knobs_come_from_the_sweep_the_overrides_or_the_differing_spec_keys():
+    named = [{"config": {"sweep": {"id": "s", "knobs": ["beta"]}}}]
+    assert _views.sweep_knobs(named) == ["beta"]
+    typed = [{"config": {"spec": {"beta": b, "seed": s}, "overrides": [f"beta={b}", f"seed={s}", "steps=5"]}}
+             for b in (0.01, 0.1) for s in (0, 1)]
+    assert _views.sweep_knobs(typed) == ["beta", "seed"]
+    bare = [{"config": {"beta": b, "command": f"run {b}", "lr": 1}} for b in (1, 2)]
+    assert _views.sweep_knobs(bare) == ["beta"]  # how a run was made (its command) is not a knob
+
+
+def test_reproduce_commands_follow_what_the_run_recorded():
+    runner = {"id": "run_1", "kind": "hosted", "config": {"spec": {"beta": 0.04}, "recipe": "grpo_tooluse",
+                                                          "overrides": ["beta=0.04"], "command": "python -m whileai run recipe=grpo_tooluse beta=0.04"}}
+    assert [c["text"] for c in _views.reproduce_commands(runner)] == [
+        "python -m whileai run recipe=grpo_tooluse beta=0.04", "python -m whileai reproduce run_1"]
+    hosted = {"id": "run_2", "kind": "hosted", "dataset": "ds_1", "config": {"method": "sft", "epochs": 2, "x": None}}
+    (call,) = _views.reproduce_commands(hosted)
+    assert 'wai.train("ds_1", method="sft", epochs=2, wait=True)' in call["text"]
+
+
+# --------------------------------------------------------------------------- the runs list in SQL
+
+
+def _seed_list(store):
+    acct, _ = store.create_account()
+    other, _ = store.create_account()
+    made = []
+    for i in range(7):
+        cfg = {"spec": {"method": "grpo" if i % 2 else "sft"}, "recipe": f"r{i % 3}", "sweep": {"id": "sw"} if i < 3 else None}
+        made.append(store.create_run(acct, name=f"run {i}", dataset=f"ds{i % 2}", config=cfg,
+                                     status="failed" if i == 6 else "done")["id"])
+    store.create_run(acct, name="plain", config={"method": "dpo", "sweep_id": "sw2"})
+    store.create_run(other, name="not mine", config={"method": "grpo"})
+    return acct, made
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_the_runs_list_filters_and_pages_in_sql(store, backend):
+    s = store if backend == "sqlite" else _postgres_store()
+    acct, made = _seed_list(s)
+    page = _list.list_page(s, acct, {}, 1, 3)
+    assert page["total"] == 8 and page["pages"] == 3 and [r["name"] for r in page["records"]] == ["plain", "run 6", "run 5"]
+    count = lambda **f: _list.list_page(s, acct, f, 1, 50)["total"]  # noqa: E731
+    assert count(method="grpo") == 3 and count(method="dpo") == 1 and count(status="failed") == 1
+    assert count(recipe="r1") == 2 and count(dataset="ds0") == 4 and count(sweep="sw") == 3 and count(sweep="sw2") == 1
+    assert count(method="grpo", dataset="ds1") == 3
+    assert page["choices"]["method"] == ["dpo", "grpo", "sft"] and page["choices"]["sweep"] == ["sw", "sw2"]
+    assert [r["id"] for r in _list.sweep_records(s, acct, "sw")] == made[:3]
+    with pytest.raises(InvalidError, match="running, done, failed, stopped"):
+        _list.list_page(s, acct, {"status": "finished"}, 1, 10)
+    if backend == "postgres":
+        s.close()
+
+
+# --------------------------------------------------------------------------- sessions and sign-in links
+
+
+def test_sessions_are_stored_hashed_expire_and_end(store, monkeypatch):
+    acct, _ = store.create_account()
+    token = sessions.create_session(store, acct)
+    assert sessions.account_for_session(store, token) == acct
+    with store.engine.connect() as conn:
+        assert token not in str(conn.exec_driver_sql("SELECT * FROM page_tokens").all())
+    later = sessions.time.time() + defaults.SESSION_TTL_S + 1
+    monkeypatch.setattr(sessions.time, "time", lambda: later)
+    assert sessions.account_for_session(store, token) is None  # expired
+    monkeypatch.undo()
+    assert sessions.end_session(store, token) in (True, False)
+    again = sessions.create_session(store, acct)
+    assert sessions.end_session(store, again) and sessions.account_for_session(store, again) is None
+    kept = sessions.create_session(store, acct)
+    assert sessions.revoke_sessions(store, acct) >= 1 and sessions.account_for_session(store, kept) is None
+    assert sessions.account_for_session(store, "x" * 10_000) is None
+
+
+def test_a_signin_link_works_once_and_expires(store, monkeypatch):
+    acct, _ = store.create_account()
+    link = sessions.create_signin_link(store, acct)
+    assert sessions.account_for_session(store, link) is None  # a link is not a session
+    assert sessions.redeem_signin_link(store, link) == acct
+    assert sessions.redeem_signin_link(store, link) is None  # spent
+    late = sessions.create_signin_link(store, acct)
+    later = sessions.time.time() + defaults.SIGNIN_LINK_TTL_S + 1
+    monkeypatch.setattr(sessions.time, "time", lambda: later)
+    assert sessions.redeem_signin_link(store, late) is None

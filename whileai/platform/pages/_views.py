@@ -1,0 +1,311 @@
+"""What the pages show, read from run records: pure functions, no database, no HTML.
+
+A run's record is read defensively: its ``config`` is whatever the client sent
+(the keyword arguments of ``wai.train``, or a runner's resolved spec with its
+overrides, recipe, command, versions and sweep id) and its ``summary`` whatever
+the job and the monitor noted. Each reader below looks in the places a value is
+known to live and answers None when it is absent, so a page draws what is
+there and says what is not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+__all__ = [
+    "config_parts", "facts", "headline", "chart_groups", "flatten", "compare_config", "sweep_knobs",
+    "reproduce_commands", "monitor_view", "list_row",
+]
+
+#: config keys that describe how a run was made rather than what it trains (left out of sweep knobs)
+_META_KEYS = ("command", "versions", "git", "overrides", "recipe", "sweep", "sweep_id", "hydra", "output_dir",
+              "run_id", "init_from", "stages", "export_report", "reproduces")
+
+
+def _get(value: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None and v != ""), None)
+
+
+def config_parts(record: dict[str, Any]) -> dict[str, Any]:
+    """The config split the way the page shows it: ``spec`` (resolved), ``overrides``, ``recipe``, ``command``..."""
+    config = record.get("config")
+    if not isinstance(config, dict):
+        return {"spec": config, "overrides": None, "recipe": None, "command": None, "versions": None,
+                "git": None, "sweep": None, "init_from": None}
+    spec = config.get("spec") if isinstance(config.get("spec"), dict) else config
+    command = config.get("command")
+    if isinstance(command, list):
+        command = " ".join(str(part) for part in command)
+    sweep = _first(_get(config, "sweep", "id"), config.get("sweep_id"), config.get("sweep"),
+                   _get(spec, "sweep", "id"), _get(spec, "sweep_id"))
+    return {
+        "spec": spec,
+        "overrides": config.get("overrides"),
+        "recipe": _first(config.get("recipe"), _get(spec, "recipe")),
+        "command": command if isinstance(command, str) else None,
+        "versions": config.get("versions"),
+        "git": config.get("git"),
+        "sweep": sweep if isinstance(sweep, (str, int)) else None,
+        "init_from": _first(config.get("init_from"), _get(spec, "init_from"),
+                            _get(record.get("summary"), "init_from")),
+    }
+
+
+_HOLDOUT_LABELS = {"pair_accuracy": "held-out pair accuracy", "row_accuracy": "held-out row accuracy",
+                   "loss": "held-out loss"}
+
+
+def headline(summary: Any) -> list[dict[str, Any]]:
+    """Held-out before and after: ``[{"label", "before", "after", "better", "metric"}]`` (loss: lower is better)."""
+    if not isinstance(summary, dict):
+        return []
+    training = summary.get("training") if isinstance(summary.get("training"), dict) else {}
+    metric = training.get("metric") or "pass_rate"
+    found = []
+    if "holdout_before" in summary or "holdout_after" in summary:
+        rate = metric if metric in ("pair_accuracy", "row_accuracy") else "pass_rate"  # a reward model's is an accuracy
+        found.append({"label": _HOLDOUT_LABELS.get(rate, "held-out pass rate"), "metric": rate,
+                      "before": summary.get("holdout_before"), "after": summary.get("holdout_after"),
+                      "better": "higher"})
+    if "holdout_loss_before" in summary or "holdout_loss_after" in summary:
+        found.append({"label": "held-out loss", "metric": "loss", "before": summary.get("holdout_loss_before"),
+                      "after": summary.get("holdout_loss_after"), "better": "lower"})
+    if not found and ("before" in training or "after" in training):
+        lower = metric == "loss"
+        found.append({"label": _HOLDOUT_LABELS.get(metric, "held-out pass rate"), "metric": metric,
+                      "before": training.get("before"), "after": training.get("after"),
+                      "better": "lower" if lower else "higher"})
+    for item in found:
+        b, a = item["before"], item["after"]
+        item["change"] = a - b if _is_num(a) and _is_num(b) else None
+    return found
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _alarms(summary: Any) -> list[dict[str, Any]]:
+    alarms = _get(summary, "monitor", "alarms")
+    return [a for a in alarms if isinstance(a, dict)] if isinstance(alarms, list) else []
+
+
+def facts(record: dict[str, Any]) -> dict[str, Any]:
+    """The one-line facts of a run: method, recipe, sweep, held-out, verdict, alarms, cost, times."""
+    summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
+    parts = config_parts(record)
+    spec = parts["spec"]
+    kind = record.get("kind")
+    method = _first(_get(spec, "method"), _get(summary, "training", "method"),
+                    kind if kind not in (None, "hosted") else None)
+    if isinstance(method, dict):
+        method = _first(method.get("name"), method.get("method"))
+    head = headline(summary)
+    end = record.get("finished_at") or record.get("updated_at")
+    return {
+        "method": method if isinstance(method, str) else None,
+        "recipe": parts["recipe"] if isinstance(parts["recipe"], str) else None,
+        "sweep": parts["sweep"],
+        "holdout": head[0] if head else None,
+        "verdict": _get(summary, "delta", "verdict"),
+        "alarms": len(_alarms(summary)),
+        "phase": summary.get("phase") if isinstance(summary.get("phase"), str) else None,
+        "started": record.get("created_at"),
+        "duration_s": (end - record["created_at"]) if end and record.get("created_at") else None,
+    }
+
+
+def list_row(record: dict[str, Any]) -> dict[str, Any]:
+    """A runs-list row: the record's own fields a list shows, plus its facts (no config or summary)."""
+    keep = ("id", "name", "status", "kind", "dataset", "step", "total_steps", "created_at", "updated_at",
+            "finished_at", "cost_usd", "cost_basis", "error")
+    row = {k: record.get(k) for k in keep}
+    row["error"] = (row["error"] or "")[:300] or None
+    row.update(facts(record))
+    return row
+
+
+# --------------------------------------------------------------------------- charts
+
+_GROUPS: list[tuple[str, str, Any]] = [
+    ("loss", "Loss (train and eval)", lambda n: n in ("loss", "eval_loss", "train_loss", "train/loss", "eval/loss")
+     or (n.endswith("_loss") and "/" not in n)),
+    ("lr", "Learning rate", lambda n: n in ("lr", "learning_rate") or n.endswith("/learning_rate")),
+    ("grad_norm", "Grad norm", lambda n: n == "grad_norm" or n.endswith("/grad_norm")),
+    ("reward", "Rewards", lambda n: (n == "reward" or n.startswith("rewards/") or n.startswith("reward/"))
+     and not n.endswith("std")),
+    ("reward_std", "Reward spread (std)", lambda n: n.startswith("reward") and n.endswith("std")),
+    ("kl", "KL to the reference", lambda n: n == "kl" or (n.endswith("/kl") and not n.startswith("monitor/"))),
+    ("lengths", "Completion lengths", lambda n: n.startswith("completions/") and "length" in n),
+]
+_MONITOR = ("monitor/proxy", "monitor/gold")
+
+
+def chart_groups(names: list[str]) -> list[dict[str, Any]]:
+    """Charts for these metric names, loss first: ``[{"id", "title", "metrics"}]``.
+
+    Loss (train and eval on one chart), learning rate, grad norm, rewards, KL and
+    completion lengths come first, in that order; every other metric gets its
+    own chart after them, in name order. The HackMonitor's proxy and gold are
+    drawn by the monitor section instead.
+    """
+    left = [n for n in sorted(names) if n not in _MONITOR]
+    charts = []
+    for gid, title, wanted in _GROUPS:
+        picked = [n for n in left if wanted(n)]
+        if gid == "loss":
+            picked.sort(key=lambda n: (n != "loss", n))
+        if picked:
+            charts.append({"id": gid, "title": title, "metrics": picked})
+            left = [n for n in left if n not in picked]
+    for n in left:
+        charts.append({"id": "m:" + n, "title": n, "metrics": [n]})
+    return charts
+
+
+def monitor_view(summary: Any, names: list[str]) -> dict[str, Any] | None:
+    """The HackMonitor section: which series hold proxy and gold, its curve, alarms with step and text."""
+    monitor = _get(summary, "monitor")
+    logged = [n for n in _MONITOR if n in names]
+    if not isinstance(monitor, dict) and not logged:
+        return None
+    monitor = monitor if isinstance(monitor, dict) else {}
+    alarms = [{"step": a.get("step"), "kind": a.get("kind"),
+               "text": str(a.get("message") or a.get("kind") or "alarm")} for a in _alarms(summary)]
+    curve = monitor.get("curve") if isinstance(monitor.get("curve"), list) else []
+    notes = []
+    stopped = monitor.get("stopped")
+    if isinstance(stopped, dict):
+        notes.append(f"Training stopped at step {stopped.get('step')} on the {stopped.get('kind')} alarm: "
+                     f"{stopped.get('reason')}.")
+    if isinstance(monitor.get("divergence"), str) and monitor["divergence"] != "on":
+        notes.append(f"Divergence and gold decline: {monitor['divergence']}.")
+    if isinstance(monitor.get("kl"), str) and not monitor["kl"].startswith("measured"):
+        notes.append(f"KL: {monitor['kl']}.")
+    return {
+        "metrics": logged,
+        "curve": [{"step": p.get("step"), "proxy": p.get("proxy"), "gold": p.get("gold")}
+                  for p in curve if isinstance(p, dict)],
+        "alarms": alarms,
+        "evaluations": monitor.get("evaluations"),
+        "settings": monitor.get("settings") if isinstance(monitor.get("settings"), dict) else None,
+        "notes": notes,
+    }
+
+
+# --------------------------------------------------------------------------- configs
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as dotted keys to leaf values (lists and scalars are leaves)."""
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix or "(config)": value}
+
+
+def _same(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+def compare_config(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Config keys side by side: ``[{"key", "values", "differs"}]``, the keys that differ first."""
+    flats = [flatten(config_parts(r)["spec"]) for r in records]
+    keys: list[str] = []
+    for flat in flats:
+        keys += [k for k in flat if k not in keys]
+    rows = []
+    for key in keys:
+        values = [flat.get(key, None) for flat in flats]
+        present = [key in flat for flat in flats]
+        differs = not all(present) or any(not _same(values[0], v) for v in values[1:])
+        rows.append({"key": key, "values": values, "present": present, "differs": differs})
+    return [r for r in rows if r["differs"]] + [r for r in rows if not r["differs"]]
+
+
+_OVERRIDE = re.compile(r"^[+~]*([A-Za-z_][\w./-]*)=(.*)$")
+
+
+def _overrides(parts: dict[str, Any]) -> dict[str, str]:
+    over = parts.get("overrides")
+    if isinstance(over, dict):
+        return {str(k): v for k, v in over.items()}
+    out = {}
+    if isinstance(over, list):
+        for item in over:
+            m = _OVERRIDE.match(str(item))
+            if m:
+                out[m.group(1)] = m.group(2)
+    return out
+
+
+def sweep_knobs(records: list[dict[str, Any]]) -> list[str]:
+    """The knobs a sweep varied: named by the sweep when it says, else the keys whose values differ."""
+    for r in records:
+        named = _get(r.get("config"), "sweep", "knobs") or _get(r.get("config"), "sweep", "params")
+        if isinstance(named, list) and all(isinstance(k, str) for k in named):
+            return named
+        if isinstance(named, dict):
+            return list(named)
+    parts = [config_parts(r) for r in records]
+    overs = [_overrides(p) for p in parts]
+    keys = [k for k in dict.fromkeys(k for o in overs for k in o)]
+    varied = [k for k in keys if len({json.dumps(o.get(k), default=str) for o in overs}) > 1]
+    if varied:
+        return varied
+    flats = [flatten(p["spec"]) for p in parts]
+    keys = [k for k in dict.fromkeys(k for f in flats for k in f) if k.split(".")[0] not in _META_KEYS]
+    return [k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flats}) > 1]
+
+
+def knob_value(record: dict[str, Any], knob: str) -> Any:
+    """A run's value of a swept knob: from its resolved spec, else its overrides."""
+    parts = config_parts(record)
+    flat = flatten(parts["spec"])
+    if knob in flat:
+        return flat[knob]
+    return _overrides(parts).get(knob)
+
+
+def _py(value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, (int, float, str)):
+        return json.dumps(value) if isinstance(value, str) else repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_py(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))}: {_py(v)}" for k, v in value.items()) + "}"
+    return json.dumps(str(value))
+
+
+def reproduce_commands(record: dict[str, Any]) -> list[dict[str, str]]:
+    """Copyable commands that make this run again: ``[{"label", "text"}]``, the most exact first."""
+    parts = config_parts(record)
+    out = []
+    if parts["command"]:
+        out.append({"label": "the command that made this run", "text": parts["command"]})
+    if isinstance(record.get("config"), dict) and isinstance(record["config"].get("spec"), dict):
+        out.append({"label": "run again from the stored spec", "text": f"python -m whileai reproduce {record['id']}"})
+    elif parts["recipe"] and isinstance(parts["overrides"], list):
+        line = " ".join(["python -m whileai run", f"recipe={parts['recipe']}", *map(str, parts["overrides"])])
+        out.append({"label": "the recipe and the overrides", "text": line})
+    spec = parts["spec"]
+    if not out and record.get("kind") == "hosted" and isinstance(spec, dict) and record.get("dataset"):
+        knobs = ", ".join(f"{k}={_py(v)}" for k, v in spec.items() if k.isidentifier() and v is not None)
+        out.append({"label": "the same training call (Python)",
+                    "text": f"import whileai.simulations as wai\nrun = wai.train({_py(record['dataset'])}"
+                            + (f", {knobs}" if knobs else "") + ", wait=True)"})
+    return out

@@ -1,0 +1,83 @@
+"""Every tunable number of the run pages and their sign-in, each beside its reason.
+
+Docstrings elsewhere name these constants instead of repeating their values.
+"""
+
+from __future__ import annotations
+
+# --------------------------------------------------------------------------- signing in
+
+#: Name of the cookie that carries a page session's random token (never the API key).
+SESSION_COOKIE = "whileai_session"
+
+#: Random bytes in a page session token and in a one-time sign-in link token
+#: (256 bits, as API_KEY_BYTES): tokens are random, so one SHA-256 at rest is a
+#: safe hash without a slow password KDF.
+SESSION_TOKEN_BYTES = 32
+
+#: How long a page session lasts after sign-in, in seconds (14 days). Long
+#: enough that a person reading runs every day signs in about twice a month;
+#: short enough that a cookie left on a shared machine stops working on its
+#: own. The session ends earlier on sign-out or when its account's sessions are
+#: revoked (``revoke_sessions``). Django's default session age is two weeks too.
+SESSION_TTL_S = 14 * 24 * 3600
+
+#: How long a one-time sign-in link stays valid, in seconds (10 minutes). The
+#: platform prints one at every start and ``python -m whileai open`` makes one
+#: and opens it at once; either is used within seconds, and a link that leaked
+#: into a scrollback or a log is dead soon after and usable only once.
+SIGNIN_LINK_TTL_S = 10 * 60
+
+#: Longest string accepted as a key or token on the sign-in routes; a real key
+#: is about 47 characters. Anything longer is refused before it is hashed.
+SIGNIN_MAX_CHARS = 200
+
+# --------------------------------------------------------------------------- charts
+
+#: Buckets a chart's series is cut into when it has more points than
+#: CHART_MAX_POINTS. Each bucket sends its minimum and its maximum (in step
+#: order), so a one-step spike survives downsampling and a chart carries at most
+#: twice this many points: about the pixel width of a wide chart (1,000 px),
+#: which is all a line can show (trackio and W&B keep min/max per bucket too).
+CHART_BUCKETS = 1000
+
+#: A series with at most this many points is sent at full resolution
+#: (2 x CHART_BUCKETS: downsampling it would not make it smaller).
+CHART_MAX_POINTS = 2 * CHART_BUCKETS
+
+#: Runs whose decoded series the server keeps in memory, newest use first. A
+#: 100,000-point run with 10 metrics is about 9 MB of float arrays; a zoom, a
+#: comparison or a live poll then reads only the points stored since, instead of
+#: decoding the whole run again (measured: ~0.7 s for 100,000 points on a loaded
+#: 2-core machine, against ~30 ms for the incremental read).
+SERIES_CACHE_RUNS = 8
+
+#: How often a running run's page asks for new points and status, in
+#: milliseconds (trackio polls once a second locally; a person watching a loss
+#: curve sees nothing faster). The page stops polling when the run ends.
+LIVE_POLL_MS = 1000
+
+#: Most new points per metric one live poll answers at full resolution; a
+#: backlog bigger than this (a page left open while a fast run logged) is
+#: downsampled like a full chart.
+LIVE_MAX_POINTS = CHART_MAX_POINTS
+
+# --------------------------------------------------------------------------- lists
+
+#: Runs per page of the runs list (and the most a page may ask for). A page is
+#: read at a glance; thousands of runs are paged on the server, not sent at once.
+RUNS_PER_PAGE = 50
+RUNS_PER_PAGE_MAX = 200
+
+#: Most distinct values a runs-list filter offers (statuses, methods, recipes,
+#: datasets, sweeps); past this a person types the value into the URL instead.
+FILTER_CHOICES_MAX = 200
+
+#: Runs a comparison overlays: two is the least that compares, ten colours are
+#: as many as a person tells apart on one chart.
+COMPARE_MIN_RUNS = 2
+COMPARE_MAX_RUNS = 10
+
+#: Runs a sweep page reads (the sweep's newest first). A Hydra multirun of
+#: 4 knobs x 5 values is 625 runs; past this the table is a query, not a page.
+SWEEP_MAX_RUNS = 1000

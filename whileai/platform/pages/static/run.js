@@ -1,0 +1,249 @@
+"use strict";
+// A run's page, top to bottom: status and progress, the held-out headline, the delta verdict,
+// every logged series (loss first), the HackMonitor with its alarms, the selection and export
+// reports, cost, the served endpoint, the config with the command that reproduces it, the error.
+// A running run polls for the points past the last step it has (about once a second) and stops
+// when the run ends.
+(function () {
+  const WAI = window.WAI, el = WAI.el;
+  const runId = decodeURIComponent(location.pathname.split("/")[2] || "");
+  const base = "/page-data/runs/" + encodeURIComponent(runId);
+  let view = null, lastStep = -1, timer = null;
+  const byMetric = {};  // metric -> [chart handles that draw it]
+
+  function progress(run) {
+    const total = run.total_steps;
+    const pct = WAI.isNum(total) && total > 0 ? Math.min(100, (100 * run.step) / total) : null;
+    const bits = [el("span", {id: "step"}, "step " + run.step + (WAI.isNum(total) ? " of " + total : ""))];
+    if (run.status === "running" && pct !== null && run.step > 0) {
+      const spent = Date.now() / 1000 - run.created_at;
+      const eta = (spent / run.step) * (total - run.step);
+      bits.push(el("span", {class: "muted", id: "eta"}, " · about " + WAI.duration(eta) + " left"));
+    }
+    const bar = el("div", {class: "bar", role: "progressbar", "aria-valuemin": "0", "aria-valuemax": "100",
+      "aria-valuenow": pct === null ? "0" : pct.toFixed(0)}, el("div", {class: "fill"}));
+    bar.firstChild.style.width = (pct === null ? 0 : pct) + "%";
+    return el("div", {class: "progress", id: "progress"}, WAI.status(run.status), " ", ...bits, bar);
+  }
+
+  function header(v) {
+    const r = v.run, f = v.facts;
+    const meta = [r.id, f.method && "method " + f.method, f.recipe && "recipe " + f.recipe,
+      r.dataset && "dataset " + r.dataset, "started " + WAI.when(r.created_at),
+      f.duration_s !== null && "took " + WAI.duration(f.duration_s)].filter(Boolean).join(" · ");
+    const head = el("header", {class: "run-head"}, el("h1", {id: "run-name"}, r.name || r.id),
+      el("p", {class: "muted"}, meta), progress(r));
+    if (f.sweep !== null && f.sweep !== undefined) {
+      head.append(el("p", {}, "Part of sweep ", el("a", {href: "/sweeps/" + encodeURIComponent(f.sweep)}, String(f.sweep))));
+    }
+    if (r.status === "failed") head.append(el("p", {class: "notice bad"}, "This run failed; its error is at the bottom of the page. ",
+      el("a", {href: "#error"}, "Read the error")));
+    if (f.phase && r.status === "running") head.append(el("p", {class: "muted"}, "now: " + f.phase));
+    return head;
+  }
+
+  function headline(v) {
+    if (!v.headline.length) {
+      const note = v.training && v.training.holdout_note;
+      return WAI.section("Did it work?", el("p", {class: "muted"}, note ||
+        "No held-out result yet: it appears here when the run records its held-out measure before and after " +
+        "(run.holdout(before, after), or wai.train with a held-out set)."));
+    }
+    const cards = v.headline.map((h) => el("div", {class: "headline", dataset: {metric: h.metric}},
+      el("div", {class: "label"}, h.label),
+      el("div", {class: "big"}, WAI.num(h.before, 3), el("span", {class: "arrow"}, " → "), WAI.num(h.after, 3)),
+      el("div", {class: "change " + (h.change === null ? "" : (h.change > 0) === (h.better === "higher") ? "good" :
+        h.change === 0 ? "" : "bad")}, WAI.signed(h.change), " ", el("span", {class: "muted"}, "(" + h.better + " is better)"))));
+    return WAI.section("Did it work?", el("div", {class: "headlines"}, cards));
+  }
+
+  function ci(x) { return x && x.ci ? "[" + WAI.num(x.ci[0], 3) + ", " + WAI.num(x.ci[1], 3) + "]" : ""; }
+
+  function delta(v) {
+    const d = v.delta;
+    if (!d) return null;
+    const t = d.target || {};
+    const rows = [];
+    const row = (name, side, verdict) => el("tr", {}, el("td", {}, name),
+      el("td", {}, WAI.num(side.before && side.before.value, 3)), el("td", {}, WAI.num(side.after && side.after.value, 3)),
+      el("td", {}, WAI.signed(side.delta && side.delta.value), " ", el("span", {class: "muted small"}, ci(side.delta))),
+      el("td", {}, verdict ? el("span", {class: "verdict v-" + String(verdict).replace(/[^a-z]/g, "")}, verdict) : ""));
+    rows.push(row("all rows (target)", t, d.verdict));
+    if (d.proxy) rows.push(row("proxy", d.proxy, ""));
+    const groups = (d.by && d.by.groups) || [];
+    for (const g of groups) rows.push(row((d.by.key || "group") + " = " + g.group, g.target || {}, g.verdict));
+    return WAI.section("Delta verdict",
+      el("p", {}, el("span", {class: "verdict big-verdict v-" + String(d.verdict).replace(/[^a-z]/g, "")}, d.verdict || "–")),
+      el("p", {id: "delta-reason"}, d.reason || ""),
+      el("div", {class: "scroll"}, el("table", {class: "data", id: "delta-table"},
+        el("thead", {}, el("tr", {}, ["", "before", "after", "change (CI)", "verdict"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, rows))));
+  }
+
+  function lines(series, metrics) {
+    return metrics.filter((m) => series[m]).map((m, i) => ({label: m, x: series[m].x, y: series[m].y,
+      color: WAI.palette[i % 10], downsampled: series[m].downsampled, points: series[m].points}));
+  }
+
+  async function zoom(metrics, min, max) {
+    const data = await WAI.getJSON(base + "?metrics=" + encodeURIComponent(metrics.join(",")) + "&start=" + min + "&end=" + max);
+    return lines(data.series, metrics);
+  }
+
+  function note(series, metrics) {
+    const thin = metrics.filter((m) => series[m] && series[m].downsampled);
+    if (!thin.length) return null;
+    return thin.map((m) => m + ": " + series[m].points.toLocaleString() + " points, drawn as " +
+      series[m].x.length.toLocaleString() + " (each bucket's min and max); zoom in for full resolution").join("; ");
+  }
+
+  function register(handle, metrics) { for (const m of metrics) (byMetric[m] = byMetric[m] || []).push(handle); }
+
+  function chartsSection(v) {
+    if (!v.charts.length) return WAI.section("Charts", el("p", {class: "muted"}, "No points logged yet."));
+    const grid = el("div", {class: "charts"});
+    const sec = WAI.section("Charts", WAI.chartControls(), grid);
+    const boxes = v.charts.map((c) => {
+      const box = el("div", {dataset: {chart: c.id}});
+      grid.append(box);
+      return [box, c];
+    });
+    if (v.unstepped) sec.append(el("p", {class: "muted small"}, v.unstepped + " points were logged without a step; " +
+      "they are kept (get_run has them) but not drawn on a step axis."));
+    return [sec, () => boxes.forEach(([box, c]) => register(WAI.chart(box, {title: c.title,
+      lines: lines(v.series, c.metrics), note: note(v.series, c.metrics),
+      onZoom: (a, b) => zoom(c.metrics, a, b)}), c.metrics))];
+  }
+
+  function monitorSection(v) {
+    const m = v.monitor;
+    if (!m) return null;
+    const box = el("div", {dataset: {chart: "monitor"}});
+    const alarms = el("ol", {class: "alarms", id: "alarms"}, m.alarms.map((a) =>
+      el("li", {class: "alarm", dataset: {step: a.step, kind: a.kind}}, el("b", {}, "step " + a.step + " · " + a.kind + ": "), a.text)));
+    const sec = WAI.section("HackMonitor: proxy against gold", box,
+      m.alarms.length ? alarms : el("p", {class: "good"}, "No alarms."),
+      ...m.notes.map((n) => el("p", {class: "muted"}, n)));
+    let ls;
+    if (m.metrics.length) ls = lines(v.series, m.metrics);
+    else ls = ["proxy", "gold"].map((k, i) => {
+      const pts = m.curve.filter((p) => WAI.isNum(p.step) && WAI.isNum(p[k]));
+      return {label: k, x: pts.map((p) => p.step), y: pts.map((p) => p[k]), color: WAI.palette[i]};
+    });
+    ls.forEach((l) => { if (/gold/.test(l.label)) l.color = WAI.palette[4]; if (/proxy/.test(l.label)) l.color = WAI.palette[1]; });
+    return [sec, () => register(WAI.chart(box, {title: "proxy and gold on the held-out prompts" +
+      (m.evaluations ? " (" + m.evaluations + " evaluations)" : ""), lines: ls, alarms: m.alarms,
+      onZoom: m.metrics.length ? (a, b) => zoom(m.metrics, a, b) : null}), m.metrics)];
+  }
+
+  function reports(v) {
+    const out = [];
+    const s = v.selection;
+    if (s) {
+      const dropped = (s.dropped || []).map((d) => el("tr", {}, el("td", {}, d.class), el("td", {}, WAI.num(d.rows)),
+        el("td", {}, WAI.num(d.tasks)), el("td", {}, d.reason || "")));
+      out.push(WAI.section("Which rows it trained on", el("p", {}, s.summary || ""),
+        dropped.length ? el("div", {class: "scroll"}, el("table", {class: "data"},
+          el("thead", {}, el("tr", {}, ["dropped", "rows", "tasks", "why"].map((h) => el("th", {}, h)))), el("tbody", {}, dropped))) : null));
+    }
+    const e = v.export;
+    if (e) out.push(WAI.section("Export report", e.summary ? el("p", {}, String(e.summary)) : null,
+      WAI.fields(e, ["summary"])));
+    return out;
+  }
+
+  function cost(v) {
+    const r = v.run;
+    const t = v.training || {};
+    const basis = r.cost_basis ? r.cost_basis.text : t.cost_basis;
+    if (!r.cost_basis && !basis) return null;
+    return WAI.section("Cost", el("p", {}, el("span", {class: "big-inline", id: "cost"},
+      WAI.isNum(r.cost_usd) ? "about " + WAI.cost(r.cost_usd) : "no estimate")),
+      el("p", {class: "muted", id: "cost-basis"}, basis || ""));
+  }
+
+  function served(v) {
+    if (!v.adapter && !v.served.length) return null;
+    const parts = [];
+    if (v.adapter) parts.push(el("p", {}, "Adapter: ", el("code", {class: "wrap"}, String(v.adapter))));
+    for (const m of v.served) {
+      parts.push(el("p", {}, "Served as ", el("b", {}, m.name), " (version " + m.version + ") at ", el("code", {}, m.endpoint)));
+      parts.push(WAI.copyable("from openai import OpenAI\n\nclient = OpenAI(base_url=" + JSON.stringify(m.endpoint) +
+        ", api_key=\"<your whileai key>\")\nreply = client.chat.completions.create(\n    model=" + JSON.stringify(m.name) +
+        ",\n    messages=[{\"role\": \"user\", \"content\": \"Hello\"}],\n)\nprint(reply.choices[0].message)", "client snippet"));
+    }
+    if (!v.served.length) parts.push(el("p", {class: "muted"}, "Not served. wai.serve(run, \"name\") puts it on an endpoint."));
+    return WAI.section("Adapter and endpoint", ...parts);
+  }
+
+  function config(v) {
+    const c = v.config;
+    const parts = [];
+    for (const cmd of c.reproduce) parts.push(el("p", {class: "label"}, cmd.label), WAI.copyable(cmd.text, cmd.label));
+    if (!c.reproduce.length) parts.push(el("p", {class: "muted"}, "No command recorded with this run."));
+    if (c.overrides && (Array.isArray(c.overrides) ? c.overrides.length : Object.keys(c.overrides).length)) {
+      parts.push(el("p", {class: "label"}, "Overrides as typed"), el("pre", {class: "code", id: "overrides"},
+        Array.isArray(c.overrides) ? c.overrides.join(" ") : WAI.json(c.overrides)));
+    }
+    parts.push(el("p", {class: "label"}, c.overrides || c.recipe ? "Resolved spec" : "Config as given"),
+      el("pre", {class: "code", id: "config"}, WAI.json(c.spec)));
+    const extra = {versions: c.versions, git: c.git, init_from: c.init_from};
+    for (const [k, val] of Object.entries(extra)) if (val) parts.push(el("p", {class: "label"}, k), el("pre", {class: "code"}, WAI.json(val)));
+    return WAI.section("Config", ...parts);
+  }
+
+  function other(v) {
+    const keys = Object.keys(v.summary_other || {});
+    if (!keys.length) return null;
+    return WAI.section("Notes on the run", WAI.fields(v.summary_other));
+  }
+
+  function error(v) {
+    if (!v.run.error) return null;
+    const sec = WAI.section("Error", el("pre", {class: "code error-text"}, v.run.error));
+    sec.id = "error";
+    return sec;
+  }
+
+  function render(v) {
+    WAI.forgetCharts();
+    for (const k of Object.keys(byMetric)) delete byMetric[k];
+    document.title = (v.run.name || v.run.id) + " · whileai";
+    const charts = chartsSection(v), monitor = monitorSection(v);
+    const nodes = [header(v), headline(v), delta(v), Array.isArray(charts) ? charts[0] : charts,
+      monitor && monitor[0], ...reports(v), cost(v), served(v), config(v), other(v), error(v)];
+    WAI.main().replaceChildren(...nodes.filter(Boolean));
+    if (Array.isArray(charts)) charts[1]();
+    if (monitor) monitor[1]();
+    lastStep = Math.max(-1, ...Object.values(v.series).map((s) => s.x.length ? s.x[s.x.length - 1] : -1));
+    document.body.dataset.status = v.run.status;
+  }
+
+  async function poll() {
+    let live;
+    try { live = await WAI.getJSON(base + "/live?after=" + lastStep); } catch (e) { timer = setTimeout(poll, view.live.poll_ms * 3); return; }
+    const known = new Set(Object.keys(view.series));
+    const fresh = live.metrics.some((m) => !known.has(m));
+    if (fresh || live.status !== "running") {  // a new series, or the run ended: read the whole page once more
+      view = await WAI.getJSON(base);
+      render(view);
+      if (view.run.status === "running") timer = setTimeout(poll, view.live.poll_ms);
+      else document.body.dataset.live = "stopped";
+      return;
+    }
+    for (const [m, pts] of Object.entries(live.points)) {
+      for (const h of byMetric[m] || []) h.append(m, pts.x, pts.y);
+      if (pts.x.length) lastStep = Math.max(lastStep, pts.x[pts.x.length - 1]);
+    }
+    Object.assign(view.run, {status: live.status, step: live.step, total_steps: live.total_steps});
+    document.getElementById("progress").replaceWith(progress(view.run));
+    document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
+    timer = setTimeout(poll, view.live.poll_ms);
+  }
+
+  WAI.ready(async () => {
+    view = await WAI.getJSON(base);
+    render(view);
+    if (view.run.status === "running") { document.body.dataset.live = "polling"; timer = setTimeout(poll, view.live.poll_ms); }
+  });
+})();
