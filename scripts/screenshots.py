@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             for width, height, scheme, tag in ((1280, 900, "light", "1280"), (390, 844, "light", "390"),
                                                (1280, 900, "dark", "1280-dark")):
                 context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme,
-                                              device_scale_factor=1 if width > 500 else 2)
+                                              device_scale_factor=1)
                 page = context.new_page()
                 page.goto(handle.base_url + "/signin")
                 page.fill("#key", ids["key"])

@@ -179,3 +179,44 @@ def test_a_signin_link_works_once_and_expires(store, monkeypatch):
     later = sessions.time.time() + defaults.SIGNIN_LINK_TTL_S + 1
     monkeypatch.setattr(sessions.time, "time", lambda: later)
     assert sessions.redeem_signin_link(store, late) is None
+
+
+# --------------------------------------------------------------------------- python -m whileai open
+
+
+def test_open_prints_a_one_time_link_to_the_run_on_a_running_server(home, capsys):
+    import httpx
+
+    from whileai.platform.server import open_main, serve_in_thread
+    from whileai.platform.store import ensure_local_account
+
+    handle = serve_in_thread()  # the store under this test's data root, as `python -m whileai platform` uses
+    try:
+        account, key = ensure_local_account(handle.store)
+        run = handle.store.create_run(account, name="mine")
+        assert open_main(["--no-browser", "--port", str(handle.port), run["id"]]) == 0
+        link = capsys.readouterr().out.split()[-1]
+        assert link.startswith(f"{handle.base_url}/signin/once?token=") and key not in link
+        with httpx.Client(follow_redirects=True) as browser:
+            page = browser.get(link)
+            assert page.status_code == 200 and page.url.path == f"/runs/{run['id']}"
+            assert browser.get(f"{handle.base_url}/page-data/runs/{run['id']}").json()["run"]["name"] == "mine"
+        assert open_main(["--no-browser", "--port", str(handle.port), "run_0000000000000000"]) == 2
+        assert "no run 'run_0000000000000000'" in capsys.readouterr().err
+    finally:
+        handle.stop()
+
+
+def test_static_files_are_a_fixed_set_served_from_the_package(store):
+    from fastapi.testclient import TestClient
+
+    from whileai.platform.api import create_app
+
+    with TestClient(create_app(store)) as client:
+        js = client.get("/static/vendor/uPlot.iife.min.js")
+        assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+        assert js.headers["x-content-type-options"] == "nosniff" and len(js.content) > 40_000
+        for name in ("../routes.py", "..%2Froutes.py", "vendor/VENDORED.md", "/etc/passwd"):
+            assert client.get(f"/static/{name}").status_code == 404, name
+        assert client.get("/page-data/runs").status_code == 401  # no session, no bearer: no data
+        assert client.get("/runs", follow_redirects=False).headers["location"] == "/signin?next=%2Fruns"

@@ -23,9 +23,12 @@ __all__ = ["FILTERS", "list_page", "sweep_records", "check_filters"]
 
 #: filter name -> where its value is read, first hit wins: ("column", name) or (json column, path...)
 _PATHS: dict[str, list[tuple[str, ...]]] = {
-    "method": [("config_json", "method"), ("config_json", "spec", "method"), ("summary_json", "training", "method")],
-    "recipe": [("config_json", "recipe"), ("config_json", "spec", "recipe")],
-    "sweep": [("config_json", "sweep", "id"), ("config_json", "sweep_id"), ("config_json", "sweep"),
+    "method": [("config_json", "method"), ("config_json", "spec", "method"), ("config_json", "runner", "spec", "method"),
+               ("summary_json", "training", "method")],
+    "recipe": [("config_json", "runner", "recipe"), ("config_json", "extra", "runner", "recipe"),
+               ("config_json", "recipe"), ("config_json", "spec", "recipe")],
+    "sweep": [("config_json", "runner", "sweep_id"), ("config_json", "extra", "runner", "sweep_id"),
+              ("config_json", "sweep", "id"), ("config_json", "sweep_id"), ("config_json", "sweep"),
               ("config_json", "spec", "sweep_id")],
 }
 FILTERS = ("status", "method", "recipe", "dataset", "sweep")

@@ -52,7 +52,7 @@ class Columns:
         n_old = self.count
         metrics = {}
         for name in names:
-            new = np.array([_number(d.get(name, nan)) for d in decoded], dtype=float)
+            new = _column(decoded, name)
             old = self.metrics.get(name)
             metrics[name] = new if not n_old else np.concatenate([np.full(n_old, nan) if old is None else old, new])
         steps = np.array([nan if r[1] is None else r[1] for r in rows], dtype=float)
@@ -70,6 +70,13 @@ class Columns:
             order = keep[np.argsort(self.step[keep], kind="stable")]
             self._order[name] = order
         return self.step[order], y[order]
+
+
+def _column(decoded: list[dict[str, Any]], name: str) -> np.ndarray:
+    try:  # stored metrics are finite numbers (clean_points), so this is the path taken
+        return np.fromiter((d.get(name, math.nan) for d in decoded), dtype=float, count=len(decoded))
+    except (TypeError, ValueError):
+        return np.array([_number(d.get(name, math.nan)) for d in decoded], dtype=float)
 
 
 def _number(value: Any) -> float:

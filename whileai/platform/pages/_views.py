@@ -36,28 +36,50 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None and v != ""), None)
 
 
+def _runner(config: dict[str, Any]) -> dict[str, Any] | None:
+    found = config.get("runner") or _get(config, "extra", "runner")  # wai.train keeps unread keys under extra
+    return found if isinstance(found, dict) else None
+
+
 def config_parts(record: dict[str, Any]) -> dict[str, Any]:
-    """The config split the way the page shows it: ``spec`` (resolved), ``overrides``, ``recipe``, ``command``..."""
+    """The config split the way the page shows it: ``spec`` (resolved), ``overrides``, ``recipe``, ``command``...
+
+    A run made by the runner carries its record under ``config["runner"]`` (spec,
+    overrides, recipe, command, versions, git, sweep_id, stages); a run made
+    another way may carry the same fields at the top of its config, or none.
+    """
     config = record.get("config")
     if not isinstance(config, dict):
         return {"spec": config, "overrides": None, "recipe": None, "command": None, "versions": None,
-                "git": None, "sweep": None, "init_from": None}
-    spec = config.get("spec") if isinstance(config.get("spec"), dict) else config
-    command = config.get("command")
+                "git": None, "sweep": None, "init_from": None, "stage": None, "runner": False}
+    runner = _runner(config)
+    source = runner if runner is not None else config
+    if isinstance(source.get("spec"), dict):
+        spec = source["spec"]
+    else:
+        spec = {k: v for k, v in config.items() if k not in ("runner", "extra")} if runner else config
+    command = source.get("command")
     if isinstance(command, list):
         command = " ".join(str(part) for part in command)
-    sweep = _first(_get(config, "sweep", "id"), config.get("sweep_id"), config.get("sweep"),
+    sweep = _first(_get(source, "sweep", "id"), source.get("sweep_id"), source.get("sweep"),
                    _get(spec, "sweep", "id"), _get(spec, "sweep_id"))
+    stage = None
+    if runner is not None and runner.get("stage") is not None:
+        stage = {"name": runner.get("stage"), "index": runner.get("stage_index"), "stages": runner.get("stages"),
+                 "previous_run": runner.get("previous_run")}
     return {
         "spec": spec,
-        "overrides": config.get("overrides"),
-        "recipe": _first(config.get("recipe"), _get(spec, "recipe")),
+        "overrides": source.get("overrides"),
+        "recipe": _first(source.get("recipe"), _get(spec, "recipe")),
         "command": command if isinstance(command, str) else None,
-        "versions": config.get("versions"),
-        "git": config.get("git"),
+        "versions": source.get("versions"),
+        "git": source.get("git"),
         "sweep": sweep if isinstance(sweep, (str, int)) else None,
-        "init_from": _first(config.get("init_from"), _get(spec, "init_from"),
+        "init_from": _first(config.get("init_from"), source.get("previous_run"), _get(spec, "init_from"),
                             _get(record.get("summary"), "init_from")),
+        "reproduces": source.get("reproduces"),
+        "stage": stage,
+        "runner": runner is not None and isinstance(runner.get("spec"), dict),
     }
 
 
@@ -106,7 +128,8 @@ def facts(record: dict[str, Any]) -> dict[str, Any]:
     parts = config_parts(record)
     spec = parts["spec"]
     kind = record.get("kind")
-    method = _first(_get(spec, "method"), _get(summary, "training", "method"),
+    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    method = _first(config.get("method"), _get(spec, "method"), _get(summary, "training", "method"),
                     kind if kind not in (None, "hosted") else None)
     if isinstance(method, dict):
         method = _first(method.get("name"), method.get("method"))
@@ -297,7 +320,7 @@ def reproduce_commands(record: dict[str, Any]) -> list[dict[str, str]]:
     out = []
     if parts["command"]:
         out.append({"label": "the command that made this run", "text": parts["command"]})
-    if isinstance(record.get("config"), dict) and isinstance(record["config"].get("spec"), dict):
+    if parts["runner"] or (isinstance(record.get("config"), dict) and isinstance(record["config"].get("spec"), dict)):
         out.append({"label": "run again from the stored spec", "text": f"python -m whileai reproduce {record['id']}"})
     elif parts["recipe"] and isinstance(parts["overrides"], list):
         line = " ".join(["python -m whileai run", f"recipe={parts['recipe']}", *map(str, parts["overrides"])])

@@ -36,6 +36,11 @@
     if (f.sweep !== null && f.sweep !== undefined) {
       head.append(el("p", {}, "Part of sweep ", el("a", {href: "/sweeps/" + encodeURIComponent(f.sweep)}, String(f.sweep))));
     }
+    const c = v.config, runLink = (id) => el("a", {href: "/runs/" + encodeURIComponent(id)}, String(id));
+    if (c.stage && c.stage.name) head.append(el("p", {class: "muted"}, "stage " + c.stage.name +
+      (Array.isArray(c.stage.stages) ? " (" + (Number(c.stage.index) + 1) + " of " + c.stage.stages.length + ": " + c.stage.stages.join(" → ") + ")" : "")));
+    if (typeof c.init_from === "string") head.append(el("p", {}, "Started from ", runLink(c.init_from)));
+    if (typeof c.reproduces === "string") head.append(el("p", {}, "Reproduces ", runLink(c.reproduces)));
     if (r.status === "failed") head.append(el("p", {class: "notice bad"}, "This run failed; its error is at the bottom of the page. ",
       el("a", {href: "#error"}, "Read the error")));
     if (f.phase && r.status === "running") head.append(el("p", {class: "muted"}, "now: " + f.phase));
@@ -187,7 +192,7 @@
     }
     parts.push(el("p", {class: "label"}, c.overrides || c.recipe ? "Resolved spec" : "Config as given"),
       el("pre", {class: "code", id: "config"}, WAI.json(c.spec)));
-    const extra = {versions: c.versions, git: c.git, init_from: c.init_from};
+    const extra = {versions: c.versions, git: c.git};
     for (const [k, val] of Object.entries(extra)) if (val) parts.push(el("p", {class: "label"}, k), el("pre", {class: "code"}, WAI.json(val)));
     return WAI.section("Config", ...parts);
   }

@@ -53,14 +53,14 @@
       el("td", {}, box),
       el("td", {class: "name"}, el("a", {href: "/runs/" + encodeURIComponent(r.id)}, r.name || r.id),
         el("div", {class: "muted small"}, r.id, sweep ? " · " : "", sweep)),
-      el("td", {}, WAI.status(r.status), r.alarms ? el("span", {class: "alarm-badge", title: r.alarms + " HackMonitor alarms"}, " ⚠ " + r.alarms) : null),
-      el("td", {}, r.method || "–"),
-      el("td", {class: "wide"}, r.recipe || "–"),
-      el("td", {class: "wide"}, r.dataset || "–"),
-      el("td", {}, WAI.holdout(r.holdout)),
-      el("td", {}, WAI.cost(r.cost_usd)),
-      el("td", {class: "wide"}, WAI.when(r.started)),
-      el("td", {class: "wide"}, WAI.duration(r.duration_s)));
+      el("td", {class: "meta"}, WAI.status(r.status), r.alarms ? el("span", {class: "alarm-badge", title: r.alarms + " HackMonitor alarms"}, " ⚠ " + r.alarms) : null),
+      el("td", {class: "meta", "data-label": "method"}, r.method || "–"),
+      el("td", {class: "meta wide", "data-label": "recipe"}, r.recipe || "–"),
+      el("td", {class: "meta wide", "data-label": "dataset"}, r.dataset || "–"),
+      el("td", {class: "meta", "data-label": "held-out"}, WAI.holdout(r.holdout)),
+      el("td", {class: "meta", "data-label": "cost"}, WAI.cost(r.cost_usd)),
+      el("td", {class: "meta wide", "data-label": "started"}, WAI.when(r.started)),
+      el("td", {class: "meta wide", "data-label": "took"}, WAI.duration(r.duration_s)));
   }
 
   function pager(data) {
