@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from whileai.platform._store_values import RUN_STOP_MARK
 from whileai.simulations import defaults
 from whileai.simulations._paths import data_root, setting
 
@@ -49,7 +50,7 @@ __all__ = [
 JOB_ID_ENV = "WHILEAI_JOB_ID"
 FINISHED = ("done", "failed", "stopped")
 #: the summary key a run stopped on request carries (when, and what was ended); the store keeps such a run stopped
-from whileai.platform.store import RUN_STOP_MARK as STOP_MARK  # noqa: E402
+STOP_MARK = RUN_STOP_MARK
 
 #: worker processes this process started, by pid: polled (and so reaped) instead of
 #: trusting ``kill(pid, 0)``, which also succeeds on a zombie
@@ -347,8 +348,10 @@ def _end_process(job: dict[str, Any]) -> str:
     if not _pid_alive(pid, job["id"]):
         return "its worker had already exited"
     try:
-        group = os.getpgid(pid)
-        os.killpg(group, signal.SIGKILL) if group == pid else os.kill(pid, signal.SIGKILL)
+        if os.getpgid(pid) == pid:  # the worker leads its own session and group (start_new_session)
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         return "its worker had already exited"
     deadline = time.monotonic() + defaults.JOB_STOP_WAIT_S
