@@ -59,7 +59,9 @@ def test_chart_series_sends_full_resolution_for_a_zoomed_range_and_the_store_kee
     assert len(store.get_run(acct, run["id"])["series"]) == 10_000
 
 
-def test_the_series_cache_reads_only_new_rows_and_live_points_are_those_past_the_step(store):
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_the_series_cache_reads_only_new_rows_and_live_points_are_those_past_the_step(store, backend):
+    store = store if backend == "sqlite" else _postgres_store()
     acct, _ = store.create_account()
     run = store.create_run(acct)
     store.add_points(acct, run["id"], "a", [{"step": s, "metrics": {"loss": float(s)}} for s in range(5)])
