@@ -293,6 +293,12 @@ def test_the_run_page_shows_headline_delta_charts_alarms_and_config_in_order(pla
     assert 1000 < drawn[0] <= 2000 and drawn[1] == N // 100  # loss in 1,000 min/max buckets; eval_loss in full
     assert loss.evaluate("e => e.wai.lines.map(l => l.label)") == ["loss", "eval_loss"]
     assert loss.evaluate("e => Math.max(...e.wai.u.data[1].filter(v => v != null))") == SPIKE  # the spike survives
+    page.check(".controls input[type=checkbox]")  # the log-scale toggle redraws every chart on a log axis
+    assert loss.evaluate("e => e.wai.u.scales.y.distr") == 3
+    page.uncheck(".controls input[type=checkbox]")
+    page.locator(".controls input[type=range]").fill("0.9")  # smoothing: an exponential moving average
+    assert loss.evaluate("e => e.wai.u.data[1][1] !== e.wai.lines[0].y[1]")
+    page.locator(".controls input[type=range]").fill("0")
     loss.evaluate("e => e.wai.u.setScale('x', {min: 3000, max: 3400})")  # zoom in: full resolution for the range
     expect(loss).to_have_attribute("data-zoom", "full")
     assert loss.get_attribute("data-points").split(",")[0] == "401"
