@@ -136,14 +136,12 @@ def test_dpo_on_modal_through_the_seam(sets, fake):
 
 
 def test_a_stage_on_modal_reads_its_start_adapter_from_the_volume(sets, fake, session_home):
-    """DPO on Modal from a local SFT run: the SFT adapter is uploaded to the Volume and the job continues it."""
+    """DPO on Modal from an SFT run whose adapter is only here: it is uploaded to the Volume and the job continues it."""
     from whileai.platform.jobs.runner import adapter_dir
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        sft = wai.train(sets["train"], method="sft", steps=1, target="local", check="off", base_model=sets["base"],
-                        config={"holdoutRows": 2})
+    sft = _train(sets, "sft", steps=1, check="off", config={"holdoutRows": 2})
     assert sft.wait(poll=1, timeout=240) == "done", sft.error
+    shutil.rmtree(fake.volume / sft.id)  # as for a run trained locally: its adapter is only in the data root
     run = _train(sets, "dpo", steps=2, init_from=sft, config={"holdoutRows": 2, "batchSize": 2})
     payload, _gpu = fake.spawned[-1]
     assert fake.uploaded == [sft.id] and payload["spec"]["init_adapter"] == str(fake.volume / sft.id)

@@ -194,8 +194,20 @@ def replay(store: Any, account_id: str, run_id: str, entries: list[dict[str, Any
             store.update_run(account_id, run_id, body)
 
 
+def _finishes(entry: dict[str, Any] | None) -> bool:
+    """Whether a recorded request ends the run (a PATCH with a final status)."""
+    body = (entry or {}).get("json") or {}
+    return (entry or {}).get("method") == "PATCH" and body.get("status") in ("done", "failed", "stopped")
+
+
 def reconcile_modal(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
-    """Pull what the job recorded, and settle it when its call has ended."""
+    """Pull what the job recorded, and settle it when its call has ended.
+
+    While the call runs, what it recorded is replayed up to the request that
+    finishes the run: the run turns done only once the call has ended and its
+    adapter has been copied home, so a run read as done can be served or
+    continued from at once.
+    """
     from whileai.platform.jobs.runner import adapter_dir, end_job
 
     backend = get_backend()
@@ -209,6 +221,8 @@ def reconcile_modal(store: Any, account_id: str, job: dict[str, Any]) -> dict[st
     except Exception as exc:  # Modal unreachable from here right now: try again on the next read
         _log.warning("could not reach Modal for %s: %s", job["id"], exc)
         return job
+    if result is None:  # still running: the run's final status waits for the call's end (and its adapter)
+        entries = entries[: next((i for i, e in enumerate(entries) if _finishes(e)), len(entries))]
     if entries:
         replay(store, account_id, job["run_id"], entries)
         spec["pulled"] = int(spec.get("pulled") or 0) + len(entries)
