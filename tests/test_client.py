@@ -10,7 +10,7 @@ import pytest
 
 from whileai.simulations import _client, defaults
 from whileai.simulations._client import Client, embedded_base_url, get_client
-from whileai.simulations.errors import NotFoundError, PlatformError
+from whileai.core.errors import NotFoundError, PlatformError
 
 
 def _client_over(handler) -> Client:

@@ -229,7 +229,7 @@ def test_push_survives_a_restart_byte_for_byte_and_stays_in_its_account(platform
     _other, other_key = platform["server"].store.create_account("someone else")
     assert raw_rows(platform["server"].base_url, other_key, ds.id)[0] == 404
     from whileai.simulations._client import get_client
-    from whileai.simulations.errors import NotFoundError
+    from whileai.core.errors import NotFoundError
 
     other = get_client(api_key=other_key, base_url=platform["server"].base_url)
     assert other.request("GET", "/datasets")["datasets"] == []
@@ -253,7 +253,7 @@ def test_push_forms_and_refusals(platform, tmp_path):
         wai.push(from_file)
     bad = fixture_rows()
     bad[2]["passed"] = "yes"
-    from whileai.simulations.errors import RowFormatError
+    from whileai.core.errors import RowFormatError
 
     before = {d.id for d in datasets.list_datasets()}
     with pytest.raises(RowFormatError, match="row 2"):
@@ -283,7 +283,7 @@ def test_cut_splits_by_task_and_links_siblings(platform):
 def test_delete_dataset(platform):
     ds = wai.push(fixture_rows(), name="gone")
     assert wai.delete_dataset(ds) == {"id": ds.id, "deleted": True}
-    from whileai.simulations.errors import NotFoundError
+    from whileai.core.errors import NotFoundError
 
     with pytest.raises(NotFoundError):
         datasets.load_rows(ds.id)

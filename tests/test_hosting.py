@@ -13,11 +13,11 @@ import warnings
 import pytest
 
 import whileai.simulations as wai
-from whileai.platform.jobs import runner
+from whileai.platform.launcher import runner
 from whileai.simulations import defaults
 from whileai.simulations._client import get_client
 from whileai.simulations._hosting import check_knob, resolve_config
-from whileai.simulations.errors import TrainingConfigError, TrainingSelectionError
+from whileai.core.errors import TrainingConfigError, TrainingSelectionError
 
 
 def _row(task: str, passed: bool, i: int, temperature: float = 0.7) -> dict:
@@ -67,7 +67,7 @@ def launches(home, monkeypatch):
 
     monkeypatch.setattr(runner, "_launch_local", fake_local)
     monkeypatch.setattr(runner, "_pid_alive", lambda pid, job_id: True)
-    from whileai.platform.jobs import _common
+    from whileai.jobs import _common
 
     monkeypatch.setattr(_common, "load_policy", no_model)
     return calls
@@ -263,7 +263,7 @@ def test_holdout_defaults_to_the_split_sibling(launches):
 
 
 def test_target_comes_from_the_platform_configuration(launches, monkeypatch):
-    from whileai.platform.jobs import modal_backend
+    from whileai.platform.launcher import modal_backend
 
     spawned = []
 
@@ -304,7 +304,7 @@ def test_wait_times_out(launches):
 
 
 def test_the_launch_route_checks_what_it_is_asked(launches):
-    from whileai.simulations.errors import NotFoundError, PlatformError
+    from whileai.core.errors import NotFoundError, PlatformError
 
     client = get_client()
     run = client.request("POST", "/runs", json={"name": "route", "kind": defaults.TRAIN_RUN_KIND})
@@ -319,8 +319,8 @@ def test_the_launch_route_checks_what_it_is_asked(launches):
 
 
 def test_a_job_that_cannot_start_fails_its_run_and_says_why(launches, monkeypatch):
-    from whileai.platform.jobs import modal_backend
-    from whileai.simulations.errors import PlatformError
+    from whileai.platform.launcher import modal_backend
+    from whileai.core.errors import PlatformError
 
     class NoToken:
         def spawn(self, payload, gpu):

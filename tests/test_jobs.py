@@ -1,6 +1,6 @@
 """The job runner with real worker processes: an SFT run end to end, crashes, kills, and RM's judge.
 
-Workers are real detached processes (``python -m whileai.platform.jobs.worker``)
+Workers are real detached processes (``python -m whileai.jobs.worker``)
 on the embedded platform under the session's data root. They train the kit's
 randomly initialised tiny model (``tiny_model_dir``, built in seconds) rather
 than the pre-trained demo base, with tiny steps and held-out sets: these tests

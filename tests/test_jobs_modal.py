@@ -20,7 +20,8 @@ import pytest
 
 import whileai.simulations as wai
 from whileai.kit import load_sample
-from whileai.platform.jobs import _common, modal_app, modal_backend
+from whileai.jobs import _common, modal_app
+from whileai.platform.launcher import modal_backend
 from whileai.simulations import defaults
 from whileai.simulations._client import get_client
 
@@ -174,7 +175,7 @@ def test_a_modal_call_that_dies_fails_the_run(sets, fake, monkeypatch):
 
 
 def test_a_crashing_job_on_modal_reports_its_error(sets, fake, monkeypatch):
-    from whileai.platform.jobs import body
+    from whileai.jobs import body
 
     def crash(*args, **kwargs):
         raise ValueError("the trainer fell over")
@@ -231,7 +232,7 @@ def test_without_modal_credentials_the_real_backend_fails_the_launch_saying_how_
     """No fake here: the real ModalCloud, with no token on this machine, answers at once and says what to do."""
     import modal.config
 
-    from whileai.simulations.errors import PlatformError
+    from whileai.core.errors import PlatformError
 
     if modal.config.config.get("token_id") or os.environ.get("MODAL_TOKEN_ID"):
         pytest.skip("this machine has Modal credentials: the real backend would reach Modal's cloud")

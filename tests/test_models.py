@@ -15,7 +15,7 @@ import pytest
 
 from whileai.simulations import _models, defaults, training
 from whileai.simulations._models import delete_model, models, reward_model, serve, unserve
-from whileai.simulations.errors import NotFoundError
+from whileai.core.errors import NotFoundError
 
 BASE = defaults.KIT_BASE_NAME
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from whileai.simulations import rows as R
-from whileai.simulations.errors import RowFormatError
+from whileai.core.errors import RowFormatError
 
 TOOLS = [
     {

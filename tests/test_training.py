@@ -25,7 +25,7 @@ from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store, ensure_local_account, store_url
 from whileai.simulations import _tracking, defaults, training
 from whileai.simulations._client import get_client
-from whileai.simulations.errors import NotFoundError
+from whileai.core.errors import NotFoundError
 from whileai.simulations.training import delete_run, get_run, list_runs, training_run
 
 ROOT = Path(__file__).resolve().parents[1]

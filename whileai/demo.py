@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _scratch() -> str:
     """Where the Trainer may write (it saves nothing here, but wants a directory)."""
-    from whileai.simulations._paths import data_root
+    from whileai.core.paths import data_root
 
     path = data_root() / "demo"
     path.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ _DONE = "whileai_kit.json"
 
 def models_dir() -> Path:
     """``<data_root>/models``, created on first use."""
-    from whileai.simulations._paths import data_root
+    from whileai.core.paths import data_root
 
     path = data_root() / "models"
     path.mkdir(parents=True, exist_ok=True)

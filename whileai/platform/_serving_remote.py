@@ -51,7 +51,7 @@ __all__ = ["RemoteBackend", "ModalServeCloud", "RemoteServing", "serve_target", 
 
 def serve_target() -> str:
     """Where generation runs: SERVE_TARGET_ENV, else ``serve_target`` in config.json, else "platform"."""
-    from whileai.simulations._paths import setting
+    from whileai.core.paths import setting
 
     value = setting(defaults.SERVE_TARGET_ENV, "serve_target") or defaults.SERVE_TARGET_DEFAULT
     if value not in defaults.SERVE_TARGETS:

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
 from whileai.simulations import defaults
-from whileai.simulations._paths import data_root
+from whileai.core.paths import data_root
 
 __all__ = ["store_url", "make_engine", "is_sqlite", "with_lock_retry", "StoreBusyError"]
 

@@ -42,7 +42,7 @@ def create_app(store: Store | None = None, *, public_url: str | None = None) -> 
     by default it is the address each request reached the server at.
     """
     from whileai.platform import serving
-    from whileai.platform.jobs import routes as job_routes
+    from whileai.platform.launcher import routes as job_routes
 
     app = FastAPI(
         title="whileai platform",
@@ -56,7 +56,7 @@ def create_app(store: Store | None = None, *, public_url: str | None = None) -> 
     app.include_router(pages.router)  # the run pages, their data, sign-in and static files
     app.include_router(serving.router)
     job_routes.install(app)  # /api/v1/jobs/launch, /jobs/{id}/end and settling jobs when a run is read
-    from whileai.platform.jobs.routes import install as install_jobs  # launch/end, settle jobs on read
+    from whileai.platform.launcher.routes import install as install_jobs  # launch/end, settle jobs on read
 
     install_jobs(app)
     _install_error_handlers(app)

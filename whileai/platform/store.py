@@ -79,7 +79,7 @@ from whileai.platform._store_values import (
     run_cost,
 )
 from whileai.simulations import defaults
-from whileai.simulations._paths import data_root
+from whileai.core.paths import data_root
 
 __all__ = [
     "Store",

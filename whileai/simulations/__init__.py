@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# public name -> the module (relative to this package) that defines it
+# public name -> the module that defines it (relative to this package, or absolute)
 _EXPORTS: dict[str, str] = {
     # run tracking and hosted training (training.md)
     "TrainerCallback": "training",
@@ -55,12 +55,12 @@ _EXPORTS: dict[str, str] = {
     "HackMonitor": "monitor",
     "format_hack_monitor": "monitor",
     # named exceptions
-    "WhileaiError": "errors",
-    "PlatformError": "errors",
-    "ExportValidationError": "errors",
-    "RowFormatError": "errors",
-    "TrainingSelectionError": "errors",
-    "TrainingConfigError": "errors",
+    "WhileaiError": "whileai.core.errors",
+    "PlatformError": "whileai.core.errors",
+    "ExportValidationError": "whileai.core.errors",
+    "RowFormatError": "whileai.core.errors",
+    "TrainingSelectionError": "whileai.core.errors",
+    "TrainingConfigError": "whileai.core.errors",
 }
 
 # submodules reachable as attributes: wai.datasets.cut(...), wai.defaults.GPU_USD_PER_HOUR
@@ -71,7 +71,8 @@ __all__ = sorted([*_EXPORTS, *_SUBMODULES])
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
-        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        home = _EXPORTS[name]
+        value = getattr(importlib.import_module(home if home.startswith("whileai.") else f".{home}", __name__), name)
     elif name in _SUBMODULES:
         value = importlib.import_module(f".{name}", __name__)
     else:

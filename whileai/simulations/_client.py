@@ -28,8 +28,8 @@ from typing import Any
 import httpx
 
 from . import defaults
-from ._paths import data_root
-from .errors import NotFoundError, PlatformError
+from whileai.core.paths import data_root
+from whileai.core.errors import NotFoundError, PlatformError
 
 __all__ = ["Client", "get_client", "embedded_client", "embedded_base_url", "API_PREFIX"]
 

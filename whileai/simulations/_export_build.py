@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _export_gate, _export_io, _export_shape
-from .errors import ExportValidationError, RowFormatError
+from whileai.core.errors import ExportValidationError, RowFormatError
 from .rows import SimulationData, as_row, check_rows, read_rows, row_problems, with_profile
 
 __all__ = [

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .errors import RowFormatError
+from whileai.core.errors import RowFormatError
 
 try:  # optional speed-up; the standard library is the fallback
     import orjson as _orjson

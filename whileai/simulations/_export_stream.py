@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _export_build, _export_gate, _export_io, _export_shape
-from .errors import ExportValidationError
+from whileai.core.errors import ExportValidationError
 from .rows import row_problems
 
 __all__ = ["export_training_file"]

@@ -6,7 +6,7 @@ the cited paper's value, from ``TRAINING_KNOBS``), reads the dataset's
 ``profile`` and ``selection_report`` (the selection gate), warns about what is
 probably a mistake, and only then creates the run and asks the platform to
 launch its job (``POST /jobs/launch``). The job itself lives in
-``whileai.platform.jobs``.
+``whileai.jobs`` (launched by ``whileai.platform.launcher``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import defaults
-from .errors import TrainingConfigError, TrainingSelectionError
+from whileai.core.errors import TrainingConfigError, TrainingSelectionError
 
 __all__ = ["train", "resolve_config", "selection_gate"]
 

@@ -40,7 +40,7 @@ def _client_for(run: Any, api_key: str | None) -> Client:
 
 def _run_record(run: Any, client: Client) -> dict[str, Any]:
     """The run's current record: ``run`` is a TrainingRun, a record dict or a ``run_...`` id."""
-    from .errors import NotFoundError
+    from whileai.core.errors import NotFoundError
 
     if isinstance(run, Mapping):
         run_id = run.get("id")

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from . import defaults
-from ._paths import data_root
-from .errors import NotFoundError, PlatformError
+from whileai.core.paths import data_root
+from whileai.core.errors import NotFoundError, PlatformError
 
 __all__ = ["spool_dir", "write", "deliver", "pending_files", "sync_main"]
 
@@ -299,7 +299,7 @@ def _replace(path: Path, keep: list[dict[str, Any]]) -> None:
 
 def _client_for(api_key: str | None, base_url: str | None):
     from . import _client
-    from ._paths import data_root
+    from whileai.core.paths import data_root
 
     cache: dict[str, Any] = {}
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from . import _spool, defaults
 from ._spool import sync_main  # python -m whileai sync (wired in whileai/__main__.py)
-from .errors import NotFoundError, PlatformError
+from whileai.core.errors import NotFoundError, PlatformError
 
 __all__ = ["Tracker", "FINAL_STATUSES", "to_float", "jsonable", "sync_main", "flush_all"]
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from . import _export_build, _export_gate, _export_io, _export_shape, _export_stream
 from ._export_build import MissingPolicyWarning
-from .errors import ExportValidationError, RowFormatError
+from whileai.core.errors import ExportValidationError, RowFormatError
 from .rows import as_row, check_rows, row_problems, with_profile
 
 __all__ = [

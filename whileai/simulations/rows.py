@@ -26,7 +26,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from . import _export_io
-from .errors import RowFormatError
+from whileai.core.errors import RowFormatError
 
 __all__ = [
     "FunctionCall",

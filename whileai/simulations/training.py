@@ -20,9 +20,9 @@ from typing import Any
 
 from . import defaults
 from ._client import Client, get_client
-from ._paths import data_root
+from whileai.core.paths import data_root
 from ._tracking import FINAL_STATUSES, Tracker, jsonable, to_float
-from .errors import PlatformError
+from whileai.core.errors import PlatformError
 
 __all__ = [
     "TrainingRun",

@@ -19,13 +19,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from whileai.platform._routes_common import ApiError, Body, account_id, api_key_from, json_response, store
-from whileai.platform.jobs import runner
+from whileai.platform.launcher import runner
 from whileai.simulations import defaults
 
 __all__ = ["router", "install"]
 
 router = APIRouter()
-_log = logging.getLogger("whileai.platform.jobs")
+_log = logging.getLogger("whileai.platform.launcher")
 
 
 class LaunchBody(Body):

@@ -19,7 +19,7 @@ from whileai.simulations.training import TrainingRun
 
 __all__ = ["JobRun", "run_job", "METHOD_MODULES"]
 
-METHOD_MODULES = {m: f"whileai.platform.jobs.{m}" for m in ("sft", "grpo", "dpo", "rm")}
+METHOD_MODULES = {m: f"whileai.jobs.{m}" for m in ("sft", "grpo", "dpo", "rm")}
 
 
 class JobRun(TrainingRun):
@@ -56,7 +56,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
 
     Raises whatever the trainer raises; the caller fails the run with it.
     """
-    from whileai.platform.jobs import _common
+    from whileai.jobs import _common
     from whileai.simulations.training import TrainerCallback
 
     started = time.time()

@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from whileai.platform.jobs import _common
+from whileai.jobs import _common
 from whileai.simulations import defaults
 
 __all__ = ["fit", "load", "evaluate", "mixed_prompts", "first_action_reward", "SchemaTool"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from whileai.platform.jobs import _common
+from whileai.jobs import _common
 from whileai.simulations import defaults
 
 __all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_examples"]
@@ -34,7 +34,7 @@ def load(spec: dict[str, Any]) -> tuple[Any, Any]:
 
 def pair_examples(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
     """``{"chosen": messages, "rejected": messages, "tools": [...]}`` per pass-vs-fail pair (TRL's implicit prompt)."""
-    from whileai.platform.jobs.dpo import preference_pairs
+    from whileai.jobs.dpo import preference_pairs
     from whileai.simulations._models import reward_text_messages
 
     out = []
@@ -96,7 +96,7 @@ def _holdout_rows(rows: list[dict[str, Any]], spec: dict[str, Any]) -> tuple[lis
     """(labelled held-out rows, held-out pairs), the rows capped at holdoutRows."""
     import random
 
-    from whileai.platform.jobs.dpo import preference_pairs
+    from whileai.jobs.dpo import preference_pairs
 
     labelled = [r for r in rows if isinstance(r.get("passed"), bool)]
     limit = spec.get("holdoutRows") or defaults.TRAIN_HOLDOUT_MAX_ROWS

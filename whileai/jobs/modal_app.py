@@ -2,7 +2,7 @@
 
 Deploy once per Modal workspace (docs/modal.md)::
 
-    modal deploy -m whileai.platform.jobs.modal_app
+    modal deploy -m whileai.jobs.modal_app
 
 ``run_job`` receives everything it needs in its payload (the job's spec, the
 dataset and holdout rows, the run record), because the platform may be on a
@@ -77,9 +77,9 @@ def execute(payload: dict[str, Any], progress: MutableMapping[str, Any], volume_
     run's record as the platform had it). The adapter goes to
     ``volume_root/<run_id>``; ``commit`` makes it durable (the Volume's commit).
     """
-    from whileai.platform.jobs._common import cpu_threads
-    from whileai.platform.jobs.body import JobRun, run_job as run_body
-    from whileai.platform.jobs.worker import error_text
+    from whileai.jobs._common import cpu_threads
+    from whileai.jobs.body import JobRun, run_job as run_body
+    from whileai.jobs.worker import error_text
     from whileai.simulations._client import Client
 
     cpu_threads()

@@ -1,4 +1,4 @@
-"""The local job's process: ``python -m whileai.platform.jobs.worker <job_id>``.
+"""The local job's process: ``python -m whileai.jobs.worker <job_id>``.
 
 Started detached by the runner with a job-scoped API key in its environment. It
 reads its job and the run, beats every JOB_HEARTBEAT_S on its own thread,
@@ -84,12 +84,12 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from whileai.platform.jobs.body import JobRun, run_job
-    from whileai.platform.jobs.runner import adapter_dir, job_dir
+    from whileai.jobs.body import JobRun, run_job
+    from whileai.platform.launcher.runner import adapter_dir, job_dir
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m whileai.platform.jobs.worker <job_id>", file=sys.stderr)
+        print("usage: python -m whileai.jobs.worker <job_id>", file=sys.stderr)
         return 2
     job_id = args[0]
     signal.signal(signal.SIGTERM, _on_sigterm)

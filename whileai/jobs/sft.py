@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from whileai.platform.jobs import _common
+from whileai.jobs import _common
 from whileai.simulations import defaults
 
 __all__ = ["fit", "load", "evaluate"]

@@ -1,6 +1,6 @@
 """The job runner, platform side: one job row per hosted run, launched locally or on Modal, and watched.
 
-A local job is a detached worker process (``python -m whileai.platform.jobs.worker
+A local job is a detached worker process (``python -m whileai.jobs.worker
 <job_id>``) in its own session, so the process that asked for it can exit. It
 reaches the platform with a job-scoped API key minted here (stored hashed like
 any key, revoked when the job ends) through the embedded client on the same
@@ -28,7 +28,7 @@ from typing import Any
 
 from whileai.platform._store_values import RUN_STOP_MARK
 from whileai.simulations import defaults
-from whileai.simulations._paths import data_root, setting
+from whileai.core.paths import data_root, setting
 
 __all__ = [
     "launch",
@@ -180,7 +180,7 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
     store.update_job(account_id, job_id, {"spec": spec})
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "whileai.platform.jobs.worker", job_id],
+            [sys.executable, "-m", "whileai.jobs.worker", job_id],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
