@@ -64,7 +64,7 @@ def sft_dataset(rows):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from whileai.simulations import defaults
+    from whileai.kit import defaults
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--base", default=None, help="base model directory (default: the cached demo base)")

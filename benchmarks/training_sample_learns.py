@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import whileai.simulations as wai
     from whileai.kit import demo_base, load_sample
-    from whileai.simulations import defaults
+    from whileai.kit import defaults
 
     t = time.perf_counter()
     if args.base is None:

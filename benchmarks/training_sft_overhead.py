@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     import whileai.simulations as wai
     from whileai.kit import load_sample
     from whileai.kit._base import tiny_model_dir
-    from whileai.simulations import defaults
+    from whileai.jobs import defaults
 
     threads = int(os.environ.get(defaults.JOB_CPU_THREADS_ENV) or defaults.JOB_CPU_THREADS)
     base = str(tiny_model_dir())

@@ -17,7 +17,7 @@ from whileai.platform import server as server_module
 from whileai.platform.api import create_app
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 API = "/api/v1"
 

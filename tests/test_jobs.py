@@ -142,7 +142,7 @@ def test_a_killed_worker_is_detected_and_its_run_failed(sample_sets):
 
 
 def test_a_stale_heartbeat_fails_a_job_whose_process_cannot_be_checked(sample_sets):
-    from whileai.simulations import defaults
+    from whileai.platform import defaults
 
     client = get_client()
     record = client.request("POST", "/runs", json={"name": "elsewhere", "kind": "hosted"})

@@ -23,6 +23,7 @@ from whileai.kit import load_sample
 from whileai.jobs import _common, modal_app
 from whileai.platform.launcher import modal_backend
 from whileai.simulations import defaults
+from whileai.platform import defaults as platform_defaults
 from whileai.simulations._client import get_client
 
 pytestmark = pytest.mark.slow
@@ -117,7 +118,7 @@ def test_grpo_on_modal_through_the_seam(sets, fake, session_home):
     assert any(k.startswith("rewards/") for p in record["series"] for k in p["metrics"])
     adapter = Path(run.adapter)
     assert adapter == session_home / "adapters" / run.id and (adapter / "adapter_config.json").is_file()
-    assert run.summary["adapter_remote"] == f"modal://{defaults.MODAL_VOLUME_NAME}{fake.volume / run.id}"
+    assert run.summary["adapter_remote"] == f"modal://{platform_defaults.MODAL_VOLUME_NAME}{fake.volume / run.id}"
     training = run.training
     assert training["gpu"] == "A10G" and training["target"] == "modal" and training["generations"] == 2
     assert training["monitor"].startswith("on without a gold judge") and "monitor" in run.summary
@@ -198,7 +199,7 @@ def test_run_job_local_runs_the_deployed_function_body(sets, tmp_path, monkeypat
 
     monkeypatch.setattr(modal_app, "_progress_dict", lambda: progress)
     monkeypatch.setattr(modal_app, "_volume", Volume())
-    monkeypatch.setattr(defaults, "MODAL_VOLUME_MOUNT", str(tmp_path / "adapters"))
+    monkeypatch.setattr(platform_defaults, "MODAL_VOLUME_MOUNT", str(tmp_path / "adapters"))
     client = get_client()
     record = client.request("POST", "/runs", json={"name": "local-modal", "kind": "hosted"})
     spec = {"method": "dpo", "base_model": sets["base"], "learning_rate": 1e-4, "beta": 0.1, "loss_type": "sigmoid",

@@ -49,7 +49,7 @@ def tok():
 
 def test_tokenizer_is_deterministic_for_a_seed(tok):
     from whileai.kit import _tokenizer
-    from whileai.simulations import defaults
+    from whileai.kit import defaults
 
     # training itself (not the per-process cache) gives the same tokenizer twice
     assert _tokenizer._train(0, defaults.KIT_VOCAB_SIZE).to_str() == _tokenizer._train(0, defaults.KIT_VOCAB_SIZE).to_str()
@@ -126,7 +126,7 @@ def test_generation_mask_covers_exactly_the_assistant_turns(tok):
 def test_tiny_model_is_deterministic_and_sized_by_defaults(tok):
     import torch
 
-    from whileai.simulations import defaults
+    from whileai.kit import defaults
 
     a, b = tiny_model(tok, seed=3), tiny_model(tok, seed=3)
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
@@ -342,7 +342,7 @@ def test_a_failed_build_leaves_nothing_behind(home):
 
 def test_demo_base_is_cached_and_loads(home, monkeypatch):
     from whileai.kit import _base
-    from whileai.simulations import defaults
+    from whileai.kit import defaults
 
     monkeypatch.setattr(defaults, "KIT_BASE_STEPS", 2)
     monkeypatch.setattr(defaults, "KIT_BASE_EXAMPLES", 8)

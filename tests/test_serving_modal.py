@@ -37,6 +37,7 @@ from whileai.platform._serving_remote import (  # noqa: E402
 )
 from whileai.platform.server import serve_in_thread  # noqa: E402
 from whileai.simulations import defaults  # noqa: E402
+from whileai.platform import defaults as platform_defaults
 
 BASE = "Qwen/Qwen3-0.6B"
 KEY = "deployment-key-0123456789"
@@ -72,7 +73,7 @@ class FakeVllm:
             if body["lora_name"] in self.loaded:
                 return JSONResponse({"error": {"message": f"The lora adapter '{body['lora_name']}' has already been "
                                                "loaded.", "type": "InvalidUserInput", "code": 400}}, status_code=400)
-            local = self.volume / Path(body["lora_path"]).relative_to(defaults.MODAL_VOLUME_MOUNT)
+            local = self.volume / Path(body["lora_path"]).relative_to(platform_defaults.MODAL_VOLUME_MOUNT)
             if not (local / "adapter_config.json").is_file():
                 return JSONResponse({"error": {"message": f"No adapter found for {body['lora_path']}",
                                                "type": "NotFoundError", "code": 404}}, status_code=404)
@@ -153,7 +154,7 @@ class FolderVolume:
         if not target.exists():
             shutil.copytree(local, target)
             self.uploads.append(run_id)
-        return f"{defaults.MODAL_VOLUME_MOUNT}/{run_id}"
+        return f"{platform_defaults.MODAL_VOLUME_MOUNT}/{run_id}"
 
 
 @pytest.fixture
@@ -241,7 +242,7 @@ def test_a_new_version_is_its_own_adapter_and_unserve_answers_404_at_once(deploy
     assert set(d["fake"].loaded) == {vllm_adapter_name(d["account"], "agent", 1),
                                      vllm_adapter_name(d["account"], "agent", 2)}
     assert d["fake"].loaded[vllm_adapter_name(d["account"], "agent", 2)] == \
-        f"{defaults.MODAL_VOLUME_MOUNT}/{bumped['adapterRunId']}"
+        f"{platform_defaults.MODAL_VOLUME_MOUNT}/{bumped['adapterRunId']}"
 
     assert d["api"].delete("/api/v1/models/agent").json() == {"name": "agent", "deleted": True}
     calls = len(d["fake"].calls)
@@ -268,19 +269,19 @@ def test_a_base_the_deployment_does_not_serve_is_refused_naming_both(deployment)
         client.chat.completions.create(model="llama-agent", messages=ASK)
     message = str(caught.value)
     assert "meta-llama/Llama-3.2-1B-Instruct" in message and BASE in message
-    assert defaults.MODAL_SERVE_BASE_ENV in message and d["fake"].calls == []
+    assert platform_defaults.MODAL_SERVE_BASE_ENV in message and d["fake"].calls == []
 
 
 def test_an_adapter_the_deployment_cannot_load_is_a_502_with_vllms_reason(deployment):
     d = deployment
-    d["backend"].adapter_path = lambda run_id, local: f"{defaults.MODAL_VOLUME_MOUNT}/missing"
+    d["backend"].adapter_path = lambda run_id, local: f"{platform_defaults.MODAL_VOLUME_MOUNT}/missing"
     _serve(d, "broken")
     client = openai.OpenAI(base_url=f"{d['platform'].base_url}/v1", api_key=d["key"], max_retries=0)
     with pytest.raises(openai.InternalServerError) as caught:
         client.chat.completions.create(model="broken", messages=ASK)
     assert caught.value.status_code == 502 and "No adapter found" in str(caught.value)
     loads = [c for c in d["fake"].calls if c[0] == "load"]
-    assert len(loads) == defaults.MODAL_SERVE_LOAD_RETRIES + 1  # retried across Volume reloads, then refused
+    assert len(loads) == platform_defaults.MODAL_SERVE_LOAD_RETRIES + 1  # retried across Volume reloads, then refused
 
 
 def test_an_unreachable_deployment_is_a_503_saying_how_to_redeploy(deployment):
@@ -304,9 +305,9 @@ def test_the_serve_target_comes_from_the_environment_or_config_json(home, monkey
     assert serve_target() == "platform"
     (home / "config.json").write_text(json.dumps({"serve_target": "modal"}))
     assert serve_target() == "modal"
-    monkeypatch.setenv(defaults.SERVE_TARGET_ENV, "platform")
+    monkeypatch.setenv(platform_defaults.SERVE_TARGET_ENV, "platform")
     assert serve_target() == "platform"
-    monkeypatch.setenv(defaults.SERVE_TARGET_ENV, "gpu-box")
+    monkeypatch.setenv(platform_defaults.SERVE_TARGET_ENV, "gpu-box")
     with pytest.raises(ValueError, match=r"'gpu-box'.*platform, modal"):
         serve_target()
 
@@ -314,23 +315,23 @@ def test_the_serve_target_comes_from_the_environment_or_config_json(home, monkey
 def test_an_app_picks_its_forwarder_from_the_serve_target_once(home, monkeypatch):
     from fastapi import FastAPI as App
 
-    monkeypatch.setenv(defaults.SERVE_TARGET_ENV, "modal")
+    monkeypatch.setenv(platform_defaults.SERVE_TARGET_ENV, "modal")
     app = App()
     remote = serving.serving_remote(app)
     assert isinstance(remote, RemoteServing) and isinstance(remote.backend, ModalServeCloud)
     assert serving.serving_remote(app) is remote
-    monkeypatch.setenv(defaults.SERVE_TARGET_ENV, "platform")
+    monkeypatch.setenv(platform_defaults.SERVE_TARGET_ENV, "platform")
     assert serving.serving_remote(App()) is None
 
 
 def test_the_modal_backend_names_what_is_missing(monkeypatch):
-    monkeypatch.delenv(defaults.MODAL_SERVE_KEY_ENV, raising=False)
-    with pytest.raises(RequestError, match=defaults.MODAL_SERVE_KEY_ENV) as caught:
+    monkeypatch.delenv(platform_defaults.MODAL_SERVE_KEY_ENV, raising=False)
+    with pytest.raises(RequestError, match=platform_defaults.MODAL_SERVE_KEY_ENV) as caught:
         ModalServeCloud().key()
     assert caught.value.status == 503
-    monkeypatch.setenv(defaults.MODAL_SERVE_URL_ENV, "https://ws--whileai-serve-serve.modal.run/")
+    monkeypatch.setenv(platform_defaults.MODAL_SERVE_URL_ENV, "https://ws--whileai-serve-serve.modal.run/")
     assert ModalServeCloud().url() == "https://ws--whileai-serve-serve.modal.run"
-    monkeypatch.setenv(defaults.MODAL_SERVE_BASE_ENV, "Qwen/Qwen3-1.7B")
+    monkeypatch.setenv(platform_defaults.MODAL_SERVE_BASE_ENV, "Qwen/Qwen3-1.7B")
     assert ModalServeCloud().base_model() == "Qwen/Qwen3-1.7B"
 
 
@@ -342,15 +343,15 @@ def test_the_deployment_runs_vllm_with_lora_tool_parsing_and_the_key(monkeypatch
     flag = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
     assert int(flag["--max-lora-rank"]) >= max(defaults.TRAIN_LORA_R, defaults.KIT_SFT_LORA_R)
     assert flag["--tool-call-parser"] == "hermes" and "--enable-auto-tool-choice" in argv
-    assert flag["--port"] == str(defaults.MODAL_SERVE_PORT) and flag["--host"] == "0.0.0.0"
+    assert flag["--port"] == str(platform_defaults.MODAL_SERVE_PORT) and flag["--host"] == "0.0.0.0"
     assert KEY not in " ".join(argv)  # the key travels in the environment, not on a command line
-    with pytest.raises(RuntimeError, match=defaults.MODAL_SERVE_KEY_ENV):
+    with pytest.raises(RuntimeError, match=platform_defaults.MODAL_SERVE_KEY_ENV):
         serving_modal.vllm_env({})
-    env = serving_modal.vllm_env({defaults.MODAL_SERVE_KEY_ENV: KEY})
+    env = serving_modal.vllm_env({platform_defaults.MODAL_SERVE_KEY_ENV: KEY})
     assert env["VLLM_API_KEY"] == KEY and env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
-    assert serving_modal.deployed_base({}) == defaults.MODAL_SERVE_BASE
-    assert serving_modal.app.name == defaults.MODAL_SERVE_APP_NAME
-    assert defaults.MODAL_SERVE_BASE in defaults.SERVED_BASES
+    assert serving_modal.deployed_base({}) == platform_defaults.MODAL_SERVE_BASE
+    assert serving_modal.app.name == platform_defaults.MODAL_SERVE_APP_NAME
+    assert platform_defaults.MODAL_SERVE_BASE in defaults.SERVED_BASES
 
 
 def test_an_adapter_that_cannot_reach_the_volume_is_a_503_naming_the_cause(deployment):

@@ -15,7 +15,7 @@ import pytest
 from whileai.platform import _serving_chat as chat
 from whileai.platform._serving_chat import RequestError
 from whileai.platform._serving_pool import ModelPool
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 
 class _Loader:

@@ -29,6 +29,7 @@ from whileai.platform.store import (
     store_url,
 )
 from whileai.simulations import defaults
+from whileai.platform import defaults as platform_defaults
 
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -97,7 +98,7 @@ def test_keys_are_hashed_at_rest_and_resolve_to_their_account(store):
     assert store.account_for_key("") is None and store.account_for_key(None) is None
     with store.engine.connect() as conn:
         rows = conn.execute(sa.text("SELECT prefix, key_hash FROM api_keys WHERE account_id = :a"), {"a": account_id}).all()
-    assert rows == [(key[: defaults.API_KEY_PREFIX_CHARS], hashlib.sha256(key.encode()).hexdigest())]
+    assert rows == [(key[: platform_defaults.API_KEY_PREFIX_CHARS], hashlib.sha256(key.encode()).hexdigest())]
     second = store.issue_api_key(account_id)
     assert second != key and store.account_for_key(second) == account_id == store.account_for_key(key)
     assert store.get_account(account_id)["name"] == "me"
@@ -419,7 +420,7 @@ def test_local_account_is_made_once_and_its_key_kept_0600(home):
 
 
 def test_store_url_setting(home, monkeypatch):
-    monkeypatch.setenv(defaults.STORE_URL_ENV, "postgresql+psycopg://u@h/db")
+    monkeypatch.setenv(platform_defaults.STORE_URL_ENV, "postgresql+psycopg://u@h/db")
     assert store_url() == "postgresql+psycopg://u@h/db"
     with pytest.raises(ValueError, match="in-memory"):
         Store("sqlite://")
@@ -478,8 +479,8 @@ def test_a_locked_sqlite_file_is_waited_out_then_reported(tmp_path, monkeypatch)
 
     from whileai.platform.store import StoreBusyError
 
-    monkeypatch.setattr(defaults, "SQLITE_BUSY_TIMEOUT_S", 0.01)
-    monkeypatch.setattr(defaults, "STORE_LOCK_BACKOFF_S", 0.02)
+    monkeypatch.setattr(platform_defaults, "SQLITE_BUSY_TIMEOUT_S", 0.01)
+    monkeypatch.setattr(platform_defaults, "STORE_LOCK_BACKOFF_S", 0.02)
     path = tmp_path / "locked.db"
     store = Store(f"sqlite:///{path}")
     acct = store.create_account()[0]
@@ -494,7 +495,7 @@ def test_a_locked_sqlite_file_is_waited_out_then_reported(tmp_path, monkeypatch)
     finally:
         release.join()
 
-    monkeypatch.setattr(defaults, "STORE_LOCK_RETRIES", 1)
+    monkeypatch.setattr(platform_defaults, "STORE_LOCK_RETRIES", 1)
     holder.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(StoreBusyError, match="stayed locked"):

@@ -6,16 +6,18 @@ import json
 import os
 from pathlib import Path
 
+from whileai.core.defaults import HOME_ENV
+
 __all__ = ["data_root", "setting"]
 
 
 def data_root() -> Path:
-    """The data root: ``$WHILEAI_HOME`` when set, else ``~/.whileai``. Created on first use.
+    """The data root: the directory HOME_ENV names (``$WHILEAI_HOME``) when set, else ``~/.whileai``. Created on first use.
 
     The embedded store, the spool of unsent points, cached tiny models, adapters
     and the client config file all live under it.
     """
-    root = Path(os.environ.get("WHILEAI_HOME") or Path.home() / ".whileai").expanduser()
+    root = Path(os.environ.get(HOME_ENV) or Path.home() / ".whileai").expanduser()
     root.mkdir(parents=True, exist_ok=True)
     return root
 

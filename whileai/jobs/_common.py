@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from whileai.jobs import defaults as job_defaults
 from whileai.simulations import defaults
 
 __all__ = [
@@ -59,8 +60,8 @@ def cpu_threads() -> None:
 
     if torch.cuda.is_available():
         return
-    value = os.environ.get(defaults.JOB_CPU_THREADS_ENV, "").strip()
-    torch.set_num_threads(int(value) if value.isdigit() and int(value) > 0 else defaults.JOB_CPU_THREADS)
+    value = os.environ.get(job_defaults.JOB_CPU_THREADS_ENV, "").strip()
+    torch.set_num_threads(int(value) if value.isdigit() and int(value) > 0 else job_defaults.JOB_CPU_THREADS)
 
 
 def device() -> str:

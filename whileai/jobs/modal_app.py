@@ -20,6 +20,7 @@ On this machine ``execute(payload, progress=dict(), volume_root=tmp)`` (or
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
@@ -28,17 +29,11 @@ from typing import Any
 import httpx
 import modal
 
-from whileai.simulations import defaults
+from whileai.jobs import defaults as job_defaults
+from whileai.platform import defaults
+from whileai.platform.launcher.progress import count_key, progress_key
 
 __all__ = ["app", "run_job", "execute", "RecordingTransport", "progress_key", "count_key"]
-
-
-def progress_key(job_id: str, seq: int) -> str:
-    return f"{job_id}:{seq:09d}"
-
-
-def count_key(job_id: str) -> str:
-    return f"{job_id}:n"
 
 
 class RecordingTransport(httpx.BaseTransport):
@@ -103,10 +98,39 @@ def execute(payload: dict[str, Any], progress: MutableMapping[str, Any], volume_
             "training": training}
 
 
+def pip_pins(distribution: str = job_defaults.MODAL_IMAGE_DISTRIBUTION) -> list[str]:
+    """The image's pins: each runtime requirement of the installed ``distribution``, at the version installed here.
+
+    The requirement names come from the distribution's metadata (pyproject.toml's
+    ``dependencies``), the versions from what this environment has installed (a
+    local build tag such as ``+cpu`` is dropped: the image takes PyPI's build).
+    A requirement not installed here keeps its declared range.
+    """
+    from importlib import metadata
+
+    try:
+        requirements = metadata.requires(distribution) or []
+    except metadata.PackageNotFoundError as exc:
+        raise RuntimeError(
+            f"the {distribution!r} distribution is not installed, so the Modal image has no requirements to pin; "
+            f"install it (pip install -e . in a checkout) and deploy again"
+        ) from exc
+    pins = []
+    for requirement in requirements:
+        if ";" in requirement:  # an extra's requirement ("... ; extra == 'test'"): not for the image
+            continue
+        name = re.split(r"[\s<>=!~\[(]", requirement.strip(), maxsplit=1)[0]
+        try:
+            pins.append(f"{name}=={metadata.version(name).split('+')[0]}")
+        except metadata.PackageNotFoundError:
+            pins.append(requirement.strip())
+    return pins
+
+
 def _image() -> modal.Image:
     return (
         modal.Image.debian_slim(python_version=defaults.MODAL_PYTHON_VERSION)
-        .pip_install(*defaults.MODAL_PIP_PINS)
+        .pip_install(*pip_pins())
         # every file of the package, not only .py: the kit's chat template and sample data are package data
         .add_local_python_source("whileai", ignore=["**/__pycache__/**", "**/*.pyc"])
     )
@@ -127,7 +151,7 @@ def _progress_dict() -> MutableMapping[str, Any]:
     image=_image(),
     volumes={defaults.MODAL_VOLUME_MOUNT: _volume},
     secrets=[modal.Secret.from_name(defaults.MODAL_SECRET_NAME)],
-    timeout=defaults.MODAL_TIMEOUT_S,
+    timeout=job_defaults.MODAL_TIMEOUT_S,
 )
 def run_job(payload: dict[str, Any]) -> dict[str, Any]:
     """The hosted job on Modal's GPU: ``execute`` with the progress Dict and the adapters Volume."""

@@ -18,7 +18,7 @@ import time
 import traceback
 from typing import Any
 
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 __all__ = ["main", "job_client", "Heartbeat", "error_text"]
 

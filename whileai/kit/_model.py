@@ -19,7 +19,7 @@ def tiny_config(tokenizer: PreTrainedTokenizerBase, **overrides: Any):
     """The ``LlamaConfig`` of the tiny model for ``tokenizer``; ``overrides`` replace any field."""
     from transformers import LlamaConfig
 
-    from whileai.simulations import defaults
+    from whileai.kit import defaults
 
     fields: dict[str, Any] = dict(
         vocab_size=len(tokenizer),

@@ -169,7 +169,7 @@ def pretrain(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, seed: i
 
     import torch
 
-    from whileai.simulations import defaults
+    from whileai.kit import defaults
 
     steps = defaults.KIT_BASE_STEPS if steps is None else steps
     batch = defaults.KIT_BASE_BATCH

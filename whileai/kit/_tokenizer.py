@@ -59,7 +59,7 @@ def corpus(seed: int = 0, n_sentences: int | None = None) -> list[str]:
     tool names in asks, JSON calls and tool responses, each repeated
     ``defaults.KIT_TOKENIZER_TASK_REPEATS`` times so BPE merges them whole.
     """
-    from whileai.simulations import defaults
+    from whileai.kit import defaults
 
     rng = random.Random(seed)
     n = defaults.KIT_TOKENIZER_SENTENCES if n_sentences is None else n_sentences
@@ -98,7 +98,7 @@ def build_tokenizer(seed: int = 0) -> PreTrainedTokenizerFast:
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
-    from whileai.simulations import defaults
+    from whileai.kit import defaults
 
     tok = Tokenizer.from_str(_trained_json(seed, defaults.KIT_VOCAB_SIZE, defaults.KIT_TOKENIZER_SENTENCES,
                                            defaults.KIT_TOKENIZER_TASK_REPEATS, defaults.KIT_TOKENIZER_MAX_NUMBER))

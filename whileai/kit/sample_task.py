@@ -335,7 +335,7 @@ def generate(n_tasks: int | None = None, k: int | None = None, seed: int = 0,
     >>> len(rows), rows[0]["rollout_index"], rows[4]["rollout_index"]
     (8, 0, 0)
     """
-    from whileai.simulations import defaults
+    from whileai.kit import defaults
 
     n_tasks = defaults.KIT_SAMPLE_TASKS if n_tasks is None else n_tasks
     k = defaults.KIT_SAMPLE_ROLLOUTS if k is None else k
@@ -369,7 +369,7 @@ def split_tasks(rows: Sequence[Mapping[str, Any]], holdout: float | None = None,
 
     ``holdout`` is the held-out share of tasks (``defaults.KIT_SAMPLE_HOLDOUT`` when None).
     """
-    from whileai.simulations import defaults
+    from whileai.kit import defaults
 
     holdout = defaults.KIT_SAMPLE_HOLDOUT if holdout is None else holdout
     if not 0 < holdout < 1:

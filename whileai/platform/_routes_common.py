@@ -18,6 +18,7 @@ from whileai.platform._store_values import dumps
 from whileai.platform.store import Store
 
 __all__ = [
+    "API_PREFIX",
     "ApiError",
     "Body",
     "account_id",
@@ -26,6 +27,9 @@ __all__ = [
     "json_response",
     "store",
 ]
+
+#: where the HTTP API's routes live (docs/architecture.md, "HTTP API")
+API_PREFIX = "/api/v1"
 
 
 class ApiError(Exception):

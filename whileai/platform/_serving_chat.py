@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 __all__ = [
     "ChatRequest",

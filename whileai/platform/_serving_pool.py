@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 __all__ = ["Loaded", "ModelPool", "load_model"]
 

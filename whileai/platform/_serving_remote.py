@@ -45,7 +45,7 @@ import httpx
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from whileai.platform._serving_chat import RequestError
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 __all__ = ["RemoteBackend", "ModalServeCloud", "RemoteServing", "serve_target", "vllm_adapter_name"]
 
@@ -155,7 +155,7 @@ class RemoteServing:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
-            from whileai.simulations._client import NO_NAGLE
+            from whileai.core.defaults import NO_NAGLE
 
             transport = self._transport or httpx.AsyncHTTPTransport(socket_options=NO_NAGLE)
             self._client = httpx.AsyncClient(timeout=self._timeout, transport=transport)

@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
-from whileai.simulations import defaults
+from whileai.platform import defaults
 from whileai.core.paths import data_root
 
 __all__ = ["store_url", "make_engine", "is_sqlite", "with_lock_retry", "StoreBusyError"]

@@ -15,7 +15,7 @@ from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, String, Te
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from whileai.platform._store_values import InvalidError, NotFoundError, run_cost
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 # Point ids are 64-bit on PostgreSQL; SQLite needs INTEGER PRIMARY KEY (its rowid) to autoincrement.
 _BigPK = BigInteger().with_variant(Integer(), "sqlite")

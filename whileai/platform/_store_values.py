@@ -11,7 +11,7 @@ import math
 import time
 from typing import Any
 
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 try:  # orjson is several times faster on big point batches; the stdlib is the fallback
     import orjson as _orjson

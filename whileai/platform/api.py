@@ -25,13 +25,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from whileai.platform import _routes_datasets, _routes_jobs, _routes_models, _routes_runs
 from whileai.platform.pages import routes as pages
-from whileai.platform._routes_common import ApiError, json_response
+from whileai.platform._routes_common import API_PREFIX, ApiError, json_response
 from whileai.platform.store import InvalidError, NotFoundError, Store, StoreBusyError
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 __all__ = ["create_app", "API_PREFIX"]
 
-API_PREFIX = "/api/v1"
 _log = logging.getLogger("whileai.platform")
 
 
@@ -56,9 +55,6 @@ def create_app(store: Store | None = None, *, public_url: str | None = None) -> 
     app.include_router(pages.router)  # the run pages, their data, sign-in and static files
     app.include_router(serving.router)
     job_routes.install(app)  # /api/v1/jobs/launch, /jobs/{id}/end and settling jobs when a run is read
-    from whileai.platform.launcher.routes import install as install_jobs  # launch/end, settle jobs on read
-
-    install_jobs(app)
     _install_error_handlers(app)
     app.add_middleware(_BodyLimit, limit=defaults.PLATFORM_MAX_BODY_BYTES)
     return app

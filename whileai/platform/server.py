@@ -23,7 +23,7 @@ from typing import Any
 from whileai.platform._store_sessions import create_signin_link
 from whileai.platform.pages.defaults import SIGNIN_LINK_TTL_S
 from whileai.platform.store import Store, ensure_local_account, local_key_path, store_url
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 __all__ = ["main", "open_main", "serve_in_thread", "ServerHandle", "ensure_local_account", "signin_link"]
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 
 import modal
 
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 __all__ = ["app", "serve", "vllm_argv", "vllm_env", "deployed_base"]
 

@@ -78,7 +78,7 @@ from whileai.platform._store_values import (
     loads,
     run_cost,
 )
-from whileai.simulations import defaults
+from whileai.platform import defaults
 from whileai.core.paths import data_root
 
 __all__ = [

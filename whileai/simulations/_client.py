@@ -20,7 +20,6 @@ import contextlib
 import hashlib
 import json
 import os
-import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,8 @@ from typing import Any
 import httpx
 
 from . import defaults
+from whileai.core import embedded
+from whileai.core.defaults import NO_NAGLE
 from whileai.core.paths import data_root
 from whileai.core.errors import NotFoundError, PlatformError
 
@@ -72,10 +73,6 @@ def _error_message(response: httpx.Response) -> tuple[str, Any]:
     return str(body)[:500], body
 
 
-#: Socket options for every client connection whileai opens: Nagle off (TCP_NODELAY), as urllib3
-#: does by default. A request goes out as two writes (headers, then the JSON body); with Nagle on,
-#: the body can wait for the server's delayed ACK of the headers, ~40 ms a call over a real network.
-NO_NAGLE = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
 def network_transport() -> httpx.HTTPTransport:
@@ -278,21 +275,21 @@ _EMBEDDED_LOCK = threading.Lock()
 
 
 def _embedded_app(root: Path) -> tuple[Any, str]:
-    """The FastAPI app over the store under ``root`` and the local account's key (made once per root)."""
+    """The platform's app over the store under ``root`` and the local account's key (made once per root).
+
+    The app comes from the provider installed in :mod:`whileai.core.embedded` (the
+    package root installs the platform's), so the SDK never imports the platform.
+    """
     with _EMBEDDED_LOCK:
         found = _EMBEDDED.get(str(root))
         if found is None:
-            from whileai.platform.api import create_app
-            from whileai.platform.store import Store, ensure_local_account, store_url
-
-            store = Store(store_url())
-            _account_id, key = ensure_local_account(store)
-            if not key:
+            provider = embedded.provider()
+            if provider is None:
                 raise PlatformError(
-                    f"cannot keep the embedded platform's key in {root} (is it writable?); "
-                    "set WHILEAI_HOME to a writable directory"
+                    "no embedded platform is installed in this process (whileai.core.embedded has no provider; "
+                    "install one with whileai.core.embedded.provide), or set WHILEAI_BASE_URL to a running platform"
                 )
-            found = _EMBEDDED[str(root)] = (create_app(store), key)
+            found = _EMBEDDED[str(root)] = provider(root)
         return found
 
 

@@ -31,10 +31,9 @@ __all__ = ["RewardModelJudge", "delete_model", "models", "reward_model", "serve"
 
 def _client_for(run: Any, api_key: str | None) -> Client:
     """The client a run handle was made with (so its account answers), else the credential chain's."""
-    from .training import TrainingRun
-
-    if api_key is None and isinstance(run, TrainingRun):
-        return run._client
+    client = getattr(run, "_client", None)  # a TrainingRun keeps the client it was made with
+    if api_key is None and isinstance(client, Client):
+        return client
     return get_client(api_key=api_key)
 
 

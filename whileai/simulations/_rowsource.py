@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .rows import task_key
+from ._taskkey import task_key
 
 __all__ = ["rows_of", "read_jsonl", "task_key", "group_by_task", "describe_source", "ACCEPTED_SOURCES"]
 

@@ -1,49 +1,45 @@
-"""Every tunable number in whileai, each beside its reason and its source.
+"""The SDK's tunable numbers, each beside its reason and its source.
 
 Docstrings elsewhere name these constants instead of repeating their values, so
-there is one copy to keep true. Grouped by the part of the product that reads
-them. A value that came from a paper cites it; a price cites the page and the
-day it was read; a value we measured says what was measured.
+there is one copy to keep true. Grouped by the part of the SDK that reads them. A
+value that came from a paper cites it; a price cites the page and the day it was
+read; a value we measured says what was measured.
+
+Settings live with their owner: whileai/core/defaults.py holds what the SDK shares
+with the platform (the data root's variable, the platform's address, the GPU price
+table, the training methods, targets and LoRA shape), whileai/platform/defaults.py
+the platform's limits, ports and serving, whileai/kit/defaults.py the kit's recipe,
+whileai/jobs/defaults.py a job's process and the Modal image. The shared names the
+SDK reads are re-exported here, so ``wai.defaults.GPU_USD_PER_HOUR`` and
+``wai.defaults.KIT_BASE_NAME`` still read.
 """
 
 from __future__ import annotations
 
-# ---------------------------------------------------------------------------
-# Data root and platform connection
-# ---------------------------------------------------------------------------
-
-#: Environment variable naming the data root (store, spool, model cache, adapters).
-HOME_ENV = "WHILEAI_HOME"
-
-#: Loopback by default: a platform server is reachable from other hosts only when
-#: its operator says so (``--host 0.0.0.0``).
-PLATFORM_HOST = "127.0.0.1"
-
-#: Port of ``python -m whileai platform``. 8470 is unassigned by IANA and clear of
-#: the ports notebooks and dev servers usually take (8000, 8080, 8888).
-PLATFORM_PORT = 8470
-
-# ---------------------------------------------------------------------------
-# Cost estimates
-# ---------------------------------------------------------------------------
-
-#: Modal's on-demand list price per GPU-hour, USD. The platform's hosted trainer
-#: runs on Modal, so a run's cost is estimated as seconds / 3600 * rate. An
-#: estimate, not a bill. Source: modal.com/pricing, read 2026-09-20 (per-second
-#: prices x 3600, rounded to the cent).
-GPU_USD_PER_HOUR: dict[str, float] = {
-    "B200": 6.25,
-    "H200": 4.54,
-    "H100": 3.95,
-    "A100-80GB": 2.50,
-    "A100-40GB": 2.10,
-    "L40S": 1.95,
-    "A10G": 1.10,
-    "L4": 0.80,
-    "T4": 0.59,
-}
-GPU_PRICE_SOURCE = "modal.com/pricing"
-GPU_PRICE_READ_ON = "2026-09-20"
+from whileai.core.defaults import (  # noqa: F401  (shared with the platform; re-exported)
+    GPU_PRICE_READ_ON,
+    GPU_PRICE_SOURCE,
+    GPU_USD_PER_HOUR,
+    HOME_ENV,
+    PLATFORM_HOST,
+    PLATFORM_PORT,
+    TRAIN_LORA_ALPHA,
+    TRAIN_LORA_DROPOUT,
+    TRAIN_LORA_R,
+    TRAIN_LORA_TARGETS,
+    TRAIN_METHODS,
+    TRAIN_TARGET_DEFAULT,
+    TRAIN_TARGET_ENV,
+    TRAIN_TARGETS,
+)
+from whileai.kit.defaults import (  # noqa: F401  (the kit's recipe, which hosted SFT on the kit base uses)
+    KIT_BASE_NAME,
+    KIT_SFT_BATCH,
+    KIT_SFT_LORA_ALPHA,
+    KIT_SFT_LORA_R,
+    KIT_SFT_LR,
+    KIT_SFT_STEPS,
+)
 
 # ---------------------------------------------------------------------------
 # Run tracking (client side: buffering, flushing, retries, spool)
@@ -133,58 +129,6 @@ DEMO_MAX_TOKENS = 192
 DEMO_MODEL_SHAPE = {"hidden_size": 64, "intermediate_size": 128}
 
 # ---------------------------------------------------------------------------
-# Platform server (request limits, store)
-# ---------------------------------------------------------------------------
-
-#: Environment variable naming the store (any SQLAlchemy URL); unset means the
-#: SQLite file ``platform.db`` under the data root.
-STORE_URL_ENV = "WHILEAI_STORE_URL"
-
-#: Largest request body the HTTP API reads, in bytes (64 MiB). A 100,000-point
-#: batch with 10 metrics per point (a Trainer's usual log) is about 37 MB as
-#: JSON, so the benchmark's batch fits with room to spare; anything bigger is
-#: answered 413 before it is read, so one request cannot exhaust the server's
-#: memory. Clients send bigger backlogs as several batches.
-PLATFORM_MAX_BODY_BYTES = 64 * 1024 * 1024
-
-#: Runs, datasets and jobs a list answers when no ``limit`` is given, and the
-#: most it answers at all. A list is a menu, not an export; the run page and
-#: ``get_run`` read one run in full.
-PLATFORM_LIST_LIMIT = 100
-PLATFORM_LIST_LIMIT_MAX = 1000
-
-#: Longest client-chosen string id the API stores: a point batch id, a metric
-#: name, a model name. Generous for uuid4 hex (32) and TRL's longest metric
-#: names (``rewards/<func>/mean`` is well under 100), short enough to index.
-PLATFORM_MAX_KEY_CHARS = 200
-
-#: Random bytes in an API key (256 bits). Keys are random, not chosen by people,
-#: so one SHA-256 of the key is a safe hash at rest without a slow password KDF.
-API_KEY_BYTES = 32
-
-#: Leading characters of a key kept in clear to find it and to show which key is
-#: which ("wai_" plus 8 random characters: 48 bits, not enough to guess the rest).
-API_KEY_PREFIX_CHARS = 12
-
-#: How long a SQLite writer waits for the file's write lock before giving up, in
-#: seconds. Writers hold it for milliseconds (a 100,000-point batch holds it
-#: well under a second on a laptop disk), so waiting is always better than
-#: failing: a trainer, the server and a notebook share one file.
-SQLITE_BUSY_TIMEOUT_S = 30.0
-
-#: Retries of a whole store transaction after SQLite still answers "database is
-#: locked" (the busy handler does not cover every case, e.g. a WAL checkpoint or
-#: recovery), with a backoff doubling from STORE_LOCK_BACKOFF_S up to
-#: STORE_LOCK_BACKOFF_MAX_S. Bounded so a wedged file ends in a clear 503.
-STORE_LOCK_RETRIES = 8
-STORE_LOCK_BACKOFF_S = 0.05
-STORE_LOCK_BACKOFF_MAX_S = 2.0
-
-#: Points drawn per curve on a run page. A curve of 100,000 points is thinned to
-#: this many (evenly by index) so the page stays small; the API keeps them all.
-PAGE_CURVE_MAX_POINTS = 1000
-
-# ---------------------------------------------------------------------------
 # Export
 # ---------------------------------------------------------------------------
 
@@ -251,106 +195,6 @@ EXPORT_PROBLEMS_IN_MESSAGE = 10
 #: core's cache and every step slows. 64 KiB is half the last flat point, room
 #: for smaller caches. Counted in bytes, not rows: what costs is the size.
 EXPORT_CHUNK_BYTES = 65536
-
-# ---------------------------------------------------------------------------
-# Model kit (tiny tokenizer, model and base, built in code)
-# ---------------------------------------------------------------------------
-
-#: Tokenizer vocabulary size. Room for the 256 byte symbols, the special tokens,
-#: every number up to KIT_TOKENIZER_MAX_NUMBER, and the sample task's words whole.
-#: Kept small because the tied embedding is most of the tiny model's parameters.
-KIT_VOCAB_SIZE = 1536
-
-#: Numbers 0..this are single tokens (the sample task's amounts and minutes stay under it).
-KIT_TOKENIZER_MAX_NUMBER = 300
-
-#: Generic sentences in the tokenizer's training text.
-KIT_TOKENIZER_SENTENCES = 2000
-
-#: Times each task word and number appears in the tokenizer's training text: enough that
-#: BPE merges every one of them whole before the vocabulary fills.
-KIT_TOKENIZER_TASK_REPEATS = 40
-
-#: Context length of the tiny model and the tokenizer's model_max_length. A rendered
-#: sample-task conversation (system prompt, compact tool list, ask, call, response,
-#: reply) is under 200 tokens.
-KIT_MAX_POSITIONS = 512
-
-#: The tiny model's shape (a Llama config; see whileai.kit.tiny_model). Measured on a
-#: 2-core CPU with torch 2.13 / TRL 1.16: a ~473k-parameter model (hidden 128,
-#: 2 layers) learned the sample task reliably (0 -> 0.93 / 1.00 / 1.00 held-out
-#: first-action pass rate over three seeds of full SFT in ~3-4 minutes); a 154k model
-#: was seed-sensitive (0 -> 1.0 with one seed, 0 -> 0.40 with another); a 2.9M model
-#: was slower and did not learn in 5 minutes.
-KIT_HIDDEN_SIZE = 128
-KIT_LAYERS = 2
-KIT_HEADS = 4
-#: Key/value heads: full multi-head attention (grouped-query saves nothing at this size).
-KIT_KV_HEADS = 4
-#: MLP width, 2x hidden: with the tied embedding (vocab x hidden) the model has ~525k parameters.
-KIT_INTERMEDIATE_SIZE = 256
-#: Input and output embeddings share one matrix: it is most of the parameters.
-KIT_TIE_EMBEDDINGS = True
-
-#: Tasks in the shipped sample dataset: enough distinct cities, units and numbers for a
-#: held-out split to test copying arguments (80 held-out tasks at KIT_SAMPLE_HOLDOUT),
-#: small enough to keep the file under 3 MB.
-KIT_SAMPLE_TASKS = 400
-#: Rollouts per task (the group size GRPO sees).
-KIT_SAMPLE_ROLLOUTS = 4
-#: The sampling temperature the simulated rollouts record.
-KIT_SAMPLE_TEMPERATURE = 0.7
-#: Held-out share of tasks in kit.sample_task.split_tasks (the same share datasets.cut uses).
-KIT_SAMPLE_HOLDOUT = 0.2
-
-#: The demo base: the tiny model pre-trained briefly (kit._pretrain: echo, made-up tool
-#: calls spelled out literally or by value, tool-response read-back; never the sample
-#: task), so LoRA has features to adapt. Cached per data root under models/; the cache
-#: directory is named by a hash of every KIT_* value below that shapes the weights.
-#: Measured on the 2-core machine (torch 2.13): demo_base() took 74 s with 2 threads
-#: (64 s of pre-training, loss 7.04 -> 0.66; the same loss with 1 thread), and the
-#: base's held-out first-action pass rate on the sample task was 0.000 for base seeds
-#: 0 and 1. 1000 steps gave no better LoRA result (0.875 vs 0.887).
-KIT_BASE_NAME = "whileai/tiny-tooluse-base"
-KIT_BASE_SEED = 0
-KIT_BASE_STEPS = 600
-KIT_BASE_BATCH = 8
-#: 3e-3 with warmup then cosine decay to a tenth; 6e-3 was no faster, 1e-2 learned
-#: echo slower than 3e-3 (loss 2.85 vs 1.81 at step 400 without the copy init).
-KIT_BASE_LR = 3e-3
-KIT_BASE_WARMUP_RATIO = 0.05
-KIT_BASE_WEIGHT_DECAY = 0.0
-#: Distinct pre-training conversations (sampled with replacement each step).
-KIT_BASE_EXAMPLES = 4000
-#: Loss weight of the tokens outside assistant turns (assistant tokens weigh 1). Low
-#: because the asks are random words; a little keeps the template's turn structure learned.
-KIT_BASE_CONTEXT_WEIGHT = 0.1
-#: Start pre-training from identity value/output projections (kit._pretrain.copy_friendly_init).
-#: Measured on the tiny model, echo task, lr 3e-3, batch 16: loss 0.04 at step 200 with it,
-#: 1.8 at step 400 without (copying is otherwise a late phase change). Without it, 800
-#: pre-training steps left a base that never copied, and LoRA SFT reached only 0.05-0.14.
-KIT_BASE_COPY_INIT = True
-
-#: LoRA SFT of the demo base on the sample task: the hosted trainer's defaults for the kit
-#: base. Measured with benchmarks/kit_lora_sft.py (passing rows of the 320 train tasks,
-#: 768 rows; assistant-only loss; gradient checkpointing off; 80 held-out tasks, greedy):
-#: base seed 0: 0.000 -> 0.887, base seed 1: 0.000 -> 0.900. 300 steps trained in 146 s
-#: with 2 threads on a quiet machine (~5 minutes with 1 thread while others ran). Through
-#: the hosted job (benchmarks/training_sample_learns.py, 73 held-out prompts, quiet machine):
-#: 0.000 -> 0.918, 87 s of training after a 42 s base build.
-KIT_SFT_STEPS = 300
-KIT_SFT_BATCH = 8
-#: Constant after warmup. 2e-3 and 5e-3 were tried only on bases without the copy init.
-KIT_SFT_LR = 3e-3
-KIT_SFT_WARMUP_RATIO = 0.05
-#: Rank 16 of a 128-wide model, alpha 2x rank, on every linear layer of attention and MLP.
-KIT_SFT_LORA_R = 16
-KIT_SFT_LORA_ALPHA = 32
-KIT_SFT_LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-#: Not needed: the pre-trained embeddings serve as they are (the runs above train none).
-KIT_SFT_MODULES_TO_SAVE: tuple[str, ...] = ()
-#: The held-out first-action pass rate the demo base must reach after LoRA SFT.
-KIT_SFT_TARGET_PASS_RATE = 0.5
 
 # ---------------------------------------------------------------------------
 # Datasets, judges, selection and the delta report
@@ -428,8 +272,8 @@ DELTA_MIN_TASKS = 20
 # Hosted training (knobs, gates, jobs, serving)
 # ---------------------------------------------------------------------------
 
-#: The methods ``train`` accepts, and the values of its closed-set arguments.
-TRAIN_METHODS = ("sft", "grpo", "dpo", "rm")
+#: The values of ``train``'s closed-set arguments (TRAIN_METHODS, the methods,
+#: is shared with the platform's launcher: whileai/core/defaults.py).
 TRAIN_CHECKS = ("require", "warn", "off")
 TRAIN_TRUNCATED = ("mask", "zero")
 #: The loss masks export.loss_mask accepts (its "assistant" and "final"), for the
@@ -444,13 +288,6 @@ EXPORT_MASK_MODES = ("assistant", "final")
 #: threshold of ``train``, training.md; Lambert 2025, "RLHF", chapter
 #: Reinforcement Learning).
 TRAIN_MIN_MIXED_TASKS = 32
-
-#: Where a hosted job runs when ``train(target=None)``: "local" (a detached
-#: process on this machine) unless TRAIN_TARGET_ENV or the platform's config
-#: file (``{"train_target": ...}`` in ``<data_root>/config.json``) says "modal".
-TRAIN_TARGETS = ("local", "modal")
-TRAIN_TARGET_ENV = "WHILEAI_TRAIN_TARGET"
-TRAIN_TARGET_DEFAULT = "local"
 
 #: The run ``kind`` hosted training runs carry, so idempotency and the job
 #: runner find them among hand-made ``training_run`` runs.
@@ -468,16 +305,6 @@ SERVED_BASES: tuple[str, ...] = (
     "Qwen/Qwen3-1.7B",
     "meta-llama/Llama-3.2-1B-Instruct",
 )
-
-#: LoRA shape for every method. r=16 / alpha=32 on every linear projection is
-#: the common small-model setting (QLoRA, arXiv:2305.14314, used r=64 on all
-#: linear layers; "LoRA Without Regret", Schulman et al. 2025, found all-layer
-#: LoRA matches full fine-tuning where attention-only does not, and rank matters
-#: little below capacity). The kit's base overrides these with KIT_SFT_* when set.
-TRAIN_LORA_R = 16
-TRAIN_LORA_ALPHA = 32
-TRAIN_LORA_DROPOUT = 0.0
-TRAIN_LORA_TARGETS = "all-linear"
 
 #: Learning-rate schedule of every hosted method: a constant rate after a short
 #: linear warmup (this share of the steps). The kit's LoRA SFT recipe was measured
@@ -680,171 +507,9 @@ TRAINING_HOST_KEYS: dict[str, dict[str, dict]] = {
 #: monitor's divergence alarm compares against), ``gpu`` (Modal GPU type).
 TRAINING_CONFIG_KEYS = ("monitor", "goldJudge", "gpu")
 
-#: Torch threads of a job on a CPU (WHILEAI_JOB_THREADS overrides). Measured on a
-#: shared 2-core machine: the kit base's greedy reply of 96 tokens took 2.0 s on
-#: one thread and 9.9 s on two, because a tiny model's ops are too small to split
-#: and the threads fight the other processes for cores. Bigger bases on bigger
-#: CPUs want more: set the variable.
-JOB_CPU_THREADS = 1
-JOB_CPU_THREADS_ENV = "WHILEAI_JOB_THREADS"
-
-#: Seconds between a job's heartbeats, and how old the last one may be before a
-#: job whose process cannot be checked (another host, Modal) counts as dead. The
-#: heartbeat runs on its own thread, so a long trainer step does not delay it;
-#: 20 missed beats is far past any GC pause or store lock wait.
-JOB_HEARTBEAT_S = 5.0
-JOB_STALE_S = 100.0
-
-#: A local job that has not sent its first heartbeat within this many seconds of
-#: launch, and whose process is gone, failed to start (import error, bad env).
-JOB_START_GRACE_S = 120.0
-
-#: Seconds ``stop`` waits for a local worker's process group to be gone after
-#: SIGKILL before it answers anyway (the kernel ends a killed process at once; the
-#: wait covers a loaded machine's scheduling, and the reaper's ``wait``).
-JOB_STOP_WAIT_S = 10.0
-
-#: Characters of a dead job's log quoted in its run's error (the log's tail is
-#: where Python prints a traceback and the OOM killer's victim stops).
-JOB_LOG_TAIL_CHARS = 2000
-
-#: Modal: the app, where adapters and progress live, the GPU and the image.
-#: A10G (24 GB) fits LoRA on a 1.5B model with TRAIN_MAX_LENGTH and is the
-#: cheapest GPU that does (GPU_USD_PER_HOUR); pass config={"gpu": "H100"} or set
-#: MODAL_GPU_ENV for bigger bases.
-MODAL_APP_NAME = "whileai-train"
-MODAL_FUNCTION_NAME = "run_job"
-MODAL_GPU = "A10G"
-MODAL_GPU_ENV = "WHILEAI_MODAL_GPU"
-MODAL_VOLUME_NAME = "whileai-adapters"
-MODAL_VOLUME_MOUNT = "/adapters"
-MODAL_PROGRESS_DICT = "whileai-progress"
-MODAL_SECRET_NAME = "whileai"
-#: One job's wall-clock limit on Modal (6 h): a GRPO run on a 1.5B base with
-#: the default steps ends well inside it; a stuck job stops costing after it.
-MODAL_TIMEOUT_S = 6 * 3600
-MODAL_PYTHON_VERSION = "3.11"
-#: The image's pins: the versions this package is tested with.
-MODAL_PIP_PINS = (
-    "torch==2.13.0",
-    "transformers==5.24.0",
-    "trl==1.16.0",
-    "peft==0.21.2",
-    "datasets==5.2.0",
-    "accelerate==1.15.0",
-    "tokenizers==0.23.3",
-    "safetensors==0.8.0",
-    "jinja2==3.1.6",
-    "pydantic==2.14.4",
-    "httpx==0.28.1",
-    "numpy==2.4.6",
-)
-
 # ---------------------------------------------------------------------------
 # Serving (OpenAI-compatible endpoint, model registry)
 # ---------------------------------------------------------------------------
-
-#: Where the endpoint's generation runs: "platform" (the platform's own process,
-#: CPU or local GPU) or "modal" (forwarded to the whileai-serve vLLM app,
-#: platform/serving_modal.py). The registry, keys and 404s stay on the platform
-#: either way. Set SERVE_TARGET_ENV, or {"serve_target": ...} in config.json.
-SERVE_TARGETS: tuple[str, ...] = ("platform", "modal")
-SERVE_TARGET_DEFAULT = "platform"
-SERVE_TARGET_ENV = "WHILEAI_SERVE_TARGET"
-
-#: The Modal serving app. One deployment serves one base (vLLM loads one base per
-#: server); the default is the smallest Qwen3 in SERVED_BASES, which fits an L4.
-MODAL_SERVE_APP_NAME = "whileai-serve"
-MODAL_SERVE_FUNCTION = "serve"
-MODAL_SERVE_BASE = "Qwen/Qwen3-0.6B"
-MODAL_SERVE_BASE_ENV = "WHILEAI_MODAL_SERVE_BASE"
-#: The deployment's web URL; when unset the platform asks Modal for it
-#: (Function.get_web_url of the deployed app).
-MODAL_SERVE_URL_ENV = "WHILEAI_MODAL_SERVE_URL"
-#: The bearer vLLM accepts: the same value in the Modal Secret (MODAL_SECRET_NAME)
-#: and where the platform runs. Callers never see it; they use account keys.
-MODAL_SERVE_KEY_ENV = "WHILEAI_SERVE_KEY"
-#: L4 (24 GB): a 0.6B-1.7B base in bf16 with a few LoRA slots and a KV cache fits,
-#: and it is cheaper per hour than an A10G on Modal's list (GPU_USD_PER_HOUR).
-MODAL_SERVE_GPU = "L4"
-MODAL_SERVE_PORT = 8000
-#: Seconds without a request before the container stops (idle to zero): the same
-#: five minutes as SERVING_IDLE_UNLOAD_S on the platform. A cold start (image
-#: pull, base load, CUDA graphs) costs one to three minutes, so the window is not
-#: shorter than a pause in an evaluation loop.
-MODAL_SERVE_SCALEDOWN_S = 300.0
-#: vLLM's first start downloads the base and captures CUDA graphs: allow 15 minutes.
-MODAL_SERVE_STARTUP_S = 900
-#: A container's life cap (24 h); Modal starts a fresh one after it.
-MODAL_SERVE_TIMEOUT_S = 24 * 3600
-#: Requests one container takes at once; vLLM batches them (continuous batching),
-#: so the limit is about queueing, not memory.
-MODAL_SERVE_MAX_INPUTS = 32
-#: LoRA slots on the GPU per batch (vLLM --max-loras) and adapters kept in host
-#: memory (--max-cpu-loras); more served names than slots swap in per batch.
-MODAL_SERVE_MAX_LORAS = 4
-MODAL_SERVE_MAX_CPU_LORAS = 16
-#: Context vLLM reserves KV cache for: TRAIN_MAX_LENGTH-sized conversations plus a reply.
-MODAL_SERVE_MAX_MODEL_LEN = 8192
-#: vLLM's parser for <tool_call>{"name", "arguments"}</tool_call> blocks, the format of
-#: the Qwen bases and the kit's template (vLLM docs, tool calling: "hermes").
-MODAL_SERVE_TOOL_PARSER = "hermes"
-#: How often the container re-reads the adapters Volume, so an adapter the platform
-#: just uploaded can be loaded; the platform retries a refused load this often.
-MODAL_SERVE_VOLUME_RELOAD_S = 5.0
-MODAL_SERVE_LOAD_RETRIES = 3
-#: The platform's wait for one forwarded request: a cold container answers only
-#: after it has started (MODAL_SERVE_STARTUP_S at worst on the very first start).
-MODAL_SERVE_REQUEST_TIMEOUT_S = 900.0
-#: The serving image: vLLM 0.26.0 (released 2026-09) brings its own torch and
-#: transformers. Not run by this repository's tests (it needs a GPU); bump it
-#: together with a check on a GPU.
-MODAL_SERVE_PIP_PINS: tuple[str, ...] = ("vllm==0.26.0",)
-
-#: Models the platform's endpoint keeps in memory at once; past it the least
-#: recently used is dropped. Each entry is its own copy of the base with its LoRA
-#: beside it, so this bounds memory at about this many base models: four 0.5B
-#: bases in bf16 are ~4 GB, which fits a laptop, and a sweep comparing a few
-#: adapters side by side does not reload on every request.
-SERVING_MAX_LOADED_MODELS = 4
-
-#: A loaded model nobody has called for this many seconds is dropped, and an idle
-#: server holds no weights at all (idle to zero). An evaluation or rollout loop
-#: calls every few seconds and keeps its model warm; five minutes of silence means
-#: the loop is over. Reloading costs little by comparison: the kit's base loads in
-#: well under a second, a 0.5B base from local disk in a few seconds.
-SERVING_IDLE_UNLOAD_S = 300.0
-
-#: Environment variables a platform operator sets to change the two above
-#: without code (read when the server's model pool is created).
-SERVING_MAX_LOADED_ENV = "WHILEAI_SERVING_MAX_LOADED"
-SERVING_IDLE_UNLOAD_ENV = "WHILEAI_SERVING_IDLE_S"
-
-#: Longest wait of the idle check, in seconds: an idle model goes at most this
-#: long after SERVING_IDLE_UNLOAD_S (the check also runs at a quarter of the idle
-#: period when that is shorter). The check thread ends when nothing is loaded.
-SERVING_IDLE_CHECK_S = 30.0
-
-#: Reply length cap when a request sets neither max_tokens nor
-#: max_completion_tokens, in tokens; the model's context caps it further. OpenAI
-#: has no such cap, but one request holds its model for the whole reply, and a
-#: model that never emits its end token would hold it until the context is full.
-#: A tool call or a short answer is well under this.
-SERVING_DEFAULT_MAX_TOKENS = 1024
-
-#: Sampling temperature when a request does not set one: OpenAI's documented
-#: default (API reference, chat completions, ``temperature``), so a client that
-#: omits it gets what it would get from OpenAI. Pass 0 for greedy decoding.
-SERVING_DEFAULT_TEMPERATURE = 1.0
-
-#: Most choices one request may ask for (``n``). All choices share the model's
-#: lock, so a large n starves other callers; 8 covers GRPO-style group sizes
-#: (DeepSeekMath sampled 64 per prompt, but as many requests, not one).
-SERVING_MAX_N = 8
-
-#: Most stop sequences per request: OpenAI's documented limit (API reference,
-#: chat completions, ``stop``: up to 4 sequences).
-SERVING_MAX_STOP = 4
 
 #: Rows per forward pass when a reward-model judge scores many rows at once
 #: (``judge.score(rows)``). Rows are padded to the longest in the batch, so a

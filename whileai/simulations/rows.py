@@ -16,16 +16,15 @@ verdict with pydantic's own messages when you want them.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from . import _export_io
+from ._taskkey import prompt_hash, task_key
 from whileai.core.errors import RowFormatError
 
 __all__ = [
@@ -345,43 +344,6 @@ def read_rows(path: str | os.PathLike) -> tuple[list[dict], list[int]]:
 
 
 # ---------------------------------------------------------------------------
-# Task keys
-# ---------------------------------------------------------------------------
-
-
-def prompt_hash(messages: list[Mapping[str, Any]]) -> str:
-    """A short stable hash of the prompt: the messages before the first assistant turn.
-
-    Canonical JSON (keys sorted, compact separators, ASCII escapes, null-valued
-    keys dropped), sha256, the first ``defaults.PROMPT_HASH_HEX_CHARS`` hex characters.
-
-        >>> prompt_hash([{"role": "user", "content": "Weather in Paris?"}]) == prompt_hash(
-        ...     [{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": "18"}])
-        True
-    """
-    from .defaults import PROMPT_HASH_HEX_CHARS
-
-    prefix = []
-    for message in messages:
-        if message.get("role") == "assistant":
-            break
-        prefix.append({k: v for k, v in message.items() if v is not None})
-    text = json.dumps(prefix, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:PROMPT_HASH_HEX_CHARS]
-
-
-def task_key(row: Mapping[str, Any]) -> str:
-    """The row's task: ``task_id`` when present, else its stored ``prompt_hash``, else ``prompt_hash(messages)``."""
-    task_id = row.get("task_id")
-    if task_id is not None and task_id != "":
-        return str(task_id)
-    stored = row.get("prompt_hash")
-    if stored:
-        return str(stored)
-    return prompt_hash(row.get("messages") or [])
-
-
-# ---------------------------------------------------------------------------
 # Rows in, scrubbed rows out
 # ---------------------------------------------------------------------------
 
@@ -472,9 +434,9 @@ class SimulationData:
             scored = data.grade(judge=wai.first_action_judge)
             scored.pass_rate, scored.passes()
         """
-        from .judges import evaluate
+        from ._scoring import score_rows
 
-        return evaluate(self, judge, threshold=threshold)
+        return score_rows(self.rows(), judge, threshold)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write ``rows()`` as JSONL (atomically); returns the path."""

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 __all__ = ["ModalBackend", "ModalCloud", "set_backend", "get_backend", "launch_modal", "reconcile_modal",
            "replay", "modal_gpu"]
@@ -93,7 +93,7 @@ class ModalCloud:
     def pull(self, job_id: str, start: int) -> list[dict[str, Any]]:
         import modal
 
-        from whileai.jobs.modal_app import count_key, progress_key
+        from whileai.platform.launcher.progress import count_key, progress_key
 
         store = modal.Dict.from_name(defaults.MODAL_PROGRESS_DICT, create_if_missing=True)
         count = int(store.get(count_key(job_id), 0) or 0)
@@ -208,7 +208,7 @@ def reconcile_modal(store: Any, account_id: str, job: dict[str, Any]) -> dict[st
     adapter has been copied home, so a run read as done can be served or
     continued from at once.
     """
-    from whileai.platform.launcher.runner import adapter_dir, end_job
+    from whileai.platform.launcher._shared import adapter_dir, end_job
 
     backend = get_backend()
     spec = dict(job.get("spec") or {})

@@ -18,9 +18,9 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from whileai.platform._routes_common import ApiError, Body, account_id, api_key_from, json_response, store
+from whileai.platform._routes_common import API_PREFIX, ApiError, Body, account_id, api_key_from, json_response, store
 from whileai.platform.launcher import runner
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 __all__ = ["router", "install"]
 
@@ -139,7 +139,5 @@ class _ReconcileOnRead:
 
 def install(app: Any) -> None:
     """Add the job routes under /api/v1 and the reconcile-on-read middleware to a platform app."""
-    from whileai.platform.api import API_PREFIX
-
     app.include_router(router, prefix=API_PREFIX)
     app.add_middleware(_ReconcileOnRead)

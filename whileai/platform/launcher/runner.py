@@ -15,7 +15,6 @@ or its run is read, and settles a job whose process died without a word
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import socket
@@ -27,7 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from whileai.platform._store_values import RUN_STOP_MARK
-from whileai.simulations import defaults
+from whileai.platform import defaults
+from whileai.platform.launcher._shared import (  # noqa: F401  (re-exported: the launcher's names)
+    FINISHED,
+    JOB_ID_ENV,
+    _key_hash,
+    _revoke_key,
+    adapter_dir,
+    end_job,
+    job_dir,
+)
 from whileai.core.paths import data_root, setting
 
 __all__ = [
@@ -46,9 +54,6 @@ __all__ = [
     "STOP_MARK",
 ]
 
-#: environment variable carrying the job id into the worker (for its log lines and errors)
-JOB_ID_ENV = "WHILEAI_JOB_ID"
-FINISHED = ("done", "failed", "stopped")
 #: the summary key a run stopped on request carries (when, and what was ended); the store keeps such a run stopped
 STOP_MARK = RUN_STOP_MARK
 
@@ -56,35 +61,6 @@ STOP_MARK = RUN_STOP_MARK
 #: trusting ``kill(pid, 0)``, which also succeeds on a zombie
 _CHILDREN: dict[int, subprocess.Popen] = {}
 _CHILDREN_LOCK = threading.Lock()
-
-
-def job_dir(job_id: str) -> Path:
-    """``<data_root>/jobs/<job_id>/``: the worker's log lives here."""
-    return data_root() / "jobs" / job_id
-
-
-def adapter_dir(run_id: str) -> Path:
-    """``<data_root>/adapters/<run_id>/``: where a local job saves its PEFT adapter and tokenizer."""
-    return data_root() / "adapters" / run_id
-
-
-def _key_hash(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
-def _revoke_key(store: Any, key_hash: str | None) -> None:
-    """Remove a job-scoped key so it stops authenticating (a no-op when already gone)."""
-    if not key_hash:
-        return
-    revoke = getattr(store, "revoke_api_key_hash", None)
-    if revoke is not None:
-        revoke(key_hash)
-        return
-    from sqlalchemy import delete
-
-    from whileai.platform.store import ApiKey
-
-    store._tx(lambda s: s.execute(delete(ApiKey).where(ApiKey.key_hash == key_hash)))
 
 
 def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:
@@ -199,23 +175,6 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
 # ---------------------------------------------------------------------------
 # Ending and reconciling
 # ---------------------------------------------------------------------------
-
-
-def end_job(store: Any, account_id: str, job: dict[str, Any], status: str, error: str | None = None) -> dict[str, Any]:
-    """Settle a job: its status and error, its key revoked, and its run failed too when it was still running."""
-    changes: dict[str, Any] = {"status": status}
-    if error is not None:
-        changes["error"] = error
-    record = store.update_job(account_id, job["id"], changes)
-    _revoke_key(store, (job.get("spec") or {}).get("key_hash"))
-    if status != "done" and job.get("run_id"):
-        try:
-            run = store.get_run(account_id, job["run_id"], series=False)
-        except LookupError:
-            return record
-        if run["status"] == "running":
-            store.update_run(account_id, job["run_id"], {"status": status, "error": error or f"the job ended {status}"})
-    return record
 
 
 def _pid_alive(pid: int | None, job_id: str) -> bool:

@@ -1,0 +1,261 @@
+"""The package's imports point one way: down the layers, never up, and never round in a circle.
+
+Every module under ``whileai/`` is parsed with ``ast``; its imports are read wherever they
+are written (module level, inside functions and methods, ``from . import x`` relative forms,
+and ``importlib.import_module("<literal>")`` calls) and resolved to the modules they load.
+The layers, bottom first, are ``LAYERS`` below; docs/architecture.md draws the same picture.
+A package that does not exist yet (``whileai/runner/`` before the runner lands) is simply
+empty here; a module outside every layer fails the test, so a new part of the tree has to
+take a place in the order.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import whileai
+
+PACKAGE_DIR = Path(whileai.__file__).resolve().parent
+
+#: Bottom first. A module may import its own layer and the layers below it, never above.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("core", ("whileai.core",)),
+    ("kit", ("whileai.kit",)),
+    ("platform", ("whileai.platform",)),
+    ("simulations", ("whileai.simulations",)),
+    ("jobs", ("whileai.jobs",)),
+    ("runner", ("whileai.runner",)),
+    ("top", ("whileai", "whileai.__main__", "whileai.demo")),
+]
+
+#: Layers that may not reach each other even downwards: the SDK reaches the platform only
+#: through its client seam (HTTP, or the in-process transport wired from outside the SDK).
+FORBIDDEN: set[tuple[str, str]] = {("simulations", "platform")}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
+
+
+def layer_of(module: str) -> str | None:
+    """The layer holding ``module``: the longest matching prefix, so ``whileai.kit.x`` is kit."""
+    best, best_len = None, -1
+    for layer, prefixes in LAYERS:
+        for prefix in prefixes:
+            exact_only = prefix in ("whileai", "whileai.__main__", "whileai.demo")
+            hit = module == prefix or (not exact_only and module.startswith(prefix + "."))
+            if hit and len(prefix) > best_len:
+                best, best_len = layer, len(prefix)
+    return best
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The module of ours that importing ``name`` loads last: itself, or its longest known prefix."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _relative_base(module: str, is_package: bool, level: int) -> str:
+    parts = module.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    return ".".join(parts)
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> list[tuple[int, str]]:
+    """(line, imported module) for every import of ours in ``path``, wherever it is written."""
+    is_package = path.name == "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: list[tuple[int, str]] = []
+
+    def add(line: int, name: str) -> None:
+        target = _resolve(name, modules)
+        if target is not None and target != module:
+            found.append((line, target))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(node.lineno, alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = _relative_base(module, is_package, node.level)
+                source = f"{base}.{node.module}" if node.module else base
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                # `from pkg import mod` loads pkg.mod; `from mod import name` loads mod
+                candidate = f"{source}.{alias.name}"
+                add(node.lineno, candidate if candidate in modules else source)
+        elif isinstance(node, ast.Call) and _is_import_module(node.func):
+            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                name = node.args[0].value
+                if name.startswith("."):
+                    level = len(name) - len(name.lstrip("."))
+                    # import_module(".x", __name__) is relative to the calling module's package
+                    base = _relative_base(module, True if is_package else False, level)
+                    name = f"{base}.{name.lstrip('.')}" if name.lstrip(".") else base
+                add(node.lineno, name)
+    return sorted(set(found))
+
+
+def _is_import_module(func: ast.expr) -> bool:
+    if isinstance(func, ast.Attribute):
+        return func.attr == "import_module"
+    return isinstance(func, ast.Name) and func.id == "import_module"
+
+
+def import_graph() -> dict[str, list[tuple[int, str]]]:
+    modules = all_modules()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def find_cycles(graph: dict[str, list[tuple[int, str]]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each as one cycle through it."""
+    edges = {m: sorted({t for _, t in targets if t in graph}) for m, targets in graph.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    counter = [0]
+
+    def connect(v: str) -> None:  # recursion depth is bounded by the module count
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            connect(v)
+    return [_one_cycle(component, edges) for component in components]
+
+
+def _one_cycle(component: list[str], edges: dict[str, list[str]]) -> list[str]:
+    """A concrete loop inside a strongly connected component, for the failure message."""
+    inside = set(component)
+    start = component[0]
+    # breadth-first from start back to start, staying inside the component
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in edges[v]:
+                if w not in inside:
+                    continue
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [start, *reversed(path[:-1]), start] if len(path) > 1 else [start, v, start]
+                if w not in previous:
+                    previous[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    return component
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted(m for m in all_modules() if layer_of(m) is None)
+    assert not unplaced, f"modules outside every layer: {unplaced}; give each a place in LAYERS"
+
+
+def test_no_import_points_up_a_layer():
+    order = {layer: i for i, (layer, _) in enumerate(LAYERS)}
+    modules = all_modules()
+    bad = []
+    for module, targets in import_graph().items():
+        here = layer_of(module)
+        for line, target in targets:
+            there = layer_of(target)
+            if here is None or there is None:
+                continue
+            if order[there] > order[here] or (here, there) in FORBIDDEN:
+                rel = modules[module].relative_to(PACKAGE_DIR.parent)
+                bad.append(f"{rel}:{line} ({here}) imports {target} ({there})")
+    assert not bad, "imports against the layer order:\n  " + "\n  ".join(bad)
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    cycles = find_cycles(graph)
+    lines = []
+    for cycle in cycles:
+        where = [f"{a} ({_line_of(graph, a, b)})" for a, b in zip(cycle, cycle[1:])]
+        lines.append(" -> ".join(where) + f" -> {cycle[-1]}")
+    assert not cycles, "import cycles (module (line of the import that closes the next step)):\n  " + "\n  ".join(lines)
+
+
+def _line_of(graph: dict[str, list[tuple[int, str]]], module: str, target: str) -> str:
+    return "line " + ", ".join(str(line) for line, t in graph[module] if t == target)
+
+
+def test_the_reader_sees_every_import_form(tmp_path):
+    """The parser itself: relative forms, function-level imports and import_module literals count."""
+    modules = {
+        "whileai.core": Path("x/__init__.py"),
+        "whileai.core.a": Path("x/a.py"),
+        "whileai.core.b": Path("x/b.py"),
+        "whileai.kit": Path("k/__init__.py"),
+        "whileai.kit.c": Path("k/c.py"),
+        "whileai.simulations": Path("s/__init__.py"),
+        "whileai.simulations.d": Path("s/d.py"),
+    }
+    source = tmp_path / "a.py"
+    source.write_text(
+        "from . import b\n"
+        "import importlib\n"
+        "def f():\n"
+        "    from ..kit import c\n"
+        "    import whileai.simulations.d.name\n"
+        "    return importlib.import_module('whileai.kit')\n"
+        "class K:\n"
+        "    def m(self):\n"
+        "        from whileai.simulations import d\n",
+        encoding="utf-8",
+    )
+    found = imports_of("whileai.core.a", source, modules)
+    assert found == [
+        (1, "whileai.core.b"),
+        (4, "whileai.kit.c"),
+        (5, "whileai.simulations.d"),
+        (6, "whileai.kit"),
+        (9, "whileai.simulations.d"),
+    ] or sorted(found) == sorted(
+        [(1, "whileai.core.b"), (4, "whileai.kit.c"), (5, "whileai.simulations.d"), (6, "whileai.kit"), (9, "whileai.simulations.d")]
+    )
+    assert layer_of("whileai.runner.cli") == "runner"
+    assert layer_of("whileai.demo") == "top" and layer_of("whileai.democracy") is None
+    graph = {"a": [(1, "b")], "b": [(2, "c")], "c": [(3, "a")], "d": [(1, "a")]}
+    assert find_cycles(graph) == [["a", "b", "c", "a"]]

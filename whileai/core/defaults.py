@@ -1,0 +1,82 @@
+"""Constants the platform and the SDK share, each beside its reason and its source.
+
+The bottom layer's settings: where the data root is named, the platform's
+address, the GPU price table both the platform (a run's cost) and the SDK (its
+cost text) read, and the training methods, targets and LoRA shape that the SDK
+asks for and the platform launches and serves. Everything else lives with its
+owner: whileai/simulations/defaults.py (the SDK's knobs), whileai/platform/
+defaults.py (limits, ports, serving), whileai/kit/defaults.py (the kit's recipe),
+whileai/jobs/defaults.py (a job's process and the Modal image).
+"""
+
+from __future__ import annotations
+
+import socket
+
+# ---------------------------------------------------------------------------
+# Data root and platform connection
+# ---------------------------------------------------------------------------
+
+#: Environment variable naming the data root (store, spool, model cache, adapters).
+HOME_ENV = "WHILEAI_HOME"
+
+#: Loopback by default: a platform server is reachable from other hosts only when
+#: its operator says so (``--host 0.0.0.0``).
+PLATFORM_HOST = "127.0.0.1"
+
+#: Port of ``python -m whileai platform``. 8470 is unassigned by IANA and clear of
+#: the ports notebooks and dev servers usually take (8000, 8080, 8888).
+PLATFORM_PORT = 8470
+
+#: Socket options for every client connection whileai opens (the SDK's client, the
+#: serving forwarder to a remote deployment): Nagle off (TCP_NODELAY), as urllib3
+#: does by default. A request goes out as two writes (headers, then the JSON body);
+#: with Nagle on, the body can wait for the server's delayed ACK of the headers,
+#: ~40 ms a call over a real network.
+NO_NAGLE = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+
+# ---------------------------------------------------------------------------
+# Cost estimates
+# ---------------------------------------------------------------------------
+
+#: Modal's on-demand list price per GPU-hour, USD. The platform's hosted trainer
+#: runs on Modal, so a run's cost is estimated as seconds / 3600 * rate. An
+#: estimate, not a bill. Source: modal.com/pricing, read 2026-09-20 (per-second
+#: prices x 3600, rounded to the cent).
+GPU_USD_PER_HOUR: dict[str, float] = {
+    "B200": 6.25,
+    "H200": 4.54,
+    "H100": 3.95,
+    "A100-80GB": 2.50,
+    "A100-40GB": 2.10,
+    "L40S": 1.95,
+    "A10G": 1.10,
+    "L4": 0.80,
+    "T4": 0.59,
+}
+GPU_PRICE_SOURCE = "modal.com/pricing"
+GPU_PRICE_READ_ON = "2026-09-20"
+
+# ---------------------------------------------------------------------------
+# Hosted training: what the SDK asks for and the platform launches and serves
+# ---------------------------------------------------------------------------
+
+#: The training methods: what ``train`` accepts and the job kinds the platform launches.
+TRAIN_METHODS = ("sft", "grpo", "dpo", "rm")
+
+#: Where a hosted job runs when ``train(target=None)``: "local" (a detached
+#: process on this machine) unless TRAIN_TARGET_ENV or the platform's config
+#: file (``{"train_target": ...}`` in ``<data_root>/config.json``) says "modal".
+TRAIN_TARGETS = ("local", "modal")
+TRAIN_TARGET_ENV = "WHILEAI_TRAIN_TARGET"
+TRAIN_TARGET_DEFAULT = "local"
+
+#: LoRA shape for every method. r=16 / alpha=32 on every linear projection is
+#: the common small-model setting (QLoRA, arXiv:2305.14314, used r=64 on all
+#: linear layers; "LoRA Without Regret", Schulman et al. 2025, found all-layer
+#: LoRA matches full fine-tuning where attention-only does not, and rank matters
+#: little below capacity). The kit's base overrides these with KIT_SFT_* when set.
+TRAIN_LORA_R = 16
+TRAIN_LORA_ALPHA = 32
+TRAIN_LORA_DROPOUT = 0.0
+TRAIN_LORA_TARGETS = "all-linear"

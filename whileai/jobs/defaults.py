@@ -1,0 +1,34 @@
+"""The job bodies' own settings: a job's CPU threads and the Modal training image.
+
+The training knobs a job reads (TRAIN_*, TRAINING_KNOBS) are the SDK's
+(whileai/simulations/defaults.py); the names the launcher calls the Modal app by
+are the platform's (whileai/platform/defaults.py).
+"""
+
+from __future__ import annotations
+
+# ---------------------------------------------------------------------------
+# A job's process
+# ---------------------------------------------------------------------------
+
+#: Torch threads of a job on a CPU (WHILEAI_JOB_THREADS overrides). Measured on a
+#: shared 2-core machine: the kit base's greedy reply of 96 tokens took 2.0 s on
+#: one thread and 9.9 s on two, because a tiny model's ops are too small to split
+#: and the threads fight the other processes for cores. Bigger bases on bigger
+#: CPUs want more: set the variable.
+JOB_CPU_THREADS = 1
+JOB_CPU_THREADS_ENV = "WHILEAI_JOB_THREADS"
+
+# ---------------------------------------------------------------------------
+# The Modal training app (whileai/jobs/modal_app.py)
+# ---------------------------------------------------------------------------
+
+#: One job's wall-clock limit on Modal (6 h): a GRPO run on a 1.5B base with
+#: the default steps ends well inside it; a stuck job stops costing after it.
+MODAL_TIMEOUT_S = 6 * 3600
+
+#: The image installs the whileai distribution's own requirements (pyproject.toml,
+#: read back with importlib.metadata), each pinned to the version installed where
+#: ``modal deploy`` runs: the versions this package was tested with there. There is
+#: no second list of versions to keep in step with pyproject.toml.
+MODAL_IMAGE_DISTRIBUTION = "whileai"

@@ -1,0 +1,107 @@
+"""The kit's recipe: tokenizer, tiny model shape, sample task, pre-trained base and its LoRA SFT, each beside its reason.
+
+Read by whileai.kit; the SDK's defaults re-export the names it uses
+(KIT_BASE_NAME, KIT_SFT_*), so ``whileai.simulations.defaults.KIT_BASE_NAME`` still reads.
+"""
+
+from __future__ import annotations
+
+# ---------------------------------------------------------------------------
+# Model kit (tiny tokenizer, model and base, built in code)
+# ---------------------------------------------------------------------------
+
+#: Tokenizer vocabulary size. Room for the 256 byte symbols, the special tokens,
+#: every number up to KIT_TOKENIZER_MAX_NUMBER, and the sample task's words whole.
+#: Kept small because the tied embedding is most of the tiny model's parameters.
+KIT_VOCAB_SIZE = 1536
+
+#: Numbers 0..this are single tokens (the sample task's amounts and minutes stay under it).
+KIT_TOKENIZER_MAX_NUMBER = 300
+
+#: Generic sentences in the tokenizer's training text.
+KIT_TOKENIZER_SENTENCES = 2000
+
+#: Times each task word and number appears in the tokenizer's training text: enough that
+#: BPE merges every one of them whole before the vocabulary fills.
+KIT_TOKENIZER_TASK_REPEATS = 40
+
+#: Context length of the tiny model and the tokenizer's model_max_length. A rendered
+#: sample-task conversation (system prompt, compact tool list, ask, call, response,
+#: reply) is under 200 tokens.
+KIT_MAX_POSITIONS = 512
+
+#: The tiny model's shape (a Llama config; see whileai.kit.tiny_model). Measured on a
+#: 2-core CPU with torch 2.13 / TRL 1.16: a ~473k-parameter model (hidden 128,
+#: 2 layers) learned the sample task reliably (0 -> 0.93 / 1.00 / 1.00 held-out
+#: first-action pass rate over three seeds of full SFT in ~3-4 minutes); a 154k model
+#: was seed-sensitive (0 -> 1.0 with one seed, 0 -> 0.40 with another); a 2.9M model
+#: was slower and did not learn in 5 minutes.
+KIT_HIDDEN_SIZE = 128
+KIT_LAYERS = 2
+KIT_HEADS = 4
+#: Key/value heads: full multi-head attention (grouped-query saves nothing at this size).
+KIT_KV_HEADS = 4
+#: MLP width, 2x hidden: with the tied embedding (vocab x hidden) the model has ~525k parameters.
+KIT_INTERMEDIATE_SIZE = 256
+#: Input and output embeddings share one matrix: it is most of the parameters.
+KIT_TIE_EMBEDDINGS = True
+
+#: Tasks in the shipped sample dataset: enough distinct cities, units and numbers for a
+#: held-out split to test copying arguments (80 held-out tasks at KIT_SAMPLE_HOLDOUT),
+#: small enough to keep the file under 3 MB.
+KIT_SAMPLE_TASKS = 400
+#: Rollouts per task (the group size GRPO sees).
+KIT_SAMPLE_ROLLOUTS = 4
+#: The sampling temperature the simulated rollouts record.
+KIT_SAMPLE_TEMPERATURE = 0.7
+#: Held-out share of tasks in kit.sample_task.split_tasks (the same share datasets.cut uses).
+KIT_SAMPLE_HOLDOUT = 0.2
+
+#: The demo base: the tiny model pre-trained briefly (kit._pretrain: echo, made-up tool
+#: calls spelled out literally or by value, tool-response read-back; never the sample
+#: task), so LoRA has features to adapt. Cached per data root under models/; the cache
+#: directory is named by a hash of every KIT_* value below that shapes the weights.
+#: Measured on the 2-core machine (torch 2.13): demo_base() took 74 s with 2 threads
+#: (64 s of pre-training, loss 7.04 -> 0.66; the same loss with 1 thread), and the
+#: base's held-out first-action pass rate on the sample task was 0.000 for base seeds
+#: 0 and 1. 1000 steps gave no better LoRA result (0.875 vs 0.887).
+KIT_BASE_NAME = "whileai/tiny-tooluse-base"
+KIT_BASE_SEED = 0
+KIT_BASE_STEPS = 600
+KIT_BASE_BATCH = 8
+#: 3e-3 with warmup then cosine decay to a tenth; 6e-3 was no faster, 1e-2 learned
+#: echo slower than 3e-3 (loss 2.85 vs 1.81 at step 400 without the copy init).
+KIT_BASE_LR = 3e-3
+KIT_BASE_WARMUP_RATIO = 0.05
+KIT_BASE_WEIGHT_DECAY = 0.0
+#: Distinct pre-training conversations (sampled with replacement each step).
+KIT_BASE_EXAMPLES = 4000
+#: Loss weight of the tokens outside assistant turns (assistant tokens weigh 1). Low
+#: because the asks are random words; a little keeps the template's turn structure learned.
+KIT_BASE_CONTEXT_WEIGHT = 0.1
+#: Start pre-training from identity value/output projections (kit._pretrain.copy_friendly_init).
+#: Measured on the tiny model, echo task, lr 3e-3, batch 16: loss 0.04 at step 200 with it,
+#: 1.8 at step 400 without (copying is otherwise a late phase change). Without it, 800
+#: pre-training steps left a base that never copied, and LoRA SFT reached only 0.05-0.14.
+KIT_BASE_COPY_INIT = True
+
+#: LoRA SFT of the demo base on the sample task: the hosted trainer's defaults for the kit
+#: base. Measured with benchmarks/kit_lora_sft.py (passing rows of the 320 train tasks,
+#: 768 rows; assistant-only loss; gradient checkpointing off; 80 held-out tasks, greedy):
+#: base seed 0: 0.000 -> 0.887, base seed 1: 0.000 -> 0.900. 300 steps trained in 146 s
+#: with 2 threads on a quiet machine (~5 minutes with 1 thread while others ran). Through
+#: the hosted job (benchmarks/training_sample_learns.py, 73 held-out prompts, quiet machine):
+#: 0.000 -> 0.918, 87 s of training after a 42 s base build.
+KIT_SFT_STEPS = 300
+KIT_SFT_BATCH = 8
+#: Constant after warmup. 2e-3 and 5e-3 were tried only on bases without the copy init.
+KIT_SFT_LR = 3e-3
+KIT_SFT_WARMUP_RATIO = 0.05
+#: Rank 16 of a 128-wide model, alpha 2x rank, on every linear layer of attention and MLP.
+KIT_SFT_LORA_R = 16
+KIT_SFT_LORA_ALPHA = 32
+KIT_SFT_LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+#: Not needed: the pre-trained embeddings serve as they are (the runs above train none).
+KIT_SFT_MODULES_TO_SAVE: tuple[str, ...] = ()
+#: The held-out first-action pass rate the demo base must reach after LoRA SFT.
+KIT_SFT_TARGET_PASS_RATE = 0.5

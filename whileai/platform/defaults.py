@@ -1,0 +1,221 @@
+"""The platform's settings: request limits, the store, keys, pages, the job launcher, Modal names and serving.
+
+Each beside its reason and its source, as in every defaults module. The address
+(PLATFORM_HOST, PLATFORM_PORT) and the GPU price table are shared with the SDK
+and live in whileai/core/defaults.py.
+"""
+
+from __future__ import annotations
+
+from whileai.core.defaults import (  # noqa: F401  (shared with the SDK; re-exported for the platform's modules)
+    GPU_PRICE_READ_ON,
+    GPU_PRICE_SOURCE,
+    GPU_USD_PER_HOUR,
+    HOME_ENV,
+    PLATFORM_HOST,
+    PLATFORM_PORT,
+    TRAIN_LORA_R,
+    TRAIN_METHODS,
+    TRAIN_TARGET_DEFAULT,
+    TRAIN_TARGET_ENV,
+    TRAIN_TARGETS,
+)
+from whileai.kit.defaults import KIT_SFT_LORA_R  # noqa: F401  (serving loads adapters of the kit's recipe too)
+
+# ---------------------------------------------------------------------------
+# Platform server (request limits, store)
+# ---------------------------------------------------------------------------
+
+#: Environment variable naming the store (any SQLAlchemy URL); unset means the
+#: SQLite file ``platform.db`` under the data root.
+STORE_URL_ENV = "WHILEAI_STORE_URL"
+
+#: Largest request body the HTTP API reads, in bytes (64 MiB). A 100,000-point
+#: batch with 10 metrics per point (a Trainer's usual log) is about 37 MB as
+#: JSON, so the benchmark's batch fits with room to spare; anything bigger is
+#: answered 413 before it is read, so one request cannot exhaust the server's
+#: memory. Clients send bigger backlogs as several batches.
+PLATFORM_MAX_BODY_BYTES = 64 * 1024 * 1024
+
+#: Runs, datasets and jobs a list answers when no ``limit`` is given, and the
+#: most it answers at all. A list is a menu, not an export; the run page and
+#: ``get_run`` read one run in full.
+PLATFORM_LIST_LIMIT = 100
+PLATFORM_LIST_LIMIT_MAX = 1000
+
+#: Longest client-chosen string id the API stores: a point batch id, a metric
+#: name, a model name. Generous for uuid4 hex (32) and TRL's longest metric
+#: names (``rewards/<func>/mean`` is well under 100), short enough to index.
+PLATFORM_MAX_KEY_CHARS = 200
+
+#: Random bytes in an API key (256 bits). Keys are random, not chosen by people,
+#: so one SHA-256 of the key is a safe hash at rest without a slow password KDF.
+API_KEY_BYTES = 32
+
+#: Leading characters of a key kept in clear to find it and to show which key is
+#: which ("wai_" plus 8 random characters: 48 bits, not enough to guess the rest).
+API_KEY_PREFIX_CHARS = 12
+
+#: How long a SQLite writer waits for the file's write lock before giving up, in
+#: seconds. Writers hold it for milliseconds (a 100,000-point batch holds it
+#: well under a second on a laptop disk), so waiting is always better than
+#: failing: a trainer, the server and a notebook share one file.
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
+#: Retries of a whole store transaction after SQLite still answers "database is
+#: locked" (the busy handler does not cover every case, e.g. a WAL checkpoint or
+#: recovery), with a backoff doubling from STORE_LOCK_BACKOFF_S up to
+#: STORE_LOCK_BACKOFF_MAX_S. Bounded so a wedged file ends in a clear 503.
+STORE_LOCK_RETRIES = 8
+STORE_LOCK_BACKOFF_S = 0.05
+STORE_LOCK_BACKOFF_MAX_S = 2.0
+
+#: Points drawn per curve on a run page. A curve of 100,000 points is thinned to
+#: this many (evenly by index) so the page stays small; the API keeps them all.
+PAGE_CURVE_MAX_POINTS = 1000
+
+# ---------------------------------------------------------------------------
+# Hosted training (knobs, gates, jobs, serving)
+# ---------------------------------------------------------------------------
+
+#: Seconds between a job's heartbeats, and how old the last one may be before a
+#: job whose process cannot be checked (another host, Modal) counts as dead. The
+#: heartbeat runs on its own thread, so a long trainer step does not delay it;
+#: 20 missed beats is far past any GC pause or store lock wait.
+JOB_HEARTBEAT_S = 5.0
+JOB_STALE_S = 100.0
+
+#: A local job that has not sent its first heartbeat within this many seconds of
+#: launch, and whose process is gone, failed to start (import error, bad env).
+JOB_START_GRACE_S = 120.0
+
+#: Seconds ``stop`` waits for a local worker's process group to be gone after
+#: SIGKILL before it answers anyway (the kernel ends a killed process at once; the
+#: wait covers a loaded machine's scheduling, and the reaper's ``wait``).
+JOB_STOP_WAIT_S = 10.0
+
+#: Characters of a dead job's log quoted in its run's error (the log's tail is
+#: where Python prints a traceback and the OOM killer's victim stops).
+JOB_LOG_TAIL_CHARS = 2000
+
+#: Modal: the training app and function the launcher calls by name, where adapters and
+#: progress live, and the GPU (the app itself is whileai/jobs/modal_app.py).
+#: A10G (24 GB) fits LoRA on a 1.5B model with TRAIN_MAX_LENGTH and is the
+#: cheapest GPU that does (GPU_USD_PER_HOUR); pass config={"gpu": "H100"} or set
+#: MODAL_GPU_ENV for bigger bases.
+MODAL_APP_NAME = "whileai-train"
+MODAL_FUNCTION_NAME = "run_job"
+MODAL_GPU = "A10G"
+MODAL_GPU_ENV = "WHILEAI_MODAL_GPU"
+MODAL_VOLUME_NAME = "whileai-adapters"
+MODAL_VOLUME_MOUNT = "/adapters"
+MODAL_PROGRESS_DICT = "whileai-progress"
+MODAL_SECRET_NAME = "whileai"
+#: The Python of both Modal images (the training app's and the serving app's).
+MODAL_PYTHON_VERSION = "3.11"
+
+# ---------------------------------------------------------------------------
+# Serving (OpenAI-compatible endpoint, model registry)
+# ---------------------------------------------------------------------------
+
+#: Where the endpoint's generation runs: "platform" (the platform's own process,
+#: CPU or local GPU) or "modal" (forwarded to the whileai-serve vLLM app,
+#: platform/serving_modal.py). The registry, keys and 404s stay on the platform
+#: either way. Set SERVE_TARGET_ENV, or {"serve_target": ...} in config.json.
+SERVE_TARGETS: tuple[str, ...] = ("platform", "modal")
+SERVE_TARGET_DEFAULT = "platform"
+SERVE_TARGET_ENV = "WHILEAI_SERVE_TARGET"
+
+#: The Modal serving app. One deployment serves one base (vLLM loads one base per
+#: server); the default is the smallest Qwen3 in SERVED_BASES, which fits an L4.
+MODAL_SERVE_APP_NAME = "whileai-serve"
+MODAL_SERVE_FUNCTION = "serve"
+MODAL_SERVE_BASE = "Qwen/Qwen3-0.6B"
+MODAL_SERVE_BASE_ENV = "WHILEAI_MODAL_SERVE_BASE"
+#: The deployment's web URL; when unset the platform asks Modal for it
+#: (Function.get_web_url of the deployed app).
+MODAL_SERVE_URL_ENV = "WHILEAI_MODAL_SERVE_URL"
+#: The bearer vLLM accepts: the same value in the Modal Secret (MODAL_SECRET_NAME)
+#: and where the platform runs. Callers never see it; they use account keys.
+MODAL_SERVE_KEY_ENV = "WHILEAI_SERVE_KEY"
+#: L4 (24 GB): a 0.6B-1.7B base in bf16 with a few LoRA slots and a KV cache fits,
+#: and it is cheaper per hour than an A10G on Modal's list (GPU_USD_PER_HOUR).
+MODAL_SERVE_GPU = "L4"
+MODAL_SERVE_PORT = 8000
+#: Seconds without a request before the container stops (idle to zero): the same
+#: five minutes as SERVING_IDLE_UNLOAD_S on the platform. A cold start (image
+#: pull, base load, CUDA graphs) costs one to three minutes, so the window is not
+#: shorter than a pause in an evaluation loop.
+MODAL_SERVE_SCALEDOWN_S = 300.0
+#: vLLM's first start downloads the base and captures CUDA graphs: allow 15 minutes.
+MODAL_SERVE_STARTUP_S = 900
+#: A container's life cap (24 h); Modal starts a fresh one after it.
+MODAL_SERVE_TIMEOUT_S = 24 * 3600
+#: Requests one container takes at once; vLLM batches them (continuous batching),
+#: so the limit is about queueing, not memory.
+MODAL_SERVE_MAX_INPUTS = 32
+#: LoRA slots on the GPU per batch (vLLM --max-loras) and adapters kept in host
+#: memory (--max-cpu-loras); more served names than slots swap in per batch.
+MODAL_SERVE_MAX_LORAS = 4
+MODAL_SERVE_MAX_CPU_LORAS = 16
+#: Context vLLM reserves KV cache for: TRAIN_MAX_LENGTH-sized conversations plus a reply.
+MODAL_SERVE_MAX_MODEL_LEN = 8192
+#: vLLM's parser for <tool_call>{"name", "arguments"}</tool_call> blocks, the format of
+#: the Qwen bases and the kit's template (vLLM docs, tool calling: "hermes").
+MODAL_SERVE_TOOL_PARSER = "hermes"
+#: How often the container re-reads the adapters Volume, so an adapter the platform
+#: just uploaded can be loaded; the platform retries a refused load this often.
+MODAL_SERVE_VOLUME_RELOAD_S = 5.0
+MODAL_SERVE_LOAD_RETRIES = 3
+#: The platform's wait for one forwarded request: a cold container answers only
+#: after it has started (MODAL_SERVE_STARTUP_S at worst on the very first start).
+MODAL_SERVE_REQUEST_TIMEOUT_S = 900.0
+#: The serving image: vLLM 0.26.0 (released 2026-09) brings its own torch and
+#: transformers. Not run by this repository's tests (it needs a GPU); bump it
+#: together with a check on a GPU.
+MODAL_SERVE_PIP_PINS: tuple[str, ...] = ("vllm==0.26.0",)
+
+#: Models the platform's endpoint keeps in memory at once; past it the least
+#: recently used is dropped. Each entry is its own copy of the base with its LoRA
+#: beside it, so this bounds memory at about this many base models: four 0.5B
+#: bases in bf16 are ~4 GB, which fits a laptop, and a sweep comparing a few
+#: adapters side by side does not reload on every request.
+SERVING_MAX_LOADED_MODELS = 4
+
+#: A loaded model nobody has called for this many seconds is dropped, and an idle
+#: server holds no weights at all (idle to zero). An evaluation or rollout loop
+#: calls every few seconds and keeps its model warm; five minutes of silence means
+#: the loop is over. Reloading costs little by comparison: the kit's base loads in
+#: well under a second, a 0.5B base from local disk in a few seconds.
+SERVING_IDLE_UNLOAD_S = 300.0
+
+#: Environment variables a platform operator sets to change the two above
+#: without code (read when the server's model pool is created).
+SERVING_MAX_LOADED_ENV = "WHILEAI_SERVING_MAX_LOADED"
+SERVING_IDLE_UNLOAD_ENV = "WHILEAI_SERVING_IDLE_S"
+
+#: Longest wait of the idle check, in seconds: an idle model goes at most this
+#: long after SERVING_IDLE_UNLOAD_S (the check also runs at a quarter of the idle
+#: period when that is shorter). The check thread ends when nothing is loaded.
+SERVING_IDLE_CHECK_S = 30.0
+
+#: Reply length cap when a request sets neither max_tokens nor
+#: max_completion_tokens, in tokens; the model's context caps it further. OpenAI
+#: has no such cap, but one request holds its model for the whole reply, and a
+#: model that never emits its end token would hold it until the context is full.
+#: A tool call or a short answer is well under this.
+SERVING_DEFAULT_MAX_TOKENS = 1024
+
+#: Sampling temperature when a request does not set one: OpenAI's documented
+#: default (API reference, chat completions, ``temperature``), so a client that
+#: omits it gets what it would get from OpenAI. Pass 0 for greedy decoding.
+SERVING_DEFAULT_TEMPERATURE = 1.0
+
+#: Most choices one request may ask for (``n``). All choices share the model's
+#: lock, so a large n starves other callers; 8 covers GRPO-style group sizes
+#: (DeepSeekMath sampled 64 per prompt, but as many requests, not one).
+SERVING_MAX_N = 8
+
+#: Most stop sequences per request: OpenAI's documented limit (API reference,
+#: chat completions, ``stop``: up to 4 sequences).
+SERVING_MAX_STOP = 4

@@ -1,0 +1,47 @@
+"""The task key of a rollout row (the row contract's, docs/architecture.md): which task a row belongs to.
+
+``rows`` re-exports both names; they sit in their own module so that the
+scoring core (``_scoring``) and the row sources (``_rowsource``) can group rows
+by task without importing the row contract that uses them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["prompt_hash", "task_key"]
+
+
+def prompt_hash(messages: list[Mapping[str, Any]]) -> str:
+    """A short stable hash of the prompt: the messages before the first assistant turn.
+
+    Canonical JSON (keys sorted, compact separators, ASCII escapes, null-valued
+    keys dropped), sha256, the first ``defaults.PROMPT_HASH_HEX_CHARS`` hex characters.
+
+        >>> prompt_hash([{"role": "user", "content": "Weather in Paris?"}]) == prompt_hash(
+        ...     [{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": "18"}])
+        True
+    """
+    from .defaults import PROMPT_HASH_HEX_CHARS
+
+    prefix = []
+    for message in messages:
+        if message.get("role") == "assistant":
+            break
+        prefix.append({k: v for k, v in message.items() if v is not None})
+    text = json.dumps(prefix, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:PROMPT_HASH_HEX_CHARS]
+
+
+def task_key(row: Mapping[str, Any]) -> str:
+    """The row's task: ``task_id`` when present, else its stored ``prompt_hash``, else ``prompt_hash(messages)``."""
+    task_id = row.get("task_id")
+    if task_id is not None and task_id != "":
+        return str(task_id)
+    stored = row.get("prompt_hash")
+    if stored:
+        return str(stored)
+    return prompt_hash(row.get("messages") or [])
