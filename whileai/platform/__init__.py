@@ -1,4 +1,5 @@
 """The whileai platform: the store, the HTTP API, the job runner, run pages and the serving endpoint.
 
-The SDK reaches it only through :mod:`whileai.simulations._client`.
+It imports nothing of the SDK; the SDK reaches it only through its client seam
+(:mod:`whileai.simulations._client`: HTTP, or the embedded app from :mod:`whileai.platform.embedded`).
 """

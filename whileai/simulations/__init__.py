@@ -3,7 +3,8 @@
     import whileai.simulations as wai
 
 Names load on first use, so ``import whileai.simulations`` stays fast and does
-not pull in torch until a name that needs it is touched.
+not pull in torch until a name that needs it is touched. docs/architecture.md
+lists the module each name is defined in.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 # public name -> the module that defines it (relative to this package, or absolute)
 _EXPORTS: dict[str, str] = {
-    # run tracking and hosted training (training.md)
+    # run tracking and hosted training
     "TrainerCallback": "training",
     "TrainingRun": "training",
     "training_run": "training",
@@ -28,7 +29,7 @@ _EXPORTS: dict[str, str] = {
     "delete_model": "training",
     "models": "training",
     "reward_model": "training",
-    # rollout rows and export (export.md)
+    # rollout rows and export
     "SimulationData": "rows",
     "training_rows": "export",
     "export_dataset": "export",
@@ -51,7 +52,7 @@ _EXPORTS: dict[str, str] = {
     "build_preference_pairs": "judges",
     # did training move the behaviour?
     "delta_report": "report",
-    # reward-hacking monitor (monitor.md)
+    # reward-hacking monitor
     "HackMonitor": "monitor",
     "format_hack_monitor": "monitor",
     # named exceptions

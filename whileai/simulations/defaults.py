@@ -285,7 +285,7 @@ EXPORT_MASK_MODES = ("assistant", "final")
 #: Only a mixed task carries a group advantage or a preference pair; with fewer
 #: than this the run revisits a handful of prompts until it memorises them, and
 #: the held-out rate it is judged by moves mostly by noise (the documented
-#: threshold of ``train``, training.md; Lambert 2025, "RLHF", chapter
+#: threshold of ``train``; Lambert 2025, "RLHF", chapter
 #: Reinforcement Learning).
 TRAIN_MIN_MIXED_TASKS = 32
 

@@ -31,7 +31,6 @@ from whileai.platform.launcher._shared import (  # noqa: F401  (re-exported: the
     FINISHED,
     JOB_ID_ENV,
     _key_hash,
-    _revoke_key,
     adapter_dir,
     end_job,
     job_dir,
