@@ -11,12 +11,8 @@ import math
 import time
 from typing import Any
 
+from whileai.core import codec
 from whileai.platform import defaults
-
-try:  # orjson is several times faster on big point batches; the stdlib is the fallback
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - orjson ships with the test extra
-    _orjson = None
 
 __all__ = [
     "InvalidError",
@@ -55,24 +51,13 @@ class NotFoundError(LookupError):
 # --------------------------------------------------------------------------- JSON
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON text; finite numbers only."""
-    if _orjson is not None:
-        try:
-            return _orjson.dumps(value).decode()
-        except TypeError:  # e.g. an int beyond 64 bits: the stdlib handles it
-            pass
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+#: Compact JSON text (whileai.core.codec.dumps: orjson when installed); NaN never reaches it,
+#: check_json_value refuses non-finite numbers first.
+dumps = codec.dumps
 
-
-def loads(text: str | bytes) -> Any:
-    """Parse JSON text; NaN and Infinity literals come back as floats so callers can name them."""
-    if _orjson is not None:
-        try:
-            return _orjson.loads(text)
-        except _orjson.JSONDecodeError:
-            pass  # NaN/Infinity literals, or malformed: the stdlib says which, with a position
-    return json.loads(text, parse_constant=float)
+#: Parse JSON text (whileai.core.codec.loads); NaN and Infinity literals come back as floats so
+#: callers can name them.
+loads = codec.loads
 
 
 def canonical_json(value: Any) -> str:
@@ -171,7 +156,7 @@ def clean_points(points: Any, run_id: str, now: float | None = None) -> list[tup
             '{"step": int|null, "metrics": {name: number}, "ts": seconds}'
         )
     now = time.time() if now is None else now
-    encode = _orjson.dumps if _orjson is not None else None
+    encode = codec.fast_dumps
     keys = _POINT_KEYS
     names: set[str] = set()
     out: list[tuple[str, int | None, float, str]] = []

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from . import defaults
-from whileai.core import embedded
+from whileai.core import codec, embedded
 from whileai.core.defaults import NO_NAGLE
 from whileai.core.paths import data_root
 from whileai.core.errors import NotFoundError, PlatformError
@@ -46,18 +46,9 @@ def embedded_base_url() -> str:
     return f"http://{defaults.PLATFORM_HOST}:{defaults.PLATFORM_PORT}"
 
 
-def _dumps(value: Any) -> bytes:
-    """JSON bytes: orjson when installed (several times faster on point batches), else the stdlib."""
-    try:
-        import orjson
-    except ImportError:
-        orjson = None
-    if orjson is not None:
-        try:
-            return orjson.dumps(value)
-        except TypeError:
-            pass
-    return json.dumps(value, separators=(",", ":"), allow_nan=False, default=str).encode()
+#: JSON bytes of a request body (whileai.core.codec: orjson when installed). A value that is not
+#: JSON is refused with TypeError naming it, never sent as its repr.
+_dumps = codec.dumps_bytes
 
 
 def _error_message(response: httpx.Response) -> tuple[str, Any]:

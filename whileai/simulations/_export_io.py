@@ -1,9 +1,9 @@
-"""JSON and JSONL input/output for rows and exports: fast codec, line-numbered reads, atomic writes.
+"""JSON and JSONL input/output for rows and exports: line-numbered reads, atomic writes.
 
-orjson is used when it is installed (it is several times faster than the
-standard library on row-sized objects); everything it refuses (integers past 64
-bits, lone surrogates, the ``NaN`` literal Python's json accepts) falls back to
-the standard library, so the choice of codec never changes what can be read.
+The codec is whileai.core.codec (orjson when installed, the standard library
+otherwise, so the choice of codec never changes what can be read); this module
+adds what JSONL files need on top: line numbers in errors, exact parsing of
+lines holding long integers, and line breaks JSON may leave raw escaped.
 """
 
 from __future__ import annotations
@@ -19,12 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from whileai.core import codec
 from whileai.core.errors import RowFormatError
-
-try:  # optional speed-up; the standard library is the fallback
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - exercised only where orjson is absent
-    _orjson = None
 
 __all__ = [
     "loads",
@@ -42,57 +38,16 @@ __all__ = [
 _UMASK_LOCK = threading.Lock()
 
 #: The codec in use, for benchmark reports.
-JSONL_CODEC = "orjson" if _orjson is not None else "json"
+JSONL_CODEC = codec.NAME
 
+#: Parse JSON text exactly (whileai.core.codec.loads_exact): tool-call arguments, small texts;
+#: files go through ``read_jsonl``.
+loads = codec.loads_exact
 
-def loads(text: str | bytes) -> Any:
-    """Parse JSON text exactly; raises ``ValueError`` (json.JSONDecodeError) when it is not JSON.
+#: The fastest parser installed, with no fallback and no exactness check (whileai.core.codec.parse_fast).
+parse_object_fast = codec.parse_fast
 
-    orjson reads integers outside [-2**63, 2**64) as floats (silently rounding
-    them), so a result holding a float that large is parsed again by the
-    standard library. Meant for small texts (tool-call arguments); files go
-    through ``read_jsonl``.
-    """
-    value = _loads_fast(text)
-    if _orjson is not None and _has_huge_float(value):
-        return json.loads(text)
-    return value
-
-
-#: The fastest parser installed, with no fallback and no exactness check: for quick "is this a JSON object?"
-#: verdicts, where a ValueError or any other type sends the caller to ``loads``.
-parse_object_fast = _orjson.loads if _orjson is not None else json.loads
-
-
-def _has_huge_float(value: Any) -> bool:
-    """Whether a parsed value holds a float outside (-9.2e18, 9.2e18), where orjson's rounded integers land."""
-    kind = type(value)
-    if kind is dict:
-        values: Any = value.values()
-    elif kind is list:
-        values = value
-    else:
-        return kind is float and not -9.2e18 < value < 9.2e18
-    for item in values:
-        kind = type(item)
-        if kind is str or kind is int or kind is bool or item is None:
-            continue
-        if kind is float:
-            if not -9.2e18 < item < 9.2e18:
-                return True
-        elif _has_huge_float(item):
-            return True
-    return False
-
-
-def _loads_fast(text: str | bytes) -> Any:
-    """orjson when it accepts the text, else the standard library (NaN literals, its error wording)."""
-    if _orjson is not None:
-        try:
-            return _orjson.loads(text)
-        except _orjson.JSONDecodeError:
-            pass
-    return json.loads(text)
+_loads_fast = codec.loads
 
 
 def _long_number_lines(data: bytes) -> set[int]:
@@ -119,12 +74,7 @@ _LONG_DIGIT_RUN = b"0" * 19
 
 def dumps(obj: Any) -> str:
     """Compact JSON text, non-ASCII kept as is (how tool-call arguments are written)."""
-    if _orjson is not None:
-        try:
-            return _orjson.dumps(obj).decode()
-        except TypeError:
-            pass
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return codec.dumps(obj, allow_nan=True)
 
 
 #: Characters that ``str.splitlines()`` (and so many hand-written JSONL readers) treat as
@@ -139,19 +89,7 @@ _LINE_BREAKS = (
 
 def dumps_bytes(obj: Any) -> bytes:
     """One JSONL line's bytes (no newline): valid UTF-8, and one line for every line splitter."""
-    if _orjson is not None:
-        try:
-            line = _orjson.dumps(obj)
-        except TypeError:
-            pass
-        else:
-            return _escape_line_breaks(line)
-    return _dumps_ascii(obj)
-
-
-def _dumps_ascii(obj: Any) -> bytes:
-    # ensure_ascii escapes lone surrogates, which UTF-8 cannot carry
-    return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode()
+    return _escape_line_breaks(codec.dumps_bytes(obj, allow_nan=True))
 
 
 def _escape_line_breaks(data: bytes) -> bytes:
@@ -177,14 +115,14 @@ def jsonl_bytes(rows: list[Any]) -> bytes:
     """
     if not rows:
         return b""
-    if _orjson is not None:
-        dump = _orjson.dumps
+    dump = codec.fast_dumps
+    if dump is not None:
         try:
             lines = [dump(row) for row in rows]
         except TypeError:  # a value orjson refuses: the exact per-row path for all
-            lines = [dumps_bytes(row) for row in rows]
+            lines = [codec.dumps_bytes(row, allow_nan=True) for row in rows]
     else:
-        lines = [_dumps_ascii(row) for row in rows]
+        lines = [codec.dumps_bytes(row, allow_nan=True) for row in rows]
     lines.append(b"")
     return _escape_line_breaks(b"\n".join(lines))
 
