@@ -19,7 +19,7 @@ from whileai.platform._store_models import (
     ApiKey,
     Setting,
     _check_str,
-    _hash_key,
+    hash_key,
     _new_id,
     _not_found,
 )
@@ -51,7 +51,7 @@ def _issue_key(store: Any, s: Session, account_id: str) -> str:
         ApiKey(
             account_id=account_id,
             prefix=key[: defaults.API_KEY_PREFIX_CHARS],
-            key_hash=_hash_key(key),
+            key_hash=hash_key(key),
             created_at=time.time(),
         )
     )
@@ -71,7 +71,7 @@ def issue_api_key(store: Any, account_id: str) -> str:
 
 def revoke_api_key(store: Any, account_id: str, api_key: str) -> bool:
     """Stop ``api_key`` from authenticating; True when this account had it."""
-    return store.revoke_api_key_hash(_hash_key(api_key), account_id=account_id)
+    return store.revoke_api_key_hash(hash_key(api_key), account_id=account_id)
 
 
 def revoke_api_key_hash(store: Any, key_hash: str, *, account_id: str | None = None) -> bool:
@@ -91,7 +91,7 @@ def account_for_key(store: Any, api_key: str | None) -> str | None:
     if not api_key or not isinstance(api_key, str) or len(api_key) > 200:
         return None
     prefix = api_key[: defaults.API_KEY_PREFIX_CHARS]
-    digest = _hash_key(api_key)
+    digest = hash_key(api_key)
 
     def work(s: Session) -> str | None:
         found = None

@@ -150,7 +150,8 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
 
-def _hash_key(key: str) -> str:
+def hash_key(key: str) -> str:
+    """How an API key is kept at rest: its SHA-256 hex digest (API_KEY_BYTES explains why one hash is enough)."""
     return hashlib.sha256(key.encode()).hexdigest()
 
 

@@ -49,7 +49,7 @@ from whileai.platform._store_engine import (
     with_lock_retry,
 )
 from whileai.platform._store_keyfiles import LOCAL_KEY_FILENAME, ensure_local_account, local_key_path  # noqa: F401
-from whileai.platform._store_models import ApiKey, Base  # noqa: F401  (ApiKey: the job launcher revokes by hash)
+from whileai.platform._store_models import ApiKey, Base, hash_key  # noqa: F401  (re-exported: the key table, its hasher)
 from whileai.platform._store_values import (  # noqa: F401  (re-exported: the store's statuses and errors)
     FINISHED_STATUSES,
     JOB_STATUSES,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -25,23 +24,10 @@ def adapter_dir(run_id: str) -> Path:
     return data_root() / "adapters" / run_id
 
 
-def _key_hash(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
 def _revoke_key(store: Any, key_hash: str | None) -> None:
     """Remove a job-scoped key so it stops authenticating (a no-op when already gone)."""
-    if not key_hash:
-        return
-    revoke = getattr(store, "revoke_api_key_hash", None)
-    if revoke is not None:
-        revoke(key_hash)
-        return
-    from sqlalchemy import delete
-
-    from whileai.platform.store import ApiKey
-
-    store._tx(lambda s: s.execute(delete(ApiKey).where(ApiKey.key_hash == key_hash)))
+    if key_hash:
+        store.revoke_api_key_hash(key_hash)
 
 
 def end_job(store: Any, account_id: str, job: dict[str, Any], status: str, error: str | None = None) -> dict[str, Any]:

@@ -27,10 +27,10 @@ from typing import Any
 
 from whileai.platform._store_values import RUN_STOP_MARK
 from whileai.platform import defaults
+from whileai.platform._store_models import hash_key
 from whileai.platform.launcher._shared import (  # noqa: F401  (re-exported: the launcher's names)
     FINISHED,
     JOB_ID_ENV,
-    _key_hash,
     adapter_dir,
     end_job,
     job_dir,
@@ -151,7 +151,7 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
     log_path = folder / "worker.log"
     key = store.issue_api_key(account_id)
     spec = dict(job["spec"] or {})
-    spec.update(key_hash=_key_hash(key), log=str(log_path), host=socket.gethostname(), launched_at=time.time())
+    spec.update(key_hash=hash_key(key), log=str(log_path), host=socket.gethostname(), launched_at=time.time())
     store.update_job(account_id, job_id, {"spec": spec})
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
