@@ -1,9 +1,9 @@
-"""Run tracking machinery: buffer points, send them in the background, retry, spool what cannot go.
+"""Run tracking machinery: the per-run Tracker buffers points, sends them in batches, retries, spools what cannot go.
 
 :class:`Tracker` holds one run's unsent data. ``log`` only appends to an
 in-memory buffer. Sending happens in :meth:`Tracker.flush`, called by the
 user, by ``finish`` and, every FLUSH_INTERVAL_S, by one daemon thread per
-process (:class:`_Flusher`). A send that fails keeps its batch (and its
+process (:mod:`._flush`). A send that fails keeps its batch (and its
 ``batch_id``, so the platform stores a resent batch once), counts an error and
 backs off (RETRY_BACKOFF_S .. RETRY_BACKOFF_MAX_S). At interpreter exit what is
 still unsent goes to the spool (:mod:`._spool`), which a later flush or
@@ -12,8 +12,6 @@ still unsent goes to the spool (:mod:`._spool`), which a later flush or
 
 from __future__ import annotations
 
-import atexit
-import json
 import math
 import operator
 import os
@@ -25,7 +23,8 @@ import warnings
 from collections import deque
 from typing import Any
 
-from . import _spool, defaults
+from . import _flush, _spool, defaults
+from ._flush import _FLUSHER, _Flusher, flush_all  # noqa: F401  (re-exported: tests and benchmarks reach the flush thread here)
 from ._spool import sync_main  # python -m whileai sync (wired in whileai/__main__.py)
 from whileai.core.errors import NotFoundError, PlatformError
 
@@ -143,7 +142,7 @@ class Tracker:
             if self.step is None or step > self.step:
                 self.step = step
             if not self.registered:
-                _FLUSHER.add(self)
+                _flush.FLUSHER.add(self)
 
     def _clean(self, metrics: dict[str, Any]) -> dict[str, float]:
         clean = {}
@@ -189,7 +188,7 @@ class Tracker:
         if total_steps is not None:
             self.total_steps = total_steps
         if not self.registered:
-            _FLUSHER.add(self)
+            _flush.FLUSHER.add(self)
 
     def update(self, fields: dict[str, Any] | None = None, summary: dict[str, Any] | None = None) -> None:
         """Queue record changes (merged into the next PATCH; ``summary`` merges key by key)."""
@@ -200,7 +199,7 @@ class Tracker:
                 self._patch.setdefault("summary", {}).update(summary)
             self._patch_version += 1
         if not self.registered:
-            _FLUSHER.add(self)
+            _flush.FLUSHER.add(self)
 
     # -- state ---------------------------------------------------------------
 
@@ -208,13 +207,13 @@ class Tracker:
         """Mark the run as this process's to end: at exit, if never finished, it is marked stopped
         (or failed, when an uncaught exception ended the process) rather than left running."""
         self.owned = True
-        _FLUSHER.add(self)
-        _watch_uncaught()
+        _flush.FLUSHER.add(self)
+        _flush.watch_uncaught()
 
     def end_at_exit(self) -> None:
         if not self.owned or self.finished or self._gone:
             return
-        exc = _UNCAUGHT[0]
+        exc = _flush.uncaught()
         if exc is None:
             status, error = "stopped", "the process exited before run.finish() was called (use `with run:` to end it)"
         elif isinstance(exc, KeyboardInterrupt):
@@ -248,7 +247,7 @@ class Tracker:
         with self._send_lock:
             ok = self._flush_locked(defaults.TRACKING_TIMEOUT_S if timeout is None else timeout)
         if ok and self._failures == 0:
-            _maybe_deliver_spool(self.client)
+            _flush.maybe_deliver_spool(self.client)
         return ok
 
     def _cut(self) -> None:
@@ -441,149 +440,3 @@ class Tracker:
             self._patch.clear()
         self._sent_step, self._sent_total = self._bar_step, self.total_steps
         return points, 1 if body else 0
-
-
-# ---------------------------------------------------------------------------
-# The background flush thread and the exit hook
-# ---------------------------------------------------------------------------
-
-
-class _Flusher:
-    """One daemon thread per process that flushes every registered run every FLUSH_INTERVAL_S."""
-
-    def __init__(self) -> None:
-        self.trackers: set[Tracker] = set()
-        self.lock = threading.Lock()
-        self.wake = threading.Event()
-        self.stopping = False
-        self.thread: threading.Thread | None = None
-        self.pid = 0
-        self.exit_hooked = False
-
-    def add(self, tracker: Tracker) -> None:
-        with self.lock:
-            self.trackers.add(tracker)
-            tracker.registered = True
-            if self.thread is None or self.pid != os.getpid() or not self.thread.is_alive():
-                self.pid = os.getpid()
-                self.stopping = False
-                self.thread = threading.Thread(target=self._run, name="whileai-flush", daemon=True)
-                self.thread.start()
-            if not self.exit_hooked:
-                atexit.register(_at_exit)
-                self.exit_hooked = True
-
-    def _run(self) -> None:
-        while not self.stopping:
-            self.wake.wait(defaults.FLUSH_INTERVAL_S)
-            self.wake.clear()
-            if self.stopping:
-                break
-            try:
-                self.flush_due()
-            except Exception:  # the thread must outlive any surprise; the next interval tries again
-                pass
-
-    def flush_due(self) -> None:
-        for tracker in list(self.trackers):
-            if self.stopping:
-                return
-            if tracker.has_pending() and tracker.due():
-                tracker.flush()
-            if not tracker.has_pending() and (tracker.finished or tracker._gone):
-                with self.lock:
-                    self.trackers.discard(tracker)
-                    tracker.registered = False
-                if tracker.has_pending():  # something arrived while it was being dropped
-                    self.add(tracker)
-
-
-_FLUSHER = _Flusher()
-
-
-def flush_all(timeout: float | None = None) -> bool:
-    """Flush every run with unsent data in this process; True when all of it landed."""
-    return all([tracker.flush(timeout) for tracker in list(_FLUSHER.trackers)])
-
-
-def _at_exit() -> None:
-    """Last send for each run with unsent data, then spool whatever is left."""
-    _FLUSHER.stopping = True
-    _FLUSHER.wake.set()
-    spooled = [0, 0]
-    runs = set()
-    for tracker in list(_FLUSHER.trackers):
-        try:
-            tracker.end_at_exit()
-        except Exception:  # pragma: no cover - never let one run keep the others' points from the disk
-            pass
-        if not tracker.has_pending():
-            continue
-        got = tracker._send_lock.acquire(timeout=defaults.EXIT_FLUSH_TIMEOUT_S)
-        try:
-            if got and tracker._failures == 0:
-                tracker._flush_locked(defaults.EXIT_FLUSH_TIMEOUT_S)
-            # without the lock the in-flight batch is still listed: spooling it too is safe (same batch_id)
-            if tracker.has_pending():
-                points, updates = tracker.spool()
-                spooled[0] += points
-                spooled[1] += updates
-                runs.add(tracker.run_id)
-        except Exception as exc:  # pragma: no cover - last resort; say so rather than die silently
-            print(f"whileai: could not keep the unsent points of {tracker.run_id}: {exc}", file=_stderr())
-        finally:
-            if got:
-                tracker._send_lock.release()
-    if runs:
-        print(
-            f"whileai: the platform did not take {spooled[0]} points and {spooled[1]} run updates of "
-            f"{', '.join(sorted(runs))}; "
-            f"they are kept in {_spool.spool_dir()} and will be sent by the next run or by `python -m whileai sync`",
-            file=_stderr(),
-        )
-
-
-_UNCAUGHT: list[BaseException | None] = [None]  # the exception that is ending the process, if any
-_HOOKED = [False]
-
-
-def _watch_uncaught() -> None:
-    """Chain sys.excepthook once, so the exit hook can tell a crash from a script that forgot finish()."""
-    import sys
-
-    if _HOOKED[0]:
-        return
-    _HOOKED[0] = True
-    previous = sys.excepthook
-
-    def hook(exc_type, exc, tb):
-        _UNCAUGHT[0] = exc
-        previous(exc_type, exc, tb)
-
-    sys.excepthook = hook
-
-
-def _stderr():
-    import sys
-
-    return sys.stderr
-
-
-_SPOOL_TRIED: dict[str, float] = {}
-
-
-def _maybe_deliver_spool(client: Any) -> None:
-    """After a good send, deliver spool files for the same target (at most every SPOOL_RETRY_S)."""
-    try:
-        target = client.target
-        key = json.dumps(target, sort_keys=True)
-        now = time.monotonic()
-        last = _SPOOL_TRIED.get(key)
-        if last is not None and now - last < defaults.SPOOL_RETRY_S:
-            return
-        _SPOOL_TRIED[key] = now
-        if not _spool.pending_files(include_live=False):
-            return
-        _spool.deliver(lambda t: client if t == target else None, only_target=target)
-    except Exception:  # delivering old data must never disturb the current run
-        pass
