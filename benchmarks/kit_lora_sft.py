@@ -27,8 +27,8 @@ def heldout_pass_rate(model, tokenizer, rows, batch: int = 32, max_new_tokens: i
     """First-action pass rate over one row per held-out task (greedy); prints ``show`` misses."""
     import torch
 
-    from whileai.kit import first_action_passed
-    from whileai.kit.sample_task import prompt_messages
+    from whileai.simulations.judges import judge_reply
+    from whileai.simulations.rows import prompt_messages
 
     tasks = {}
     for r in rows:
@@ -47,7 +47,7 @@ def heldout_pass_rate(model, tokenizer, rows, batch: int = 32, max_new_tokens: i
                                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
         for r, seq in zip(chunk, out[:, enc["input_ids"].shape[1]:]):
             text = tokenizer.decode(seq, skip_special_tokens=True)
-            ok = first_action_passed(text, r["gold"])
+            ok = judge_reply(text, r)["passed"]  # the product's first-action judge, as the hosted job scores
             passed += ok
             if not ok and show > 0:
                 show -= 1

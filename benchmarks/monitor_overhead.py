@@ -55,14 +55,15 @@ def _message(completion):
 
 
 def held_out(n: int) -> list[dict]:
-    from whileai.kit import load_sample, sample_task
+    from whileai.kit import load_sample
+    from whileai.simulations.rows import prompt_messages
 
     rows, seen = [], set()
     for row in load_sample():
         if row["task_id"] in seen:
             continue
         seen.add(row["task_id"])
-        rows.append({"prompt": sample_task.prompt_messages(row), "gold": row["gold"]})
+        rows.append({"prompt": prompt_messages(row), "gold": row["gold"]})
         if len(rows) == n:
             break
     return rows

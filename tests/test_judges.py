@@ -306,3 +306,20 @@ def test_a_judge_with_judge_many_scores_every_row_in_one_call():
 
     with pytest.raises(ValueError, match="returned 1 verdicts for 3 rows"):
         wai.evaluate(rows, Short())
+
+
+def test_judge_reply_scores_generated_text_like_the_first_action_judge():
+    """Generated text is parsed into a reply and judged against the row's gold (the jobs' and benchmarks' figure)."""
+    from whileai.simulations.judges import judge_reply
+
+    prompt = [{"role": "system", "content": "convert units"}, {"role": "user", "content": "12 km in miles?"}]
+    row = {"messages": prompt, "gold": {"name": "convert", "arguments": {"amount": 12, "from_unit": "km", "to_unit": "miles"}}}
+    good = '<tool_call>{"name": "convert", "arguments": {"to_unit": "miles", "amount": 12.0, "from_unit": "km"}}</tool_call>'
+    assert judge_reply(good, row)["passed"]
+    assert not judge_reply(good.replace("12.0", "13"), row)["passed"]
+    assert not judge_reply("That is 7 miles.", row)["passed"]
+    assert not judge_reply("<tool_call>{broken", row)["passed"]
+    answer = {"messages": prompt, "gold": {"answer": "You are welcome!"}}
+    assert judge_reply("you are welcome ", answer)["passed"]
+    assert not judge_reply(good, answer)["passed"]
+    assert judge_reply(good, row, judge=lambda r: 0.25) == {"reward": 0.25, "passed": False}

@@ -8,6 +8,8 @@ import pytest
 
 from whileai import kit
 from whileai.kit import build_tokenizer, parse_tool_calls, tiny_model
+from whileai.simulations.judges import judge_reply
+from whileai.simulations.rows import prompt_messages
 
 TOOLS = [
     {
@@ -221,7 +223,7 @@ def test_sample_file_is_valid_rows_with_mixed_groups():
     assert len(mixed) >= 0.6 * len(groups)
     for task_id, group in groups.items():
         assert sorted(r["rollout_index"] for r in group) == list(range(len(group)))
-        assert len({json.dumps(sample_task.prompt_messages(r)) for r in group}) == 1, task_id
+        assert len({json.dumps(prompt_messages(r)) for r in group}) == 1, task_id
     for r in rows:
         assert isinstance(r["reward"], float) and 0.0 <= r["reward"] <= 1.0
         assert r["passed"] == (r["reward"] == 1.0)
@@ -241,7 +243,7 @@ def test_sample_file_is_valid_rows_with_mixed_groups():
             assert roles == ["system", "user", "assistant"]
         # the passed flag agrees with the first-action check on the rendered reply
         rendered = _render_first_action(first)
-        assert kit.first_action_passed(rendered, r["gold"]) == r["passed"]
+        assert judge_reply(rendered, r)["passed"] == r["passed"]
 
 
 def _render_first_action(message):
@@ -285,17 +287,6 @@ def test_split_tasks_never_splits_a_task():
     assert len({r["task_id"] for r in held}) == 10
     with pytest.raises(ValueError, match="holdout=1.5"):
         sample_task.split_tasks(rows, holdout=1.5)
-
-
-def test_first_action_passed():
-    gold = {"name": "convert", "arguments": {"amount": 12, "from_unit": "km", "to_unit": "miles"}}
-    good = '<tool_call>{"name": "convert", "arguments": {"to_unit": "miles", "amount": 12.0, "from_unit": "km"}}</tool_call>'
-    assert kit.first_action_passed(good, gold)
-    assert not kit.first_action_passed(good.replace("12.0", "13"), gold)
-    assert not kit.first_action_passed("That is 7 miles.", gold)
-    assert not kit.first_action_passed("<tool_call>{broken", gold)
-    assert kit.first_action_passed("you are welcome ", {"answer": "You are welcome!"})
-    assert not kit.first_action_passed(good, {"answer": "You are welcome!"})
 
 
 # ---------------------------------------------------------------------------

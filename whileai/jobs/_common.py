@@ -19,6 +19,7 @@ from typing import Any
 
 from whileai.jobs import defaults as job_defaults
 from whileai.simulations import defaults
+from whileai.simulations.rows import prompt_messages
 
 __all__ = [
     "seed_all",
@@ -166,16 +167,6 @@ def peft_config(model: Any, spec: Mapping[str, Any], task_type: str = "CAUSAL_LM
 # ---------------------------------------------------------------------------
 
 
-def prompt_messages(row: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The messages before the first assistant turn (what the policy is asked)."""
-    out = []
-    for message in row.get("messages") or []:
-        if message.get("role") == "assistant":
-            break
-        out.append(dict(message))
-    return out
-
-
 def distinct_prompts(rows: list[Mapping[str, Any]], limit: int | None, seed: int) -> list[Mapping[str, Any]]:
     """One row per distinct (prompt, tools, gold), at most ``limit`` of them, sampled with ``seed``."""
     seen: dict[str, Mapping[str, Any]] = {}
@@ -230,8 +221,7 @@ def generate_replies(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
 
 def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
     """``{"value": pass rate, "prompts": n}`` of the first-action judge on greedy replies (value None without gold)."""
-    from whileai.kit import parse_tool_calls
-    from whileai.simulations.judges import first_action_judge
+    from whileai.simulations.judges import judge_reply
 
     prompts = distinct_prompts(rows, spec.get("holdoutRows") or defaults.TRAIN_HOLDOUT_MAX_ROWS, spec.get("seed") or 0)
     if not prompts:
@@ -239,12 +229,7 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
     replies = generate_replies(model, tokenizer, prompts, defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
     passed = 0
     for row, text in zip(prompts, replies, strict=True):
-        content, calls = parse_tool_calls(text)
-        reply: dict[str, Any] = {"role": "assistant", "content": content}
-        if calls:
-            reply["tool_calls"] = calls
-        judged = first_action_judge({"messages": prompt_messages(row) + [reply], "gold": row["gold"]})
-        passed += bool(judged["passed"])
+        passed += bool(judge_reply(text, row)["passed"])
     return {"value": passed / len(prompts), "prompts": len(prompts)}
 
 
@@ -388,6 +373,35 @@ def trainer_settings(spec: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     if spec.get("steps"):
         settings["max_steps"] = int(spec["steps"])
     return settings
+
+
+def train_lora(trainer_cls: Any, config_cls: Any, spec: Mapping[str, Any], folder: Path, model: Any, tokenizer: Any,
+               examples: list[dict[str, Any]], callbacks: list[Any], *, task_type: str = "CAUSAL_LM",
+               **config: Any) -> Any:
+    """One TRL trainer with the run's LoRA, trained on ``examples``; returns the trainer.
+
+    The config is ``config_cls`` over :func:`trainer_settings`, the run's batch
+    size (``batchSize``, else TRAIN_BATCH_SIZE) and the method's own ``config``;
+    the rows reach TRL through ``export.to_hf_dataset``. SFT, DPO and RM differ only
+    in the trainer, their config keys and (RM) the LoRA task type.
+    """
+    from whileai.simulations.export import to_hf_dataset
+
+    args = config_cls(
+        **trainer_settings(spec, folder),
+        per_device_train_batch_size=int(spec.get("batchSize") or defaults.TRAIN_BATCH_SIZE),
+        **config,
+    )
+    trainer = trainer_cls(
+        model=model,
+        args=args,
+        train_dataset=to_hf_dataset(examples),
+        processing_class=tokenizer,
+        peft_config=peft_config(model, spec, task_type=task_type),
+        callbacks=callbacks,
+    )
+    trainer.train()
+    return trainer
 
 
 def max_length(model: Any) -> int:

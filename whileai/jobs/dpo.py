@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from whileai.jobs import _common
-from whileai.simulations import defaults
 
 __all__ = ["fit", "load", "evaluate", "preference_pairs"]
 
@@ -44,8 +43,6 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     from trl import DPOConfig, DPOTrainer
 
-    from whileai.simulations.export import to_hf_dataset
-
     pairs = preference_pairs(rows, bool(spec.get("balance", True)))
     options = _common.export_options(spec, "dpo")
     examples = _common.export_pairs(pairs, folder, options)
@@ -55,22 +52,12 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     extra_args: dict[str, Any] = {}
     if loss_type == "exo_pair":
         extra_args["label_smoothing"] = 1e-3  # EXO's recommended epsilon (TRL refuses 0 for exo_pair)
-    args = DPOConfig(
-        **_common.trainer_settings(spec, folder),
-        per_device_train_batch_size=int(spec.get("batchSize") or defaults.TRAIN_BATCH_SIZE),
+    trainer = _common.train_lora(
+        DPOTrainer, DPOConfig, spec, folder, model, tokenizer, examples, callbacks,
         beta=float(spec["beta"]),
         loss_type=[loss_type],
         max_length=_longest_prompt(tokenizer, examples) + int(spec["max_completion_length"]),
         **extra_args,
     )
-    trainer = DPOTrainer(
-        model=model,
-        args=args,
-        train_dataset=to_hf_dataset(examples),
-        processing_class=tokenizer,
-        peft_config=_common.peft_config(model, spec),
-        callbacks=callbacks,
-    )
-    trainer.train()
     return trainer.model, {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step,
                            "export": options}

@@ -128,25 +128,14 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     from trl import RewardConfig, RewardTrainer
 
-    from whileai.simulations.export import to_hf_dataset
-
     examples = pair_examples(rows, bool(spec.get("balance", True)))
     if not examples:
         raise ValueError("rm found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task")
-    args = RewardConfig(
-        **_common.trainer_settings(spec, folder),
-        per_device_train_batch_size=int(spec.get("batchSize") or defaults.TRAIN_BATCH_SIZE),
+    trainer = _common.train_lora(
+        RewardTrainer, RewardConfig, spec, folder, model, tokenizer, examples, callbacks,
+        task_type="SEQ_CLS",
         max_length=_common.max_length(model),
     )
-    trainer = RewardTrainer(
-        model=model,
-        args=args,
-        train_dataset=to_hf_dataset(examples),
-        processing_class=tokenizer,
-        peft_config=_common.lora_config(spec, task_type="SEQ_CLS"),
-        callbacks=callbacks,
-    )
-    trainer.train()
     extra: dict[str, Any] = {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step}
     if not holdout:  # with a held-out set the job's after-measurement picks the threshold there
         train_labelled = [r for r in rows if isinstance(r.get("passed"), bool)]

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from whileai.jobs import _common
-from whileai.simulations import defaults
 
 __all__ = ["fit", "load", "evaluate"]
 
@@ -30,17 +29,14 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     """Train; returns the PEFT model and what the run's ``training`` summary should add."""
     from trl import SFTConfig, SFTTrainer
 
-    from whileai.simulations.export import to_hf_dataset
-
     options = _common.export_options(spec, "sft")
     examples = _common.export_training(rows, folder, options)
     if not examples:
         raise ValueError(f"sft has no row to train on after the export settings {options}; every row was left out "
                          "(no trained assistant turn): check mask_mode and the rows' weights")
-    args = SFTConfig(
-        **_common.trainer_settings(spec, folder),
+    trainer = _common.train_lora(
+        SFTTrainer, SFTConfig, spec, folder, model, tokenizer, examples, callbacks,
         num_train_epochs=float(spec.get("epochs") or 1.0),
-        per_device_train_batch_size=int(spec.get("batchSize") or defaults.TRAIN_BATCH_SIZE),
         # the messages shape trains its assistant turns; prompt/completion rows (a mask that trains only
         # some turns) train the completion, which TRL does on its own for that shape
         assistant_only_loss="messages" in examples[0],
@@ -48,15 +44,6 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         packing=False,
         dataset_num_proc=None,
     )
-    trainer = SFTTrainer(
-        model=model,
-        args=args,
-        train_dataset=to_hf_dataset(examples),
-        processing_class=tokenizer,
-        peft_config=_common.peft_config(model, spec),
-        callbacks=callbacks,
-    )
-    trainer.train()
     shape = "messages" if "messages" in examples[0] else "prompt_completion"
     return trainer.model, {"rows": len(examples), "steps": trainer.state.global_step,
                            "export": {**options, "rows_shape": shape}}

@@ -21,7 +21,6 @@ __all__ = [
     "build_tokenizer",
     "chat_template",
     "demo_base",
-    "first_action_passed",
     "format_tool_call",
     "load_base",
     "load_sample",
@@ -42,7 +41,6 @@ _LAZY = {
     "load_base": "whileai.kit._base",
     "tiny_model_dir": "whileai.kit._base",
     "load_sample": "whileai.kit.sample_task",
-    "first_action_passed": "whileai.kit.sample_task",
 }
 
 

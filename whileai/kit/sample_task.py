@@ -28,16 +28,13 @@ from importlib import resources
 from typing import Any
 
 from whileai.kit import _vocab
-from whileai.kit.toolcalls import parse_tool_calls
 
 __all__ = [
     "SAMPLE_FILE",
     "SYSTEM_PROMPT",
     "TOOLS",
-    "first_action_passed",
     "generate",
     "load_sample",
-    "prompt_messages",
     "split_tasks",
 ]
 
@@ -380,31 +377,3 @@ def split_tasks(rows: Sequence[Mapping[str, Any]], holdout: float | None = None,
     train = [dict(r) for r in rows if str(r["task_id"]) not in held]
     test = [dict(r) for r in rows if str(r["task_id"]) in held]
     return train, test
-
-
-def prompt_messages(row: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The messages before the row's first assistant turn (what the policy saw)."""
-    out = []
-    for m in row["messages"]:
-        if m.get("role") == "assistant":
-            break
-        out.append(dict(m))
-    return out
-
-
-def first_action_passed(text: str, gold: Mapping[str, Any]) -> bool:
-    """Whether generated text's first action matches ``gold``.
-
-    A call must match gold's name and arguments compared as parsed JSON; an
-    answer gold needs a reply without a call whose text matches (case, spaces
-    and end punctuation ignored).
-    """
-    content, calls = parse_tool_calls(text)
-    if "answer" in gold:
-        def norm(s: str) -> str:
-            return " ".join(s.lower().split()).rstrip(".!?")
-        return not calls and content is not None and norm(content) == norm(str(gold["answer"]))
-    if not calls:
-        return False
-    fn = calls[0]["function"]
-    return fn["name"] == gold.get("name") and json.loads(fn["arguments"]) == gold.get("arguments")

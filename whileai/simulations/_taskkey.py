@@ -1,6 +1,6 @@
 """The task key of a rollout row (the row contract's, docs/architecture.md): which task a row belongs to.
 
-``rows`` re-exports both names; they sit in their own module so that the
+``rows`` re-exports these names; they sit in their own module so that the
 scoring core (``_scoring``) and the row sources (``_rowsource``) can group rows
 by task without importing the row contract that uses them.
 """
@@ -12,7 +12,21 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["prompt_hash", "task_key"]
+__all__ = ["prompt_messages", "prompt_hash", "task_key"]
+
+
+def _before_first_assistant(messages: Any) -> list[Mapping[str, Any]]:
+    out = []
+    for message in messages or []:
+        if message.get("role") == "assistant":
+            break
+        out.append(message)
+    return out
+
+
+def prompt_messages(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The messages before the row's first assistant turn, copied: the prompt the policy saw (and is asked again)."""
+    return [dict(message) for message in _before_first_assistant(row.get("messages"))]
 
 
 def prompt_hash(messages: list[Mapping[str, Any]]) -> str:
@@ -27,11 +41,7 @@ def prompt_hash(messages: list[Mapping[str, Any]]) -> str:
     """
     from .defaults import PROMPT_HASH_HEX_CHARS
 
-    prefix = []
-    for message in messages:
-        if message.get("role") == "assistant":
-            break
-        prefix.append({k: v for k, v in message.items() if v is not None})
+    prefix = [{k: v for k, v in message.items() if v is not None} for message in _before_first_assistant(messages)]
     text = json.dumps(prefix, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()[:PROMPT_HASH_HEX_CHARS]
 

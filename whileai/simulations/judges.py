@@ -40,6 +40,7 @@ __all__ = [
     "Judge",
     "first_action_judge",
     "make_first_action_judge",
+    "judge_reply",
     "first_action",
     "action_matches",
     "normalise_judgement",
@@ -138,6 +139,31 @@ def evaluate(rollouts: Any, judge: Judge, threshold: float | None = None) -> Sco
         scored = wai.evaluate("rollouts.jsonl", wai.first_action_judge)
     """
     return score_rows(rows_of(rollouts), judge, threshold)
+
+
+def judge_reply(text: str, row: Mapping[str, Any], judge: Judge | None = None) -> dict[str, Any]:
+    """A judge's verdict on a model's generated ``text`` as the reply to ``row``'s prompt.
+
+    The text is parsed into an assistant turn with the kit's tool-call parser
+    (``<tool_call>{...}</tool_call>`` blocks become OpenAI wire calls), put after
+    ``row``'s prompt messages, and judged against ``row["gold"]`` by ``judge``
+    (``first_action_judge`` when None). The hosted jobs' held-out pass rate and
+    the kit's benchmarks both score generations this way, so they report the
+    product's figure.
+
+        judge_reply('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>', row)
+    """
+    from whileai.kit.toolcalls import parse_tool_calls
+
+    from ._taskkey import prompt_messages
+
+    content, calls = parse_tool_calls(text)
+    reply: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        reply["tool_calls"] = calls
+    judged = (judge or first_action_judge)({"messages": prompt_messages(row) + [reply], "gold": row.get("gold")})
+    reward, passed, extra = normalise_judgement(judged, where="judge_reply")
+    return {**extra, "reward": reward, "passed": passed}
 
 
 # ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from . import _export_io
-from ._taskkey import prompt_hash, task_key
+from ._taskkey import prompt_hash, prompt_messages, task_key
 from whileai.core.errors import RowFormatError
 
 __all__ = [
