@@ -1,8 +1,12 @@
-"""Run tracking over a fake platform (httpx.MockTransport): buffering, failures, retries, the spool.
+"""Run tracking against the real embedded platform, with faults injected at the transport seam.
 
-The fake speaks the platform's HTTP contract (docs/architecture.md) in memory,
-including batch_id deduplication, and can be told to fail, time out, or lose
-a reply after storing. The real server is exercised in test_training.py.
+Every request goes through the real platform app over a real SQLite store under
+the test's data root (docs/architecture.md, "The client seam"), so batch ids,
+step advances and status checks are the platform's own. The tracker's client
+sends through :class:`FaultyTransport`, an ``httpx`` transport wrapped around the
+embedded one that can fail on demand: answer 500, time out, refuse the
+connection, break outright, or store a batch and lose the reply. Assertions
+read the platform through a second client without faults.
 """
 
 from __future__ import annotations
@@ -17,98 +21,87 @@ import numpy as np
 import pytest
 import torch
 
-from whileai.simulations import _spool, _tracking, defaults
+from whileai.core.paths import data_root
+from whileai.simulations import _client, _flush, _spool, _tracking, defaults
 from whileai.simulations._client import Client
 from whileai.simulations.training import TrainingRun, attach_delta, attach_holdout
 
 
-class FakePlatform:
-    """The runs half of the platform's API, in memory, with failure injection."""
+class FaultyTransport(httpx.BaseTransport):
+    """The embedded platform's transport, with failures on demand and a log of what was sent."""
 
-    def __init__(self):
-        self.runs: dict[str, dict] = {}
-        self.points: dict[str, list[dict]] = {}
-        self.batches: set[tuple[str, str]] = set()
-        self.log: list[tuple[str, str, dict | None]] = []  # (method, path, body) of every request that arrived
-        self.fail_next: list[str] = []  # "500", "timeout", "lost" (store, then lose the reply), "refuse"
+    def __init__(self, inner: httpx.BaseTransport):
+        self.inner = inner
+        self.log: list[tuple[str, str, dict | None]] = []  # (method, path under /api/v1, body) of each request
+        self.fail_next: list[str] = []  # "500", "timeout", "refused", "lost" (stored, then the reply lost)
         self.broken = False
-        self.refuse_point = None  # a metric value the fake refuses with 422, like a platform that rejects it
-        self.n = 0
+        self.on_request = None  # called with (method, path) before the request goes on
 
-    def client(self) -> Client:
-        return Client("http://fake.test", "wai_fake", transport=httpx.MockTransport(self.handle))
-
-    def record(self, run_id: str) -> dict:
-        return {**self.runs[run_id], "url": f"http://fake.test/runs/{run_id}"}
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content) if request.content else None
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        content = request.read()
         path = request.url.path.removeprefix("/api/v1")
-        self.log.append((request.method, path, body))
+        self.log.append((request.method, path, json.loads(content) if content else None))
+        if self.on_request is not None:
+            self.on_request(request.method, path)
         if self.broken:
             raise RuntimeError("the sink is broken")
         mode = self.fail_next.pop(0) if self.fail_next else None
         if mode == "500":
-            return httpx.Response(500, json={"error": {"message": "internal error", "type": "internal"}})
+            return httpx.Response(500, json={"error": {"message": "internal error", "type": "internal"}}, request=request)
         if mode == "timeout":
             raise httpx.ReadTimeout("no answer", request=request)
         if mode == "refused":
             raise httpx.ConnectError("connection refused", request=request)
-        response = self.route(request.method, path, body, request)
+        response = self.inner.handle_request(request)
         if mode == "lost":
             raise httpx.ReadTimeout("reply lost", request=request)
         return response
 
-    def route(self, method, path, body, request):
-        parts = path.strip("/").split("/")
-        if method == "POST" and parts == ["runs"]:
-            self.n += 1
-            run_id = f"run_{self.n:016x}"
-            self.runs[run_id] = {
-                "id": run_id, "name": body.get("name"), "status": "running", "summary": {}, "error": None,
-                "step": None, "total_steps": None, "config": body.get("config"), "cost_usd": None, "cost_basis": None,
-            }
-            self.points[run_id] = []
-            return httpx.Response(201, json=self.record(run_id))
-        run_id = parts[1] if len(parts) > 1 else None
-        if run_id not in self.runs:
-            return httpx.Response(404, json={"error": {"message": f"no run {run_id}", "type": "not_found"}})
-        if method == "POST" and parts[2:] == ["points"]:
-            if any(self.refuse_point in p["metrics"].values() for p in body["points"]) and self.refuse_point is not None:
-                return httpx.Response(422, json={"error": {"message": "a point the platform refuses", "type": "invalid"}})
-            if (run_id, body["batch_id"]) in self.batches:
-                return httpx.Response(200, json={"accepted": 0, "duplicate": True})
-            self.batches.add((run_id, body["batch_id"]))
-            self.points[run_id].extend(body["points"])
-            return httpx.Response(200, json={"accepted": len(body["points"]), "duplicate": False})
-        if method == "PATCH":
-            run = self.runs[run_id]
-            for key, value in body.items():
-                if key == "summary":
-                    run["summary"].update(value)
-                else:
-                    run[key] = value
-            return httpx.Response(200, json=self.record(run_id))
-        if method == "GET":
-            return httpx.Response(200, json={**self.record(run_id), "series": self.points[run_id]})
-        return httpx.Response(405, json={"error": {"message": "no such route", "type": "method"}})
 
-    def steps(self, run_id):
-        return [p["step"] for p in self.points[run_id]]
+class Platform:
+    """The embedded platform under the test's data root: a faulty client for the tracker, a clean one to look."""
+
+    def __init__(self):
+        self.app, self.key = _client._embedded_app(data_root())
+        self.transport = FaultyTransport(_client._EmbeddedTransport(self.app))
+        self.api = Client(_client.embedded_base_url(), self.key, transport=_client._EmbeddedTransport(self.app),
+                          embedded=True)
+        self._client = Client(_client.embedded_base_url(), self.key, transport=self.transport, embedded=True)
+
+    # failure injection, passed through to the transport
+    log = property(lambda self: self.transport.log)
+    fail_next = property(lambda self: self.transport.fail_next,
+                         lambda self, value: setattr(self.transport, "fail_next", value))
+    broken = property(lambda self: self.transport.broken, lambda self, value: setattr(self.transport, "broken", value))
+
+    def client(self) -> Client:
+        return self._client
+
+    def record(self, run_id: str) -> dict:
+        return self.api.request("GET", f"/runs/{run_id}", params={"series": "false"})
+
+    def patch(self, run_id: str, body: dict) -> dict:
+        return self.api.request("PATCH", f"/runs/{run_id}", json=body)
+
+    def steps(self, run_id: str) -> list:
+        return [p["step"] for p in self.points(run_id)]
+
+    def points(self, run_id: str) -> list[dict]:
+        return self.api.request("GET", f"/runs/{run_id}/points")["points"]
 
 
 @pytest.fixture
 def fake(home, monkeypatch):
     # tests flush by hand unless they turn the background thread back on
     monkeypatch.setattr(_tracking._FLUSHER, "flush_due", lambda: None)
-    monkeypatch.setattr(_tracking, "_SPOOL_TRIED", {})
+    monkeypatch.setattr(_flush, "_SPOOL_TRIED", {})
     before = set(_tracking._FLUSHER.trackers)
-    yield FakePlatform()
-    with _tracking._FLUSHER.lock:  # runs of this test's fake platform are of no use to later tests
+    yield Platform()
+    with _tracking._FLUSHER.lock:  # runs of this test's data root are of no use to later tests
         _tracking._FLUSHER.trackers &= before
 
 
-def _run(fake: FakePlatform, **body) -> TrainingRun:
+def _run(fake: Platform, **body) -> TrainingRun:
     client = fake.client()
     return TrainingRun(client.request("POST", "/runs", json=body), client)
 
@@ -127,7 +120,7 @@ def test_log_keeps_finite_numbers_of_every_kind_and_counts_the_rest(fake):
         )
     assert run.skipped == 8
     assert run.flush()
-    (point,) = fake.points[run.id]
+    (point,) = fake.points(run.id)
     assert point["step"] == 3
     assert point["metrics"] == {
         "loss": 0.5, "tokens": 7.0, "flag": 1.0, "np32": 0.25, "np64": 4.0,
@@ -146,7 +139,7 @@ def test_log_never_raises_even_on_odd_steps_and_huge_numbers(fake):
     run.log(a=5.0)  # after step 7: step 8
     assert run.flush()
     assert fake.steps(run.id) == [0, 1, 9, 7, 8]
-    assert [p["metrics"] for p in fake.points[run.id]][2] == {"a": 3.0}
+    assert [p["metrics"] for p in fake.points(run.id)][2] == {"a": 3.0}
     assert run.skipped == 3
 
 
@@ -238,9 +231,9 @@ def test_a_broken_sink_never_interrupts_the_loop_and_the_next_point_lands(fake):
 
 def test_a_refused_point_is_dropped_alone_and_the_rest_land(fake):
     run = _run(fake)
-    fake.refuse_point = 666.0
+    too_long = "m" * 300  # past PLATFORM_MAX_KEY_CHARS: the platform refuses the batch holding it (422)
     for i in range(9):
-        run.log(step=i, loss=666.0 if i == 4 else float(i))
+        run.log(step=i, **({too_long: 1.0} if i == 4 else {"loss": float(i)}))
     with pytest.warns(RuntimeWarning, match="refused by the platform"):
         assert run.flush()
     assert fake.steps(run.id) == [0, 1, 2, 3, 5, 6, 7, 8]
@@ -273,7 +266,7 @@ def test_background_thread_sends_without_being_asked(fake, monkeypatch):
         run.log(step=i, loss=float(i))
     _tracking._FLUSHER.wake.set()
     deadline = time.monotonic() + 10
-    while len(fake.points[run.id]) < 10 and time.monotonic() < deadline:
+    while len(fake.points(run.id)) < 10 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert fake.steps(run.id) == list(range(10))
 
@@ -300,7 +293,7 @@ def test_finish_sends_points_first_then_status_with_notes(fake):
     patch = fake.log[-1][2]
     assert patch["status"] == "done" and patch["total_steps"] == 4
     assert patch["summary"] == {"base_model": "kit-base", "rank": 8}
-    assert fake.runs[run.id]["status"] == "done"
+    assert fake.record(run.id)["status"] == "done"
 
 
 def test_note_after_finish_is_sent_right_away_and_notes_survive_other_writers(fake):
@@ -308,9 +301,9 @@ def test_note_after_finish_is_sent_right_away_and_notes_survive_other_writers(fa
     run.note(seed=1)
     run.finish()
     # another writer (a job finishing the run) merges its own summary keys
-    fake.runs[run.id]["summary"]["training"] = {"seconds": 3}
+    fake.patch(run.id, {"summary": {"training": {"seconds": 3}}})
     run.note(verdict="improved")
-    assert fake.runs[run.id]["summary"] == {"seed": 1, "training": {"seconds": 3}, "verdict": "improved"}
+    assert fake.record(run.id)["summary"] == {"seed": 1, "training": {"seconds": 3}, "verdict": "improved"}
     assert fake.log[-1][2] == {"summary": {"verdict": "improved"}}
 
 
@@ -325,32 +318,33 @@ def test_failed_finish_waits_and_lands_later(fake):
     run.log(step=0, loss=1.0)
     fake.fail_next = ["500"]
     assert run.finish("stopped", error="out of patience") is False
-    assert run.status == "stopped" and fake.runs[run.id]["status"] == "running"
+    assert run.status == "stopped" and fake.record(run.id)["status"] == "running"
     assert run.flush() is True
-    assert fake.runs[run.id]["status"] == "stopped"
-    assert fake.runs[run.id]["error"] == "out of patience"
+    assert fake.record(run.id)["status"] == "stopped"
+    assert fake.record(run.id)["error"] == "out of patience"
 
 
 def test_context_manager_marks_done_or_failed_and_reraises(fake):
     with _run(fake) as run:
         run.log(step=0, loss=1.0)
-    assert fake.runs[run.id]["status"] == "done"
+    assert fake.record(run.id)["status"] == "done"
     with pytest.raises(ZeroDivisionError):
         with _run(fake) as bad:
             1 / 0
-    assert fake.runs[bad.id]["status"] == "failed"
-    assert fake.runs[bad.id]["error"].startswith("ZeroDivisionError")
+    assert fake.record(bad.id)["status"] == "failed"
+    assert fake.record(bad.id)["error"].startswith("ZeroDivisionError")
     with pytest.raises(KeyboardInterrupt):
         with _run(fake) as stopped:
             raise KeyboardInterrupt
-    assert fake.runs[stopped.id]["status"] == "stopped"
+    assert fake.record(stopped.id)["status"] == "stopped"
 
 
 def test_progress_sets_the_bar_and_validates(fake):
     run = _run(fake)
     run.progress(step=3, total_steps=10)
     assert run.flush()
-    assert (fake.runs[run.id]["step"], fake.runs[run.id]["total_steps"]) == (3, 10)
+    record = fake.record(run.id)
+    assert (record["step"], record["total_steps"]) == (3, 10)
     with pytest.raises(ValueError, match="total_steps=-1"):
         run.progress(total_steps=-1)
 
@@ -376,14 +370,14 @@ def test_holdout_after_finish_keeps_status_and_corrects(fake):
     run.holdout(0.42, 0.58)
     assert fake.log[-1][2] == {"summary": {"holdout_before": 0.42, "holdout_after": 0.58}}
     run.holdout(0.42, 0.61)
-    assert fake.runs[run.id]["status"] == "done"
-    assert fake.runs[run.id]["summary"]["holdout_after"] == 0.61
+    assert fake.record(run.id)["status"] == "done"
+    assert fake.record(run.id)["summary"]["holdout_after"] == 0.61
 
 
 def test_attach_holdout_by_id(fake, monkeypatch):
     run = _run(fake)
     run.finish()
-    monkeypatch.setattr("whileai.simulations.training.get_client", lambda api_key=None: fake.client())
+    # by id: the credential chain's client, which is the same embedded platform
     record = attach_holdout(run.id, before=0.1, after=0.3)
     assert record["status"] == "done"
     assert record["summary"] == {"holdout_before": 0.1, "holdout_after": 0.3}
@@ -400,11 +394,11 @@ def test_delta_goes_with_finish_or_right_away(fake, monkeypatch):
     report = run.delta(_graded(0.2), _graded(0.6))
     assert "verdict" in report
     run.finish()
-    assert fake.runs[run.id]["summary"]["delta"]["verdict"] == report["verdict"]
-    monkeypatch.setattr("whileai.simulations.training.get_client", lambda api_key=None: fake.client())
+    assert fake.record(run.id)["summary"]["delta"]["verdict"] == report["verdict"]
+    # by id: the credential chain's client, which is the same embedded platform
     again = attach_delta(run.id, _graded(0.2), _graded(0.2))
-    assert fake.runs[run.id]["summary"]["delta"]["verdict"] == again["verdict"]
-    assert fake.runs[run.id]["status"] == "done"
+    assert fake.record(run.id)["summary"]["delta"]["verdict"] == again["verdict"]
+    assert fake.record(run.id)["status"] == "done"
 
 
 # --------------------------------------------------------------------------- refresh, wait, printing
@@ -412,27 +406,24 @@ def test_delta_goes_with_finish_or_right_away(fake, monkeypatch):
 
 def test_refresh_fills_adapter_training_cost_and_error(fake):
     run = _run(fake)
-    fake.runs[run.id].update(
-        status="done",
-        summary={"adapter": "/adapters/run_x", "training": {"before": 0.1, "after": 0.6, "gpu": "A10G", "seconds": 56, "rows": 40}},
-        cost_usd=0.02,
-        cost_basis={"gpu": "A10G", "count": 1, "seconds": 56, "usd_per_hour": 1.1, "estimate": True,
-                    "text": "estimate: A10G at $1.10/h, modal.com/pricing 2026-09-20"},
-    )
+    fake.patch(run.id, {  # what a hosted job writes when it ends; the platform prices the GPU time
+        "status": "done",
+        "summary": {"adapter": "/adapters/run_x", "training": {"before": 0.1, "after": 0.6, "gpu": "A10G", "seconds": 56, "rows": 40}},
+    })
     run.refresh()
     assert run.status == "done" and run.adapter == "/adapters/run_x"
-    assert run.training["after"] == 0.6 and run.training["cost_usd"] == 0.02
+    assert run.training["after"] == 0.6 and round(run.training["cost_usd"], 2) == 0.02
     assert run.training["cost_basis"]["gpu"] == "A10G"
     line = str(run)
     assert "\n" not in line
-    assert line.startswith(run.id) and "done" in line and f"http://fake.test/runs/{run.id}" in line
+    assert line.startswith(run.id) and "done" in line and run._client.url(f"/runs/{run.id}") in line
     assert "about $0.02 (A10G, 56 s, estimate)" in line
     assert repr(run).startswith("<TrainingRun run_")
 
 
 def test_print_says_when_the_gpu_has_no_price(fake):
     run = _run(fake)
-    fake.runs[run.id].update(summary={"gpu": "TPUv9", "seconds": 10}, cost_basis={"gpu": "TPUv9", "seconds": 10, "estimate": False})
+    fake.patch(run.id, {"summary": {"gpu": "TPUv9", "seconds": 10}})
     run.refresh()
     assert "cost unknown (TPUv9, 10 s" in str(run)
 
@@ -441,7 +432,7 @@ def test_print_shows_steps_of_total(fake):
     run = _run(fake, name="sft-1")
     run.progress(total_steps=40)
     run.log(step=12, loss=1.0)
-    assert str(run).startswith(f"{run.id} (sft-1), running, step 12/40, http://fake.test/runs/")
+    assert str(run).startswith(f"{run.id} (sft-1), running, step 12/40, {run._client.url('/runs/')}")
 
 
 def test_wait_returns_the_final_status(fake, monkeypatch):
@@ -449,15 +440,13 @@ def test_wait_returns_the_final_status(fake, monkeypatch):
     run = _run(fake)
     reads = []
 
-    def route(method, path, body, request, _orig=fake.route):
+    def on_request(method, path):
         if method == "GET":
             reads.append(time.monotonic())
-            if len(reads) == 3:
-                fake.runs[run.id]["status"] = "failed"
-                fake.runs[run.id]["error"] = "CUDA out of memory"
-        return _orig(method, path, body, request)
+            if len(reads) == 3:  # the job fails between two reads
+                fake.patch(run.id, {"status": "failed", "error": "CUDA out of memory"})
 
-    fake.route = route
+    fake.transport.on_request = on_request
     assert run.wait(poll=0.01) == "failed"
     assert run.error == "CUDA out of memory" and len(reads) == 3
 
@@ -466,14 +455,7 @@ def test_wait_never_polls_faster_than_the_floor_and_times_out(fake, monkeypatch)
     monkeypatch.setattr(defaults, "TRAINING_POLL_MIN_S", 0.2)
     run = _run(fake)
     reads = []
-    original = fake.route
-
-    def route(method, path, body, request):
-        if method == "GET":
-            reads.append(time.monotonic())
-        return original(method, path, body, request)
-
-    fake.route = route
+    fake.transport.on_request = lambda method, path: reads.append(time.monotonic()) if method == "GET" else None
     started = time.monotonic()
     with pytest.raises(TimeoutError, match=rf"{run.id} is still running after 0.7 s"):
         run.wait(poll=0.001, timeout=0.7)
@@ -513,11 +495,11 @@ def test_spool_then_deliver_exactly_once(fake):
     records = _spooled_records()
     assert [r["kind"] for r in records] == ["points", "patch"]
     assert records[1]["body"]["status"] == "done" and records[1]["body"]["summary"] == {"k": 1}
-    assert "wai_fake" not in json.dumps(records)  # the key itself never reaches the disk
+    assert fake.key not in json.dumps(records)  # the key itself never reaches the disk
     client = other._client
     report = _spool.deliver(lambda target: client if target == client.target else None)
     assert (report["points"], report["updates"], report["left"]) == (3, 1, 0)
-    assert fake.steps(other.id) == [0, 1, 2] and fake.runs[other.id]["status"] == "done"
+    assert fake.steps(other.id) == [0, 1, 2] and fake.record(other.id)["status"] == "done"
     assert _spool.pending_files() == []
 
 
@@ -564,7 +546,7 @@ def test_spool_size_cap_refuses_and_says_so(fake, monkeypatch):
 def test_deleted_run_drops_its_points_with_a_warning(fake):
     run = _run(fake)
     run.log(step=0, loss=1.0)
-    del fake.runs[run.id]
+    fake.api.request("DELETE", f"/runs/{run.id}")
     with pytest.warns(RuntimeWarning, match="not on the platform any more"):
         assert run.flush() is False
     run.log(step=1, loss=1.0)
