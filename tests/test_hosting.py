@@ -439,7 +439,7 @@ def test_init_from_a_finished_run_inherits_its_base_and_lora_shape(launches):
 
 def test_the_platform_resolves_the_start_adapter_itself(launches):
     """A caller cannot point a job at a folder: init_adapter is the platform's, checked on launch."""
-    from whileai.simulations.errors import PlatformError
+    from whileai.core.errors import PlatformError
 
     client = get_client()
     start = _with_adapter("start")
@@ -460,7 +460,7 @@ def test_the_platform_resolves_the_start_adapter_itself(launches):
 
 
 def test_stop_marks_a_run_stopped_once_and_keeps_it_so(launches):
-    from whileai.simulations.errors import NotFoundError
+    from whileai.core.errors import NotFoundError
     from whileai.simulations.training import TrainingRun
 
     client = get_client()
@@ -488,7 +488,7 @@ def test_stop_marks_a_run_stopped_once_and_keeps_it_so(launches):
 
 
 def test_stop_cancels_a_modal_call_through_the_seam(launches, monkeypatch):
-    from whileai.platform.jobs import modal_backend
+    from whileai.platform.launcher import modal_backend
 
     class Recorder:
         cancelled: list = []

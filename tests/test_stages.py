@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import whileai.simulations as wai
-from whileai.platform.jobs.runner import adapter_dir, job_dir
+from whileai.platform.launcher.runner import adapter_dir, job_dir
 from whileai.simulations import defaults
 from whileai.simulations._client import get_client
 

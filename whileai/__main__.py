@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "demo": ("whileai.demo", "main", "push the sample dataset, fine-tune the tiny base on it, print the run"),
     "run": ("whileai.runner.cli", "run_main", "run an experiment: python -m whileai run recipe=sft_tooluse [knob=value ...]"),
     "validate": ("whileai.runner.cli", "validate_main", "compose and validate a spec only (nothing is loaded or run)"),
-    "reproduce": ("whileai.runner.provenance", "reproduce_main", "re-run a run from its stored spec: reproduce RUN_ID [overrides]"),
+    "reproduce": ("whileai.runner.reproduce", "reproduce_main", "re-run a run from its stored spec: reproduce RUN_ID [overrides]"),
     "diff": ("whileai.runner.compare", "diff_main", "the spec keys two runs differ in, then held-out and cost: diff RUN_A RUN_B"),
     "wait": ("whileai.runner.compare", "wait_main", "follow every run of a sweep to its end and print one table: wait SWEEP"),
 }

@@ -45,7 +45,7 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._loop, name=f"whileai-heartbeat-{job_id}", daemon=True)
 
     def beat(self) -> None:
-        from whileai.simulations.errors import PlatformError
+        from whileai.core.errors import PlatformError
 
         try:
             self.client.request("PATCH", f"/jobs/{self.job_id}", json={"heartbeat_at": time.time()})

@@ -114,3 +114,11 @@ def _global_header(path: Path) -> bool:
             if text and not text.startswith("#"):
                 return False
     return False
+
+
+def new_token() -> str:
+    """A folder name for one invocation: UTC time plus TOKEN_RANDOM_HEX random hex characters."""
+    import secrets
+    import time
+
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(defaults.TOKEN_RANDOM_HEX // 2)

@@ -15,25 +15,18 @@ the spec leaves here as a plain dict.
 from __future__ import annotations
 
 import os
-import secrets
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from . import defaults
-from ._locate import data_root, register, sources
+from ._locate import data_root, new_token, register, sources
 
 __all__ = ["run_main", "validate_main", "register_resolvers", "new_token"]
 
 #: set by run_main/validate_main for the task function (the same process; a joblib worker re-reads the env)
 _STATE: dict[str, Any] = {"mode": "run", "problems": [], "found": None, "exit": 0, "argv": []}
 _MODE_ENV = "WHILEAI_RUNNER_MODE"
-
-
-def new_token() -> str:
-    """A folder name for one invocation: UTC time plus TOKEN_RANDOM_HEX random hex characters."""
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(defaults.TOKEN_RANDOM_HEX // 2)
 
 
 def _knob_default(name: str, *, _root_: Any) -> Any:

@@ -1,0 +1,61 @@
+"""python -m whileai reproduce RUN_ID [key=value ...]: run a stored spec again (what provenance.py recorded)."""
+
+from __future__ import annotations
+
+import sys
+
+from . import defaults
+
+__all__ = ["reproduce_main"]
+
+
+def reproduce_main(argv: list[str] | None = None) -> int:
+    """``python -m whileai reproduce RUN_ID [key=value ...]``: run the stored spec again, not today's recipe."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    import whileai.simulations as wai
+
+    from . import schema
+    from ._locate import data_root, new_token
+    from .pipeline import Context, run_spec
+    from .provenance import _differences, git_state, record_of, versions
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0].startswith("-"):
+        print("usage: python -m whileai reproduce RUN_ID [key=value ...]", file=sys.stderr)
+        return 2
+    run_id, overrides = args[0], args[1:]
+    original = wai.get_run(run_id)
+    old = record_of(original)
+    if old is None or not isinstance(old.get("spec"), dict):
+        print(f"{run_id} was not made by the runner (its config has no runner record with a spec); "
+              "reproduce takes a run that `python -m whileai run` made", file=sys.stderr)
+        return 2
+    bad = [o for o in overrides if "=" not in o or o.startswith(("+", "~", "-"))]
+    if bad:
+        print(f"reproduce takes key=value overrides of the stored spec; not: {' '.join(bad)}", file=sys.stderr)
+        return 2
+    spec = OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(old["spec"]), OmegaConf.from_dotlist(overrides)))
+    problems = schema.check(spec, lambda key: "command line" if any(o.startswith(key + "=") for o in overrides)
+                            else f"the stored spec of {run_id}")
+    if problems:
+        print(f"whileai: the spec has {len(problems)} problem(s); nothing was loaded or run:", file=sys.stderr)
+        for problem in problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 2
+    token = os.environ.setdefault(defaults.TOKEN_ENV, new_token())
+    out = data_root() / defaults.RUNNER_DIR / "runs" / token
+    out.mkdir(parents=True, exist_ok=True)
+    context = Context(
+        recipe=old.get("recipe"), overrides=[*old.get("overrides", []), *overrides], choices=old.get("choices") or {},
+        command="python -m whileai reproduce " + " ".join(args), output_dir=out, sweep_id=None,
+        expect_lines={k: f"expect.{k} (stored spec of {run_id})" for k in (spec.get("expect") or {})},
+        reproduces=run_id,
+    )
+    new = {"versions": versions(), "git": git_state()}
+    changed = _differences(old, new)
+    print(f"reproducing {run_id} from its stored spec" + (f"; differs: {', '.join(changed)}" if changed
+                                                          else "; same versions and commit"), file=sys.stderr)
+    return run_spec(spec, context)
