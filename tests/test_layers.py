@@ -259,3 +259,25 @@ def test_the_reader_sees_every_import_form(tmp_path):
     assert layer_of("whileai.demo") == "top" and layer_of("whileai.democracy") is None
     graph = {"a": [(1, "b")], "b": [(2, "c")], "c": [(3, "a")], "d": [(1, "a")]}
     assert find_cycles(graph) == [["a", "b", "c", "a"]]
+
+
+def test_importing_the_sdk_loads_no_platform_module_until_the_embedded_platform_is_used(tmp_path):
+    """``import whileai.simulations`` stays off the platform; the package root wires the embedded default."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, whileai.simulations as wai\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('whileai.platform'))\n"
+        "assert not loaded, loaded\n"
+        "from whileai.simulations._client import get_client\n"
+        "print(get_client().request('GET', '/me')['name'])\n"
+        "assert 'whileai.platform.embedded' in sys.modules\n"
+    )
+    env = {**os.environ, "WHILEAI_HOME": str(tmp_path)}
+    env.pop("WHILEAI_BASE_URL", None)
+    env.pop("WHILEAI_API_KEY", None)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()  # the local account's name
