@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from whileai.platform._routes_common import ApiError, Body, account_id, base_url, json_response, store
 from whileai.platform._store_values import dumps, loads
 from whileai.platform.store import RUN_STATUSES
-from whileai.simulations._export_io import gc_paused  # one process-wide, counted pause of the collector
+from whileai.core.collector import gc_paused  # one process-wide, counted pause of the collector
 
 __all__ = ["router"]
 
