@@ -23,7 +23,7 @@ import pytest
 
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store, ensure_local_account, store_url
-from whileai.simulations import _tracking, defaults, training
+from whileai.simulations import _run, _tracking, defaults, training
 from whileai.simulations._client import get_client
 from whileai.core.errors import NotFoundError
 from whileai.simulations.training import delete_run, get_run, list_runs, training_run
@@ -339,7 +339,7 @@ def test_get_list_delete_and_the_printed_line_with_cost(server):
 
 
 def test_embedded_run_url_is_the_servers_address_and_says_how_to_see_it(home, monkeypatch, capsys):
-    monkeypatch.setattr(training, "_HINTED", False)
+    monkeypatch.setattr(_run, "_HINTED", False)
     run = training_run(name="embedded")
     assert run.url == f"http://127.0.0.1:{defaults.PLATFORM_PORT}/runs/{run.id}"
     print(run)

@@ -12,6 +12,7 @@ __all__ = [
     "RowFormatError",
     "TrainingSelectionError",
     "TrainingConfigError",
+    "TrainingWarning",
 ]
 
 
@@ -67,3 +68,7 @@ class TrainingConfigError(WhileaiError, ValueError):
     def __init__(self, message: str, problems: list[str] | None = None):
         super().__init__(message)
         self.problems = problems or []
+
+
+class TrainingWarning(UserWarning):
+    """Something about a hosted run is probably a mistake (silence with the warnings module)."""

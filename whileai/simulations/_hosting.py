@@ -1,7 +1,7 @@
-"""Hosted training's checks: the knobs, the selection gate and the warnings ``train`` (training.py) runs first.
+"""Hosted training: ``train`` checks the knobs and the data, then hands the run to the platform's job runner.
 
-Nothing here loads a model. ``train`` (defined in training.py, beside the run
-handle it returns) validates every argument at once
+``whileai.simulations.training`` re-exports ``train`` (``wai.train``). Nothing
+here loads a model. ``train`` validates every argument at once
 (:class:`TrainingConfigError` lists each problem with the accepted range and
 the cited paper's value, from ``TRAINING_KNOBS``), reads the dataset's
 ``profile`` and ``selection_report`` (the selection gate), warns about what is
@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import defaults
-from whileai.core.errors import TrainingSelectionError
+from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
 
-__all__ = ["resolve_config", "selection_gate", "check_knob"]
+__all__ = ["train", "resolve_config", "selection_gate", "check_knob"]
 
 #: knob name -> the ``train`` argument it comes from (the same, by design)
 _KNOB_ARGS = ("steps", "epochs", "generations", "beta", "learning_rate", "seed", "max_completion_length",
@@ -30,10 +30,6 @@ _INT_KNOBS = {"steps", "generations", "seed", "max_completion_length", "min_mixe
               "loraRank", "loraAlpha", "batchSize", "holdoutRows", "max_tool_output_chars"}
 #: the LoRA shape a run started from another inherits (the adapter keeps its shape)
 _LORA_SHAPE = ("loraRank", "loraAlpha")
-
-
-class TrainingWarning(UserWarning):
-    """Something about a hosted run is probably a mistake (silence with the warnings module)."""
 
 
 # ---------------------------------------------------------------------------
@@ -290,3 +286,171 @@ def _running_run(client: Any, dataset_id: str) -> dict[str, Any] | None:
         if fresh["status"] == "running":
             return fresh
     return None
+
+
+def train(
+    dataset: Any,
+    method: str = "sft",
+    steps: int | None = None,
+    epochs: float | None = None,
+    holdout: Any = None,
+    base_model: str | None = None,
+    check: str = "require",
+    min_mixed_tasks: int | None = None,
+    generations: int | None = None,
+    beta: float | None = None,
+    learning_rate: float | None = None,
+    seed: int | None = None,
+    max_completion_length: int | None = None,
+    loss_type: str | None = None,
+    temperature: float | None = None,
+    truncated: str = "mask",
+    config: Mapping[str, Any] | None = None,
+    wait: bool = False,
+    target: str | None = None,
+    init_from: Any = None,
+    mask_mode: str | None = None,
+    unroll: bool | None = None,
+    strip_think: bool | None = None,
+    max_tool_output_chars: int | None = None,
+) -> Any:
+    """Start a hosted LoRA fine-tune on a pushed dataset and return its run at once.
+
+    ``method`` is "sft" (every row as pushed: push ``scored.passes()``),
+    "grpo" (prompts with both a pass and a fail; reward = the first action
+    against the row's gold), "dpo" (a pass against a fail per prompt, length
+    matched) or "rm" (a reward model on those pairs; ``reward_model(run)`` is
+    then a judge). Before any model is loaded, every argument is checked
+    (TrainingConfigError lists each problem with the range and the paper's
+    value from TRAINING_KNOBS) and the dataset's ``selection_report`` decides
+    (``check``: "require" refuses what cannot teach with
+    TrainingSelectionError, "warn" says so and starts, "off" skips the read).
+    Every knob, defaults included, lands on the run's config. A dataset that is
+    already training answers with that run. ``target`` is "local" (a detached
+    process here) or "modal"; None takes the platform's default
+    (TRAIN_TARGET_ENV). ``wait=True`` blocks until the run ends.
+
+    ``init_from`` (a finished run: the TrainingRun, its record or its id)
+    makes this run a stage after that one: it loads that run's adapter on its
+    base, trainable, and keeps training it, so the result is one adapter that
+    ``serve`` puts on the same base. The base (and LoRA shape) come from that
+    run; a different ``base_model`` is refused, and so is ``method="rm"``,
+    which starts from the base. The run's config names it under ``init_from``.
+
+    ``mask_mode``, ``unroll``, ``strip_think`` and ``max_tool_output_chars``
+    are the export settings of ``export_dataset`` (same names, same meanings),
+    applied by the job when it builds what the trainer reads: SFT reads all
+    four, DPO the last two (TRAINING_KNOBS says which method reads which).
+    None keeps the exporter's default.
+
+        run = wai.train(ds, method="sft", wait=True)
+        run.training["before"], run.training["after"], run.adapter
+        grpo = wai.train(ds_mixed, method="grpo", init_from=run, wait=True)
+    """
+    from ._client import get_client
+    from ._run import TrainingRun
+    from ._tracking import jsonable
+
+    problems: list[str] = []
+    _closed("method", method, defaults.TRAIN_METHODS, problems)
+    _closed("check", check, defaults.TRAIN_CHECKS, problems)
+    _closed("target", target, defaults.TRAIN_TARGETS, problems, none_ok=True)
+    if not isinstance(wait, bool):
+        problems.append(f"wait={wait!r} is not True or False")
+    if base_model is not None and (not isinstance(base_model, str) or not base_model.strip()):
+        problems.append(f"base_model={base_model!r} is not a model name or path; pass a string or leave it None")
+    if config is not None and not isinstance(config, Mapping):
+        problems.append(f"config={config!r} is not a mapping; pass a dict of host keys or leave it None")
+        config = None
+    dataset_id = _id_or_problem(dataset, "dataset", problems)
+    holdout_id = _id_or_problem(holdout, "holdout", problems) if holdout is not None else None
+    knobs = {"steps": steps, "epochs": epochs, "generations": generations, "beta": beta,
+             "learning_rate": learning_rate, "seed": seed, "max_completion_length": max_completion_length,
+             "loss_type": loss_type, "temperature": temperature, "truncated": truncated,
+             "min_mixed_tasks": min_mixed_tasks, "mask_mode": mask_mode, "unroll": unroll,
+             "strip_think": strip_think, "max_tool_output_chars": max_tool_output_chars}
+    client = None
+    start = None
+    if init_from is not None and method in defaults.TRAIN_METHODS:
+        client = get_client()
+        start = _start_run(client, init_from, method, base_model, config, problems)
+    start_config = (start.get("config") if isinstance(start.get("config"), Mapping) else {}) if start else {}
+    if start is not None:
+        base_model = start_config.get("base_model") or (start["summary"].get("training") or {}).get("base_model")
+        inherited = {k: start_config[k] for k in _LORA_SHAPE if start_config.get(k) is not None}
+        config = {**dict(config or {}), **inherited}
+    resolved: dict[str, Any] = {}
+    notes: list[str] = []
+    if method in defaults.TRAIN_METHODS:
+        resolved, knob_problems, notes = resolve_config(method, knobs, config, base_model=base_model,
+                                                        target=target, holdout=holdout_id)
+        problems += knob_problems
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in problems)
+        raise TrainingConfigError(f"train() cannot start: {len(problems)} problem(s)\n{listed}", problems)
+    if start is not None:
+        resolved["init_from"] = start["id"]
+
+    client = client or get_client()
+    record = client.request("GET", f"/datasets/{dataset_id}")
+    if holdout_id is None and record.get("split") == "train" and record.get("sibling"):
+        holdout_id = resolved["holdout"] = record["sibling"]
+
+    report = None
+    if check != "off":
+        from .datasets import profile
+
+        prof = profile(dataset_id)
+        report = selection_gate(prof, method, check, int(resolved["min_mixed_tasks"]))
+        if method == "grpo" and generations is None and (prof.get("repeats") or {}).get("common"):
+            lo, hi = defaults.TRAINING_KNOBS["generations"]["grpo"]["range"]
+            resolved["generations"] = min(max(int(prof["repeats"]["common"]), lo), hi)
+        temps = [float(t) for t in prof.get("temperatures") or []]
+        if method == "grpo" and temperature is None and len(temps) == 1:
+            resolved["temperature"] = temps[0]  # roll out where the rows were measured: like for like
+        if method == "grpo" and temps and float(resolved["temperature"]) not in temps:
+            seen = ", ".join(f"{t:g}" for t in temps)
+            _warn(f"temperature={resolved['temperature']:g} differs from the dataset's sampling.temperature ({seen}): "
+                  "the run samples at another temperature than the rollouts were measured at, so before/after is "
+                  "not like for like; pass temperature= to match")
+    for note in notes:
+        _warn(note)
+    if resolved["base_model"] not in defaults.SERVED_BASES:
+        _warn(f"base_model={resolved['base_model']!r} is not in SERVED_BASES, so this run's adapter cannot be "
+              f"served afterwards; the served bases are {', '.join(defaults.SERVED_BASES)}")
+
+    existing = _running_run(client, dataset_id)
+    if existing is not None:
+        theirs = existing.get("config") if isinstance(existing.get("config"), dict) else {}
+        differs = sorted(k for k, v in resolved.items() if k != "target" and theirs.get(k) != v)
+        _warn(f"{dataset_id} is already training in {existing['id']} ({theirs.get('method')}); returning that run "
+              "instead of starting a second" + (f" (its settings differ: {', '.join(differs)})" if differs else ""))
+        run = TrainingRun(existing, client)
+        run.selection = report
+        if wait:
+            run.wait()
+        return run
+
+    body = {
+        "name": f"{method} {record.get('name') or dataset_id}",
+        "dataset": dataset_id,
+        "config": jsonable(resolved, "config"),
+        "kind": defaults.TRAIN_RUN_KIND,
+    }
+    if report is not None:
+        body["summary"] = {"selection": jsonable(report, "selection")}
+    run = TrainingRun(client.request("POST", "/runs", json=body), client)
+    run.selection = report
+    spec = {**body["config"], "run_id": run.id, "dataset": dataset_id, "holdout": holdout_id}
+    try:
+        client.request("POST", "/jobs/launch", json={"run_id": run.id, "kind": method, "target": target, "spec": spec})
+    except Exception:
+        try:  # the platform failed the run with the reason; show it on the handle too
+            run.refresh()
+        except Exception:
+            pass
+        raise
+    run.refresh()
+    if wait:
+        run.wait()
+    return run

@@ -11,6 +11,7 @@ from whileai.core.errors import (  # noqa: F401
     RowFormatError,
     TrainingConfigError,
     TrainingSelectionError,
+    TrainingWarning,
     WhileaiError,
 )
 from whileai.core.errors import __all__  # noqa: F401
