@@ -479,3 +479,14 @@ def test_processes_writing_one_sqlite_file_lose_nothing(tmp_path):
     assert len(record["series"]) == 2 * batches * 50
     assert sum(p["metrics"]["loss"] == 2.0 for p in record["series"]) == batches * 50
     assert len(record["summary"]) == 2 * batches, "every summary update from every writer was merged"
+
+
+def test_job_routes_and_their_settle_on_read_hook_are_installed_once(home):
+    """A read of a run settles its jobs once, not twice (the job routes used to be installed two times)."""
+    from whileai.platform.api import create_app
+    from whileai.platform.store import store_url
+
+    app = create_app(Store(store_url()))
+    hooks = [m for m in app.user_middleware if getattr(m.cls, "__name__", "") == "_ReconcileOnRead"]
+    assert len(hooks) == 1
+    assert "/api/v1/jobs/launch" in app.openapi()["paths"]
