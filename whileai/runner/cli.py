@@ -40,17 +40,28 @@ def _knob_default(name: str, *, _root_: Any) -> Any:
     return spec["default"]
 
 
+#: where ``${wai.const:NAME}`` looks, in order: settings live with their owner (docs/architecture.md)
+_CONST_HOMES = ("whileai.simulations.defaults", "whileai.kit.defaults", "whileai.platform.defaults",
+                "whileai.jobs.defaults", "whileai.core.defaults")
+
+
 def _const(name: str) -> Any:
+    from whileai.core import defaults as core
+    from whileai.jobs import defaults as jobs
+    from whileai.kit import defaults as kit
+    from whileai.platform import defaults as platform
     from whileai.simulations import defaults as sdk
 
-    if not hasattr(sdk, name):
-        raise ValueError(f"wai.const:{name}: no such constant in whileai/simulations/defaults.py")
-    value = getattr(sdk, name)
-    return list(value) if isinstance(value, tuple) else value
+    for home in (sdk, kit, platform, jobs, core):
+        if hasattr(home, name):
+            value = getattr(home, name)
+            return list(value) if isinstance(value, tuple) else value
+    where = ", ".join(m.replace(".", "/") + ".py" for m in _CONST_HOMES)
+    raise ValueError(f"wai.const:{name}: no such constant in {where}")
 
 
 def register_resolvers() -> None:
-    """``${wai.knob:NAME}`` (the method's default from TRAINING_KNOBS), ``${wai.const:NAME}`` (an SDK constant)."""
+    """``${wai.knob:NAME}`` (the method's default from TRAINING_KNOBS), ``${wai.const:NAME}`` (a constant of a defaults module, _CONST_HOMES)."""
     from omegaconf import OmegaConf
 
     from .schema import HOST_KEYS, KNOBS
