@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from whileai.platform import _store_sessions as sessions
+from whileai.platform import defaults as platform_defaults
 from whileai.platform.pages import _list, _series, _views, defaults
 from whileai.platform.store import InvalidError, Store
 
@@ -159,7 +160,7 @@ def test_sessions_are_stored_hashed_expire_and_end(store, monkeypatch):
     assert sessions.account_for_session(store, token) == acct
     with store.engine.connect() as conn:
         assert token not in str(conn.exec_driver_sql("SELECT * FROM page_tokens").all())
-    later = sessions.time.time() + defaults.SESSION_TTL_S + 1
+    later = sessions.time.time() + platform_defaults.SESSION_TTL_S + 1
     monkeypatch.setattr(sessions.time, "time", lambda: later)
     assert sessions.account_for_session(store, token) is None  # expired
     monkeypatch.undo()
@@ -178,7 +179,7 @@ def test_a_signin_link_works_once_and_expires(store, monkeypatch):
     assert sessions.redeem_signin_link(store, link) == acct
     assert sessions.redeem_signin_link(store, link) is None  # spent
     late = sessions.create_signin_link(store, acct)
-    later = sessions.time.time() + defaults.SIGNIN_LINK_TTL_S + 1
+    later = sessions.time.time() + platform_defaults.SIGNIN_LINK_TTL_S + 1
     monkeypatch.setattr(sessions.time, "time", lambda: later)
     assert sessions.redeem_signin_link(store, late) is None
 

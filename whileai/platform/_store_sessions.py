@@ -3,7 +3,7 @@
 A browser signs in by posting an API key once (or by opening a one-time link
 the platform printed); the cookie then carries a session token, never the key.
 The store keeps only each token's SHA-256, the account it opens, and when it
-expires (SESSION_TTL_S, SIGNIN_LINK_TTL_S in ``pages/defaults.py``). A link is
+expires (SESSION_TTL_S, SIGNIN_LINK_TTL_S in ``whileai/platform/defaults.py``). A link is
 spent by the first request that redeems it.
 
     token = create_session(store, account_id)
@@ -21,7 +21,7 @@ from sqlalchemy import Float, String, delete, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from whileai.platform._store_models import Base
-from whileai.platform.pages import defaults
+from whileai.platform import defaults
 
 __all__ = [
     "PageToken",

@@ -70,9 +70,32 @@ STORE_LOCK_RETRIES = 8
 STORE_LOCK_BACKOFF_S = 0.05
 STORE_LOCK_BACKOFF_MAX_S = 2.0
 
-#: Points drawn per curve on a run page. A curve of 100,000 points is thinned to
-#: this many (evenly by index) so the page stays small; the API keeps them all.
-PAGE_CURVE_MAX_POINTS = 1000
+# Page sessions and one-time sign-in links (_store_sessions.py: the run pages' sign-in).
+
+#: Name of the cookie that carries a page session's random token (never the API key).
+SESSION_COOKIE = "whileai_session"
+
+#: Random bytes in a page session token and in a one-time sign-in link token
+#: (256 bits, as API_KEY_BYTES): tokens are random, so one SHA-256 at rest is a
+#: safe hash without a slow password KDF.
+SESSION_TOKEN_BYTES = 32
+
+#: How long a page session lasts after sign-in, in seconds (14 days). Long
+#: enough that a person reading runs every day signs in about twice a month;
+#: short enough that a cookie left on a shared machine stops working on its
+#: own. The session ends earlier on sign-out or when its account's sessions are
+#: revoked (``revoke_sessions``). Django's default session age is two weeks too.
+SESSION_TTL_S = 14 * 24 * 3600
+
+#: How long a one-time sign-in link stays valid, in seconds (10 minutes). The
+#: platform prints one at every start and ``python -m whileai open`` makes one
+#: and opens it at once; either is used within seconds, and a link that leaked
+#: into a scrollback or a log is dead soon after and usable only once.
+SIGNIN_LINK_TTL_S = 10 * 60
+
+#: Longest string accepted as a key or token on the sign-in routes; a real key
+#: is about 47 characters. Anything longer is refused before it is hashed.
+SIGNIN_MAX_CHARS = 200
 
 # ---------------------------------------------------------------------------
 # Hosted training (knobs, gates, jobs, serving)

@@ -21,7 +21,6 @@ import time
 from typing import Any
 
 from whileai.platform._store_sessions import create_signin_link
-from whileai.platform.pages.defaults import SIGNIN_LINK_TTL_S
 from whileai.platform.store import Store, ensure_local_account, local_key_path, store_url
 from whileai.platform import defaults
 
@@ -71,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"The local account's key is in {local_key_path()}.")
     print(f"Run pages: {signin_link(store, account_id, address)}")
-    print(f"  (a sign-in link for this browser, usable once within {_minutes(SIGNIN_LINK_TTL_S)}; later, "
+    print(f"  (a sign-in link for this browser, usable once within {_minutes(defaults.SIGNIN_LINK_TTL_S)}; later, "
           "`python -m whileai open` makes a new one, or sign in at /signin with the key)")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"Listening on {args.host}: reachable from other machines. Anyone with a key can use the API.")
@@ -123,7 +122,7 @@ def open_main(argv: list[str] | None = None) -> int:
     def show() -> None:
         link = signin_link(store, account_id, address, target)
         if args.no_browser or not webbrowser.open(link):
-            print(f"Open this link in a browser (usable once, within {_minutes(SIGNIN_LINK_TTL_S)}):\n    {link}")
+            print(f"Open this link in a browser (usable once, within {_minutes(defaults.SIGNIN_LINK_TTL_S)}):\n    {link}")
 
     if _answers(address):
         show()

@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from whileai.platform import _store_sessions as sessions
 from whileai.platform._routes_common import api_key_from, store
-from whileai.platform.pages import defaults
+from whileai.platform import defaults
 
 __all__ = ["router", "page_account", "safe_next", "PAGE_HEADERS"]
 

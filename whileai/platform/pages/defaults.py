@@ -1,36 +1,11 @@
-"""Every tunable number of the run pages and their sign-in, each beside its reason.
+"""Every tunable number of the run pages, each beside its reason.
 
 Docstrings elsewhere name these constants instead of repeating their values.
+The sign-in numbers (SESSION_TTL_S, SIGNIN_LINK_TTL_S, ...) live with the
+store's other key settings in ``whileai/platform/defaults.py``.
 """
 
 from __future__ import annotations
-
-# --------------------------------------------------------------------------- signing in
-
-#: Name of the cookie that carries a page session's random token (never the API key).
-SESSION_COOKIE = "whileai_session"
-
-#: Random bytes in a page session token and in a one-time sign-in link token
-#: (256 bits, as API_KEY_BYTES): tokens are random, so one SHA-256 at rest is a
-#: safe hash without a slow password KDF.
-SESSION_TOKEN_BYTES = 32
-
-#: How long a page session lasts after sign-in, in seconds (14 days). Long
-#: enough that a person reading runs every day signs in about twice a month;
-#: short enough that a cookie left on a shared machine stops working on its
-#: own. The session ends earlier on sign-out or when its account's sessions are
-#: revoked (``revoke_sessions``). Django's default session age is two weeks too.
-SESSION_TTL_S = 14 * 24 * 3600
-
-#: How long a one-time sign-in link stays valid, in seconds (10 minutes). The
-#: platform prints one at every start and ``python -m whileai open`` makes one
-#: and opens it at once; either is used within seconds, and a link that leaked
-#: into a scrollback or a log is dead soon after and usable only once.
-SIGNIN_LINK_TTL_S = 10 * 60
-
-#: Longest string accepted as a key or token on the sign-in routes; a real key
-#: is about 47 characters. Anything longer is refused before it is hashed.
-SIGNIN_MAX_CHARS = 200
 
 # --------------------------------------------------------------------------- charts
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -60,19 +61,13 @@ def _page(request: Request, page: str, check: Any = None) -> Response:
     account = _auth.page_account(request)
     if account is None:
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        return RedirectResponse(f"/signin?next={_quote(target)}", status_code=303, headers=_auth.PAGE_HEADERS)
+        return RedirectResponse(f"/signin?next={quote(target, safe='')}", status_code=303, headers=_auth.PAGE_HEADERS)
     if check is not None:
         try:
             check(account)
         except (NotFoundError, ApiError):
             return _shell("notfound", 404)
     return _shell(page)
-
-
-def _quote(path: str) -> str:
-    from urllib.parse import quote
-
-    return quote(path, safe="")
 
 
 def _data(value: Any) -> Response:
