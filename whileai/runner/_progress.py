@@ -2,7 +2,7 @@
 
 On a terminal (stderr is a TTY) training is a tqdm bar whose ETA comes from
 the run's own step and total as the platform reports them; anywhere else
-(CI logs, a pipe) every change is one plain line, so a log stays readable.
+(CI logs, a pipe) progress is a plain line at most every PLAIN_LINE_EVERY_S, so a log stays readable.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import sys
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from . import defaults
 
 __all__ = ["Progress"]
 
@@ -61,6 +63,7 @@ class _TrainingBar:
         self.last: tuple[Any, Any, Any] | None = None
         self.began = time.monotonic()
         self.first_step: tuple[float, int] | None = None
+        self.printed_at = 0.0
 
     def _eta(self, step: int, total: int) -> str:
         now = time.monotonic()
@@ -86,9 +89,11 @@ class _TrainingBar:
             self.bar.refresh()
             return
         state = (step, total, phase)
-        if state == self.last:
+        now = time.monotonic()
+        quiet = now - self.printed_at < defaults.PLAIN_LINE_EVERY_S and phase == (self.last or (0, 0, None))[2]
+        if state == self.last or (quiet and step != total):
             return
-        self.last = state
+        self.last, self.printed_at = state, now
         where = f"step {step}/{total}" if total else (f"step {step}" if step is not None else "starting")
         eta = f", {self._eta(int(step), int(total))}" if total and step else ""
         self.progress.line(f"  {self.label}: {where}{eta}" + (f" ({phase})" if phase else ""))

@@ -41,6 +41,10 @@ TYPO_CUTOFF = 0.6
 #: re-reads the same record; wai's own TrainingRun.wait never polls under TRAINING_POLL_MIN_S (2 s).
 PROGRESS_POLL_S = 2.0
 
+#: Off a terminal (a CI log, a pipe), training progress is one plain line at most this often, in
+#: seconds, plus one at each phase change and at the end: a 5-minute run writes about 20 lines.
+PLAIN_LINE_EVERY_S = 15.0
+
 #: Seconds after Ctrl-C that the runner waits for the stopped run's record to say so before it
 #: exits anyway (the stop itself is synchronous; this only covers the record catching up).
 STOP_CONFIRM_S = 10.0

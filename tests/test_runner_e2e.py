@@ -1,0 +1,128 @@
+"""The CPU recipes end to end through ``python -m whileai run``, on the kit with small step counts.
+
+grpo_tooluse runs as the design card writes it (``recipe=grpo_tooluse beta=0.04``), two stages
+linked by init_from; dpo_tooluse likewise; rm_tooluse through Hydra's joblib launcher as a
+two-job sweep (the sft recipe runs in test_runner_sweep.py). Every run's record carries the
+resolved spec, equal to what ``validate`` prints for the same command line.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from _runner_helpers import ROOT, TINY, record, runner_record, runs_file, tiny_base, whileai
+
+pytestmark = pytest.mark.slow
+
+
+def _validated(*args: str) -> dict:
+    done = whileai("validate", *args)
+    assert done.returncode == 0, done.stderr
+    return yaml.safe_load(done.stdout)
+
+
+def _check_stages(token: str, args: list[str], methods: list[str]) -> list[dict]:
+    written = runs_file(token)
+    assert [r["method"] for r in written["runs"]] == methods
+    spec = _validated(*args)
+    records = [runner_record(r["id"]) for r in written["runs"]]
+    for index, (run, kept) in enumerate(zip(written["runs"], records)):
+        assert record(run["id"])["status"] == "done"
+        assert kept["spec"] == spec, "the run carries the resolved spec"
+        assert kept["stage_index"] == index
+        assert kept["previous_run"] == (written["runs"][index - 1]["id"] if index else None)
+        assert kept["recipe"] and kept["command"].startswith("python -m whileai run ")
+        assert kept["overrides"] == [a for a in args if "=" in a]
+        assert kept["dataset"]["content_hash"] and kept["versions"]["python"] and kept["versions"]["torch"]
+        assert Path(kept["hydra_dir"]).is_dir() and (Path(kept["hydra_dir"]) / ".hydra" / "config.yaml").is_file()
+        assert Path(kept["export"]["output"]).is_file(), "the exported file sits beside the run"
+    return records
+
+
+def test_the_design_card_line_runs_sft_then_grpo_with_the_monitor():
+    base = tiny_base()
+    args = ["recipe=grpo_tooluse", "beta=0.04", *TINY, f"base_model={base}", "stages.sft.steps=2",
+            "stages.sft.holdoutRows=4", "max_completion_length=16", "generations=2", "monitor.n_prompts=4",
+            "monitor.every=1", "expect.holdout_after_min=0.0"]
+    done = whileai("run", *args, token="card")
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = _check_stages("card", args, ["sft", "grpo"])
+    assert records[1]["spec"]["beta"] == 0.04 and records[1]["spec"]["monitor"]["enabled"] is True
+    grpo = record(runs_file("card")["runs"][1]["id"])
+    assert grpo["config"]["monitor"] not in (False, None), "the HackMonitor settings reach the GRPO job"
+    assert isinstance(grpo["summary"].get("monitor"), dict)
+    for line in ("load and grade the dataset", "push", "cut by task", "selection report", "export with gates",
+                 "wai.train on local", "held-out"):
+        assert line in done.stderr
+
+
+def test_dpo_tooluse_runs_after_its_sft_stage():
+    args = ["recipe=dpo_tooluse", *TINY, f"base_model={tiny_base()}", "stages.sft.steps=2",
+            "stages.sft.holdoutRows=4", "expect.holdout_after_min=0.0"]
+    done = whileai("run", *args, token="dpo")
+    assert done.returncode == 0, done.stdout + done.stderr
+    _check_stages("dpo", args, ["sft", "dpo"])
+
+
+def test_rm_tooluse_as_a_joblib_sweep_of_two_parallel_jobs():
+    args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "recipe=rm_tooluse", *TINY,
+            f"base_model={tiny_base()}", "dataset.cut_seed=0,1"]
+    done = whileai("run", *args, token="rmsweep")
+    assert done.returncode == 0, done.stdout + done.stderr
+    jobs = [runs_file("rmsweep", str(i)) for i in range(2)]
+    sweep_ids = {j["sweep_id"] for j in jobs}
+    assert len(sweep_ids) == 1 and None not in sweep_ids
+    specs = [runner_record(j["runs"][-1]["id"])["spec"] for j in jobs]
+    assert [s["dataset"]["cut_seed"] for s in specs] == [0, 1]
+    assert all(record(j["runs"][-1]["id"])["status"] == "done" for j in jobs)
+
+
+def test_ctrl_c_during_training_stops_the_run_and_its_worker():
+    from whileai.simulations._client import get_client
+
+    args = ["recipe=sft_tooluse", "dataset.tasks=24", "holdoutRows=4", "steps=100000", f"base_model={tiny_base()}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WHILEAI_RUNNER_TOKEN": "sigint", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.Popen([sys.executable, "-m", "whileai", "run", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    home = Path(os.environ["WHILEAI_HOME"])
+    run_id = None
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:
+            path = home / "runner" / "runs" / "sigint" / "whileai_runs.json"
+            if path.exists():
+                run_id = runs_file("sigint")["runs"][0]["id"]
+                if (record(run_id).get("step") or 0) >= 1:
+                    break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.5)
+        assert run_id is not None, "the run started training"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    assert record(run_id)["status"] == "stopped"
+    job = get_client().request("GET", "/jobs", params={"run_id": run_id})["jobs"][0]
+    pid = job.get("pid")
+    gone = time.monotonic() + 30
+    while pid and time.monotonic() < gone and _alive(pid):
+        time.sleep(0.2)
+    assert not (pid and _alive(pid)), f"the worker (pid {pid}) was ended"
+
+
+def _alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
