@@ -42,7 +42,12 @@ def _check_stages(token: str, args: list[str], methods: list[str]) -> list[dict]
         assert kept["recipe"] and kept["command"].startswith("python -m whileai run ")
         assert kept["overrides"] == [a for a in args if "=" in a]
         assert kept["dataset"]["content_hash"] and kept["versions"]["python"] and kept["versions"]["torch"]
-        assert Path(kept["hydra_dir"]).is_dir() and (Path(kept["hydra_dir"]) / ".hydra" / "config.yaml").is_file()
+        hydra_dir = Path(kept["hydra_dir"])
+        assert hydra_dir.is_dir() and (hydra_dir / ".hydra" / "config.yaml").is_file()
+        assert hydra_dir.is_relative_to(Path(os.environ["WHILEAI_HOME"])), "Hydra's folder is under the data root"
+        if (ROOT / ".git").exists():
+            assert len(kept["git"]["commit"]) == 40 and isinstance(kept["git"]["dirty"], bool)
+            assert (kept["git"]["diff_hash"] is not None) == kept["git"]["dirty"]
         assert Path(kept["export"]["output"]).is_file(), "the exported file sits beside the run"
     return records
 
@@ -126,3 +131,21 @@ def _alive(pid: int) -> bool:
         return stat.read_text().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_serve_platform_serves_the_run_and_the_endpoint_answers_one_chat_completion(session_home):
+    from whileai.platform.server import serve_in_thread
+    from whileai.platform.store import ensure_local_account, store_url
+
+    handle = serve_in_thread("127.0.0.1", 0, store_url())
+    try:
+        _, key = ensure_local_account(handle.store)
+        env = {"WHILEAI_BASE_URL": handle.base_url, "WHILEAI_API_KEY": key}
+        args = ["recipe=sft_tooluse", *TINY, f"base_model={tiny_base()}", "serve=platform", "serve.name=runner-tiny",
+                "expect.holdout_after_min=null", "expect.holdout_gain_min=null"]
+        done = whileai("run", *args, token="served", env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"serve on platform: runner-tiny v1 at {handle.base_url}/v1; reply: " in done.stderr
+        assert f"endpoint   {handle.base_url}/v1 (model runner-tiny)" in done.stderr
+    finally:
+        handle.stop()

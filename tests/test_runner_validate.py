@@ -199,7 +199,18 @@ def test_help_lists_recipes_and_groups_and_cfg_job_is_hydras(tmp_path):
     assert not (tmp_path / "home" / "platform.db").exists()
 
 
-def test_the_dispatcher_lists_the_commands(tmp_path):
+def test_the_dispatcher_lists_the_commands_and_demo_is_gone(tmp_path):
     done = run_cli("--help", home=tmp_path / "home")
     for command in ("run", "validate", "reproduce", "diff", "wait", "platform", "sync"):
         assert f"  {command} " in done.stdout
+    assert "demo" not in done.stdout
+    assert not (ROOT / "whileai" / "demo.py").exists()
+
+
+def test_the_quickstart_holds_exactly_its_two_command_lines():
+    readme = (ROOT / "README.md").read_text()
+    quickstart = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    assert quickstart.count("```bash") == 1, "one command block in the Quickstart"
+    block = quickstart.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert block.splitlines() == ['pip install -e . && python -m whileai run recipe=sft_tooluse',
+                                  'pip install -e ".[test]" && python -m pytest']

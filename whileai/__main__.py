@@ -15,7 +15,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "platform": ("whileai.platform.server", "main", "start the platform server (store, API, pages, serving)"),
     "open": ("whileai.platform.server", "open_main", "open the run pages (or one run's page) in the browser, signed in"),
     "sync": ("whileai.simulations._tracking", "sync_main", "deliver points spooled while the platform was unreachable"),
-    "demo": ("whileai.demo", "main", "push the sample dataset, fine-tune the tiny base on it, print the run"),
     "run": ("whileai.runner.cli", "run_main", "run an experiment: python -m whileai run recipe=sft_tooluse [knob=value ...]"),
     "validate": ("whileai.runner.cli", "validate_main", "compose and validate a spec only (nothing is loaded or run)"),
     "reproduce": ("whileai.runner.reproduce", "reproduce_main", "re-run a run from its stored spec: reproduce RUN_ID [overrides]"),

@@ -184,7 +184,10 @@ def _command_line() -> str:
 
 def _hydra(argv: list[str], mode: str) -> int:
     import hydra
+    from hydra.core.global_hydra import GlobalHydra
 
+    GlobalHydra.instance().clear()  # a second call in one process (a benchmark, a notebook) starts clean
+    _STATE["exit"] = 0
     argv = _prepare(argv, mode)
     found = _STATE["found"]
     main = hydra.main(version_base=None, config_path=str(found.conf), config_name="config")(_task)

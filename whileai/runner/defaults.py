@@ -58,6 +58,11 @@ SERVE_CHECK_MAX_TOKENS = 96
 #: cold Modal container up to MODAL_SERVE_STARTUP_S, which this does not wait for).
 SERVE_CHECK_TIMEOUT_S = 120.0
 
+#: Characters of the served model's reply shown in the run's output (the proof that it answers,
+#: not the transcript), and of a dataset's content hash in a step line (64 bits, as DIFF_HASH_HEX).
+SERVE_CHECK_REPLY_CHARS = 200
+HASH_SHOWN_CHARS = 16
+
 #: Hex characters kept of the sha256 of an uncommitted diff in a run's record (64 bits: enough to
 #: tell two diffs apart, short enough to read in a table).
 DIFF_HASH_HEX = 16

@@ -24,7 +24,7 @@ from . import defaults
 from ._progress import Progress
 from .expect import failures
 from .provenance import runner_record
-from .schema import HOST_KEYS, KNOBS
+from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, reads_export
 
 __all__ = ["Context", "run_spec", "EXIT_FAILED", "EXIT_EXPECT", "EXIT_GATE", "EXIT_INTERRUPTED"]
 
@@ -98,6 +98,8 @@ def _stages(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def _train_kwargs(stage: dict[str, Any], spec: dict[str, Any], last: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     """(keyword arguments of wai.train, its config=) for one stage."""
     kwargs = {k: stage[k] for k in KNOBS if stage.get(k) is not None}
+    # the export group shapes what the job trains on, for the methods whose job applies each setting
+    kwargs.update({k: spec["export"][k] for k in EXPORT_KNOBS if reads_export(k, stage["method"])})
     config = {k: stage[k] for k in HOST_KEYS if stage.get(k) is not None}
     if stage["method"] == "grpo":
         monitor = spec["monitor"]
@@ -176,8 +178,8 @@ def _serve(run: Any, serve: dict[str, Any], progress: Progress) -> dict[str, Any
 
     if serve["target"] == "modal":
         os.environ.setdefault("WHILEAI_SERVE_TARGET", "modal")  # the platform's serve target (docs/serving.md)
-    row = wai.serve(run, serve["name"])
-    out = {"name": row.get("name"), "version": row.get("version"), "endpoint": row.get("endpoint")}
+    served = wai.serve(run, serve["name"])
+    out = {"name": served.get("name"), "version": served.get("version"), "endpoint": served.get("endpoint")}
     key = os.environ.get("WHILEAI_API_KEY")
     if not os.environ.get("WHILEAI_BASE_URL") or not key:
         out["chat"] = ("not asked: the embedded platform has no server running; start it with "
@@ -185,14 +187,16 @@ def _serve(run: Any, serve: dict[str, Any], progress: Progress) -> dict[str, Any
         return out
     from whileai.kit import load_sample
 
-    ask = [m for m in load_sample()[0]["messages"] if m["role"] != "assistant"][:2]
-    response = httpx.post(f"{row['endpoint'].rstrip('/')}/chat/completions", timeout=defaults.SERVE_CHECK_TIMEOUT_S,
+    row = load_sample()[0]
+    first_reply = next(i for i, m in enumerate(row["messages"]) if m["role"] == "assistant")
+    ask = row["messages"][:first_reply]  # the system prompt and the user's ask of one sample task
+    response = httpx.post(f"{served['endpoint'].rstrip('/')}/chat/completions", timeout=defaults.SERVE_CHECK_TIMEOUT_S,
                           headers={"Authorization": f"Bearer {key}"},
-                          json={"model": row["name"], "messages": ask, "max_tokens": defaults.SERVE_CHECK_MAX_TOKENS,
-                                "temperature": 0})
+                          json={"model": served["name"], "messages": ask, "tools": row.get("tools"),
+                                "max_tokens": defaults.SERVE_CHECK_MAX_TOKENS, "temperature": 0})
     response.raise_for_status()
     message = response.json()["choices"][0]["message"]
-    out["chat"] = (message.get("content") or json.dumps(message.get("tool_calls")))[:200]
+    out["chat"] = (message.get("content") or json.dumps(message.get("tool_calls")))[: defaults.SERVE_CHECK_REPLY_CHARS]
     return out
 
 
@@ -243,7 +247,7 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress) -> int:
     with progress.step("push") as note:
         pushed = wai.push(rows, name=spec.get("name") or "dataset")
         record["dataset"] = {"id": pushed.id, "content_hash": pushed.content_hash, "rows": pushed.rows}
-        note["result"] = f"{pushed.id} ({pushed.rows} rows, content {str(pushed.content_hash)[:16]})"
+        note["result"] = f"{pushed.id} ({pushed.rows} rows, content {str(pushed.content_hash)[: defaults.HASH_SHOWN_CHARS]})"
     with progress.step("cut by task") as note:
         train_side, held = wai.datasets.cut(pushed, holdout=data["holdout"], seed=data["cut_seed"])
         note["result"] = f"train {train_side.id} ({train_side.rows} rows), holdout {held.id} ({held.rows} rows)"
@@ -283,10 +287,7 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress) -> int:
                 run = wai.train(
                     train_set, method=method, holdout=held, base_model=stage.get("base_model"),
                     check=stage.get("check") or spec["check"], target=spec["target"]["name"],
-                    init_from=previous, mask_mode=spec["export"]["mask_mode"], unroll=spec["export"]["unroll"],
-                    strip_think=spec["export"]["strip_think"],
-                    max_tool_output_chars=spec["export"]["max_tool_output_chars"],
-                    config={**config, "runner": stage_record}, **kwargs,
+                    init_from=previous, config={**config, "runner": stage_record}, **kwargs,
                 )
             for warning in said:
                 text = str(warning.message)
@@ -355,6 +356,11 @@ def _summary(progress: Progress, run: Any, outcome: dict[str, Any], served: dict
     ]
     if served:
         lines.append(f"endpoint   {served['endpoint']} (model {served['name']})")
-    lines.append("page       the embedded platform serves no pages until you start it: `python -m whileai platform`")
+    import os
+
+    if os.environ.get("WHILEAI_BASE_URL"):
+        lines.append(f"page       {run.url}")
+    else:  # the embedded platform: `open` starts a server on this data root and signs the browser in
+        lines.append(f"page       python -m whileai open {run.id}   (starts the platform on this data root)")
     for line in lines:
         progress.line(line)

@@ -32,9 +32,12 @@ from . import defaults
 __all__ = ["Problem", "Spec", "Stage", "check", "KNOBS", "HOST_KEYS", "known_paths", "nearest"]
 
 #: the knobs (wai.train's keyword arguments) and host keys (its config=), both flat at the root
-KNOBS: tuple[str, ...] = tuple(sdk.TRAINING_KNOBS)
+#: (the export settings among TRAINING_KNOBS live in the export group instead: TRAIN_EXPORT_KNOBS)
+KNOBS: tuple[str, ...] = tuple(k for k in sdk.TRAINING_KNOBS if k not in sdk.TRAIN_EXPORT_KNOBS)
+EXPORT_KNOBS: tuple[str, ...] = tuple(sdk.TRAIN_EXPORT_KNOBS)
 HOST_KEYS: tuple[str, ...] = tuple(sdk.TRAINING_HOST_KEYS)
-_TABLES = {**{k: sdk.TRAINING_KNOBS for k in KNOBS}, **{k: sdk.TRAINING_HOST_KEYS for k in HOST_KEYS}}
+_TABLES = {**{k: sdk.TRAINING_KNOBS for k in (*KNOBS, *EXPORT_KNOBS)},
+           **{k: sdk.TRAINING_HOST_KEYS for k in HOST_KEYS}}
 
 
 @dataclass
@@ -70,10 +73,10 @@ class Dataset(_Strict):
 class Export(_Strict):
     format: Literal["openai", "trl"] = "trl"
     validate_: bool = Field(default=True, alias="validate")
-    mask_mode: Literal["assistant", "final"] = "assistant"
+    mask_mode: Literal[tuple(sdk.EXPORT_MASK_MODES)] = "assistant"  # type: ignore[valid-type]
     unroll: bool = False
     strip_think: bool = True
-    max_tool_output_chars: int | None = Field(default=None, ge=1)
+    max_tool_output_chars: int | None = None  # range: TRAINING_KNOBS, checked per method below
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
@@ -278,8 +281,34 @@ def check(plain: dict[str, Any], origin: Any = None) -> list[Problem]:
             message = knob_problem(path, name, value, method)
             if message:
                 add(path, message)
+    problems += _export_checks(plain, where, seen)
     problems += _cross_checks(plain, where)
     return problems
+
+
+def reads_export(name: str, method: str) -> bool:
+    """Whether ``method``'s job applies the export setting ``name`` (TRAINING_KNOBS says which do)."""
+    return method in sdk.TRAINING_KNOBS[name]
+
+
+def _export_checks(plain: dict[str, Any], where: Any, seen: set[str]) -> list[Problem]:
+    """The export settings against TRAINING_KNOBS, for each stage's method that applies them."""
+    out: list[Problem] = []
+    export = plain.get("export") if isinstance(plain.get("export"), dict) else {}
+    stages = [s for s in (plain.get("stages") or {}).values() if isinstance(s, dict)] + [plain]
+    methods = [s.get("method") for s in stages if s.get("method") in sdk.TRAIN_METHODS]
+    for name in EXPORT_KNOBS:
+        path = f"export.{name}"
+        value = export.get(name)
+        if path in seen or value is None:
+            continue
+        for method in dict.fromkeys(methods):
+            if reads_export(name, method):
+                message = knob_problem(path, name, value, method)
+                if message:
+                    out.append(Problem(path, message, where(path)))
+                    break
+    return out
 
 
 def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:

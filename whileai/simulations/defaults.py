@@ -112,22 +112,6 @@ TRAINING_POLL_S = 10.0
 #: loads the server (on Modal every read also asks Modal for the call's state).
 TRAINING_POLL_MIN_S = 2.0
 
-#: ``python -m whileai demo``: optimizer steps, rows, batch, learning rate, token
-#: cap and model shape of its tracked fine-tune of the kit's tiny model. Sized to
-#: finish in well under a minute on a 2-core CPU, imports included, while the
-#: loss curve on the run page still visibly falls. Measured on this machine
-#: (torch 2.13 CPU, one thread): a training step of 8 rows x 256 tokens took
-#: 0.37 CPU-s with the kit's default shape and 0.15 s at hidden 64; 192 tokens
-#: keep most of a sample conversation (they run to about 200). The learning
-#: rate is high because the model is tiny and randomly initialised (LoRA's
-#: usual 2e-4 on a real base barely moves it in 40 steps).
-DEMO_STEPS = 40
-DEMO_ROWS = 256
-DEMO_BATCH_SIZE = 8
-DEMO_LEARNING_RATE = 2e-3
-DEMO_MAX_TOKENS = 192
-DEMO_MODEL_SHAPE = {"hidden_size": 64, "intermediate_size": 128}
-
 # ---------------------------------------------------------------------------
 # Export
 # ---------------------------------------------------------------------------
