@@ -56,7 +56,7 @@ def test_the_design_card_line_runs_sft_then_grpo_with_the_monitor():
     base = tiny_base()
     args = ["recipe=grpo_tooluse", "beta=0.04", *TINY, f"base_model={base}", "stages.sft.steps=2",
             "stages.sft.holdoutRows=4", "max_completion_length=16", "generations=2", "monitor.n_prompts=4",
-            "monitor.every=1", "expect.holdout_after_min=0.0"]
+            "monitor.every=1", "expect.holdout_after_min=0.0", "expect.no_alarm=null"]
     done = whileai("run", *args, token="card")
     assert done.returncode == 0, done.stdout + done.stderr
     records = _check_stages("card", args, ["sft", "grpo"])

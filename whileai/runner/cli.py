@@ -157,7 +157,7 @@ def _task(cfg: Any) -> Any:
         print(OmegaConf.to_yaml(OmegaConf.create(plain)), end="")
         print(f"# valid: recipe={choices.get(defaults.RECIPE_GROUP)}; nothing was loaded or run", file=sys.stderr)
         return 0
-    from .pipeline import Context, run_spec
+    from .pipeline import EXIT_INTERRUPTED, Context, run_spec
 
     multirun = str(hydra_cfg.mode) == "RunMode.MULTIRUN"
     context = Context(
@@ -171,7 +171,7 @@ def _task(cfg: Any) -> Any:
     )
     code = run_spec(plain, context)
     _STATE["exit"] = max(_STATE["exit"], code)
-    if code and not multirun:
+    if code and (not multirun or code == EXIT_INTERRUPTED):  # Ctrl-C ends a sweep, not only its job
         raise SystemExit(code)
     return code
 
