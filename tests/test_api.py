@@ -20,6 +20,7 @@ from whileai.platform.store import Store
 from whileai.platform import defaults
 
 API = "/api/v1"
+KIT = defaults.KIT_BASE_NAME
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +79,8 @@ def test_a_second_account_cannot_read_list_change_or_delete(platform, alice, bob
     rid = run["id"]
     assert alice.post(f"{API}/runs/{rid}/points", json={"batch_id": "b0", "points": _points(4)}).status_code == 200
     ds = alice.post(f"{API}/datasets", json={"name": "mine", "rows": [{"x": 1}]}).json()
-    assert alice.post(f"{API}/models", json={"name": "mine", "baseModel": "kit", "adapterRunId": rid}).status_code == 201
-    job = alice.post(f"{API}/jobs", json={"run_id": rid, "kind": "sft"}).json()
+    assert alice.post(f"{API}/models", json={"name": "mine", "baseModel": KIT, "adapterRunId": rid}).status_code == 201
+    job = platform.store.create_job(alice.get(f"{API}/me").json()["account_id"], run_id=rid, kind="sft")
 
     attempts = [
         ("GET", f"/runs/{rid}", None),
@@ -95,8 +96,9 @@ def test_a_second_account_cannot_read_list_change_or_delete(platform, alice, bob
         ("DELETE", "/models/mine", None),
         ("POST", "/models", {"name": "stolen", "adapterRunId": rid}),
         ("GET", f"/jobs/{job['id']}", None),
-        ("PATCH", f"/jobs/{job['id']}", {"status": "failed"}),
-        ("POST", "/jobs", {"run_id": rid}),
+        ("PATCH", f"/jobs/{job['id']}", {"heartbeat_at": 1.0}),
+        ("POST", f"/runs/{rid}/stop", None),
+        ("POST", f"/jobs/{job['id']}/end", {"status": "failed"}),
     ]
     for method, path, body in attempts:
         r = bob.request(method, API + path, json=body)
@@ -304,26 +306,84 @@ def test_datasets_over_http(alice):
 
 
 def test_models_over_http(platform, alice):
-    run = _run(alice)
-    first = alice.post(f"{API}/models", json={"name": "agent", "baseModel": "kit", "adapter": "/a", "adapterRunId": run["id"]})
+    run = _run(alice, config={"base_model": "someorg/its-own-base"})
+    first = alice.post(f"{API}/models", json={"name": "agent", "baseModel": KIT, "adapterRunId": run["id"]})
     assert first.status_code == 201
     assert first.json()["endpoint"] == f"{platform.base_url}/v1" and first.json()["version"] == 1
-    second = alice.post(f"{API}/models", json={"name": "agent", "base_model": "kit", "adapter_run_id": run["id"]})
-    assert second.status_code == 200 and second.json()["version"] == 2
+    second = alice.post(f"{API}/models", json={"name": "agent", "base_model": "someorg/its-own-base",
+                                               "adapter_run_id": run["id"]})
+    assert second.status_code == 200 and second.json()["version"] == 2  # the run's own base
     assert [m["name"] for m in alice.get(f"{API}/models").json()["models"] if m["name"] == "agent"] == ["agent"]
     assert alice.delete(f"{API}/models/agent").json() == {"name": "agent", "deleted": True}
     _error(alice.get(f"{API}/models/agent"), 404)
 
 
-def test_jobs_over_http(alice):
+def test_the_registry_takes_no_server_path_and_does_not_say_which_exist(platform, alice, tmp_path):
     run = _run(alice)
-    job = alice.post(f"{API}/jobs", json={"run_id": run["id"], "kind": "sft", "target": "local", "spec": {"epochs": 1}})
-    assert job.status_code == 201 and job.json()["status"] == "queued"
-    jid = job.json()["id"]
-    beat = alice.patch(f"{API}/jobs/{jid}", json={"status": "running", "pid": 42, "heartbeat_at": 123.5}).json()
-    assert beat["pid"] == 42 and beat["heartbeat_at"] == 123.5
+    real, missing = tmp_path, tmp_path / "no-such-dir"
+    messages = []
+    for path in (str(real), str(missing)):
+        for body in ({"name": "x", "baseModel": KIT, "adapter": path, "adapterRunId": run["id"]},
+                     {"name": "x", "baseModel": path}):
+            messages.append(_error(alice.post(f"{API}/models", json=body), 422).replace(path, "PATH"))
+    assert messages[0] == messages[2] and messages[1] == messages[3], "an existing and a missing path read alike"
+    assert "SERVED_BASES" in messages[1] and "adapter" in messages[0]
+    assert "adapterRunId" in _error(alice.post(f"{API}/models", json={"name": "x", "baseModel": KIT, "adapter": "/a"}), 422)
+    assert "SERVED_BASES" in _error(alice.post(f"{API}/models", json={"name": "x", "baseModel": "someorg/other"}), 422)
+    assert "x" not in [m["name"] for m in alice.get(f"{API}/models").json()["models"]]
+
+
+def test_jobs_are_the_platforms_to_write(platform, alice):
+    run = _run(alice)
+    assert alice.post(f"{API}/jobs", json={"run_id": run["id"], "kind": "sft", "status": "running",
+                                           "pid": 1, "spec": {"log": "/etc/passwd"}}).status_code == 405
+    acct = alice.get(f"{API}/me").json()["account_id"]
+    job = platform.store.create_job(acct, run_id=run["id"], kind="sft", target="local", spec={"epochs": 1})
+    jid = job["id"]
+    for body in ({"status": "running"}, {"pid": 42}, {"spec": {"log": "/etc/passwd"}}, {"heartbeat_at": 1.0}):
+        r = alice.patch(f"{API}/jobs/{jid}", json=body)
+        assert r.status_code in (403, 422), (body, r.text)
+    assert "stops it" in _error(alice.patch(f"{API}/jobs/{jid}", json={"heartbeat_at": 1.0}), 403)
+    assert "worker" in _error(alice.post(f"{API}/jobs/{jid}/end", json={"status": "done"}), 403)
     assert [j["id"] for j in alice.get(f"{API}/jobs", params={"run_id": run["id"]}).json()["jobs"]] == [jid]
-    assert "queued, running" in _error(alice.patch(f"{API}/jobs/{jid}", json={"status": "lost"}), 422)
+    assert alice.post(f"{API}/runs/{run['id']}/stop").json()["stopped"] is True  # how an account ends a job
+    assert alice.get(f"{API}/jobs/{jid}").json()["status"] == "stopped"
+    refused = _error(alice.post(f"{API}/jobs/launch", json={"run_id": run["id"], "kind": "sft",
+                                                             "spec": {"log": "/etc/passwd", "base_model": KIT}}), 422)
+    assert "log" in refused and "platform" in refused
+    refused = _error(alice.post(f"{API}/jobs/launch", json={"run_id": run["id"], "kind": "sft",
+                                                             "spec": {"base_model": "/etc"}}), 422)
+    assert "base_model" in refused
+
+
+def test_a_job_key_reaches_only_its_job_run_and_datasets_and_dies_with_the_job(platform, alice):
+    acct = alice.get(f"{API}/me").json()["account_id"]
+    ds = alice.post(f"{API}/datasets", json={"name": "train-rows", "rows": [{"x": 7}]}).json()
+    other_ds = alice.post(f"{API}/datasets", json={"name": "other", "rows": [{"x": 8}]}).json()
+    run, other_run = _run(alice), _run(alice)
+    job = platform.store.create_job(acct, run_id=run["id"], kind="sft", status="running",
+                                    spec={"dataset": ds["id"], "holdout": None})
+    other_job = platform.store.create_job(acct, run_id=other_run["id"], kind="sft")
+    key = platform.store.issue_job_key(acct, job["id"])
+    assert platform.store.account_for_key(key) is None, "a job key is not an account key"
+    with _client(platform, key) as worker:
+        assert worker.get(f"{API}/jobs/{job['id']}").status_code == 200
+        assert worker.patch(f"{API}/jobs/{job['id']}", json={"heartbeat_at": 5.0}).json()["heartbeat_at"] == 5.0
+        assert worker.get(f"{API}/runs/{run['id']}").status_code == 200
+        assert worker.post(f"{API}/runs/{run['id']}/points", json={"batch_id": "w0", "points": _points(2)}).status_code == 200
+        assert worker.patch(f"{API}/runs/{run['id']}", json={"summary": {"phase": "train"}}).status_code == 200
+        assert worker.get(f"{API}/datasets/{ds['id']}/rows").json() == {"rows": [{"x": 7}]}
+        for method, path in (("GET", f"/jobs/{other_job['id']}"), ("GET", f"/runs/{other_run['id']}"),
+                             ("PATCH", f"/runs/{other_run['id']}"), ("GET", f"/datasets/{other_ds['id']}/rows"),
+                             ("POST", f"/runs/{other_run['id']}/points")):
+            assert worker.request(method, API + path, json={}).status_code == 404, path
+        for method, path in (("GET", "/runs"), ("GET", "/datasets"), ("GET", "/me"), ("POST", "/runs"),
+                             ("DELETE", f"/runs/{run['id']}"), ("POST", f"/runs/{run['id']}/stop"),
+                             ("GET", "/models")):
+            assert worker.request(method, API + path, json={}).status_code == 403, path
+        assert worker.post(f"{API}/jobs/{job['id']}/end", json={"status": "done"}).json()["status"] == "done"
+        assert worker.get(f"{API}/jobs/{job['id']}").status_code == 401, "the key died with its job"
+    assert platform.store.job_key_scope(key) is None
 
 
 # --------------------------------------------------------------------------- the run page
@@ -420,7 +480,7 @@ def test_first_start_prints_the_key_once(home, monkeypatch, capsys):
     key = (home / "local_key").read_text().strip()
     assert key in out and "http://127.0.0.1:9999/signin/once?token=" in out
     assert out.count(key) == 1  # the key once; the sign-in link carries a one-time token, not the key
-    assert served == [{"host": "127.0.0.1", "port": 9999, "log_level": "info"}]
+    assert served == [{"host": "127.0.0.1", "port": 9999, "log_level": "info", "access_log": False}]
     assert server_module.main([]) == 0
     again = capsys.readouterr().out
     assert key not in again and str(home / "local_key") in again and "/signin/once?token=" in again

@@ -15,9 +15,15 @@ import pytest
 
 from whileai.simulations import _models, defaults, training
 from whileai.simulations._models import delete_model, models, reward_model, serve, unserve
-from whileai.core.errors import NotFoundError
+from whileai.core.errors import NotFoundError, PlatformError
 
 BASE = defaults.KIT_BASE_NAME
+
+
+@pytest.fixture(autouse=True)
+def _adapters_folder_allowed(monkeypatch):
+    """The registry tests name adapters under /adapters: the operator lets the platform load from there."""
+    monkeypatch.setenv(defaults.SERVE_DIRS_ENV, "/adapters")
 
 
 def _finished_run(adapter: str | None = "/adapters/a", base: str | None = BASE, status: str = "done",
@@ -66,9 +72,11 @@ def test_delete_model_is_unserve_and_unknown_names_are_named(home):
 
 
 def test_base_model_override_and_the_bare_base(home):
-    run = _finished_run(base=BASE)
-    with pytest.warns(UserWarning, match="SERVED_BASES"):
-        assert serve(run, "m", base_model="someone/unknown-base")["baseModel"] == "someone/unknown-base"
+    run = _finished_run(base="someone/its-own-base")
+    with pytest.warns(UserWarning, match="SERVED_BASES"):  # the run's own base: served, with a warning
+        assert serve(run, "m")["baseModel"] == "someone/its-own-base"
+    with pytest.warns(UserWarning, match="SERVED_BASES"), pytest.raises(PlatformError, match="SERVED_BASES"):
+        serve(run, "other", base_model="someone/unknown-base")  # neither served nor the run's: refused
     bare = serve(None, "bare", base_model=BASE)
     assert bare["adapter"] is None and bare["adapterRunId"] is None and bare["baseModel"] == BASE
     with pytest.raises(ValueError, match="base_model"):

@@ -11,8 +11,10 @@ what the model says is known in advance.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -89,8 +91,13 @@ def weights(tmp_path_factory):
 
 
 @pytest.fixture
-def platform(home, monkeypatch):
-    """A real platform server with two accounts; the SDK talks to it as account a."""
+def platform(home, monkeypatch, weights):
+    """A real platform server with two accounts; the SDK talks to it as account a.
+
+    Its operator lets it load the test's base and adapter folders (SERVE_DIRS_ENV).
+    """
+    folders = (str(Path(weights["base"]).parent), str(Path(weights["adapter"]).parent))
+    monkeypatch.setenv(defaults.SERVE_DIRS_ENV, os.pathsep.join(folders))
     handle = serve_in_thread("127.0.0.1", 0, store_url())
     _, key_a = handle.store.create_account("a")
     _, key_b = handle.store.create_account("b")
@@ -258,6 +265,8 @@ def _loaded(platform) -> dict[str, bool]:
 def test_idle_models_unload_and_reload_on_the_next_call(home, monkeypatch, weights):
     monkeypatch.setenv(defaults.SERVING_IDLE_UNLOAD_ENV, "0.5")
     monkeypatch.setenv(defaults.SERVING_MAX_LOADED_ENV, "1")
+    folders = (str(Path(weights["base"]).parent), str(Path(weights["adapter"]).parent))
+    monkeypatch.setenv(defaults.SERVE_DIRS_ENV, os.pathsep.join(folders))  # its operator's folders
     handle = serve_in_thread("127.0.0.1", 0, store_url())
     try:
         _, key = handle.store.create_account("a")

@@ -80,3 +80,16 @@ TRAIN_LORA_R = 16
 TRAIN_LORA_ALPHA = 32
 TRAIN_LORA_DROPOUT = 0.0
 TRAIN_LORA_TARGETS = "all-linear"
+
+#: The hub models a served adapter may sit on, besides the kit's demo base: the
+#: small instruct models the Modal vLLM image serves with LoRA. The SDK warns
+#: when ``train`` picks another base (SERVED_BASES in whileai/simulations/
+#: defaults.py adds the kit's base); the platform's registry serves only these,
+#: the kit's base, a run's own base, or a folder its operator allows.
+SERVED_HUB_BASES: tuple[str, ...] = (
+    "Qwen/Qwen2.5-0.5B-Instruct",
+    "Qwen/Qwen2.5-1.5B-Instruct",
+    "Qwen/Qwen3-0.6B",
+    "Qwen/Qwen3-1.7B",
+    "meta-llama/Llama-3.2-1B-Instruct",
+)

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from whileai.platform._routes_common import Body, account_id, json_response, store
+from whileai.platform._routes_common import Body, account_id, dataset_account, json_response, store
 
 __all__ = ["router"]
 
@@ -46,12 +46,12 @@ def list_datasets(
 
 
 @router.get("/datasets/{dataset_id}")
-def get_dataset(dataset_id: str, request: Request, acct: str = Depends(account_id)) -> Response:
+def get_dataset(dataset_id: str, request: Request, acct: str = Depends(dataset_account)) -> Response:
     return json_response(store(request).get_dataset(acct, dataset_id))
 
 
 @router.get("/datasets/{dataset_id}/rows")
-def get_rows(dataset_id: str, request: Request, acct: str = Depends(account_id)) -> Response:
+def get_rows(dataset_id: str, request: Request, acct: str = Depends(dataset_account)) -> Response:
     rows_json = store(request).dataset_rows_json(acct, dataset_id)
     return Response('{"rows":' + rows_json + "}", media_type="application/json")
 

@@ -1,13 +1,18 @@
-"""/api/v1/jobs: the job runner's rows (one per hosted training job) and their heartbeats."""
+"""/api/v1/jobs: read the account's jobs; a job's own worker beats on its row.
+
+Job rows are the platform's: the runner writes their spec, pid, host and
+status (``POST /jobs/launch`` creates and starts one, ``POST /runs/{id}/stop``
+stops a run's job; both live in ``whileai.platform.launcher.routes``). An account reads its
+jobs; the only write a client makes here is the heartbeat, and only with the
+job's own key.
+"""
 
 from __future__ import annotations
-
-from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from whileai.platform._routes_common import Body, account_id, json_response, store
+from whileai.platform._routes_common import ApiError, Body, account_id, job_account, job_scope, json_response, store
 from whileai.platform.store import JOB_STATUSES
 
 __all__ = ["router"]
@@ -15,24 +20,8 @@ __all__ = ["router"]
 router = APIRouter()
 
 
-class JobFields(Body):
-    run_id: str | None = None
-    kind: str | None = None
-    target: str | None = None
-    status: str | None = None
-    pid: int | None = None
-    call_id: str | None = None
-    spec: Any = None
-    heartbeat_at: float | None = None
-    error: str | None = None
-
-
-@router.post("/jobs", status_code=201)
-def create_job(body: JobFields, request: Request, acct: str = Depends(account_id)) -> Response:
-    fields = body.model_dump(exclude_unset=True)
-    if fields.get("status") is None:
-        fields.pop("status", None)
-    return json_response(store(request).create_job(acct, **fields), 201)
+class Heartbeat(Body):
+    heartbeat_at: float
 
 
 @router.get("/jobs")
@@ -47,10 +36,19 @@ def list_jobs(
 
 
 @router.get("/jobs/{job_id}")
-def get_job(job_id: str, request: Request, acct: str = Depends(account_id)) -> Response:
+def get_job(job_id: str, request: Request, acct: str = Depends(job_account)) -> Response:
     return json_response(store(request).get_job(acct, job_id))
 
 
 @router.patch("/jobs/{job_id}")
-def update_job(job_id: str, body: JobFields, request: Request, acct: str = Depends(account_id)) -> Response:
-    return json_response(store(request).update_job(acct, job_id, body.model_dump(exclude_unset=True)))
+def beat(job_id: str, body: Heartbeat, request: Request, acct: str = Depends(job_account)) -> Response:
+    """The job's worker marks it alive (``heartbeat_at``); only the job's own key may."""
+    if job_scope(request) is None:
+        store(request).get_job(acct, job_id)  # another account's id answers 404 first
+        raise ApiError(
+            403,
+            "a job's row is written by the platform and the job's own worker; an account launches a job "
+            "(POST /api/v1/jobs/launch), reads it, and stops it (POST /api/v1/runs/{run_id}/stop)",
+            "forbidden",
+        )
+    return json_response(store(request).update_job(acct, job_id, {"heartbeat_at": body.heartbeat_at}))

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from pydantic import Field
 
-from whileai.platform._routes_common import Body, account_id, base_url, json_response, store
+from whileai.platform._loadable import adapter_problem, base_problem
+from whileai.platform._routes_common import ApiError, Body, account_id, base_url, json_response, store
 
 __all__ = ["router"]
 
@@ -35,7 +36,22 @@ def me(request: Request, acct: str = Depends(account_id)) -> Response:
 
 @router.post("/models", status_code=201)
 def put_model(body: ModelCreate, request: Request, acct: str = Depends(account_id)) -> Response:
-    """Register a name, or bump its version when the account already serves that name."""
+    """Register a name, or bump its version when the account already serves that name.
+
+    The adapter is the one of a run of this account and the base one the
+    platform loads (``_loadable``): an account names models, never server paths.
+    """
+    run_base = None
+    if body.adapter_run_id is not None:
+        run = store(request).get_run(acct, body.adapter_run_id, series=False)  # another account's: 404
+        config = run.get("config") if isinstance(run.get("config"), dict) else {}
+        run_base = config.get("base_model")
+    problems = [p for p in (
+        base_problem(body.base_model, run_base) if body.base_model is not None else None,
+        adapter_problem(body.adapter, body.adapter_run_id),
+    ) if p]
+    if problems:
+        raise ApiError(422, "; ".join(problems), "invalid_value")
     record = store(request).put_model(
         acct, body.name, base_model=body.base_model, adapter=body.adapter, adapter_run_id=body.adapter_run_id
     )

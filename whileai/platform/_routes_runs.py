@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from whileai.platform._routes_common import ApiError, Body, account_id, base_url, json_response, store
+from whileai.platform._routes_common import ApiError, Body, account_id, base_url, json_response, run_account, store
 from whileai.platform._store_values import dumps, loads
 from whileai.platform.store import RUN_STATUSES
 from whileai.core.collector import gc_paused  # one process-wide, counted pause of the collector
@@ -72,7 +72,7 @@ def get_run(
     run_id: str,
     request: Request,
     series: bool = Query(True, description="false answers the record without its points"),
-    acct: str = Depends(account_id),
+    acct: str = Depends(run_account),
 ) -> Response:
     if not series:
         return json_response(_with_url(store(request).get_run(acct, run_id, series=False), request))
@@ -83,13 +83,13 @@ def get_run(
 
 
 @router.get("/runs/{run_id}/points")
-def get_points(run_id: str, request: Request, acct: str = Depends(account_id)) -> Response:
+def get_points(run_id: str, request: Request, acct: str = Depends(run_account)) -> Response:
     _, series_json = store(request).get_run_with_series_json(acct, run_id)
     return Response('{"points":' + series_json + "}", media_type="application/json")
 
 
 @router.patch("/runs/{run_id}")
-def update_run(run_id: str, body: RunPatch, request: Request, acct: str = Depends(account_id)) -> Response:
+def update_run(run_id: str, body: RunPatch, request: Request, acct: str = Depends(run_account)) -> Response:
     record = store(request).update_run(acct, run_id, body.model_dump(exclude_unset=True))
     return json_response(_with_url(record, request))
 
@@ -131,7 +131,7 @@ def _parse_points_body(raw: bytes) -> tuple[Any, Any]:
 
 
 @router.post("/runs/{run_id}/points")
-async def add_points(run_id: str, request: Request, acct: str = Depends(account_id)) -> Response:
+async def add_points(run_id: str, request: Request, acct: str = Depends(run_account)) -> Response:
     """Store a batch of points once per ``batch_id``; parsed here rather than by pydantic, for speed."""
     raw = await request.body()
 

@@ -7,6 +7,7 @@ facade that binds them as its methods; every query is scoped to the caller's acc
 from __future__ import annotations
 
 import hmac
+import json
 import secrets
 import time
 from typing import Any
@@ -17,17 +18,22 @@ from sqlalchemy.orm import Session
 from whileai.platform._store_models import (
     Account,
     ApiKey,
+    Job,
+    JobKey,
     Setting,
     _check_str,
     hash_key,
     _new_id,
     _not_found,
 )
+from whileai.platform._store_values import FINISHED_STATUSES
 from whileai.platform import defaults
 
 
 #: the leading characters of every API key (then API_KEY_BYTES of randomness, URL-safe)
 _KEY_PREFIX = "wai_"
+#: the leading characters of a job's own key (see issue_job_key): never an account key
+_JOB_KEY_PREFIX = "waijob_"
 #: the Setting row that names the local account (made once per store by ensure_local_account)
 _LOCAL_ACCOUNT_SETTING = "local_account_id"
 
@@ -122,3 +128,80 @@ def count_accounts(store: Any) -> int:
 def local_account_id(store: Any) -> str | None:
     """The id of the local account (the one the embedded SDK and a local server share), if made."""
     return store._tx(lambda s: s.scalar(select(Setting.value).where(Setting.key == _LOCAL_ACCOUNT_SETTING)), write=False)
+
+
+def list_accounts(store: Any) -> list[dict[str, Any]]:
+    """Every account, oldest first: ``{account_id, name, created_at, keys, local}`` (``keys``: live account keys)."""
+
+    def work(s: Session) -> list[dict[str, Any]]:
+        local = s.scalar(select(Setting.value).where(Setting.key == _LOCAL_ACCOUNT_SETTING))
+        counts = dict(s.execute(select(ApiKey.account_id, func.count()).group_by(ApiKey.account_id)).all())
+        return [
+            {"account_id": a.id, "name": a.name, "created_at": a.created_at, "keys": counts.get(a.id, 0),
+             "local": a.id == local}
+            for a in s.scalars(select(Account).order_by(Account.created_at, Account.id))
+        ]
+
+    return store._tx(work, write=False)
+
+
+def rotate_api_key(store: Any, account_id: str) -> str:
+    """A new key for the account, and every key it had before revoked, in one transaction."""
+
+    def work(s: Session) -> str:
+        if s.get(Account, account_id) is None:
+            raise _not_found("account", account_id)
+        s.execute(delete(ApiKey).where(ApiKey.account_id == account_id))
+        return store._issue_key(s, account_id)
+
+    return store._tx(work)
+
+
+# --------------------------------------------------------------------------- job keys
+
+
+def issue_job_key(store: Any, account_id: str, job_id: str) -> str:
+    """A key for one job's worker (stored hashed); see :func:`job_key_scope` for what it reaches."""
+
+    def work(s: Session) -> str:
+        store._job(s, account_id, job_id)
+        key = _JOB_KEY_PREFIX + secrets.token_urlsafe(defaults.API_KEY_BYTES)
+        s.add(JobKey(account_id=account_id, job_id=job_id, prefix=key[: defaults.API_KEY_PREFIX_CHARS],
+                     key_hash=hash_key(key), created_at=time.time()))
+        return key
+
+    return store._tx(work)
+
+
+def job_key_scope(store: Any, api_key: str | None) -> dict[str, Any] | None:
+    """What a job key reaches, or None (not a job key, or its job has finished).
+
+    ``{"account_id", "job_id", "run_id", "datasets"}``: the datasets are the
+    ones the platform put on the job's spec (``dataset`` and ``holdout``).
+    """
+    if not api_key or not isinstance(api_key, str) or len(api_key) > 200 or not api_key.startswith(_JOB_KEY_PREFIX):
+        return None
+    digest = hash_key(api_key)
+
+    def work(s: Session) -> dict[str, Any] | None:
+        for key_hash, job_id, account_id in s.execute(
+            select(JobKey.key_hash, JobKey.job_id, JobKey.account_id).where(
+                JobKey.prefix == api_key[: defaults.API_KEY_PREFIX_CHARS])
+        ):
+            if not hmac.compare_digest(key_hash, digest):
+                continue
+            j = s.scalar(select(Job).where(Job.id == job_id, Job.account_id == account_id))
+            if j is None or j.status in FINISHED_STATUSES:
+                return None
+            spec = json.loads(j.spec_json) if j.spec_json else None
+            spec = spec if isinstance(spec, dict) else {}
+            datasets = tuple(d for d in (spec.get("dataset"), spec.get("holdout")) if isinstance(d, str))
+            return {"account_id": account_id, "job_id": job_id, "run_id": j.run_id, "datasets": datasets}
+        return None
+
+    return store._tx(work, write=False)
+
+
+def revoke_job_keys(store: Any, job_id: str) -> int:
+    """Revoke every key of a job (its worker's); the number removed."""
+    return store._tx(lambda s: s.execute(delete(JobKey).where(JobKey.job_id == job_id)).rowcount or 0)

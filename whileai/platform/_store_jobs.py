@@ -9,11 +9,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from whileai.platform._store_models import (
     Job,
+    Setting,
     _check_count,
     _check_status,
     _check_str,
@@ -111,3 +113,50 @@ def list_jobs(
         q = q.where(Job.run_id == run_id)
     q = q.order_by(Job.pk.desc()).limit(store._limit(limit))
     return store._tx(lambda s: [_job_record(j) for j in s.scalars(q)], write=False)
+
+
+# --------------------------------------------------------------------------- leases
+
+#: the Setting rows that hold job leases: ``job_lease:<job_id>`` -> ``"<holder> <until>"``
+_LEASE_SETTING = "job_lease:"
+
+
+def lease_job(store: Any, account_id: str, job_id: str, holder: str, seconds: float) -> bool:
+    """Take the job's lease for ``seconds`` unless another holder's lease is live; True when taken.
+
+    One reader at a time settles a job (a Modal job's progress is replayed
+    exactly once). A compare-and-set on one row of ``settings``: a primary key,
+    so of two writers that find no lease one inserts and the other fails, and
+    on PostgreSQL an existing row is locked while it is read. It holds across
+    processes on SQLite and PostgreSQL alike.
+    """
+    lease_key = f"{_LEASE_SETTING}{job_id}"
+
+    def work(s: Session) -> bool:
+        store._job(s, account_id, job_id)
+        q = select(Setting).where(Setting.key == lease_key)
+        if not store._sqlite:
+            q = q.with_for_update()
+        row = s.scalar(q)
+        now = time.time()
+        if row is not None:
+            other, _, until = row.value.partition(" ")
+            if other != holder and float(until or 0) > now:
+                return False
+            row.value = f"{holder} {now + seconds!r}"
+        else:
+            s.add(Setting(key=lease_key, value=f"{holder} {now + seconds!r}"))
+        s.flush()
+        return True
+
+    try:
+        return store._tx(work)
+    except IntegrityError:  # another reader inserted its lease first
+        return False
+
+
+def release_job(store: Any, job_id: str, holder: str) -> None:
+    """Give the lease back (only ``holder``'s own lease is removed)."""
+    lease_key = f"{_LEASE_SETTING}{job_id}"
+    store._tx(lambda s: s.execute(delete(Setting).where(
+        Setting.key == lease_key, Setting.value.startswith(f"{holder} "))))

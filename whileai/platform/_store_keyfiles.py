@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +56,9 @@ def ensure_local_account(store: Any) -> tuple[str, str | None]:
     Created on the first call, with its key written to :func:`local_key_path`
     (mode 0600) and nowhere else in clear. Returns ``(account_id, api_key)``;
     the key is read back from that file on later calls. When the account exists
-    but the file is gone or no longer matches, a new key is issued and written
-    (the old one stops being findable, not valid). ``api_key`` is None only when
-    the file cannot be written.
+    but the file is gone or no longer matches, its keys are rotated: a new one
+    is written and every older one revoked, so the local account has one live
+    key. ``api_key`` is None only when the file cannot be written.
     """
     path = local_key_path()
 
@@ -82,9 +84,38 @@ def ensure_local_account(store: Any) -> tuple[str, str | None]:
     key = _read_key_file(path)
     if key is not None and store.account_for_key(key) == account_id:
         return account_id, key
-    new_key = store.issue_api_key(account_id)
     try:
-        _write_key_file(path, new_key)
+        with _key_file_lock(path):  # two processes that both find the file stale rotate once, not twice
+            key = _read_key_file(path)
+            if key is not None and store.account_for_key(key) == account_id:
+                return account_id, key
+            new_key = store.rotate_api_key(account_id)
+            _write_key_file(path, new_key)
     except OSError:
         return account_id, None
     return account_id, new_key
+
+
+@contextmanager
+def _key_file_lock(path: Path) -> Iterator[None]:
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def rotate_local_key_file(store: Any, account_id: str, key: str) -> bool:
+    """After the local account's key was rotated, write the new one where the embedded SDK reads it.
+
+    True when ``account_id`` is this data root's local account and its file was rewritten.
+    """
+    if store.local_account_id() != account_id:
+        return False
+    with _key_file_lock(local_key_path()):
+        _write_key_file(local_key_path(), key)
+    return True

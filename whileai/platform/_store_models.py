@@ -43,6 +43,19 @@ class ApiKey(Base):
     created_at: Mapped[float] = mapped_column(Float)
 
 
+class JobKey(Base):
+    """A job's own key (hashed): it reaches only that job, its run and the datasets the job reads, and
+    only while the job is unfinished. It is not an account key: ``api_keys`` never holds it."""
+
+    __tablename__ = "job_keys"
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    account_id: Mapped[str] = mapped_column(String(32), index=True)
+    job_id: Mapped[str] = mapped_column(String(32), index=True)
+    prefix: Mapped[str] = mapped_column(String(32), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
 class Setting(Base):
     """Store-wide facts, e.g. which account is the local one (a primary key makes the first writer win)."""
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -134,13 +135,18 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> Response:
-        _log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return _error(
+        # The caller gets a stable message and an id; what failed, and why, goes only to the server log.
+        error_id = secrets.token_hex(6)
+        _log.error("error %s on %s %s", error_id, request.method, request.url.path, exc_info=exc)
+        response = _error(
             500,
-            f"the platform failed on {request.method} {request.url.path} ({type(exc).__name__}); "
-            "nothing was changed by this request. The server log has the details",
+            f"the platform failed on this request (error id {error_id}); nothing was changed by it. "
+            "Retry, and if it fails again give the platform's operator that error id (the server log has "
+            "the details under it)",
             "internal_error",
         )
+        response.headers["X-Error-Id"] = error_id
+        return response
 
 
 _TYPE_WORDS = {

@@ -14,13 +14,17 @@ from whileai.core.defaults import (  # noqa: F401  (shared with the SDK; re-expo
     HOME_ENV,
     PLATFORM_HOST,
     PLATFORM_PORT,
+    SERVED_HUB_BASES,
     TRAIN_LORA_R,
     TRAIN_METHODS,
     TRAIN_TARGET_DEFAULT,
     TRAIN_TARGET_ENV,
     TRAIN_TARGETS,
 )
-from whileai.kit.defaults import KIT_SFT_LORA_R  # noqa: F401  (serving loads adapters of the kit's recipe too)
+from whileai.kit.defaults import KIT_BASE_NAME, KIT_SFT_LORA_R  # noqa: F401  (serving loads the kit's base and recipe too)
+
+#: What the registry serves by name: the kit's demo base and SERVED_HUB_BASES (the SDK's list is the same).
+SERVED_BASES: tuple[str, ...] = (KIT_BASE_NAME, *SERVED_HUB_BASES)
 
 # ---------------------------------------------------------------------------
 # Platform server (request limits, store)
@@ -120,6 +124,21 @@ JOB_STOP_WAIT_S = 10.0
 #: Characters of a dead job's log quoted in its run's error (the log's tail is
 #: where Python prints a traceback and the OOM killer's victim stops).
 JOB_LOG_TAIL_CHARS = 2000
+
+#: Seconds one reader of a Modal job holds its lease while it pulls the job's
+#: recorded progress and replays it into the store; other readers skip the pull
+#: meanwhile, so each entry is replayed once. A reader that died holding it is
+#: taken over after this long. A pull is a few Modal Dict reads and store writes
+#: (well under a second here); two minutes leaves room for a slow network
+#: without leaving a job unsettled for long. Our choice.
+MODAL_PULL_LEASE_S = 120.0
+
+#: Directories (separated by the OS path separator) the platform's operator lets
+#: it load base models and adapters from, besides its own ``models`` and
+#: ``adapters`` folders under the data root; also ``serve_dirs`` in config.json.
+#: An account names models, it never hands the server a path: a path outside
+#: these is refused (whileai/platform/_loadable.py).
+SERVE_DIRS_ENV = "WHILEAI_SERVE_DIRS"
 
 #: Modal: the training app and function the launcher calls by name, where adapters and
 #: progress live, and the GPU (the app itself is whileai/jobs/modal_app.py).

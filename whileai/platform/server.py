@@ -8,7 +8,9 @@ its key once (it is also kept in ``<data_root>/local_key``, mode 0600, which is
 where the embedded SDK reads it). Every start prints a one-time sign-in link to
 the run pages (not the key). ``python -m whileai open [RUN_ID]`` opens a run's
 page in the browser, signed in, starting the server first when none answers.
-Tests use :func:`serve_in_thread`.
+After the first-start message the server never writes a key: no access log, and a
+failed request logs an error id, not its query. Accounts for a team: ``python -m
+whileai accounts``. Tests use :func:`serve_in_thread`.
 """
 
 from __future__ import annotations
@@ -72,10 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Run pages: {signin_link(store, account_id, address)}")
     print(f"  (a sign-in link for this browser, usable once within {_minutes(defaults.SIGNIN_LINK_TTL_S)}; later, "
           "`python -m whileai open` makes a new one, or sign in at /signin with the key)")
+    print("More accounts for a team: python -m whileai accounts add NAME (prints the new key once)")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"Listening on {args.host}: reachable from other machines. Anyone with a key can use the API.")
     app = create_app(store, public_url=args.public_url)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    # No access log: a request line carries its query string, and nothing the server writes may hold a key.
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
     return 0
 
 

@@ -48,7 +48,12 @@ from whileai.platform._store_engine import (
     store_url,
     with_lock_retry,
 )
-from whileai.platform._store_keyfiles import LOCAL_KEY_FILENAME, ensure_local_account, local_key_path  # noqa: F401
+from whileai.platform._store_keyfiles import (  # noqa: F401
+    LOCAL_KEY_FILENAME,
+    ensure_local_account,
+    local_key_path,
+    rotate_local_key_file,
+)
 from whileai.platform._store_models import ApiKey, Base, hash_key  # noqa: F401  (re-exported: the key table, its hasher)
 from whileai.platform._store_values import (  # noqa: F401  (re-exported: the store's statuses and errors)
     FINISHED_STATUSES,
@@ -65,6 +70,8 @@ __all__ = [
     "store_url",
     "ensure_local_account",
     "local_key_path",
+    "rotate_local_key_file",
+    "rotate_local_key_file",
     "run_cost",
     "InvalidError",
     "NotFoundError",
@@ -131,6 +138,11 @@ class Store:
     get_account = _store_accounts.get_account
     count_accounts = _store_accounts.count_accounts
     local_account_id = _store_accounts.local_account_id
+    list_accounts = _store_accounts.list_accounts
+    rotate_api_key = _store_accounts.rotate_api_key
+    issue_job_key = _store_accounts.issue_job_key
+    job_key_scope = _store_accounts.job_key_scope
+    revoke_job_keys = _store_accounts.revoke_job_keys
 
     # -- runs and their points (_store_runs.py)
     _run = _store_runs._run
@@ -171,3 +183,5 @@ class Store:
     get_job = _store_jobs.get_job
     update_job = _store_jobs.update_job
     list_jobs = _store_jobs.list_jobs
+    lease_job = _store_jobs.lease_job
+    release_job = _store_jobs.release_job

@@ -23,6 +23,7 @@ from whileai.core.defaults import (  # noqa: F401  (shared with the platform; re
     HOME_ENV,
     PLATFORM_HOST,
     PLATFORM_PORT,
+    SERVED_HUB_BASES,
     TRAIN_LORA_ALPHA,
     TRAIN_LORA_DROPOUT,
     TRAIN_LORA_R,
@@ -278,17 +279,11 @@ TRAIN_MIN_MIXED_TASKS = 32
 TRAIN_RUN_KIND = "hosted"
 
 #: Bases the serving endpoint can put an adapter on: the kit's demo base (served
-#: on CPU by the platform) and the small instruct models the Modal vLLM image
-#: serves with LoRA. ``train`` warns when ``base_model`` is outside this list,
-#: because the run's adapter could not be served afterwards.
-SERVED_BASES: tuple[str, ...] = (
-    KIT_BASE_NAME,
-    "Qwen/Qwen2.5-0.5B-Instruct",
-    "Qwen/Qwen2.5-1.5B-Instruct",
-    "Qwen/Qwen3-0.6B",
-    "Qwen/Qwen3-1.7B",
-    "meta-llama/Llama-3.2-1B-Instruct",
-)
+#: on CPU by the platform) and the hub models of SERVED_HUB_BASES (shared with the
+#: platform, which serves nothing else an account names). ``train`` warns when
+#: ``base_model`` is outside this list, because the run's adapter could not be
+#: served afterwards.
+SERVED_BASES: tuple[str, ...] = (KIT_BASE_NAME, *SERVED_HUB_BASES)
 
 #: Learning-rate schedule of every hosted method: a constant rate after a short
 #: linear warmup (this share of the steps). The kit's LoRA SFT recipe was measured

@@ -7,7 +7,7 @@ from typing import Any
 
 from whileai.core.paths import data_root
 
-__all__ = ["JOB_ID_ENV", "FINISHED", "job_dir", "adapter_dir", "end_job"]
+__all__ = ["JOB_ID_ENV", "FINISHED", "job_dir", "job_log", "adapter_dir", "end_job"]
 
 #: environment variable carrying the job id into the worker (for its log lines and errors)
 JOB_ID_ENV = "WHILEAI_JOB_ID"
@@ -19,15 +19,24 @@ def job_dir(job_id: str) -> Path:
     return data_root() / "jobs" / job_id
 
 
+def job_log(job_id: str) -> Path:
+    """``<data_root>/jobs/<job_id>/worker.log``: derived from the job id, never read from the job's row."""
+    return job_dir(job_id) / "worker.log"
+
+
 def adapter_dir(run_id: str) -> Path:
     """``<data_root>/adapters/<run_id>/``: where a local job saves its PEFT adapter and tokenizer."""
-    return data_root() / "adapters" / run_id
+    from whileai.platform._loadable import adapter_store
+
+    return adapter_store(run_id)
 
 
-def _revoke_key(store: Any, key_hash: str | None) -> None:
-    """Remove a job-scoped key so it stops authenticating (a no-op when already gone)."""
-    if key_hash:
-        store.revoke_api_key_hash(key_hash)
+def _revoke_keys(store: Any, job: dict[str, Any]) -> None:
+    """Revoke the job's own keys so they stop authenticating (a no-op when already gone)."""
+    store.revoke_job_keys(job["id"])
+    legacy = (job.get("spec") or {}).get("key_hash")  # a job launched before job keys had their own table
+    if legacy:
+        store.revoke_api_key_hash(legacy)
 
 
 def end_job(store: Any, account_id: str, job: dict[str, Any], status: str, error: str | None = None) -> dict[str, Any]:
@@ -36,7 +45,7 @@ def end_job(store: Any, account_id: str, job: dict[str, Any], status: str, error
     if error is not None:
         changes["error"] = error
     record = store.update_job(account_id, job["id"], changes)
-    _revoke_key(store, (job.get("spec") or {}).get("key_hash"))
+    _revoke_keys(store, job)
     if status != "done" and job.get("run_id"):
         try:
             run = store.get_run(account_id, job["run_id"], series=False)

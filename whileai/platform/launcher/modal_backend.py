@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -184,14 +185,18 @@ def launch_modal(store: Any, account_id: str, job: dict[str, Any], start: Path |
 def replay(store: Any, account_id: str, run_id: str, entries: list[dict[str, Any]]) -> None:
     """Apply recorded tracker requests to the run: points (idempotent by batch id) and record changes."""
     for entry in entries:
-        if not entry:
-            continue
-        body = entry.get("json") or {}
-        path = entry.get("path") or ""
-        if entry.get("method") == "POST" and path.endswith(f"/runs/{run_id}/points"):
-            store.add_points(account_id, run_id, body["batch_id"], body["points"])
-        elif entry.get("method") == "PATCH" and path.endswith(f"/runs/{run_id}"):
-            store.update_run(account_id, run_id, body)
+        _apply(store, account_id, run_id, entry)
+
+
+def _apply(store: Any, account_id: str, run_id: str, entry: dict[str, Any] | None) -> None:
+    if not entry:
+        return
+    body = entry.get("json") or {}
+    path = entry.get("path") or ""
+    if entry.get("method") == "POST" and path.endswith(f"/runs/{run_id}/points"):
+        store.add_points(account_id, run_id, body["batch_id"], body["points"])
+    elif entry.get("method") == "PATCH" and path.endswith(f"/runs/{run_id}"):
+        store.update_run(account_id, run_id, body)
 
 
 def _finishes(entry: dict[str, Any] | None) -> bool:
@@ -201,32 +206,56 @@ def _finishes(entry: dict[str, Any] | None) -> bool:
 
 
 def reconcile_modal(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
-    """Pull what the job recorded, and settle it when its call has ended.
+    """Pull what the job recorded, and settle it when its call has ended: exactly once, however many
+    readers ask at the same time.
+
+    The reader that takes the job's lease in the store (MODAL_PULL_LEASE_S) pulls,
+    replays and advances ``spec["pulled"]``; the others answer the job as it
+    stands. Works across server processes on SQLite and PostgreSQL.
 
     While the call runs, what it recorded is replayed up to the request that
     finishes the run: the run turns done only once the call has ended and its
     adapter has been copied home, so a run read as done can be served or
     continued from at once.
     """
+    if not job.get("call_id"):
+        return job
+    holder = secrets.token_hex(8)
+    if not store.lease_job(account_id, job["id"], holder, defaults.MODAL_PULL_LEASE_S):
+        return job
+    try:
+        job = store.get_job(account_id, job["id"])  # what the previous holder left, read under the lease
+        if job["status"] in ("done", "failed", "stopped"):
+            return job
+        return _pull_and_settle(store, account_id, job)
+    finally:
+        store.release_job(job["id"], holder)
+
+
+def _pull_and_settle(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
     from whileai.platform.launcher._shared import adapter_dir, end_job
 
     backend = get_backend()
     spec = dict(job.get("spec") or {})
-    call_id = job.get("call_id")
-    if not call_id:
-        return job
+    call_id = job["call_id"]
+    start = int(spec.get("pulled") or 0)
     try:
         result = backend.poll(call_id)  # polled before pulling: a finished call has recorded everything
-        entries = backend.pull(job["id"], int(spec.get("pulled") or 0))
+        entries = backend.pull(job["id"], start)
     except Exception as exc:  # Modal unreachable from here right now: try again on the next read
         _log.warning("could not reach Modal for %s: %s", job["id"], exc)
         return job
     if result is None:  # still running: the run's final status waits for the call's end (and its adapter)
         entries = entries[: next((i for i, e in enumerate(entries) if _finishes(e)), len(entries))]
     if entries:
-        replay(store, account_id, job["run_id"], entries)
-        spec["pulled"] = int(spec.get("pulled") or 0) + len(entries)
-        job = store.update_job(account_id, job["id"], {"spec": spec, "heartbeat_at": time.time()})
+        applied = 0
+        try:
+            for entry in entries:
+                _apply(store, account_id, job["run_id"], entry)
+                applied += 1
+        finally:  # what was applied stays counted, so the next pull starts after it
+            spec["pulled"] = start + applied
+            job = store.update_job(account_id, job["id"], {"spec": spec, "heartbeat_at": time.time()})
     if result is None:
         return job
     if result.get("status") == "done" and result.get("adapter"):

@@ -1,5 +1,8 @@
 """/api/v1/jobs/launch, /api/v1/jobs/{id}/end and /api/v1/runs/{id}/stop, and the reconcile-on-read hook.
 
+An account launches a job and stops its run; ``end`` is the job's own worker's
+last word and takes only that job's key.
+
 ``install(app)`` adds the router and a small middleware that settles a run's
 unfinished jobs whenever the run or job is read (``GET /api/v1/runs/{id}``,
 ``GET /api/v1/jobs/{id}``, the run page ``GET /runs/{id}``): that is how a
@@ -18,7 +21,17 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from whileai.platform._routes_common import API_PREFIX, ApiError, Body, account_id, api_key_from, json_response, store
+from whileai.platform._routes_common import (
+    API_PREFIX,
+    ApiError,
+    Body,
+    account_id,
+    api_key_from,
+    job_account,
+    job_scope,
+    json_response,
+    store,
+)
 from whileai.platform.launcher import runner
 from whileai.platform import defaults
 
@@ -50,6 +63,13 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     if target not in defaults.TRAIN_TARGETS:
         raise ApiError(422, f"target={target!r} is not a place jobs run; send one of "
                             f"{', '.join(defaults.TRAIN_TARGETS)} (or null for the platform's default)", "invalid_value")
+    owned = sorted(set(body.spec) & set(runner.PLATFORM_SPEC_KEYS))
+    if owned:
+        raise ApiError(422, f"spec fields {owned} are the platform's to write (where a job runs, logs and "
+                            "reports); leave them out of the spec", "invalid_value")
+    problems = runner.spec_problems(body.spec)
+    if problems:
+        raise ApiError(422, "; ".join(problems), "invalid_value")
     spec = {**body.spec, "target": target}
     the_store = store(request)
     run = the_store.get_run(acct, body.run_id, series=False)
@@ -66,10 +86,16 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
 
 
 @router.post("/jobs/{job_id}/end")
-def end_job(job_id: str, body: EndBody, request: Request, acct: str = Depends(account_id)) -> Response:
+def end_job(job_id: str, body: EndBody, request: Request, acct: str = Depends(job_account)) -> Response:
     """A worker's last word: the job's status and error. Its key is revoked; a settled job keeps its status."""
     the_store = store(request)
     job = the_store.get_job(acct, job_id)
+    if job_scope(request) is None:
+        raise ApiError(403, "a job's end is reported by its own worker, with the job's key; to end a job "
+                            f"yourself, stop its run: POST /api/v1/runs/{job['run_id']}/stop", "forbidden")
+    if body.status not in runner.FINISHED:
+        raise ApiError(422, f"status={body.status!r} does not end a job; send one of {', '.join(runner.FINISHED)}",
+                       "invalid_value")
     if job["status"] in runner.FINISHED:
         runner.end_job(the_store, acct, job, job["status"])
         return json_response(the_store.get_job(acct, job_id))

@@ -27,13 +27,13 @@ from typing import Any
 
 from whileai.platform._store_values import RUN_STOP_MARK
 from whileai.platform import defaults
-from whileai.platform._store_models import hash_key
 from whileai.platform.launcher._shared import (  # noqa: F401  (re-exported: the launcher's names)
     FINISHED,
     JOB_ID_ENV,
     adapter_dir,
     end_job,
     job_dir,
+    job_log,
 )
 from whileai.core.paths import data_root, setting
 
@@ -45,6 +45,9 @@ __all__ = [
     "end_job",
     "stop_run",
     "job_dir",
+    "job_log",
+    "spec_problems",
+    "PLATFORM_SPEC_KEYS",
     "adapter_dir",
     "start_adapter",
     "worker_env",
@@ -60,6 +63,18 @@ STOP_MARK = RUN_STOP_MARK
 #: trusting ``kill(pid, 0)``, which also succeeds on a zombie
 _CHILDREN: dict[int, subprocess.Popen] = {}
 _CHILDREN_LOCK = threading.Lock()
+
+
+#: spec fields only the platform writes (where a job runs and what it may reach); a launch may not send them
+PLATFORM_SPEC_KEYS = ("log", "key_hash", "host", "launched_at", "pulled", "pid", "call_id")
+
+
+def spec_problems(spec: dict[str, Any]) -> list[str]:
+    """What in a launch spec the platform refuses: a base model path outside its model folders (``_loadable``)."""
+    from whileai.platform._loadable import launch_base_problem
+
+    problem = launch_base_problem(spec["base_model"]) if "base_model" in spec else None
+    return [problem] if problem else []
 
 
 def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:
@@ -148,10 +163,10 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
     job_id = job["id"]
     folder = job_dir(job_id)
     folder.mkdir(parents=True, exist_ok=True)
-    log_path = folder / "worker.log"
-    key = store.issue_api_key(account_id)
+    log_path = job_log(job_id)
+    key = store.issue_job_key(account_id, job_id)
     spec = dict(job["spec"] or {})
-    spec.update(key_hash=hash_key(key), log=str(log_path), host=socket.gethostname(), launched_at=time.time())
+    spec.update(host=socket.gethostname(), launched_at=time.time())
     store.update_job(account_id, job_id, {"spec": spec})
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
@@ -206,10 +221,8 @@ def _pid_alive(pid: int | None, job_id: str) -> bool:
     return True
 
 
-def _log_tail(spec: dict[str, Any]) -> str:
-    path = spec.get("log")
-    if not path:
-        return ""
+def _log_tail(job_id: str) -> str:
+    path = job_log(job_id)
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -252,7 +265,7 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
     if alive is False:
         return _settle_dead(store, account_id, job, (
             f"the job process (pid {job.get('pid')}) ended without reporting: it was killed (e.g. SIGKILL, or the "
-            "out-of-memory killer) or crashed before it could record an error." + _log_tail(spec)
+            "out-of-memory killer) or crashed before it could record an error." + _log_tail(job["id"])
         ))
     if stale:
         how = "its process is gone" if alive is None else "its process still exists but is hung; it was stopped"
@@ -263,7 +276,7 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
                 pass
         return _settle_dead(store, account_id, job, (
             f"the job sent no heartbeat for {silent_for:.0f} s (JOB_STALE_S is {defaults.JOB_STALE_S:g} s); {how}."
-            + _log_tail(spec)
+            + _log_tail(job["id"])
         ))
     return job
 

@@ -1,0 +1,96 @@
+"""What the platform may load from disk on an account's say-so: the rule for base models and adapters.
+
+An account names models; it never hands the server a path of its choosing.
+A base model is a name the platform serves (SERVED_BASES, the kit's base),
+that run's own base, or a directory under one of the platform's own roots.
+An adapter is the one a job saved for a run of the same account (under
+``<data_root>/adapters/<run_id>``). The roots are the data root's ``models``
+and ``adapters`` folders plus any directory the operator lists in
+SERVE_DIRS_ENV (``serve_dirs`` in config.json). Refusals never say whether a
+path exists: every path outside the roots gets the same answer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from whileai.core.paths import data_root, setting
+from whileai.platform import defaults
+
+__all__ = ["allowed_roots", "base_problem", "launch_base_problem", "adapter_problem", "adapter_store"]
+
+# a hub id (org/name or name): letters, digits, dot, dash, underscore; no "..", nothing that reads as a path
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)?")
+
+
+def adapter_store(run_id: str) -> Path:
+    """``<data_root>/adapters/<run_id>``: where the platform keeps the adapter a run's job saved."""
+    return data_root() / "adapters" / run_id
+
+
+def allowed_roots() -> list[Path]:
+    """The directories the platform loads models from: its own ``models`` and ``adapters``, and SERVE_DIRS_ENV's."""
+    roots = [data_root() / "models", data_root() / "adapters"]
+    extra = setting(defaults.SERVE_DIRS_ENV, "serve_dirs")
+    roots += [Path(part).expanduser() for part in extra.split(os.pathsep) if part.strip()]
+    return [Path(os.path.realpath(root)) for root in roots]
+
+
+def _inside(path: str, roots: list[Path]) -> bool:
+    if not os.path.isabs(os.path.expanduser(path)):
+        return False
+    real = Path(os.path.realpath(os.path.expanduser(path)))
+    return any(real == root or root in real.parents for root in roots)
+
+
+def _is_hub_id(name: str) -> bool:
+    return _HUB_ID.fullmatch(name) is not None and ".." not in name
+
+
+def base_problem(base: Any, run_base: Any = None) -> str | None:
+    """Why ``base`` may not be loaded; None when it may. ``run_base`` is the base the adapter's run trained on."""
+    if not isinstance(base, str) or not base.strip():
+        return f"baseModel={base!r} is not a model name; send one of SERVED_BASES"
+    if base in defaults.SERVED_BASES or base == defaults.KIT_BASE_NAME:
+        return None
+    if _is_hub_id(base) and base == run_base:
+        return None
+    if not _is_hub_id(base) and _inside(base, allowed_roots()):
+        return None
+    return (
+        f"baseModel={base[:200]!r} is not a base this platform loads; send one of SERVED_BASES "
+        f"({', '.join(defaults.SERVED_BASES)}), {defaults.KIT_BASE_NAME!r}, the base the run was trained on, or a "
+        f"directory under the platform's model folders (its operator adds folders with {defaults.SERVE_DIRS_ENV})"
+    )
+
+
+def launch_base_problem(base: Any) -> str | None:
+    """Why a job may not train on ``base``; None when it may: a hub id (from this machine's cache, or
+    fetched on Modal), a name the platform serves, or a directory under the platform's model folders."""
+    if isinstance(base, str) and (_is_hub_id(base) or _inside(base, allowed_roots())):
+        return None
+    return (
+        f"spec base_model={str(base)[:200]!r} is not a base this platform trains on; send a hub id such as "
+        f"{defaults.SERVED_HUB_BASES[0]!r}, {defaults.KIT_BASE_NAME!r}, or a directory under the platform's model "
+        f"folders (its operator adds folders with {defaults.SERVE_DIRS_ENV})"
+    )
+
+
+def adapter_problem(adapter: Any, run_id: str | None) -> str | None:
+    """Why ``adapter`` may not be loaded for the run ``run_id``; None when it may."""
+    if adapter is None:
+        return None
+    if run_id is None:
+        return "an adapter comes from a run: send adapterRunId (a run of yours whose job saved an adapter)"
+    if isinstance(adapter, str) and (
+        _inside(adapter, [Path(os.path.realpath(adapter_store(run_id)))]) or _inside(adapter, allowed_roots()[2:])
+    ):
+        return None
+    return (
+        f"adapter={str(adapter)[:200]!r} is not the adapter of run {run_id}: the platform serves the adapter a "
+        f"job saved for the run (under its adapter store) or one under a folder its operator added with "
+        f"{defaults.SERVE_DIRS_ENV}; send the run's own adapter (wai.serve(run, name) does)"
+    )

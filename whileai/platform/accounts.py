@@ -1,0 +1,85 @@
+"""python -m whileai accounts: add, list and rotate the accounts of a platform's store.
+
+    python -m whileai accounts add alice            # prints alice's new API key, alone on stdout
+    python -m whileai accounts list
+    python -m whileai accounts rotate alice         # a new key; every older key of alice's stops working
+    python -m whileai accounts add bob --store-url postgresql+psycopg://me@db/whileai
+
+It works on the same store as ``python -m whileai platform`` (the same data
+root or ``--store-url``), whether or not a server is running on it. A key is
+printed once, alone on stdout, so a script can capture it
+(``KEY=$(python -m whileai accounts add alice)``); everything else goes to
+stderr. Rotating the local account also rewrites the data root's ``local_key``
+file, so the embedded SDK keeps working.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from whileai.platform.store import Store, rotate_local_key_file, store_url
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m whileai accounts", description="Manage the platform's accounts and keys.")
+    p.add_argument("--store-url", default=None, help="SQLAlchemy URL of the store (default: $WHILEAI_STORE_URL or SQLite under the data root)")
+    sub = p.add_subparsers(dest="action", required=True)
+    add = sub.add_parser("add", help="create an account and print its API key once")
+    add.add_argument("name")
+    sub.add_parser("list", help="list the accounts (names, ids, live keys), never their keys")
+    rotate = sub.add_parser("rotate", help="issue a new key for an account and revoke all its older ones")
+    rotate.add_argument("name", help="the account's name or id")
+    return p
+
+
+def _find(store: Store, name: str) -> tuple[str | None, str]:
+    accounts = store.list_accounts()
+    matches = [a for a in accounts if a["account_id"] == name] or [a for a in accounts if a["name"] == name]
+    if len(matches) == 1:
+        return matches[0]["account_id"], ""
+    if not matches:
+        known = ", ".join(sorted({a["name"] for a in accounts})) or "none yet"
+        return None, f"no account named {name!r} (accounts: {known}); add it with `python -m whileai accounts add {name}`"
+    ids = ", ".join(a["account_id"] for a in matches)
+    return None, f"{len(matches)} accounts are named {name!r} ({ids}); pass the id of the one you mean"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    store = Store(args.store_url or store_url())
+    try:
+        if args.action == "add":
+            name = args.name.strip()
+            if not name:
+                print("the account name is empty; pass a name such as alice", file=sys.stderr)
+                return 2
+            if any(a["name"] == name for a in store.list_accounts()):
+                print(f"an account named {name!r} exists already; pick another name, or give it a new key "
+                      f"with `python -m whileai accounts rotate {name}`", file=sys.stderr)
+                return 1
+            account_id, key = store.create_account(name)
+            print(f"created account {name!r} ({account_id}); its API key follows on stdout, shown this once",
+                  file=sys.stderr)
+            print(key, flush=True)
+        elif args.action == "list":
+            for a in store.list_accounts():
+                created = time.strftime("%Y-%m-%d %H:%M", time.gmtime(a["created_at"]))
+                local = "  (local)" if a["local"] else ""
+                print(f"{a['account_id']}  {a['name']:<24} {a['keys']} key(s)  created {created} UTC{local}")
+        else:
+            account_id, problem = _find(store, args.name)
+            if account_id is None:
+                print(problem, file=sys.stderr)
+                return 1
+            key = store.rotate_api_key(account_id)
+            where = " and in the data root's local_key file" if rotate_local_key_file(store, account_id, key) else ""
+            print(f"rotated the key of {args.name!r} ({account_id}): its older keys stop working now; the new key "
+                  f"follows on stdout{where}", file=sys.stderr)
+            print(key, flush=True)
+    finally:
+        store.close()
+    return 0
