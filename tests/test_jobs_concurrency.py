@@ -115,7 +115,10 @@ def test_job_routes_are_installed_once():
     from whileai.platform.api import create_app
     from whileai.platform.jobs.routes import _ReconcileOnRead
 
+    from test_trust import route_table
+
     app = create_app()
-    seen = Counter((tuple(sorted(r.methods)), r.path) for r in app.routes if hasattr(r, "methods") and r.methods)
+    seen = Counter(route_table(app))
+    assert seen[("POST", "/api/v1/jobs/launch")] == 1 and seen[("POST", "/api/v1/jobs/{job_id}/end")] == 1
     assert [key for key, n in seen.items() if n > 1] == []
     assert sum(1 for m in app.user_middleware if m.cls is _ReconcileOnRead) == 1
