@@ -30,6 +30,7 @@ from whileai.simulations import defaults
 API = "/api/v1"
 MARK = "alpha-private-7f3"  # in every name and value of account A's; never in a reply to B
 KIT = defaults.KIT_BASE_NAME
+SWEEP = "sweep-of-a"  # A's sweep id: B must send it to ask
 MODEL = "a-served"  # A's model name: B must send it to ask, so a 404 may name it back
 
 
@@ -55,7 +56,9 @@ def team(tmp_path_factory):
     a = httpx.Client(base_url=handle.base_url, headers={"Authorization": f"Bearer {key_a}"}, timeout=60)
     b = httpx.Client(base_url=handle.base_url, headers={"Authorization": f"Bearer {key_b}"},
                      cookies={"whileai_key": key_b}, timeout=60)
-    run = a.post(f"{API}/runs", json={"name": MARK, "config": {"note": MARK, "base_model": KIT}}).json()
+    config = {"note": MARK, "base_model": KIT, "sweep_id": SWEEP}
+    run = a.post(f"{API}/runs", json={"name": MARK, "config": config}).json()
+    run2 = a.post(f"{API}/runs", json={"name": MARK, "config": config}).json()
     a.post(f"{API}/runs/{run['id']}/points", json={"batch_id": "p0", "points": [
         {"step": i, "metrics": {"loss": 1.0}} for i in range(4)]}).raise_for_status()
     ds = a.post(f"{API}/datasets", json={"name": MARK, "rows": [{"secret": MARK}]}).json()
@@ -64,7 +67,7 @@ def team(tmp_path_factory):
                                   spec={"dataset": ds["id"], "note": MARK})
     job_key = handle.store.issue_job_key(acct_a, job["id"])
     yield {"handle": handle, "a": a, "b": b, "acct_a": acct_a, "acct_b": acct_b, "key_a": key_a, "key_b": key_b,
-           "run": run, "ds": ds, "job": job, "job_key": job_key}
+           "run": run, "run2": run2, "ds": ds, "job": job, "job_key": job_key}
     a.close()
     b.close()
     handle.stop()
@@ -85,14 +88,23 @@ BODIES = {
     ("POST", "/api/v1/jobs/{job_id}/end"): lambda t: {"status": "failed", "error": "x"},
     ("POST", "/api/v1/runs/{run_id}/stop"): lambda t: None,
 }
+BODIES[("POST", "/signin")] = lambda t: None  # a form post without A's key: it signs nobody in as A
+BODIES[("POST", "/signout")] = lambda t: None
+# routes that take A's ids in the query string
+QUERIES = {
+    ("GET", "/compare"): lambda t: {"runs": f"{t['run']['id']},{t['run2']['id']}"},
+    ("GET", "/page-data/compare"): lambda t: {"runs": f"{t['run']['id']},{t['run2']['id']}"},
+}
 # routes B may call and succeed on, without any of A's ids in the request
-OWN = {("POST", "/api/v1/runs")}
+OWN = {("POST", "/api/v1/runs"), ("POST", "/signin"), ("POST", "/signout")}
 PUBLIC = {("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/docs/oauth2-redirect"), ("GET", "/redoc"),
-          ("GET", "/login"), ("GET", "/")}
+          ("GET", "/"), ("GET", "/favicon.ico"), ("GET", "/static/{name:path}"), ("GET", "/signin"),
+          ("GET", "/signin/once")}
 
 
 def _fill(path: str, t: dict) -> str:
-    ids = {"run_id": t["run"]["id"], "job_id": t["job"]["id"], "dataset_id": t["ds"]["id"], "name": MODEL}
+    ids = {"run_id": t["run"]["id"], "job_id": t["job"]["id"], "dataset_id": t["ds"]["id"], "sweep": SWEEP,
+           "name": "pages.css" if path.startswith("/static/") else MODEL}
 
     def one(match: re.Match) -> str:
         name = match.group(1).split(":")[0]
@@ -114,11 +126,13 @@ def test_account_b_reaches_nothing_of_account_a_on_any_route(team):
             body = BODIES[(method, template)](t)
         else:
             body = None
-        r = t["b"].request(method, path, json=body, follow_redirects=False)
+        query = QUERIES[(method, template)](t) if (method, template) in QUERIES else None
+        r = t["b"].request(method, path, json=body, params=query, follow_redirects=False)
         walked.append((method, template, r.status_code))
         assert MARK not in r.text, (method, template, r.text[:300])
         assert t["key_a"] not in r.text and t["job_key"] not in r.text
-        names_a = "{" in template or (method, template) in BODIES and (method, template) not in OWN
+        names_a = "{" in template or (method, template) in QUERIES or (
+            (method, template) in BODIES and (method, template) not in OWN)
         if names_a and (method, template) not in PUBLIC:
             assert r.status_code == 404, (method, template, r.status_code, r.text[:300])
         else:
@@ -253,6 +267,11 @@ def test_no_key_in_any_output_of_a_real_server_process(tmp_path):
                 r = c.request(method, path, headers=headers, json=body, follow_redirects=False)
                 replies.append(r.text)
                 replies.extend(v for k, v in r.headers.items() if k.lower() != "set-cookie")
+            for key in (key_b, bad):  # the page sign-in form, good key and bad
+                r = c.post("/signin", data={"key": key, "next": "/runs"}, follow_redirects=False)
+                assert r.status_code in (303, 401), r.text[:200]
+                replies.append(r.text)
+                replies.extend(r.headers.values())
 
         rotated = _cli(env, "accounts", "rotate", "bob")
         assert rotated.returncode == 0, rotated.stderr
