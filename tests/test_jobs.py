@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 import whileai.simulations as wai
-from whileai.platform.jobs.runner import job_log
+from whileai.platform import defaults as platform_defaults
+from whileai.platform.launcher.runner import job_log
 from whileai.platform.store import Store, store_url
 from whileai.simulations import defaults
 from whileai.simulations._client import get_client
@@ -115,7 +116,7 @@ def test_a_crashing_job_fails_its_run_with_the_error_text_through_a_real_server(
     handle = serve_in_thread("127.0.0.1", 0, store_url())
     try:
         _account, key = ensure_local_account(handle.store)
-        monkeypatch.setenv(defaults.SERVE_DIRS_ENV, str(tmp_path))  # its operator lets it load from there
+        monkeypatch.setenv(platform_defaults.SERVE_DIRS_ENV, str(tmp_path))  # its operator lets it load from there
         monkeypatch.setenv("WHILEAI_BASE_URL", handle.base_url)
         monkeypatch.setenv("WHILEAI_API_KEY", key)
         client = get_client()

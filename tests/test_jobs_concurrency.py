@@ -10,7 +10,8 @@ from collections import Counter
 import pytest
 from test_store import postgres_url, store  # noqa: F401  (fixtures: SQLite, and PostgreSQL when reachable)
 
-from whileai.platform.jobs import modal_app, modal_backend, runner
+from whileai.jobs import modal_app
+from whileai.platform.launcher import modal_backend, runner
 
 
 class SlowProgress:
@@ -113,7 +114,7 @@ def test_a_lease_is_one_holders_until_released_or_expired(store):  # noqa: F811
 
 def test_job_routes_are_installed_once():
     from whileai.platform.api import create_app
-    from whileai.platform.jobs.routes import _ReconcileOnRead
+    from whileai.platform.launcher.routes import _ReconcileOnRead
 
     from test_trust import route_table
 

@@ -16,6 +16,7 @@ import pytest
 from whileai.simulations import _models, defaults, training
 from whileai.simulations._models import delete_model, models, reward_model, serve, unserve
 from whileai.core.errors import NotFoundError, PlatformError
+from whileai.platform import defaults as platform_defaults
 
 BASE = defaults.KIT_BASE_NAME
 
@@ -23,7 +24,7 @@ BASE = defaults.KIT_BASE_NAME
 @pytest.fixture(autouse=True)
 def _adapters_folder_allowed(monkeypatch):
     """The registry tests name adapters under /adapters: the operator lets the platform load from there."""
-    monkeypatch.setenv(defaults.SERVE_DIRS_ENV, "/adapters")
+    monkeypatch.setenv(platform_defaults.SERVE_DIRS_ENV, "/adapters")
 
 
 def _finished_run(adapter: str | None = "/adapters/a", base: str | None = BASE, status: str = "done",

@@ -25,7 +25,7 @@ from test_store import postgres_url  # noqa: F401  (fixture: a fresh PostgreSQL 
 from whileai.platform.api import create_app
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store, ensure_local_account, local_key_path
-from whileai.simulations import defaults
+from whileai.platform import defaults
 
 API = "/api/v1"
 MARK = "alpha-private-7f3"  # in every name and value of account A's; never in a reply to B
