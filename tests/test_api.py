@@ -217,6 +217,21 @@ def test_point_batches_are_stored_once(alice):
     assert alice.get(f"{API}/runs/{run['id']}/points").json()["points"] == record["series"]
 
 
+def test_a_client_named_run_is_created_once_and_is_not_another_accounts(alice, bob):
+    from whileai.core.ids import new_id
+
+    run_id = new_id("run")
+    first = alice.post(f"{API}/runs", json={"id": run_id, "name": "offline"})
+    assert first.status_code == 201 and first.json()["id"] == run_id and first.json()["url"].endswith(run_id)
+    batch = {"batch_id": "b1", "points": _points(3)}
+    assert alice.post(f"{API}/runs/{run_id}/points", json=batch).json()["accepted"] == 3
+    again = alice.post(f"{API}/runs", json={"id": run_id, "name": "offline"})
+    assert again.status_code == 200 and again.json()["id"] == run_id and again.json()["step"] == 2
+    assert "not found" in _error(bob.post(f"{API}/runs", json={"id": run_id}), 404)
+    assert "16 lowercase hex digits" in _error(alice.post(f"{API}/runs", json={"id": "run_mine"}), 422)
+    assert len(alice.get(f"{API}/runs/{run_id}").json()["series"]) == 3
+
+
 def test_series_oldest_first_and_record_shape(platform, alice):
     run = _run(alice, name="curve", dataset="ds_x", config={"cmd": "train"})
     assert run["url"] == f"{platform.base_url}/runs/{run['id']}"

@@ -127,6 +127,27 @@ def test_run_lifecycle(store, acct):
     assert again["status"] == "done" and again["summary"]["a"] == 1 and again["summary"]["holdout_after"] == 0.6
 
 
+def test_a_run_named_by_its_client_is_made_once_and_only_in_its_account(store, acct, other):
+    from whileai.core.ids import new_id
+
+    run_id = new_id("run")
+    made, created = store.ensure_run(acct, run_id, name="offline", config={"lr": 0.1})
+    assert created and made["id"] == run_id and made["name"] == "offline" and made["status"] == "running"
+    store.update_run(acct, run_id, {"status": "done", "summary": {"best": 1}})
+    again, created = store.ensure_run(acct, run_id, name="offline", config={"lr": 0.1})
+    assert not created and again["status"] == "done" and again["summary"] == {"best": 1}, "a resent create changes nothing"
+    assert store.create_run(acct, id=run_id)["id"] == run_id
+    with pytest.raises(NotFoundError, match=run_id):  # another account's id reads as missing
+        store.ensure_run(other, run_id, name="mine now")
+    assert store.get_run(acct, run_id, series=False)["name"] == "offline"
+    assert [r["id"] for r in store.list_runs(other)] == []
+    for bad in ("run_xyz", "ds_" + run_id[4:], run_id.upper(), run_id + "0", 7, None):
+        with pytest.raises(InvalidError, match="16 lowercase hex digits"):
+            store.ensure_run(acct, bad)
+    with pytest.raises(InvalidError, match="config"):  # the fields are checked as for any new run
+        store.ensure_run(acct, new_id("run"), config={"lr": float("nan")})
+
+
 def test_config_is_kept_as_given_json(store, acct):
     for config in (None, [1, "two", {"3": 4.5}], "just text", 7, {"nested": {"deep": [True, None]}}, {"seed": 2**70}):
         assert store.get_run(acct, store.create_run(acct, config=config)["id"])["config"] == config

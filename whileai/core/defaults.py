@@ -28,6 +28,13 @@ PLATFORM_HOST = "127.0.0.1"
 #: the ports notebooks and dev servers usually take (8000, 8080, 8888).
 PLATFORM_PORT = 8470
 
+#: Random bytes in a record id (``run_`` + 16 hex digits; whileai.core.ids). 64 bits:
+#: ids are unguessable enough that an account cannot find another's by trying, and
+#: a run id the SDK picks itself while the platform is unreachable meets another
+#: run's with odds near n^2 / 2^65 (about 1 in 37 million for a million runs);
+#: the platform refuses such an id rather than mixing two runs.
+ID_HEX_BYTES = 8
+
 #: Socket options for every client connection whileai opens (the SDK's client, the
 #: serving forwarder to a remote deployment): Nagle off (TCP_NODELAY), as urllib3
 #: does by default. A request goes out as two writes (headers, then the JSON body);

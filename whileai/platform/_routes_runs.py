@@ -20,6 +20,7 @@ router = APIRouter()
 
 
 class RunCreate(Body):
+    id: str | None = None
     name: str | None = None
     dataset: str | None = None
     after_dataset: str | None = None
@@ -49,8 +50,14 @@ def _with_url(record: dict[str, Any], request: Request) -> dict[str, Any]:
 
 @router.post("/runs", status_code=201)
 def create_run(body: RunCreate, request: Request, acct: str = Depends(account_id)) -> Response:
-    record = store(request).create_run(acct, **body.model_dump())
-    return json_response(_with_url(record, request), 201)
+    """201 with a new run. With ``id`` (a client that named its run itself): 200 with the run when this
+    account already has it, 404 when the id is another account's, as for any id not in the account."""
+    fields = body.model_dump()
+    run_id = fields.pop("id")
+    if run_id is None:
+        return json_response(_with_url(store(request).create_run(acct, **fields), request), 201)
+    record, created = store(request).ensure_run(acct, run_id, **fields)
+    return json_response(_with_url(record, request), 201 if created else 200)
 
 
 @router.get("/runs")

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import secrets
 from typing import Any
 
 from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from whileai.core.ids import new_id
 from whileai.platform._store_values import InvalidError, NotFoundError, run_cost
 from whileai.platform import defaults
 
@@ -160,7 +160,7 @@ class Job(Base):
 
 
 def _new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(8)}"
+    return new_id(prefix)  # one id format with the SDK, which names a run itself when offline
 
 
 def hash_key(key: str) -> str:

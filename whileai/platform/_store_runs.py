@@ -36,6 +36,7 @@ from whileai.platform._store_values import (
     loads,
 )
 from whileai.platform import defaults
+from whileai.core.ids import id_shape, is_id
 
 
 def _run(store: Any, s: Session, account_id: str, run_id: Any, *, lock: bool = False) -> Run:
@@ -52,6 +53,7 @@ def create_run(
     store,
     account_id: str,
     *,
+    id: str | None = None,
     name: str | None = None,
     dataset: str | None = None,
     after_dataset: str | None = None,
@@ -62,8 +64,78 @@ def create_run(
     step: int | None = None,
     total_steps: int | None = None,
 ) -> dict[str, Any]:
-    """A new run (status ``running`` unless told otherwise); ``config`` is any JSON value, kept as given."""
-    fields = {
+    """A new run (status ``running`` unless told otherwise); ``config`` is any JSON value, kept as given.
+
+    ``id`` names the run instead of a fresh one (see :func:`ensure_run`, which also
+    says whether it was made now).
+    """
+    fields = dict(name=name, dataset=dataset, after_dataset=after_dataset, config=config, kind=kind,
+                  status=status, summary=summary, step=step, total_steps=total_steps)
+    if id is not None:
+        return ensure_run(store, account_id, id, **fields)[0]
+    values = _run_fields(store, **fields)
+
+    def work(s: Session) -> dict[str, Any]:
+        r = _new_run(s, account_id, _new_id("run"), values)
+        return _run_record(r)
+
+    return store._tx(work)
+
+
+def ensure_run(store: Any, account_id: str, run_id: Any, **fields: Any) -> tuple[dict[str, Any], bool]:
+    """The run ``run_id`` of this account, made now from ``fields`` when it does not exist: ``(record, created)``.
+
+    For a client that named its run itself (the SDK does, while the platform
+    cannot be reached): sending the same create again, after a reply that was
+    lost, answers the run already made and changes nothing. An id of another
+    account is refused as not found, exactly like reading it would be, and an id
+    that is not the platform's shape (whileai.core.ids) is refused as invalid.
+    """
+    if not is_id(run_id, "run"):
+        shown = run_id if isinstance(run_id, str) else type(run_id).__name__
+        raise InvalidError(
+            f"id={str(shown)[:80]!r} is not a run id; send {id_shape('run')} (the shape whileai.core.ids.new_id "
+            "gives), or leave id out and the platform names the run"
+        )
+    values = _run_fields(store, **fields)
+
+    def existing(s: Session) -> tuple[dict[str, Any], bool] | None:
+        found = s.scalar(select(Run).where(Run.id == run_id))
+        if found is None:
+            return None
+        if found.account_id != account_id:
+            raise _not_found("run", run_id)
+        return _run_record(found), False
+
+    def work(s: Session) -> tuple[dict[str, Any], bool]:
+        found = existing(s)
+        if found is not None:
+            return found
+        return _run_record(_new_run(s, account_id, run_id, values)), True
+
+    try:
+        return store._tx(work)
+    except IntegrityError:  # a concurrent create of the same id won the race: answer what it made
+        found = store._tx(existing, write=False)
+        if found is None:  # pragma: no cover - a unique violation on a row that then vanished
+            raise
+        return found
+
+
+def _run_fields(
+    store: Any,
+    *,
+    name: str | None = None,
+    dataset: str | None = None,
+    after_dataset: str | None = None,
+    config: Any = None,
+    kind: str | None = None,
+    status: str = "running",
+    summary: dict[str, Any] | None = None,
+    step: int | None = None,
+    total_steps: int | None = None,
+) -> dict[str, Any]:
+    return {
         "name": _check_str(name, "name"),
         "dataset": _check_str(dataset, "dataset"),
         "after_dataset": _check_str(after_dataset, "after_dataset"),
@@ -75,22 +147,21 @@ def create_run(
         "total_steps": _check_count(total_steps, "total_steps"),
     }
 
-    def work(s: Session) -> dict[str, Any]:
-        now = time.time()
-        r = Run(
-            id=_new_id("run"),
-            account_id=account_id,
-            created_at=now,
-            updated_at=now,
-            finished_at=now if fields["status"] in FINISHED_STATUSES else None,
-            error=None,
-            **fields,
-        )
-        s.add(r)
-        s.flush()
-        return _run_record(r)
 
-    return store._tx(work)
+def _new_run(s: Session, account_id: str, run_id: str, values: dict[str, Any]) -> Run:
+    now = time.time()
+    r = Run(
+        id=run_id,
+        account_id=account_id,
+        created_at=now,
+        updated_at=now,
+        finished_at=now if values["status"] in FINISHED_STATUSES else None,
+        error=None,
+        **values,
+    )
+    s.add(r)
+    s.flush()
+    return r
 
 
 def _summary_text(summary: Any) -> str:
