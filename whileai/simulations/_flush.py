@@ -10,7 +10,6 @@ that hook can tell a crash from a script that forgot ``finish()``.
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import threading
 import time
@@ -84,7 +83,7 @@ def _at_exit() -> None:
     _FLUSHER.stopping = True
     _FLUSHER.wake.set()
     spooled = [0, 0]
-    runs = set()
+    runs = set()  # runs to tell about: not those that said at their start that they were offline
     for tracker in list(_FLUSHER.trackers):
         try:
             tracker.end_at_exit()
@@ -99,9 +98,10 @@ def _at_exit() -> None:
             # without the lock the in-flight batch is still listed: spooling it too is safe (same batch_id)
             if tracker.has_pending():
                 points, updates = tracker.spool()
-                spooled[0] += points
-                spooled[1] += updates
-                runs.add(tracker.run_id)
+                if not tracker.announced:
+                    spooled[0] += points
+                    spooled[1] += updates
+                    runs.add(tracker.run_id)
         except Exception as exc:  # pragma: no cover - last resort; say so rather than die silently
             print(f"whileai: could not keep the unsent points of {tracker.run_id}: {exc}", file=_stderr())
         finally:
@@ -142,14 +142,14 @@ def _stderr():
     return sys.stderr
 
 
-_SPOOL_TRIED: dict[str, float] = {}
+_SPOOL_TRIED: dict[tuple[Any, Any, Any], float] = {}
 
 
 def _maybe_deliver_spool(client: Any) -> None:
     """After a good send, deliver spool files for the same target (at most every SPOOL_RETRY_S)."""
     try:
         target = client.target
-        key = json.dumps(target, sort_keys=True)
+        key = _spool.target_key(target)
         now = time.monotonic()
         last = _SPOOL_TRIED.get(key)
         if last is not None and now - last < defaults.SPOOL_RETRY_S:

@@ -10,6 +10,13 @@ file. Each line is one record:
     {"v": 1, "target": {"base_url", "embedded", "key_id"}, "run_id": "run_...",
      "kind": "points", "batch_id": "...", "points": [{"step", "metrics", "ts"}, ...]}
     {"v": 1, "target": ..., "run_id": "run_...", "kind": "patch", "body": {...}}
+    {"v": 1, "target": ..., "run_id": "run_...", "kind": "create", "body": {"id": "run_...", ...}}
+
+A ``create`` record comes first for a run the SDK named itself while the platform
+could not be reached (``POST /runs`` with that id; a resend answers the same
+run). Records written in offline mode carry ``"held": true``: the automatic
+delivery after a good send leaves them, and only ``python -m whileai sync``
+sends them.
 
 Batches keep the id they were first sent with, so a batch that did land
 before its reply was lost is not stored twice when the spool resends it.
@@ -21,7 +28,6 @@ hash prefix), so delivery only ever uses the key that logged it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import threading
@@ -31,10 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from . import defaults
+from whileai.core import codec
 from whileai.core.paths import data_root
 from whileai.core.errors import NotFoundError, PlatformError
 
-__all__ = ["spool_dir", "write", "deliver", "pending_files", "sync_main"]
+__all__ = ["spool_dir", "write", "deliver", "pending_files", "send_create", "sync_main"]
+
+_KINDS = ("create", "points", "patch")
 
 _LOCK = threading.RLock()  # one writer/deliverer per process; other processes are kept apart by file names
 _TOKEN = secrets.token_hex(4)
@@ -102,7 +111,7 @@ def _spool_bytes(directory: Path) -> int:
 
 
 def _encode(record: dict[str, Any]) -> bytes:
-    return json.dumps(record, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+    return codec.dumps_bytes(record) + b"\n"  # refuses (TypeError) what has no JSON form
 
 
 def _append(path: Path, lines: Iterable[bytes]) -> None:
@@ -181,19 +190,55 @@ def _read(path: Path) -> tuple[list[dict[str, Any]], int]:
             if not raw:
                 continue
             try:
-                record = json.loads(raw)
+                record = codec.loads(raw)
             except ValueError:  # a line cut short by a crash mid-write
                 unreadable += 1
                 continue
-            if isinstance(record, dict) and record.get("run_id") and record.get("kind") in ("points", "patch"):
+            if isinstance(record, dict) and record.get("run_id") and record.get("kind") in _KINDS:
                 records.append(record)
             else:
                 unreadable += 1
     return records, unreadable
 
 
+def target_key(target: Any) -> tuple[Any, Any, Any]:
+    """A hashable name for a record's target (where it goes, and with which key's id)."""
+    target = target if isinstance(target, dict) else {}
+    return (target.get("base_url"), bool(target.get("embedded")), target.get("key_id"))
+
+
+def send_create(client: Any, body: dict[str, Any], timeout: float) -> Any:
+    """``POST /runs`` for a run named by the SDK (``body["id"]``); the platform answers the same run to a resend.
+
+    A create the platform refuses for its fields (400/413/422: a config past its
+    limits, say) is sent again with the id and name alone, with a warning, so
+    the run and its points still land.
+    """
+    try:
+        return client.request("POST", "/runs", json=body, timeout=timeout)
+    except NotFoundError:
+        raise
+    except PlatformError as exc:
+        slim = {key: body[key] for key in ("id", "name") if key in body}
+        if exc.status not in (400, 413, 422) or slim == body:
+            raise
+        try:
+            warnings.warn(
+                f"{body.get('id')}: the platform refused the run's fields ({exc}); it is created with its id and "
+                "name only, so its points and summary still land",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        except Exception:
+            pass
+        return client.request("POST", "/runs", json=slim, timeout=timeout)
+
+
 def _send(client: Any, record: dict[str, Any]) -> int:
     run_id = record["run_id"]
+    if record["kind"] == "create":
+        send_create(client, record["body"], defaults.TRACKING_TIMEOUT_S)
+        return 0
     if record["kind"] == "points":
         client.request(
             "POST",
@@ -206,20 +251,28 @@ def _send(client: Any, record: dict[str, Any]) -> int:
     return 0
 
 
-def deliver(client_for: Callable[[dict[str, Any]], Any], *, only_target: dict[str, Any] | None = None) -> dict[str, Any]:
+def deliver(
+    client_for: Callable[[dict[str, Any]], Any],
+    *,
+    only_target: dict[str, Any] | None = None,
+    include_held: bool = False,
+) -> dict[str, Any]:
     """Send spooled records to the platform and remove what landed.
 
     ``client_for(target)`` returns the client for a record's target, or None
     when this process has no credentials for it (the record stays). With
     ``only_target`` only records for that target are tried. Files of processes
     still running are left alone, except this process's own. Records for a run
-    the platform no longer has (deleted) are dropped and counted.
+    the platform no longer has (deleted) are dropped and counted. Records held
+    by offline mode are sent only with ``include_held`` (``python -m whileai sync``).
 
-    Returns counts: ``points``, ``updates``, ``dropped``, ``left`` (records still
-    spooled), ``files``, and ``reasons`` (why records were left).
+    Returns counts: ``runs`` (created), ``points``, ``updates``, ``dropped``, ``left``
+    (records still spooled), ``files``, and ``reasons`` (why records were left).
     """
-    report: dict[str, Any] = {"points": 0, "updates": 0, "dropped": 0, "left": 0, "files": 0, "unreadable": 0, "reasons": []}
-    down: set[str] = set()  # targets that failed to answer in this delivery
+    report: dict[str, Any] = {
+        "runs": 0, "points": 0, "updates": 0, "dropped": 0, "left": 0, "files": 0, "unreadable": 0, "reasons": [],
+    }
+    down: set[tuple[Any, Any, Any]] = set()  # targets that failed to answer in this delivery
     with _LOCK:
         for path in pending_files(include_live=False):
             if not path.name.startswith(_own_prefix()):
@@ -237,11 +290,12 @@ def deliver(client_for: Callable[[dict[str, Any]], Any], *, only_target: dict[st
             blocked: set[str] = set()  # runs whose earlier record failed: later ones wait to keep their order
             for record in records:
                 target = record.get("target") or {}
-                where = json.dumps(target, sort_keys=True)
+                where = target_key(target)
                 if (
                     record["run_id"] in blocked
                     or where in down
-                    or (only_target is not None and target != only_target)
+                    or (only_target is not None and where != target_key(only_target))
+                    or (record.get("held") and not include_held)
                 ):
                     keep.append(record)
                     continue
@@ -269,6 +323,8 @@ def deliver(client_for: Callable[[dict[str, Any]], Any], *, only_target: dict[st
                     continue
                 if record["kind"] == "points":
                     report["points"] += sent
+                elif record["kind"] == "create":
+                    report["runs"] += 1
                 else:
                     report["updates"] += 1
             report["left"] += len(keep)
@@ -301,10 +357,10 @@ def _client_for(api_key: str | None, base_url: str | None):
     from . import _client
     from whileai.core.paths import data_root
 
-    cache: dict[str, Any] = {}
+    cache: dict[tuple[Any, Any, Any], Any] = {}
 
     def client_for(target: dict[str, Any]) -> Any:
-        key = json.dumps(target, sort_keys=True)
+        key = target_key(target)
         if key in cache:
             return cache[key]
         found = None
@@ -346,13 +402,15 @@ def sync_main(argv: list[str] | None = None) -> int:
         note = f" ({live} files belong to running processes, which send them themselves)" if live else ""
         print(f"nothing to sync: no spooled points in {directory}{note}")
         return 0
-    report = deliver(_client_for(args.api_key, args.base_url))
+    report = deliver(_client_for(args.api_key, args.base_url), include_held=True)
+    made = f"created {report['runs']} runs made offline, " if report["runs"] else ""
     print(
-        f"delivered {report['points']} points and {report['updates']} run updates "
+        f"{made}delivered {report['points']} points and {report['updates']} run updates "
         f"from {report['files']} spool files in {directory}"
     )
     if report["dropped"]:
-        print(f"dropped {report['dropped']} records whose run is no longer on the platform (deleted)")
+        print(f"dropped {report['dropped']} records whose run is not in this account on the platform "
+              "(deleted, or its id is another account's)")
     if report["unreadable"]:
         print(f"skipped {report['unreadable']} unreadable lines (cut short by a crash while writing)")
     if report["left"]:

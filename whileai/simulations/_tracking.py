@@ -8,6 +8,12 @@ process (:mod:`._flush`). A send that fails keeps its batch (and its
 backs off (RETRY_BACKOFF_S .. RETRY_BACKOFF_MAX_S). At interpreter exit what is
 still unsent goes to the spool (:mod:`._spool`), which a later flush or
 ``python -m whileai sync`` (:func:`sync_main`) delivers.
+
+A run made while the platform could not be reached (:mod:`._offline`) carries
+its create request (:meth:`Tracker.defer_create`): sent before anything else,
+and written to the spool ahead of the run's points. In offline mode nothing is
+sent: each flush writes what is new to the spool instead, marked ``held`` so
+that only ``python -m whileai sync`` delivers it.
 """
 
 from __future__ import annotations
@@ -111,6 +117,11 @@ class Tracker:
         self._failures = 0  # consecutive
         self._retry_at = 0.0
         self._gone = False
+        # a run named by the SDK because the platform could not be reached (or offline mode): its POST /runs
+        # body until the platform has answered it, and whether the spool already holds that request
+        self._create: dict[str, Any] | None = None
+        self._create_spooled = False
+        self.offline = False  # WHILEAI_MODE=offline: nothing is sent; every flush writes to the spool instead
 
     # -- recording (no I/O) -------------------------------------------------
 
@@ -203,6 +214,17 @@ class Tracker:
 
     # -- state ---------------------------------------------------------------
 
+    def defer_create(self, body: dict[str, Any], offline: bool) -> None:
+        """Keep the run's create request (``{"id": ..., ...}``) to deliver before its points (offline mode: to spool)."""
+        self._create = dict(body)
+        self.offline = offline
+        _flush.FLUSHER.add(self)
+
+    @property
+    def announced(self) -> bool:
+        """Whether this run said on stderr, when it started, that it was offline (see _offline)."""
+        return self._create is not None or self.offline
+
     def own(self) -> None:
         """Mark the run as this process's to end: at exit, if never finished, it is marked stopped
         (or failed, when an uncaught exception ended the process) rather than left running."""
@@ -230,7 +252,8 @@ class Tracker:
         if self._gone:
             return False
         return bool(
-            self.buffer
+            (self._create is not None and not (self.offline and self._create_spooled))
+            or self.buffer
             or self.batches
             or self._patch
             or (self._bar_step is not None and self._bar_step != self._sent_step)
@@ -268,7 +291,13 @@ class Tracker:
         if self._gone:
             self.buffer.clear()
             return False
+        if self.offline:  # the spool is where everything goes; only sync sends it
+            if self.has_pending():
+                self.spool()
+            return False
         self._cut()
+        if self._create is not None and not self._send_create_locked(timeout):
+            return False
         path = f"/runs/{self.run_id}/points"
         while self.batches:
             batch_id, points = self.batches[0]
@@ -293,6 +322,26 @@ class Tracker:
             if top > self._points_top:
                 self._points_top = top
         return self._send_patch_locked(timeout)
+
+    def _send_create_locked(self, timeout: float) -> bool:
+        """Create the run under the id it gave itself; a resend answers the same run (POST /runs is idempotent by id)."""
+        try:
+            _spool.send_create(self.client, self._create, timeout)
+        except NotFoundError as exc:
+            self._lost(exc, why="its id is another account's on the platform")
+            return False
+        except PlatformError as exc:
+            if exc.status in (400, 413, 422):  # refused even with the id and name alone: it can never land
+                self._lost(exc, why=f"the platform refused to create it ({exc})")
+                return False
+            self._failed(exc)
+            return False
+        except Exception as exc:
+            self._failed(exc)
+            return False
+        self._create = None
+        self._succeeded()
+        return True
 
     def _split_refused(self, exc: PlatformError) -> None:
         """A batch the platform refused whole (too big, or a point it will not store): halve it.
@@ -351,25 +400,29 @@ class Tracker:
                 return False
             else:
                 self._succeeded()
-            with self._state:
-                if "step" in body:
-                    self._sent_step = body["step"]
-                if "total_steps" in body:
-                    self._sent_total = body["total_steps"]
-                if version == self._patch_version:
-                    self._patch.clear()
-                else:  # changed while in flight: drop only what was sent unchanged
-                    for key, value in body.items():
-                        current = self._patch.get(key)
-                        if key == "summary" and isinstance(current, dict):
-                            for sub, sent in value.items():
-                                if sub in current and current[sub] is sent:
-                                    del current[sub]
-                            if not current:
-                                del self._patch[key]
-                        elif key in self._patch and current is value:
-                            del self._patch[key]
+            self._acknowledge(body, version)
         return not self.buffer and not self.batches and not self._patch
+
+    def _acknowledge(self, body: dict[str, Any], version: int) -> None:
+        """Forget the record changes in ``body`` (sent, spooled, or refused), keeping any made since."""
+        with self._state:
+            if "step" in body:
+                self._sent_step = body["step"]
+            if "total_steps" in body:
+                self._sent_total = body["total_steps"]
+            if version == self._patch_version:
+                self._patch.clear()
+            else:  # changed while in flight: drop only what was sent unchanged
+                for key, value in body.items():
+                    current = self._patch.get(key)
+                    if key == "summary" and isinstance(current, dict):
+                        for sub, sent in value.items():
+                            if sub in current and current[sub] is sent:
+                                del current[sub]
+                        if not current:
+                            del self._patch[key]
+                    elif key in self._patch and current is value:
+                        del self._patch[key]
 
     def _succeeded(self) -> None:
         self._failures = 0
@@ -384,36 +437,43 @@ class Tracker:
         if self.pending_points() > defaults.BUFFER_MAX_POINTS:
             self._spill()
 
-    def _lost(self, exc: BaseException) -> None:
+    def _lost(self, exc: BaseException, why: str = "is not on the platform any more (deleted?)") -> None:
         dropped = self.pending_points()
         self.errors += 1
         self.last_error = f"{type(exc).__name__}: {exc}"
         self._gone = True
+        self._create = None
         self.buffer.clear()
         self.batches.clear()
         with self._state:
             self._patch.clear()
-        warnings.warn(
-            f"{self.run_id} is not on the platform any more (deleted?): {dropped} unsent points dropped. "
-            "Start a new run with wai.training_run(...) to keep logging.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        try:
+            warnings.warn(
+                f"{self.run_id} {why}: {dropped} unsent points dropped. "
+                "Start a new run with wai.training_run(...) to keep logging.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        except Exception:  # warnings turned into errors must still not stop the training loop
+            pass
 
     # -- the spool ------------------------------------------------------------
 
     def _records(self, batches: list[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
-        target = self.client.target
-        return [
-            {
-                "target": target,
-                "run_id": self.run_id,
-                "kind": "points",
-                "batch_id": batch_id,
-                "points": points,
-            }
-            for batch_id, points in batches
-        ]
+        """Spool records for ``batches``, after the run's create request when the spool does not hold it yet."""
+        head = self._head()  # offline on purpose, records are "held": only `python -m whileai sync` delivers them
+        records = []
+        if self._create is not None and not self._create_spooled:
+            records.append({**head, "kind": "create", "body": dict(self._create)})
+            self._create_spooled = True
+        records += [{**head, "kind": "points", "batch_id": batch_id, "points": points} for batch_id, points in batches]
+        return records
+
+    def _head(self) -> dict[str, Any]:
+        head: dict[str, Any] = {"target": self.client.target, "run_id": self.run_id}
+        if self.offline:
+            head["held"] = True
+        return head
 
     def _spill(self) -> None:
         """Move the oldest batches to disk when an outage has filled memory (BUFFER_MAX_POINTS)."""
@@ -428,15 +488,14 @@ class Tracker:
         """Write everything unsent (points, then record changes) to the spool: (points, run updates)."""
         self._cut()
         records = self._records(list(self.batches))
-        body, _version = self._patch_body()
+        body, version = self._patch_body()
         if body:
-            records.append({"target": self.client.target, "run_id": self.run_id, "kind": "patch", "body": body})
+            records.append({**self._head(), "kind": "patch", "body": body})
         if not records:
             return 0, 0
         _spool.write(records)
-        points = self.pending_points()
+        points = sum(len(batch) for _, batch in self.batches)
         self.batches.clear()
-        with self._state:
-            self._patch.clear()
-        self._sent_step, self._sent_total = self._bar_step, self.total_steps
+        if body:
+            self._acknowledge(body, version)  # a note made while this was written stays for the next one
         return points, 1 if body else 0

@@ -103,6 +103,24 @@ SPOOL_MAX_BYTES = 1024 * 1024 * 1024
 #: platform that is down is not asked twice).
 SPOOL_RETRY_S = 60.0
 
+#: Deadline of ``training_run``'s request that creates the run, in seconds. Past it
+#: (or when the platform refuses the connection or answers 5xx) the run is made
+#: offline instead: it names itself, logs into the spool, and is created under
+#: the same id by a later flush or ``python -m whileai sync``. The create is
+#: idempotent by id, so a platform that did make the run but answered too late
+#: is not given a second one. As long as a tracking send (TRACKING_TIMEOUT_S):
+#: a healthy server answers in milliseconds, and a script whose platform is
+#: down starts training within this many seconds instead of CLIENT_TIMEOUT_S.
+RUN_CREATE_TIMEOUT_S = 10.0
+
+#: Environment variable that sets the tracking mode, and its values. "online"
+#: (the default) sends as it goes and falls back to offline when the platform
+#: cannot be reached; "offline" sends nothing at all (air-gapped machines): the
+#: run names itself, everything it logs goes to the spool, and only
+#: ``python -m whileai sync`` delivers it.
+MODE_ENV = "WHILEAI_MODE"
+MODES = ("online", "offline")
+
 #: ``TrainingRun.wait``'s polling interval when none is given, in seconds. A
 #: hosted fine-tune takes minutes; a read every 10 s shows the end promptly.
 TRAINING_POLL_S = 10.0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _offline
 from ._client import Client, get_client
 from ._run import TrainingRun, _holdout_fields
 from ._tracking import FINAL_STATUSES, jsonable
@@ -69,6 +70,11 @@ def training_run(
     A run the process never finishes is marked stopped when the process exits
     (failed, with the exception, when an uncaught exception ended it).
 
+    The platform being down never stops the script: when it cannot be reached
+    (or MODE_ENV is "offline") the run names itself, says so once on stderr,
+    logs into the spool, and the next send that reaches the platform (offline:
+    ``python -m whileai sync``) creates it under the same id with every point.
+
         with wai.training_run(dataset="ds_...", config={"lr": 2e-4}) as run:
             for step in range(100):
                 run.log(step=step, loss=train_step())
@@ -82,7 +88,10 @@ def training_run(
         body["config"] = jsonable(config, "config")
     body = {k: v for k, v in body.items() if v is not None}
     client = get_client(api_key=api_key)
-    run = TrainingRun(client.request("POST", "/runs", json=body), client)
+    record, deferred, offline = _offline.create_run(client, body)
+    run = TrainingRun(record, client)
+    if deferred is not None:
+        run._tracker.defer_create(deferred, offline)
     run._tracker.own()
     return run
 
