@@ -387,10 +387,10 @@ def _client_for(api_key: str | None, base_url: str | None):
 
 
 def sync_main(argv: list[str] | None = None) -> int:
-    """``python -m whileai sync``: deliver points spooled while the platform was unreachable."""
+    """``python -m whileai sync``: deliver what was spooled while the platform was unreachable, and offline runs."""
     parser = argparse.ArgumentParser(
         prog="python -m whileai sync",
-        description="Send the points and run updates kept in <data root>/spool to the platform they were logged to.",
+        description="Send what is kept in <data root>/spool (runs made offline, their points and updates) to the platform they were logged to.",
     )
     parser.add_argument("--api-key", help="key for a platform server (default: the usual credential chain)")
     parser.add_argument("--base-url", help="platform server address (default: the usual credential chain)")
