@@ -229,3 +229,19 @@ def test_values_without_a_json_form_are_refused_or_skipped_never_sent_as_repr(pl
     assert "Model(" not in sent and "secret-weights" not in sent
     assert "Model(" not in "".join(p.read_text() for p in _spool.pending_files())
     assert [p["metrics"] for p in platform.record(run.id)["series"]] == [{"loss": 1.0}]
+
+
+def test_an_unwritable_spool_never_stops_the_loop_and_the_next_flush_writes_it(platform, monkeypatch, home):
+    monkeypatch.setenv(defaults.MODE_ENV, "offline")
+    run = wai.training_run(name="disk-trouble")
+    (home / "spool").rmdir() if (home / "spool").is_dir() else None
+    (home / "spool").write_text("not a folder")  # the spool cannot be made: every write fails
+    run.log(step=0, loss=1.0)
+    assert run.flush() is False and run.errors == 1 and run._tracker.pending_points() == 1
+    (home / "spool").unlink()
+    run.log(step=1, loss=0.5)
+    run.finish()
+    records = _spooled()
+    assert [r["kind"] for r in records][::len(records) - 1] == ["create", "patch"], "the create outlived the failed write"
+    assert [p["step"] for r in records if r["kind"] == "points" for p in r["points"]] == [0, 1]
+    assert _spool.deliver(platform.client_for, include_held=True)["points"] == 2

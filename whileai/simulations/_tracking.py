@@ -293,7 +293,10 @@ class Tracker:
             return False
         if self.offline:  # the spool is where everything goes; only sync sends it
             if self.has_pending():
-                self.spool()
+                try:
+                    self.spool()
+                except Exception as exc:  # an unwritable spool: counted, kept in memory, tried at the next flush
+                    self._failed(exc)
             return False
         self._cut()
         if self._create is not None and not self._send_create_locked(timeout):
@@ -465,7 +468,6 @@ class Tracker:
         records = []
         if self._create is not None and not self._create_spooled:
             records.append({**head, "kind": "create", "body": dict(self._create)})
-            self._create_spooled = True
         records += [{**head, "kind": "points", "batch_id": batch_id, "points": points} for batch_id, points in batches]
         return records
 
@@ -482,7 +484,15 @@ class Tracker:
         while len(self.batches) > 1 and self.pending_points() > defaults.BUFFER_MAX_POINTS // 2:
             moved.append(self.batches.popleft())
         if moved:
-            _spool.write(self._records(moved))
+            try:
+                self._write(self._records(moved))
+            except Exception:  # an unwritable spool: the batches stay in memory, where they were
+                self.batches.extendleft(reversed(moved))
+
+    def _write(self, records: list[dict[str, Any]]) -> None:
+        _spool.write(records)
+        if records and records[0]["kind"] == "create":
+            self._create_spooled = True
 
     def spool(self) -> tuple[int, int]:
         """Write everything unsent (points, then record changes) to the spool: (points, run updates)."""
@@ -493,7 +503,7 @@ class Tracker:
             records.append({**self._head(), "kind": "patch", "body": body})
         if not records:
             return 0, 0
-        _spool.write(records)
+        self._write(records)
         points = sum(len(batch) for _, batch in self.batches)
         self.batches.clear()
         if body:
