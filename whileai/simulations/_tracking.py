@@ -122,6 +122,7 @@ class Tracker:
         self._create: dict[str, Any] | None = None
         self._create_spooled = False
         self.offline = False  # WHILEAI_MODE=offline: nothing is sent; every flush writes to the spool instead
+        self.announced = False  # said on stderr, when it started, that it was offline (see _offline): once is enough
 
     # -- recording (no I/O) -------------------------------------------------
 
@@ -218,12 +219,8 @@ class Tracker:
         """Keep the run's create request (``{"id": ..., ...}``) to deliver before its points (offline mode: to spool)."""
         self._create = dict(body)
         self.offline = offline
+        self.announced = True
         _flush.FLUSHER.add(self)
-
-    @property
-    def announced(self) -> bool:
-        """Whether this run said on stderr, when it started, that it was offline (see _offline)."""
-        return self._create is not None or self.offline
 
     def own(self) -> None:
         """Mark the run as this process's to end: at exit, if never finished, it is marked stopped
