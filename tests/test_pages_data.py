@@ -172,6 +172,17 @@ def test_sessions_are_stored_hashed_expire_and_end(store, monkeypatch):
     assert sessions.account_for_session(store, "x" * 10_000) is None
 
 
+def test_revoking_the_key_a_session_signed_in_with_ends_the_session(store):
+    acct, key = store.create_account()
+    other_key = store.issue_api_key(acct)
+    with_key = sessions.create_session(store, acct, key)
+    by_link = sessions.create_session(store, acct)
+    assert sessions.account_for_session(store, with_key) == acct
+    assert store.revoke_api_key(acct, key)
+    assert sessions.account_for_session(store, with_key) is None  # the key is gone, so is its session
+    assert sessions.account_for_session(store, by_link) == acct and other_key
+
+
 def test_a_signin_link_works_once_and_expires(store, monkeypatch):
     acct, _ = store.create_account()
     link = sessions.create_signin_link(store, acct)

@@ -13,14 +13,13 @@ spent by the first request that redeems it.
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 import time
 
-from sqlalchemy import Float, String, delete, select
+from sqlalchemy import Float, String, delete, exists, or_, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from whileai.platform._store_models import Base
+from whileai.platform._store_models import ApiKey, Base, hash_key
 from whileai.platform import defaults
 
 __all__ = [
@@ -45,43 +44,52 @@ class PageToken(Base):
     kind: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float] = mapped_column(Float, index=True)
+    #: the API key a session was signed in with (its hash): revoking the key ends the session
+    key_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 def _hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+    return hash_key(token)  # SHA-256, as the store hashes API keys
 
 
 def _usable(token: object) -> bool:
     return isinstance(token, str) and 0 < len(token) <= defaults.SIGNIN_MAX_CHARS
 
 
-def _issue(store, account_id: str, kind: str, ttl: float) -> str:
+def _issue(store, account_id: str, kind: str, ttl: float, key: str | None = None) -> str:
     token = secrets.token_urlsafe(defaults.SESSION_TOKEN_BYTES)
     now = time.time()
 
     def work(s: Session) -> str:
         s.execute(delete(PageToken).where(PageToken.expires_at < now))  # expired rows go as new ones come
         s.add(PageToken(token_hash=_hash(token), account_id=account_id, kind=kind, created_at=now,
-                        expires_at=now + ttl))
+                        expires_at=now + ttl, key_hash=hash_key(key) if key else None))
         return token
 
     return store._tx(work)
 
 
-def create_session(store, account_id: str) -> str:
-    """A new page session for ``account_id``; returns its token (kept only hashed), valid SESSION_TTL_S."""
-    return _issue(store, account_id, _SESSION, defaults.SESSION_TTL_S)
+def create_session(store, account_id: str, key: str | None = None) -> str:
+    """A new page session for ``account_id``; returns its token (kept only hashed), valid SESSION_TTL_S.
+
+    ``key`` is the API key the reader signed in with: the session ends when that
+    key is revoked. A session opened by a one-time link has none.
+    """
+    return _issue(store, account_id, _SESSION, defaults.SESSION_TTL_S, key)
 
 
 def account_for_session(store, token: object) -> str | None:
-    """The account a live session token opens, or None (unknown, ended or expired)."""
+    """The account a live session token opens, or None (unknown, ended, expired, or its key revoked)."""
     if not _usable(token):
         return None
     digest = _hash(token)  # type: ignore[arg-type]
 
     def work(s: Session) -> str | None:
+        key_live = exists(select(ApiKey.pk).where(ApiKey.key_hash == PageToken.key_hash,
+                                                  ApiKey.account_id == PageToken.account_id))
         return s.scalar(select(PageToken.account_id).where(
-            PageToken.token_hash == digest, PageToken.kind == _SESSION, PageToken.expires_at > time.time()))
+            PageToken.token_hash == digest, PageToken.kind == _SESSION, PageToken.expires_at > time.time(),
+            or_(PageToken.key_hash.is_(None), key_live)))
 
     return store._tx(work, write=False)
 

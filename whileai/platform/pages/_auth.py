@@ -74,8 +74,8 @@ def signin_page(next_path: str, message: str = "", status: int = 200) -> HTMLRes
     return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
 
 
-def _signed_in(request: Request, account_id: str, next_path: str) -> Response:
-    token = sessions.create_session(store(request), account_id)
+def _signed_in(request: Request, account_id: str, next_path: str, key: str | None = None) -> Response:
+    token = sessions.create_session(store(request), account_id, key)
     response = RedirectResponse(safe_next(next_path), status_code=303, headers=PAGE_HEADERS)
     response.set_cookie(defaults.SESSION_COOKIE, token, max_age=int(defaults.SESSION_TTL_S), path="/",
                         httponly=True, samesite="lax", secure=request.url.scheme == "https")
@@ -103,7 +103,7 @@ async def signin(request: Request) -> Response:
     account = store(request).account_for_key(key) if len(key) <= defaults.SIGNIN_MAX_CHARS else None
     if account is None:
         return signin_page(next_path, "That key is not valid on this platform.", 401)
-    return _signed_in(request, account, next_path)
+    return _signed_in(request, account, next_path, key)
 
 
 @router.get("/signin/once")

@@ -23,7 +23,8 @@
     const bar = el("div", {class: "bar", role: "progressbar", "aria-valuemin": "0", "aria-valuemax": "100",
       "aria-valuenow": pct === null ? "0" : pct.toFixed(0)}, el("div", {class: "fill"}));
     bar.firstChild.style.width = (pct === null ? 0 : pct) + "%";
-    return el("div", {class: "progress", id: "progress"}, WAI.status(run.status), " ", ...bits, bar);
+    return el("div", {class: "progress st-" + String(run.status).replace(/[^a-z]/g, ""), id: "progress"},
+      WAI.status(run.status), " ", ...bits, bar);
   }
 
   function header(v) {
@@ -50,9 +51,11 @@
   function headline(v) {
     if (!v.headline.length) {
       const note = v.training && v.training.holdout_note;
-      return WAI.section("Did it work?", el("p", {class: "muted"}, note ||
+      const ended = v.run.status === "failed" || v.run.status === "stopped";
+      return WAI.section("Did it work?", el("p", {class: "muted"}, note || (ended ?
+        "No held-out result: the run " + v.run.status + " before its held-out set was measured after training." :
         "No held-out result yet: it appears here when the run records its held-out measure before and after " +
-        "(run.holdout(before, after), or wai.train with a held-out set)."));
+        "(run.holdout(before, after), or wai.train with a held-out set).")));
     }
     const cards = v.headline.map((h) => el("div", {class: "headline", dataset: {metric: h.metric}},
       el("div", {class: "label"}, h.label),
