@@ -459,7 +459,9 @@ def test_wait_never_polls_faster_than_the_floor_and_times_out(fake, monkeypatch)
     started = time.monotonic()
     with pytest.raises(TimeoutError, match=rf"{run.id} is still running after 0.7 s"):
         run.wait(poll=0.001, timeout=0.7)
-    assert 0.65 < time.monotonic() - started < 2.0
+    # It returns once the timeout has passed, not before; the upper bound only catches a hang
+    # (generous, since a loaded machine can delay the last poll by a second or more).
+    assert 0.65 < time.monotonic() - started < 10.0
     gaps = [b - a for a, b in zip(reads, reads[1:])]
     assert len(reads) >= 2 and min(gaps) >= 0.2
 
