@@ -149,3 +149,20 @@ def test_serve_platform_serves_the_run_and_the_endpoint_answers_one_chat_complet
         assert f"endpoint   {handle.base_url}/v1 (model runner-tiny)" in done.stderr
     finally:
         handle.stop()
+
+
+def test_serve_platform_on_the_embedded_default_answers_one_chat_completion_in_process():
+    """No server running: the completion goes through the SDK's client seam to the embedded app's /v1."""
+    from whileai.simulations._client import embedded_base_url, get_client
+
+    assert not os.environ.get("WHILEAI_BASE_URL") and not os.environ.get("WHILEAI_API_KEY")
+    args = ["recipe=sft_tooluse", *TINY, f"base_model={tiny_base()}", "serve=platform", "serve.name=runner-embedded",
+            "expect.holdout_after_min=null", "expect.holdout_gain_min=null"]
+    done = whileai("run", *args, token="served-embedded")
+    assert done.returncode == 0, done.stdout + done.stderr
+    endpoint = f"{embedded_base_url()}/v1"
+    line = next(x for x in done.stderr.splitlines() if "serve on platform: " in x)
+    assert f"runner-embedded v1 at {endpoint}; reply: " in line and "not asked" not in line, line
+    assert f"endpoint   {endpoint} (model runner-embedded)" in done.stderr
+    key = get_client().api_key  # the embedded local account's key: the bearer, never shown
+    assert key and key not in done.stdout + done.stderr

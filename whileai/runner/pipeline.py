@@ -169,33 +169,29 @@ def _follow(run: Any, label: str, progress: Progress) -> str:
 
 
 def _serve(run: Any, serve: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """Serve the run's adapter and ask the endpoint one chat completion (over HTTP, with the account's key)."""
+    """Serve the run's adapter and ask the endpoint one chat completion.
+
+    The completion travels through the SDK's client seam (``chat_completion``), so
+    it reaches a platform server when one is configured and the embedded platform
+    in process otherwise, with the credential chain's key as the bearer.
+    """
     import os
 
-    import httpx
-
     import whileai.simulations as wai
+    from whileai.simulations.training import chat_completion
 
     if serve["target"] == "modal":
         os.environ.setdefault("WHILEAI_SERVE_TARGET", "modal")  # the platform's serve target (docs/serving.md)
     served = wai.serve(run, serve["name"])
     out = {"name": served.get("name"), "version": served.get("version"), "endpoint": served.get("endpoint")}
-    key = os.environ.get("WHILEAI_API_KEY")
-    if not os.environ.get("WHILEAI_BASE_URL") or not key:
-        out["chat"] = ("not asked: the embedded platform has no server running; start it with "
-                       "`python -m whileai platform` and send the account key as the bearer")
-        return out
     from whileai.kit import load_sample
 
     row = load_sample()[0]
     first_reply = next(i for i, m in enumerate(row["messages"]) if m["role"] == "assistant")
     ask = row["messages"][:first_reply]  # the system prompt and the user's ask of one sample task
-    response = httpx.post(f"{served['endpoint'].rstrip('/')}/chat/completions", timeout=defaults.SERVE_CHECK_TIMEOUT_S,
-                          headers={"Authorization": f"Bearer {key}"},
-                          json={"model": served["name"], "messages": ask, "tools": row.get("tools"),
-                                "max_tokens": defaults.SERVE_CHECK_MAX_TOKENS, "temperature": 0})
-    response.raise_for_status()
-    message = response.json()["choices"][0]["message"]
+    answer = chat_completion(served["name"], ask, tools=row.get("tools"), timeout=defaults.SERVE_CHECK_TIMEOUT_S,
+                             max_tokens=defaults.SERVE_CHECK_MAX_TOKENS, temperature=0)
+    message = answer["choices"][0]["message"]
     out["chat"] = (message.get("content") or json.dumps(message.get("tool_calls")))[: defaults.SERVE_CHECK_REPLY_CHARS]
     return out
 

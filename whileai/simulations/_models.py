@@ -163,6 +163,30 @@ def serve(run: Any = None, name: str | None = None, base_model: str | None = Non
     return row
 
 
+def chat_completion(name: str, messages: list[dict[str, Any]], *, api_key: str | None = None,
+                    timeout: float | None = None, **body: Any) -> dict[str, Any]:
+    """One chat completion from the served model ``name``, through the SDK's own client seam.
+
+    The request goes where every other SDK call goes: a platform server when the
+    credential chain names one, otherwise the embedded platform in this process,
+    whose app answers ``/v1`` as the server does. The bearer is the chain's key
+    (``api_key``, ``WHILEAI_API_KEY``, ``config.json``, or the embedded local
+    account's) and is never shown. ``body`` adds fields of the OpenAI request
+    (``tools``, ``max_tokens``, ``temperature``, ...); the answer is the decoded
+    completion object. ``timeout`` is in seconds (CLIENT_TIMEOUT_S when None).
+
+        reply = chat_completion("weather-agent", [{"role": "user", "content": "Weather in Oslo?"}])
+        reply["choices"][0]["message"]
+    """
+    name = _check_name(name)
+    if not isinstance(messages, list) or not messages:
+        raise ValueError(f"messages={messages!r} is not a non-empty list of chat messages; pass "
+                         '[{"role": "user", "content": "..."}]')
+    payload = {key: value for key, value in body.items() if value is not None}
+    payload.update(model=name, messages=messages, stream=False)
+    return get_client(api_key=api_key).request("POST", "/v1/chat/completions", json=payload, timeout=timeout)
+
+
 def unserve(name: str, *, api_key: str | None = None) -> dict[str, Any]:
     """Stop hosting ``name``: its registry row goes and the endpoint answers 404 for it.
 

@@ -226,4 +226,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 from ._hosting import train  # noqa: E402,F401
-from ._models import delete_model, models, reward_model, serve, unserve  # noqa: E402,F401
+from ._models import chat_completion, delete_model, models, reward_model, serve, unserve  # noqa: E402,F401
