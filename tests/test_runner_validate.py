@@ -142,6 +142,23 @@ def test_cli_validate_prints_the_resolved_spec_and_loads_nothing(tmp_path):
     assert not (home / "platform.db").exists()
 
 
+def test_cli_validate_leaves_no_folder_behind(tmp_path):
+    """validate makes nothing: the data root and the working directory hold what they held before."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    (home / "kept.txt").write_text("a user's file\n")
+
+    def tree(root: Path) -> list[str]:
+        return sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+
+    before = tree(home), tree(cwd)
+    done = run_cli("validate", "recipe=sft_tooluse", home=home, cwd=cwd,
+                   env={"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+    assert done.returncode == 0, done.stderr
+    assert (tree(home), tree(cwd)) == before, "validate left files behind"
+
+
 @pytest.mark.parametrize(
     ("args", "wanted"),
     [

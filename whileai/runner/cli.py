@@ -28,6 +28,11 @@ __all__ = ["run_main", "validate_main", "register_resolvers", "new_token"]
 _STATE: dict[str, Any] = {"mode": "run", "problems": [], "found": None, "exit": 0, "argv": []}
 _MODE_ENV = "WHILEAI_RUNNER_MODE"
 
+#: What ``validate`` adds to Hydra's overrides so that it leaves no folder behind: no ``.hydra/``
+#: files, and a run directory that already exists (the working directory, which Hydra does not
+#: change: conf/config.yaml sets hydra.job.chdir false and job logging to none, so no log file).
+VALIDATE_HYDRA_OVERRIDES = ("hydra.output_subdir=null", "hydra.run.dir=.")
+
 
 def _knob_default(name: str, *, _root_: Any) -> Any:
     from whileai.simulations import defaults as sdk
@@ -189,6 +194,8 @@ def _hydra(argv: list[str], mode: str) -> int:
     GlobalHydra.instance().clear()  # a second call in one process (a benchmark, a notebook) starts clean
     _STATE["exit"] = 0
     argv = _prepare(argv, mode)
+    if mode == "validate":  # validate makes nothing: no run folder under the data root, no .hydra/ files
+        argv = [*argv, *VALIDATE_HYDRA_OVERRIDES]
     found = _STATE["found"]
     main = hydra.main(version_base=None, config_path=str(found.conf), config_name="config")(_task)
     saved = sys.argv
