@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("simulations", ("whileai.simulations",)),
     ("jobs", ("whileai.jobs",)),
     ("runner", ("whileai.runner",)),
-    ("top", ("whileai", "whileai.__main__", "whileai.demo")),
+    ("top", ("whileai", "whileai.__main__")),
 ]
 
 #: Layers that may not reach each other even downwards: the SDK reaches the platform only
@@ -50,7 +50,7 @@ def layer_of(module: str) -> str | None:
     best, best_len = None, -1
     for layer, prefixes in LAYERS:
         for prefix in prefixes:
-            exact_only = prefix in ("whileai", "whileai.__main__", "whileai.demo")
+            exact_only = prefix in ("whileai", "whileai.__main__")
             hit = module == prefix or (not exact_only and module.startswith(prefix + "."))
             if hit and len(prefix) > best_len:
                 best, best_len = layer, len(prefix)
@@ -256,7 +256,7 @@ def test_the_reader_sees_every_import_form(tmp_path):
         [(1, "whileai.core.b"), (4, "whileai.kit.c"), (5, "whileai.simulations.d"), (6, "whileai.kit"), (9, "whileai.simulations.d")]
     )
     assert layer_of("whileai.runner.cli") == "runner"
-    assert layer_of("whileai.demo") == "top" and layer_of("whileai.democracy") is None
+    assert layer_of("whileai.__main__") == "top" and layer_of("whileai.__main__x") is None
     graph = {"a": [(1, "b")], "b": [(2, "c")], "c": [(3, "a")], "d": [(1, "a")]}
     assert find_cycles(graph) == [["a", "b", "c", "a"]]
 
