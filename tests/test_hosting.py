@@ -250,6 +250,17 @@ def test_a_dataset_already_training_answers_with_that_run(launches):
     assert third.id != first.id and len(launches) == 2
 
 
+def test_other_knobs_on_a_dataset_already_training_start_their_own_runs(launches):
+    ds = wai.push(rows(tag="knobs"), name="knobs")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs = [wai.train(ds, method="dpo", beta=beta, seed=seed) for beta, seed in ((0.1, 0), (0.1, 1), (0.2, 0))]
+        again = wai.train(ds, method="dpo", beta=0.1, seed=1)
+    assert len({r.id for r in runs}) == 3 and len(launches) == 3
+    assert again.id == runs[1].id
+    assert [(r.config["beta"], r.config["seed"]) for r in runs] == [(0.1, 0), (0.1, 1), (0.2, 0)]
+
+
 def test_holdout_defaults_to_the_split_sibling(launches):
     ds = wai.push(rows(mixed=6, all_pass=4, tag="cut"), name="cut")
     train_side, held = wai.datasets.cut(ds, holdout=0.3, seed=0)

@@ -123,3 +123,33 @@ def test_job_routes_are_installed_once():
     assert seen[("POST", "/api/v1/jobs/launch")] == 1 and seen[("POST", "/api/v1/jobs/{job_id}/end")] == 1
     assert [key for key, n in seen.items() if n > 1] == []
     assert sum(1 for m in app.user_middleware if m.cls is _ReconcileOnRead) == 1
+
+
+def test_identical_training_submits_at_once_make_one_run_and_other_configs_their_own(store):  # noqa: F811
+    acct = store.create_account("a")[0]
+    submits = [{"seed": 0}] * 6 + [{"seed": 1}] * 6  # a double submit of two sweep points, all at one instant
+    barrier = threading.Barrier(len(submits))
+    answers: list[tuple[dict, dict, bool]] = []
+    errors: list[BaseException] = []
+
+    def submit(config: dict) -> None:
+        try:
+            barrier.wait()
+            record, created = store.create_run_once(acct, dataset="ds_1", kind="train", config=config)
+            answers.append((config, record, created))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=submit, args=(c,)) for c in submits]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    by_seed = {seed: {r["id"] for c, r, _ in answers if c["seed"] == seed} for seed in (0, 1)}
+    assert all(len(ids) == 1 for ids in by_seed.values()) and by_seed[0] != by_seed[1]
+    assert sum(created for *_, created in answers) == 2
+    assert len(store.list_runs(acct, dataset="ds_1")) == 2
+    store.update_run(acct, next(iter(by_seed[0])), {"status": "done"})
+    again, created = store.create_run_once(acct, dataset="ds_1", kind="train", config={"seed": 0})
+    assert created and again["id"] not in by_seed[0]  # a finished run is not an answer: the same config trains anew

@@ -30,6 +30,7 @@ class RunCreate(Body):
     summary: dict[str, Any] | None = None
     step: int | None = None
     total_steps: int | None = None
+    once: bool = False
 
 
 class RunPatch(Body):
@@ -51,9 +52,23 @@ def _with_url(record: dict[str, Any], request: Request) -> dict[str, Any]:
 @router.post("/runs", status_code=201)
 def create_run(body: RunCreate, request: Request, acct: str = Depends(account_id)) -> Response:
     """201 with a new run. With ``id`` (a client that named its run itself): 200 with the run when this
-    account already has it, 404 when the id is another account's, as for any id not in the account."""
+    account already has it, 404 when the id is another account's, as for any id not in the account.
+    With ``once`` (and no ``id``): 200 with the account's running run of the same dataset, kind and config
+    when there is one (a training submit sent twice; a config ``target`` of null reads as the platform's
+    default), else 201 with a new run; its ``created`` says which."""
     fields = body.model_dump()
     run_id = fields.pop("id")
+    once = fields.pop("once")
+    if once and run_id is not None:
+        raise ApiError(422, "once and id were both sent; send id to name the run, or once to answer a running "
+                       "run of the same dataset and config, not both", "invalid_request")
+    if once:
+        if isinstance(fields["config"], dict) and "target" in fields["config"] and fields["config"]["target"] is None:
+            from whileai.platform.launcher.runner import default_target  # None is where the launch will run it
+
+            fields["config"] = {**fields["config"], "target": default_target()}
+        record, created = store(request).create_run_once(acct, **fields)
+        return json_response({**_with_url(record, request), "created": created}, 201 if created else 200)
     if run_id is None:
         return json_response(_with_url(store(request).create_run(acct, **fields), request), 201)
     record, created = store(request).ensure_run(acct, run_id, **fields)

@@ -6,11 +6,12 @@ facade that binds them as its methods; every query is scoped to the caller's acc
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -78,6 +79,32 @@ def create_run(
     def work(s: Session) -> dict[str, Any]:
         r = _new_run(s, account_id, _new_id("run"), values)
         return _run_record(r)
+
+    return store._tx(work)
+
+
+def create_run_once(store: Any, account_id: str, **fields: Any) -> tuple[dict[str, Any], bool]:
+    """A new run unless this account has a ``running`` one with the same dataset, kind and config: ``(record, created)``.
+
+    Guards a training submit that is sent twice: the second answers the run the
+    first made. Another config on the same dataset (a sweep over its knobs) is
+    another run. The look and the insert are one transaction that writers of the
+    same dataset take in turn (SQLite's write lock, a transaction-scoped advisory
+    lock on PostgreSQL), so two identical submits at once still make one run.
+    """
+    values = _run_fields(store, **fields)
+    wanted = loads(values["config_json"])
+
+    def work(s: Session) -> tuple[dict[str, Any], bool]:
+        if not store._sqlite:
+            digest = hashlib.sha256(f"{account_id}\0{values['dataset']}".encode()).digest()
+            s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": int.from_bytes(digest[:8], "big", signed=True)})
+        q = select(Run).where(Run.account_id == account_id, Run.status == "running", Run.dataset == values["dataset"],
+                              Run.kind == values["kind"] if values["kind"] is not None else Run.kind.is_(None))
+        for found in s.scalars(q.order_by(Run.pk)):
+            if loads(found.config_json) == wanted:
+                return _run_record(found), False
+        return _run_record(_new_run(s, account_id, _new_id("run"), values)), True
 
     return store._tx(work)
 

@@ -148,6 +148,7 @@ class Store:
     _run = _store_runs._run
     create_run = _store_runs.create_run
     ensure_run = _store_runs.ensure_run
+    create_run_once = _store_runs.create_run_once
     _summary_text = staticmethod(_store_runs._summary_text)
     get_run = _store_runs.get_run
     get_run_with_series_json = _store_runs.get_run_with_series_json

@@ -278,10 +278,19 @@ def _warn(message: str) -> None:
     warnings.warn(message, TrainingWarning, stacklevel=3)
 
 
-def _running_run(client: Any, dataset_id: str) -> dict[str, Any] | None:
-    """The hosted run already training this dataset, if any (each candidate re-read, which settles dead jobs)."""
+def _running_run(client: Any, dataset_id: str, config: Any) -> dict[str, Any] | None:
+    """The hosted run already training this dataset with this very config, if any.
+
+    Each candidate is re-read, which settles a job that died; a run of the same
+    dataset with other settings (another point of a sweep) is not an answer.
+    """
     params = {"status": "running", "dataset": dataset_id, "kind": defaults.TRAIN_RUN_KIND}
     for record in client.request("GET", "/runs", params=params)["runs"]:
+        theirs = record.get("config")
+        if isinstance(theirs, dict) and isinstance(config, dict) and config.get("target") is None:
+            theirs = {**theirs, "target": None}  # no target given: the platform's default, wherever it ran
+        if theirs != config:
+            continue
         fresh = client.request("GET", f"/runs/{record['id']}", params={"series": "false"})
         if fresh["status"] == "running":
             return fresh
@@ -325,10 +334,13 @@ def train(
     value from TRAINING_KNOBS) and the dataset's ``selection_report`` decides
     (``check``: "require" refuses what cannot teach with
     TrainingSelectionError, "warn" says so and starts, "off" skips the read).
-    Every knob, defaults included, lands on the run's config. A dataset that is
-    already training answers with that run. ``target`` is "local" (a detached
-    process here) or "modal"; None takes the platform's default
-    (TRAIN_TARGET_ENV). ``wait=True`` blocks until the run ends.
+    Every knob, defaults included, lands on the run's config. Submitting what
+    is already training (the same dataset, method and resolved config: knobs,
+    export settings, base, init_from and target) answers with that run instead
+    of a second, so a double submit trains once; any other config on the same
+    dataset, such as each point of a sweep, starts its own run. ``target`` is
+    "local" (a detached process here) or "modal"; None takes the platform's
+    default (TRAIN_TARGET_ENV). ``wait=True`` blocks until the run ends.
 
     ``init_from`` (a finished run: the TrainingRun, its record or its id)
     makes this run a stage after that one: it loads that run's adapter on its
@@ -419,18 +431,6 @@ def train(
         _warn(f"base_model={resolved['base_model']!r} is not in SERVED_BASES, so this run's adapter cannot be "
               f"served afterwards; the served bases are {', '.join(defaults.SERVED_BASES)}")
 
-    existing = _running_run(client, dataset_id)
-    if existing is not None:
-        theirs = existing.get("config") if isinstance(existing.get("config"), dict) else {}
-        differs = sorted(k for k, v in resolved.items() if k != "target" and theirs.get(k) != v)
-        _warn(f"{dataset_id} is already training in {existing['id']} ({theirs.get('method')}); returning that run "
-              "instead of starting a second" + (f" (its settings differ: {', '.join(differs)})" if differs else ""))
-        run = TrainingRun(existing, client)
-        run.selection = report
-        if wait:
-            run.wait()
-        return run
-
     body = {
         "name": f"{method} {record.get('name') or dataset_id}",
         "dataset": dataset_id,
@@ -439,7 +439,21 @@ def train(
     }
     if report is not None:
         body["summary"] = {"selection": jsonable(report, "selection")}
-    run = TrainingRun(client.request("POST", "/runs", json=body), client)
+    existing = _running_run(client, dataset_id, body["config"])
+    made = None
+    if existing is None:  # the platform looks again in the same transaction as its insert: one run per config
+        made = client.request("POST", "/runs", json={**body, "once": True})
+        if not made.pop("created", True):
+            existing, made = made, None
+    if existing is not None:
+        _warn(f"{dataset_id} is already training in {existing['id']} with this same config ({method}); returning "
+              "that run instead of starting a second (change a knob to start another)")
+        run = TrainingRun(existing, client)
+        run.selection = report
+        if wait:
+            run.wait()
+        return run
+    run = TrainingRun(made, client)
     run.selection = report
     spec = {**body["config"], "run_id": run.id, "dataset": dataset_id, "holdout": holdout_id}
     try:
