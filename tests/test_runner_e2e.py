@@ -2,8 +2,8 @@
 
 grpo_tooluse runs as the design card writes it (``recipe=grpo_tooluse beta=0.04``), two stages
 linked by init_from; dpo_tooluse likewise; rm_tooluse through Hydra's joblib launcher as a
-two-job sweep (the sft recipe runs in test_runner_sweep.py). Every run's record carries the
-resolved spec, equal to what ``validate`` prints for the same command line.
+two-job sweep of its seed on one dataset, two parallel runs (the sft recipe runs in
+test_runner_sweep.py). Every run's record carries the resolved spec, equal to what ``validate`` prints for the same command line.
 """
 
 from __future__ import annotations
@@ -77,17 +77,23 @@ def test_dpo_tooluse_runs_after_its_sft_stage():
     _check_stages("dpo", args, ["sft", "dpo"])
 
 
-def test_rm_tooluse_as_a_joblib_sweep_of_two_parallel_jobs():
+def test_rm_tooluse_as_a_joblib_sweep_of_two_parallel_jobs_on_one_dataset():
+    # the jobs sweep a training knob over the same dataset at the same time: each point is its own run
     args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "recipe=rm_tooluse", *TINY,
-            f"base_model={tiny_base()}", "dataset.cut_seed=0,1"]
+            f"base_model={tiny_base()}", "seed=0,1"]
     done = whileai("run", *args, token="rmsweep")
     assert done.returncode == 0, done.stdout + done.stderr
     jobs = [runs_file("rmsweep", str(i)) for i in range(2)]
     sweep_ids = {j["sweep_id"] for j in jobs}
     assert len(sweep_ids) == 1 and None not in sweep_ids
-    specs = [runner_record(j["runs"][-1]["id"])["spec"] for j in jobs]
-    assert [s["dataset"]["cut_seed"] for s in specs] == [0, 1]
-    assert all(record(j["runs"][-1]["id"])["status"] == "done" for j in jobs)
+    run_ids = [j["runs"][-1]["id"] for j in jobs]
+    specs = [runner_record(r)["spec"] for r in run_ids]
+    assert [s["seed"] for s in specs] == [0, 1]
+    assert len(set(run_ids)) == 2
+    records = [record(r) for r in run_ids]
+    assert len({r["dataset"] for r in records}) == 1, [r["dataset"] for r in records]
+    assert [r["config"]["seed"] for r in records] == [0, 1]
+    assert all(r["status"] == "done" for r in records)
 
 
 def test_ctrl_c_during_training_stops_the_run_and_its_worker():
