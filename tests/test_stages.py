@@ -78,7 +78,7 @@ def test_export_settings_shape_what_the_sft_job_trained_on(sft_stage):
 
 def test_grpo_and_dpo_continue_the_sft_adapter_and_the_result_serves(sets, sft_stage):
     sft = sft_stage
-    # two datasets: a dataset that is already training would answer with its running run
+    # two datasets, each stage trained from the same sft adapter
     grpo = _train(sets["train"], method="grpo", init_from=sft, steps=1, generations=2, max_completion_length=8,
                   config={"holdoutRows": 4, "monitor": False})
     dpo = _train(sets["all"], method="dpo", init_from=sft.id, steps=2, holdout=sets["holdout"],
