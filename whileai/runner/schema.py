@@ -26,6 +26,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from whileai.simulations import defaults as sdk
+# The knob messages' pieces are the library's own, so wai.train and the runner word a refusal alike.
+from whileai.simulations._hosting import _interval, _num, _reference
 
 from . import defaults
 
@@ -168,24 +170,6 @@ def unknown_key_message(path: str, accepted: list[str]) -> str:
 # ---------------------------------------------------------------------------
 # Knob checks against TRAINING_KNOBS / TRAINING_HOST_KEYS
 # ---------------------------------------------------------------------------
-
-
-def _num(x: Any) -> str:
-    return f"{x:g}" if isinstance(x, float) else str(x)
-
-
-def _reference(spec: dict[str, Any]) -> str:
-    paper, source = spec.get("paper"), spec.get("source") or ""
-    if paper is None:
-        default = spec.get("default")
-        return f"(our default is {_num(default)})" if default is not None else "(no default)"
-    name, _, cite = source.partition(", ")
-    return f"({name} used {_num(paper)}; {cite})" if cite else f"({name} used {_num(paper)})"
-
-
-def _interval(spec: dict[str, Any]) -> str:
-    lo, hi = spec["range"]
-    return f"{'(' if spec.get('open_low') else '['}{_num(lo)}, {_num(hi)}]"
 
 
 def knob_problem(path: str, name: str, value: Any, method: str) -> str | None:
