@@ -5,7 +5,7 @@
     python benchmarks/export_throughput.py --privileged   # rows carry a privileged block: the leak check runs
 
 The export pauses Python's cyclic garbage collector while it works (see
-_export_io.gc_paused), so the baseline is measured both as plain code runs and
+jsonl.gc_paused), so the baseline is measured both as plain code runs and
 with the collector paused too; the ratio against each is printed.
 
 The input is a file of 3-turn tool-use rows (system, user, then three assistant
@@ -104,7 +104,7 @@ def main() -> None:
     import warnings
 
     import whileai.simulations as wai
-    from whileai.simulations._export_io import JSONL_CODEC, write_jsonl
+    from whileai.simulations.jsonl import JSONL_CODEC, write_jsonl
 
     with tempfile.TemporaryDirectory(prefix="whileai-bench-") as tmp:
         src = Path(tmp) / "rollouts.jsonl"

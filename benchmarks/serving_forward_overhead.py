@@ -42,7 +42,7 @@ def main() -> None:
     from test_serving_modal import ASK, KEY, TOOLS, FakeVllm, FolderVolume, _adapter, _start
 
     from whileai.platform import serving
-    from whileai.platform._serving_remote import RemoteServing, vllm_adapter_name
+    from whileai.platform.serving._remote import RemoteServing, vllm_adapter_name
     from whileai.platform.server import serve_in_thread
 
     tmp = Path(tempfile.mkdtemp(prefix="whileai-bench-"))

@@ -55,7 +55,7 @@ def main() -> None:
     from whileai.kit._base import tiny_model_dir
     from whileai.platform.server import serve_in_thread
     from whileai.platform.store import store_url
-    from whileai.simulations._models import serve
+    from whileai.simulations.serving import serve
 
     base = str(tiny_model_dir())
     handle = serve_in_thread("127.0.0.1", 0, store_url())

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop("WHILEAI_BASE_URL", None)
         os.environ.pop("WHILEAI_API_KEY", None)
         from whileai.simulations import defaults
-        from whileai.simulations._client import get_client
+        from whileai.simulations.client import get_client
         from whileai.simulations.training import TrainingRun
 
         defaults.FLUSH_INTERVAL_S = 3600.0  # the timed flush sends everything; no background send competes

@@ -56,7 +56,7 @@ def bench_log(batches: int) -> None:
     import torch
 
     from whileai.simulations import defaults
-    from whileai.simulations._client import Client
+    from whileai.simulations.client import Client
     from whileai.simulations.training import TrainingRun
 
     defaults.FLUSH_INTERVAL_S = 3600.0  # measure log alone; sending is the background thread's job
@@ -104,7 +104,7 @@ def bench_trainer(steps: int, repeat: int) -> None:
 
     import whileai.simulations as wai
     from whileai.kit import build_tokenizer, tiny_model
-    from whileai.simulations._client import get_client
+    from whileai.simulations.client import get_client
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from tracking_ingest import _start_server
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_log(args.batches)
         from whileai.simulations import defaults
 
-        from whileai.simulations import _tracking
+        from whileai.simulations.tracking import _tracker as _tracking
 
         defaults.FLUSH_INTERVAL_S = 2.0  # the trainer part runs with the real background sends
         _tracking._FLUSHER.wake.set()

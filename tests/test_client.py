@@ -8,8 +8,8 @@ import threading
 import httpx
 import pytest
 
-from whileai.simulations import _client, defaults
-from whileai.simulations._client import Client, embedded_base_url, get_client
+from whileai.simulations import client as _client, defaults
+from whileai.simulations.client import Client, embedded_base_url, get_client
 from whileai.core.errors import NotFoundError, PlatformError
 
 

@@ -228,7 +228,7 @@ def test_push_survives_a_restart_byte_for_byte_and_stays_in_its_account(platform
 
     _other, other_key = platform["server"].store.create_account("someone else")
     assert raw_rows(platform["server"].base_url, other_key, ds.id)[0] == 404
-    from whileai.simulations._client import get_client
+    from whileai.simulations.client import get_client
     from whileai.core.errors import NotFoundError
 
     other = get_client(api_key=other_key, base_url=platform["server"].base_url)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import whileai.simulations as wai
-from whileai.simulations import _export_io
+from whileai.simulations import jsonl
 from whileai.simulations import rows as rows_module
 from whileai.simulations.export import MissingPolicyWarning, to_hf_dataset
 
@@ -121,7 +121,7 @@ def test_strip_think(data):
     ],
 )
 def test_strip_think_text(text, expected):
-    from whileai.simulations._export_shape import strip_think_text
+    from whileai.simulations.export._shape import strip_think_text
 
     assert strip_think_text(text) == expected
 
@@ -176,7 +176,7 @@ def test_missing_policy_warns_for_lists_and_paths(tmp_path):
     with pytest.warns(MissingPolicyWarning, match="2 of 2 rows have no system message.*2 of 2 rows have no tools"):
         wai.training_rows(rows)
     path = tmp_path / "rows.jsonl"
-    _export_io.write_jsonl(path, rows)
+    jsonl.write_jsonl(path, rows)
     with pytest.warns(MissingPolicyWarning, match="system_prompt="):
         wai.export_dataset(path, tools=TOOLS, validate=False)
     with warnings.catch_warnings():
@@ -248,7 +248,7 @@ def test_write_is_atomic(tmp_path, monkeypatch, data):
     def crash(src, dst):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(_export_io.os, "replace", crash)
+    monkeypatch.setattr(jsonl.os, "replace", crash)
     with pytest.raises(OSError, match="disk gone"):
         wai.export_dataset(data, target)
     assert target.read_text() == "previous export\n"
@@ -308,7 +308,7 @@ def test_validate_false_writes_and_reports(tmp_path):
 
 def test_problems_name_file_lines(tmp_path):
     source = tmp_path / "rows.jsonl"
-    _export_io.write_jsonl(source, broken_arguments_rows())
+    jsonl.write_jsonl(source, broken_arguments_rows())
     with pytest.raises(wai.ExportValidationError) as err:
         wai.export_dataset(source, system_prompt=SYSTEM, tools=TOOLS)
     assert [p["line"] for p in err.value.problems] == [2, 3]
@@ -480,7 +480,7 @@ def test_preference_sides_must_share_a_prompt(tmp_path):
 
 def test_preference_from_a_file_writes_beside_it(tmp_path):
     source = tmp_path / "pairs.jsonl"
-    _export_io.write_jsonl(source, pairs())
+    jsonl.write_jsonl(source, pairs())
     report = wai.export_preference(source, system_prompt=SYSTEM, tools=TOOLS)
     assert report["output"] == str(tmp_path / "pairs.preference.jsonl")
     with pytest.raises(wai.ExportValidationError, match="never overwrites"):
@@ -548,7 +548,7 @@ def test_load_dataset_json_loads_every_exported_file(tmp_path, data):
         "pref_trl": wai.export_preference(pairs(), tmp_path / "pt.jsonl", format="trl", system_prompt=SYSTEM,
                                           tools=TOOLS),
     }
-    _export_io.write_jsonl(tmp_path / "mixed.jsonl", mixed_argument_rows())
+    jsonl.write_jsonl(tmp_path / "mixed.jsonl", mixed_argument_rows())
     paths = [report["output"] for report in files.values()] + [str(tmp_path / "mixed.jsonl")]
     for path in paths:
         ds = datasets.load_dataset("json", data_files=path, split="train", cache_dir=str(tmp_path / "cache"))
@@ -560,7 +560,7 @@ def test_load_dataset_json_loads_every_exported_file(tmp_path, data):
 
 def test_the_missing_policy_warning_points_at_the_caller(tmp_path):
     rows = [multi_turn(0)]
-    _export_io.write_jsonl(tmp_path / "rows.jsonl", rows)
+    jsonl.write_jsonl(tmp_path / "rows.jsonl", rows)
     calls = [
         lambda: wai.training_rows(rows),
         lambda: wai.export_dataset(rows, tmp_path / "t.jsonl", validate=False),
@@ -604,7 +604,7 @@ def test_a_file_exports_the_same_in_chunks_of_any_size(tmp_path, monkeypatch, op
     from whileai.simulations import defaults
 
     source = tmp_path / "rows.jsonl"
-    _export_io.write_jsonl(source, chunked_rows())
+    jsonl.write_jsonl(source, chunked_rows())
     target = tmp_path / "out.jsonl"
     results = []
     for chunk in (defaults.EXPORT_CHUNK_BYTES, 1, 1500):  # the whole file; one row per chunk; two rows
@@ -660,17 +660,17 @@ def test_validate_failing_in_a_later_chunk_writes_nothing(tmp_path, monkeypatch)
     rows = [multi_turn(i) for i in range(6)]
     rows[5]["messages"][3]["tool_calls"][0]["function"]["arguments"] = '"{\\"value\\": 18}"'
     source = tmp_path / "rows.jsonl"
-    _export_io.write_jsonl(source, rows)
+    jsonl.write_jsonl(source, rows)
     target = tmp_path / "out.jsonl"
     target.write_text("the previous export\n")
     written = []
-    real_write = _export_io.JsonlWriter.write
+    real_write = jsonl.JsonlWriter.write
 
     def write(self, chunk):
         written.append([name for name in os.listdir(tmp_path) if name.endswith(".tmp")])
         real_write(self, chunk)
 
-    monkeypatch.setattr(_export_io.JsonlWriter, "write", write)
+    monkeypatch.setattr(jsonl.JsonlWriter, "write", write)
     with pytest.raises(wai.ExportValidationError) as err:
         wai.export_dataset(source, target, system_prompt=SYSTEM, tools=TOOLS)
     assert len(written) == 6 and all(len(temps) == 1 for temps in written[:5])  # rows 0-4 went to a temp file

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from whileai.simulations._export_io import gc_paused
+from whileai.simulations.jsonl import gc_paused
 
 
 @pytest.fixture(autouse=True)
@@ -74,6 +74,6 @@ def test_a_caller_that_turned_the_collector_off_keeps_it_off_and_an_error_still_
 
 
 def test_point_ingestion_uses_the_same_pause():
-    from whileai.platform import _routes_runs
+    from whileai.platform.api import runs as _runs
 
-    assert _routes_runs.gc_paused is gc_paused
+    assert _runs.gc_paused is gc_paused

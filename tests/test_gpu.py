@@ -64,8 +64,8 @@ def test_a_hosted_sft_job_trains_on_the_local_gpu_in_bf16_and_prices_it(session_
 @pytest.mark.gpu
 def test_the_endpoint_generates_on_the_gpu(tmp_path):
     from whileai.kit._base import tiny_model_dir
-    from whileai.platform import _serving_chat as chat
-    from whileai.platform._serving_pool import load_model
+    from whileai.platform.serving import _chat as chat
+    from whileai.platform.serving._pool import load_model
 
     model, tokenizer = load_model(str(tiny_model_dir()), None)
     assert next(model.parameters()).device.type == "cuda"

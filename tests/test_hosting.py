@@ -13,9 +13,9 @@ import warnings
 import pytest
 
 import whileai.simulations as wai
-from whileai.platform.launcher import runner
+from whileai.platform.launcher import jobs as runner
 from whileai.simulations import defaults
-from whileai.simulations._client import get_client
+from whileai.simulations.client import get_client
 from whileai.simulations._hosting import check_knob, resolve_config
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError
 

@@ -11,7 +11,7 @@ import pytest
 from test_store import postgres_url, store  # noqa: F401  (fixtures: SQLite, and PostgreSQL when reachable)
 
 from whileai.jobs import modal_app
-from whileai.platform.launcher import modal_backend, runner
+from whileai.platform.launcher import modal_backend, jobs as runner
 
 
 class SlowProgress:

@@ -24,7 +24,7 @@ from whileai.jobs import _common, modal_app
 from whileai.platform.launcher import modal_backend
 from whileai.simulations import defaults
 from whileai.platform import defaults as platform_defaults
-from whileai.simulations._client import get_client
+from whileai.simulations.client import get_client
 
 pytestmark = pytest.mark.slow
 
@@ -139,7 +139,7 @@ def test_dpo_on_modal_through_the_seam(sets, fake):
 
 def test_a_stage_on_modal_reads_its_start_adapter_from_the_volume(sets, fake, session_home):
     """DPO on Modal from an SFT run whose adapter is only here: it is uploaded to the Volume and the job continues it."""
-    from whileai.platform.launcher.runner import adapter_dir
+    from whileai.platform.launcher.jobs import adapter_dir
 
     sft = _train(sets, "sft", steps=1, check="off", config={"holdoutRows": 2})
     assert sft.wait(poll=1, timeout=240) == "done", sft.error

@@ -271,7 +271,7 @@ def test_importing_the_sdk_loads_no_platform_module_until_the_embedded_platform_
         "import sys, whileai.simulations as wai\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('whileai.platform'))\n"
         "assert not loaded, loaded\n"
-        "from whileai.simulations._client import get_client\n"
+        "from whileai.simulations.client import get_client\n"
         "print(get_client().request('GET', '/me')['name'])\n"
         "assert 'whileai.platform.embedded' in sys.modules\n"
     )
@@ -281,3 +281,97 @@ def test_importing_the_sdk_loads_no_platform_module_until_the_embedded_platform_
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()  # the local account's name
+
+
+def _package_of(module: str, path: Path) -> str:
+    """The package a module belongs to: itself for a package's ``__init__``, else its parent."""
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _within(importer_package: str, owner: str) -> bool:
+    return importer_package == owner or importer_package.startswith(owner + ".")
+
+
+def private_imports(module: str, path: Path, modules: dict[str, Path]) -> list[str]:
+    """Imports in ``path`` of another package's ``_private`` module or ``_private`` name.
+
+    A private module ``a.b._c`` belongs to package ``a.b``; a private name defined in module
+    ``a.b.m`` belongs to ``a.b`` too. Modules inside the owning package (and its subpackages)
+    may use them; every other package goes through the public names the owner exposes.
+    """
+    here = _package_of(module, path)
+    is_package = path.name == "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    bad: list[str] = []
+
+    def check_module(line: int, name: str) -> None:
+        target = _resolve(name, modules)
+        if target is None:
+            return
+        parts = target.split(".")
+        for i, part in enumerate(parts):
+            if _is_private(part):
+                owner = ".".join(parts[:i])
+                if not _within(here, owner):
+                    bad.append(f"{line}: {target} (private to {owner})")
+                return
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                check_module(node.lineno, alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = _relative_base(module, is_package, node.level)
+                source = f"{base}.{node.module}" if node.module else base
+            else:
+                source = node.module or ""
+            if not source.startswith("whileai"):
+                continue
+            check_module(node.lineno, source)
+            for alias in node.names:
+                candidate = f"{source}.{alias.name}"
+                if candidate in modules:
+                    check_module(node.lineno, candidate)
+                elif _is_private(alias.name) and source in modules:
+                    owner = _package_of(source, modules[source])
+                    if not _within(here, owner):
+                        bad.append(f"{node.lineno}: {alias.name} from {source} (private to {owner})")
+    return bad
+
+
+def test_no_private_import_across_packages():
+    modules = all_modules()
+    bad = []
+    for module, path in modules.items():
+        for found in private_imports(module, path, modules):
+            bad.append(f"{path.relative_to(PACKAGE_DIR.parent)}:{found}")
+    assert not bad, "imports of another package's private module or name:\n  " + "\n  ".join(sorted(bad))
+
+
+def test_the_private_import_reader(tmp_path):
+    modules = {
+        "whileai.simulations": Path("s/__init__.py"),
+        "whileai.simulations._hosting": Path("s/_hosting.py"),
+        "whileai.simulations.export": Path("s/export/__init__.py"),
+        "whileai.simulations.export._gate": Path("s/export/_gate.py"),
+        "whileai.runner": Path("r/__init__.py"),
+        "whileai.runner.schema": Path("r/schema.py"),
+    }
+    source = tmp_path / "schema.py"
+    source.write_text(
+        "from whileai.simulations._hosting import check\n"
+        "from whileai.simulations.export import _gate\n"
+        "from whileai.simulations.export import export_dataset, _helper\n"
+        "from whileai.simulations import export\n",
+        encoding="utf-8",
+    )
+    found = private_imports("whileai.runner.schema", source, modules)
+    assert [f.split(":")[0] for f in found] == ["1", "2", "3"]
+    inside = tmp_path / "_build.py"
+    inside.write_text("from . import _gate\nfrom .._hosting import _x\n", encoding="utf-8")
+    assert private_imports("whileai.simulations.export._build", inside, modules) == []

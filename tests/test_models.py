@@ -13,8 +13,8 @@ import math
 
 import pytest
 
-from whileai.simulations import _models, defaults, training
-from whileai.simulations._models import delete_model, models, reward_model, serve, unserve
+from whileai.simulations import serving as _models, defaults, training
+from whileai.simulations.serving import delete_model, models, reward_model, serve, unserve
 from whileai.core.errors import NotFoundError, PlatformError
 from whileai.platform import defaults as platform_defaults
 

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from whileai.simulations import _monitor_features as feats
-from whileai.simulations import _monitor_stats as stats
+from whileai.simulations.monitor import _features as feats
+from whileai.simulations.monitor import _stats as stats
 from whileai.simulations import defaults
 from whileai.simulations.monitor import HackMonitor, format_hack_monitor
 

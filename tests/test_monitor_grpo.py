@@ -73,7 +73,7 @@ def test_default_sampler_and_kl_on_the_tiny_model(kit):
 def test_left_padded_log_probs_match_one_sequence_at_a_time(kit):
     import torch
 
-    from whileai.simulations import _monitor_sampling as sampling_
+    from whileai.simulations.monitor import _sampling as sampling_
 
     tokenizer, model = kit
     held = sampling_.held_out_rows(rows()[:3] + ["a plain text prompt"])

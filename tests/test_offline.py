@@ -18,8 +18,9 @@ import pytest
 import whileai.simulations as wai
 from whileai.core.ids import is_id
 from whileai.core.paths import data_root
-from whileai.simulations import _client, _flush, _offline, _spool, _tracking, defaults, training
-from whileai.simulations._client import Client
+from whileai.simulations import client as _client, defaults, training
+from whileai.simulations.tracking import _flush, _offline, _spool, _tracker
+from whileai.simulations.client import Client
 
 
 class Switch(httpx.BaseTransport):
@@ -67,14 +68,14 @@ class Platform:
 
 @pytest.fixture
 def platform(home, monkeypatch):
-    monkeypatch.setattr(_tracking._FLUSHER, "flush_due", lambda: None)  # tests flush by hand
+    monkeypatch.setattr(_tracker._FLUSHER, "flush_due", lambda: None)  # tests flush by hand
     monkeypatch.setattr(_flush, "_SPOOL_TRIED", {})
     monkeypatch.setattr(_offline, "_ANNOUNCED", [False])
     monkeypatch.delenv(defaults.MODE_ENV, raising=False)
-    before = set(_tracking._FLUSHER.trackers)
+    before = set(_tracker._FLUSHER.trackers)
     yield Platform(monkeypatch)
-    with _tracking._FLUSHER.lock:
-        _tracking._FLUSHER.trackers &= before
+    with _tracker._FLUSHER.lock:
+        _tracker._FLUSHER.trackers &= before
 
 
 def _spooled() -> list[dict]:

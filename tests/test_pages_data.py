@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from whileai.platform import _store_sessions as sessions
+from whileai.platform.store import sessions
 from whileai.platform import defaults as platform_defaults
 from whileai.platform.pages import _list, _series, _views, defaults
 from whileai.platform.store import InvalidError, Store

@@ -97,7 +97,7 @@ def test_rm_tooluse_as_a_joblib_sweep_of_two_parallel_jobs_on_one_dataset():
 
 
 def test_ctrl_c_during_training_stops_the_run_and_its_worker():
-    from whileai.simulations._client import get_client
+    from whileai.simulations.client import get_client
 
     args = ["recipe=sft_tooluse", "dataset.tasks=24", "holdoutRows=4", "steps=100000", f"base_model={tiny_base()}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WHILEAI_RUNNER_TOKEN": "sigint", "PYTHONWARNINGS": "ignore"}
@@ -159,7 +159,7 @@ def test_serve_platform_serves_the_run_and_the_endpoint_answers_one_chat_complet
 
 def test_serve_platform_on_the_embedded_default_answers_one_chat_completion_in_process():
     """No server running: the completion goes through the SDK's client seam to the embedded app's /v1."""
-    from whileai.simulations._client import embedded_base_url, get_client
+    from whileai.simulations.client import embedded_base_url, get_client
 
     assert not os.environ.get("WHILEAI_BASE_URL") and not os.environ.get("WHILEAI_API_KEY")
     args = ["recipe=sft_tooluse", *TINY, f"base_model={tiny_base()}", "serve=platform", "serve.name=runner-embedded",

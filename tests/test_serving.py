@@ -25,7 +25,7 @@ from whileai.platform.server import serve_in_thread  # noqa: E402
 from whileai.platform.store import store_url  # noqa: E402
 from whileai.platform import defaults  # noqa: E402
 from whileai.simulations import training  # noqa: E402
-from whileai.simulations._models import models, serve, unserve  # noqa: E402
+from whileai.simulations.serving import models, serve, unserve  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,

@@ -28,13 +28,8 @@ from fastapi import FastAPI, Request  # noqa: E402
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse  # noqa: E402
 
 from whileai.platform import serving  # noqa: E402
-from whileai.platform._serving_chat import RequestError  # noqa: E402
-from whileai.platform._serving_remote import (  # noqa: E402
-    ModalServeCloud,
-    RemoteServing,
-    serve_target,
-    vllm_adapter_name,
-)
+from whileai.platform.serving._chat import RequestError  # noqa: E402
+from whileai.platform.serving._remote import ModalServeCloud, RemoteServing, serve_target, vllm_adapter_name
 from whileai.platform.server import serve_in_thread  # noqa: E402
 from whileai.simulations import defaults  # noqa: E402
 from whileai.platform import defaults as platform_defaults
@@ -297,7 +292,7 @@ def test_an_unreachable_deployment_is_a_503_saying_how_to_redeploy(deployment):
     client = openai.OpenAI(base_url=f"{d['platform'].base_url}/v1", api_key=d["key"], max_retries=0)
     with pytest.raises(openai.InternalServerError) as caught:
         client.chat.completions.create(model="agent", messages=ASK)
-    assert caught.value.status_code == 503 and "modal deploy -m whileai.platform.serving_modal" in str(caught.value)
+    assert caught.value.status_code == 503 and "modal deploy -m whileai.platform.serving.modal" in str(caught.value)
 
 
 # --------------------------------------------------------------------------- configuration
@@ -338,7 +333,7 @@ def test_the_modal_backend_names_what_is_missing(monkeypatch):
 
 
 def test_the_deployment_runs_vllm_with_lora_tool_parsing_and_the_key(monkeypatch):
-    from whileai.platform import serving_modal
+    from whileai.platform.serving import modal as serving_modal
 
     argv = serving_modal.vllm_argv("Qwen/Qwen3-0.6B")
     assert argv[:3] == ["vllm", "serve", "Qwen/Qwen3-0.6B"] and "--enable-lora" in argv

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from whileai.platform import _serving_chat as chat
-from whileai.platform._serving_chat import RequestError
-from whileai.platform._serving_pool import ModelPool
+from whileai.platform.serving import _chat as chat
+from whileai.platform.serving._chat import RequestError
+from whileai.platform.serving._pool import ModelPool
 from whileai.platform import defaults
 
 

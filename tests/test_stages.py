@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 import whileai.simulations as wai
-from whileai.platform.launcher.runner import adapter_dir, job_dir
+from whileai.platform.launcher.jobs import adapter_dir, job_dir
 from whileai.platform import defaults as platform_defaults
-from whileai.simulations._client import get_client
+from whileai.simulations.client import get_client
 
 pytestmark = pytest.mark.slow
 

@@ -22,8 +22,9 @@ import pytest
 import torch
 
 from whileai.core.paths import data_root
-from whileai.simulations import _client, _flush, _spool, _tracking, defaults
-from whileai.simulations._client import Client
+from whileai.simulations import client as _client, defaults
+from whileai.simulations.tracking import _flush, _spool, _tracker
+from whileai.simulations.client import Client
 from whileai.simulations.training import TrainingRun, attach_delta, attach_holdout
 
 
@@ -93,12 +94,12 @@ class Platform:
 @pytest.fixture
 def fake(home, monkeypatch):
     # tests flush by hand unless they turn the background thread back on
-    monkeypatch.setattr(_tracking._FLUSHER, "flush_due", lambda: None)
+    monkeypatch.setattr(_tracker._FLUSHER, "flush_due", lambda: None)
     monkeypatch.setattr(_flush, "_SPOOL_TRIED", {})
-    before = set(_tracking._FLUSHER.trackers)
+    before = set(_tracker._FLUSHER.trackers)
     yield Platform()
-    with _tracking._FLUSHER.lock:  # runs of this test's data root are of no use to later tests
-        _tracking._FLUSHER.trackers &= before
+    with _tracker._FLUSHER.lock:  # runs of this test's data root are of no use to later tests
+        _tracker._FLUSHER.trackers &= before
 
 
 def _run(fake: Platform, **body) -> TrainingRun:
@@ -260,11 +261,11 @@ def test_backoff_grows_and_is_capped(fake, monkeypatch):
 
 def test_background_thread_sends_without_being_asked(fake, monkeypatch):
     monkeypatch.setattr(defaults, "FLUSH_INTERVAL_S", 0.05)
-    monkeypatch.setattr(_tracking._FLUSHER, "flush_due", _tracking._Flusher.flush_due.__get__(_tracking._FLUSHER))
+    monkeypatch.setattr(_tracker._FLUSHER, "flush_due", _tracker._Flusher.flush_due.__get__(_tracker._FLUSHER))
     run = _run(fake)
     for i in range(10):
         run.log(step=i, loss=float(i))
-    _tracking._FLUSHER.wake.set()
+    _tracker._FLUSHER.wake.set()
     deadline = time.monotonic() + 10
     while len(fake.points(run.id)) < 10 and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -23,8 +23,9 @@ import pytest
 
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store, ensure_local_account, store_url
-from whileai.simulations import _run, _tracking, defaults, training
-from whileai.simulations._client import get_client
+from whileai.simulations.tracking import _run, _tracker
+from whileai.simulations import defaults, training
+from whileai.simulations.client import get_client
 from whileai.core.errors import NotFoundError
 from whileai.simulations.training import delete_run, get_run, list_runs, training_run
 
@@ -37,7 +38,7 @@ def fast_retries(monkeypatch):
     monkeypatch.setattr(defaults, "RETRY_BACKOFF_S", 0.05)
     monkeypatch.setattr(defaults, "RETRY_BACKOFF_MAX_S", 0.2)
     monkeypatch.setattr(defaults, "TRACKING_TIMEOUT_S", 2.0)
-    _tracking._FLUSHER.wake.set()  # pick up the short interval now
+    _tracker._FLUSHER.wake.set()  # pick up the short interval now
 
 
 @pytest.fixture
@@ -48,11 +49,11 @@ def server(home, monkeypatch):
     monkeypatch.setenv("WHILEAI_BASE_URL", handle.base_url)
     monkeypatch.setenv("WHILEAI_API_KEY", key)
     state = {"handle": handle, "account": account_id, "key": key, "port": handle.port}
-    before = set(_tracking._FLUSHER.trackers)
+    before = set(_tracker._FLUSHER.trackers)
     yield state
     state["handle"].stop()
-    with _tracking._FLUSHER.lock:  # runs on this stopped server are of no use to the rest of the session
-        _tracking._FLUSHER.trackers &= before
+    with _tracker._FLUSHER.lock:  # runs on this stopped server are of no use to the rest of the session
+        _tracker._FLUSHER.trackers &= before
 
 
 def _count(run_id: str, account: str) -> int:
@@ -164,7 +165,7 @@ class _Proxy:
 
 def test_injected_500s_and_timeouts_are_counted_and_lose_nothing(server, monkeypatch):
     monkeypatch.setattr(defaults, "TRACKING_TIMEOUT_S", 0.5)
-    monkeypatch.setattr(_tracking._FLUSHER, "flush_due", lambda: None)  # this test drives every send itself
+    monkeypatch.setattr(_tracker._FLUSHER, "flush_due", lambda: None)  # this test drives every send itself
     proxy = _Proxy(server["port"], hold_s=1.5)
     try:
         run = training_run(name="flaky", api_key=server["key"])

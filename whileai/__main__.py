@@ -15,7 +15,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "platform": ("whileai.platform.server", "main", "start the platform server (store, API, pages, serving)"),
     "open": ("whileai.platform.server", "open_main", "open the run pages (or one run's page) in the browser, signed in"),
     "accounts": ("whileai.platform.accounts", "main", "add, list and rotate the platform's accounts and API keys"),
-    "sync": ("whileai.simulations._tracking", "sync_main", "deliver what was spooled while the platform was unreachable or offline"),
+    "sync": ("whileai.simulations.tracking", "sync_main", "deliver what was spooled while the platform was unreachable or offline"),
     "run": ("whileai.runner.cli", "run_main", "run an experiment: python -m whileai run recipe=sft_tooluse [knob=value ...]"),
     "validate": ("whileai.runner.cli", "validate_main", "compose and validate a spec only (nothing is loaded or run)"),
     "reproduce": ("whileai.runner.reproduce", "reproduce_main", "re-run a run from its stored spec: reproduce RUN_ID [overrides]"),

@@ -48,7 +48,7 @@ class SchemaTool(dict):
 
 def mixed_prompts(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
     """GRPO's prompts: from each task with a pass and a fail, its prompt and gold (once per task when balanced)."""
-    from whileai.simulations._rowsource import task_key
+    from whileai.simulations.rowsource import task_key
 
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:

@@ -75,7 +75,7 @@ def execute(payload: dict[str, Any], progress: MutableMapping[str, Any], volume_
     from whileai.jobs._common import cpu_threads
     from whileai.jobs.body import JobRun, run_job as run_body
     from whileai.jobs.worker import error_text
-    from whileai.simulations._client import Client
+    from whileai.simulations.client import Client
 
     cpu_threads()
     job_id = payload["job_id"]

@@ -35,7 +35,7 @@ def load(spec: dict[str, Any]) -> tuple[Any, Any]:
 def pair_examples(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
     """``{"chosen": messages, "rejected": messages, "tools": [...]}`` per pass-vs-fail pair (TRL's implicit prompt)."""
     from whileai.jobs.dpo import preference_pairs
-    from whileai.simulations._models import reward_text_messages
+    from whileai.simulations.serving import reward_text_messages
 
     out = []
     for pair in preference_pairs(rows, balance):
@@ -52,7 +52,7 @@ def score_rows(model: Any, tokenizer: Any, rows: list[dict[str, Any]], batch_siz
     """The head's score for each row (chat template over its whole conversation and tools)."""
     import torch
 
-    from whileai.simulations._models import reward_text_messages, score_token_batches
+    from whileai.simulations.serving import reward_text_messages, score_token_batches
 
     size = batch_size or defaults.REWARD_MODEL_BATCH_SIZE
     was_training = model.training

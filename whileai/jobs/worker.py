@@ -25,7 +25,7 @@ __all__ = ["main", "job_client", "Heartbeat", "error_text"]
 
 def job_client() -> Any:
     """The client a job reports through: the embedded platform on the launcher's store, with the job's key."""
-    from whileai.simulations._client import embedded_client, get_client
+    from whileai.simulations.client import embedded_client, get_client
 
     key = os.environ.get("WHILEAI_API_KEY")
     if not key:
@@ -85,7 +85,7 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from whileai.jobs.body import JobRun, run_job
-    from whileai.platform.launcher.runner import adapter_dir, job_dir
+    from whileai.platform.launcher.jobs import adapter_dir, job_dir
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:

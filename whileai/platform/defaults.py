@@ -74,7 +74,7 @@ STORE_LOCK_RETRIES = 8
 STORE_LOCK_BACKOFF_S = 0.05
 STORE_LOCK_BACKOFF_MAX_S = 2.0
 
-# Page sessions and one-time sign-in links (_store_sessions.py: the run pages' sign-in).
+# Page sessions and one-time sign-in links (store/sessions.py: the run pages' sign-in).
 
 #: Name of the cookie that carries a page session's random token (never the API key).
 SESSION_COOKIE = "whileai_session"
@@ -162,7 +162,7 @@ MODAL_PYTHON_VERSION = "3.11"
 
 #: Where the endpoint's generation runs: "platform" (the platform's own process,
 #: CPU or local GPU) or "modal" (forwarded to the whileai-serve vLLM app,
-#: platform/serving_modal.py). The registry, keys and 404s stay on the platform
+#: platform/serving/modal.py). The registry, keys and 404s stay on the platform
 #: either way. Set SERVE_TARGET_ENV, or {"serve_target": ...} in config.json.
 SERVE_TARGETS: tuple[str, ...] = ("platform", "modal")
 SERVE_TARGET_DEFAULT = "platform"

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any
 
-from whileai.platform._store_sessions import create_signin_link
+from whileai.platform.store.sessions import create_signin_link
 from whileai.platform.store import Store, ensure_local_account, local_key_path, store_url
 from whileai.platform import defaults
 

@@ -19,15 +19,14 @@ problem is collected and reported at once:
 from __future__ import annotations
 
 import difflib
-import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from whileai.simulations import defaults as sdk
-# The knob messages' pieces are the library's own, so wai.train and the runner word a refusal alike.
-from whileai.simulations._hosting import _interval, _num, _reference
+# One knob checker for wai.train and the runner, so both word a refusal alike.
+from whileai.core.knobs import check_knob
 
 from . import defaults
 
@@ -174,24 +173,7 @@ def unknown_key_message(path: str, accepted: list[str]) -> str:
 
 def knob_problem(path: str, name: str, value: Any, method: str) -> str | None:
     """What is wrong with ``name=value`` for ``method`` (a message naming the range and the paper), or None."""
-    per_method = _TABLES[name][name]
-    if method not in per_method:
-        readers = ", ".join(per_method)
-        return (f"{path}={value!r} is not read by {method} ({name} is read by {readers}); "
-                f"remove it, or pick method={next(iter(per_method))}")
-    spec = per_method[method]
-    if "choices" in spec:
-        if value in spec["choices"] and type(value) is type(spec["choices"][0]):
-            return None
-        accepted = ", ".join(repr(c) for c in spec["choices"])
-        return f"{path}={value!r} is not accepted for {method}; pass one of {accepted} {_reference(spec)} or leave it null"
-    if not math.isfinite(float(value)):
-        return f"{path}={value!r} is not finite; pass a value in {_interval(spec)} for {method} or leave it null"
-    lo, hi = spec["range"]
-    if value > hi or value < lo or (spec.get("open_low") and value == lo):
-        return (f"{path}={_num(value)} is outside {_interval(spec)} for {method} {_reference(spec)}; "
-                "pass a value in range or leave it null")
-    return None
+    return check_knob(name, value, method, _TABLES[name][name], label=path, unset="null", suggest_method=True)
 
 
 # ---------------------------------------------------------------------------

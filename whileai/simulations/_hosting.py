@@ -12,13 +12,12 @@ launch its job (``POST /jobs/launch``). The job itself lives in
 
 from __future__ import annotations
 
-import math
-import numbers
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from . import defaults
+from whileai.core import knobs
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
 
 __all__ = ["train", "resolve_config", "selection_gate", "check_knob"]
@@ -37,49 +36,9 @@ _LORA_SHAPE = ("loraRank", "loraAlpha")
 # ---------------------------------------------------------------------------
 
 
-def _num(x: Any) -> str:
-    return f"{x:g}" if isinstance(x, float) else str(x)
-
-
-def _reference(spec: Mapping[str, Any]) -> str:
-    """``(DeepSeekMath used 0.04; arXiv:2402.03300)``, or our default when no paper gave one."""
-    paper, source = spec.get("paper"), spec.get("source") or ""
-    if paper is None:
-        default = spec.get("default")
-        return f"(our default is {_num(default)})" if default is not None else "(no default)"
-    name, _, cite = source.partition(", ")
-    return f"({name} used {_num(paper)}; {cite})" if cite else f"({name} used {_num(paper)})"
-
-
-def _interval(spec: Mapping[str, Any]) -> str:
-    lo, hi = spec["range"]
-    return f"{'(' if spec.get('open_low') else '['}{_num(lo)}, {_num(hi)}]"
-
-
 def check_knob(name: str, value: Any, method: str, table: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """The problem with ``name=value`` for ``method``, or None when it is accepted."""
-    per_method = table[name]
-    if method not in per_method:
-        readers = ", ".join(per_method)
-        return f"{name}={value!r} does not apply to {method} (it is read by {readers}); leave it None"
-    spec = per_method[method]
-    if "choices" in spec:
-        if value in spec["choices"] and type(value) is type(spec["choices"][0]):
-            return None
-        accepted = ", ".join(repr(c) for c in spec["choices"])
-        return (f"{name}={value!r} is not accepted for {method}; pass one of {accepted} "
-                f"{_reference(spec)} or leave it None")
-    wants_int = name in _INT_KNOBS
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or (wants_int and not isinstance(value, numbers.Integral)):
-        kind = "a whole number" if wants_int else "a number"
-        return f"{name}={value!r} is not {kind}; pass {kind} in {_interval(spec)} for {method} or leave it None"
-    if not math.isfinite(value):
-        return f"{name}={value!r} is not finite; pass a value in {_interval(spec)} for {method} or leave it None"
-    lo, hi = spec["range"]
-    if value > hi or value < lo or (spec.get("open_low") and value == lo):
-        return (f"{name}={_num(value)} is outside {_interval(spec)} for {method} {_reference(spec)}; "
-                "pass a value in range or leave it None")
-    return None
+    """The problem with ``name=value`` for ``method``, or None when it is accepted (whileai.core.knobs)."""
+    return knobs.check_knob(name, value, method, table[name], whole=name in _INT_KNOBS)
 
 
 #: the kit demo base's proven LoRA SFT recipe (benchmarks/kit_lora_sft.py), by knob
@@ -359,9 +318,8 @@ def train(
         run.training["before"], run.training["after"], run.adapter
         grpo = wai.train(ds_mixed, method="grpo", init_from=run, wait=True)
     """
-    from ._client import get_client
-    from ._run import TrainingRun
-    from ._tracking import jsonable
+    from .client import get_client
+    from .tracking import TrainingRun, jsonable
 
     problems: list[str] = []
     _closed("method", method, defaults.TRAIN_METHODS, problems)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import defaults
-from ._rowsource import group_by_task
+from .rowsource import group_by_task
 
 __all__ = ["profile_rows", "selection_report", "METHODS"]
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import defaults
-from ._rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
+from .rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
 from ._selection import METHODS, profile_rows
 from ._selection import selection_report as _selection_report
 
@@ -72,7 +72,7 @@ class DatasetHandle:
 
 
 def _client():
-    from ._client import get_client
+    from .client import get_client
 
     return get_client()
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from . import defaults
 from ._actions import action_matches, first_action, json_equal, parse_arguments
-from ._rowsource import rows_of
+from .rowsource import rows_of
 from ._scoring import (  # noqa: F401  (the judge contract and ScoredData are re-exported here, their public home)
     Judge,
     ScoredData,
@@ -153,7 +153,7 @@ def judge_reply(text: str, row: Mapping[str, Any], judge: Judge | None = None) -
 
         judge_reply('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>', row)
     """
-    from whileai.kit.toolcalls import parse_tool_calls
+    from whileai.core.toolcalls import parse_tool_calls
 
     from ._taskkey import prompt_messages
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import defaults
-from ._rowsource import describe_source, rows_of, task_key
+from .rowsource import describe_source, rows_of, task_key
 
 __all__ = ["delta_report", "VERDICTS"]
 

@@ -23,7 +23,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from . import _export_io
+from . import jsonl
 from ._taskkey import prompt_hash, prompt_messages, task_key
 from whileai.core.errors import RowFormatError
 
@@ -326,7 +326,7 @@ def check_rows(
         return
     fix = "each row needs messages (role + content, tool_calls on assistant turns); see docs/rows.md"
     if path is not None:
-        raise _export_io.file_error(path, problems, fix)
+        raise jsonl.file_error(path, problems, fix)
     from .defaults import EXPORT_PROBLEMS_IN_MESSAGE
 
     shown = [f"  row {p['row']}: {p['detail']}" for p in problems[:EXPORT_PROBLEMS_IN_MESSAGE]]
@@ -338,7 +338,7 @@ def check_rows(
 
 def read_rows(path: str | os.PathLike) -> tuple[list[dict], list[int]]:
     """Rows of a JSONL file and their line numbers; any bad line raises ``RowFormatError`` naming it."""
-    rows, lines = _export_io.read_jsonl(path, what="rollout row")
+    rows, lines = jsonl.read_jsonl(path, what="rollout row")
     check_rows(rows, path=path, lines=lines)
     return rows, lines
 
@@ -441,8 +441,8 @@ class SimulationData:
     def save(self, path: str | os.PathLike) -> Path:
         """Write ``rows()`` as JSONL (atomically); returns the path."""
         path = Path(path)
-        with _export_io.gc_paused():
-            _export_io.write_jsonl(path, self.rows())
+        with jsonl.gc_paused():
+            jsonl.write_jsonl(path, self.rows())
         return path
 
     @classmethod
@@ -452,7 +452,7 @@ class SimulationData:
         When every row opens with the same system message, or carries the same
         tools, that becomes the profile; ``name`` defaults to the file's stem.
         """
-        with _export_io.gc_paused():
+        with jsonl.gc_paused():
             rows, _ = read_rows(path)
         systems = {r["messages"][0].get("content") if r["messages"][0].get("role") == "system" else None for r in rows}
         system_prompt = systems.pop() if len(systems) == 1 else None

@@ -7,9 +7,9 @@
     trainer.train()          # the callback logs every step and finishes the run
     print(run)               # run_... done, step 40/40, http://127.0.0.1:8470/runs/run_...
 
-The run handle, :class:`TrainingRun`, is defined in :mod:`._run`; the sending
-machinery (buffer, background flush, retries, the spool) in :mod:`._tracking`
-and :mod:`._flush`; ``train`` in :mod:`._hosting`. This module is the surface
+The run handle, :class:`TrainingRun`, and the sending machinery (buffer,
+background flush, retries, the spool, offline runs) live in :mod:`.tracking`;
+``train`` in :mod:`._hosting`. This module is the surface
 people call, and every training name is importable from it.
 """
 
@@ -17,10 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _offline
-from ._client import Client, get_client
-from ._run import TrainingRun, _holdout_fields
-from ._tracking import FINAL_STATUSES, jsonable
+from .client import Client, get_client
+from .tracking import FINAL_STATUSES, TrainingRun, create_run, holdout_fields, jsonable
 
 __all__ = [
     "TrainingRun",
@@ -88,7 +86,7 @@ def training_run(
         body["config"] = jsonable(config, "config")
     body = {k: v for k, v in body.items() if v is not None}
     client = get_client(api_key=api_key)
-    record, deferred, offline = _offline.create_run(client, body)
+    record, deferred, offline = create_run(client, body)
     run = TrainingRun(record, client)
     if deferred is not None:
         run._tracker.defer_create(deferred, offline)
@@ -141,7 +139,7 @@ def attach_holdout(
 
         wai.attach_holdout("run_...", before=0.42, after=0.58)
     """
-    fields = _holdout_fields(before, after, metric)
+    fields = holdout_fields(before, after, metric)
     if isinstance(run_id, TrainingRun):
         run_id.summary.update(fields)
     return _client_of(run_id, api_key).request(
@@ -226,4 +224,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 from ._hosting import train  # noqa: E402,F401
-from ._models import chat_completion, delete_model, models, reward_model, serve, unserve  # noqa: E402,F401
+from .serving import chat_completion, delete_model, models, reward_model, serve, unserve  # noqa: E402,F401

@@ -21,18 +21,8 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from whileai.platform._routes_common import (
-    API_PREFIX,
-    ApiError,
-    Body,
-    account_id,
-    api_key_from,
-    job_account,
-    job_scope,
-    json_response,
-    store,
-)
-from whileai.platform.launcher import runner
+from whileai.platform.api.common import API_PREFIX, ApiError, Body, account_id, api_key_from, job_account, job_scope, json_response, store
+from whileai.platform.launcher import jobs as runner
 from whileai.platform import defaults
 
 __all__ = ["router", "install"]
@@ -110,10 +100,10 @@ def stop_run(run_id: str, request: Request, acct: str = Depends(account_id)) -> 
     already ended is left as it is (``stopped`` false, ``detail`` says how it
     ended). Another account's run answers 404.
     """
-    from whileai.platform._routes_runs import _with_url
+    from whileai.platform.api.runs import with_url
 
     answer = runner.stop_run(store(request), acct, run_id)
-    answer["run"] = _with_url(answer["run"], request)
+    answer["run"] = with_url(answer["run"], request)
     return json_response(answer)
 
 
@@ -123,7 +113,7 @@ _RUN_PAGE = re.compile(r"^/(?:page-data/)?runs/(run_[0-9a-f]+)(?:/live)?/?$")  #
 
 
 def _settle(app: Any, scope: Scope, kind: str, ident: str, page: bool) -> None:
-    from whileai.platform.pages._auth import page_account  # a page reader may hold a session, not a key
+    from whileai.platform.pages.auth import page_account  # a page reader may hold a session, not a key
 
     request = Request(scope)
     the_store = app.state.store

@@ -15,8 +15,8 @@ from sqlalchemy import String, cast, func, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
-from whileai.platform._store_models import Run, _run_record
-from whileai.platform._store_values import RUN_STATUSES, InvalidError
+from whileai.platform.store.tables import Run, run_record
+from whileai.platform.store.values import RUN_STATUSES, InvalidError
 from whileai.platform.pages import defaults
 
 __all__ = ["FILTERS", "list_page", "sweep_records", "check_filters"]
@@ -77,7 +77,7 @@ def list_page(store: Any, account_id: str, filters: dict[str, str], page: int, p
             found = s.execute(select(expr).where(Run.account_id == account_id, expr.is_not(None))
                               .group_by(expr).order_by(expr).limit(defaults.FILTER_CHOICES_MAX)).scalars().all()
             choices[name] = [v for v in found if v != ""]
-        return {"records": [_run_record(r) for r in rows], "total": total, "choices": choices}
+        return {"records": [run_record(r) for r in rows], "total": total, "choices": choices}
 
     out = store._tx(work, write=False)
     out.update(page=page, per_page=per_page, pages=max(1, -(-out["total"] // per_page)), filters=filters)
@@ -90,6 +90,6 @@ def sweep_records(store: Any, account_id: str, sweep: str) -> list[dict[str, Any
     def work(s: Session) -> list[dict[str, Any]]:
         q = (select(Run).where(Run.account_id == account_id, _expr(store, "sweep") == sweep)
              .order_by(Run.pk.desc()).limit(defaults.SWEEP_MAX_RUNS))
-        return [_run_record(r) for r in reversed(s.scalars(q).all())]
+        return [run_record(r) for r in reversed(s.scalars(q).all())]
 
     return store._tx(work, write=False)

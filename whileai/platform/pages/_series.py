@@ -25,8 +25,8 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from whileai.platform._store_models import Point
-from whileai.platform._store_values import loads
+from whileai.platform.store.tables import Point
+from whileai.platform.store.values import loads
 from whileai.platform.pages import defaults
 
 __all__ = ["Columns", "columns", "downsample", "chart_series", "points_after"]

@@ -22,14 +22,14 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from whileai.platform._routes_common import ApiError, base_url, json_response, store
-from whileai.platform._store_values import NotFoundError
-from whileai.platform.pages import _auth, _list, _series, _views, defaults
+from whileai.platform.api.common import ApiError, base_url, json_response, store
+from whileai.platform.store.values import NotFoundError
+from whileai.platform.pages import _list, _series, _views, auth, defaults
 
 __all__ = ["router"]
 
 router = APIRouter(include_in_schema=False)
-router.include_router(_auth.router)
+router.include_router(auth.router)
 
 _HERE = Path(__file__).parent
 _STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
@@ -46,11 +46,11 @@ _PAGES = ("runs", "run", "compare", "sweep")
 def _shell(page: str, status: int = 200) -> HTMLResponse:
     html = _SHELL.replace("{{page}}", page).replace("{{version}}", _VERSION)
     html = html.replace("{{poll_ms}}", str(defaults.LIVE_POLL_MS))
-    return HTMLResponse(html, status_code=status, headers=_auth.PAGE_HEADERS)
+    return HTMLResponse(html, status_code=status, headers=auth.PAGE_HEADERS)
 
 
 def _reader(request: Request) -> str:
-    account = _auth.page_account(request)
+    account = auth.page_account(request)
     if account is None:
         raise ApiError(401, "sign in first: open /signin, or send 'Authorization: Bearer <key>'", "unauthorized")
     return account
@@ -58,10 +58,10 @@ def _reader(request: Request) -> str:
 
 def _page(request: Request, page: str, check: Any = None) -> Response:
     """The shell for a signed-in reader (404 when ``check`` finds nothing of theirs); else the sign-in form."""
-    account = _auth.page_account(request)
+    account = auth.page_account(request)
     if account is None:
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        return RedirectResponse(f"/signin?next={quote(target, safe='')}", status_code=303, headers=_auth.PAGE_HEADERS)
+        return RedirectResponse(f"/signin?next={quote(target, safe='')}", status_code=303, headers=auth.PAGE_HEADERS)
     if check is not None:
         try:
             check(account)
@@ -72,7 +72,7 @@ def _page(request: Request, page: str, check: Any = None) -> Response:
 
 def _data(value: Any) -> Response:
     response = json_response(value)
-    response.headers.update(_auth.PAGE_HEADERS)
+    response.headers.update(auth.PAGE_HEADERS)
     return response
 
 

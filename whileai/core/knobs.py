@@ -1,0 +1,80 @@
+"""The one knob checker: a value against its row of the knob table (range, choices, paper, source).
+
+``wai.train`` (the SDK) and the runner's schema both call :func:`check_knob`, so a refusal
+names the same range, the same paper value and the same citation wherever it is raised;
+only the spelling of the key (``beta`` or ``method.beta``) and of "unset" (``None`` in
+Python, ``null`` in YAML) differ between the two surfaces.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["check_knob", "fmt_num", "knob_reference", "knob_interval"]
+
+
+def fmt_num(x: Any) -> str:
+    """A number as people write it: ``0.04``, ``1e-05``, ``300``."""
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def knob_reference(spec: Mapping[str, Any]) -> str:
+    """``(DeepSeekMath used 0.04; arXiv:2402.03300)``, or our default when no paper gave one."""
+    paper, source = spec.get("paper"), spec.get("source") or ""
+    if paper is None:
+        default = spec.get("default")
+        return f"(our default is {fmt_num(default)})" if default is not None else "(no default)"
+    name, _, cite = source.partition(", ")
+    return f"({name} used {fmt_num(paper)}; {cite})" if cite else f"({name} used {fmt_num(paper)})"
+
+
+def knob_interval(spec: Mapping[str, Any]) -> str:
+    """``[0, 1]``, or ``(0, 1]`` when the low end is open."""
+    lo, hi = spec["range"]
+    return f"{'(' if spec.get('open_low') else '['}{fmt_num(lo)}, {fmt_num(hi)}]"
+
+
+def check_knob(
+    name: str,
+    value: Any,
+    method: str,
+    per_method: Mapping[str, Mapping[str, Any]],
+    *,
+    whole: bool = False,
+    label: str | None = None,
+    unset: str = "None",
+    suggest_method: bool = False,
+) -> str | None:
+    """The problem with ``name=value`` for ``method``, or None when the value is accepted.
+
+    ``per_method`` is the knob's row of the table (method -> range/choices/paper/source);
+    ``whole`` asks for an integer; ``label`` is how the key is written where it was given
+    (``method.beta``); ``unset`` is that surface's word for "leave it to the default";
+    ``suggest_method`` words a knob the method does not read as "pick another method".
+    """
+    key = label or name
+    if method not in per_method:
+        readers = ", ".join(per_method)
+        if suggest_method:
+            return (f"{key}={value!r} is not read by {method} ({name} is read by {readers}); "
+                    f"remove it, or pick method={next(iter(per_method))}")
+        return f"{key}={value!r} does not apply to {method} (it is read by {readers}); leave it {unset}"
+    spec = per_method[method]
+    if "choices" in spec:
+        if value in spec["choices"] and type(value) is type(spec["choices"][0]):
+            return None
+        accepted = ", ".join(repr(c) for c in spec["choices"])
+        return f"{key}={value!r} is not accepted for {method}; pass one of {accepted} {knob_reference(spec)} or leave it {unset}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or (whole and not isinstance(value, numbers.Integral)):
+        kind = "a whole number" if whole else "a number"
+        return f"{key}={value!r} is not {kind}; pass {kind} in {knob_interval(spec)} for {method} or leave it {unset}"
+    if not math.isfinite(value):
+        return f"{key}={value!r} is not finite; pass a value in {knob_interval(spec)} for {method} or leave it {unset}"
+    lo, hi = spec["range"]
+    if value > hi or value < lo or (spec.get("open_low") and value == lo):
+        return (f"{key}={fmt_num(value)} is outside {knob_interval(spec)} for {method} {knob_reference(spec)}; "
+                f"pass a value in range or leave it {unset}")
+    return None

@@ -1,0 +1,155 @@
+"""What every route shares: the caller's account, the store, JSON answers and errors.
+
+Routes are thin: they read the request, call one :class:`~whileai.platform.store.Store`
+method with the caller's account id, and answer JSON. Other routers on the same
+app (serving, pages) use :func:`account_id` as their auth dependency and
+:func:`store` to reach the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict
+
+from whileai.platform.store.values import dumps
+from whileai.platform.store import Store
+
+__all__ = [
+    "API_PREFIX",
+    "ApiError",
+    "Body",
+    "account_id",
+    "run_account",
+    "job_account",
+    "dataset_account",
+    "job_scope",
+    "api_key_from",
+    "base_url",
+    "json_response",
+    "store",
+]
+
+#: where the HTTP API's routes live (docs/architecture.md, "HTTP API")
+API_PREFIX = "/api/v1"
+
+
+class ApiError(Exception):
+    """An HTTP error answered as ``{"error": {"message", "type"}}``."""
+
+    def __init__(self, status: int, message: str, type_: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+
+
+class Body(BaseModel):
+    """Request bodies: unknown fields and wrong types are refused rather than guessed at."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+
+def store(request: Request) -> Store:
+    return request.app.state.store
+
+
+def base_url(request: Request) -> str:
+    """The server's own address as the caller reached it, unless the app was given a public URL."""
+    configured = getattr(request.app.state, "public_url", None)
+    return configured or str(request.base_url).rstrip("/")
+
+
+def api_key_from(request: Request) -> str | None:
+    """The key of ``Authorization: Bearer <key>``, or None (pages also take a session cookie: pages/auth.py)."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return None
+
+
+_NO_KEY = (
+    "no API key: send the header 'Authorization: Bearer <key>'. The local account's key is in the data "
+    "root's local_key file (printed once when `python -m whileai platform` first started); on a team server "
+    "ask its operator for one (`python -m whileai accounts add NAME`)"
+)
+_BAD_KEY = (
+    "the API key sent is not valid on this platform (revoked, rotated, or from another platform); check "
+    "WHILEAI_API_KEY or the data root's config.json, or use the key in the data root's local_key file"
+)
+
+
+def _key_or_401(request: Request) -> str:
+    key = api_key_from(request)
+    if key is None:
+        raise ApiError(401, _NO_KEY, "unauthorized")
+    return key
+
+
+def account_id(request: Request) -> str:
+    """The caller's account id, from ``Authorization: Bearer <key>``; 401 without a valid account key.
+
+    A job's own key is not an account key: it reaches only the routes of its
+    job, its run and its datasets (:func:`run_account`, :func:`job_account`,
+    :func:`dataset_account`), and is refused here.
+    """
+    key = _key_or_401(request)
+    found = store(request).account_for_key(key)
+    if found is not None:
+        return found
+    if store(request).job_key_scope(key) is not None:
+        raise ApiError(
+            403,
+            "this is a job's key: it reaches only its own job, that job's run and the datasets it trains on; "
+            "use an account key for anything else",
+            "forbidden",
+        )
+    raise ApiError(401, _BAD_KEY, "unauthorized")
+
+
+def _scoped(request: Request, what: str, ident: str) -> str:
+    """The account for an account key, or for a job key whose job, run or datasets include ``ident``.
+
+    A job key asking for anything else answers 404, as for a missing id.
+    """
+    key = _key_or_401(request)
+    the_store = store(request)
+    found = the_store.account_for_key(key)
+    if found is not None:
+        return found
+    scope = the_store.job_key_scope(key)
+    if scope is None:
+        raise ApiError(401, _BAD_KEY, "unauthorized")
+    allowed = {"run": (scope["run_id"],), "job": (scope["job_id"],), "dataset": scope["datasets"]}[what]
+    if ident not in allowed:
+        raise ApiError(404, f"{what} {ident!r} not found in this account; check the id (list them to see yours)",
+                       "not_found")
+    request.state.job_scope = scope
+    return scope["account_id"]
+
+
+def run_account(run_id: str, request: Request) -> str:
+    """The auth dependency of a run's own routes: an account key, or the key of a job of that run."""
+    return _scoped(request, "run", run_id)
+
+
+def job_account(job_id: str, request: Request) -> str:
+    """The auth dependency of a job's own routes: an account key, or that job's key."""
+    return _scoped(request, "job", job_id)
+
+
+def dataset_account(dataset_id: str, request: Request) -> str:
+    """The auth dependency of reading a dataset: an account key, or the key of a job that trains on it."""
+    return _scoped(request, "dataset", dataset_id)
+
+
+def job_scope(request: Request) -> dict[str, Any] | None:
+    """What the caller's job key reaches when it sent one (after a scoped dependency ran); None for account keys."""
+    return getattr(request.state, "job_scope", None)
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    return Response(dumps(value), status_code=status, media_type="application/json")

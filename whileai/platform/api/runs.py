@@ -1,0 +1,165 @@
+"""/api/v1/runs: create, read, list, update and delete runs, and ingest their points."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from whileai.platform.api.common import ApiError, Body, account_id, base_url, json_response, run_account, store
+from whileai.platform.store.values import dumps, loads
+from whileai.platform.store import RUN_STATUSES
+from whileai.core.collector import gc_paused  # one process-wide, counted pause of the collector
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+class RunCreate(Body):
+    id: str | None = None
+    name: str | None = None
+    dataset: str | None = None
+    after_dataset: str | None = None
+    config: Any = None
+    kind: str | None = None
+    status: str = "running"
+    summary: dict[str, Any] | None = None
+    step: int | None = None
+    total_steps: int | None = None
+    once: bool = False
+
+
+class RunPatch(Body):
+    status: str | None = None
+    error: str | None = None
+    summary: dict[str, Any] | None = None
+    step: int | None = None
+    total_steps: int | None = None
+    name: str | None = None
+    config: Any = None
+    kind: str | None = None
+
+
+def with_url(record: dict[str, Any], request: Request) -> dict[str, Any]:
+    record["url"] = f"{base_url(request)}/runs/{record['id']}"
+    return record
+
+
+@router.post("/runs", status_code=201)
+def create_run(body: RunCreate, request: Request, acct: str = Depends(account_id)) -> Response:
+    """201 with a new run. With ``id`` (a client that named its run itself): 200 with the run when this
+    account already has it, 404 when the id is another account's, as for any id not in the account.
+    With ``once`` (and no ``id``): 200 with the account's running run of the same dataset, kind and config
+    when there is one (a training submit sent twice; a config ``target`` of null reads as the platform's
+    default), else 201 with a new run; its ``created`` says which."""
+    fields = body.model_dump()
+    run_id = fields.pop("id")
+    once = fields.pop("once")
+    if once and run_id is not None:
+        raise ApiError(422, "once and id were both sent; send id to name the run, or once to answer a running "
+                       "run of the same dataset and config, not both", "invalid_request")
+    if once:
+        if isinstance(fields["config"], dict) and "target" in fields["config"] and fields["config"]["target"] is None:
+            from whileai.platform.launcher.jobs import default_target  # None is where the launch will run it
+
+            fields["config"] = {**fields["config"], "target": default_target()}
+        record, created = store(request).create_run_once(acct, **fields)
+        return json_response({**with_url(record, request), "created": created}, 201 if created else 200)
+    if run_id is None:
+        return json_response(with_url(store(request).create_run(acct, **fields), request), 201)
+    record, created = store(request).ensure_run(acct, run_id, **fields)
+    return json_response(with_url(record, request), 201 if created else 200)
+
+
+@router.get("/runs")
+def list_runs(
+    request: Request,
+    status: str | None = Query(None, description=f"one of {', '.join(RUN_STATUSES)}"),
+    dataset: str | None = None,
+    name: str | None = None,
+    kind: str | None = None,
+    limit: int | None = Query(None, description="most runs to answer (PLATFORM_LIST_LIMIT when left out)"),
+    acct: str = Depends(account_id),
+) -> Response:
+    runs = store(request).list_runs(acct, status=status, dataset=dataset, name=name, kind=kind, limit=limit)
+    return json_response({"runs": [with_url(r, request) for r in runs]})
+
+
+@router.get("/runs/{run_id}")
+def get_run(
+    run_id: str,
+    request: Request,
+    series: bool = Query(True, description="false answers the record without its points"),
+    acct: str = Depends(run_account),
+) -> Response:
+    if not series:
+        return json_response(with_url(store(request).get_run(acct, run_id, series=False), request))
+    record, series_json = store(request).get_run_with_series_json(acct, run_id)
+    head = dumps(with_url(record, request))
+    # The series is spliced in as stored text: 100,000 points are never decoded and re-encoded.
+    return Response(head[:-1] + ',"series":' + series_json + "}", media_type="application/json")
+
+
+@router.get("/runs/{run_id}/points")
+def get_points(run_id: str, request: Request, acct: str = Depends(run_account)) -> Response:
+    _, series_json = store(request).get_run_with_series_json(acct, run_id)
+    return Response('{"points":' + series_json + "}", media_type="application/json")
+
+
+@router.patch("/runs/{run_id}")
+def update_run(run_id: str, body: RunPatch, request: Request, acct: str = Depends(run_account)) -> Response:
+    record = store(request).update_run(acct, run_id, body.model_dump(exclude_unset=True))
+    return json_response(with_url(record, request))
+
+
+@router.delete("/runs/{run_id}")
+def delete_run(run_id: str, request: Request, acct: str = Depends(account_id)) -> Response:
+    return json_response(store(request).delete_run(acct, run_id))
+
+
+_POINTS_SHAPE = (
+    '{"batch_id": "<unique per batch>", "points": [{"step": 1, "metrics": {"loss": 0.5}, "ts": 1790000000.0}]}'
+)
+
+
+def _parse_points_body(raw: bytes) -> tuple[Any, Any]:
+    if not raw:
+        raise ApiError(400, f"the body is empty; send JSON like {_POINTS_SHAPE}", "malformed_json")
+    try:
+        body = loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise ApiError(
+            400, f"the body is not valid JSON{where} ({exc}); send JSON like {_POINTS_SHAPE}", "malformed_json"
+        ) from exc
+    if not isinstance(body, dict):
+        raise ApiError(422, f"the body is a JSON {type(body).__name__}; send an object like {_POINTS_SHAPE}", "invalid_request")
+    unknown = sorted(set(body) - {"batch_id", "points"})
+    if unknown:
+        raise ApiError(422, f"unknown fields {unknown}; a points batch has batch_id and points", "invalid_request")
+    if "batch_id" not in body or "points" not in body:
+        missing = [k for k in ("batch_id", "points") if k not in body]
+        raise ApiError(
+            422,
+            f"missing {', '.join(missing)}: batch_id is an id the client picks per batch (a resent batch is "
+            f"stored once) and points the list of points; e.g. {_POINTS_SHAPE}",
+            "invalid_request",
+        )
+    return body["batch_id"], body["points"]
+
+
+@router.post("/runs/{run_id}/points")
+async def add_points(run_id: str, request: Request, acct: str = Depends(run_account)) -> Response:
+    """Store a batch of points once per ``batch_id``; parsed here rather than by pydantic, for speed."""
+    raw = await request.body()
+
+    def work() -> dict[str, Any]:
+        with gc_paused():  # decoding 100,000 points makes a million objects, none of them cyclic
+            batch_id, points = _parse_points_body(raw)
+            return store(request).add_points(acct, run_id, batch_id, points)
+
+    return json_response(await run_in_threadpool(work))

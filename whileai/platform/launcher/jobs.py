@@ -1,0 +1,388 @@
+"""The job runner, platform side: one job row per hosted run, launched locally or on Modal, and watched.
+
+A local job is a detached worker process (``python -m whileai.jobs.worker
+<job_id>``) in its own session, so the process that asked for it can exit. It
+reaches the platform with a job-scoped API key minted here (stored hashed like
+any key, revoked when the job ends) through the embedded client on the same
+store. A Modal job is a spawned function call; its progress is pulled from
+Modal when the run or job is read.
+
+Nothing watches jobs in the background: :func:`reconcile` runs whenever a job
+or its run is read, and settles a job whose process died without a word
+(killed, out of memory) or stopped beating (JOB_STALE_S), so no run stays
+"running" forever.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from whileai.platform.store.values import RUN_STOP_MARK
+from whileai.platform import defaults
+from whileai.platform.launcher._shared import (  # noqa: F401  (re-exported: the launcher's names)
+    FINISHED,
+    JOB_ID_ENV,
+    adapter_dir,
+    end_job,
+    job_dir,
+    job_log,
+)
+from whileai.core.paths import data_root, setting
+
+__all__ = [
+    "launch",
+    "default_target",
+    "reconcile",
+    "reconcile_run",
+    "end_job",
+    "stop_run",
+    "job_dir",
+    "job_log",
+    "spec_problems",
+    "PLATFORM_SPEC_KEYS",
+    "adapter_dir",
+    "start_adapter",
+    "worker_env",
+    "JOB_ID_ENV",
+    "FINISHED",
+    "STOP_MARK",
+]
+
+#: the summary key a run stopped on request carries (when, and what was ended); the store keeps such a run stopped
+STOP_MARK = RUN_STOP_MARK
+
+#: worker processes this process started, by pid: polled (and so reaped) instead of
+#: trusting ``kill(pid, 0)``, which also succeeds on a zombie
+_CHILDREN: dict[int, subprocess.Popen] = {}
+_CHILDREN_LOCK = threading.Lock()
+
+
+#: spec fields only the platform writes (where a job runs and what it may reach); a launch may not send them
+PLATFORM_SPEC_KEYS = ("log", "key_hash", "host", "launched_at", "pulled", "pid", "call_id")
+
+
+def spec_problems(spec: dict[str, Any]) -> list[str]:
+    """What in a launch spec the platform refuses: a base model path outside its model folders (``_loadable``)."""
+    from whileai.platform._loadable import launch_base_problem
+
+    problem = launch_base_problem(spec["base_model"]) if "base_model" in spec else None
+    return [problem] if problem else []
+
+
+def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:
+    """The worker's environment: the job key, this data root and this store, no server address.
+
+    The worker always uses the embedded client on the same store (a server that
+    launched it may be stopped or restarted while the job runs; the store stays).
+    """
+    env = dict(os.environ)
+    env.pop("WHILEAI_BASE_URL", None)
+    env["WHILEAI_API_KEY"] = key
+    env[defaults.HOME_ENV] = str(data_root())
+    env[defaults.STORE_URL_ENV] = store.url
+    env[JOB_ID_ENV] = job_id
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return env
+
+
+# ---------------------------------------------------------------------------
+# Launch
+# ---------------------------------------------------------------------------
+
+
+def default_target() -> str:
+    """Where a job runs when ``train`` names no target: TRAIN_TARGET_ENV, else ``train_target`` in the
+    data root's config.json, else TRAIN_TARGET_DEFAULT ("local")."""
+    return setting(defaults.TRAIN_TARGET_ENV, "train_target") or defaults.TRAIN_TARGET_DEFAULT
+
+
+def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Create the job row for ``run_id`` and start it on ``target`` ("local" or "modal"). Returns the job record.
+
+    A launch that fails marks the job and the run failed with the reason and raises.
+    """
+    if target not in defaults.TRAIN_TARGETS:
+        raise ValueError(f"target={target!r} is not a place jobs run; pass one of {', '.join(defaults.TRAIN_TARGETS)}")
+    spec = {k: v for k, v in spec.items() if k != "init_adapter"}  # the platform names that folder, never a caller
+    job = store.create_job(account_id, run_id=run_id, kind=kind, target=target, status="queued", spec=spec)
+    try:
+        start = start_adapter(store, account_id, kind, spec, target)
+        if target == "local":
+            if start is not None:
+                job = store.update_job(account_id, job["id"], {"spec": {**spec, "init_adapter": str(start)}})
+            return _launch_local(store, account_id, job)
+        from .modal_backend import launch_modal
+
+        return launch_modal(store, account_id, job, start)
+    except Exception as exc:
+        end_job(store, account_id, job, "failed", f"the job could not start: {type(exc).__name__}: {exc}")
+        raise
+
+
+def start_adapter(store: Any, account_id: str, kind: str, spec: dict[str, Any], target: str) -> Path | None:
+    """The adapter folder a run with ``init_from`` starts from, checked; None without ``init_from``.
+
+    The run named must be this account's, finished ``done``, with its adapter in
+    this platform's adapters folder (a Modal run's adapter is copied there when
+    it ends; one that stayed on the Volume can still start a Modal job). Raises
+    ValueError saying which of these fails.
+    """
+    source = spec.get("init_from")
+    if not source:
+        return None
+    if kind == "rm":
+        raise ValueError(f"init_from={source!r} does not apply to rm: a reward model starts from the base with a "
+                         "fresh score head; leave init_from out")
+    try:
+        record = store.get_run(account_id, str(source), series=False)
+    except LookupError:
+        raise ValueError(f"init_from={source!r} is not a run of this account; pass the id of one of its "
+                         "finished runs") from None
+    if record["status"] != "done":
+        raise ValueError(f"init_from={source!r} is {record['status']}, not done: a run continues only from a "
+                         "finished run's adapter; wait for it to end, or pick a done run")
+    folder = adapter_dir(record["id"])
+    if (folder / "adapter_config.json").is_file():
+        return folder
+    remote = (record.get("summary") or {}).get("adapter_remote")
+    if target == "modal" and remote:
+        return folder  # not copied home; the Modal job reads it from the Volume
+    raise ValueError(f"init_from={source!r} has no adapter on this platform (nothing at {folder}); "
+                     "train that run again, or start from another finished run")
+
+
+def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
+    job_id = job["id"]
+    folder = job_dir(job_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    log_path = job_log(job_id)
+    key = store.issue_job_key(account_id, job_id)
+    spec = dict(job["spec"] or {})
+    spec.update(host=socket.gethostname(), launched_at=time.time())
+    store.update_job(account_id, job_id, {"spec": spec})
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "whileai.jobs.worker", job_id],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=worker_env(store, key, job_id),
+            cwd=str(folder),
+            start_new_session=True,  # its own session: a Ctrl-C or exit of the caller does not reach it
+            close_fds=True,
+        )
+    with _CHILDREN_LOCK:
+        _CHILDREN[proc.pid] = proc
+    # reap it the moment it exits, so a long-lived launcher (a server, a notebook) keeps no zombies
+    threading.Thread(target=proc.wait, name=f"whileai-reap-{job_id}", daemon=True).start()
+    return store.update_job(account_id, job_id, {"pid": proc.pid, "status": "running"})
+
+
+# ---------------------------------------------------------------------------
+# Ending and reconciling
+# ---------------------------------------------------------------------------
+
+
+def _pid_alive(pid: int | None, job_id: str) -> bool:
+    """Whether the worker process for ``job_id`` still runs (a zombie, or a reused pid, counts as gone)."""
+    if not pid:
+        return False
+    with _CHILDREN_LOCK:
+        proc = _CHILDREN.get(pid)
+    if proc is not None:
+        if proc.poll() is None:
+            return True
+        with _CHILDREN_LOCK:
+            _CHILDREN.pop(pid, None)
+        return False
+    proc_dir = Path(f"/proc/{pid}")
+    if Path("/proc/self").exists():
+        try:
+            stat = (proc_dir / "stat").read_text()
+            cmdline = (proc_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return False
+        state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""
+        return state not in ("Z", "X") and job_id in cmdline
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _log_tail(job_id: str) -> str:
+    path = job_log(job_id)
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - defaults.JOB_LOG_TAIL_CHARS))
+            text = f.read().decode(errors="replace").strip()
+    except OSError:
+        return ""
+    return f"\nLast lines of its log ({path}):\n{text}" if text else f" Its log ({path}) is empty."
+
+
+def reconcile(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
+    """The job as it stands now: a job whose worker is gone, hung or finished remotely is settled first."""
+    if job["status"] in FINISHED:
+        return job
+    if job.get("target") == "modal":
+        from .modal_backend import reconcile_modal
+
+        return reconcile_modal(store, account_id, job)
+    return _reconcile_local(store, account_id, job)
+
+
+def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
+    spec = job.get("spec") or {}
+    now = time.time()
+    beat = job.get("heartbeat_at")
+    if beat is not None:
+        silent_for = now - beat
+        stale = silent_for > defaults.JOB_STALE_S
+    else:
+        silent_for = now - (spec.get("launched_at") or job["created_at"])
+        stale = silent_for > defaults.JOB_START_GRACE_S
+    if job["status"] == "queued" and not job.get("pid"):
+        if not stale:
+            return job
+        return _settle_dead(store, account_id, job, f"the job never started: no worker was launched in "
+                            f"{silent_for:.0f} s (JOB_START_GRACE_S)")
+    same_host = spec.get("host") in (None, socket.gethostname())
+    alive = _pid_alive(job.get("pid"), job["id"]) if same_host else None
+    if alive is False:
+        return _settle_dead(store, account_id, job, (
+            f"the job process (pid {job.get('pid')}) ended without reporting: it was killed (e.g. SIGKILL, or the "
+            "out-of-memory killer) or crashed before it could record an error." + _log_tail(job["id"])
+        ))
+    if stale:
+        how = "its process is gone" if alive is None else "its process still exists but is hung; it was stopped"
+        if alive:
+            try:
+                os.killpg(job["pid"], signal.SIGKILL)
+            except OSError:
+                pass
+        return _settle_dead(store, account_id, job, (
+            f"the job sent no heartbeat for {silent_for:.0f} s (JOB_STALE_S is {defaults.JOB_STALE_S:g} s); {how}."
+            + _log_tail(job["id"])
+        ))
+    return job
+
+
+def _settle_dead(store: Any, account_id: str, job: dict[str, Any], error: str) -> dict[str, Any]:
+    """A worker that is gone: trust what it managed to record, else fail the job and its run with ``error``."""
+    latest = store.get_job(account_id, job["id"])
+    if latest["status"] in FINISHED:
+        return latest
+    run_status = None
+    if latest.get("run_id"):
+        try:
+            run_status = store.get_run(account_id, latest["run_id"], series=False)["status"]
+        except LookupError:
+            run_status = None
+    if run_status in FINISHED:  # the run finished; the process died before it could close the job
+        return end_job(store, account_id, latest, run_status)
+    return end_job(store, account_id, latest, "failed", error)
+
+
+def reconcile_run(store: Any, account_id: str, run_id: str) -> None:
+    """Settle the unfinished jobs of one run (called when the run is read)."""
+    for job in store.list_jobs(account_id, run_id=run_id, limit=10):
+        if job["status"] not in FINISHED:
+            reconcile(store, account_id, job)
+
+
+# ---------------------------------------------------------------------------
+# Stopping
+# ---------------------------------------------------------------------------
+
+
+def _end_process(job: dict[str, Any]) -> str:
+    """SIGKILL a local worker's process group and wait (JOB_STOP_WAIT_S at most) until it is gone; what happened."""
+    pid = job.get("pid")
+    spec = job.get("spec") or {}
+    if spec.get("host") not in (None, socket.gethostname()):
+        return (f"its worker runs on {spec.get('host')}, which this platform cannot signal; its key is revoked, so "
+                "it ends itself at its next heartbeat")
+    if not _pid_alive(pid, job["id"]):
+        return "its worker had already exited"
+    try:
+        if os.getpgid(pid) == pid:  # the worker leads its own session and group (start_new_session)
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return "its worker had already exited"
+    deadline = time.monotonic() + defaults.JOB_STOP_WAIT_S
+    while _pid_alive(pid, job["id"]):
+        if time.monotonic() > deadline:
+            return f"its worker (pid {pid}) was sent SIGKILL but had not exited {defaults.JOB_STOP_WAIT_S:g} s later"
+        time.sleep(0.05)
+    return f"its worker (pid {pid}) and its process group were ended"
+
+
+def _cancel_call(job: dict[str, Any]) -> str:
+    from .modal_backend import get_backend
+
+    call_id = job.get("call_id")
+    if not call_id:
+        return "it had no Modal call yet"
+    try:
+        get_backend().cancel(call_id)
+    except Exception as exc:  # the run is stopped either way; say that the GPU may still be running
+        return (f"cancelling its Modal call {call_id} failed ({type(exc).__name__}: {exc}); cancel it with "
+                f"`modal app stop` or in Modal's dashboard")
+    return f"its Modal call {call_id} was cancelled"
+
+
+def _discard_adapter(run_id: str) -> None:
+    """Remove what a stopped job may have left in its adapter folder (a finished save, or a partial one)."""
+    import shutil
+
+    folder = adapter_dir(run_id)
+    for path in [folder, *folder.parent.glob(f".{run_id}.partial-*")] if folder.parent.is_dir() else []:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def stop_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
+    """Stop a run: its unfinished jobs ended (a local worker's process group killed, a Modal call cancelled).
+
+    The job's key is revoked first, so nothing its worker still sends is taken,
+    then the process is ended; the run is marked ``stopped`` with STOP_MARK on
+    its summary (the store keeps it stopped whatever a late finish says), and
+    any adapter the job had written is removed, so a stopped run has no result.
+    A run that has already ended is left as it is. Returns ``{"run", "stopped",
+    "detail"}``; raises LookupError for a run that is not the account's.
+    """
+    run = store.get_run(account_id, run_id, series=False)
+    if run["status"] in FINISHED:
+        return {"run": run, "stopped": False, "detail": f"{run_id} already ended {run['status']}; nothing to stop"}
+    said = []
+    for job in store.list_jobs(account_id, run_id=run_id, limit=10):
+        if job["status"] in FINISHED:
+            continue
+        end_job(store, account_id, job, "stopped", "stopped on request")
+        how = _cancel_call(job) if job.get("target") == "modal" else _end_process(job)
+        said.append(f"job {job['id']}: {how}")
+    detail = "; ".join(said) or "it had no job (a run logged by hand): marked stopped"
+    latest = store.get_run(account_id, run_id, series=False)
+    if latest["status"] in ("done", "failed"):  # it ended on its own while the stop was under way
+        return {"run": latest, "stopped": False, "detail": f"{run_id} ended {latest['status']} before it could be "
+                f"stopped ({detail})"}
+    mark = {"at": time.time(), "detail": detail}
+    run = store.update_run(account_id, run_id, {"status": "stopped", "error": f"stopped on request ({detail})",
+                                               "summary": {STOP_MARK: mark, "adapter": None}})
+    _discard_adapter(run_id)
+    return {"run": run, "stopped": True, "detail": detail}

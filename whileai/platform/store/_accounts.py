@@ -1,0 +1,197 @@
+"""The store's accounts and API keys: create an account, issue, revoke and look up keys (stored hashed).
+
+Plain functions whose first argument, ``store``, is the :class:`~whileai.platform.store.Store`
+facade that binds them as its methods; every query is scoped to the caller's account.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+import time
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from whileai.platform.store.tables import Account, ApiKey, Job, JobKey, Setting, _check_str, hash_key, _new_id, _not_found
+from whileai.platform.store.values import FINISHED_STATUSES
+from whileai.platform import defaults
+
+
+#: the leading characters of every API key (then API_KEY_BYTES of randomness, URL-safe)
+_KEY_PREFIX = "wai_"
+#: the leading characters of a job's own key (see issue_job_key): never an account key
+_JOB_KEY_PREFIX = "waijob_"
+#: the Setting row that names the local account (made once per store by ensure_local_account)
+_LOCAL_ACCOUNT_SETTING = "local_account_id"
+
+
+def create_account(store: Any, name: str | None = None) -> tuple[str, str]:
+    """A new account and its first API key: ``(account_id, api_key)``. The key is shown only here."""
+    name = _check_str(name, "name", 200) or "account"
+
+    def work(s: Session) -> tuple[str, str]:
+        account_id = _new_id("acct")
+        s.add(Account(id=account_id, name=name, created_at=time.time()))
+        s.flush()
+        return account_id, store._issue_key(s, account_id)
+
+    return store._tx(work)
+
+
+def _issue_key(store: Any, s: Session, account_id: str) -> str:
+    key = _KEY_PREFIX + secrets.token_urlsafe(defaults.API_KEY_BYTES)
+    s.add(
+        ApiKey(
+            account_id=account_id,
+            prefix=key[: defaults.API_KEY_PREFIX_CHARS],
+            key_hash=hash_key(key),
+            created_at=time.time(),
+        )
+    )
+    return key
+
+
+def issue_api_key(store: Any, account_id: str) -> str:
+    """Another API key for an existing account (the old ones keep working)."""
+
+    def work(s: Session) -> str:
+        if s.get(Account, account_id) is None:
+            raise _not_found("account", account_id)
+        return store._issue_key(s, account_id)
+
+    return store._tx(work)
+
+
+def revoke_api_key(store: Any, account_id: str, api_key: str) -> bool:
+    """Stop ``api_key`` from authenticating; True when this account had it."""
+    return store.revoke_api_key_hash(hash_key(api_key), account_id=account_id)
+
+
+def revoke_api_key_hash(store: Any, key_hash: str, *, account_id: str | None = None) -> bool:
+    """Revoke the key whose SHA-256 is ``key_hash`` (e.g. a job-scoped key); True when one was removed."""
+
+    def work(s: Session) -> bool:
+        q = delete(ApiKey).where(ApiKey.key_hash == key_hash)
+        if account_id is not None:
+            q = q.where(ApiKey.account_id == account_id)
+        return (s.execute(q).rowcount or 0) > 0
+
+    return store._tx(work)
+
+
+def account_for_key(store: Any, api_key: str | None) -> str | None:
+    """The account id an API key belongs to, or None. Hashes are compared in constant time."""
+    if not api_key or not isinstance(api_key, str) or len(api_key) > 200:
+        return None
+    prefix = api_key[: defaults.API_KEY_PREFIX_CHARS]
+    digest = hash_key(api_key)
+
+    def work(s: Session) -> str | None:
+        found = None
+        for account_id, key_hash in s.execute(
+            select(ApiKey.account_id, ApiKey.key_hash).where(ApiKey.prefix == prefix)
+        ):
+            if hmac.compare_digest(key_hash, digest):
+                found = account_id
+        return found
+
+    return store._tx(work, write=False)
+
+
+def get_account(store: Any, account_id: str) -> dict[str, Any]:
+    def work(s: Session) -> dict[str, Any]:
+        a = s.get(Account, account_id)
+        if a is None:
+            raise _not_found("account", account_id)
+        return {"account_id": a.id, "name": a.name, "created_at": a.created_at}
+
+    return store._tx(work, write=False)
+
+
+def count_accounts(store: Any) -> int:
+    return store._tx(lambda s: s.scalar(select(func.count()).select_from(Account)) or 0, write=False)
+
+
+def local_account_id(store: Any) -> str | None:
+    """The id of the local account (the one the embedded SDK and a local server share), if made."""
+    return store._tx(lambda s: s.scalar(select(Setting.value).where(Setting.key == _LOCAL_ACCOUNT_SETTING)), write=False)
+
+
+def list_accounts(store: Any) -> list[dict[str, Any]]:
+    """Every account, oldest first: ``{account_id, name, created_at, keys, local}`` (``keys``: live account keys)."""
+
+    def work(s: Session) -> list[dict[str, Any]]:
+        local = s.scalar(select(Setting.value).where(Setting.key == _LOCAL_ACCOUNT_SETTING))
+        counts = dict(s.execute(select(ApiKey.account_id, func.count()).group_by(ApiKey.account_id)).all())
+        return [
+            {"account_id": a.id, "name": a.name, "created_at": a.created_at, "keys": counts.get(a.id, 0),
+             "local": a.id == local}
+            for a in s.scalars(select(Account).order_by(Account.created_at, Account.id))
+        ]
+
+    return store._tx(work, write=False)
+
+
+def rotate_api_key(store: Any, account_id: str) -> str:
+    """A new key for the account, and every key it had before revoked, in one transaction."""
+
+    def work(s: Session) -> str:
+        if s.get(Account, account_id) is None:
+            raise _not_found("account", account_id)
+        s.execute(delete(ApiKey).where(ApiKey.account_id == account_id))
+        return store._issue_key(s, account_id)
+
+    return store._tx(work)
+
+
+# --------------------------------------------------------------------------- job keys
+
+
+def issue_job_key(store: Any, account_id: str, job_id: str) -> str:
+    """A key for one job's worker (stored hashed); see :func:`job_key_scope` for what it reaches."""
+
+    def work(s: Session) -> str:
+        store._job(s, account_id, job_id)
+        key = _JOB_KEY_PREFIX + secrets.token_urlsafe(defaults.API_KEY_BYTES)
+        s.add(JobKey(account_id=account_id, job_id=job_id, prefix=key[: defaults.API_KEY_PREFIX_CHARS],
+                     key_hash=hash_key(key), created_at=time.time()))
+        return key
+
+    return store._tx(work)
+
+
+def job_key_scope(store: Any, api_key: str | None) -> dict[str, Any] | None:
+    """What a job key reaches, or None (not a job key, or its job has finished).
+
+    ``{"account_id", "job_id", "run_id", "datasets"}``: the datasets are the
+    ones the platform put on the job's spec (``dataset`` and ``holdout``).
+    """
+    if not api_key or not isinstance(api_key, str) or len(api_key) > 200 or not api_key.startswith(_JOB_KEY_PREFIX):
+        return None
+    digest = hash_key(api_key)
+
+    def work(s: Session) -> dict[str, Any] | None:
+        for key_hash, job_id, account_id in s.execute(
+            select(JobKey.key_hash, JobKey.job_id, JobKey.account_id).where(
+                JobKey.prefix == api_key[: defaults.API_KEY_PREFIX_CHARS])
+        ):
+            if not hmac.compare_digest(key_hash, digest):
+                continue
+            j = s.scalar(select(Job).where(Job.id == job_id, Job.account_id == account_id))
+            if j is None or j.status in FINISHED_STATUSES:
+                return None
+            spec = json.loads(j.spec_json) if j.spec_json else None
+            spec = spec if isinstance(spec, dict) else {}
+            datasets = tuple(d for d in (spec.get("dataset"), spec.get("holdout")) if isinstance(d, str))
+            return {"account_id": account_id, "job_id": job_id, "run_id": j.run_id, "datasets": datasets}
+        return None
+
+    return store._tx(work, write=False)
+
+
+def revoke_job_keys(store: Any, job_id: str) -> int:
+    """Revoke every key of a job (its worker's); the number removed."""
+    return store._tx(lambda s: s.execute(delete(JobKey).where(JobKey.job_id == job_id)).rowcount or 0)

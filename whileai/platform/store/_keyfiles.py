@@ -1,0 +1,121 @@
+"""The local account's key file: ``<data_root>/local_key`` (mode 0600), the only place a key is kept in clear.
+
+``ensure_local_account`` makes the local account once per store and keeps its key here, so
+the embedded platform and a server on the same data root use the same account and key.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from whileai.platform.store.tables import Account, Setting, _new_id
+from whileai.core.paths import data_root
+
+from whileai.platform.store._accounts import _LOCAL_ACCOUNT_SETTING
+
+#: file under the data root holding the local account's key in clear (mode 0600)
+LOCAL_KEY_FILENAME = "local_key"
+
+
+def local_key_path() -> Path:
+    """Where the local account's key is kept in clear: ``<data_root>/local_key`` (mode 0600)."""
+    return data_root() / LOCAL_KEY_FILENAME
+
+
+def _write_key_file(path: Path, key: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, (key + "\n").encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _read_key_file(path: Path) -> str | None:
+    try:
+        key = path.read_text().strip()
+    except OSError:
+        return None
+    return key or None
+
+
+def ensure_local_account(store: Any) -> tuple[str, str | None]:
+    """The local account shared by the embedded SDK and a server on the same data root.
+
+    Created on the first call, with its key written to :func:`local_key_path`
+    (mode 0600) and nowhere else in clear. Returns ``(account_id, api_key)``;
+    the key is read back from that file on later calls. When the account exists
+    but the file is gone or no longer matches, its keys are rotated: a new one
+    is written and every older one revoked, so the local account has one live
+    key. ``api_key`` is None only when the file cannot be written.
+    """
+    path = local_key_path()
+
+    def create(s: Session) -> tuple[str, str]:
+        existing = s.scalar(select(Setting.value).where(Setting.key == _LOCAL_ACCOUNT_SETTING))
+        if existing is not None:
+            return existing, ""
+        account_id = _new_id("acct")
+        s.add(Account(id=account_id, name="local", created_at=time.time()))
+        s.add(Setting(key=_LOCAL_ACCOUNT_SETTING, value=account_id))
+        s.flush()  # a concurrent first start fails here and reads the winner's row instead
+        key = store._issue_key(s, account_id)
+        s.flush()
+        _write_key_file(path, key)
+        return account_id, key
+
+    try:
+        account_id, key = store._tx(create)
+    except IntegrityError:
+        account_id, key = store._tx(create)
+    if key:
+        return account_id, key
+    key = _read_key_file(path)
+    if key is not None and store.account_for_key(key) == account_id:
+        return account_id, key
+    try:
+        with _key_file_lock(path):  # two processes that both find the file stale rotate once, not twice
+            key = _read_key_file(path)
+            if key is not None and store.account_for_key(key) == account_id:
+                return account_id, key
+            new_key = store.rotate_api_key(account_id)
+            _write_key_file(path, new_key)
+    except OSError:
+        return account_id, None
+    return account_id, new_key
+
+
+@contextmanager
+def _key_file_lock(path: Path) -> Iterator[None]:
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def rotate_local_key_file(store: Any, account_id: str, key: str) -> bool:
+    """After the local account's key was rotated, write the new one where the embedded SDK reads it.
+
+    True when ``account_id`` is this data root's local account and its file was rewritten.
+    """
+    if store.local_account_id() != account_id:
+        return False
+    with _key_file_lock(local_key_path()):
+        _write_key_file(local_key_path(), key)
+    return True

@@ -1,0 +1,364 @@
+"""The store's runs and their points: create, read, list, update and delete runs; ingest point batches exactly once.
+
+Plain functions whose first argument, ``store``, is the :class:`~whileai.platform.store.Store`
+facade that binds them as its methods; every query is scoped to the caller's account.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from whileai.platform.store.tables import Point, PointBatch, Run, _check_count, _check_status, _check_str, _new_id, _not_found, run_record
+from whileai.platform.store.values import FINISHED_STATUSES, RUN_STOP_MARK, RUN_STATUSES, InvalidError, canonical_json, check_json_value, clean_points, loads
+from whileai.platform import defaults
+from whileai.core.ids import id_shape, is_id
+
+
+def _run(store: Any, s: Session, account_id: str, run_id: Any, *, lock: bool = False) -> Run:
+    q = select(Run).where(Run.id == run_id, Run.account_id == account_id)
+    if lock and not store._sqlite:
+        q = q.with_for_update()
+    r = s.scalar(q) if isinstance(run_id, str) else None
+    if r is None:
+        raise _not_found("run", run_id)
+    return r
+
+
+def create_run(
+    store,
+    account_id: str,
+    *,
+    id: str | None = None,
+    name: str | None = None,
+    dataset: str | None = None,
+    after_dataset: str | None = None,
+    config: Any = None,
+    kind: str | None = None,
+    status: str = "running",
+    summary: dict[str, Any] | None = None,
+    step: int | None = None,
+    total_steps: int | None = None,
+) -> dict[str, Any]:
+    """A new run (status ``running`` unless told otherwise); ``config`` is any JSON value, kept as given.
+
+    ``id`` names the run instead of a fresh one (see :func:`ensure_run`, which also
+    says whether it was made now).
+    """
+    fields = dict(name=name, dataset=dataset, after_dataset=after_dataset, config=config, kind=kind,
+                  status=status, summary=summary, step=step, total_steps=total_steps)
+    if id is not None:
+        return ensure_run(store, account_id, id, **fields)[0]
+    values = _run_fields(store, **fields)
+
+    def work(s: Session) -> dict[str, Any]:
+        r = _new_run(s, account_id, _new_id("run"), values)
+        return run_record(r)
+
+    return store._tx(work)
+
+
+def create_run_once(store: Any, account_id: str, **fields: Any) -> tuple[dict[str, Any], bool]:
+    """A new run unless this account has a ``running`` one with the same dataset, kind and config: ``(record, created)``.
+
+    Guards a training submit that is sent twice: the second answers the run the
+    first made. Another config on the same dataset (a sweep over its knobs) is
+    another run. The look and the insert are one transaction that writers of the
+    same dataset take in turn (SQLite's write lock, a transaction-scoped advisory
+    lock on PostgreSQL), so two identical submits at once still make one run.
+    """
+    values = _run_fields(store, **fields)
+    wanted = loads(values["config_json"])
+
+    def work(s: Session) -> tuple[dict[str, Any], bool]:
+        if not store._sqlite:
+            digest = hashlib.sha256(f"{account_id}\0{values['dataset']}".encode()).digest()
+            s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": int.from_bytes(digest[:8], "big", signed=True)})
+        q = select(Run).where(Run.account_id == account_id, Run.status == "running", Run.dataset == values["dataset"],
+                              Run.kind == values["kind"] if values["kind"] is not None else Run.kind.is_(None))
+        for found in s.scalars(q.order_by(Run.pk)):
+            if loads(found.config_json) == wanted:
+                return run_record(found), False
+        return run_record(_new_run(s, account_id, _new_id("run"), values)), True
+
+    return store._tx(work)
+
+
+def ensure_run(store: Any, account_id: str, run_id: Any, **fields: Any) -> tuple[dict[str, Any], bool]:
+    """The run ``run_id`` of this account, made now from ``fields`` when it does not exist: ``(record, created)``.
+
+    For a client that named its run itself (the SDK does, while the platform
+    cannot be reached): sending the same create again, after a reply that was
+    lost, answers the run already made and changes nothing. An id of another
+    account is refused as not found, exactly like reading it would be, and an id
+    that is not the platform's shape (whileai.core.ids) is refused as invalid.
+    """
+    if not is_id(run_id, "run"):
+        shown = run_id if isinstance(run_id, str) else type(run_id).__name__
+        raise InvalidError(
+            f"id={str(shown)[:80]!r} is not a run id; send {id_shape('run')} (the shape whileai.core.ids.new_id "
+            "gives), or leave id out and the platform names the run"
+        )
+    values = _run_fields(store, **fields)
+
+    def existing(s: Session) -> tuple[dict[str, Any], bool] | None:
+        found = s.scalar(select(Run).where(Run.id == run_id))
+        if found is None:
+            return None
+        if found.account_id != account_id:
+            raise _not_found("run", run_id)
+        return run_record(found), False
+
+    def work(s: Session) -> tuple[dict[str, Any], bool]:
+        found = existing(s)
+        if found is not None:
+            return found
+        return run_record(_new_run(s, account_id, run_id, values)), True
+
+    try:
+        return store._tx(work)
+    except IntegrityError:  # a concurrent create of the same id won the race: answer what it made
+        found = store._tx(existing, write=False)
+        if found is None:  # pragma: no cover - a unique violation on a row that then vanished
+            raise
+        return found
+
+
+def _run_fields(
+    store: Any,
+    *,
+    name: str | None = None,
+    dataset: str | None = None,
+    after_dataset: str | None = None,
+    config: Any = None,
+    kind: str | None = None,
+    status: str = "running",
+    summary: dict[str, Any] | None = None,
+    step: int | None = None,
+    total_steps: int | None = None,
+) -> dict[str, Any]:
+    return {
+        "name": _check_str(name, "name"),
+        "dataset": _check_str(dataset, "dataset"),
+        "after_dataset": _check_str(after_dataset, "after_dataset"),
+        "kind": _check_str(kind, "kind", 100),
+        "status": _check_status(status, RUN_STATUSES, "run"),
+        "config_json": check_json_value(config, "config"),
+        "summary_json": store._summary_text(summary),
+        "step": _check_count(step, "step") or 0,
+        "total_steps": _check_count(total_steps, "total_steps"),
+    }
+
+
+def _new_run(s: Session, account_id: str, run_id: str, values: dict[str, Any]) -> Run:
+    now = time.time()
+    r = Run(
+        id=run_id,
+        account_id=account_id,
+        created_at=now,
+        updated_at=now,
+        finished_at=now if values["status"] in FINISHED_STATUSES else None,
+        error=None,
+        **values,
+    )
+    s.add(r)
+    s.flush()
+    return r
+
+
+def _summary_text(summary: Any) -> str:
+    if summary is None:
+        return "{}"
+    if not isinstance(summary, dict):
+        raise InvalidError(f"summary is a {type(summary).__name__}; send an object of key to value")
+    return check_json_value(summary, "summary")
+
+
+def get_run(store: Any, account_id: str, run_id: str, *, series: bool = True) -> dict[str, Any]:
+    """The run record, plus ``series`` (its points, oldest first) unless ``series=False``."""
+
+    def work(s: Session) -> dict[str, Any]:
+        record = run_record(store._run(s, account_id, run_id))
+        if series:
+            record["series"] = [
+                {"step": step, "ts": ts, "metrics": loads(m)} for step, ts, m in store._point_rows(s, run_id)
+            ]
+        return record
+
+    return store._tx(work, write=False)
+
+
+def get_run_with_series_json(store: Any, account_id: str, run_id: str) -> tuple[dict[str, Any], str]:
+    """The run record and its series as JSON array text, built without decoding each point."""
+
+    def work(s: Session) -> tuple[dict[str, Any], str]:
+        record = run_record(store._run(s, account_id, run_id))
+        parts = [
+            f'{{"step":{"null" if step is None else step},"ts":{ts!r},"metrics":{m}}}'
+            for step, ts, m in store._point_rows(s, run_id)
+        ]
+        return record, "[" + ",".join(parts) + "]"
+
+    return store._tx(work, write=False)
+
+
+def _point_rows(s: Session, run_id: str):
+    return s.execute(
+        select(Point.step, Point.ts, Point.metrics).where(Point.run_id == run_id).order_by(Point.ts, Point.pk)
+    ).all()
+
+
+def list_runs(
+    store,
+    account_id: str,
+    *,
+    status: str | None = None,
+    dataset: str | None = None,
+    name: str | None = None,
+    kind: str | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """The account's runs, newest first, filtered by whichever of status/dataset/name/kind are given."""
+    if status is not None:
+        _check_status(status, RUN_STATUSES, "run")
+    limit = store._limit(limit)
+    q = select(Run).where(Run.account_id == account_id)
+    for column, value in ((Run.status, status), (Run.dataset, dataset), (Run.name, name), (Run.kind, kind)):
+        if value is not None:
+            q = q.where(column == value)
+    q = q.order_by(Run.pk.desc()).limit(limit)
+    return store._tx(lambda s: [run_record(r) for r in s.scalars(q)], write=False)
+
+
+def _limit(limit: Any) -> int:
+    if limit is None:
+        return defaults.PLATFORM_LIST_LIMIT
+    if type(limit) is not int or not 1 <= limit <= defaults.PLATFORM_LIST_LIMIT_MAX:
+        raise InvalidError(
+            f"limit={limit!r} is not accepted; send a whole number from 1 to "
+            f"{defaults.PLATFORM_LIST_LIMIT_MAX} (PLATFORM_LIST_LIMIT_MAX)"
+        )
+    return limit
+
+
+def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """Apply the given fields: status, error, summary (merged key by key), step, total_steps, name, config.
+
+    A finishing status sets ``finished_at``; ``running`` clears it. Nothing
+    changes when any field is refused. A run stopped on request (RUN_STOP_MARK
+    on its summary) keeps its status and error: what its stopped job still
+    sends cannot turn it done or failed.
+    """
+    allowed = ("status", "error", "summary", "step", "total_steps", "name", "config", "kind")
+    unknown = sorted(set(changes) - set(allowed))
+    if unknown:
+        raise InvalidError(f"unknown run fields {unknown}; a run update accepts {', '.join(allowed)}")
+    values: dict[str, Any] = {}
+    if "status" in changes:
+        values["status"] = _check_status(changes["status"], RUN_STATUSES, "run")
+    if "error" in changes:
+        values["error"] = _check_str(changes["error"], "error", 100_000)
+    if "step" in changes:
+        values["step"] = _check_count(changes["step"], "step", nullable=False)
+    if "total_steps" in changes:
+        values["total_steps"] = _check_count(changes["total_steps"], "total_steps")
+    if "name" in changes:
+        values["name"] = _check_str(changes["name"], "name")
+    if "kind" in changes:
+        values["kind"] = _check_str(changes["kind"], "kind", 100)
+    if "config" in changes:
+        values["config_json"] = check_json_value(changes["config"], "config")
+    patch = None
+    if "summary" in changes and changes["summary"] is not None:
+        store._summary_text(changes["summary"])  # refuse bad values before touching the row
+        patch = changes["summary"]
+
+    def work(s: Session) -> dict[str, Any]:
+        r = store._run(s, account_id, run_id, lock=True)
+        now = time.time()
+        if r.status == "stopped" and values.get("status", "stopped") != "stopped" \
+                and RUN_STOP_MARK in json.loads(r.summary_json):
+            values.pop("status")
+            values.pop("error", None)
+        if "status" in values and values["status"] != r.status:
+            r.finished_at = now if values["status"] in FINISHED_STATUSES else None
+        for k, v in values.items():
+            setattr(r, k, v)
+        if patch is not None:
+            merged = json.loads(r.summary_json)
+            merged.update(patch)
+            r.summary_json = canonical_json(merged)
+        r.updated_at = now
+        s.flush()
+        return run_record(r)
+
+    return store._tx(work)
+
+
+def delete_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
+    """Delete a run with its points and batch ids. Models and jobs that name it stay."""
+
+    def work(s: Session) -> dict[str, Any]:
+        r = store._run(s, account_id, run_id)
+        s.execute(delete(Point).where(Point.run_id == r.id))
+        s.execute(delete(PointBatch).where(PointBatch.run_id == r.id))
+        s.delete(r)
+        return {"id": r.id, "deleted": True}
+
+    return store._tx(work)
+
+
+def add_points(store: Any, account_id: str, run_id: str, batch_id: str, points: Any) -> dict[str, Any]:
+    """Store a batch of points once: ``{"accepted": n, "duplicate": False}``.
+
+    A ``batch_id`` this run has seen before stores nothing and answers
+    ``{"accepted": 0, "duplicate": True}``, so a client may resend a batch
+    whose reply it lost. One bad point refuses the whole batch. The run's
+    ``step`` advances to the largest step in the batch.
+    """
+    _check_str(batch_id, "batch_id", defaults.PLATFORM_MAX_KEY_CHARS, required=True)
+    rows = clean_points(points, run_id)
+    top = max((row[1] for row in rows if row[1] is not None), default=None)
+
+    def work(s: Session) -> dict[str, Any]:
+        r = store._run(s, account_id, run_id, lock=True)
+        if s.get(PointBatch, (run_id, batch_id)) is not None:
+            return {"accepted": 0, "duplicate": True}
+        now = time.time()
+        s.add(PointBatch(run_id=run_id, batch_id=batch_id, count=len(rows), created_at=now))
+        s.flush()
+        if rows:
+            store._insert_points(s, rows)
+        r.updated_at = now
+        if top is not None and top > (r.step or 0):
+            r.step = top
+        return {"accepted": len(rows), "duplicate": False}
+
+    try:
+        return store._tx(work)
+    except IntegrityError:
+        # Two writers raced on the same batch id; the other one stored it.
+        return {"accepted": 0, "duplicate": True}
+
+
+def _insert_points(store: Any, s: Session, rows: list[tuple[str, int | None, float, str]]) -> None:
+    conn = s.connection()
+    if store._sqlite:  # the driver's own executemany: no per-row work in Python
+        conn.exec_driver_sql("INSERT INTO points (run_id, step, ts, metrics) VALUES (?, ?, ?, ?)", rows)
+    else:
+        keys = ("run_id", "step", "ts", "metrics")
+        conn.execute(insert(Point.__table__), [dict(zip(keys, row)) for row in rows])
+
+
+def count_points(store: Any, account_id: str, run_id: str) -> int:
+    def work(s: Session) -> int:
+        store._run(s, account_id, run_id)
+        return s.scalar(select(func.count()).select_from(Point).where(Point.run_id == run_id)) or 0
+
+    return store._tx(work, write=False)

@@ -1,0 +1,174 @@
+"""The process-wide side of run tracking: one background flush thread, the exit hook, spool delivery.
+
+Every :class:`~whileai.simulations.tracking._tracker.Tracker` registers here when it has
+something to send. One daemon thread flushes every registered run each
+FLUSH_INTERVAL_S; at interpreter exit the hook makes a last send for each run and
+spools whatever the platform did not take; ``sys.excepthook`` is chained once so
+that hook can tell a crash from a script that forgot ``finish()``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import time
+from typing import Any
+
+from . import _spool
+from .. import defaults
+
+__all__ = ["FLUSHER", "flush_all", "watch_uncaught", "uncaught", "maybe_deliver_spool"]
+
+
+class _Flusher:
+    """One daemon thread per process that flushes every registered run every FLUSH_INTERVAL_S."""
+
+    def __init__(self) -> None:
+        self.trackers: set[Any] = set()  # Tracker objects
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.stopping = False
+        self.thread: threading.Thread | None = None
+        self.pid = 0
+        self.exit_hooked = False
+
+    def add(self, tracker: Any) -> None:
+        with self.lock:
+            self.trackers.add(tracker)
+            tracker.registered = True
+            if self.thread is None or self.pid != os.getpid() or not self.thread.is_alive():
+                self.pid = os.getpid()
+                self.stopping = False
+                self.thread = threading.Thread(target=self._run, name="whileai-flush", daemon=True)
+                self.thread.start()
+            if not self.exit_hooked:
+                atexit.register(_at_exit)
+                self.exit_hooked = True
+
+    def _run(self) -> None:
+        while not self.stopping:
+            self.wake.wait(defaults.FLUSH_INTERVAL_S)
+            self.wake.clear()
+            if self.stopping:
+                break
+            try:
+                self.flush_due()
+            except Exception:  # the thread must outlive any surprise; the next interval tries again
+                pass
+
+    def flush_due(self) -> None:
+        for tracker in list(self.trackers):
+            if self.stopping:
+                return
+            if tracker.has_pending() and tracker.due():
+                tracker.flush()
+            if not tracker.has_pending() and (tracker.finished or tracker._gone):
+                with self.lock:
+                    self.trackers.discard(tracker)
+                    tracker.registered = False
+                if tracker.has_pending():  # something arrived while it was being dropped
+                    self.add(tracker)
+
+
+_FLUSHER = _Flusher()
+
+
+def flush_all(timeout: float | None = None) -> bool:
+    """Flush every run with unsent data in this process; True when all of it landed."""
+    return all([tracker.flush(timeout) for tracker in list(_FLUSHER.trackers)])
+
+
+def _at_exit() -> None:
+    """Last send for each run with unsent data, then spool whatever is left."""
+    _FLUSHER.stopping = True
+    _FLUSHER.wake.set()
+    spooled = [0, 0]
+    runs = set()  # runs to tell about: not those that said at their start that they were offline
+    for tracker in list(_FLUSHER.trackers):
+        try:
+            tracker.end_at_exit()
+        except Exception:  # pragma: no cover - never let one run keep the others' points from the disk
+            pass
+        if not tracker.has_pending():
+            continue
+        got = tracker._send_lock.acquire(timeout=defaults.EXIT_FLUSH_TIMEOUT_S)
+        try:
+            if got and tracker._failures == 0:
+                tracker._flush_locked(defaults.EXIT_FLUSH_TIMEOUT_S)
+            # without the lock the in-flight batch is still listed: spooling it too is safe (same batch_id)
+            if tracker.has_pending():
+                points, updates = tracker.spool()
+                if not tracker.announced:
+                    spooled[0] += points
+                    spooled[1] += updates
+                    runs.add(tracker.run_id)
+        except Exception as exc:  # pragma: no cover - last resort; say so rather than die silently
+            print(f"whileai: could not keep the unsent points of {tracker.run_id}: {exc}", file=_stderr())
+        finally:
+            if got:
+                tracker._send_lock.release()
+    if runs:
+        print(
+            f"whileai: the platform did not take {spooled[0]} points and {spooled[1]} run updates of "
+            f"{', '.join(sorted(runs))}; "
+            f"they are kept in {_spool.spool_dir()} and will be sent by the next run or by `python -m whileai sync`",
+            file=_stderr(),
+        )
+
+
+_UNCAUGHT: list[BaseException | None] = [None]  # the exception that is ending the process, if any
+_HOOKED = [False]
+
+
+def _watch_uncaught() -> None:
+    """Chain sys.excepthook once, so the exit hook can tell a crash from a script that forgot finish()."""
+    import sys
+
+    if _HOOKED[0]:
+        return
+    _HOOKED[0] = True
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        _UNCAUGHT[0] = exc
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = hook
+
+
+def _stderr():
+    import sys
+
+    return sys.stderr
+
+
+_SPOOL_TRIED: dict[tuple[Any, Any, Any], float] = {}
+
+
+def _maybe_deliver_spool(client: Any) -> None:
+    """After a good send, deliver spool files for the same target (at most every SPOOL_RETRY_S)."""
+    try:
+        target = client.target
+        key = _spool.target_key(target)
+        now = time.monotonic()
+        last = _SPOOL_TRIED.get(key)
+        if last is not None and now - last < defaults.SPOOL_RETRY_S:
+            return
+        _SPOOL_TRIED[key] = now
+        if not _spool.pending_files(include_live=False):
+            return
+        _spool.deliver(lambda t: client if t == target else None, only_target=target)
+    except Exception:  # delivering old data must never disturb the current run
+        pass
+
+
+def uncaught() -> BaseException | None:
+    """The uncaught exception that is ending the process, if any (seen by the hook ``watch_uncaught`` chains)."""
+    return _UNCAUGHT[0]
+
+
+# the names the tracker uses
+FLUSHER = _FLUSHER
+watch_uncaught = _watch_uncaught
+maybe_deliver_spool = _maybe_deliver_spool
