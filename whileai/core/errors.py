@@ -1,4 +1,10 @@
-"""The named exceptions whileai raises. Every message names the bad value, what is accepted, and the fix."""
+"""Every exception and warning whileai raises, in one hierarchy.
+
+Errors derive from :class:`WhileaiError` (messages name the bad value, what is accepted,
+and the fix); warnings from :class:`WhileaiWarning`, so
+``warnings.simplefilter("ignore", wai.WhileaiWarning)`` silences all of ours and nothing
+else. The SDK re-exports every name here (``wai.TrainingWarning``, ``wai.NotFoundError``).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,13 @@ __all__ = [
     "RowFormatError",
     "TrainingSelectionError",
     "TrainingConfigError",
+    "WhileaiWarning",
     "TrainingWarning",
+    "ExportWarning",
+    "MissingPolicyWarning",
+    "MonitorWarning",
+    "ServingWarning",
+    "TrackingWarning",
 ]
 
 
@@ -70,5 +82,29 @@ class TrainingConfigError(WhileaiError, ValueError):
         self.problems = problems or []
 
 
-class TrainingWarning(UserWarning):
+class WhileaiWarning(UserWarning):
+    """Base class of every warning whileai issues: probably a mistake, never fatal."""
+
+
+class TrainingWarning(WhileaiWarning):
     """Something about a hosted run is probably a mistake (silence with the warnings module)."""
+
+
+class ExportWarning(WhileaiWarning):
+    """An export went through, but something in the rows is probably not what the trainer should learn."""
+
+
+class MissingPolicyWarning(ExportWarning):
+    """Rows lack the system message or tools the policy needs, and none were passed to the export."""
+
+
+class MonitorWarning(WhileaiWarning):
+    """The HackMonitor could not watch as configured (too few held-out rows, an evaluation failed); training goes on."""
+
+
+class ServingWarning(WhileaiWarning):
+    """A served model may not answer as expected (for example, an adapter whose base cannot be loaded here)."""
+
+
+class TrackingWarning(WhileaiWarning, RuntimeWarning):
+    """Points or run updates could not be delivered or spooled; counted on the run, never raised into the loop."""

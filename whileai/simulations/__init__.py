@@ -10,7 +10,9 @@ lists the module each name is defined in.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from whileai.core import errors as _errors
 
 # public name -> the module that defines it (relative to this package, or absolute)
 _EXPORTS: dict[str, str] = {
@@ -55,19 +57,64 @@ _EXPORTS: dict[str, str] = {
     # reward-hacking monitor
     "HackMonitor": "monitor",
     "format_hack_monitor": "monitor",
-    # named exceptions
-    "WhileaiError": "whileai.core.errors",
-    "PlatformError": "whileai.core.errors",
-    "ExportValidationError": "whileai.core.errors",
-    "RowFormatError": "whileai.core.errors",
-    "TrainingSelectionError": "whileai.core.errors",
-    "TrainingConfigError": "whileai.core.errors",
+    # named exceptions and warnings (one hierarchy: whileai.core.errors)
+    **{name: "whileai.core.errors" for name in _errors.__all__},
 }
 
 # submodules reachable as attributes: wai.datasets.cut(...), wai.defaults.GPU_USD_PER_HOUR
 _SUBMODULES = ("datasets", "defaults")
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES])
+
+if TYPE_CHECKING:  # what the lazy loader below resolves, spelled out for type checkers and IDEs
+    from whileai.core.errors import (
+        ExportValidationError,
+        ExportWarning,
+        MissingPolicyWarning,
+        MonitorWarning,
+        NotFoundError,
+        PlatformError,
+        RowFormatError,
+        ServingWarning,
+        TrackingWarning,
+        TrainingConfigError,
+        TrainingSelectionError,
+        TrainingWarning,
+        WhileaiError,
+        WhileaiWarning,
+    )
+
+    from . import datasets, defaults
+    from .datasets import delete_dataset, profile, push, selection_report
+    from .export import (
+        export_dataset,
+        export_preference,
+        export_training,
+        loss_mask,
+        to_trl,
+        tool_call_roundtrip,
+        training_rows,
+    )
+    from .judges import ScoredData, build_preference_pairs, evaluate, first_action_judge, judge_pairs, judge_trust
+    from .monitor import HackMonitor, format_hack_monitor
+    from .report import delta_report
+    from .rows import SimulationData
+    from .training import (
+        TrainerCallback,
+        TrainingRun,
+        attach_delta,
+        attach_holdout,
+        delete_model,
+        delete_run,
+        get_run,
+        list_runs,
+        models,
+        reward_model,
+        serve,
+        train,
+        training_run,
+        unserve,
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from whileai.core.errors import ServingWarning
+
 from . import defaults
 from .client import Client, get_client
 
@@ -109,7 +111,7 @@ def _warn_unserved_base(base: str) -> None:
         f"base model {base!r} is not in SERVED_BASES ({', '.join(served)}) and is not a local directory: the "
         "platform's endpoint loads it only if it is a hub model already in this machine's cache, and the "
         "Modal vLLM deployment does not serve it. Pass base_model= one of SERVED_BASES or a local path",
-        UserWarning,
+        ServingWarning,
         stacklevel=3,
     )
 

@@ -41,7 +41,7 @@ from typing import Any
 from .. import jsonl
 from . import _build, _gate, _shape, _stream
 from ._build import MissingPolicyWarning
-from whileai.core.errors import ExportValidationError, RowFormatError
+from whileai.core.errors import ExportValidationError, ExportWarning, RowFormatError
 from ..rows import as_row, check_rows, row_problems, with_profile
 
 __all__ = [
@@ -120,6 +120,7 @@ def training_rows(
     if built["stats"]["no_assistant_dropped"]:
         warnings.warn(
             f"{built['stats']['no_assistant_dropped']} row(s) have no assistant turn to train and were left out",
+            ExportWarning,
             stacklevel=2,
         )
     return built["rows"]

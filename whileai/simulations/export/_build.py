@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import jsonl
+from whileai.core.errors import MissingPolicyWarning
+
 from . import _gate, _shape
 from whileai.core.errors import ExportValidationError, RowFormatError
 from ..rows import SimulationData, as_row, check_rows, read_rows, row_problems, with_profile
@@ -27,10 +29,6 @@ __all__ = [
     "build_training",
     "build_preference",
 ]
-
-
-class MissingPolicyWarning(UserWarning):
-    """Rows go out without the system prompt or tools the policy was given."""
 
 
 # ---------------------------------------------------------------------------

@@ -42,6 +42,8 @@ import numpy as np
 from . import _checks as checks
 from . import _features as feats
 from . import _sampling as sampling_
+from whileai.core.errors import MonitorWarning
+
 from .. import defaults
 from ._report import alarm_message, clean, format_hack_monitor
 from ._scoring import call_proxy, check_sampled, score_gold, validate_settings, watched
@@ -133,7 +135,7 @@ class _HackMonitor:
             warnings.warn(
                 f"HackMonitor has {len(rows)} held-out prompts (MONITOR_MIN_PROMPTS is "
                 f"{defaults.MONITOR_MIN_PROMPTS}); intervals resampled from so few prompts are unreliable. "
-                "Pass more holdout rows", stacklevel=2)
+                "Pass more holdout rows", MonitorWarning, stacklevel=2)
         self._held = rows
         self._detect = feats.endorsed_detectors(self.endorsed)
         self._cfg = checks.Settings(
@@ -495,7 +497,7 @@ class _HackMonitor:
         message = f"{type(exc).__name__}: {exc}"
         if message not in self._errors["evaluate"]:
             self._errors["evaluate"].append(message)
-            warnings.warn(f"HackMonitor could not evaluate: {message}; training goes on", stacklevel=3)
+            warnings.warn(f"HackMonitor could not evaluate: {message}; training goes on", MonitorWarning, stacklevel=3)
 
 
 def _define_hack_monitor() -> type:

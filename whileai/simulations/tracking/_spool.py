@@ -39,7 +39,7 @@ from typing import Any
 from .. import defaults
 from whileai.core import codec
 from whileai.core.paths import data_root
-from whileai.core.errors import NotFoundError, PlatformError
+from whileai.core.errors import NotFoundError, PlatformError, TrackingWarning
 
 __all__ = ["spool_dir", "write", "deliver", "pending_files", "send_create", "sync_main"]
 
@@ -151,7 +151,7 @@ def write(records: list[dict[str, Any]]) -> tuple[int, int]:
             warnings.warn(
                 f"the spool at {directory} is full (SPOOL_MAX_BYTES={defaults.SPOOL_MAX_BYTES}); {refused} unsent "
                 "points or run updates were not kept. Run `python -m whileai sync` with the platform up to empty it.",
-                RuntimeWarning,
+                TrackingWarning,
                 stacklevel=2,
             )
         return len(lines), refused
@@ -226,7 +226,7 @@ def send_create(client: Any, body: dict[str, Any], timeout: float) -> Any:
             warnings.warn(
                 f"{body.get('id')}: the platform refused the run's fields ({exc}); it is created with its id and "
                 "name only, so its points and summary still land",
-                RuntimeWarning,
+                TrackingWarning,
                 stacklevel=3,
             )
         except Exception:

@@ -33,7 +33,7 @@ from . import _flush, _spool
 from .. import defaults
 from ._flush import _FLUSHER, _Flusher, flush_all  # noqa: F401  (re-exported: tests and benchmarks reach the flush thread here)
 from ._spool import sync_main  # python -m whileai sync (wired in whileai/__main__.py)
-from whileai.core.errors import NotFoundError, PlatformError
+from whileai.core.errors import NotFoundError, PlatformError, TrackingWarning
 
 __all__ = ["Tracker", "FINAL_STATUSES", "to_float", "jsonable", "sync_main", "flush_all"]
 
@@ -187,7 +187,7 @@ class Tracker:
             warnings.warn(
                 f"{self.run_id}: {key}={shown} is not a finite number (steps: a whole number >= 0) and was not "
                 "logged; every skip is counted in run.skipped, and this warning shows once per name",
-                RuntimeWarning,
+                TrackingWarning,
                 stacklevel=5,
             )
         except Exception:  # warnings turned into errors must still not stop the training loop
@@ -393,7 +393,7 @@ class Tracker:
                 self.errors += 1
                 self.last_error = str(exc)
                 try:
-                    warnings.warn(f"{self.run_id}: the platform refused a run update {sorted(body)}: {exc}", RuntimeWarning, stacklevel=3)
+                    warnings.warn(f"{self.run_id}: the platform refused a run update {sorted(body)}: {exc}", TrackingWarning, stacklevel=3)
                 except Exception:
                     pass
             except Exception as exc:
@@ -452,7 +452,7 @@ class Tracker:
             warnings.warn(
                 f"{self.run_id} {why}: {dropped} unsent points dropped. "
                 "Start a new run with wai.training_run(...) to keep logging.",
-                RuntimeWarning,
+                TrackingWarning,
                 stacklevel=2,
             )
         except Exception:  # warnings turned into errors must still not stop the training loop
