@@ -96,6 +96,11 @@ def test_sft_end_to_end_and_the_caller_exiting_does_not_stop_it(sample_sets, ses
     assert training["holdout_prompts"] == 12 and training["rows"] > 0 and training["seconds"] > 0
     assert training["gpu"] is None and "no estimate" in training["cost_basis"]
     assert run.summary["holdout_before"] == training["before"]
+    trainer = run.summary["trainer"]  # what the trainer saw, library defaults filled in
+    assert trainer["config_class"] == "SFTConfig" and trainer["config"]["max_steps"] == 6
+    assert "max_steps" not in trainer["library_defaults"] and "adam_beta1" in trainer["library_defaults"]
+    assert trainer["peft"]["default"]["r"] == run.config.get("lora_rank", run.config.get("loraRank"))
+    assert trainer["versions"]["trl"] and trainer["versions"]["peft"]
     record = wai.get_run(run_id)
     assert record["step"] == 6 and record["total_steps"] == 6
     assert any("loss" in p["metrics"] for p in record["series"])
@@ -176,6 +181,8 @@ def test_rm_end_to_end_gives_a_judge(sample_sets):
     assert (Path(run.adapter) / "adapter_config.json").is_file()
     config = json.loads((Path(run.adapter) / "adapter_config.json").read_text())
     assert config["task_type"] == "SEQ_CLS" and "score" in (config.get("modules_to_save") or [])
+    assert run.summary["trainer"]["config_class"] == "RewardConfig"
+    assert run.summary["trainer"]["peft"]["default"]["task_type"] == "SEQ_CLS"
     judge = wai.reward_model(run)
     rows = wai.datasets.load_rows(sample_sets["holdout"])[:6]
     verdicts = [judge(r) for r in rows]

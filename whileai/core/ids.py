@@ -10,6 +10,7 @@ creates it later under the same id (``POST /runs`` with ``id``).
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 from typing import Any
@@ -31,6 +32,15 @@ def is_id(value: Any, prefix: str) -> bool:
     if not isinstance(value, str) or not value.startswith(prefix + "_"):
         return False
     return _HEX.fullmatch(value, len(prefix) + 1) is not None
+
+
+def names_id(value: Any, prefix: str) -> bool:
+    """Whether ``value``, given where an id or a file path is accepted, names an id of kind ``prefix``.
+
+    The one id-or-path rule: a string starting ``prefix_`` is an id unless a file of that
+    name exists (a file a user named wins over an id-like spelling).
+    """
+    return isinstance(value, str) and value.startswith(prefix + "_") and not os.path.exists(value)
 
 
 def id_shape(prefix: str) -> str:

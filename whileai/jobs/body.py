@@ -57,6 +57,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     Raises whatever the trainer raises; the caller fails the run with it.
     """
     from whileai.jobs import _common
+    from whileai.jobs.trainer_record import TrainerRecord
     from whileai.simulations.training import TrainerCallback
 
     started = time.time()
@@ -77,7 +78,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
         run.note(training={"method": spec["method"], "before": before["value"], "metric": before.get("metric")})
     say(f"training {spec['method']} on {len(rows)} rows")
     train_started = time.time()
-    model, extra = method.fit(spec, model, tokenizer, rows, folder, [TrainerCallback(run)],
+    model, extra = method.fit(spec, model, tokenizer, rows, folder, [TrainerCallback(run), TrainerRecord(run)],
                               holdout=holdout_rows, run=run)
     train_seconds = time.time() - train_started
     say("measuring the held-out set after training")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import defaults
+from .trainer_diff import trainer_differences
 from .provenance import record_of
 
 __all__ = ["flatten", "spec_differences", "diff_main", "wait_main", "sweep_runs", "table"]
@@ -94,6 +95,10 @@ def diff_main(argv: list[str] | None = None) -> int:
     if other:
         print("\nprovenance that differs:")
         print(table(["what", args[0], args[1]], [[k, a, b] for k, (a, b) in other.items()]))
+    trainer = trainer_differences(records[0], records[1])
+    if trainer:
+        print(f"\ntrainer settings that differ ({len(trainer)}):")
+        print(table(["field", args[0], args[1], "why"], trainer))
     results = [_result(r) for r in records]
     print("\nresults:")
     print(table(["", args[0], args[1]], [[k, results[0][k], results[1][k]] for k in results[0]]))

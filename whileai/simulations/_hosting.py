@@ -18,6 +18,7 @@ from typing import Any
 
 from . import defaults
 from whileai.core import knobs
+from whileai.core.spec import same_run
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
 
 __all__ = ["train", "resolve_config", "selection_gate", "check_knob"]
@@ -246,9 +247,7 @@ def _running_run(client: Any, dataset_id: str, config: Any) -> dict[str, Any] | 
     params = {"status": "running", "dataset": dataset_id, "kind": defaults.TRAIN_RUN_KIND}
     for record in client.request("GET", "/runs", params=params)["runs"]:
         theirs = record.get("config")
-        if isinstance(theirs, dict) and isinstance(config, dict) and config.get("target") is None:
-            theirs = {**theirs, "target": None}  # no target given: the platform's default, wherever it ran
-        if theirs != config:
+        if not (isinstance(theirs, dict) and isinstance(config, dict) and same_run(theirs, config)):
             continue
         fresh = client.request("GET", f"/runs/{record['id']}", params={"series": "false"})
         if fresh["status"] == "running":

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from whileai.core.ids import names_id
+
 from . import defaults
 from .rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
 from ._selection import METHODS, profile_rows
@@ -120,7 +122,7 @@ def push(source: Any, name: str | None = None) -> DatasetHandle:
 
         ds = wai.push(scored.passes(), name="weather-passes")
     """
-    if isinstance(source, DatasetHandle) or (isinstance(source, str) and source.startswith("ds_") and not Path(source).exists()):
+    if isinstance(source, DatasetHandle) or names_id(source, "ds"):
         raise ValueError(f"{source} is already pushed; pass rows, a SimulationData, a ScoredData or a JSONL path to push")
     rows = load_rows(source)
     if not rows:
@@ -188,7 +190,7 @@ def cut(dataset: Any, holdout: float | None = None, seed: int | None = None,
     rows = load_rows(dataset)
     train_idx, hold_idx = split_tasks(rows, holdout, seed)
     if name is None:
-        if isinstance(dataset, (DatasetHandle, Mapping)) or (isinstance(dataset, str) and dataset.startswith("ds_") and not Path(dataset).exists()):
+        if isinstance(dataset, (DatasetHandle, Mapping)) or names_id(dataset, "ds"):
             name = get_dataset(dataset).name or _dataset_id(dataset)
         else:
             name = _default_name(dataset) or "dataset"

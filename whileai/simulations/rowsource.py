@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from whileai.core.ids import names_id
+
 from ._taskkey import task_key
 
 __all__ = ["rows_of", "read_jsonl", "task_key", "group_by_task", "describe_source", "ACCEPTED_SOURCES"]
@@ -25,7 +27,7 @@ ACCEPTED_SOURCES = (
 
 
 def _is_dataset_id(value: Any) -> bool:
-    return isinstance(value, str) and value.startswith("ds_") and not os.path.exists(value)
+    return names_id(value, "ds")
 
 
 def _dataset_id(source: Any) -> str | None:

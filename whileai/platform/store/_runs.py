@@ -19,6 +19,7 @@ from whileai.platform.store.tables import Point, PointBatch, Run, _check_count, 
 from whileai.platform.store.values import FINISHED_STATUSES, RUN_STOP_MARK, RUN_STATUSES, InvalidError, canonical_json, check_json_value, clean_points, loads
 from whileai.platform import defaults
 from whileai.core.ids import id_shape, is_id
+from whileai.core.spec import same_run
 
 
 def _run(store: Any, s: Session, account_id: str, run_id: Any, *, lock: bool = False) -> Run:
@@ -65,7 +66,9 @@ def create_run(
 
 
 def create_run_once(store: Any, account_id: str, **fields: Any) -> tuple[dict[str, Any], bool]:
-    """A new run unless this account has a ``running`` one with the same dataset, kind and config: ``(record, created)``.
+    """A new run unless this account has a ``running`` one with the same dataset, kind and spec: ``(record, created)``.
+
+    "The same spec" is :func:`whileai.core.spec.same_run`, the rule ``wai.train`` applies too.
 
     Guards a training submit that is sent twice: the second answers the run the
     first made. Another config on the same dataset (a sweep over its knobs) is
@@ -83,7 +86,8 @@ def create_run_once(store: Any, account_id: str, **fields: Any) -> tuple[dict[st
         q = select(Run).where(Run.account_id == account_id, Run.status == "running", Run.dataset == values["dataset"],
                               Run.kind == values["kind"] if values["kind"] is not None else Run.kind.is_(None))
         for found in s.scalars(q.order_by(Run.pk)):
-            if loads(found.config_json) == wanted:
+            theirs = loads(found.config_json)
+            if isinstance(theirs, dict) and isinstance(wanted, dict) and same_run(theirs, wanted):
                 return run_record(found), False
         return run_record(_new_run(s, account_id, _new_id("run"), values)), True
 
