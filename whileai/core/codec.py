@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+_orjson: Any
 try:  # optional speed-up; the standard library is the fallback
     import orjson as _orjson
 except ImportError:  # pragma: no cover - exercised only where orjson is absent
@@ -59,7 +60,8 @@ def dumps(value: Any, *, allow_nan: bool = False) -> str:
     """
     if _orjson is not None:
         try:
-            return _orjson.dumps(value).decode()
+            text: str = _orjson.dumps(value).decode()
+            return text
         except TypeError:  # an int beyond 64 bits, a lone surrogate, or not JSON at all: the stdlib decides
             pass
     return _stdlib_dumps(value, ascii_only=False, allow_nan=allow_nan)
@@ -73,7 +75,8 @@ def dumps_bytes(value: Any, *, allow_nan: bool = False) -> bytes:
     """
     if _orjson is not None:
         try:
-            return _orjson.dumps(value)
+            data: bytes = _orjson.dumps(value)
+            return data
         except TypeError:
             pass
     return _stdlib_dumps(value, ascii_only=True, allow_nan=allow_nan).encode()

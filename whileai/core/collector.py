@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 import gc
 import threading
 
@@ -15,7 +16,7 @@ _gc_was_enabled = False
 
 
 @contextlib.contextmanager
-def gc_paused():
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector for a bulk read/convert/write, process-wide and thread-safe.
 
     Rows are trees of fresh dicts and lists with no cycles; while hundreds of

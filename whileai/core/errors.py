@@ -48,7 +48,7 @@ class NotFoundError(PlatformError, LookupError):
 class ExportValidationError(WhileaiError, ValueError):
     """The export gate refused the data. ``problems`` lists each offending row: index, kind, detail."""
 
-    def __init__(self, message: str, problems: list[dict[str, Any]] | None = None, report: dict | None = None):
+    def __init__(self, message: str, problems: list[dict[str, Any]] | None = None, report: dict[str, Any] | None = None):
         super().__init__(message)
         self.problems = problems or []
         self.report = report or {}
@@ -69,7 +69,7 @@ class RowFormatError(WhileaiError, ValueError):
 class TrainingSelectionError(WhileaiError, ValueError):
     """The dataset cannot teach this method; ``report`` is the selection report that decided it."""
 
-    def __init__(self, message: str, report: dict | None = None):
+    def __init__(self, message: str, report: dict[str, Any] | None = None):
         super().__init__(message)
         self.report = report or {}
 
