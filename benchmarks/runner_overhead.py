@@ -52,7 +52,7 @@ def _by_hand(steps: int, out: Path) -> dict:
         wai.export_dataset(passes, out / "train.trl.jsonl", format="trl", validate=True)
         run = wai.train(train_set, method="sft", holdout=held, steps=steps, learning_rate=defaults.KIT_SFT_LR,
                         seed=0, min_mixed_tasks=defaults.TRAIN_MIN_MIXED_TASKS,
-                        config={"batchSize": defaults.KIT_SFT_BATCH, "holdoutRows": 40})
+                        config={"batch_size": defaults.KIT_SFT_BATCH, "holdout_rows": 40})
     run.wait(poll=runner_defaults.PROGRESS_POLL_S)
     total = time.perf_counter() - started
     return {"wall_s": total, "cpu_s": time.process_time() - cpu, "job_s": (run.training or {}).get("seconds"),

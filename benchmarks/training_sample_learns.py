@@ -47,15 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     recipe: dict = {}
     if args.base is not None:  # a directory gets our generic defaults; give it the kit's recipe instead
         recipe = {"base_model": args.base, "learning_rate": defaults.KIT_SFT_LR}
-        config_extra = {"batchSize": defaults.KIT_SFT_BATCH, "loraRank": defaults.KIT_SFT_LORA_R,
-                        "loraAlpha": defaults.KIT_SFT_LORA_ALPHA}
+        config_extra = {"batch_size": defaults.KIT_SFT_BATCH, "lora_rank": defaults.KIT_SFT_LORA_R,
+                        "lora_alpha": defaults.KIT_SFT_LORA_ALPHA}
     else:
         config_extra = {}
 
     data = wai.push(load_sample(), name="sample")
     train_side, held = wai.datasets.cut(data, seed=0)
     passes = wai.push([r for r in wai.datasets.load_rows(train_side) if r["passed"]], name="sample:train:passes")
-    config = {**config_extra, **({"holdoutRows": args.holdout_rows} if args.holdout_rows else {})}
+    config = {**config_extra, **({"holdout_rows": args.holdout_rows} if args.holdout_rows else {})}
     steps = args.steps if args.steps is not None else (defaults.KIT_SFT_STEPS if args.base else None)
     t = time.perf_counter()
     with warnings.catch_warnings():
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         "demo_base_build_seconds": round(base_seconds, 1) if args.base is None else None,
         "base": run.config.get("base_model"),
         "run": run.id,
-        "config": {k: run.config.get(k) for k in ("learning_rate", "steps", "batchSize", "loraRank", "loraAlpha")},
+        "config": {k: run.config.get(k) for k in ("learning_rate", "steps", "batch_size", "lora_rank", "lora_alpha")},
     }
     print(json.dumps(result, indent=1))
     ok = status == "done" and (training.get("after") or 0) >= defaults.KIT_SFT_TARGET_PASS_RATE

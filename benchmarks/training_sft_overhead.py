@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             warnings.simplefilter("ignore")
             get = wai.get_run
             run = wai.train(dataset, method="sft", base_model=base, steps=args.steps, learning_rate=args.lr,
-                            check="off", config={"batchSize": args.batch, "loraRank": args.rank,
-                                                 "loraAlpha": args.alpha})
+                            check="off", config={"batch_size": args.batch, "lora_rank": args.rank,
+                                                 "lora_alpha": args.alpha})
         if run.wait(poll=2) != "done":
             raise RuntimeError(f"the framework's job failed: {run.error}")
         framework.append(run.training["train_seconds"])

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     data = wai.push(load_sample(), name="sample")
     train_side, held = wai.datasets.cut(data, seed=0)
     passes = wai.push([r for r in wai.datasets.load_rows(train_side) if r["passed"]], name="sample:train:passes")
-    config = {"holdoutRows": args.holdout_rows} if args.holdout_rows else {}
+    config = {"holdout_rows": args.holdout_rows} if args.holdout_rows else {}
     sft = _stage(wai, passes, held, method="sft", steps=args.sft_steps, config=config)
     print(json.dumps(sft), flush=True)
     if sft["status"] != "done":

@@ -17,7 +17,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 #: small enough for CI on 2 cores: a few tasks, two optimizer steps, four held-out prompts
-TINY = ["dataset.tasks=24", "holdoutRows=4", "steps=2"]
+TINY = ["dataset.tasks=24", "holdout_rows=4", "steps=2"]
 
 
 def tiny_base() -> str:

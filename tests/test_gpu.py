@@ -48,7 +48,7 @@ def test_a_hosted_sft_job_trains_on_the_local_gpu_in_bf16_and_prices_it(session_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run = wai.train(passes, method="sft", steps=8, holdout=held, base_model=str(tiny_model_dir()), wait=True,
-                        config={"holdoutRows": 8})
+                        config={"holdout_rows": 8})
     assert run.status == "done", run.error
     training = run.training
     assert training["device"] == "cuda"

@@ -144,12 +144,12 @@ def test_every_knob_has_a_range_default_and_reference():
 
 
 def test_resolved_config_records_ours_and_trls_defaults():
-    resolved, problems, notes = resolve_config("grpo", {"truncated": "mask"}, {"epsilonHigh": 0.2, "mystery": 1},
+    resolved, problems, notes = resolve_config("grpo", {"truncated": "mask"}, {"epsilon_high": 0.2, "mystery": 1},
                                                base_model=None, target=None, holdout=None)
     assert not problems
     assert resolved["beta"] == defaults.TRAINING_KNOBS["beta"]["grpo"]["default"]
     assert resolved["loss_type"] == "bnpo" and resolved["mask_truncated_completions"] is True
-    assert resolved["epsilonHigh"] == 0.2 and resolved["scaleRewards"] == "group"
+    assert resolved["epsilon_high"] == 0.2 and resolved["scale_rewards"] == "group"
     assert resolved["trl_defaults_overridden"] == {"beta": 0.0, "loss_type": "dapo", "mask_truncated_completions": False}
     assert resolved["extra"] == {"mystery": 1} and "mystery" in notes[0]
     assert resolved["base_model"] == defaults.KIT_BASE_NAME
@@ -222,13 +222,13 @@ def test_every_knob_lands_on_the_run_config(launches):
     ds = wai.push(rows(tag="cfg"), name="cfg")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run = wai.train(ds, method="grpo", steps=7, config={"scaleRewards": "none"})
+        run = wai.train(ds, method="grpo", steps=7, config={"scale_rewards": "none"})
     config = run.config
     for knob in ("steps", "generations", "beta", "learning_rate", "seed", "max_completion_length", "loss_type",
-                 "temperature", "truncated", "min_mixed_tasks", "epsilonHigh", "scaleRewards", "balance",
-                 "loraRank", "loraAlpha", "base_model", "method", "target"):
+                 "temperature", "truncated", "min_mixed_tasks", "epsilon_high", "scale_rewards", "balance",
+                 "lora_rank", "lora_alpha", "base_model", "method", "target"):
         assert knob in config, knob
-    assert config["steps"] == 7 and config["scaleRewards"] == "none" and config["target"] == "local"
+    assert config["steps"] == 7 and config["scale_rewards"] == "none" and config["target"] == "local"
     assert config["generations"] == 4  # the dataset's group size
     assert config["temperature"] == 0.7  # rolled out where the rows were measured
     assert launches[0]["spec"]["run_id"] == run.id and launches[0]["kind"] == "grpo"
@@ -394,7 +394,7 @@ def _finished(name: str, config: dict | None = None, summary: dict | None = None
 
 def _with_adapter(name: str, base: str = defaults.KIT_BASE_NAME, method: str = "sft") -> dict:
     """A done run whose adapter folder exists where the platform keeps adapters."""
-    record = _finished(name, {"method": method, "base_model": base, "loraRank": 8, "loraAlpha": 16})
+    record = _finished(name, {"method": method, "base_model": base, "lora_rank": 8, "lora_alpha": 16})
     folder = runner.adapter_dir(record["id"])
     folder.mkdir(parents=True)
     (folder / "adapter_config.json").write_text("{}")
@@ -423,7 +423,7 @@ def test_init_from_refusals_name_the_run_and_the_fix(launches):
         (dict(init_from=bare["id"]), "has no adapter on its record"),
         (dict(init_from=reward["id"]), "is a reward model (rm)"),
         (dict(init_from=good["id"], base_model="Qwen/Qwen3-0.6B"), "differs from the base of init_from"),
-        (dict(init_from=good["id"], config={"loraRank": 32}), "the adapter keeps its shape"),
+        (dict(init_from=good["id"], config={"lora_rank": 32}), "the adapter keeps its shape"),
         (dict(init_from=3), "init_from=3 is not a run"),
         (dict(init_from=good["id"], method="rm"), "does not apply to rm"),
     ]
@@ -443,7 +443,7 @@ def test_init_from_a_finished_run_inherits_its_base_and_lora_shape(launches):
         warnings.simplefilter("ignore")
         run = wai.train(ds, method="grpo", init_from=start)  # the record, as get_run returns it
     assert run.config["init_from"] == start["id"] and run.config["base_model"] == defaults.KIT_BASE_NAME
-    assert run.config["loraRank"] == 8 and run.config["loraAlpha"] == 16
+    assert run.config["lora_rank"] == 8 and run.config["lora_alpha"] == 16
     spec = launches[-1]["spec"]
     assert spec["init_from"] == start["id"] and spec["init_adapter"] == str(runner.adapter_dir(start["id"]))
 
@@ -527,3 +527,39 @@ def test_stop_cancels_a_modal_call_through_the_seam(launches, monkeypatch):
     assert job["status"] == "stopped"
     assert "Modal call fc-stop was cancelled" in run.error
     assert run.refresh().status == "stopped"
+
+
+# ---------------------------------------------------------------------------
+# The typed spec on the way in and on the record
+# ---------------------------------------------------------------------------
+
+
+def test_the_reference_camel_case_keys_are_aliases_recorded_in_snake_case(launches):
+    from whileai.core.spec import SPEC_VERSION
+
+    ds = wai.push(rows(tag="alias"), name="alias")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(ds, method="grpo", config={"epsilonHigh": 0.3, "scaleRewards": "batch", "loraRank": 8,
+                                                   "holdoutRows": 12})
+    config = run.config
+    assert config["spec_version"] == SPEC_VERSION
+    assert (config["epsilon_high"], config["scale_rewards"], config["lora_rank"], config["holdout_rows"]) == (
+        0.3, "batch", 8, 12)
+    assert not {"epsilonHigh", "scaleRewards", "loraRank", "holdoutRows"} & set(config)
+    spec = launches[-1]["spec"]
+    assert spec["epsilon_high"] == 0.3 and "epsilonHigh" not in spec
+    with pytest.raises(TrainingConfigError, match=r"epsilon_high=50 is outside \[0, 10\] for grpo"):
+        wai.train(ds, method="grpo", config={"epsilonHigh": 50})
+
+
+def test_the_launch_route_refuses_what_is_not_a_run_spec(launches):
+    from whileai.core.errors import PlatformError
+
+    client = get_client()
+    run = client.request("POST", "/runs", json={"name": "bad spec", "kind": defaults.TRAIN_RUN_KIND})
+    with pytest.raises(PlatformError, match="generations is not a sft setting") as err:
+        client.request("POST", "/jobs/launch", json={"run_id": run["id"], "kind": "sft",
+                                                      "spec": {"generations": 4, "lora_rank": "wide"}})
+    assert err.value.status == 422 and "lora_rank='wide'" in str(err.value)
+    assert not launches

@@ -76,7 +76,7 @@ def test_sft_end_to_end_and_the_caller_exiting_does_not_stop_it(sample_sets, ses
     script = textwrap.dedent(f"""
         import whileai.simulations as wai
         run = wai.train({sample_sets['passes'].id!r}, method="sft", steps=6, base_model={sample_sets['base']!r},
-                        holdout={sample_sets['holdout'].id!r}, config={{"holdoutRows": 12}})
+                        holdout={sample_sets['holdout'].id!r}, config={{"holdout_rows": 12}})
         print(run.id, flush=True)
     """)
     env = {**os.environ, "WHILEAI_HOME": str(session_home), "PYTHONWARNINGS": "ignore"}
@@ -99,7 +99,7 @@ def test_sft_end_to_end_and_the_caller_exiting_does_not_stop_it(sample_sets, ses
     trainer = run.summary["trainer"]  # what the trainer saw, library defaults filled in
     assert trainer["config_class"] == "SFTConfig" and trainer["config"]["max_steps"] == 6
     assert "max_steps" not in trainer["library_defaults"] and "adam_beta1" in trainer["library_defaults"]
-    assert trainer["peft"]["default"]["r"] == run.config.get("lora_rank", run.config.get("loraRank"))
+    assert trainer["peft"]["default"]["r"] == run.config["lora_rank"]
     assert trainer["versions"]["trl"] and trainer["versions"]["peft"]
     record = wai.get_run(run_id)
     assert record["step"] == 6 and record["total_steps"] == 6
@@ -142,7 +142,7 @@ def test_a_killed_worker_is_detected_and_its_run_failed(sample_sets):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run = wai.train(sample_sets["train"], method="dpo", steps=500, base_model=sample_sets["base"],
-                        config={"holdoutRows": 4})
+                        config={"holdout_rows": 4})
     _wait_for(lambda: _job_of(run.id)["heartbeat_at"] is not None, 90, "the worker's first heartbeat")
     os.kill(_job_of(run.id)["pid"], signal.SIGKILL)
     _wait_for(lambda: run.refresh().status != "running", 30, "the kill to be noticed")
@@ -174,7 +174,7 @@ def test_rm_end_to_end_gives_a_judge(sample_sets):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run = wai.train(sample_sets["train"], method="rm", steps=4, base_model=sample_sets["base"], wait=True,
-                        config={"holdoutRows": 24})
+                        config={"holdout_rows": 24})
     assert run.status == "done", run.error
     training = run.training
     assert training["metric"] == "pair_accuracy" and isinstance(training["threshold"], float)

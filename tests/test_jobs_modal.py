@@ -108,7 +108,7 @@ def _train(sets, method: str, **kwargs):
 def test_grpo_on_modal_through_the_seam(sets, fake, session_home):
     monitor = {"every": 1, "k": 2, "n_prompts": 2, "max_new_tokens": 8}  # HackMonitor on, kept tiny
     run = _train(sets, "grpo", steps=2, generations=2, max_completion_length=16,
-                 config={"holdoutRows": 4, "gpu": "A10G", "monitor": monitor})
+                 config={"holdout_rows": 4, "gpu": "A10G", "monitor": monitor})
     payload, gpu = fake.spawned[0]
     assert gpu == "A10G" and payload["spec"]["target"] == "modal" and payload["run"]["id"] == run.id
     assert len(payload["rows"]) == sets["train"].rows and len(payload["holdout_rows"]) == sets["holdout"].rows
@@ -131,7 +131,7 @@ def test_grpo_on_modal_through_the_seam(sets, fake, session_home):
 
 
 def test_dpo_on_modal_through_the_seam(sets, fake):
-    run = _train(sets, "dpo", steps=2, config={"holdoutRows": 4, "batchSize": 2})
+    run = _train(sets, "dpo", steps=2, config={"holdout_rows": 4, "batch_size": 2})
     assert run.wait(poll=2, timeout=240) == "done", run.error
     assert run.training["pairs"] > 0 and run.training["before"] is not None
     assert run.summary["holdout_after"] == run.training["after"]
@@ -141,10 +141,10 @@ def test_a_stage_on_modal_reads_its_start_adapter_from_the_volume(sets, fake, se
     """DPO on Modal from an SFT run whose adapter is only here: it is uploaded to the Volume and the job continues it."""
     from whileai.platform.launcher.jobs import adapter_dir
 
-    sft = _train(sets, "sft", steps=1, check="off", config={"holdoutRows": 2})
+    sft = _train(sets, "sft", steps=1, check="off", config={"holdout_rows": 2})
     assert sft.wait(poll=1, timeout=240) == "done", sft.error
     shutil.rmtree(fake.volume / sft.id)  # as for a run trained locally: its adapter is only in the data root
-    run = _train(sets, "dpo", steps=2, init_from=sft, config={"holdoutRows": 2, "batchSize": 2})
+    run = _train(sets, "dpo", steps=2, init_from=sft, config={"holdout_rows": 2, "batch_size": 2})
     payload, _gpu = fake.spawned[-1]
     assert fake.uploaded == [sft.id] and payload["spec"]["init_adapter"] == str(fake.volume / sft.id)
     assert payload["spec"]["init_from"] == sft.id
@@ -154,7 +154,7 @@ def test_a_stage_on_modal_reads_its_start_adapter_from_the_volume(sets, fake, se
 
 
 def test_stopping_a_modal_run_cancels_its_call_and_nothing_flips_it_back(sets, fake):
-    run = _train(sets, "dpo", steps=1, config={"holdoutRows": 2, "batchSize": 2})
+    run = _train(sets, "dpo", steps=1, config={"holdout_rows": 2, "batch_size": 2})
     assert run.stop() == "stopped" and fake.cancelled == ["fc-0"]
     thread, _result = fake.calls["fc-0"]
     thread.join(240)  # the call ends on its own here; its result is never read
@@ -203,7 +203,7 @@ def test_run_job_local_runs_the_deployed_function_body(sets, tmp_path, monkeypat
     client = get_client()
     record = client.request("POST", "/runs", json={"name": "local-modal", "kind": "hosted"})
     spec = {"method": "dpo", "base_model": sets["base"], "learning_rate": 1e-4, "beta": 0.1, "loss_type": "sigmoid",
-            "max_completion_length": 64, "steps": 1, "batchSize": 2, "seed": 0, "target": "modal", "gpu": "A10G"}
+            "max_completion_length": 64, "steps": 1, "batch_size": 2, "seed": 0, "target": "modal", "gpu": "A10G"}
     payload = {"job_id": "job_local", "spec": spec, "rows": wai.datasets.load_rows(sets["train"]),
                "holdout_rows": None, "run": record}
     with warnings.catch_warnings():

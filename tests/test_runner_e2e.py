@@ -55,7 +55,7 @@ def _check_stages(token: str, args: list[str], methods: list[str]) -> list[dict]
 def test_the_design_card_line_runs_sft_then_grpo_with_the_monitor():
     base = tiny_base()
     args = ["recipe=grpo_tooluse", "beta=0.04", *TINY, f"base_model={base}", "stages.sft.steps=2",
-            "stages.sft.holdoutRows=4", "max_completion_length=16", "generations=2", "monitor.n_prompts=4",
+            "stages.sft.holdout_rows=4", "max_completion_length=16", "generations=2", "monitor.n_prompts=4",
             "monitor.every=1", "expect.holdout_after_min=0.0", "expect.no_alarm=null"]
     done = whileai("run", *args, token="card")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -71,7 +71,7 @@ def test_the_design_card_line_runs_sft_then_grpo_with_the_monitor():
 
 def test_dpo_tooluse_runs_after_its_sft_stage():
     args = ["recipe=dpo_tooluse", *TINY, f"base_model={tiny_base()}", "stages.sft.steps=2",
-            "stages.sft.holdoutRows=4", "expect.holdout_after_min=0.0"]
+            "stages.sft.holdout_rows=4", "expect.holdout_after_min=0.0"]
     done = whileai("run", *args, token="dpo")
     assert done.returncode == 0, done.stdout + done.stderr
     _check_stages("dpo", args, ["sft", "dpo"])
@@ -99,7 +99,7 @@ def test_rm_tooluse_as_a_joblib_sweep_of_two_parallel_jobs_on_one_dataset():
 def test_ctrl_c_during_training_stops_the_run_and_its_worker():
     from whileai.simulations.client import get_client
 
-    args = ["recipe=sft_tooluse", "dataset.tasks=24", "holdoutRows=4", "steps=100000", f"base_model={tiny_base()}"]
+    args = ["recipe=sft_tooluse", "dataset.tasks=24", "holdout_rows=4", "steps=100000", f"base_model={tiny_base()}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WHILEAI_RUNNER_TOKEN": "sigint", "PYTHONWARNINGS": "ignore"}
     proc = subprocess.Popen([sys.executable, "-m", "whileai", "run", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -42,7 +42,7 @@ def compose(overrides: list[str]) -> tuple[dict, list[schema.Problem]]:
         choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
         with open_dict(cfg):
             del cfg["hydra"]
-        plain = OmegaConf.to_container(cfg, resolve=True)
+        plain = schema.canonical_spec(OmegaConf.to_container(cfg, resolve=True))
     return plain, schema.check(plain, Origins(found, choices, overrides))
 
 
@@ -231,3 +231,37 @@ def test_the_quickstart_holds_exactly_its_two_command_lines():
     block = quickstart.split("```bash\n", 1)[1].split("```", 1)[0]
     assert block.splitlines() == ['pip install -e . && python -m whileai run recipe=sft_tooluse',
                                   'pip install -e ".[test]" && python -m pytest']
+
+
+def test_camel_case_host_keys_are_aliases_on_the_command_line_and_in_recipes(tmp_path):
+    """The reference's spellings (loraRank, holdoutRows) are read as the snake_case keys and shown in that form."""
+    home = tmp_path / "home"
+    done = run_cli("validate", "recipe=dpo_tooluse", "loraRank=8", "stages.sft.holdoutRows=6", home=home)
+    assert done.returncode == 0, done.stderr
+    spec = yaml.safe_load(done.stdout)
+    assert spec["lora_rank"] == 8 and spec["stages"]["sft"]["holdout_rows"] == 6
+    assert "loraRank" not in done.stdout and "holdoutRows" not in done.stdout
+    recipe = tmp_path / "recipes" / "old_spelling.yaml"
+    recipe.parent.mkdir()
+    recipe.write_text("# @package _global_\n# python -m whileai run recipe=old_spelling\ndefaults:\n"
+                      "  - override /method: sft\nholdoutRows: 12\nbatchSize: 4\n", encoding="utf-8")
+    done = run_cli("validate", "--recipes", str(recipe.parent), "recipe=old_spelling", home=home)
+    assert done.returncode == 0, done.stderr
+    spec = yaml.safe_load(done.stdout)
+    assert spec["holdout_rows"] == 12 and spec["batch_size"] == 4
+    assert schema.canonical_override("+stages.x.epsilonHigh=0.2") == "+stages.x.epsilon_high=0.2"
+    assert schema.canonical_override("--cfg") == "--cfg" and schema.canonical_override("seed=1") == "seed=1"
+
+
+def test_a_spec_recorded_before_the_typed_spec_still_validates_for_reproduce():
+    """Runs recorded with camelCase host keys (spec version 1) read in canonical form, as `reproduce` reads them."""
+    from whileai.core.spec import ALIASES
+
+    plain, problems = compose(["recipe=grpo_tooluse"])
+    assert not problems
+    back = {v: k for k, v in ALIASES.items()}
+    old = {back.get(k, k): v for k, v in plain.items()}
+    old["stages"] = {n: {back.get(k, k): v for k, v in s.items()} for n, s in plain["stages"].items()}
+    assert "holdoutRows" in old and "holdout_rows" not in old
+    again = schema.canonical_spec(old)
+    assert again == plain and schema.check(again) == []

@@ -34,7 +34,7 @@ def sft_run(session_home, push_sample):
     passes, held = sets["passes"], sets["holdout"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run = wai.train(passes, method="sft", steps=12, holdout=held, wait=True, config={"holdoutRows": 8})
+        run = wai.train(passes, method="sft", steps=12, holdout=held, wait=True, config={"holdout_rows": 8})
     assert run.status == "done", run.error
     return run, wai.datasets.load_rows(held)
 

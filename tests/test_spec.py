@@ -27,7 +27,7 @@ def _table_knobs(method: str) -> set[str]:
 
 
 _NOT_KNOBS = {"spec_version", "method", "base_model", "target", "holdout", "init_from", "gpu", "extra", "run_id",
-              "dataset", "gold_judge", "monitor", "trl_defaults_overridden", "mask_truncated_completions"}
+              "dataset", "init_adapter", "gold_judge", "monitor", "trl_defaults_overridden", "mask_truncated_completions"}
 
 
 @pytest.mark.parametrize("method", sorted(SPEC_MODELS))
@@ -45,6 +45,8 @@ def test_aliases_are_read_and_recorded_in_canonical_form():
     dumped = spec.model_dump(exclude_none=True)
     assert not set(dumped) & set(ALIASES) and dumped["lora_rank"] == 8
     assert canonical({"loraRank": 4, "lora_rank": 8}) == {"lora_rank": 8}  # both given: the canonical one wins
+    assert canonical({"lora_rank": None, "loraRank": 4}) == {"lora_rank": 4}  # ... unless it is unset
+    assert canonical({"loraRank": 4, "lora_rank": None}) == {"lora_rank": 4}
 
 
 def test_a_version_one_record_still_reads():

@@ -58,7 +58,7 @@ def sft_stage(sets):
     privileged block, and the export gate rightly refuses the rows.)
     """
     run = _train(sets["passes"], method="sft", steps=2, base_model=sets["base"], holdout=sets["holdout"],
-                 mask_mode="final", strip_think=False, config={"holdoutRows": 4})
+                 mask_mode="final", strip_think=False, config={"holdout_rows": 4})
     assert run.wait(poll=1, timeout=240) == "done", run.error
     return run
 
@@ -80,15 +80,15 @@ def test_grpo_and_dpo_continue_the_sft_adapter_and_the_result_serves(sets, sft_s
     sft = sft_stage
     # two datasets, each stage trained from the same sft adapter
     grpo = _train(sets["train"], method="grpo", init_from=sft, steps=1, generations=2, max_completion_length=8,
-                  config={"holdoutRows": 4, "monitor": False})
+                  config={"holdout_rows": 4, "monitor": False})
     dpo = _train(sets["all"], method="dpo", init_from=sft.id, steps=2, holdout=sets["holdout"],
-                 config={"holdoutRows": 4, "batchSize": 2})
+                 config={"holdout_rows": 4, "batch_size": 2})
     start = _lora_weights(sft.adapter)
     assert any(float(v.abs().max()) > 0 for k, v in start.items() if "lora_B" in k)
     for run in (grpo, dpo):
         assert run.wait(poll=1, timeout=300) == "done", run.error
         assert run.config["init_from"] == sft.id and run.training["init_from"] == sft.id
-        assert run.config["base_model"] == sets["base"] and run.config["loraRank"] == sft.config["loraRank"]
+        assert run.config["base_model"] == sets["base"] and run.config["lora_rank"] == sft.config["lora_rank"]
         folder = Path(run.adapter)
         assert folder == adapter_dir(run.id) and (folder / "adapter_config.json").is_file()
         assert not (folder / "ref").exists(), "only the trained adapter is saved, not the trainer's reference copy"
@@ -131,7 +131,7 @@ def _group_gone(pgid: int) -> bool:
 
 
 def test_stop_ends_a_running_worker_and_its_group_and_the_run_stays_stopped(sets):
-    run = _train(sets["train"], method="dpo", steps=500, base_model=sets["base"], config={"holdoutRows": 4})
+    run = _train(sets["train"], method="dpo", steps=500, base_model=sets["base"], config={"holdout_rows": 4})
     deadline = time.monotonic() + 120
     while _job_of(run.id)["heartbeat_at"] is None or not (run.refresh().step or 0):
         assert time.monotonic() < deadline, "the worker never started training"

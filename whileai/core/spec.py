@@ -84,10 +84,11 @@ class RunSpec(BaseModel):
     #: set by the job launcher for the job's own copy of the spec
     run_id: str | None = None
     dataset: str | None = None
+    init_adapter: str | None = None
 
     def knobs(self) -> dict[str, Any]:
         """The fields this method's trainer reads, as a plain dict (None where left to the default)."""
-        return self.model_dump(exclude={"spec_version", "extra", "run_id", "dataset"})
+        return self.model_dump(exclude={"spec_version", "extra", "run_id", "dataset", "init_adapter"})
 
 
 class SFTSpec(RunSpec):
@@ -148,12 +149,18 @@ SPEC_MODELS: dict[str, type[RunSpec]] = {"sft": SFTSpec, "grpo": GRPOSpec, "dpo"
 
 
 def canonical(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` with every alias renamed to its canonical key (a key given both ways keeps the canonical one)."""
+    """``config`` with every alias renamed to its canonical key.
+
+    A key given both ways keeps the canonical spelling's value unless that value is None
+    (a root config's unset default beside a recipe's old spelling): then the alias's value counts.
+    """
     out: dict[str, Any] = {}
     for key, value in config.items():
         name = ALIASES.get(key, key)
-        if name != key and name in config:
-            continue  # both spellings: the canonical one wins
+        if name != key and config.get(name) is not None:
+            continue  # both spellings, the canonical one set: it wins
+        if name == key and key in out:
+            continue  # the alias came first and set it; a None canonical value does not undo that
         out[name] = value
     return out
 
@@ -179,7 +186,7 @@ def spec_problems(config: Mapping[str, Any]) -> list[str]:
         for error in exc.errors():
             key = ".".join(str(p) for p in error["loc"])
             if error["type"] == "extra_forbidden":
-                known = ", ".join(sorted(f for f in model.model_fields if f not in ("spec_version", "run_id", "dataset")))
+                known = ", ".join(sorted(f for f in model.model_fields if f not in ("spec_version", "run_id", "dataset", "init_adapter")))
                 out.append(f"{key} is not a {fields['method']} setting; use one of: {known}")
             else:
                 out.append(f"{key}={error.get('input')!r}: {error['msg']}")

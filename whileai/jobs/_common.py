@@ -223,7 +223,7 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
     """``{"value": pass rate, "prompts": n}`` of the first-action judge on greedy replies (value None without gold)."""
     from whileai.simulations.judges import judge_reply
 
-    prompts = distinct_prompts(rows, spec.get("holdoutRows") or defaults.TRAIN_HOLDOUT_MAX_ROWS, spec.get("seed") or 0)
+    prompts = distinct_prompts(rows, spec.get("holdout_rows") or defaults.TRAIN_HOLDOUT_MAX_ROWS, spec.get("seed") or 0)
     if not prompts:
         return {"value": None, "prompts": 0, "why": "no held-out row carries a gold first action"}
     replies = generate_replies(model, tokenizer, prompts, defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
@@ -238,7 +238,7 @@ def heldout_loss(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec
     import torch
 
     chosen = [r for r in rows if r.get("passed") is True] or list(rows)
-    limit = spec.get("holdoutRows") or defaults.TRAIN_HOLDOUT_MAX_ROWS
+    limit = spec.get("holdout_rows") or defaults.TRAIN_HOLDOUT_MAX_ROWS
     if len(chosen) > limit:
         chosen = random.Random(spec.get("seed") or 0).sample(chosen, limit)
     trl_rows = export_training(chosen, None)
@@ -333,15 +333,15 @@ def export_pairs(pairs: list[dict[str, Any]], folder: Path | None,
 
 
 def lora_config(spec: Mapping[str, Any], task_type: str = "CAUSAL_LM") -> Any:
-    """LoRA on every linear projection with the run's rank and alpha (loraRank / loraAlpha)."""
+    """LoRA on every linear projection with the run's rank and alpha (lora_rank / lora_alpha)."""
     from peft import LoraConfig
 
     kwargs: dict[str, Any] = {}
     if task_type == "SEQ_CLS":
         kwargs["modules_to_save"] = ["score"]  # the freshly initialised head must be saved with the adapter
     return LoraConfig(
-        r=int(spec.get("loraRank") or defaults.TRAIN_LORA_R),
-        lora_alpha=int(spec.get("loraAlpha") or defaults.TRAIN_LORA_ALPHA),
+        r=int(spec.get("lora_rank") or defaults.TRAIN_LORA_R),
+        lora_alpha=int(spec.get("lora_alpha") or defaults.TRAIN_LORA_ALPHA),
         lora_dropout=defaults.TRAIN_LORA_DROPOUT,
         target_modules=defaults.TRAIN_LORA_TARGETS,
         task_type=task_type,
@@ -381,7 +381,7 @@ def train_lora(trainer_cls: Any, config_cls: Any, spec: Mapping[str, Any], folde
     """One TRL trainer with the run's LoRA, trained on ``examples``; returns the trainer.
 
     The config is ``config_cls`` over :func:`trainer_settings`, the run's batch
-    size (``batchSize``, else TRAIN_BATCH_SIZE) and the method's own ``config``;
+    size (``batch_size``, else TRAIN_BATCH_SIZE) and the method's own ``config``;
     the rows reach TRL through ``export.to_hf_dataset``. SFT, DPO and RM differ only
     in the trainer, their config keys and (RM) the LoRA task type.
     """
@@ -389,7 +389,7 @@ def train_lora(trainer_cls: Any, config_cls: Any, spec: Mapping[str, Any], folde
 
     args = config_cls(
         **trainer_settings(spec, folder),
-        per_device_train_batch_size=int(spec.get("batchSize") or defaults.TRAIN_BATCH_SIZE),
+        per_device_train_batch_size=int(spec.get("batch_size") or defaults.TRAIN_BATCH_SIZE),
         **config,
     )
     trainer = trainer_cls(

@@ -56,10 +56,15 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
 
     Raises whatever the trainer raises; the caller fails the run with it.
     """
+    from whileai.core.spec import read_spec
     from whileai.jobs import _common
     from whileai.jobs.trainer_record import TrainerRecord
+    from whileai.platform.launcher.jobs import PLATFORM_SPEC_KEYS  # the platform's bookkeeping on a job row
     from whileai.simulations.training import TrainerCallback
 
+    # The one typed spec: every key the method reads, with its type, in canonical spelling (a spec
+    # recorded before the typed spec reads too). A spec that is not one fails the job here, by name.
+    spec = read_spec({k: v for k, v in spec.items() if k not in PLATFORM_SPEC_KEYS}).model_dump()
     started = time.time()
 
     def say(what: str) -> None:  # one line per phase in the job's log

@@ -126,8 +126,8 @@ def first_action_reward(truncated: str, stop_ids: set[int]) -> Any:
 
 
 def _gold_judge(spec: dict[str, Any]) -> Any:
-    """The independent judge named by ``config["goldJudge"]`` (a finished rm run's id), or None."""
-    name = spec.get("goldJudge")
+    """The independent judge named by ``config["gold_judge"]`` (a finished rm run's id), or None."""
+    name = spec.get("gold_judge")
     if not name:
         return None
     from whileai.simulations.training import reward_model
@@ -141,7 +141,7 @@ def _monitor(spec: dict[str, Any], run: Any, held: list[dict[str, Any]], reward:
     On by default for GRPO, watching the held-out prompts; ``config["monitor"]``
     holds its settings (HackMonitor's keyword arguments) or False to turn it off.
     The training reward is its proxy. Its gold must be an independent judge
-    (``config["goldJudge"]``): the first-action judge is the reward itself.
+    (``config["gold_judge"]``): the first-action judge is the reward itself.
     """
     settings = spec.get("monitor")
     if settings is False:
@@ -156,8 +156,8 @@ def _monitor(spec: dict[str, Any], run: Any, held: list[dict[str, Any]], reward:
     if gold is None:
         return monitor, ("on without a gold judge: its divergence and gold-decline alarms are off, because the "
                          "only judge here is the training reward itself; name an independent one (a reward-model "
-                         "run) in config['goldJudge'] to turn them on")
-    return monitor, f"on, gold judge {spec['goldJudge']}"
+                         "run) in config['gold_judge'] to turn them on")
+    return monitor, f"on, gold judge {spec['gold_judge']}"
 
 
 def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
@@ -182,15 +182,15 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         beta=float(spec["beta"]),
         loss_type=str(spec["loss_type"]),
         mask_truncated_completions=spec.get("truncated", "mask") == "mask",
-        epsilon_high=spec.get("epsilonHigh"),
-        scale_rewards=spec.get("scaleRewards") or "group",
+        epsilon_high=spec.get("epsilon_high"),
+        scale_rewards=spec.get("scale_rewards") or "group",
         max_tool_calling_iterations=0,
         log_completions=False,
     )
     stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
     reward = first_action_reward(spec.get("truncated", "mask"), stop_ids)
     held = [{"prompt": _common.prompt_messages(r), "gold": r["gold"], "tools": r.get("tools")}
-            for r in _common.distinct_prompts(holdout or [], spec.get("holdoutRows"), int(spec.get("seed") or 0))]
+            for r in _common.distinct_prompts(holdout or [], spec.get("holdout_rows"), int(spec.get("seed") or 0))]
     monitor, monitor_note = _monitor(spec, run, held, reward)
     extra_callbacks = [monitor] if monitor is not None else []
     with warnings.catch_warnings():

@@ -93,13 +93,13 @@ def best_threshold(scores: list[float], passed: list[bool]) -> tuple[float | Non
 
 
 def _holdout_rows(rows: list[dict[str, Any]], spec: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(labelled held-out rows, held-out pairs), the rows capped at holdoutRows."""
+    """(labelled held-out rows, held-out pairs), the rows capped at holdout_rows."""
     import random
 
     from whileai.jobs.dpo import preference_pairs
 
     labelled = [r for r in rows if isinstance(r.get("passed"), bool)]
-    limit = spec.get("holdoutRows") or defaults.TRAIN_HOLDOUT_MAX_ROWS
+    limit = spec.get("holdout_rows") or defaults.TRAIN_HOLDOUT_MAX_ROWS
     if len(labelled) > limit:
         labelled = random.Random(spec.get("seed") or 0).sample(labelled, limit)
     return labelled, preference_pairs(labelled, True)

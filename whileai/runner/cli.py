@@ -96,9 +96,11 @@ def _prepare(argv: list[str], mode: str) -> list[str]:
     """Environment, resolvers, recipes; returns the argv Hydra should parse."""
     from whileai.simulations import defaults as sdk
 
+    from . import schema
     from ._origin import check_overrides
 
     argv, user = _pop_recipes_flag(list(argv))
+    argv = [schema.canonical_override(a) for a in argv]  # loraRank=8 means lora_rank=8 (whileai.core.spec.ALIASES)
     if user:
         os.environ[defaults.RECIPES_ENV] = str(Path(user).expanduser().resolve())  # joblib workers read it too
     os.environ.setdefault(sdk.HOME_ENV, str(data_root()))  # Hydra's folders go under the data root
@@ -154,6 +156,7 @@ def _task(cfg: Any) -> Any:
         problems.append(schema.Problem("", f"the spec does not resolve: {exc}".splitlines()[0], ""))
         _report(problems)
         raise SystemExit(2) from None
+    plain = schema.canonical_spec(plain)
     problems += schema.check(plain, origin)
     if problems:
         _report(problems)

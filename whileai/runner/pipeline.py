@@ -106,7 +106,7 @@ def _train_kwargs(stage: dict[str, Any], spec: dict[str, Any], last: bool) -> tu
         settings = {k: v for k, v in monitor.items() if k not in ("enabled", "gold_judge") and v not in (None, [])}
         config["monitor"] = settings if (monitor["enabled"] and last) else False
         if monitor["enabled"] and last and monitor.get("gold_judge"):
-            config["goldJudge"] = monitor["gold_judge"]
+            config["gold_judge"] = monitor["gold_judge"]
     if spec["target"].get("gpu") and spec["target"]["name"] == "modal":
         config["gpu"] = spec["target"]["gpu"]
     return kwargs, config

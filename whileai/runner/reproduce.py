@@ -37,7 +37,8 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     if bad:
         print(f"reproduce takes key=value overrides of the stored spec; not: {' '.join(bad)}", file=sys.stderr)
         return 2
-    spec = OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(old["spec"]), OmegaConf.from_dotlist(overrides)))
+    spec = schema.canonical_spec(  # a run recorded before the typed spec reads in canonical form
+        OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(old["spec"]), OmegaConf.from_dotlist(overrides))))
     problems = schema.check(spec, lambda key: "command line" if any(o.startswith(key + "=") for o in overrides)
                             else f"the stored spec of {run_id}")
     if problems:

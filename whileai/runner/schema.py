@@ -27,10 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from whileai.simulations import defaults as sdk
 # One knob checker for wai.train and the runner, so both word a refusal alike.
 from whileai.core.knobs import check_knob
+from whileai.core.spec import ALIASES, canonical
 
 from . import defaults
 
-__all__ = ["Problem", "Spec", "Stage", "check", "KNOBS", "HOST_KEYS", "known_paths", "nearest"]
+__all__ = ["Problem", "Spec", "Stage", "check", "canonical_spec", "canonical_override", "KNOBS", "HOST_KEYS", "known_paths", "nearest"]
 
 #: the knobs (wai.train's keyword arguments) and host keys (its config=), both flat at the root
 #: (the export settings among TRAINING_KNOBS live in the export group instead: TRAIN_EXPORT_KNOBS)
@@ -210,6 +211,32 @@ def _accepted_at(path: str) -> list[str]:
     if parent.startswith("stages.") and parent.count(".") == 1:
         return known["stages.*"]
     return known.get(parent, [])
+
+
+def canonical_spec(plain: dict[str, Any]) -> dict[str, Any]:
+    """The spec with the camelCase host keys (``loraRank``, ``holdoutRows``, ...) renamed to their snake_case names.
+
+    At the root and in every stage: recipes and command lines written with the reference's
+    spellings, and runs recorded before the typed spec, read as the canonical keys
+    (:data:`whileai.core.spec.ALIASES`), and the record keeps the canonical form.
+    """
+    out = canonical(plain)
+    stages = out.get("stages")
+    if isinstance(stages, dict):
+        out["stages"] = {name: canonical(stage) if isinstance(stage, dict) else stage for name, stage in stages.items()}
+    return out
+
+
+def canonical_override(arg: str) -> str:
+    """A command-line override with an aliased key renamed: ``stages.sft.holdoutRows=4`` -> ``stages.sft.holdout_rows=4``."""
+    if arg.startswith("-") or "=" not in arg:
+        return arg
+    key, value = arg.split("=", 1)
+    sign = key[: len(key) - len(key.lstrip("+~"))]
+    head, _, leaf = key[len(sign):].rpartition(".")
+    if leaf not in ALIASES:
+        return arg
+    return f"{sign}{head + '.' if head else ''}{ALIASES[leaf]}={value}"
 
 
 def check(plain: dict[str, Any], origin: Any = None) -> list[Problem]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import defaults
 from whileai.core import knobs
-from whileai.core.spec import same_run
+from whileai.core.spec import SPEC_VERSION, canonical, same_run, spec_problems
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
 
 __all__ = ["train", "resolve_config", "selection_gate", "check_knob"]
@@ -27,9 +27,9 @@ __all__ = ["train", "resolve_config", "selection_gate", "check_knob"]
 _KNOB_ARGS = ("steps", "epochs", "generations", "beta", "learning_rate", "seed", "max_completion_length",
               "loss_type", "temperature", "truncated", "min_mixed_tasks", *defaults.TRAIN_EXPORT_KNOBS)
 _INT_KNOBS = {"steps", "generations", "seed", "max_completion_length", "min_mixed_tasks",
-              "loraRank", "loraAlpha", "batchSize", "holdoutRows", "max_tool_output_chars"}
+              "lora_rank", "lora_alpha", "batch_size", "holdout_rows", "max_tool_output_chars"}
 #: the LoRA shape a run started from another inherits (the adapter keeps its shape)
-_LORA_SHAPE = ("loraRank", "loraAlpha")
+_LORA_SHAPE = ("lora_rank", "lora_alpha")
 
 
 # ---------------------------------------------------------------------------
@@ -43,8 +43,8 @@ def check_knob(name: str, value: Any, method: str, table: Mapping[str, Mapping[s
 
 
 #: the kit demo base's proven LoRA SFT recipe (benchmarks/kit_lora_sft.py), by knob
-_KIT_SFT = {"learning_rate": "KIT_SFT_LR", "steps": "KIT_SFT_STEPS", "batchSize": "KIT_SFT_BATCH",
-            "loraRank": "KIT_SFT_LORA_R", "loraAlpha": "KIT_SFT_LORA_ALPHA"}
+_KIT_SFT = {"learning_rate": "KIT_SFT_LR", "steps": "KIT_SFT_STEPS", "batch_size": "KIT_SFT_BATCH",
+            "lora_rank": "KIT_SFT_LORA_R", "lora_alpha": "KIT_SFT_LORA_ALPHA"}
 
 
 def _method_default(name: str, method: str, table: Mapping[str, Mapping[str, Any]], base: str) -> Any:
@@ -93,7 +93,7 @@ def resolve_config(method: str, knobs: Mapping[str, Any], config: Mapping[str, A
     if method == "grpo" and knobs.get("generations") is None and repeats:
         lo, hi = defaults.TRAINING_KNOBS["generations"]["grpo"]["range"]
         resolved["generations"] = min(max(int(repeats), lo), hi)
-    config = dict(config or {})
+    config = canonical(config or {})
     for name, value in config.items():
         if name in defaults.TRAINING_HOST_KEYS:
             if value is not None:
@@ -208,7 +208,7 @@ def _start_run(client: Any, init_from: Any, method: str, base_model: str | None,
                         "your finished runs, e.g. from wai.list_runs(status='done')")
         return None
     said = len(problems)
-    source = record.get("config") if isinstance(record.get("config"), Mapping) else {}
+    source = canonical(record["config"]) if isinstance(record.get("config"), Mapping) else {}
     summary = record.get("summary") or {}
     if record.get("status") == "running":
         problems.append(f"init_from={found!r} is still running: a stage starts from a finished run's adapter; "
@@ -331,6 +331,8 @@ def train(
     if config is not None and not isinstance(config, Mapping):
         problems.append(f"config={config!r} is not a mapping; pass a dict of host keys or leave it None")
         config = None
+    if config is not None:
+        config = canonical(config)  # the reference's camelCase host keys are aliases, recorded in snake_case
     dataset_id = _id_or_problem(dataset, "dataset", problems)
     holdout_id = _id_or_problem(holdout, "holdout", problems) if holdout is not None else None
     knobs = {"steps": steps, "epochs": epochs, "generations": generations, "beta": beta,
@@ -343,7 +345,7 @@ def train(
     if init_from is not None and method in defaults.TRAIN_METHODS:
         client = get_client()
         start = _start_run(client, init_from, method, base_model, config, problems)
-    start_config = (start.get("config") if isinstance(start.get("config"), Mapping) else {}) if start else {}
+    start_config = canonical(start["config"]) if start and isinstance(start.get("config"), Mapping) else {}
     if start is not None:
         base_model = start_config.get("base_model") or (start["summary"].get("training") or {}).get("base_model")
         inherited = {k: start_config[k] for k in _LORA_SHAPE if start_config.get(k) is not None}
@@ -354,6 +356,9 @@ def train(
         resolved, knob_problems, notes = resolve_config(method, knobs, config, base_model=base_model,
                                                         target=target, holdout=holdout_id)
         problems += knob_problems
+        if not knob_problems:
+            resolved["spec_version"] = SPEC_VERSION
+            problems += spec_problems(resolved)  # the typed spec every layer reads (whileai.core.spec)
     if problems:
         listed = "\n".join(f"  - {p}" for p in problems)
         raise TrainingConfigError(f"train() cannot start: {len(problems)} problem(s)\n{listed}", problems)

@@ -470,11 +470,11 @@ TRAIN_EXPORT_DEFAULTS = {"mask_mode": "assistant", "unroll": False, "strip_think
 #: Further keys ``train(config=...)`` reads (the rest of a config is kept on the
 #: run as given and said to be unread). Same shape as TRAINING_KNOBS.
 TRAINING_HOST_KEYS: dict[str, dict[str, dict]] = {
-    "epsilonHigh": {
+    "epsilon_high": {
         "grpo": {"range": (0.0, 10.0), "default": 0.28, "paper": 0.28,
                  "source": "DAPO clip-higher, arXiv:2503.14476"},
     },
-    "scaleRewards": {
+    "scale_rewards": {
         # Dr. GRPO (arXiv:2503.20783) shows std scaling biases toward easy and hard
         # questions; "group" is the GRPO paper's and TRL's choice.
         "grpo": {"choices": ("group", "batch", "none"), "default": "group", "paper": "none",
@@ -486,13 +486,13 @@ TRAINING_HOST_KEYS: dict[str, dict[str, dict]] = {
         m: {"choices": (True, False), "default": True, "paper": None, "source": ""}
         for m in ("grpo", "dpo", "rm")
     },
-    "loraRank": {m: {"range": (1, 1024), "default": TRAIN_LORA_R, "paper": 64,
+    "lora_rank": {m: {"range": (1, 1024), "default": TRAIN_LORA_R, "paper": 64,
                      "source": "QLoRA, arXiv:2305.14314"} for m in TRAIN_METHODS},
-    "loraAlpha": {m: {"range": (1, 4096), "default": TRAIN_LORA_ALPHA, "paper": 16,
+    "lora_alpha": {m: {"range": (1, 4096), "default": TRAIN_LORA_ALPHA, "paper": 16,
                       "source": "QLoRA, arXiv:2305.14314"} for m in TRAIN_METHODS},
-    "batchSize": {m: {"range": (1, 4096), "default": TRAIN_BATCH_SIZE, "paper": None,
+    "batch_size": {m: {"range": (1, 4096), "default": TRAIN_BATCH_SIZE, "paper": None,
                       "source": ""} for m in ("sft", "dpo", "rm")},
-    "holdoutRows": {m: {"range": (1, 1_000_000), "default": TRAIN_HOLDOUT_MAX_ROWS,
+    "holdout_rows": {m: {"range": (1, 1_000_000), "default": TRAIN_HOLDOUT_MAX_ROWS,
                         "paper": None, "source": ""} for m in TRAIN_METHODS},
     # What before/after measures for SFT: the held-out first-action pass rate, or
     # the held-out loss on the passing rows (lower is better).
@@ -500,9 +500,9 @@ TRAINING_HOST_KEYS: dict[str, dict[str, dict]] = {
 }
 
 #: Keys ``config`` may carry that are not knobs but are read: ``monitor`` (False,
-#: or HackMonitor settings for GRPO), ``goldJudge`` (the independent judge the
+#: or HackMonitor settings for GRPO), ``gold_judge`` (the independent judge the
 #: monitor's divergence alarm compares against), ``gpu`` (Modal GPU type).
-TRAINING_CONFIG_KEYS = ("monitor", "goldJudge", "gpu")
+TRAINING_CONFIG_KEYS = ("monitor", "gold_judge", "gpu")
 
 # ---------------------------------------------------------------------------
 # Serving (OpenAI-compatible endpoint, model registry)

@@ -70,11 +70,15 @@ PLATFORM_SPEC_KEYS = ("log", "key_hash", "host", "launched_at", "pulled", "pid",
 
 
 def spec_problems(spec: dict[str, Any]) -> list[str]:
-    """What in a launch spec the platform refuses: a base model path outside its model folders (``_loadable``)."""
+    """What in a launch spec the platform refuses: anything that is not a run spec of its method
+    (:func:`whileai.core.spec.spec_problems`: unknown keys, wrong types), and a base model path outside
+    its model folders (``_loadable``)."""
+    from whileai.core.spec import spec_problems as typed_problems
     from whileai.platform._loadable import launch_base_problem
 
-    problem = launch_base_problem(spec["base_model"]) if "base_model" in spec else None
-    return [problem] if problem else []
+    problems = typed_problems(spec)
+    problem = launch_base_problem(spec["base_model"]) if isinstance(spec.get("base_model"), str) else None
+    return problems + ([problem] if problem else [])
 
 
 def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:

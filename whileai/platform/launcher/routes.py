@@ -57,7 +57,7 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     if owned:
         raise ApiError(422, f"spec fields {owned} are the platform's to write (where a job runs, logs and "
                             "reports); leave them out of the spec", "invalid_value")
-    problems = runner.spec_problems(body.spec)
+    problems = runner.spec_problems({"method": body.kind, **body.spec})
     if problems:
         raise ApiError(422, "; ".join(problems), "invalid_value")
     spec = {**body.spec, "target": target}
