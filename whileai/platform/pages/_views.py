@@ -211,9 +211,13 @@ def monitor_view(summary: Any, names: list[str]) -> dict[str, Any] | None:
     if isinstance(stopped, dict):
         notes.append(f"Training stopped at step {stopped.get('step')} on the {stopped.get('kind')} alarm: "
                      f"{stopped.get('reason')}.")
-    if isinstance(monitor.get("divergence"), str) and monitor["divergence"] != "on":
+    armed = monitor.get("armed") if isinstance(monitor.get("armed"), dict) else None
+    if armed is None:  # a record from before the monitor recorded its flags: read its status sentences
+        armed = {"divergence": monitor.get("divergence") == "on",
+                 "kl": isinstance(monitor.get("kl"), str) and monitor["kl"].startswith("measured")}
+    if not armed.get("divergence", True) and isinstance(monitor.get("divergence"), str):
         notes.append(f"Divergence and gold decline: {monitor['divergence']}.")
-    if isinstance(monitor.get("kl"), str) and not monitor["kl"].startswith("measured"):
+    if not armed.get("kl", True) and isinstance(monitor.get("kl"), str):
         notes.append(f"KL: {monitor['kl']}.")
     return {
         "metrics": logged,

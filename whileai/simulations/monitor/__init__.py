@@ -438,6 +438,9 @@ class _HackMonitor:
             "endorsed": self._payments,
             "divergence": gold_off or "on",
             "kl": self._kl_status,
+            # which alarms could fire, as flags: readers (the run page) need not parse the sentences above
+            "armed": {"divergence": self.gold is not None, "gold_decline": self.gold is not None,
+                      "length": True, "kl": any(e.get("kl") is not None for e in self.history)},
             "length_unit": self._length_unit,
             "stopped": self._stopped,
             "settings": {"every": self.every, "k": self.k, "n_prompts": len(self._held), "window": self.window,
