@@ -123,7 +123,7 @@ def main() -> None:
             for fmt in ("openai", "trl"):
                 out = Path(tmp) / f"export-{fmt}.jsonl"
                 results[fmt] = best_of(
-                    args.repeat, lambda: wai.export_dataset(src, out, format=fmt, validate=True)
+                    args.repeat, lambda out=out, fmt=fmt: wai.export_dataset(src, out, format=fmt, validate=True)
                 )
 
     print(f"rows: {args.rows:,} ({size_mb:.1f} MB, 3 assistant turns each{', privileged block' if args.privileged else ''}); JSON codec: {JSONL_CODEC}; "

@@ -19,7 +19,6 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 
 def heldout_pass_rate(model, tokenizer, rows, batch: int = 32, max_new_tokens: int = 48,

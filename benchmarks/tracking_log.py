@@ -213,7 +213,7 @@ def bench_trainer(steps: int, repeat: int) -> None:
         overhead = (statistics.median(totals[variant]) - statistics.median(totals["none"])) / base_cpu
         verdict = "meets" if overhead < TARGET_OVERHEAD else "MISSES"
         print(f"  TrainerCallback ({variant}) {verdict} the target of {TARGET_OVERHEAD:.0%} (counted directly)")
-    print(f"  split (the verdicts above include both parts): finishing the run is paid once, the rest per step")
+    print("  split (the verdicts above include both parts): finishing the run is paid once, the rest per step")
     step_cpu = base_cpu / steps
     for variant in ("embedded", "http"):
         end = statistics.median(e for _, _, e in directs[variant])

@@ -17,7 +17,6 @@ import math
 import random
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

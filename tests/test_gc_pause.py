@@ -47,7 +47,7 @@ def test_many_threads_entering_and_leaving_at_random_end_with_the_callers_settin
         (gc.enable if caller_on else gc.disable)()
         barrier = threading.Barrier(6)
 
-        def churn() -> None:
+        def churn(barrier: threading.Barrier = barrier) -> None:
             barrier.wait()
             for _ in range(500):
                 with gc_paused():

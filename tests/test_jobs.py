@@ -26,7 +26,6 @@ import whileai.simulations as wai
 from whileai.platform import defaults as platform_defaults
 from whileai.platform.launcher.jobs import job_log
 from whileai.platform.store import Store, store_url
-from whileai.simulations import defaults
 from whileai.simulations.client import get_client
 from whileai.simulations.training import TrainingRun
 

@@ -51,7 +51,7 @@ class SlowProgress:
         raise AssertionError
 
 
-def _read_from_threads(store, acct: str, job_id: str, readers: int = 8) -> None:
+def _read_from_threads(store, acct: str, job_id: str, readers: int = 8) -> None:  # noqa: F811 (a store, not the fixture)
     barrier = threading.Barrier(readers)
     errors: list[BaseException] = []
 

@@ -214,7 +214,6 @@ def _groups(rows):
 
 
 def test_sample_file_is_valid_rows_with_mixed_groups():
-    from whileai.kit import sample_task
 
     rows = kit.load_sample()
     assert len(rows) >= 800

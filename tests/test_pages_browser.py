@@ -418,7 +418,7 @@ def test_one_accounts_session_cannot_open_anothers_run_or_its_data(platform, see
         assert "grpo beta" not in page.content()
     for path in (f"/page-data/runs/{grpo}", f"/page-data/runs/{grpo}?metrics=loss&start=0&end=10",
                  f"/page-data/runs/{grpo}/live?after=0", f"/page-data/compare?runs={grpo},{seeded['bobs']}",
-                 "/page-data/sweeps/sw_test", f"/page-data/runs?sweep=sw_test"):
+                 "/page-data/sweeps/sw_test", "/page-data/runs?sweep=sw_test"):
         status, body = page.evaluate("async u => { const r = await fetch(u); return [r.status, await r.text()]; }", path)
         assert (status, "grpo beta" in body) in ((404, False), (200, False)), path
         assert status == 404 or '"runs":[]' in body, path

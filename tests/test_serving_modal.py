@@ -29,10 +29,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from whileai.platform import serving  # noqa: E402
 from whileai.platform.serving._chat import RequestError  # noqa: E402
-from whileai.platform.serving._remote import ModalServeCloud, RemoteServing, serve_target, vllm_adapter_name
+from whileai.platform.serving._remote import ModalServeCloud, RemoteServing, serve_target, vllm_adapter_name  # noqa: E402
 from whileai.platform.server import serve_in_thread  # noqa: E402
 from whileai.simulations import defaults  # noqa: E402
-from whileai.platform import defaults as platform_defaults
+from whileai.platform import defaults as platform_defaults  # noqa: E402
 
 BASE = "Qwen/Qwen3-0.6B"
 KEY = "deployment-key-0123456789"

@@ -480,7 +480,7 @@ def test_processes_share_a_fresh_sqlite_store_without_lock_errors(home):
         for name in ("a", "b", "c")
     ]
     results = [p.communicate(timeout=120) for p in procs]
-    for p, (out, err) in zip(procs, results):
+    for p, (_out, err) in zip(procs, results):
         assert p.returncode == 0, err
         assert "locked" not in err
     accounts = {out.split()[0] for out, _ in results}

@@ -331,7 +331,7 @@ def test_context_manager_marks_done_or_failed_and_reraises(fake):
     assert fake.record(run.id)["status"] == "done"
     with pytest.raises(ZeroDivisionError):
         with _run(fake) as bad:
-            1 / 0
+            _ = 1 / 0
     assert fake.record(bad.id)["status"] == "failed"
     assert fake.record(bad.id)["error"].startswith("ZeroDivisionError")
     with pytest.raises(KeyboardInterrupt):

@@ -24,7 +24,7 @@ import pytest
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store, ensure_local_account, store_url
 from whileai.simulations.tracking import _run, _tracker
-from whileai.simulations import defaults, training
+from whileai.simulations import defaults
 from whileai.simulations.client import get_client
 from whileai.core.errors import NotFoundError
 from whileai.simulations.training import delete_run, get_run, list_runs, training_run

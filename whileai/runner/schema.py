@@ -213,13 +213,15 @@ def _accepted_at(path: str) -> list[str]:
     return known.get(parent, [])
 
 
-def canonical_spec(plain: dict[str, Any]) -> dict[str, Any]:
+def canonical_spec(plain: Any) -> Any:
     """The spec with the camelCase host keys (``loraRank``, ``holdoutRows``, ...) renamed to their snake_case names.
 
     At the root and in every stage: recipes and command lines written with the reference's
     spellings, and runs recorded before the typed spec, read as the canonical keys
     (:data:`whileai.core.spec.ALIASES`), and the record keeps the canonical form.
     """
+    if not isinstance(plain, dict):
+        return plain  # not a spec at all: check() says so
     out = canonical(plain)
     stages = out.get("stages")
     if isinstance(stages, dict):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -38,6 +38,7 @@ __all__ = [
     "RolloutRow",
     "SimulationData",
     "prompt_hash",
+    "prompt_messages",
     "task_key",
     "row_problems",
     "tools_problems",
@@ -59,7 +60,7 @@ class FunctionCall(BaseModel):
 
     model_config = _STRICT_OPEN
     name: str = Field(min_length=1, description="the tool's name, as in the row's tools")
-    arguments: Union[str, dict[str, Any]] = Field(
+    arguments: str | dict[str, Any] = Field(
         description="a JSON object as a string (OpenAI wire) or as a dict (TRL, chat templates)"
     )
 
@@ -115,7 +116,7 @@ class GoldToolCall(BaseModel):
 
     model_config = _STRICT_OPEN
     name: str = Field(min_length=1)
-    arguments: Union[dict[str, Any], str] = Field(default_factory=dict)
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
 
 
 class GoldAnswer(BaseModel):
@@ -138,13 +139,13 @@ class RolloutRow(BaseModel):
     tools: list[ToolSchema] | None = Field(None, description="the function schemas the policy was offered")
     reward: float | None = None
     passed: bool | None = None
-    gold: Union[GoldToolCall, GoldAnswer, None] = Field(None, description="the reference first action")
+    gold: GoldToolCall | GoldAnswer | None = Field(None, description="the reference first action")
     markers: dict[str, Any] | None = Field(None, description="named values the simulation recorded")
     task_id: str | int | None = Field(None, description="rows sharing a task key form a group (GRPO's k)")
     prompt_hash: str | None = Field(None, description="prompt_hash(messages) when the simulator stored it")
     rollout_index: int | None = Field(None, ge=0, description="which rollout of its group")
     sampling: dict[str, Any] | None = Field(None, description="sampling settings, e.g. temperature")
-    privileged: Union[str, dict[str, str], None] = Field(None, description="never reaches a training file")
+    privileged: str | dict[str, str] | None = Field(None, description="never reaches a training file")
 
 
 # ---------------------------------------------------------------------------

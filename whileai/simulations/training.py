@@ -22,7 +22,7 @@ from .tracking import FINAL_STATUSES, TrainingRun, create_run, holdout_fields, j
 
 __all__ = [
     "TrainingRun",
-    "TrainerCallback",
+    "TrainerCallback",  # noqa: F822 (built on first use by the module __getattr__ below)
     "training_run",
     "get_run",
     "list_runs",

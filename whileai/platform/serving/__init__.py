@@ -186,7 +186,7 @@ async def chat_completions(request: Request) -> Response:
         try:
             body = json.loads(await request.body() or b"null")
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise RequestError(f"the request body is not valid JSON ({exc}); send a chat completion object")
+            raise RequestError(f"the request body is not valid JSON ({exc}); send a chat completion object") from exc
         req = chat.parse_request(body)
         row = await run_in_threadpool(_model_row, request, acct, req.model)
         base, adapter = _base_of(row), row.get("adapter")

@@ -45,7 +45,7 @@ __all__ = [
     "ensure_local_account",
     "local_key_path",
     "rotate_local_key_file",
-    "rotate_local_key_file",
+    "LOCAL_KEY_FILENAME",
     "run_cost",
     "InvalidError",
     "NotFoundError",
@@ -53,6 +53,7 @@ __all__ = [
     "RUN_STATUSES",
     "RUN_STOP_MARK",
     "JOB_STATUSES",
+    "FINISHED_STATUSES",
 ]
 
 T = TypeVar("T")

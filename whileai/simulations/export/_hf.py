@@ -23,7 +23,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 import datasets
 import pyarrow as pa
@@ -46,7 +46,7 @@ class ExactJson:
     """
 
     decode: bool = True
-    id: Optional[str] = field(default=None, repr=False)
+    id: str | None = field(default=None, repr=False)
     pa_type: ClassVar[Any] = pa.string()
     _type: str = field(default=_FEATURE_NAME, init=False, repr=False)
 

@@ -130,7 +130,7 @@ def validate_settings(**given: Any) -> dict[str, Any]:
 
 def watched(fn: Callable[..., Any], record: Callable[[Any, tuple, dict, Any], None]) -> Callable[..., Any]:
     """``fn`` with ``record(fn, args, kwargs, rewards)`` after each call; same name, async stays async."""
-    is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 (an async __call__, not callability)
     if is_async:
         async def watched_reward(*args: Any, **kwargs: Any) -> Any:
             rewards = await fn(*args, **kwargs)
