@@ -62,7 +62,7 @@
     function options(width) {
       const fg = cssVar("--fg-muted", "#666"), grid = cssVar("--grid", "#e5e5e5");
       const axis = {stroke: fg, grid: {stroke: grid, width: 1}, ticks: {stroke: grid, width: 1},
-        font: "11px system-ui, sans-serif", values: (u, splits) => splits.map((v) => WAI.num(v, 3))};
+        font: "11px system-ui, sans-serif", values: (u, splits) => splits.map((v) => WAI.compact(v))};
       const xAxis = {...axis};
       if (spec.xLabels) {
         xAxis.splits = () => spec.xLabels.map((_, i) => i);
@@ -74,7 +74,7 @@
         cursor: {drag: {x: !spec.scatter, y: false, setScale: true},
           bind: {dblclick: () => () => { reset(); return null; }}},
         scales: {x: {time: false}, y: {distr: WAI.chartSettings.log && !spec.scatter ? 3 : 1}},
-        axes: [xAxis, {...axis, size: 56}],
+        axes: [xAxis, {...axis, size: axisWidth}],
         series: [{label: spec.xLabel || "step", value: (u, v) => spec.xLabels ? (spec.xLabels[v] ?? "") : WAI.num(v)}]
           .concat(handle.lines.map((line, i) => ({
             label: line.label, stroke: line.color || WAI.palette[i % 10], width: spec.scatter ? 0 : 1.5,
@@ -94,6 +94,17 @@
         return [lo - pad, hi + pad];
       };
       return opts;
+    }
+
+    // The y axis as wide as its widest label (measured in the axis font), so no label is clipped.
+    function axisWidth(u, values) {
+      if (!values || !values.length) return 40;
+      const ctx = u.ctx;
+      ctx.save();
+      ctx.font = "11px system-ui, sans-serif";
+      const widest = Math.max(...values.map((t) => ctx.measureText(String(t)).width));
+      ctx.restore();
+      return Math.ceil(widest) + 18;  // the tick (about 10 px) and a gap
     }
 
     function marks(u) {

@@ -1,0 +1,120 @@
+"""Columns a person adds to the runs list, and stage runs nested under the run they started from.
+
+A column is named ``config.<key>`` (a dotted key of the run's config, e.g.
+``config.beta`` or ``config.dataset.holdout``) or ``metric.<name>`` (the last
+value the run logged for that series, e.g. ``metric.loss`` or
+``metric.train_runtime``). The list page keeps them in its address
+(``/runs?cols=config.beta,metric.loss``), so a view can be shared.
+
+A final metric is read in SQL, the newest point holding it (one indexed read
+per run and column, using the database's JSON functions), never by decoding a
+run's whole series.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import Float, cast, func, select
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Session
+
+from whileai.platform.store.tables import Point
+from whileai.platform.store.values import InvalidError, loads
+from whileai.platform.pages import defaults
+from whileai.platform.pages._views import config_parts, flatten
+
+__all__ = ["parse", "values", "choices", "parent"]
+
+_KINDS = ("config", "metric")
+_NAME = re.compile(r"^[^\x00-\x1f,]{1,200}$")
+#: points read back per run to offer its metric names as columns (the newest ones)
+_SAMPLE_POINTS = 50
+
+
+def parse(cols: str | None) -> list[dict[str, str]]:
+    """``[{"id", "kind", "key"}]`` from the address's ``cols``; a malformed one names the accepted form."""
+    found: list[dict[str, str]] = []
+    for part in dict.fromkeys(p.strip() for p in (cols or "").split(",") if p.strip()):
+        kind, _, key = part.partition(".")
+        if kind not in _KINDS or not key or not _NAME.match(key):
+            raise InvalidError(f"cols={part!r} is not a column; name one as config.<key> (config.beta, "
+                               "config.dataset.holdout) or metric.<series> (metric.loss, metric.train_runtime)")
+        found.append({"id": part, "kind": kind, "key": key})
+    if len(found) > defaults.LIST_EXTRA_COLUMNS_MAX:
+        raise InvalidError(f"cols names {len(found)} columns; add at most {defaults.LIST_EXTRA_COLUMNS_MAX} "
+                           "(LIST_EXTRA_COLUMNS_MAX)")
+    return found
+
+
+def _config_flat(record: dict[str, Any]) -> dict[str, Any]:
+    """The run's config as dotted keys: the spec as written, then what the config resolved on top."""
+    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    spec = config_parts(record)["spec"]
+    flat = flatten(spec) if isinstance(spec, dict) and spec else {}
+    top = {k: v for k, v in config.items() if k not in ("extra", "runner", "spec")}
+    for k, v in (flatten(top) if top else {}).items():
+        if flat.get(k) is None:
+            flat[k] = v
+    return flat
+
+
+def _metric_expr(store: Any, name: str) -> Any:
+    if store._sqlite:
+        return cast(func.json_extract(Point.metrics, '$."' + name.replace('"', '\\"') + '"'), Float)
+    return cast(cast(Point.metrics, JSONB).op("->>")(name), Float)
+
+
+def values(store: Any, records: list[dict[str, Any]], columns: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+    """``{run id: {column id: value}}`` for the runs shown (their account already checked by the caller)."""
+    out: dict[str, dict[str, Any]] = {r["id"]: {} for r in records}
+    for r in records:
+        flat = _config_flat(r) if any(c["kind"] == "config" for c in columns) else {}
+        for c in columns:
+            if c["kind"] == "config":
+                out[r["id"]][c["id"]] = flat.get(c["key"])
+    metrics = [c for c in columns if c["kind"] == "metric"]
+    if not metrics or not records:
+        return out
+
+    def work(s: Session) -> None:
+        for c in metrics:
+            expr = _metric_expr(store, c["key"])
+            for r in records:
+                q = (select(expr).where(Point.run_id == r["id"], expr.is_not(None))
+                     .order_by(Point.ts.desc(), Point.pk.desc()).limit(1))
+                out[r["id"]][c["id"]] = s.scalar(q)
+
+    store._tx(work, write=False)
+    return out
+
+
+def choices(store: Any, records: list[dict[str, Any]]) -> list[str]:
+    """Columns to offer: the config keys of the runs shown and the series names of their newest points."""
+    keys: dict[str, None] = {}
+    for r in records:
+        for k, v in _config_flat(r).items():
+            if not isinstance(v, (dict, list)) and k.split(".")[0] not in ("command", "versions", "git", "hydra_dir"):
+                keys["config." + k] = None
+    names: set[str] = set()
+    if records:
+        def work(s: Session) -> None:
+            for r in records:
+                q = select(Point.metrics).where(Point.run_id == r["id"]).order_by(Point.ts.desc()).limit(_SAMPLE_POINTS)
+                for text in s.scalars(q):
+                    found = loads(text)
+                    if isinstance(found, dict):
+                        names.update(found)
+
+        store._tx(work, write=False)
+    return sorted(keys) + ["metric." + n for n in sorted(names)]
+
+
+def parent(record: dict[str, Any]) -> str | None:
+    """The run this one started from (a stage's ``init_from``), or None."""
+    found = config_parts(record)["init_from"]
+    if not isinstance(found, str):
+        training = (record.get("summary") or {}).get("training") if isinstance(record.get("summary"), dict) else None
+        found = training.get("init_from") if isinstance(training, dict) else None
+    return found if isinstance(found, str) and found != record.get("id") else None
