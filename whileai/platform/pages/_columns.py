@@ -6,9 +6,9 @@ value the run logged for that series, e.g. ``metric.loss`` or
 ``metric.train_runtime``). The list page keeps them in its address
 (``/runs?cols=config.beta,metric.loss``), so a view can be shared.
 
-A final metric is read in SQL, the newest point holding it (one indexed read
-per run and column, using the database's JSON functions), never by decoding a
-run's whole series.
+A final metric is read in SQL: the run's newest points whose stored JSON holds
+the metric's key (a ``LIKE`` on the run's rows, newest first), decoded one at a
+time until its number is found, never by decoding a run's whole series.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import Float, cast, func, select
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from whileai.core.codec import dumps
 from whileai.platform.store.tables import Point
 from whileai.platform.store.values import InvalidError, loads
 from whileai.platform.pages import defaults
@@ -60,10 +60,23 @@ def _config_flat(record: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _metric_expr(store: Any, name: str) -> Any:
-    if store._sqlite:
-        return cast(func.json_extract(Point.metrics, '$."' + name.replace('"', '\\"') + '"'), Float)
-    return cast(cast(Point.metrics, JSONB).op("->>")(name), Float)
+#: newest points holding a metric's key that are decoded to find its last number (a key may also
+#: appear inside another metric's name or a string, so a few candidates are read, newest first)
+_CANDIDATES = 4
+
+
+def _last_value(s: Session, run_id: str, name: str) -> float | None:
+    """The newest number the run logged as ``name``: its key is searched for in the stored JSON text
+    (``"name":``, written by the store's codec), then the few newest matching rows are decoded."""
+    token = dumps(name) + ":"
+    q = (select(Point.metrics).where(Point.run_id == run_id, Point.metrics.contains(token, autoescape=True))
+         .order_by(Point.ts.desc(), Point.pk.desc()).limit(_CANDIDATES))
+    for text in s.scalars(q):
+        found = loads(text)
+        value = found.get(name) if isinstance(found, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+    return None
 
 
 def values(store: Any, records: list[dict[str, Any]], columns: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
@@ -80,11 +93,8 @@ def values(store: Any, records: list[dict[str, Any]], columns: list[dict[str, st
 
     def work(s: Session) -> None:
         for c in metrics:
-            expr = _metric_expr(store, c["key"])
             for r in records:
-                q = (select(expr).where(Point.run_id == r["id"], expr.is_not(None))
-                     .order_by(Point.ts.desc(), Point.pk.desc()).limit(1))
-                out[r["id"]][c["id"]] = s.scalar(q)
+                out[r["id"]][c["id"]] = _last_value(s, r["id"], c["key"])
 
     store._tx(work, write=False)
     return out
