@@ -25,14 +25,14 @@ from typing import Any
 
 from whileai.jobs import defaults
 
-__all__ = ["SystemMetrics", "sample", "setup"]
+__all__ = ["SystemMetrics", "sample", "setup"]  # noqa: F822  (SystemMetrics: module __getattr__)
 
 _MB = 1024 * 1024
 
 
 def sample(process: Any = None) -> dict[str, float]:
     """One reading of this process (and the GPU torch uses, if any); keys as in the module docstring."""
-    import psutil
+    import psutil  # type: ignore[import-untyped]
     import torch
 
     proc = process or psutil.Process()
@@ -41,7 +41,7 @@ def sample(process: Any = None) -> dict[str, float]:
         out["system/cpu_percent"] = float(proc.cpu_percent(interval=None))
         out["system/rss_mb"] = proc.memory_info().rss / _MB
     except (psutil.Error, OSError):
-        pass
+        pass  # the process is being torn down: no reading this time
     if torch.cuda.is_available():
         try:
             out["system/gpu_memory_mb"] = torch.cuda.memory_reserved() / _MB
@@ -49,7 +49,7 @@ def sample(process: Any = None) -> dict[str, float]:
             pass
         try:
             out["system/gpu_util_percent"] = float(torch.cuda.utilization())
-        except Exception:  # noqa: BLE001  NVML missing or refused (pynvml not installed, a MIG slice): no reading
+        except Exception:  # noqa: BLE001, S110  NVML missing or refused (no pynvml, a MIG slice): no reading
             pass
     return out
 
@@ -82,7 +82,7 @@ def _define() -> type:
 
         def __init__(self, run: Any, every_s: float = defaults.JOB_SYSTEM_METRICS_EVERY_S,
                      base_model: str | None = None):
-            import psutil
+            import psutil  # type: ignore[import-untyped]
 
             self.run = run
             self.base_model = base_model
@@ -96,7 +96,7 @@ def _define() -> type:
                 values = sample(self._process)
                 if values:
                     self.run.log(step=step, **values)
-            except Exception:  # noqa: BLE001  a system reading must never stop a training loop
+            except Exception:  # noqa: BLE001, S110  a system reading must never stop a training loop
                 pass
             self._last = time.monotonic()
 
@@ -105,7 +105,7 @@ def _define() -> type:
                 try:
                     self.setup = setup(args, kwargs.get("model"), self.base_model)
                     self.run.note(setup=self.setup)
-                except Exception:  # noqa: BLE001  a note must never stop a training loop
+                except Exception:  # noqa: BLE001, S110  a note must never stop a training loop
                     pass
                 self._process.cpu_percent(interval=None)  # the first reading only starts psutil's clock
                 self._last = time.monotonic()

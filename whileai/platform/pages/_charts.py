@@ -18,13 +18,14 @@ The HackMonitor's proxy and gold are drawn by the page's monitor section, not he
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from whileai.platform.pages import defaults
 
-__all__ = ["layout", "END_OF_RUN", "MONITOR"]
+__all__ = ["END_OF_RUN", "MONITOR", "layout"]
 
 #: what a Transformers trainer logs once, when training ends (Trainer.train's metrics)
 END_OF_RUN = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss")

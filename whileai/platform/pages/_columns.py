@@ -25,7 +25,7 @@ from whileai.platform.store.values import InvalidError, loads
 from whileai.platform.pages import defaults
 from whileai.platform.pages._views import config_parts, flatten
 
-__all__ = ["parse", "values", "choices", "parent"]
+__all__ = ["choices", "parent", "parse", "values"]
 
 _KINDS = ("config", "metric")
 _NAME = re.compile(r"^[^\x00-\x1f,]{1,200}$")

@@ -88,6 +88,12 @@
           draw: [(u) => marks(u)],
         },
       };
+      // a flat line (all zeros, a constant rate) gets a small range around it, not uPlot's 0 to 100
+      if (!WAI.chartSettings.log && !spec.scatter) opts.scales.y.range = (u, lo, hi) => {
+        if (lo === null || hi === null) return [0, 1];
+        if (lo === hi) return lo === 0 ? [0, 1] : [lo - Math.abs(lo) * 0.1, hi + Math.abs(hi) * 0.1];
+        return uPlot.rangeNum(lo, hi, 0.1, true);
+      };
       if (spec.xLabels) opts.scales.x.range = () => [-0.5, spec.xLabels.length - 0.5];
       else if (spec.scatter) opts.scales.x.range = (u, lo, hi) => {
         const pad = (hi - lo) * 0.06 || Math.abs(lo) * 0.1 || 1;

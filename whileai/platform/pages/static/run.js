@@ -122,6 +122,7 @@
     const sec = WAI.section("Charts", WAI.chartControls());
     const boxes = [];
     for (const group of v.sections) {
+      if (group.id === "monitor" && v.monitor) continue;  // drawn in the HackMonitor's own section
       const grid = el("div", {class: "charts"});
       for (const c of group.charts) {
         const box = el("div", {dataset: {chart: c.id}});
@@ -154,7 +155,9 @@
   function scalarsSection(v) {
     const entries = Object.entries(v.scalars || {});
     if (!entries.length) return null;
-    const known = entries.filter(([k]) => SCALAR_NAMES[k]), rest = entries.filter(([k]) => !SCALAR_NAMES[k]);
+    const order = Object.keys(SCALAR_NAMES);
+    const known = entries.filter(([k]) => SCALAR_NAMES[k]).sort((a, b) => order.indexOf(a[0]) - order.indexOf(b[0]));
+    const rest = entries.filter(([k]) => !SCALAR_NAMES[k]);
     const rows = known.concat(rest).map(([k, val]) => el("tr", {dataset: {key: k}},
       el("th", {}, SCALAR_NAMES[k] || k, SCALAR_NAMES[k] ? el("span", {class: "muted small raw-name"}, k) : null),
       el("td", {}, scalarValue(k, val))));
@@ -179,9 +182,13 @@
     const box = el("div", {dataset: {chart: "monitor"}});
     const alarms = el("ol", {class: "alarms", id: "alarms"}, m.alarms.map((a) =>
       el("li", {class: "alarm", dataset: {step: a.step, kind: a.kind}}, el("b", {}, "step " + a.step + " · " + a.kind + ": "), a.text)));
+    const group = v.sections.find((g) => g.id === "monitor");
+    const more = group ? group.charts.map((c) => [el("div", {dataset: {chart: c.id}}), c]) : [];
     const sec = WAI.section("HackMonitor: proxy against gold", box,
       m.alarms.length ? alarms : el("p", {class: "good"}, "No alarms."),
-      ...m.notes.map((n) => el("p", {class: "muted"}, n)));
+      ...m.notes.map((n) => el("p", {class: "muted"}, n)),
+      more.length ? el("div", {class: "chart-section", dataset: {section: "monitor"}},
+        el("h3", {class: "section-title"}, "The monitor's other series"), el("div", {class: "charts"}, more.map(([b]) => b))) : null);
     let ls;
     if (m.metrics.length) ls = lines(v.series, m.metrics);
     else ls = ["proxy", "gold"].map((k, i) => {
@@ -189,9 +196,13 @@
       return {label: k, x: pts.map((p) => p.step), y: pts.map((p) => p[k]), color: WAI.palette[i]};
     });
     ls.forEach((l) => { if (/gold/.test(l.label)) l.color = WAI.palette[4]; if (/proxy/.test(l.label)) l.color = WAI.palette[1]; });
-    return [sec, () => register(WAI.chart(box, {title: "proxy and gold on the held-out prompts" +
-      (m.evaluations ? " (" + m.evaluations + " evaluations)" : ""), lines: ls, alarms: m.alarms,
-      onZoom: m.metrics.length ? (a, b) => zoom(m.metrics, a, b) : null}), m.metrics)];
+    return [sec, () => {
+      register(WAI.chart(box, {title: "proxy and gold on the held-out prompts" +
+        (m.evaluations ? " (" + m.evaluations + " evaluations)" : ""), lines: ls, alarms: m.alarms,
+        onZoom: m.metrics.length ? (a, b) => zoom(m.metrics, a, b) : null}), m.metrics);
+      more.forEach(([b, c]) => register(WAI.chart(b, {title: chartTitle(c), lines: lines(v.series, c.metrics),
+        note: note(v.series, c.metrics), onZoom: (a, z) => zoom(c.metrics, a, z)}), c.metrics));
+    }];
   }
 
   function reports(v) {
