@@ -49,12 +49,14 @@ def parse(cols: str | None) -> list[dict[str, str]]:
 
 
 def _config_flat(record: dict[str, Any]) -> dict[str, Any]:
-    """The run's config as dotted keys: the spec as written, then what the config resolved on top."""
+    """The run's config as dotted keys: what it trained with (the config's own keys, as ``wai.train``
+    resolved them), then the spec as written for the keys the config leaves out or null (a runner's
+    recipe keys; a stage run shares its recipe's spec, so the spec never overrides the run's own)."""
     config = record.get("config") if isinstance(record.get("config"), dict) else {}
-    spec = config_parts(record)["spec"]
-    flat = flatten(spec) if isinstance(spec, dict) and spec else {}
     top = {k: v for k, v in config.items() if k not in ("extra", "runner", "spec")}
-    for k, v in (flatten(top) if top else {}).items():
+    flat = flatten(top) if top else {}
+    spec = config_parts(record)["spec"]
+    for k, v in (flatten(spec) if isinstance(spec, dict) and spec else {}).items():
         if flat.get(k) is None:
             flat[k] = v
     return flat
