@@ -215,7 +215,7 @@ def _real(browser, home: Path, out: Path) -> None:
             if acct == account and isinstance(config.get("method"), str):
                 found.append((run_id, config["method"], str(recipe)))
         # a method's own recipe first (sft_tooluse's run, not grpo_tooluse's SFT stage), newest first
-        for run_id, method, recipe in sorted(found, key=lambda f: not f[2].startswith(f[1])):
+        for run_id, method, _recipe in sorted(found, key=lambda f: not f[2].startswith(f[1])):
             pages.setdefault(f"real-run-{method}", f"/runs/{run_id}")
         _shoot(browser, handle.base_url, lambda: signin_link(handle.store, account, handle.base_url, "/runs"), pages, out, ())
     finally:

@@ -145,7 +145,7 @@ def layout(cols: Any) -> dict[str, Any]:
     aliases: dict[str, str] = {}
     sections = []
     for sid, stitle, charts in _SECTIONS + [(_OTHER[0], _OTHER[1], [])]:
-        found = []
+        found: list[dict[str, Any]] = []
         for cid, ctitle, wanted in charts:
             picked = [n for n in left if wanted(n)]
             if not picked:

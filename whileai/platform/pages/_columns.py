@@ -52,7 +52,7 @@ def _config_flat(record: dict[str, Any]) -> dict[str, Any]:
     """The run's config as dotted keys: what it trained with (the config's own keys, as ``wai.train``
     resolved them), then the spec as written for the keys the config leaves out or null (a runner's
     recipe keys; a stage run shares its recipe's spec, so the spec never overrides the run's own)."""
-    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    config: dict[str, Any] = record["config"] if isinstance(record.get("config"), dict) else {}
     top = {k: v for k, v in config.items() if k not in ("extra", "runner", "spec")}
     flat = flatten(top) if top else {}
     spec = config_parts(record)["spec"]

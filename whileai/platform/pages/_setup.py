@@ -46,16 +46,16 @@ def setup(record: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
     ``source`` is "config" when the run's config (or spec) set the value and
     "default" when the job filled it in.
     """
-    config = record.get("config") if isinstance(record.get("config"), dict) else {}
-    summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
+    config: dict[str, Any] = record["config"] if isinstance(record.get("config"), dict) else {}
+    summary: dict[str, Any] = record["summary"] if isinstance(record.get("summary"), dict) else {}
     spec = config_parts(record)["spec"]
-    trained = summary.get("setup") if isinstance(summary.get("setup"), dict) else {}
-    training = summary.get("training") if isinstance(summary.get("training"), dict) else {}
-    runner = spec if isinstance(spec, dict) and spec is not config else {}
+    trained: dict[str, Any] = summary["setup"] if isinstance(summary.get("setup"), dict) else {}
+    training: dict[str, Any] = summary["training"] if isinstance(summary.get("training"), dict) else {}
+    written_in = spec if isinstance(spec, dict) and spec is not config else {}
     kind = record.get("kind")
     out: dict[str, dict[str, Any]] = {}
     for name, (noted, keys, default) in _FIELDS.items():
-        written = _pick(runner, keys) if runner else _pick(config, keys)
+        written = _pick(written_in, keys) if written_in else _pick(config, keys)
         value = _first(_pick(trained, noted), _pick(training, noted), written, _pick(config, keys))
         if value is None and kind == "hosted" and (trained or training or config.get("method")):
             value = default  # a hosted job fills what its config left out
