@@ -59,9 +59,9 @@ def _grpo_points() -> list[dict]:
 
 
 def _runner_config(method: str, **extra) -> dict:
-    spec = {"name": f"{method}_tooluse", "method": method, "base_model": None, "loraRank": None, "batchSize": None,
+    spec = {"name": f"{method}_tooluse", "method": method, "base_model": None, "lora_rank": None, "batch_size": None,
             "steps": STEPS, "learning_rate": 1e-4}
-    return {"method": method, "base_model": "whileai/tiny-tooluse-base", "loraRank": 16, "batchSize": 8,
+    return {"method": method, "base_model": "whileai/tiny-tooluse-base", "lora_rank": 16, "batch_size": 8,
             "extra": {"runner": {"spec": spec, "recipe": "grpo_tooluse", "overrides": ["recipe=grpo_tooluse"],
                                  "command": "python -m whileai run recipe=grpo_tooluse steps=40 seed=0 "
                                             "a_long_override_that_reaches_the_edge_of_a_phone=1",
