@@ -1,22 +1,32 @@
-"""Screenshots of the run pages for the README: seeded runs, a real server, headless Chromium.
+"""Screenshots of the run pages for the README: seeded runs and real ones, a real server, headless Chromium.
 
     python scripts/screenshots.py                 # writes docs/screenshots/*.png
     python scripts/screenshots.py --out /tmp/shots
+    python scripts/screenshots.py --real ~/.whileai   # also the real runs of that data root (real-*.png)
 
 It seeds a fresh store in a temporary folder (an SFT run, a finished GRPO run
 whose HackMonitor fired an alarm, a failed DPO run, a running run and a
-six-run sweep), starts the platform on a loopback port, signs in through the
-form and writes the runs list, the GRPO run, a comparison and the sweep at
-1280 px and at 390 px (phone width), light and dark.
+six-run sweep over beta and seed), starts the platform on a loopback port, signs
+in with a one-time link and writes the runs list, the GRPO run, a comparison and the
+sweep at 1280 px and at 390 px (phone width), light and dark.
+
+With ``--real DATA_ROOT`` it then serves that data root's own store (read only:
+nothing is written to it) and writes its runs list and each of its newest runs
+of the CPU recipes (``python -m whileai run recipe=sft_tooluse``, ``recipe=grpo_tooluse``)
+as ``real-runs-*.png`` and ``real-run-<method>-*.png``, worker log and system
+series included.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import random
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -32,13 +42,32 @@ def _points(steps: int, seed: int, *, grpo: bool, hack_at: int | None = None) ->
              "grad_norm": abs(1.2 * math.exp(-s / steps) + rng.gauss(0, 0.15))}
         if s % 25 == 0:
             m["eval_loss"] = 1.9 * math.exp(-s / (steps / 3)) + 0.35 + rng.gauss(0, 0.02)
-        if grpo:
+        if grpo:  # the names TRL's GRPOTrainer logs (one reward function: its mean is also "reward")
             drift = max(0, s - (hack_at or steps)) / steps
-            m["reward"] = 0.3 + 0.5 * (1 - math.exp(-s / 90)) + 0.4 * drift + rng.gauss(0, 0.03)
-            m["reward_std"] = 0.3 + rng.gauss(0, 0.02)
+            m["reward"] = m["rewards/first_action_reward/mean"] = (
+                0.3 + 0.5 * (1 - math.exp(-s / 90)) + 0.4 * drift + rng.gauss(0, 0.03))
+            m["reward_std"] = m["rewards/first_action_reward/std"] = 0.3 + rng.gauss(0, 0.02)
+            m["frac_reward_zero_std"] = max(0.0, 0.2 + rng.gauss(0, 0.08))
             m["kl"] = 0.002 * s * (1 + 3 * drift) + abs(rng.gauss(0, 0.01))
+            m["entropy"] = 0.9 - 0.3 * s / steps + rng.gauss(0, 0.03)
+            for k in ("low_mean", "low_min", "high_mean", "high_max", "region_mean"):
+                m[f"clip_ratio/{k}"] = abs(rng.gauss(0, 0.004)) * (2 if "max" in k else 1)
             m["completions/mean_length"] = 140 + 0.2 * s + 220 * drift + rng.gauss(0, 4)
+            m["completions/min_length"] = 60 + rng.gauss(0, 4)
+            m["completions/max_length"] = 256 + 120 * drift
+            m["completions/clipped_ratio"] = max(0.0, 0.05 + 0.3 * drift + rng.gauss(0, 0.02))
+        m["num_tokens"] = 4096.0 * s
+        m["epoch"] = s / steps
         out.append({"step": s, "metrics": m, "ts": 1_790_000_000.0 + s})
+        if s % 5 == 0:  # the job's system sample (whileai/jobs/system.py), every few seconds
+            out.append({"step": s, "metrics": {"system/cpu_percent": 97 + rng.gauss(0, 2),
+                                               "system/rss_mb": 2100 + 3 * s + rng.gauss(0, 10),
+                                               "system/gpu_util_percent": 88 + rng.gauss(0, 5),
+                                               "system/gpu_memory_mb": 14_800 + rng.gauss(0, 40)},
+                        "ts": 1_790_000_000.2 + s})
+    out.append({"step": steps, "metrics": {"train_runtime": 1790.4, "train_samples_per_second": 1.34,
+                                           "train_steps_per_second": 0.168, "total_flos": 2.41e15,
+                                           "train_loss": 0.52}, "ts": 1_790_000_000.9 + steps})
     if grpo:
         for s in range(0, steps + 1, 25):
             drift = max(0, s - (hack_at or steps)) / steps
@@ -111,6 +140,7 @@ def seed(store) -> dict[str, str]:
                                    {"class": "unanimous-fail", "rows": 64, "tasks": 8,
                                     "reason": "every rollout failed: no advantage to learn from"}]},
          "training": {"method": "grpo", "metric": "pass_rate", "gpu": "A10G", "seconds": 1830},
+         "setup": {"base_model": "Qwen/Qwen3-1.7B", "lora_rank": 16, "batch_size": 16},
          "adapter": "runs/grpo/adapter"},
         total_steps=300)
     store.put_model(account, "tooluse-agent", adapter_run_id=ids["grpo"], base_model="Qwen/Qwen3-1.7B")
@@ -123,29 +153,89 @@ def seed(store) -> dict[str, str]:
                                                    "overrides": ["epochs=6"]},
                          _points(130, 4, grpo=False), {"phase": "training"}, status="running", total_steps=720)
     sweep = []
-    for i, (beta, lr) in enumerate([(b, lr) for b in (0.01, 0.04, 0.1) for lr in (1e-5, 3e-5)]):
-        after = 0.40 + 0.08 * (beta == 0.04) - 0.05 * (lr == 3e-5) + 0.02 * i % 3 / 10
+    for i, (beta, seed) in enumerate([(b, sd) for b in (0.01, 0.04, 0.1) for sd in (0, 1)]):
+        after = 0.40 + 0.08 * (beta == 0.04) - 0.03 * seed + 0.02 * i % 3 / 10
         alarms = [dict(alarm, step=150)] if beta == 0.01 else []
-        sweep.append(run(f"grpo sweep beta={beta} learning_rate={lr}",
-                         {"spec": {**grpo_spec, "beta": beta, "learning_rate": lr}, "recipe": "grpo_tooluse",
-                          "overrides": [f"beta={beta}", f"learning_rate={lr}"], "sweep": {"id": "sw_beta_lr"}},
+        sweep.append(run(f"grpo_tooluse · grpo · beta={beta} seed={seed}",
+                         {"spec": {**grpo_spec, "beta": beta, "seed": seed}, "recipe": "grpo_tooluse",
+                          "overrides": [f"beta={beta}", f"seed={seed}"], "sweep": {"id": "sw_beta_seed"}},
                          _points(120, 10 + i, grpo=True, hack_at=80 if beta == 0.01 else None),
                          {"holdout_before": 0.41, "holdout_after": round(after, 3),
                           "monitor": {"alarms": alarms}, "training": {"method": "grpo", "gpu": "A10G", "seconds": 600 + 40 * i}},
                          total_steps=120))
-    ids["sweep"] = "sw_beta_lr"
+    ids["sweep"] = "sw_beta_seed"
     ids["compare"] = ",".join(sweep[:3])
     return ids
+
+
+def _shoot(browser, base_url: str, signin: Callable[[], str], pages: dict[str, str], out: Path,
+           dark: tuple[str, ...]) -> None:
+    """Each page at 1280 and 390 px (light), and those named in ``dark`` at 1280 px dark too."""
+    for width, height, scheme, tag in ((1280, 900, "light", "1280"), (390, 844, "light", "390"),
+                                       (1280, 900, "dark", "1280-dark")):
+        context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme,
+                                      device_scale_factor=1)
+        page = context.new_page()
+        page.goto(signin())  # a one-time link per browser context
+        page.wait_for_url("**/runs")
+        for name, path in pages.items():
+            if scheme == "dark" and name not in dark:
+                continue
+            page.goto(base_url + path)
+            page.wait_for_selector("main h1")
+            page.wait_for_timeout(600)
+            target = out / f"{name}-{tag}.png"
+            page.screenshot(path=str(target), full_page=True)
+            print(f"wrote {target}")
+        context.close()
+
+
+def _real(browser, home: Path, out: Path) -> None:
+    """The runs list and the newest run of each method in ``home``'s store (a copy: the store is not written)."""
+    from whileai.platform.server import serve_in_thread, signin_link
+
+    folder = Path(tempfile.mkdtemp(prefix="whileai-real-shots-"))
+    for name in ("platform.db", "platform.db-wal", "platform.db-shm"):
+        if (home / name).exists():
+            shutil.copy2(home / name, folder / name)
+    before = os.environ.get("WHILEAI_HOME")
+    os.environ["WHILEAI_HOME"] = str(home)  # the worker logs are read from the data root's jobs folder
+    handle = serve_in_thread(store_url=f"sqlite:///{folder / 'platform.db'}")
+    try:
+        with handle.store.engine.connect() as conn:
+            rows = list(conn.exec_driver_sql("SELECT id, account_id, kind, config_json FROM runs ORDER BY pk DESC"))
+        if not rows:
+            raise SystemExit(f"--real {home}: its store has no runs; run python -m whileai run recipe=sft_tooluse first")
+        account = rows[0][1]
+        pages = {"real-runs": "/runs"}
+        found = []
+        for run_id, acct, _, config in rows:
+            config = json.loads(config or "{}") or {}
+            recipe = ((config.get("extra") or {}).get("runner") or {}).get("recipe") or ""
+            if acct == account and isinstance(config.get("method"), str):
+                found.append((run_id, config["method"], str(recipe)))
+        # a method's own recipe first (sft_tooluse's run, not grpo_tooluse's SFT stage), newest first
+        for run_id, method, _recipe in sorted(found, key=lambda f: not f[2].startswith(f[1])):
+            pages.setdefault(f"real-run-{method}", f"/runs/{run_id}")
+        _shoot(browser, handle.base_url, lambda: signin_link(handle.store, account, handle.base_url, "/runs"), pages, out, ())
+    finally:
+        handle.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+        if before is None:
+            os.environ.pop("WHILEAI_HOME", None)
+        else:
+            os.environ["WHILEAI_HOME"] = before
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "docs" / "screenshots"))
     p.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    p.add_argument("--real", metavar="DATA_ROOT", help="also shoot the real runs in this data root's store")
     args = p.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
-    from whileai.platform.server import serve_in_thread
+    from whileai.platform.server import serve_in_thread, signin_link
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -157,25 +247,10 @@ def main(argv: list[str] | None = None) -> int:
                  "sweep": f"/sweeps/{ids['sweep']}"}
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_FLAGS)
-            for width, height, scheme, tag in ((1280, 900, "light", "1280"), (390, 844, "light", "390"),
-                                               (1280, 900, "dark", "1280-dark")):
-                context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme,
-                                              device_scale_factor=1)
-                page = context.new_page()
-                page.goto(handle.base_url + "/signin")
-                page.fill("#key", ids["key"])
-                page.click("button[type=submit]")
-                page.wait_for_url("**/runs")
-                for name, path in pages.items():
-                    if scheme == "dark" and name not in ("run-grpo",):
-                        continue
-                    page.goto(handle.base_url + path)
-                    page.wait_for_selector("main h1")
-                    page.wait_for_timeout(400)
-                    target = out / f"{name}-{tag}.png"
-                    page.screenshot(path=str(target), full_page=True)
-                    print(f"wrote {target}")
-                context.close()
+            _shoot(browser, handle.base_url, lambda: signin_link(handle.store, ids["account"], handle.base_url, "/runs"),
+                   pages, out, ("run-grpo",))
+            if args.real:
+                _real(browser, Path(args.real).expanduser(), out)
             browser.close()
     finally:
         handle.stop()

@@ -103,6 +103,10 @@ def test_sft_end_to_end_and_the_caller_exiting_does_not_stop_it(sample_sets, ses
     record = wai.get_run(run_id)
     assert record["step"] == 6 and record["total_steps"] == 6
     assert any("loss" in p["metrics"] for p in record["series"])
+    # the job's system samples (at least the one at train end) and what the trainer ran with (whileai/jobs/system.py)
+    assert any(p["metrics"].get("system/rss_mb", 0) > 0 for p in record["series"])
+    assert run.summary["setup"]["lora_rank"] == trainer["peft"]["default"]["r"]
+    assert run.summary["setup"]["batch_size"] == trainer["config"]["per_device_train_batch_size"]
     job = _job_of(run_id)
     assert job["status"] == "done" and job["heartbeat_at"] is not None
     assert _key_count(account) == keys_before  # a job's key is its own, never an account key

@@ -235,7 +235,7 @@ def test_the_runs_list_shows_the_seeded_runs_filters_them_and_ticks_runs_to_comp
     rows = page.locator("#runs tbody tr")
     expect(rows).to_have_count(5)
     assert rows.first.get_attribute("data-run") == seeded["evil"]  # newest first
-    expect(page.locator(f'#runs tr[data-run="{seeded["grpo"]}"]')).to_contain_text("0.25 → 0.5")
+    expect(page.locator(f'#runs tr[data-run="{seeded["grpo"]}"]')).to_contain_text("0.250 → 0.500")
     expect(page.locator(f'#runs tr[data-run="{seeded["grpo"]}"]')).to_contain_text("$1.10")
     assert seeded["bobs"] not in page.content()
     for name, value, count in (("status", "failed", 2), ("method", "grpo", 3), ("recipe", "sft_tooluse", 1),
@@ -354,7 +354,7 @@ def test_a_comparison_overlays_the_runs_and_puts_the_differing_keys_first(platfo
     ids = [seeded["grpo"], seeded["grpo beta 0.01"], seeded["grpo beta 0.1"]]
     _open(page, platform, "/compare?runs=" + ",".join(ids))
     expect(page.locator("#compare-runs tbody tr")).to_have_count(3)
-    expect(page.locator(f'#compare-runs tr[data-run="{ids[0]}"]')).to_contain_text("0.25 → 0.5")
+    expect(page.locator(f'#compare-runs tr[data-run="{ids[0]}"]')).to_contain_text("0.250 → 0.500")
     rows = page.locator("#config-table tbody tr")
     assert rows.first.get_attribute("data-key") == "beta" and "differs" in rows.first.get_attribute("class")
     assert [r.get_attribute("class") for r in rows.all()][1:] == ["same"] * (rows.count() - 1)

@@ -58,6 +58,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     """
     from whileai.core.spec import read_spec
     from whileai.jobs import _common
+    from whileai.jobs.system import SystemMetrics
     from whileai.jobs.trainer_record import TrainerRecord
     from whileai.platform.launcher.jobs import PLATFORM_SPEC_KEYS  # the platform's bookkeeping on a job row
     from whileai.simulations.training import TrainerCallback
@@ -83,7 +84,8 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
         run.note(training={"method": spec["method"], "before": before["value"], "metric": before.get("metric")})
     say(f"training {spec['method']} on {len(rows)} rows")
     train_started = time.time()
-    model, extra = method.fit(spec, model, tokenizer, rows, folder, [TrainerCallback(run), TrainerRecord(run)],
+    system = SystemMetrics(run, base_model=spec["base_model"])
+    model, extra = method.fit(spec, model, tokenizer, rows, folder, [TrainerCallback(run), TrainerRecord(run), system],
                               holdout=holdout_rows, run=run)
     train_seconds = time.time() - train_started
     say("measuring the held-out set after training")
@@ -103,6 +105,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
         "gpu": gpu,
         "device": _common.device(),
         "target": spec.get("target") or "local",
+        **{k: v for k, v in system.setup.items() if k in ("lora_rank", "batch_size")},
         **extra,
     }
     if spec.get("init_from"):  # a stage: before is the start run's policy, measured again here

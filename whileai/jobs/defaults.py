@@ -32,3 +32,15 @@ MODAL_TIMEOUT_S = 6 * 3600
 #: ``modal deploy`` runs: the versions this package was tested with there. There is
 #: no second list of versions to keep in step with pyproject.toml.
 MODAL_IMAGE_DISTRIBUTION = "whileai"
+
+# ---------------------------------------------------------------------------
+# System metrics a job logs into its run (whileai/jobs/system.py)
+# ---------------------------------------------------------------------------
+
+#: Seconds between two system samples (CPU, RSS, GPU utilisation and memory),
+#: taken at a trainer step once this much time has passed. A CPU job of the kit
+#: runs a few minutes, so 5 s draws a curve of dozens of points; a six-hour GPU
+#: job logs ~4,300 rows, a few per cent of its trainer's own points (W&B samples
+#: system metrics every 15 s, trackio every 10 s: same order). Reading them costs
+#: microseconds (psutil's /proc reads, torch's allocator counters).
+JOB_SYSTEM_METRICS_EVERY_S = 5.0

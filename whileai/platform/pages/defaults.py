@@ -56,3 +56,27 @@ COMPARE_MAX_RUNS = 10
 #: Runs a sweep page reads (the sweep's newest first). A Hydra multirun of
 #: 4 knobs x 5 values is 625 runs; past this the table is a query, not a page.
 SWEEP_MAX_RUNS = 1000
+
+#: Sections of a run page's charts that start collapsed (a <details> a click
+#: opens): series a person reads when something looks wrong, not on every visit.
+#: Training, rewards, policy and the HackMonitor stay open.
+CHART_SECTIONS_COLLAPSED = ("completions", "system", "other")
+
+# --------------------------------------------------------------------------- the worker's log
+
+#: Most bytes of a job's worker log one page-data answer carries (the end of
+#: the log: its tail). 64 KiB is about 800 lines of the worker's phase and
+#: trainer lines, more than a screen; a page tailing a live run asks for the
+#: bytes past the offset it has, so a long log is never sent twice.
+WORKER_LOG_MAX_BYTES = 64 * 1024
+
+# --------------------------------------------------------------------------- runs list columns
+
+#: Most columns a runs list may add (config keys and final metrics, from the
+#: address's ``cols``): each final metric is one indexed read per run shown.
+LIST_EXTRA_COLUMNS_MAX = 8
+
+#: A sweep knob whose values are all integers with at most this many distinct
+#: ones (seeds, a few step counts) is drawn on a categorical axis: one tick per
+#: value, not a continuous axis with ticks at 0.2, 0.4, ...
+SWEEP_CATEGORICAL_MAX = 12

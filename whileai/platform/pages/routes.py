@@ -5,6 +5,7 @@
                                                          GET /page-data/runs/{id}/live?after=STEP
     GET /compare?runs=a,b,...     2 to 10 runs           GET /page-data/compare?runs=...[&metrics=&start=&end=]
     GET /sweeps/{sweep}           one sweep              GET /page-data/sweeps/{sweep}
+                                                         GET /page-data/runs/{id}/log[?offset=N]
 
 A shell is fixed HTML (nothing a user logged is in it); the page's script reads
 the page-data route and inserts every logged string as text. A page-data
@@ -24,7 +25,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from whileai.platform.api.common import ApiError, base_url, json_response, store
 from whileai.platform.store.values import NotFoundError
-from whileai.platform.pages import _list, _series, _views, auth, defaults
+from whileai.platform.pages import _charts, _columns, _list, _series, _setup, _views, auth, defaults
 
 __all__ = ["router"]
 
@@ -130,14 +131,19 @@ def static(name: str) -> Response:
 def runs_data(
     request: Request,
     status: str | None = None, method: str | None = None, recipe: str | None = None,
-    dataset: str | None = None, sweep: str | None = None,
+    dataset: str | None = None, sweep: str | None = None, cols: str | None = None,
     page: int = Query(1, ge=1), per_page: int = Query(defaults.RUNS_PER_PAGE, ge=1, le=defaults.RUNS_PER_PAGE_MAX),
 ) -> Response:
     acct = _reader(request)
+    columns = _columns.parse(cols)
     filters = {"status": status, "method": method, "recipe": recipe, "dataset": dataset, "sweep": sweep}
-    found = _list.list_page(store(request), acct, filters, page, per_page)
-    rows = [_views.list_row(r) for r in found.pop("records")]
-    return _data({"runs": rows, **found, "compare": [defaults.COMPARE_MIN_RUNS, defaults.COMPARE_MAX_RUNS]})
+    the_store = store(request)
+    found = _list.list_page(the_store, acct, filters, page, per_page)
+    records = found.pop("records")
+    extra = _columns.values(the_store, records, columns)
+    rows = [{**_views.list_row(r), "cols": extra[r["id"]], "parent": _columns.parent(r)} for r in records]
+    return _data({"runs": rows, **found, "compare": [defaults.COMPARE_MIN_RUNS, defaults.COMPARE_MAX_RUNS],
+                  "columns": columns, "column_choices": _columns.choices(the_store, records)})
 
 
 def _metrics_arg(metrics: str | None) -> list[str] | None:
@@ -168,6 +174,15 @@ def run_live(run_id: str, request: Request, after: float = -1) -> Response:
                   "metrics": sorted(cols.metrics), "points": _series.points_after(cols, after)})
 
 
+@router.get("/page-data/runs/{run_id}/log")
+def run_log(run_id: str, request: Request, offset: int | None = Query(None, ge=0)) -> Response:
+    """The worker's log of the run's job (its tail, or the bytes past ``offset``): found by job id, this account's."""
+    acct = _reader(request)
+    the_store = store(request)
+    record = the_store.get_run(acct, run_id, series=False)  # another account's run: 404, like a missing one
+    return _data({**_setup.worker_log(the_store, acct, record["id"], offset), "status": record["status"]})
+
+
 def _served(request: Request, acct: str, run_id: str) -> list[dict[str, Any]]:
     models = [m for m in store(request).list_models(acct) if m.get("adapterRunId") == run_id]
     endpoint = f"{base_url(request)}/v1"
@@ -178,19 +193,23 @@ def _served(request: Request, acct: str, run_id: str) -> list[dict[str, Any]]:
 def _run_view(request: Request, acct: str, record: dict[str, Any], cols: _series.Columns) -> dict[str, Any]:
     summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
     names = sorted(cols.metrics)
-    charts = _views.chart_groups(names)
+    drawn = _charts.layout(cols)
+    charts = [c for section in drawn["sections"] for c in section["charts"]]
     monitor = _views.monitor_view(summary, names)
     wanted = [m for c in charts for m in c["metrics"]] + (monitor["metrics"] if monitor else [])
     parts = _views.config_parts(record)
     delta = summary.get("delta") if isinstance(summary.get("delta"), dict) else None
     shown = ("holdout_before", "holdout_after", "holdout_loss_before", "holdout_loss_after", "delta",
-             "monitor", "selection", "export", "export_report", "adapter")
+             "monitor", "selection", "export", "export_report", "adapter", "setup")
     return {
         "run": {k: v for k, v in record.items() if k not in ("config", "summary")},
         "facts": _views.facts(record),
         "headline": _views.headline(summary),
         "delta": delta,
         "charts": charts,
+        "sections": drawn["sections"],
+        "scalars": drawn["scalars"],
+        "setup": _setup.setup(record),
         "series": _series.chart_series(cols, wanted),
         "unstepped": _series.unstepped(cols),
         "monitor": monitor,
@@ -261,4 +280,5 @@ def sweep_data(sweep: str, request: Request) -> Response:
                      "knobs": {k: _views.knob_value(r, k) for k in knobs}, "holdout": f["holdout"],
                      "alarms": f["alarms"], "verdict": f["verdict"], "method": f["method"], "recipe": f["recipe"]})
     label = next((row["holdout"]["label"] for row in rows if row["holdout"]), "held-out")
-    return _data({"sweep": sweep, "knobs": knobs, "runs": rows, "holdout_label": label})
+    return _data({"sweep": sweep, "knobs": knobs, "runs": rows, "holdout_label": label,
+                  "categorical_max": defaults.SWEEP_CATEGORICAL_MAX})

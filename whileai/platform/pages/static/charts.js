@@ -62,7 +62,7 @@
     function options(width) {
       const fg = cssVar("--fg-muted", "#666"), grid = cssVar("--grid", "#e5e5e5");
       const axis = {stroke: fg, grid: {stroke: grid, width: 1}, ticks: {stroke: grid, width: 1},
-        font: "11px system-ui, sans-serif", values: (u, splits) => splits.map((v) => WAI.num(v, 3))};
+        font: "11px system-ui, sans-serif", values: (u, splits) => splits.map((v) => WAI.compact(v))};
       const xAxis = {...axis};
       if (spec.xLabels) {
         xAxis.splits = () => spec.xLabels.map((_, i) => i);
@@ -74,7 +74,7 @@
         cursor: {drag: {x: !spec.scatter, y: false, setScale: true},
           bind: {dblclick: () => () => { reset(); return null; }}},
         scales: {x: {time: false}, y: {distr: WAI.chartSettings.log && !spec.scatter ? 3 : 1}},
-        axes: [xAxis, {...axis, size: 56}],
+        axes: [xAxis, {...axis, size: axisWidth}],
         series: [{label: spec.xLabel || "step", value: (u, v) => spec.xLabels ? (spec.xLabels[v] ?? "") : WAI.num(v)}]
           .concat(handle.lines.map((line, i) => ({
             label: line.label, stroke: line.color || WAI.palette[i % 10], width: spec.scatter ? 0 : 1.5,
@@ -88,12 +88,29 @@
           draw: [(u) => marks(u)],
         },
       };
+      // a flat line (all zeros, a constant rate) gets a small range around it, not uPlot's 0 to 100
+      if (!WAI.chartSettings.log && !spec.scatter) opts.scales.y.range = (u, lo, hi) => {
+        if (lo === null || hi === null) return [0, 1];
+        if (lo === hi) return lo === 0 ? [0, 1] : [lo - Math.abs(lo) * 0.1, hi + Math.abs(hi) * 0.1];
+        return uPlot.rangeNum(lo, hi, 0.1, true);
+      };
       if (spec.xLabels) opts.scales.x.range = () => [-0.5, spec.xLabels.length - 0.5];
       else if (spec.scatter) opts.scales.x.range = (u, lo, hi) => {
         const pad = (hi - lo) * 0.06 || Math.abs(lo) * 0.1 || 1;
         return [lo - pad, hi + pad];
       };
       return opts;
+    }
+
+    // The y axis as wide as its widest label (measured in the axis font), so no label is clipped.
+    function axisWidth(u, values) {
+      if (!values || !values.length) return 40;
+      const ctx = u.ctx;
+      ctx.save();
+      ctx.font = "11px system-ui, sans-serif";
+      const widest = Math.max(...values.map((t) => ctx.measureText(String(t)).width));
+      ctx.restore();
+      return Math.ceil(widest) + 18;  // the tick (about 10 px) and a gap
     }
 
     function marks(u) {

@@ -56,6 +56,27 @@
     return Number(v.toPrecision(digits || 4)).toString();
   };
 
+  // A short label for an axis or a total: SI prefixes past a thousand (1.2k, 3.4M, 5.6T), a short
+  // exponent below a hundredth (2e-5, 1.5e-4), three significant digits otherwise.
+  WAI.compact = function (v) {
+    if (!WAI.isNum(v)) return "–";
+    const a = Math.abs(v);
+    if (a === 0) return "0";
+    if (a >= 1e3) {
+      const units = ["", "k", "M", "G", "T", "P", "E"];
+      const i = Math.min(units.length - 1, Math.floor(Math.log10(a) / 3));
+      return Number((v / Math.pow(1000, i)).toPrecision(3)).toString() + units[i];
+    }
+    if (a < 1e-2) {
+      const [m, e] = v.toExponential(2).split("e");
+      return Number(m).toString() + "e" + Number(e);
+    }
+    return Number(v.toPrecision(3)).toString();
+  };
+
+  // A held-out rate or loss with fixed decimals, so a column of them lines up (0.082, 1.000).
+  WAI.fixed = (v) => (WAI.isNum(v) ? v.toFixed(3) : "–");
+
   WAI.signed = (v) => (WAI.isNum(v) ? (v > 0 ? "+" : v < 0 ? "−" : "±") + WAI.num(Math.abs(v)) : "–");
 
   WAI.cost = function (usd) {
@@ -83,8 +104,8 @@
   // "held-out pass rate 0.125 → 0.875" as nodes; `h` is a headline item from the page data.
   WAI.holdout = function (h) {
     if (!h) return WAI.el("span", {class: "muted"}, "–");
-    return WAI.el("span", {class: "holdout"}, WAI.num(h.before, 3), " → ",
-      WAI.el("b", {}, WAI.num(h.after, 3)));
+    return WAI.el("span", {class: "holdout"}, WAI.fixed(h.before), " → ",
+      WAI.el("b", {}, WAI.fixed(h.after)));
   };
 
   WAI.section = (title, ...kids) => WAI.el("section", {class: "card"}, WAI.el("h2", {}, title), ...kids);

@@ -52,7 +52,7 @@
     if (!v.headline.length) {
       const note = v.training && v.training.holdout_note;
       const ended = v.run.status === "failed" || v.run.status === "stopped";
-      return WAI.section("Did it work?", el("p", {class: "muted"}, note || (ended ?
+      return WAI.section("Did it work?", setupLine(v), el("p", {class: "muted"}, note || (ended ?
         "No held-out result: the run " + v.run.status + " before its held-out set was measured after training." :
         "No held-out result yet: it appears here when the run records its held-out measure before and after " +
         "(run.holdout(before, after), or wai.train with a held-out set).")));
@@ -62,7 +62,7 @@
       el("div", {class: "big"}, WAI.num(h.before, 3), el("span", {class: "arrow"}, " → "), WAI.num(h.after, 3)),
       el("div", {class: "change " + (h.change === null ? "" : (h.change > 0) === (h.better === "higher") ? "good" :
         h.change === 0 ? "" : "bad")}, WAI.signed(h.change), " ", el("span", {class: "muted"}, "(" + h.better + " is better)"))));
-    return WAI.section("Did it work?", el("div", {class: "headlines"}, cards));
+    return WAI.section("Did it work?", el("div", {class: "headlines"}, cards), setupLine(v));
   }
 
   function ci(x) { return x && x.ci ? "[" + WAI.num(x.ci[0], 3) + ", " + WAI.num(x.ci[1], 3) + "]" : ""; }
@@ -107,20 +107,73 @@
 
   function register(handle, metrics) { for (const m of metrics) (byMetric[m] = byMetric[m] || []).push(handle); }
 
+  function chartTitle(c) {
+    const also = Object.keys(c.also || {});
+    return also.length ? c.title + " (also logged as " + also.join(", ") + ")" : c.title;
+  }
+
+  // Charts under their headings (training, rewards, policy, completions, HackMonitor series, system,
+  // other); rarely read sections are a closed <details>. Returns [section, draw] (draw once in the page).
   function chartsSection(v) {
-    if (!v.charts.length) return WAI.section("Charts", el("p", {class: "muted"}, "No points logged yet."));
-    const grid = el("div", {class: "charts"});
-    const sec = WAI.section("Charts", WAI.chartControls(), grid);
-    const boxes = v.charts.map((c) => {
-      const box = el("div", {dataset: {chart: c.id}});
-      grid.append(box);
-      return [box, c];
-    });
+    if (!v.charts.length) {
+      return WAI.section("Charts", el("p", {class: "muted"}, Object.keys(v.scalars || {}).length ?
+        "Every series was logged once: the values are in the table below." : "No points logged yet."));
+    }
+    const sec = WAI.section("Charts", WAI.chartControls());
+    const boxes = [];
+    for (const group of v.sections) {
+      if (group.id === "monitor" && v.monitor) continue;  // drawn in the HackMonitor's own section
+      const grid = el("div", {class: "charts"});
+      for (const c of group.charts) {
+        const box = el("div", {dataset: {chart: c.id}});
+        grid.append(box);
+        boxes.push([box, c]);
+      }
+      const count = group.charts.length + (group.charts.length === 1 ? " chart" : " charts");
+      sec.append(group.collapsed ?
+        el("details", {class: "chart-section", dataset: {section: group.id}},
+          el("summary", {}, el("span", {class: "section-title"}, group.title), " ", el("span", {class: "muted small"}, count)), grid) :
+        el("div", {class: "chart-section", dataset: {section: group.id}}, el("h3", {class: "section-title"}, group.title), grid));
+    }
     if (v.unstepped) sec.append(el("p", {class: "muted small"}, v.unstepped + " points were logged without a step; " +
       "they are kept (get_run has them) but not drawn on a step axis."));
-    return [sec, () => boxes.forEach(([box, c]) => register(WAI.chart(box, {title: c.title,
+    return [sec, () => boxes.forEach(([box, c]) => register(WAI.chart(box, {title: chartTitle(c),
       lines: lines(v.series, c.metrics), note: note(v.series, c.metrics),
       onZoom: (a, b) => zoom(c.metrics, a, b)}), c.metrics))];
+  }
+
+  // What the trainer logged once (its end-of-training totals, and any series with a single value).
+  const SCALAR_NAMES = {train_runtime: "training time", train_samples_per_second: "samples per second",
+    train_steps_per_second: "steps per second", total_flos: "total floating-point operations", train_loss: "mean training loss"};
+
+  function scalarValue(name, value) {
+    if (name === "train_runtime") return WAI.duration(value) + " (" + WAI.num(value) + " s)";
+    if (name === "total_flos") return WAI.compact(value);
+    return WAI.num(value);
+  }
+
+  function scalarsSection(v) {
+    const entries = Object.entries(v.scalars || {});
+    if (!entries.length) return null;
+    const order = Object.keys(SCALAR_NAMES);
+    const known = entries.filter(([k]) => SCALAR_NAMES[k]).sort((a, b) => order.indexOf(a[0]) - order.indexOf(b[0]));
+    const rest = entries.filter(([k]) => !SCALAR_NAMES[k]);
+    const rows = known.concat(rest).map(([k, val]) => el("tr", {dataset: {key: k}},
+      el("th", {}, SCALAR_NAMES[k] || k, SCALAR_NAMES[k] ? el("span", {class: "muted small raw-name"}, k) : null),
+      el("td", {}, scalarValue(k, val))));
+    return WAI.section("Totals and values logged once", el("table", {class: "fields", id: "scalars"}, el("tbody", {}, rows)));
+  }
+
+  // Beside the result: the base, LoRA rank and batch size it trained with (the job's default when unset).
+  function setupLine(v) {
+    const s = v.setup;
+    if (!s) return null;
+    const names = {base_model: "base model", lora_rank: "LoRA rank", batch_size: "batch size"};
+    const items = Object.entries(names).filter(([k]) => s[k]).map(([k, label]) => el("div", {class: "setup-item", dataset: {key: k}},
+      el("dt", {}, label), el("dd", {}, String(s[k].value),
+        s[k].source === "default" ? el("span", {class: "muted small"}, " (job default)") :
+          s[k].source === "trainer" ? el("span", {class: "muted small"}, " (as the trainer ran)") : null)));
+    return items.length ? el("dl", {class: "setup", id: "setup"}, items) : null;
   }
 
   function monitorSection(v) {
@@ -129,9 +182,13 @@
     const box = el("div", {dataset: {chart: "monitor"}});
     const alarms = el("ol", {class: "alarms", id: "alarms"}, m.alarms.map((a) =>
       el("li", {class: "alarm", dataset: {step: a.step, kind: a.kind}}, el("b", {}, "step " + a.step + " · " + a.kind + ": "), a.text)));
+    const group = v.sections.find((g) => g.id === "monitor");
+    const more = group ? group.charts.map((c) => [el("div", {dataset: {chart: c.id}}), c]) : [];
     const sec = WAI.section("HackMonitor: proxy against gold", box,
       m.alarms.length ? alarms : el("p", {class: "good"}, "No alarms."),
-      ...m.notes.map((n) => el("p", {class: "muted"}, n)));
+      ...m.notes.map((n) => el("p", {class: "muted"}, n)),
+      more.length ? el("div", {class: "chart-section", dataset: {section: "monitor"}},
+        el("h3", {class: "section-title"}, "The monitor's other series"), el("div", {class: "charts"}, more.map(([b]) => b))) : null);
     let ls;
     if (m.metrics.length) ls = lines(v.series, m.metrics);
     else ls = ["proxy", "gold"].map((k, i) => {
@@ -139,9 +196,13 @@
       return {label: k, x: pts.map((p) => p.step), y: pts.map((p) => p[k]), color: WAI.palette[i]};
     });
     ls.forEach((l) => { if (/gold/.test(l.label)) l.color = WAI.palette[4]; if (/proxy/.test(l.label)) l.color = WAI.palette[1]; });
-    return [sec, () => register(WAI.chart(box, {title: "proxy and gold on the held-out prompts" +
-      (m.evaluations ? " (" + m.evaluations + " evaluations)" : ""), lines: ls, alarms: m.alarms,
-      onZoom: m.metrics.length ? (a, b) => zoom(m.metrics, a, b) : null}), m.metrics)];
+    return [sec, () => {
+      register(WAI.chart(box, {title: "proxy and gold on the held-out prompts" +
+        (m.evaluations ? " (" + m.evaluations + " evaluations)" : ""), lines: ls, alarms: m.alarms,
+        onZoom: m.metrics.length ? (a, b) => zoom(m.metrics, a, b) : null}), m.metrics);
+      more.forEach(([b, c]) => register(WAI.chart(b, {title: chartTitle(c), lines: lines(v.series, c.metrics),
+        note: note(v.series, c.metrics), onZoom: (a, z) => zoom(c.metrics, a, z)}), c.metrics));
+    }];
   }
 
   function reports(v) {
@@ -197,13 +258,43 @@
       el("pre", {class: "code", id: "config"}, WAI.json(c.spec)));
     const extra = {versions: c.versions, git: c.git};
     for (const [k, val] of Object.entries(extra)) if (val) parts.push(el("p", {class: "label"}, k), el("pre", {class: "code"}, WAI.json(val)));
-    return WAI.section("Config", ...parts);
+    const sec = WAI.section("Config", ...parts);
+    sec.id = "config-section";
+    return sec;
   }
 
   function other(v) {
     const keys = Object.keys(v.summary_other || {});
     if (!keys.length) return null;
     return WAI.section("Notes on the run", WAI.fields(v.summary_other));
+  }
+
+  // The worker's log: its tail, then what the job appends while the run is live (text only, never markup).
+  const log = {text: "", offset: null, job: null, note: null, cut: false};
+
+  async function readLog() {
+    const q = log.offset === null ? "" : "?offset=" + log.offset;
+    const got = await WAI.getJSON(base + "/log" + q);
+    if (log.job !== got.job) { log.text = ""; log.job = got.job; }
+    log.text += got.text;
+    log.offset = got.size;
+    log.note = got.note;
+    log.cut = log.cut || !!got.cut;
+    const pre = document.getElementById("worker-log");
+    if (!pre) { const node = logSection(); if (node) { const before = document.getElementById("config-section"); if (before) before.before(node); } return; }
+    const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+    pre.textContent = log.text;
+    if (atEnd) pre.scrollTop = pre.scrollHeight;
+  }
+
+  function logSection() {
+    if (!log.job && !log.text) return null;
+    const pre = el("pre", {class: "code log", id: "worker-log", tabindex: "0"}, log.text || "(empty so far)");
+    const sec = WAI.section("Worker log", log.cut ? el("p", {class: "muted small"}, "The last part of a longer log.") : null,
+      log.note ? el("p", {class: "muted"}, log.note) : null, pre);
+    sec.id = "log-section";
+    requestAnimationFrame(() => { pre.scrollTop = pre.scrollHeight; });
+    return sec;
   }
 
   function error(v) {
@@ -219,7 +310,7 @@
     document.title = (v.run.name || v.run.id) + " · whileai";
     const charts = chartsSection(v), monitor = monitorSection(v);
     const nodes = [header(v), headline(v), delta(v), Array.isArray(charts) ? charts[0] : charts,
-      monitor && monitor[0], ...reports(v), cost(v), served(v), config(v), other(v), error(v)];
+      monitor && monitor[0], scalarsSection(v), ...reports(v), cost(v), served(v), logSection(), config(v), other(v), error(v)];
     WAI.main().replaceChildren(...nodes.filter(Boolean));
     if (Array.isArray(charts)) charts[1]();
     if (monitor) monitor[1]();
@@ -231,12 +322,14 @@
     let live;
     try { live = await WAI.getJSON(base + "/live?after=" + lastStep); } catch (e) { timer = setTimeout(poll, view.live.poll_ms * 3); return; }
     const known = new Set(Object.keys(view.series));
-    const fresh = live.metrics.some((m) => !known.has(m));
+    // a new series, or a new point of one shown as a single value, redraws the page
+    const fresh = live.metrics.some((m) => !known.has(m) && !(m in view.scalars && !(m in live.points)));
+    readLog().catch(() => null);
     if (fresh || live.status !== "running") {  // a new series, or the run ended: read the whole page once more
       view = await WAI.getJSON(base);
       render(view);
       if (view.run.status === "running") timer = setTimeout(poll, view.live.poll_ms);
-      else document.body.dataset.live = "stopped";
+      else { document.body.dataset.live = "stopped"; setTimeout(() => readLog().catch(() => null), 1500); }
       return;
     }
     for (const [m, pts] of Object.entries(live.points)) {
@@ -252,6 +345,7 @@
   WAI.ready(async () => {
     view = await WAI.getJSON(base);
     render(view);
+    readLog().catch(() => null);
     if (view.run.status === "running") { document.body.dataset.live = "polling"; timer = setTimeout(poll, view.live.poll_ms); }
   });
 })();

@@ -59,13 +59,18 @@
     const done = data.runs.filter((r) => r.holdout && WAI.isNum(r.holdout.after));
     const values = done.map((r) => r.knobs[knob]);
     const numeric = values.every(WAI.isNum);
+    // a few whole numbers (seeds) are categories: one tick per value, not a continuous axis
+    const categorical = !numeric || (values.every(Number.isInteger) &&
+      new Set(data.runs.map((r) => r.knobs[knob])).size <= (data.categorical_max || 12));
     let xLabels = null, xs;
-    if (numeric) xs = values;
+    if (!categorical) xs = values;
     else {
-      xLabels = [...new Set(values.map(show))].sort((a, b) => compare(a, b));
+      const all = data.runs.map((r) => r.knobs[knob]);  // every run's value gets a tick, measured or not
+      xLabels = [...new Set(all.map(show))].sort((a, b) => compare(a, b));
       xs = values.map((v) => xLabels.indexOf(show(v)));
     }
     const order = xs.map((x, i) => i).sort((a, b) => xs[a] - xs[b]);
+    box.dataset.axis = categorical ? "categorical" : "continuous";
     WAI.chart(box, {title: data.holdout_label + " after, by " + knob, scatter: true, xLabel: knob, xLabels,
       lines: [{label: data.holdout_label + " after", x: order.map((i) => xs[i]), y: order.map((i) => done[i].holdout.after)}],
       note: done.length < data.runs.length ? (data.runs.length - done.length) + " runs without a held-out result are not drawn" : null});
