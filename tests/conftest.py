@@ -74,3 +74,39 @@ def _push_sample(name: str, tasks: int | None = None, holdout: float = 0.2) -> d
 def push_sample():
     """``push_sample(name, tasks=None, holdout=0.2)``: see ``_push_sample``."""
     return _push_sample
+
+
+@pytest.fixture
+def pg_database():
+    """``pg_database()``: the URL of a fresh, empty PostgreSQL database at WHILEAI_TEST_POSTGRES_URL's server.
+
+    Each call makes another; all are dropped at the end. Without a server the test
+    skips, unless WHILEAI_REQUIRE_POSTGRES=1 (as in CI), where it fails.
+    """
+    import secrets
+
+    import sqlalchemy as sa
+
+    base = sa.engine.make_url(os.environ.get("WHILEAI_TEST_POSTGRES_URL") or "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3})
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"whileai_upgrade_{secrets.token_hex(5)}"
+        try:
+            with admin.connect() as conn:
+                conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        except Exception as exc:  # noqa: BLE001 - no server here
+            reason = f"PostgreSQL not reachable ({type(exc).__name__}); set WHILEAI_TEST_POSTGRES_URL"
+            if os.environ.get("WHILEAI_REQUIRE_POSTGRES") == "1":
+                pytest.fail(reason)
+            pytest.skip(reason)
+        made.append(name)
+        return base.set(database=name).render_as_string(hide_password=False)
+
+    yield make
+    if made:
+        with admin.connect() as conn:
+            for name in made:
+                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()

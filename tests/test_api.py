@@ -495,7 +495,10 @@ def test_first_start_prints_the_key_once(home, monkeypatch, capsys):
     key = (home / "local_key").read_text().strip()
     assert key in out and "http://127.0.0.1:9999/signin/once?token=" in out
     assert out.count(key) == 1  # the key once; the sign-in link carries a one-time token, not the key
-    assert served == [{"host": "127.0.0.1", "port": 9999, "log_level": "info", "access_log": False}]
+    from whileai.platform._http import HeaderTimeoutProtocol
+
+    assert served == [{"host": "127.0.0.1", "port": 9999, "log_level": "info", "access_log": False,
+                       "http": HeaderTimeoutProtocol}]
     assert server_module.main([]) == 0
     again = capsys.readouterr().out
     assert key not in again and str(home / "local_key") in again and "/signin/once?token=" in again

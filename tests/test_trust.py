@@ -23,7 +23,7 @@ from test_store import postgres_url  # noqa: F401  (fixture: a fresh PostgreSQL 
 
 from whileai.platform.api import create_app
 from whileai.platform.server import serve_in_thread
-from whileai.platform.store import Store, ensure_local_account, local_key_path
+from whileai.platform.store import Store, ensure_local_account, local_key_name, local_key_path
 from whileai.platform import defaults
 
 API = "/api/v1"
@@ -299,17 +299,22 @@ def test_no_key_in_any_output_of_a_real_server_process(tmp_path):
 # --------------------------------------------------------------------------- accounts and the local key
 
 
-def test_the_local_account_keeps_one_live_key(home):
+def test_a_data_root_without_a_live_key_makes_its_own_and_revokes_none(home, capsys):
     store = Store()
     account, first = ensure_local_account(store)
     assert ensure_local_account(store) == (account, first)
+    assert "made a key" not in capsys.readouterr().err, "the first key is said by the platform's first start"
     local_key_path().unlink()
     _, second = ensure_local_account(store)
-    assert second != first and store.account_for_key(first) is None, "the lost key is revoked, not left live"
+    assert second != first and store.account_for_key(first) == account, "only `accounts rotate` revokes a key"
+    err = capsys.readouterr().err
+    assert "made a key of the store's local account for this data root" in err and str(local_key_path()) in err
+    assert second not in err and first not in err, "the key itself is never printed here"
     local_key_path().write_text("wai_not-this-one\n")
     _, third = ensure_local_account(store)
-    assert store.account_for_key(second) is None and store.account_for_key(third) == account
-    assert [a["keys"] for a in store.list_accounts() if a["local"]] == [1]
+    assert store.account_for_key(second) == account == store.account_for_key(third)
+    assert [k["name"] for k in store.list_keys(account)] == [local_key_name()] * 3
+    assert local_key_name().startswith("local: ") and str(home) in local_key_name()
     store.close()
 
 

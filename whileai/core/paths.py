@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 from whileai.core.defaults import HOME_ENV
@@ -12,14 +13,36 @@ __all__ = ["data_root", "setting"]
 
 
 def data_root() -> Path:
-    """The data root: the directory HOME_ENV names (``$WHILEAI_HOME``) when set, else ``~/.whileai``. Created on first use.
+    """The data root: the directory HOME_ENV names (``$WHILEAI_HOME``) when set, else ``~/.whileai``.
+
+    Created on first use with mode 0700 (and a looser one of ours tightened to it).
 
     The embedded store, the spool of unsent points, cached tiny models, adapters
     and the client config file all live under it.
     """
     root = Path(os.environ.get(HOME_ENV) or Path.home() / ".whileai").expanduser()
-    root.mkdir(parents=True, exist_ok=True)
+    if str(root) not in _PRIVATE:
+        _make_private(root)
     return root
+
+
+_PRIVATE: set[str] = set()
+
+
+def _make_private(root: Path) -> None:
+    """Create the data root readable by its owner only (0700), and tighten one we own that is looser.
+
+    It holds the store (every account's rows), the spool of unsent points and the
+    local key; other local users have no business in it.
+    """
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        info = root.stat()
+        if stat.S_IMODE(info.st_mode) & 0o077 and info.st_uid == os.getuid():
+            root.chmod(0o700)
+    except OSError:
+        pass
+    _PRIVATE.add(str(root))
 
 
 def setting(env: str, key: str) -> str:

@@ -41,6 +41,22 @@ STORE_URL_ENV = "WHILEAI_STORE_URL"
 #: memory. Clients send bigger backlogs as several batches.
 PLATFORM_MAX_BODY_BYTES = 64 * 1024 * 1024
 
+#: Seconds a connection has to send a whole request head (request line and
+#: headers), counted from its first byte or from the connection's start;
+#: then it is closed (whileai/platform/_http.py). uvicorn has no such deadline,
+#: so 1,000 connections trickling partial headers were held open for good. A
+#: real client sends its head in one write, within milliseconds even on a slow
+#: link; 10 s leaves room for a congested network. Node's http server has the
+#: same kind of deadline (headersTimeout, 60 s); ours is shorter because our
+#: clients are scripts and browsers on a short path, not arbitrary proxies.
+PLATFORM_HEADER_TIMEOUT_S = 10.0
+
+#: Set to 1 to serve the API's /docs, /redoc and /openapi.json (or pass
+#: ``--api-docs``). Off by default: those pages take no key and load their
+#: scripts and fonts from a CDN, outside the pages' Content-Security-Policy.
+#: The route table is in docs/architecture.md.
+PLATFORM_API_DOCS_ENV = "WHILEAI_API_DOCS"
+
 #: Runs, datasets and jobs a list answers when no ``limit`` is given, and the
 #: most it answers at all. A list is a menu, not an export; the run page and
 #: ``get_run`` read one run in full.
@@ -88,7 +104,8 @@ SESSION_TOKEN_BYTES = 32
 #: enough that a person reading runs every day signs in about twice a month;
 #: short enough that a cookie left on a shared machine stops working on its
 #: own. The session ends earlier on sign-out or when its account's sessions are
-#: revoked (``revoke_sessions``). Django's default session age is two weeks too.
+#: revoked (``accounts sessions --revoke``), or any key of its account is rotated or
+#: revoked. Django's default session age is two weeks too.
 SESSION_TTL_S = 14 * 24 * 3600
 
 #: How long a one-time sign-in link stays valid, in seconds (10 minutes). The
@@ -100,6 +117,23 @@ SIGNIN_LINK_TTL_S = 10 * 60
 #: Longest string accepted as a key or token on the sign-in routes; a real key
 #: is about 47 characters. Anything longer is refused before it is hashed.
 SIGNIN_MAX_CHARS = 200
+
+#: Failed sign-ins (a wrong key on POST /signin, a spent or unknown one-time
+#: link) one client address may make within SIGNIN_FAILURE_WINDOW_S; past it the
+#: sign-in routes answer 429 with Retry-After until the oldest failure is out of
+#: the window (pages/_throttle.py). Keys are 256-bit random, so guessing one is
+#: hopeless either way; the limit stops a client from turning the sign-in form
+#: into free store lookups, and a person who mistypes a key pasted by hand fails
+#: far fewer than 10 times in 5 minutes. Counted per peer address (behind a
+#: reverse proxy every client shares the proxy's address, so the proxy should
+#: limit too).
+SIGNIN_MAX_FAILURES = 10
+SIGNIN_FAILURE_WINDOW_S = 300.0
+
+#: Client addresses the sign-in limit remembers at once; past it the address
+#: with the oldest failure is forgotten first, so the table stays a few MB at most
+#: however many addresses try.
+SIGNIN_THROTTLE_MAX_CLIENTS = 10_000
 
 # ---------------------------------------------------------------------------
 # Hosted training (knobs, gates, jobs, serving)

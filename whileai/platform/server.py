@@ -2,6 +2,10 @@
 
     python -m whileai platform                     # 127.0.0.1:8470, the store under the data root
     python -m whileai platform --port 9000 --store-url postgresql+psycopg://me@db/whileai
+    python -m whileai platform upgrade [--store-url URL]   # bring an older store to this version's schema
+
+A store made by an older whileai is upgraded on start (a copy of a SQLite file is
+kept first); one made by a newer whileai is refused with both schema revisions named.
 
 The first start on a store with no account creates the local account and prints
 its key once (it is also kept in ``<data_root>/local_key``, mode 0600, which is
@@ -23,10 +27,11 @@ import time
 from typing import Any
 
 from whileai.platform.store.sessions import create_signin_link
+from whileai.platform.store.migrate import StoreVersionError, upgrade
 from whileai.platform.store import Store, ensure_local_account, local_key_path, store_url
 from whileai.platform import defaults
 
-__all__ = ["main", "open_main", "serve_in_thread", "ServerHandle", "ensure_local_account", "signin_link"]
+__all__ = ["main", "upgrade_main", "open_main", "serve_in_thread", "ServerHandle", "ensure_local_account", "signin_link"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,7 +39,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default=defaults.PLATFORM_HOST, help="address to bind (PLATFORM_HOST: loopback only)")
     p.add_argument("--port", type=int, default=defaults.PLATFORM_PORT, help="port (PLATFORM_PORT)")
     p.add_argument("--store-url", default=None, help="SQLAlchemy URL of the store (default: $WHILEAI_STORE_URL or SQLite under the data root)")
-    p.add_argument("--public-url", default=None, help="address written into run urls, when it differs from how clients reach this server")
+    p.add_argument("--public-url", default=None, help="address written into run urls and model endpoints (default: "
+                                                      "the address the server is bound to, never a request's Host)")
+    p.add_argument("--api-docs", action="store_true", help=f"serve /docs, /redoc and /openapi.json (off by default; "
+                                                           f"or set {defaults.PLATFORM_API_DOCS_ENV}=1)")
     return p
 
 
@@ -54,13 +62,28 @@ def signin_link(store: Store, account_id: str, address: str, next_path: str = "/
     return f"{address.rstrip('/')}/signin/once?{urlencode({'token': token, 'next': next_path})}"
 
 
+def _open_store(url: str | None) -> Store | None:
+    """The store, upgraded if older; None (with the reason on stderr) when it is newer than this code."""
+    try:
+        return Store(url or store_url())
+    except StoreVersionError as exc:
+        print(exc, file=sys.stderr)
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["upgrade"]:
+        return upgrade_main(argv[1:])
     args = _parser().parse_args(argv)
     import uvicorn
 
+    from whileai.platform._http import uvicorn_options
     from whileai.platform.api import create_app
 
-    store = Store(args.store_url or store_url())
+    store = _open_store(args.store_url)
+    if store is None:
+        return 1
     first_start = store.count_accounts() == 0
     account_id, key = ensure_local_account(store)
     address = args.public_url or f"http://{_display_host(args.host)}:{args.port}"
@@ -77,9 +100,35 @@ def main(argv: list[str] | None = None) -> int:
     print("More accounts for a team: python -m whileai accounts add NAME (prints the new key once)")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"Listening on {args.host}: reachable from other machines. Anyone with a key can use the API.")
-    app = create_app(store, public_url=args.public_url)
-    # No access log: a request line carries its query string, and nothing the server writes may hold a key.
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+    app = create_app(store, public_url=args.public_url, api_docs=args.api_docs or None)
+    # No access log (uvicorn_options): a request line carries its query string, and nothing the server writes
+    # may hold a key. Each request head must arrive within PLATFORM_HEADER_TIMEOUT_S.
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", **uvicorn_options())
+    return 0
+
+
+def upgrade_main(argv: list[str] | None = None) -> int:
+    """python -m whileai platform upgrade [--store-url URL]: bring a store to this whileai's schema now."""
+    p = argparse.ArgumentParser(prog="python -m whileai platform upgrade",
+                                description="Upgrade the store's schema to this whileai's newest revision.")
+    p.add_argument("--store-url", default=None, help="SQLAlchemy URL of the store (default: $WHILEAI_STORE_URL or "
+                                                      "SQLite under the data root)")
+    args = p.parse_args(argv)
+    store = Store(args.store_url or store_url(), create=False)
+    where = store.engine.url.render_as_string(hide_password=True)
+    try:
+        found, now, backup = upgrade(store, announce=False)
+    except StoreVersionError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    finally:
+        store.close()
+    if found == now:
+        print(f"the store {where} is at revision {now!r}, the newest this whileai knows; nothing to do")
+    else:
+        before = f"revision {found!r}" if found else "no revision (empty, or made before schema revisions)"
+        kept = f"; the file as it was is kept in {backup}" if backup else ""
+        print(f"upgraded the store {where} from {before} to revision {now!r}{kept}")
     return 0
 
 
@@ -110,7 +159,9 @@ def open_main(argv: list[str] | None = None) -> int:
     p.add_argument("run_id", nargs="?", help="a run id, e.g. run_0123abcd... (default: the runs list)")
     p.add_argument("--no-browser", action="store_true", help="print the sign-in link instead of opening a browser")
     args = p.parse_args(argv)
-    store = Store(args.store_url or store_url())
+    store = _open_store(args.store_url)
+    if store is None:
+        return 1
     account_id, _key = ensure_local_account(store)
     target = "/runs"
     if args.run_id:
@@ -143,6 +194,7 @@ def open_main(argv: list[str] | None = None) -> int:
     again = ["--host", args.host, "--port", str(args.port)]
     again += ["--store-url", args.store_url] if args.store_url else []
     again += ["--public-url", args.public_url] if args.public_url else []
+    again += ["--api-docs"] if args.api_docs else []
     return main(again)
 
 
@@ -189,6 +241,7 @@ def serve_in_thread(host: str = "127.0.0.1", port: int = 0, store_url: str | Non
     """
     import uvicorn
 
+    from whileai.platform._http import uvicorn_options
     from whileai.platform.api import create_app
 
     store = Store(store_url)
@@ -203,7 +256,7 @@ def serve_in_thread(host: str = "127.0.0.1", port: int = 0, store_url: str | Non
         log_level="warning",
         lifespan="off",
         timeout_graceful_shutdown=2,
-        access_log=False,
+        **uvicorn_options(),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"whileai-platform-{port}", daemon=True)

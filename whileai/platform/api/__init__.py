@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 from typing import Any
 
@@ -35,19 +36,29 @@ __all__ = ["create_app", "API_PREFIX"]
 _log = logging.getLogger("whileai.platform")
 
 
-def create_app(store: Store | None = None, *, public_url: str | None = None) -> FastAPI:
+def create_app(store: Store | None = None, *, public_url: str | None = None, api_docs: bool | None = None) -> FastAPI:
     """The platform app over ``store`` (a :class:`Store` at ``store_url()`` when None).
 
     ``public_url`` fixes the address written into run urls and model endpoints;
-    by default it is the address each request reached the server at.
+    by default it is the server's own bound address of each connection (never
+    the request's ``Host`` header, which the caller chooses). ``api_docs`` serves
+    /docs, /redoc and /openapi.json; off unless given or PLATFORM_API_DOCS_ENV=1.
     """
     from whileai.platform import serving
     from whileai.platform.launcher import routes as job_routes
 
+    if api_docs is None:
+        api_docs = os.environ.get(defaults.PLATFORM_API_DOCS_ENV, "").strip() == "1"
     app = FastAPI(
         title="whileai platform",
         description="Runs, points, datasets, jobs and the model registry (docs/architecture.md).",
         version="1",
+        docs_url="/docs" if api_docs else None,
+        redoc_url="/redoc" if api_docs else None,
+        openapi_url="/openapi.json" if api_docs else None,
+        # Starlette's slash redirect writes the request's Host header into its Location; a path with a
+        # stray trailing slash answers 404 naming the route instead.
+        redirect_slashes=False,
     )
     app.state.store = store if store is not None else Store()
     app.state.public_url = public_url.rstrip("/") if public_url else None
@@ -128,9 +139,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         message = str(exc.detail)
         if exc.status_code == 404 and message == "Not Found":
-            message = f"no route {request.method} {request.url.path}; the API lives under {API_PREFIX} (see /docs)"
+            message = (f"no route {request.method} {request.url.path}; the API lives under {API_PREFIX} "
+                       "(its routes: docs/architecture.md)")
         elif exc.status_code == 405:
-            message = f"{request.method} is not accepted on {request.url.path}; see /docs for the methods it takes"
+            message = f"{request.method} is not accepted on {request.url.path}; docs/architecture.md lists the methods it takes"
         return _error(exc.status_code, message, _HTTP_TYPES.get(exc.status_code, "http_error"), exc.headers)
 
     @app.exception_handler(Exception)
@@ -177,7 +189,8 @@ def _explain(error: dict[str, Any], request: Request) -> str:
     if kind == "missing":
         return f"{field} is required ({where})"
     if kind == "extra_forbidden":
-        return f"{field} is not a field this route accepts; see /docs for {request.method} {request.url.path}"
+        return (f"{field} is not a field this route accepts; docs/architecture.md lists the fields of "
+                f"{request.method} {request.url.path}")
     if kind in _TYPE_WORDS:
         return f"{field} is {shown}; send {_TYPE_WORDS[kind]}"
     if kind == "finite_number":

@@ -14,6 +14,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict
 
+from whileai.platform import defaults
 from whileai.platform.store.values import dumps
 from whileai.platform.store import Store
 
@@ -57,9 +58,19 @@ def store(request: Request) -> Store:
 
 
 def base_url(request: Request) -> str:
-    """The server's own address as the caller reached it, unless the app was given a public URL."""
+    """The address written into run urls and model endpoints: the app's public URL when given, else the
+    server's own address on this connection (the socket it accepted on), never the ``Host`` header a caller sends."""
     configured = getattr(request.app.state, "public_url", None)
-    return configured or str(request.base_url).rstrip("/")
+    if configured:
+        return configured
+    scheme = request.scope.get("scheme", "http")
+    server = request.scope.get("server")
+    if not server:
+        return f"{scheme}://{defaults.PLATFORM_HOST}:{defaults.PLATFORM_PORT}"
+    host, port = server[0], server[1]
+    host = f"[{host}]" if ":" in host else host
+    default_port = {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{host}" if port in (None, default_port) else f"{scheme}://{host}:{port}"
 
 
 def api_key_from(request: Request) -> str | None:

@@ -5,7 +5,9 @@ holding a random session token (SESSION_COOKIE; stored hashed, expiring after
 SESSION_TTL_S) and the key is never kept by the browser nor put in a URL. A
 one-time link (``GET /signin/once?token=...``, printed by the platform at each
 start and opened by ``python -m whileai open``) signs in the same way without
-the key. ``POST /signout`` ends the session.
+the key. ``POST /signout`` ends the session. A client address that fails to
+sign in SIGNIN_MAX_FAILURES times within SIGNIN_FAILURE_WINDOW_S is answered 429
+until the window moves on (``_throttle.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from whileai.platform.store import sessions
+from whileai.platform.pages._throttle import SigninThrottle
 from whileai.platform.api.common import api_key_from, store
 from whileai.platform import defaults
 
@@ -74,6 +77,30 @@ def signin_page(next_path: str, message: str = "", status: int = 200) -> HTMLRes
     return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
 
 
+def _throttle(request: Request) -> SigninThrottle:
+    state = request.app.state
+    if getattr(state, "signin_throttle", None) is None:
+        state.signin_throttle = SigninThrottle()
+    return state.signin_throttle
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def _too_many(request: Request, next_path: str) -> Response | None:
+    """The 429 answer when this client has used up its failed sign-ins (SIGNIN_MAX_FAILURES), else None."""
+    wait = _throttle(request).wait(_client(request))
+    if wait <= 0:
+        return None
+    seconds = int(wait) + 1
+    response = signin_page(next_path, f"Too many failed sign-ins from this address ({defaults.SIGNIN_MAX_FAILURES} "
+                                      f"within {int(defaults.SIGNIN_FAILURE_WINDOW_S)} s, SIGNIN_MAX_FAILURES); "
+                                      f"try again in {seconds} s.", 429)
+    response.headers["Retry-After"] = str(seconds)
+    return response
+
+
 def _signed_in(request: Request, account_id: str, next_path: str, key: str | None = None) -> Response:
     token = sessions.create_session(store(request), account_id, key)
     response = RedirectResponse(safe_next(next_path), status_code=303, headers=PAGE_HEADERS)
@@ -94,6 +121,9 @@ async def signin(request: Request) -> Response:
     """Check the posted key once and answer with a session cookie (the key itself is not kept)."""
     if not _same_origin(request):
         return signin_page("/runs", "This sign-in did not come from this platform's own page.", 403)
+    refused = _too_many(request, "/runs")  # before the body is read
+    if refused is not None:
+        return refused
     body = (await request.body())[: 4 * defaults.SIGNIN_MAX_CHARS + 2000].decode("utf-8", "replace")
     form = parse_qs(body, keep_blank_values=True, max_num_fields=10)
     key = (form.get("key") or [""])[0].strip()
@@ -102,6 +132,7 @@ async def signin(request: Request) -> Response:
         return signin_page(next_path, "Enter your API key.", 401)
     account = store(request).account_for_key(key) if len(key) <= defaults.SIGNIN_MAX_CHARS else None
     if account is None:
+        _throttle(request).failed(_client(request))
         return signin_page(next_path, "That key is not valid on this platform.", 401)
     return _signed_in(request, account, next_path, key)
 
@@ -109,8 +140,12 @@ async def signin(request: Request) -> Response:
 @router.get("/signin/once")
 def signin_once(request: Request, token: str = "", next: str = "/runs") -> Response:
     """Spend a one-time sign-in link (printed at the platform's start, or made by ``python -m whileai open``)."""
+    refused = _too_many(request, next)
+    if refused is not None:
+        return refused
     account = sessions.redeem_signin_link(store(request), token)
     if account is None:
+        _throttle(request).failed(_client(request))
         return signin_page(next, "That sign-in link was already used or has expired; sign in with your key, "
                                  "or run `python -m whileai open` for a new link.", 401)
     return _signed_in(request, account, next)

@@ -3,9 +3,10 @@
 The logic is split by area, each a module of plain functions the facade binds as
 its methods: accounts and keys (``_accounts``), runs and points
 (``_runs``), datasets (``_datasets``), the model registry
-(``_registry``), jobs (``_jobs``) and the local key file
-(``_store_keyfiles``). Tables are in ``_store_models``, value checks in
-``_store_values``, the engine in ``_store_engine``.
+(``_registry``), jobs (``_jobs``), whole-account actions (``_admin``) and
+the local key file (``_keyfiles``). Tables are in ``tables``, value checks in
+``values``, the engine in ``_engine``; the schema's revisions are kept by
+``migrate`` (Alembic scripts in ``migrations/``).
 
 Every :class:`Store` method takes the caller's account id and scopes every query
 by it: another account's id behaves exactly like a missing one
@@ -15,7 +16,7 @@ JSON-shaped dicts; times are seconds since the epoch (floats).
 
 The URL comes from :func:`store_url` (``WHILEAI_STORE_URL``, else SQLite under
 the data root). SQLite is opened for several writing processes at once (see
-``_store_engine``); PostgreSQL works through ``postgresql+psycopg://...``.
+``_engine``); PostgreSQL works through ``postgresql+psycopg://...``.
 
     store = Store()
     account_id, key = store.create_account("me")
@@ -29,13 +30,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from whileai.platform.store import sessions  # noqa: F401  (its page_tokens table joins the schema)
-from whileai.platform.store import _accounts, _datasets, _jobs, _registry, _runs
+from whileai.platform.store import _accounts, _admin, _datasets, _jobs, _registry, _runs, migrate
 from whileai.platform.store._engine import WRITE_OPTION, StoreBusyError, is_sqlite, make_engine, store_url, with_lock_retry
-from whileai.platform.store._keyfiles import LOCAL_KEY_FILENAME, ensure_local_account, local_key_path, rotate_local_key_file
+from whileai.platform.store._keyfiles import (
+    LOCAL_KEY_FILENAME,
+    ensure_local_account,
+    local_key_name,
+    local_key_path,
+    rotate_local_key_file,
+)
+from whileai.platform.store.migrate import StoreVersionError
 from whileai.platform.store.tables import ApiKey, Base, hash_key  # noqa: F401  (re-exported: the key table, its hasher)
 from whileai.platform.store.values import FINISHED_STATUSES, JOB_STATUSES, RUN_STATUSES, RUN_STOP_MARK, InvalidError, NotFoundError, run_cost
 
@@ -43,6 +50,7 @@ __all__ = [
     "Store",
     "store_url",
     "ensure_local_account",
+    "local_key_name",
     "local_key_path",
     "rotate_local_key_file",
     "LOCAL_KEY_FILENAME",
@@ -50,6 +58,7 @@ __all__ = [
     "InvalidError",
     "NotFoundError",
     "StoreBusyError",
+    "StoreVersionError",
     "RUN_STATUSES",
     "RUN_STOP_MARK",
     "JOB_STATUSES",
@@ -81,15 +90,12 @@ class Store:
         self.engine.dispose()
 
     def create_schema(self) -> None:
-        """Create missing tables; safe when several processes start on a fresh store at once."""
+        """Create or upgrade the schema to this code's revision (``migrate``); refuse a newer store.
 
-        def work() -> None:
-            with self._writer.begin() as conn:
-                if conn.dialect.name == "postgresql":
-                    conn.execute(text("SELECT pg_advisory_xact_lock(847001)"))
-                Base.metadata.create_all(conn)
-
-        with_lock_retry(work)
+        Safe when several processes open a fresh or older store at once: one
+        upgrades, the others find it done.
+        """
+        migrate.ensure_current(self)
 
     @contextmanager
     def _session(self, write: bool) -> Iterator[Session]:
@@ -118,6 +124,12 @@ class Store:
     issue_job_key = _accounts.issue_job_key
     job_key_scope = _accounts.job_key_scope
     revoke_job_keys = _accounts.revoke_job_keys
+    list_keys = _accounts.list_keys
+
+    # -- whole accounts: sessions, deletion (_admin.py)
+    count_sessions = _admin.count_sessions
+    end_sessions = _admin.end_sessions
+    delete_account = _admin.delete_account
 
     # -- runs and their points (_runs.py)
     _run = _runs._run

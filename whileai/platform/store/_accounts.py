@@ -16,6 +16,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from whileai.platform.store.tables import Account, ApiKey, Job, JobKey, Setting, _check_str, hash_key, _new_id, _not_found
+from whileai.platform.store.sessions import PageToken
 from whileai.platform.store.values import FINISHED_STATUSES
 from whileai.platform import defaults
 
@@ -41,7 +42,7 @@ def create_account(store: Any, name: str | None = None) -> tuple[str, str]:
     return store._tx(work)
 
 
-def _issue_key(store: Any, s: Session, account_id: str) -> str:
+def _issue_key(store: Any, s: Session, account_id: str, name: str | None = None) -> str:
     key = _KEY_PREFIX + secrets.token_urlsafe(defaults.API_KEY_BYTES)
     s.add(
         ApiKey(
@@ -49,20 +50,27 @@ def _issue_key(store: Any, s: Session, account_id: str) -> str:
             prefix=key[: defaults.API_KEY_PREFIX_CHARS],
             key_hash=hash_key(key),
             created_at=time.time(),
+            name=_check_str(name, "key name", 200),
         )
     )
     return key
 
 
-def issue_api_key(store: Any, account_id: str) -> str:
-    """Another API key for an existing account (the old ones keep working)."""
+def issue_api_key(store: Any, account_id: str, name: str | None = None) -> str:
+    """Another API key for an existing account, named ``name`` (the old ones keep working)."""
 
     def work(s: Session) -> str:
         if s.get(Account, account_id) is None:
             raise _not_found("account", account_id)
-        return store._issue_key(s, account_id)
+        return store._issue_key(s, account_id, name)
 
     return store._tx(work)
+
+
+def _end_sessions(s: Session, account_id: str) -> int:
+    """End every page session and unspent sign-in link of an account made until now (a key of it changed)."""
+    return s.execute(delete(PageToken).where(PageToken.account_id == account_id,
+                                             PageToken.created_at <= time.time())).rowcount or 0
 
 
 def revoke_api_key(store: Any, account_id: str, api_key: str) -> bool:
@@ -71,13 +79,21 @@ def revoke_api_key(store: Any, account_id: str, api_key: str) -> bool:
 
 
 def revoke_api_key_hash(store: Any, key_hash: str, *, account_id: str | None = None) -> bool:
-    """Revoke the key whose SHA-256 is ``key_hash`` (e.g. a job-scoped key); True when one was removed."""
+    """Revoke the key whose SHA-256 is ``key_hash``; True when one was removed.
+
+    Every page session and sign-in link of its account made before ends with it.
+    """
 
     def work(s: Session) -> bool:
-        q = delete(ApiKey).where(ApiKey.key_hash == key_hash)
+        q = select(ApiKey.account_id).where(ApiKey.key_hash == key_hash)
         if account_id is not None:
             q = q.where(ApiKey.account_id == account_id)
-        return (s.execute(q).rowcount or 0) > 0
+        owner = s.scalar(q)
+        if owner is None:
+            return False
+        s.execute(delete(ApiKey).where(ApiKey.key_hash == key_hash, ApiKey.account_id == owner))
+        _end_sessions(s, owner)  # a revoked key ends every session of its account, one-time links included
+        return True
 
     return store._tx(work)
 
@@ -97,6 +113,19 @@ def account_for_key(store: Any, api_key: str | None) -> str | None:
             if hmac.compare_digest(key_hash, digest):
                 found = account_id
         return found
+
+    return store._tx(work, write=False)
+
+
+def list_keys(store: Any, account_id: str) -> list[dict[str, Any]]:
+    """The account's live keys, oldest first: ``{name, created_at}`` (never the key, nor its prefix)."""
+
+    def work(s: Session) -> list[dict[str, Any]]:
+        if s.get(Account, account_id) is None:
+            raise _not_found("account", account_id)
+        rows = s.execute(select(ApiKey.name, ApiKey.created_at).where(ApiKey.account_id == account_id)
+                         .order_by(ApiKey.created_at, ApiKey.pk))
+        return [{"name": name, "created_at": created_at} for name, created_at in rows]
 
     return store._tx(work, write=False)
 
@@ -135,14 +164,18 @@ def list_accounts(store: Any) -> list[dict[str, Any]]:
     return store._tx(work, write=False)
 
 
-def rotate_api_key(store: Any, account_id: str) -> str:
-    """A new key for the account, and every key it had before revoked, in one transaction."""
+def rotate_api_key(store: Any, account_id: str, name: str | None = None) -> str:
+    """A new key (named ``name``) for the account, and every key it had before revoked, in one transaction.
+
+    Every page session and one-time sign-in link of the account made before ends too.
+    """
 
     def work(s: Session) -> str:
         if s.get(Account, account_id) is None:
             raise _not_found("account", account_id)
         s.execute(delete(ApiKey).where(ApiKey.account_id == account_id))
-        return store._issue_key(s, account_id)
+        _end_sessions(s, account_id)
+        return store._issue_key(s, account_id, name)
 
     return store._tx(work)
 

@@ -11,11 +11,13 @@ retried a bounded number of times (STORE_LOCK_RETRIES).
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, make_url
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
@@ -61,6 +63,7 @@ def make_engine(url: str) -> Engine:
             f"store url {url!r} is an in-memory SQLite database, which each connection sees empty; "
             "use a file (sqlite:///path/platform.db) or leave WHILEAI_STORE_URL unset"
         )
+    _private_sqlite_files(make_url(url).database)
     engine = create_engine(
         url,
         connect_args={"timeout": defaults.SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False},
@@ -85,6 +88,26 @@ def make_engine(url: str) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+def _private_sqlite_files(database: str | None) -> None:
+    """The SQLite file readable by its owner only (0600), made so before SQLite first opens it.
+
+    SQLite gives its -wal and -shm files the database file's mode, so they follow.
+    An existing file (and its -wal, -shm) with a looser mode is tightened.
+    """
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database)
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        for each in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            if each.exists() and stat.S_IMODE(each.stat().st_mode) & 0o077:
+                each.chmod(0o600)
+    except OSError:
+        pass  # a read-only or foreign file: SQLite says what is wrong when it opens it
 
 
 def _is_lock_error(exc: BaseException) -> bool:

@@ -1,13 +1,19 @@
 """The local account's key file: ``<data_root>/local_key`` (mode 0600), the only place a key is kept in clear.
 
-``ensure_local_account`` makes the local account once per store and keeps its key here, so
-the embedded platform and a server on the same data root use the same account and key.
+``ensure_local_account`` makes the local account once per store and keeps a key of it
+here, so the embedded platform and a server on the same data root use the same account
+and key. Each data root has its own key (named after its machine and folder,
+:func:`local_key_name`): several data roots on one shared store (a PostgreSQL
+``--store-url``) each keep theirs, and nothing but ``python -m whileai accounts rotate``
+revokes one.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import socket
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +38,11 @@ def local_key_path() -> Path:
     return data_root() / LOCAL_KEY_FILENAME
 
 
+def local_key_name() -> str:
+    """The name this data root's key carries in the store: ``local: <host>:<data root>`` (for people, not lookups)."""
+    return f"local: {socket.gethostname()}:{data_root()}"[:200]
+
+
 def _write_key_file(path: Path, key: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -53,12 +64,14 @@ def _read_key_file(path: Path) -> str | None:
 def ensure_local_account(store: Any) -> tuple[str, str | None]:
     """The local account shared by the embedded SDK and a server on the same data root.
 
-    Created on the first call, with its key written to :func:`local_key_path`
-    (mode 0600) and nowhere else in clear. Returns ``(account_id, api_key)``;
-    the key is read back from that file on later calls. When the account exists
-    but the file is gone or no longer matches, its keys are rotated: a new one
-    is written and every older one revoked, so the local account has one live
-    key. ``api_key`` is None only when the file cannot be written.
+    Created on the first call, with a key written to :func:`local_key_path` (mode
+    0600) and nowhere else in clear. Returns ``(account_id, api_key)``; the key is
+    read back from that file on later calls. When the account exists but this data
+    root has no live key of it (another data root made the account on a shared
+    store, the file is gone, or ``accounts rotate`` revoked it), a new key named
+    :func:`local_key_name` is made for this data root and said on stderr; no other
+    key is revoked, so other data roots' runs keep going. ``api_key`` is None only
+    when the file cannot be written.
     """
     path = local_key_path()
 
@@ -70,7 +83,7 @@ def ensure_local_account(store: Any) -> tuple[str, str | None]:
         s.add(Account(id=account_id, name="local", created_at=time.time()))
         s.add(Setting(key=_LOCAL_ACCOUNT_SETTING, value=account_id))
         s.flush()  # a concurrent first start fails here and reads the winner's row instead
-        key = store._issue_key(s, account_id)
+        key = store._issue_key(s, account_id, local_key_name())
         s.flush()
         _write_key_file(path, key)
         return account_id, key
@@ -85,14 +98,17 @@ def ensure_local_account(store: Any) -> tuple[str, str | None]:
     if key is not None and store.account_for_key(key) == account_id:
         return account_id, key
     try:
-        with _key_file_lock(path):  # two processes that both find the file stale rotate once, not twice
+        with _key_file_lock(path):  # two processes that both find no live key make one, not two
             key = _read_key_file(path)
             if key is not None and store.account_for_key(key) == account_id:
                 return account_id, key
-            new_key = store.rotate_api_key(account_id)
+            new_key = store.issue_api_key(account_id, local_key_name())
             _write_key_file(path, new_key)
     except OSError:
         return account_id, None
+    print(f"whileai: made a key of the store's local account for this data root ({local_key_name()}), kept in "
+          f"{path} (readable by you only); the account's other keys keep working. `python -m whileai accounts "
+          "keys local` lists them", file=sys.stderr, flush=True)
     return account_id, new_key
 
 

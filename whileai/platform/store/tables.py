@@ -41,6 +41,8 @@ class ApiKey(Base):
     prefix: Mapped[str] = mapped_column(String(32), index=True)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[float] = mapped_column(Float)
+    #: whose key it is, e.g. a data root's local key "local: host:/home/me/.whileai" (revision 0002)
+    name: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 class JobKey(Base):

@@ -53,7 +53,7 @@ _SEQ = 0
 
 def spool_dir() -> Path:
     path = data_root() / "spool"
-    path.mkdir(parents=True, exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)  # its points are the account's rows: owner only
     return path
 
 
@@ -116,7 +116,7 @@ def _encode(record: dict[str, Any]) -> bytes:
 
 def _append(path: Path, lines: Iterable[bytes]) -> None:
     new = not path.exists()
-    with open(path, "ab") as handle:
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as handle:
         for line in lines:
             handle.write(line)
         handle.flush()
@@ -339,7 +339,7 @@ def _replace(path: Path, keep: list[dict[str, Any]]) -> None:
         _fsync_dir(path.parent)
         return
     tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as handle:
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:
         for record in keep:
             handle.write(_encode(record))
         handle.flush()

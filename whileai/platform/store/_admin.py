@@ -1,0 +1,93 @@
+"""Operator actions on a whole account: its page sessions, and deleting it with everything it owns.
+
+Plain functions whose first argument, ``store``, is the :class:`~whileai.platform.store.Store`
+facade that binds them as its methods (``python -m whileai accounts`` calls them).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from whileai.platform.store.tables import (
+    Account,
+    ApiKey,
+    Dataset,
+    Job,
+    JobKey,
+    Point,
+    PointBatch,
+    Run,
+    ServedModel,
+    Setting,
+    _not_found,
+)
+from whileai.platform.store.sessions import PageToken
+
+__all__ = ["count_sessions", "end_sessions", "delete_account"]
+
+#: the Setting rows tied to an account or its jobs (see _accounts, _jobs)
+_LOCAL_ACCOUNT_SETTING = "local_account_id"
+_JOB_LEASE_PREFIX = "job_lease:"
+
+
+def count_sessions(store: Any, account_id: str) -> dict[str, int]:
+    """The account's live page sessions and unspent one-time sign-in links: ``{"sessions", "links"}``."""
+
+    def work(s: Session) -> dict[str, int]:
+        if s.get(Account, account_id) is None:
+            raise _not_found("account", account_id)
+        rows = dict(s.execute(select(PageToken.kind, func.count()).where(
+            PageToken.account_id == account_id, PageToken.expires_at > time.time()).group_by(PageToken.kind)).all())
+        return {"sessions": int(rows.get("session", 0)), "links": int(rows.get("link", 0))}
+
+    return store._tx(work, write=False)
+
+
+def end_sessions(store: Any, account_id: str) -> int:
+    """End every page session and one-time sign-in link of the account; how many ended (expired ones included)."""
+
+    def work(s: Session) -> int:
+        if s.get(Account, account_id) is None:
+            raise _not_found("account", account_id)
+        return s.execute(delete(PageToken).where(PageToken.account_id == account_id)).rowcount or 0
+
+    return store._tx(work)
+
+
+def delete_account(store: Any, account_id: str) -> dict[str, int]:
+    """Delete the account and everything it owns, in one transaction; how many rows of each kind went.
+
+    Its keys, job keys, sessions and links, runs with their points, datasets,
+    registered models and jobs. Deleting the local account also forgets it as
+    the store's local account (the next ``python -m whileai platform`` makes a new one).
+    Files outside the store (adapters, job logs under a data root) stay.
+    """
+
+    def work(s: Session) -> dict[str, int]:
+        if s.get(Account, account_id) is None:
+            raise _not_found("account", account_id)
+        runs = select(Run.id).where(Run.account_id == account_id)
+        jobs = [j for (j,) in s.execute(select(Job.id).where(Job.account_id == account_id))]
+        counts = {
+            "points": s.execute(delete(Point).where(Point.run_id.in_(runs))).rowcount or 0,
+            "point_batches": s.execute(delete(PointBatch).where(PointBatch.run_id.in_(runs))).rowcount or 0,
+            "runs": s.execute(delete(Run).where(Run.account_id == account_id)).rowcount or 0,
+            "datasets": s.execute(delete(Dataset).where(Dataset.account_id == account_id)).rowcount or 0,
+            "models": s.execute(delete(ServedModel).where(ServedModel.account_id == account_id)).rowcount or 0,
+            "jobs": s.execute(delete(Job).where(Job.account_id == account_id)).rowcount or 0,
+            "job_keys": s.execute(delete(JobKey).where(JobKey.account_id == account_id)).rowcount or 0,
+            "sessions": s.execute(delete(PageToken).where(PageToken.account_id == account_id)).rowcount or 0,
+            "keys": s.execute(delete(ApiKey).where(ApiKey.account_id == account_id)).rowcount or 0,
+        }
+        leases = [f"{_JOB_LEASE_PREFIX}{j}" for j in jobs]
+        if leases:
+            s.execute(delete(Setting).where(Setting.key.in_(leases)))
+        s.execute(delete(Setting).where(Setting.key == _LOCAL_ACCOUNT_SETTING, Setting.value == account_id))
+        s.execute(delete(Account).where(Account.id == account_id))
+        return counts
+
+    return store._tx(work)

@@ -1,0 +1,169 @@
+"""The store's schema revisions: each store records its revision, and meeting an older one upgrades it.
+
+The revisions are Alembic scripts shipped in ``whileai/platform/store/migrations``
+(run from here, no ``alembic.ini``). Every :class:`~whileai.platform.store.Store`
+checks the store's revision when it opens (one query when it is current):
+
+- an empty store gets the whole chain (the baseline creates the tables);
+- a store made before revisions existed (tables, no ``alembic_version``) runs
+  the baseline, which adds only what it lacks, then the rest of the chain;
+- an older store is upgraded in place: on SQLite a copy of the file is made
+  first (``platform.db.bak-<revision>-<time>``, mode 0600), on PostgreSQL it
+  runs in one transaction; in both one process at a time (SQLite's write lock,
+  a PostgreSQL advisory lock), and the others find it done;
+- a store at a revision this code does not know (made by a newer whileai) is
+  refused with :class:`StoreVersionError`, whose message names both revisions.
+
+``python -m whileai platform upgrade [--store-url URL]`` does it on demand (server.py).
+How to add a revision: docs/architecture.md, "Schema revisions".
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection
+
+from whileai.core.errors import PlatformError
+from whileai.platform.store._engine import with_lock_retry
+
+__all__ = ["HEAD_REVISION", "StoreVersionError", "ensure_current", "upgrade", "revisions", "store_revision"]
+
+#: The newest revision in whileai/platform/store/migrations/versions (tests check it is the chain's head).
+HEAD_REVISION = "0002_key_names"
+
+#: The PostgreSQL advisory lock that lets one process at a time create or upgrade the schema.
+_PG_SCHEMA_LOCK = 847001
+_VERSIONS = Path(__file__).with_name("migrations")
+
+
+class StoreVersionError(PlatformError):
+    """The store was made by a newer whileai (its schema revision is unknown here)."""
+
+
+def alembic_config() -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(_VERSIONS))
+    return config
+
+
+def revisions() -> list[str]:
+    """Every revision this code knows, oldest first."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config())
+    return [s.revision for s in reversed(list(script.walk_revisions()))]
+
+
+def _read_revision(conn: Connection) -> str | None:
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    rows = [r[0] for r in conn.execute(text("SELECT version_num FROM alembic_version"))]
+    return rows[0] if len(rows) == 1 else ",".join(sorted(rows)) or None
+
+
+def store_revision(store: Any) -> str | None:
+    """The store's recorded revision (None: empty, or made before revisions existed)."""
+    with store.engine.connect() as conn:
+        return _read_revision(conn)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("whileai")
+    except Exception:  # noqa: BLE001 - an uninstalled checkout has no metadata
+        return "this checkout"
+
+
+def _where(store: Any) -> str:
+    return store.engine.url.render_as_string(hide_password=True)
+
+
+def _newer(store: Any, found: str) -> StoreVersionError:
+    return StoreVersionError(
+        f"the store {_where(store)} is at schema revision {found!r}, which this whileai ({_version()}) does not know: "
+        f"its newest is {HEAD_REVISION!r}, so the store was made or upgraded by a newer whileai. Upgrade whileai "
+        "(pip install -U whileai) to use this store, or point --store-url / WHILEAI_STORE_URL at another store"
+    )
+
+
+def _sqlite_path(store: Any) -> Path | None:
+    database = store.engine.url.database
+    return Path(database) if store._sqlite and database else None
+
+
+def _backup(path: Path, found: str | None) -> Path:
+    """A consistent copy of the SQLite file (WAL included), readable by its owner only."""
+    import os
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.bak-{found or 'unversioned'}-{stamp}")
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+    source, copy = sqlite3.connect(path), sqlite3.connect(target)
+    try:
+        source.backup(copy)
+    finally:
+        copy.close()
+        source.close()
+    return target
+
+
+def _upgrade_locked(store: Any, conn: Connection) -> tuple[str | None, Path | None, bool]:
+    """With the schema lock held: ``(revision found, backup made, whether there was anything to keep)``."""
+    found = _read_revision(conn)
+    if found == HEAD_REVISION:
+        return found, None, False
+    if found is not None and found not in revisions():
+        raise _newer(store, found)
+    had_tables = bool(inspect(conn).get_table_names())
+    backup = None
+    path = _sqlite_path(store)
+    if had_tables and path is not None and path.exists():
+        backup = _backup(path, found)
+    from alembic import command
+
+    config = alembic_config()
+    config.attributes["connection"] = conn
+    command.upgrade(config, HEAD_REVISION)
+    return found, backup, had_tables
+
+
+def upgrade(store: Any, *, announce: bool = True) -> tuple[str | None, str, Path | None]:
+    """Bring the store to HEAD_REVISION: ``(revision before, revision now, SQLite backup or None)``.
+
+    Raises StoreVersionError for a newer store. With ``announce``, an upgrade of a
+    store that held data is said once on stderr (a fresh store is made silently).
+    """
+    def work() -> tuple[str | None, Path | None, bool]:
+        with store._writer.connect() as conn, conn.begin():  # SQLite: BEGIN IMMEDIATE, the write lock
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SCHEMA_LOCK})
+            return _upgrade_locked(store, conn)
+
+    found, backup, had_tables = with_lock_retry(work)
+    if announce and had_tables and found != HEAD_REVISION:
+        before = f"revision {found!r}" if found else "before schema revisions"
+        kept = f"; the file as it was is kept in {backup}" if backup else ""
+        print(f"whileai: upgraded the store {_where(store)} from {before} to revision {HEAD_REVISION!r}{kept}",
+              file=sys.stderr, flush=True)
+    return found, HEAD_REVISION, backup
+
+
+def ensure_current(store: Any) -> None:
+    """What every Store does on opening: nothing when current (one query), else :func:`upgrade` or refuse."""
+    try:
+        with store.engine.connect() as conn:
+            if _read_revision(conn) == HEAD_REVISION:
+                return
+    except Exception:  # noqa: BLE001 - e.g. a file being created by another process: the locked path decides
+        pass
+    upgrade(store)
