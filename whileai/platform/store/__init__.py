@@ -36,7 +36,7 @@ from whileai.platform.store import sessions  # noqa: F401  (its page_tokens tabl
 from whileai.platform.store import _accounts, _admin, _datasets, _jobs, _registry, _runs, migrate
 from whileai.platform.store._engine import WRITE_OPTION, StoreBusyError, is_sqlite, make_engine, store_url, with_lock_retry
 from whileai.platform.store._keyfiles import (
-    LOCAL_KEY_FILENAME,
+    LOCAL_KEY_FILENAME,  # noqa: F401  (re-exported: the key file's name)
     ensure_local_account,
     local_key_name,
     local_key_path,

@@ -7,9 +7,10 @@ facade that binds them as its methods (``python -m whileai accounts`` calls them
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import Delete, delete, func, select
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from whileai.platform.store.tables import (
@@ -34,6 +35,11 @@ _LOCAL_ACCOUNT_SETTING = "local_account_id"
 _JOB_LEASE_PREFIX = "job_lease:"
 
 
+def _gone(s: Session, statement: Delete) -> int:
+    """Run a DELETE; how many rows it removed."""
+    return cast(CursorResult[Any], s.execute(statement)).rowcount or 0
+
+
 def count_sessions(store: Any, account_id: str) -> dict[str, int]:
     """The account's live page sessions and unspent one-time sign-in links: ``{"sessions", "links"}``."""
 
@@ -53,7 +59,7 @@ def end_sessions(store: Any, account_id: str) -> int:
     def work(s: Session) -> int:
         if s.get(Account, account_id) is None:
             raise _not_found("account", account_id)
-        return s.execute(delete(PageToken).where(PageToken.account_id == account_id)).rowcount or 0
+        return _gone(s, delete(PageToken).where(PageToken.account_id == account_id))
 
     return store._tx(work)
 
@@ -73,15 +79,15 @@ def delete_account(store: Any, account_id: str) -> dict[str, int]:
         runs = select(Run.id).where(Run.account_id == account_id)
         jobs = [j for (j,) in s.execute(select(Job.id).where(Job.account_id == account_id))]
         counts = {
-            "points": s.execute(delete(Point).where(Point.run_id.in_(runs))).rowcount or 0,
-            "point_batches": s.execute(delete(PointBatch).where(PointBatch.run_id.in_(runs))).rowcount or 0,
-            "runs": s.execute(delete(Run).where(Run.account_id == account_id)).rowcount or 0,
-            "datasets": s.execute(delete(Dataset).where(Dataset.account_id == account_id)).rowcount or 0,
-            "models": s.execute(delete(ServedModel).where(ServedModel.account_id == account_id)).rowcount or 0,
-            "jobs": s.execute(delete(Job).where(Job.account_id == account_id)).rowcount or 0,
-            "job_keys": s.execute(delete(JobKey).where(JobKey.account_id == account_id)).rowcount or 0,
-            "sessions": s.execute(delete(PageToken).where(PageToken.account_id == account_id)).rowcount or 0,
-            "keys": s.execute(delete(ApiKey).where(ApiKey.account_id == account_id)).rowcount or 0,
+            "points": _gone(s, delete(Point).where(Point.run_id.in_(runs))),
+            "point_batches": _gone(s, delete(PointBatch).where(PointBatch.run_id.in_(runs))),
+            "runs": _gone(s, delete(Run).where(Run.account_id == account_id)),
+            "datasets": _gone(s, delete(Dataset).where(Dataset.account_id == account_id)),
+            "models": _gone(s, delete(ServedModel).where(ServedModel.account_id == account_id)),
+            "jobs": _gone(s, delete(Job).where(Job.account_id == account_id)),
+            "job_keys": _gone(s, delete(JobKey).where(JobKey.account_id == account_id)),
+            "sessions": _gone(s, delete(PageToken).where(PageToken.account_id == account_id)),
+            "keys": _gone(s, delete(ApiKey).where(ApiKey.account_id == account_id)),
         }
         leases = [f"{_JOB_LEASE_PREFIX}{j}" for j in jobs]
         if leases:

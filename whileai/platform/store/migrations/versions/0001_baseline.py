@@ -9,6 +9,8 @@ which stores of commit 6c8f21a do not have); then it is stamped like any other.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -21,7 +23,7 @@ _BigPK = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 _meta = sa.MetaData()
 
 
-def _t(name: str, *items: sa.SchemaItem) -> sa.Table:
+def _t(name: str, *items: Any) -> sa.Table:
     return sa.Table(name, _meta, *items)
 
 
