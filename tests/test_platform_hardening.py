@@ -187,6 +187,8 @@ def test_accounts_sessions_revoke_and_delete(home, tmp_path):
     sessions.create_signin_link(store, dora)
     env = {**os.environ, "WHILEAI_HOME": str(home)}
 
+    keys = _cli(env, "--store-url", url, "keys", "dora")
+    assert keys.returncode == 0 and "(unnamed)" in keys.stdout and "wai_" not in keys.stdout, keys.stderr
     counted = _cli(env, "--store-url", url, "sessions", "dora")
     assert counted.returncode == 0 and "2 live page session(s), 1 unspent sign-in link(s)" in counted.stdout
     revoked = _cli(env, "--store-url", url, "sessions", "--revoke", "dora")

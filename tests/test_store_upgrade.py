@@ -243,8 +243,9 @@ def test_a_newer_store_is_refused_by_the_server_and_the_embedded_sdk(home, capsy
 
 
 @pytest.mark.slow
-def test_processes_meeting_an_old_store_at_once_upgrade_it_once(home, tmp_path):
-    url, facts = _legacy_store("sqlite", tmp_path, None)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_processes_meeting_an_old_store_at_once_upgrade_it_once(backend, home, tmp_path, pg_database):
+    url, facts = _legacy_store(backend, tmp_path, pg_database)
     script = ("import sys\nfrom whileai.platform.store import Store\n"
               "s = Store(sys.argv[1]); print(s.count_points(sys.argv[2], sys.argv[3]))\n")
     procs = [subprocess.Popen([sys.executable, "-c", script, url, facts["bob"], facts["run_id"]],
@@ -254,4 +255,6 @@ def test_processes_meeting_an_old_store_at_once_upgrade_it_once(home, tmp_path):
     assert [p.returncode for p in procs] == [0, 0, 0], outs
     assert [o[0].strip() for o in outs] == [str(facts["points"])] * 3
     assert sum("upgraded the store" in o[1] for o in outs) == 1, "one process upgrades, the others find it done"
-    assert len(list(tmp_path.glob("legacy.db.bak-*"))) == 1
+    assert _revision_of(url) == migrate.HEAD_REVISION
+    if backend == "sqlite":
+        assert len(list(tmp_path.glob("legacy.db.bak-*"))) == 1
