@@ -192,6 +192,24 @@ def test_the_platform_command_upgrades_a_store_from_before_revisions(home, tmp_p
     assert _revision_of(url) == migrate.HEAD_REVISION
 
 
+def test_an_upgrade_that_fails_leaves_the_store_as_it_was_and_says_so(tmp_path):
+    path = tmp_path / "odd.db"
+    with sqlite3.connect(path) as conn:  # a runs table without the required status column: nothing can fill it in
+        conn.execute("CREATE TABLE runs (pk INTEGER PRIMARY KEY, id VARCHAR(32))")
+        conn.execute("INSERT INTO runs (id) VALUES ('run_x')")
+    conn.close()
+    with pytest.raises(migrate.StoreVersionError) as failed:
+        Store(f"sqlite:///{path}")
+    message = str(failed.value)
+    assert "failed" in message and "runs lacks the required column" in message and "as it was" in message
+    assert "platform upgrade" in message
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        assert tables == ["runs"] and conn.execute("SELECT id FROM runs").fetchall() == [("run_x",)]
+    conn.close()
+    assert len(list(tmp_path.glob("odd.db.bak-unversioned-*"))) == 1 and str(tmp_path) in message
+
+
 # --------------------------------------------------------------------------- a newer store
 
 

@@ -44,7 +44,7 @@ from whileai.platform.store._keyfiles import (
 )
 from whileai.platform.store.migrate import StoreVersionError
 from whileai.platform.store.tables import ApiKey, Base, hash_key  # noqa: F401  (re-exported: the key table, its hasher)
-from whileai.platform.store.values import FINISHED_STATUSES, JOB_STATUSES, RUN_STATUSES, RUN_STOP_MARK, InvalidError, NotFoundError, run_cost
+from whileai.platform.store.values import FINISHED_STATUSES, JOB_STATUSES, RUN_STATUSES, RUN_STOP_MARK, InvalidError, NotFoundError, run_cost  # noqa: F401
 
 __all__ = [
     "Store",

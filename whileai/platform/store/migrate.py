@@ -30,7 +30,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
 from whileai.core.errors import PlatformError
-from whileai.platform.store._engine import with_lock_retry
+from whileai.platform.store._engine import _is_lock_error, with_lock_retry
 
 __all__ = ["HEAD_REVISION", "StoreVersionError", "ensure_current", "upgrade", "revisions", "store_revision"]
 
@@ -43,7 +43,7 @@ _VERSIONS = Path(__file__).with_name("migrations")
 
 
 class StoreVersionError(PlatformError):
-    """The store was made by a newer whileai (its schema revision is unknown here)."""
+    """This code cannot use the store's schema: it was made by a newer whileai, or upgrading it failed."""
 
 
 def alembic_config() -> Any:
@@ -133,7 +133,19 @@ def _upgrade_locked(store: Any, conn: Connection) -> tuple[str | None, Path | No
 
     config = alembic_config()
     config.attributes["connection"] = conn
-    command.upgrade(config, HEAD_REVISION)
+    try:
+        command.upgrade(config, HEAD_REVISION)
+    except Exception as exc:  # noqa: BLE001 - said with what to do; the transaction rolls every revision back
+        if _is_lock_error(exc):
+            raise  # with_lock_retry tries the whole upgrade again
+        before = f"revision {found!r}" if found else "before schema revisions"
+        kept = f" A copy of the file from before the attempt is in {backup}." if backup else ""
+        raise StoreVersionError(
+            f"upgrading the store {_where(store)} from {before} to revision {HEAD_REVISION!r} failed "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}); the upgrade ran in one "
+            f"transaction, so the store is as it was.{kept} Retry with `python -m whileai platform upgrade`, "
+            "and report the message if it fails again"
+        ) from exc
     return found, backup, had_tables
 
 
