@@ -8,7 +8,6 @@ import os
 import socket
 import stat
 import subprocess
-import sys
 import time
 
 import httpx
@@ -167,13 +166,7 @@ def test_rotating_or_revoking_a_key_ends_every_session_of_the_account_links_incl
     assert sessions.account_for_session(store, sessions.create_session(store, account, new_key)) == account
 
 
-def _cli(env, *argv):
-    return subprocess.run([sys.executable, "-m", "whileai", "accounts", *argv], capture_output=True, text=True,
-                          timeout=120, env=env)
-
-
-@pytest.mark.slow
-def test_accounts_sessions_revoke_and_delete(home, tmp_path):
+def test_accounts_sessions_revoke_and_delete(home, tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'team.db'}"
     store = Store(url)
     dora, key = store.create_account("dora")
@@ -185,20 +178,25 @@ def test_accounts_sessions_revoke_and_delete(home, tmp_path):
     kept_run = store.create_run(keep, name="kept")
     live = [sessions.create_session(store, dora, key), sessions.create_session(store, dora)]
     sessions.create_signin_link(store, dora)
-    env = {**os.environ, "WHILEAI_HOME": str(home)}
+    from whileai.__main__ import main
 
-    keys = _cli(env, "--store-url", url, "keys", "dora")
+    def _cli(*argv):  # python -m whileai accounts ..., in this process
+        code = main(["accounts", *argv])
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(argv, code, out.out, out.err)
+
+    keys = _cli("--store-url", url, "keys", "dora")
     assert keys.returncode == 0 and "(unnamed)" in keys.stdout and "wai_" not in keys.stdout, keys.stderr
-    counted = _cli(env, "--store-url", url, "sessions", "dora")
+    counted = _cli("--store-url", url, "sessions", "dora")
     assert counted.returncode == 0 and "2 live page session(s), 1 unspent sign-in link(s)" in counted.stdout
-    revoked = _cli(env, "--store-url", url, "sessions", "--revoke", "dora")
+    revoked = _cli("--store-url", url, "sessions", "--revoke", "dora")
     assert revoked.returncode == 0 and "ended 3" in revoked.stderr, revoked.stderr
     assert all(sessions.account_for_session(store, t) is None for t in live)
     assert store.account_for_key(key) == dora, "ending sessions leaves the keys"
 
-    unsure = _cli(env, "--store-url", url, "delete", "dora")
+    unsure = _cli("--store-url", url, "delete", "dora")
     assert unsure.returncode == 2 and "--yes" in unsure.stderr and store.account_for_key(key) == dora
-    deleted = _cli(env, "--store-url", url, "delete", "dora", "--yes")
+    deleted = _cli("--store-url", url, "delete", "dora", "--yes")
     assert deleted.returncode == 0 and "20 points" in deleted.stderr and "1 runs" in deleted.stderr, deleted.stderr
     assert store.account_for_key(key) is None and store.count_points(keep, kept_run["id"]) == 0
     assert [a["name"] for a in store.list_accounts()] == ["keep"] and store.account_for_key(keep_key) == keep
@@ -210,6 +208,6 @@ def test_accounts_sessions_revoke_and_delete(home, tmp_path):
                                         + ("run_id = :r" if table == "points" else "account_id = :a")),
                                 {"a": dora, "r": run["id"]}).scalar()
             assert left == 0, table
-    missing = _cli(env, "--store-url", url, "delete", "dora", "--yes")
+    missing = _cli("--store-url", url, "delete", "dora", "--yes")
     assert missing.returncode == 1 and "no account named 'dora'" in missing.stderr
     store.close()
