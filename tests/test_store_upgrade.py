@@ -178,18 +178,50 @@ def test_a_store_from_before_revisions_upgrades_and_serves(backend, tmp_path, pg
 
 
 @pytest.mark.slow
-def test_the_platform_command_upgrades_a_store_from_before_revisions(home, tmp_path):
+def test_the_platform_command_starts_on_a_store_from_before_revisions_and_upgrade_does_it_on_demand(
+        home, tmp_path, capsys):
     """What failed on main: ``python -m whileai platform`` on a 6c8f21a store exited 1 with a traceback."""
+    import signal
+    import socket
+
     url, facts = _legacy_store("sqlite", tmp_path, None)
-    env = {**os.environ, "WHILEAI_HOME": str(home)}
-    upgraded = subprocess.run([sys.executable, "-m", "whileai", "platform", "upgrade", "--store-url", url],
-                              capture_output=True, text=True, timeout=120, env=env)
-    assert upgraded.returncode == 0, upgraded.stderr
-    assert "from no revision" in upgraded.stdout and "legacy.db.bak-unversioned-" in upgraded.stdout
-    again = subprocess.run([sys.executable, "-m", "whileai", "platform", "upgrade", "--store-url", url],
-                           capture_output=True, text=True, timeout=120, env=env)
-    assert again.returncode == 0 and "nothing to do" in again.stdout, again.stderr
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = tmp_path / "server.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen([sys.executable, "-m", "whileai", "platform", "--port", str(port), "--store-url", url],
+                                  stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "WHILEAI_HOME": str(home)})
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/signin", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        run = httpx.get(f"http://127.0.0.1:{port}{API}/runs/{facts['run_id']}",
+                        headers={"Authorization": f"Bearer {facts['bob_key']}"}, timeout=30)
+        assert run.status_code == 200 and run.json()["summary"] == {"eval/pass_rate": 0.5}
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(30)
+    text = log.read_text()
+    assert "upgraded the store" in text and "from before schema revisions" in text and "Traceback" not in text
     assert _revision_of(url) == migrate.HEAD_REVISION
+
+    from whileai.__main__ import main
+
+    assert main(["platform", "upgrade", "--store-url", url]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    (tmp_path / "again").mkdir()
+    other, _ = _legacy_store("sqlite", tmp_path / "again", None)  # a second old store, upgraded on demand
+    assert main(["platform", "upgrade", "--store-url", other]) == 0
+    said = capsys.readouterr().out
+    assert "from no revision" in said and "legacy.db.bak-unversioned-" in said
+    assert _revision_of(other) == migrate.HEAD_REVISION
 
 
 def test_an_upgrade_that_fails_leaves_the_store_as_it_was_and_says_so(tmp_path):
