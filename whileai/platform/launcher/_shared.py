@@ -36,7 +36,7 @@ def _revoke_keys(store: Any, job: dict[str, Any]) -> None:
     store.revoke_job_keys(job["id"])
     legacy = (job.get("spec") or {}).get("key_hash")  # a job launched before job keys had their own table
     if legacy:
-        store.revoke_api_key_hash(legacy)
+        store.revoke_api_key_hash(legacy, end_sessions=False)  # a job's key: its account's page sessions stay
 
 
 def end_job(store: Any, account_id: str, job: dict[str, Any], status: str, error: str | None = None) -> dict[str, Any]:

@@ -78,10 +78,12 @@ def revoke_api_key(store: Any, account_id: str, api_key: str) -> bool:
     return store.revoke_api_key_hash(hash_key(api_key), account_id=account_id)
 
 
-def revoke_api_key_hash(store: Any, key_hash: str, *, account_id: str | None = None) -> bool:
+def revoke_api_key_hash(store: Any, key_hash: str, *, account_id: str | None = None, end_sessions: bool = True) -> bool:
     """Revoke the key whose SHA-256 is ``key_hash``; True when one was removed.
 
-    Every page session and sign-in link of its account made before ends with it.
+    Every page session and sign-in link of its account made before ends with it,
+    unless ``end_sessions`` is False (a machine's key, e.g. an old job's, that no
+    person signed in with; a session signed in with that very key still ends).
     """
 
     def work(s: Session) -> bool:
@@ -92,7 +94,8 @@ def revoke_api_key_hash(store: Any, key_hash: str, *, account_id: str | None = N
         if owner is None:
             return False
         s.execute(delete(ApiKey).where(ApiKey.key_hash == key_hash, ApiKey.account_id == owner))
-        _end_sessions(s, owner)  # a revoked key ends every session of its account, one-time links included
+        if end_sessions:  # a revoked key ends every session of its account, one-time links included
+            _end_sessions(s, owner)
         return True
 
     return store._tx(work)
