@@ -36,7 +36,7 @@ from whileai.platform.store import sessions  # noqa: F401  (its page_tokens tabl
 from whileai.platform.store import _accounts, _admin, _datasets, _jobs, _registry, _runs, migrate
 from whileai.platform.store._engine import WRITE_OPTION, StoreBusyError, is_sqlite, make_engine, store_url, with_lock_retry
 from whileai.platform.store._keyfiles import (
-    LOCAL_KEY_FILENAME,  # noqa: F401  (re-exported: the key file's name)
+    LOCAL_KEY_FILENAME,
     ensure_local_account,
     local_key_name,
     local_key_path,
@@ -44,7 +44,7 @@ from whileai.platform.store._keyfiles import (
 )
 from whileai.platform.store.migrate import StoreVersionError
 from whileai.platform.store.tables import ApiKey, Base, hash_key  # noqa: F401  (re-exported: the key table, its hasher)
-from whileai.platform.store.values import FINISHED_STATUSES, JOB_STATUSES, RUN_STATUSES, RUN_STOP_MARK, InvalidError, NotFoundError, run_cost  # noqa: F401
+from whileai.platform.store.values import FINISHED_STATUSES, JOB_STATUSES, RUN_STATUSES, RUN_STOP_MARK, InvalidError, NotFoundError, run_cost
 
 __all__ = [
     "Store",
