@@ -385,6 +385,7 @@ def train_lora(trainer_cls: Any, config_cls: Any, spec: Mapping[str, Any], folde
     the rows reach TRL through ``export.to_hf_dataset``. SFT, DPO and RM differ only
     in the trainer, their config keys and (RM) the LoRA task type.
     """
+    from whileai.simulations._export_hf import decoding_chat_template
     from whileai.simulations.export import to_hf_dataset
 
     args = config_cls(
@@ -392,15 +393,18 @@ def train_lora(trainer_cls: Any, config_cls: Any, spec: Mapping[str, Any], folde
         per_device_train_batch_size=int(spec.get("batch_size") or defaults.TRAIN_BATCH_SIZE),
         **config,
     )
-    trainer = trainer_cls(
-        model=model,
-        args=args,
-        train_dataset=to_hf_dataset(examples),
-        processing_class=tokenizer,
-        peft_config=peft_config(model, spec, task_type=task_type),
-        callbacks=callbacks,
-    )
-    trainer.train()
+    # rows whose values differ in JSON type between rows reach the trainer with arguments as JSON text
+    # (to_hf_dataset); the template still renders each row's own objects
+    with decoding_chat_template(tokenizer):
+        trainer = trainer_cls(
+            model=model,
+            args=args,
+            train_dataset=to_hf_dataset(examples),
+            processing_class=tokenizer,
+            peft_config=peft_config(model, spec, task_type=task_type),
+            callbacks=callbacks,
+        )
+        trainer.train()
     return trainer
 
 
