@@ -209,4 +209,18 @@ def test_to_hf_dataset_gives_trl_rows_back_exactly(generated):
         return
     dataset = to_hf_dataset(trl_rows)
     columns = set().union(*trl_rows)
-    assert [dataset[i] for i in range(len(dataset))] == [{c: r.get(c) for c in columns} for r in trl_rows]
+    # where Arrow cannot hold a column (argument types differ between rows), arguments and tools come back as
+    # their JSON text; decoded, every row is exactly what was given
+    got = [_decoded(dataset[i]) for i in range(len(dataset))]
+    assert got == [{c: r.get(c) for c in columns} for r in trl_rows]
+
+
+def _decoded(row: dict) -> dict:
+    import json
+
+    from whileai.simulations._export_hf import _decoded_arguments
+
+    out = {k: _decoded_arguments(v) if k in ("messages", "prompt", "completion") else v for k, v in row.items()}
+    if isinstance(out.get("tools"), str):
+        out["tools"] = json.loads(out["tools"])
+    return out
