@@ -20,6 +20,7 @@ from typing import Any
 
 from . import defaults
 from ._actions import action_matches, first_action, json_equal, parse_arguments
+from ._gold import gold_problem, is_plain_gold, judge_turn
 from .rowsource import rows_of
 from ._scoring import (  # noqa: F401  (the judge contract and ScoredData are re-exported here, their public home)
     Judge,
@@ -61,6 +62,13 @@ __all__ = [
 def first_action_judge(row: Mapping[str, Any]) -> dict[str, Any]:
     """Deterministic judge: the row's first assistant action against its ``gold``.
 
+    Every gold form of docs/rows.md is read: acceptable ``values`` per argument,
+    ``optional`` arguments, ``{"parallel": [...]}`` (all required, any order),
+    ``{"one_of": [...]}``, and the rule in ``match`` (``"exact"``, or ``"bfcl"``
+    for rows from ``wai.datasets.from_bfcl``). Where the row carries ``tools``,
+    each argument's type is read from the tool's JSON schema (an ``integer`` is
+    not satisfied by ``5.0``). A plain gold keeps the exact comparison below.
+
     For a tool-call gold (``{"name", "arguments"}``) the first tool call of the
     first assistant turn must name the same tool with the same arguments,
     compared as parsed JSON: key order and number spelling (``1`` vs ``1.0``) do
@@ -79,8 +87,23 @@ def first_action_judge(row: Mapping[str, Any]) -> dict[str, Any]:
             "first_action_judge needs the row's 'gold' (the reference first action: "
             "{'name', 'arguments'} or {'answer'}); this row has none. Add gold to the rows, or use another judge"
         )
-    ok, reason = action_matches(first_action(row.get("messages") or []), gold)
+    ok, reason = _judge(row.get("messages") or [], gold, row.get("tools"))
     return {"reward": 1.0 if ok else 0.0, "passed": ok, "reason": reason}
+
+
+def _judge(messages: list[Any], gold: Any, tools: Any, ignored: frozenset[str] = frozenset()) -> tuple[bool, str]:
+    """Today's exact verdict for a plain gold (plus the tools' types), the gold's own rule for the other forms."""
+    if is_plain_gold(gold) and not ignored:
+        ok, reason = action_matches(first_action(messages), gold)
+        if ok and tools and "name" in gold:  # the schema's types: an integer is not satisfied by 5.0
+            return judge_turn(messages, gold, tools)
+        return ok, reason
+    if not isinstance(gold, Mapping) or gold_problem(gold) or not any(
+            k in gold for k in ("name", "answer", "parallel", "one_of")):
+        raise ValueError(
+            f"gold={gold!r} is not a reference action ({gold_problem(gold) or 'no name, answer, parallel or one_of'}); "
+            "see docs/rows.md for the gold forms")
+    return judge_turn(messages, gold, tools, ignored)
 
 
 def make_first_action_judge(*, ignore_arguments: tuple[str, ...] | list[str] = (),
@@ -105,12 +128,17 @@ def make_first_action_judge(*, ignore_arguments: tuple[str, ...] | list[str] = (
         gold = row.get("gold")
         if gold is None:
             return first_action_judge(row)  # raises the missing-gold error
+        if not is_plain_gold(gold):  # the gold's own rule; partial credit reads only a plain gold
+            ok, reason = _judge(row.get("messages") or [], gold, row.get("tools"), ignored)
+            return {"reward": 1.0 if ok else 0.0, "passed": ok, "reason": reason}
         action = first_action(row.get("messages") or [])
         if ignored and isinstance(gold, Mapping) and "name" in gold:
             gold = {**gold, "arguments": _drop(parse_arguments(gold.get("arguments")))}
             if action is not None and "name" in action:
                 action = {**action, "arguments": _drop(action["arguments"])}
         ok, reason = action_matches(action, gold)
+        if ok and row.get("tools") and "name" in gold:
+            ok, reason = judge_turn(row.get("messages") or [], gold, row.get("tools"), ignored)
         reward = 1.0 if ok else 0.0
         if partial_credit and not ok and action is not None and isinstance(gold, Mapping) and "name" in gold \
                 and action.get("name") == gold["name"]:
@@ -161,7 +189,8 @@ def judge_reply(text: str, row: Mapping[str, Any], judge: Judge | None = None) -
     reply: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         reply["tool_calls"] = calls
-    judged = (judge or first_action_judge)({"messages": prompt_messages(row) + [reply], "gold": row.get("gold")})
+    judged = (judge or first_action_judge)({"messages": prompt_messages(row) + [reply], "gold": row.get("gold"),
+                                            "tools": row.get("tools")})
     reward, passed, extra = normalise_judgement(judged, where="judge_reply")
     return {**extra, "reward": reward, "passed": passed}
 

@@ -35,6 +35,8 @@ __all__ = [
     "ToolSchema",
     "GoldToolCall",
     "GoldAnswer",
+    "GoldParallel",
+    "GoldOneOf",
     "RolloutRow",
     "SimulationData",
     "prompt_hash",
@@ -112,11 +114,36 @@ class ToolSchema(BaseModel):
 
 
 class GoldToolCall(BaseModel):
-    """The reference first action when it is a tool call."""
+    """The reference first action when it is a tool call, with what else a grader accepts.
+
+    Without ``values``, ``optional`` and ``match`` it is today's exact gold.
+    ``values`` lists the acceptable values of an argument (the reference's own
+    value is acceptable only when listed); ``optional`` names arguments the
+    reply may leave out; ``match`` is the comparison rule that travels with it.
+    """
 
     model_config = _STRICT_OPEN
     name: str = Field(min_length=1)
     arguments: dict[str, Any] | str = Field(default_factory=dict)
+    values: dict[str, list[Any]] | None = Field(None, description="per argument, every acceptable value")
+    optional: list[str] | None = Field(None, description="arguments the reply may leave out")
+    match: Literal["exact", "bfcl"] | None = Field(None, description="the rule: exact (default) or bfcl")
+
+
+class GoldParallel(BaseModel):
+    """Several calls in one turn: every one required, in any order (the reply makes exactly these many)."""
+
+    model_config = _STRICT_OPEN
+    parallel: list[GoldToolCall] = Field(min_length=1)
+    match: Literal["exact", "bfcl"] | None = None
+
+
+class GoldOneOf(BaseModel):
+    """Several acceptable answers: the reply passes when it satisfies any one of them."""
+
+    model_config = _STRICT_OPEN
+    one_of: list[GoldToolCall | GoldParallel] = Field(min_length=1)
+    match: Literal["exact", "bfcl"] | None = None
 
 
 class GoldAnswer(BaseModel):
@@ -139,7 +166,8 @@ class RolloutRow(BaseModel):
     tools: list[ToolSchema] | None = Field(None, description="the function schemas the policy was offered")
     reward: float | None = None
     passed: bool | None = None
-    gold: GoldToolCall | GoldAnswer | None = Field(None, description="the reference first action")
+    gold: GoldToolCall | GoldAnswer | GoldParallel | GoldOneOf | None = Field(
+        None, description="the reference first action (docs/rows.md: values, optional, parallel, one_of, match)")
     markers: dict[str, Any] | None = Field(None, description="named values the simulation recorded")
     task_id: str | int | None = Field(None, description="rows sharing a task key form a group (GRPO's k)")
     prompt_hash: str | None = Field(None, description="prompt_hash(messages) when the simulator stored it")
@@ -300,6 +328,10 @@ def _gold_problem(gold: Any) -> str | None:
         return f"gold must be {{'name', 'arguments'}} or {{'answer'}}, got {type(gold).__name__}"
     if type(gold.get("answer")) is str:
         return None
+    if "parallel" in gold or "one_of" in gold or "values" in gold or "optional" in gold or "match" in gold:
+        from ._gold import gold_problem
+
+        return gold_problem(gold)
     name = gold.get("name")
     if type(name) is str and name:
         arguments = gold.get("arguments", {})
@@ -308,7 +340,8 @@ def _gold_problem(gold: Any) -> str | None:
         return f"gold.arguments must be a dict or a JSON string, got {type(arguments).__name__}"
     if "name" in gold:
         return f"gold.name must be a non-empty string, got {name!r}"
-    return "gold must be {'name': str, 'arguments': {...}} for a tool call or {'answer': str} for a final answer"
+    return ("gold must be {'name': str, 'arguments': {...}} for a tool call, {'answer': str} for a final answer, "
+            "{'parallel': [calls]} or {'one_of': [answers]} (docs/rows.md)")
 
 
 def check_rows(
