@@ -106,9 +106,17 @@ def _wire(completion: Any) -> dict[str, Any]:
     return message
 
 
-def first_action_reward(truncated: str, stop_ids: set[int]) -> Any:
-    """The TRL reward function: 1.0 when a reply's first action matches the row's gold, else 0.0."""
-    from whileai.simulations.judges import first_action_judge
+def first_action_reward(truncated: str, stop_ids: set[int], tokenizer: Any = None, tools: Any = None) -> Any:
+    """The TRL reward function: 1.0 when a reply's first action satisfies the row's gold, else 0.0.
+
+    It decides exactly as the held-out measurement does (``judge_reply``): the
+    reply's text (its token ids decoded with ``tokenizer`` when TRL passes them)
+    goes through the kit's tool-call parser, and ``first_action_judge`` reads
+    every gold form with the tools' JSON schemas (``tools``). TRL's own
+    response parsing is not used for the verdict, so a reply cannot pass one
+    and fail the other.
+    """
+    from whileai.simulations.judges import judge_reply
 
     def first_action(prompts, completions, completion_ids=None, gold=None, **_columns):
         rewards = []
@@ -117,12 +125,26 @@ def first_action_reward(truncated: str, stop_ids: set[int]) -> Any:
             if truncated == "zero" and ids is not None and (not ids or ids[-1] not in stop_ids):
                 rewards.append(0.0)
                 continue
-            messages = (list(prompt) if isinstance(prompt, list) else []) + [_wire(completion)]
-            row = {"messages": messages, "gold": json.loads(gold[i]) if isinstance(gold[i], str) else gold[i]}
-            rewards.append(float(first_action_judge(row)["reward"]))
+            row = {"messages": list(prompt) if isinstance(prompt, list) else [],
+                   "gold": json.loads(gold[i]) if isinstance(gold[i], str) else gold[i], "tools": tools}
+            rewards.append(float(judge_reply(_reply_text(completion, ids, tokenizer), row)["reward"]))
         return rewards
 
     return first_action
+
+
+def _reply_text(completion: Any, ids: Any, tokenizer: Any) -> str:
+    """The generated text: the decoded token ids, else the completion's text, else its calls as the template writes them."""
+    if tokenizer is not None and ids is not None:
+        return tokenizer.decode(list(ids), skip_special_tokens=False)
+    if isinstance(completion, str):
+        return completion
+    from whileai.kit.toolcalls import format_tool_call
+
+    message = _wire(completion)
+    calls = [c.get("function", c) for c in message.get("tool_calls") or []]
+    return "\n".join([message.get("content") or ""] + [format_tool_call(c["name"], c.get("arguments") or {})
+                                                        for c in calls]).strip()
 
 
 def _gold_judge(spec: dict[str, Any]) -> Any:
@@ -188,7 +210,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         log_completions=False,
     )
     stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
-    reward = first_action_reward(spec.get("truncated", "mask"), stop_ids)
+    reward = first_action_reward(spec.get("truncated", "mask"), stop_ids, tokenizer, [dict(t) for t in tools])
     held = [{"prompt": _common.prompt_messages(r), "gold": r["gold"], "tools": r.get("tools")}
             for r in _common.distinct_prompts(holdout or [], spec.get("holdout_rows"), int(spec.get("seed") or 0))]
     monitor, monitor_note = _monitor(spec, run, held, reward)

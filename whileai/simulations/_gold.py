@@ -155,11 +155,24 @@ def _type_ok(value: Any, spec: Any, acceptable: list[Any]) -> bool:
         return True
     if _is_type(value, spec["type"]):
         items = spec.get("items")
-        if spec["type"] == "array" and isinstance(items, Mapping) and "type" in items:
-            return all(_is_type(v, items["type"]) for v in value)
-        return True
+        if not (spec["type"] == "array" and isinstance(items, Mapping) and "type" in items):
+            return True
+        if all(_is_type(v, items["type"]) for v in value):
+            return True
+        return any(_same(value, a) for a in acceptable)  # the gold itself lists this very value
     # a value of the gold's own type is accepted (BFCL's "variable" case: a name where the schema says string)
     return any(type(a) is type(value) for a in acceptable)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal with the same JSON types all the way down (5 is not 5.0 here)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
 
 
 def standardize(text: str) -> str:

@@ -26,6 +26,7 @@ import numpy as np
 from whileai.core.ids import names_id
 
 from . import defaults
+from ._bfcl import from_bfcl
 from .rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
 from ._selection import METHODS, profile_rows
 from ._selection import selection_report as _selection_report
@@ -42,6 +43,7 @@ __all__ = [
     "profile",
     "selection_report",
     "METHODS",
+    "from_bfcl",
 ]
 
 

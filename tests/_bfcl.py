@@ -1,0 +1,206 @@
+"""BFCL for the agreement test and benchmarks/judge_throughput.py: its data, its own checker, and candidate replies.
+
+The data and the checker come from the ``bfcl-eval`` wheel when it is
+installed (``pip install --no-deps bfcl-eval``: the checker needs none of its
+declared dependencies), else from tests/data/bfcl/ (a sample of its four
+single-turn categories, and the checker's modules copied unmodified from
+bfcl-eval 2026.3.23, Apache-2.0, LICENSE beside them). Either way
+``ast_checker`` is BFCL's own code; only its model-config module, whose import
+pulls every model handler and their SDKs, is a stand-in naming one model whose
+function names had '.' turned into '_' (as BFCL's OpenAI handler does).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "tests" / "data" / "bfcl"
+CATEGORIES = ("simple_python", "multiple", "live_simple", "parallel")
+MODEL = "whileai-wire"
+
+
+@dataclass
+class _StandInConfig:
+    underscore_to_dot: bool = True
+
+
+def _installed() -> Path | None:
+    if os.environ.get("WHILEAI_BFCL_SAMPLE"):  # the committed sample even where the wheel is installed
+        return None
+    spec = importlib.util.find_spec("bfcl_eval")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def data_source() -> str:
+    return "bfcl-eval wheel" if _installed() else "tests/data/bfcl sample"
+
+
+def files(category: str) -> tuple[Path, Path]:
+    """(questions, answers) of a category: the wheel's full files, else the committed sample."""
+    base = _installed()
+    if base is not None:
+        return base / "data" / f"BFCL_v4_{category}.json", base / "data" / "possible_answer" / f"BFCL_v4_{category}.json"
+    return SAMPLE / f"BFCL_v4_{category}.json", SAMPLE / "possible_answer" / f"BFCL_v4_{category}.json"
+
+
+def load_checker() -> Any:
+    """BFCL's ``ast_checker`` module (unmodified), with the model-config stand-in in place."""
+    config = types.ModuleType("bfcl_eval.constants.model_config")
+    config.MODEL_CONFIG_MAPPING = {MODEL: _StandInConfig()}
+    if _installed() is not None:
+        sys.modules["bfcl_eval.constants.model_config"] = config
+        return importlib.import_module("bfcl_eval.eval_checker.ast_eval.ast_checker")
+    vendored = SAMPLE / "checker"
+    for name in ("bfcl_eval", "bfcl_eval.constants", "bfcl_eval.eval_checker", "bfcl_eval.eval_checker.ast_eval",
+                 "bfcl_eval.eval_checker.ast_eval.type_convertor"):
+        package = types.ModuleType(name)
+        package.__path__ = []
+        sys.modules.setdefault(name, package)
+    sys.modules["bfcl_eval.constants.model_config"] = config
+    for name, file in (("bfcl_eval.constants.enums", "enums.py"),
+                       ("bfcl_eval.constants.type_mappings", "type_mappings.py"),
+                       ("bfcl_eval.eval_checker.ast_eval.type_convertor.java_type_converter", "java_type_converter.py"),
+                       ("bfcl_eval.eval_checker.ast_eval.type_convertor.js_type_converter", "js_type_converter.py"),
+                       ("bfcl_eval.eval_checker.ast_eval.ast_checker", "ast_checker.py")):
+        if name not in sys.modules or not hasattr(sys.modules[name], "__file__"):
+            spec = importlib.util.spec_from_file_location(name, vendored / file)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+    return sys.modules["bfcl_eval.eval_checker.ast_eval.ast_checker"]
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+# ---------------------------------------------------------------------------
+# Candidate replies of every kind
+# ---------------------------------------------------------------------------
+
+
+def _calls(gold: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(gold["parallel"]) if "parallel" in gold else [gold]
+
+
+def _props(row: dict[str, Any], name: str) -> dict[str, Any]:
+    for tool in row["tools"]:
+        if tool["function"]["name"] == name:
+            return tool["function"]["parameters"].get("properties") or {}
+    return {}
+
+
+def _swap(calls: list[dict[str, Any]], index: int, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    out = [{"name": c["name"], "arguments": dict(c["arguments"])} for c in calls]
+    out[index]["arguments"] = arguments
+    return out
+
+
+def _string_variants(text: str) -> list[str]:
+    return [v for v in (text.upper(), text.lower(), text.title(), text.replace(" ", ""), text + ".",
+                        text.replace(" ", "-"), " " + text) if v != text]
+
+
+def replies(row: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(kind, calls) candidates for a converted BFCL row: every kind of the agreement test."""
+    gold = row["gold"]
+    ref = [{"name": c["name"], "arguments": dict(c["arguments"])} for c in _calls(gold)]
+    out: list[tuple[str, list[dict[str, Any]]]] = [("reference", ref)]
+    for i, call in enumerate(_calls(gold)):
+        args = ref[i]["arguments"]
+        props = _props(row, call["name"])
+        optional = set(call.get("optional") or [])
+        for key, acceptable in (call.get("values") or {}).items():
+            for value in acceptable:
+                if key in args and value != args[key] or type(value) is not type(args.get(key)):
+                    if key in args or key in optional:
+                        out.append(("other acceptable value", _swap(ref, i, {**args, key: value})))
+        for key in optional:
+            if key in args:
+                out.append(("optional omitted", _swap(ref, i, {k: v for k, v in args.items() if k != key})))
+            elif (call.get("values") or {}).get(key):
+                out.append(("optional given", _swap(ref, i, {**args, key: call["values"][key][0]})))
+        for key, value in args.items():
+            kind = (props.get(key) or {}).get("type")
+            if type(value) is int:
+                out.append(("numeric spelling", _swap(ref, i, {**args, key: float(value)})))
+            elif type(value) is float and value.is_integer():
+                out.append(("numeric spelling", _swap(ref, i, {**args, key: int(value)})))
+            if kind == "integer" and type(value) is int:
+                out.append(("numeric spelling", _swap(ref, i, {**args, key: str(value)})))
+            if isinstance(value, str) and value:
+                for variant in _string_variants(value)[:3]:
+                    out.append(("string variant", _swap(ref, i, {**args, key: variant})))
+            out.append(("wrong value", _swap(ref, i, {**args, key: _wrong(value)})))
+            if key not in optional:
+                out.append(("missing argument", _swap(ref, i, {k: v for k, v in args.items() if k != key})))
+        out.append(("extra argument", _swap(ref, i, {**args, "zz_extra": 1})))
+        names = [t["function"]["name"] for t in row["tools"] if t["function"]["name"] != call["name"]]
+        wrong = copy.deepcopy(ref)
+        wrong[i]["name"] = names[0] if names else call["name"] + "_v2"
+        out.append(("wrong function", wrong))
+    if len(ref) > 1:
+        out.append(("parallel reordered", list(reversed(ref))))
+        out.append(("parallel reordered", ref[1:] + ref[:1]))
+        out.append(("parallel partial", ref[:1]))
+        out.append(("parallel partial", ref[:-1]))
+    return out
+
+
+def _wrong(value: Any) -> Any:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 17
+    if isinstance(value, str):
+        return value + " zzq"
+    if isinstance(value, list):
+        return value + ["zzq"]
+    if isinstance(value, dict):
+        return {**value, "zzq": "zzq"}
+    return "zzq"
+
+
+def reply_text(calls: list[dict[str, Any]]) -> str:
+    """The reply as the kit's chat template writes calls (what the model generates)."""
+    return "\n".join("<tool_call>" + json.dumps({"name": c["name"], "arguments": c["arguments"]}, ensure_ascii=False)
+                     + "</tool_call>" for c in calls)
+
+
+def bfcl_verdict(checker: Any, entry: dict[str, Any], answer: dict[str, Any], category: str, text: str) -> bool:
+    """BFCL's verdict on the reply text, parsed by the kit's parser (both judges read the same calls)."""
+    from whileai.kit.toolcalls import parse_tool_calls
+
+    _, calls = parse_tool_calls(text)
+    output = [{c["function"]["name"]: json.loads(c["function"]["arguments"])} for c in calls]
+    result = checker.ast_checker(entry["function"], output, answer["ground_truth"], checker.Language.PYTHON,
+                                 category, MODEL)
+    return bool(result["valid"])
+
+
+def cases(category: str) -> list[dict[str, Any]]:
+    """Every candidate reply of a category: {kind, row, entry, answer, text}."""
+    from whileai.simulations.datasets import from_bfcl
+
+    questions, answers = files(category)
+    rows = from_bfcl(questions, answers)
+    entries = {e["id"]: e for e in read(questions)}
+    truth = {a["id"]: a for a in read(answers)}
+    out = []
+    for row in rows:
+        for kind, calls in replies(row):
+            out.append({"kind": kind, "row": row, "entry": entries[row["task_id"]], "answer": truth[row["task_id"]],
+                        "text": reply_text(calls)})
+    return out

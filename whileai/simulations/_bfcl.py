@@ -1,0 +1,186 @@
+"""BFCL (Berkeley Function Calling Leaderboard) question and possible-answer files as rollout rows.
+
+``from_bfcl(questions, answers)`` reads one category's two JSONL files (the
+``bfcl-eval`` package's ``data/BFCL_v4_<category>.json`` and
+``data/possible_answer/BFCL_v4_<category>.json``) and returns a row per
+question: the functions as OpenAI tools (names and types mapped the way BFCL's
+own function-calling handlers map them: ``.`` in a name becomes ``_``, ``dict``
+becomes ``object``, ``float`` becomes ``number``, see ``_datagate.TYPE_MAP``),
+the question as the prompt, the first acceptable call(s) as the assistant turn,
+and a gold with every alternative under BFCL's rule (``match: "bfcl"``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from whileai.core.errors import RowFormatError
+
+from . import defaults
+from ._datagate import TOOL_NAME, map_schema, wire_name
+
+__all__ = ["from_bfcl", "BfclRows", "bfcl_tool", "bfcl_gold"]
+
+
+class BfclRows(list):
+    """The converted rows (a plain list of dicts) with ``report``: what was mapped, expanded or left out."""
+
+    report: dict[str, Any]
+
+
+def _read(path: str | os.PathLike, what: str) -> list[tuple[int, dict[str, Any]]]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"BFCL {what} file {str(path)!r} does not exist; pass the path of a category's "
+                                f"{what} file (bfcl_eval/data/{'possible_answer/' if what == 'answers' else ''}"
+                                "BFCL_v4_<category>.json)")
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError as err:
+                raise RowFormatError(f"{path}:{line_no}: not JSON ({err}); each line of a BFCL {what} file is one "
+                                     "JSON object", [{"row": None, "line": line_no, "path": str(path),
+                                                      "detail": str(err)}]) from None
+            if not isinstance(entry, dict) or "id" not in entry:
+                raise RowFormatError(f"{path}:{line_no}: a BFCL {what} line is an object with an 'id'",
+                                     [{"row": None, "line": line_no, "path": str(path), "detail": "no id"}])
+            out.append((line_no, entry))
+    return out
+
+
+def bfcl_tool(function: Mapping[str, Any], counts: dict[str, int], problems: list[str]) -> dict[str, Any]:
+    """One BFCL function doc as an OpenAI tool, mapped as BFCL's OpenAI handler does (convert_to_tool)."""
+    fn = json.loads(json.dumps(function))
+    name = fn.get("name", "")
+    mapped = wire_name(name) if isinstance(name, str) else None
+    if mapped is None:
+        problems.append(f"tool name {name!r} is refused by the OpenAI wire ({TOOL_NAME.pattern}) even with '_' "
+                        "for the refused characters")
+    elif mapped != name:
+        counts["tool_names_mapped"] = counts.get("tool_names_mapped", 0) + 1
+        fn["name"] = mapped
+    params = dict(fn.get("parameters") or {})
+    params["type"] = "object"
+    props = {}
+    for key, spec in (params.get("properties") or {}).items():
+        spec = dict(spec) if isinstance(spec, Mapping) else {}
+        spec.setdefault("type", "string")  # BFCL's handler: a parameter without a type is a string
+        if spec["type"] == "float":
+            spec["description"] = str(spec.get("description", "")) + " This is a float type value."
+        props[key] = spec
+    params["properties"] = props
+    types: dict[str, int] = {}
+    fn["parameters"] = map_schema(params, types, problems, f"{name}.parameters")
+    for kind, n in types.items():
+        counts[f"type_{kind}"] = counts.get(f"type_{kind}", 0) + n
+    return {"type": "function", "function": fn}
+
+
+def _expand(template: Any, cap: int) -> list[Any]:
+    """BFCL's nested alternatives ({key: [values, "" = may be left out]}) as concrete objects, at most ``cap``."""
+    if isinstance(template, dict) and template and all(isinstance(v, list) for v in template.values()):
+        keys = list(template)
+        choices = [[v for v in template[k]] for k in keys]
+        out = []
+        for combo in itertools.product(*choices):
+            out.append({k: _expand(v, cap)[0] for k, v in zip(keys, combo) if v != ""})
+            if len(out) >= cap:
+                break
+        return out
+    if isinstance(template, list) and template and all(isinstance(v, dict) for v in template):
+        per_item = [_expand(v, cap) for v in template]
+        return [list(combo) for combo in itertools.islice(itertools.product(*per_item), cap)]
+    return [template]
+
+
+def _is_template(value: Any) -> bool:
+    if isinstance(value, dict):
+        return bool(value) and all(isinstance(v, list) for v in value.values())
+    return isinstance(value, list) and bool(value) and all(_is_template(v) for v in value)
+
+
+def bfcl_gold(call: Mapping[str, Any], function: Mapping[str, Any] | None, cap: int) -> dict[str, Any]:
+    """One ground-truth call ({name: {param: [acceptable values, "" = optional]}}) as a gold call."""
+    (name, params), = call.items()
+    required = set(((function or {}).get("parameters") or {}).get("required") or [])
+    props = ((function or {}).get("parameters") or {}).get("properties") or {}
+    arguments: dict[str, Any] = {}
+    values: dict[str, list[Any]] = {}
+    optional = []
+    for param, acceptable in params.items():
+        kind = (props.get(param) or {}).get("type")
+        concrete: list[Any] = []
+        for value in acceptable:
+            if value == "":
+                continue
+            if kind in ("dict", "object", "array", "list", "tuple") and _is_template(value):
+                concrete.extend(v for v in _expand(value, cap) if v not in concrete)
+            elif value not in concrete or type(value) is not type(concrete[concrete.index(value)]):
+                concrete.append(value)
+        values[param] = concrete
+        if "" in acceptable and param not in required:
+            optional.append(param)
+            if acceptable[0] == "":
+                continue  # the first acceptable call leaves it out
+        if concrete:
+            arguments[param] = concrete[0]
+    out = {"name": wire_name(name) or name, "arguments": arguments, "values": values}
+    if optional:
+        out["optional"] = optional
+    return out
+
+
+def from_bfcl(questions: str | os.PathLike, answers: str | os.PathLike) -> BfclRows:
+    """Rollout rows from one BFCL category's question file and possible-answer file.
+
+    Each row: ``tools`` (the question's functions as OpenAI tools), the
+    question's first turn as the prompt, the first acceptable call(s) as the
+    assistant turn, ``gold`` with every acceptable value and optional argument
+    under BFCL's rule (``match: "bfcl"``; a parallel question's calls as
+    ``{"parallel": [...]}``), ``task_id`` the BFCL id, ``passed: True``.
+    ``rows.report`` counts what was mapped and what was left out (a question
+    without an answer, a name no mapping can fix). Nothing is downloaded.
+
+        rows = wai.datasets.from_bfcl("BFCL_v4_simple_python.json",
+                                      "possible_answer/BFCL_v4_simple_python.json")
+    """
+    cap = defaults.BFCL_EXPANSION_CAP
+    truth = {entry["id"]: entry for _, entry in _read(answers, "answers")}
+    rows = BfclRows()
+    counts: dict[str, int] = {}
+    left_out: list[dict[str, Any]] = []
+    for line_no, entry in _read(questions, "questions"):
+        answer = truth.get(entry["id"])
+        if answer is None or not answer.get("ground_truth"):
+            left_out.append({"id": entry["id"], "line": line_no, "why": "no possible answer with this id"})
+            continue
+        problems: list[str] = []
+        functions = entry.get("function") or []
+        tools = [bfcl_tool(fn, counts, problems) for fn in functions]
+        by_name = {fn.get("name"): fn for fn in functions}
+        calls = [bfcl_gold(call, by_name.get(next(iter(call))), cap) for call in answer["ground_truth"]]
+        if problems:
+            left_out.append({"id": entry["id"], "line": line_no, "why": "; ".join(problems)})
+            continue
+        turns = entry.get("question") or [[]]
+        prompt = [dict(m) for m in turns[0]]
+        reply = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{i}", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for i, c in enumerate(calls)]}
+        gold: dict[str, Any] = ({"parallel": calls, "match": "bfcl"} if len(calls) > 1
+                                else {**calls[0], "match": "bfcl"})
+        rows.append({"messages": prompt + [reply], "tools": tools, "gold": gold, "task_id": str(entry["id"]),
+                     "passed": True, "reward": 1.0})
+    rows.report = {"questions": len(rows) + len(left_out), "rows": len(rows), "left_out": left_out,
+                   "tool_names_mapped": counts.pop("tool_names_mapped", 0),
+                   "types_mapped": {k.removeprefix("type_"): v for k, v in sorted(counts.items())}}
+    return rows
