@@ -220,17 +220,69 @@ def generate_replies(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
 
 
 def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"value": pass rate, "prompts": n}`` of the first-action judge on greedy replies (value None without gold)."""
+    """``{"value": pass rate, "prompts": n}`` of the first-action judge on greedy replies (value None without gold).
+
+    ``gold_over_cap`` counts the prompts whose reference reply is longer than
+    the reply cap (TRAIN_EVAL_MAX_NEW_TOKENS): they can never pass, so they are
+    counted and warned about (and still measured).
+    """
     from whileai.simulations.judges import judge_reply
 
     prompts = distinct_prompts(rows, spec.get("holdout_rows") or defaults.TRAIN_HOLDOUT_MAX_ROWS, spec.get("seed") or 0)
     if not prompts:
         return {"value": None, "prompts": 0, "why": "no held-out row carries a gold first action"}
-    replies = generate_replies(model, tokenizer, prompts, defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
+    cap = defaults.TRAIN_EVAL_MAX_NEW_TOKENS
+    over = sum(1 for row in prompts if gold_reply_tokens(tokenizer, row.get("gold")) > cap)
+    if over:
+        warnings.warn(f"{over} of {len(prompts)} held-out prompts have a gold reply longer than the reply cap "
+                      f"({cap} tokens, TRAIN_EVAL_MAX_NEW_TOKENS): they cannot pass", stacklevel=2)
+    replies = generate_replies(model, tokenizer, prompts, cap)
     passed = 0
     for row, text in zip(prompts, replies, strict=True):
         passed += bool(judge_reply(text, row)["passed"])
-    return {"value": passed / len(prompts), "prompts": len(prompts)}
+    return {"value": passed / len(prompts), "prompts": len(prompts), "gold_over_cap": over}
+
+
+def gold_reply_tokens(tokenizer: Any, gold: Any) -> int:
+    """Tokens of the shortest reply that satisfies ``gold`` as the template writes it (its reference call(s))."""
+    from whileai.kit.toolcalls import format_tool_call
+    from whileai.simulations._datagate import gold_calls
+
+    if not isinstance(gold, Mapping):
+        return 0
+    if "answer" in gold:
+        text = str(gold["answer"])
+    elif "one_of" in gold:
+        return min((gold_reply_tokens(tokenizer, option) for option in gold["one_of"]), default=0)
+    else:
+        text = "\n".join(format_tool_call(c["name"], c.get("arguments") or {}) for c in gold_calls(gold))
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 1  # + the end of turn
+
+
+#: the conversation keys of a training example, and which of them render together as one sequence
+_SEQUENCES = (("messages",), ("prompt", "completion"), ("prompt", "chosen"), ("prompt", "rejected"), ("chosen",),
+              ("rejected",))
+
+
+def within_context(tokenizer: Any, examples: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The examples whose every rendered sequence fits ``limit`` tokens, and how many were left out.
+
+    A longer example is left out and counted, never truncated: a cut row would
+    teach a conversation that was never had (or, cut inside the assistant turn,
+    a call that never closes).
+    """
+    kept = []
+    for example in examples:
+        longest = 0
+        for keys in _SEQUENCES:
+            if all(isinstance(example.get(k), list) for k in keys):
+                messages = [m for k in keys for m in example[k]]
+                ids = tokenizer.apply_chat_template(messages, tools=example.get("tools") or None, tokenize=True,
+                                                    return_dict=True)["input_ids"]
+                longest = max(longest, len(ids))
+        if longest <= limit:
+            kept.append(example)
+    return kept, len(examples) - len(kept)
 
 
 def heldout_loss(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -71,7 +71,13 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     def say(what: str) -> None:  # one line per phase in the job's log
         print(f"[{time.time() - started:7.1f} s] {what}", flush=True)
 
+    from whileai.simulations._datagate import gate_rows
+
     method = _method(spec["method"])
+    # the data gates' unambiguous mappings (wire tool names, JSON-Schema types): what the selection gate counted
+    rows, gates = gate_rows(rows)
+    if holdout_rows:
+        holdout_rows, _ = gate_rows(holdout_rows)
     _common.cpu_threads()
     _common.seed_all(int(spec.get("seed") or 0))
     folder.mkdir(parents=True, exist_ok=True)
@@ -106,6 +112,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
         "device": _common.device(),
         "target": spec.get("target") or "local",
         **{k: v for k, v in system.setup.items() if k in ("lora_rank", "batch_size")},
+        "data_gates": {k: gates[k] for k in ("tool_names_mapped", "types_mapped", "refused_rows")},
         **extra,
     }
     if spec.get("init_from"):  # a stage: before is the start run's policy, measured again here

@@ -46,6 +46,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     pairs = preference_pairs(rows, bool(spec.get("balance", True)))
     options = _common.export_options(spec, "dpo")
     examples = _common.export_pairs(pairs, folder, options)
+    examples, too_long = _common.within_context(tokenizer, examples, _common.max_length(model))
     if not examples:
         raise ValueError("dpo found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task")
     loss_type = str(spec["loss_type"])
@@ -60,4 +61,4 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         **extra_args,
     )
     return trainer.model, {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step,
-                           "export": options}
+                           "left_out_too_long": too_long, "export": options}

@@ -129,14 +129,17 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     from trl import RewardConfig, RewardTrainer
 
     examples = pair_examples(rows, bool(spec.get("balance", True)))
+    examples, too_long = _common.within_context(tokenizer, examples, _common.max_length(model))
     if not examples:
-        raise ValueError("rm found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task")
+        raise ValueError("rm found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task"
+                         + (f" ({too_long} pairs longer than the model's context were left out)" if too_long else ""))
     trainer = _common.train_lora(
         RewardTrainer, RewardConfig, spec, folder, model, tokenizer, examples, callbacks,
         task_type="SEQ_CLS",
         max_length=_common.max_length(model),
     )
-    extra: dict[str, Any] = {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step}
+    extra: dict[str, Any] = {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step,
+                             "left_out_too_long": too_long}
     if not holdout:  # with a held-out set the job's after-measurement picks the threshold there
         train_labelled = [r for r in rows if isinstance(r.get("passed"), bool)]
         scores = score_rows(trainer.model, tokenizer, train_labelled)

@@ -31,9 +31,11 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
 
     options = _common.export_options(spec, "sft")
     examples = _common.export_training(rows, folder, options)
+    examples, too_long = _common.within_context(tokenizer, examples, _common.max_length(model))
     if not examples:
         raise ValueError(f"sft has no row to train on after the export settings {options}; every row was left out "
-                         "(no trained assistant turn): check mask_mode and the rows' weights")
+                         f"(no trained assistant turn, or {too_long} longer than the model's context of "
+                         f"{_common.max_length(model)} tokens): check mask_mode, the rows' weights and their length")
     trainer = _common.train_lora(
         SFTTrainer, SFTConfig, spec, folder, model, tokenizer, examples, callbacks,
         num_train_epochs=float(spec.get("epochs") or 1.0),
@@ -45,5 +47,5 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         dataset_num_proc=None,
     )
     shape = "messages" if "messages" in examples[0] else "prompt_completion"
-    return trainer.model, {"rows": len(examples), "steps": trainer.state.global_step,
+    return trainer.model, {"rows": len(examples), "steps": trainer.state.global_step, "left_out_too_long": too_long,
                            "export": {**options, "rows_shape": shape}}

@@ -158,6 +158,10 @@ def _task(cfg: Any) -> Any:
         raise SystemExit(2) from None
     plain = schema.canonical_spec(plain)
     problems += schema.check(plain, origin)
+    if not problems:  # the data files the spec names: they exist and a bounded sample parses
+        from ._datacheck import data_problems
+
+        problems += data_problems(plain, origin)
     if problems:
         _report(problems)
         raise SystemExit(2)
@@ -177,7 +181,14 @@ def _task(cfg: Any) -> Any:
         sweep_id=f"sweep_{os.environ[defaults.TOKEN_ENV]}" if multirun else None,
         expect_lines={k: origin(f"expect.{k}") for k in (plain.get("expect") or {})},
     )
-    code = run_spec(plain, context)
+    from ._datacheck import DATA_ERRORS, data_error_message
+
+    try:
+        code = run_spec(plain, context)
+    except DATA_ERRORS as exc:  # one message (file, line, what, fix), not Hydra's traceback
+        print(data_error_message(exc), file=sys.stderr)
+        _STATE["exit"] = max(_STATE["exit"], 2)
+        raise SystemExit(2) from None
     _STATE["exit"] = max(_STATE["exit"], code)
     if code and (not multirun or code == EXIT_INTERRUPTED):  # Ctrl-C ends a sweep, not only its job
         raise SystemExit(code)

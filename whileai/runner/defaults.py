@@ -76,3 +76,9 @@ WAIT_TIMEOUT_S = 6 * 3600.0
 
 #: Width a value is cut to in ``diff`` and ``wait`` tables, in characters.
 TABLE_CELL_CHARS = 40
+
+#: ``validate`` reads at most this many lines of each data file: enough to catch a wrong file or a
+#: broken format at once, bounded so that validating a million-row file stays instant.
+RUNNER_VALIDATE_SAMPLE_ROWS = 200
+#: and lists at most this many problems per file (the first ones show what is wrong).
+RUNNER_VALIDATE_MAX_PROBLEMS = 5

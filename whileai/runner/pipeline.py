@@ -73,6 +73,8 @@ def load_rows(data: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
             loaded = wai.SimulationData(loaded.trajectories, system_prompt=system or loaded.system_prompt,
                                         tools=tools if tools is not None else loaded.tools, name=loaded.name)
         rows, what = loaded.rows(), data["path"]
+    elif data["source"] == "bfcl":
+        rows, what = list(wai.datasets.from_bfcl(data["questions"], data["answers"])), data["questions"]
     else:
         rows, what = wai.datasets.load_rows(data["id"]), data["id"]
     if data.get("tasks"):

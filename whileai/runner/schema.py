@@ -59,8 +59,10 @@ class _Strict(BaseModel):
 
 
 class Dataset(_Strict):
-    source: Literal["sample", "jsonl", "pushed"] = "sample"
+    source: Literal["sample", "jsonl", "pushed", "bfcl"] = "sample"
     path: str | None = None
+    questions: str | None = None
+    answers: str | None = None
     id: str | None = None
     system_prompt: str | None = None
     tools: str | list[dict[str, Any]] | None = None
@@ -310,11 +312,12 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
     """Problems between keys: a source without its file or id, a monitor on a method that has none."""
     out: list[Problem] = []
     data = plain.get("dataset") if isinstance(plain.get("dataset"), dict) else {}
-    needs = {"jsonl": "path", "pushed": "id"}
+    needs = {"jsonl": ("path",), "pushed": ("id",), "bfcl": ("questions", "answers")}
     source = data.get("source")
-    if source in needs and not data.get(needs[source]) or data.get(needs.get(source, "")) == "???":
-        key = f"dataset.{needs[source]}"
-        out.append(Problem(key, f"dataset.source={source} needs {key}; pass {key}=...", where(key)))
+    for need in needs.get(source, ()):
+        if not data.get(need) or data.get(need) == "???":
+            key = f"dataset.{need}"
+            out.append(Problem(key, f"dataset.source={source} needs {key}; pass {key}=...", where(key)))
     if data.get("grade") == "reward_model" and not data.get("reward_model"):
         out.append(Problem("dataset.reward_model", "dataset.grade=reward_model needs dataset.reward_model=run_... "
                            "(a finished rm run)", where("dataset.reward_model")))

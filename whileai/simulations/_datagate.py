@@ -127,12 +127,15 @@ def gate_rows(rows: list[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict
     names_mapped = 0
     types: dict[str, int] = {}
     refused: list[dict[str, Any]] = []
+    last: tuple[Any, list[Any], dict[str, str], list[str]] | None = None  # rows of one simulation share tools
     for index, row in enumerate(rows):
         problems: list[str] = []
         row = dict(row)
         tools = row.get("tools") or []
         renames: dict[str, str] = {}
-        if tools:
+        if tools and last is not None and (tools is last[0] or tools == last[0]):
+            row["tools"], renames, problems = last[1], last[2], list(last[3])
+        elif tools:
             taken = {t.get("function", {}).get("name") for t in tools if isinstance(t, Mapping)}
             fixed_tools = []
             for k, tool in enumerate(tools):
@@ -151,6 +154,7 @@ def gate_rows(rows: list[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict
                     fn["parameters"] = map_schema(fn["parameters"], types, problems, f"tools[{k}].parameters")
                 fixed_tools.append({**tool, "function": fn})
             row["tools"] = fixed_tools
+            last = (tools, fixed_tools, renames, list(problems))
         if renames:
             row["gold"] = _rename_gold(row.get("gold"), renames)
             row["messages"] = copy.deepcopy(row["messages"])

@@ -146,6 +146,12 @@ def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixe
     if method == "sft" and failing is not None:
         refusal = (f"sft would train on {failing['rows']} failing rows of {report['rows_given']}: {failing['reason']} "
                    "(Lambert 2025, chapter Rejection Sampling); or pass check='warn' to train anyway")
+    elif (profile.get("data_gates") or {}).get("refused_rows"):
+        gates = profile["data_gates"]
+        shown = "; ".join(f"row {r['row']}" + (f" (task {r['task_id']})" if r.get("task_id") is not None else "")
+                          + f": {r['problems'][0]}" for r in gates["refused"])
+        refusal = (f"{gates['refused_rows']} of {gates['rows']} rows fail the data gates (tool names, schema types, "
+                   f"the gold against the tools): {shown}; fix those rows and push again")
     elif grouped and not report.get("mixed_tasks"):
         refusal = (f"{method} needs tasks with both a pass and a fail, and this dataset has none "
                    f"({report['tasks_given']} tasks: {profile.get('all_pass_tasks', 0)} all-pass, "

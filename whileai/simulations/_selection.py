@@ -106,8 +106,19 @@ def profile_rows(rows: list[Mapping[str, Any]], source: str | None = None) -> di
         "temperature_rows": dict(sorted(temperatures.items())),
         "no_temperature_rows": no_temperature,
         "markers": dict(sorted(markers.items())),
+        "data_gates": _gates(rows),
         "per_task": per_task,
     }
+
+
+def _gates(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The data gates' report (tool names and schema types mapped, rows refused with why); see _datagate."""
+    from ._datagate import gate_rows
+
+    _, report = gate_rows([r for r in rows if isinstance(r, Mapping)])
+    shown = defaults.EXPORT_PROBLEMS_IN_MESSAGE
+    report["refused"] = report["refused"][:shown]
+    return report
 
 
 def _is_float(text: str) -> bool:

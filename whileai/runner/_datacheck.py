@@ -1,0 +1,130 @@
+"""What ``validate`` can check of the data without a model: the files exist and a bounded sample parses.
+
+``data_problems(plain)`` reads at most RUNNER_VALIDATE_SAMPLE_ROWS lines of
+each data file the spec names (``dataset.path``, ``dataset.tools``,
+``dataset.questions``/``dataset.answers``, ``dataset.after``): each must exist,
+and each sampled line must be JSON following its contract (a rollout row, a
+BFCL entry); the tools file must be a JSON list of function schemas.
+``data_error_message(exc)`` is the one message a data error at run time prints
+(file, line, what is wrong, the fix) instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from . import defaults
+from .schema import Problem
+
+__all__ = ["data_problems", "data_error_message", "DATA_ERRORS"]
+
+
+def _sample_lines(path: Path, limit: int) -> list[tuple[int, str]]:
+    out = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                out.append((number, line))
+                if len(out) >= limit:
+                    break
+    return out
+
+
+def _missing(key: str, value: str, what: str, where: Any) -> Problem:
+    return Problem(key, f"{key}={value!r} does not exist (resolved against {Path.cwd()}); pass the path of {what}",
+                   where(key))
+
+
+def _rows_file(key: str, value: str, where: Any) -> list[Problem]:
+    from whileai.simulations.rows import row_problems
+
+    path = Path(value).expanduser()
+    if not path.is_file():
+        return [_missing(key, value, "a JSONL file of rollout rows (docs/rows.md)", where)]
+    out = []
+    for number, line in _sample_lines(path, defaults.RUNNER_VALIDATE_SAMPLE_ROWS):
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            out.append(Problem(key, f"{key}: {value}:{number}: not JSON ({exc}); each line is one rollout row object",
+                               where(key)))
+            continue
+        for detail in row_problems(row)[:1]:
+            out.append(Problem(key, f"{key}: {value}:{number}: {detail}; see docs/rows.md", where(key)))
+        if len(out) >= defaults.RUNNER_VALIDATE_MAX_PROBLEMS:
+            break
+    return out
+
+
+def _tools_file(key: str, value: Any, where: Any) -> list[Problem]:
+    from whileai.simulations.rows import tools_problems
+
+    if not isinstance(value, str):
+        return [Problem(key, p, where(key)) for p in tools_problems(value)[:3]]
+    path = Path(value).expanduser()
+    if not path.is_file():
+        return [_missing(key, value, "a JSON file holding a list of OpenAI function schemas", where)]
+    try:
+        tools = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        return [Problem(key, f"{value}: not JSON ({exc}); the tools file is one JSON list of function schemas",
+                        where(key))]
+    return [Problem(key, f"{value}: {p}", where(key)) for p in tools_problems(tools)[:3]]
+
+
+def _bfcl_file(key: str, value: str, what: str, where: Any) -> list[Problem]:
+    path = Path(value).expanduser()
+    if not path.is_file():
+        return [_missing(key, value, f"a BFCL {what} file (bfcl_eval/data/...BFCL_v4_<category>.json)", where)]
+    out = []
+    field = "function" if what == "questions" else "ground_truth"
+    for number, line in _sample_lines(path, defaults.RUNNER_VALIDATE_SAMPLE_ROWS):
+        try:
+            entry = json.loads(line)
+        except ValueError as exc:
+            out.append(Problem(key, f"{key}: {value}:{number}: not JSON ({exc})", where(key)))
+            continue
+        if not isinstance(entry, dict) or "id" not in entry or field not in entry:
+            out.append(Problem(key, f"{key}: {value}:{number}: a BFCL {what} line has 'id' and {field!r}; is this "
+                                    f"the {'possible-answer' if what == 'answers' else 'question'} file?", where(key)))
+            break  # one line says it is the wrong file
+        if len(out) >= defaults.RUNNER_VALIDATE_MAX_PROBLEMS:
+            break
+    return out
+
+
+def data_problems(plain: dict[str, Any], where: Any) -> list[Problem]:
+    """Problems with the data files the spec names (see the module docstring); empty when none."""
+    data = plain.get("dataset") if isinstance(plain.get("dataset"), dict) else {}
+    out: list[Problem] = []
+    source = data.get("source")
+    if source == "jsonl" and isinstance(data.get("path"), str) and data["path"] != "???":
+        out += _rows_file("dataset.path", data["path"], where)
+    if source == "bfcl":
+        for key in ("questions", "answers"):
+            if isinstance(data.get(key), str) and data[key] != "???":
+                out += _bfcl_file(f"dataset.{key}", data[key], key, where)
+    if data.get("tools") is not None:
+        out += _tools_file("dataset.tools", data["tools"], where)
+    if isinstance(data.get("after"), str):
+        out += _rows_file("dataset.after", data["after"], where)
+    return out
+
+
+def _data_errors() -> tuple[type[BaseException], ...]:
+    from whileai.core.errors import RowFormatError
+
+    return (RowFormatError, FileNotFoundError, IsADirectoryError, json.JSONDecodeError, UnicodeDecodeError)
+
+
+DATA_ERRORS = _data_errors()
+
+
+def data_error_message(exc: BaseException) -> str:
+    """One message for a data error: the file and line when known, what is wrong, and the fix."""
+    if isinstance(exc, FileNotFoundError) and exc.filename and str(exc.filename) not in str(exc):
+        return f"whileai: data file {str(exc.filename)!r} does not exist; pass an existing path (nothing was trained)"
+    text = str(exc).strip() or type(exc).__name__
+    return f"whileai: the data cannot be read, nothing was trained:\n  {text}"
