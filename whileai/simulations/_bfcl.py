@@ -168,6 +168,12 @@ def from_bfcl(questions: str | os.PathLike, answers: str | os.PathLike) -> BfclR
         tools = [bfcl_tool(fn, counts, problems) for fn in functions]
         by_name = {fn.get("name"): fn for fn in functions}
         calls = [bfcl_gold(call, by_name.get(next(iter(call))), cap) for call in answer["ground_truth"]]
+        for call, truth_call in zip(calls, answer["ground_truth"]):
+            required = set(((by_name.get(next(iter(truth_call))) or {}).get("parameters") or {}).get("required") or [])
+            empty = sorted(k for k, v in call["values"].items() if not v and k in required)
+            if empty:  # BFCL lists no acceptable value for a required argument: no reply can pass
+                problems.append(f"the answer lists no acceptable value for the required argument(s) {empty} of "
+                                f"{call['name']!r}, so no reply can pass")
         if problems:
             left_out.append({"id": entry["id"], "line": line_no, "why": "; ".join(problems)})
             continue

@@ -108,7 +108,7 @@ def _gold_problems(gold: Any, tools: list[Any], where: str) -> list[str]:
         props = params.get("properties") if isinstance(params.get("properties"), Mapping) else {}
         args = parse_arguments(call.get("arguments"))
         args = args if isinstance(args, dict) else {}
-        given = set(args) | set(call.get("values") or {})
+        given = set(args) | {k for k, v in (call.get("values") or {}).items() if v}
         missing = [r for r in params.get("required") or [] if r not in given]
         if missing:
             problems.append(f"{where}: gold call {name!r} lacks the required argument(s) {missing}; add them to the "

@@ -1,0 +1,255 @@
+"""Real tool-use data: BFCL rows convert, pass the gates, train, and are judged as BFCL's own checker judges them.
+
+The data and BFCL's ``ast_checker`` come from the ``bfcl-eval`` wheel when it
+is installed, else from the committed sample (tests/_bfcl.py says how). The
+agreement test scores every kind of candidate reply with both judges.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import whileai.simulations as wai
+from whileai.simulations.judges import judge_reply
+from whileai.simulations.rows import RolloutRow, check_rows, row_problems
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _bfcl  # noqa: E402
+
+KINDS = ("reference", "other acceptable value", "optional omitted", "optional given", "numeric spelling",
+         "string variant", "wrong value", "wrong function", "extra argument", "missing argument")
+PARALLEL_KINDS = ("parallel reordered", "parallel partial")
+
+
+@pytest.fixture(scope="module")
+def converted() -> dict[str, list]:
+    return {c: wai.datasets.from_bfcl(*_bfcl.files(c)) for c in _bfcl.CATEGORIES}
+
+
+def test_from_bfcl_converts_the_four_categories(converted):
+    for category, rows in converted.items():
+        questions = _bfcl.read(_bfcl.files(category)[0])
+        left_out = rows.report["left_out"]
+        assert len(rows) + len(left_out) == len(questions) == rows.report["questions"], category
+        assert all("no acceptable value" in x["why"] for x in left_out), left_out
+        print(f"\n{category}: {len(rows)} rows of {len(questions)} questions; left out {[x['id'] for x in left_out]}")
+        check_rows(rows)
+        ids = [q["id"] for q in questions]
+        for row in rows:
+            RolloutRow.model_validate(row)
+            assert row["gold"]["match"] == "bfcl" and row["task_id"] in ids
+            assert all(t["function"]["parameters"]["type"] == "object" for t in row["tools"])
+            # the reference (the assistant turn) passes its own gold
+            assert wai.first_action_judge(row)["passed"], row["task_id"]
+    assert all("parallel" in r["gold"] for r in converted["parallel"])
+    assert all("name" in r["gold"] for c in ("simple_python", "multiple", "live_simple") for r in converted[c])
+    # names and types mapped as BFCL's OpenAI handler maps them, and counted
+    report = converted["simple_python"].report
+    assert report["tool_names_mapped"] > 0 and report["types_mapped"].get("float", 0) > 0
+    names = [t["function"]["name"] for rows in converted.values() for r in rows for t in r["tools"]]
+    assert all("." not in n for n in names)
+
+
+def test_from_bfcl_refuses_a_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        wai.datasets.from_bfcl(tmp_path / "nope.json", tmp_path / "nope2.json")
+
+
+def test_the_judge_agrees_with_bfcls_checker_for_every_kind_of_reply():
+    checker = _bfcl.load_checker()
+    table: dict[tuple[str, str], list[int]] = collections.defaultdict(lambda: [0, 0])
+    disagreements = []
+    for category in _bfcl.CATEGORIES:
+        for case in _bfcl.cases(category):
+            theirs = _bfcl.bfcl_verdict(checker, case["entry"], case["answer"], category, case["text"])
+            ours = judge_reply(case["text"], case["row"])["passed"]
+            cell = table[(case["kind"], category)]
+            cell[0] += theirs == ours
+            cell[1] += 1
+            if theirs != ours:
+                disagreements.append((case["kind"], case["row"]["task_id"], theirs, case["text"][:200]))
+    print(f"\nagreement with BFCL's ast_checker ({_bfcl.data_source()}):")
+    for (kind, category), (agree, n) in sorted(table.items()):
+        print(f"  {kind:24s} {category:14s} {agree:5d}/{n:<5d} {agree / n:.4f}")
+    for kind in KINDS:
+        for category in _bfcl.CATEGORIES:
+            assert table[(kind, category)][1] > 0 or kind.startswith("optional"), (kind, category)
+    for kind in PARALLEL_KINDS:
+        assert table[(kind, "parallel")][1] > 0
+    low = {k: v[0] / v[1] for k, v in table.items() if v[0] / v[1] < 0.99}
+    assert not low, (low, disagreements[:5])
+
+
+def test_grpo_reward_and_the_held_out_judge_decide_through_one_parser():
+    """Constructed replies (an integer as "5", as 5.0, calls with text around) get one verdict from both."""
+    from whileai.jobs.grpo import first_action_reward
+    from whileai.kit import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    tools = [{"type": "function", "function": {"name": "set_timer", "parameters": {
+        "type": "object", "properties": {"minutes": {"type": "integer"}}, "required": ["minutes"]}}}]
+    gold = {"name": "set_timer", "arguments": {"minutes": 5}}
+    prompt = [{"role": "user", "content": "five minutes"}]
+    texts = ['<tool_call>{"name": "set_timer", "arguments": {"minutes": 5}}</tool_call>',
+             '<tool_call>{"name": "set_timer", "arguments": {"minutes": "5"}}</tool_call>',
+             '<tool_call>{"name": "set_timer", "arguments": {"minutes": 5.0}}</tool_call>',
+             'Sure. <tool_call>{"name": "set_timer", "arguments": {"minutes": 5}}</tool_call>',
+             '<tool_call>{"name": "set_timer", "arguments": "{\\"minutes\\": 5}"}</tool_call>',
+             '<tool_call>{"name": "set_timer", "parameters": {"minutes": 5}}</tool_call><|im_end|>']
+    reward = first_action_reward("mask", set(), tokenizer, tools)
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    got = reward([prompt] * len(texts), [[{"role": "assistant", "content": t}] for t in texts], completion_ids=ids,
+                 gold=[json.dumps(gold)] * len(texts))
+    held = [float(judge_reply(t, {"messages": prompt, "gold": gold, "tools": tools})["passed"]) for t in texts]
+    assert got == held and held[:3] == [1.0, 0.0, 0.0]
+
+
+def test_gold_forms_are_validated_by_the_row_schema():
+    base = {"messages": [{"role": "user", "content": "x"}]}
+    good = [
+        {"name": "f", "arguments": {"a": 1}, "values": {"a": [1, 2]}, "optional": ["b"], "match": "bfcl"},
+        {"parallel": [{"name": "f", "arguments": {"a": 1}}, {"name": "g"}], "match": "exact"},
+        {"one_of": [{"name": "f", "arguments": {}}, {"parallel": [{"name": "g", "arguments": {}}]}]},
+    ]
+    for gold in good:
+        assert row_problems({**base, "gold": gold}) == []
+        RolloutRow.model_validate({**base, "gold": gold})
+    bad = [{"name": "f", "values": {"a": 1}}, {"name": "f", "optional": "b"}, {"name": "f", "match": "loose"},
+           {"parallel": []}, {"one_of": [{"arguments": {}}]}]
+    for gold in bad:
+        assert row_problems({**base, "gold": gold}), gold
+        with pytest.raises(Exception):
+            RolloutRow.model_validate({**base, "gold": gold})
+
+
+def test_the_schema_decides_numbers_and_a_plain_gold_keeps_its_verdicts():
+    def row(args, gold, kind="integer"):
+        tools = [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"x": {"type": kind}}}}}]
+        return {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": [
+            {"type": "function", "function": {"name": "f", "arguments": args}}]}], "gold": gold, "tools": tools}
+
+    plain = {"name": "f", "arguments": {"x": 5}}
+    assert wai.first_action_judge(row({"x": 5}, plain))["passed"]
+    assert not wai.first_action_judge(row({"x": 5.0}, plain))["passed"]  # integer: 5.0 is not one
+    assert wai.first_action_judge(row({"x": 5}, {"name": "f", "arguments": {"x": 5.0}}, "number"))["passed"]
+    no_tools = {k: v for k, v in row({"x": 5.0}, plain).items() if k != "tools"}
+    assert wai.first_action_judge(no_tools)["passed"]  # without a schema: today's JSON equality
+    exact = {"name": "f", "arguments": {"x": "Paris"}, "values": {"x": ["Paris"]}}
+    assert not wai.first_action_judge(row({"x": "paris"}, exact, "string"))["passed"]
+    assert wai.first_action_judge(row({"x": "paris"}, {**exact, "match": "bfcl"}, "string"))["passed"]
+
+
+def test_the_data_gates_map_or_refuse_with_their_report():
+    from whileai.simulations._datagate import gate_rows
+
+    def row(name, params, gold):
+        return {"messages": [{"role": "user", "content": "q"}], "task_id": "t",
+                "tools": [{"type": "function", "function": {"name": name, "parameters": params}}], "gold": gold}
+
+    params = {"type": "dict", "properties": {"x": {"type": "float"}, "t": {"type": "tuple", "items": {"type": "any"}}},
+              "required": ["x"]}
+    rows, report = gate_rows([row("math.hypot", params, {"name": "math.hypot", "arguments": {"x": 1.5}})])
+    assert report["tool_names_mapped"] == 1 and report["refused_rows"] == 0
+    assert report["types_mapped"] == {"any": 1, "dict": 1, "float": 1, "tuple": 1}
+    assert rows[0]["tools"][0]["function"]["name"] == "math_hypot" and rows[0]["gold"]["name"] == "math_hypot"
+    props = rows[0]["tools"][0]["function"]["parameters"]
+    assert props["type"] == "object" and props["properties"]["x"] == {"type": "number", "format": "float"}
+    assert props["properties"]["t"] == {"type": "array", "items": {"type": "string"}}
+    cases = {
+        "no free mapping": row("a b" * 40, {"type": "object"}, None),
+        "unknown type": row("f", {"type": "object", "properties": {"x": {"type": "matrix"}}}, None),
+        "absent tool": row("f", {"type": "object"}, {"name": "g", "arguments": {}}),
+        "missing required": row("f", {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
+                                {"name": "f", "arguments": {}}),
+        "wrong type": row("f", {"type": "object", "properties": {"x": {"type": "integer"}}},
+                          {"name": "f", "arguments": {"x": "5"}}),
+    }
+    for what, bad in cases.items():
+        _, report = gate_rows([bad])
+        assert report["refused_rows"] == 1, what
+        assert report["refused"][0]["problems"], what
+    profile = wai.datasets.profile([cases["absent tool"], cases["wrong type"]])
+    assert profile["data_gates"]["refused_rows"] == 2
+    from whileai.core.errors import TrainingSelectionError
+    from whileai.simulations._hosting import selection_gate
+
+    with pytest.raises(TrainingSelectionError, match="fail the data gates"):
+        selection_gate(profile, "sft", "require", 1)
+
+
+def test_bfcl_gates_counts(converted):
+    """What the gates find on the four categories (all mapped, none refused); printed for the report."""
+    from whileai.simulations._datagate import gate_rows
+
+    for category, rows in converted.items():
+        _, report = gate_rows(rows)
+        print(f"\n{category}: {rows.report['tool_names_mapped']} names and {rows.report['types_mapped']} types "
+              f"mapped by from_bfcl; gates refuse {report['refused_rows']}")
+        assert report["refused_rows"] == 0
+
+
+def test_validate_refuses_a_missing_file(tmp_path):
+    from _runner_helpers import whileai
+
+    done = whileai("validate", "recipe=sft_tooluse", "dataset=jsonl", f"dataset.path={tmp_path / 'nope.jsonl'}")
+    assert done.returncode == 2 and "does not exist" in done.stderr and "Traceback" not in done.stderr
+    done = whileai("validate", "recipe=sft_tooluse", "dataset=bfcl", f"dataset.questions={tmp_path / 'q.json'}",
+                   f"dataset.answers={_bfcl.files('simple_python')[1]}")
+    assert done.returncode == 2 and "dataset.questions" in done.stderr
+    questions, answers = _bfcl.files("simple_python")
+    done = whileai("validate", "recipe=sft_tooluse", "dataset=bfcl", f"dataset.questions={questions}",
+                   f"dataset.answers={answers}")
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_data_error_at_run_time_prints_one_message(tmp_path):
+    from _runner_helpers import whileai
+
+    from whileai.kit import load_sample
+
+    path = tmp_path / "late.jsonl"
+    rows = load_sample()[:260]
+    lines = [json.dumps(r) for r in rows]
+    lines[250] = '{"messages": 5}'  # past validate's sample: found when the run reads the file
+    path.write_text("\n".join(lines) + "\n")
+    done = whileai("run", "recipe=sft_tooluse", "dataset=jsonl", f"dataset.path={path}", "steps=1")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "line 251" in done.stderr and str(path) in done.stderr
+
+
+@pytest.mark.slow
+def test_two_step_sft_on_bfcl_rows_measures_the_held_out_set_from_the_sdk(converted):
+    from _runner_helpers import tiny_base
+
+    rows = converted["simple_python"][:24]
+    data = wai.push(rows, name="bfcl-simple")
+    train, held = wai.datasets.cut(data, holdout=0.25, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(train, method="sft", steps=2, base_model=tiny_base(), holdout=held, wait=True,
+                        config={"holdoutRows": 4})
+    assert run.status == "done", run.error
+    training = run.training
+    assert training["steps"] == 2 and training["after"] is not None and training["holdout_prompts"] == 4
+    assert "left_out_too_long" in training and training["data_gates"]["refused_rows"] == 0
+
+
+@pytest.mark.slow
+def test_two_step_sft_from_python_m_whileai_run_dataset_bfcl():
+    from _runner_helpers import runs_file, tiny_base, whileai
+
+    questions, answers = _bfcl.files("simple_python")
+    done = whileai("run", "recipe=sft_tooluse", "dataset=bfcl", f"dataset.questions={questions}",
+                   f"dataset.answers={answers}", "dataset.tasks=24", "holdoutRows=4", "steps=2",
+                   f"base_model={tiny_base()}", token="bfcl-sft")
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = runs_file("bfcl-sft")["runs"]
+    record = wai.get_run(runs[-1]["run"] if isinstance(runs[-1], dict) and "run" in runs[-1] else runs[-1]["id"])
+    assert record.training["steps"] == 2 and record.training["after"] is not None
