@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["format_tool_call", "parse_tool_calls"]
+__all__ = ["format_tool_call", "parse_tool_calls", "parse_tool_call_objects"]
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 #: Control tokens a decode without skip_special_tokens leaves in the text.
@@ -52,10 +52,21 @@ def parse_tool_calls(text: str | None) -> tuple[str | None, list[dict[str, Any]]
     >>> parse_tool_calls('<tool_call>{"name": "set_timer", "arguments": {"minutes": 5}}</tool_call>')
     (None, [{'id': 'call_0', 'type': 'function', 'function': {'name': 'set_timer', 'arguments': '{"minutes": 5}'}}])
     """
+    content, parsed = parse_tool_call_objects(text)
+    calls = [
+        {"id": f"call_{i}", "type": "function",
+         "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
+        for i, (name, args) in enumerate(parsed)
+    ]
+    return content, calls
+
+
+def parse_tool_call_objects(text: str | None) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
+    """``parse_tool_calls`` with each call as ``(name, arguments dict)``: the same parse, no JSON text made."""
     if not isinstance(text, str):
         return None, []
     text = _CONTROL.sub("", text)
-    calls: list[dict[str, Any]] = []
+    calls: list[tuple[str, dict[str, Any]]] = []
     kept: list[str] = []
     pos = 0
     for match in _BLOCK.finditer(text):
@@ -64,14 +75,7 @@ def parse_tool_calls(text: str | None) -> tuple[str | None, list[dict[str, Any]]
             continue
         kept.append(text[pos : match.start()])
         pos = match.end()
-        name, args = parsed
-        calls.append(
-            {
-                "id": f"call_{len(calls)}",
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)},
-            }
-        )
+        calls.append(parsed)
     kept.append(text[pos:])
     content = "".join(kept).strip()
     return (content or None), calls

@@ -107,26 +107,28 @@ def gold_problem(gold: Any) -> str | None:
 def first_turn(messages: list[Any]) -> dict[str, Any] | None:
     """The first assistant turn as ``{"calls": [{"name", "arguments"}...], "answer": text}``; None without one."""
     for m in messages:
-        if not isinstance(m, Mapping) or m.get("role") != "assistant":
+        if not (type(m) is dict or isinstance(m, Mapping)) or m.get("role") != "assistant":
             continue
         calls = []
         for call in m.get("tool_calls") or []:
-            call = call if isinstance(call, Mapping) else {}
+            call = call if type(call) is dict or isinstance(call, Mapping) else {}
             fn = call.get("function", call)
-            fn = fn if isinstance(fn, Mapping) else {}
-            calls.append({"name": fn.get("name"), "arguments": parse_arguments(fn.get("arguments"))})
+            fn = fn if type(fn) is dict or isinstance(fn, Mapping) else {}
+            arguments = fn.get("arguments")
+            calls.append({"name": fn.get("name"),
+                          "arguments": arguments if type(arguments) is dict else parse_arguments(arguments)})
         return {"calls": calls, "answer": content_text(m.get("content"))}
     return None
 
 
-def _schemas(tools: Any) -> dict[str, Mapping[str, Any]]:
+def _schemas(tools: Any, names: set[str]) -> dict[str, Mapping[str, Any]]:
     out: dict[str, Mapping[str, Any]] = {}
-    for tool in tools or []:
-        fn = tool.get("function", tool) if isinstance(tool, Mapping) else None
-        if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
-            params = fn.get("parameters") if isinstance(fn.get("parameters"), Mapping) else {}
-            props = params.get("properties") if isinstance(params.get("properties"), Mapping) else {}
-            out.setdefault(fn["name"], props)
+    for tool in tools or ():
+        fn = tool.get("function", tool) if type(tool) is dict or isinstance(tool, Mapping) else None
+        if fn is not None and fn.get("name") in names and fn["name"] not in out:
+            params = fn.get("parameters")
+            props = params.get("properties") if isinstance(params, Mapping) else None
+            out[fn["name"]] = props if isinstance(props, Mapping) else {}
     return out
 
 
@@ -204,21 +206,25 @@ def _call_matches(call: Mapping[str, Any], gold: Mapping[str, Any], schemas: Map
     if call.get("name") != gold["name"]:
         return False, f"wrong tool: {call.get('name')!r}, expected {gold['name']!r}"
     got = call.get("arguments")
-    if not isinstance(got, dict):
+    if type(got) is not dict:
         return False, ("arguments are not valid JSON" if isinstance(got, _Unparsed)
                        else f"arguments are a JSON {type(got).__name__}, expected an object")
-    reference = parse_arguments(gold.get("arguments"))
-    reference = reference if isinstance(reference, dict) else {}
+    reference = gold.get("arguments")
+    if type(reference) is not dict:
+        reference = parse_arguments(reference)
+        reference = reference if isinstance(reference, dict) else {}
     values = gold.get("values") or {}
-    optional = set(gold.get("optional") or ())
-    accepted = (reference.keys() | values.keys() | optional) - ignored
-    got = {k: v for k, v in got.items() if k not in ignored}
-    extra = sorted(got.keys() - accepted)
+    optional = gold.get("optional") or ()
+    accepted = reference.keys() | values.keys() | set(optional)
+    if ignored:
+        accepted -= ignored
+        got = {k: v for k, v in got.items() if k not in ignored}
+    extra = got.keys() - accepted
     if extra:
-        return False, f"arguments differ: extra {extra}"
-    missing = sorted(k for k in accepted - got.keys() if k not in optional)
-    if missing:
-        return False, f"arguments differ: missing {missing}"
+        return False, f"arguments differ: extra {sorted(extra)}"
+    missing = accepted - got.keys()
+    if missing and not missing <= set(optional):
+        return False, f"arguments differ: missing {sorted(k for k in missing if k not in optional)}"
     props = schemas.get(gold["name"], {})
     for key, value in got.items():
         if key in values:
@@ -227,7 +233,8 @@ def _call_matches(call: Mapping[str, Any], gold: Mapping[str, Any], schemas: Map
             acceptable = [reference[key]]
         else:
             acceptable = None  # optional with no listed value: any value of the right type
-        if not _type_ok(value, props.get(key), acceptable or []):
+        spec = props.get(key)
+        if spec is not None and not _type_ok(value, spec, acceptable or []):
             kind = props[key].get("type")
             return False, f"arguments differ: {key!r} is not of type {kind!r}"
         if acceptable is not None and not _value_ok(value, acceptable, rule):
@@ -257,9 +264,10 @@ def judge_turn(messages: list[Any], gold: Mapping[str, Any], tools: Any = None,
         return False, "no assistant turn"
     if not turn["calls"]:
         return False, "expected a tool call, got a final answer"
-    schemas = _schemas(tools)
+    options = _options(gold, "exact")
+    schemas = _schemas(tools, {c.get("name") for calls, _, _ in options for c in calls}) if tools else {}
     reasons = []
-    for calls, rule, counted in _options(gold, "exact"):
+    for calls, rule, counted in options:
         if counted and len(turn["calls"]) != len(calls):
             reasons.append(f"made {len(turn['calls'])} call(s), expected {len(calls)}")
             continue

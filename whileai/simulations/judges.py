@@ -98,12 +98,15 @@ def _judge(messages: list[Any], gold: Any, tools: Any, ignored: frozenset[str] =
         if ok and tools and "name" in gold:  # the schema's types: an integer is not satisfied by 5.0
             return judge_turn(messages, gold, tools)
         return ok, reason
-    if not isinstance(gold, Mapping) or gold_problem(gold) or not any(
-            k in gold for k in ("name", "answer", "parallel", "one_of")):
-        raise ValueError(
-            f"gold={gold!r} is not a reference action ({gold_problem(gold) or 'no name, answer, parallel or one_of'}); "
-            "see docs/rows.md for the gold forms")
-    return judge_turn(messages, gold, tools, ignored)
+    if isinstance(gold, Mapping) and any(k in gold for k in ("name", "answer", "parallel", "one_of")):
+        try:
+            return judge_turn(messages, gold, tools, ignored)
+        except (TypeError, AttributeError, KeyError, ValueError, IndexError):
+            if not gold_problem(gold):
+                raise
+    raise ValueError(
+        f"gold={gold!r} is not a reference action ({gold_problem(gold) or 'no name, answer, parallel or one_of'}); "
+        "see docs/rows.md for the gold forms")
 
 
 def make_first_action_judge(*, ignore_arguments: tuple[str, ...] | list[str] = (),
@@ -181,10 +184,19 @@ def judge_reply(text: str, row: Mapping[str, Any], judge: Judge | None = None) -
 
         judge_reply('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>', row)
     """
-    from whileai.core.toolcalls import parse_tool_calls
+    from whileai.core.toolcalls import parse_tool_call_objects, parse_tool_calls
 
     from ._taskkey import prompt_messages
 
+    if judge is None:  # the first-action judge reads only the reply's turn: no prompt copy, no JSON text
+        content, objects = parse_tool_call_objects(text)
+        turn = {"role": "assistant", "content": content,
+                "tool_calls": [{"function": {"name": n, "arguments": a}} for n, a in objects]}
+        gold = row.get("gold")
+        if gold is None:
+            first_action_judge({"messages": [turn]})  # raises the missing-gold error
+        ok, reason = _judge([turn], gold, row.get("tools"))
+        return {"reason": reason, "reward": 1.0 if ok else 0.0, "passed": ok}
     content, calls = parse_tool_calls(text)
     reply: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
