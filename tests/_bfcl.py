@@ -51,7 +51,8 @@ def files(category: str) -> tuple[Path, Path]:
     """(questions, answers) of a category: the wheel's full files, else the committed sample."""
     base = _installed()
     if base is not None:
-        return base / "data" / f"BFCL_v4_{category}.json", base / "data" / "possible_answer" / f"BFCL_v4_{category}.json"
+        data = base / "data"
+        return data / f"BFCL_v4_{category}.json", data / "possible_answer" / f"BFCL_v4_{category}.json"
     return SAMPLE / f"BFCL_v4_{category}.json", SAMPLE / "possible_answer" / f"BFCL_v4_{category}.json"
 
 

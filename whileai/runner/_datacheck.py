@@ -97,7 +97,8 @@ def _bfcl_file(key: str, value: str, what: str, where: Any) -> list[Problem]:
 
 def data_problems(plain: dict[str, Any], where: Any) -> list[Problem]:
     """Problems with the data files the spec names (see the module docstring); empty when none."""
-    data = plain.get("dataset") if isinstance(plain.get("dataset"), dict) else {}
+    found = plain.get("dataset")
+    data: dict[str, Any] = found if isinstance(found, dict) else {}
     out: list[Problem] = []
     source = data.get("source")
     if source == "jsonl" and isinstance(data.get("path"), str) and data["path"] != "???":

@@ -92,7 +92,7 @@ def _gold_problems(gold: Any, tools: list[Any], where: str) -> list[str]:
     from ._actions import parse_arguments
     from ._gold import _is_type
 
-    offered = {}
+    offered: dict[str, Any] = {}
     for tool in tools:
         fn = tool.get("function", tool) if isinstance(tool, Mapping) else {}
         if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
@@ -104,8 +104,9 @@ def _gold_problems(gold: Any, tools: list[Any], where: str) -> list[str]:
             problems.append(f"{where}: gold calls {name!r}, which the row's tools do not offer "
                             f"({', '.join(sorted(offered))}); fix the gold's name or add the tool")
             continue
-        params = offered.get(name) or {}
-        props = params.get("properties") if isinstance(params.get("properties"), Mapping) else {}
+        params: Mapping[str, Any] = offered.get(str(name)) or {}
+        found = params.get("properties")
+        props: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         args = parse_arguments(call.get("arguments"))
         args = args if isinstance(args, dict) else {}
         given = set(args) | {k for k, v in (call.get("values") or {}).items() if v}
@@ -115,7 +116,9 @@ def _gold_problems(gold: Any, tools: list[Any], where: str) -> list[str]:
                             "gold or drop them from the schema's required")
         for key, value in args.items():
             spec = props.get(key)
-            if isinstance(spec, Mapping) and isinstance(spec.get("type"), (str, list)) and not _is_type(value, spec["type"]):
+            if not isinstance(spec, Mapping) or not isinstance(spec.get("type"), (str, list)):
+                continue
+            if not _is_type(value, spec["type"]):
                 problems.append(f"{where}: gold argument {name}.{key}={value!r} is not of the schema's type "
                                 f"{spec['type']!r}; fix the value or the schema")
     return problems
@@ -160,9 +163,9 @@ def gate_rows(rows: list[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict
             row["messages"] = copy.deepcopy(row["messages"])
             for message in row["messages"]:
                 for call in message.get("tool_calls") or []:
-                    fn = call.get("function") if isinstance(call, Mapping) else None
-                    if isinstance(fn, dict) and fn.get("name") in renames:
-                        fn["name"] = renames[fn["name"]]
+                    function = call.get("function") if isinstance(call, Mapping) else None
+                    if isinstance(function, dict) and function.get("name") in renames:
+                        function["name"] = renames[function["name"]]
         if row.get("gold") is not None and tools:
             problems.extend(_gold_problems(row["gold"], row["tools"], "gold"))
         if problems:

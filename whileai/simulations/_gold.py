@@ -265,7 +265,7 @@ def judge_turn(messages: list[Any], gold: Mapping[str, Any], tools: Any = None,
     if not turn["calls"]:
         return False, "expected a tool call, got a final answer"
     options = _options(gold, "exact")
-    schemas = _schemas(tools, {c.get("name") for calls, _, _ in options for c in calls}) if tools else {}
+    schemas = _schemas(tools, {str(c.get("name")) for calls, _, _ in options for c in calls}) if tools else {}
     reasons = []
     for calls, rule, counted in options:
         if counted and len(turn["calls"]) != len(calls):
