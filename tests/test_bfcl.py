@@ -147,7 +147,7 @@ def test_the_schema_decides_numbers_and_a_plain_gold_keeps_its_verdicts():
 
 
 def test_the_data_gates_map_or_refuse_with_their_report():
-    from whileai.simulations._datagate import gate_rows
+    from whileai.simulations.datagate import gate_rows
 
     def row(name, params, gold):
         return {"messages": [{"role": "user", "content": "q"}], "task_id": "t",
@@ -186,7 +186,7 @@ def test_the_data_gates_map_or_refuse_with_their_report():
 
 def test_bfcl_gates_counts(converted):
     """What the gates find on the four categories (all mapped, none refused); printed for the report."""
-    from whileai.simulations._datagate import gate_rows
+    from whileai.simulations.datagate import gate_rows
 
     for category, rows in converted.items():
         _, report = gate_rows(rows)

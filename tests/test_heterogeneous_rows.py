@@ -83,8 +83,7 @@ def test_the_trainer_renders_each_row_as_its_own_json(base, tmp_path):
     import trl
 
     from whileai.jobs import _common
-    from whileai.simulations._export_hf import decoding_chat_template
-    from whileai.simulations.export import to_hf_dataset
+    from whileai.simulations.export import decoding_chat_template, to_hf_dataset
 
     spec = _spec(base, "sft")
     rows = [r for r in _rows([1, "v0", {"p": [1, "a"]}, ["a", 2]] * 2, [False, "false", 0, "x"] * 2)]

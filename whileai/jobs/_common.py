@@ -246,7 +246,7 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
 def gold_reply_tokens(tokenizer: Any, gold: Any) -> int:
     """Tokens of the shortest reply that satisfies ``gold`` as the template writes it (its reference call(s))."""
     from whileai.kit.toolcalls import format_tool_call
-    from whileai.simulations._datagate import gold_calls
+    from whileai.simulations.datagate import gold_calls
 
     if not isinstance(gold, Mapping):
         return 0
@@ -437,8 +437,7 @@ def train_lora(trainer_cls: Any, config_cls: Any, spec: Mapping[str, Any], folde
     the rows reach TRL through ``export.to_hf_dataset``. SFT, DPO and RM differ only
     in the trainer, their config keys and (RM) the LoRA task type.
     """
-    from whileai.simulations._export_hf import decoding_chat_template
-    from whileai.simulations.export import to_hf_dataset
+    from whileai.simulations.export import decoding_chat_template, to_hf_dataset
 
     args = config_cls(
         **trainer_settings(spec, folder),

@@ -71,7 +71,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     def say(what: str) -> None:  # one line per phase in the job's log
         print(f"[{time.time() - started:7.1f} s] {what}", flush=True)
 
-    from whileai.simulations._datagate import gate_rows
+    from whileai.simulations.datagate import gate_rows
 
     method = _method(spec["method"])
     # the data gates' unambiguous mappings (wire tool names, JSON-Schema types): what the selection gate counted

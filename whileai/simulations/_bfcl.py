@@ -5,7 +5,7 @@
 ``data/possible_answer/BFCL_v4_<category>.json``) and returns a row per
 question: the functions as OpenAI tools (names and types mapped the way BFCL's
 own function-calling handlers map them: ``.`` in a name becomes ``_``, ``dict``
-becomes ``object``, ``float`` becomes ``number``, see ``_datagate.TYPE_MAP``),
+becomes ``object``, ``float`` becomes ``number``, see ``datagate.TYPE_MAP``),
 the question as the prompt, the first acceptable call(s) as the assistant turn,
 and a gold with every alternative under BFCL's rule (``match: "bfcl"``).
 """
@@ -22,7 +22,7 @@ from typing import Any
 from whileai.core.errors import RowFormatError
 
 from . import defaults
-from ._datagate import TOOL_NAME, map_schema, wire_name
+from .datagate import TOOL_NAME, map_schema, wire_name
 
 __all__ = ["from_bfcl", "BfclRows", "bfcl_tool", "bfcl_gold"]
 

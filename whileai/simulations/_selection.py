@@ -112,8 +112,8 @@ def profile_rows(rows: list[Mapping[str, Any]], source: str | None = None) -> di
 
 
 def _gates(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """The data gates' report (tool names and schema types mapped, rows refused with why); see _datagate."""
-    from ._datagate import gate_rows
+    """The data gates' report (tool names and schema types mapped, rows refused with why); see datagate."""
+    from .datagate import gate_rows
 
     _, report = gate_rows([r for r in rows if isinstance(r, Mapping)])
     shown = defaults.EXPORT_PROBLEMS_IN_MESSAGE

@@ -53,6 +53,7 @@ __all__ = [
     "to_trl",
     "tool_call_roundtrip",
     "to_hf_dataset",
+    "decoding_chat_template",
     "MissingPolicyWarning",
 ]
 
@@ -297,13 +298,28 @@ def to_hf_dataset(rows: Iterable[Mapping[str, Any]]):
     ``Dataset.from_list`` would fill every argument dict with the keys of all
     the others, and datasets' ``Json`` type rounds floats to 10 decimal places;
     here lists and dicts are stored as exact JSON text and decoded on read (see
-    export/_hf.py). Columns are the union of all rows' keys.
+    export/_hf.py). Columns are the union of all rows' keys. Where rows differ in
+    a value's JSON type (which Arrow cannot hold in one column), tool-call
+    arguments and tools are carried as JSON text; train inside
+    ``decoding_chat_template(tokenizer)`` so any chat template renders the objects.
 
         trainer = SFTTrainer(model=model, train_dataset=to_hf_dataset(to_trl(rows)), ...)
     """
     from ._hf import to_hf_dataset as build
 
     return build(rows)
+
+
+def decoding_chat_template(tokenizer: Any) -> Any:
+    """A context manager: the tokenizer's chat template decodes JSON-text arguments and tools before rendering.
+
+        with decoding_chat_template(tokenizer):
+            trainer = SFTTrainer(..., train_dataset=to_hf_dataset(rows), processing_class=tokenizer)
+            trainer.train()
+    """
+    from ._hf import decoding_chat_template as build
+
+    return build(tokenizer)
 
 
 def tool_call_roundtrip(rows: Iterable[Any], format: str = "openai") -> dict[str, Any]:
