@@ -182,7 +182,7 @@ def reply_text(calls: list[dict[str, Any]]) -> str:
 
 def bfcl_verdict(checker: Any, entry: dict[str, Any], answer: dict[str, Any], category: str, text: str) -> bool:
     """BFCL's verdict on the reply text, parsed by the kit's parser (both judges read the same calls)."""
-    from whileai.kit.toolcalls import parse_tool_calls
+    from whileai.core.toolcalls import parse_tool_calls
 
     _, calls = parse_tool_calls(text)
     output = [{c["function"]["name"]: json.loads(c["function"]["arguments"])} for c in calls]

@@ -218,7 +218,7 @@ def test_to_hf_dataset_gives_trl_rows_back_exactly(generated):
 def _decoded(row: dict) -> dict:
     import json
 
-    from whileai.simulations._export_hf import _decoded_arguments
+    from whileai.simulations.export._hf import _decoded_arguments
 
     out = {k: _decoded_arguments(v) if k in ("messages", "prompt", "completion") else v for k, v in row.items()}
     if isinstance(out.get("tools"), str):

@@ -245,7 +245,7 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
 
 def gold_reply_tokens(tokenizer: Any, gold: Any) -> int:
     """Tokens of the shortest reply that satisfies ``gold`` as the template writes it (its reference call(s))."""
-    from whileai.kit.toolcalls import format_tool_call
+    from whileai.core.toolcalls import format_tool_call
     from whileai.simulations.datagate import gold_calls
 
     if not isinstance(gold, Mapping):

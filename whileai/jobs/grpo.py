@@ -139,7 +139,7 @@ def _reply_text(completion: Any, ids: Any, tokenizer: Any) -> str:
         return tokenizer.decode(list(ids), skip_special_tokens=False)
     if isinstance(completion, str):
         return completion
-    from whileai.kit.toolcalls import format_tool_call
+    from whileai.core.toolcalls import format_tool_call
 
     message = _wire(completion)
     calls = [c.get("function", c) for c in message.get("tool_calls") or []]
