@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["TOOL_NAME", "SCHEMA_TYPES", "TYPE_MAP", "gate_rows", "map_schema", "wire_name", "gold_calls"]
@@ -124,7 +124,7 @@ def _gold_problems(gold: Any, tools: list[Any], where: str) -> list[str]:
     return problems
 
 
-def gate_rows(rows: list[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def gate_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The rows with unambiguous mappings applied, and the report: counts mapped, problems refused (by row)."""
     out: list[dict[str, Any]] = []
     names_mapped = 0

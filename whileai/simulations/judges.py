@@ -201,7 +201,7 @@ def judge_reply(text: str, row: Mapping[str, Any], judge: Judge | None = None) -
     reply: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         reply["tool_calls"] = calls
-    judged = (judge or first_action_judge)({"messages": prompt_messages(row) + [reply], "gold": row.get("gold"),
+    judged = judge({"messages": prompt_messages(row) + [reply], "gold": row.get("gold"),
                                             "tools": row.get("tools")})
     reward, passed, extra = normalise_judgement(judged, where="judge_reply")
     return {**extra, "reward": reward, "passed": passed}
