@@ -35,7 +35,8 @@ def _rows(values: list, defaults: list) -> list[dict]:
     rows = []
     for i, (value, default) in enumerate(zip(values, defaults)):
         tool = {"type": "function", "function": {"name": "f", "description": "d", "parameters": {
-            "type": "object", "properties": {"x": {"type": "string", "default": default}}, "required": ["x"]}}}
+            "type": "object", "properties": {"x": {"description": "any JSON value", "default": default}},
+            "required": ["x"]}}}
         call = {"type": "function", "function": {"name": "f", "arguments": {"x": value}}}
         good = {"messages": [{"role": "user", "content": f"q{i // 2}"},
                              {"role": "assistant", "content": None, "tool_calls": [call]}],
