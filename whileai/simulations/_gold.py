@@ -192,11 +192,28 @@ def _bfcl_form(value: Any) -> Any:
     return value
 
 
+#: acceptable-value lists already put in BFCL's form, by id (the list is kept, so its id is not reused)
+_FORMS: dict[int, tuple[list[Any], list[tuple[type, Any]]]] = {}
+_FORMS_KEPT = 4096
+
+
+def _forms(acceptable: list[Any]) -> list[tuple[type, Any]]:
+    hit = _FORMS.get(id(acceptable))
+    if hit is not None and hit[0] is acceptable:
+        return hit[1]
+    forms = [(type(a), _bfcl_form(a)) for a in acceptable]
+    if len(_FORMS) >= _FORMS_KEPT:
+        _FORMS.clear()
+    _FORMS[id(acceptable)] = (acceptable, forms)
+    return forms
+
+
 def _value_ok(value: Any, acceptable: list[Any], rule: str) -> bool:
     if rule == "bfcl":
-        if isinstance(value, (list, dict)) or isinstance(value, str):
+        kind = type(value)
+        if kind is str or kind is list or kind is dict:
             form = _bfcl_form(value)
-            return any(type(a) is type(value) and _bfcl_form(a) == form for a in acceptable)
+            return any(k is kind and f == form for k, f in _forms(acceptable))
         return any(not isinstance(a, (str, list, dict)) and value == a for a in acceptable)
     return any(json_equal(value, a) for a in acceptable)
 
