@@ -77,13 +77,13 @@ def test_the_judge_agrees_with_bfcls_checker_for_every_kind_of_reply():
     print(f"\nagreement with BFCL's ast_checker ({_bfcl.data_source()}):")
     for (kind, category), (agree, n) in sorted(table.items()):
         print(f"  {kind:24s} {category:14s} {agree:5d}/{n:<5d} {agree / n:.4f}")
-    for kind in KINDS:
-        for category in _bfcl.CATEGORIES:
-            assert table[(kind, category)][1] > 0 or kind.startswith("optional"), (kind, category)
-    for kind in PARALLEL_KINDS:
-        assert table[(kind, "parallel")][1] > 0
     low = {k: v[0] / v[1] for k, v in table.items() if v[0] / v[1] < 0.99}
     assert not low, (low, disagreements[:5])
+    for kind in KINDS:  # every kind is scored on every category (an optional argument is not in every sample)
+        for category in _bfcl.CATEGORIES:
+            assert (kind, category) in table or kind.startswith("optional"), (kind, category)
+    for kind in PARALLEL_KINDS:
+        assert (kind, "parallel") in table
 
 
 def test_grpo_reward_and_the_held_out_judge_decide_through_one_parser():
