@@ -118,7 +118,7 @@ class GRPOSpec(RunSpec):
     scale_rewards: str | None = None
     balance: bool | None = None
     gold_judge: str | None = None
-    monitor: dict[str, Any] | None = None
+    monitor: dict[str, Any] | bool | None = None  # the HackMonitor's settings; False turns it off
     #: derived: TRL's own defaults this spec overrides, and truncated == "mask"
     trl_defaults_overridden: dict[str, Any] | None = None
     mask_truncated_completions: bool | None = None
