@@ -3,8 +3,11 @@
 ``diff`` prints the spec keys whose values differ (what the runs were asked to
 do differently), then their held-out result and cost side by side. ``wait``
 follows every run of a sweep (its id, ``sweep_...``, or its multirun folder)
-to its end and prints one table: the swept knobs, held-out before -> after,
-delta verdict, alarms, cost, status.
+to its end and prints one table: the swept knobs, held-out before -> after with
+its count, interval and paired p, n, delta verdict, alarms, cost, the expect verdict
+and the status ("done · expect failed" for a run whose expect failed); it exits 1
+when a run did not finish done, 3 when one failed its expect (as ``run`` does).
+``diff`` shows the same results for both runs, then each run's expect lines.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from whileai.core.stats import describe, status_text
 
 from . import defaults
 from .trainer_diff import trainer_differences
@@ -51,10 +56,6 @@ def table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
 
-def _num(x: Any) -> str:
-    return f"{x:.3f}" if isinstance(x, float) else ("-" if x is None else str(x))
-
-
 def _result(record: dict[str, Any]) -> dict[str, Any]:
     summary = record.get("summary") or {}
     training = summary.get("training") if isinstance(summary.get("training"), dict) else {}
@@ -62,14 +63,38 @@ def _result(record: dict[str, Any]) -> dict[str, Any]:
     delta = summary.get("delta") if isinstance(summary.get("delta"), dict) else {}
     cost = record.get("cost_usd")
     basis = record.get("cost_basis")
+    stats = training.get("stats") if isinstance(training.get("stats"), dict) else None
+    expect = summary.get("expect") if isinstance(summary.get("expect"), dict) else None
     return {
-        "held-out": f"{_num(training.get('before'))} -> {_num(training.get('after'))}",
+        "held-out": describe(training.get("before"), training.get("after"), stats),
+        "n": (stats or {}).get("n") or training.get("holdout_prompts") or "-",
         "verdict": delta.get("verdict") or "-",
         "alarms": len(monitor.get("alarms") or []),
         "cost": (f"${cost:.2f}" if cost is not None else "-")
                 + (f" ({basis.get('gpu')})" if isinstance(basis, dict) and basis.get("gpu") else ""),
-        "status": record.get("status"),
+        "expect": _expect_cell(expect),
+        "status": status_text(record.get("status"), expect),
     }
+
+
+def _expect_cell(expect: dict[str, Any] | None) -> str:
+    """``passed (3 lines)``, ``failed: holdout_after_min, holdout_gain_significant``, or ``-`` (none asked)."""
+    if not expect or not expect.get("lines"):
+        return "-"
+    lines = [line for line in expect["lines"] if isinstance(line, dict)]
+    failed = [str(line.get("key")) for line in lines if not line.get("passed")]
+    return f"failed: {', '.join(failed)}" if failed else f"passed ({len(lines)} lines)"
+
+
+def _expect_lines(record: dict[str, Any]) -> list[str]:
+    """The run's expect lines as the runner printed them (passed and failed), [] when none was checked."""
+    from .expect import line_text
+
+    expect = (record.get("summary") or {}).get("expect")
+    if not isinstance(expect, dict):
+        return []
+    return [f"{'passed' if line.get('passed') else 'FAILED'} {line_text(line)}" for line in expect.get("lines") or []
+            if isinstance(line, dict) and {"key", "want", "seen", "passed", "where"} <= set(line)]
 
 
 def diff_main(argv: list[str] | None = None) -> int:
@@ -102,6 +127,11 @@ def diff_main(argv: list[str] | None = None) -> int:
     results = [_result(r) for r in records]
     print("\nresults:")
     print(table(["", args[0], args[1]], [[k, results[0][k], results[1][k]] for k in results[0]]))
+    for run_id, record, result in zip(args, records, results):
+        lines = _expect_lines(record)
+        if lines:
+            print(f"\nexpect of {run_id} ({result['status']}):")
+            print("\n".join(f"  {line}" for line in lines))
     return 0
 
 
@@ -166,12 +196,18 @@ def wait_main(argv: list[str] | None = None) -> int:
         records.append(wai.get_run(job["run"]))
     specs = [(record_of(r) or {}).get("spec") or {} for r in records]
     swept = sorted({k for s in specs[1:] for k in spec_differences(specs[0], s)}) if len(specs) > 1 else []
-    header = ["job", "run", *swept, "held-out", "verdict", "alarms", "cost", "status"]
+    header = ["job", "run", *swept, "held-out", "n", "verdict", "alarms", "cost", "expect", "status"]
     rows = []
     for job, record, spec in zip(jobs, records, specs):
         flat = flatten(spec)
         result = _result(record)
         rows.append([job["job"], record["id"], *[flat.get(k) for k in swept],
-                     result["held-out"], result["verdict"], result["alarms"], result["cost"], result["status"]])
+                     result["held-out"], result["n"], result["verdict"], result["alarms"], result["cost"],
+                     result["expect"], result["status"]])
     print(table(header, rows))
-    return 0 if all(r.get("status") == "done" for r in records) else 1
+    if not all(r.get("status") == "done" for r in records):
+        return 1
+    from .pipeline import EXIT_EXPECT
+
+    expects = [(r.get("summary") or {}).get("expect") for r in records]
+    return EXIT_EXPECT if any(isinstance(e, dict) and e.get("lines") and not e.get("passed") for e in expects) else 0
