@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from whileai.core.stats import describe, p_text
+from whileai.core.stats import describe
 
 __all__ = ["failures", "verdict", "line_text", "KEYS"]
 
@@ -59,7 +59,7 @@ def _check(key: str, want: Any, outcome: dict[str, Any]) -> tuple[bool, str]:
         gain = _gain(before, after)
         ok = gain is not None and gain > 0 and paired["p"] < want
         return ok, (f"held-out {describe(before, after, stats)}: {paired.get('improved')} prompts improved, "
-                    f"{paired.get('worsened')} worsened, {p_text(paired['p'])}")
+                    f"{paired.get('worsened')} worsened")
     if key == "stage_gain_min":
         start = outcome.get("previous_after")
         gain = _gain(start, after)
