@@ -123,3 +123,34 @@ def test_the_expect_key_is_in_the_schema_with_a_p_value_range():
             assert "holdout_gain_significant" in str(exc)
         else:
             raise AssertionError(f"holdout_gain_significant={bad} was accepted")
+
+
+def test_wait_checks_and_keeps_the_expect_of_a_run_the_runner_only_submitted(home, capsys):
+    """A sweep on Modal only submits its runs: wait checks their expect once they are done."""
+    import json
+
+    import whileai.simulations as wai
+    from whileai.core.stats import holdout_result
+    from whileai.runner.compare import wait_main
+
+    before, after = [0] * 8, [1] * 5 + [0] * 3  # five of five changed prompts improving: p = 0.0625
+    runner = {"spec": {"method": "sft", "expect": {"status": "done", "holdout_gain_significant": 0.05,
+                                                   "holdout_after_min": None}},
+              "recipe": "sft_tooluse", "sweep_id": "sweep_sub",
+              "expect_lines": {"status": "recipes/sft_tooluse.yaml:22", "holdout_gain_significant": "command line"}}
+    run = wai.training_run(config={"runner": runner}, name="submitted")
+    run.note(training={"method": "sft", "metric": "pass_rate", "before": 0.0, "after": 5 / 8,
+                       "outcomes": {"before": before, "after": after}, "stats": holdout_result(before, after)})
+    run.finish("done")
+    job = home / "multirun" / "sub" / "0"
+    job.mkdir(parents=True)
+    (job / defaults.RUN_FILE).write_text(json.dumps({"sweep_id": "sweep_sub", "overrides": [],
+                                                     "runs": [{"id": run.id, "stage": "train", "method": "sft"}]}))
+    assert wait_main([str(job.parent)]) == 3
+    out = capsys.readouterr().out
+    assert "done · expect failed" in out and "failed (1 of 2 lines)" in out and "(5/8; 95% CI" in out
+    kept = wai.get_run(run.id)["summary"]["expect"]
+    assert kept["passed"] is False and kept["recipe"] == "sft_tooluse"
+    assert [(line["key"], line["passed"], line["where"]) for line in kept["lines"]] == [
+        ("status", True, "recipes/sft_tooluse.yaml:22"), ("holdout_gain_significant", False, "command line")]
+    assert wait_main([str(job.parent)]) == 3, "a second wait reads the kept verdict"

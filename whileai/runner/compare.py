@@ -7,7 +7,9 @@ to its end and prints one table: the swept knobs, held-out before -> after with
 its count, interval and paired p, n, delta verdict, alarms, cost, the expect verdict
 and the status ("done · expect failed" for a run whose expect failed); it exits 1
 when a run did not finish done, 3 when one failed its expect (as ``run`` does).
-``diff`` shows the same results for both runs, then each run's expect lines.
+A run the runner only submitted (a sweep on Modal) has its expect checked here
+once it is done, and the verdict is kept on it. ``diff`` shows the same results for
+both runs, then each run's expect lines.
 """
 
 from __future__ import annotations
@@ -166,6 +168,32 @@ def sweep_runs(sweep: str) -> list[dict[str, Any]]:
     return found
 
 
+def _settle_expect(record: dict[str, Any]) -> dict[str, Any]:
+    """The record, with its expect verdict checked and kept on it when the runner could not do so.
+
+    A sweep on Modal only submits its runs (the runner returns before they end), so no one has
+    checked their spec's expect block yet: ``wait`` does it once they are done, the same way
+    the runner does (``pipeline._outcome`` and ``expect.verdict``), and notes it on the run.
+    """
+    import whileai.simulations as wai
+
+    from .expect import verdict
+    from .pipeline import _outcome
+
+    summary = record.get("summary") or {}
+    kept = record_of(record) or {}
+    expect = (kept.get("spec") or {}).get("expect") or {}
+    if record.get("status") != "done" or isinstance(summary.get("expect"), dict) or not expect:
+        return record
+    run = wai.TrainingRun(record)
+    previous = wai.TrainingRun(wai.get_run(kept["previous_run"])) if kept.get("previous_run") else None
+    checked = verdict(expect, _outcome(run, previous), kept.get("expect_lines") or {})
+    if not checked["lines"]:
+        return record
+    run.note(expect={**checked, "recipe": kept.get("recipe")})
+    return wai.get_run(record["id"])
+
+
 def wait_main(argv: list[str] | None = None) -> int:
     """``python -m whileai wait SWEEP [--timeout S]``: follow every run to its end, then one table."""
     import whileai.simulations as wai
@@ -193,7 +221,7 @@ def wait_main(argv: list[str] | None = None) -> int:
         if run.status == "running":
             print(f"waiting for {run.id} (job {job['job']}) ...", file=sys.stderr)
             run.wait(timeout=timeout)
-        records.append(wai.get_run(job["run"]))
+        records.append(_settle_expect(wai.get_run(job["run"])))
     specs = [(record_of(r) or {}).get("spec") or {} for r in records]
     swept = sorted({k for s in specs[1:] for k in spec_differences(specs[0], s)}) if len(specs) > 1 else []
     header = ["job", "run", *swept, "held-out", "n", "verdict", "alarms", "cost", "expect", "status"]
