@@ -70,7 +70,7 @@ def mcnemar_exact(b: int, c: int) -> float:
         return 1.0
     tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))
     # exact integer arithmetic first, so a tail of 2^-60 is not rounded to 0
-    return min(1.0, (2 * tail) / (2**n))
+    return float(min(1.0, (2 * tail) / (2**n)))
 
 
 def _side(outcomes: Sequence[Any]) -> dict[str, Any]:

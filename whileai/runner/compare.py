@@ -60,16 +60,16 @@ def table(header: list[str], rows: list[list[Any]]) -> str:
 
 def _result(record: dict[str, Any]) -> dict[str, Any]:
     summary = record.get("summary") or {}
-    training = summary.get("training") if isinstance(summary.get("training"), dict) else {}
     monitor = summary.get("monitor") if isinstance(summary.get("monitor"), dict) else {}
     delta = summary.get("delta") if isinstance(summary.get("delta"), dict) else {}
     cost = record.get("cost_usd")
     basis = record.get("cost_basis")
-    stats = training.get("stats") if isinstance(training.get("stats"), dict) else None
+    kept: dict[str, Any] = summary["training"] if isinstance(summary.get("training"), dict) else {}
+    stats = kept.get("stats") if isinstance(kept.get("stats"), dict) else None
     expect = summary.get("expect") if isinstance(summary.get("expect"), dict) else None
     return {
-        "held-out": describe(training.get("before"), training.get("after"), stats),
-        "n": (stats or {}).get("n") or training.get("holdout_prompts") or "-",
+        "held-out": describe(kept.get("before"), kept.get("after"), stats),
+        "n": (stats or {}).get("n") or kept.get("holdout_prompts") or "-",
         "verdict": delta.get("verdict") or "-",
         "alarms": len(monitor.get("alarms") or []),
         "cost": (f"${cost:.2f}" if cost is not None else "-")

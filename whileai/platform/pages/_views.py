@@ -109,13 +109,14 @@ def headline(summary: Any) -> list[dict[str, Any]]:
         found.append({"label": _HOLDOUT_LABELS.get(metric, "held-out pass rate"), "metric": metric,
                       "before": training.get("before"), "after": training.get("after"),
                       "better": "lower" if lower else "higher"})
-    stats = training.get("stats") if isinstance(training.get("stats"), dict) else None
+    kept: dict[str, Any] = summary["training"] if isinstance(summary.get("training"), dict) else {}
+    stats = kept.get("stats") if isinstance(kept.get("stats"), dict) else None
     for item in found:
         b, a = item["before"], item["after"]
         item["change"] = a - b if _is_num(a) and _is_num(b) else None
         # how sure: n, the Wilson interval and the paired test the job kept (a loss has no per-prompt outcomes)
         sure = stats if item["metric"] != "loss" else None
-        item["n"] = (sure or {}).get("n") or (training.get("holdout_prompts") if item["metric"] != "loss" else None)
+        item["n"] = (sure or {}).get("n") or (kept.get("holdout_prompts") if item["metric"] != "loss" else None)
         item["stats"] = sure
         item["certainty"] = certainty_text(sure)
     return found
@@ -149,8 +150,8 @@ def facts(record: dict[str, Any]) -> dict[str, Any]:
         "sweep": parts["sweep"],
         "holdout": head[0] if head else None,
         "verdict": _get(summary, "delta", "verdict"),
-        "expect": expect_view(summary.get("expect")),
-        "status_text": status_text(record.get("status"), summary.get("expect")),
+        "expect": expect_view(_get(summary, "expect")),
+        "status_text": status_text(record.get("status"), _get(summary, "expect")),
         "alarms": len(_alarms(summary)),
         "phase": summary.get("phase") if isinstance(summary.get("phase"), str) else None,
         "started": record.get("created_at"),
