@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import whileai.simulations as wai
+from whileai.core.stats import holdout_result
 from whileai.platform import defaults as platform_defaults
 from whileai.platform.launcher.jobs import job_log
 from whileai.platform.store import Store, store_url
@@ -93,6 +94,9 @@ def test_sft_end_to_end_and_the_caller_exiting_does_not_stop_it(sample_sets, ses
     training = run.training
     assert 0.0 <= training["before"] <= 1.0 and 0.0 <= training["after"] <= 1.0
     assert training["holdout_prompts"] == 12 and training["rows"] > 0 and training["seconds"] > 0
+    assert len(training["outcomes"]["before"]) == len(training["outcomes"]["after"]) == 12
+    assert training["stats"] == holdout_result(training["outcomes"]["before"], training["outcomes"]["after"])
+    assert training["before"] == sum(training["outcomes"]["before"]) / 12
     assert training["gpu"] is None and "no estimate" in training["cost_basis"]
     assert run.summary["holdout_before"] == training["before"]
     trainer = run.summary["trainer"]  # what the trainer saw, library defaults filled in
@@ -181,6 +185,11 @@ def test_rm_end_to_end_gives_a_judge(sample_sets):
     assert run.status == "done", run.error
     training = run.training
     assert training["metric"] == "pair_accuracy" and isinstance(training["threshold"], float)
+    # each held-out pair's outcome before and after is kept, so the paired test can be recomputed
+    pairs = training["outcomes"]
+    assert len(pairs["before"]) == len(pairs["after"]) == training["holdout_prompts"] == training["stats"]["n"] > 0
+    assert training["after"] == sum(pairs["after"]) / len(pairs["after"])
+    assert training["stats"] == holdout_result(pairs["before"], pairs["after"])
     assert (Path(run.adapter) / "adapter_config.json").is_file()
     config = json.loads((Path(run.adapter) / "adapter_config.json").read_text())
     assert config["task_type"] == "SEQ_CLS" and "score" in (config.get("modules_to_save") or [])

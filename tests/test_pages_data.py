@@ -235,3 +235,24 @@ def test_static_files_are_a_fixed_set_served_from_the_package(store):
             assert client.get(f"/static/{name}").status_code == 404, name
         assert client.get("/page-data/runs").status_code == 401  # no session, no bearer: no data
         assert client.get("/runs", follow_redirects=False).headers["location"] == "/signin?next=%2Fruns"
+
+
+def test_the_pages_show_n_the_interval_the_paired_p_and_the_expect_verdict():
+    from whileai.core.stats import holdout_result
+
+    stats = holdout_result([0] * 40, [1] * 39 + [0])
+    expect = {"passed": False, "recipe": "sft_tooluse", "lines": [
+        {"key": "status", "want": "done", "seen": "status done", "passed": True, "where": "recipes/sft_tooluse.yaml:22"},
+        {"key": "holdout_after_min", "want": 0.99, "seen": "held-out after 0.975", "passed": False,
+         "where": "command line"}]}
+    record = {"id": "run_1", "status": "done", "config": {}, "created_at": 1.0, "finished_at": 2.0, "summary": {
+        "holdout_before": 0.0, "holdout_after": 0.975, "expect": expect,
+        "training": {"metric": "pass_rate", "before": 0.0, "after": 0.975, "stats": stats, "holdout_prompts": 40}}}
+    head = _views.headline(record["summary"])[0]
+    assert head["n"] == 40 and head["certainty"] == "39/40; 95% CI 0.87-1.00; paired p < 0.001"
+    facts = _views.facts(record)
+    assert facts["status_text"] == "done · expect failed"
+    assert facts["expect"]["failed"] == 1 and facts["expect"]["lines"][1]["where"] == "command line"
+    row = _views.list_row(record)
+    assert row["expect"] == {"passed": False, "failed": 1} and row["holdout"]["n"] == 40
+    assert _views.facts({**record, "summary": {}})["expect"] is None

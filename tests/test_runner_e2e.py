@@ -148,7 +148,8 @@ def test_serve_platform_serves_the_run_and_the_endpoint_answers_one_chat_complet
         _, key = ensure_local_account(handle.store)
         env = {"WHILEAI_BASE_URL": handle.base_url, "WHILEAI_API_KEY": key}
         args = ["recipe=sft_tooluse", *TINY, f"base_model={tiny_base()}", "serve=platform", "serve.name=runner-tiny",
-                "expect.holdout_after_min=null", "expect.holdout_gain_min=null"]
+                "expect.holdout_after_min=null", "expect.holdout_gain_min=null",
+                "expect.holdout_gain_significant=null"]
         done = whileai("run", *args, token="served", env=env)
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"serve on platform: runner-tiny v1 at {handle.base_url}/v1; reply: " in done.stderr
@@ -163,7 +164,7 @@ def test_serve_platform_on_the_embedded_default_answers_one_chat_completion_in_p
 
     assert not os.environ.get("WHILEAI_BASE_URL") and not os.environ.get("WHILEAI_API_KEY")
     args = ["recipe=sft_tooluse", *TINY, f"base_model={tiny_base()}", "serve=platform", "serve.name=runner-embedded",
-            "expect.holdout_after_min=null", "expect.holdout_gain_min=null"]
+            "expect.holdout_after_min=null", "expect.holdout_gain_min=null", "expect.holdout_gain_significant=null"]
     done = whileai("run", *args, token="served-embedded")
     assert done.returncode == 0, done.stdout + done.stderr
     endpoint = f"{embedded_base_url()}/v1"

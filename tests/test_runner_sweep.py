@@ -4,11 +4,15 @@ One module-scoped sweep (Hydra's basic launcher, the four jobs one after the oth
 test here: four runs with four distinct specs sharing one sweep id; its table; a reproduction
 whose spec equals the original's; and a diff that names exactly the swept keys. The tiny random
 model does not learn the task in two steps, so each job's ``expect`` fails, which also proves a
-failed expect exits non-zero naming its line.
+failed expect exits non-zero naming its line, and that the verdict lives on the run: its record,
+``wait``, ``diff``, the runs list and the run's page (Chromium) all read "done · expect failed".
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -43,17 +47,47 @@ def test_a_failed_expect_exits_non_zero_naming_its_line(sweep):
     assert done.returncode == 3, done.stderr
     assert "FAILED expect.holdout_after_min: 0.5 failed at recipes/sft_tooluse.yaml:" in done.stderr
     assert "the run shows held-out after" in done.stderr
+    # four prompts can never give p < 0.05 (four of four improving is p = 0.125): the line cannot hold
+    assert "FAILED expect.holdout_gain_significant: 0.05 failed at recipes/sft_tooluse.yaml:" in done.stderr
+    assert "passed expect.status: 'done' passed at recipes/sft_tooluse.yaml:" in done.stderr, "passed lines show too"
+    assert re.search(r"held-out   pass_rate \d\.\d{3} -> \d\.\d{3} \(\d/4; 95% CI \d\.\d\d-\d\.\d\d; paired p = "
+                     r"\d\.\d{3}\)", done.stderr), done.stderr
+    assert "status     done · expect failed (3 of 4 lines failed)" in done.stderr
+
+
+def test_the_run_record_keeps_the_verdict_and_the_outcomes_the_test_is_recomputed_from(sweep):
+    from whileai.core.stats import holdout_result
+
+    summary = record(sweep["runs"][0])["summary"]
+    expect = summary["expect"]
+    assert expect["passed"] is False and expect["recipe"] == "sft_tooluse"
+    lines = {line["key"]: line for line in expect["lines"]}
+    assert sorted(lines) == ["holdout_after_min", "holdout_gain_min", "holdout_gain_significant", "status"]
+    assert lines["status"]["passed"] is True and lines["status"]["seen"] == "status done"
+    assert lines["holdout_after_min"] == {**lines["holdout_after_min"], "want": 0.5, "passed": False}
+    recipe = (Path(__file__).resolve().parents[1] / "recipes" / "sft_tooluse.yaml").read_text().splitlines()
+    for key, line in lines.items():
+        path, number = line["where"].rsplit(":", 1)
+        assert path == "recipes/sft_tooluse.yaml" and recipe[int(number) - 1].lstrip().startswith(f"{key}:")
+    training = summary["training"]
+    outcomes = training["outcomes"]
+    assert len(outcomes["before"]) == len(outcomes["after"]) == training["holdout_prompts"] == 4
+    assert training["stats"] == holdout_result(outcomes["before"], outcomes["after"])
+    assert training["after"] == sum(outcomes["after"]) / 4
 
 
 def test_wait_prints_one_table_of_the_sweep(sweep):
     done = whileai("wait", "sweep_sweep2x2")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, "every run failed its expect, so wait exits as run did"
     lines = done.stdout.strip().splitlines()
     assert lines[0].split()[:4] == ["job", "run", "learning_rate", "seed"]
-    assert "held-out" in lines[0] and "status" in lines[0]
+    assert "held-out" in lines[0] and "status" in lines[0] and " n " in lines[0] and "expect" in lines[0]
     assert len(lines) == 5
     for run_id in sweep["runs"]:
         assert run_id in done.stdout
+    for line in lines[1:]:
+        assert line.endswith("done · expect failed") and "95% CI" in line and "paired p" in line
+        assert "failed (3 of 4 lines)" in line
     folder = Path(runner_record(sweep["runs"][0])["hydra_dir"]).parent
     by_folder = whileai("wait", str(folder))
     assert by_folder.stdout == done.stdout
@@ -80,5 +114,55 @@ def test_diff_of_two_sweep_runs_names_exactly_the_swept_keys(sweep):
     assert section[0] == "spec keys that differ (2):"
     assert sorted(line.split()[0] for line in section[2:]) == ["learning_rate", "seed"]
     assert "results:" in done.stdout and "held-out" in done.stdout and "cost" in done.stdout
+    results = done.stdout.split("results:")[1]
+    status = next(line for line in results.splitlines() if line.startswith("status"))
+    assert status.split(None, 1)[1].split("  ")[0] == "done · expect failed", status
+    assert f"expect of {a} (done · expect failed):" in done.stdout
+    assert "FAILED expect.holdout_gain_significant: 0.05 failed at recipes/sft_tooluse.yaml:" in done.stdout
+    assert "passed expect.status: 'done' passed at recipes/sft_tooluse.yaml:" in done.stdout
     one = whileai("diff", by_spec[(0.001, 0)], by_spec[(0.001, 1)])
     assert one.stdout.splitlines()[0] == "spec keys that differ (1):"
+
+
+def test_the_runs_list_and_the_run_page_show_the_failed_expect_in_chromium(sweep):
+    chromium = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
+    if chromium is None:
+        if os.environ.get("WHILEAI_REQUIRE_CHROMIUM") == "1":  # CI: a missing browser fails, not skips
+            pytest.fail("WHILEAI_REQUIRE_CHROMIUM=1 but no chromium is installed; apt-get install chromium")
+        pytest.skip("no Chromium on this machine (apt-get install chromium)")
+    from playwright.sync_api import expect, sync_playwright
+
+    from whileai.platform.server import serve_in_thread
+    from whileai.platform.store import ensure_local_account, store_url
+
+    handle = serve_in_thread(store_url=store_url())  # the platform on the data root the sweep ran on
+    run_id = sweep["runs"][0]
+    try:
+        _, key = ensure_local_account(handle.store)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
+            page = browser.new_context().new_page()
+            page.set_default_timeout(15_000)
+            page.goto(handle.base_url + "/signin")
+            page.fill("#key", key)
+            page.click("button[type=submit]")
+            page.wait_for_url("**/runs")
+            page.goto(handle.base_url + "/runs?sweep=sweep_sweep2x2")
+            rows = page.locator("#runs tbody tr")
+            expect(rows).to_have_count(4)
+            for i in range(4):
+                expect(rows.nth(i)).to_contain_text("done · expect failed")
+                expect(rows.nth(i)).to_contain_text("(n=4)")
+            page.goto(handle.base_url + f"/runs/{run_id}")
+            expect(page.locator("#progress")).to_contain_text("done · expect failed")
+            expect(page.locator("#progress [data-expect=failed]")).to_have_count(1)
+            section = page.locator("#expect")
+            expect(section.locator("h2")).to_have_text("Expect: 3 of 4 lines failed")
+            expect(section.locator('tr[data-key="status"][data-passed="true"]')).to_contain_text(
+                "recipes/sft_tooluse.yaml:")
+            expect(section.locator('tr[data-key="holdout_gain_significant"][data-passed="false"]')).to_contain_text(
+                "FAILED")
+            expect(page.locator(".headline .certainty")).to_contain_text("/4; 95% CI")
+            browser.close()
+    finally:
+        handle.stop()

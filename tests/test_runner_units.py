@@ -67,3 +67,90 @@ def test_spec_differences_are_flat_dotted_keys():
     assert flatten(a) == {"beta": 0.01, "monitor.k": 2, "monitor.every": 5, "stages": {}}
     assert spec_differences(a, b) == {"beta": (0.01, 0.04), "monitor.every": (5, 10)}
     assert table(["k", "v"], [["beta", 0.1]]).splitlines() == ["k     v", "beta  0.1"]
+
+
+def _outcome_with(before, after, before_outcomes, after_outcomes):
+    from whileai.core.stats import holdout_result
+
+    return {"status": "done", "before": before, "after": after,
+            "stats": holdout_result(before_outcomes, after_outcomes)}
+
+
+def test_holdout_gain_significant_asks_for_a_gain_the_paired_test_calls_real():
+    from whileai.runner.expect import verdict
+
+    expect = {"holdout_gain_significant": 0.05, "status": "done"}
+    where = {"holdout_gain_significant": "recipes/x.yaml:21", "status": "recipes/x.yaml:22"}
+    real = verdict(expect, _outcome_with(0.0, 0.975, [0] * 40, [1] * 39 + [0]), where)
+    assert real["passed"] is True
+    assert [line["key"] for line in real["lines"]] == ["status", "holdout_gain_significant"]
+    line = real["lines"][1]
+    assert line == {"key": "holdout_gain_significant", "want": 0.05, "passed": True, "where": "recipes/x.yaml:21",
+                    "seen": "held-out 0.000 -> 0.975 (39/40; 95% CI 0.87-1.00; paired p < 0.001): "
+                            "39 prompts improved, 0 worsened"}
+    # five of five changed prompts improving is p = 0.0625: a gain, but not one the test calls real
+    five = verdict(expect, _outcome_with(0.0, 5 / 8, [0] * 8, [1] * 5 + [0] * 3), where)
+    assert five["passed"] is False and "p = 0.062" in five["lines"][1]["seen"]
+    # a significant change downwards is no gain
+    down = verdict(expect, _outcome_with(1.0, 0.0, [1] * 10, [0] * 10), where)
+    assert down["lines"][1]["passed"] is False
+    # no per-prompt outcomes (a held-out loss, or an old run): the line cannot hold
+    bare = verdict(expect, {"status": "done", "before": 0.0, "after": 1.0}, where)
+    assert bare["lines"][1]["passed"] is False and "no per-prompt outcomes" in bare["lines"][1]["seen"]
+    assert failures(expect, {"status": "done", "before": 0.0, "after": 1.0}, where) == [
+        f"expect.holdout_gain_significant: 0.05 failed at recipes/x.yaml:21: the run shows {bare['lines'][1]['seen']}"]
+
+
+def test_the_verdict_keeps_passed_lines_beside_failed_ones():
+    from whileai.runner.expect import line_text, verdict
+
+    checked = verdict({"status": "done", "holdout_after_min": 0.5, "no_alarm": False}, {"status": "done", "after": 0.25},
+                      {"status": "recipes/x.yaml:9"})
+    assert checked["passed"] is False
+    assert [(line["key"], line["passed"]) for line in checked["lines"]] == [("status", True), ("holdout_after_min", False)]
+    assert line_text(checked["lines"][0]) == "expect.status: 'done' passed at recipes/x.yaml:9: the run shows status done"
+    assert verdict({}, {"status": "done"}, {}) == {"passed": True, "lines": []}
+
+
+def test_the_expect_key_is_in_the_schema_with_a_p_value_range():
+    from whileai.runner.schema import Expect
+
+    assert Expect(holdout_gain_significant=0.05).holdout_gain_significant == 0.05
+    for bad in (0.0, 1.0, 1.5):
+        try:
+            Expect(holdout_gain_significant=bad)
+        except Exception as exc:
+            assert "holdout_gain_significant" in str(exc)
+        else:
+            raise AssertionError(f"holdout_gain_significant={bad} was accepted")
+
+
+def test_wait_checks_and_keeps_the_expect_of_a_run_the_runner_only_submitted(home, capsys):
+    """A sweep on Modal only submits its runs: wait checks their expect once they are done."""
+    import json
+
+    import whileai.simulations as wai
+    from whileai.core.stats import holdout_result
+    from whileai.runner.compare import wait_main
+
+    before, after = [0] * 8, [1] * 5 + [0] * 3  # five of five changed prompts improving: p = 0.0625
+    runner = {"spec": {"method": "sft", "expect": {"status": "done", "holdout_gain_significant": 0.05,
+                                                   "holdout_after_min": None}},
+              "recipe": "sft_tooluse", "sweep_id": "sweep_sub",
+              "expect_lines": {"status": "recipes/sft_tooluse.yaml:22", "holdout_gain_significant": "command line"}}
+    run = wai.training_run(config={"runner": runner}, name="submitted")
+    run.note(training={"method": "sft", "metric": "pass_rate", "before": 0.0, "after": 5 / 8,
+                       "outcomes": {"before": before, "after": after}, "stats": holdout_result(before, after)})
+    run.finish("done")
+    job = home / "multirun" / "sub" / "0"
+    job.mkdir(parents=True)
+    (job / defaults.RUN_FILE).write_text(json.dumps({"sweep_id": "sweep_sub", "overrides": [],
+                                                     "runs": [{"id": run.id, "stage": "train", "method": "sft"}]}))
+    assert wait_main([str(job.parent)]) == 3
+    out = capsys.readouterr().out
+    assert "done · expect failed" in out and "failed (1 of 2 lines)" in out and "(5/8; 95% CI" in out
+    kept = wai.get_run(run.id)["summary"]["expect"]
+    assert kept["passed"] is False and kept["recipe"] == "sft_tooluse"
+    assert [(line["key"], line["passed"], line["where"]) for line in kept["lines"]] == [
+        ("status", True, "recipes/sft_tooluse.yaml:22"), ("holdout_gain_significant", False, "command line")]
+    assert wait_main([str(job.parent)]) == 3, "a second wait reads the kept verdict"

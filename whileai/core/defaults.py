@@ -100,3 +100,19 @@ SERVED_HUB_BASES: tuple[str, ...] = (
     "Qwen/Qwen3-1.7B",
     "meta-llama/Llama-3.2-1B-Instruct",
 )
+
+# ---------------------------------------------------------------------------
+# How sure a held-out result is (whileai.core.stats)
+# ---------------------------------------------------------------------------
+
+#: Coverage of the interval every held-out rate is shown with (Wilson score interval). 95% is the
+#: convention papers and the delta report use; Wilson rather than the normal approximation because
+#: held-out sets here are tens of prompts and rates sit near 0 or 1, where the normal interval
+#: leaves [0, 1] or collapses to a point (Brown, Cai & DasGupta 2001, "Interval Estimation for a
+#: Binomial Proportion", recommend Wilson for small n).
+STATS_CONFIDENCE = 0.95
+
+#: Below this a p-value is shown as "p < 0.001": the exact value of a tail that small says nothing
+#: more about a before/after on tens of prompts, and a long string of zeros reads as precision.
+STATS_P_SHOWN_FLOOR = 0.001
+

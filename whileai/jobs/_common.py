@@ -220,10 +220,12 @@ def generate_replies(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
 
 
 def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"value": pass rate, "prompts": n}`` of the first-action judge on greedy replies (value None without gold).
+    """``{"value": pass rate, "prompts": n, "outcomes": [1, 0, ...]}`` of the first-action judge on greedy replies.
 
-    ``gold_over_cap`` counts the prompts whose reference reply is longer than
-    the reply cap (TRAIN_EVAL_MAX_NEW_TOKENS): they can never pass, so they are
+    ``outcomes`` is each prompt's pass (1) or fail (0) in prompt order, the same order before and
+    after training (the prompts are drawn with the run's seed), so a paired test can be computed
+    from them. Value None without gold. ``gold_over_cap`` counts the prompts whose reference reply
+    is longer than the reply cap (TRAIN_EVAL_MAX_NEW_TOKENS): they can never pass, so they are
     counted and warned about (and still measured).
     """
     from whileai.simulations.judges import judge_reply
@@ -237,10 +239,9 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
         warnings.warn(f"{over} of {len(prompts)} held-out prompts have a gold reply longer than the reply cap "
                       f"({cap} tokens, TRAIN_EVAL_MAX_NEW_TOKENS): they cannot pass", stacklevel=2)
     replies = generate_replies(model, tokenizer, prompts, cap)
-    passed = 0
-    for row, text in zip(prompts, replies, strict=True):
-        passed += bool(judge_reply(text, row)["passed"])
-    return {"value": passed / len(prompts), "prompts": len(prompts), "gold_over_cap": over}
+    outcomes = [int(bool(judge_reply(text, row)["passed"])) for row, text in zip(prompts, replies, strict=True)]
+    return {"value": sum(outcomes) / len(prompts), "prompts": len(prompts), "gold_over_cap": over,
+            "outcomes": outcomes}
 
 
 def gold_reply_tokens(tokenizer: Any, gold: Any) -> int:

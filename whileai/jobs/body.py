@@ -3,7 +3,9 @@
 ``run_job`` loads the base, measures the held-out rate before, trains with the
 method's TRL trainer (logging through ``TrainerCallback`` into the run),
 measures after, saves the adapter, and finishes the run with
-``note(adapter=..., training={...})`` and ``holdout(before, after)``. The
+``note(adapter=..., training={...})`` and ``holdout(before, after)``; ``training``
+keeps the per-prompt outcomes before and after and how sure the result is
+(``stats``: n, Wilson intervals, exact McNemar; ``whileai.core.stats``). The
 method modules (``sft``, ``grpo``, ``dpo``, ``rm``) each give ``load``,
 ``evaluate`` and ``fit``.
 """
@@ -50,6 +52,24 @@ def _method(name: str) -> Any:
     return importlib.import_module(METHOD_MODULES[name])
 
 
+def _held_out_stats(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
+    """The per-prompt (rm: per-pair) outcomes before and after, and how sure the result is.
+
+    ``outcomes`` keeps both sides in prompt order so the test can be recomputed;
+    ``stats`` is ``whileai.core.stats.holdout_result`` over them (n, Wilson intervals,
+    exact McNemar on the prompts that changed). A metric without per-prompt
+    outcomes (held-out loss) adds nothing.
+    """
+    from whileai.core.stats import holdout_result
+
+    sides = {name: list(side["outcomes"]) for name, side in (("before", before), ("after", after))
+             if side and isinstance(side.get("outcomes"), list)}
+    result = holdout_result(sides.get("before"), sides.get("after"))
+    if result is None:
+        return {}
+    return {"outcomes": {"before": sides.get("before"), "after": sides.get("after")}, "stats": result}
+
+
 def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
             run: JobRun, adapter_path: Path, folder: Path) -> dict[str, Any]:
     """Train ``spec["method"]`` on ``rows`` and finish ``run``; returns the ``training`` summary.
@@ -57,6 +77,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     Raises whatever the trainer raises; the caller fails the run with it.
     """
     from whileai.core.spec import read_spec
+    from whileai.core.stats import describe
     from whileai.jobs import _common
     from whileai.jobs.system import SystemMetrics
     from whileai.jobs.trainer_record import TrainerRecord
@@ -115,6 +136,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
         "data_gates": {k: gates[k] for k in ("tool_names_mapped", "types_mapped", "refused_rows")},
         **extra,
     }
+    training.update(_held_out_stats(before, after))
     if spec.get("init_from"):  # a stage: before is the start run's policy, measured again here
         training["init_from"] = spec["init_from"]
     if after and after.get("threshold") is not None:  # rm: the cut that best separates the held-out rows
@@ -134,5 +156,6 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
         run.holdout(training["before"], training["after"], metric=metric)
     run.release()
     run.finish("done")
-    say(f"done: {training['metric']} {training['before']} -> {training['after']}, adapter in {saved}")
+    sure = describe(training["before"], training["after"], training.get("stats"))
+    say(f"done: {training['metric']} {sure}, adapter in {saved}")
     return training

@@ -116,8 +116,10 @@ def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[s
                               "prompts": len(pairs)}
     if pairs:
         index = {id(r): s for r, s in zip(labelled, scores, strict=True)}
-        wins = sum(index[id(p["chosen"])] > index[id(p["rejected"])] for p in pairs)
-        result["value"] = wins / len(pairs)
+        # each pair's outcome (1: the pass outscores its fail), in pair order, kept for the paired test
+        outcomes = [int(index[id(p["chosen"])] > index[id(p["rejected"])]) for p in pairs]
+        result["value"] = sum(outcomes) / len(pairs)
+        result["outcomes"] = outcomes
     else:
         result["value"] = accuracy
         result["metric"] = "row_accuracy"

@@ -3,8 +3,13 @@
 ``diff`` prints the spec keys whose values differ (what the runs were asked to
 do differently), then their held-out result and cost side by side. ``wait``
 follows every run of a sweep (its id, ``sweep_...``, or its multirun folder)
-to its end and prints one table: the swept knobs, held-out before -> after,
-delta verdict, alarms, cost, status.
+to its end and prints one table: the swept knobs, held-out before -> after with
+its count, interval and paired p, n, delta verdict, alarms, cost, the expect verdict
+and the status ("done · expect failed" for a run whose expect failed); it exits 1
+when a run did not finish done, 3 when one failed its expect (as ``run`` does).
+A run the runner only submitted (a sweep on Modal) has its expect checked here
+once it is done, and the verdict is kept on it. ``diff`` shows the same results for
+both runs, then each run's expect lines.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from whileai.core.stats import describe, status_text
 
 from . import defaults
 from .trainer_diff import trainer_differences
@@ -51,25 +58,45 @@ def table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
 
-def _num(x: Any) -> str:
-    return f"{x:.3f}" if isinstance(x, float) else ("-" if x is None else str(x))
-
-
 def _result(record: dict[str, Any]) -> dict[str, Any]:
     summary = record.get("summary") or {}
-    training = summary.get("training") if isinstance(summary.get("training"), dict) else {}
     monitor = summary.get("monitor") if isinstance(summary.get("monitor"), dict) else {}
     delta = summary.get("delta") if isinstance(summary.get("delta"), dict) else {}
     cost = record.get("cost_usd")
     basis = record.get("cost_basis")
+    kept: dict[str, Any] = summary["training"] if isinstance(summary.get("training"), dict) else {}
+    stats = kept.get("stats") if isinstance(kept.get("stats"), dict) else None
+    expect = summary.get("expect") if isinstance(summary.get("expect"), dict) else None
     return {
-        "held-out": f"{_num(training.get('before'))} -> {_num(training.get('after'))}",
+        "held-out": describe(kept.get("before"), kept.get("after"), stats),
+        "n": (stats or {}).get("n") or kept.get("holdout_prompts") or "-",
         "verdict": delta.get("verdict") or "-",
         "alarms": len(monitor.get("alarms") or []),
         "cost": (f"${cost:.2f}" if cost is not None else "-")
                 + (f" ({basis.get('gpu')})" if isinstance(basis, dict) and basis.get("gpu") else ""),
-        "status": record.get("status"),
+        "expect": _expect_cell(expect),
+        "status": status_text(record.get("status"), expect),
     }
+
+
+def _expect_cell(expect: dict[str, Any] | None) -> str:
+    """``passed (3 lines)``, ``failed (2 of 3 lines)``, or ``-`` (none asked); ``diff`` prints each line."""
+    if not expect or not expect.get("lines"):
+        return "-"
+    lines = [line for line in expect["lines"] if isinstance(line, dict)]
+    failed = sum(not line.get("passed") for line in lines)
+    return f"failed ({failed} of {len(lines)} lines)" if failed else f"passed ({len(lines)} lines)"
+
+
+def _expect_lines(record: dict[str, Any]) -> list[str]:
+    """The run's expect lines as the runner printed them (passed and failed), [] when none was checked."""
+    from .expect import line_text
+
+    expect = (record.get("summary") or {}).get("expect")
+    if not isinstance(expect, dict):
+        return []
+    return [f"{'passed' if line.get('passed') else 'FAILED'} {line_text(line)}" for line in expect.get("lines") or []
+            if isinstance(line, dict) and {"key", "want", "seen", "passed", "where"} <= set(line)]
 
 
 def diff_main(argv: list[str] | None = None) -> int:
@@ -102,6 +129,11 @@ def diff_main(argv: list[str] | None = None) -> int:
     results = [_result(r) for r in records]
     print("\nresults:")
     print(table(["", args[0], args[1]], [[k, results[0][k], results[1][k]] for k in results[0]]))
+    for run_id, record, result in zip(args, records, results):
+        lines = _expect_lines(record)
+        if lines:
+            print(f"\nexpect of {run_id} ({result['status']}):")
+            print("\n".join(f"  {line}" for line in lines))
     return 0
 
 
@@ -136,6 +168,32 @@ def sweep_runs(sweep: str) -> list[dict[str, Any]]:
     return found
 
 
+def _settle_expect(record: dict[str, Any]) -> dict[str, Any]:
+    """The record, with its expect verdict checked and kept on it when the runner could not do so.
+
+    A sweep on Modal only submits its runs (the runner returns before they end), so no one has
+    checked their spec's expect block yet: ``wait`` does it once they are done, the same way
+    the runner does (``pipeline._outcome`` and ``expect.verdict``), and notes it on the run.
+    """
+    import whileai.simulations as wai
+
+    from .expect import verdict
+    from .pipeline import _outcome
+
+    summary = record.get("summary") or {}
+    kept = record_of(record) or {}
+    expect = (kept.get("spec") or {}).get("expect") or {}
+    if record.get("status") != "done" or isinstance(summary.get("expect"), dict) or not expect:
+        return record
+    run = wai.TrainingRun(record)
+    previous = wai.TrainingRun(wai.get_run(kept["previous_run"])) if kept.get("previous_run") else None
+    checked = verdict(expect, _outcome(run, previous), kept.get("expect_lines") or {})
+    if not checked["lines"]:
+        return record
+    run.note(expect={**checked, "recipe": kept.get("recipe")})
+    return wai.get_run(record["id"])
+
+
 def wait_main(argv: list[str] | None = None) -> int:
     """``python -m whileai wait SWEEP [--timeout S]``: follow every run to its end, then one table."""
     import whileai.simulations as wai
@@ -163,15 +221,21 @@ def wait_main(argv: list[str] | None = None) -> int:
         if run.status == "running":
             print(f"waiting for {run.id} (job {job['job']}) ...", file=sys.stderr)
             run.wait(timeout=timeout)
-        records.append(wai.get_run(job["run"]))
+        records.append(_settle_expect(wai.get_run(job["run"])))
     specs = [(record_of(r) or {}).get("spec") or {} for r in records]
     swept = sorted({k for s in specs[1:] for k in spec_differences(specs[0], s)}) if len(specs) > 1 else []
-    header = ["job", "run", *swept, "held-out", "verdict", "alarms", "cost", "status"]
+    header = ["job", "run", *swept, "held-out", "n", "verdict", "alarms", "cost", "expect", "status"]
     rows = []
     for job, record, spec in zip(jobs, records, specs):
         flat = flatten(spec)
         result = _result(record)
         rows.append([job["job"], record["id"], *[flat.get(k) for k in swept],
-                     result["held-out"], result["verdict"], result["alarms"], result["cost"], result["status"]])
+                     result["held-out"], result["n"], result["verdict"], result["alarms"], result["cost"],
+                     result["expect"], result["status"]])
     print(table(header, rows))
-    return 0 if all(r.get("status") == "done" for r in records) else 1
+    if not all(r.get("status") == "done" for r in records):
+        return 1
+    from .pipeline import EXIT_EXPECT
+
+    expects = [(r.get("summary") or {}).get("expect") for r in records]
+    return EXIT_EXPECT if any(isinstance(e, dict) and e.get("lines") and not e.get("passed") for e in expects) else 0

@@ -5,56 +5,102 @@ Keys (each optional):
 - ``status: done``: the last stage's run finished.
 - ``holdout_after_min: X``: held-out pass rate after training at least X.
 - ``holdout_gain_min: X``: after minus before (of the last stage) at least X.
+- ``holdout_gain_significant: A``: a real gain: after above before (of the last stage) and the
+  exact McNemar test over the same held-out prompts (rm: pairs) gives p below A. Needs the run's
+  per-prompt outcomes (``training["stats"]``); a held-out loss has none, so the line fails.
 - ``stage_gain_min: X``: the last stage's after minus the previous stage's after at least X
   (GRPO/DPO above their SFT start).
 - ``no_alarm: true``: the HackMonitor raised no alarm.
 - ``delta_verdict_not: [over-optimized, ...]``: delta_report's verdict is none of these.
 
-``failures(expect, outcome, lines)`` returns one line per failed expectation,
-naming the key, the file and line it was written on, the value and the number seen.
+``verdict(expect, outcome, lines)`` checks every line and returns what the run keeps on its
+summary (``summary["expect"]``): ``{"passed", "lines": [{"key", "want", "seen", "passed",
+"where"}]}``. ``failures`` words the failed lines, naming the key, the file and line it was
+written on, the value and what the run shows.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["failures"]
+from whileai.core.stats import describe
+
+__all__ = ["failures", "verdict", "line_text", "KEYS"]
+
+#: the keys in the order they are checked and shown
+KEYS = ("status", "holdout_after_min", "holdout_gain_min", "holdout_gain_significant", "stage_gain_min",
+        "no_alarm", "delta_verdict_not")
 
 
 def _fmt(x: Any) -> str:
     return f"{x:.3f}" if isinstance(x, float) else str(x)
 
 
-def failures(expect: dict[str, Any], outcome: dict[str, Any], lines: dict[str, str]) -> list[str]:
-    """Every failed line of ``expect`` against ``outcome`` (before, after, previous_after, status, alarms, verdict)."""
-    out: list[str] = []
+def _gain(a: Any, b: Any) -> float | None:
+    return None if a is None or b is None else b - a
 
-    def fail(key: str, seen: Any) -> None:
-        where = lines.get(key) or "the spec"
-        out.append(f"expect.{key}: {expect[key]!r} failed at {where}: the run shows {seen}")
 
+def _check(key: str, want: Any, outcome: dict[str, Any]) -> tuple[bool, str]:
+    """(passed, what the run shows) for one expect line."""
     before, after = outcome.get("before"), outcome.get("after")
-    if expect.get("status") is not None and outcome.get("status") != expect["status"]:
-        fail("status", f"status {outcome.get('status')}")
-    if expect.get("holdout_after_min") is not None:
-        if after is None or after < expect["holdout_after_min"]:
-            fail("holdout_after_min", f"held-out after {_fmt(after)}")
-    if expect.get("holdout_gain_min") is not None:
-        gain = None if before is None or after is None else after - before
-        if gain is None or gain < expect["holdout_gain_min"]:
-            fail("holdout_gain_min", f"held-out {_fmt(before)} -> {_fmt(after)} (gain {_fmt(gain)})")
-    if expect.get("stage_gain_min") is not None:
+    if key == "status":
+        return outcome.get("status") == want, f"status {outcome.get('status')}"
+    if key == "holdout_after_min":
+        return after is not None and after >= want, f"held-out after {_fmt(after)}"
+    if key == "holdout_gain_min":
+        gain = _gain(before, after)
+        return gain is not None and gain >= want, f"held-out {_fmt(before)} -> {_fmt(after)} (gain {_fmt(gain)})"
+    if key == "holdout_gain_significant":
+        stats = outcome.get("stats") if isinstance(outcome.get("stats"), dict) else None
+        paired = (stats or {}).get("paired")
+        if not isinstance(paired, dict) or paired.get("p") is None:
+            return False, (f"held-out {_fmt(before)} -> {_fmt(after)} with no per-prompt outcomes to test "
+                           "(the job measures them for pass_rate and pair_accuracy; set holdout= to measure)")
+        gain = _gain(before, after)
+        ok = gain is not None and gain > 0 and paired["p"] < want
+        return ok, (f"held-out {describe(before, after, stats)}: {paired.get('improved')} prompts improved, "
+                    f"{paired.get('worsened')} worsened")
+    if key == "stage_gain_min":
         start = outcome.get("previous_after")
-        gain = None if start is None or after is None else after - start
-        if gain is None or gain < expect["stage_gain_min"]:
-            fail("stage_gain_min", f"previous stage {_fmt(start)} -> this stage {_fmt(after)} (gain {_fmt(gain)})")
-    if expect.get("no_alarm") and outcome.get("alarms"):
-        kinds = ", ".join(sorted({str(a.get("kind") or a.get("alarm") or a) for a in outcome["alarms"]}))
-        fail("no_alarm", f"{len(outcome['alarms'])} alarm(s): {kinds}")
-    if expect.get("delta_verdict_not"):
-        verdict = outcome.get("verdict")
-        if verdict is None:
-            fail("delta_verdict_not", "no delta report (set dataset.after to a file of post-training rollouts)")
-        elif verdict in expect["delta_verdict_not"]:
-            fail("delta_verdict_not", f"verdict {verdict}")
-    return out
+        gain = _gain(start, after)
+        return (gain is not None and gain >= want,
+                f"previous stage {_fmt(start)} -> this stage {_fmt(after)} (gain {_fmt(gain)})")
+    if key == "no_alarm":
+        alarms = outcome.get("alarms") or []
+        kinds = ", ".join(sorted({str(a.get("kind") or a.get("alarm") or a) if isinstance(a, dict) else str(a)
+                                  for a in alarms}))
+        return not (want and alarms), f"{len(alarms)} alarm(s)" + (f": {kinds}" if kinds else "")
+    if key == "delta_verdict_not":
+        seen = outcome.get("verdict")
+        if seen is None:
+            return False, "no delta report (set dataset.after to a file of post-training rollouts)"
+        return seen not in want, f"verdict {seen}"
+    raise KeyError(f"expect.{key} is not an expect key; accepted: {', '.join(KEYS)}")
+
+
+def verdict(expect: dict[str, Any], outcome: dict[str, Any], lines: dict[str, str]) -> dict[str, Any]:
+    """Every set line of ``expect`` against ``outcome``; ``{"passed", "lines": [...]}`` (no lines: passed).
+
+    ``outcome`` holds before, after, stats, previous_after, status, alarms, verdict; ``lines`` names
+    where each key was set (``recipes/x.yaml:12``, ``command line``).
+    """
+    checked = []
+    for key in KEYS:
+        want = expect.get(key)
+        if want is None or want is False or want == []:  # an unset line (no_alarm: false asks nothing)
+            continue
+        passed, seen = _check(key, want, outcome)
+        checked.append({"key": key, "want": want, "seen": seen, "passed": passed,
+                        "where": lines.get(key) or "the spec"})
+    return {"passed": all(line["passed"] for line in checked), "lines": checked}
+
+
+def line_text(line: dict[str, Any]) -> str:
+    """``expect.KEY: WANT failed at WHERE: the run shows SEEN`` (``passed at`` for a line that held)."""
+    word = "passed" if line["passed"] else "failed"
+    return f"expect.{line['key']}: {line['want']!r} {word} at {line['where']}: the run shows {line['seen']}"
+
+
+def failures(expect: dict[str, Any], outcome: dict[str, Any], lines: dict[str, str]) -> list[str]:
+    """One line per failed expectation (see ``line_text``); [] when every line holds."""
+    return [line_text(line) for line in verdict(expect, outcome, lines)["lines"] if not line["passed"]]

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from whileai.core.stats import describe, status_text
+
 from . import defaults
 from ._progress import Progress
-from .expect import failures
+from .expect import line_text, verdict
 from .provenance import runner_record
 from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, reads_export
 
@@ -210,7 +212,7 @@ def _outcome(run: Any, previous: Any) -> dict[str, Any]:
     delta = summary.get("delta") if isinstance(summary.get("delta"), dict) else {}
     prev_training = (previous.training or {}) if previous is not None else {}
     return {"status": run.status, "before": training.get("before"), "after": training.get("after"),
-            "metric": training.get("metric"), "previous_after": prev_training.get("after"),
+            "metric": training.get("metric"), "stats": training.get("stats"), "previous_after": prev_training.get("after"),
             "alarms": monitor.get("alarms") or [], "verdict": delta.get("verdict"),
             "cost_usd": run.cost_usd, "cost_basis": run.cost_basis}
 
@@ -305,14 +307,20 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress) -> int:
             return EXIT_FAILED
         training = run.training or {}
         progress.line(f"- {label}: held-out {training.get('metric') or 'pass_rate'} "
-                      f"{_fmt(training.get('before'))} -> {_fmt(training.get('after'))}")
+                      f"{describe(training.get('before'), training.get('after'), training.get('stats'))}")
         if not last:
             previous = run
     return _finish(spec, context, progress, run, previous, held)
 
 
-def _fmt(x: Any) -> str:
-    return f"{x:.3f}" if isinstance(x, float) else str(x)
+def _status_text(run: Any, checked: dict[str, Any]) -> str:
+    """``done · expect failed (2 of 3 lines)``; the status alone when the spec expects nothing."""
+    lines = checked["lines"]
+    if not lines:
+        return f"{run.status} (the spec's expect block asks nothing)"
+    failed = sum(not line["passed"] for line in lines)
+    counts = f"{failed} of {len(lines)} lines failed" if failed else f"all {len(lines)} lines held"
+    return f"{status_text(run.status, checked)} ({counts})"
 
 
 def _finish(spec: dict[str, Any], context: Context, progress: Progress, run: Any, previous: Any, held: Any) -> int:
@@ -330,14 +338,17 @@ def _finish(spec: dict[str, Any], context: Context, progress: Progress, run: Any
             served = _serve(run, spec["serve"], progress)
             note["result"] = f"{served['name']} v{served['version']} at {served['endpoint']}; reply: {served['chat']}"
     outcome = _outcome(run, previous)
-    _summary(progress, run, outcome, served)
-    failed = failures(spec.get("expect") or {}, outcome, context.expect_lines)
-    for line in failed:
-        progress.line(f"FAILED {line}")
-    return EXIT_EXPECT if failed else 0
+    checked = verdict(spec.get("expect") or {}, outcome, context.expect_lines)
+    if checked["lines"]:  # the verdict lives on the run: its page, the runs list, wait and diff show it
+        run.note(expect={**checked, "recipe": context.recipe})
+    _summary(progress, run, outcome, served, checked)
+    for line in checked["lines"]:
+        progress.line(f"{'passed' if line['passed'] else 'FAILED'} {line_text(line)}")
+    return 0 if checked["passed"] else EXIT_EXPECT
 
 
-def _summary(progress: Progress, run: Any, outcome: dict[str, Any], served: dict[str, Any] | None) -> None:
+def _summary(progress: Progress, run: Any, outcome: dict[str, Any], served: dict[str, Any] | None,
+             checked: dict[str, Any]) -> None:
     alarms = outcome["alarms"]
     basis = outcome["cost_basis"]
     if outcome["cost_usd"] is not None:
@@ -346,10 +357,11 @@ def _summary(progress: Progress, run: Any, outcome: dict[str, Any], served: dict
         cost = str((run.training or {}).get("cost_basis") or basis or "not priced")
     lines = [
         "",
-        f"held-out   {outcome.get('metric') or 'pass_rate'} {_fmt(outcome['before'])} -> {_fmt(outcome['after'])}",
+        f"held-out   {outcome.get('metric') or 'pass_rate'} {describe(outcome['before'], outcome['after'], outcome['stats'])}",
         f"delta      {outcome['verdict'] or 'no delta report (dataset.after names post-training rollouts)'}",
         f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get('kind') or a) for a in alarms) if alarms else ""),
         f"cost       {cost}",
+        f"status     {_status_text(run, checked)}",
         f"run        {run.id} {run.url}",
     ]
     if served:

@@ -70,6 +70,8 @@ def runner_record(spec: dict[str, Any], context: Any) -> dict[str, Any]:
         "sweep_id": context.sweep_id,
         "hydra_dir": str(context.output_dir),
         "reproduces": context.reproduces,
+        # where each expect line was written, so `wait` can check a run the runner only submitted
+        "expect_lines": dict(context.expect_lines),
     }
 
 

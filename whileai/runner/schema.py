@@ -111,6 +111,7 @@ class Target(_Strict):
 class Expect(_Strict):
     holdout_after_min: float | None = Field(default=None, ge=0.0, le=1.0)
     holdout_gain_min: float | None = Field(default=None, ge=-1.0, le=1.0)
+    holdout_gain_significant: float | None = Field(default=None, gt=0.0, lt=1.0)  # a p-value bound (alpha)
     stage_gain_min: float | None = Field(default=None, ge=-1.0, le=1.0)
     no_alarm: bool | None = None
     delta_verdict_not: list[str] = []

@@ -14,9 +14,11 @@ import json
 import re
 from typing import Any
 
+from whileai.core.stats import certainty_text, status_text
+
 __all__ = [
     "config_parts", "facts", "headline", "chart_groups", "flatten", "compare_config", "sweep_knobs",
-    "reproduce_commands", "monitor_view", "list_row",
+    "reproduce_commands", "monitor_view", "list_row", "expect_view",
 ]
 
 #: config keys that describe how a run was made rather than what it trains (left out of sweep knobs)
@@ -107,9 +109,16 @@ def headline(summary: Any) -> list[dict[str, Any]]:
         found.append({"label": _HOLDOUT_LABELS.get(metric, "held-out pass rate"), "metric": metric,
                       "before": training.get("before"), "after": training.get("after"),
                       "better": "lower" if lower else "higher"})
+    kept: dict[str, Any] = summary["training"] if isinstance(summary.get("training"), dict) else {}
+    stats = kept.get("stats") if isinstance(kept.get("stats"), dict) else None
     for item in found:
         b, a = item["before"], item["after"]
         item["change"] = a - b if _is_num(a) and _is_num(b) else None
+        # how sure: n, the Wilson interval and the paired test the job kept (a loss has no per-prompt outcomes)
+        sure = stats if item["metric"] != "loss" else None
+        item["n"] = (sure or {}).get("n") or (kept.get("holdout_prompts") if item["metric"] != "loss" else None)
+        item["stats"] = sure
+        item["certainty"] = certainty_text(sure)
     return found
 
 
@@ -141,11 +150,27 @@ def facts(record: dict[str, Any]) -> dict[str, Any]:
         "sweep": parts["sweep"],
         "holdout": head[0] if head else None,
         "verdict": _get(summary, "delta", "verdict"),
+        "expect": expect_view(_get(summary, "expect")),
+        "status_text": status_text(record.get("status"), _get(summary, "expect")),
         "alarms": len(_alarms(summary)),
         "phase": summary.get("phase") if isinstance(summary.get("phase"), str) else None,
         "started": record.get("created_at"),
         "duration_s": (end - record["created_at"]) if end and record.get("created_at") else None,
     }
+
+
+def expect_view(expect: Any) -> dict[str, Any] | None:
+    """The runner's expect verdict as the pages show it: ``{"passed", "failed", "lines"}``, None when none was checked.
+
+    Each line keeps its key, wanted value, what the run showed, passed or not, and where it was
+    written (``recipes/x.yaml:12``); ``failed`` counts the lines that did not hold.
+    """
+    if not isinstance(expect, dict) or not isinstance(expect.get("lines"), list) or not expect["lines"]:
+        return None
+    lines = [{k: line.get(k) for k in ("key", "want", "seen", "passed", "where")}
+             for line in expect["lines"] if isinstance(line, dict)]
+    return {"passed": bool(expect.get("passed")), "failed": sum(not line["passed"] for line in lines),
+            "lines": lines, "recipe": expect.get("recipe") if isinstance(expect.get("recipe"), str) else None}
 
 
 def list_row(record: dict[str, Any]) -> dict[str, Any]:
@@ -155,6 +180,8 @@ def list_row(record: dict[str, Any]) -> dict[str, Any]:
     row = {k: record.get(k) for k in keep}
     row["error"] = (row["error"] or "")[:300] or None
     row.update(facts(record))
+    if row["expect"]:  # the list shows the verdict only; the run's page shows each line
+        row["expect"] = {"passed": row["expect"]["passed"], "failed": row["expect"]["failed"]}
     return row
 
 

@@ -200,7 +200,7 @@ def _run_view(request: Request, acct: str, record: dict[str, Any], cols: _series
     parts = _views.config_parts(record)
     delta = summary.get("delta") if isinstance(summary.get("delta"), dict) else None
     shown = ("holdout_before", "holdout_after", "holdout_loss_before", "holdout_loss_after", "delta",
-             "monitor", "selection", "export", "export_report", "adapter", "setup")
+             "monitor", "selection", "export", "export_report", "adapter", "setup", "expect")
     return {
         "run": {k: v for k, v in record.items() if k not in ("config", "summary")},
         "facts": _views.facts(record),

@@ -101,11 +101,18 @@
 
   WAI.status = (s) => WAI.el("span", {class: "status s-" + String(s).replace(/[^a-z]/g, "")}, s);
 
+  // The runner's expect verdict beside a status: " · expect failed" / " · expect passed" (nothing when none was checked).
+  WAI.expectVerdict = function (e) {
+    if (!e) return null;
+    return WAI.el("span", {class: "expect-verdict " + (e.passed ? "e-passed" : "e-failed"), dataset: {expect: e.passed ? "passed" : "failed"},
+      title: e.passed ? "every expect line held" : e.failed + " expect line(s) failed"}, " · expect " + (e.passed ? "passed" : "failed"));
+  };
+
   // "held-out pass rate 0.125 → 0.875" as nodes; `h` is a headline item from the page data.
   WAI.holdout = function (h) {
     if (!h) return WAI.el("span", {class: "muted"}, "–");
     return WAI.el("span", {class: "holdout"}, WAI.fixed(h.before), " → ",
-      WAI.el("b", {}, WAI.fixed(h.after)));
+      WAI.el("b", {}, WAI.fixed(h.after)), WAI.isNum(h.n) ? WAI.el("span", {class: "muted small n"}, " (n=" + h.n + ")") : null);
   };
 
   WAI.section = (title, ...kids) => WAI.el("section", {class: "card"}, WAI.el("h2", {}, title), ...kids);

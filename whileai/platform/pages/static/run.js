@@ -11,7 +11,7 @@
   let view = null, lastStep = -1, timer = null;
   const byMetric = {};  // metric -> [chart handles that draw it]
 
-  function progress(run) {
+  function progress(run, expect) {
     const total = run.total_steps;
     const pct = WAI.isNum(total) && total > 0 ? Math.min(100, (100 * run.step) / total) : null;
     const bits = [el("span", {id: "step"}, "step " + run.step + (WAI.isNum(total) ? " of " + total : ""))];
@@ -24,7 +24,7 @@
       "aria-valuenow": pct === null ? "0" : pct.toFixed(0)}, el("div", {class: "fill"}));
     bar.firstChild.style.width = (pct === null ? 0 : pct) + "%";
     return el("div", {class: "progress st-" + String(run.status).replace(/[^a-z]/g, ""), id: "progress"},
-      WAI.status(run.status), " ", ...bits, bar);
+      WAI.status(run.status), WAI.expectVerdict(expect), " ", ...bits, bar);
   }
 
   function header(v) {
@@ -33,7 +33,7 @@
       r.dataset && "dataset " + r.dataset, "started " + WAI.when(r.created_at),
       f.duration_s !== null && "took " + WAI.duration(f.duration_s)].filter(Boolean).join(" · ");
     const head = el("header", {class: "run-head"}, el("h1", {id: "run-name"}, r.name || r.id),
-      el("p", {class: "muted"}, meta), progress(r));
+      el("p", {class: "muted"}, meta), progress(r, f.expect));
     if (f.sweep !== null && f.sweep !== undefined) {
       head.append(el("p", {}, "Part of sweep ", el("a", {href: "/sweeps/" + encodeURIComponent(f.sweep)}, String(f.sweep))));
     }
@@ -61,8 +61,27 @@
       el("div", {class: "label"}, h.label),
       el("div", {class: "big"}, WAI.num(h.before, 3), el("span", {class: "arrow"}, " → "), WAI.num(h.after, 3)),
       el("div", {class: "change " + (h.change === null ? "" : (h.change > 0) === (h.better === "higher") ? "good" :
-        h.change === 0 ? "" : "bad")}, WAI.signed(h.change), " ", el("span", {class: "muted"}, "(" + h.better + " is better)"))));
+        h.change === 0 ? "" : "bad")}, WAI.signed(h.change), " ", el("span", {class: "muted"}, "(" + h.better + " is better)")),
+      h.certainty ? el("div", {class: "certainty muted small"}, h.certainty) :
+        WAI.isNum(h.n) ? el("div", {class: "certainty muted small"}, "n = " + h.n) : null));
     return WAI.section("Did it work?", el("div", {class: "headlines"}, cards), setupLine(v));
+  }
+
+  // The recipe's expect block as the runner checked it: each line, what the run showed, and where it was written.
+  function expectSection(v) {
+    const e = v.facts.expect;
+    if (!e) return null;
+    const show = (x) => typeof x === "string" ? x : JSON.stringify(x);
+    const rows = e.lines.map((line) => el("tr", {dataset: {key: line.key, passed: String(line.passed)}},
+      el("td", {}, el("span", {class: line.passed ? "e-passed" : "e-failed"}, line.passed ? "passed" : "FAILED")),
+      el("td", {}, "expect." + line.key + ": " + show(line.want)), el("td", {}, show(line.seen)),
+      el("td", {class: "where"}, show(line.where))));
+    const sec = WAI.section("Expect: " + (e.passed ? "passed" : e.failed + " of " + e.lines.length + " lines failed"),
+      el("div", {class: "scroll"}, el("table", {class: "data expect-lines"},
+        el("thead", {}, el("tr", {}, ["", "line", "the run shows", "written at"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, rows))));
+    sec.id = "expect";
+    return sec;
   }
 
   function ci(x) { return x && x.ci ? "[" + WAI.num(x.ci[0], 3) + ", " + WAI.num(x.ci[1], 3) + "]" : ""; }
@@ -309,7 +328,7 @@
     for (const k of Object.keys(byMetric)) delete byMetric[k];
     document.title = (v.run.name || v.run.id) + " · whileai";
     const charts = chartsSection(v), monitor = monitorSection(v);
-    const nodes = [header(v), headline(v), delta(v), Array.isArray(charts) ? charts[0] : charts,
+    const nodes = [header(v), headline(v), expectSection(v), delta(v), Array.isArray(charts) ? charts[0] : charts,
       monitor && monitor[0], scalarsSection(v), ...reports(v), cost(v), served(v), logSection(), config(v), other(v), error(v)];
     WAI.main().replaceChildren(...nodes.filter(Boolean));
     if (Array.isArray(charts)) charts[1]();
@@ -337,7 +356,7 @@
       if (pts.x.length) lastStep = Math.max(lastStep, pts.x[pts.x.length - 1]);
     }
     Object.assign(view.run, {status: live.status, step: live.step, total_steps: live.total_steps});
-    document.getElementById("progress").replaceWith(progress(view.run));
+    document.getElementById("progress").replaceWith(progress(view.run, view.facts.expect));
     document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
     timer = setTimeout(poll, view.live.poll_ms);
   }

@@ -75,7 +75,7 @@
       el("td", {class: "name"}, child ? el("span", {class: "muted stage-mark", "aria-label": "started from the run above"}, "↳ ") : null,
         el("a", {href: "/runs/" + encodeURIComponent(r.id)}, r.name || r.id),
         el("div", {class: "muted small"}, r.id, sweep ? " · " : "", sweep, from)),
-      el("td", {class: "meta"}, WAI.status(r.status), r.alarms ? el("span", {class: "alarm-badge", title: r.alarms + " HackMonitor alarms"}, " ⚠ " + r.alarms) : null),
+      el("td", {class: "meta"}, WAI.status(r.status), WAI.expectVerdict(r.expect), r.alarms ? el("span", {class: "alarm-badge", title: r.alarms + " HackMonitor alarms"}, " ⚠ " + r.alarms) : null),
       el("td", {class: "meta", "data-label": "method"}, r.method || "–"),
       el("td", {class: "meta wide", "data-label": "recipe"}, r.recipe || "–"),
       el("td", {class: "meta wide", "data-label": "dataset"}, r.dataset || "–"),

@@ -1,0 +1,160 @@
+"""How sure a held-out result is: a Wilson interval for a rate, an exact McNemar test for a before/after.
+
+Pure standard library, so every layer (the jobs that measure, the runner that
+prints, the pages that draw) computes and words a result the same way.
+
+    >>> lo, hi = wilson(39, 40)
+    >>> round(lo, 3), round(hi, 3)
+    (0.871, 0.996)
+    >>> mcnemar_exact(1, 5)           # 1 prompt got worse, 5 got better
+    0.21875
+    >>> result = holdout_result([0] * 40, [1] * 39 + [0])
+    >>> describe(0.0, 0.975, result)
+    '0.000 -> 0.975 (39/40; 95% CI 0.87-1.00; paired p < 0.001)'
+
+A held-out result (``holdout_result``) is a plain dict, kept on a run's
+``summary["training"]["stats"]`` beside the per-prompt outcomes it came from
+(``summary["training"]["outcomes"]``), so anyone can recompute it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from statistics import NormalDist
+from typing import Any
+
+from whileai.core import defaults
+
+__all__ = ["wilson", "mcnemar_exact", "holdout_result", "describe", "p_text", "interval_text",
+           "certainty_text", "status_text"]
+
+_TEST = "exact McNemar (two-sided binomial on the prompts that changed)"
+
+
+def _z(confidence: float) -> float:
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def wilson(k: int, n: int, confidence: float | None = None) -> tuple[float, float]:
+    """The Wilson score interval of ``k`` successes in ``n`` trials (STATS_CONFIDENCE coverage by default).
+
+    ``n == 0`` gives ``(0.0, 1.0)``: no trial says nothing. ``k == 0`` has lower bound 0 and
+    ``k == n`` upper bound 1 exactly.
+    """
+    if n < 0 or not 0 <= k <= n:
+        raise ValueError(f"wilson(k={k}, n={n}): k must be a count from 0 to n and n a count >= 0")
+    if n == 0:
+        return 0.0, 1.0
+    z = _z(defaults.STATS_CONFIDENCE if confidence is None else confidence)
+    p = k / n
+    scale = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / scale
+    half = z / scale * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    low = 0.0 if k == 0 else max(0.0, center - half)
+    high = 1.0 if k == n else min(1.0, center + half)
+    return low, high
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """The two-sided exact McNemar p-value for ``b`` pairs that went 1 -> 0 and ``c`` that went 0 -> 1.
+
+    Under "no change" each of the ``b + c`` discordant pairs is a fair coin, so p is
+    twice the smaller binomial tail, capped at 1: ``min(1, 2 * sum_{i <= min(b, c)} C(n, i) / 2^n)``.
+    No discordant pair gives 1.0.
+    """
+    if b < 0 or c < 0:
+        raise ValueError(f"mcnemar_exact(b={b}, c={c}): both are counts of changed pairs, so >= 0")
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))
+    # exact integer arithmetic first, so a tail of 2^-60 is not rounded to 0
+    return float(min(1.0, (2 * tail) / (2**n)))
+
+
+def _side(outcomes: Sequence[Any]) -> dict[str, Any]:
+    n = len(outcomes)
+    k = sum(1 for o in outcomes if o)
+    low, high = wilson(k, n)
+    return {"passed": k, "n": n, "rate": k / n if n else None, "ci95": [low, high]}
+
+
+def holdout_result(before_outcomes: Sequence[Any] | None, after_outcomes: Sequence[Any] | None) -> dict[str, Any] | None:
+    """n, each side's count and Wilson interval, and the paired test when both sides are the same prompts.
+
+    ``before_outcomes`` and ``after_outcomes`` are per-prompt pass/fail (truthy is a pass) in the same
+    prompt order. Returns None when neither side has any outcome. The paired test needs both sides of
+    one length; otherwise ``paired`` is None.
+
+        {"n": 40, "before": {"passed": 0, "n": 40, "rate": 0.0, "ci95": [0.0, 0.088]},
+         "after": {"passed": 39, ...}, "paired": {"test": ..., "worsened": 0, "improved": 39, "p": 3.6e-12}}
+    """
+    sides = {name: list(o) for name, o in (("before", before_outcomes), ("after", after_outcomes)) if o}
+    if not sides:
+        return None
+    out: dict[str, Any] = {"n": len(sides.get("after") or sides["before"]), "confidence": defaults.STATS_CONFIDENCE}
+    for name in ("before", "after"):
+        out[name] = _side(sides[name]) if name in sides else None
+    paired = None
+    before, after = sides.get("before"), sides.get("after")
+    if before is not None and after is not None and len(before) == len(after):
+        worsened = sum(1 for x, y in zip(before, after) if x and not y)
+        improved = sum(1 for x, y in zip(before, after) if y and not x)
+        paired = {"test": _TEST, "worsened": worsened, "improved": improved, "p": mcnemar_exact(worsened, improved)}
+    out["paired"] = paired
+    return out
+
+
+def p_text(p: float) -> str:
+    """``p < 0.001`` under STATS_P_SHOWN_FLOOR, else ``p = 0.031`` (three decimals)."""
+    floor = defaults.STATS_P_SHOWN_FLOOR
+    return f"p < {floor:g}" if p < floor else f"p = {p:.3f}"
+
+
+def interval_text(side: dict[str, Any] | None) -> str | None:
+    """``39/40; 95% CI 0.87-1.00`` for one side of a holdout_result, or None."""
+    if not isinstance(side, dict) or not side.get("n"):
+        return None
+    low, high = side["ci95"]
+    return f"{side['passed']}/{side['n']}; {round(100 * defaults.STATS_CONFIDENCE)}% CI {low:.2f}-{high:.2f}"
+
+
+def describe(before: float | None, after: float | None, result: dict[str, Any] | None) -> str:
+    """One line for a held-out before/after: ``0.000 -> 0.975 (39/40; 95% CI 0.87-1.00; paired p < 0.001)``.
+
+    Without a result the line is the two rates alone (see ``certainty_text``).
+    """
+    def num(x: Any) -> str:
+        return f"{x:.3f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "-"
+
+    line = f"{num(before)} -> {num(after)}"
+    sure = certainty_text(result)
+    return f"{line} ({sure})" if sure else line
+
+
+def certainty_text(result: dict[str, Any] | None) -> str | None:
+    """The part of ``describe`` in brackets: ``39/40; 95% CI 0.87-1.00; paired p < 0.001`` (None without a result).
+
+    The count and interval are the after side's (the before side's when there is no after).
+    """
+    if not isinstance(result, dict):
+        return None
+    parts = [interval_text(result.get("after") or result.get("before"))]
+    paired = result.get("paired")
+    if isinstance(paired, dict) and isinstance(paired.get("p"), (int, float)):
+        parts.append(f"paired {p_text(paired['p'])}")
+    shown = [p for p in parts if p]
+    return "; ".join(shown) or None
+
+
+def status_text(status: Any, expect: Any) -> str:
+    """A run's status with its expect verdict: ``done · expect failed``, ``done · expect passed``, or the status alone.
+
+    ``expect`` is the run's ``summary["expect"]`` (``{"passed", "lines"}``, set by the runner), or
+    None for a run no expect block checked. A run that failed its expect never reads plain "done".
+    """
+    word = str(status) if status is not None else "unknown"
+    if not isinstance(expect, dict) or not expect.get("lines"):
+        return word
+    return f"{word} · expect {'passed' if expect.get('passed') else 'failed'}"
