@@ -57,6 +57,47 @@ PLATFORM_HEADER_TIMEOUT_S = 10.0
 #: The route table is in docs/architecture.md.
 PLATFORM_API_DOCS_ENV = "WHILEAI_API_DOCS"
 
+#: Largest body read from a caller without a valid key or page session, in bytes
+#: (64 KiB). Anything bigger is read only after its key was checked (the request
+#: guard, _guard.py), so unauthenticated posts cost the server no memory: the
+#: sign-in form is under 1 KB, and every route that takes more needs a key anyway.
+PLATFORM_UNAUTH_BODY_BYTES = 64 * 1024
+
+#: Deepest nesting of objects and arrays a JSON body may have. Hydra configs
+#: and summaries are well under 20 levels; Python's own encoder and decoder
+#: recurse, and their limit (1,000) must never be reached by a request, so a
+#: 100,000-level body is refused with 400 naming the level instead of a 500.
+PLATFORM_MAX_JSON_DEPTH = 64
+
+#: Largest run config and run summary the store keeps, in bytes of JSON text
+#: (1 MiB each). A Hydra config with every knob is a few KB; a summary holds
+#: final metrics and held-out results. Without a cap eight 60 MB configs made a
+#: 480 MB list response; with it a list of PLATFORM_LIST_LIMIT_MAX runs is bounded.
+RUN_CONFIG_MAX_BYTES = 1024 * 1024
+RUN_SUMMARY_MAX_BYTES = 1024 * 1024
+
+#: Longest run error text (the "notes" a run carries: a traceback's tail), in characters.
+RUN_ERROR_MAX_CHARS = 100_000
+
+#: Distinct metric names one run may log. Each name is a chart on the run's page
+#: and a column in its series; TRL's trainers log 10 to 40, a monitor adds a few
+#: dozen. Past this cap points with new names are refused (422 naming the cap),
+#: the SDK counts them in ``run.skipped`` and says so once. Memory does not grow
+#: with names (pages/_series.py keeps only values that were logged).
+RUN_METRIC_NAMES_MAX = 2000
+
+#: Largest list answer (runs, jobs, datasets), in bytes of JSON. A list stops
+#: early (``truncated: true`` and how to page on) rather than building a larger
+#: response: a list is a menu, and each run's config and summary are capped above.
+PLATFORM_LIST_MAX_BYTES = 32 * 1024 * 1024
+
+#: A ``running`` run whose writer has sent nothing (points, updates or its
+#: heartbeat, the SDK's RUN_HEARTBEAT_S) for this many seconds reads ``crashed``
+#: (W&B marks the same state). Ten missed heartbeats: far past a GC pause or a
+#: store lock wait. Any later send from the run revives it. Set RUN_STALE_ENV.
+RUN_STALE_S = 300.0
+RUN_STALE_ENV = "WHILEAI_RUN_STALE_S"
+
 #: Runs, datasets and jobs a list answers when no ``limit`` is given, and the
 #: most it answers at all. A list is a menu, not an export; the run page and
 #: ``get_run`` read one run in full.

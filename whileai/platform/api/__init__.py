@@ -23,13 +23,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from whileai.platform.api import _datasets, _jobs, _registry, runs
 from whileai.platform.pages import routes as pages
+from whileai.platform.api._guard import RequestGuard
 from whileai.platform.api.common import API_PREFIX, ApiError, json_response
 from whileai.platform.store import InvalidError, NotFoundError, Store, StoreBusyError
-from whileai.platform import defaults
 
 __all__ = ["create_app", "API_PREFIX"]
 
@@ -68,7 +67,8 @@ def create_app(store: Store | None = None, *, public_url: str | None = None, api
     app.include_router(serving.router)
     job_routes.install(app)  # /api/v1/jobs/launch, /jobs/{id}/end and settling jobs when a run is read
     _install_error_handlers(app)
-    app.add_middleware(_BodyLimit, limit=defaults.PLATFORM_MAX_BODY_BYTES)
+    # sizes, keys before bodies, the JSON rules, and no exception escaping a request (_guard.py)
+    app.add_middleware(RequestGuard, app_state=app.state)
     return app
 
 
@@ -196,70 +196,3 @@ def _explain(error: dict[str, Any], request: Request) -> str:
     if kind == "finite_number":
         return f"{field} is {shown}; send a finite number"
     return f"{field} is {shown}: {error.get('msg', 'not accepted')}"
-
-
-# --------------------------------------------------------------------------- body size
-
-
-class _BodyLimit:
-    """Answer 413 for a body over ``limit`` bytes, before the route reads it (PLATFORM_MAX_BODY_BYTES)."""
-
-    def __init__(self, app: ASGIApp, limit: int):
-        self.app = app
-        self.limit = limit
-
-    def _too_large(self, size: str) -> Response:
-        return _error(
-            413,
-            f"the body is {size}, over the limit of {self.limit} bytes (PLATFORM_MAX_BODY_BYTES); "
-            "send it as several smaller requests (e.g. points in batches)",
-            "too_large",
-        )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and length.isdigit():
-            if int(length) > self.limit:
-                await self._drain_and_answer(scope, receive, send, f"{int(length)} bytes")
-                return
-            await self.app(scope, receive, send)
-            return
-        # No length given (chunked): read up to the limit here, then hand the body on.
-        messages: list[Message] = []
-        total = 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            total += len(message.get("body", b""))
-            if total > self.limit:
-                await self._too_large(f"more than {self.limit} bytes")(scope, receive, send)
-                return
-            if not message.get("more_body", False):
-                break
-        replay = iter(messages)
-
-        async def replay_receive() -> Message:
-            try:
-                return next(replay)
-            except StopIteration:
-                return await receive()
-
-        await self.app(scope, replay_receive, send)
-
-    async def _drain_and_answer(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
-        # Read (and drop) what the client is still sending, so it gets to read the 413 instead of a
-        # broken connection; a client that never stops is cut off at a few times the limit.
-        dropped = 0
-        while dropped <= 4 * self.limit:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            dropped += len(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        await self._too_large(size)(scope, receive, send)
