@@ -26,4 +26,6 @@ def app_and_key(root: Path) -> tuple[Any, str]:
             f"cannot keep the embedded platform's key in {root} (is it writable?); "
             "set WHILEAI_HOME to a writable directory"
         )
-    return create_app(store), key
+    app = create_app(store)
+    app.state.quiet_errors = True  # in the training script's own process: one line per failure, no traceback
+    return app, key

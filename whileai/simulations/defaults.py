@@ -91,6 +91,23 @@ EXIT_FLUSH_TIMEOUT_S = 3.0
 #: (fsync'd) and are delivered from there, so nothing is dropped.
 BUFFER_MAX_POINTS = 100_000
 
+#: Server errors (5xx) one batch may meet before it is moved to the spool and the
+#: run's later batches go on. A 5xx is usually a server restarting (retried with
+#: backoff), but a batch that keeps failing while others would land must not
+#: block the rest of the run: after this many tries it waits in the spool, where
+#: the next good send or ``python -m whileai sync`` delivers it.
+BATCH_SERVER_ERRORS_MAX = 3
+
+#: Distinct metric names one run logs; the platform's RUN_METRIC_NAMES_MAX is the
+#: same number. Values under names past it are skipped in ``log`` (counted in
+#: ``run.skipped``, said once), so they are not sent to be refused.
+RUN_METRIC_NAMES_MAX = 2000
+
+#: Seconds between a run's heartbeats when it has sent nothing else: an empty
+#: run update that tells the platform the writer is alive. The platform reads a
+#: run silent for its RUN_STALE_S (300 s, ten heartbeats) as ``crashed``.
+RUN_HEARTBEAT_S = 30.0
+
 #: Size cap of the spool directory (``<data_root>/spool``), in bytes (1 GiB,
 #: about 2.7 million 10-metric points as JSON). Past it, unsent points are
 #: counted and reported instead of written: a full disk would break the

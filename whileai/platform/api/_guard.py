@@ -127,7 +127,9 @@ class RequestGuard:
             await self._guarded(scope, receive, tracked_send)
         except Exception as exc:  # noqa: BLE001 - the last line: no request takes the connection down
             error_id = secrets.token_hex(6)
-            _log.error("error %s on %s %s", error_id, scope.get("method"), scope.get("path"), exc_info=exc)
+            quiet = getattr(self.app_state, "quiet_errors", False)  # embedded: the training script's stderr
+            _log.error("error %s on %s %s%s", error_id, scope.get("method"), scope.get("path"),
+                       f": {type(exc).__name__}: {exc}" if quiet else "", exc_info=None if quiet else exc)
             if started[0]:
                 return  # the answer is already under way; the log has it
             await _answer(

@@ -18,7 +18,7 @@ from typing import Any
 from . import _spool
 from .. import defaults
 
-__all__ = ["FLUSHER", "flush_all", "watch_uncaught", "uncaught", "maybe_deliver_spool"]
+__all__ = ["FLUSHER", "flush_all", "watch_uncaught", "watch_signals", "signalled", "uncaught", "maybe_deliver_spool"]
 
 
 class _Flusher:
@@ -63,6 +63,8 @@ class _Flusher:
                 return
             if tracker.has_pending() and tracker.due():
                 tracker.flush()
+            elif tracker.heartbeat_due():
+                tracker.heartbeat()
             if not tracker.has_pending() and (tracker.finished or tracker._gone):
                 with self.lock:
                     self.trackers.discard(tracker)
@@ -80,41 +82,64 @@ def flush_all(timeout: float | None = None) -> bool:
 
 
 def _at_exit() -> None:
-    """Last send for each run with unsent data, then spool whatever is left."""
+    """Last send for each run with unsent data, then spool whatever is left; one message says what happened."""
     _FLUSHER.stopping = True
     _FLUSHER.wake.set()
     spooled = [0, 0]
     runs = set()  # runs to tell about: not those that said at their start that they were offline
+    lost: dict[str, int] = {}  # run id -> points the spool could not keep
+    why: list[str] = []
     for tracker in list(_FLUSHER.trackers):
         try:
             tracker.end_at_exit()
         except Exception:  # pragma: no cover - never let one run keep the others' points from the disk
             pass
-        if not tracker.has_pending():
+        if not tracker.has_pending() and not tracker.lost:
             continue
         got = tracker._send_lock.acquire(timeout=defaults.EXIT_FLUSH_TIMEOUT_S)
         try:
-            if got and tracker._failures == 0:
+            if got and tracker._failures == 0 and tracker.has_pending():
                 tracker._flush_locked(defaults.EXIT_FLUSH_TIMEOUT_S)
             # without the lock the in-flight batch is still listed: spooling it too is safe (same batch_id)
             if tracker.has_pending():
-                points, updates = tracker.spool()
-                if not tracker.announced:
+                try:
+                    points, updates = tracker.spool()
+                except _spool.SpoolWriteError as exc:
+                    points, updates = 0, 0
+                    tracker.lost += tracker.pending_points()
+                    note = f"{exc.cause.strerror or exc.cause}" if isinstance(exc.cause, OSError) else str(exc)
+                    if note not in why:
+                        why.append(note)
+                if not tracker.announced or tracker.lost:
                     spooled[0] += points
                     spooled[1] += updates
                     runs.add(tracker.run_id)
+            if tracker.lost:
+                lost[tracker.run_id] = tracker.lost
+                runs.add(tracker.run_id)
         except Exception as exc:  # pragma: no cover - last resort; say so rather than die silently
-            print(f"whileai: could not keep the unsent points of {tracker.run_id}: {exc}", file=_stderr())
+            _say(f"whileai: could not keep the unsent points of {tracker.run_id}: {type(exc).__name__}: {exc}")
         finally:
             if got:
                 tracker._send_lock.release()
-    if runs:
-        print(
-            f"whileai: the platform did not take {spooled[0]} points and {spooled[1]} run updates of "
-            f"{', '.join(sorted(runs))}; "
-            f"they are kept in {_spool.spool_dir()} and will be sent by the next run or by `python -m whileai sync`",
-            file=_stderr(),
-        )
+    if not runs:
+        return
+    line = (f"whileai: the platform did not take {spooled[0]} points and {spooled[1]} run updates of "
+            f"{', '.join(sorted(runs))}; they are kept in {_spool.spool_dir()} and will be sent by the next run or "
+            "by `python -m whileai sync`")
+    if lost:
+        total = sum(lost.values())
+        reason = f" ({'; '.join(why)})" if why else " (SPOOL_MAX_BYTES)"
+        line += (f". {total} points could not be written to the spool{reason} and are lost: "
+                 + ", ".join(f"{n} of {run}" for run, n in sorted(lost.items())))
+    _say(line)
+
+
+def _say(line: str) -> None:
+    try:
+        print(line, file=_stderr())
+    except Exception:  # a closed stderr must not turn into a traceback at exit
+        pass
 
 
 _UNCAUGHT: list[BaseException | None] = [None]  # the exception that is ending the process, if any
@@ -163,6 +188,40 @@ def _maybe_deliver_spool(client: Any) -> None:
         pass
 
 
+_SIGNALLED: list[int | None] = [None]  # the signal that is ending the process, if one of ours
+
+
+def _watch_signals() -> None:
+    """On SIGTERM, end the process as on Ctrl-C: unwind, then the exit hook flushes and spools what is buffered.
+
+    Python's default for SIGTERM kills the process without running exit hooks;
+    SIGINT already raises KeyboardInterrupt, which does. Only installed from the
+    main thread and only over the default disposition (a handler the script or
+    a framework set is left alone).
+    """
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+
+        def on_term(signum: int, _frame: Any) -> None:
+            _SIGNALLED[0] = signum
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, on_term)
+    except (ValueError, OSError, AttributeError):  # not the main interpreter, or no signals here
+        pass
+
+
+def signalled() -> int | None:
+    """The signal (SIGTERM) whose handler is ending the process, if any."""
+    return _SIGNALLED[0]
+
+
 def uncaught() -> BaseException | None:
     """The uncaught exception that is ending the process, if any (seen by the hook ``watch_uncaught`` chains)."""
     return _UNCAUGHT[0]
@@ -171,4 +230,5 @@ def uncaught() -> BaseException | None:
 # the names the tracker uses
 FLUSHER = _FLUSHER
 watch_uncaught = _watch_uncaught
+watch_signals = _watch_signals
 maybe_deliver_spool = _maybe_deliver_spool

@@ -13,6 +13,7 @@ import time
 import warnings
 from typing import Any
 
+from . import _flush
 from .. import defaults
 from ..client import Client, get_client
 from whileai.core.paths import data_root
@@ -241,6 +242,8 @@ class TrainingRun:
                 self.finish("done")
             elif issubclass(exc_type, KeyboardInterrupt):
                 self.finish("stopped", error="interrupted (KeyboardInterrupt)")
+            elif issubclass(exc_type, SystemExit) and _flush.signalled():
+                self.finish("stopped", error=f"terminated by signal {_flush.signalled()} (SIGTERM)")
             else:
                 self.fail(exc if exc is not None else exc_type.__name__)
         return False

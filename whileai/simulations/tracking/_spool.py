@@ -32,7 +32,7 @@ import os
 import secrets
 import threading
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from whileai.core import codec
 from whileai.core.paths import data_root
 from whileai.core.errors import NotFoundError, PlatformError, TrackingWarning
 
-__all__ = ["spool_dir", "write", "deliver", "pending_files", "send_create", "sync_main"]
+__all__ = ["spool_dir", "write", "write_each", "SpoolWriteError", "deliver", "pending_files", "send_create", "sync_main"]
 
 _KINDS = ("create", "points", "patch")
 
@@ -114,39 +114,75 @@ def _encode(record: dict[str, Any]) -> bytes:
     return codec.dumps_bytes(record) + b"\n"  # refuses (TypeError) what has no JSON form
 
 
-def _append(path: Path, lines: Iterable[bytes]) -> None:
+class SpoolWriteError(OSError):
+    """The disk refused a spool write (full, read-only): the first ``written`` records landed, the rest did not."""
+
+    def __init__(self, written: int, cause: OSError):
+        super().__init__(cause.errno, f"{cause.strerror or cause}")
+        self.written = written
+        self.cause = cause
+        self.kept: list[bool] = []  # per record given to write_each: whether it landed
+
+
+def _append(path: Path, lines: list[bytes]) -> None:
+    """Append whole lines, durably; on a disk error cut the file back to its last whole line and raise SpoolWriteError."""
     new = not path.exists()
+    written = 0
     with os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as handle:
-        for line in lines:
-            handle.write(line)
-        handle.flush()
-        os.fsync(handle.fileno())
+        start = os.lseek(handle.fileno(), 0, os.SEEK_END)
+        try:
+            for line in lines:
+                handle.write(line)
+                handle.flush()
+                start += len(line)
+                written += 1
+            os.fsync(handle.fileno())
+        except OSError as exc:
+            try:  # what did not fit is not left as a cut-short line
+                handle.truncate(start)
+            except OSError:
+                pass
+            raise SpoolWriteError(written, exc) from None
     if new:
         _fsync_dir(path.parent)
 
 
-def write(records: list[dict[str, Any]]) -> tuple[int, int]:
-    """Append records to this process's spool file, durably. Returns (records written, points refused).
+def write_each(records: list[dict[str, Any]]) -> list[bool]:
+    """Append records to this process's spool file, durably: for each record, whether it was kept.
 
-    Records past SPOOL_MAX_BYTES are not written; the points they carry are
-    counted in the second number and a warning names them.
+    Records past SPOOL_MAX_BYTES are not written (False, and a warning names
+    how many). A disk that refuses the write raises SpoolWriteError saying how
+    many of the records it was given landed; a value with no JSON form raises
+    TypeError before anything is written.
     """
     if not records:
-        return 0, 0
+        return []
     with _LOCK:
         directory = spool_dir()
         room = defaults.SPOOL_MAX_BYTES - _spool_bytes(directory)
         lines: list[bytes] = []
+        kept: list[bool] = []
         refused = 0
         for record in records:
             line = _encode({"v": 1, **record})
             if len(line) > room:
                 refused += len(record.get("points") or ()) or 1
+                kept.append(False)
                 continue
             room -= len(line)
             lines.append(line)
+            kept.append(True)
         if lines:
-            _append(directory / f"{_own_prefix()}0.jsonl", lines)
+            try:
+                _append(directory / f"{_own_prefix()}0.jsonl", lines)
+            except SpoolWriteError as exc:  # say which of the records given landed
+                seen = 0
+                for i, flag in enumerate(kept):
+                    if flag:
+                        seen += 1
+                        kept[i] = seen <= exc.written
+                exc.kept = kept
+                raise
         if refused:
             warnings.warn(
                 f"the spool at {directory} is full (SPOOL_MAX_BYTES={defaults.SPOOL_MAX_BYTES}); {refused} unsent "
@@ -154,7 +190,14 @@ def write(records: list[dict[str, Any]]) -> tuple[int, int]:
                 TrackingWarning,
                 stacklevel=2,
             )
-        return len(lines), refused
+        return kept
+
+
+def write(records: list[dict[str, Any]]) -> tuple[int, int]:
+    """:func:`write_each` as counts: (records written, points or updates refused by SPOOL_MAX_BYTES)."""
+    kept = write_each(records)
+    refused = sum(len(r.get("points") or ()) or 1 for r, k in zip(records, kept) if not k)
+    return sum(kept), refused
 
 
 def pending_files(include_live: bool = True) -> list[Path]:

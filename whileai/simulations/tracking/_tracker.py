@@ -122,6 +122,11 @@ class Tracker:
         # body until the platform has answered it, and whether the spool already holds that request
         self._create: dict[str, Any] | None = None
         self._create_spooled = False
+        self._names: set[str] = set()  # metric names logged (RUN_METRIC_NAMES_MAX)
+        self._batch_errors: dict[str, int] = {}  # batch id -> server errors (BATCH_SERVER_ERRORS_MAX)
+        self._last_sent = time.monotonic()  # the last send that reached the platform (heartbeats)
+        self.lost = 0  # points the spool could not keep (disk full, SPOOL_MAX_BYTES), said once at exit
+        self.spool_error: str | None = None
         self.offline = False  # WHILEAI_MODE=offline: nothing is sent; every flush writes to the spool instead
         self.announced = False  # said on stderr, when it started, that it was offline (see _offline): once is enough
 
@@ -145,6 +150,8 @@ class Tracker:
             elif kind is not int or not -_INT_EXACT < value < _INT_EXACT:
                 clean = self._clean(metrics)
                 break
+        if not self._names.issuperset(clean):
+            clean = self._within_names(clean)
         if step is None:
             step = self._next_step
         elif type(step) is not int or step < 0:
@@ -166,6 +173,30 @@ class Tracker:
             else:
                 clean[key] = number
         return clean
+
+    def _within_names(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        """``metrics`` without names past RUN_METRIC_NAMES_MAX (skipped, counted, said once)."""
+        cap = defaults.RUN_METRIC_NAMES_MAX
+        kept = {}
+        for key, value in metrics.items():
+            if key in self._names or len(self._names) < cap:
+                self._names.add(key)
+                kept[key] = value
+            else:
+                self.skipped += 1
+                if "\0names" not in self._warned:
+                    self._warned.add("\0names")
+                    try:
+                        warnings.warn(
+                            f"{self.run_id}: {key!r} would be metric name {cap + 1}; a run keeps at most {cap} "
+                            "(RUN_METRIC_NAMES_MAX), so values under new names are not logged. Every one skipped "
+                            "is counted in run.skipped; this warning shows once",
+                            RuntimeWarning,
+                            stacklevel=4,
+                        )
+                    except Exception:
+                        pass
+        return kept
 
     def _fix_step(self, step: Any) -> int:
         number = to_float(step)
@@ -229,12 +260,15 @@ class Tracker:
         self.owned = True
         _flush.FLUSHER.add(self)
         _flush.watch_uncaught()
+        _flush.watch_signals()
 
     def end_at_exit(self) -> None:
         if not self.owned or self.finished or self._gone:
             return
         exc = _flush.uncaught()
-        if exc is None:
+        if exc is None and _flush.signalled():
+            status, error = "stopped", f"terminated by signal {_flush.signalled()} (SIGTERM)"
+        elif exc is None:
             status, error = "stopped", "the process exited before run.finish() was called (use `with run:` to end it)"
         elif isinstance(exc, KeyboardInterrupt):
             status, error = "stopped", "interrupted (KeyboardInterrupt)"
@@ -309,15 +343,18 @@ class Tracker:
                 self._lost(exc)
                 return False
             except PlatformError as exc:
-                if exc.status in (413, 422):  # refused and not stored: find what the platform will take
+                if exc.status in (400, 413, 422):  # refused and not stored: find what the platform will take
                     self._split_refused(exc)
                     continue
+                if exc.status >= 500 and self._park_after_errors(batch_id, exc):
+                    continue  # this batch waits in the spool; the ones after it go on
                 self._failed(exc)
                 return False
             except Exception as exc:  # a broken transport or sink is a failed send like any other
                 self._failed(exc)
                 return False
             self.batches.popleft()
+            self._batch_errors.pop(batch_id, None)
             self._succeeded()
             top = max(map(_STEP, points))
             if top > self._points_top:
@@ -342,6 +379,35 @@ class Tracker:
             return False
         self._create = None
         self._succeeded()
+        return True
+
+    def _park_after_errors(self, batch_id: str, exc: PlatformError) -> bool:
+        """Count a server error for this batch; past BATCH_SERVER_ERRORS_MAX move it to the spool (True when moved)."""
+        seen = self._batch_errors.get(batch_id, 0) + 1
+        self._batch_errors[batch_id] = seen
+        if seen < defaults.BATCH_SERVER_ERRORS_MAX:
+            return False
+        batch = self.batches.popleft()
+        try:
+            kept = self._write(self._records([batch]))
+        except Exception:  # an unwritable spool: the batch stays first, retried with backoff like any failure
+            self.batches.appendleft(batch)
+            return False
+        self._batch_errors.pop(batch_id, None)
+        self.errors += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        if not kept[-1]:
+            self.lost += len(batch[1])
+        try:
+            warnings.warn(
+                f"{self.run_id}: the platform failed on one batch of {len(batch[1])} points {seen} times "
+                f"(BATCH_SERVER_ERRORS_MAX); it waits in the spool ({_spool.spool_dir()}) for the next good send or "
+                f"`python -m whileai sync`, and the run's later points go on. Last answer: {exc}",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        except Exception:
+            pass
         return True
 
     def _split_refused(self, exc: PlatformError) -> None:
@@ -426,6 +492,7 @@ class Tracker:
                         del self._patch[key]
 
     def _succeeded(self) -> None:
+        self._last_sent = time.monotonic()
         self._failures = 0
         self._retry_at = 0.0
 
@@ -482,28 +549,81 @@ class Tracker:
         while len(self.batches) > 1 and self.pending_points() > defaults.BUFFER_MAX_POINTS // 2:
             moved.append(self.batches.popleft())
         if moved:
+            records = self._records(moved)
             try:
-                self._write(self._records(moved))
+                kept = self._write(records)
+            except _spool.SpoolWriteError as exc:  # what landed stays landed; the rest back to memory
+                kept = exc.kept
             except Exception:  # an unwritable spool: the batches stay in memory, where they were
                 self.batches.extendleft(reversed(moved))
+                return
+            back = [batch for batch, flag in zip(moved, kept[len(records) - len(moved):]) if not flag]
+            self.batches.extendleft(reversed(back))
 
-    def _write(self, records: list[dict[str, Any]]) -> None:
-        _spool.write(records)
-        if records and records[0]["kind"] == "create":
+    def _write(self, records: list[dict[str, Any]]) -> list[bool]:
+        try:
+            kept = _spool.write_each(records)
+        except _spool.SpoolWriteError as exc:
+            if exc.kept and records[0]["kind"] == "create" and exc.kept[0]:
+                self._create_spooled = True
+            self.spool_error = str(exc.cause)
+            raise
+        if records and records[0]["kind"] == "create" and kept[0]:
             self._create_spooled = True
+        return kept
 
     def spool(self) -> tuple[int, int]:
-        """Write everything unsent (points, then record changes) to the spool: (points, run updates)."""
+        """Write everything unsent (points, then record changes) to the spool: (points, run updates) kept there.
+
+        Points the spool refuses for its size cap (SPOOL_MAX_BYTES) are dropped
+        and counted in ``lost``. When the disk refuses the write, what landed is
+        forgotten here, the rest stays in memory, and SpoolWriteError is raised.
+        """
         self._cut()
-        records = self._records(list(self.batches))
+        batches = list(self.batches)
+        records = self._records(batches)
         body, version = self._patch_body()
         if body:
             records.append({**self._head(), "kind": "patch", "body": body})
         if not records:
             return 0, 0
-        self._write(records)
-        points = sum(len(batch) for _, batch in self.batches)
-        self.batches.clear()
-        if body:
+        error = None
+        try:
+            kept = self._write(records)
+        except _spool.SpoolWriteError as exc:
+            kept, error = exc.kept, exc
+        offset = len(records) - len(batches) - (1 if body else 0)
+        points = 0
+        for batch, flag in zip(batches, kept[offset:]):
+            if flag:
+                points += len(batch[1])
+                self.batches.remove(batch)
+            elif error is None:  # refused by SPOOL_MAX_BYTES: it cannot be kept anywhere
+                self.lost += len(batch[1])
+                self.batches.remove(batch)
+        patched = bool(body) and kept[-1]
+        if body and (patched or error is None):
             self._acknowledge(body, version)  # a note made while this was written stays for the next one
-        return points, 1 if body else 0
+        if error is not None:
+            raise error
+        return points, 1 if patched else 0
+
+    # -- heartbeat ------------------------------------------------------------
+
+    def heartbeat_due(self) -> bool:
+        """Whether this process's own running run has sent nothing for RUN_HEARTBEAT_S."""
+        return (self.owned and not self.finished and not self._gone and not self.offline
+                and self._create is None and time.monotonic() - self._last_sent >= defaults.RUN_HEARTBEAT_S)
+
+    def heartbeat(self) -> None:
+        """An empty run update: the platform notes the run's writer is alive (it reads ``crashed`` otherwise)."""
+        if not self._send_lock.acquire(blocking=False):
+            return  # a send is under way, which says as much
+        try:
+            self.client.request("PATCH", f"/runs/{self.run_id}", json={}, timeout=defaults.TRACKING_TIMEOUT_S)
+        except Exception:  # a missed beat is retried at the next interval; the points' own sends go on
+            self._last_sent = time.monotonic() - defaults.RUN_HEARTBEAT_S / 2
+        else:
+            self._last_sent = time.monotonic()
+        finally:
+            self._send_lock.release()
