@@ -78,7 +78,7 @@ def create_run(body: RunCreate, request: Request, acct: str = Depends(account_id
 @router.get("/runs")
 def list_runs(
     request: Request,
-    status: str | None = Query(None, description=f"one of {', '.join(RUN_STATUSES)}"),
+    status: str | None = Query(None, description=f"one of {', '.join(RUN_STATUSES)}, or crashed"),
     dataset: str | None = None,
     name: str | None = None,
     kind: str | None = None,
@@ -86,7 +86,11 @@ def list_runs(
     acct: str = Depends(account_id),
 ) -> Response:
     runs = store(request).list_runs(acct, status=status, dataset=dataset, name=name, kind=kind, limit=limit)
-    return json_response({"runs": [with_url(r, request) for r in runs]})
+    answer: dict[str, Any] = {"runs": [with_url(r, request) for r in runs]}
+    if getattr(runs, "truncated", False):
+        answer["truncated"] = (f"cut at PLATFORM_LIST_MAX_BYTES after {len(runs)} runs; ask for fewer (limit) or "
+                               "filter (status, dataset, name, kind), and read each run with GET /runs/{id}")
+    return json_response(answer)
 
 
 @router.get("/runs/{run_id}")

@@ -15,8 +15,28 @@ from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from whileai.platform.store.tables import Point, PointBatch, Run, _check_count, _check_status, _check_str, _new_id, _not_found, run_record
-from whileai.platform.store.values import FINISHED_STATUSES, RUN_STOP_MARK, RUN_STATUSES, InvalidError, canonical_json, check_json_value, clean_points, loads
+from whileai.platform.store.tables import (
+    Point,
+    PointBatch,
+    Run,
+    _check_count,
+    _check_status,
+    _check_str,
+    _new_id,
+    _not_found,
+    run_record,
+    run_stale_s,
+)
+from whileai.platform.store.values import (
+    FINISHED_STATUSES,
+    RUN_STOP_MARK,
+    RUN_STATUSES,
+    InvalidError,
+    canonical_json,
+    check_json_value,
+    clean_points,
+    loads,
+)
 from whileai.platform import defaults
 from whileai.core.ids import id_shape, is_id
 from whileai.core.spec import same_run
@@ -153,7 +173,8 @@ def _run_fields(
         "after_dataset": _check_str(after_dataset, "after_dataset"),
         "kind": _check_str(kind, "kind", 100),
         "status": _check_status(status, RUN_STATUSES, "run"),
-        "config_json": check_json_value(config, "config"),
+        "config_json": _capped(check_json_value(config, "config"), "config", defaults.RUN_CONFIG_MAX_BYTES,
+                               "RUN_CONFIG_MAX_BYTES"),
         "summary_json": store._summary_text(summary),
         "step": _check_count(step, "step") or 0,
         "total_steps": _check_count(total_steps, "total_steps"),
@@ -176,12 +197,21 @@ def _new_run(s: Session, account_id: str, run_id: str, values: dict[str, Any]) -
     return r
 
 
+def _capped(text: str, field: str, cap: int, name: str) -> str:
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > cap:
+        raise InvalidError(f"{field} is {size} bytes as JSON, over the cap of {cap} bytes ({name}); keep large "
+                           "values in files or datasets and put their name or path here")
+    return text
+
+
 def _summary_text(summary: Any) -> str:
     if summary is None:
         return "{}"
     if not isinstance(summary, dict):
         raise InvalidError(f"summary is a {type(summary).__name__}; send an object of key to value")
-    return check_json_value(summary, "summary")
+    return _capped(check_json_value(summary, "summary"), "summary", defaults.RUN_SUMMARY_MAX_BYTES,
+                   "RUN_SUMMARY_MAX_BYTES")
 
 
 def get_run(store: Any, account_id: str, run_id: str, *, series: bool = True) -> dict[str, Any]:
@@ -229,15 +259,38 @@ def list_runs(
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
     """The account's runs, newest first, filtered by whichever of status/dataset/name/kind are given."""
-    if status is not None:
+    if status is not None and status != "crashed":
         _check_status(status, RUN_STATUSES, "run")
     limit = store._limit(limit)
     q = select(Run).where(Run.account_id == account_id)
-    for column, value in ((Run.status, status), (Run.dataset, dataset), (Run.name, name), (Run.kind, kind)):
+    stored_status = "running" if status == "crashed" else status
+    for column, value in ((Run.status, stored_status), (Run.dataset, dataset), (Run.name, name), (Run.kind, kind)):
         if value is not None:
             q = q.where(column == value)
+    if status == "crashed":
+        q = q.where(Run.updated_at < time.time() - run_stale_s())
     q = q.order_by(Run.pk.desc()).limit(limit)
-    return store._tx(lambda s: [run_record(r) for r in s.scalars(q)], write=False)
+
+    def work(s: Session) -> RunList:
+        out = RunList()
+        budget = defaults.PLATFORM_LIST_MAX_BYTES
+        for r in s.scalars(q.execution_options(yield_per=50)):
+            budget -= len(r.config_json) + len(r.summary_json) + len(r.error or "") + 1000
+            if budget < 0 and out:
+                out.truncated = True  # a list is a menu: PLATFORM_LIST_MAX_BYTES bounds its answer
+                break
+            record = run_record(r)
+            if status is None or record["status"] == status:
+                out.append(record)
+        return out
+
+    return store._tx(work, write=False)
+
+
+class RunList(list):
+    """Run records, and whether PLATFORM_LIST_MAX_BYTES cut the list short (``truncated``)."""
+
+    truncated = False
 
 
 def _limit(limit: Any) -> int:
@@ -267,7 +320,7 @@ def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any]
     if "status" in changes:
         values["status"] = _check_status(changes["status"], RUN_STATUSES, "run")
     if "error" in changes:
-        values["error"] = _check_str(changes["error"], "error", 100_000)
+        values["error"] = _check_str(changes["error"], "error", defaults.RUN_ERROR_MAX_CHARS)
     if "step" in changes:
         values["step"] = _check_count(changes["step"], "step", nullable=False)
     if "total_steps" in changes:
@@ -277,7 +330,8 @@ def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any]
     if "kind" in changes:
         values["kind"] = _check_str(changes["kind"], "kind", 100)
     if "config" in changes:
-        values["config_json"] = check_json_value(changes["config"], "config")
+        values["config_json"] = _capped(check_json_value(changes["config"], "config"), "config",
+                                        defaults.RUN_CONFIG_MAX_BYTES, "RUN_CONFIG_MAX_BYTES")
     patch = None
     if "summary" in changes and changes["summary"] is not None:
         store._summary_text(changes["summary"])  # refuse bad values before touching the row
@@ -297,7 +351,8 @@ def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any]
         if patch is not None:
             merged = json.loads(r.summary_json)
             merged.update(patch)
-            r.summary_json = canonical_json(merged)
+            r.summary_json = _capped(canonical_json(merged), "summary (merged with the stored one)",
+                                     defaults.RUN_SUMMARY_MAX_BYTES, "RUN_SUMMARY_MAX_BYTES")
         r.updated_at = now
         s.flush()
         return run_record(r)
@@ -329,11 +384,13 @@ def add_points(store: Any, account_id: str, run_id: str, batch_id: str, points: 
     _check_str(batch_id, "batch_id", defaults.PLATFORM_MAX_KEY_CHARS, required=True)
     rows = clean_points(points, run_id)
     top = max((row[1] for row in rows if row[1] is not None), default=None)
+    names: set[str] = set().union(*(p["metrics"] for p in points)) if rows else set()
 
     def work(s: Session) -> dict[str, Any]:
         r = store._run(s, account_id, run_id, lock=True)
         if s.get(PointBatch, (run_id, batch_id)) is not None:
             return {"accepted": 0, "duplicate": True}
+        _add_names(s, r, names, points)
         now = time.time()
         s.add(PointBatch(run_id=run_id, batch_id=batch_id, count=len(rows), created_at=now))
         s.flush()
@@ -349,6 +406,30 @@ def add_points(store: Any, account_id: str, run_id: str, batch_id: str, points: 
     except IntegrityError:
         # Two writers raced on the same batch id; the other one stored it.
         return {"accepted": 0, "duplicate": True}
+
+
+def _add_names(s: Session, r: Run, names: set[str], points: list[Any]) -> None:
+    """Record the batch's metric names on the run; refuse the batch when they would pass RUN_METRIC_NAMES_MAX."""
+    if not names:
+        return
+    if r.metric_names is None:  # a run from before names were kept: read them once from its points
+        known: set[str] = set()
+        for (text_,) in s.execute(select(Point.metrics).where(Point.run_id == r.id)):
+            known.update(loads(text_))
+    else:
+        known = set(json.loads(r.metric_names))
+    new = names - known
+    if not new and r.metric_names is not None:
+        return
+    cap = defaults.RUN_METRIC_NAMES_MAX
+    if len(known) + len(new) > cap:
+        first = next(i for i, p in enumerate(points) if not known.issuperset(p["metrics"]))
+        raise InvalidError(
+            f"points[{first}] would make this run's metric names {len(known) + len(new)}, over the cap of {cap} "
+            f"(RUN_METRIC_NAMES_MAX; it has {len(known)}); log values under names it already has, or start "
+            "another run; nothing from this batch was stored"
+        )
+    r.metric_names = json.dumps(sorted(known | new), ensure_ascii=False)
 
 
 def _insert_points(store: Any, s: Session, rows: list[tuple[str, int | None, float, str]]) -> None:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from typing import Any
 
 from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy import select
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, object_session
 
 from whileai.core.ids import new_id
 from whileai.platform.store.values import InvalidError, NotFoundError, run_cost
@@ -101,6 +104,9 @@ class Run(Base):
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
+    #: the distinct metric names the run's points carry, as a JSON array (RUN_METRIC_NAMES_MAX); null until
+    #: the first batch after this column was added, when it is read once from the points
+    metric_names: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class Point(Base):
@@ -170,13 +176,37 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def run_stale_s() -> float:
+    """Seconds of silence after which a running run reads ``crashed`` (RUN_STALE_S, or RUN_STALE_ENV when set)."""
+    raw = os.environ.get(defaults.RUN_STALE_ENV, "").strip()
+    try:
+        value = float(raw) if raw else defaults.RUN_STALE_S
+    except ValueError:
+        value = defaults.RUN_STALE_S
+    return value if value > 0 else defaults.RUN_STALE_S
+
+
+def _shown_status(r: Run) -> str:
+    """The run's status as read: ``crashed`` for a running run whose writer went silent (RUN_STALE_S).
+
+    A run with a hosted job is the job's to settle (its own heartbeat, JOB_STALE_S), so it is never read as
+    crashed here. Any later send (points, an update, the SDK's heartbeat) moves ``updated_at`` and revives it.
+    """
+    if r.status != "running" or r.updated_at is None or r.updated_at >= time.time() - run_stale_s():
+        return r.status
+    session = object_session(r)
+    if session is not None and session.scalar(select(Job.pk).where(Job.run_id == r.id).limit(1)) is not None:
+        return r.status
+    return "crashed"
+
+
 def run_record(r: Run) -> dict[str, Any]:
     summary = json.loads(r.summary_json)  # stdlib: exact past 64-bit ints, as given
     cost_usd, cost_basis = run_cost(summary)
     return {
         "id": r.id,
         "name": r.name,
-        "status": r.status,
+        "status": _shown_status(r),
         "kind": r.kind,
         "dataset": r.dataset,
         "after_dataset": r.after_dataset,

@@ -283,15 +283,34 @@ def _send(client: Any, record: dict[str, Any]) -> int:
         send_create(client, record["body"], defaults.TRACKING_TIMEOUT_S)
         return 0
     if record["kind"] == "points":
-        client.request(
-            "POST",
-            f"/runs/{run_id}/points",
-            json={"batch_id": record["batch_id"], "points": record["points"]},
-            timeout=defaults.TRACKING_TIMEOUT_S,
-        )
-        return len(record["points"])
+        return _send_points(client, run_id, record["batch_id"], record["points"], record)
     client.request("PATCH", f"/runs/{run_id}", json=record["body"], timeout=defaults.TRACKING_TIMEOUT_S)
     return 0
+
+
+def _send_points(client: Any, run_id: str, batch_id: str, points: list[Any], record: dict[str, Any]) -> int:
+    """Send one spooled batch; a batch the platform refuses (400/413/422) is halved until each refused point is
+    alone, and those are dropped and counted in ``record["refused"]`` with the reason in ``record["why"]``.
+
+    Halves take ids derived from the batch's own (``<id>.0``, ``<id>.1``), so a
+    delivery cut short and run again stores each point once.
+    """
+    try:
+        client.request("POST", f"/runs/{run_id}/points", json={"batch_id": batch_id, "points": points},
+                       timeout=defaults.TRACKING_TIMEOUT_S)
+        return len(points)
+    except NotFoundError:
+        raise
+    except PlatformError as exc:
+        if exc.status not in (400, 413, 422):
+            raise
+        if len(points) == 1:
+            record["refused"] = record.get("refused", 0) + 1
+            record["why"] = str(exc)
+            return 0
+        half = len(points) // 2
+        return (_send_points(client, run_id, f"{batch_id}.0", points[:half], record)
+                + _send_points(client, run_id, f"{batch_id}.1", points[half:], record))
 
 
 def deliver(
@@ -314,6 +333,7 @@ def deliver(
     """
     report: dict[str, Any] = {
         "runs": 0, "points": 0, "updates": 0, "dropped": 0, "left": 0, "files": 0, "unreadable": 0, "reasons": [],
+        "refused": 0,
     }
     down: set[tuple[Any, Any, Any]] = set()  # targets that failed to answer in this delivery
     with _LOCK:
@@ -364,6 +384,11 @@ def deliver(
                     if reason not in report["reasons"]:
                         report["reasons"].append(reason)
                     continue
+                if record.get("refused"):
+                    report["refused"] += record["refused"]
+                    reason = f"refused by the platform: {record.get('why')}"
+                    if reason not in report["reasons"]:
+                        report["reasons"].append(reason)
                 if record["kind"] == "points":
                     report["points"] += sent
                 elif record["kind"] == "create":
@@ -456,8 +481,13 @@ def sync_main(argv: list[str] | None = None) -> int:
               "(deleted, or its id is another account's)")
     if report["unreadable"]:
         print(f"skipped {report['unreadable']} unreadable lines (cut short by a crash while writing)")
+    if report["refused"]:
+        refusals = [r for r in report["reasons"] if r.startswith("refused by the platform")]
+        print(f"{report['refused']} points were refused by the platform and dropped (nothing can store them): "
+              + "; ".join(refusals))
     if report["left"]:
-        print(f"{report['left']} records are still spooled: " + "; ".join(report["reasons"]))
+        others = [r for r in report["reasons"] if not r.startswith("refused by the platform")]
+        print(f"{report['left']} records are still spooled: " + "; ".join(others))
         print("fix that (start the platform, or set WHILEAI_BASE_URL / WHILEAI_API_KEY) and run sync again")
         return 1
-    return 0
+    return 1 if report["refused"] else 0
