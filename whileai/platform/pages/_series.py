@@ -19,6 +19,7 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -32,44 +33,80 @@ from whileai.platform.pages import defaults
 __all__ = ["Columns", "columns", "downsample", "chart_series", "points_after"]
 
 
+#: rows decoded at a time: a run of 10,000 points x 1,000 names is never held as Python objects all at once
+_CHUNK_ROWS = 256
+
+
 @dataclass
 class Columns:
-    """One run's points as arrays in insertion order: ``step`` (NaN when logged without) and each metric."""
+    """One run's points in insertion order: ``step`` (NaN when logged without) and, per metric, only the
+    values that were logged: ``metrics[name] = (rows, values)``, the row indices (int32) and their values.
+
+    Memory is proportional to the values stored (12 bytes each), not to names x points: a run that logs a
+    new name on every point costs what its points cost.
+    """
 
     max_pk: int = 0
     count: int = 0
     step: np.ndarray = field(default_factory=lambda: np.empty(0))
-    metrics: dict[str, np.ndarray] = field(default_factory=dict)
-    _order: dict[str, np.ndarray] = field(default_factory=dict)  # per metric: finite points, sorted by step
+    metrics: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
-    def extended(self, rows: list[tuple[int, Any, str]]) -> Columns:
+    @property
+    def nbytes(self) -> int:
+        return int(self.step.nbytes + sum(r.nbytes + v.nbytes + 100 for r, v in self.metrics.values()))
+
+    def extended(self, rows: Iterable[tuple[int, Any, str]]) -> Columns:
         """These columns with ``rows`` (pk, step, metrics text) appended, as a new object (readers keep theirs)."""
-        if not rows:
-            return self
+        parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        steps: list[np.ndarray] = []
+        n = self.count
+        max_pk = self.max_pk
         nan = math.nan
-        decoded = loads("[" + ",".join(r[2] for r in rows) + "]")
-        names = set(self.metrics).union(*decoded)
-        n_old = self.count
-        metrics = {}
-        for name in names:
-            new = _column(decoded, name)
-            old = self.metrics.get(name)
-            metrics[name] = new if not n_old else np.concatenate([np.full(n_old, nan) if old is None else old, new])
-        steps = np.array([nan if r[1] is None else r[1] for r in rows], dtype=float)
-        return Columns(max_pk=max(self.max_pk, max(r[0] for r in rows)), count=n_old + len(rows),
-                       step=np.concatenate([self.step, steps]) if n_old else steps, metrics=metrics)
+        for chunk in _chunks(rows):
+            decoded = loads("[" + ",".join(r[2] for r in chunk) + "]")
+            steps.append(np.array([nan if r[1] is None else r[1] for r in chunk], dtype=float))
+            max_pk = max(max_pk, max(r[0] for r in chunk))
+            for name in set().union(*decoded):
+                dense = _column(decoded, name)
+                keep = np.flatnonzero(~np.isnan(dense))
+                parts.setdefault(name, []).append(((keep + n).astype(np.int32), dense[keep]))
+            n += len(chunk)
+            del decoded
+        if n == self.count:
+            return self
+        metrics = dict(self.metrics)
+        for name, pieces in parts.items():
+            old = metrics.get(name)
+            if old is not None:
+                pieces.insert(0, old)
+            metrics[name] = (np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces]))
+        return Columns(max_pk=max_pk, count=n, step=np.concatenate([self.step, *steps]), metrics=metrics)
 
     def xy(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """The metric's points that have a step and a finite value, sorted by step (stable)."""
-        order = self._order.get(name)
-        y = self.metrics.get(name)
-        if y is None:
+        found = self.metrics.get(name)
+        if found is None:
             return np.empty(0), np.empty(0)
-        if order is None:
-            keep = np.flatnonzero(np.isfinite(y) & np.isfinite(self.step))
-            order = keep[np.argsort(self.step[keep], kind="stable")]
-            self._order[name] = order
-        return self.step[order], y[order]
+        rows, y = found
+        x = self.step[rows]
+        keep = np.isfinite(x) & np.isfinite(y)
+        if not keep.all():
+            x, y = x[keep], y[keep]
+        if len(x) > 1 and not bool(np.all(x[1:] >= x[:-1])):
+            order = np.argsort(x, kind="stable")
+            x, y = x[order], y[order]
+        return x, y
+
+
+def _chunks(rows: Iterable[tuple[int, Any, str]]) -> Iterator[list[tuple[int, Any, str]]]:
+    batch: list[tuple[int, Any, str]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= _CHUNK_ROWS:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _column(decoded: list[dict[str, Any]], name: str) -> np.ndarray:
@@ -94,6 +131,7 @@ def columns(store: Any, run_id: str) -> Columns:
     """The run's decoded columns, read once and topped up with new rows on later calls.
 
     The caller has already checked that ``run_id`` belongs to its account.
+    Kept for SERIES_CACHE_RUNS runs and SERIES_CACHE_BYTES at most.
     """
     key = (id(store), run_id)
     with _lock:
@@ -103,10 +141,13 @@ def columns(store: Any, run_id: str) -> Columns:
         with _lock:
             found = _cache.get(key)
         if found is not None:
-            fresh = _rows(s, run_id, found.max_pk)
             total = s.scalar(select(func.count()).select_from(Point).where(Point.run_id == run_id)) or 0
+            fresh = list(_rows(s, run_id, found.max_pk))
             if total == found.count + len(fresh):
                 return found.extended(fresh)
+        with _lock:  # the old copy is not kept alive while the new one is decoded
+            _cache.pop(key, None)
+        found = None
         return Columns().extended(_rows(s, run_id, 0))
 
     with reading:  # two page reads of one run decode it once, not twice side by side
@@ -114,14 +155,17 @@ def columns(store: Any, run_id: str) -> Columns:
         with _lock:
             _cache[key] = result
             _cache.move_to_end(key)
-            while len(_cache) > defaults.SERIES_CACHE_RUNS:
-                gone, _ = _cache.popitem(last=False)
+            total = sum(c.nbytes for c in _cache.values())
+            while _cache and (len(_cache) > defaults.SERIES_CACHE_RUNS or total > defaults.SERIES_CACHE_BYTES):
+                gone, dropped = _cache.popitem(last=False)
+                total -= dropped.nbytes
                 _reading.pop(gone, None)
     return result
 
 
-def _rows(s: Session, run_id: str, after_pk: int) -> list[tuple[int, Any, str]]:
-    """``(pk, step, metrics text)`` of the run's points past ``after_pk``, in key order (one indexed scan).
+def _rows(s: Session, run_id: str, after_pk: int) -> Iterator[tuple[int, Any, str]]:
+    """``(pk, step, metrics text)`` of the run's points past ``after_pk``, in key order (one indexed scan),
+    fetched a chunk at a time.
 
     Read through the driver's own cursor: for 100,000 rows the ORM's row objects
     cost as much as the read itself.
@@ -132,7 +176,11 @@ def _rows(s: Session, run_id: str, after_pk: int) -> list[tuple[int, Any, str]]:
     try:
         cursor.execute(f"SELECT pk, step, metrics FROM points WHERE run_id = {mark} AND pk > {mark} ORDER BY pk",
                        (run_id, after_pk))
-        return cursor.fetchall()
+        while True:
+            batch = cursor.fetchmany(_CHUNK_ROWS)
+            if not batch:
+                return
+            yield from batch
     finally:
         cursor.close()
 

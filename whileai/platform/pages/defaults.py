@@ -27,6 +27,12 @@ CHART_MAX_POINTS = 2 * CHART_BUCKETS
 #: 2-core machine, against ~30 ms for the incremental read).
 SERIES_CACHE_RUNS = 8
 
+#: Bytes of decoded series the server keeps across those runs (128 MiB). Values
+#: cost 12 bytes each (pages/_series.py), so this holds about ten million; a run
+#: bigger than this is decoded for each read rather than kept, so the server's
+#: memory does not grow with the runs people open.
+SERIES_CACHE_BYTES = 128 * 1024 * 1024
+
 #: How often a running run's page asks for new points and status, in
 #: milliseconds (trackio polls once a second locally; a person watching a loss
 #: curve sees nothing faster). The page stops polling when the run ends.

@@ -19,6 +19,7 @@ from whileai.platform.store.tables import (
     Point,
     PointBatch,
     Run,
+    RunMetricNames,
     _check_count,
     _check_status,
     _check_str,
@@ -367,6 +368,7 @@ def delete_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
         r = store._run(s, account_id, run_id)
         s.execute(delete(Point).where(Point.run_id == r.id))
         s.execute(delete(PointBatch).where(PointBatch.run_id == r.id))
+        s.execute(delete(RunMetricNames).where(RunMetricNames.run_id == r.id))
         s.delete(r)
         return {"id": r.id, "deleted": True}
 
@@ -409,17 +411,18 @@ def add_points(store: Any, account_id: str, run_id: str, batch_id: str, points: 
 
 
 def _add_names(s: Session, r: Run, names: set[str], points: list[Any]) -> None:
-    """Record the batch's metric names on the run; refuse the batch when they would pass RUN_METRIC_NAMES_MAX."""
+    """Record the batch's metric names for the run; refuse the batch when they would pass RUN_METRIC_NAMES_MAX."""
     if not names:
         return
-    if r.metric_names is None:  # a run from before names were kept: read them once from its points
+    row = s.get(RunMetricNames, r.id)
+    if row is None:  # a run from before names were kept (or its first batch): read them once from its points
         known: set[str] = set()
         for (text_,) in s.execute(select(Point.metrics).where(Point.run_id == r.id)):
             known.update(loads(text_))
     else:
-        known = set(json.loads(r.metric_names))
+        known = set(json.loads(row.names))
     new = names - known
-    if not new and r.metric_names is not None:
+    if not new and row is not None:
         return
     cap = defaults.RUN_METRIC_NAMES_MAX
     if len(known) + len(new) > cap:
@@ -429,7 +432,11 @@ def _add_names(s: Session, r: Run, names: set[str], points: list[Any]) -> None:
             f"(RUN_METRIC_NAMES_MAX; it has {len(known)}); log values under names it already has, or start "
             "another run; nothing from this batch was stored"
         )
-    r.metric_names = json.dumps(sorted(known | new), ensure_ascii=False)
+    text_ = json.dumps(sorted(known | new), ensure_ascii=False)
+    if row is None:
+        s.add(RunMetricNames(run_id=r.id, names=text_))
+    else:
+        row.names = text_
 
 
 def _insert_points(store: Any, s: Session, rows: list[tuple[str, int | None, float, str]]) -> None:

@@ -104,9 +104,16 @@ class Run(Base):
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
-    #: the distinct metric names the run's points carry, as a JSON array (RUN_METRIC_NAMES_MAX); null until
-    #: the first batch after this column was added, when it is read once from the points
-    metric_names: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class RunMetricNames(Base):
+    """The distinct metric names a run's points carry, as a JSON array (RUN_METRIC_NAMES_MAX). A table of its
+    own, so a store made before it gains it with ``create_all``; a run without a row has its names read once
+    from its points."""
+
+    __tablename__ = "run_metric_names"
+    run_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    names: Mapped[str] = mapped_column(Text)
 
 
 class Point(Base):
