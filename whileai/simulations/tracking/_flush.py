@@ -105,7 +105,7 @@ def _at_exit() -> None:
                 try:
                     points, updates = tracker.spool()
                 except _spool.SpoolWriteError as exc:
-                    points, updates = 0, 0
+                    points, updates = exc.landed
                     tracker.lost += tracker.pending_points()
                     note = f"{exc.cause.strerror or exc.cause}" if isinstance(exc.cause, OSError) else str(exc)
                     if note not in why:

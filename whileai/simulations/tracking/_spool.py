@@ -122,6 +122,7 @@ class SpoolWriteError(OSError):
         self.written = written
         self.cause = cause
         self.kept: list[bool] = []  # per record given to write_each: whether it landed
+        self.landed: tuple[int, int] = (0, 0)  # (points, run updates) that landed, set by Tracker.spool
 
 
 def _append(path: Path, lines: list[bytes]) -> None:

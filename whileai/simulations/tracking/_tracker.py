@@ -605,6 +605,7 @@ class Tracker:
         if body and (patched or error is None):
             self._acknowledge(body, version)  # a note made while this was written stays for the next one
         if error is not None:
+            error.landed = (points, 1 if patched else 0)  # what did reach the spool before the disk refused
             raise error
         return points, 1 if patched else 0
 
