@@ -75,11 +75,13 @@ class Columns:
         if n == self.count:
             return self
         metrics = dict(self.metrics)
-        for name, pieces in parts.items():
+        for name in list(parts):  # one name's pieces at a time, so joining them never doubles the whole
+            pieces = parts.pop(name)
             old = metrics.get(name)
             if old is not None:
                 pieces.insert(0, old)
             metrics[name] = (np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces]))
+            del pieces
         return Columns(max_pk=max_pk, count=n, step=np.concatenate([self.step, *steps]), metrics=metrics)
 
     def xy(self, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -186,19 +188,25 @@ def _rows(s: Session, run_id: str, after_pk: int) -> Iterator[tuple[int, Any, st
 
 
 def downsample(x: np.ndarray, y: np.ndarray, buckets: int = defaults.CHART_BUCKETS) -> tuple[np.ndarray, np.ndarray]:
-    """At most ``2 * buckets`` points: each bucket of consecutive points keeps its min and its max, in step order."""
+    """At most ``2 * buckets`` points: each bucket of consecutive points keeps its min and its max, in step order.
+
+    Vectorised (one pass of numpy per series, no loop over buckets): a page of a
+    thousand series costs milliseconds each.
+    """
     n = len(x)
     if n <= 2 * buckets:
         return x, y
     edges = np.linspace(0, n, buckets + 1).astype(np.int64)
-    keep = np.empty(2 * buckets, dtype=np.int64)
-    for b in range(buckets):
-        lo, hi = edges[b], edges[b + 1]
-        part = y[lo:hi]
-        i, j = lo + int(np.argmin(part)), lo + int(np.argmax(part))
-        keep[2 * b], keep[2 * b + 1] = (i, j) if i <= j else (j, i)
-    keep = np.unique(keep)  # a flat bucket's min and max are one point
-    return x[keep], y[keep]
+    starts = edges[:-1]
+    bucket = np.repeat(np.arange(buckets), np.diff(edges))
+    keep = []
+    for reduce in (np.minimum, np.maximum):
+        extreme = reduce.reduceat(y, starts)
+        hits = np.flatnonzero(y == extreme[bucket])
+        _, first = np.unique(bucket[hits], return_index=True)  # each bucket's first min (max), as argmin does
+        keep.append(hits[first])
+    chosen = np.unique(np.concatenate(keep))  # in step order; a flat bucket's min and max are one point
+    return x[chosen], y[chosen]
 
 
 def _jsonable(a: np.ndarray) -> list[float]:
