@@ -104,8 +104,8 @@ def test_no_input_makes_a_500_and_the_connection_stays_usable(server):
 
 def test_a_poisoned_run_stores_everything_else_and_ends_done(server):
     """3,000 points, one with a lone-surrogate name (what os.fsdecode gives), 7,000 more: 9,999 stored, done."""
-    from whileai.simulations._client import get_client
-    from whileai.simulations._run import TrainingRun
+    from whileai.simulations.client import get_client
+    from whileai.simulations.tracking import TrainingRun
 
     client = get_client(server.key, server.base_url)
     record = client.request("POST", "/runs", json={"name": "poisoned"})
@@ -124,9 +124,9 @@ def test_a_poisoned_run_stores_everything_else_and_ends_done(server):
 
 
 def test_a_batch_that_keeps_failing_moves_to_the_spool_and_the_rest_land(server, monkeypatch):
-    from whileai.simulations import _spool
-    from whileai.simulations._client import get_client
-    from whileai.simulations._run import TrainingRun
+    from whileai.simulations.tracking import _spool
+    from whileai.simulations.client import get_client
+    from whileai.simulations.tracking import TrainingRun
 
     monkeypatch.setattr(sdk_defaults, "RETRY_BACKOFF_S", 0.01)
     client = get_client(server.key, server.base_url)
@@ -157,8 +157,8 @@ def test_a_batch_that_keeps_failing_moves_to_the_spool_and_the_rest_land(server,
 
 
 def test_sync_exits_non_zero_with_the_reason_when_it_cannot_deliver(server, home, capsys):
-    from whileai.simulations import _spool
-    from whileai.simulations._client import get_client
+    from whileai.simulations.tracking import _spool
+    from whileai.simulations.client import get_client
 
     client = get_client(server.key, server.base_url)
     run = client.request("POST", "/runs", json={"name": "spooled"})["id"]
@@ -176,8 +176,8 @@ def test_sync_exits_non_zero_with_the_reason_when_it_cannot_deliver(server, home
 
 
 def test_the_metric_name_cap_refuses_past_it_and_the_sdk_says_so_once(server, monkeypatch):
-    from whileai.simulations._client import get_client
-    from whileai.simulations._run import TrainingRun
+    from whileai.simulations.client import get_client
+    from whileai.simulations.tracking import TrainingRun
 
     monkeypatch.setattr(platform_defaults, "RUN_METRIC_NAMES_MAX", 50)
     client = httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {server.key}"}, timeout=60)
@@ -422,8 +422,8 @@ def test_a_full_spool_disk_is_said_once_with_counts_that_sync_delivers(tmp_path)
 
 @pytest.mark.slow
 def test_soak_8_writers_with_the_server_killed_and_restarted_twice(platform, monkeypatch):
-    from whileai.simulations._client import get_client
-    from whileai.simulations._run import TrainingRun
+    from whileai.simulations.client import get_client
+    from whileai.simulations.tracking import TrainingRun
 
     monkeypatch.setattr(sdk_defaults, "RETRY_BACKOFF_MAX_S", 1.0)
     monkeypatch.setattr(sdk_defaults, "FLUSH_INTERVAL_S", 0.2)
