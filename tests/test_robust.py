@@ -73,7 +73,8 @@ _BAD_BODIES = [  # (path template, body, status, words the refusal names)
     ("/runs/{run}/points", b'{"batch_id":"n","points":[{"step":1,"metrics":{"x\\u0000":1},"ts":1.0}]}', 422,
      "NUL"),
     ("/runs/{run}/points", b'{"batch_id":"b","points":[{"step":1,"metrics":{"x":1},"ts":1.0,"e":NaN}],'
-     b'"x":123456789012345678901234567890}', 422, "x is 123456789012345678901234567890; send integers that fit in 64 bits"),
+     b'"x":123456789012345678901234567890}', 422,
+     "x is 123456789012345678901234567890; send integers that fit in 64 bits"),
     ("/runs/{run}/points", _DEEP, 400, "PLATFORM_MAX_JSON_DEPTH"),
     ("/runs/{run}/points", b'{"batch_id":"d","points":' + _DEEP + b"}", 400, "PLATFORM_MAX_JSON_DEPTH"),
     ("/v1/chat/completions", b'{"model":' + _DEEP + b"}", 400, "PLATFORM_MAX_JSON_DEPTH"),

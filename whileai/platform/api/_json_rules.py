@@ -48,7 +48,7 @@ def _where(path: tuple[Any, ...] | None) -> str:
     parts: list[str] = []
     while path is not None:
         path, key = path
-        parts.append(f"[{key}]" if isinstance(key, int) else ("." if parts or True else "") + str(key))
+        parts.append(f"[{key}]" if isinstance(key, int) else "." + str(key))
     text = "".join(reversed(parts)).lstrip(".")
     return text or "the body"
 

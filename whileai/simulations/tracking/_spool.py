@@ -41,7 +41,9 @@ from whileai.core import codec
 from whileai.core.paths import data_root
 from whileai.core.errors import NotFoundError, PlatformError, TrackingWarning
 
-__all__ = ["spool_dir", "write", "write_each", "SpoolWriteError", "deliver", "pending_files", "send_create", "sync_main"]
+__all__ = [
+    "spool_dir", "write", "write_each", "SpoolWriteError", "deliver", "pending_files", "send_create", "sync_main",
+]
 
 _KINDS = ("create", "points", "patch")
 
@@ -126,7 +128,7 @@ class SpoolWriteError(OSError):
 
 
 def _append(path: Path, lines: list[bytes]) -> None:
-    """Append whole lines, durably; on a disk error cut the file back to its last whole line and raise SpoolWriteError."""
+    """Append whole lines, durably; a disk error cuts the file back to its last whole line (SpoolWriteError)."""
     new = not path.exists()
     written = 0
     with os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as handle:
