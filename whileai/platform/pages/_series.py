@@ -23,6 +23,11 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
+
+try:  # the page's series are encoded straight from numpy when orjson is installed
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - the standard library path: plain lists
+    _orjson = None  # type: ignore[assignment]
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -33,8 +38,10 @@ from whileai.platform.pages import defaults
 __all__ = ["Columns", "columns", "downsample", "chart_series", "points_after"]
 
 
-#: rows decoded at a time: a run of 10,000 points x 1,000 names is never held as Python objects all at once
+#: rows fetched at a time, and metrics text decoded at a time: a run of 10,000 points x 1,000 names is
+#: never held as Python objects all at once (decoded, a value costs ~100 bytes; stored here, 12)
 _CHUNK_ROWS = 256
+_CHUNK_TEXT_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -102,11 +109,13 @@ class Columns:
 
 def _chunks(rows: Iterable[tuple[int, Any, str]]) -> Iterator[list[tuple[int, Any, str]]]:
     batch: list[tuple[int, Any, str]] = []
+    size = 0
     for row in rows:
         batch.append(row)
-        if len(batch) >= _CHUNK_ROWS:
+        size += len(row[2])
+        if len(batch) >= 8 * _CHUNK_ROWS or size >= _CHUNK_TEXT_BYTES:
             yield batch
-            batch = []
+            batch, size = [], 0
     if batch:
         yield batch
 
@@ -209,13 +218,31 @@ def downsample(x: np.ndarray, y: np.ndarray, buckets: int = defaults.CHART_BUCKE
     return x[chosen], y[chosen]
 
 
+def _out_x(a: np.ndarray, encoded: bool) -> Any:
+    """Steps for the page: whole numbers as integers; with ``encoded``, JSON text orjson splices in as is."""
+    if encoded and _orjson is not None and bool(np.all(np.abs(a) < 2**53)) and bool(np.all(a == np.floor(a))):
+        return _orjson.Fragment(_orjson.dumps(a.astype(np.int64), option=_orjson.OPT_SERIALIZE_NUMPY))
+    return _jsonable(a)
+
+
+def _out_y(a: np.ndarray, encoded: bool) -> Any:
+    """Values for the page; with ``encoded``, JSON text (a thousand series never become millions of floats)."""
+    if encoded and _orjson is not None:
+        return _orjson.Fragment(_orjson.dumps(a, option=_orjson.OPT_SERIALIZE_NUMPY))
+    return a.tolist()
+
+
 def _jsonable(a: np.ndarray) -> list[float]:
     return [int(v) if v.is_integer() else v for v in a.tolist()]
 
 
 def chart_series(cols: Columns, names: list[str] | None = None, start: float | None = None,
-                 end: float | None = None, buckets: int = defaults.CHART_BUCKETS) -> dict[str, dict[str, Any]]:
-    """Per metric: ``x`` (steps), ``y``, ``points`` (how many in range), ``downsampled``, ``first``/``last`` step."""
+                 end: float | None = None, buckets: int = defaults.CHART_BUCKETS,
+                 encoded: bool = False) -> dict[str, dict[str, Any]]:
+    """Per metric: ``x`` (steps), ``y``, ``points`` (how many in range), ``downsampled``, ``first``/``last`` step.
+
+    With ``encoded`` (the page routes) ``x`` and ``y`` are JSON text for orjson to splice in.
+    """
     out: dict[str, dict[str, Any]] = {}
     for name in sorted(cols.metrics) if names is None else names:
         if name not in cols.metrics:
@@ -227,8 +254,8 @@ def chart_series(cols: Columns, names: list[str] | None = None, start: float | N
             x, y = x[lo:hi], y[lo:hi]
         dx, dy = downsample(x, y, buckets)
         out[name] = {
-            "x": _jsonable(dx),
-            "y": dy.tolist(),
+            "x": _out_x(dx, encoded),
+            "y": _out_y(dy, encoded),
             "points": int(len(x)),
             "downsampled": bool(len(dx) < len(x)),
             "buckets": buckets if len(dx) < len(x) else None,
@@ -236,7 +263,7 @@ def chart_series(cols: Columns, names: list[str] | None = None, start: float | N
     return out
 
 
-def points_after(cols: Columns, after: float) -> dict[str, dict[str, Any]]:
+def points_after(cols: Columns, after: float, encoded: bool = False) -> dict[str, dict[str, Any]]:
     """Per metric, the points whose step is past ``after`` (downsampled past LIVE_MAX_POINTS)."""
     out = {}
     for name in sorted(cols.metrics):
@@ -244,7 +271,7 @@ def points_after(cols: Columns, after: float) -> dict[str, dict[str, Any]]:
         lo = int(np.searchsorted(x, after, side="right"))
         if lo < len(x):
             dx, dy = downsample(x[lo:], y[lo:], defaults.LIVE_MAX_POINTS // 2)
-            out[name] = {"x": _jsonable(dx), "y": dy.tolist(), "points": int(len(x) - lo)}
+            out[name] = {"x": _out_x(dx, encoded), "y": _out_y(dy, encoded), "points": int(len(x) - lo)}
     return out
 
 

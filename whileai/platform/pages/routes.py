@@ -16,6 +16,7 @@ not the reader's account's, exactly like a missing one.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -72,9 +73,24 @@ def _page(request: Request, page: str, check: Any = None) -> Response:
 
 
 def _data(value: Any) -> Response:
-    response = json_response(value)
+    try:
+        response = json_response(value)
+    except TypeError:  # a record orjson will not encode (an integer past 64 bits): the series as plain values
+        response = json_response(_plain(value))
     response.headers.update(auth.PAGE_HEADERS)
     return response
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with the series' pre-encoded JSON text (orjson fragments) decoded back to lists."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    contents = getattr(value, "contents", None)
+    if contents is not None and type(value).__name__ == "Fragment":
+        return json.loads(contents)
+    return value
 
 
 # --------------------------------------------------------------------------- shells
@@ -158,7 +174,7 @@ def run_data(run_id: str, request: Request, metrics: str | None = None,
     record = the_store.get_run(acct, run_id, series=False)
     cols = _series.columns(the_store, run_id)
     if metrics is not None or start is not None or end is not None:  # a zoom: these series only, in range
-        return _data({"series": _series.chart_series(cols, _metrics_arg(metrics), start, end)})
+        return _data({"series": _series.chart_series(cols, _metrics_arg(metrics), start, end, encoded=True)})
     return _data(_run_view(request, acct, record, cols))
 
 
@@ -171,7 +187,7 @@ def run_live(run_id: str, request: Request, after: float = -1) -> Response:
     cols = _series.columns(the_store, run_id)
     return _data({"status": record["status"], "step": record["step"], "total_steps": record["total_steps"],
                   "updated_at": record["updated_at"], "created_at": record["created_at"],
-                  "metrics": sorted(cols.metrics), "points": _series.points_after(cols, after)})
+                  "metrics": sorted(cols.metrics), "points": _series.points_after(cols, after, encoded=True)})
 
 
 @router.get("/page-data/runs/{run_id}/log")
@@ -210,7 +226,7 @@ def _run_view(request: Request, acct: str, record: dict[str, Any], cols: _series
         "sections": drawn["sections"],
         "scalars": drawn["scalars"],
         "setup": _setup.setup(record),
-        "series": _series.chart_series(cols, wanted),
+        "series": _series.chart_series(cols, wanted, encoded=True),
         "unstepped": _series.unstepped(cols),
         "monitor": monitor,
         "selection": summary.get("selection") if isinstance(summary.get("selection"), dict) else None,
@@ -246,7 +262,7 @@ def compare_data(request: Request, runs: str = "", metrics: str | None = None,
     records = _compare_records(request, acct, runs)
     cols = {r["id"]: _series.columns(store(request), r["id"]) for r in records}
     if metrics is not None or start is not None or end is not None:
-        return _data({"series": {rid: _series.chart_series(c, _metrics_arg(metrics), start, end)
+        return _data({"series": {rid: _series.chart_series(c, _metrics_arg(metrics), start, end, encoded=True)
                                  for rid, c in cols.items()}})
     names = sorted({n for c in cols.values() for n in c.metrics})
     everywhere = [n for n in names if all(n in c.metrics for c in cols.values())]
@@ -260,7 +276,8 @@ def compare_data(request: Request, runs: str = "", metrics: str | None = None,
                   "delta": (r.get("summary") or {}).get("delta", {}).get("verdict")
                   if isinstance((r.get("summary") or {}).get("delta"), dict) else None} for r in records],
         "charts": charts,
-        "series": {rid: _series.chart_series(c, [m for ch in charts for m in ch["metrics"] if m in c.metrics])
+        "series": {rid: _series.chart_series(c, [m for ch in charts for m in ch["metrics"] if m in c.metrics],
+                                             encoded=True)
                    for rid, c in cols.items()},
         "config": _views.compare_config(records),
     })
