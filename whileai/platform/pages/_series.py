@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import threading
+from array import array
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from collections.abc import Iterable, Iterator
@@ -64,7 +65,9 @@ class Columns:
 
     def extended(self, rows: Iterable[tuple[int, Any, str]]) -> Columns:
         """These columns with ``rows`` (pk, step, metrics text) appended, as a new object (readers keep theirs)."""
-        parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        # per name, growing buffers (one allocation each, grown in place): small numpy pieces per chunk would
+        # cost more in object headers than the values they hold
+        parts: dict[str, tuple[array, array]] = {}
         steps: list[np.ndarray] = []
         n = self.count
         max_pk = self.max_pk
@@ -76,19 +79,23 @@ class Columns:
             for name in set().union(*decoded):
                 dense = _column(decoded, name)
                 keep = np.flatnonzero(~np.isnan(dense))
-                parts.setdefault(name, []).append(((keep + n).astype(np.int32), dense[keep]))
+                found = parts.get(name)
+                if found is None:
+                    found = parts[name] = (array("i"), array("d"))
+                found[0].frombytes((keep + n).astype(np.int32).tobytes())
+                found[1].frombytes(dense[keep].tobytes())
             n += len(chunk)
             del decoded
         if n == self.count:
             return self
         metrics = dict(self.metrics)
-        for name in list(parts):  # one name's pieces at a time, so joining them never doubles the whole
-            pieces = parts.pop(name)
+        for name in list(parts):
+            rows_buf, vals_buf = parts.pop(name)
+            new_rows, new_vals = np.frombuffer(rows_buf, dtype=np.int32), np.frombuffer(vals_buf, dtype=np.float64)
             old = metrics.get(name)
-            if old is not None:
-                pieces.insert(0, old)
-            metrics[name] = (np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces]))
-            del pieces
+            if old is not None:  # a top-up: join once (the old arrays are shared with readers of the old columns)
+                new_rows, new_vals = np.concatenate([old[0], new_rows]), np.concatenate([old[1], new_vals])
+            metrics[name] = (new_rows, new_vals)
         return Columns(max_pk=max_pk, count=n, step=np.concatenate([self.step, *steps]), metrics=metrics)
 
     def xy(self, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -221,14 +228,14 @@ def downsample(x: np.ndarray, y: np.ndarray, buckets: int = defaults.CHART_BUCKE
 def _out_x(a: np.ndarray, encoded: bool) -> Any:
     """Steps for the page: whole numbers as integers; with ``encoded``, JSON text orjson splices in as is."""
     if encoded and _orjson is not None and bool(np.all(np.abs(a) < 2**53)) and bool(np.all(a == np.floor(a))):
-        return _orjson.Fragment(_orjson.dumps(a.astype(np.int64), option=_orjson.OPT_SERIALIZE_NUMPY))
+        return _orjson.Fragment(_orjson.dumps(a.astype(np.int64), option=_orjson.OPT_SERIALIZE_NUMPY).decode())
     return _jsonable(a)
 
 
 def _out_y(a: np.ndarray, encoded: bool) -> Any:
     """Values for the page; with ``encoded``, JSON text (a thousand series never become millions of floats)."""
     if encoded and _orjson is not None:
-        return _orjson.Fragment(_orjson.dumps(a, option=_orjson.OPT_SERIALIZE_NUMPY))
+        return _orjson.Fragment(_orjson.dumps(a, option=_orjson.OPT_SERIALIZE_NUMPY).decode())
     return a.tolist()
 
 
