@@ -24,7 +24,8 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from whileai.platform.api.common import ApiError, base_url, json_response, store
+from whileai.core import codec
+from whileai.platform.api.common import ApiError, base_url, store
 from whileai.platform.store.values import NotFoundError
 from whileai.platform.pages import _charts, _columns, _list, _series, _setup, _views, auth, defaults
 
@@ -73,10 +74,11 @@ def _page(request: Request, page: str, check: Any = None) -> Response:
 
 
 def _data(value: Any) -> Response:
-    try:
-        response = json_response(value)
+    try:  # bytes straight from the encoder: a 20 MB page of series is not also held as text
+        body = codec.dumps_bytes(value)
     except TypeError:  # a record orjson will not encode (an integer past 64 bits): the series as plain values
-        response = json_response(_plain(value))
+        body = codec.dumps_bytes(_plain(value))
+    response = Response(body, media_type="application/json")
     response.headers.update(auth.PAGE_HEADERS)
     return response
 
