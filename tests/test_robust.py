@@ -456,3 +456,24 @@ def test_soak_8_writers_with_the_server_killed_and_restarted_twice(platform, mon
         series = httpx.get(f"{platform.url}{API}/runs/{run.id}/points", headers=platform.auth, timeout=60).json()
         steps = [p["step"] for p in series["points"]]
         assert len(steps) == points and len(set(steps)) == points, run.id
+
+
+def test_page_columns_keep_only_logged_values_and_top_up(tmp_path):
+    """A name logged on every point keeps no row indices; a sparse one keeps its rows; a top-up joins both."""
+    from whileai.platform.pages import _series
+
+    store = Store(f"sqlite:///{tmp_path / 'cols.db'}")
+    account = store.create_account("cols")[0]
+    run = store.create_run(account)["id"]
+    first = [{"step": i, "ts": float(i), "metrics": {"loss": float(i), **({"odd": i * 10.0} if i % 2 else {})}}
+             for i in range(6)]
+    store.add_points(account, run, "a", first)
+    cols = _series.columns(store, run)
+    assert cols.metrics["loss"][0] is None and list(cols.metrics["odd"][0]) == [1, 3, 5]
+    assert list(cols.xy("odd")[1]) == [10.0, 30.0, 50.0]
+    store.add_points(account, run, "b", [{"step": 6, "ts": 6.0, "metrics": {"odd": 60.0, "late": 1.0}}])
+    cols = _series.columns(store, run)
+    assert list(cols.xy("loss")[0]) == [0, 1, 2, 3, 4, 5] and list(cols.metrics["loss"][0]) == [0, 1, 2, 3, 4, 5]
+    assert list(cols.xy("odd")[0]) == [1, 3, 5, 6] and list(cols.xy("late")[0]) == [6]
+    assert cols.nbytes < 1000
+    store.close()

@@ -51,17 +51,19 @@ class Columns:
     values that were logged: ``metrics[name] = (rows, values)``, the row indices (int32) and their values.
 
     Memory is proportional to the values stored (12 bytes each), not to names x points: a run that logs a
-    new name on every point costs what its points cost.
+    new name on every point costs what its points cost. A name logged on every point keeps no row indices
+    (``rows`` is None: 8 bytes a value).
     """
 
     max_pk: int = 0
     count: int = 0
     step: np.ndarray = field(default_factory=lambda: np.empty(0))
-    metrics: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    metrics: dict[str, tuple[np.ndarray | None, np.ndarray]] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
-        return int(self.step.nbytes + sum(r.nbytes + v.nbytes + 100 for r, v in self.metrics.values()))
+        return int(self.step.nbytes + sum((0 if r is None else r.nbytes) + v.nbytes + 100
+                                          for r, v in self.metrics.values()))
 
     def extended(self, rows: Iterable[tuple[int, Any, str]]) -> Columns:
         """These columns with ``rows`` (pk, step, metrics text) appended, as a new object (readers keep theirs)."""
@@ -94,8 +96,12 @@ class Columns:
             new_rows, new_vals = np.frombuffer(rows_buf, dtype=np.int32), np.frombuffer(vals_buf, dtype=np.float64)
             old = metrics.get(name)
             if old is not None:  # a top-up: join once (the old arrays are shared with readers of the old columns)
-                new_rows, new_vals = np.concatenate([old[0], new_rows]), np.concatenate([old[1], new_vals])
-            metrics[name] = (new_rows, new_vals)
+                old_rows = np.arange(len(old[1]), dtype=np.int32) if old[0] is None else old[0]
+                new_rows, new_vals = np.concatenate([old_rows, new_rows]), np.concatenate([old[1], new_vals])
+            metrics[name] = (None if len(new_rows) == n else new_rows, new_vals)  # on every row: no indices
+        for name, (rows, vals) in list(metrics.items()):
+            if rows is None and len(vals) != n:  # was on every row, is not on the new ones
+                metrics[name] = (np.arange(len(vals), dtype=np.int32), vals)
         return Columns(max_pk=max_pk, count=n, step=np.concatenate([self.step, *steps]), metrics=metrics)
 
     def xy(self, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -104,7 +110,7 @@ class Columns:
         if found is None:
             return np.empty(0), np.empty(0)
         rows, y = found
-        x = self.step[rows]
+        x = self.step if rows is None else self.step[rows]
         keep = np.isfinite(x) & np.isfinite(y)
         if not keep.all():
             x, y = x[keep], y[keep]
