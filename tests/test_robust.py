@@ -362,19 +362,38 @@ def test_a_killed_training_process_reads_crashed_and_a_later_send_revives_it(pla
 
 
 @pytest.mark.slow
-def test_sigterm_flushes_what_is_buffered(platform, tmp_path):
+def test_sigterm_and_sigint_flush_what_is_buffered(platform, tmp_path):
     env = {**os.environ, "WHILEAI_HOME": str(tmp_path / "trainer"), "WHILEAI_BASE_URL": platform.url,
            "WHILEAI_API_KEY": platform.key}
-    script = _TRAINER.replace("run.flush()\n", "pass\n")
-    proc = subprocess.Popen([sys.executable, "-c", script, "termed", "3000", "hang"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    run = proc.stdout.readline().strip()
-    assert proc.stdout.readline().strip() == "logged"
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(30)
-    assert "Traceback" not in proc.stderr.read()
-    record = httpx.get(f"{platform.url}{API}/runs/{run}", headers=platform.auth, timeout=30).json()
-    assert len(record["series"]) == 3000 and record["status"] == "stopped" and "SIGTERM" in record["error"]
+    script = _TRAINER.replace("run.flush()\n", "pass\n")  # nothing sent before the signal: all of it is buffered
+    for sig, error in ((signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "KeyboardInterrupt")):
+        proc = subprocess.Popen([sys.executable, "-c", script, sig.name, "3000", "hang"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        run = proc.stdout.readline().strip()
+        assert proc.stdout.readline().strip() == "logged"
+        proc.send_signal(sig)
+        proc.wait(30)
+        assert "whileai" not in proc.stderr.read(), "nothing to say: everything was delivered"
+        record = httpx.get(f"{platform.url}{API}/runs/{run}", headers=platform.auth, timeout=30).json()
+        assert len(record["series"]) == 3000 and record["status"] == "stopped" and error in record["error"]
+
+
+def test_an_idle_run_sends_heartbeats_that_keep_it_running(server, monkeypatch):
+    from whileai.simulations.tracking import _flush
+    from whileai.simulations.client import get_client
+    from whileai.simulations.tracking import TrainingRun
+
+    client = get_client(server.key, server.base_url)
+    run = TrainingRun(client.request("POST", "/runs", json={"name": "idle"}), client)
+    run._tracker.own()
+    before = client.request("GET", f"/runs/{run.id}", params={"series": "false"})["updated_at"]
+    monkeypatch.setattr(sdk_defaults, "RUN_HEARTBEAT_S", 0.05)
+    time.sleep(0.1)
+    assert run._tracker.heartbeat_due()
+    _flush.FLUSHER.flush_due()
+    after = client.request("GET", f"/runs/{run.id}", params={"series": "false"})["updated_at"]
+    assert after > before
+    assert run.finish() is True
 
 
 def _mount_tmpfs(where: Path, size: str) -> None:
