@@ -35,7 +35,7 @@ from whileai.platform.store._engine import _is_lock_error, with_lock_retry
 __all__ = ["HEAD_REVISION", "StoreVersionError", "ensure_current", "upgrade", "revisions", "store_revision"]
 
 #: The newest revision in whileai/platform/store/migrations/versions (tests check it is the chain's head).
-HEAD_REVISION = "0002_key_names"
+HEAD_REVISION = "0003_run_metric_names"
 
 #: The PostgreSQL advisory lock that lets one process at a time create or upgrade the schema.
 _PG_SCHEMA_LOCK = 847001
