@@ -29,6 +29,7 @@ from whileai.platform.pages import routes as pages
 from whileai.platform.api._guard import RequestGuard
 from whileai.platform.api.common import API_PREFIX, ApiError, json_response
 from whileai.platform.store import InvalidError, NotFoundError, Store, StoreBusyError
+from whileai.platform import defaults
 
 __all__ = ["create_app", "API_PREFIX"]
 
