@@ -94,11 +94,11 @@ def _finite(cols: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _once(cols: Any, name: str) -> bool:
     """Logged once: the series holds one finite value."""
-    return int(np.count_nonzero(np.isfinite(cols.metrics[name]))) == 1
+    return int(np.count_nonzero(np.isfinite(cols.values(name)))) == 1
 
 
 def _last(cols: Any, name: str) -> float | None:
-    y = cols.metrics[name]
+    y = cols.values(name)
     finite = y[np.isfinite(y)]
     return float(finite[-1]) if len(finite) else None
 

@@ -104,6 +104,11 @@ class Columns:
                 metrics[name] = (np.arange(len(vals), dtype=np.int32), vals)
         return Columns(max_pk=max_pk, count=n, step=np.concatenate([self.step, *steps]), metrics=metrics)
 
+    def values(self, name: str) -> np.ndarray:
+        """The metric's logged values in insertion order (no gaps: only points that carried it)."""
+        found = self.metrics.get(name)
+        return np.empty(0) if found is None else found[1]
+
     def xy(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """The metric's points that have a step and a finite value, sorted by step (stable)."""
         found = self.metrics.get(name)
