@@ -99,8 +99,8 @@ class Columns:
                 old_rows = np.arange(len(old[1]), dtype=np.int32) if old[0] is None else old[0]
                 new_rows, new_vals = np.concatenate([old_rows, new_rows]), np.concatenate([old[1], new_vals])
             metrics[name] = (None if len(new_rows) == n else new_rows, new_vals)  # on every row: no indices
-        for name, (rows, vals) in list(metrics.items()):
-            if rows is None and len(vals) != n:  # was on every row, is not on the new ones
+        for name, (indices, vals) in list(metrics.items()):
+            if indices is None and len(vals) != n:  # was on every row, is not on the new ones
                 metrics[name] = (np.arange(len(vals), dtype=np.int32), vals)
         return Columns(max_pk=max_pk, count=n, step=np.concatenate([self.step, *steps]), metrics=metrics)
 
