@@ -42,7 +42,7 @@ __all__ = ["Columns", "columns", "downsample", "chart_series", "points_after"]
 #: rows fetched at a time, and metrics text decoded at a time: a run of 10,000 points x 1,000 names is
 #: never held as Python objects all at once (decoded, a value costs ~100 bytes; stored here, 12)
 _CHUNK_ROWS = 256
-_CHUNK_TEXT_BYTES = 1024 * 1024
+_CHUNK_TEXT_BYTES = 256 * 1024
 
 
 @dataclass
