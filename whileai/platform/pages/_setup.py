@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from whileai.core.spec import canonical
 from whileai.platform import defaults as platform_defaults
 from whileai.platform.launcher.jobs import job_log
 from whileai.platform.pages import defaults
@@ -29,8 +30,8 @@ __all__ = ["setup", "worker_log"]
 #: shown name -> (keys in the noted setup, keys in the config and spec, the job's default)
 _FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
     "base_model": (("base_model",), ("base_model",), platform_defaults.KIT_BASE_NAME),
-    "lora_rank": (("lora_rank",), ("loraRank", "lora_rank", "lora_r"), platform_defaults.TRAIN_LORA_R),
-    "batch_size": (("batch_size",), ("batchSize", "batch_size", "per_device_train_batch_size"), None),
+    "lora_rank": (("lora_rank",), ("lora_rank", "lora_r"), platform_defaults.TRAIN_LORA_R),
+    "batch_size": (("batch_size",), ("batch_size", "per_device_train_batch_size"), None),
 }
 
 
@@ -46,9 +47,11 @@ def setup(record: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
     ``source`` is "config" when the run's config (or spec) set the value and
     "default" when the job filled it in.
     """
-    config: dict[str, Any] = record["config"] if isinstance(record.get("config"), dict) else {}
+    # the run spec's canonical keys, whatever spec version recorded them (whileai.core.spec)
+    config: dict[str, Any] = canonical(record["config"]) if isinstance(record.get("config"), dict) else {}
     summary: dict[str, Any] = record["summary"] if isinstance(record.get("summary"), dict) else {}
-    spec = config_parts(record)["spec"]
+    raw_spec = config_parts(record)["spec"]
+    spec = canonical(raw_spec) if isinstance(raw_spec, dict) and raw_spec is not record.get("config") else config
     trained: dict[str, Any] = summary["setup"] if isinstance(summary.get("setup"), dict) else {}
     training: dict[str, Any] = summary["training"] if isinstance(summary.get("training"), dict) else {}
     written_in = spec if isinstance(spec, dict) and spec is not config else {}
