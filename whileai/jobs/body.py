@@ -46,6 +46,31 @@ class JobRun(TrainingRun):
         return super().finish(status, error)
 
 
+def _builds_kit_base(spec: dict[str, Any]) -> str | None:
+    """What to say when this job pre-trains the kit's demo base first (once per data root), else None."""
+    from whileai.simulations import defaults
+
+    if spec.get("base_model") != defaults.KIT_BASE_NAME or spec.get("target") == "modal":
+        return None
+    from whileai.kit import demo_base_built
+    from whileai.kit.defaults import DEMO_BASE_BUILD_S
+
+    if demo_base_built():
+        return None
+    return (f"building the kit's base (once per data root, about {DEMO_BASE_BUILD_S} s on a laptop CPU; "
+            "later runs load it at once)")
+
+
+def _measured(result: dict[str, Any], holdout_rows: list[dict[str, Any]]) -> str:
+    """What a held-out measurement counted: its prompts (or pairs and rows), of the held-out rows given."""
+    given = f"of {len(holdout_rows)} held-out rows"
+    if result.get("metric") == "loss":
+        return f"{result.get('rows')} rows ({given})"
+    if result.get("metric") in ("pair_accuracy", "row_accuracy"):
+        return f"{result.get('prompts')} pairs of {result.get('rows')} rows ({given})"
+    return f"{result.get('prompts', result.get('rows'))} distinct prompts ({given})"
+
+
 def _method(name: str) -> Any:
     if name not in METHOD_MODULES:
         raise ValueError(f"method={name!r} has no job body; accepted: {', '.join(METHOD_MODULES)}")
@@ -102,21 +127,29 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     _common.cpu_threads()
     _common.seed_all(int(spec.get("seed") or 0))
     folder.mkdir(parents=True, exist_ok=True)
-    run.note(phase="loading the base")
+    building = _builds_kit_base(spec)
+    run.note(phase=building or "loading the base")
+    if building:
+        say(building)
     say(f"loading {spec['base_model']}" + (f" with the adapter of {spec['init_from']}" if spec.get("init_from") else ""))
     model, tokenizer = method.load(spec)
-    say(f"measuring the held-out set before training ({len(holdout_rows or [])} rows)")
+    say("measuring the held-out set before training" if holdout_rows else "no held-out set: nothing to measure")
     before = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
     if before is not None:  # shown on the page while the trainer runs
+        say(f"held-out before: {before.get('metric')} {before['value']} on {_measured(before, holdout_rows)}")
         run.note(training={"method": spec["method"], "before": before["value"], "metric": before.get("metric")})
-    say(f"training {spec['method']} on {len(rows)} rows")
+    say(f"training {spec['method']}: {len(rows)} train-side rows given, the method selects what it trains on")
     train_started = time.time()
     system = SystemMetrics(run, base_model=spec["base_model"])
     model, extra = method.fit(spec, model, tokenizer, rows, folder, [TrainerCallback(run), TrainerRecord(run), system],
                               holdout=holdout_rows, run=run)
     train_seconds = time.time() - train_started
-    say("measuring the held-out set after training")
+    say(f"trained {spec['method']} on {extra.get('trainer_received')} {extra.get('unit', 'rows')} "
+        f"({extra.get('steps')} steps)")
+    say("measuring the held-out set after training" if holdout_rows else "no held-out set: nothing to measure")
     after = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
+    if after is not None:
+        say(f"held-out after: {after.get('metric')} {after['value']} on {_measured(after, holdout_rows)}")
     saved = _common.save_adapter(model, tokenizer, adapter_path)
     gpu = _common.gpu_name(spec)
     training: dict[str, Any] = {
@@ -127,6 +160,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
         "metric": (before or after or {}).get("metric", "pass_rate"),
         "holdout": spec.get("holdout"),
         "holdout_prompts": (after or {}).get("prompts"),
+        "holdout_rows_given": len(holdout_rows or []),
         "seconds": round(time.time() - started, 2),
         "train_seconds": round(train_seconds, 2),
         "gpu": gpu,

@@ -61,4 +61,5 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         **extra_args,
     )
     return trainer.model, {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step,
-                           "left_out_too_long": too_long, "export": options}
+                           "left_out_too_long": too_long, "trainer_received": len(trainer.train_dataset), "unit": "pairs",
+                           "export": options}

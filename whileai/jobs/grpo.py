@@ -21,7 +21,7 @@ from typing import Any
 from whileai.jobs import _common
 from whileai.simulations import defaults
 
-__all__ = ["fit", "load", "evaluate", "mixed_prompts", "first_action_reward", "SchemaTool"]
+__all__ = ["fit", "load", "evaluate", "mixed_rows", "mixed_prompts", "first_action_reward", "SchemaTool"]
 
 load = _common.load_policy
 
@@ -46,8 +46,13 @@ class SchemaTool(dict):
         return "not executed: this job trains the first action only"
 
 
-def mixed_prompts(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
-    """GRPO's prompts: from each task with a pass and a fail, its prompt and gold (once per task when balanced)."""
+def mixed_rows(rows: list[dict[str, Any]], balance: bool) -> list[tuple[str, dict[str, Any], Any]]:
+    """``(task, row, gold)`` per prompt GRPO trains on: tasks with a pass, a fail and a gold first action.
+
+    One row per task when balanced (config ``balance``, on by default), else every
+    row of those tasks. The runner exports these same rows beside the run, so its
+    count is the trainer's.
+    """
     from whileai.simulations.rowsource import task_key
 
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -62,9 +67,14 @@ def mixed_prompts(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, A
         if not with_gold:
             continue
         gold = next((r for r in with_gold if r.get("passed")), with_gold[0])["gold"]
-        for row in members[:1] if balance else members:
-            out.append({"prompt": _common.prompt_messages(row), "gold": json.dumps(gold), "task": key})
+        out += [(key, row, gold) for row in (members[:1] if balance else members)]
     return out
+
+
+def mixed_prompts(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
+    """GRPO's prompts: from each task with a pass and a fail, its prompt and gold (once per task when balanced)."""
+    return [{"prompt": _common.prompt_messages(row), "gold": json.dumps(gold), "task": key}
+            for key, row, gold in mixed_rows(rows, balance)]
 
 
 def _tools(rows: list[dict[str, Any]]) -> list[SchemaTool]:
@@ -231,6 +241,8 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     extra: dict[str, Any] = {
         "rows": len(prompts),
         "prompts": len(prompts),
+        "trainer_received": len(trainer.train_dataset),
+        "unit": "prompts",
         "steps": trainer.state.global_step,
         "tools": [t.__name__ for t in tools],
         "generations": generations,

@@ -113,7 +113,7 @@ def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[s
     scores = score_rows(model, tokenizer, labelled)
     threshold, accuracy = best_threshold(scores, [bool(r["passed"]) for r in labelled])
     result: dict[str, Any] = {"metric": "pair_accuracy", "threshold": threshold, "row_accuracy": accuracy,
-                              "prompts": len(pairs)}
+                              "prompts": len(pairs), "rows": len(labelled)}
     if pairs:
         index = {id(r): s for r, s in zip(labelled, scores, strict=True)}
         # each pair's outcome (1: the pass outscores its fail), in pair order, kept for the paired test
@@ -141,7 +141,8 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         max_length=_common.max_length(model),
     )
     extra: dict[str, Any] = {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step,
-                             "left_out_too_long": too_long}
+                             "left_out_too_long": too_long, "trainer_received": len(trainer.train_dataset),
+                             "unit": "pairs"}
     if not holdout:  # with a held-out set the job's after-measurement picks the threshold there
         train_labelled = [r for r in rows if isinstance(r.get("passed"), bool)]
         scores = score_rows(trainer.model, tokenizer, train_labelled)

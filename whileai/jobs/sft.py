@@ -48,4 +48,5 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     )
     shape = "messages" if "messages" in examples[0] else "prompt_completion"
     return trainer.model, {"rows": len(examples), "steps": trainer.state.global_step, "left_out_too_long": too_long,
+                           "trainer_received": len(trainer.train_dataset), "unit": "rows",
                            "export": {**options, "rows_shape": shape}}

@@ -24,7 +24,7 @@ from whileai.kit import defaults
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["KIT_BASE_NAME", "demo_base", "load_base", "models_dir", "tiny_model_dir"]
+__all__ = ["KIT_BASE_NAME", "demo_base", "demo_base_built", "load_base", "models_dir", "tiny_model_dir"]
 
 #: The name recipes and ``train(base_model=...)`` use for the demo base.
 KIT_BASE_NAME = defaults.KIT_BASE_NAME
@@ -110,6 +110,19 @@ def tiny_model_dir(seed: int = 0) -> Path:
     return _build_once(f"tiny-random-s{seed}-{_fingerprint(recipe)}", build)
 
 
+def _demo_base_name(seed: int | None) -> str:
+    seed = defaults.KIT_BASE_SEED if seed is None else seed
+    return f"tiny-tooluse-base-s{seed}-{_fingerprint({**_recipe(), 'seed': seed, 'what': 'base'})}"
+
+
+def demo_base_built(seed: int | None = None) -> bool:
+    """Whether this data root already holds the demo base (else the next ``demo_base()`` pre-trains it,
+    about DEMO_BASE_BUILD_S on a CPU)."""
+    from whileai.core.paths import data_root
+
+    return (data_root() / "models" / _demo_base_name(seed) / _DONE).exists()
+
+
 def demo_base(seed: int | None = None) -> Path:
     """The directory of the cached pre-trained demo base (model + tokenizer), built on first use.
 
@@ -139,7 +152,7 @@ def demo_base(seed: int | None = None) -> Path:
         model.save_pretrained(tmp)
         return {"name": KIT_BASE_NAME, "recipe": recipe, "pretraining": figures}
 
-    return _build_once(f"tiny-tooluse-base-s{seed}-{_fingerprint(recipe)}", build)
+    return _build_once(_demo_base_name(seed), build)
 
 
 def _looks_like_model_dir(path: Path) -> bool:

@@ -27,6 +27,12 @@ __all__ = ["run_main", "validate_main", "register_resolvers", "new_token"]
 #: set by run_main/validate_main for the task function (the same process; a joblib worker re-reads the env)
 _STATE: dict[str, Any] = {"mode": "run", "problems": [], "found": None, "exit": 0, "argv": []}
 _MODE_ENV = "WHILEAI_RUNNER_MODE"
+#: set (to "1") by ``--json``: the closing summary is one JSON object on stdout (read by joblib workers too)
+_JSON_ENV = "WHILEAI_RUNNER_JSON"
+#: the keys a sweep sweeps, comma-separated (a joblib worker names its run by them too)
+_SWEPT_ENV = "WHILEAI_RUNNER_SWEPT"
+#: ``recipe=none`` (or ``recipe=null``): run the root spec and the command line's values, without a recipe
+_NO_RECIPE = ("none", "null")
 
 #: What ``validate`` adds to Hydra's overrides so that it leaves no folder behind: no ``.hydra/``
 #: files, and a run directory that already exists (the working directory, which Hydra does not
@@ -87,9 +93,78 @@ def _pop_recipes_flag(argv: list[str]) -> tuple[list[str], str | None]:
                 raise SystemExit("--recipes needs a folder: --recipes DIR (or set WHILEAI_RECIPES)")
         elif arg.startswith("--recipes="):
             chosen = arg.split("=", 1)[1]
+        elif arg == "--json":
+            os.environ[_JSON_ENV] = "1"
         else:
             out.append(arg)
     return out, chosen
+
+
+def _no_recipe(argv: list[str]) -> tuple[list[str], bool]:
+    """(argv without ``recipe=none``, whether it was there): the root spec's own empty recipe choice."""
+    words = {f"{defaults.RECIPE_GROUP}={v}" for v in _NO_RECIPE}
+    return [a for a in argv if a not in words], any(a in words for a in argv)
+
+
+def _names_a_recipe(argv: list[str]) -> bool:
+    return any(a.lstrip("+").split("=", 1)[0] == defaults.RECIPE_GROUP for a in argv if "=" in a)
+
+
+def _is_multirun(argv: list[str]) -> bool:
+    return any(a in ("-m", "--multirun") for a in argv) or "hydra.mode=MULTIRUN" in argv
+
+
+def refuse_bare_run(found: Any) -> int:
+    """``python -m whileai run`` without a recipe: what to type instead, and the recipes there are."""
+    names = found.names(defaults.RECIPE_GROUP)
+    lines = ["python -m whileai run needs a recipe: python -m whileai run recipe=NAME [knob=value ...]",
+             "", "the recipes:"]
+    for name in names:
+        lines.append(f"  recipe={name:<20} {_recipe_line(found.option_file(defaults.RECIPE_GROUP, name))}")
+    lines += ["", "the main job: python -m whileai run recipe=sft_tooluse",
+              "your own folder of recipes: --recipes DIR (or WHILEAI_RECIPES=DIR)",
+              "the root spec and your own values, without a recipe: python -m whileai run recipe=none knob=value ..."]
+    print("\n".join(lines), file=sys.stderr)
+    return 2
+
+
+def _recipe_line(path: Path | None) -> str:
+    """The first comment line after a recipe's ``# @package`` header: what it runs."""
+    if path is None:
+        return ""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            text = line.strip()
+            if text.startswith("#") and not text.startswith("# @package") and text.strip("# "):
+                first = text.lstrip("# ")
+                return first.split(". ")[0].rstrip(".") + "." if ". " in first or first.endswith(".") else first + " ..."
+            if text and not text.startswith("#"):
+                break
+    return ""
+
+
+def _cfg_job(argv: list[str]) -> tuple[list[str], bool]:
+    """(argv without ``--cfg job`` / ``-c job`` / ``--resolve``, whether they were there).
+
+    ``--cfg job`` is answered like ``validate``: the spec checked with every problem listed, and
+    shown resolved with the values the job will use; ``--cfg hydra`` and ``--cfg all`` stay Hydra's.
+    """
+    if any(a in ("--package", "-p") for a in argv):
+        return argv, False
+    out: list[str] = []
+    found = False
+    i = 0
+    while i < len(argv):
+        if argv[i] in ("--cfg", "-c") and i + 1 < len(argv) and argv[i + 1] == "job":
+            found = True
+            i += 2
+            continue
+        if argv[i] == "--resolve":
+            i += 1
+            continue
+        out.append(argv[i])
+        i += 1
+    return (out if found else argv), found
 
 
 def _prepare(argv: list[str], mode: str) -> list[str]:
@@ -118,11 +193,37 @@ def _prepare(argv: list[str], mode: str) -> list[str]:
     overrides = [o for o in overrides if o not in flag_values]
     kept, problems = check_overrides(overrides, found)
     dropped = set(overrides) - set(kept)
+    os.environ[_SWEPT_ENV] = ",".join(_swept_keys(kept))
     _STATE.update(mode=mode, problems=problems, found=found, argv=list(argv))
     if problems and ("-m" in flags or "--multirun" in flags or "--help" in flags or "-h" in flags):
         _report(problems)
         raise SystemExit(2)
     return [a for a in argv if a not in dropped]
+
+
+def _swept_keys(overrides: list[str]) -> list[str]:
+    """The keys the command line sweeps (``beta=0.01,0.04``, ``seed=range(3)``), in the order typed."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    keys = []
+    for text in overrides:
+        try:
+            override = parser.parse_override(text)
+        except Exception:  # Hydra reports its own grammar errors
+            continue
+        if override.is_sweep_override() and not override.key_or_group.startswith("hydra"):
+            keys.append(override.key_or_group)
+    return keys
+
+
+def _label(overrides: list[str], multirun: bool) -> list[str]:
+    """The ``key=value`` words a run's name ends with: a sweep's swept keys, else the knobs typed."""
+    from .schema import HOST_KEYS, KNOBS
+
+    swept = [k for k in os.environ.get(_SWEPT_ENV, "").split(",") if k]
+    wanted = set(swept) if multirun else {*KNOBS, *HOST_KEYS}
+    return [o for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+") in wanted]
 
 
 def _report(problems: list[Any]) -> None:
@@ -166,8 +267,11 @@ def _task(cfg: Any) -> Any:
         _report(problems)
         raise SystemExit(2)
     if mode == "validate":
-        print(OmegaConf.to_yaml(OmegaConf.create(plain)), end="")
-        print(f"# valid: recipe={choices.get(defaults.RECIPE_GROUP)}; nothing was loaded or run", file=sys.stderr)
+        from ._effective import annotated_yaml, effective
+
+        print(annotated_yaml(*effective(plain)), end="")
+        print(f"# valid: recipe={choices.get(defaults.RECIPE_GROUP) or 'none'}; nulls the job fills are shown with "
+              "the value it will use (# comments); nothing was loaded or run", file=sys.stderr)
         return 0
     from .pipeline import EXIT_INTERRUPTED, Context, run_spec
 
@@ -180,6 +284,8 @@ def _task(cfg: Any) -> Any:
         output_dir=Path(hydra_cfg.runtime.output_dir),
         sweep_id=f"sweep_{os.environ[defaults.TOKEN_ENV]}" if multirun else None,
         expect_lines={k: origin(f"expect.{k}") for k in (plain.get("expect") or {})},
+        json=os.environ.get(_JSON_ENV) == "1",
+        label=_label(overrides, multirun),
     )
     from ._datacheck import DATA_ERRORS, data_error_message
 
@@ -207,10 +313,23 @@ def _hydra(argv: list[str], mode: str) -> int:
 
     GlobalHydra.instance().clear()  # a second call in one process (a benchmark, a notebook) starts clean
     _STATE["exit"] = 0
+    os.environ.pop(_JSON_ENV, None)
+    argv, no_recipe = _no_recipe(list(argv))
+    argv, cfg_job = _cfg_job(argv)
+    mode = "validate" if cfg_job else mode
+    names_a_recipe = no_recipe or _names_a_recipe(argv)
     argv = _prepare(argv, mode)
+    found = _STATE["found"]
+    asks_hydra = any(a in ("--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c") for a in argv)
+    if mode == "run" and not (names_a_recipe or asks_hydra):
+        return refuse_bare_run(found)
     if mode == "validate":  # validate makes nothing: no run folder under the data root, no .hydra/ files
         argv = [*argv, *VALIDATE_HYDRA_OVERRIDES]
-    found = _STATE["found"]
+    sweep_id = f"sweep_{os.environ[defaults.TOKEN_ENV]}" if mode == "run" and _is_multirun(argv) else None
+    if sweep_id:
+        from ._sweep import announce
+
+        announce(sweep_id)
     main = hydra.main(version_base=None, config_path=str(found.conf), config_name="config")(_task)
     saved = sys.argv
     sys.argv = [f"python -m whileai {mode}", *argv]
@@ -218,11 +337,19 @@ def _hydra(argv: list[str], mode: str) -> int:
         main()
     finally:
         sys.argv = saved
+    if sweep_id:
+        from ._sweep import close
+
+        close(sweep_id, as_json=os.environ.get(_JSON_ENV) == "1")
     return int(_STATE["exit"])
 
 
 def run_main(argv: list[str] | None = None) -> int:
-    """``python -m whileai run [recipe=NAME] [overrides] [Hydra flags]``."""
+    """``python -m whileai run recipe=NAME [overrides] [Hydra flags] [--json]``.
+
+    Results (the closing summary) go to stdout, progress and logs to stderr;
+    ``--json`` prints the closing summary as one JSON object instead.
+    """
     return _hydra(list(sys.argv[1:] if argv is None else argv), "run")
 
 

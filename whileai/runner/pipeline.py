@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from whileai.core.stats import describe, status_text
+from whileai.core.stats import describe
 
 from . import defaults
 from ._progress import Progress
-from .expect import line_text, verdict
+from .expect import verdict
 from .provenance import runner_record
 from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, reads_export
 
@@ -46,6 +46,10 @@ class Context:
     expect_lines: dict[str, str] = field(default_factory=dict)
     reproduces: str | None = None
     progress: Progress | None = None
+    #: ``--json``: the closing summary is one JSON object on stdout instead of lines
+    json: bool = False
+    #: ``key=value`` words the run's name ends with: a sweep's swept knobs, else the knobs typed
+    label: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------
@@ -121,19 +125,36 @@ def _train_kwargs(stage: dict[str, Any], spec: dict[str, Any], last: bool) -> tu
 # ---------------------------------------------------------------------------
 
 
-def _export(rows: list[dict[str, Any]], method: str, export: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The artifact in the chosen format with the gates on; raises ExportValidationError when a gate refuses."""
+def trained_rows(rows: list[dict[str, Any]], method: str, balance: bool | None) -> list[dict[str, Any]]:
+    """The rows of ``rows`` the method's job trains on: SFT every row it is given; GRPO the row each prompt
+    comes from (the job's own ``mixed_rows``), so the exported file counts what the trainer gets."""
+    if method == "grpo":
+        from whileai.jobs.grpo import mixed_rows
+
+        return [row for _, row, _ in mixed_rows(rows, True if balance is None else bool(balance))]
+    return rows
+
+
+def _export(rows: list[dict[str, Any]], method: str, export: dict[str, Any], path: Path,
+            balance: bool | None = None) -> dict[str, Any]:
+    """The artifact in the chosen format with the gates on; raises ExportValidationError when a gate refuses.
+
+    What is exported is what the job trains on: SFT's rows, GRPO's one row per prompt, DPO's and RM's
+    pairs (the job's own ``preference_pairs``, ``balance`` as the run gives it).
+    """
     import whileai.simulations as wai
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # rows carry their own system prompt and tools
         if method in ("dpo", "rm"):
-            pairs = wai.build_preference_pairs(rows)
+            from whileai.jobs.dpo import preference_pairs
+
+            pairs = preference_pairs(rows, True if balance is None else bool(balance))
             return wai.export_preference(pairs, path, format=export["format"], validate=export["validate"],
                                          strip_think=export["strip_think"],
                                          max_tool_output_chars=export["max_tool_output_chars"])
-        return wai.export_dataset(rows, path, format=export["format"], validate=export["validate"],
+        return wai.export_dataset(trained_rows(rows, method, balance), path, format=export["format"], validate=export["validate"],
                                   mask_mode=export["mask_mode"], unroll=export["unroll"],
                                   strip_think=export["strip_think"],
                                   max_tool_output_chars=export["max_tool_output_chars"])
@@ -217,23 +238,58 @@ def _outcome(run: Any, previous: Any) -> dict[str, Any]:
             "cost_usd": run.cost_usd, "cost_basis": run.cost_basis}
 
 
-def _write_runs(context: Context, runs: list[dict[str, Any]]) -> None:
+def _write_runs(context: Context, runs: list[dict[str, Any]], closing: dict[str, Any] | None = None) -> None:
     context.output_dir.mkdir(parents=True, exist_ok=True)
-    (context.output_dir / defaults.RUN_FILE).write_text(json.dumps(
-        {"sweep_id": context.sweep_id, "runs": runs, "overrides": context.overrides}, indent=1) + "\n")
+    written = {"sweep_id": context.sweep_id, "runs": runs, "overrides": context.overrides}
+    if closing is not None:
+        written["summary"] = closing
+    (context.output_dir / defaults.RUN_FILE).write_text(json.dumps(written, indent=1, default=str) + "\n")
 
 
 def run_spec(spec: dict[str, Any], context: Context) -> int:
-    """Run a validated spec; returns the exit code (see the module docstring)."""
+    """Run a validated spec; returns the exit code (see the module docstring).
+
+    Steps and progress go to stderr; the closing summary (``_closing``) to stdout, as lines or,
+    with ``context.json``, one JSON object, whatever way the run ended. A job of a sweep run with
+    ``--json`` leaves its summary in its runs file instead: the sweep prints one object for all jobs.
+    """
+    from ._closing import emit, summary
+
     progress = context.progress or Progress()
+    facts: dict[str, Any] = {"recipe": context.recipe, "sweep_id": context.sweep_id, "runs": [], "datasets": {},
+                             "status": "failed"}
     try:
-        return _run(spec, context, progress)
+        code = _run(spec, context, progress, facts)
     except KeyboardInterrupt:
         progress.line("- interrupted")
-        return EXIT_INTERRUPTED
+        code = EXIT_INTERRUPTED
+        facts.update(status="interrupted", error="interrupted (Ctrl-C); the hosted run was stopped")
+    facts["exit_code"] = code
+    closing = facts.get("closing") or summary(facts)
+    closing["exit_code"] = code
+    _write_runs(context, facts["runs"], closing)
+    if not (context.json and context.sweep_id):
+        emit(closing, as_json=context.json, run=facts.get("run"))
+    return code
 
 
-def _run(spec: dict[str, Any], context: Context, progress: Progress) -> int:
+def run_label(context: Context, stage_name: str, method: str, last: bool) -> str:
+    """What a run is, as its title: ``grpo_tooluse · grpo · beta=0.04 seed=1`` (recipe, stage, method, knobs).
+
+    An earlier stage says so (``grpo_tooluse · sft stage``); the knobs are a sweep's swept ones (each
+    job's own values, so names differ within a sweep), else the knobs typed on the command line.
+    """
+    parts = [context.recipe or "no recipe"]
+    if last:
+        parts.append(method)
+    else:
+        parts.append(f"{stage_name} stage" + (f" · {method}" if stage_name != method else ""))
+    if context.label:
+        parts.append(" ".join(context.label))
+    return " · ".join(parts)
+
+
+def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict[str, Any]) -> int:
     import whileai.simulations as wai
 
     record = runner_record(spec, context)
@@ -248,9 +304,11 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress) -> int:
         pushed = wai.push(rows, name=spec.get("name") or "dataset")
         record["dataset"] = {"id": pushed.id, "content_hash": pushed.content_hash, "rows": pushed.rows}
         note["result"] = f"{pushed.id} ({pushed.rows} rows, content {str(pushed.content_hash)[: defaults.HASH_SHOWN_CHARS]})"
+        facts["datasets"]["pushed"] = pushed.id
     with progress.step("cut by task") as note:
         train_side, held = wai.datasets.cut(pushed, holdout=data["holdout"], seed=data["cut_seed"])
         note["result"] = f"train {train_side.id} ({train_side.rows} rows), holdout {held.id} ({held.rows} rows)"
+        facts["datasets"].update(train=train_side.id, holdout=held.id)
     train_rows = wai.datasets.load_rows(train_side)
     runs: list[dict[str, Any]] = []
     previous = run = None
@@ -267,15 +325,18 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress) -> int:
             else:
                 train_set, used_rows = train_side, train_rows
             report = wai.selection_report(wai.profile(train_set), method)
-            note["result"] = report.get("summary") or f"{report.get('rows')} of {report.get('rows_given')} rows"
+            if train_set.id != train_side.id:
+                facts["datasets"][f"{stage_name}:{method}"] = train_set.id
+            note["result"] = (f"{train_set.id}; " if train_set.id != train_side.id else "") + (
+                report.get("summary") or f"{report.get('rows')} of {report.get('rows_given')} rows")
         export_path = context.output_dir / "export" / f"{stage_name}.{spec['export']['format']}.jsonl"
         try:
             with progress.step(f"{label}: export with gates") as note:
-                export_report = _export(used_rows, method, spec["export"], export_path)
-                note["result"] = f"{export_path} ({export_report.get('rows_out', export_report.get('pairs_out'))} rows)"
+                export_report = _export(used_rows, method, spec["export"], export_path, stage.get("balance"))
+                note["result"] = f"{export_path} ({_exported(export_report)})"
         except wai.ExportValidationError as exc:
             progress.line(f"- export gate refused the data; nothing was trained:\n{exc}")
-            _write_runs(context, runs)
+            facts.update(status="refused", error=f"an export gate refused the data: {str(exc).splitlines()[0]}")
             return EXIT_GATE
         kwargs, config = _train_kwargs(stage, spec, last)
         stage_record = {**record, "stage": stage_name, "stage_index": index, "stages": [n for n, _ in stages],
@@ -287,44 +348,60 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress) -> int:
                 run = wai.train(
                     train_set, method=method, holdout=held, base_model=stage.get("base_model"),
                     check=stage.get("check") or spec["check"], target=spec["target"]["name"],
-                    init_from=previous, config={**config, "runner": stage_record}, **kwargs,
+                    init_from=previous, config={**config, "runner": stage_record},
+                    name=run_label(context, stage_name, method, last), **kwargs,
                 )
             for warning in said:
                 text = str(warning.message)
                 if "config key 'runner'" not in text:
                     progress.line(f"  warning: {text}")
             run.note(export=_short_export(export_report))
-            note["result"] = f"{run.id} {run.url}"
-        runs.append({"id": run.id, "stage": stage_name, "method": method})
+            note["result"] = f"{run.id} \"{run.name}\" {run.url}"
+        runs.append({"id": run.id, "stage": stage_name, "method": method, "name": run.name})
+        facts["run"] = run
         _write_runs(context, runs)
+        if index == 0:
+            _say_base_build(stage, progress)
         if submit_only and last:
             progress.line(f"- submitted {run.id} (sweep {context.sweep_id}); follow it with "
                           f"`python -m whileai wait {context.sweep_id}`")
+            facts["status"] = "submitted"
             return 0
         status = _follow(run, label, progress)
         if status != "done":
             progress.line(f"- {run.id} ended {status}: {(run.error or '').splitlines()[0] if run.error else ''}")
+            facts.update(status=status, error=(run.error or "").splitlines()[0] if run.error else None)
             return EXIT_FAILED
         training = run.training or {}
         progress.line(f"- {label}: held-out {training.get('metric') or 'pass_rate'} "
                       f"{describe(training.get('before'), training.get('after'), training.get('stats'))}")
         if not last:
             previous = run
-    return _finish(spec, context, progress, run, previous, held)
+    return _finish(spec, context, progress, run, previous, held, facts)
 
 
-def _status_text(run: Any, checked: dict[str, Any]) -> str:
-    """``done · expect failed (2 of 3 lines)``; the status alone when the spec expects nothing."""
-    lines = checked["lines"]
-    if not lines:
-        return f"{run.status} (the spec's expect block asks nothing)"
-    failed = sum(not line["passed"] for line in lines)
-    counts = f"{failed} of {len(lines)} lines failed" if failed else f"all {len(lines)} lines held"
-    return f"{status_text(run.status, checked)} ({counts})"
+def _exported(report: dict[str, Any]) -> str:
+    if "pairs_out" in report:
+        return f"{report['pairs_out']} pairs"
+    return f"{report.get('rows_out')} rows"
 
 
-def _finish(spec: dict[str, Any], context: Context, progress: Progress, run: Any, previous: Any, held: Any) -> int:
+def _say_base_build(stage: dict[str, Any], progress: Progress) -> None:
+    """On a data root without the kit's base, say once that the first job builds it, and how long that takes."""
+    from whileai.kit import demo_base_built
+    from whileai.kit.defaults import DEMO_BASE_BUILD_S
+    from whileai.simulations import defaults as sdk
+
+    if (stage.get("base_model") or sdk.KIT_BASE_NAME) == sdk.KIT_BASE_NAME and not demo_base_built():
+        progress.line(f"- first run on this data root: the job builds the kit's base first (once per data root, "
+                      f"about {DEMO_BASE_BUILD_S} s on a laptop CPU); later runs load it at once")
+
+
+def _finish(spec: dict[str, Any], context: Context, progress: Progress, run: Any, previous: Any, held: Any,
+            facts: dict[str, Any]) -> int:
     import whileai.simulations as wai
+
+    from ._closing import summary
 
     if spec["dataset"].get("after"):
         with progress.step("delta_report (held-out rollouts before vs after)") as note:
@@ -341,36 +418,6 @@ def _finish(spec: dict[str, Any], context: Context, progress: Progress, run: Any
     checked = verdict(spec.get("expect") or {}, outcome, context.expect_lines)
     if checked["lines"]:  # the verdict lives on the run: its page, the runs list, wait and diff show it
         run.note(expect={**checked, "recipe": context.recipe})
-    _summary(progress, run, outcome, served, checked)
-    for line in checked["lines"]:
-        progress.line(f"{'passed' if line['passed'] else 'FAILED'} {line_text(line)}")
+    facts["status"] = run.status
+    facts["closing"] = summary(facts, run, outcome, served, checked)
     return 0 if checked["passed"] else EXIT_EXPECT
-
-
-def _summary(progress: Progress, run: Any, outcome: dict[str, Any], served: dict[str, Any] | None,
-             checked: dict[str, Any]) -> None:
-    alarms = outcome["alarms"]
-    basis = outcome["cost_basis"]
-    if outcome["cost_usd"] is not None:
-        cost = f"about ${outcome['cost_usd']:.2f} ({basis.get('gpu') if isinstance(basis, dict) else basis}, estimate)"
-    else:
-        cost = str((run.training or {}).get("cost_basis") or basis or "not priced")
-    lines = [
-        "",
-        f"held-out   {outcome.get('metric') or 'pass_rate'} {describe(outcome['before'], outcome['after'], outcome['stats'])}",
-        f"delta      {outcome['verdict'] or 'no delta report (dataset.after names post-training rollouts)'}",
-        f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get('kind') or a) for a in alarms) if alarms else ""),
-        f"cost       {cost}",
-        f"status     {_status_text(run, checked)}",
-        f"run        {run.id} {run.url}",
-    ]
-    if served:
-        lines.append(f"endpoint   {served['endpoint']} (model {served['name']})")
-    import os
-
-    if os.environ.get("WHILEAI_BASE_URL"):
-        lines.append(f"page       {run.url}")
-    else:  # the embedded platform: `open` starts a server on this data root and signs the browser in
-        lines.append(f"page       python -m whileai open {run.id}   (starts the platform on this data root)")
-    for line in lines:
-        progress.line(line)

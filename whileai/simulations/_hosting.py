@@ -286,6 +286,7 @@ def train(
     unroll: bool | None = None,
     strip_think: bool | None = None,
     max_tool_output_chars: int | None = None,
+    name: str | None = None,
 ) -> Any:
     """Start a hosted LoRA fine-tune on a pushed dataset and return its run at once.
 
@@ -319,6 +320,9 @@ def train(
     four, DPO the last two (TRAINING_KNOBS says which method reads which).
     None keeps the exporter's default.
 
+    ``name`` titles the run on the pages; None names it by the method and the
+    dataset's name.
+
         run = wai.train(ds, method="sft", wait=True)
         run.training["before"], run.training["after"], run.adapter
         grpo = wai.train(ds_mixed, method="grpo", init_from=run, wait=True)
@@ -332,6 +336,8 @@ def train(
     _closed("target", target, defaults.TRAIN_TARGETS, problems, none_ok=True)
     if not isinstance(wait, bool):
         problems.append(f"wait={wait!r} is not True or False")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        problems.append(f"name={name!r} is not a title; pass a non-empty string or leave it None")
     if base_model is not None and (not isinstance(base_model, str) or not base_model.strip()):
         problems.append(f"base_model={base_model!r} is not a model name or path; pass a string or leave it None")
     if config is not None and not isinstance(config, Mapping):
@@ -400,7 +406,7 @@ def train(
               f"served afterwards; the served bases are {', '.join(defaults.SERVED_BASES)}")
 
     body = {
-        "name": f"{method} {record.get('name') or dataset_id}",
+        "name": name or f"{method} {record.get('name') or dataset_id}",
         "dataset": dataset_id,
         "config": jsonable(resolved, "config"),
         "kind": defaults.TRAIN_RUN_KIND,

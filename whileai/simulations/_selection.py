@@ -161,7 +161,8 @@ def _grouped(per_task: list[dict[str, Any]]) -> tuple[int, int, list[dict[str, A
         else:
             classes["unlabelled_tasks"].append(t)
     dropped = [_drop(name, sum(t["rows"] for t in ts), len(ts)) for name, ts in classes.items()]
-    return sum(t["rows"] for t in used), len(used), dropped, {"groups": len(used)}
+    # the GRPO job prompts once per used task (config balance, on by default) and samples each prompt
+    return sum(t["rows"] for t in used), len(used), dropped, {"groups": len(used), "prompts": len(used)}
 
 
 def _paired(per_task: list[dict[str, Any]], per_task_pairs: int) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
@@ -221,10 +222,35 @@ def selection_report(profile: Mapping[str, Any], method: str, per_task: int | No
     return report
 
 
+#: how each dropped class reads in the summary: what the rows are, and of how many tasks
+_PHRASES = {
+    "failing": "{rows} failing rows",
+    "unlabelled": "{rows} unlabelled rows",
+    "single_row": "{rows} rows of {tasks} single-row tasks",
+    "unanimous_pass": "{rows} rows of {tasks} tasks where every row passed",
+    "unanimous_fail": "{rows} rows of {tasks} tasks where every row failed",
+    "unlabelled_tasks": "{rows} rows of {tasks} tasks with no label",
+    "no_pass": "{rows} rows of {tasks} tasks without a pass",
+    "no_fail": "{rows} rows of {tasks} tasks without a fail",
+    "unpaired": "{rows} rows of the used tasks beyond their {per_task} pair(s) each",
+}
+
+
+def _dropped_phrase(d: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+    text = _PHRASES[d["class"]].format(rows=d["rows"], tasks=d["tasks"], per_task=report.get("pairs_per_task"))
+    if d["class"] in ("failing", "unlabelled") and d["tasks"]:
+        text += f" ({d['tasks']} tasks lose every row)"
+    return text
+
+
 def _summary(report: Mapping[str, Any]) -> str:
+    """One line whose every count is what the method's trainer gets (rows, prompts or pairs) and what it leaves out."""
     head = (f"{report['method']}: uses {report['rows']} of {report['rows_given']} rows "
             f"({report['tasks']} of {report['tasks_given']} tasks)")
+    if "prompts" in report:
+        head += f" as {report['prompts']} prompts, one per task, each sampled `generations` times"
+    elif "pairs" in report:
+        head += f" as {report['pairs']} pass-vs-fail pairs ({report['pairs_per_task']} per task at most)"
     if not report["dropped"]:
         return head
-    parts = [f"{d['rows']} rows / {d['tasks']} tasks {d['class']}" for d in report["dropped"]]
-    return head + "; dropped " + ", ".join(parts)
+    return head + "; left out " + ", ".join(_dropped_phrase(d, report) for d in report["dropped"])

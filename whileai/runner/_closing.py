@@ -1,0 +1,136 @@
+"""The closing summary of a run: the result a person or a script reads, on stdout.
+
+Progress and logs go to stderr (``_progress``); what a run *found* goes to stdout,
+so ``python -m whileai run ... > out.txt`` keeps the result and a terminal still
+shows the steps. ``--json`` prints the same summary as one JSON object instead
+of lines, for scripts and CI:
+
+    {"status", "exit_code", "recipe", "sweep_id", "run", "runs": [{"id", "stage", "method", "name"}],
+     "datasets": {...}, "held_out": {"metric", "before", "after", ...}, "verdict", "alarms",
+     "cost": {"usd", "basis"}, "expect": {"passed", "failed"}, "page", "endpoint", "outcome": {...}}
+
+``outcome`` carries every field the run's outcome has (whatever the held-out
+report adds), so a script never needs the lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from whileai.core.stats import describe, status_text
+
+from .expect import line_text
+
+__all__ = ["summary", "human_lines", "emit", "page_of"]
+
+
+def _status_text(status: Any, checked: dict[str, Any] | None) -> str:
+    """``done · expect failed (2 of 3 lines failed)``; the status alone when the spec expects nothing."""
+    lines = (checked or {}).get("lines") or []
+    if not lines:
+        return f"{status} (the spec's expect block asks nothing)"
+    failed = sum(not line["passed"] for line in lines)
+    counts = f"{failed} of {len(lines)} lines failed" if failed else f"all {len(lines)} lines held"
+    return f"{status_text(status, checked)} ({counts})"
+
+
+def page_of(run_id: str, url: str) -> str:
+    """Where the run's page is: its URL on a running platform, else the ``open`` command that serves it."""
+    if os.environ.get("WHILEAI_BASE_URL"):
+        return url
+    return f"python -m whileai open {run_id}"
+
+
+def summary(facts: dict[str, Any], run: Any = None, outcome: dict[str, Any] | None = None,
+            served: dict[str, Any] | None = None, checked: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The closing summary as a plain JSON-able dict (``facts``: what the pipeline gathered on its way)."""
+    out: dict[str, Any] = {
+        "status": facts.get("status"),
+        "exit_code": facts.get("exit_code"),
+        "recipe": facts.get("recipe"),
+        "sweep_id": facts.get("sweep_id"),
+        "run": run.id if run is not None else None,
+        "runs": list(facts.get("runs") or []),
+        "datasets": dict(facts.get("datasets") or {}),
+    }
+    if facts.get("error"):
+        out["error"] = facts["error"]
+    if run is not None:
+        out["page"] = page_of(run.id, run.url)
+    if outcome is not None:
+        basis = outcome.get("cost_basis")
+        out.update({
+            "status": outcome.get("status") or out["status"],
+            "held_out": {"metric": outcome.get("metric") or "pass_rate", "before": outcome.get("before"),
+                         "after": outcome.get("after"), "previous_after": outcome.get("previous_after"),
+                         "stats": outcome.get("stats")},
+            "verdict": outcome.get("verdict"),
+            "alarms": outcome.get("alarms") or [],
+            "cost": {"usd": outcome.get("cost_usd"), "basis": basis},
+            "outcome": outcome,
+        })
+    if checked is not None:
+        out["expect"] = {"passed": checked["passed"], "lines": checked["lines"],
+                         "failed": [line_text(line) for line in checked["lines"] if not line["passed"]]}
+    if served:
+        out["endpoint"] = {"url": served.get("endpoint"), "model": served.get("name"), "version": served.get("version"),
+                           "reply": served.get("chat")}
+    return out
+
+
+def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
+    """The closing summary as the lines a person reads."""
+    lines = [""]
+    outcome = closing.get("outcome")
+    if outcome is not None:
+        alarms = closing["alarms"]
+        basis = closing["cost"]["basis"]
+        if closing["cost"]["usd"] is not None:
+            cost = f"about ${closing['cost']['usd']:.2f} ({basis.get('gpu') if isinstance(basis, dict) else basis}, estimate)"
+        else:
+            cost = str(((run.training or {}).get("cost_basis") if run is not None else None) or basis or "not priced")
+        held = closing["held_out"]
+        lines += [
+            f"held-out   {held['metric']} {describe(held['before'], held['after'], held.get('stats'))}",
+            f"delta      {closing['verdict'] or 'no delta report (dataset.after names post-training rollouts)'}",
+            f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get('kind') or a) for a in alarms) if alarms else ""),
+            f"cost       {cost}",
+            f"status     {_status_text(closing['status'], closing.get('expect'))}",
+        ]
+    elif closing.get("error"):
+        lines.append(f"status     {closing['status']}: {closing['error']}")
+    else:
+        lines.append(f"status     {closing['status']}")
+    for entry in closing["runs"]:
+        lines.append(f"run        {entry['id']}  {entry.get('name') or ''}".rstrip())
+    datasets = closing.get("datasets") or {}
+    if datasets:
+        lines.append("datasets   " + ", ".join(f"{k} {v}" for k, v in datasets.items()))
+    endpoint = closing.get("endpoint")
+    if endpoint:
+        lines.append(f"endpoint   {endpoint['url']} (model {endpoint['model']})")
+    if closing.get("page"):
+        if os.environ.get("WHILEAI_BASE_URL"):
+            lines.append(f"page       {closing['page']}")
+        else:  # the embedded platform: `open` serves this data root (or reuses a server on it) and signs in
+            lines.append(f"page       {closing['page']}   (serves this data root's platform, signed in)")
+    expect = closing.get("expect")
+    if expect is not None:
+        lines += [f"{'passed' if line['passed'] else 'FAILED'} {line_text(line)}" for line in expect["lines"]]
+    if closing.get("sweep_id"):
+        lines.append(f"sweep      {closing['sweep_id']}: python -m whileai wait {closing['sweep_id']}")
+    return lines
+
+
+def emit(closing: dict[str, Any], *, as_json: bool, run: Any = None, stream: Any = None) -> None:
+    """Print the closing summary on stdout: lines, or one JSON object (``--json``)."""
+    stream = stream or sys.stdout
+    if as_json:
+        print(json.dumps(closing, default=str), file=stream, flush=True)
+        return
+    for line in human_lines(closing, run):
+        print(line, file=stream)
+    stream.flush()

@@ -1,0 +1,55 @@
+"""A sweep's opening and closing lines: its id, its jobs' runs, and the ``wait`` command that follows it.
+
+``python -m whileai run -m ...`` says its sweep id on stderr when it starts (so a
+person can follow it from another shell at once) and, when the launcher returns,
+prints the sweep's closing lines on stdout: each job's runs and the ``wait``
+command. With ``--json`` the closing is one JSON object holding every job's
+closing summary (each job left its own in its runs file).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from . import defaults
+
+__all__ = ["announce", "close", "wait_command"]
+
+
+def wait_command(sweep_id: str) -> str:
+    return f"python -m whileai wait {sweep_id}"
+
+
+def announce(sweep_id: str) -> None:
+    print(f"sweep {sweep_id}: its jobs run now; follow it from another shell with `{wait_command(sweep_id)}`",
+          file=sys.stderr, flush=True)
+
+
+def _jobs(sweep_id: str) -> list[dict[str, Any]]:
+    from .compare import sweep_folder
+
+    folder = sweep_folder(sweep_id)
+    found = []
+    for path in sorted(folder.glob(f"*/{defaults.RUN_FILE}"), key=lambda p: (len(p.parent.name), p.parent.name)):
+        written = json.loads(path.read_text())
+        found.append({"job": path.parent.name, "overrides": written.get("overrides") or [],
+                      "runs": written.get("runs") or [], "summary": written.get("summary")})
+    return found
+
+
+def close(sweep_id: str, *, as_json: bool) -> None:
+    """The sweep's closing lines on stdout (or one JSON object)."""
+    jobs = _jobs(sweep_id)
+    if as_json:
+        print(json.dumps({"sweep_id": sweep_id, "wait": wait_command(sweep_id), "jobs": jobs}, default=str), flush=True)
+        return
+    runs = sum(len(j["runs"]) for j in jobs)
+    lines = ["", f"sweep      {sweep_id}: {len(jobs)} job(s), {runs} run(s)"]
+    for job in jobs:
+        status = (job["summary"] or {}).get("status") or "-"
+        for run in job["runs"]:
+            lines.append(f"  job {job['job']:<4} {run['id']}  {status:<8} {run.get('name') or ''}".rstrip())
+    lines.append(f"follow it  {wait_command(sweep_id)}")
+    print("\n".join(lines), flush=True)
