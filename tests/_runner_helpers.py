@@ -56,3 +56,39 @@ def runner_record(run_id: str) -> dict[str, Any]:
     found = record_of(record(run_id))
     assert found is not None, f"{run_id} carries the runner's record on its config"
     return found
+
+
+#: per method, the selection report's count of what the trainer gets, and the export report's
+_COUNTED = {"sft": ("rows", "rows_out"), "grpo": ("prompts", "rows_out"), "dpo": ("pairs", "pairs_out"),
+            "rm": ("pairs", "pairs_out")}
+
+
+def assert_counts(run_id: str) -> dict[str, Any]:
+    """The selection report, the export report and the worker log each count what the trainer received.
+
+    ``training["trainer_received"]`` is ``len(trainer.train_dataset)`` read in the job after training: the
+    rows (SFT), prompts (GRPO) or pairs (DPO, RM) the TRL trainer was given.
+    """
+    from whileai.platform.launcher.runner import job_log
+    from whileai.simulations._client import get_client
+
+    run = record(run_id)
+    summary = run["summary"]
+    training = summary["training"]
+    method = training["method"]
+    received = training["trainer_received"]
+    chosen, exported = _COUNTED[method]
+    assert summary["selection"][chosen] == received, (method, summary["selection"], received)
+    assert summary["export"][exported] == received, (method, summary["export"], received)
+    if method in ("dpo", "rm"):
+        assert training["pairs"] == received and training["rows"] == 2 * received
+    job = get_client().request("GET", "/jobs", params={"run_id": run_id})["jobs"][0]
+    log = Path(job_log(job["id"])).read_text()
+    unit = {"sft": "rows", "grpo": "prompts"}.get(method, "pairs")
+    assert f"trained {method} on {received} {unit} " in log, log
+    given = training["holdout_rows_given"]
+    measured = training["holdout_prompts"]
+    what = "pairs" if training["metric"] in ("pair_accuracy", "row_accuracy") else "distinct prompts"
+    assert f"held-out after: {training['metric']} {training['after']} on {measured} {what}" in log, log
+    assert f"(of {given} held-out rows)" in log and "held-out set (" not in log, log
+    return run

@@ -8,6 +8,7 @@ test_runner_sweep.py). Every run's record carries the resolved spec, equal to wh
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from _runner_helpers import ROOT, TINY, record, runner_record, runs_file, tiny_base, whileai
+from _runner_helpers import ROOT, TINY, assert_counts, record, runner_record, runs_file, tiny_base, whileai
 
 pytestmark = pytest.mark.slow
 
@@ -29,6 +30,20 @@ def _validated(*args: str) -> dict:
     return yaml.safe_load(done.stdout)
 
 
+def _same_spec(kept: dict, validated: dict, run_id: str, prefix: str) -> None:
+    """The run carries the resolved spec ``validate`` printed; each null it filled is the value the job used."""
+    from whileai.runner.compare import flatten
+
+    mine, shown = flatten(kept), flatten(validated)
+    assert {k for k, v in mine.items() if v is not None} <= set(shown)
+    config = record(run_id)["config"]
+    for key, value in shown.items():
+        if mine.get(key) is not None:
+            assert mine[key] == value, key
+        elif value is not None and key.startswith(prefix) and "." not in key[len(prefix):]:
+            assert config[key[len(prefix):]] == value, (key, config.get(key[len(prefix):]), value)
+
+
 def _check_stages(token: str, args: list[str], methods: list[str]) -> list[dict]:
     written = runs_file(token)
     assert [r["method"] for r in written["runs"]] == methods
@@ -36,7 +51,7 @@ def _check_stages(token: str, args: list[str], methods: list[str]) -> list[dict]
     records = [runner_record(r["id"]) for r in written["runs"]]
     for index, (run, kept) in enumerate(zip(written["runs"], records)):
         assert record(run["id"])["status"] == "done"
-        assert kept["spec"] == spec, "the run carries the resolved spec"
+        _same_spec(kept["spec"], spec, run["id"], "" if index == len(written["runs"]) - 1 else f"stages.{kept['stage']}.")
         assert kept["stage_index"] == index
         assert kept["previous_run"] == (written["runs"][index - 1]["id"] if index else None)
         assert kept["recipe"] and kept["command"].startswith("python -m whileai run ")
@@ -67,22 +82,47 @@ def test_the_design_card_line_runs_sft_then_grpo_with_the_monitor():
     for line in ("load and grade the dataset", "push", "cut by task", "selection report", "export with gates",
                  "wai.train on local", "held-out"):
         assert line in done.stderr
+    sft_id, grpo_id = (r["id"] for r in runs_file("card")["runs"])
+    assert record(sft_id)["name"].startswith("grpo_tooluse · sft stage · beta=0.04 ")
+    assert record(grpo_id)["name"].startswith("grpo_tooluse · grpo · beta=0.04 ")
+    for run_id in (sft_id, grpo_id):
+        assert_counts(run_id)
+        assert f"run        {run_id}  grpo_tooluse · " in done.stdout
 
 
-def test_dpo_tooluse_runs_after_its_sft_stage():
+def test_dpo_tooluse_runs_after_its_sft_stage_and_json_prints_one_closing_object():
     args = ["recipe=dpo_tooluse", *TINY, f"base_model={tiny_base()}", "stages.sft.steps=2",
             "stages.sft.holdout_rows=4", "expect.holdout_after_min=0.0"]
-    done = whileai("run", *args, token="dpo")
+    done = whileai("run", *args, "--json", token="dpo")
     assert done.returncode == 0, done.stdout + done.stderr
     _check_stages("dpo", args, ["sft", "dpo"])
+    closing = json.loads(done.stdout)  # the whole of stdout is one JSON object
+    written = runs_file("dpo")["runs"]
+    assert [r["id"] for r in closing["runs"]] == [r["id"] for r in written] and closing["run"] == written[-1]["id"]
+    assert closing["status"] == "done" and closing["exit_code"] == 0 and closing["recipe"] == "dpo_tooluse"
+    kept = record(closing["run"])
+    assert closing["held_out"]["before"] == kept["summary"]["training"]["before"]
+    assert closing["held_out"]["after"] == kept["summary"]["training"]["after"]
+    assert closing["held_out"]["metric"] == "pass_rate" and "verdict" in closing and closing["alarms"] == []
+    assert set(closing["cost"]) == {"usd", "basis"} and closing["page"] == f"python -m whileai open {closing['run']}"
+    assert closing["expect"]["passed"] is True and closing["expect"]["failed"] == []
+    assert set(closing["datasets"]) >= {"pushed", "train", "holdout"} and closing["outcome"]["status"] == "done"
+    assert closing["datasets"]["pushed"] in done.stderr, "the pushed dataset's id is printed"
+    for run_id in (r["id"] for r in written):
+        assert_counts(run_id)
 
 
 def test_rm_tooluse_as_a_joblib_sweep_of_two_parallel_jobs_on_one_dataset():
     # the jobs sweep a training knob over the same dataset at the same time: each point is its own run
     args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "recipe=rm_tooluse", *TINY,
-            f"base_model={tiny_base()}", "seed=0,1"]
+            f"base_model={tiny_base()}", "seed=0,1", "--json"]
     done = whileai("run", *args, token="rmsweep")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "sweep sweep_rmsweep: its jobs run now" in done.stderr
+    closing = json.loads(done.stdout)  # one object for the whole sweep, every job's summary inside
+    assert closing["sweep_id"] == "sweep_rmsweep" and closing["wait"] == "python -m whileai wait sweep_rmsweep"
+    assert [j["job"] for j in closing["jobs"]] == ["0", "1"]
+    assert all(j["summary"]["held_out"]["metric"] == "pair_accuracy" for j in closing["jobs"])
     jobs = [runs_file("rmsweep", str(i)) for i in range(2)]
     sweep_ids = {j["sweep_id"] for j in jobs}
     assert len(sweep_ids) == 1 and None not in sweep_ids
@@ -94,6 +134,10 @@ def test_rm_tooluse_as_a_joblib_sweep_of_two_parallel_jobs_on_one_dataset():
     assert len({r["dataset"] for r in records}) == 1, [r["dataset"] for r in records]
     assert [r["config"]["seed"] for r in records] == [0, 1]
     assert all(r["status"] == "done" for r in records)
+    assert [r["name"] for r in records] == ["rm_tooluse · rm · seed=0", "rm_tooluse · rm · seed=1"]
+    assert [j["summary"]["run"] for j in closing["jobs"]] == run_ids
+    for run_id in run_ids:
+        assert_counts(run_id)
 
 
 def test_ctrl_c_during_training_stops_the_run_and_its_worker():
@@ -153,7 +197,7 @@ def test_serve_platform_serves_the_run_and_the_endpoint_answers_one_chat_complet
         done = whileai("run", *args, token="served", env=env)
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"serve on platform: runner-tiny v1 at {handle.base_url}/v1; reply: " in done.stderr
-        assert f"endpoint   {handle.base_url}/v1 (model runner-tiny)" in done.stderr
+        assert f"endpoint   {handle.base_url}/v1 (model runner-tiny)" in done.stdout
     finally:
         handle.stop()
 
@@ -170,6 +214,6 @@ def test_serve_platform_on_the_embedded_default_answers_one_chat_completion_in_p
     endpoint = f"{embedded_base_url()}/v1"
     line = next(x for x in done.stderr.splitlines() if "serve on platform: " in x)
     assert f"runner-embedded v1 at {endpoint}; reply: " in line and "not asked" not in line, line
-    assert f"endpoint   {endpoint} (model runner-embedded)" in done.stderr
+    assert f"endpoint   {endpoint} (model runner-embedded)" in done.stdout
     key = get_client().api_key  # the embedded local account's key: the bearer, never shown
     assert key and key not in done.stdout + done.stderr

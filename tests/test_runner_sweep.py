@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from _runner_helpers import TINY, record, runner_record, runs_file, tiny_base, whileai
+from _runner_helpers import TINY, assert_counts, record, runner_record, runs_file, tiny_base, whileai
 
 pytestmark = pytest.mark.slow
 
@@ -45,14 +45,14 @@ def test_a_2x2_sweep_makes_four_runs_with_four_specs_and_one_sweep_id(sweep):
 def test_a_failed_expect_exits_non_zero_naming_its_line(sweep):
     done = sweep["done"]
     assert done.returncode == 3, done.stderr
-    assert "FAILED expect.holdout_after_min: 0.5 failed at recipes/sft_tooluse.yaml:" in done.stderr
-    assert "the run shows held-out after" in done.stderr
+    assert "FAILED expect.holdout_after_min: 0.5 failed at recipes/sft_tooluse.yaml:" in done.stdout
+    assert "the run shows held-out after" in done.stdout
     # four prompts can never give p < 0.05 (four of four improving is p = 0.125): the line cannot hold
-    assert "FAILED expect.holdout_gain_significant: 0.05 failed at recipes/sft_tooluse.yaml:" in done.stderr
-    assert "passed expect.status: 'done' passed at recipes/sft_tooluse.yaml:" in done.stderr, "passed lines show too"
+    assert "FAILED expect.holdout_gain_significant: 0.05 failed at recipes/sft_tooluse.yaml:" in done.stdout
+    assert "passed expect.status: 'done' passed at recipes/sft_tooluse.yaml:" in done.stdout, "passed lines show too"
     assert re.search(r"held-out   pass_rate \d\.\d{3} -> \d\.\d{3} \(\d/4; 95% CI \d\.\d\d-\d\.\d\d; paired p = "
-                     r"\d\.\d{3}\)", done.stderr), done.stderr
-    assert "status     done · expect failed (3 of 4 lines failed)" in done.stderr
+                     r"\d\.\d{3}\)", done.stdout), done.stdout
+    assert "status     done · expect failed (3 of 4 lines failed)" in done.stdout
 
 
 def test_the_run_record_keeps_the_verdict_and_the_outcomes_the_test_is_recomputed_from(sweep):
@@ -74,6 +74,36 @@ def test_the_run_record_keeps_the_verdict_and_the_outcomes_the_test_is_recompute
     assert len(outcomes["before"]) == len(outcomes["after"]) == training["holdout_prompts"] == 4
     assert training["stats"] == holdout_result(outcomes["before"], outcomes["after"])
     assert training["after"] == sum(outcomes["after"]) / 4
+
+
+def test_the_sweep_says_its_id_at_the_start_and_at_the_close_with_the_wait_command(sweep):
+    done = sweep["done"]
+    said = "sweep sweep_sweep2x2: its jobs run now; follow it from another shell with " \
+           "`python -m whileai wait sweep_sweep2x2`"
+    err = done.stderr.splitlines()
+    assert said in err and err.index(said) < min(i for i, x in enumerate(err) if x.startswith("whileai run ")), err
+    out = done.stdout.strip().splitlines()
+    assert "sweep      sweep_sweep2x2: 4 job(s), 4 run(s)" in out
+    assert out[-1] == "follow it  python -m whileai wait sweep_sweep2x2"
+    for run_id in sweep["runs"]:
+        assert any(line.startswith("  job ") and run_id in line for line in out), out
+
+
+def test_results_go_to_stdout_and_progress_to_stderr(sweep):
+    done = sweep["done"]
+    assert "- push: ds_" in done.stderr and "- push: " not in done.stdout
+    assert "[HYDRA] Launching 4 jobs locally" in done.stderr and "HYDRA" not in done.stdout
+    assert done.stdout.count("\nheld-out   pass_rate ") == 4 and "held-out   " not in done.stderr
+    assert done.stdout.count("\ncost       ") == 4 and done.stdout.count("\npage       python -m whileai open run_") == 4
+
+
+def test_sweep_runs_are_named_by_recipe_method_and_swept_knobs_and_the_counts_add_up(sweep):
+    names = [record(r)["name"] for r in sweep["runs"]]
+    assert len(set(names)) == 4, names
+    specs = [runner_record(r)["spec"] for r in sweep["runs"]]
+    for name, spec in zip(names, specs):
+        assert name == f"sft_tooluse · sft · learning_rate={spec['learning_rate']:g} seed={spec['seed']}", name
+    assert_counts(sweep["runs"][0])
 
 
 def test_wait_prints_one_table_of_the_sweep(sweep):

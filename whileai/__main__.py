@@ -31,6 +31,12 @@ def _usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from whileai.core.package import namespace_problem
+
+    problem = namespace_problem()  # run from a folder holding the clone as whileai/: say why nothing would work
+    if problem is not None:
+        print(f"python -m whileai: {problem}", file=sys.stderr)
+        return 2
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())

@@ -310,7 +310,7 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
         note["result"] = f"train {train_side.id} ({train_side.rows} rows), holdout {held.id} ({held.rows} rows)"
         facts["datasets"].update(train=train_side.id, holdout=held.id)
     train_rows = wai.datasets.load_rows(train_side)
-    runs: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = facts["runs"]
     previous = run = None
     stages = _stages(spec)
     submit_only = spec["target"]["name"] == "modal" and context.sweep_id is not None

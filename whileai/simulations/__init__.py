@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from whileai.core import errors as _errors
 
+from whileai.core.package import check_root
+
+check_root()  # a namespace-imported whileai (a clone named whileai/ in the cwd) never wired the platform: say so here
+
 # public name -> the module that defines it (relative to this package, or absolute)
 _EXPORTS: dict[str, str] = {
     # run tracking and hosted training

@@ -276,10 +276,12 @@ def _embedded_app(root: Path) -> tuple[Any, str]:
         if found is None:
             provider = embedded.provider()
             if provider is None:
-                raise PlatformError(
+                from whileai.core.package import namespace_problem
+
+                raise PlatformError(namespace_problem() or (
                     "no embedded platform is installed in this process (whileai.core.embedded has no provider; "
                     "install one with whileai.core.embedded.provide), or set WHILEAI_BASE_URL to a running platform"
-                )
+                ))
             found = _EMBEDDED[str(root)] = provider(root)
         return found
 
