@@ -210,7 +210,9 @@ def test_open_prints_a_one_time_link_to_the_run_on_a_running_server(home, capsys
         account, key = ensure_local_account(handle.store)
         run = handle.store.create_run(account, name="mine")
         assert open_main(["--no-browser", "--port", str(handle.port), run["id"]]) == 0
-        link = capsys.readouterr().out.split()[-1]
+        said = capsys.readouterr()
+        assert f"A platform already answers at {handle.base_url}: reusing it" in said.err, "open says it reuses it"
+        link = said.out.split()[-1]
         assert link.startswith(f"{handle.base_url}/signin/once?token=") and key not in link
         with httpx.Client(follow_redirects=True) as browser:
             page = browser.get(link)

@@ -180,6 +180,7 @@ def open_main(argv: list[str] | None = None) -> int:
             print(f"Open this link in a browser (usable once, within {_minutes(defaults.SIGNIN_LINK_TTL_S)}):\n    {link}")
 
     if _answers(address):
+        print(f"A platform already answers at {address}: reusing it (nothing is started here).", file=sys.stderr)
         show()
         return 0
     print(f"No platform answers at {address}; starting it here (Ctrl-C stops it).")

@@ -115,14 +115,25 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
     if closing.get("page"):
         if os.environ.get("WHILEAI_BASE_URL"):
             lines.append(f"page       {closing['page']}")
-        else:  # the embedded platform: `open` serves this data root (or reuses a server on it) and signs in
-            lines.append(f"page       {closing['page']}   (serves this data root's platform, signed in)")
+        else:  # the embedded platform: `open` reuses a server that answers, else starts one on this data root
+            lines.append(f"page       {closing['page']}   ({_open_note()})")
     expect = closing.get("expect")
     if expect is not None:
         lines += [f"{'passed' if line['passed'] else 'FAILED'} {line_text(line)}" for line in expect["lines"]]
     if closing.get("sweep_id"):
         lines.append(f"sweep      {closing['sweep_id']}: python -m whileai wait {closing['sweep_id']}")
     return lines
+
+
+def _open_note() -> str:
+    """What ``open`` will do: reuse the platform that answers at its address, or start one on this data root."""
+    from whileai.platform.server import _answers
+    from whileai.simulations._client import embedded_base_url
+
+    address = embedded_base_url()
+    if _answers(address):
+        return f"reuses the platform answering at {address} and signs you in"
+    return "starts the platform on this data root and signs you in"
 
 
 def emit(closing: dict[str, Any], *, as_json: bool, run: Any = None, stream: Any = None) -> None:
