@@ -154,8 +154,8 @@ def _export(rows: list[dict[str, Any]], method: str, export: dict[str, Any], pat
             return wai.export_preference(pairs, path, format=export["format"], validate=export["validate"],
                                          strip_think=export["strip_think"],
                                          max_tool_output_chars=export["max_tool_output_chars"])
-        return wai.export_dataset(trained_rows(rows, method, balance), path, format=export["format"], validate=export["validate"],
-                                  mask_mode=export["mask_mode"], unroll=export["unroll"],
+        return wai.export_dataset(trained_rows(rows, method, balance), path, format=export["format"],
+                                  validate=export["validate"], mask_mode=export["mask_mode"], unroll=export["unroll"],
                                   strip_think=export["strip_think"],
                                   max_tool_output_chars=export["max_tool_output_chars"])
 
