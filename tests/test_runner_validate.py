@@ -231,6 +231,8 @@ def test_the_quickstart_holds_exactly_its_two_command_lines():
     block = quickstart.split("```bash\n", 1)[1].split("```", 1)[0]
     assert block.splitlines() == ['pip install -e . && python -m whileai run recipe=sft_tooluse',
                                   'pip install -e ".[test]" && python -m pytest']
+    assert "On a laptop CPU the main job takes about" in quickstart, "the Quickstart says how long the main job takes"
+    assert "builds the kit's pre-trained base (once per data root" in quickstart
 
 
 def test_camel_case_host_keys_are_aliases_on_the_command_line_and_in_recipes(tmp_path):

@@ -134,6 +134,8 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     say(f"loading {spec['base_model']}" + (f" with the adapter of {spec['init_from']}" if spec.get("init_from") else ""))
     model, tokenizer = method.load(spec)
     say("measuring the held-out set before training" if holdout_rows else "no held-out set: nothing to measure")
+    if holdout_rows:
+        run.note(phase="measuring the held-out set before training")
     before = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
     if before is not None:  # shown on the page while the trainer runs
         say(f"held-out before: {before.get('metric')} {before['value']} on {_measured(before, holdout_rows)}")
