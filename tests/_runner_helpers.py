@@ -69,8 +69,8 @@ def assert_counts(run_id: str) -> dict[str, Any]:
     ``training["trainer_received"]`` is ``len(trainer.train_dataset)`` read in the job after training: the
     rows (SFT), prompts (GRPO) or pairs (DPO, RM) the TRL trainer was given.
     """
-    from whileai.platform.launcher.runner import job_log
-    from whileai.simulations._client import get_client
+    from whileai.platform.launcher.jobs import job_log
+    from whileai.simulations.client import get_client
 
     run = record(run_id)
     summary = run["summary"]

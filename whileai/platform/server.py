@@ -31,7 +31,8 @@ from whileai.platform.store.migrate import StoreVersionError, upgrade
 from whileai.platform.store import Store, ensure_local_account, local_key_path, store_url
 from whileai.platform import defaults
 
-__all__ = ["main", "upgrade_main", "open_main", "serve_in_thread", "ServerHandle", "ensure_local_account", "signin_link"]
+__all__ = ["main", "upgrade_main", "open_main", "serve_in_thread", "ServerHandle", "ensure_local_account",
+           "signin_link", "platform_answers"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -132,7 +133,7 @@ def upgrade_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _answers(address: str) -> bool:
+def platform_answers(address: str) -> bool:
     """True when a whileai platform answers at ``address`` (its sign-in page)."""
     import httpx
 
@@ -179,7 +180,7 @@ def open_main(argv: list[str] | None = None) -> int:
         if args.no_browser or not webbrowser.open(link):
             print(f"Open this link in a browser (usable once, within {_minutes(defaults.SIGNIN_LINK_TTL_S)}):\n    {link}")
 
-    if _answers(address):
+    if platform_answers(address):
         print(f"A platform already answers at {address}: reusing it (nothing is started here).", file=sys.stderr)
         show()
         return 0
@@ -187,7 +188,7 @@ def open_main(argv: list[str] | None = None) -> int:
 
     def when_up() -> None:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _answers(address):
+        while time.monotonic() < deadline and not platform_answers(address):
             time.sleep(0.2)
         show()
 

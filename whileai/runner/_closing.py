@@ -127,11 +127,11 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
 
 def _open_note() -> str:
     """What ``open`` will do: reuse the platform that answers at its address, or start one on this data root."""
-    from whileai.platform.server import _answers
-    from whileai.simulations._client import embedded_base_url
+    from whileai.platform.server import platform_answers
+    from whileai.simulations.client import embedded_base_url
 
     address = embedded_base_url()
-    if _answers(address):
+    if platform_answers(address):
         return f"reuses the platform answering at {address} and signs you in"
     return "starts the platform on this data root and signs you in"
 

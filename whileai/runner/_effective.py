@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from whileai.simulations import defaults as sdk
-from whileai.simulations._hosting import resolve_config
+from whileai.simulations.training import resolve_config
 
 from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, reads_export
 
@@ -31,7 +31,7 @@ _FROM_DATA = {
     "temperature": "null: the rows' own sampling.temperature when they share one, else TRAINING_KNOBS' default",
 }
 #: the LoRA shape a stage inherits from the run it starts from (wai.train's init_from)
-_LORA_SHAPE = ("loraRank", "loraAlpha")
+_LORA_SHAPE = ("lora_rank", "lora_alpha")
 
 
 def _stages(plain: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

@@ -223,5 +223,6 @@ def __getattr__(name: str) -> Any:
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-from ._hosting import train  # noqa: E402,F401
+# resolve_config: what a spec's knobs resolve to (the runner's validate shows it)
+from ._hosting import resolve_config, train  # noqa: E402,F401
 from .serving import chat_completion, delete_model, models, reward_model, serve, unserve  # noqa: E402,F401
