@@ -100,6 +100,18 @@ def test_selection_adds_up(method):
     assert rep["summary"].startswith(f"{method}: uses {rep['rows']} of 16 rows")
 
 
+def test_selection_summary_names_what_the_trainer_gets_and_each_left_out_count():
+    grpo = wai.selection_report(wai.profile(fixture_rows()), "grpo")
+    assert grpo["prompts"] == 2 and "uses 7 of 16 rows (2 of 7 tasks) as 2 prompts, one per task" in grpo["summary"]
+    assert "3 rows of 1 tasks where every row passed" in grpo["summary"]
+    dpo = wai.selection_report(wai.profile(fixture_rows()), "dpo")
+    assert "as 2 pass-vs-fail pairs (1 per task at most)" in dpo["summary"]
+    assert "3 rows of the used tasks beyond their 1 pair(s) each" in dpo["summary"]
+    assert "/ 0 tasks" not in dpo["summary"] and "0 tasks" not in dpo["summary"]
+    sft = wai.selection_report(wai.profile(fixture_rows()), "sft")
+    assert "6 failing rows (2 tasks lose every row)" in sft["summary"]
+
+
 def test_all_rows_failing():
     rows = [make_row(t, "F", index=i) for t in "XY" for i in range(3)]
     prof = wai.profile(rows)

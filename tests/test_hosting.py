@@ -203,7 +203,7 @@ def test_few_mixed_tasks_and_dropped_classes_warn_with_counts(launches):
     text = " ".join(str(w.message) for w in caught)
     assert "grpo uses 3 mixed tasks, fewer than min_mixed_tasks=5" in text
     assert "grpo uses 12 of 20 rows (3 of 5 tasks)" in text
-    assert "unanimous_pass: 8 rows / 2 tasks" in text and "carries no advantage" in text
+    assert "unanimous_pass: 8 rows of 2 tasks where every row passed" in text and "carries no advantage" in text
     assert run.selection["mixed_tasks"] == 3
     assert run.config["min_mixed_tasks"] == 5
 

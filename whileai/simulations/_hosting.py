@@ -125,7 +125,9 @@ def resolve_config(method: str, knobs: Mapping[str, Any], config: Mapping[str, A
 
 
 def _dropped_text(report: Mapping[str, Any]) -> str:
-    parts = [f"{d['class']}: {d['rows']} rows / {d['tasks']} tasks ({d['reason']})" for d in report.get("dropped") or []]
+    from ._selection import dropped_phrase  # the selection report's own wording of each count
+
+    parts = [f"{d['class']}: {dropped_phrase(d, report)} ({d['reason']})" for d in report.get("dropped") or []]
     return "; ".join(parts)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from . import defaults
 from .rowsource import group_by_task
 
-__all__ = ["profile_rows", "selection_report", "METHODS"]
+__all__ = ["profile_rows", "selection_report", "dropped_phrase", "METHODS"]
 
 METHODS = ("sft", "grpo", "dpo", "rm")
 
@@ -236,7 +236,8 @@ _PHRASES = {
 }
 
 
-def _dropped_phrase(d: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+def dropped_phrase(d: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+    """One dropped class in words: ``148 rows of 37 tasks where every row passed``."""
     text = _PHRASES[d["class"]].format(rows=d["rows"], tasks=d["tasks"], per_task=report.get("pairs_per_task"))
     if d["class"] in ("failing", "unlabelled") and d["tasks"]:
         text += f" ({d['tasks']} tasks lose every row)"
@@ -253,4 +254,4 @@ def _summary(report: Mapping[str, Any]) -> str:
         head += f" as {report['pairs']} pass-vs-fail pairs ({report['pairs_per_task']} per task at most)"
     if not report["dropped"]:
         return head
-    return head + "; left out " + ", ".join(_dropped_phrase(d, report) for d in report["dropped"])
+    return head + "; left out " + ", ".join(dropped_phrase(d, report) for d in report["dropped"])
