@@ -61,9 +61,9 @@ def _builds_kit_base(spec: dict[str, Any]) -> str | None:
             "later runs load it at once)")
 
 
-def _measured(result: dict[str, Any], holdout_rows: list[dict[str, Any]]) -> str:
+def _measured(result: dict[str, Any], holdout_rows: list[dict[str, Any]] | None) -> str:
     """What a held-out measurement counted: its prompts (or pairs and rows), of the held-out rows given."""
-    given = f"of {len(holdout_rows)} held-out rows"
+    given = f"of {len(holdout_rows or [])} held-out rows"
     if result.get("metric") == "loss":
         return f"{result.get('rows')} rows ({given})"
     if result.get("metric") in ("pair_accuracy", "row_accuracy"):

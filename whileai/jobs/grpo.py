@@ -241,7 +241,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     extra: dict[str, Any] = {
         "rows": len(prompts),
         "prompts": len(prompts),
-        "trainer_received": len(trainer.train_dataset),
+        "trainer_received": int(getattr(trainer.train_dataset, "num_rows", -1)),  # the Dataset the trainer holds
         "unit": "prompts",
         "steps": trainer.state.global_step,
         "tools": [t.__name__ for t in tools],

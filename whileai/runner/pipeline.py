@@ -240,7 +240,7 @@ def _outcome(run: Any, previous: Any) -> dict[str, Any]:
 
 def _write_runs(context: Context, runs: list[dict[str, Any]], closing: dict[str, Any] | None = None) -> None:
     context.output_dir.mkdir(parents=True, exist_ok=True)
-    written = {"sweep_id": context.sweep_id, "runs": runs, "overrides": context.overrides}
+    written: dict[str, Any] = {"sweep_id": context.sweep_id, "runs": runs, "overrides": context.overrides}
     if closing is not None:
         written["summary"] = closing
     (context.output_dir / defaults.RUN_FILE).write_text(json.dumps(written, indent=1, default=str) + "\n")
