@@ -146,8 +146,9 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     model, extra = method.fit(spec, model, tokenizer, rows, folder, [TrainerCallback(run), TrainerRecord(run), system],
                               holdout=holdout_rows, run=run)
     train_seconds = time.time() - train_started
+    too_long = extra.get("left_out_too_long") or 0
     say(f"trained {spec['method']} on {extra.get('trainer_received')} {extra.get('unit', 'rows')} "
-        f"({extra.get('steps')} steps)")
+        f"({extra.get('steps')} steps" + (f"; {too_long} left out, longer than the model's context)" if too_long else ")"))
     say("measuring the held-out set after training" if holdout_rows else "no held-out set: nothing to measure")
     after = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
     if after is not None:
