@@ -104,7 +104,7 @@ def _at_exit() -> None:
             if tracker.has_pending():
                 try:
                     points, updates = tracker.spool()
-                except _spool.SpoolWriteError as exc:
+                except _spool._SpoolWriteError as exc:
                     points, updates = exc.landed
                     tracker.lost += tracker.pending_points()
                     note = f"{exc.cause.strerror or exc.cause}" if isinstance(exc.cause, OSError) else str(exc)

@@ -42,7 +42,7 @@ from whileai.core.paths import data_root
 from whileai.core.errors import NotFoundError, PlatformError, TrackingWarning
 
 __all__ = [
-    "spool_dir", "write", "write_each", "SpoolWriteError", "deliver", "pending_files", "send_create", "sync_main",
+    "spool_dir", "write", "write_each", "deliver", "pending_files", "send_create", "sync_main",
 ]
 
 _KINDS = ("create", "points", "patch")
@@ -116,7 +116,7 @@ def _encode(record: dict[str, Any]) -> bytes:
     return codec.dumps_bytes(record) + b"\n"  # refuses (TypeError) what has no JSON form
 
 
-class SpoolWriteError(OSError):
+class _SpoolWriteError(OSError):
     """The disk refused a spool write (full, read-only): the first ``written`` records landed, the rest did not."""
 
     def __init__(self, written: int, cause: OSError):
@@ -128,7 +128,7 @@ class SpoolWriteError(OSError):
 
 
 def _append(path: Path, lines: list[bytes]) -> None:
-    """Append whole lines, durably; a disk error cuts the file back to its last whole line (SpoolWriteError)."""
+    """Append whole lines, durably; a disk error cuts the file back to its last whole line (_SpoolWriteError)."""
     new = not path.exists()
     written = 0
     with os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as handle:
@@ -145,7 +145,7 @@ def _append(path: Path, lines: list[bytes]) -> None:
                 handle.truncate(start)
             except OSError:
                 pass
-            raise SpoolWriteError(written, exc) from None
+            raise _SpoolWriteError(written, exc) from None
     if new:
         _fsync_dir(path.parent)
 
@@ -154,7 +154,7 @@ def write_each(records: list[dict[str, Any]]) -> list[bool]:
     """Append records to this process's spool file, durably: for each record, whether it was kept.
 
     Records past SPOOL_MAX_BYTES are not written (False, and a warning names
-    how many). A disk that refuses the write raises SpoolWriteError saying how
+    how many). A disk that refuses the write raises _SpoolWriteError saying how
     many of the records it was given landed; a value with no JSON form raises
     TypeError before anything is written.
     """
@@ -178,7 +178,7 @@ def write_each(records: list[dict[str, Any]]) -> list[bool]:
         if lines:
             try:
                 _append(directory / f"{_own_prefix()}0.jsonl", lines)
-            except SpoolWriteError as exc:  # say which of the records given landed
+            except _SpoolWriteError as exc:  # say which of the records given landed
                 seen = 0
                 for i, flag in enumerate(kept):
                     if flag:

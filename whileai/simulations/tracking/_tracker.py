@@ -552,7 +552,7 @@ class Tracker:
             records = self._records(moved)
             try:
                 kept = self._write(records)
-            except _spool.SpoolWriteError as exc:  # what landed stays landed; the rest back to memory
+            except _spool._SpoolWriteError as exc:  # what landed stays landed; the rest back to memory
                 kept = exc.kept
             except Exception:  # an unwritable spool: the batches stay in memory, where they were
                 self.batches.extendleft(reversed(moved))
@@ -563,7 +563,7 @@ class Tracker:
     def _write(self, records: list[dict[str, Any]]) -> list[bool]:
         try:
             kept = _spool.write_each(records)
-        except _spool.SpoolWriteError as exc:
+        except _spool._SpoolWriteError as exc:
             if exc.kept and records[0]["kind"] == "create" and exc.kept[0]:
                 self._create_spooled = True
             self.spool_error = str(exc.cause)
@@ -577,7 +577,7 @@ class Tracker:
 
         Points the spool refuses for its size cap (SPOOL_MAX_BYTES) are dropped
         and counted in ``lost``. When the disk refuses the write, what landed is
-        forgotten here, the rest stays in memory, and SpoolWriteError is raised.
+        forgotten here, the rest stays in memory, and _SpoolWriteError is raised.
         """
         self._cut()
         batches = list(self.batches)
@@ -590,7 +590,7 @@ class Tracker:
         error = None
         try:
             kept = self._write(records)
-        except _spool.SpoolWriteError as exc:
+        except _spool._SpoolWriteError as exc:
             kept, error = exc.kept, exc
         offset = len(records) - len(batches) - (1 if body else 0)
         points = 0
