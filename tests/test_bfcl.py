@@ -260,19 +260,19 @@ def test_two_step_sft_from_python_m_whileai_run_dataset_bfcl():
 
 def test_rows_longer_than_the_context_are_counted_and_left_out(converted):
     """Parallel BFCL rows against the kit's 512-token context: the long ones are left out, counted, never cut."""
-    from whileai.jobs import _common
+    from whileai.jobs import _evaluation, _trainer_data
     from whileai.kit import build_tokenizer
     from whileai.simulations import defaults
 
     tokenizer = build_tokenizer()
     rows = converted["parallel"]
-    examples = _common.export_training(rows, None)
-    kept, too_long = _common.within_context(tokenizer, examples, 512)
+    examples = _trainer_data.export_training(rows, None)
+    kept, too_long = _trainer_data.within_context(tokenizer, examples, 512)
     assert too_long > 0 and len(kept) + too_long == len(examples)
     for example in kept:
         ids = tokenizer.apply_chat_template(example["messages"], tools=example["tools"], tokenize=True,
                                             return_dict=True)["input_ids"]
         assert len(ids) <= 512
-    over = sum(_common.gold_reply_tokens(tokenizer, r["gold"]) > defaults.TRAIN_EVAL_MAX_NEW_TOKENS for r in rows)
+    over = sum(_evaluation.gold_reply_tokens(tokenizer, r["gold"]) > defaults.TRAIN_EVAL_MAX_NEW_TOKENS for r in rows)
     print(f"\nparallel: {too_long} of {len(examples)} rows longer than 512 tokens; {over} golds over the reply cap")
     assert over > 0

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from whileai.jobs._common import price_key
+from whileai.jobs._environment import price_key
 from whileai.simulations import defaults
 
 GIB = 2**30

@@ -83,20 +83,20 @@ def test_the_trainer_renders_each_row_as_its_own_json(base, tmp_path):
     """SFT over rows with {"x": 1} and {"x": "v0"}: each tokenized row is the template over the row's own objects."""
     import trl
 
-    from whileai.jobs import _common
+    from whileai.jobs import _loading, _trainer_data, _trainer_setup
     from whileai.simulations.export import decoding_chat_template, to_hf_dataset
 
     spec = _spec(base, "sft")
     rows = [r for r in _rows([1, "v0", {"p": [1, "a"]}, ["a", 2]] * 2, [False, "false", 0, "x"] * 2)]
-    examples = _common.export_training(rows, None)
-    model, tokenizer = _common.load_policy(spec)
-    args = trl.SFTConfig(**_common.trainer_settings(spec, tmp_path), per_device_train_batch_size=2,
+    examples = _trainer_data.export_training(rows, None)
+    model, tokenizer = _loading.load_policy(spec)
+    args = trl.SFTConfig(**_trainer_setup.trainer_settings(spec, tmp_path), per_device_train_batch_size=2,
                          assistant_only_loss=True, max_length=512)
     with decoding_chat_template(tokenizer):
         dataset = to_hf_dataset(examples)
         assert isinstance(dataset[1]["messages"][1]["tool_calls"][0]["function"]["arguments"], str)
         trainer = trl.SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                                 peft_config=_common.lora_config(spec))
+                                 peft_config=_loading.lora_config(spec))
     for k, example in enumerate(examples):
         want = tokenizer.apply_chat_template(example["messages"], tools=example["tools"], tokenize=True,
                                              return_dict=True)["input_ids"]

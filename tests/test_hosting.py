@@ -67,9 +67,9 @@ def launches(home, monkeypatch):
 
     monkeypatch.setattr(runner, "_launch_local", fake_local)
     monkeypatch.setattr(runner, "_pid_alive", lambda pid, job_id: True)
-    from whileai.jobs import _common
+    from whileai.jobs import _loading
 
-    monkeypatch.setattr(_common, "load_policy", no_model)
+    monkeypatch.setattr(_loading, "load_policy", no_model)
     return calls
 
 

@@ -215,3 +215,20 @@ def test_job_datasets_keep_tool_call_arguments_exact():
     assert [dataset[i]["messages"] for i in range(2)] == [r["messages"] for r in rows]
     mapped = dataset.map(lambda r: {"n": len(r["messages"])})  # what TRL's first map reads
     assert mapped[0]["n"] == 2
+
+
+def test_every_method_module_is_a_job_body():
+    """The job-body interface is declared (whileai.jobs.body.JobBody) and each method module meets it."""
+    import importlib
+    import inspect
+
+    from whileai.jobs.body import METHOD_MODULES, JobBody, _method
+
+    for method, name in METHOD_MODULES.items():
+        module = importlib.import_module(name)
+        assert isinstance(module, JobBody), name
+        assert _method(method) is module
+        for attr in ("load", "evaluate", "fit"):
+            wanted = list(inspect.signature(getattr(JobBody, attr)).parameters)[1:]
+            given = list(inspect.signature(getattr(module, attr)).parameters)
+            assert given == wanted, (name, attr, given)

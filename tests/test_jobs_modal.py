@@ -20,7 +20,7 @@ import pytest
 
 import whileai.simulations as wai
 from whileai.kit import load_sample
-from whileai.jobs import _common, modal_app
+from whileai.jobs import _environment, modal_app
 from whileai.platform.launcher import modal_backend
 from whileai.simulations import defaults
 from whileai.platform import defaults as platform_defaults
@@ -95,7 +95,7 @@ def sets(session_home):
 def fake(tmp_path, monkeypatch):
     backend = FakeModal(tmp_path)
     monkeypatch.setattr(modal_backend, "_BACKEND", backend)
-    monkeypatch.setattr(_common, "gpu_name", lambda spec: spec.get("gpu"))  # as if on Modal's GPU
+    monkeypatch.setattr(_environment, "gpu_name", lambda spec: spec.get("gpu"))  # as if on Modal's GPU
     return backend
 
 

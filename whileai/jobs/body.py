@@ -6,8 +6,8 @@ measures after, saves the adapter, and finishes the run with
 ``note(adapter=..., training={...})`` and ``holdout(before, after)``; ``training``
 keeps the per-prompt outcomes before and after and how sure the result is
 (``stats``: n, Wilson intervals, exact McNemar; ``whileai.core.stats``). The
-method modules (``sft``, ``grpo``, ``dpo``, ``rm``) each give ``load``,
-``evaluate`` and ``fit``.
+method modules (``sft``, ``grpo``, ``dpo``, ``rm``) each are a :class:`JobBody`:
+``load``, ``evaluate`` and ``fit``.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from __future__ import annotations
 import importlib
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from whileai.simulations.training import TrainingRun
 
-__all__ = ["JobRun", "run_job", "METHOD_MODULES"]
+__all__ = ["JobRun", "JobBody", "run_job", "METHOD_MODULES"]
 
 METHOD_MODULES = {m: f"whileai.jobs.{m}" for m in ("sft", "grpo", "dpo", "rm")}
 
@@ -71,10 +71,39 @@ def _measured(result: dict[str, Any], holdout_rows: list[dict[str, Any]] | None)
     return f"{result.get('prompts', result.get('rows'))} distinct prompts ({given})"
 
 
-def _method(name: str) -> Any:
+@runtime_checkable
+class JobBody(Protocol):
+    """What a method module gives ``run_job`` (``whileai.jobs.sft``, ``grpo``, ``dpo``, ``rm``).
+
+    ``spec`` is the job's typed run spec as a dict (``read_spec(...).model_dump()``): every key
+    the method's model has, None where the default applies.
+    """
+
+    def load(self, spec: dict[str, Any]) -> tuple[Any, Any]:
+        """``(model, tokenizer)``: the base, with the start run's adapter when the spec has ``init_from``."""
+        ...
+
+    def evaluate(self, spec: dict[str, Any], model: Any, tokenizer: Any,
+                 rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """The held-out measurement: ``{"value", "metric", ...}`` with per-prompt outcomes where there are prompts."""
+        ...
+
+    def fit(self, spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+            callbacks: list[Any], holdout: list[dict[str, Any]] | None = None,
+            run: Any = None) -> tuple[Any, dict[str, Any]]:
+        """Train; returns the trained model and the fields it adds to the run's ``training`` summary."""
+        ...
+
+
+def _method(name: str) -> JobBody:
     if name not in METHOD_MODULES:
         raise ValueError(f"method={name!r} has no job body; accepted: {', '.join(METHOD_MODULES)}")
-    return importlib.import_module(METHOD_MODULES[name])
+    module = importlib.import_module(METHOD_MODULES[name])
+    if not isinstance(module, JobBody):
+        missing = [n for n in ("load", "evaluate", "fit") if not callable(getattr(module, n, None))]
+        raise TypeError(f"{METHOD_MODULES[name]} is not a job body: it lacks {', '.join(missing)}; "
+                        "a method module defines load, evaluate and fit (whileai.jobs.body.JobBody)")
+    return module
 
 
 def _held_out_stats(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
@@ -103,7 +132,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     """
     from whileai.core.spec import read_spec
     from whileai.core.stats import describe
-    from whileai.jobs import _common
+    from whileai.jobs import _environment, _loading
     from whileai.jobs.system import SystemMetrics
     from whileai.jobs.trainer_record import TrainerRecord
     from whileai.platform.launcher.jobs import PLATFORM_SPEC_KEYS  # the platform's bookkeeping on a job row
@@ -124,8 +153,8 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     rows, gates = gate_rows(rows)
     if holdout_rows:
         holdout_rows, _ = gate_rows(holdout_rows)
-    _common.cpu_threads()
-    _common.seed_all(int(spec.get("seed") or 0))
+    _environment.cpu_threads()
+    _environment.seed_all(int(spec.get("seed") or 0))
     folder.mkdir(parents=True, exist_ok=True)
     building = _builds_kit_base(spec)
     run.note(phase=building or "loading the base")
@@ -153,8 +182,8 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     after = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
     if after is not None:
         say(f"held-out after: {after.get('metric')} {after['value']} on {_measured(after, holdout_rows)}")
-    saved = _common.save_adapter(model, tokenizer, adapter_path)
-    gpu = _common.gpu_name(spec)
+    saved = _loading.save_adapter(model, tokenizer, adapter_path)
+    gpu = _environment.gpu_name(spec)
     training: dict[str, Any] = {
         "method": spec["method"],
         "base_model": spec["base_model"],
@@ -167,7 +196,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
         "seconds": round(time.time() - started, 2),
         "train_seconds": round(train_seconds, 2),
         "gpu": gpu,
-        "device": _common.device(),
+        "device": _environment.device(),
         "target": spec.get("target") or "local",
         **{k: v for k, v in system.setup.items() if k in ("lora_rank", "batch_size")},
         "data_gates": {k: gates[k] for k in ("tool_names_mapped", "types_mapped", "refused_rows")},

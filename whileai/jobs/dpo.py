@@ -13,15 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from whileai.jobs import _common
+from whileai.jobs import _evaluation, _loading, _trainer_data, _trainer_setup
 
 __all__ = ["fit", "load", "evaluate", "preference_pairs"]
 
-load = _common.load_policy
+load = _loading.load_policy
 
 
 def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return {**_common.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
+    return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
 
 
 def preference_pairs(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
@@ -44,16 +44,16 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     from trl import DPOConfig, DPOTrainer
 
     pairs = preference_pairs(rows, bool(spec.get("balance", True)))
-    options = _common.export_options(spec, "dpo")
-    examples = _common.export_pairs(pairs, folder, options)
-    examples, too_long = _common.within_context(tokenizer, examples, _common.max_length(model))
+    options = _trainer_data.export_options(spec, "dpo")
+    examples = _trainer_data.export_pairs(pairs, folder, options)
+    examples, too_long = _trainer_data.within_context(tokenizer, examples, _loading.max_length(model))
     if not examples:
         raise ValueError("dpo found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task")
     loss_type = str(spec["loss_type"])
     extra_args: dict[str, Any] = {}
     if loss_type == "exo_pair":
         extra_args["label_smoothing"] = 1e-3  # EXO's recommended epsilon (TRL refuses 0 for exo_pair)
-    trainer = _common.train_lora(
+    trainer = _trainer_setup.train_lora(
         DPOTrainer, DPOConfig, spec, folder, model, tokenizer, examples, callbacks,
         beta=float(spec["beta"]),
         loss_type=[loss_type],

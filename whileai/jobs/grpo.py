@@ -18,16 +18,18 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from whileai.jobs import _common
+from whileai.jobs import _evaluation, _loading, _trainer_setup
+
+from whileai.simulations.rows import prompt_messages
 from whileai.simulations import defaults
 
 __all__ = ["fit", "load", "evaluate", "mixed_rows", "mixed_prompts", "first_action_reward", "SchemaTool"]
 
-load = _common.load_policy
+load = _loading.load_policy
 
 
 def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return {**_common.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
+    return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
 
 
 class SchemaTool(dict):
@@ -73,7 +75,7 @@ def mixed_rows(rows: list[dict[str, Any]], balance: bool) -> list[tuple[str, dic
 
 def mixed_prompts(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
     """GRPO's prompts: from each task with a pass and a fail, its prompt and gold (once per task when balanced)."""
-    return [{"prompt": _common.prompt_messages(row), "gold": json.dumps(gold), "task": key}
+    return [{"prompt": prompt_messages(row), "gold": json.dumps(gold), "task": key}
             for key, row, gold in mixed_rows(rows, balance)]
 
 
@@ -206,7 +208,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     _ensure_response_parser(tokenizer)
     generations = int(spec["generations"])
     args = GRPOConfig(
-        **_common.trainer_settings(spec, folder),
+        **_trainer_setup.trainer_settings(spec, folder),
         per_device_train_batch_size=generations * defaults.TRAIN_GRPO_PROMPTS_PER_STEP,
         num_generations=generations,
         max_completion_length=int(spec["max_completion_length"]),
@@ -221,8 +223,8 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     )
     stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
     reward = first_action_reward(spec.get("truncated", "mask"), stop_ids, tokenizer, [dict(t) for t in tools])
-    held = [{"prompt": _common.prompt_messages(r), "gold": r["gold"], "tools": r.get("tools")}
-            for r in _common.distinct_prompts(holdout or [], spec.get("holdout_rows"), int(spec.get("seed") or 0))]
+    held = [{"prompt": prompt_messages(r), "gold": r["gold"], "tools": r.get("tools")}
+            for r in _evaluation.distinct_prompts(holdout or [], spec.get("holdout_rows"), int(spec.get("seed") or 0))]
     monitor, monitor_note = _monitor(spec, run, held, reward)
     extra_callbacks = [monitor] if monitor is not None else []
     with warnings.catch_warnings():
@@ -233,7 +235,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
             args=args,
             train_dataset=to_hf_dataset(prompts),
             processing_class=tokenizer,
-            peft_config=_common.peft_config(model, spec),
+            peft_config=_loading.peft_config(model, spec),
             tools=tools or None,
             callbacks=callbacks + extra_callbacks,
         )

@@ -72,7 +72,7 @@ def execute(payload: dict[str, Any], progress: MutableMapping[str, Any], volume_
     run's record as the platform had it). The adapter goes to
     ``volume_root/<run_id>``; ``commit`` makes it durable (the Volume's commit).
     """
-    from whileai.jobs._common import cpu_threads
+    from whileai.jobs._environment import cpu_threads
     from whileai.jobs.body import JobRun, run_job as run_body
     from whileai.jobs.worker import error_text
     from whileai.simulations.client import Client

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from whileai.jobs import _common
+from whileai.jobs import _environment, _loading, _trainer_data, _trainer_setup
 from whileai.simulations import defaults
 
 __all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_examples"]
@@ -23,13 +23,13 @@ __all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_exam
 def load(spec: dict[str, Any]) -> tuple[Any, Any]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    path = _common.base_path(spec["base_model"], spec)
+    path = _loading.base_path(spec["base_model"], spec)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
     model.config.pad_token_id = tokenizer.pad_token_id
-    return model.to(_common.device()), tokenizer
+    return model.to(_environment.device()), tokenizer
 
 
 def pair_examples(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
@@ -131,14 +131,14 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     from trl import RewardConfig, RewardTrainer
 
     examples = pair_examples(rows, bool(spec.get("balance", True)))
-    examples, too_long = _common.within_context(tokenizer, examples, _common.max_length(model))
+    examples, too_long = _trainer_data.within_context(tokenizer, examples, _loading.max_length(model))
     if not examples:
         raise ValueError("rm found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task"
                          + (f" ({too_long} pairs longer than the model's context were left out)" if too_long else ""))
-    trainer = _common.train_lora(
+    trainer = _trainer_setup.train_lora(
         RewardTrainer, RewardConfig, spec, folder, model, tokenizer, examples, callbacks,
         task_type="SEQ_CLS",
-        max_length=_common.max_length(model),
+        max_length=_loading.max_length(model),
     )
     extra: dict[str, Any] = {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step,
                              "left_out_too_long": too_long, "trainer_received": len(trainer.train_dataset),

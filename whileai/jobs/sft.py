@@ -10,18 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from whileai.jobs import _common
+from whileai.jobs import _evaluation, _loading, _trainer_data, _trainer_setup
 
 __all__ = ["fit", "load", "evaluate"]
 
-load = _common.load_policy
+load = _loading.load_policy
 
 
 def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Held-out first-action pass rate, or held-out loss when the run's config says ``metric="loss"``."""
     if spec.get("metric") == "loss":
-        return {**_common.heldout_loss(model, tokenizer, rows, spec), "metric": "loss"}
-    return {**_common.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
+        return {**_evaluation.heldout_loss(model, tokenizer, rows, spec), "metric": "loss"}
+    return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
 
 
 def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
@@ -29,20 +29,20 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     """Train; returns the PEFT model and what the run's ``training`` summary should add."""
     from trl import SFTConfig, SFTTrainer
 
-    options = _common.export_options(spec, "sft")
-    examples = _common.export_training(rows, folder, options)
-    examples, too_long = _common.within_context(tokenizer, examples, _common.max_length(model))
+    options = _trainer_data.export_options(spec, "sft")
+    examples = _trainer_data.export_training(rows, folder, options)
+    examples, too_long = _trainer_data.within_context(tokenizer, examples, _loading.max_length(model))
     if not examples:
         raise ValueError(f"sft has no row to train on after the export settings {options}; every row was left out "
                          f"(no trained assistant turn, or {too_long} longer than the model's context of "
-                         f"{_common.max_length(model)} tokens): check mask_mode, the rows' weights and their length")
-    trainer = _common.train_lora(
+                         f"{_loading.max_length(model)} tokens): check mask_mode, the rows' weights and their length")
+    trainer = _trainer_setup.train_lora(
         SFTTrainer, SFTConfig, spec, folder, model, tokenizer, examples, callbacks,
         num_train_epochs=float(spec.get("epochs") or 1.0),
         # the messages shape trains its assistant turns; prompt/completion rows (a mask that trains only
         # some turns) train the completion, which TRL does on its own for that shape
         assistant_only_loss="messages" in examples[0],
-        max_length=_common.max_length(model),
+        max_length=_loading.max_length(model),
         packing=False,
         dataset_num_proc=None,
     )

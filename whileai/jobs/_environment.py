@@ -1,0 +1,71 @@
+"""Where a job runs: seeds, CPU threads, the device and the GPU's price key."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from whileai.jobs import defaults as job_defaults
+from whileai.simulations import defaults
+
+__all__ = ["seed_all", "cpu_threads", "device", "gpu_name", "price_key"]
+
+
+def seed_all(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def cpu_threads() -> None:
+    """On a CPU, use JOB_CPU_THREADS torch threads (or $WHILEAI_JOB_THREADS)."""
+    import os
+
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    value = os.environ.get(job_defaults.JOB_CPU_THREADS_ENV, "").strip()
+    torch.set_num_threads(int(value) if value.isdigit() and int(value) > 0 else job_defaults.JOB_CPU_THREADS)
+
+
+def device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def gpu_name(spec: Mapping[str, Any]) -> str | None:
+    """The GPU the job ran on, in GPU_USD_PER_HOUR's spelling where it has one; None on a CPU.
+
+    On Modal it is the GPU the function was given (``spec["gpu"]``); on a local
+    GPU the device's name, matched against the price table.
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    if spec.get("target") == "modal" and spec.get("gpu"):
+        return str(spec["gpu"])
+    name = torch.cuda.get_device_name(0)
+    return price_key(name, torch.cuda.get_device_properties(0).total_memory)
+
+
+def price_key(device_name: str, memory_bytes: int) -> str:
+    """GPU_USD_PER_HOUR's key for a CUDA device name ("NVIDIA H100 80GB HBM3" -> "H100"), else the name.
+
+    Where the table prices one chip at two memory sizes (A100 40 and 80 GB), the
+    device's memory picks the row.
+    """
+    upper = device_name.upper()
+    matches = [key for key in defaults.GPU_USD_PER_HOUR if key.split("-")[0].upper() in upper]
+    if len(matches) > 1:
+        gib = memory_bytes / 2**30
+        sized = [k for k in matches if "-" in k and k.split("-")[1].upper().endswith("GB")]
+        if sized:  # the size nearest the device's memory
+            return min(sized, key=lambda k: abs(float(k.split("-")[1][:-2]) - gib))
+    return max(matches, key=len) if matches else device_name

@@ -1,0 +1,99 @@
+"""What a trainer reads: the job's rows exported with the gates on, in the shape each TRL trainer takes."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from whileai.simulations import defaults
+
+__all__ = ["within_context", "export_options", "export_training", "export_pairs"]
+
+
+#: the conversation keys of a training example, and which of them render together as one sequence
+_SEQUENCES = (("messages",), ("prompt", "completion"), ("prompt", "chosen"), ("prompt", "rejected"), ("chosen",),
+              ("rejected",))
+
+
+def within_context(tokenizer: Any, examples: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The examples whose every rendered sequence fits ``limit`` tokens, and how many were left out.
+
+    A longer example is left out and counted, never truncated: a cut row would
+    teach a conversation that was never had (or, cut inside the assistant turn,
+    a call that never closes).
+    """
+    kept = []
+    for example in examples:
+        longest = 0
+        for keys in _SEQUENCES:
+            if all(isinstance(example.get(k), list) for k in keys):
+                messages = [m for k in keys for m in example[k]]
+                ids = tokenizer.apply_chat_template(messages, tools=example.get("tools") or None, tokenize=True,
+                                                    return_dict=True)["input_ids"]
+                longest = max(longest, len(ids))
+        if longest <= limit:
+            kept.append(example)
+    return kept, len(examples) - len(kept)
+
+
+def export_options(spec: Mapping[str, Any], method: str) -> dict[str, Any]:
+    """The export settings the run gave (TRAIN_EXPORT_KNOBS the method reads), None ones left out.
+
+    Left out means the exporter's own default, which is what a run that named
+    none of them trains on.
+    """
+    return {k: spec[k] for k in defaults.TRAIN_EXPORT_KNOBS
+            if spec.get(k) is not None and method in defaults.TRAINING_KNOBS[k]}
+
+
+#: the keys of a TRL training row a trainer reads (the messages shape, or prompt/completion when only some turns train)
+_TRL_ROW_KEYS = ("messages", "prompt", "completion", "tools")
+
+
+def export_training(rows: list[Mapping[str, Any]], folder: Path | None,
+                    options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Rows in TRL's conversational shape with the export gates on (arguments round-trip, no privileged leak).
+
+    ``options`` are export_dataset's settings (mask_mode, unroll, strip_think,
+    max_tool_output_chars; see ``export_options``). Rows whose every assistant
+    turn trains are ``{"messages", "tools"}``; a mask that trains only some turns
+    (``mask_mode="final"``, ``unroll=True``) gives ``{"prompt", "completion",
+    "tools"}`` rows instead. Written to ``folder/train.trl.jsonl`` when a folder
+    is given (the job's record of what it trained on). Raises
+    ExportValidationError naming the rows.
+    """
+    import tempfile
+
+    from whileai.simulations.export import export_dataset
+
+    with tempfile.TemporaryDirectory() as tmp:
+        target = (folder or Path(tmp)) / "train.trl.jsonl"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # rows carry their own system prompt and tools
+            export_dataset(list(rows), target, format="trl", validate=True, **dict(options or {}))
+        with open(target, encoding="utf-8") as f:
+            return [{k: v for k, v in json.loads(line).items() if k in _TRL_ROW_KEYS} for line in f if line.strip()]
+
+
+def export_pairs(pairs: list[dict[str, Any]], folder: Path | None,
+                 options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Preference pairs as TRL's prompt/chosen/rejected triple, gates on (``folder/pairs.trl.jsonl``).
+
+    ``options`` are export_preference's strip_think and max_tool_output_chars.
+    """
+    import tempfile
+
+    from whileai.simulations.export import export_preference
+
+    with tempfile.TemporaryDirectory() as tmp:
+        target = (folder or Path(tmp)) / "pairs.trl.jsonl"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            export_preference(pairs, target, format="trl", validate=True, **dict(options or {}))
+        with open(target, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]

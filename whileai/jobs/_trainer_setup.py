@@ -1,0 +1,70 @@
+"""The TRL trainer set-up every LoRA method shares: its config arguments and the trainer itself."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from whileai.jobs._loading import peft_config
+from whileai.simulations import defaults
+
+__all__ = ["trainer_settings", "train_lora"]
+
+
+def trainer_settings(spec: Mapping[str, Any], folder: Path) -> dict[str, Any]:
+    """TrainingArguments every method shares: no checkpoints, no reporters, a log line every step."""
+    import torch
+
+    on_gpu = torch.cuda.is_available()
+    settings: dict[str, Any] = {
+        "output_dir": str(folder / "trainer"),
+        "learning_rate": float(spec["learning_rate"]),
+        "lr_scheduler_type": defaults.TRAIN_LR_SCHEDULER,
+        "warmup_steps": defaults.TRAIN_WARMUP_RATIO,  # a float under 1 is a share of the steps
+        "seed": int(spec.get("seed") or 0),
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": [],
+        "disable_tqdm": True,
+        "use_cpu": not on_gpu,
+        "bf16": bool(on_gpu and torch.cuda.is_bf16_supported()),
+        # recomputing activations saves GPU memory on long sequences; on a CPU it only costs time
+        "activation_checkpointing": on_gpu,
+        "dataloader_num_workers": 0,
+    }
+    if spec.get("steps"):
+        settings["max_steps"] = int(spec["steps"])
+    return settings
+
+
+def train_lora(trainer_cls: Any, config_cls: Any, spec: Mapping[str, Any], folder: Path, model: Any, tokenizer: Any,
+               examples: list[dict[str, Any]], callbacks: list[Any], *, task_type: str = "CAUSAL_LM",
+               **config: Any) -> Any:
+    """One TRL trainer with the run's LoRA, trained on ``examples``; returns the trainer.
+
+    The config is ``config_cls`` over :func:`trainer_settings`, the run's batch
+    size (``batch_size``, else TRAIN_BATCH_SIZE) and the method's own ``config``;
+    the rows reach TRL through ``export.to_hf_dataset``. SFT, DPO and RM differ only
+    in the trainer, their config keys and (RM) the LoRA task type.
+    """
+    from whileai.simulations.export import decoding_chat_template, to_hf_dataset
+
+    args = config_cls(
+        **trainer_settings(spec, folder),
+        per_device_train_batch_size=int(spec.get("batch_size") or defaults.TRAIN_BATCH_SIZE),
+        **config,
+    )
+    # rows whose values differ in JSON type between rows reach the trainer with arguments as JSON text
+    # (to_hf_dataset); the template still renders each row's own objects
+    with decoding_chat_template(tokenizer):
+        trainer = trainer_cls(
+            model=model,
+            args=args,
+            train_dataset=to_hf_dataset(examples),
+            processing_class=tokenizer,
+            peft_config=peft_config(model, spec, task_type=task_type),
+            callbacks=callbacks,
+        )
+        trainer.train()
+    return trainer
