@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from whileai.jobs import _evaluation, _loading, _trainer_setup
-
+from whileai.jobs._grpo_watch import group_watch
 from whileai.simulations.rows import prompt_messages
 from whileai.simulations import defaults
 
@@ -207,9 +207,14 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     tools = _tools(rows)
     _ensure_response_parser(tokenizer)
     generations = int(spec["generations"])
+    per_step = max(1, int(defaults.TRAIN_GRPO_PROMPTS_PER_STEP))
+    micro = max(1, min(per_step, int(defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)))
+    if per_step % micro:
+        micro = 1  # accumulation needs whole micro-batches of prompts
     args = GRPOConfig(
         **_trainer_setup.trainer_settings(spec, folder),
-        per_device_train_batch_size=generations * defaults.TRAIN_GRPO_PROMPTS_PER_STEP,
+        per_device_train_batch_size=generations * micro,
+        gradient_accumulation_steps=per_step // micro,
         num_generations=generations,
         max_completion_length=int(spec["max_completion_length"]),
         temperature=float(spec["temperature"]),
@@ -227,6 +232,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
             for r in _evaluation.distinct_prompts(holdout or [], spec.get("holdout_rows"), int(spec.get("seed") or 0))]
     monitor, monitor_note = _monitor(spec, run, held, reward)
     extra_callbacks = [monitor] if monitor is not None else []
+    watch = group_watch()  # first, so its figures join each step's log before the run's callback sends it
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         trainer = GRPOTrainer(
@@ -237,7 +243,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
             processing_class=tokenizer,
             peft_config=_loading.peft_config(model, spec),
             tools=tools or None,
-            callbacks=callbacks + extra_callbacks,
+            callbacks=[watch] + callbacks + extra_callbacks,
         )
     trainer.train()
     extra: dict[str, Any] = {
@@ -248,6 +254,10 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         "steps": trainer.state.global_step,
         "tools": [t.__name__ for t in tools],
         "generations": generations,
+        "prompts_per_step": per_step,
+        **watch.summary(),
     }
+    if run is not None and extra.get("groups_note"):
+        run.note(grpo_groups=extra["groups_note"])
     extra["monitor"] = monitor_note  # the monitor notes its own summary on the run (summary["monitor"])
     return trainer.model, extra

@@ -93,15 +93,31 @@ def best_threshold(scores: list[float], passed: list[bool]) -> tuple[float | Non
 
 
 def _holdout_rows(rows: list[dict[str, Any]], spec: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(labelled held-out rows, held-out pairs), the rows capped at holdout_rows."""
+    """(labelled held-out rows, held-out pairs), the rows capped at holdout_rows by whole tasks.
+
+    The cap keeps whole tasks (sampled with the run's seed), because a pair needs
+    a task's pass and its fail: a cap that sampled single rows kept 40 rows of 80
+    tasks and so only 3 pairs (issue 18).
+    """
     import random
 
     from whileai.jobs.dpo import preference_pairs
+    from whileai.simulations.rowsource import task_key
 
     labelled = [r for r in rows if isinstance(r.get("passed"), bool)]
     limit = spec.get("holdout_rows") or defaults.TRAIN_HOLDOUT_MAX_ROWS
     if len(labelled) > limit:
-        labelled = random.Random(spec.get("seed") or 0).sample(labelled, limit)
+        tasks: dict[str, list[dict[str, Any]]] = {}
+        for row in labelled:
+            tasks.setdefault(task_key(row), []).append(row)
+        order = sorted(tasks)
+        random.Random(spec.get("seed") or 0).shuffle(order)
+        kept: list[dict[str, Any]] = []
+        for key in order:
+            if len(kept) + len(tasks[key]) > limit:
+                break
+            kept += tasks[key]
+        labelled = kept or labelled[:limit]
     return labelled, preference_pairs(labelled, True)
 
 

@@ -30,7 +30,7 @@ __all__ = ["KIT_BASE_NAME", "demo_base", "demo_base_built", "load_base", "models
 KIT_BASE_NAME = defaults.KIT_BASE_NAME
 
 #: Bumped when the kit's code changes what a cached directory holds.
-_KIT_FORMAT = 1
+_KIT_FORMAT = 2
 #: Written last into a finished directory; a directory without it is not a base.
 _DONE = "whileai_kit.json"
 

@@ -15,9 +15,19 @@ briefly on building blocks the sample task needs but not the task itself:
 - ``report``: after a made-up call and its tool response the assistant reads
   one value back ("The count is 7.") (the tool turn and the final reply).
 
-None of the sample task's tools or phrasings appear, so the base's held-out
-first-action pass rate on the sample task stays near 0 until it is fine-tuned.
-The recipe's numbers are ``defaults.KIT_BASE_*``.
+Every token the sample task's first actions need is written by an assistant
+turn here, so its (tied) embedding is trained before LoRA, which trains none:
+the echo spans draw from the task's identifier words (``_vocab.TOOL_WORDS``:
+``get_weather``, ``set_timer``, ...) and whole stock replies
+(``_vocab.STOCK_REPLIES``, the small-talk answers among them), and a share
+``defaults.KIT_BASE_TASK_NAME_SHARE`` of the made-up tools carry a task tool's
+name (with made-up parameters, spelled out in the ask). A base that never wrote
+those tokens kept them at random init: LoRA SFT made them win greedy decoding
+at p ~0.01, so sampled replies passed far less often than greedy ones and GRPO's
+groups carried no advantage (issue 18). The sample task's asks, parameters and
+answers-to-asks never appear, so the base's held-out first-action pass rate on
+the sample task stays near 0 until it is fine-tuned. The recipe's numbers are
+``defaults.KIT_BASE_*``.
 """
 
 from __future__ import annotations
@@ -52,12 +62,16 @@ def _words() -> list[str]:
     return [w for w in _vocab.GENERIC_WORDS if w.isidentifier()]
 
 
-def _fake_tool(rng: random.Random) -> dict[str, Any]:
+def _fake_tool(rng: random.Random, task_name_share: float = 0.0) -> dict[str, Any]:
+    """A made-up tool; with chance ``task_name_share`` it carries a task tool's name (never its parameters)."""
     words = _words()
-    while True:
-        name = f"{rng.choice(words)}_{rng.choice(words)}"
-        if name not in _RESERVED:
-            break
+    if rng.random() < task_name_share:
+        name = rng.choice(sorted(_RESERVED))
+    else:
+        while True:
+            name = f"{rng.choice(words)}_{rng.choice(words)}"
+            if name not in _RESERVED:
+                break
     params: dict[str, Any] = {}
     for _ in range(rng.randint(1, 3)):
         pool = rng.choice([_CITY_KEYS, _UNIT_KEYS, _NUMBER_KEYS, tuple(words)])
@@ -78,12 +92,17 @@ def _value(rng: random.Random, key: str) -> Any:
     return rng.choice(_words())
 
 
-def _call_example(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict]:
+def _call_example(rng: random.Random, task_name_share: float = 0.0) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict]:
     """A made-up call spelled out in the ask: literally (key and value) or by value only.
 
     By value only, each value's kind (a city, a unit, a number) says which slot it fills.
     """
-    tools = [_fake_tool(rng) for _ in range(rng.randint(1, 3))]
+    tools: list[dict[str, Any]] = []
+    wanted = rng.randint(1, 3)
+    while len(tools) < wanted:
+        tool_ = _fake_tool(rng, task_name_share)
+        if all(t["function"]["name"] != tool_["function"]["name"] for t in tools):
+            tools.append(tool_)
     tool = rng.choice(tools)["function"]
     args = {k: _value(rng, k) for k in tool["parameters"]["properties"]}
     if rng.random() < 0.5:
@@ -103,25 +122,33 @@ def _call_example(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[s
 
 def pretrain_conversations(n: int, seed: int = 0) -> list[dict[str, Any]]:
     """``n`` pre-training conversations (``{"messages", "tools"}``), deterministic for ``seed``."""
+    from whileai.kit import defaults
+
     rng = random.Random(seed)
     words = _words() + list(_vocab.CITIES) + _units() + [str(i) for i in range(0, 301)]
+    identifiers = list(_vocab.TOOL_WORDS)
+    share = defaults.KIT_BASE_TASK_NAME_SHARE
     out: list[dict[str, Any]] = []
     for _ in range(n):
         kind = rng.random()
         if kind < 0.25:
-            span = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
+            if rng.random() < defaults.KIT_BASE_STOCK_REPLY_SHARE:
+                span = rng.choice(_vocab.STOCK_REPLIES)
+            else:
+                pool = identifiers if rng.random() < defaults.KIT_BASE_IDENTIFIER_SHARE else words
+                span = " ".join(rng.choice(pool) for _ in range(rng.randint(1, 6)))
             lead = rng.choice(["Repeat after me: ", "Say: ", "Echo ", "Copy this: "])
             msgs = [{"role": "user", "content": lead + span}, {"role": "assistant", "content": span}]
             if rng.random() < 0.5:
                 msgs.insert(0, {"role": "system", "content": "You repeat what you are told."})
             out.append({"messages": msgs, "tools": None})
         elif kind < 0.9:
-            msgs, tools, _ = _call_example(rng)
+            msgs, tools, _ = _call_example(rng, share)
             if rng.random() < 0.2:
                 msgs.insert(0, {"role": "system", "content": "You call the tool you are told to call."})
             out.append({"messages": msgs, "tools": tools})
         else:
-            msgs, tools, args = _call_example(rng)
+            msgs, tools, args = _call_example(rng, share)
             result = {k: _value(rng, k) for k in args}
             key = rng.choice(sorted(result))
             msgs.append({"role": "tool", "tool_call_id": "call_0", "content": json.dumps(result)})

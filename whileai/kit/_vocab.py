@@ -12,6 +12,7 @@ __all__ = [
     "CONVERSIONS",
     "GENERIC_WORDS",
     "TEMPERATURE_UNITS",
+    "STOCK_REPLIES",
     "TEMPLATE_WORDS",
     "TOOL_WORDS",
 ]
@@ -44,6 +45,21 @@ TOOL_WORDS: tuple[str, ...] = (
     "time", "status", "set", "sunny", "cloudy", "rainy", "windy", "snowy", "foggy",
     "string", "integer", "number", "boolean", "object", "array", "name", "arguments",
     "error", "ok", "true", "false", "null",
+)
+
+#: Whole sentences an assistant says without a tool: the sample task's fixed small-talk
+#: answers among other everyday ones. The base's pre-training echoes them, so every token
+#: of those answers (``Hello``, ``!``, ``You``, ...) has a trained embedding before
+#: fine-tuning (issue 18: untrained answer tokens kept sampled replies far under greedy).
+STOCK_REPLIES: tuple[str, ...] = (
+    "Hello! How can I help you today?",
+    "You are welcome!",
+    "I can check the weather, convert units, set timers and tell the time.",
+    "Good morning! What do you need?",
+    "Thanks! I will do that now.",
+    "Sorry, I do not know.",
+    "Yes, I can help with that.",
+    "Have a good day!",
 )
 
 #: Words the chat template itself writes.

@@ -103,7 +103,19 @@ def _stages(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _train_kwargs(stage: dict[str, Any], spec: dict[str, Any], last: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+#: How ``monitor.gold_judge`` names a reward-model stage of the same spec instead of a finished run id.
+STAGE_REF = "stages."
+
+
+def gold_judge_id(value: str | None, stage_runs: dict[str, str]) -> str | None:
+    """The run id ``monitor.gold_judge`` names: a run id as given, or ``stages.<name>``'s run in this spec."""
+    if value and value.startswith(STAGE_REF):
+        return stage_runs[value[len(STAGE_REF):]]
+    return value
+
+
+def _train_kwargs(stage: dict[str, Any], spec: dict[str, Any], last: bool,
+                  stage_runs: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(keyword arguments of wai.train, its config=) for one stage."""
     kwargs = {k: stage[k] for k in KNOBS if stage.get(k) is not None}
     # the export group shapes what the job trains on, for the methods whose job applies each setting
@@ -114,7 +126,7 @@ def _train_kwargs(stage: dict[str, Any], spec: dict[str, Any], last: bool) -> tu
         settings = {k: v for k, v in monitor.items() if k not in ("enabled", "gold_judge") and v not in (None, [])}
         config["monitor"] = settings if (monitor["enabled"] and last) else False
         if monitor["enabled"] and last and monitor.get("gold_judge"):
-            config["gold_judge"] = monitor["gold_judge"]
+            config["gold_judge"] = gold_judge_id(monitor["gold_judge"], stage_runs or {})
     if spec["target"].get("gpu") and spec["target"]["name"] == "modal":
         config["gpu"] = spec["target"]["gpu"]
     return kwargs, config
@@ -311,6 +323,7 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
         facts["datasets"].update(train=train_side.id, holdout=held.id)
     train_rows = wai.datasets.load_rows(train_side)
     runs: list[dict[str, Any]] = facts["runs"]
+    stage_runs: dict[str, str] = {}
     previous = run = None
     stages = _stages(spec)
     submit_only = spec["target"]["name"] == "modal" and context.sweep_id is not None
@@ -338,9 +351,11 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
             progress.line(f"- export gate refused the data; nothing was trained:\n{exc}")
             facts.update(status="refused", error=f"an export gate refused the data: {str(exc).splitlines()[0]}")
             return EXIT_GATE
-        kwargs, config = _train_kwargs(stage, spec, last)
+        kwargs, config = _train_kwargs(stage, spec, last, stage_runs)
+        # a reward model scores rows, it is no policy: it trains from the base and no stage continues it
+        start = None if method == "rm" else previous
         stage_record = {**record, "stage": stage_name, "stage_index": index, "stages": [n for n, _ in stages],
-                        "previous_run": previous.id if previous is not None else None,
+                        "previous_run": start.id if start is not None else None,
                         "export": _short_export(export_report)}
         with progress.step(f"{label}: wai.train on {spec['target']['name']}") as note:
             with warnings.catch_warnings(record=True) as said:
@@ -348,7 +363,7 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
                 run = wai.train(
                     train_set, method=method, holdout=held, base_model=stage.get("base_model"),
                     check=stage.get("check") or spec["check"], target=spec["target"]["name"],
-                    init_from=previous, config={**config, "runner": stage_record},
+                    init_from=start, config={**config, "runner": stage_record},
                     name=run_label(context, stage_name, method, last), **kwargs,
                 )
             for warning in said:
@@ -358,6 +373,7 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
             run.note(export=_short_export(export_report))
             note["result"] = f"{run.id} \"{run.name}\" {run.url}"
         runs.append({"id": run.id, "stage": stage_name, "method": method, "name": run.name})
+        stage_runs[stage_name] = run.id
         facts["run"] = run
         _write_runs(context, runs)
         if index == 0:
@@ -375,7 +391,7 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
         training = run.training or {}
         progress.line(f"- {label}: held-out {training.get('metric') or 'pass_rate'} "
                       f"{describe(training.get('before'), training.get('after'), training.get('stats'))}")
-        if not last:
+        if not last and method != "rm":
             previous = run
     return _finish(spec, context, progress, run, previous, held, facts)
 

@@ -323,6 +323,16 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
         out.append(Problem("dataset.reward_model", "dataset.grade=reward_model needs dataset.reward_model=run_... "
                            "(a finished rm run)", where("dataset.reward_model")))
     monitor = plain.get("monitor") if isinstance(plain.get("monitor"), dict) else {}
+    judge = monitor.get("gold_judge")
+    if isinstance(judge, str) and judge.startswith("stages."):
+        stages = plain.get("stages") if isinstance(plain.get("stages"), dict) else {}
+        named = stages.get(judge[len("stages."):])
+        rm_stages = [k for k, v in stages.items() if isinstance(v, dict) and v.get("method") == "rm"]
+        if not isinstance(named, dict) or named.get("method") != "rm":
+            hint = f"name one of its rm stages: {', '.join('stages.' + k for k in rm_stages)}" if rm_stages else (
+                "add a stage with method: rm, or name a finished rm run (run_...)")
+            out.append(Problem("monitor.gold_judge", f"monitor.gold_judge={judge} is not an rm stage of this spec; "
+                               f"{hint}", where("monitor.gold_judge")))
     if monitor.get("enabled") and plain.get("method") != "grpo":
         out.append(Problem("monitor.enabled", f"the HackMonitor watches GRPO only, and method={plain.get('method')}; "
                            "pick monitor=off or method=grpo", where("monitor.enabled")))

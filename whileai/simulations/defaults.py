@@ -331,7 +331,20 @@ TRAIN_WARMUP_RATIO = 0.05
 #: Sequences per optimizer step (per device) for SFT, DPO and RM. GRPO steps on
 #: TRAIN_GRPO_PROMPTS_PER_STEP prompts x ``generations`` completions instead.
 TRAIN_BATCH_SIZE = 8
-TRAIN_GRPO_PROMPTS_PER_STEP = 2
+#: Prompts per GRPO optimizer step, in forward/backward passes of
+#: TRAIN_GRPO_PROMPTS_PER_MICROBATCH prompts each (gradient accumulation; all of a
+#: step's completions are sampled in one generation batch). Measured on the kit base
+#: (issue 18): with 2 prompts a step the policy's tool and argument-key choices barely
+#: depend on the prompt, so one update flipped a whole task kind (timer 9/9 -> 0/9 while
+#: weather went 2 -> 10) and higher rates only lost ground; with 8 no run lost a kind.
+TRAIN_GRPO_PROMPTS_PER_STEP = 8
+TRAIN_GRPO_PROMPTS_PER_MICROBATCH = 2
+#: A GRPO run whose share of mixed groups (a pass and a fail among one prompt's
+#: completions: the only groups with an advantage) stays under this says so on the run
+#: (summary note ``grpo_groups``): nearly every group is unanimous, so the updates carry
+#: almost no signal (issue 18: a 60-step SFT start sampled 98% unanimous groups and
+#: GRPO from it moved nothing). Start from a policy that sometimes passes when sampled.
+TRAIN_GRPO_MIN_MIXED_SHARE = 0.1
 
 #: Token cap of a training sequence (prompt + reply) for SFT, DPO and RM.
 #: A rendered tool-use conversation of the sample task is under 200 tokens; real

@@ -1,0 +1,127 @@
+"""The methods learn: SFT and GRPO at the committed grpo_tooluse recipe's settings beat their start significantly.
+
+Unlike tests/test_jobs.py and tests/test_stages.py, which train the kit's random
+tiny model to prove the plumbing, these train the kit's pre-trained demo base
+(built once per session in the session's data root and shared by every test
+here) with the job bodies themselves (``whileai.jobs.sft`` / ``grpo``: the same
+``fit`` and held-out judge a hosted run uses), on a pinned seed:
+
+- SFT at the recipe's SFT stage settings (``stages.sft``) lifts the held-out
+  first-action pass rate of the bare base;
+- GRPO at the recipe's GRPO settings, from that SFT adapter (cached for the
+  module), lifts the same held-out prompts above the SFT start.
+
+"Significantly" is the exact McNemar test over the same held-out prompts
+(``whileai.core.stats``): p < ALPHA on the prompts that changed, and more
+prompts gained than lost.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ALPHA = 0.05
+SEED = 0
+RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "grpo_tooluse.yaml"
+
+
+def _recipe() -> dict[str, Any]:
+    """The committed recipe's values, ``${wai.const:NAME}`` read from the SDK's defaults."""
+    import yaml
+
+    from whileai.simulations import defaults
+
+    text = re.sub(r"\$\{wai\.const:([A-Z0-9_]+)\}", lambda m: repr(getattr(defaults, m.group(1))),
+                  RECIPE.read_text(encoding="utf-8"))
+    return yaml.safe_load(text)
+
+
+def _outcomes(model: Any, tokenizer: Any, prompts: list[dict[str, Any]]) -> list[int]:
+    from whileai.jobs import _common
+    from whileai.simulations import defaults
+    from whileai.simulations.judges import judge_reply
+
+    replies = _common.generate_replies(model, tokenizer, prompts, defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
+    return [int(bool(judge_reply(text, row)["passed"])) for row, text in zip(prompts, replies, strict=True)]
+
+
+def _significant_gain(before: list[int], after: list[int]) -> tuple[bool, str]:
+    from whileai.core.stats import mcnemar_exact, paired_counts
+
+    b, c = paired_counts(before, after)
+    p = mcnemar_exact(b, c)
+    said = f"{sum(before)}/{len(before)} -> {sum(after)}/{len(after)} (gained {b}, lost {c}, exact McNemar p={p:.4f})"
+    return b > c and p < ALPHA, said
+
+
+@pytest.fixture(scope="module")
+def split(session_home) -> dict[str, Any]:
+    """The sample cut by task as the runner cuts it, and the held-out prompts the recipe measures."""
+    from whileai.jobs import _common
+    from whileai.kit import load_sample
+    from whileai.simulations import defaults
+    from whileai.simulations.datasets import split_tasks
+
+    recipe = _recipe()
+    rows = load_sample()
+    train_idx, held_idx = split_tasks(rows, defaults.CUT_HOLDOUT, defaults.CUT_SEED)
+    held = [rows[i] for i in held_idx]
+    prompts = list(_common.distinct_prompts(held, recipe["holdoutRows"], SEED))
+    return {"train": [rows[i] for i in train_idx], "held": held, "prompts": prompts, "recipe": recipe}
+
+
+@pytest.fixture(scope="module")
+def sft_start(split, tmp_path_factory) -> dict[str, Any]:
+    """SFT at the recipe's SFT stage settings from the demo base: outcomes before/after and the adapter folder."""
+    from whileai.jobs import _common, sft
+    from whileai.simulations import defaults
+
+    stage = split["recipe"]["stages"]["sft"]
+    spec = {"method": "sft", "base_model": defaults.KIT_BASE_NAME, "seed": SEED, "steps": int(stage["steps"]),
+            "learning_rate": float(stage["learning_rate"]), "batchSize": int(stage.get("batchSize") or 8)}
+    _common.cpu_threads()
+    _common.seed_all(SEED)
+    model, tokenizer = sft.load(spec)
+    before = _outcomes(model, tokenizer, split["prompts"])
+    folder = tmp_path_factory.mktemp("sft-start")
+    model, _ = sft.fit(spec, model, tokenizer, [r for r in split["train"] if r["passed"]], folder / "job", [])
+    after = _outcomes(model, tokenizer, split["prompts"])
+    _common.save_adapter(model, tokenizer, folder / "adapter")
+    return {"before": before, "after": after, "adapter": folder / "adapter", "spec": spec}
+
+
+def test_sft_at_the_recipe_settings_beats_the_bare_base_significantly(sft_start):
+    ok, said = _significant_gain(sft_start["before"], sft_start["after"])
+    assert ok, f"SFT at grpo_tooluse's SFT stage settings did not beat the bare base: {said}"
+
+
+def test_grpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_start, tmp_path):
+    from whileai.jobs import _common, grpo
+    from whileai.simulations import defaults
+
+    recipe = split["recipe"]
+    spec = {"method": "grpo", "base_model": defaults.KIT_BASE_NAME, "seed": SEED,
+            "init_adapter": str(sft_start["adapter"]), "init_from": "sft-start",
+            "steps": int(recipe["steps"]), "learning_rate": float(recipe["learning_rate"]),
+            "generations": int(recipe["generations"]), "beta": float(recipe.get("beta", 0.04)),
+            "temperature": float(recipe.get("temperature") or defaults.KIT_SAMPLE_TEMPERATURE),
+            "loss_type": "bnpo", "max_completion_length": int(recipe.get("max_completion_length")
+                                                              or defaults.TRAIN_EVAL_MAX_NEW_TOKENS),
+            "monitor": False}
+    _common.cpu_threads()
+    _common.seed_all(SEED)
+    model, tokenizer = grpo.load(spec)
+    start = _outcomes(model, tokenizer, split["prompts"])
+    assert start == sft_start["after"], "the SFT adapter reloaded is not the policy SFT ended with"
+    model, extra = grpo.fit(spec, model, tokenizer, split["train"], tmp_path, [], holdout=split["held"])
+    assert extra["prompts_per_step"] == defaults.TRAIN_GRPO_PROMPTS_PER_STEP
+    assert extra["mixed_groups"]["mean"] >= defaults.TRAIN_GRPO_MIN_MIXED_SHARE and "groups_note" not in extra, extra
+    after = _outcomes(model, tokenizer, split["prompts"])
+    ok, said = _significant_gain(start, after)
+    assert ok, f"GRPO at grpo_tooluse's settings did not beat its SFT start: {said}; groups {extra['mixed_groups']}"
