@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 import warnings
+from typing import Any
 
 
 def _stage(wai, dataset, held, **kwargs) -> dict:
@@ -62,15 +63,50 @@ def _stage(wai, dataset, held, **kwargs) -> dict:
     }
 
 
+def _outcomes(wai: Any, run_id: str | None, held: Any, holdout_rows: int | None, seed: int) -> list[int]:
+    """Per-prompt greedy outcomes of a run's adapter (the bare base when ``run_id`` is None) on the job's held-out prompts.
+
+    The same prompts, replies and judge as the job's own before/after (``jobs._common``), so
+    the before and after of a stage pair up prompt by prompt for the exact McNemar test.
+    """
+    from peft import PeftModel
+
+    from whileai.jobs import _common
+    from whileai.kit import load_base
+    from whileai.platform.launcher.jobs import adapter_dir
+    from whileai.simulations import defaults
+    from whileai.simulations.judges import judge_reply
+
+    model, tokenizer = load_base(defaults.KIT_BASE_NAME)
+    if run_id is not None:
+        model = PeftModel.from_pretrained(model, str(adapter_dir(run_id)))
+    rows = wai.datasets.load_rows(held)
+    prompts = _common.distinct_prompts(rows, holdout_rows or defaults.TRAIN_HOLDOUT_MAX_ROWS, seed)
+    replies = _common.generate_replies(model, tokenizer, prompts, defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
+    return [int(bool(judge_reply(text, row)["passed"])) for row, text in zip(prompts, replies, strict=True)]
+
+
+def _paired(before: list[int], after: list[int]) -> dict:
+    from whileai.core.stats import mcnemar_exact, paired_counts, wilson
+
+    b, c = paired_counts(before, after)
+    n = len(after)
+    return {"n": n, "before_passed": sum(before), "after_passed": sum(after),
+            "after_ci95": [round(x, 3) for x in wilson(sum(after), n)], "gained": b, "lost": c,
+            "mcnemar_p": round(mcnemar_exact(b, c), 5)}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--home", default=None, help="data root to use (default: a fresh temporary one)")
-    p.add_argument("--sft-steps", type=int, default=80)
+    p.add_argument("--sft-steps", type=int, default=60)
     p.add_argument("--grpo-steps", type=int, default=30)
-    p.add_argument("--grpo-lr", type=float, default=1e-4)
+    p.add_argument("--grpo-lr", type=float, default=3e-4)
     p.add_argument("--generations", type=int, default=4)
-    p.add_argument("--dpo-steps", type=int, default=30)
+    p.add_argument("--dpo-steps", type=int, default=60)
     p.add_argument("--dpo-lr", type=float, default=3e-4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--alpha", type=float, default=0.05, help="a stage must beat its start at exact McNemar p < alpha")
     p.add_argument("--holdout-rows", type=int, default=None,
                    help="held-out prompts scored per measurement (default: all of them, 73 on the sample)")
     p.add_argument("--only", choices=("grpo", "dpo"), default=None, help="run one of the two stages")
@@ -86,21 +122,35 @@ def main(argv: list[str] | None = None) -> int:
     train_side, held = wai.datasets.cut(data, seed=0)
     passes = wai.push([r for r in wai.datasets.load_rows(train_side) if r["passed"]], name="sample:train:passes")
     config = {"holdout_rows": args.holdout_rows} if args.holdout_rows else {}
-    sft = _stage(wai, passes, held, method="sft", steps=args.sft_steps, config=config)
+    sft = _stage(wai, passes, held, method="sft", steps=args.sft_steps, seed=args.seed, config=config)
     print(json.dumps(sft), flush=True)
     if sft["status"] != "done":
         return 1
+    start = _outcomes(wai, sft["run"], held, args.holdout_rows, args.seed)
+    sft["paired"] = _paired(_outcomes(wai, None, held, args.holdout_rows, args.seed), start)
     results = [sft]
     if args.only in (None, "grpo"):  # the HackMonitor is off here: it measures held-out on its own schedule
         results.append(_stage(wai, train_side, held, method="grpo", init_from=sft["run"], steps=args.grpo_steps,
-                              generations=args.generations, learning_rate=args.grpo_lr,
+                              generations=args.generations, learning_rate=args.grpo_lr, seed=args.seed,
                               config={**config, "monitor": False}))
-        print(json.dumps(results[-1]), flush=True)
     if args.only in (None, "dpo"):
         results.append(_stage(wai, train_side, held, method="dpo", init_from=sft["run"], steps=args.dpo_steps,
-                              learning_rate=args.dpo_lr, config=config))
-        print(json.dumps(results[-1]), flush=True)
-    return 0 if all(r["status"] == "done" for r in results) else 1
+                              learning_rate=args.dpo_lr, seed=args.seed, config=config))
+    failed = []
+    for result in results:
+        if result["status"] == "done" and result is not sft:
+            result["paired"] = _paired(start, _outcomes(wai, result["run"], held, args.holdout_rows, args.seed))
+        paired = result.get("paired") or {}
+        beat = (result["status"] == "done" and paired.get("gained", 0) > paired.get("lost", 0)
+                and paired.get("mcnemar_p", 1.0) < args.alpha)
+        result["beat_start"] = beat
+        if result is not sft:
+            print(json.dumps(result), flush=True)
+        if not beat:
+            failed.append(result["method"])
+    if failed:
+        print(f"did not beat their start at p < {args.alpha}: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

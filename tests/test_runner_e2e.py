@@ -1,7 +1,7 @@
 """The CPU recipes end to end through ``python -m whileai run``, on the kit with small step counts.
 
-grpo_tooluse runs as the design card writes it (``recipe=grpo_tooluse beta=0.04``), two stages
-linked by init_from; dpo_tooluse likewise; rm_tooluse through Hydra's joblib launcher as a
+grpo_tooluse runs as the design card writes it (``recipe=grpo_tooluse beta=0.04``): a reward-model
+stage that becomes the HackMonitor's gold judge, then SFT and GRPO linked by init_from; dpo_tooluse likewise; rm_tooluse through Hydra's joblib launcher as a
 two-job sweep of its seed on one dataset, two parallel runs (the sft recipe runs in
 test_runner_sweep.py). Every run's record carries the resolved spec, equal to what ``validate`` prints for the same command line.
 """
@@ -49,11 +49,13 @@ def _check_stages(token: str, args: list[str], methods: list[str]) -> list[dict]
     assert [r["method"] for r in written["runs"]] == methods
     spec = _validated(*args)
     records = [runner_record(r["id"]) for r in written["runs"]]
+    policy = None  # the last policy stage: what the next stage continues (an rm stage is no policy)
     for index, (run, kept) in enumerate(zip(written["runs"], records)):
         assert record(run["id"])["status"] == "done"
         _same_spec(kept["spec"], spec, run["id"], "" if index == len(written["runs"]) - 1 else f"stages.{kept['stage']}.")
         assert kept["stage_index"] == index
-        assert kept["previous_run"] == (written["runs"][index - 1]["id"] if index else None)
+        assert kept["previous_run"] == (policy if run["method"] != "rm" else None)
+        policy = run["id"] if run["method"] != "rm" else policy
         assert kept["recipe"] and kept["command"].startswith("python -m whileai run ")
         assert kept["overrides"] == [a for a in args if "=" in a]
         assert kept["dataset"]["content_hash"] and kept["versions"]["python"] and kept["versions"]["torch"]
@@ -70,15 +72,23 @@ def _check_stages(token: str, args: list[str], methods: list[str]) -> list[dict]
 def test_the_design_card_line_runs_sft_then_grpo_with_the_monitor():
     base = tiny_base()
     args = ["recipe=grpo_tooluse", "beta=0.04", *TINY, f"base_model={base}", "stages.sft.steps=2",
-            "stages.sft.holdout_rows=4", "max_completion_length=16", "generations=2", "monitor.n_prompts=4",
-            "monitor.every=1", "expect.holdout_after_min=0.0", "expect.no_alarm=null"]
+            "stages.sft.holdout_rows=4", "stages.gold.steps=2", "stages.gold.holdout_rows=16",
+            "max_completion_length=16", "generations=2", "monitor.n_prompts=4",
+            "monitor.every=1", "expect.stage_gain_min=null", "expect.no_alarm=null"]
     done = whileai("run", *args, token="card")
     assert done.returncode == 0, done.stdout + done.stderr
-    records = _check_stages("card", args, ["sft", "grpo"])
-    assert records[1]["spec"]["beta"] == 0.04 and records[1]["spec"]["monitor"]["enabled"] is True
-    grpo = record(runs_file("card")["runs"][1]["id"])
+    records = _check_stages("card", args, ["rm", "sft", "grpo"])
+    assert records[2]["spec"]["beta"] == 0.04 and records[2]["spec"]["monitor"]["enabled"] is True
+    gold_run, _, grpo_run = runs_file("card")["runs"]
+    grpo = record(grpo_run["id"])
     assert grpo["config"]["monitor"] not in (False, None), "the HackMonitor settings reach the GRPO job"
-    assert isinstance(grpo["summary"].get("monitor"), dict)
+    # the rm stage's run is the monitor's independent gold judge: proxy and gold are both drawn
+    assert grpo["config"]["gold_judge"] == gold_run["id"]
+    monitor = grpo["summary"].get("monitor")
+    assert isinstance(monitor, dict) and monitor["divergence"] == "on", monitor
+    assert monitor["curve"] and all(p.get("proxy") is not None and p.get("gold") is not None
+                                    for p in monitor["curve"]), monitor["curve"]
+    assert grpo["training"]["mixed_groups"] and grpo["training"]["sampled_pass_rate"]
     for line in ("load and grade the dataset", "push", "cut by task", "selection report", "export with gates",
                  "wai.train on local", "held-out"):
         assert line in done.stderr

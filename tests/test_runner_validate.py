@@ -95,6 +95,21 @@ def test_the_design_card_line_validates():
     assert problems == []
     assert plain["beta"] == 0.04 and plain["method"] == "grpo" and plain["monitor"]["enabled"] is True
     assert plain["stages"]["sft"]["method"] == "sft"
+    # the full HackMonitor: the rm stage is its gold judge
+    assert plain["stages"]["gold"]["method"] == "rm" and plain["monitor"]["gold_judge"] == "stages.gold"
+
+
+def test_a_gold_judge_naming_a_stage_must_name_an_rm_stage():
+    from whileai.runner.pipeline import gold_judge_id
+
+    _, problems = compose(["recipe=grpo_tooluse", "monitor.gold_judge=stages.sft"])
+    (problem,) = problems
+    assert problem.key == "monitor.gold_judge"
+    assert "monitor.gold_judge=stages.sft is not an rm stage of this spec; name one of its rm stages: stages.gold" \
+        in problem.message
+    _, problems = compose(["recipe=grpo_tooluse", "monitor.gold_judge=run_abc"])
+    assert problems == []  # a finished rm run's id, as before
+    assert gold_judge_id("stages.gold", {"gold": "run_1"}) == "run_1" and gold_judge_id("run_2", {}) == "run_2"
 
 
 def test_knob_out_of_range_names_the_range_the_paper_and_its_citation():
