@@ -72,7 +72,7 @@ def split(session_home) -> dict[str, Any]:
     rows = load_sample()
     train_idx, held_idx = split_tasks(rows, defaults.CUT_HOLDOUT, defaults.CUT_SEED)
     held = [rows[i] for i in held_idx]
-    prompts = list(_common.distinct_prompts(held, recipe["holdoutRows"], SEED))
+    prompts = list(_common.distinct_prompts(held, recipe["holdout_rows"], SEED))
     return {"train": [rows[i] for i in train_idx], "held": held, "prompts": prompts, "recipe": recipe}
 
 
@@ -84,7 +84,7 @@ def sft_start(split, tmp_path_factory) -> dict[str, Any]:
 
     stage = split["recipe"]["stages"]["sft"]
     spec = {"method": "sft", "base_model": defaults.KIT_BASE_NAME, "seed": SEED, "steps": int(stage["steps"]),
-            "learning_rate": float(stage["learning_rate"]), "batchSize": int(stage.get("batchSize") or 8)}
+            "learning_rate": float(stage["learning_rate"]), "batch_size": int(stage.get("batch_size") or 8)}
     _common.cpu_threads()
     _common.seed_all(SEED)
     model, tokenizer = sft.load(spec)
