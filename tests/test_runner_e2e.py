@@ -88,7 +88,10 @@ def test_the_design_card_line_runs_sft_then_grpo_with_the_monitor():
     assert isinstance(monitor, dict) and monitor["divergence"] == "on", monitor
     assert monitor["curve"] and all(p.get("proxy") is not None and p.get("gold") is not None
                                     for p in monitor["curve"]), monitor["curve"]
-    assert grpo["training"]["mixed_groups"] and grpo["training"]["sampled_pass_rate"]
+    # the group watch: on the random tiny model every sampled group is unanimous, and the run says so
+    training = grpo["summary"]["training"]
+    assert training["mixed_groups"]["mean"] == 0 and training["sampled_pass_rate"]["mean"] == 0
+    assert "almost every sampled group was unanimous" in grpo["summary"]["grpo_groups"]
     for line in ("load and grade the dataset", "push", "cut by task", "selection report", "export with gates",
                  "wai.train on local", "held-out"):
         assert line in done.stderr

@@ -65,7 +65,10 @@ KIT_SAMPLE_HOLDOUT = 0.2
 #: Measured on the 2-core machine (torch 2.13): demo_base() took 74 s with 2 threads
 #: (64 s of pre-training, loss 7.04 -> 0.66; the same loss with 1 thread), and the
 #: base's held-out first-action pass rate on the sample task was 0.000 for base seeds
-#: 0 and 1. 1000 steps gave no better LoRA result (0.875 vs 0.887).
+#: 0 and 1. 1000 steps gave no better LoRA result (0.875 vs 0.887). With the task's own
+#: tokens in the text (KIT_BASE_*_SHARE, issue 18) the 600 steps took 61.7 CPU-seconds on
+#: one thread (loss 7.02 -> 0.62; 262 s wall on a 2-core machine at load ~11), the same
+#: work as before, and the base still passes 0 of the 73 held-out prompts (seeds 0 and 1).
 KIT_BASE_NAME = "whileai/tiny-tooluse-base"
 #: What the first run on a data root says the base build takes (once per data root): the 74 s
 #: measured above on 2 cores; a fresh clone on a laptop CPU took 79 s. Not a KIT_ name: KIT_* values

@@ -124,7 +124,8 @@ def account_id(request: Request) -> str:
 def _scoped(request: Request, what: str, ident: str) -> str:
     """The account for an account key, or for a job key whose job, run or datasets include ``ident``.
 
-    A job key asking for anything else answers 404, as for a missing id.
+    A job key asking for anything else answers 404, as for a missing id. A run its
+    spec names to read (``scope["reads"]``: the gold judge) it may read, never write.
     """
     key = _key_or_401(request)
     the_store = store(request)
@@ -134,7 +135,8 @@ def _scoped(request: Request, what: str, ident: str) -> str:
     scope = the_store.job_key_scope(key)
     if scope is None:
         raise ApiError(401, _BAD_KEY, "unauthorized")
-    allowed = {"run": (scope["run_id"],), "job": (scope["job_id"],), "dataset": scope["datasets"]}[what]
+    reads = tuple(scope.get("reads") or ()) if request.method in ("GET", "HEAD") else ()
+    allowed = {"run": (scope["run_id"], *reads), "job": (scope["job_id"],), "dataset": scope["datasets"]}[what]
     if ident not in allowed:
         raise ApiError(404, f"{what} {ident!r} not found in this account; check the id (list them to see yours)",
                        "not_found")

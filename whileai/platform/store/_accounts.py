@@ -202,8 +202,10 @@ def issue_job_key(store: Any, account_id: str, job_id: str) -> str:
 def job_key_scope(store: Any, api_key: str | None) -> dict[str, Any] | None:
     """What a job key reaches, or None (not a job key, or its job has finished).
 
-    ``{"account_id", "job_id", "run_id", "datasets"}``: the datasets are the
-    ones the platform put on the job's spec (``dataset`` and ``holdout``).
+    ``{"account_id", "job_id", "run_id", "datasets", "reads"}``: the datasets are the
+    ones the platform put on the job's spec (``dataset`` and ``holdout``); ``reads``
+    are the other runs the spec names for the job to read (its ``gold_judge``, the
+    reward-model run a GRPO job's monitor scores with), which the key may only read.
     """
     if not api_key or not isinstance(api_key, str) or len(api_key) > 200 or not api_key.startswith(_JOB_KEY_PREFIX):
         return None
@@ -222,7 +224,9 @@ def job_key_scope(store: Any, api_key: str | None) -> dict[str, Any] | None:
             spec = json.loads(j.spec_json) if j.spec_json else None
             spec = spec if isinstance(spec, dict) else {}
             datasets = tuple(d for d in (spec.get("dataset"), spec.get("holdout")) if isinstance(d, str))
-            return {"account_id": account_id, "job_id": job_id, "run_id": j.run_id, "datasets": datasets}
+            reads = tuple(r for r in (spec.get("gold_judge"),) if isinstance(r, str))
+            return {"account_id": account_id, "job_id": job_id, "run_id": j.run_id, "datasets": datasets,
+                    "reads": reads}
         return None
 
     return store._tx(work, write=False)
