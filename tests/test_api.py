@@ -401,6 +401,19 @@ def test_a_job_key_reaches_only_its_job_run_and_datasets_and_dies_with_the_job(p
     assert platform.store.job_key_scope(key) is None
 
 
+def test_a_job_key_reads_the_gold_judge_its_spec_names_and_never_writes_it(platform, alice):
+    acct = alice.get(f"{API}/me").json()["account_id"]
+    run, judge = _run(alice), _run(alice)
+    job = platform.store.create_job(acct, run_id=run["id"], kind="grpo", status="running",
+                                    spec={"dataset": None, "gold_judge": judge["id"]})
+    key = platform.store.issue_job_key(acct, job["id"])
+    assert platform.store.job_key_scope(key)["reads"] == (judge["id"],)
+    with _client(platform, key) as worker:
+        assert worker.get(f"{API}/runs/{judge['id']}").status_code == 200  # the monitor loads the reward model
+        for method, path in (("PATCH", f"/runs/{judge['id']}"), ("POST", f"/runs/{judge['id']}/points")):
+            assert worker.request(method, API + path, json={}).status_code == 404, path
+
+
 # --------------------------------------------------------------------------- the run page
 
 
