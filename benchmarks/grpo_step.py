@@ -48,11 +48,13 @@ _BARE = textwrap.dedent("""
     tok.response_template = qwen3_template
     start = time.perf_counter()
 
-    def tool(schema):
-        def call(**kwargs):
+    class Tool(dict):  # a schema the chat template renders as is, with the name TRL calls it by
+        def __init__(self, schema):
+            super().__init__(schema)
+            self.__name__ = schema["function"]["name"]
+
+        def __call__(self, **kwargs):
             return "not executed"
-        call.__name__ = schema["function"]["name"]
-        return call
 
     tools = [schema for schema in prompts[0]["tools"]]
     dataset = Dataset.from_list([{{"prompt": p["prompt"], "gold": p["gold"]}} for p in prompts])
@@ -82,7 +84,7 @@ _BARE = textwrap.dedent("""
     lora = LoraConfig(r={rank}, lora_alpha={alpha}, lora_dropout=0.0, target_modules="all-linear",
                       task_type="CAUSAL_LM")
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=dataset,
-                          processing_class=tok, peft_config=lora, tools=[tool(t) for t in tools])
+                          processing_class=tok, peft_config=lora, tools=[Tool(t) for t in tools])
     trainer.train()
     print(json.dumps({{"train_seconds": time.perf_counter() - start, "steps": trainer.state.global_step}}))
 """)
