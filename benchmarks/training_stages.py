@@ -85,13 +85,13 @@ def _outcomes(wai: Any, run_id: str | None, held: Any, holdout_rows: int | None,
 
 
 def _paired(before: list[int], after: list[int]) -> dict:
-    from whileai.core.stats import mcnemar_exact, paired_counts, wilson
+    from whileai.core.stats import holdout_result
 
-    b, c = paired_counts(before, after)
-    n = len(after)
-    return {"n": n, "before_passed": sum(before), "after_passed": sum(after),
-            "after_ci95": [round(x, 3) for x in wilson(sum(after), n)], "gained": b, "lost": c,
-            "mcnemar_p": round(mcnemar_exact(b, c), 5)}
+    result = holdout_result(before, after)
+    paired = result["paired"]
+    return {"n": result["n"], "before_passed": sum(before), "after_passed": sum(after),
+            "after_ci95": [round(x, 3) for x in result["after"]["ci95"]], "gained": paired["improved"],
+            "lost": paired["worsened"], "mcnemar_p": round(paired["p"], 5)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,10 +52,10 @@ def _outcomes(model: Any, tokenizer: Any, prompts: list[dict[str, Any]]) -> list
 
 
 def _significant_gain(before: list[int], after: list[int]) -> tuple[bool, str]:
-    from whileai.core.stats import mcnemar_exact, paired_counts
+    from whileai.core.stats import holdout_result
 
-    b, c = paired_counts(before, after)
-    p = mcnemar_exact(b, c)
+    paired = holdout_result(before, after)["paired"]
+    b, c, p = paired["improved"], paired["worsened"], paired["p"]
     said = f"{sum(before)}/{len(before)} -> {sum(after)}/{len(after)} (gained {b}, lost {c}, exact McNemar p={p:.4f})"
     return b > c and p < ALPHA, said
 
