@@ -103,6 +103,7 @@ def test_sft_at_the_recipe_settings_beats_the_bare_base_significantly(sft_start)
 
 def test_grpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_start, tmp_path):
     from whileai.jobs import _common, grpo
+    from whileai.kit import defaults as kit_defaults
     from whileai.simulations import defaults
 
     recipe = split["recipe"]
@@ -110,7 +111,7 @@ def test_grpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, s
             "init_adapter": str(sft_start["adapter"]), "init_from": "sft-start",
             "steps": int(recipe["steps"]), "learning_rate": float(recipe["learning_rate"]),
             "generations": int(recipe["generations"]), "beta": float(recipe.get("beta", 0.04)),
-            "temperature": float(recipe.get("temperature") or defaults.KIT_SAMPLE_TEMPERATURE),
+            "temperature": float(recipe.get("temperature") or kit_defaults.KIT_SAMPLE_TEMPERATURE),
             "loss_type": "bnpo", "max_completion_length": int(recipe.get("max_completion_length")
                                                               or defaults.TRAIN_EVAL_MAX_NEW_TOKENS),
             "monitor": False}
