@@ -74,7 +74,7 @@ def test_the_design_card_line_runs_sft_then_grpo_with_the_monitor():
     args = ["recipe=grpo_tooluse", "beta=0.04", *TINY, f"base_model={base}", "stages.sft.steps=2",
             "stages.sft.holdout_rows=4", "stages.gold.steps=2", "stages.gold.holdout_rows=16",
             "max_completion_length=16", "generations=2", "monitor.n_prompts=4",
-            "monitor.every=1", "expect.stage_gain_min=null", "expect.no_alarm=null"]
+            "monitor.every=1", "expect.stage_gain_min=null"]
     done = whileai("run", *args, token="card")
     assert done.returncode == 0, done.stdout + done.stderr
     records = _check_stages("card", args, ["rm", "sft", "grpo"])
@@ -95,7 +95,8 @@ def test_the_design_card_line_runs_sft_then_grpo_with_the_monitor():
     for line in ("load and grade the dataset", "push", "cut by task", "selection report", "export with gates",
                  "wai.train on local", "held-out"):
         assert line in done.stderr
-    sft_id, grpo_id = (r["id"] for r in runs_file("card")["runs"])
+    gold_id, sft_id, grpo_id = (r["id"] for r in runs_file("card")["runs"])
+    assert record(gold_id)["name"].startswith("grpo_tooluse · gold stage · rm · beta=0.04 ")
     assert record(sft_id)["name"].startswith("grpo_tooluse · sft stage · beta=0.04 ")
     assert record(grpo_id)["name"].startswith("grpo_tooluse · grpo · beta=0.04 ")
     for run_id in (sft_id, grpo_id):
