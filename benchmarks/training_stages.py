@@ -64,12 +64,12 @@ def _stage(wai, dataset, held, **kwargs) -> dict:
 def _outcomes(wai: Any, run_id: str | None, held: Any, holdout_rows: int | None, seed: int) -> list[int]:
     """Per-prompt greedy outcomes of a run's adapter (the bare base when ``run_id`` is None) on the job's held-out prompts.
 
-    The same prompts, replies and judge as the job's own before/after (``jobs._common``), so
+    The same prompts, replies and judge as the job's own before/after (``jobs._evaluation``), so
     the before and after of a stage pair up prompt by prompt for the exact McNemar test.
     """
     from peft import PeftModel
 
-    from whileai.jobs import _common
+    from whileai.jobs import _evaluation
     from whileai.kit import load_base
     from whileai.platform.launcher.jobs import adapter_dir
     from whileai.simulations import defaults
@@ -79,8 +79,8 @@ def _outcomes(wai: Any, run_id: str | None, held: Any, holdout_rows: int | None,
     if run_id is not None:
         model = PeftModel.from_pretrained(model, str(adapter_dir(run_id)))
     rows = wai.datasets.load_rows(held)
-    prompts = _common.distinct_prompts(rows, holdout_rows or defaults.TRAIN_HOLDOUT_MAX_ROWS, seed)
-    replies = _common.generate_replies(model, tokenizer, prompts, defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
+    prompts = _evaluation.distinct_prompts(rows, holdout_rows or defaults.TRAIN_HOLDOUT_MAX_ROWS, seed)
+    replies = _evaluation.generate_replies(model, tokenizer, prompts, defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
     return [int(bool(judge_reply(text, row)["passed"])) for row, text in zip(prompts, replies, strict=True)]
 
 

@@ -43,11 +43,11 @@ def _recipe() -> dict[str, Any]:
 
 
 def _outcomes(model: Any, tokenizer: Any, prompts: list[dict[str, Any]]) -> list[int]:
-    from whileai.jobs import _common
+    from whileai.jobs import _evaluation
     from whileai.simulations import defaults
     from whileai.simulations.judges import judge_reply
 
-    replies = _common.generate_replies(model, tokenizer, prompts, defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
+    replies = _evaluation.generate_replies(model, tokenizer, prompts, defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
     return [int(bool(judge_reply(text, row)["passed"])) for row, text in zip(prompts, replies, strict=True)]
 
 
@@ -63,7 +63,7 @@ def _significant_gain(before: list[int], after: list[int]) -> tuple[bool, str]:
 @pytest.fixture(scope="module")
 def split(session_home) -> dict[str, Any]:
     """The sample cut by task as the runner cuts it, and the held-out prompts the recipe measures."""
-    from whileai.jobs import _common
+    from whileai.jobs import _evaluation
     from whileai.kit import load_sample
     from whileai.simulations import defaults
     from whileai.simulations.datasets import split_tasks
@@ -72,27 +72,27 @@ def split(session_home) -> dict[str, Any]:
     rows = load_sample()
     train_idx, held_idx = split_tasks(rows, defaults.CUT_HOLDOUT, defaults.CUT_SEED)
     held = [rows[i] for i in held_idx]
-    prompts = list(_common.distinct_prompts(held, recipe["holdout_rows"], SEED))
+    prompts = list(_evaluation.distinct_prompts(held, recipe["holdout_rows"], SEED))
     return {"train": [rows[i] for i in train_idx], "held": held, "prompts": prompts, "recipe": recipe}
 
 
 @pytest.fixture(scope="module")
 def sft_start(split, tmp_path_factory) -> dict[str, Any]:
     """SFT at the recipe's SFT stage settings from the demo base: outcomes before/after and the adapter folder."""
-    from whileai.jobs import _common, sft
+    from whileai.jobs import _environment, _loading, sft
     from whileai.simulations import defaults
 
     stage = split["recipe"]["stages"]["sft"]
     spec = {"method": "sft", "base_model": defaults.KIT_BASE_NAME, "seed": SEED, "steps": int(stage["steps"]),
             "learning_rate": float(stage["learning_rate"]), "batch_size": int(stage.get("batch_size") or 8)}
-    _common.cpu_threads()
-    _common.seed_all(SEED)
+    _environment.cpu_threads()
+    _environment.seed_all(SEED)
     model, tokenizer = sft.load(spec)
     before = _outcomes(model, tokenizer, split["prompts"])
     folder = tmp_path_factory.mktemp("sft-start")
     model, _ = sft.fit(spec, model, tokenizer, [r for r in split["train"] if r["passed"]], folder / "job", [])
     after = _outcomes(model, tokenizer, split["prompts"])
-    _common.save_adapter(model, tokenizer, folder / "adapter")
+    _loading.save_adapter(model, tokenizer, folder / "adapter")
     return {"before": before, "after": after, "adapter": folder / "adapter", "spec": spec}
 
 
@@ -102,7 +102,7 @@ def test_sft_at_the_recipe_settings_beats_the_bare_base_significantly(sft_start)
 
 
 def test_grpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_start, tmp_path):
-    from whileai.jobs import _common, grpo
+    from whileai.jobs import _environment, grpo
     from whileai.kit import defaults as kit_defaults
     from whileai.simulations import defaults
 
@@ -115,8 +115,8 @@ def test_grpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, s
             "loss_type": "bnpo", "max_completion_length": int(recipe.get("max_completion_length")
                                                               or defaults.TRAIN_EVAL_MAX_NEW_TOKENS),
             "monitor": False}
-    _common.cpu_threads()
-    _common.seed_all(SEED)
+    _environment.cpu_threads()
+    _environment.seed_all(SEED)
     model, tokenizer = grpo.load(spec)
     start = _outcomes(model, tokenizer, split["prompts"])
     assert start == sft_start["after"], "the SFT adapter reloaded is not the policy SFT ended with"
