@@ -353,7 +353,7 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
             return EXIT_GATE
         kwargs, config = _train_kwargs(stage, spec, last, stage_runs)
         # a reward model scores rows, it is no policy: it trains from the base and no stage continues it
-        start = None if method == "rm" else previous
+        start: Any = None if method == "rm" else previous
         stage_record = {**record, "stage": stage_name, "stage_index": index, "stages": [n for n, _ in stages],
                         "previous_run": start.id if start is not None else None,
                         "export": _short_export(export_report)}

@@ -292,7 +292,7 @@ def reads_export(name: str, method: str) -> bool:
 def _export_checks(plain: dict[str, Any], where: Any, seen: set[str]) -> list[Problem]:
     """The export settings against TRAINING_KNOBS, for each stage's method that applies them."""
     out: list[Problem] = []
-    export = plain.get("export") if isinstance(plain.get("export"), dict) else {}
+    export: dict[str, Any] = plain["export"] if isinstance(plain.get("export"), dict) else {}
     stages = [s for s in (plain.get("stages") or {}).values() if isinstance(s, dict)] + [plain]
     methods = [s.get("method") for s in stages if s.get("method") in sdk.TRAIN_METHODS]
     for name in EXPORT_KNOBS:
@@ -312,7 +312,7 @@ def _export_checks(plain: dict[str, Any], where: Any, seen: set[str]) -> list[Pr
 def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
     """Problems between keys: a source without its file or id, a monitor on a method that has none."""
     out: list[Problem] = []
-    data = plain.get("dataset") if isinstance(plain.get("dataset"), dict) else {}
+    data: dict[str, Any] = plain["dataset"] if isinstance(plain.get("dataset"), dict) else {}
     needs = {"jsonl": ("path",), "pushed": ("id",), "bfcl": ("questions", "answers")}
     source = data.get("source")
     for need in needs.get(source, ()):
@@ -322,10 +322,10 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
     if data.get("grade") == "reward_model" and not data.get("reward_model"):
         out.append(Problem("dataset.reward_model", "dataset.grade=reward_model needs dataset.reward_model=run_... "
                            "(a finished rm run)", where("dataset.reward_model")))
-    monitor = plain.get("monitor") if isinstance(plain.get("monitor"), dict) else {}
+    monitor: dict[str, Any] = plain["monitor"] if isinstance(plain.get("monitor"), dict) else {}
     judge = monitor.get("gold_judge")
     if isinstance(judge, str) and judge.startswith("stages."):
-        stages = plain.get("stages") if isinstance(plain.get("stages"), dict) else {}
+        stages: dict[str, Any] = plain["stages"] if isinstance(plain.get("stages"), dict) else {}
         named = stages.get(judge[len("stages."):])
         rm_stages = [k for k, v in stages.items() if isinstance(v, dict) and v.get("method") == "rm"]
         if not isinstance(named, dict) or named.get("method") != "rm":
