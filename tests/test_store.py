@@ -526,3 +526,19 @@ def test_a_locked_sqlite_file_is_waited_out_then_reported(tmp_path, monkeypatch)
         holder.close()
     assert store.count_points(acct, run["id"]) == 3
     store.close()
+
+
+def test_run_and_job_lists_are_bounded_in_bytes(store, acct, monkeypatch):
+    """A list answer stops at PLATFORM_LIST_MAX_BYTES and says it was cut, whatever the records hold."""
+    from whileai.platform import defaults as platform_defaults
+
+    big = {"note": "x" * 4000}
+    for i in range(6):
+        run = store.create_run(acct, name=f"r{i}", config=big)
+        store.create_job(acct, run_id=run["id"], kind="sft", spec=big)
+    assert len(store.list_runs(acct)) == 6 and len(store.list_jobs(acct)) == 6
+    monkeypatch.setattr(platform_defaults, "PLATFORM_LIST_MAX_BYTES", 12_000)
+    runs, jobs = store.list_runs(acct), store.list_jobs(acct)
+    assert 1 <= len(runs) < 6 and runs.truncated
+    assert 1 <= len(jobs) < 6 and jobs.truncated
+    assert [r["name"] for r in runs] == ["r5", "r4", "r3", "r2", "r1"][: len(runs)]  # newest first, none skipped

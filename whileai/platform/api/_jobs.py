@@ -9,6 +9,8 @@ job's own key.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
@@ -32,7 +34,12 @@ def list_jobs(
     limit: int | None = None,
     acct: str = Depends(account_id),
 ) -> Response:
-    return json_response({"jobs": store(request).list_jobs(acct, status=status, run_id=run_id, limit=limit)})
+    jobs = store(request).list_jobs(acct, status=status, run_id=run_id, limit=limit)
+    answer: dict[str, Any] = {"jobs": jobs}
+    if getattr(jobs, "truncated", False):
+        answer["truncated"] = (f"cut at PLATFORM_LIST_MAX_BYTES after {len(jobs)} jobs; ask for fewer (limit) or "
+                               "filter (status, run_id), and read each job with GET /jobs/{id}")
+    return json_response(answer)
 
 
 @router.get("/jobs/{job_id}")

@@ -14,6 +14,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from whileai.platform.store.tables import Job, Setting, _check_count, _check_status, _check_str, _check_time, _job_record, _new_id, _not_found
+from whileai.platform import defaults
+from whileai.platform.store._runs import RunList
 from whileai.platform.store.values import FINISHED_STATUSES, JOB_STATUSES, InvalidError, check_json_value
 
 
@@ -102,7 +104,19 @@ def list_jobs(
     if run_id is not None:
         q = q.where(Job.run_id == run_id)
     q = q.order_by(Job.pk.desc()).limit(store._limit(limit))
-    return store._tx(lambda s: [_job_record(j) for j in s.scalars(q)], write=False)
+
+    def work(s: Session) -> RunList:
+        out = RunList()
+        budget = defaults.PLATFORM_LIST_MAX_BYTES  # a list is a menu: its answer is bounded in bytes, as runs'
+        for j in s.scalars(q.execution_options(yield_per=50)):
+            budget -= len(j.spec_json or "") + len(j.error or "") + 1000
+            if budget < 0 and out:
+                out.truncated = True
+                break
+            out.append(_job_record(j))
+        return out
+
+    return store._tx(work, write=False)
 
 
 # --------------------------------------------------------------------------- leases
