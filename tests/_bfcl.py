@@ -37,7 +37,13 @@ class _StandInConfig:
 def _installed() -> Path | None:
     if os.environ.get("WHILEAI_BFCL_SAMPLE"):  # the committed sample even where the wheel is installed
         return None
-    spec = importlib.util.find_spec("bfcl_eval")
+    module = sys.modules.get("bfcl_eval")
+    if module is not None and getattr(module, "__file__", None) is None:
+        return None  # the stand-in package load_checker made around the committed sample
+    try:
+        spec = importlib.util.find_spec("bfcl_eval")
+    except (ImportError, ValueError):
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(list(spec.submodule_search_locations)[0])

@@ -207,7 +207,8 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     tools = _tools(rows)
     _ensure_response_parser(tokenizer)
     generations = int(spec["generations"])
-    per_step = max(1, int(defaults.TRAIN_GRPO_PROMPTS_PER_STEP))
+    # a set with fewer prompts than a step's worth steps on all of them (accumulating past the data makes no step)
+    per_step = max(1, min(int(defaults.TRAIN_GRPO_PROMPTS_PER_STEP), len(prompts)))
     micro = max(1, min(per_step, int(defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)))
     if per_step % micro:
         micro = 1  # accumulation needs whole micro-batches of prompts
