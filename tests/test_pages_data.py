@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -10,26 +9,14 @@ import pytest
 from whileai.platform.store import sessions
 from whileai.platform import defaults as platform_defaults
 from whileai.platform.pages import _list, _series, _views, defaults
-from whileai.platform.store import InvalidError, Store
+from _stores import postgres_store, sqlite_store
+
+from whileai.platform.store import InvalidError
 
 
 @pytest.fixture
 def store(tmp_path):
-    s = Store(f"sqlite:///{tmp_path / 'p.db'}")
-    yield s
-    s.close()
-
-
-def _postgres_store():
-    url = os.environ.get("WHILEAI_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-    try:
-        s = Store(url)
-        s.count_accounts()
-    except Exception as exc:
-        if os.environ.get("WHILEAI_REQUIRE_POSTGRES") == "1":
-            raise
-        pytest.skip(f"no PostgreSQL at {url} ({type(exc).__name__})")
-    return s
+    yield from sqlite_store(tmp_path)
 
 
 # --------------------------------------------------------------------------- downsampling
@@ -62,7 +49,7 @@ def test_chart_series_sends_full_resolution_for_a_zoomed_range_and_the_store_kee
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_the_series_cache_reads_only_new_rows_and_live_points_are_those_past_the_step(store, backend):
-    store = store if backend == "sqlite" else _postgres_store()
+    store = store if backend == "sqlite" else postgres_store()
     acct, _ = store.create_account()
     run = store.create_run(acct)
     store.add_points(acct, run["id"], "a", [{"step": s, "metrics": {"loss": float(s)}} for s in range(5)])
@@ -135,7 +122,7 @@ def _seed_list(store):
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_the_runs_list_filters_and_pages_in_sql(store, backend):
-    s = store if backend == "sqlite" else _postgres_store()
+    s = store if backend == "sqlite" else postgres_store()
     acct, made = _seed_list(s)
     page = _list.list_page(s, acct, {}, 1, 3)
     assert page["total"] == 8 and page["pages"] == 3 and [r["name"] for r in page["records"]] == ["plain", "run 6", "run 5"]

@@ -7,31 +7,18 @@ system sample (a real psutil reading of this process).
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
 from whileai.platform.pages import _charts, _columns, _series, _setup
-from whileai.platform.store import InvalidError, Store
+from _stores import postgres_store, sqlite_store
+
+from whileai.platform.store import InvalidError
 
 
 @pytest.fixture
 def store(tmp_path):
-    s = Store(f"sqlite:///{tmp_path / 'p.db'}")
-    yield s
-    s.close()
-
-
-def _postgres_store():
-    url = os.environ.get("WHILEAI_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-    try:
-        s = Store(url)
-        s.count_accounts()
-    except Exception as exc:
-        if os.environ.get("WHILEAI_REQUIRE_POSTGRES") == "1":
-            raise
-        pytest.skip(f"no PostgreSQL at {url} ({type(exc).__name__})")
-    return s
+    yield from sqlite_store(tmp_path)
 
 
 def _run(s, acct, name, config, points, summary=None):
@@ -62,7 +49,7 @@ def test_layout_groups_sections_folds_repeats_and_tables_what_was_logged_once(st
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_added_columns_read_config_keys_and_the_last_logged_value_in_sql(store, backend):
-    s = store if backend == "sqlite" else _postgres_store()
+    s = store if backend == "sqlite" else postgres_store()
     acct, _ = s.create_account("cols")
     other, _ = s.create_account("other")
     spec = {"method": "grpo", "beta": 0.04, "loraRank": None, "dataset": {"holdout": 0.2}}
