@@ -76,9 +76,12 @@ def _free_port() -> int:
 class Server:
     """``python -m whileai platform`` on a fixed loopback port, over its own data root and SQLite store."""
 
-    def __init__(self, root: Path):
+    #: how long start() waits for the server to answer
+    start_timeout_s = 120.0
+
+    def __init__(self, root: Path, **env: str):
         self.root = root
-        root.mkdir()
+        root.mkdir(exist_ok=True)
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.store_url = f"sqlite:///{root / 'platform.db'}"
@@ -87,16 +90,16 @@ class Server:
         store.close()
         self.proc: subprocess.Popen | None = None
         self.log = root / "server.log"
+        self.env = {**os.environ, "WHILEAI_HOME": str(root), **env}
+        self.env.pop("WHILEAI_STORE_URL", None)
 
     def start(self) -> None:
-        env = {**os.environ, "WHILEAI_HOME": str(self.root)}
-        env.pop("WHILEAI_STORE_URL", None)
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "whileai", "platform", "--port", str(self.port), "--store-url", self.store_url],
-                env=env, stdout=out, stderr=subprocess.STDOUT,
+                env=self.env, stdout=out, stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 pytest.fail(f"the platform exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")

@@ -21,6 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from test_offline_e2e import Server, _free_port
+
 from whileai.platform import defaults as platform_defaults
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store
@@ -28,12 +30,6 @@ from whileai.simulations import defaults as sdk_defaults
 
 API = "/api/v1"
 JSON = {"Content-Type": "application/json"}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _store_urls(tmp_path: Path) -> list[str]:
@@ -215,53 +211,10 @@ def test_config_and_summary_caps_name_the_cap(server, monkeypatch):
 # --------------------------------------------------------------------------- processes: memory, crashes, restarts
 
 
-class Platform:
-    """``python -m whileai platform`` as a process, over its own data root and SQLite store."""
+class Platform(Server):
+    """``python -m whileai platform`` as a process, over its own data root and SQLite store (test_offline_e2e's)."""
 
-    def __init__(self, root: Path, **env: str):
-        self.root = root
-        root.mkdir(exist_ok=True)
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.store_url = f"sqlite:///{root / 'platform.db'}"
-        store = Store(self.store_url)
-        self.key = store.create_account("trainer")[1]
-        store.close()
-        self.env = {**os.environ, "WHILEAI_HOME": str(root), **env}
-        self.env.pop("WHILEAI_STORE_URL", None)
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        with open(self.root / "server.log", "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "whileai", "platform", "--port", str(self.port), "--store-url", self.store_url],
-                env=self.env, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, (self.root / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{self.url}{API}/me", headers=self.auth, timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        pytest.fail(f"the platform did not answer on {self.url}")
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    @property
-    def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key}"}
+    start_timeout_s = 60.0
 
     def rss_mb(self, field: str = "VmRSS") -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
