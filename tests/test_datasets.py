@@ -112,6 +112,51 @@ def test_selection_summary_names_what_the_trainer_gets_and_each_left_out_count()
     assert "6 failing rows (2 tasks lose every row)" in sft["summary"]
 
 
+def _long_asks(rows, task, words=300):
+    """``rows`` with every ask of ``task`` padded past the kit base's context (KIT_MAX_POSITIONS tokens)."""
+    return [{**r, "messages": [{**r["messages"][0], "content": r["messages"][0]["content"] + " please" * words},
+                               *r["messages"][1:]]} if r["task_id"] == task else r for r in rows]
+
+
+#: by method: (rows, tasks) used, the too_long class (rows, tasks), the row indices the report names
+_TOO_LONG_BY_HAND = {
+    "sft": ((5, 3), (2, 1), [[0], [1]]),      # A's two passes; A loses every passing row
+    "grpo": ((3, 1), (4, 1), [[0]]),          # A's prompt, so its whole group
+    "dpo": ((2, 1), (2, 1), None),            # A's one pair; A's other two rows stay unpaired
+    "rm": ((2, 1), (2, 1), None),
+}
+
+
+@pytest.mark.parametrize("method", ["sft", "grpo", "dpo", "rm"])
+def test_rows_longer_than_the_context_are_counted_by_hand(method):
+    from whileai.kit import defaults as kit_defaults
+
+    rows = _long_asks(fixture_rows(), "A")
+    rep = wai.selection_report(rows, method, base_model=wai.defaults.KIT_BASE_NAME)
+    used, too_long, named = _TOO_LONG_BY_HAND[method]
+    assert (rep["rows"], rep["tasks"]) == used and dropped(rep)["too_long"] == too_long
+    assert rep["rows"] + sum(d["rows"] for d in rep["dropped"]) == rep["rows_given"] == 16
+    assert rep["tasks"] + sum(d["tasks"] for d in rep["dropped"]) == rep["tasks_given"] == 7
+    context = rep["context"]
+    assert context["checked"] and context["limit"] == kit_defaults.KIT_MAX_POSITIONS and "by_task" not in context
+    assert all(u["task"] == "A" and u["tokens"] > context["limit"] for u in context["left_out"])
+    if named is not None:
+        assert [u["rows"] for u in context["left_out"]] == named
+    else:
+        assert [sorted(u["rows"]) for u in context["left_out"]] in ([[0, 2]], [[0, 3]], [[1, 2]], [[1, 3]])
+    assert f"longer than the context of {context['limit']} tokens" in rep["summary"] or (
+        f"exceeds the context of {context['limit']} tokens" in rep["summary"])
+    if method == "dpo":
+        assert rep["pairs"] == 1 and dropped(rep)["unpaired"] == (3, 0)
+    fits = wai.selection_report(fixture_rows(), method, base_model=wai.defaults.KIT_BASE_NAME)
+    assert "too_long" not in dropped(fits) and fits["context"]["too_long"] == 0
+
+
+def test_the_context_check_needs_the_rows_not_a_profile():
+    with pytest.raises(ValueError, match="pass the dataset itself"):
+        wai.selection_report(wai.profile(fixture_rows()), "sft", base_model=wai.defaults.KIT_BASE_NAME)
+
+
 def test_all_rows_failing():
     rows = [make_row(t, "F", index=i) for t in "XY" for i in range(3)]
     prof = wai.profile(rows)

@@ -208,6 +208,99 @@ def test_few_mixed_tasks_and_dropped_classes_warn_with_counts(launches):
     assert run.config["min_mixed_tasks"] == 5
 
 
+def _long(row: dict, words: int = 300) -> dict:
+    """``row`` with its ask padded past the kit base's context (KIT_MAX_POSITIONS tokens)."""
+    messages = [dict(m) for m in row["messages"]]
+    messages[1]["content"] += " please" * words
+    return {**row, "messages": messages}
+
+
+def _dropped_class(report: dict, name: str) -> dict | None:
+    return next((d for d in report["dropped"] if d["class"] == name), None)
+
+
+def test_rows_longer_than_the_context_are_counted_left_out_and_warned(launches):
+    from whileai.kit import defaults as kit_defaults
+
+    passes = [_row(f"ctx-{t}", True, i) for t in range(4) for i in range(2)]
+    ds = wai.push(passes[:5] + [_long(r) for r in passes[5:]], name="ctx")  # ctx-2 loses a row, ctx-3 both
+    with pytest.warns(UserWarning) as caught:
+        run = wai.train(ds, method="sft")
+    limit = kit_defaults.KIT_MAX_POSITIONS
+    report = run.selection
+    context = report["context"]
+    assert context["checked"] and context["limit"] == limit and context["too_long"] == 3 and context["unit"] == "rows"
+    assert [u["rows"] for u in context["left_out"]] == [[5], [6], [7]]
+    assert all(u["tokens"] > limit for u in context["left_out"])
+    assert (report["rows"], report["tasks"]) == (5, 3)
+    assert _dropped_class(report, "too_long") == {"class": "too_long", "rows": 3, "tasks": 1,
+                                                   "reason": _dropped_class(report, "too_long")["reason"]}
+    assert "a base with a longer context" in _dropped_class(report, "too_long")["reason"]
+    assert report["rows"] + sum(d["rows"] for d in report["dropped"]) == report["rows_given"] == 8
+    assert f"3 rows longer than the context of {limit} tokens (1 tasks lose every row; row 5: " in report["summary"]
+    text = " ".join(str(w.message) for w in caught)
+    assert f"sft uses 5 of 8 rows (3 of 4 tasks); dropped too_long: 3 rows longer than the context of {limit}" in text
+    stored = wai.get_run(run.id)["summary"]["selection"]
+    assert stored["context"]["too_long"] == 3 and stored["rows"] == 5
+    assert len(launches) == 1
+
+
+def test_a_set_whose_every_row_is_too_long_is_refused_naming_the_limit(launches):
+    from whileai.kit import defaults as kit_defaults
+
+    limit = kit_defaults.KIT_MAX_POSITIONS
+    sft = wai.push([_long(_row(f"all-{t}", True, i)) for t in range(2) for i in range(2)], name="all-long")
+    with pytest.raises(TrainingSelectionError) as err:
+        wai.train(sft, method="sft")
+    message = str(err.value)
+    assert f"every row sft would train on is longer than the context of {limit} tokens of {defaults.KIT_BASE_NAME}" in message
+    assert "4 rows longer than the context" in message and "a base with a longer context" in message
+    assert err.value.report["context"]["too_long"] == 4 and err.value.report["rows"] == 0
+    grpo = wai.push([_long(_row(f"g-{t}", i % 2 == 0, i)) for t in range(2) for i in range(4)], name="all-long-grpo")
+    with pytest.raises(TrainingSelectionError, match="every prompt grpo would train on .* lower max_completion_length"):
+        wai.train(grpo, method="grpo")
+    assert not launches and not _runs_for(sft.id) and not _runs_for(grpo.id)
+    with pytest.warns(UserWarning, match="check='warn': every row sft would train on is longer"):
+        wai.train(sft, method="sft", check="warn")
+    assert len(launches) == 1  # said, and started: the job leaves them out and fails with the same count
+
+
+def test_grpo_counts_its_prompt_with_room_for_the_reply(launches):
+    from whileai.kit import build_tokenizer
+    from whileai.kit import defaults as kit_defaults
+    from whileai.simulations.context import prompt_length
+    from whileai.simulations.rows import prompt_messages
+
+    data = rows(mixed=3, all_pass=0, tag="room")
+    data[:4] = [_long(r, words=100) for r in data[:4]]  # one task's ask, each of its rows
+    ds = wai.push(data, name="room")
+    tokens = prompt_length(build_tokenizer(kit_defaults.KIT_BASE_SEED), prompt_messages(data[0]), data[0]["tools"])
+    room = kit_defaults.KIT_MAX_POSITIONS - tokens
+    assert 0 < room < kit_defaults.KIT_MAX_POSITIONS
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = wai.train(ds, method="grpo", max_completion_length=room)
+        over = wai.train(ds, method="grpo", max_completion_length=room + 1)
+    assert fits.selection["context"]["too_long"] == 0 and fits.selection["prompts"] == 3
+    assert over.selection["context"]["too_long"] == 1 and over.selection["prompts"] == 2
+    assert over.selection["context"]["left_out"] == [{"task": "room-mixed-0", "rows": [0],
+                                                      "tokens": kit_defaults.KIT_MAX_POSITIONS + 1}]
+    assert _dropped_class(over.selection, "too_long")["rows"] == 4
+    assert f"max_completion_length={room + 1} exceeds the context" in over.selection["summary"]
+
+
+def test_a_base_not_on_this_machine_leaves_the_context_check_to_the_job(launches):
+    ds = wai.push([_long(_row(f"hub-{t}", True, i)) for t in range(2) for i in range(2)], name="hub")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(ds, method="sft", base_model="nobody/not-in-the-local-cache")
+    context = run.selection["context"]
+    assert context["checked"] is False and context["limit"] is None and context["too_long"] == 0
+    assert "local Hugging Face cache" in context["why"] and "the job counts" in context["why"]
+    assert "context not checked: " in run.selection["summary"] and run.selection["rows"] == 4
+    assert len(launches) == 1  # the job loads the base and checks there
+
+
 def test_warnings_for_an_unserved_base_and_another_temperature(launches):
     ds = wai.push(rows(tag="temp"), name="temp")
     with pytest.warns(UserWarning) as caught:

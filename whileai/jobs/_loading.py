@@ -8,6 +8,7 @@ from typing import Any
 
 from whileai.jobs._environment import device
 from whileai.simulations import defaults
+from whileai.simulations.context import context_limit
 
 __all__ = ["base_path", "load_policy", "load_adapter", "peft_config", "lora_config", "max_length", "save_adapter"]
 
@@ -89,9 +90,8 @@ def lora_config(spec: Mapping[str, Any], task_type: str = "CAUSAL_LM") -> Any:
 
 
 def max_length(model: Any) -> int:
-    """TRAIN_MAX_LENGTH, or the model's own context length when that is shorter."""
-    limit = int(getattr(model.config, "max_position_embeddings", 0) or 0)
-    return min(defaults.TRAIN_MAX_LENGTH, limit) if limit else defaults.TRAIN_MAX_LENGTH
+    """TRAIN_MAX_LENGTH, or the model's own context length when that is shorter (the selection report's rule too)."""
+    return context_limit(model.config)
 
 
 def save_adapter(model: Any, tokenizer: Any, path: Path) -> Path:

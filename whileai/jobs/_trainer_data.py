@@ -9,13 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from whileai.simulations import defaults
+from whileai.simulations.context import longest_sequence
 
 __all__ = ["within_context", "export_options", "export_training", "export_pairs"]
-
-
-#: the conversation keys of a training example, and which of them render together as one sequence
-_SEQUENCES = (("messages",), ("prompt", "completion"), ("prompt", "chosen"), ("prompt", "rejected"), ("chosen",),
-              ("rejected",))
 
 
 def within_context(tokenizer: Any, examples: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], int]:
@@ -23,19 +19,10 @@ def within_context(tokenizer: Any, examples: list[dict[str, Any]], limit: int) -
 
     A longer example is left out and counted, never truncated: a cut row would
     teach a conversation that was never had (or, cut inside the assistant turn,
-    a call that never closes).
+    a call that never closes). The selection report counts the same examples
+    before the run (``whileai.simulations.context``, one rendering for both).
     """
-    kept = []
-    for example in examples:
-        longest = 0
-        for keys in _SEQUENCES:
-            if all(isinstance(example.get(k), list) for k in keys):
-                messages = [m for k in keys for m in example[k]]
-                ids = tokenizer.apply_chat_template(messages, tools=example.get("tools") or None, tokenize=True,
-                                                    return_dict=True)["input_ids"]
-                longest = max(longest, len(ids))
-        if longest <= limit:
-            kept.append(example)
+    kept = [example for example in examples if longest_sequence(tokenizer, example) <= limit]
     return kept, len(examples) - len(kept)
 
 

@@ -8,7 +8,9 @@ executed: ``max_tool_calling_iterations=0`` stops at the first action, which is
 all the judge reads). ``truncated="mask"`` gives a reply the token cap cut no
 gradient (``mask_truncated_completions``); ``"zero"`` scores it 0. beta,
 loss_type, temperature and num_generations are always passed explicitly
-(TRL_DEFAULTS records what TRL would use instead).
+(TRL_DEFAULTS records what TRL would use instead). A prompt whose tokens (tools
+and generation prompt included) plus ``max_completion_length`` exceed the
+model's context is left out and counted (``left_out_too_long``), never cut.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from whileai.jobs import _evaluation, _loading, _trainer_setup
 from whileai.jobs._grpo_watch import group_watch
+from whileai.simulations.context import prompt_length
 from whileai.simulations.rows import prompt_messages
 from whileai.simulations import defaults
 
@@ -194,6 +197,18 @@ def _monitor(spec: dict[str, Any], run: Any, held: list[dict[str, Any]], reward:
     return monitor, f"on, gold judge {spec['gold_judge']}"
 
 
+def _within_context(tokenizer: Any, prompts: list[dict[str, Any]], tools: list[SchemaTool], limit: int,
+                    reply_cap: int) -> tuple[list[dict[str, Any]], int]:
+    """The prompts whose tokens (with the tools and the generation prompt) plus ``reply_cap`` fit ``limit``, and how
+    many were left out: a longer prompt is counted, never cut, like a too-long row in the other methods."""
+    kept = [p for p in prompts if prompt_length(tokenizer, p["prompt"], tools) + reply_cap <= limit]
+    if not kept:
+        raise ValueError(f"grpo has no prompt to train on: each of the {len(prompts)} prompts plus "
+                         f"max_completion_length={reply_cap} is longer than the model's context of {limit} tokens; "
+                         "shorten the prompts, lower max_completion_length, or use a base with a longer context")
+    return kept, len(prompts) - len(kept)
+
+
 def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     from trl import GRPOConfig, GRPOTrainer
@@ -205,6 +220,8 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         raise ValueError("grpo found no task with both a pass and a fail (and a gold first action) to train on; "
                          "push rollouts with several samples per task and mixed outcomes")
     tools = _tools(rows)
+    prompts, too_long = _within_context(tokenizer, prompts, tools, _loading.max_length(model),
+                                        int(spec["max_completion_length"]))
     _ensure_response_parser(tokenizer)
     generations = int(spec["generations"])
     # a set with fewer prompts than a step's worth steps on all of them (accumulating past the data makes no step)
@@ -250,6 +267,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     extra: dict[str, Any] = {
         "rows": len(prompts),
         "prompts": len(prompts),
+        "left_out_too_long": too_long,
         "trainer_received": int(getattr(trainer.train_dataset, "num_rows", -1)),  # the Dataset the trainer holds
         "unit": "prompts",
         "steps": trainer.state.global_step,

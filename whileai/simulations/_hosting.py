@@ -1,7 +1,8 @@
 """Hosted training: ``train`` checks the knobs and the data, then hands the run to the platform's job runner.
 
 ``whileai.simulations.training`` re-exports ``train`` (``wai.train``). Nothing
-here loads a model. ``train`` validates every argument at once
+here loads a model (the context check reads the base's tokenizer, never its
+weights). ``train`` validates every argument at once
 (:class:`TrainingConfigError` lists each problem with the accepted range and
 the cited paper's value, from ``TRAINING_KNOBS``), reads the dataset's
 ``profile`` and ``selection_report`` (the selection gate), warns about what is
@@ -131,17 +132,19 @@ def _dropped_text(report: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixed_tasks: int) -> dict[str, Any]:
+def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixed_tasks: int,
+                   context: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The selection report for ``method``; refuses what cannot teach, warns about what teaches less.
 
-    SFT with failing rows and a grouped method with no mixed task raise
-    :class:`TrainingSelectionError` (``check="require"``) or warn
-    (``check="warn"``). Fewer mixed tasks than ``min_mixed_tasks`` or any
-    dropped class warns either way.
+    SFT with failing rows, a grouped method with no mixed task, and rows whose
+    every usable one is longer than the base's context (``context``, from
+    ``context.check_context``) raise :class:`TrainingSelectionError`
+    (``check="require"``) or warn (``check="warn"``). Fewer mixed tasks than
+    ``min_mixed_tasks`` or any dropped class warns either way.
     """
-    from .datasets import selection_report
+    from ._selection import selection_report
 
-    report = selection_report(profile, method)
+    report = selection_report(profile, method, context=context)
     grouped = method in ("grpo", "dpo", "rm")
     refusal = None
     failing = next((d for d in report.get("dropped") or [] if d["class"] == "failing"), None)
@@ -159,6 +162,13 @@ def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixe
                    f"({report['tasks_given']} tasks: {profile.get('all_pass_tasks', 0)} all-pass, "
                    f"{profile.get('all_fail_tasks', 0)} all-fail); a unanimous group carries no advantage. "
                    "Push rollouts with several samples per task and mixed outcomes")
+    elif not report["rows"] and (too_long := _too_long(report)) is not None:
+        from ._selection import dropped_phrase
+
+        limit = report["context"]["limit"]
+        refusal = (f"every {report['context']['unit'][:-1]} {method} would train on is longer than the context of "
+                   f"{limit} tokens of {report['context']['base_model']}: {dropped_phrase(too_long, report)}; "
+                   f"{too_long['reason']}")
     said = []
     if refusal is not None:
         if check == "require":
@@ -173,6 +183,10 @@ def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixe
     if said:
         warnings.warn("; ".join(said), TrainingWarning, stacklevel=3)
     return report
+
+
+def _too_long(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    return next((d for d in report.get("dropped") or [] if d["class"] == "too_long"), None)
 
 
 # ---------------------------------------------------------------------------
@@ -301,6 +315,9 @@ def train(
     value from TRAINING_KNOBS) and the dataset's ``selection_report`` decides
     (``check``: "require" refuses what cannot teach with
     TrainingSelectionError, "warn" says so and starts, "off" skips the read).
+    The report counts the rows longer than the base's context with the base's
+    tokenizer alone (``report["context"]``; a hub base not on this machine is
+    left to the job, and the report says so).
     Every knob, defaults included, lands on the run's config. Submitting what
     is already training (the same dataset, method and resolved config: knobs,
     export settings, base, init_from and target) answers with that run instead
@@ -386,10 +403,14 @@ def train(
 
     report = None
     if check != "off":
-        from .datasets import profile
+        from ._selection import profile_rows
+        from .context import check_context
+        from .rowsource import rows_of
 
-        prof = profile(dataset_id)
-        report = selection_gate(prof, method, check, int(resolved["min_mixed_tasks"]))
+        data = rows_of(dataset_id)
+        prof = profile_rows(data, source=dataset_id)
+        context = check_context(data, method, resolved["base_model"], resolved)  # the tokenizer only, no weights
+        report = selection_gate(prof, method, check, int(resolved["min_mixed_tasks"]), context)
         if method == "grpo" and generations is None and (prof.get("repeats") or {}).get("common"):
             lo, hi = defaults.TRAINING_KNOBS["generations"]["grpo"]["range"]
             resolved["generations"] = min(max(int(prof["repeats"]["common"]), lo), hi)

@@ -34,7 +34,15 @@ _REASONS = {
     "no_fail": "tasks without a failing row: there is no rejected side for a pair",
     "unpaired": "rows beyond the length-matched pairs of their task (PREFERENCE_PAIRS_PER_TASK pairs per "
                 "task, each row used once)",
+    "too_long": "longer than the base model's context: the job leaves such an example out rather than cut it "
+                "(a truncated row teaches a conversation that was never had); shorten those rows (strip_think, "
+                "max_tool_output_chars, fewer turns) or train a base with a longer context",
 }
+
+#: GRPO's prompt must leave room for the reply, so its fix names the reply cap too
+_GRPO_TOO_LONG = ("prompts whose tokens plus max_completion_length exceed the base model's context: the job "
+                  "leaves such a prompt out rather than cut it; shorten those prompts, lower max_completion_length, "
+                  "or train a base with a longer context")
 
 
 def _label(row: Mapping[str, Any]) -> bool | None:
@@ -129,29 +137,36 @@ def _is_float(text: str) -> bool:
     return True
 
 
-def _drop(name: str, rows: int, tasks: int) -> dict[str, Any]:
-    return {"class": name, "rows": rows, "tasks": tasks, "reason": _REASONS[name]}
+def _drop(name: str, rows: int, tasks: int, reason: str | None = None) -> dict[str, Any]:
+    return {"class": name, "rows": rows, "tasks": tasks, "reason": reason or _REASONS[name]}
 
 
-def _sft(per_task: list[dict[str, Any]]) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
-    used_rows = sum(t["passed"] for t in per_task)
-    used_tasks = sum(1 for t in per_task if t["passed"])
+def _sft(per_task: list[dict[str, Any]], too_long: Mapping[str, int]) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
+    long = {t["task"]: min(int(too_long.get(t["task"], 0)), t["passed"]) for t in per_task}
+    used_rows = sum(t["passed"] - long[t["task"]] for t in per_task)
+    used_tasks = sum(1 for t in per_task if t["passed"] > long[t["task"]])
     # a task with no passing row is lost: to "failing" when it has a fail, else to "unlabelled"
     lost_to_fail = sum(1 for t in per_task if not t["passed"] and t["failed"])
     lost_to_unknown = sum(1 for t in per_task if not t["passed"] and not t["failed"])
+    # a task whose every passing row is too long for the context is lost to "too_long"
+    lost_to_length = sum(1 for t in per_task if t["passed"] and t["passed"] == long[t["task"]])
     dropped = [
         _drop("failing", sum(t["failed"] for t in per_task), lost_to_fail),
         _drop("unlabelled", sum(t["unlabelled"] for t in per_task), lost_to_unknown),
+        _drop("too_long", sum(long.values()), lost_to_length),
     ]
     return used_rows, used_tasks, dropped, {}
 
 
-def _grouped(per_task: list[dict[str, Any]]) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
-    classes = {"single_row": [], "unanimous_pass": [], "unanimous_fail": [], "unlabelled_tasks": []}
+def _grouped(per_task: list[dict[str, Any]], too_long: Mapping[str, int]) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
+    classes: dict[str, list[dict[str, Any]]] = {"single_row": [], "unanimous_pass": [], "unanimous_fail": [],
+                                                "unlabelled_tasks": [], "too_long": []}
     used = []
     for t in per_task:
         if t["rows"] == 1:
             classes["single_row"].append(t)
+        elif t["outcome"] == "mixed" and too_long.get(t["task"]):
+            classes["too_long"].append(t)  # its one prompt does not fit, so the whole group is out
         elif t["outcome"] == "mixed":
             used.append(t)
         elif t["outcome"] == "all_pass":
@@ -160,19 +175,26 @@ def _grouped(per_task: list[dict[str, Any]]) -> tuple[int, int, list[dict[str, A
             classes["unanimous_fail"].append(t)
         else:
             classes["unlabelled_tasks"].append(t)
-    dropped = [_drop(name, sum(t["rows"] for t in ts), len(ts)) for name, ts in classes.items()]
+    dropped = [_drop(name, sum(t["rows"] for t in ts), len(ts), _GRPO_TOO_LONG if name == "too_long" else None)
+               for name, ts in classes.items()]
     # the GRPO job prompts once per used task (config balance, on by default) and samples each prompt
     return sum(t["rows"] for t in used), len(used), dropped, {"groups": len(used), "prompts": len(used)}
 
 
-def _paired(per_task: list[dict[str, Any]], per_task_pairs: int) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
-    classes = {"no_pass": [], "no_fail": [], "unlabelled_tasks": []}
-    pairs = used_tasks = unpaired_rows = 0
+def _paired(per_task: list[dict[str, Any]], per_task_pairs: int,
+            too_long: Mapping[str, int]) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
+    classes: dict[str, list[dict[str, Any]]] = {"no_pass": [], "no_fail": [], "unlabelled_tasks": []}
+    pairs = used_tasks = unpaired_rows = long_pairs = long_tasks = 0
     for t in per_task:
         if t["outcome"] == "mixed":
             k = min(t["passed"], t["failed"], per_task_pairs)
-            pairs += k
-            used_tasks += 1
+            long = min(int(too_long.get(t["task"], 0)), k)
+            pairs += k - long
+            long_pairs += long
+            if long < k:
+                used_tasks += 1
+            else:
+                long_tasks += 1  # every pair of the task is too long for the context
             unpaired_rows += t["rows"] - 2 * k
         elif t["outcome"] == "all_fail":
             classes["no_pass"].append(t)
@@ -182,14 +204,19 @@ def _paired(per_task: list[dict[str, Any]], per_task_pairs: int) -> tuple[int, i
             classes["unlabelled_tasks"].append(t)
     dropped = [_drop(name, sum(t["rows"] for t in ts), len(ts)) for name, ts in classes.items()]
     dropped.append(_drop("unpaired", unpaired_rows, 0))
+    dropped.append(_drop("too_long", 2 * long_pairs, long_tasks))
     return 2 * pairs, used_tasks, dropped, {"pairs": pairs, "pairs_per_task": per_task_pairs}
 
 
-def selection_report(profile: Mapping[str, Any], method: str, per_task: int | None = None) -> dict[str, Any]:
+def selection_report(profile: Mapping[str, Any], method: str, per_task: int | None = None,
+                     context: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Which rows and tasks ``method`` can use, and every class it drops, with counts and reasons.
 
     Exact by construction: ``rows + sum(d["rows"] for d in dropped) == rows_given``
     and likewise for tasks (each dropped task is counted under one class only).
+    ``context`` is what ``context.check_context`` found for these rows: its
+    units too long for the base's context move to the ``too_long`` class, and
+    the report keeps it as ``context`` (less the per-task counts).
     """
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not a training method; pass one of {', '.join(METHODS)}")
@@ -197,15 +224,16 @@ def selection_report(profile: Mapping[str, Any], method: str, per_task: int | No
     if missing:
         raise ValueError(f"profile lacks {missing}; pass the dict wai.profile(dataset) returns, or the dataset itself")
     tasks = profile["per_task"]
+    too_long = (context or {}).get("by_task") or {}
     if method == "sft":
-        rows, used_tasks, dropped, extra = _sft(tasks)
+        rows, used_tasks, dropped, extra = _sft(tasks, too_long)
     elif method == "grpo":
-        rows, used_tasks, dropped, extra = _grouped(tasks)
+        rows, used_tasks, dropped, extra = _grouped(tasks, too_long)
     else:
         k = defaults.PREFERENCE_PAIRS_PER_TASK if per_task is None else per_task
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"per_task={per_task!r} must be a whole number >= 1; pass one, or None for PREFERENCE_PAIRS_PER_TASK")
-        rows, used_tasks, dropped, extra = _paired(tasks, k)
+        rows, used_tasks, dropped, extra = _paired(tasks, k, too_long)
     dropped = [d for d in dropped if d["rows"] or d["tasks"]]
     report = {
         "method": method,
@@ -218,6 +246,8 @@ def selection_report(profile: Mapping[str, Any], method: str, per_task: int | No
         **extra,
         "dropped": dropped,
     }
+    if context is not None:
+        report["context"] = {k: v for k, v in context.items() if k != "by_task"}
     report["summary"] = _summary(report)
     return report
 
@@ -235,13 +265,40 @@ _PHRASES = {
     "unpaired": "{rows} rows of the used tasks beyond their {per_task} pair(s) each",
 }
 
+#: the too_long class in words, by method: what the job leaves out is rows (sft), prompts (grpo) or pairs
+_TOO_LONG_PHRASES = {
+    "sft": "{rows} rows longer than the context of {limit} tokens",
+    "grpo": "{rows} rows of {tasks} tasks whose prompt plus max_completion_length={cap} exceeds the context of "
+            "{limit} tokens",
+    "dpo": "{rows} rows of {pairs} pair(s) longer than the context of {limit} tokens",
+    "rm": "{rows} rows of {pairs} pair(s) longer than the context of {limit} tokens",
+}
+
 
 def dropped_phrase(d: Mapping[str, Any], report: Mapping[str, Any]) -> str:
     """One dropped class in words: ``148 rows of 37 tasks where every row passed``."""
+    if d["class"] == "too_long":
+        return _too_long_phrase(d, report)
     text = _PHRASES[d["class"]].format(rows=d["rows"], tasks=d["tasks"], per_task=report.get("pairs_per_task"))
     if d["class"] in ("failing", "unlabelled") and d["tasks"]:
         text += f" ({d['tasks']} tasks lose every row)"
     return text
+
+
+def _too_long_phrase(d: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+    """``3 rows longer than the context of 512 tokens (row 4: 812 tokens, ...)``, the first ones named."""
+    method, context = report["method"], report.get("context") or {}
+    text = _TOO_LONG_PHRASES[method].format(rows=d["rows"], tasks=d["tasks"], pairs=d["rows"] // 2,
+                                            limit=context.get("limit"), cap=context.get("max_completion_length"))
+    notes = []
+    if d["tasks"] and method != "grpo":
+        notes.append(f"{d['tasks']} tasks lose every {'row' if method == 'sft' else 'pair'}")
+    shown = context.get("left_out") or []
+    if shown:
+        named = [("row " if len(u["rows"]) == 1 else "rows ") + "+".join(map(str, u["rows"])) + f": {u['tokens']} tokens"
+                 for u in shown]
+        notes.append(", ".join(named) + (", ..." if int(context.get("too_long") or 0) > len(shown) else ""))
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _summary(report: Mapping[str, Any]) -> str:
@@ -252,6 +309,8 @@ def _summary(report: Mapping[str, Any]) -> str:
         head += f" as {report['prompts']} prompts, one per task, each sampled `generations` times"
     elif "pairs" in report:
         head += f" as {report['pairs']} pass-vs-fail pairs ({report['pairs_per_task']} per task at most)"
+    context = report.get("context")
+    tail = f"; context not checked: {context['why']}" if context and not context.get("checked") else ""
     if not report["dropped"]:
-        return head
-    return head + "; left out " + ", ".join(dropped_phrase(d, report) for d in report["dropped"])
+        return head + tail
+    return head + "; left out " + ", ".join(dropped_phrase(d, report) for d in report["dropped"]) + tail

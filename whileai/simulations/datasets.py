@@ -227,7 +227,8 @@ def _profile_of(dataset: Any) -> dict[str, Any]:
     return profile_rows(rows_of(dataset), source=describe_source(dataset))
 
 
-def selection_report(profile: Any, method: str, per_task: int | None = None) -> dict[str, Any]:
+def selection_report(profile: Any, method: str, per_task: int | None = None, base_model: str | None = None,
+                     config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Which rows and tasks ``method`` ("sft", "grpo", "dpo", "rm") can use, and why the rest is dropped.
 
     ``profile`` is what ``profile()`` returned, or a dataset (profiled first).
@@ -239,9 +240,30 @@ def selection_report(profile: Any, method: str, per_task: int | None = None) -> 
     unanimous groups; DPO and RM drop tasks without both a pass and a fail, and
     rows beyond ``per_task`` pairs per task (``PREFERENCE_PAIRS_PER_TASK``).
 
+    ``base_model`` (with a dataset, not a profile: the rows are rendered) also
+    counts what is longer than that base's context, with its tokenizer alone
+    (``context.check_context``; ``config`` holds the run's knobs that change the
+    rendering: the export settings, GRPO's ``max_completion_length``). Those
+    move to the ``too_long`` class, and ``context`` says the limit, the count
+    and the first rows, or why the check could not run here. ``wai.train``
+    reads the same report.
+
         wai.selection_report(wai.profile(ds), "sft")["dropped"]
+        wai.selection_report(ds, "sft", base_model="whileai/tiny-tooluse-base")["context"]
     """
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not a training method; pass one of {', '.join(METHODS)}")
     is_profile = isinstance(profile, Mapping) and "per_task" in profile and "messages" not in profile
-    return _selection_report(profile if is_profile else _profile_of(profile), method, per_task=per_task)
+    if is_profile:
+        if base_model is not None:
+            raise ValueError("base_model= renders every row against the base's context, which a profile does not "
+                             "hold; pass the dataset itself (its handle, id or rows), or leave base_model None")
+        return _selection_report(profile, method, per_task=per_task)
+    rows = rows_of(profile)
+    context = None
+    if base_model is not None:
+        from .context import check_context
+
+        context = check_context(rows, method, base_model, config, per_task)
+    return _selection_report(profile_rows(rows, source=describe_source(profile)), method, per_task=per_task,
+                             context=context)

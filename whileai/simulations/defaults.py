@@ -241,6 +241,12 @@ JUDGE_TIE_TOLERANCE = 1e-6
 #: the preference loss.
 PREFERENCE_PAIRS_PER_TASK = 1
 
+#: How many of the examples too long for the base's context the selection report
+#: names (``report["context"]["left_out"]``: task, row indices, tokens); the count
+#: beside them is always whole. Five finds the rows to shorten and keeps the
+#: report, which travels on the run's summary, and its warning to a few lines. Our choice.
+SELECTION_CONTEXT_SHOWN = 5
+
 #: Share of tasks ``datasets.cut`` holds out, and its default seed. 20% is the
 #: usual 80/20 split; the cut is by task, so no prompt is on both sides.
 CUT_HOLDOUT = 0.2

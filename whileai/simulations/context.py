@@ -1,0 +1,218 @@
+"""Which training examples fit a base model's context, counted before any model loads.
+
+An example longer than the context is left out and counted, never truncated: a
+cut row teaches a conversation that was never had (cut inside the assistant
+turn, a call that never closes). The job counts them on the model it loads
+(``training["left_out_too_long"]``); ``check_context`` counts the same examples
+before the run starts, with only the base's tokenizer, for the selection report
+(``report["context"]``). Both render with the functions here, so the two counts
+are of one thing.
+
+    found = check_context(rows, "sft", "whileai/tiny-tooluse-base")
+    found["limit"], found["too_long"], found["left_out"]
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import defaults
+
+__all__ = ["context_limit", "longest_sequence", "prompt_length", "base_tokenizer", "check_context", "UNITS"]
+
+#: what the job counts in ``left_out_too_long``, by method: SFT examples, GRPO prompts, DPO and RM pairs
+UNITS = {"sft": "rows", "grpo": "prompts", "dpo": "pairs", "rm": "pairs"}
+
+#: the conversation keys of a training example, and which of them render together as one sequence
+_SEQUENCES = (("messages",), ("prompt", "completion"), ("prompt", "chosen"), ("prompt", "rejected"), ("chosen",),
+              ("rejected",))
+
+
+def context_limit(config: Any) -> int:
+    """TRAIN_MAX_LENGTH, or the model's own context length (``max_position_embeddings``) when that is shorter."""
+    limit = int(getattr(config, "max_position_embeddings", 0) or 0)
+    return min(defaults.TRAIN_MAX_LENGTH, limit) if limit else defaults.TRAIN_MAX_LENGTH
+
+
+def longest_sequence(tokenizer: Any, example: Mapping[str, Any]) -> int:
+    """Tokens of the longest sequence a training example renders to (the chat template over its turns and tools)."""
+    longest = 0
+    for keys in _SEQUENCES:
+        if all(isinstance(example.get(k), list) for k in keys):
+            messages = [m for k in keys for m in example[k]]
+            ids = tokenizer.apply_chat_template(messages, tools=example.get("tools") or None, tokenize=True,
+                                                return_dict=True)["input_ids"]
+            longest = max(longest, len(ids))
+    return longest
+
+
+def prompt_length(tokenizer: Any, messages: Sequence[Mapping[str, Any]], tools: list[Any] | None) -> int:
+    """Tokens of a prompt as a GRPO trainer renders it: the chat template with the tools and the generation prompt."""
+    return len(tokenizer.apply_chat_template(list(messages), tools=tools or None, add_generation_prompt=True,
+                                             tokenize=True, return_dict=True)["input_ids"])
+
+
+def base_tokenizer(base_model: str) -> tuple[Any, int]:
+    """The tokenizer and context limit of ``base_model``, read without its weights and without a download.
+
+    The kit's demo base reads its cached folder when it is built, else builds
+    the same tokenizer in code (seconds; the base is not pre-trained for it).
+    A folder or a hub name loads with ``local_files_only``. Raises LookupError
+    saying why when the base's files are not on this machine (a hub base that a
+    Modal container fetches for itself).
+    """
+    from transformers import AutoConfig, AutoTokenizer
+
+    if base_model == defaults.KIT_BASE_NAME:
+        from whileai.kit import build_tokenizer, demo_base, demo_base_built
+
+        if not demo_base_built():
+            from types import SimpleNamespace
+
+            from whileai.kit import defaults as kit_defaults
+
+            shape = SimpleNamespace(max_position_embeddings=kit_defaults.KIT_MAX_POSITIONS)
+            return _counting(build_tokenizer(kit_defaults.KIT_BASE_SEED)), context_limit(shape)
+        path = str(demo_base())
+    else:
+        folder = Path(base_model).expanduser()
+        path = str(folder) if folder.is_dir() else base_model
+    try:
+        config = AutoConfig.from_pretrained(path, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as exc:  # whatever stops the read here, the job loads the base itself and checks there
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        where = (f"the folder {path} holds no loadable tokenizer and config ({first})" if Path(path).is_dir() else
+                 f"{base_model!r} is neither a local folder nor in the local Hugging Face cache, and nothing is "
+                 f"downloaded before the run ({first})")
+        raise LookupError(f"{where}; the job counts what is too long once it has loaded the base") from exc
+    return _counting(tokenizer), context_limit(config)
+
+
+def _counting(tokenizer: Any) -> Any:
+    """``tokenizer`` for counting only: the check compares lengths itself, so transformers' own over-length
+    message (on this private copy, never the job's) would only repeat it on stderr."""
+    tokenizer.model_max_length = int(1e30)
+    return tokenizer
+
+
+def _options(config: Mapping[str, Any], method: str) -> dict[str, Any]:
+    """The export settings ``method``'s job applies (the job's own rule: TRAIN_EXPORT_KNOBS it reads, None left out)."""
+    return {k: config[k] for k in defaults.TRAIN_EXPORT_KNOBS
+            if config.get(k) is not None and method in defaults.TRAINING_KNOBS[k]}
+
+
+def _trained(row: Mapping[str, Any], options: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What the job's exporter makes of one row in TRL's shape (``export_dataset(format="trl")``'s conversion, in memory)."""
+    from .export import to_trl, training_rows
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # rows carry their own system prompt and tools
+        return to_trl(training_rows([row], **dict(options)))
+
+
+def _candidates(rows: Sequence[Mapping[str, Any]], method: str, per_task: int | None) -> list[tuple[str, list[int], Any]]:
+    """``(task, row indices, what the job renders)`` for each unit ``method`` would train on, in row order."""
+    from .rowsource import group_by_task, task_key
+
+    if method == "sft":
+        return [(task_key(r), [i], r) for i, r in enumerate(rows) if r.get("passed") is True]
+    if method == "grpo":
+        out = []
+        for key, indices in group_by_task(list(rows)).items():
+            labels = {rows[i].get("passed") for i in indices}
+            if True in labels and False in labels:
+                out.append((key, [indices[0]], rows[indices[0]]))  # one prompt per task, as the job balances
+        return out
+    from .judges import build_preference_pairs
+
+    where = {id(r): i for i, r in enumerate(rows)}
+    return [(pair["task_id"], [where[id(pair["chosen"])], where[id(pair["rejected"])]], pair)
+            for pair in build_preference_pairs(rows, per_task=per_task)]
+
+
+def _grpo_tools(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The tool schemas the GRPO job hands its trainer: every row's, one per name, first seen first."""
+    seen: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        for schema in row.get("tools") or []:
+            fn = schema.get("function", schema) if isinstance(schema, Mapping) else {}
+            seen.setdefault(str(fn.get("name")), dict(schema))
+    return list(seen.values())
+
+
+def _lengths(tokenizer: Any, method: str, items: list[Any], rows: Sequence[Mapping[str, Any]],
+             config: Mapping[str, Any]) -> list[int]:
+    """Tokens each unit needs, rendered as ``method``'s job renders it (GRPO: prompt plus max_completion_length)."""
+    if method == "grpo":
+        from .rows import prompt_messages
+
+        tools = _grpo_tools(rows)
+        cap = _completion_cap(config)
+        return [prompt_length(tokenizer, prompt_messages(row), tools) + cap for row in items]
+    if method == "rm":
+        from .serving import reward_text_messages
+
+        return [longest_sequence(tokenizer, {"chosen": reward_text_messages(p["chosen"]),
+                                             "rejected": reward_text_messages(p["rejected"]),
+                                             "tools": p["chosen"].get("tools") or p["rejected"].get("tools")})
+                for p in items]
+    options = _options(config, method)
+    if method == "sft":
+        return [max((longest_sequence(tokenizer, ex) for ex in _trained(row, options)), default=0) for row in items]
+    # dpo: a side's prompt plus its completion is that side's whole conversation, converted as the exporter does
+    out = []
+    for pair in items:
+        tools = pair["chosen"].get("tools") or pair["rejected"].get("tools")
+        sides = [_trained(pair[side], options) for side in ("chosen", "rejected")]
+        out.append(max((longest_sequence(tokenizer, {"messages": ex["messages"], "tools": tools})
+                        for side in sides for ex in side if isinstance(ex.get("messages"), list)), default=0))
+    return out
+
+
+def _completion_cap(config: Mapping[str, Any]) -> int:
+    value = config.get("max_completion_length")
+    return int(value if value is not None else defaults.TRAINING_KNOBS["max_completion_length"]["grpo"]["default"])
+
+
+def check_context(rows: Sequence[Mapping[str, Any]], method: str, base_model: str | None,
+                  config: Mapping[str, Any] | None = None, per_task: int | None = None) -> dict[str, Any]:
+    """What of ``rows`` is too long for ``base_model``'s context, counted as ``method``'s job will count it.
+
+    The units are the job's (UNITS): SFT's passing rows through the job's
+    export settings in ``config`` (mask_mode, unroll, strip_think,
+    max_tool_output_chars), GRPO's one prompt per mixed task (its tokens with
+    the tools and the generation prompt, plus ``max_completion_length``: the
+    reply must fit too), DPO's and RM's length-matched pass-vs-fail pairs
+    (``per_task`` of them per task, a pair out when either side is too long).
+    Answers ``{"checked", "base_model", "limit", "unit", "too_long",
+    "left_out", "by_task", "why"}``: ``left_out`` lists the first
+    SELECTION_CONTEXT_SHOWN units (task, row indices, tokens); ``by_task``
+    counts them per task for the selection report. When the base cannot be
+    read here ``checked`` is False and ``why`` says so: the job still checks.
+    """
+    base = base_model or defaults.KIT_BASE_NAME
+    config = config or {}
+    found: dict[str, Any] = {"checked": False, "base_model": base, "limit": None, "unit": UNITS[method],
+                             "too_long": 0, "left_out": [], "by_task": {}, "why": None}
+    try:
+        tokenizer, limit = base_tokenizer(base)
+    except LookupError as exc:
+        found["why"] = str(exc)
+        return found
+    found.update(checked=True, limit=limit)
+    if method == "grpo":
+        found["max_completion_length"] = _completion_cap(config)
+    units = _candidates(rows, method, per_task)
+    lengths = _lengths(tokenizer, method, [item for _, _, item in units], rows, config)
+    by_task: dict[str, int] = {}
+    for (task, indices, _), tokens in zip(units, lengths, strict=True):
+        if tokens > limit:
+            by_task[task] = by_task.get(task, 0) + 1
+            if len(found["left_out"]) < defaults.SELECTION_CONTEXT_SHOWN:
+                found["left_out"].append({"task": task, "rows": indices, "tokens": tokens})
+    found.update(too_long=sum(by_task.values()), by_task=by_task)
+    return found
