@@ -8,7 +8,8 @@
 Every step is a public name of ``whileai.simulations``; the spec arrives as a
 plain dict (``cli`` resolved and validated it) and leaves as keyword arguments.
 Exit codes: 0 done, 1 a run failed, 3 an expect line failed, 4 an export gate
-refused the data, 130 interrupted (the hosted run is stopped first).
+or the selection gate refused the data, 130 interrupted (the hosted run is
+stopped first).
 """
 
 from __future__ import annotations
@@ -337,7 +338,12 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
                 used_rows = passes
             else:
                 train_set, used_rows = train_side, train_rows
-            report = wai.selection_report(wai.profile(train_set), method)
+            kwargs, config = _train_kwargs(stage, spec, last, stage_runs)
+            # the base's tokenizer counts the rows longer than its context, as wai.train will (a stage after
+            # another trains that one's base; a reward model always starts from its own)
+            inherited: str | None = previous.config.get("base_model") if previous is not None and method != "rm" else None
+            base: str = stage.get("base_model") or inherited or wai.defaults.KIT_BASE_NAME
+            report = wai.selection_report(train_set, method, base_model=base, config={**kwargs, **config})
             if train_set.id != train_side.id:
                 facts["datasets"][f"{stage_name}:{method}"] = train_set.id
             note["result"] = (f"{train_set.id}; " if train_set.id != train_side.id else "") + (
@@ -351,27 +357,31 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
             progress.line(f"- export gate refused the data; nothing was trained:\n{exc}")
             facts.update(status="refused", error=f"an export gate refused the data: {str(exc).splitlines()[0]}")
             return EXIT_GATE
-        kwargs, config = _train_kwargs(stage, spec, last, stage_runs)
         # a reward model scores rows, it is no policy: it trains from the base and no stage continues it
         start: Any = None if method == "rm" else previous
         stage_record = {**record, "stage": stage_name, "stage_index": index, "stages": [n for n, _ in stages],
                         "previous_run": start.id if start is not None else None,
                         "export": _short_export(export_report)}
-        with progress.step(f"{label}: wai.train on {spec['target']['name']}") as note:
-            with warnings.catch_warnings(record=True) as said:
-                warnings.simplefilter("always")
-                run = wai.train(
-                    train_set, method=method, holdout=held, base_model=stage.get("base_model"),
-                    check=stage.get("check") or spec["check"], target=spec["target"]["name"],
-                    init_from=start, config={**config, "runner": stage_record},
-                    name=run_label(context, stage_name, method, last), **kwargs,
-                )
-            for warning in said:
-                text = str(warning.message)
-                if "config key 'runner'" not in text:
-                    progress.line(f"  warning: {text}")
-            run.note(export=_short_export(export_report))
-            note["result"] = f"{run.id} \"{run.name}\" {run.url}"
+        try:
+            with progress.step(f"{label}: wai.train on {spec['target']['name']}") as note:
+                with warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
+                    run = wai.train(
+                        train_set, method=method, holdout=held, base_model=stage.get("base_model"),
+                        check=stage.get("check") or spec["check"], target=spec["target"]["name"],
+                        init_from=start, config={**config, "runner": stage_record},
+                        name=run_label(context, stage_name, method, last), **kwargs,
+                    )
+                for warning in said:
+                    text = str(warning.message)
+                    if "config key 'runner'" not in text:
+                        progress.line(f"  warning: {text}")
+                run.note(export=_short_export(export_report))
+                note["result"] = f"{run.id} \"{run.name}\" {run.url}"
+        except wai.TrainingSelectionError as exc:  # the data cannot teach the method (the gate refuses before it warns)
+            progress.line(f"- the selection gate refused the data; nothing was trained:\n{exc}")
+            facts.update(status="refused", error=f"the selection gate refused the data: {str(exc).splitlines()[0]}")
+            return EXIT_GATE
         runs.append({"id": run.id, "stage": stage_name, "method": method, "name": run.name})
         stage_runs[stage_name] = run.id
         facts["run"] = run
