@@ -656,3 +656,24 @@ def test_the_launch_route_refuses_what_is_not_a_run_spec(launches):
                                                       "spec": {"generations": 4, "lora_rank": "wide"}})
     assert err.value.status == 422 and "lora_rank='wide'" in str(err.value)
     assert not launches
+
+
+def test_dpo_pair_source_and_nll_weight_are_checked_and_recorded(launches):
+    ds = wai.push(rows(tag="dpo-policy"), name="dpo-policy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(ds, method="dpo", config={"pair_source": "policy", "nll_weight": 1.0, "policy_samples": 4})
+    assert (run.config["pair_source"], run.config["nll_weight"], run.config["policy_samples"]) == ("policy", 1.0, 4)
+    assert launches[-1]["spec"]["pair_source"] == "policy"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = wai.train(ds, method="dpo", steps=3)
+    # the defaults are plain DPO on the dataset's own rows, and they land on the record too
+    assert (plain.config["pair_source"], plain.config["nll_weight"]) == ("rows", 0.0)
+    with pytest.raises(TrainingConfigError) as raised:
+        wai.train(ds, method="dpo", config={"pair_source": "sampled", "nll_weight": -1, "policy_samples": 1})
+    said = str(raised.value)
+    assert "3 problem(s)" in said and "pair_source='sampled'" in said and "'rows', 'policy'" in said
+    assert "nll_weight=-1" in said and "policy_samples=1" in said
+    with pytest.raises(TrainingConfigError, match="pair_source"):
+        wai.train(ds, method="sft", config={"pair_source": "policy"})

@@ -145,6 +145,34 @@ def test_dpo_continues_the_sft_adapter_and_the_result_serves(sets, sft_stage):
     wai.unserve("stage-dpo")
 
 
+def test_dpo_on_policy_pairs_sample_the_sft_adapter_and_train_it(sets, kit_sft_stage):
+    """pair_source="policy": the SFT policy's own sampled replies, judged against the gold, a pass against a fail."""
+    sft = kit_sft_stage
+    dpo = _train(sets["train"], method="dpo", init_from=sft, steps=2, holdout=sets["holdout"],
+                 config={"pair_source": "policy", "policy_samples": 4, "nll_weight": 1.0, "holdout_rows": 4,
+                         "batch_size": 2})
+    assert dpo.wait(poll=1, timeout=600) == "done", dpo.error
+    said = dpo.training["policy_pairs"]
+    assert said["samples"] == said["prompts"] * 4 and said["samples_per_prompt"] == 4
+    assert 0 < said["mixed_prompts"] <= said["prompts"] and 0 < said["pairs"] <= 2 * said["mixed_prompts"]
+    assert dpo.training["pairs"] == said["pairs"] == dpo.training["trainer_received"]
+    assert 0 < said["sampled_pass_rate"] < 1
+    moved, size = _moved(dpo, _lora_weights(sft.adapter))
+    assert 0 < moved < 0.5 * size, (moved, size)
+    # what the trainer read is the sampled text: the prompt as the policy saw it, each side ending its turn
+    trained = [json.loads(line) for line in (job_dir(_job_of(dpo.id)["id"]) / "pairs.policy.jsonl").open()]
+    assert len(trained) == said["pairs"]
+    assert all(p["prompt"].endswith("<|im_start|>assistant\n") and p["chosen"] != p["rejected"] for p in trained)
+    assert all(p[side].endswith("<|im_end|>") for p in trained for side in ("chosen", "rejected"))
+
+
+def test_dpo_on_policy_pairs_from_a_policy_that_never_passes_fail_with_the_fix(sets):
+    run = _train(sets["train"], method="dpo", steps=2, base_model=sets["base"],
+                 config={"pair_source": "policy", "policy_samples": 2, "holdout_rows": 4})
+    assert run.wait(poll=1, timeout=300) == "failed"
+    assert "sampled replies both pass and fail" in run.error and "init_from an SFT run" in run.error
+
+
 def _process_gone(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]

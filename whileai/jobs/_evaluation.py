@@ -20,7 +20,7 @@ from whileai.jobs._trainer_data import export_training
 from whileai.simulations import defaults
 from whileai.simulations.rows import prompt_messages
 
-__all__ = ["distinct_prompts", "generate_replies", "policy_pass_rate", "gold_reply_tokens", "heldout_loss"]
+__all__ = ["distinct_prompts", "encode_prompt", "generate_replies", "policy_pass_rate", "gold_reply_tokens", "heldout_loss"]
 
 
 def distinct_prompts(rows: list[Mapping[str, Any]], limit: int | None, seed: int) -> list[Mapping[str, Any]]:
@@ -37,7 +37,7 @@ def distinct_prompts(rows: list[Mapping[str, Any]], limit: int | None, seed: int
     return chosen
 
 
-def _encode_prompt(tokenizer: Any, row: Mapping[str, Any]) -> list[int]:
+def encode_prompt(tokenizer: Any, row: Mapping[str, Any]) -> list[int]:
     ids = tokenizer.apply_chat_template(
         prompt_messages(row), tools=row.get("tools") or None, add_generation_prompt=True, tokenize=True, return_dict=True
     )["input_ids"]
@@ -56,7 +56,7 @@ def generate_replies(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
     replies: list[str] = []
     try:
         for start in range(0, len(rows), batch_size):
-            encoded = [_encode_prompt(tokenizer, row) for row in rows[start : start + batch_size]]
+            encoded = [encode_prompt(tokenizer, row) for row in rows[start : start + batch_size]]
             width = max(len(ids) for ids in encoded)
             input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in encoded], device=dev)
             mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded], device=dev)

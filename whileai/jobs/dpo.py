@@ -1,11 +1,16 @@
-"""DPO job body: LoRA DPO on a pass against a fail per prompt, length matched.
+"""DPO job body: LoRA DPO on a pass against a fail per prompt.
 
-Pairs come from ``build_preference_pairs`` (the ``select_for_preference``
-rule: per task, the pass/fail pairs closest in length, PREFERENCE_PAIRS_PER_TASK
-of them when ``balance`` is on) and leave through ``export_preference`` in
-TRL's conversational triple, gates on. With LoRA the reference model is the
-base with the adapter disabled, so no second copy is loaded. Mind the learning
-rate: TRAINING_KNOBS records a held-out collapse at 1e-3 where 1e-4 improved.
+With ``pair_source="rows"`` (the default) pairs come from the dataset through
+``build_preference_pairs`` (the ``select_for_preference`` rule: per task, the
+pass/fail pairs closest in length, PREFERENCE_PAIRS_PER_TASK of them when
+``balance`` is on) and leave through ``export_preference`` in TRL's
+conversational triple, gates on. With ``pair_source="policy"`` they are the
+start policy's own sampled replies, judged against the rows' gold
+(``jobs._policy_pairs``). ``nll_weight`` adds an NLL term on the chosen side
+(TRL's ``"sft"`` loss beside ``loss_type``: RPO). With LoRA the reference is the
+adapter the run starts from (TRL keeps a frozen copy, "ref"), or the bare base,
+so no second model is loaded. Mind the learning rate: TRAINING_KNOBS records a
+held-out collapse at 1e-3 where 1e-4 improved.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from whileai.jobs import _evaluation, _loading, _trainer_data, _trainer_setup
+from whileai.jobs import _evaluation, _loading, _policy_pairs, _trainer_data, _trainer_setup
 
 __all__ = ["fit", "load", "evaluate", "preference_pairs"]
 
@@ -32,34 +37,65 @@ def preference_pairs(rows: list[dict[str, Any]], balance: bool) -> list[dict[str
 
 
 def _longest_prompt(tokenizer: Any, examples: list[dict[str, Any]]) -> int:
+    """Tokens of the longest prompt: the chat template's rendering, or a text prompt's own tokens."""
     return max(
-        len(tokenizer.apply_chat_template(ex["prompt"], tools=ex.get("tools") or None, add_generation_prompt=True,
-                                          tokenize=True, return_dict=True)["input_ids"])
+        len(tokenizer(ex["prompt"], add_special_tokens=False)["input_ids"]) if isinstance(ex["prompt"], str)
+        else len(tokenizer.apply_chat_template(ex["prompt"], tools=ex.get("tools") or None, add_generation_prompt=True,
+                                               tokenize=True, return_dict=True)["input_ids"])
         for ex in examples
     )
+
+
+def _row_pairs(spec: dict[str, Any], tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+               limit: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    pairs = preference_pairs(rows, bool(spec.get("balance", True)))
+    options = _trainer_data.export_options(spec, "dpo")
+    examples = _trainer_data.export_pairs(pairs, folder, options)
+    examples, too_long = _trainer_data.within_context(tokenizer, examples, limit)
+    return examples, {"left_out_too_long": too_long, "export": options}
+
+
+def _sampled_pairs(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+                   limit: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    import json
+
+    examples, report = _policy_pairs.policy_pairs(model, tokenizer, rows, spec, limit)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "pairs.policy.jsonl", "w", encoding="utf-8") as f:  # the job's record of what it trained on
+        f.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in examples)
+    if not examples:
+        raise ValueError(
+            f"dpo with pair_source='policy' found no prompt whose {report['samples_per_prompt']} sampled replies both "
+            f"pass and fail ({report['prompts']} prompts, sampled pass rate {report['sampled_pass_rate']}); start from "
+            "a policy that sometimes passes (init_from an SFT run), raise policy_samples, or use pair_source='rows'")
+    return examples, {"left_out_too_long": report["left_out_too_long"], "policy_pairs": report}
 
 
 def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     from trl import DPOConfig, DPOTrainer
 
-    pairs = preference_pairs(rows, bool(spec.get("balance", True)))
-    options = _trainer_data.export_options(spec, "dpo")
-    examples = _trainer_data.export_pairs(pairs, folder, options)
-    examples, too_long = _trainer_data.within_context(tokenizer, examples, _loading.max_length(model))
+    limit = _loading.max_length(model)
+    if spec.get("pair_source") == "policy":
+        examples, said = _sampled_pairs(spec, model, tokenizer, rows, folder, limit)
+    else:
+        examples, said = _row_pairs(spec, tokenizer, rows, folder, limit)
     if not examples:
         raise ValueError("dpo found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task")
     loss_type = str(spec["loss_type"])
     extra_args: dict[str, Any] = {}
     if loss_type == "exo_pair":
         extra_args["label_smoothing"] = 1e-3  # EXO's recommended epsilon (TRL refuses 0 for exo_pair)
+    nll = float(spec.get("nll_weight") or 0.0)
+    losses = [loss_type] + (["sft"] if nll > 0 and loss_type != "sft" else [])
+    if len(losses) > 1:
+        extra_args["loss_weights"] = [1.0, nll]
     trainer = _trainer_setup.train_lora(
         DPOTrainer, DPOConfig, spec, folder, model, tokenizer, examples, callbacks,
         beta=float(spec["beta"]),
-        loss_type=[loss_type],
-        max_length=_longest_prompt(tokenizer, examples) + int(spec["max_completion_length"]),
+        loss_type=losses,
+        max_length=min(limit, _longest_prompt(tokenizer, examples) + int(spec["max_completion_length"])),
         **extra_args,
     )
     return trainer.model, {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step,
-                           "left_out_too_long": too_long, "trainer_received": len(trainer.train_dataset), "unit": "pairs",
-                           "export": options}
+                           "trainer_received": len(trainer.train_dataset), "unit": "pairs", **said}

@@ -367,6 +367,27 @@ TRAIN_HOLDOUT_MAX_ROWS = 200
 #: short answer). Also the default ``max_completion_length`` for GRPO/DPO.
 TRAIN_EVAL_MAX_NEW_TOKENS = 96
 
+#: DPO with ``pair_source="policy"`` (jobs/_policy_pairs.py): the pairs come from the
+#: start policy's own replies, sampled ``policy_samples`` times per training prompt at
+#: this temperature and judged by the first-action judge, so the rejected side is a
+#: mistake this policy makes (on-policy preference data: Xu et al. 2024, "Is DPO
+#: Superior to PPO for LLM Alignment?", arXiv:2404.10719, trace DPO's failures to the
+#: shift between the pairs and the policy; Iterative RPO, Pang et al. 2024,
+#: arXiv:2404.19733, samples its pairs from the model being trained). 0.7 is the
+#: sample task's rollout temperature; measured on the kit (issue 18, seed 0, 73 held-out
+#: prompts, 8 samples, NLL weight 1): 0.7 and 1.0 both went 33 -> 45.
+DPO_POLICY_TEMPERATURE = 0.7
+#: Distinct pass-vs-fail pairs per prompt from the policy's samples. Measured on the kit
+#: (issue 18, seed 0): 1 pair of 4 samples went 33 -> 39 of 73 (p 0.29), 2 pairs of 8
+#: samples 33 -> 45 (p 0.004).
+DPO_POLICY_PAIRS_PER_PROMPT = 2
+#: Prompts sampled together (each ``policy_samples`` times) in one generate call.
+DPO_POLICY_BATCH_PROMPTS = 16
+#: Token cap of one sampled reply (``max_completion_length`` lowers it): the held-out
+#: reply's cap, since the pairs are first actions, as the held-out measurement judges them.
+DPO_POLICY_MAX_NEW_TOKENS = TRAIN_EVAL_MAX_NEW_TOKENS
+
+
 #: What a bare TRL 1.16 script would run with where our defaults differ, kept so
 #: a run's config can be read against it: GRPO's beta=0.0 loads no reference
 #: model (no KL at all), loss_type="dapo" normalises over the global batch, and
@@ -530,6 +551,20 @@ TRAINING_HOST_KEYS: dict[str, dict[str, dict]] = {
                       "source": ""} for m in ("sft", "dpo", "rm")},
     "holdout_rows": {m: {"range": (1, 1_000_000), "default": TRAIN_HOLDOUT_MAX_ROWS,
                         "paper": None, "source": ""} for m in TRAIN_METHODS},
+    # Where DPO's pairs come from: the dataset's pass and fail rows ("rows", length
+    # matched), or the start policy's own sampled replies judged against the rows' gold
+    # ("policy", DPO_POLICY_*). Measured on the kit (issue 18): from a 60-step SFT start
+    # "rows" never beat its start (33 -> 33, 35 -> 40 of 73) while "policy" did.
+    "pair_source": {"dpo": {"choices": ("rows", "policy"), "default": "rows", "paper": "policy",
+                            "source": "Iterative RPO, arXiv:2404.19733 (pairs sampled from the model)"}},
+    "policy_samples": {"dpo": {"range": (2, 64), "default": 8, "paper": 30,
+                               "source": "Iterative RPO, arXiv:2404.19733 (N=30 samples per prompt)"}},
+    # Weight of an NLL term on the chosen side beside the DPO loss (TRL's loss_type
+    # [loss_type, "sft"] with loss_weights [1, nll_weight]): RPO's alpha. 0 is plain DPO.
+    # Llama 3 (arXiv:2407.21783, section 4.1.4) used 0.2 to keep DPO from lowering the
+    # chosen replies' likelihood along with the rejected ones'.
+    "nll_weight": {"dpo": {"range": (0.0, 10.0), "default": 0.0, "paper": 1.0,
+                           "source": "Iterative RPO, arXiv:2404.19733 (alpha = 1)"}},
     # What before/after measures for SFT: the held-out first-action pass rate, or
     # the held-out loss on the passing rows (lower is better).
     "metric": {"sft": {"choices": ("pass_rate", "loss"), "default": "pass_rate", "paper": None, "source": ""}},

@@ -1,0 +1,122 @@
+"""On-policy preference pairs: the start policy's own replies, sampled and judged, a pass against a fail per prompt.
+
+DPO with ``pair_source="policy"`` trains on these instead of the dataset's
+rollout rows. For each training prompt (one per task with a gold first action)
+the policy the run starts from samples ``policy_samples`` replies at
+DPO_POLICY_TEMPERATURE; the first-action judge (the held-out measurement's and
+GRPO's reward's judge, ``judge_reply``) scores each against the row's gold; a
+prompt whose samples both pass and fail gives up to DPO_POLICY_PAIRS_PER_PROMPT
+pairs, each a distinct failing reply against a passing one (a pass repeats when
+the policy wrote fewer distinct passes than mistakes). So the rejected side is a mistake this policy
+actually makes, and the chosen side a reply it can already write.
+
+The pairs are TRL's standard (text) preference rows: ``prompt`` is the chat
+template's rendering of the prompt with its tools and the generation prompt,
+exactly what the policy was sampled from; ``chosen`` / ``rejected`` are the
+sampled tokens decoded, ending with the end-of-turn token. A reply the token cap
+cut (no end-of-turn token) is left out of the pairs, as GRPO masks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from whileai.jobs import _evaluation
+from whileai.simulations import defaults
+from whileai.simulations.context import prompt_length
+from whileai.simulations.rows import prompt_messages
+
+__all__ = ["policy_pairs"]
+
+
+def _prompts(rows: list[dict[str, Any]], seed: int) -> list[Mapping[str, Any]]:
+    """One row per distinct prompt that carries a gold first action (what the judge needs)."""
+    with_gold: list[Mapping[str, Any]] = [r for r in rows if r.get("gold") is not None]
+    if not with_gold:
+        raise ValueError("dpo with pair_source='policy' judges the policy's own replies against each row's gold, and "
+                         "no row carries one; grade the rows with a gold first action (docs/rows.md), or use "
+                         "pair_source='rows'")
+    return list(_evaluation.distinct_prompts(with_gold, len(with_gold), seed))
+
+
+def _sample(model: Any, tokenizer: Any, encoded: list[list[int]], k: int, max_new_tokens: int,
+            temperature: float) -> list[list[tuple[list[int], bool]]]:
+    """``k`` sampled replies per prompt: (token ids up to and including the end-of-turn token, ended)."""
+    import torch
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    eos = tokenizer.eos_token_id
+    dev = next(model.parameters()).device
+    width = max(len(ids) for ids in encoded)
+    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in encoded], device=dev)
+    mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded], device=dev)
+    with torch.no_grad():
+        out = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=True,
+                             temperature=temperature, top_k=0, top_p=1.0, num_return_sequences=k,
+                             pad_token_id=pad, eos_token_id=eos)
+    replies: list[list[tuple[list[int], bool]]] = [[] for _ in encoded]
+    for j, seq in enumerate(out[:, width:].tolist()):
+        ended = eos in seq
+        replies[j // k].append((seq[: seq.index(eos) + 1] if ended else seq, ended))
+    return replies
+
+
+def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: Mapping[str, Any],
+                 context: int) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """``(pairs, report)``: TRL text preference rows from the policy's judged samples, and what was sampled.
+
+    ``context`` is the model's token limit: a prompt whose tokens plus the reply
+    cap exceed it is left out and counted (``left_out_too_long``).
+    """
+    from whileai.simulations.judges import judge_reply
+
+    k = int(spec.get("policy_samples") or defaults.TRAINING_HOST_KEYS["policy_samples"]["dpo"]["default"])
+    cap = min(int(spec.get("max_completion_length") or defaults.DPO_POLICY_MAX_NEW_TOKENS),
+              defaults.DPO_POLICY_MAX_NEW_TOKENS)
+    per_prompt = defaults.DPO_POLICY_PAIRS_PER_PROMPT
+    prompts = _prompts(rows, int(spec.get("seed") or 0))
+    fitting = [r for r in prompts
+               if prompt_length(tokenizer, prompt_messages(r), r.get("tools")) + cap <= context]
+    if not fitting:
+        raise ValueError(f"dpo with pair_source='policy' has no prompt that fits the model's context of {context} "
+                         f"tokens with a {cap}-token reply ({len(prompts)} prompts); shorten the prompts or use a base "
+                         "with a longer context")
+    was_training = model.training
+    model.eval()
+    pairs: list[dict[str, str]] = []
+    sampled = passed = cut = mixed = 0
+    try:
+        size = defaults.DPO_POLICY_BATCH_PROMPTS
+        for start in range(0, len(fitting), size):
+            batch = fitting[start : start + size]
+            encoded = [_evaluation.encode_prompt(tokenizer, r) for r in batch]
+            for row, ids, replies in zip(batch, encoded, _sample(model, tokenizer, encoded, k, cap,
+                                                                 defaults.DPO_POLICY_TEMPERATURE), strict=True):
+                good: list[str] = []
+                bad: list[str] = []
+                for seq, ended in replies:
+                    sampled += 1
+                    if not ended:
+                        cut += 1
+                        continue
+                    text = tokenizer.decode(seq, skip_special_tokens=False)
+                    ok = bool(judge_reply(text[: -len(tokenizer.eos_token)], row)["passed"])
+                    passed += ok
+                    side = good if ok else bad
+                    if text not in side:
+                        side.append(text)
+                if good and bad:
+                    mixed += 1
+                    prompt_text = tokenizer.decode(ids, skip_special_tokens=False)
+                    # each distinct mistake against a pass (a policy that knows the task often writes one pass)
+                    pairs += [{"prompt": prompt_text, "chosen": good[i % len(good)], "rejected": bad[i]}
+                              for i in range(min(per_prompt, len(bad)))]
+    finally:
+        if was_training:
+            model.train()
+    report = {"prompts": len(fitting), "samples_per_prompt": k, "max_new_tokens": cap, "temperature": defaults.DPO_POLICY_TEMPERATURE,
+              "samples": sampled, "sampled_pass_rate": round(passed / sampled, 4) if sampled else None,
+              "cut_by_cap": cut, "mixed_prompts": mixed, "pairs": len(pairs), "pairs_per_prompt": per_prompt,
+              "left_out_too_long": len(prompts) - len(fitting)}
+    return pairs, report
