@@ -17,7 +17,8 @@ stage and exits 1 when a stage failed or did not beat its start (more prompts
 gained than lost, p < --alpha).
 
 Defaults are the committed recipes' settings (SFT stage 60 steps; GRPO 30 steps
-at 5e-4 of TRAIN_GRPO_PROMPTS_PER_STEP prompts; DPO 60 steps at 1e-4). The
+at 5e-4 of TRAIN_GRPO_PROMPTS_PER_STEP prompts; DPO 60 steps at 1e-4 on the SFT policy's own sampled
+replies with an NLL weight of 1). The
 figures measured with them are in the recipes' closing notes. Before the
 kit base wrote the task's tool names and answer tokens (issue 18), GRPO 30 steps
 never ended above its start here: its sampled replies passed far less often
@@ -56,7 +57,7 @@ def _stage(wai, dataset, held, **kwargs) -> dict:
         "train_seconds": training.get("train_seconds"),
         "job_seconds": training.get("seconds"),
         "wall_seconds": round(time.perf_counter() - t, 1),
-        "knobs": {k: run.config.get(k) for k in ("learning_rate", "beta", "generations", "temperature")
+        "knobs": {k: run.config.get(k) for k in ("learning_rate", "beta", "generations", "temperature", "pair_source", "nll_weight")
                   if run.config.get(k) is not None},
     }
 
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--generations", type=int, default=4)
     p.add_argument("--dpo-steps", type=int, default=60)
     p.add_argument("--dpo-lr", type=float, default=1e-4)
+    p.add_argument("--dpo-pairs", choices=("rows", "policy"), default="policy",
+                   help="DPO's pair_source: the dataset's rows, or the SFT policy's own sampled replies")
+    p.add_argument("--dpo-nll", type=float, default=1.0, help="DPO's nll_weight (RPO's NLL term; 0 is plain DPO)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--alpha", type=float, default=0.05, help="a stage must beat its start at exact McNemar p < alpha")
     p.add_argument("--holdout-rows", type=int, default=None,
@@ -133,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                               config={**config, "monitor": False}))
     if args.only in (None, "dpo"):
         results.append(_stage(wai, train_side, held, method="dpo", init_from=sft["run"], steps=args.dpo_steps,
-                              learning_rate=args.dpo_lr, seed=args.seed, config=config))
+                              learning_rate=args.dpo_lr, seed=args.seed,
+                              config={**config, "pair_source": args.dpo_pairs, "nll_weight": args.dpo_nll}))
     failed = []
     for result in results:
         if result["status"] == "done" and result is not sft:
