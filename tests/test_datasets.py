@@ -354,3 +354,22 @@ def test_embedded_platform_push(home):
     ds = wai.push(fixture_rows(), name="local")
     assert datasets.load_rows(ds) == fixture_rows()
     assert wai.selection_report(ds.id, "grpo")["rows"] == 7
+
+
+def test_balance_false_counts_every_length_matched_pair_as_the_job_uses_them():
+    from whileai.jobs.dpo import preference_pairs
+    from whileai.simulations._selection import pairs_per_task, profile_rows, selection_report
+
+    rows = []
+    for t, (passes, fails) in enumerate([(2, 2), (3, 1), (1, 3), (4, 0)]):
+        rows += [{"task_id": f"t{t}", "passed": True, "messages": []} for _ in range(passes)]
+        rows += [{"task_id": f"t{t}", "passed": False, "messages": []} for _ in range(fails)]
+    prof = profile_rows(rows)
+    assert pairs_per_task("dpo", {"balance": True}, len(rows)) is None
+    assert pairs_per_task("grpo", {"balance": False}, len(rows)) is None
+    for method in ("dpo", "rm"):
+        balanced = selection_report(prof, method)
+        every = selection_report(prof, method, per_task=pairs_per_task(method, {"balance": False}, len(rows)))
+        assert balanced["pairs"] == 3 == len(preference_pairs(rows, True))
+        assert every["pairs"] == 2 + 1 + 1 == len(preference_pairs(rows, False))
+        assert every["rows"] + sum(d["rows"] for d in every["dropped"]) == len(rows)

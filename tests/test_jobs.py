@@ -232,3 +232,37 @@ def test_every_method_module_is_a_job_body():
             wanted = list(inspect.signature(getattr(JobBody, attr)).parameters)[1:]
             given = list(inspect.signature(getattr(module, attr)).parameters)
             assert given == wanted, (name, attr, given)
+
+
+def test_an_rm_trained_on_the_first_action_is_a_judge_that_reads_the_first_action(sample_sets):
+    """reward_span="first_action": the pairs end at the first assistant turn, and reward_model(run) scores that span."""
+    from whileai.jobs import rm
+    from whileai.simulations.serving import reward_text_messages
+
+    rows = wai.datasets.load_rows(sample_sets["holdout"])
+    called = next(r for r in rows if len(r["messages"]) > 3)  # a call, its tool response and a final reply
+    first = reward_text_messages(called, "first_action")
+    assert [m["role"] for m in first] == ["system", "user", "assistant"] and first[-1]["tool_calls"]
+    assert reward_text_messages(called) == reward_text_messages(called, "conversation")
+    assert len(reward_text_messages(called)) == len(called["messages"])
+    with pytest.raises(ValueError, match="'conversation', 'first_action'"):
+        reward_text_messages(called, "last")
+    pairs = rm.pair_examples(rows, True, "first_action")
+    assert pairs and all(p[side][-1]["role"] == "assistant" and sum(m["role"] == "assistant" for m in p[side]) == 1
+                         for p in pairs for side in ("chosen", "rejected"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(sample_sets["train"], method="rm", steps=2, base_model=sample_sets["base"], wait=True,
+                        config={"holdout_rows": 24, "reward_span": "first_action"})
+    assert run.status == "done", run.error
+    assert run.config["reward_span"] == "first_action" and run.training["reward_span"] == "first_action"
+    judge = wai.reward_model(run)
+    assert judge.span == "first_action"
+    # what follows the first action does not change the score: the judge reads only up to it
+    tail = {**called, "messages": called["messages"][:3] + [{"role": "assistant", "content": "something else"}]}
+    assert judge.score([called])[0] == pytest.approx(judge.score([tail])[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = wai.train(sample_sets["train"], method="rm", steps=2, base_model=sample_sets["base"], wait=True,
+                          config={"holdout_rows": 24})
+    assert whole.status == "done" and wai.reward_model(whole).span == "conversation"

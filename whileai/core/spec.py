@@ -146,6 +146,7 @@ class RMSpec(RunSpec):
     method: Literal["rm"] = "rm"
     batch_size: int | None = None
     balance: bool | None = None
+    reward_span: Literal["conversation", "first_action"] | None = None
 
 
 SPEC_MODELS: dict[str, type[RunSpec]] = {"sft": SFTSpec, "grpo": GRPOSpec, "dpo": DPOSpec, "rm": RMSpec}

@@ -1,7 +1,8 @@
 """RM job body: a reward model (LoRA on a one-label sequence classifier) on pass-vs-fail pairs.
 
-Each side is the chat template over the row's whole ``messages`` with its
-``tools`` (what ``reward_model(run)`` scores later). The score head is freshly
+Each side is the chat template over the row's ``messages`` with its ``tools``
+(what ``reward_model(run)`` scores later): the whole conversation, or with
+``reward_span="first_action"`` the prompt and the first assistant turn only. The score head is freshly
 initialised on every load, so it is trained and saved with the adapter
 (``modules_to_save``). Before and after are the held-out pair accuracy (the
 share of held-out pairs whose pass outscores its fail); the run's
@@ -17,7 +18,7 @@ from typing import Any
 from whileai.jobs import _environment, _loading, _trainer_data, _trainer_setup
 from whileai.simulations import defaults
 
-__all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_examples"]
+__all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_examples", "span_of"]
 
 
 def load(spec: dict[str, Any]) -> tuple[Any, Any]:
@@ -32,7 +33,12 @@ def load(spec: dict[str, Any]) -> tuple[Any, Any]:
     return model.to(_environment.device()), tokenizer
 
 
-def pair_examples(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
+def span_of(spec: dict[str, Any]) -> str:
+    """What of a row the reward model reads (config ``reward_span``)."""
+    return str(spec.get("reward_span") or "conversation")
+
+
+def pair_examples(rows: list[dict[str, Any]], balance: bool, span: str = "conversation") -> list[dict[str, Any]]:
     """``{"chosen": messages, "rejected": messages, "tools": [...]}`` per pass-vs-fail pair (TRL's implicit prompt)."""
     from whileai.jobs.dpo import preference_pairs
     from whileai.simulations.serving import reward_text_messages
@@ -41,15 +47,16 @@ def pair_examples(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, A
     for pair in preference_pairs(rows, balance):
         chosen, rejected = pair["chosen"], pair["rejected"]
         out.append({
-            "chosen": reward_text_messages(chosen),
-            "rejected": reward_text_messages(rejected),
+            "chosen": reward_text_messages(chosen, span),
+            "rejected": reward_text_messages(rejected, span),
             "tools": chosen.get("tools") or rejected.get("tools") or [],
         })
     return out
 
 
-def score_rows(model: Any, tokenizer: Any, rows: list[dict[str, Any]], batch_size: int | None = None) -> list[float]:
-    """The head's score for each row (chat template over its whole conversation and tools)."""
+def score_rows(model: Any, tokenizer: Any, rows: list[dict[str, Any]], batch_size: int | None = None,
+               span: str = "conversation") -> list[float]:
+    """The head's score for each row (chat template over its conversation, or up to its first action, and tools)."""
     import torch
 
     from whileai.simulations.serving import reward_text_messages, score_token_batches
@@ -58,7 +65,7 @@ def score_rows(model: Any, tokenizer: Any, rows: list[dict[str, Any]], batch_siz
     was_training = model.training
     model.eval()
     encoded = [
-        list(tokenizer.apply_chat_template(reward_text_messages(r), tools=r.get("tools") or None,
+        list(tokenizer.apply_chat_template(reward_text_messages(r, span), tools=r.get("tools") or None,
                                            tokenize=True, return_dict=True)["input_ids"])
         for r in rows
     ]
@@ -126,9 +133,10 @@ def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[s
     labelled, pairs = _holdout_rows(rows, spec)
     if not labelled:
         return {"value": None, "metric": "pair_accuracy", "why": "no held-out row carries a passed label"}
-    scores = score_rows(model, tokenizer, labelled)
+    scores = score_rows(model, tokenizer, labelled, span=span_of(spec))
     threshold, accuracy = best_threshold(scores, [bool(r["passed"]) for r in labelled])
     result: dict[str, Any] = {"metric": "pair_accuracy", "threshold": threshold, "row_accuracy": accuracy,
+                              "reward_span": span_of(spec),
                               "prompts": len(pairs), "rows": len(labelled)}
     if pairs:
         index = {id(r): s for r, s in zip(labelled, scores, strict=True)}
@@ -146,7 +154,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     from trl import RewardConfig, RewardTrainer
 
-    examples = pair_examples(rows, bool(spec.get("balance", True)))
+    examples = pair_examples(rows, bool(spec.get("balance", True)), span_of(spec))
     examples, too_long = _trainer_data.within_context(tokenizer, examples, _loading.max_length(model))
     if not examples:
         raise ValueError("rm found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task"
@@ -157,11 +165,12 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         max_length=_loading.max_length(model),
     )
     extra: dict[str, Any] = {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step,
+                             "reward_span": span_of(spec),
                              "left_out_too_long": too_long, "trainer_received": len(trainer.train_dataset),
                              "unit": "pairs"}
     if not holdout:  # with a held-out set the job's after-measurement picks the threshold there
         train_labelled = [r for r in rows if isinstance(r.get("passed"), bool)]
-        scores = score_rows(trainer.model, tokenizer, train_labelled)
+        scores = score_rows(trainer.model, tokenizer, train_labelled, span=span_of(spec))
         extra["threshold"], extra["threshold_row_accuracy"] = best_threshold(scores, [r["passed"] for r in train_labelled])
         extra["threshold_note"] = "no held-out set: the threshold was chosen on the training rows"
     return trainer.model, extra

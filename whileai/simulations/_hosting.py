@@ -133,7 +133,7 @@ def _dropped_text(report: Mapping[str, Any]) -> str:
 
 
 def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixed_tasks: int,
-                   context: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   context: Mapping[str, Any] | None = None, per_task: int | None = None) -> dict[str, Any]:
     """The selection report for ``method``; refuses what cannot teach, warns about what teaches less.
 
     SFT with failing rows, a grouped method with no mixed task, and rows whose
@@ -144,7 +144,7 @@ def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixe
     """
     from ._selection import selection_report
 
-    report = selection_report(profile, method, context=context)
+    report = selection_report(profile, method, per_task=per_task, context=context)
     grouped = method in ("grpo", "dpo", "rm")
     refusal = None
     failing = next((d for d in report.get("dropped") or [] if d["class"] == "failing"), None)
@@ -403,14 +403,15 @@ def train(
 
     report = None
     if check != "off":
-        from ._selection import profile_rows
+        from ._selection import pairs_per_task, profile_rows
         from .context import check_context
         from .rowsource import rows_of
 
         data = rows_of(dataset_id)
         prof = profile_rows(data, source=dataset_id)
-        context = check_context(data, method, resolved["base_model"], resolved)  # the tokenizer only, no weights
-        report = selection_gate(prof, method, check, int(resolved["min_mixed_tasks"]), context)
+        per_task = pairs_per_task(method, resolved, len(data))  # balance=False: every length-matched pair
+        context = check_context(data, method, resolved["base_model"], resolved, per_task)  # tokenizer only
+        report = selection_gate(prof, method, check, int(resolved["min_mixed_tasks"]), context, per_task)
         if method == "grpo" and generations is None and (prof.get("repeats") or {}).get("common"):
             lo, hi = defaults.TRAINING_KNOBS["generations"]["grpo"]["range"]
             resolved["generations"] = min(max(int(prof["repeats"]["common"]), lo), hi)

@@ -14,7 +14,7 @@ from typing import Any
 from . import defaults
 from .rowsource import group_by_task
 
-__all__ = ["profile_rows", "selection_report", "dropped_phrase", "METHODS"]
+__all__ = ["profile_rows", "selection_report", "dropped_phrase", "pairs_per_task", "METHODS"]
 
 METHODS = ("sft", "grpo", "dpo", "rm")
 
@@ -206,6 +206,14 @@ def _paired(per_task: list[dict[str, Any]], per_task_pairs: int,
     dropped.append(_drop("unpaired", unpaired_rows, 0))
     dropped.append(_drop("too_long", 2 * long_pairs, long_tasks))
     return 2 * pairs, used_tasks, dropped, {"pairs": pairs, "pairs_per_task": per_task_pairs}
+
+
+def pairs_per_task(method: str, config: Mapping[str, Any] | None, rows: int) -> int | None:
+    """The pairs per task a DPO/RM job uses under ``config``: None (PREFERENCE_PAIRS_PER_TASK) when ``balance``
+    is on or unset, else every length-matched pair of a task (the job's ``per_task=len(rows)``)."""
+    if method in ("dpo", "rm") and config is not None and config.get("balance") is False:
+        return max(rows, 1)
+    return None
 
 
 def selection_report(profile: Mapping[str, Any], method: str, per_task: int | None = None,

@@ -156,8 +156,9 @@ def _lengths(tokenizer: Any, method: str, items: list[Any], rows: Sequence[Mappi
     if method == "rm":
         from .serving import reward_text_messages
 
-        return [longest_sequence(tokenizer, {"chosen": reward_text_messages(p["chosen"]),
-                                             "rejected": reward_text_messages(p["rejected"]),
+        span = str(config.get("reward_span") or "conversation")
+        return [longest_sequence(tokenizer, {"chosen": reward_text_messages(p["chosen"], span),
+                                             "rejected": reward_text_messages(p["rejected"], span),
                                              "tools": p["chosen"].get("tools") or p["rejected"].get("tools")})
                 for p in items]
     options = _options(config, method)

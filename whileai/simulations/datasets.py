@@ -260,6 +260,10 @@ def selection_report(profile: Any, method: str, per_task: int | None = None, bas
                              "hold; pass the dataset itself (its handle, id or rows), or leave base_model None")
         return _selection_report(profile, method, per_task=per_task)
     rows = rows_of(profile)
+    if per_task is None:
+        from ._selection import pairs_per_task
+
+        per_task = pairs_per_task(method, config, len(rows))
     context = None
     if base_model is not None:
         from .context import check_context

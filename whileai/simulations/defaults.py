@@ -565,7 +565,14 @@ TRAINING_HOST_KEYS: dict[str, dict[str, dict]] = {
     # chosen replies' likelihood along with the rejected ones'.
     "nll_weight": {"dpo": {"range": (0.0, 10.0), "default": 0.0, "paper": 1.0,
                            "source": "Iterative RPO, arXiv:2404.19733 (alpha = 1)"}},
-    # What before/after measures for SFT: the held-out first-action pass rate, or
+    # What a reward model reads of a row: the whole conversation, or the prompt and the first
+    # assistant turn (what the first-action judge decides on, and all a GRPO completion is, so a
+    # gold judge for GRPO scores what it was trained on). Measured on the kit (issue 18, 69 held-out
+    # pairs): with the whole conversation the head told a right tool with a wrong value at chance
+    # (13/25); up to the first action 17-18/25.
+    "reward_span": {"rm": {"choices": ("conversation", "first_action"), "default": "conversation",
+                           "paper": None, "source": ""}},
+
     # the held-out loss on the passing rows (lower is better).
     "metric": {"sft": {"choices": ("pass_rate", "loss"), "default": "pass_rate", "paper": None, "source": ""}},
 }

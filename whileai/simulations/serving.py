@@ -224,10 +224,25 @@ def models(*, api_key: str | None = None) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- reward model
 
 
-def reward_text_messages(row: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A row's messages as the reward model read them in training: tool-call arguments as dicts."""
+#: What a reward model reads of a row (config ``reward_span``): the whole conversation, or the prompt and
+#: the first assistant turn only (what the first-action judge decides on, and all a GRPO completion is).
+REWARD_SPANS = ("conversation", "first_action")
+
+
+def reward_text_messages(row: Mapping[str, Any], span: str = "conversation") -> list[dict[str, Any]]:
+    """A row's messages as the reward model read them in training: tool-call arguments as dicts.
+
+    ``span="first_action"`` ends them at the first assistant turn (the prompt and the first action).
+    """
+    if span not in REWARD_SPANS:
+        raise ValueError(f"span={span!r} is not a reward span; pass one of {', '.join(map(repr, REWARD_SPANS))}")
+    messages = list(row.get("messages") or [])
+    if span == "first_action":
+        first = next((i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "assistant"),
+                     len(messages) - 1)
+        messages = messages[: first + 1]
     out = []
-    for msg in row.get("messages") or []:
+    for msg in messages:
         msg = dict(msg)
         if msg.get("tool_calls"):
             calls = []
@@ -253,14 +268,17 @@ class RewardModelJudge:
     """A judge backed by a reward-model adapter: ``judge(row) -> {"reward": score, "passed": bool}``.
 
     The score is the sequence-classification head's output over the chat
-    template of the row's whole conversation (its ``tools`` included), which is
-    what the model was trained on; ``passed`` is ``score >= threshold``. The
+    template of the row (its ``tools`` included) as the model was trained to read
+    it: the whole conversation, or up to the first action (``span``, the run's
+    ``reward_span``); ``passed`` is ``score >= threshold``. The
     model loads on the first call, once, and is shared by every thread.
     ``score(rows)`` scores many rows in batches of REWARD_MODEL_BATCH_SIZE.
     """
 
-    def __init__(self, adapter: str, base_model: str, threshold: float, run_id: str | None = None):
+    def __init__(self, adapter: str, base_model: str, threshold: float, run_id: str | None = None,
+                 span: str = "conversation"):
         self.adapter, self.base_model, self.threshold, self.run_id = adapter, base_model, threshold, run_id
+        self.span = span
         self.__name__ = f"reward_model({run_id or adapter})"
         self._lock = threading.Lock()
         self._model: Any = None
@@ -293,7 +311,7 @@ class RewardModelJudge:
         if size < 1:
             raise ValueError(f"batch_size={batch_size!r} must be at least 1; leave it None for the default")
         model, tokenizer = self._load()
-        encoded = [self._encode(tokenizer, model, row, i) for i, row in enumerate(rows)]
+        encoded = [self._encode(tokenizer, model, row, i, self.span) for i, row in enumerate(rows)]
         with self._lock, torch.inference_mode():  # one forward at a time: the model is shared
             scores = score_token_batches(model, encoded, tokenizer.pad_token_id, size)
         for i, s in enumerate(scores):
@@ -302,11 +320,11 @@ class RewardModelJudge:
         return scores
 
     @staticmethod
-    def _encode(tokenizer: Any, model: Any, row: Mapping[str, Any], index: int) -> list[int]:
+    def _encode(tokenizer: Any, model: Any, row: Mapping[str, Any], index: int, span: str) -> list[int]:
         if not isinstance(row, Mapping) or not row.get("messages"):
             raise ValueError(f"row {index} has no messages; a reward model scores rollout rows "
                              "({'messages': [...], 'tools'?: [...]})")
-        ids = tokenizer.apply_chat_template(reward_text_messages(row), tools=row.get("tools") or None,
+        ids = tokenizer.apply_chat_template(reward_text_messages(row, span), tools=row.get("tools") or None,
                                             tokenize=True, return_dict=True)["input_ids"]
         limit = int(getattr(model.config, "max_position_embeddings", 0) or 0)
         return list(ids[-limit:]) if limit else list(ids)  # keep the end: the score reads the last token
@@ -382,7 +400,8 @@ def reward_model(run: Any, threshold: float | None = None, *, api_key: str | Non
                              "pass threshold= to reward_model")
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
         raise ValueError(f"threshold={threshold!r} is not a finite number; pass one, or None for the run's own")
-    return RewardModelJudge(adapter, base, float(threshold), record.get("id"))
+    return RewardModelJudge(adapter, base, float(threshold), record.get("id"),
+                            span=str((config or {}).get("reward_span") or "conversation"))
 
 
 def score_token_batches(model: Any, encoded: list[list[int]], pad: int, size: int) -> list[float]:
