@@ -20,7 +20,7 @@ from whileai.jobs._trainer_data import export_training
 from whileai.simulations import defaults
 from whileai.simulations.rows import prompt_messages
 
-__all__ = ["distinct_prompts", "encode_prompt", "generate_replies", "policy_pass_rate", "gold_reply_tokens", "heldout_loss"]
+__all__ = ["distinct_prompts", "encode_prompt", "left_padded", "generate_replies", "policy_pass_rate", "gold_reply_tokens", "heldout_loss"]
 
 
 def distinct_prompts(rows: list[Mapping[str, Any]], limit: int | None, seed: int) -> list[Mapping[str, Any]]:
@@ -44,6 +44,16 @@ def encode_prompt(tokenizer: Any, row: Mapping[str, Any]) -> list[int]:
     return list(ids)
 
 
+def left_padded(encoded: list[list[int]], pad: int, device: Any) -> tuple[Any, Any, int]:
+    """``(input_ids, attention_mask, width)``: prompts padded on the left to one width, as generation wants them."""
+    import torch
+
+    width = max(len(ids) for ids in encoded)
+    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in encoded], device=device)
+    mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded], device=device)
+    return input_ids, mask, width
+
+
 def generate_replies(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], max_new_tokens: int,
                      batch_size: int = 16) -> list[str]:
     """Greedy replies to each row's prompt, decoded with the control tokens kept (the parser drops them)."""
@@ -57,9 +67,7 @@ def generate_replies(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
     try:
         for start in range(0, len(rows), batch_size):
             encoded = [encode_prompt(tokenizer, row) for row in rows[start : start + batch_size]]
-            width = max(len(ids) for ids in encoded)
-            input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in encoded], device=dev)
-            mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded], device=dev)
+            input_ids, mask, width = left_padded(encoded, pad, dev)
             with torch.no_grad():
                 out = model.generate(
                     input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,

@@ -24,8 +24,6 @@ from typing import Any
 
 from whileai.jobs import _evaluation
 from whileai.simulations import defaults
-from whileai.simulations.context import prompt_length
-from whileai.simulations.rows import prompt_messages
 
 __all__ = ["policy_pairs"]
 
@@ -48,9 +46,7 @@ def _sample(model: Any, tokenizer: Any, encoded: list[list[int]], k: int, max_ne
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     eos = tokenizer.eos_token_id
     dev = next(model.parameters()).device
-    width = max(len(ids) for ids in encoded)
-    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in encoded], device=dev)
-    mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded], device=dev)
+    input_ids, mask, width = _evaluation.left_padded(encoded, pad, dev)
     with torch.no_grad():
         out = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=True,
                              temperature=temperature, top_k=0, top_p=1.0, num_return_sequences=k,
@@ -76,8 +72,8 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: M
               defaults.DPO_POLICY_MAX_NEW_TOKENS)
     per_prompt = defaults.DPO_POLICY_PAIRS_PER_PROMPT
     prompts = _prompts(rows, int(spec.get("seed") or 0))
-    fitting = [r for r in prompts
-               if prompt_length(tokenizer, prompt_messages(r), r.get("tools")) + cap <= context]
+    # each prompt rendered once, as the held-out measurement renders it; its length decides whether it fits
+    fitting = [(r, ids) for r in prompts if len(ids := _evaluation.encode_prompt(tokenizer, r)) + cap <= context]
     if not fitting:
         raise ValueError(f"dpo with pair_source='policy' has no prompt that fits the model's context of {context} "
                          f"tokens with a {cap}-token reply ({len(prompts)} prompts); shorten the prompts or use a base "
@@ -89,8 +85,8 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: M
     try:
         size = defaults.DPO_POLICY_BATCH_PROMPTS
         for start in range(0, len(fitting), size):
-            batch = fitting[start : start + size]
-            encoded = [_evaluation.encode_prompt(tokenizer, r) for r in batch]
+            batch = [row for row, _ in fitting[start : start + size]]
+            encoded = [ids for _, ids in fitting[start : start + size]]
             for row, ids, replies in zip(batch, encoded, _sample(model, tokenizer, encoded, k, cap,
                                                                  defaults.DPO_POLICY_TEMPERATURE), strict=True):
                 good: list[str] = []

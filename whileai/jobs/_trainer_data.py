@@ -8,8 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from whileai.simulations import defaults
-from whileai.simulations.context import longest_sequence
+from whileai.simulations import context
 
 __all__ = ["within_context", "export_options", "export_training", "export_pairs"]
 
@@ -22,18 +21,16 @@ def within_context(tokenizer: Any, examples: list[dict[str, Any]], limit: int) -
     a call that never closes). The selection report counts the same examples
     before the run (``whileai.simulations.context``, one rendering for both).
     """
-    kept = [example for example in examples if longest_sequence(tokenizer, example) <= limit]
+    kept = [example for example in examples if context.longest_sequence(tokenizer, example) <= limit]
     return kept, len(examples) - len(kept)
 
 
 def export_options(spec: Mapping[str, Any], method: str) -> dict[str, Any]:
     """The export settings the run gave (TRAIN_EXPORT_KNOBS the method reads), None ones left out.
 
-    Left out means the exporter's own default, which is what a run that named
-    none of them trains on.
+    The selection report's rule (``context.export_options``), so both count the same rows.
     """
-    return {k: spec[k] for k in defaults.TRAIN_EXPORT_KNOBS
-            if spec.get(k) is not None and method in defaults.TRAINING_KNOBS[k]}
+    return context.export_options(spec, method)
 
 
 #: the keys of a TRL training row a trainer reads (the messages shape, or prompt/completion when only some turns train)

@@ -38,10 +38,11 @@ def preference_pairs(rows: list[dict[str, Any]], balance: bool) -> list[dict[str
 
 def _longest_prompt(tokenizer: Any, examples: list[dict[str, Any]]) -> int:
     """Tokens of the longest prompt: the chat template's rendering, or a text prompt's own tokens."""
+    from whileai.simulations.context import prompt_length
+
     return max(
         len(tokenizer(ex["prompt"], add_special_tokens=False)["input_ids"]) if isinstance(ex["prompt"], str)
-        else len(tokenizer.apply_chat_template(ex["prompt"], tools=ex.get("tools") or None, add_generation_prompt=True,
-                                               tokenize=True, return_dict=True)["input_ids"])
+        else prompt_length(tokenizer, ex["prompt"], ex.get("tools"))
         for ex in examples
     )
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from whileai.jobs import _evaluation, _loading, _trainer_setup
 from whileai.jobs._grpo_watch import group_watch
-from whileai.simulations.context import prompt_length
+from whileai.simulations.context import prompt_length, tool_schemas
 from whileai.simulations.rows import prompt_messages
 from whileai.simulations import defaults
 
@@ -83,12 +83,8 @@ def mixed_prompts(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, A
 
 
 def _tools(rows: list[dict[str, Any]]) -> list[SchemaTool]:
-    seen: dict[str, SchemaTool] = {}
-    for row in rows:
-        for schema in row.get("tools") or []:
-            tool = SchemaTool(schema)
-            seen.setdefault(tool.__name__, tool)
-    return list(seen.values())
+    """Every row's tool schema, one per name (the selection report's ``context.tool_schemas``), for the trainer."""
+    return [SchemaTool(schema) for schema in tool_schemas(rows)]
 
 
 def _ensure_response_parser(tokenizer: Any) -> None:

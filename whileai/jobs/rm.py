@@ -41,17 +41,9 @@ def span_of(spec: dict[str, Any]) -> str:
 def pair_examples(rows: list[dict[str, Any]], balance: bool, span: str = "conversation") -> list[dict[str, Any]]:
     """``{"chosen": messages, "rejected": messages, "tools": [...]}`` per pass-vs-fail pair (TRL's implicit prompt)."""
     from whileai.jobs.dpo import preference_pairs
-    from whileai.simulations.serving import reward_text_messages
+    from whileai.simulations.serving import reward_pair_example
 
-    out = []
-    for pair in preference_pairs(rows, balance):
-        chosen, rejected = pair["chosen"], pair["rejected"]
-        out.append({
-            "chosen": reward_text_messages(chosen, span),
-            "rejected": reward_text_messages(rejected, span),
-            "tools": chosen.get("tools") or rejected.get("tools") or [],
-        })
-    return out
+    return [reward_pair_example(pair, span) for pair in preference_pairs(rows, balance)]
 
 
 def score_rows(model: Any, tokenizer: Any, rows: list[dict[str, Any]], batch_size: int | None = None,

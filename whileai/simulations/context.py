@@ -21,7 +21,8 @@ from typing import Any
 
 from . import defaults
 
-__all__ = ["context_limit", "longest_sequence", "prompt_length", "base_tokenizer", "check_context", "UNITS"]
+__all__ = ["context_limit", "longest_sequence", "prompt_length", "base_tokenizer", "check_context", "export_options",
+           "tool_schemas", "UNITS"]
 
 #: what the job counts in ``left_out_too_long``, by method: SFT examples, GRPO prompts, DPO and RM pairs
 UNITS = {"sft": "rows", "grpo": "prompts", "dpo": "pairs", "rm": "pairs"}
@@ -99,8 +100,12 @@ def _counting(tokenizer: Any) -> Any:
     return tokenizer
 
 
-def _options(config: Mapping[str, Any], method: str) -> dict[str, Any]:
-    """The export settings ``method``'s job applies (the job's own rule: TRAIN_EXPORT_KNOBS it reads, None left out)."""
+def export_options(config: Mapping[str, Any], method: str) -> dict[str, Any]:
+    """The export settings ``method``'s job applies: TRAIN_EXPORT_KNOBS the method reads, None ones left out.
+
+    Left out means the exporter's own default, which is what a run that named
+    none of them trains on. The jobs read the same rule (``_trainer_data``).
+    """
     return {k: config[k] for k in defaults.TRAIN_EXPORT_KNOBS
             if config.get(k) is not None and method in defaults.TRAINING_KNOBS[k]}
 
@@ -134,7 +139,7 @@ def _candidates(rows: Sequence[Mapping[str, Any]], method: str, per_task: int | 
             for pair in build_preference_pairs(rows, per_task=per_task)]
 
 
-def _grpo_tools(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def tool_schemas(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The tool schemas the GRPO job hands its trainer: every row's, one per name, first seen first."""
     seen: dict[str, dict[str, Any]] = {}
     for row in rows:
@@ -150,18 +155,15 @@ def _lengths(tokenizer: Any, method: str, items: list[Any], rows: Sequence[Mappi
     if method == "grpo":
         from .rows import prompt_messages
 
-        tools = _grpo_tools(rows)
+        tools = tool_schemas(rows)
         cap = _completion_cap(config)
         return [prompt_length(tokenizer, prompt_messages(row), tools) + cap for row in items]
     if method == "rm":
-        from .serving import reward_text_messages
+        from .serving import reward_pair_example
 
         span = str(config.get("reward_span") or "conversation")
-        return [longest_sequence(tokenizer, {"chosen": reward_text_messages(p["chosen"], span),
-                                             "rejected": reward_text_messages(p["rejected"], span),
-                                             "tools": p["chosen"].get("tools") or p["rejected"].get("tools")})
-                for p in items]
-    options = _options(config, method)
+        return [longest_sequence(tokenizer, reward_pair_example(p, span)) for p in items]
+    options = export_options(config, method)
     if method == "sft":
         return [max((longest_sequence(tokenizer, ex) for ex in _trained(row, options)), default=0) for row in items]
     # dpo: a side's prompt plus its completion is that side's whole conversation, converted as the exporter does

@@ -264,6 +264,14 @@ def reward_text_messages(row: Mapping[str, Any], span: str = "conversation") -> 
     return out
 
 
+def reward_pair_example(pair: Mapping[str, Any], span: str = "conversation") -> dict[str, Any]:
+    """A pass-vs-fail pair as the reward trainer reads it: ``{"chosen", "rejected", "tools"}``, each side's messages
+    as ``reward_text_messages`` renders them (TRL's implicit prompt)."""
+    chosen, rejected = pair["chosen"], pair["rejected"]
+    return {"chosen": reward_text_messages(chosen, span), "rejected": reward_text_messages(rejected, span),
+            "tools": chosen.get("tools") or rejected.get("tools") or []}
+
+
 class RewardModelJudge:
     """A judge backed by a reward-model adapter: ``judge(row) -> {"reward": score, "passed": bool}``.
 
