@@ -121,6 +121,18 @@ def test_closed_arguments_and_types_are_checked(launches):
         wai.train([{"messages": []}])
 
 
+def test_a_knob_given_in_config_is_refused_with_the_argument_to_use(launches):
+    # config={"beta": 0.5} used to land under config["extra"] with a warning while the run trained at the default
+    ds = wai.push(rows(), name="knob-in-config")
+    with pytest.raises(TrainingConfigError) as err:
+        wai.train(ds, method="dpo", config={"beta": 0.5, "loss_type": "apo_zero", "pair_source": "rows"})
+    joined = "\n".join(err.value.problems)
+    assert len(err.value.problems) == 2, err.value.problems
+    assert "config key 'beta' is a train() argument" in joined and "pass beta=0.5 to train() instead" in joined
+    assert "pass loss_type='apo_zero' to train() instead" in joined
+    assert not launches and not _runs_for(ds.id)
+
+
 def test_dpo_accepts_every_trl_loss_and_grpo_only_three():
     for loss in defaults.TRL_DPO_LOSS_TYPES:
         assert check_knob("loss_type", loss, "dpo", defaults.TRAINING_KNOBS) is None

@@ -96,6 +96,10 @@ def resolve_config(method: str, knobs: Mapping[str, Any], config: Mapping[str, A
         resolved["generations"] = min(max(int(repeats), lo), hi)
     config = canonical(config or {})
     for name, value in config.items():
+        if name in _KNOB_ARGS:  # kept as a note it would run with the default while looking set on the run
+            problems.append(f"config key {name!r} is a train() argument, not a host key: config={{{name!r}: {value!r}}} "
+                            f"would not be read; pass {name}={value!r} to train() instead")
+            continue
         if name in defaults.TRAINING_HOST_KEYS:
             if value is not None:
                 problem = check_knob(name, value, method, defaults.TRAINING_HOST_KEYS)
