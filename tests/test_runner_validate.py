@@ -112,6 +112,24 @@ def test_a_gold_judge_naming_a_stage_must_name_an_rm_stage():
     assert gold_judge_id("stages.gold", {"gold": "run_1"}) == "run_1" and gold_judge_id("run_2", {}) == "run_2"
 
 
+def test_sample_tasks_generates_the_sample_and_applies_to_the_sample_only():
+    from whileai.kit import load_sample
+    from whileai.runner.pipeline import load_rows
+
+    plain, problems = compose(["recipe=sft_tooluse", "dataset.sample_tasks=450"])
+    assert problems == [] and plain["dataset"]["sample_tasks"] == 450
+    rows, what = load_rows(plain["dataset"])
+    shipped = load_sample()
+    assert len(rows) == 450 * 4 and rows[: len(shipped)] == shipped  # the shipped file is the generator's start
+    assert what == "the kit's sample tool-use task, 450 tasks generated"
+    _, problems = compose(["recipe=sft_tooluse", "dataset=jsonl", "dataset.path=rows.jsonl", "+dataset.sample_tasks=800"])
+    (problem,) = problems
+    assert problem.key == "dataset.sample_tasks"
+    assert "does not apply to dataset.source=jsonl" in problem.message and "dataset.tasks=N" in problem.message
+    _, problems = compose(["recipe=sft_tooluse", "dataset.sample_tasks=1"])
+    assert [p.key for p in problems] == ["dataset.sample_tasks"]
+
+
 def test_knob_out_of_range_names_the_range_the_paper_and_its_citation():
     _, problems = compose(["recipe=grpo_tooluse", "beta=2.0"])
     (problem,) = problems

@@ -51,6 +51,10 @@ KIT_TIE_EMBEDDINGS = True
 #: held-out split to test copying arguments (80 held-out tasks at KIT_SAMPLE_HOLDOUT),
 #: small enough to keep the file under 3 MB.
 KIT_SAMPLE_TASKS = 400
+#: The most tasks ``dataset.sample_tasks`` generates in code (kit.sample_task.generate, the same
+#: generator as the shipped file, whose 400 tasks are its first 400). Task ids carry four digits;
+#: 10,000 tasks are 40,000 rows (~75 MB of JSON in memory), far past what a CPU recipe reads.
+KIT_SAMPLE_MAX_TASKS = 10_000
 #: Rollouts per task (the group size GRPO sees).
 KIT_SAMPLE_ROLLOUTS = 4
 #: The sampling temperature the simulated rollouts record.

@@ -70,9 +70,15 @@ def load_rows(data: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
     import whileai.simulations as wai
 
     if data["source"] == "sample":
-        from whileai.kit import load_sample
+        if data.get("sample_tasks"):  # the shipped file's generator, extended: its first 400 tasks are the file's
+            from whileai.kit.sample_task import generate
 
-        rows, what = load_sample(), "the kit's sample tool-use task"
+            rows = generate(n_tasks=int(data["sample_tasks"]))
+            what = f"the kit's sample tool-use task, {data['sample_tasks']} tasks generated"
+        else:
+            from whileai.kit import load_sample
+
+            rows, what = load_sample(), "the kit's sample tool-use task"
     elif data["source"] == "jsonl":
         loaded = wai.SimulationData.load(data["path"])
         system, tools = data.get("system_prompt"), _read_tools(data.get("tools"))

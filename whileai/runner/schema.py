@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from whileai.kit import defaults as kit_defaults
 from whileai.simulations import defaults as sdk
 # One knob checker for wai.train and the runner, so both word a refusal alike.
 from whileai.core.knobs import check_knob
@@ -69,6 +70,7 @@ class Dataset(_Strict):
     grade: Literal["passed", "first_action", "reward_model"] = "passed"
     reward_model: str | None = None
     tasks: int | None = Field(default=None, ge=2)
+    sample_tasks: int | None = Field(default=None, ge=2, le=kit_defaults.KIT_SAMPLE_MAX_TASKS)
     holdout: float = Field(default=sdk.CUT_HOLDOUT, gt=0.0, lt=1.0)
     cut_seed: int = Field(default=sdk.CUT_SEED, ge=0)
     after: str | None = None
@@ -319,6 +321,10 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
         if not data.get(need) or data.get(need) == "???":
             key = f"dataset.{need}"
             out.append(Problem(key, f"dataset.source={source} needs {key}; pass {key}=...", where(key)))
+    if data.get("sample_tasks") is not None and source != "sample":
+        out.append(Problem("dataset.sample_tasks", f"dataset.sample_tasks generates the kit's sample task and "
+                           f"does not apply to dataset.source={source}; drop it, or keep the first N tasks of "
+                           "any source with dataset.tasks=N", where("dataset.sample_tasks")))
     if data.get("grade") == "reward_model" and not data.get("reward_model"):
         out.append(Problem("dataset.reward_model", "dataset.grade=reward_model needs dataset.reward_model=run_... "
                            "(a finished rm run)", where("dataset.reward_model")))
