@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--generations", type=int, default=4)
     p.add_argument("--dpo-steps", type=int, default=60)
     p.add_argument("--dpo-lr", type=float, default=1e-4)
-    p.add_argument("--dpo-pairs", choices=("rows", "policy"), default="policy",
+    p.add_argument("--dpo-pairs", choices=("rows", "policy", "policy_gold"), default="policy",
                    help="DPO's pair_source: the dataset's rows, or the SFT policy's own sampled replies")
     p.add_argument("--dpo-nll", type=float, default=1.0, help="DPO's nll_weight (RPO's NLL term; 0 is plain DPO)")
     p.add_argument("--seed", type=int, default=0)

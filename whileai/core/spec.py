@@ -133,7 +133,7 @@ class DPOSpec(RunSpec):
     loss_type: str | None = None
     batch_size: int | None = None
     balance: bool | None = None
-    pair_source: Literal["rows", "policy"] | None = None
+    pair_source: Literal["rows", "policy", "policy_gold"] | None = None
     policy_samples: int | None = None
     nll_weight: float | None = None
     strip_think: bool | None = None

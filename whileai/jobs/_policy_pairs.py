@@ -10,6 +10,14 @@ pairs, each a distinct failing reply against a passing one (a pass repeats when
 the policy wrote fewer distinct passes than mistakes). So the rejected side is a mistake this policy
 actually makes, and the chosen side a reply it can already write.
 
+With ``pair_source="policy_gold"`` a prompt whose samples all failed is not lost:
+its chosen side is the dataset's own passing reply to that prompt (the first
+assistant turn of a passing row, rendered by the chat template), against the
+policy's mistakes, as SPIN pairs the gold reply against the model's own
+generation (Chen et al. 2024, arXiv:2401.01335). So kinds the policy never gets
+right by sampling still get a gradient; the rendered gold reply must pass the
+judge, or the prompt gives no pair.
+
 The pairs are TRL's standard (text) preference rows: ``prompt`` is the chat
 template's rendering of the prompt with its tools and the generation prompt,
 exactly what the policy was sampled from; ``chosen`` / ``rejected`` are the
@@ -36,6 +44,41 @@ def _prompts(rows: list[dict[str, Any]], seed: int) -> list[Mapping[str, Any]]:
                          "no row carries one; grade the rows with a gold first action (docs/rows.md), or use "
                          "pair_source='rows'")
     return list(_evaluation.distinct_prompts(with_gold, len(with_gold), seed))
+
+
+def _gold_replies(tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Per prompt (its rendered text), a passing row's first assistant turn as the policy would write it.
+
+    The chat template renders the prompt with that turn and without it; the reply
+    is the difference, up to and including the end-of-turn token (what a sampled
+    reply ends with). A template that does not render the prompt as a prefix of the
+    whole gives no reply for that prompt.
+    """
+    from whileai.simulations.export import decoding_chat_template
+    from whileai.simulations.rows import prompt_messages
+
+    eos = tokenizer.eos_token or ""
+    out: dict[str, str] = {}
+    with decoding_chat_template(tokenizer):
+        for row in rows:
+            if row.get("passed") is not True:
+                continue
+            prompt = prompt_messages(row)
+            messages = list(row.get("messages") or [])
+            if len(messages) <= len(prompt) or messages[len(prompt)].get("role") != "assistant":
+                continue
+            tools = row.get("tools") or None
+            head = tokenizer.apply_chat_template(prompt, tools=tools, add_generation_prompt=True, tokenize=False)
+            if head in out:
+                continue
+            whole = tokenizer.apply_chat_template(prompt + [messages[len(prompt)]], tools=tools, tokenize=False)
+            if not whole.startswith(head):
+                continue
+            reply = whole[len(head):]
+            if eos and eos in reply:
+                reply = reply[: reply.index(eos) + len(eos)]
+            out[head] = reply
+    return out
 
 
 def _sample(model: Any, tokenizer: Any, encoded: list[list[int]], k: int, max_new_tokens: int,
@@ -72,6 +115,7 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: M
               defaults.DPO_POLICY_MAX_NEW_TOKENS)
     per_prompt = defaults.DPO_POLICY_PAIRS_PER_PROMPT
     prompts = _prompts(rows, int(spec.get("seed") or 0))
+    gold_replies = _gold_replies(tokenizer, rows) if spec.get("pair_source") == "policy_gold" else {}
     # each prompt rendered once, as the held-out measurement renders it; its length decides whether it fits
     fitting = [(r, ids) for r in prompts if len(ids := _evaluation.encode_prompt(tokenizer, r)) + cap <= context]
     if not fitting:
@@ -81,7 +125,7 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: M
     was_training = model.training
     model.eval()
     pairs: list[dict[str, str]] = []
-    sampled = passed = cut = mixed = 0
+    sampled = passed = cut = mixed = from_gold = 0
     try:
         size = defaults.DPO_POLICY_BATCH_PROMPTS
         for start in range(0, len(fitting), size):
@@ -102,9 +146,14 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: M
                     side = good if ok else bad
                     if text not in side:
                         side.append(text)
+                prompt_text = tokenizer.decode(ids, skip_special_tokens=False)
+                mixed += bool(good and bad)
+                if bad and not good and gold_replies:  # every sample failed: the dataset's pass is the chosen side
+                    reply = gold_replies.get(prompt_text, "")
+                    if reply and judge_reply(reply.removesuffix(tokenizer.eos_token or ""), row)["passed"]:
+                        good.append(reply)
+                        from_gold += 1
                 if good and bad:
-                    mixed += 1
-                    prompt_text = tokenizer.decode(ids, skip_special_tokens=False)
                     # each distinct mistake against a pass (a policy that knows the task often writes one pass)
                     pairs += [{"prompt": prompt_text, "chosen": good[i % len(good)], "rejected": bad[i]}
                               for i in range(min(per_prompt, len(bad)))]
@@ -113,6 +162,7 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: M
             model.train()
     report = {"prompts": len(fitting), "samples_per_prompt": k, "max_new_tokens": cap, "temperature": defaults.DPO_POLICY_TEMPERATURE,
               "samples": sampled, "sampled_pass_rate": round(passed / sampled, 4) if sampled else None,
-              "cut_by_cap": cut, "mixed_prompts": mixed, "pairs": len(pairs), "pairs_per_prompt": per_prompt,
+              "cut_by_cap": cut, "mixed_prompts": mixed, "gold_chosen_prompts": from_gold, "pairs": len(pairs),
+              "pairs_per_prompt": per_prompt,
               "left_out_too_long": len(prompts) - len(fitting)}
     return pairs, report

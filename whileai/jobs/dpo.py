@@ -6,7 +6,8 @@ pass/fail pairs closest in length, PREFERENCE_PAIRS_PER_TASK of them when
 ``balance`` is on) and leave through ``export_preference`` in TRL's
 conversational triple, gates on. With ``pair_source="policy"`` they are the
 start policy's own sampled replies, judged against the rows' gold
-(``jobs._policy_pairs``). ``nll_weight`` adds an NLL term on the chosen side
+(``jobs._policy_pairs``); ``"policy_gold"`` also pairs the dataset's passing reply
+against a prompt's samples when all of them failed. ``nll_weight`` adds an NLL term on the chosen side
 (TRL's ``"sft"`` loss beside ``loss_type``: RPO). With LoRA the reference is the
 adapter the run starts from (TRL keeps a frozen copy, "ref"), or the bare base,
 so no second model is loaded. Mind the learning rate: TRAINING_KNOBS records a
@@ -77,7 +78,7 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     from trl import DPOConfig, DPOTrainer
 
     limit = _loading.max_length(model)
-    if spec.get("pair_source") == "policy":
+    if spec.get("pair_source") in ("policy", "policy_gold"):
         examples, said = _sampled_pairs(spec, model, tokenizer, rows, folder, limit)
     else:
         examples, said = _row_pairs(spec, tokenizer, rows, folder, limit)

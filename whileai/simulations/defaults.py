@@ -555,7 +555,9 @@ TRAINING_HOST_KEYS: dict[str, dict[str, dict]] = {
     # matched), or the start policy's own sampled replies judged against the rows' gold
     # ("policy", DPO_POLICY_*). Measured on the kit (issue 18): from a 60-step SFT start
     # "rows" never beat its start (33 -> 33, 35 -> 40 of 73) while "policy" did.
-    "pair_source": {"dpo": {"choices": ("rows", "policy"), "default": "rows", "paper": "policy",
+    # "policy_gold": the same, and a prompt whose every sample failed pairs the dataset's passing
+    # reply against them (SPIN's gold-vs-own-generation pair, arXiv:2401.01335).
+    "pair_source": {"dpo": {"choices": ("rows", "policy", "policy_gold"), "default": "rows", "paper": "policy",
                             "source": "Iterative RPO, arXiv:2404.19733 (pairs sampled from the model)"}},
     "policy_samples": {"dpo": {"range": (2, 64), "default": 8, "paper": 30,
                                "source": "Iterative RPO, arXiv:2404.19733 (N=30 samples per prompt)"}},
