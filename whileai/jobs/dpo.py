@@ -67,8 +67,9 @@ def _sampled_pairs(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[
         f.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in examples)
     if not examples:
         raise ValueError(
-            f"dpo with pair_source='policy' found no prompt whose {report['samples_per_prompt']} sampled replies both "
-            f"pass and fail ({report['prompts']} prompts, sampled pass rate {report['sampled_pass_rate']}); start from "
+            f"dpo with pair_source={spec.get('pair_source')!r} found no prompt whose {report['samples_per_prompt']} "
+            f"sampled replies both pass and fail ({report['prompts']} prompts, sampled pass rate "
+            f"{report['sampled_pass_rate']}, {report['gold_chosen_prompts']} paired with a passing row); start from "
             "a policy that sometimes passes (init_from an SFT run), raise policy_samples, or use pair_source='rows'")
     return examples, {"left_out_too_long": report["left_out_too_long"], "policy_pairs": report}
 
