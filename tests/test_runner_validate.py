@@ -130,6 +130,20 @@ def test_sample_tasks_generates_the_sample_and_applies_to_the_sample_only():
     assert [p.key for p in problems] == ["dataset.sample_tasks"]
 
 
+def test_a_stage_without_its_own_seed_runs_with_the_specs_seed():
+    from whileai.runner._effective import effective
+    from whileai.runner.pipeline import _stages
+
+    plain, problems = compose(["recipe=dpo_tooluse", "seed=1"])
+    assert problems == [] and plain["stages"]["sft"].get("seed") is None
+    stages = dict(_stages(plain))
+    assert stages["sft"]["seed"] == 1 and stages["dpo"]["seed"] == 1  # seed=1 reruns the SFT stage too
+    filled, notes = effective(plain)
+    assert filled["stages"]["sft"]["seed"] == 1 and "the spec's seed" in notes["stages.sft.seed"]
+    plain, _ = compose(["recipe=dpo_tooluse", "seed=1", "+stages.sft.seed=7"])
+    assert dict(_stages(plain))["sft"]["seed"] == 7  # a stage's own seed wins
+
+
 def test_knob_out_of_range_names_the_range_the_paper_and_its_citation():
     _, problems = compose(["recipe=grpo_tooluse", "beta=2.0"])
     (problem,) = problems

@@ -52,6 +52,9 @@ def effective(plain: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         if method not in sdk.TRAIN_METHODS:
             continue
         base = node.get("base_model") or plain.get("base_model")
+        if prefix and node.get("seed") is None and plain.get("seed") is not None:  # as the pipeline's stages take it
+            node["seed"] = plain["seed"]
+            notes[f"{prefix}seed"] = "the spec's seed (a stage without its own takes it)"
         knobs = {k: node.get(k) for k in KNOBS}
         knobs.update({k: export.get(k) for k in EXPORT_KNOBS if reads_export(k, method)})
         config = {k: node[k] for k in HOST_KEYS if node.get(k) is not None}

@@ -102,8 +102,12 @@ def load_rows(data: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
 
 
 def _stages(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(name, settings) per stage, earlier ones first; the root is the last stage."""
-    out = [(name, {**{"check": spec["check"], "base_model": spec["base_model"]},
+    """(name, settings) per stage, earlier ones first; the root is the last stage.
+
+    A stage takes the spec's ``check``, ``base_model`` and ``seed`` unless it sets its own, so
+    ``seed=1`` on the command line reruns every stage with that seed, not the last one only.
+    """
+    out = [(name, {**{"check": spec["check"], "base_model": spec["base_model"], "seed": spec.get("seed")},
                    **{k: v for k, v in stage.items() if v is not None or k in ("method",)}})
            for name, stage in (spec.get("stages") or {}).items()]
     out.append((spec["method"] if spec.get("stages") else "train", spec))
