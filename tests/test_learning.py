@@ -1,4 +1,4 @@
-"""The methods learn: SFT and GRPO at the committed grpo_tooluse recipe's settings beat their start significantly.
+"""The methods learn: SFT, GRPO and DPO at the committed recipes' settings beat their start significantly.
 
 Unlike tests/test_jobs.py and tests/test_stages.py, which train the kit's random
 tiny model to prove the plumbing, these train the kit's pre-trained demo base
@@ -9,7 +9,9 @@ here) with the job bodies themselves (``whileai.jobs.sft`` / ``grpo``: the same
 - SFT at the recipe's SFT stage settings (``stages.sft``) lifts the held-out
   first-action pass rate of the bare base;
 - GRPO at the recipe's GRPO settings, from that SFT adapter (cached for the
-  module), lifts the same held-out prompts above the SFT start.
+  module), lifts the same held-out prompts above the SFT start;
+- DPO at dpo_tooluse's settings (whose SFT stage is the same), from the same
+  adapter, does too.
 
 "Significantly" is the exact McNemar test over the same held-out prompts
 (``whileai.core.stats``): p < ALPHA on the prompts that changed, and more
@@ -28,17 +30,18 @@ pytestmark = pytest.mark.slow
 
 ALPHA = 0.05
 SEED = 0
-RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "grpo_tooluse.yaml"
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+RECIPE = RECIPES / "grpo_tooluse.yaml"
 
 
-def _recipe() -> dict[str, Any]:
+def _recipe(path: Path = RECIPE) -> dict[str, Any]:
     """The committed recipe's values, ``${wai.const:NAME}`` read from the SDK's defaults."""
     import yaml
 
     from whileai.simulations import defaults
 
     text = re.sub(r"\$\{wai\.const:([A-Z0-9_]+)\}", lambda m: repr(getattr(defaults, m.group(1))),
-                  RECIPE.read_text(encoding="utf-8"))
+                  path.read_text(encoding="utf-8"))
     return yaml.safe_load(text)
 
 
@@ -126,3 +129,28 @@ def test_grpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, s
     after = _outcomes(model, tokenizer, split["prompts"])
     ok, said = _significant_gain(start, after)
     assert ok, f"GRPO at grpo_tooluse's settings did not beat its SFT start: {said}; groups {extra['mixed_groups']}"
+
+
+def test_dpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_start, tmp_path):
+    from whileai.jobs import _environment, dpo
+    from whileai.simulations import defaults
+
+    recipe = _recipe(RECIPES / "dpo_tooluse.yaml")
+    assert recipe["stages"]["sft"] == split["recipe"]["stages"]["sft"], "the two recipes' SFT stages differ"
+    spec = {"method": "dpo", "base_model": defaults.KIT_BASE_NAME, "seed": SEED,
+            "init_adapter": str(sft_start["adapter"]), "init_from": "sft-start",
+            "steps": int(recipe["steps"]), "learning_rate": float(recipe["learning_rate"]),
+            "beta": float(recipe.get("beta") or defaults.TRAINING_KNOBS["beta"]["dpo"]["default"]),
+            "loss_type": "sigmoid", "max_completion_length": defaults.TRAIN_EVAL_MAX_NEW_TOKENS,
+            "pair_source": recipe["pair_source"], "policy_samples": int(recipe["policy_samples"]),
+            "nll_weight": float(recipe["nll_weight"])}
+    _environment.cpu_threads()
+    _environment.seed_all(SEED)
+    model, tokenizer = dpo.load(spec)
+    start = _outcomes(model, tokenizer, split["prompts"])
+    assert start == sft_start["after"], "the SFT adapter reloaded is not the policy SFT ended with"
+    model, extra = dpo.fit(spec, model, tokenizer, split["train"], tmp_path, [], holdout=split["held"])
+    assert extra["pairs"] == extra["policy_pairs"]["pairs"] > 0
+    after = _outcomes(model, tokenizer, split["prompts"])
+    ok, said = _significant_gain(start, after)
+    assert ok, f"DPO at dpo_tooluse's settings did not beat its SFT start: {said}; pairs {extra['policy_pairs']}"
