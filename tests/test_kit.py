@@ -350,6 +350,32 @@ def test_demo_base_is_cached_and_loads(home, monkeypatch):
     assert kit.demo_base() != path
 
 
+def test_the_base_has_the_same_weights_whatever_threads_the_builder_runs(home, monkeypatch, tmp_path):
+    """A job builds the base on one thread and a script on two; before KIT_BASE_THREADS the two differed."""
+    import torch
+    from safetensors.torch import load_file
+
+    from whileai.kit import defaults
+
+    monkeypatch.setattr(defaults, "KIT_BASE_STEPS", 20)
+    monkeypatch.setattr(defaults, "KIT_BASE_EXAMPLES", 64)
+    threads = torch.get_num_threads()
+    built = []
+    try:
+        for n, root in ((2, tmp_path / "two"), (1, tmp_path / "one")):
+            monkeypatch.setenv("WHILEAI_HOME", str(root))
+            torch.set_num_threads(n)
+            path = kit.demo_base()
+            assert torch.get_num_threads() == n, "the build gives the process its thread count back"
+            assert json.loads((path / "whileai_kit.json").read_text())["pretraining"]["threads"] == \
+                defaults.KIT_BASE_THREADS
+            built.append(load_file(str(path / "model.safetensors")))
+    finally:
+        torch.set_num_threads(threads)
+    assert built[0].keys() == built[1].keys()
+    assert all(torch.equal(built[0][k], built[1][k]) for k in built[0])
+
+
 def test_tiny_model_dir_and_load_base_errors(home):
     from whileai.kit._base import tiny_model_dir
 

@@ -146,8 +146,13 @@ def demo_base(seed: int | None = None) -> Path:
 
         tok = build_tokenizer(seed)
         model = tiny_model(tok, seed=seed)
-        with torch.random.fork_rng(devices=[]):
-            figures = pretrain(model, tok, seed=seed)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(defaults.KIT_BASE_THREADS)  # the same weights whoever builds it (KIT_BASE_THREADS)
+        try:
+            with torch.random.fork_rng(devices=[]):
+                figures = pretrain(model, tok, seed=seed)
+        finally:
+            torch.set_num_threads(threads)
         tok.save_pretrained(tmp)
         model.save_pretrained(tmp)
         return {"name": KIT_BASE_NAME, "recipe": recipe, "pretraining": figures}
