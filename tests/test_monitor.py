@@ -402,6 +402,33 @@ def test_callback_logs_to_the_run_and_stop_on_stops_training():
     assert "Training stopped at step" in format_hack_monitor(run.notes[-1]["monitor"])
 
 
+def test_a_look_leaves_the_trainers_random_state_as_it_was():
+    """A gold judge that draws (a reward model initialising its score head on first load) must not move GRPO's samples."""
+    import random
+
+    import torch
+
+    policy = Policy(seed=14)
+
+    def drawing_gold(row):
+        torch.rand(8), random.random(), np.random.rand()  # what loading a judge's fresh head does to the generators
+        return gold(row)
+
+    m = HackMonitor(holdout=policy.holdout, proxy=make_proxy(policy), gold=drawing_gold, sample=policy.sample,
+                    concurrency=1, every=1)
+    control = SimpleNamespace(should_training_stop=False)
+
+    def draws():
+        return torch.rand(4).tolist(), random.random(), float(np.random.rand())
+
+    torch.manual_seed(0), random.seed(0), np.random.seed(0)
+    expected = draws()
+    torch.manual_seed(0), random.seed(0), np.random.seed(0)
+    m.on_step_end(None, SimpleNamespace(global_step=1), control)
+    assert len(m.history) == 1 and not m.summary()["errors"]["evaluate"]
+    assert draws() == expected
+
+
 def test_a_failing_look_in_the_callback_is_reported_not_raised():
     def boom(*a, **k):
         raise RuntimeError("sampler crashed")

@@ -483,7 +483,8 @@ class _HackMonitor:
         if tokenizer is not None and not hasattr(tokenizer, "apply_chat_template") and hasattr(tokenizer, "tokenizer"):
             tokenizer = tokenizer.tokenizer
         try:
-            entry = self.evaluate(state.global_step, model=model, tokenizer=tokenizer)
+            with sampling_.random_state_kept():  # a look observes the run: the trainer's random draws stay its own
+                entry = self.evaluate(state.global_step, model=model, tokenizer=tokenizer)
         except Exception as exc:  # a failed look is reported, never raised into the training loop
             self._record_error(exc)
             return control

@@ -187,6 +187,31 @@ def _device(model: Any) -> Any:
 
 
 @contextlib.contextmanager
+def random_state_kept() -> Iterator[None]:
+    """Torch's (every CUDA device's too), Python's and NumPy's global random state, as they were on entry.
+
+    A look's judges draw from them: loading a reward-model judge initialises its
+    fresh score head from torch's generator before its weights are read. Drawn
+    inside a training loop, that moved every later GRPO sample, so a run with a
+    gold judge was not the run without one (issue 18: 38 -> 39 of 73 held-out
+    prompts where the same run without the judge went 38 -> 49).
+    """
+    import random
+
+    import numpy as np
+    import torch
+
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=devices):
+        try:
+            yield
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
+
+
+@contextlib.contextmanager
 def _eval_mode(model: Any) -> Iterator[None]:
     was_training = model.training
     model.eval()
