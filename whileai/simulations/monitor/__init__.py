@@ -75,7 +75,9 @@ class _HackMonitor:
     the trainer means to teach (a marker such as ``"think"`` or any literal
     text); ``stop_on`` the alarm kinds (or ``"any"``) that stop training when
     the monitor runs as a callback. ``run`` is where points and the summary
-    land; a run that fails never stops the monitor or the training.
+    land; a run that fails never stops the monitor or the training. As a
+    callback a look leaves torch's, Python's and NumPy's random state as it
+    found it, so the trainer samples what it would have sampled unwatched.
 
     Every other argument left None takes its MONITOR_* default from defaults.py
     (MONITOR_EVERY, MONITOR_K, MONITOR_N_PROMPTS, MONITOR_WINDOW, MONITOR_DELTA,
