@@ -670,6 +670,24 @@ def test_the_launch_route_refuses_what_is_not_a_run_spec(launches):
     assert not launches
 
 
+def test_a_refused_launch_fails_its_run_and_the_same_config_trains_again(launches, tmp_path):
+    # a run left running with no job read as crashed for ever: wait() never returned, and a second submit of the
+    # same config answered with that run
+    from whileai.core.errors import PlatformError
+
+    ds = wai.push(rows(tag="refused"), name="refused")
+    outside = tmp_path / "merged-base"  # a folder the platform does not train from (WHILEAI_SERVE_DIRS)
+    outside.mkdir()
+    for _ in range(2):
+        with pytest.raises(PlatformError, match="is not a base this platform trains on") as err:
+            wai.train(ds, method="rm", base_model=str(outside), check="off")
+        assert err.value.status == 422
+    refused = [r for r in _runs_for(ds.id)]
+    assert len(refused) == 2 and {r["status"] for r in refused} == {"failed"}, refused
+    assert all("the job was refused: " in r["error"] for r in refused)
+    assert not launches
+
+
 def test_dpo_pair_source_and_nll_weight_are_checked_and_recorded(launches):
     ds = wai.push(rows(tag="dpo-policy"), name="dpo-policy")
     with warnings.catch_warnings():

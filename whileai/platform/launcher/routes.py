@@ -53,22 +53,34 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     if target not in defaults.TRAIN_TARGETS:
         raise ApiError(422, f"target={target!r} is not a place jobs run; send one of "
                             f"{', '.join(defaults.TRAIN_TARGETS)} (or null for the platform's default)", "invalid_value")
+    the_store = store(request)
+    run = the_store.get_run(acct, body.run_id, series=False)  # the account's run, or 404
+
+    def refuse(message: str) -> ApiError:
+        """The 422 for a launch that cannot start, with its run failed for that reason: a run left running
+        with no job reads as crashed and never ends, so waiting on it (or resubmitting the same config,
+        which answers with that run) would wait for ever."""
+        if run.get("status") == "running":
+            try:
+                the_store.update_run(acct, body.run_id, {"status": "failed", "error": f"the job was refused: {message}"})
+            except Exception:  # noqa: BLE001  the refusal itself is what the caller must see
+                _log.warning("could not mark run %s failed after a refused launch", body.run_id, exc_info=True)
+        return ApiError(422, message, "invalid_value")
+
     owned = sorted(set(body.spec) & set(runner.PLATFORM_SPEC_KEYS))
     if owned:
-        raise ApiError(422, f"spec fields {owned} are the platform's to write (where a job runs, logs and "
-                            "reports); leave them out of the spec", "invalid_value")
+        raise refuse(f"spec fields {owned} are the platform's to write (where a job runs, logs and "
+                     "reports); leave them out of the spec")
     problems = runner.spec_problems({"method": body.kind, **body.spec})
     if problems:
-        raise ApiError(422, "; ".join(problems), "invalid_value")
+        raise refuse("; ".join(problems))
     spec = {**body.spec, "target": target}
-    the_store = store(request)
-    run = the_store.get_run(acct, body.run_id, series=False)
     if isinstance(run.get("config"), dict) and run["config"].get("target") != target:
         the_store.update_run(acct, body.run_id, {"config": {**run["config"], "target": target}})
     try:
         job = runner.launch(the_store, acct, run_id=body.run_id, kind=body.kind, target=target, spec=spec)
     except ValueError as exc:
-        raise ApiError(422, str(exc), "invalid_value") from exc
+        raise refuse(str(exc)) from exc
     except Exception as exc:  # e.g. no Modal token: the run is already failed with this reason
         raise ApiError(503, f"the job could not start on {target} ({type(exc).__name__}: {exc}); its run "
                             f"{body.run_id} is marked failed. Fix the cause and train again", "job_not_started") from exc
