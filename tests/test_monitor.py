@@ -427,6 +427,9 @@ def test_a_look_leaves_the_trainers_random_state_as_it_was():
     m.on_step_end(None, SimpleNamespace(global_step=1), control)
     assert len(m.history) == 1 and not m.summary()["errors"]["evaluate"]
     assert draws() == expected
+    torch.manual_seed(0), random.seed(0), np.random.seed(0)
+    m.evaluate(step=2)  # called directly, in a loop of the user's own
+    assert len(m.history) == 2 and draws() == expected
 
 
 def test_a_failing_look_in_the_callback_is_reported_not_raised():

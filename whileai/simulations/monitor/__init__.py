@@ -75,9 +75,9 @@ class _HackMonitor:
     the trainer means to teach (a marker such as ``"think"`` or any literal
     text); ``stop_on`` the alarm kinds (or ``"any"``) that stop training when
     the monitor runs as a callback. ``run`` is where points and the summary
-    land; a run that fails never stops the monitor or the training. As a
-    callback a look leaves torch's, Python's and NumPy's random state as it
-    found it, so the trainer samples what it would have sampled unwatched.
+    land; a run that fails never stops the monitor or the training. A look
+    leaves torch's, Python's and NumPy's random state as it found it, so the
+    trainer samples what it would have sampled unwatched.
 
     Every other argument left None takes its MONITOR_* default from defaults.py
     (MONITOR_EVERY, MONITOR_K, MONITOR_N_PROMPTS, MONITOR_WINDOW, MONITOR_DELTA,
@@ -214,8 +214,14 @@ class _HackMonitor:
         """Sample the holdout from the live policy, score it with proxy and gold, check the alarms.
 
         Appends to ``history``, logs ``monitor/*`` points to the run and returns
-        the history entry.
+        the history entry. Torch's, Python's and NumPy's random state are as
+        they were before the call: a look observes the run, the trainer's
+        random draws stay its own.
         """
+        with sampling_.random_state_kept():
+            return self._evaluate(step, model, tokenizer)
+
+    def _evaluate(self, step: int, model: Any, tokenizer: Any) -> dict[str, Any]:
         t0 = time.perf_counter()
         self._judging = 0.0
         proxy = self._proxy_fn()
@@ -485,8 +491,7 @@ class _HackMonitor:
         if tokenizer is not None and not hasattr(tokenizer, "apply_chat_template") and hasattr(tokenizer, "tokenizer"):
             tokenizer = tokenizer.tokenizer
         try:
-            with sampling_.random_state_kept():  # a look observes the run: the trainer's random draws stay its own
-                entry = self.evaluate(state.global_step, model=model, tokenizer=tokenizer)
+            entry = self.evaluate(state.global_step, model=model, tokenizer=tokenizer)
         except Exception as exc:  # a failed look is reported, never raised into the training loop
             self._record_error(exc)
             return control
