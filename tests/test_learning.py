@@ -99,58 +99,59 @@ def sft_start(split, tmp_path_factory) -> dict[str, Any]:
     return {"before": before, "after": after, "adapter": folder / "adapter", "spec": spec}
 
 
+def _stage_from_sft(job: Any, spec: dict[str, Any], split: dict[str, Any], sft_start: dict[str, Any],
+                    folder: Path) -> tuple[list[int], list[int], dict[str, Any]]:
+    """``job`` (grpo or dpo) fitted from the cached SFT adapter: per-prompt outcomes before and after, and its extra."""
+    from whileai.jobs import _environment
+
+    spec = {**spec, "init_adapter": str(sft_start["adapter"]), "init_from": "sft-start"}
+    _environment.cpu_threads()
+    _environment.seed_all(SEED)
+    model, tokenizer = job.load(spec)
+    start = _outcomes(model, tokenizer, split["prompts"])
+    assert start == sft_start["after"], "the SFT adapter reloaded is not the policy SFT ended with"
+    model, extra = job.fit(spec, model, tokenizer, split["train"], folder, [], holdout=split["held"])
+    return start, _outcomes(model, tokenizer, split["prompts"]), extra
+
+
 def test_sft_at_the_recipe_settings_beats_the_bare_base_significantly(sft_start):
     ok, said = _significant_gain(sft_start["before"], sft_start["after"])
     assert ok, f"SFT at grpo_tooluse's SFT stage settings did not beat the bare base: {said}"
 
 
 def test_grpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_start, tmp_path):
-    from whileai.jobs import _environment, grpo
+    from whileai.jobs import grpo
     from whileai.kit import defaults as kit_defaults
     from whileai.simulations import defaults
 
     recipe = split["recipe"]
     spec = {"method": "grpo", "base_model": defaults.KIT_BASE_NAME, "seed": SEED,
-            "init_adapter": str(sft_start["adapter"]), "init_from": "sft-start",
             "steps": int(recipe["steps"]), "learning_rate": float(recipe["learning_rate"]),
             "generations": int(recipe["generations"]), "beta": float(recipe.get("beta", 0.04)),
             "temperature": float(recipe.get("temperature") or kit_defaults.KIT_SAMPLE_TEMPERATURE),
             "loss_type": "bnpo", "max_completion_length": int(recipe.get("max_completion_length")
                                                               or defaults.TRAIN_EVAL_MAX_NEW_TOKENS),
             "monitor": False}
-    _environment.cpu_threads()
-    _environment.seed_all(SEED)
-    model, tokenizer = grpo.load(spec)
-    start = _outcomes(model, tokenizer, split["prompts"])
-    assert start == sft_start["after"], "the SFT adapter reloaded is not the policy SFT ended with"
-    model, extra = grpo.fit(spec, model, tokenizer, split["train"], tmp_path, [], holdout=split["held"])
+    start, after, extra = _stage_from_sft(grpo, spec, split, sft_start, tmp_path)
     assert extra["prompts_per_step"] == defaults.TRAIN_GRPO_PROMPTS_PER_STEP
     assert extra["mixed_groups"]["mean"] >= defaults.TRAIN_GRPO_MIN_MIXED_SHARE and "groups_note" not in extra, extra
-    after = _outcomes(model, tokenizer, split["prompts"])
     ok, said = _significant_gain(start, after)
     assert ok, f"GRPO at grpo_tooluse's settings did not beat its SFT start: {said}; groups {extra['mixed_groups']}"
 
 
 def test_dpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_start, tmp_path):
-    from whileai.jobs import _environment, dpo
+    from whileai.jobs import dpo
     from whileai.simulations import defaults
 
     recipe = _recipe(RECIPES / "dpo_tooluse.yaml")
     assert recipe["stages"]["sft"] == split["recipe"]["stages"]["sft"], "the two recipes' SFT stages differ"
     spec = {"method": "dpo", "base_model": defaults.KIT_BASE_NAME, "seed": SEED,
-            "init_adapter": str(sft_start["adapter"]), "init_from": "sft-start",
             "steps": int(recipe["steps"]), "learning_rate": float(recipe["learning_rate"]),
             "beta": float(recipe.get("beta") or defaults.TRAINING_KNOBS["beta"]["dpo"]["default"]),
             "loss_type": "sigmoid", "max_completion_length": defaults.TRAIN_EVAL_MAX_NEW_TOKENS,
             "pair_source": recipe["pair_source"], "policy_samples": int(recipe["policy_samples"]),
             "nll_weight": float(recipe["nll_weight"])}
-    _environment.cpu_threads()
-    _environment.seed_all(SEED)
-    model, tokenizer = dpo.load(spec)
-    start = _outcomes(model, tokenizer, split["prompts"])
-    assert start == sft_start["after"], "the SFT adapter reloaded is not the policy SFT ended with"
-    model, extra = dpo.fit(spec, model, tokenizer, split["train"], tmp_path, [], holdout=split["held"])
+    start, after, extra = _stage_from_sft(dpo, spec, split, sft_start, tmp_path)
     assert extra["pairs"] == extra["policy_pairs"]["pairs"] > 0
-    after = _outcomes(model, tokenizer, split["prompts"])
     ok, said = _significant_gain(start, after)
     assert ok, f"DPO at dpo_tooluse's settings did not beat its SFT start: {said}; pairs {extra['policy_pairs']}"
