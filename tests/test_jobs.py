@@ -234,6 +234,37 @@ def test_every_method_module_is_a_job_body():
             assert given == wanted, (name, attr, given)
 
 
+def test_train_refuses_near_misses_with_the_whole_conversation_before_any_job(sample_sets):
+    train = sample_sets["train"]
+    with pytest.raises(wai.TrainingConfigError) as raised:
+        wai.train(train, method="rm", steps=2, config={"near_misses": 2, "learning_rate": 99})
+    text = str(raised.value)
+    assert "near_misses=2 needs reward_span='first_action'" in text  # every problem at once
+    with pytest.raises(wai.TrainingConfigError, match="near_misses"):
+        wai.train(train, method="rm", steps=2, config={"near_misses": 65, "reward_span": "first_action"})
+    with pytest.raises(wai.TrainingConfigError, match="near_misses"):
+        wai.train(train, method="sft", steps=2, config={"near_misses": 2})
+    assert wai.defaults.TRAINING_HOST_KEYS["near_misses"]["rm"]["default"] == 0
+
+
+def test_an_rm_run_records_its_near_misses(sample_sets):
+    train = sample_sets["train"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(train, method="rm", steps=2, base_model=sample_sets["base"], wait=True,
+                        config={"holdout_rows": 24, "reward_span": "first_action", "near_misses": 2})
+    assert run.status == "done", run.error
+    assert run.config["near_misses"] == 2
+    near = run.training["near_misses"]
+    assert near["pairs"] > 0 and run.training["pairs"] >= near["pairs"]
+    assert set(near["by_rule"]) == {"value", "nearby", "swap", "answer"}
+    # the held-out pairs right per failure kind of the rejected side (the sample's markers.failure), both sides
+    kinds = run.training["pairs_by_failure"]
+    assert set(kinds["before"]) == set(kinds["after"]) and "wrong_argument" in kinds["after"]
+    assert sum(k["pairs"] for k in kinds["after"].values()) == run.training["holdout_prompts"]
+    assert sum(k["right"] for k in kinds["after"].values()) == sum(run.training["outcomes"]["after"])
+
+
 def test_an_rm_trained_on_the_first_action_is_a_judge_that_reads_the_first_action(sample_sets):
     """reward_span="first_action": the pairs end at the first assistant turn, and reward_model(run) scores that span."""
     from whileai.jobs import rm

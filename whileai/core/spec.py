@@ -147,6 +147,7 @@ class RMSpec(RunSpec):
     batch_size: int | None = None
     balance: bool | None = None
     reward_span: Literal["conversation", "first_action"] | None = None
+    near_misses: int | None = None
 
 
 SPEC_MODELS: dict[str, type[RunSpec]] = {"sft": SFTSpec, "grpo": GRPOSpec, "dpo": DPOSpec, "rm": RMSpec}

@@ -208,6 +208,8 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     if after and after.get("threshold") is not None:  # rm: the cut that best separates the held-out rows
         training["threshold"] = after["threshold"]
         training["threshold_row_accuracy"] = after.get("row_accuracy")
+    if after and after.get("by_failure"):  # rm: held-out pairs right per failure kind, before and after
+        training["pairs_by_failure"] = {"before": (before or {}).get("by_failure"), "after": after["by_failure"]}
     if gpu is None:
         training["cost_basis"] = "no estimate: the job ran on a CPU, which has no GPU price (GPU_USD_PER_HOUR)"
     if not holdout_rows:

@@ -2,7 +2,11 @@
 
 Each side is the chat template over the row's ``messages`` with its ``tools``
 (what ``reward_model(run)`` scores later): the whole conversation, or with
-``reward_span="first_action"`` the prompt and the first assistant turn only. The score head is freshly
+``reward_span="first_action"`` the prompt and the first assistant turn only; with
+``near_misses=N`` (first-action span only) each passing row also gives up to N
+pairs against a near miss of itself (``judges.near_miss_pairs``: one argument
+value changed, a number moved, two arguments swapped, another prompt's answer),
+each judged to fail. The score head is freshly
 initialised on every load, so it is trained and saved with the adapter
 (``modules_to_save``). Before and after are the held-out pair accuracy (the
 share of held-out pairs whose pass outscores its fail); the run's
@@ -18,7 +22,8 @@ from typing import Any
 from whileai.jobs import _environment, _loading, _trainer_data, _trainer_setup
 from whileai.simulations import defaults
 
-__all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_examples", "span_of"]
+__all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_examples", "near_miss_examples", "span_of",
+           "near_misses_of", "by_failure"]
 
 
 def load(spec: dict[str, Any]) -> tuple[Any, Any]:
@@ -38,12 +43,33 @@ def span_of(spec: dict[str, Any]) -> str:
     return str(spec.get("reward_span") or "conversation")
 
 
+def near_misses_of(spec: dict[str, Any]) -> int:
+    """Near-miss pairs per passing row the run adds to its training pairs (config ``near_misses``; 0: none)."""
+    from whileai.simulations.serving import near_miss_problem
+
+    value = int(spec.get("near_misses") or 0)
+    problem = near_miss_problem(value, span_of(spec))
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 def pair_examples(rows: list[dict[str, Any]], balance: bool, span: str = "conversation") -> list[dict[str, Any]]:
     """``{"chosen": messages, "rejected": messages, "tools": [...]}`` per pass-vs-fail pair (TRL's implicit prompt)."""
     from whileai.jobs.dpo import preference_pairs
     from whileai.simulations.serving import reward_pair_example
 
     return [reward_pair_example(pair, span) for pair in preference_pairs(rows, balance)]
+
+
+def near_miss_examples(rows: list[dict[str, Any]], per_row: int, seed: int = 0,
+                       span: str = "first_action") -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``per_row`` near-miss pairs per passing row (``judges.near_miss_pairs``) as the trainer reads them, and their summary."""
+    from whileai.simulations.judges import near_miss_pairs
+    from whileai.simulations.serving import reward_pair_example
+
+    pairs, summary = near_miss_pairs(rows, per_row, seed)
+    return [reward_pair_example(pair, span) for pair in pairs], summary
 
 
 def score_rows(model: Any, tokenizer: Any, rows: list[dict[str, Any]], batch_size: int | None = None,
@@ -120,6 +146,23 @@ def _holdout_rows(rows: list[dict[str, Any]], spec: dict[str, Any]) -> tuple[lis
     return labelled, preference_pairs(labelled, True)
 
 
+def by_failure(pairs: list[dict[str, Any]], outcomes: list[int]) -> dict[str, dict[str, int]] | None:
+    """Per failure kind of the rejected side (its ``markers.failure``): ``{"right", "pairs"}``; None when no row says.
+
+    Where the head falls short: on the kit's sample, a right tool with a wrong value
+    stayed at chance while every other kind was told apart (issue 18).
+    """
+    kinds: dict[str, dict[str, int]] = {}
+    for pair, right in zip(pairs, outcomes, strict=True):
+        kind = (pair["rejected"].get("markers") or {}).get("failure")
+        if kind is None:
+            continue
+        entry = kinds.setdefault(str(kind), {"right": 0, "pairs": 0})
+        entry["right"] += int(right)
+        entry["pairs"] += 1
+    return dict(sorted(kinds.items())) or None
+
+
 def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Held-out pair accuracy (pass outscores fail), plus the best-separating threshold on the held-out rows."""
     labelled, pairs = _holdout_rows(rows, spec)
@@ -136,6 +179,9 @@ def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[s
         outcomes = [int(index[id(p["chosen"])] > index[id(p["rejected"])]) for p in pairs]
         result["value"] = sum(outcomes) / len(pairs)
         result["outcomes"] = outcomes
+        kinds = by_failure(pairs, outcomes)
+        if kinds:
+            result["by_failure"] = kinds
     else:
         result["value"] = accuracy
         result["metric"] = "row_accuracy"
@@ -147,6 +193,10 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
     from trl import RewardConfig, RewardTrainer
 
     examples = pair_examples(rows, bool(spec.get("balance", True)), span_of(spec))
+    near = None
+    if near_misses_of(spec):
+        added, near = near_miss_examples(rows, near_misses_of(spec), int(spec.get("seed") or 0), span_of(spec))
+        examples += added
     examples, too_long = _trainer_data.within_context(tokenizer, examples, _loading.max_length(model))
     if not examples:
         raise ValueError("rm found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task"
@@ -160,6 +210,8 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
                              "reward_span": span_of(spec),
                              "left_out_too_long": too_long, "trainer_received": len(trainer.train_dataset),
                              "unit": "pairs"}
+    if near is not None:  # how many of the pairs are near misses, by rule
+        extra["near_misses"] = near
     if not holdout:  # with a held-out set the job's after-measurement picks the threshold there
         train_labelled = [r for r in rows if isinstance(r.get("passed"), bool)]
         scores = score_rows(trainer.model, tokenizer, train_labelled, span=span_of(spec))

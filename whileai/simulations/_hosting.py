@@ -28,7 +28,7 @@ __all__ = ["train", "resolve_config", "selection_gate", "check_knob"]
 _KNOB_ARGS = ("steps", "epochs", "generations", "beta", "learning_rate", "seed", "max_completion_length",
               "loss_type", "temperature", "truncated", "min_mixed_tasks", *defaults.TRAIN_EXPORT_KNOBS)
 _INT_KNOBS = {"steps", "generations", "seed", "max_completion_length", "min_mixed_tasks",
-              "lora_rank", "lora_alpha", "batch_size", "holdout_rows", "max_tool_output_chars"}
+              "lora_rank", "lora_alpha", "batch_size", "holdout_rows", "max_tool_output_chars", "near_misses"}
 #: the LoRA shape a run started from another inherits (the adapter keeps its shape)
 _LORA_SHAPE = ("lora_rank", "lora_alpha")
 
@@ -116,6 +116,12 @@ def resolve_config(method: str, knobs: Mapping[str, Any], config: Mapping[str, A
     for name, per_method in defaults.TRAINING_HOST_KEYS.items():
         if method in per_method and resolved.get(name) is None:
             resolved[name] = _method_default(name, method, defaults.TRAINING_HOST_KEYS, base)
+    if method == "rm":
+        from .serving import near_miss_problem
+
+        problem = near_miss_problem(resolved.get("near_misses"), resolved.get("reward_span"))
+        if problem:
+            problems.append(problem)
     if method == "grpo":
         resolved["trl_defaults_overridden"] = {
             k: v for k, v in defaults.TRL_DEFAULTS["grpo"].items() if k in ("beta", "loss_type", "mask_truncated_completions")

@@ -574,6 +574,14 @@ TRAINING_HOST_KEYS: dict[str, dict[str, dict]] = {
     # (13/25); up to the first action 17-18/25.
     "reward_span": {"rm": {"choices": ("conversation", "first_action"), "default": "conversation",
                            "paper": None, "source": ""}},
+    # Near-miss pairs per passing row added to a reward model's training pairs (judges.near_miss_pairs:
+    # the first action with one argument value changed, a number moved, two arguments swapped, or
+    # another prompt's answer; each judged to fail). Needs reward_span="first_action". Measured on the
+    # kit (issue 18, 69 held-out pairs, 800 steps): 3 per row took a right tool with a wrong value
+    # from chance to 24-25 of 25 held-out pairs. 0 trains on the rows' own pairs alone.
+    "near_misses": {"rm": {"range": (0, 64), "default": 0, "paper": None,
+                           "source": "FC-RewardBench, arXiv:2509.11963 (wrong parameter values: the commonest "
+                                     "tool-call error, 650 of 1,500 pairs)"}},
 
     # the held-out loss on the passing rows (lower is better).
     "metric": {"sft": {"choices": ("pass_rate", "loss"), "default": "pass_rate", "paper": None, "source": ""}},
@@ -587,6 +595,14 @@ TRAINING_CONFIG_KEYS = ("monitor", "gold_judge", "gpu")
 # ---------------------------------------------------------------------------
 # Serving (OpenAI-compatible endpoint, model registry)
 # ---------------------------------------------------------------------------
+
+#: How far a near-miss number moves besides one either way (judges.near_miss_pairs, rule
+#: "nearby"): a tenth of itself, so 120 becomes 108 or 132. Off-by-one and
+#: order-of-magnitude-of-ten-percent slips are what the kit's simulated policies make.
+NEAR_MISS_NUMBER_SHIFT = 0.1
+#: Draws per near miss wanted before a row gives up (a draw can repeat an earlier
+#: change, or be one the judge still passes).
+NEAR_MISS_TRIES = 4
 
 #: Rows per forward pass when a reward-model judge scores many rows at once
 #: (``judge.score(rows)``). Rows are padded to the longest in the batch, so a

@@ -20,6 +20,7 @@ from typing import Any
 
 from . import defaults
 from ._actions import action_matches, first_action, json_equal, parse_arguments
+from . import _near_misses
 from ._gold import gold_problem, is_plain_gold, judge_turn
 from .rowsource import rows_of
 from ._scoring import (  # noqa: F401  (the judge contract and ScoredData are re-exported here, their public home)
@@ -50,6 +51,7 @@ __all__ = [
     "judge_trust",
     "judge_pairs",
     "build_preference_pairs",
+    "near_miss_pairs",
     "completion_chars",
 ]
 
@@ -321,3 +323,20 @@ def build_preference_pairs(rows: Any, per_task: int | None = None) -> list[dict[
     all_rows = rows_of(rows)
     labels = [r.get("passed") if isinstance(r.get("passed"), bool) else None for r in all_rows]
     return _length_matched_pairs(all_rows, labels, per_task)
+
+
+def near_miss_pairs(rows: Any, per_row: int, seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Pairs of a passing row against a near miss of it that the first-action judge fails.
+
+    For each passing row with a ``gold``, up to ``per_row`` copies whose first
+    assistant turn differs in one place: one argument takes a value another row
+    gives it, a number moves a little, two arguments of one type trade values, or
+    a final answer becomes another prompt's answer. A copy ends at that turn and is
+    kept only when :func:`first_action_judge` fails it. Returns ``(pairs, summary)``:
+    each pair ``{"chosen", "rejected", "task_id", "near_miss"}``, the summary the
+    pairs per rule. The reward model's ``near_misses`` setting trains on these.
+
+        from whileai.simulations.judges import near_miss_pairs
+        pairs, summary = near_miss_pairs(train_rows, per_row=3)
+    """
+    return _near_misses.near_miss_pairs(rows_of(rows), per_row, seed, first_action_judge)

@@ -229,6 +229,15 @@ def models(*, api_key: str | None = None) -> list[dict[str, Any]]:
 REWARD_SPANS = ("conversation", "first_action")
 
 
+def near_miss_problem(near_misses: Any, span: Any) -> str | None:
+    """Why ``near_misses`` cannot run with reward span ``span`` (config ``reward_span``), or None when it can."""
+    if not near_misses or str(span or "conversation") == "first_action":
+        return None
+    return (f"near_misses={near_misses} needs reward_span='first_action' (reward_span={str(span or 'conversation')!r}): "
+            "a near miss changes the first action, so the tool response and reply after it would no longer follow "
+            "from it; pass reward_span=first_action, or near_misses=0")
+
+
 def reward_text_messages(row: Mapping[str, Any], span: str = "conversation") -> list[dict[str, Any]]:
     """A row's messages as the reward model read them in training: tool-call arguments as dicts.
 
