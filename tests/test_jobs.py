@@ -252,9 +252,13 @@ def test_an_rm_run_records_its_near_misses(sample_sets):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run = wai.train(train, method="rm", steps=2, base_model=sample_sets["base"], wait=True,
-                        config={"holdout_rows": 24, "reward_span": "first_action", "near_misses": 2})
+                        config={"holdout_rows": 24, "reward_span": "first_action", "near_misses": 2,
+                                "lr_scheduler_type": "cosine"})
     assert run.status == "done", run.error
     assert run.config["near_misses"] == 2
+    # the schedule reached the trainer: TRL's resolved config on the run says so
+    assert run.config["lr_scheduler_type"] == "cosine"
+    assert wai.get_run(run.id)["summary"]["trainer"]["config"]["lr_scheduler_type"] == "cosine"
     near = run.training["near_misses"]
     assert near["pairs"] > 0 and run.training["pairs"] >= near["pairs"]
     assert set(near["by_rule"]) == {"value", "nearby", "swap", "answer"}

@@ -20,7 +20,7 @@ def trainer_settings(spec: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "output_dir": str(folder / "trainer"),
         "learning_rate": float(spec["learning_rate"]),
-        "lr_scheduler_type": defaults.TRAIN_LR_SCHEDULER,
+        "lr_scheduler_type": spec.get("lr_scheduler_type") or defaults.TRAIN_LR_SCHEDULER,
         "warmup_steps": defaults.TRAIN_WARMUP_RATIO,  # a float under 1 is a share of the steps
         "seed": int(spec.get("seed") or 0),
         "logging_steps": 1,
