@@ -1,4 +1,4 @@
-"""The methods learn: SFT, GRPO and DPO at the committed recipes' settings beat their start significantly.
+"""The methods learn: SFT, GRPO, DPO and the reward model at the committed recipes' settings beat their start significantly.
 
 Unlike tests/test_jobs.py and tests/test_stages.py, which train the kit's random
 tiny model to prove the plumbing, these train the kit's pre-trained demo base
@@ -11,7 +11,10 @@ here) with the job bodies themselves (``whileai.jobs.sft`` / ``grpo``: the same
 - GRPO at the recipe's GRPO settings, from that SFT adapter (cached for the
   module), lifts the same held-out prompts above the SFT start;
 - DPO at dpo_tooluse's settings (whose SFT stage is the same), from the same
-  adapter, does too.
+  adapter, does too;
+- a reward model at rm_tooluse's settings (near misses on) lifts the held-out
+  pair accuracy of its fresh head to 0.9 or more, and tells a right tool with a
+  wrong value apart (trained on the rows' own pairs alone, it stayed near chance).
 
 "Significantly" is the exact McNemar test over the same held-out prompts
 (``whileai.core.stats``): p < ALPHA on the prompts that changed, and more
@@ -155,3 +158,26 @@ def test_dpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sf
     assert extra["pairs"] == extra["policy_pairs"]["pairs"] > 0
     ok, said = _significant_gain(start, after)
     assert ok, f"DPO at dpo_tooluse's settings did not beat its SFT start: {said}; pairs {extra['policy_pairs']}"
+
+
+def test_rm_at_the_recipe_settings_tells_near_misses_apart(split, tmp_path):
+    from whileai.jobs import _environment, rm
+    from whileai.simulations import defaults
+
+    recipe = _recipe(RECIPES / "rm_tooluse.yaml")
+    assert recipe["near_misses"] > 0 and recipe["reward_span"] == "first_action"
+    spec = {"method": "rm", "base_model": defaults.KIT_BASE_NAME, "seed": SEED, "steps": int(recipe["steps"]),
+            "learning_rate": float(recipe["learning_rate"]), "holdout_rows": int(recipe["holdout_rows"]),
+            "reward_span": recipe["reward_span"], "balance": recipe["balance"], "near_misses": recipe["near_misses"]}
+    _environment.cpu_threads()
+    _environment.seed_all(SEED)
+    model, tokenizer = rm.load(spec)
+    before = rm.evaluate(spec, model, tokenizer, split["held"])
+    model, extra = rm.fit(spec, model, tokenizer, split["train"], tmp_path, [], holdout=split["held"])
+    after = rm.evaluate(spec, model, tokenizer, split["held"])
+    assert len(after["outcomes"]) >= 40 and extra["near_misses"]["pairs"] > 2 * (extra["pairs"] - extra["near_misses"]["pairs"])
+    ok, said = _significant_gain(before["outcomes"], after["outcomes"])
+    assert ok and after["value"] >= recipe["expect"]["holdout_after_min"], (
+        f"rm at rm_tooluse's settings: {said}, by failure kind {after['by_failure']}")
+    wrong = after["by_failure"]["wrong_argument"]
+    assert wrong["right"] >= 0.8 * wrong["pairs"], f"a right tool with a wrong value: {wrong} (chance is half)"
