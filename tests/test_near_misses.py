@@ -164,3 +164,11 @@ def test_held_out_pairs_are_counted_per_failure_kind():
     assert rm.by_failure(pairs, [1, 0, 1, 1]) == {"no_tool": {"right": 1, "pairs": 1},
                                                    "wrong_tool": {"right": 1, "pairs": 2}}
     assert rm.by_failure(pairs[3:], [1]) is None
+
+
+def test_a_float_moves_by_a_tenth_of_itself_and_a_lone_row_still_gives_near_misses():
+    row = call_row({"amount": 2.5, "from_unit": "km", "to_unit": "miles"}, "t0")
+    pairs, summary = near_miss_pairs([row], per_row=10, seed=0)
+    # no other row: no "value" change, but the number moves and the units swap
+    assert summary["by_rule"] == {"value": 0, "nearby": 2, "swap": 1, "answer": 0}
+    assert {first_call_args(p["rejected"])["amount"] for p in pairs if p["near_miss"] == "nearby"} == {2.25, 2.75}

@@ -75,8 +75,8 @@ def _nearby(value: int | float) -> list[Any]:
     if isinstance(value, int):
         step = max(1, round(abs(value) * defaults.NEAR_MISS_NUMBER_SHIFT))
         return sorted({value - 1, value + 1, value - step, value + step} - {value})
-    step = abs(value) * defaults.NEAR_MISS_NUMBER_SHIFT or 1.0
-    return sorted({round(value - step, 6), round(value + step, 6)} - {value})
+    shift = abs(value) * defaults.NEAR_MISS_NUMBER_SHIFT or 1.0
+    return sorted({round(value - shift, 6), round(value + shift, 6)} - {value})
 
 
 class _Pools:
