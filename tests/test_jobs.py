@@ -261,6 +261,9 @@ def test_an_rm_run_records_its_near_misses(sample_sets):
     assert wai.get_run(run.id)["summary"]["trainer"]["config"]["lr_scheduler_type"] == "cosine"
     near = run.training["near_misses"]
     assert near["pairs"] > 0 and run.training["pairs"] >= near["pairs"]
+    # the selection report, read before the job started, counted the same near misses
+    assert run.selection["near_miss_pairs"] == near["pairs"] and "near-miss pairs (near_misses=2" in run.selection["summary"]
+    assert run.training["pairs"] == run.selection["pairs"] + near["pairs"] - run.training["left_out_too_long"]
     assert set(near["by_rule"]) == {"value", "nearby", "swap", "answer"}
     # the held-out pairs right per failure kind of the rejected side (the sample's markers.failure), both sides
     kinds = run.training["pairs_by_failure"]

@@ -159,11 +159,12 @@ def trained_rows(rows: list[dict[str, Any]], method: str, balance: bool | None) 
 
 
 def _export(rows: list[dict[str, Any]], method: str, export: dict[str, Any], path: Path,
-            balance: bool | None = None) -> dict[str, Any]:
+            balance: bool | None = None, near_misses: int = 0, seed: int = 0) -> dict[str, Any]:
     """The artifact in the chosen format with the gates on; raises ExportValidationError when a gate refuses.
 
     What is exported is what the job trains on: SFT's rows, GRPO's one row per prompt, DPO's and RM's
-    pairs (the job's own ``preference_pairs``, ``balance`` as the run gives it).
+    pairs (the job's own ``preference_pairs``, ``balance`` as the run gives it), and RM's near-miss
+    pairs (``near_misses`` per passing row, drawn with the run's ``seed`` as the job draws them).
     """
     import whileai.simulations as wai
 
@@ -174,6 +175,10 @@ def _export(rows: list[dict[str, Any]], method: str, export: dict[str, Any], pat
             from whileai.jobs.dpo import preference_pairs
 
             pairs = preference_pairs(rows, True if balance is None else bool(balance))
+            if method == "rm" and near_misses:
+                from whileai.simulations.judges import near_miss_pairs
+
+                pairs += near_miss_pairs(rows, near_misses, seed)[0]
             return wai.export_preference(pairs, path, format=export["format"], validate=export["validate"],
                                          strip_think=export["strip_think"],
                                          max_tool_output_chars=export["max_tool_output_chars"])
@@ -361,7 +366,8 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
         export_path = context.output_dir / "export" / f"{stage_name}.{spec['export']['format']}.jsonl"
         try:
             with progress.step(f"{label}: export with gates") as note:
-                export_report = _export(used_rows, method, spec["export"], export_path, stage.get("balance"))
+                export_report = _export(used_rows, method, spec["export"], export_path, stage.get("balance"),
+                                        int(stage.get("near_misses") or 0), int(kwargs.get("seed") or 0))
                 note["result"] = f"{export_path} ({_exported(export_report)})"
         except wai.ExportValidationError as exc:
             progress.line(f"- export gate refused the data; nothing was trained:\n{exc}")

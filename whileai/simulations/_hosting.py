@@ -413,7 +413,7 @@ def train(
 
     report = None
     if check != "off":
-        from ._selection import pairs_per_task, profile_rows
+        from ._selection import pairs_per_task, profile_rows, with_near_misses
         from .context import check_context
         from .rowsource import rows_of
 
@@ -422,6 +422,7 @@ def train(
         per_task = pairs_per_task(method, resolved, len(data))  # balance=False: every length-matched pair
         context = check_context(data, method, resolved["base_model"], resolved, per_task)  # tokenizer only
         report = selection_gate(prof, method, check, int(resolved["min_mixed_tasks"]), context, per_task)
+        report = with_near_misses(report, data, method, resolved)  # rm: the pairs its job adds
         if method == "grpo" and generations is None and (prof.get("repeats") or {}).get("common"):
             lo, hi = defaults.TRAINING_KNOBS["generations"]["grpo"]["range"]
             resolved["generations"] = min(max(int(prof["repeats"]["common"]), lo), hi)

@@ -322,3 +322,22 @@ def _summary(report: Mapping[str, Any]) -> str:
     if not report["dropped"]:
         return head + tail
     return head + "; left out " + ", ".join(dropped_phrase(d, report) for d in report["dropped"]) + tail
+
+
+def with_near_misses(report: dict[str, Any], rows: list[Any], method: str,
+                     config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``report`` with the near-miss pairs a reward model's job adds to the rows' pairs (config ``near_misses``).
+
+    Counted on ``rows`` as the job draws them (``judges.near_miss_pairs`` with the run's seed), as
+    ``near_miss_pairs`` and in the summary; any other method or ``near_misses`` 0 leaves it as it is.
+    """
+    near = int((config or {}).get("near_misses") or 0) if method == "rm" else 0
+    if not near:
+        return report
+    from .judges import near_miss_pairs
+
+    _, made = near_miss_pairs(rows, near, int((config or {}).get("seed") or 0))
+    report["near_miss_pairs"] = made["pairs"]
+    report["summary"] = (f"{report.get('summary')}; the job adds {made['pairs']} near-miss pairs "
+                         f"(near_misses={near} per passing row)")
+    return report

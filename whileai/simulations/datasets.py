@@ -28,7 +28,7 @@ from whileai.core.ids import names_id
 from . import defaults
 from ._bfcl import from_bfcl
 from .rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
-from ._selection import METHODS, profile_rows
+from ._selection import METHODS, profile_rows, with_near_misses
 from ._selection import selection_report as _selection_report
 
 __all__ = [
@@ -269,5 +269,6 @@ def selection_report(profile: Any, method: str, per_task: int | None = None, bas
         from .context import check_context
 
         context = check_context(rows, method, base_model, config, per_task)
-    return _selection_report(profile_rows(rows, source=describe_source(profile)), method, per_task=per_task,
-                             context=context)
+    report = _selection_report(profile_rows(rows, source=describe_source(profile)), method, per_task=per_task,
+                               context=context)
+    return with_near_misses(report, rows, method, config)
