@@ -385,6 +385,33 @@ def test_the_sweep_page_has_the_swept_knob_as_a_sortable_column_and_a_chart(plat
 # --------------------------------------------------------------------------- what users logged, and accounts
 
 
+def test_a_reward_model_run_shows_its_held_out_pairs_by_failure_kind_as_text(platform, seeded, context):
+    from playwright.sync_api import expect
+
+    kinds = {"before": {"wrong_argument": {"right": 14, "pairs": 25}, EVIL: {"right": 1, "pairs": 2}},
+             "after": {"wrong_argument": {"right": 22, "pairs": 25}, EVIL: {"right": 2, "pairs": 2},
+                       "wrong_tool": {"right": 15, "pairs": 15}}}
+    with _api(platform, seeded["alice"]) as api:
+        run_id = api.post("/runs", json={"name": "rm near misses", "dataset": "ds_train", "kind": "hosted",
+                                         "config": {"spec": {"method": "rm", "near_misses": 3}}}).json()["id"]
+        api.patch(f"/runs/{run_id}", json={"status": "done", "summary": {
+            "holdout_before": 0.565, "holdout_after": 0.957,
+            "training": {"method": "rm", "metric": "pair_accuracy", "pairs_by_failure": kinds}}})
+    _, page = _sign_in(context, platform, seeded["alice"])
+    _open(page, platform, f"/runs/{run_id}")
+    headings = page.locator("main section > h2").all_inner_texts()
+    assert headings.index("Held-out pairs by failure kind") == headings.index("Did it work?") + 1
+    table = page.locator("#failure-kinds tbody tr")
+    expect(table).to_have_count(3)
+    assert table.nth(0).locator("td").all_inner_texts() == ["wrong_argument", "14 of 25", "22 of 25"]
+    assert table.nth(2).locator("td").all_inner_texts() == ["wrong_tool", "–", "15 of 15"]  # not measured before
+    assert table.nth(1).locator("td").first.inner_text() == EVIL  # a logged kind is shown as text
+    assert page.evaluate("window.__pwned") is None and page.locator("main img, main script").count() == 0
+    # a run without the breakdown has no such section
+    _open(page, platform, f"/runs/{seeded['grpo']}")
+    expect(page.locator("#failure-kinds-section")).to_have_count(0)
+
+
 def test_logged_markup_stays_text_on_every_page(platform, seeded, context):
     _, page = _sign_in(context, platform, seeded["alice"])
     dialogs = []

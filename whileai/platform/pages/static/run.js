@@ -84,6 +84,24 @@
     return sec;
   }
 
+  // A reward model's held-out pairs the head got right, per failure kind of the rejected row
+  // (training.pairs_by_failure, from the rows' markers.failure), before and after training.
+  function failureKinds(v) {
+    const kinds = v.training && v.training.pairs_by_failure;
+    if (!kinds || !kinds.after || typeof kinds.after !== "object") return null;
+    const before = (kinds.before && typeof kinds.before === "object") ? kinds.before : {};
+    const cell = (k) => k && WAI.isNum(k.right) && WAI.isNum(k.pairs) ? k.right + " of " + k.pairs : "–";
+    const rows = Object.keys(kinds.after).map((kind) => el("tr", {dataset: {kind: kind}}, el("td", {}, kind),
+      el("td", {}, cell(before[kind])), el("td", {}, cell(kinds.after[kind]))));
+    const sec = WAI.section("Held-out pairs by failure kind",
+      el("p", {class: "muted"}, "Pairs whose passing row outscored its failing one, by the failing row's markers.failure."),
+      el("div", {class: "scroll"}, el("table", {class: "data", id: "failure-kinds"},
+        el("thead", {}, el("tr", {}, ["failure kind", "before", "after"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, rows))));
+    sec.id = "failure-kinds-section";
+    return sec;
+  }
+
   function ci(x) { return x && x.ci ? "[" + WAI.num(x.ci[0], 3) + ", " + WAI.num(x.ci[1], 3) + "]" : ""; }
 
   function delta(v) {
@@ -328,7 +346,7 @@
     for (const k of Object.keys(byMetric)) delete byMetric[k];
     document.title = (v.run.name || v.run.id) + " · whileai";
     const charts = chartsSection(v), monitor = monitorSection(v);
-    const nodes = [header(v), headline(v), expectSection(v), delta(v), Array.isArray(charts) ? charts[0] : charts,
+    const nodes = [header(v), headline(v), expectSection(v), failureKinds(v), delta(v), Array.isArray(charts) ? charts[0] : charts,
       monitor && monitor[0], scalarsSection(v), ...reports(v), cost(v), served(v), logSection(), config(v), other(v), error(v)];
     WAI.main().replaceChildren(...nodes.filter(Boolean));
     if (Array.isArray(charts)) charts[1]();
