@@ -64,7 +64,7 @@ def test_each_near_miss_fails_the_judge_and_differs_from_its_pass_in_one_place()
         chosen, rejected = pair["chosen"], pair["rejected"]
         assert chosen["passed"] is True and rejected["passed"] is False and rejected["reward"] == 0.0
         assert not wai.first_action_judge(rejected)["passed"] and wai.first_action_judge(chosen)["passed"]
-        assert rejected["markers"]["near_miss"] == pair["near_miss"] and pair["task_id"] == chosen["task_id"]
+        assert rejected["markers"] == {"near_miss": pair["near_miss"]} and pair["task_id"] == chosen["task_id"]
         # the prompt is the pass's own, and the copy ends at the changed first turn
         assert rejected["messages"][:-1] == chosen["messages"][: len(rejected["messages"]) - 1]
         assert rejected["messages"][-1]["role"] == "assistant"

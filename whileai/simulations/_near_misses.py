@@ -151,8 +151,9 @@ def near_miss_pairs(rows: list[Mapping[str, Any]], per_row: int, seed: int,
     Each pair is ``{"chosen", "rejected", "task_id", "near_miss"}``: the passing
     row, and a copy whose first assistant turn is changed by one rule (the
     module's docstring) and that ``judge`` (the first-action judge, passed in by
-    ``judges.near_miss_pairs``) fails against the row's gold; the copy ends at that turn and carries ``passed=False``, ``reward=0.0``
-    and ``markers.near_miss`` naming the rule. Distinct changes only; deterministic
+    ``judges.near_miss_pairs``) fails against the row's gold. The copy ends at that
+    turn and carries ``passed=False``, ``reward=0.0`` and, for markers, only
+    ``near_miss`` naming the rule. Distinct changes only; deterministic
     for ``seed``. ``summary`` counts the pairs per rule, the rows that gave at
     least one, and the changes left out because the judge still passed them.
     """
@@ -181,9 +182,9 @@ def near_miss_pairs(rows: list[Mapping[str, Any]], per_row: int, seed: int,
             if signature in seen:
                 continue
             seen.add(signature)
-            markers = {**dict(row.get("markers") or {}), "near_miss": rule}
+            # the pass's own markers (its proxy reward, its failure kind "none") would misdescribe the copy
             rejected = {**row, "messages": [*list(row["messages"])[:position], new], "passed": False,
-                        "reward": 0.0, "markers": markers}
+                        "reward": 0.0, "markers": {"near_miss": rule}}
             if judge(rejected)["passed"]:
                 summary["still_passed"] += 1
                 continue
