@@ -194,8 +194,9 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
 
     examples = pair_examples(rows, bool(spec.get("balance", True)), span_of(spec))
     near = None
-    if near_misses_of(spec):
-        added, near = near_miss_examples(rows, near_misses_of(spec), int(spec.get("seed") or 0), span_of(spec))
+    per_row = near_misses_of(spec)
+    if per_row:
+        added, near = near_miss_examples(rows, per_row, int(spec.get("seed") or 0), span_of(spec))
         examples += added
     examples, too_long = _trainer_data.within_context(tokenizer, examples, _loading.max_length(model))
     if not examples:

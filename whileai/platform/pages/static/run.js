@@ -346,8 +346,8 @@
     for (const k of Object.keys(byMetric)) delete byMetric[k];
     document.title = (v.run.name || v.run.id) + " · whileai";
     const charts = chartsSection(v), monitor = monitorSection(v);
-    const nodes = [header(v), headline(v), expectSection(v), failureKinds(v), delta(v), Array.isArray(charts) ? charts[0] : charts,
-      monitor && monitor[0], scalarsSection(v), ...reports(v), cost(v), served(v), logSection(), config(v), other(v), error(v)];
+    const nodes = [header(v), headline(v), expectSection(v), failureKinds(v), delta(v),
+      Array.isArray(charts) ? charts[0] : charts, monitor && monitor[0], scalarsSection(v), ...reports(v), cost(v), served(v), logSection(), config(v), other(v), error(v)];
     WAI.main().replaceChildren(...nodes.filter(Boolean));
     if (Array.isArray(charts)) charts[1]();
     if (monitor) monitor[1]();
