@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from whileai.core.spec import RunSpec
 
 from whileai.jobs._environment import device
 from whileai.simulations import defaults
@@ -13,7 +14,7 @@ from whileai.simulations.context import context_limit
 __all__ = ["base_path", "load_policy", "load_adapter", "peft_config", "lora_config", "max_length", "save_adapter"]
 
 
-def base_path(name: str, spec: Mapping[str, Any] | None = None) -> str:
+def base_path(name: str, spec: RunSpec | None = None) -> str:
     """A loadable directory (or cached hub name) for the base ``name``.
 
     The kit's demo base resolves to its cached folder. On Modal a hub name is
@@ -26,67 +27,62 @@ def base_path(name: str, spec: Mapping[str, Any] | None = None) -> str:
 
         return str(demo_base())
     local = Path(name).expanduser()
-    if (spec or {}).get("target") == "modal" and not local.exists():
+    if spec is not None and spec.target == "modal" and not local.exists():
         from huggingface_hub import snapshot_download
 
         return snapshot_download(name)
     return name
 
 
-def load_policy(spec: Mapping[str, Any]) -> tuple[Any, Any]:
+def load_policy(spec: RunSpec) -> tuple[Any, Any]:
     """The base model (causal LM, on the job's device) and its tokenizer.
 
     A run started from another (``init_from``) gets that run's adapter on top,
-    loaded trainable (``spec["init_adapter"]``, the folder the platform resolved
+    loaded trainable (``spec.init_adapter``, the folder the platform resolved
     for it): the trainer keeps training the same adapter, so the result is one
     complete adapter for the base.
     """
     from whileai.kit import load_base
 
-    model, tokenizer = load_base(base_path(spec["base_model"], spec))
+    model, tokenizer = load_base(base_path(spec.base_model, spec))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = model.to(device())
-    if spec.get("init_adapter"):
+    if spec.init_adapter:
         model = load_adapter(model, spec)
     return model, tokenizer
 
 
-def load_adapter(model: Any, spec: Mapping[str, Any]) -> Any:
+def load_adapter(model: Any, spec: RunSpec) -> Any:
     """``model`` with the adapter of the run it starts from (``init_from``), trainable, as PEFT's "default"."""
     from peft import PeftModel
 
-    folder = Path(spec["init_adapter"])
+    folder = Path(spec.init_adapter)
     if not (folder / "adapter_config.json").is_file():
         raise FileNotFoundError(
-            f"the adapter of init_from run {spec.get('init_from')} is not at {folder} (no adapter_config.json); "
+            f"the adapter of init_from run {spec.init_from} is not at {folder} (no adapter_config.json); "
             "train that run again, or start this one from another finished run"
         )
     return PeftModel.from_pretrained(model, str(folder), is_trainable=True)
 
 
-def peft_config(model: Any, spec: Mapping[str, Any], task_type: str = "CAUSAL_LM") -> Any:
+def peft_config(model: Any, spec: RunSpec, task_type: str = "CAUSAL_LM") -> Any:
     """What a trainer's ``peft_config`` gets: None when the model already carries the adapter to train."""
     from peft import PeftModel
 
     return None if isinstance(model, PeftModel) else lora_config(spec, task_type)
 
 
-def lora_config(spec: Mapping[str, Any], task_type: str = "CAUSAL_LM") -> Any:
+def lora_config(spec: RunSpec, task_type: str = "CAUSAL_LM") -> Any:
     """LoRA on every linear projection with the run's rank and alpha (lora_rank / lora_alpha)."""
     from peft import LoraConfig
 
     kwargs: dict[str, Any] = {}
     if task_type == "SEQ_CLS":
         kwargs["modules_to_save"] = ["score"]  # the freshly initialised head must be saved with the adapter
-    return LoraConfig(
-        r=int(spec.get("lora_rank") or defaults.TRAIN_LORA_R),
-        lora_alpha=int(spec.get("lora_alpha") or defaults.TRAIN_LORA_ALPHA),
-        lora_dropout=defaults.TRAIN_LORA_DROPOUT,
-        target_modules=defaults.TRAIN_LORA_TARGETS,
-        task_type=task_type,
-        **kwargs,
-    )
+    from whileai.jobs.trainer_config import lora_settings
+
+    return LoraConfig(**lora_settings(spec), task_type=task_type, **kwargs)
 
 
 def max_length(model: Any) -> int:

@@ -286,6 +286,7 @@ def _task(cfg: Any) -> Any:
         expect_lines={k: origin(f"expect.{k}") for k in (plain.get("expect") or {})},
         json=os.environ.get(_JSON_ENV) == "1",
         label=_label(overrides, multirun),
+        origin=origin,
     )
     from ._datacheck import DATA_ERRORS, data_error_message
 
