@@ -687,6 +687,24 @@ def test_the_launch_route_refuses_what_is_not_a_run_spec(launches):
     assert not launches
 
 
+def test_the_launch_route_refuses_a_spec_that_is_not_resolved(launches):
+    """The platform fills nothing: {"method": "grpo"} with every knob unset is refused naming what is missing
+    (before, the job trained with balance=False and died at float(None))."""
+    from whileai.core.errors import PlatformError
+
+    client = get_client()
+    run = client.request("POST", "/runs", json={"name": "bare", "kind": defaults.TRAIN_RUN_KIND})
+    with pytest.raises(PlatformError, match="the spec is not resolved") as err:
+        client.request("POST", "/jobs/launch", json={"run_id": run["id"], "kind": "grpo", "spec": {"method": "grpo"}})
+    assert err.value.status == 422
+    for key in ("beta", "balance", "truncated", "learning_rate", "generations", "base_model"):
+        assert key in str(err.value), key
+    with pytest.raises(PlatformError, match="does not name base_model, seed"):
+        client.request("POST", "/jobs/launch", json={"run_id": run["id"], "kind": "grpo",
+                                                      "spec": {"method": "grpo", "beta": None}})
+    assert not launches
+
+
 def test_a_refused_launch_fails_its_run_and_the_same_config_trains_again(launches, tmp_path):
     # a run left running with no job read as crashed for ever: wait() never returned, and a second submit of the
     # same config answered with that run

@@ -47,6 +47,7 @@ __all__ = [
     "job_dir",
     "job_log",
     "spec_problems",
+    "missing_keys",
     "PLATFORM_SPEC_KEYS",
     "adapter_dir",
     "start_adapter",
@@ -79,6 +80,13 @@ def spec_problems(spec: dict[str, Any]) -> list[str]:
     problems = typed_problems(spec)
     problem = launch_base_problem(spec["base_model"]) if isinstance(spec.get("base_model"), str) else None
     return problems + ([problem] if problem else [])
+
+
+def missing_keys(spec: dict[str, Any]) -> list[str]:
+    """The knobs a launch spec does not name (:func:`whileai.core.spec.missing_keys`): the platform fills none."""
+    from whileai.core.spec import missing_keys as missing
+
+    return missing(spec)
 
 
 def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:

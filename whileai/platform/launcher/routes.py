@@ -74,6 +74,10 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     problems = runner.spec_problems({"method": body.kind, **body.spec})
     if problems:
         raise refuse("; ".join(problems))
+    missing = runner.missing_keys({"method": body.kind, **body.spec})
+    if missing:  # the platform trains what it is given and fills nothing: a spec arrives resolved (wai.train's)
+        raise refuse(f"the spec is not resolved: it does not name {', '.join(missing)}; send the spec wai.train "
+                     "resolves (every knob of its method with its value), or start the run with wai.train")
     spec = {**body.spec, "target": target}
     if isinstance(run.get("config"), dict) and run["config"].get("target") != target:
         the_store.update_run(acct, body.run_id, {"config": {**run["config"], "target": target}})
