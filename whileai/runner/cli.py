@@ -75,11 +75,13 @@ def register_resolvers() -> None:
     """``${wai.knob:NAME}`` (the method's default from TRAINING_KNOBS), ``${wai.const:NAME}`` (a constant of a defaults module, _CONST_HOMES)."""
     from omegaconf import OmegaConf
 
+    from .knobs_doc import help_lines
     from .schema import HOST_KEYS, KNOBS
 
     OmegaConf.register_new_resolver("wai.knob", _knob_default, replace=True)
     OmegaConf.register_new_resolver("wai.const", _const, replace=True)
     OmegaConf.register_new_resolver("wai.knob_names", lambda: ", ".join((*KNOBS, *HOST_KEYS)), replace=True)
+    OmegaConf.register_new_resolver("wai.knob_help", lambda: "\n" + help_lines(), replace=True)
 
 
 def _pop_recipes_flag(argv: list[str]) -> tuple[list[str], str | None]:
