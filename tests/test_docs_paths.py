@@ -231,3 +231,13 @@ def test_the_check_catches_stale_names(tmp_path, line, caught):
     doc.write_text(line + "\n", encoding="utf-8")
     found = _problems(doc)
     assert (caught in "\n".join(found)) if caught else not found, found
+
+
+def test_the_main_jobs_figure_is_the_same_in_the_readme_and_its_recipe():
+    """The Quickstart's held-out figure and recipes/sft_tooluse.yaml's comment quote one measurement."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    recipe = (ROOT / "recipes" / "sft_tooluse.yaml").read_text(encoding="utf-8")
+    quoted = re.findall(r"0\.000 -> (\d\.\d{3})", readme)
+    measured = re.findall(r"measured 0\.000 -> (\d\.\d{3})", recipe)
+    assert measured and len(set(measured)) == 1, measured
+    assert quoted and set(quoted) == set(measured), (quoted, measured)
