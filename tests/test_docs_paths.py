@@ -175,6 +175,19 @@ def _qualified_name_problem(token: str) -> str | None:
     return f"{name} lives in {sorted(where[name])}, not in a module named {head}"
 
 
+def _account_actions() -> set[str]:
+    import argparse
+
+    from whileai.platform.accounts import _parser
+
+    return {name for action in _parser()._actions if isinstance(action, argparse._SubParsersAction)
+            for name in action.choices}
+
+
+#: The commands that take an action word after them, and where their actions are read from.
+_ACTIONS = {"accounts": _account_actions, "platform": lambda: {"upgrade"}}
+
+
 def _problems(path: Path) -> list[str]:
     from whileai.__main__ import COMMANDS
 
@@ -188,11 +201,14 @@ def _problems(path: Path) -> list[str]:
         for match in re.finditer(r"(?<![\w.])whileai(?:\.\w+)+", line):
             if not _module_name_exists(match.group(0)):
                 problems.append(f"{where}:{number}: no module or name {match.group(0)!r}")
-        for match in re.finditer(r"python -m (whileai(?:\.[\w.]+)?)(?: +([a-z][\w-]*))?", line):
-            module, command = match.group(1), match.group(2)
+        for match in re.finditer(r"python -m (whileai(?:\.[\w.]+)?)(?: +([a-z][\w-]*))?(?: +([a-z][\w-]*))?", line):
+            module, command, action = match.group(1), match.group(2), match.group(3)
             if module == "whileai" and command and command not in COMMANDS:
                 problems.append(f"{where}:{number}: no command 'python -m whileai {command}' "
                                 f"(whileai/__main__.py has {', '.join(COMMANDS)})")
+            elif module == "whileai" and command in _ACTIONS and action and action not in _ACTIONS[command]():
+                problems.append(f"{where}:{number}: no action 'python -m whileai {command} {action}' "
+                                f"(it has {', '.join(sorted(_ACTIONS[command]()))})")
             elif module != "whileai" and importlib.util.find_spec(module) is None:
                 problems.append(f"{where}:{number}: no module {module!r} for python -m")
         for match in re.finditer(r"`([^`\n]+)`", line):
@@ -222,8 +238,10 @@ def test_the_allow_list_is_still_needed():
     ("the row sources (`_rowsource`) group rows", "_rowsource"),
     ("see `whileai.simulations.no_such_module`", "no_such_module"),
     ("then `python -m whileai train recipe=x`", "train"),
+    ("`python -m whileai accounts remove alice`", "remove"),
     ("and `rows.no_such_name(x)`", None),  # not a package function: not checked
     ("`whileai/platform/store/migrate.py`, `store/migrate.py`, `python -m whileai sync`", None),
+    ("`python -m whileai accounts rotate alice`, `python -m whileai platform upgrade`", None),
 ])
 def test_the_check_catches_stale_names(tmp_path, line, caught):
     """The names the docs had drifted to (issue 26) are each caught; real ones pass."""
