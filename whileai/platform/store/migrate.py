@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
-from whileai.core.errors import PlatformError
+from whileai.core.errors import StoreVersionError  # re-exported: its old home
 from whileai.platform.store._engine import _is_lock_error, with_lock_retry
 
 __all__ = ["HEAD_REVISION", "StoreVersionError", "ensure_current", "upgrade", "revisions", "store_revision"]
@@ -40,10 +40,6 @@ HEAD_REVISION = "0003_run_metric_names"
 #: The PostgreSQL advisory lock that lets one process at a time create or upgrade the schema.
 _PG_SCHEMA_LOCK = 847001
 _VERSIONS = Path(__file__).with_name("migrations")
-
-
-class StoreVersionError(PlatformError):
-    """This code cannot use the store's schema: it was made by a newer whileai, or upgrading it failed."""
 
 
 def alembic_config() -> Any:
