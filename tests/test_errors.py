@@ -38,12 +38,7 @@ FOREIGN_RAISES = {
 }
 
 #: Warnings issued without a category from whileai.core.errors, each with its reason.
-UNCATEGORISED_WARNINGS = {
-    "jobs/_evaluation.py": (
-        "the held-out gold-reply-over-cap warning; jobs/ is being reworked under issue 26's typed spec, "
-        "which gives it TrainingWarning. Remove this entry when it does"
-    ),
-}
+UNCATEGORISED_WARNINGS: dict[str, str] = {}
 
 
 def _modules() -> Iterator[tuple[str, ast.Module]]:

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from whileai.core.errors import TrainingWarning
 from whileai.core.spec import RunSpec
 
 from whileai.jobs._trainer_data import export_training
@@ -103,7 +104,7 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
     over = sum(1 for row in prompts if gold_reply_tokens(tokenizer, row.get("gold")) > cap)
     if over:
         warnings.warn(f"{over} of {len(prompts)} held-out prompts have a gold reply longer than the reply cap "
-                      f"({cap} tokens, TRAIN_EVAL_MAX_NEW_TOKENS): they cannot pass", stacklevel=2)
+                      f"({cap} tokens, TRAIN_EVAL_MAX_NEW_TOKENS): they cannot pass", TrainingWarning, stacklevel=2)
     replies = generate_replies(model, tokenizer, prompts, cap)
     outcomes = [int(bool(judge_reply(text, row)["passed"])) for row, text in zip(prompts, replies, strict=True)]
     return {"value": sum(outcomes) / len(prompts), "prompts": len(prompts), "gold_over_cap": over,

@@ -14,6 +14,13 @@ from whileai.simulations.context import context_limit
 __all__ = ["base_path", "load_policy", "load_adapter", "peft_config", "lora_config", "max_length", "save_adapter"]
 
 
+def base_of(spec: RunSpec) -> str:
+    """The spec's base model: a resolved spec always names one (the launch route refuses one that does not)."""
+    if not spec.base_model:
+        raise ValueError("the job's spec names no base_model; a resolved spec names one (start the run with wai.train)")
+    return spec.base_model
+
+
 def base_path(name: str, spec: RunSpec | None = None) -> str:
     """A loadable directory (or cached hub name) for the base ``name``.
 
@@ -44,7 +51,7 @@ def load_policy(spec: RunSpec) -> tuple[Any, Any]:
     """
     from whileai.kit import load_base
 
-    model, tokenizer = load_base(base_path(spec.base_model, spec))
+    model, tokenizer = load_base(base_path(base_of(spec), spec))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = model.to(device())
@@ -57,7 +64,7 @@ def load_adapter(model: Any, spec: RunSpec) -> Any:
     """``model`` with the adapter of the run it starts from (``init_from``), trainable, as PEFT's "default"."""
     from peft import PeftModel
 
-    folder = Path(spec.init_adapter)
+    folder = Path(spec.init_adapter or "")
     if not (folder / "adapter_config.json").is_file():
         raise FileNotFoundError(
             f"the adapter of init_from run {spec.init_from} is not at {folder} (no adapter_config.json); "

@@ -31,7 +31,7 @@ __all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_exam
 def load(spec: RMSpec) -> tuple[Any, Any]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    path = _loading.base_path(spec.base_model, spec)
+    path = _loading.base_path(_loading.base_of(spec), spec)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -110,8 +110,9 @@ def outcome_of(run: Any, previous: Any) -> dict[str, Any]:
     """What ``verdict`` checks, read off a finished run (and the stage run it continued, for ``stage_gain_min``)."""
     training = run.training or {}
     summary = run.summary or {}
-    monitor = summary.get("monitor") if isinstance(summary.get("monitor"), dict) else {}
-    delta = summary.get("delta") if isinstance(summary.get("delta"), dict) else {}
+    found_monitor, found_delta = summary.get("monitor"), summary.get("delta")
+    monitor: dict[str, Any] = found_monitor if isinstance(found_monitor, dict) else {}
+    delta: dict[str, Any] = found_delta if isinstance(found_delta, dict) else {}
     prev_training = (previous.training or {}) if previous is not None else {}
     return {"status": run.status, "before": training.get("before"), "after": training.get("after"),
             "metric": training.get("metric"), "stats": training.get("stats"), "previous_after": prev_training.get("after"),

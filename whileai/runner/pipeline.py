@@ -368,7 +368,8 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
         training = run.training or {}
         progress.line(f"- {label}: held-out {training.get('metric') or 'pass_rate'} "
                       f"{describe(training.get('before'), training.get('after'), training.get('stats'))}")
-        previous = by_stage.get(stages[index + 1].start) if not last and stages[index + 1].start else None
+        following = stages[index + 1].start if not last else None
+        previous = by_stage.get(following) if following is not None else None
     return _finish(spec, context, progress, run, previous, held, facts)
 
 
