@@ -160,12 +160,9 @@ def _reply_text(completion: Any, ids: Any, tokenizer: Any) -> str:
 
 def _gold_judge(spec: dict[str, Any]) -> Any:
     """The independent judge named by ``config["gold_judge"]`` (a finished rm run's id), or None."""
-    name = spec.get("gold_judge")
-    if not name:
-        return None
-    from whileai.simulations.training import reward_model
+    from whileai.jobs._loading import gold_judge
 
-    return reward_model(name)
+    return gold_judge(spec)  # what the platform resolved at launch, never the run's own summary
 
 
 def _monitor(spec: dict[str, Any], run: Any, held: list[dict[str, Any]], reward: Any) -> tuple[Any, str]:
