@@ -78,8 +78,9 @@ def gold_judge(spec: Mapping[str, Any]) -> Any:
     if not isinstance(gold, Mapping) or gold.get("run_id") != name:
         raise ValueError(f"gold_judge={name!r} was not resolved by the platform for job {job_id}; launch the run "
                          "again (the launch checks the judge and records it on the job)")
-    return RewardModelJudge(str(gold["adapter"]), str(gold["base_model"]), float(gold["threshold"]), str(name),
-                            span=str(gold.get("span") or "conversation"))
+    judge = RewardModelJudge(str(gold["adapter"]), str(gold["base_model"]), float(gold["threshold"]), str(name),
+                             span=str(gold.get("span") or "conversation"))
+    return judge.load()  # now, so a judge that cannot load fails the job before its training starts
 
 
 def load_policy(spec: Mapping[str, Any]) -> tuple[Any, Any]:

@@ -304,6 +304,12 @@ class RewardModelJudge:
     def __repr__(self) -> str:
         return f"<RewardModelJudge {self.run_id or self.adapter} threshold={self.threshold:g}>"
 
+    def load(self) -> RewardModelJudge:
+        """Load the model now rather than on the first call (a job does, so a judge that cannot load fails it
+        before training starts); returns the judge."""
+        self._load()
+        return self
+
     def _load(self) -> tuple[Any, Any]:
         with self._lock:
             if self._model is None:
