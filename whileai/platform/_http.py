@@ -40,11 +40,12 @@ _ARRIVING = (h11.IDLE, h11.SEND_BODY)
 
 
 def max_connections() -> int:
-    """PLATFORM_MAX_CONNECTIONS, lowered to stay PLATFORM_FD_RESERVE under this process's open-file limit."""
+    """PLATFORM_MAX_CONNECTIONS, lowered to stay PLATFORM_FD_RESERVE + 2 * PLATFORM_LISTEN_BACKLOG under this
+    process's open-file limit (asyncio accepts up to the backlog per wake-up before any of them is counted)."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     cap = defaults.PLATFORM_MAX_CONNECTIONS
     if soft != resource.RLIM_INFINITY:
-        cap = min(cap, soft - defaults.PLATFORM_FD_RESERVE)
+        cap = min(cap, soft - defaults.PLATFORM_FD_RESERVE - 2 * defaults.PLATFORM_LISTEN_BACKLOG)
     return max(cap, 8)
 
 
@@ -170,4 +171,4 @@ def uvicorn_options(forwarded_allow_ips: str | None = None) -> dict[str, Any]:
     X-Forwarded-For read only from ``forwarded_allow_ips`` (comma-separated addresses; None trusts nobody)."""
     trusted = (forwarded_allow_ips or "").strip()
     return {"http": BoundedProtocol, "access_log": False, "proxy_headers": bool(trusted),
-            "forwarded_allow_ips": trusted or None}
+            "forwarded_allow_ips": trusted or None, "backlog": defaults.PLATFORM_LISTEN_BACKLOG}

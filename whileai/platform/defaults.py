@@ -71,8 +71,9 @@ PLATFORM_BODY_MIN_BYTES_PER_S = 256 * 1024
 #: ends the connection whose request has been arriving longest (answered 503,
 #: Retry-After), so a flood of slow requests cannot keep a prompt client out;
 #: when no connection is mid-request the new one is answered 503 itself. The
-#: cap is also kept PLATFORM_FD_RESERVE under the process's open-file limit
-#: (RLIMIT_NOFILE), so accepting never runs out of descriptors: at the limit
+#: cap is also kept PLATFORM_FD_RESERVE + 2 * PLATFORM_LISTEN_BACKLOG under the
+#: process's open-file limit (RLIMIT_NOFILE), so accepting never runs out of
+#: descriptors: at the limit
 #: asyncio logged "Too many open files" 121,893 times (49 MB) in 60 s and
 #: answered none of 9 normal requests (issue 30). 1,000 is far past what a team
 #: server sees (a browser opens ~6 per page, an SDK process 1-2).
@@ -81,6 +82,14 @@ PLATFORM_MAX_CONNECTIONS = 1000
 #: Open files the connection cap leaves free for everything else the server
 #: opens: the store's connections, SQLite's files, job logs, model files.
 PLATFORM_FD_RESERVE = 64
+
+#: The listening socket's queue, and so the most connections asyncio accepts in
+#: one go before any of them is counted against the cap (it accepts up to the
+#: backlog per wake-up, and a second wake-up can come before the first batch is
+#: counted); the cap also leaves twice this many descriptors free.
+#: uvicorn's default is 2,048, more than a lowered ``ulimit -n`` of 1,024 holds
+#: at all; 128 is Linux's long-standing SOMAXCONN and plenty for bursts here.
+PLATFORM_LISTEN_BACKLOG = 128
 
 #: Set to 1 to serve the API's /docs, /redoc and /openapi.json (or pass
 #: ``--api-docs``). Off by default: those pages take no key and load their

@@ -258,7 +258,7 @@ def serve_in_thread(host: str = "127.0.0.1", port: int = 0, store_url: str | Non
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    sock.listen(128)
+    sock.listen(defaults.PLATFORM_LISTEN_BACKLOG)
     config = uvicorn.Config(
         create_app(store),
         log_level="warning",
