@@ -115,10 +115,11 @@ class ServerRefusal(WhileaiError):
 
 
 class ApiError(ServerRefusal):
-    """An HTTP API error answered as ``{"error": {"message", "type"}}``."""
+    """An HTTP API error answered as ``{"error": {"message", "type"}}``, with ``headers`` (e.g. ``Retry-After``)."""
 
-    def __init__(self, status: int, message: str, type_: str):
+    def __init__(self, status: int, message: str, type_: str, headers: dict[str, str] | None = None):
         super().__init__(message, status, type_)
+        self.headers = headers
 
 
 class BodyRefused(ServerRefusal, ValueError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,8 @@ from whileai.jobs._environment import device
 from whileai.simulations import defaults
 from whileai.simulations.context import context_limit
 
-__all__ = ["base_path", "load_policy", "load_adapter", "peft_config", "lora_config", "max_length", "save_adapter"]
+__all__ = ["base_path", "local_only", "pretrained", "gold_judge", "load_policy", "load_adapter", "peft_config",
+           "lora_config", "max_length", "save_adapter"]
 
 
 def base_of(spec: RunSpec) -> str:
@@ -39,6 +41,55 @@ def base_path(name: str, spec: RunSpec | None = None) -> str:
 
         return snapshot_download(name)
     return name
+
+
+def local_only() -> bool:
+    """``local_files_only`` for every load of a job: True unless the operator allowed the hub (HUB_ALLOW_ENV)."""
+    from whileai.simulations.serving import hub_allowed
+
+    return not hub_allowed()
+
+
+def pretrained(cls: Any, path: str, **kwargs: Any) -> Any:
+    """``cls.from_pretrained(path, ...)`` with the job's hub gate (:func:`local_only`); a miss names the fix."""
+    try:
+        return cls.from_pretrained(path, local_files_only=local_only(), **kwargs)
+    except OSError as exc:
+        raise FileNotFoundError(
+            f"base model {path!r} is not on this machine and the hub is off ({defaults.HUB_ALLOW_ENV} is not 1): "
+            "pass a local directory, a hub name already in the local cache, or the kit's base; or let the "
+            f"platform's operator set {defaults.HUB_ALLOW_ENV}=1"
+        ) from exc
+
+
+def gold_judge(spec: RunSpec) -> Any:
+    """The gold judge a GRPO job's monitor scores with (``gold_judge``), as the platform resolved it; None without one.
+
+    The platform checked the run at launch and wrote what to load on the job's own
+    row (its ``gold`` entry: the run's adapter folder, its base, threshold and span);
+    nothing is read from the run's summary. Read through the job's key.
+    """
+    import os
+
+    from whileai.platform.launcher._shared import JOB_ID_ENV
+    from whileai.simulations.serving import RewardModelJudge
+
+    name = getattr(spec, "gold_judge", None)  # GRPO's spec names one; the other methods have none
+    if not name:
+        return None
+    job_id = os.environ.get(JOB_ID_ENV)
+    if not job_id:
+        raise ValueError(f"gold_judge={name!r} needs the judge the platform resolved for this job, and this process "
+                         f"is not a platform job ({JOB_ID_ENV} is unset); launch the run through the platform")
+    from whileai.jobs.worker import job_client
+
+    gold = (job_client().request("GET", f"/jobs/{job_id}").get("spec") or {}).get("gold")
+    if not isinstance(gold, Mapping) or gold.get("run_id") != name:
+        raise ValueError(f"gold_judge={name!r} was not resolved by the platform for job {job_id}; launch the run "
+                         "again (the launch checks the judge and records it on the job)")
+    judge = RewardModelJudge(str(gold["adapter"]), str(gold["base_model"]), float(gold["threshold"]), str(name),
+                             span=str(gold.get("span") or "conversation"))
+    return judge.load()  # now, so a judge that cannot load fails the job before its training starts
 
 
 def load_policy(spec: RunSpec) -> tuple[Any, Any]:
@@ -70,7 +121,7 @@ def load_adapter(model: Any, spec: RunSpec) -> Any:
             f"the adapter of init_from run {spec.init_from} is not at {folder} (no adapter_config.json); "
             "train that run again, or start this one from another finished run"
         )
-    return PeftModel.from_pretrained(model, str(folder), is_trainable=True)
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True, local_files_only=local_only())
 
 
 def peft_config(model: Any, spec: RunSpec, task_type: str = "CAUSAL_LM") -> Any:
@@ -115,6 +166,8 @@ def save_adapter(model: Any, tokenizer: Any, path: Path) -> Path:
     selected = {"selected_adapters": ["default"]} if len(adapters) > 1 and "default" in adapters else {}
     model.save_pretrained(str(partial), **selected)
     tokenizer.save_pretrained(str(partial))
+    for each in [partial, *partial.rglob("*")]:  # the owner's only, like the store and the job's log
+        each.chmod(0o700 if each.is_dir() else 0o600)
     if path.exists():
         shutil.rmtree(path)
     os.replace(partial, path)

@@ -162,12 +162,9 @@ def _reply_text(completion: Any, ids: Any, tokenizer: Any) -> str:
 
 def _gold_judge(spec: GRPOSpec) -> Any:
     """The independent judge named by ``config["gold_judge"]`` (a finished rm run's id), or None."""
-    name = spec.gold_judge
-    if not name:
-        return None
-    from whileai.simulations.training import reward_model
+    from whileai.jobs._loading import gold_judge
 
-    return reward_model(name)
+    return gold_judge(spec)  # what the platform resolved at launch, never the run's own summary
 
 
 def _monitor(spec: GRPOSpec, run: Any, held: list[dict[str, Any]], reward: Any) -> tuple[Any, str]:

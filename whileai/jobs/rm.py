@@ -32,10 +32,10 @@ def load(spec: RMSpec) -> tuple[Any, Any]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     path = _loading.base_path(_loading.base_of(spec), spec)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = _loading.pretrained(AutoTokenizer, path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
+    model = _loading.pretrained(AutoModelForSequenceClassification, path, num_labels=1)
     model.config.pad_token_id = tokenizer.pad_token_id
     return model.to(_environment.device()), tokenizer
 

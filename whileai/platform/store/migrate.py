@@ -103,13 +103,20 @@ def _backup(path: Path, found: str | None) -> Path:
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     target = path.with_name(f"{path.name}.bak-{found or 'unversioned'}-{stamp}")
-    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-    source, copy = sqlite3.connect(path), sqlite3.connect(target)
+    # written under a temporary name and renamed when whole: a copy killed halfway is never named like a backup
+    partial = path.with_name(f".{target.name}.partial-{os.getpid()}")
+    os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+    source, copy = sqlite3.connect(path), sqlite3.connect(partial)
     try:
         source.backup(copy)
+    except BaseException:
+        copy.close()
+        partial.unlink(missing_ok=True)
+        raise
     finally:
         copy.close()
         source.close()
+    os.replace(partial, target)
     return target
 
 
