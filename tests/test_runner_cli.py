@@ -107,7 +107,7 @@ def test_cfg_job_and_validate_show_the_values_the_job_will_use():
     assert spec["temperature"] is None, "GRPO reads it from the dataset: validate cannot know it"
     lines = {line.split(":")[0].strip(): line for line in done.stdout.splitlines() if ":" in line}
     assert "# default (the kit's demo base, KIT_BASE_NAME)" in done.stdout
-    assert lines["base_model"].endswith("# inherited from the sft stage")
+    assert f"\nbase_model: {sdk.KIT_BASE_NAME}  # inherited from the sft stage" in done.stdout
     assert "# grpo's default (DAPO's value)" in lines["epsilon_high"]
     assert "rows' own sampling.temperature" in lines["temperature"]
     rm = yaml.safe_load(whileai("validate", "recipe=rm_tooluse").stdout)
