@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import ErrorDetails
 
 from whileai.kit import defaults as kit_defaults
 from whileai.simulations import defaults as sdk
@@ -129,8 +130,10 @@ def _knob_type(name: str) -> Any:
 
 
 _KNOB_FIELDS: dict[str, Any] = {name: (_knob_type(name) | None, None) for name in (*KNOBS, *HOST_KEYS)}
-_METHOD = Literal[tuple(sdk.TRAIN_METHODS)]  # type: ignore[valid-type]
-_CHECK = Literal[tuple(sdk.TRAIN_CHECKS)]  # type: ignore[valid-type]
+# Literals computed from the method and check tables at import: a runtime value, not a type mypy can read,
+# so they are held as Any (the fields they make are checked by pydantic).
+_METHOD: Any = Literal[tuple(sdk.TRAIN_METHODS)]
+_CHECK: Any = Literal[tuple(sdk.TRAIN_CHECKS)]
 
 Stage = create_model(
     "Stage", __base__=_Strict, method=(_METHOD, ...), base_model=(str | None, None), check=(_CHECK | None, None),
@@ -141,6 +144,7 @@ Spec = create_model(
     "Spec", __base__=_Strict,
     name=(str | None, None), method=(_METHOD, "sft"), base_model=(str | None, None), check=(_CHECK, "require"),
     dataset=(Dataset, Dataset()), export=(Export, Export()), monitor=(Monitor, Monitor()), serve=(Serve, Serve()),
+    # Stage is a class create_model builds at runtime: mypy sees a variable, not a type
     target=(Target, Target()), stages=(dict[str, Stage], {}), expect=(Expect, Expect()),  # type: ignore[valid-type]
     **_KNOB_FIELDS,
 )
@@ -192,7 +196,7 @@ _TYPE_WORDS = {
 }
 
 
-def _type_message(path: str, err: dict[str, Any]) -> str:
+def _type_message(path: str, err: ErrorDetails) -> str:
     value = err.get("input")
     kind = err["type"]
     if kind == "missing" or value == "???":
@@ -205,7 +209,7 @@ def _type_message(path: str, err: dict[str, Any]) -> str:
     return f"{path}={value!r}: {err['msg']}"
 
 
-def _loc_path(loc: tuple) -> str:
+def _loc_path(loc: tuple[int | str, ...]) -> str:
     parts = [str(p) for p in loc if not (isinstance(p, str) and ("[" in p or p in ("function-after",)))]
     return ".".join(parts)
 
@@ -317,7 +321,7 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
     data: dict[str, Any] = plain["dataset"] if isinstance(plain.get("dataset"), dict) else {}
     needs = {"jsonl": ("path",), "pushed": ("id",), "bfcl": ("questions", "answers")}
     source = data.get("source")
-    for need in needs.get(source, ()):
+    for need in needs.get(source, ()) if isinstance(source, str) else ():
         if not data.get(need) or data.get(need) == "???":
             key = f"dataset.{need}"
             out.append(Problem(key, f"dataset.source={source} needs {key}; pass {key}=...", where(key)))
