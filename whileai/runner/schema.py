@@ -29,7 +29,7 @@ from whileai.kit import defaults as kit_defaults
 from whileai.simulations import defaults as sdk
 # One knob checker for wai.train and the runner, so both word a refusal alike.
 from whileai.core.knobs import check_knob
-from whileai.core.spec import ALIASES, canonical
+from whileai.core.spec import ALIASES, SPEC_MODELS, canonical, is_whole
 
 from . import defaults
 
@@ -122,11 +122,12 @@ class Expect(_Strict):
 
 
 def _knob_type(name: str) -> Any:
+    """The YAML type of knob ``name``: its declaration's annotation says whole number or number (core.spec.is_whole)."""
     specs = list(_TABLES[name][name].values())
     if any("choices" in s for s in specs):
         return Any  # checked against the method's choices below
-    lo, hi = specs[0]["range"]
-    return int if isinstance(lo, int) and isinstance(hi, int) else float
+    model = next(SPEC_MODELS[m] for m in _TABLES[name][name])
+    return int if is_whole(model, name) else float
 
 
 _KNOB_FIELDS: dict[str, Any] = {name: (_knob_type(name) | None, None) for name in (*KNOBS, *HOST_KEYS)}
