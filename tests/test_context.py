@@ -69,7 +69,7 @@ def test_sft_and_dpo_count_what_their_jobs_leave_out(padded, tokenizer, options)
     _, left_out = _trainer_data.within_context(tokenizer, examples, LIMIT)
     assert sft["checked"] and sft["limit"] == LIMIT and sft["too_long"] == left_out > 0
     dpo = check_context(padded, "dpo", defaults.KIT_BASE_NAME, options)
-    pairs = _trainer_data.export_pairs(preference_pairs(padded, True), None, _trainer_data.export_options(read_spec({"method": "dpo", **options}), "dpo"))
+    pairs = _trainer_data.export_pairs(preference_pairs(padded, True), None, _trainer_data.export_options(read_spec({"method": "dpo", **{k: v for k, v in options.items() if k != "mask_mode"}}), "dpo"))
     _, left_out = _trainer_data.within_context(tokenizer, pairs, LIMIT)
     assert dpo["too_long"] == left_out > 0 and dpo["unit"] == "pairs"
     shown = sft["left_out"][0]

@@ -52,8 +52,10 @@ def _spec(base: str, method: str, **extra) -> dict:
             "beta": 0.1, "loss_type": "sigmoid", "max_completion_length": 8, "temperature": 1.0, "generations": 2,
             "monitor": False, "holdoutRows": 2}
     if method == "grpo":
-        spec["loss_type"] = "dapo"
-    return {**spec, **extra}
+        spec["loss_type"] = "bnpo"
+    from whileai.core.spec import SPEC_MODELS, canonical
+
+    return {k: v for k, v in canonical({**spec, **extra}).items() if k in SPEC_MODELS[method].model_fields}
 
 
 _hetero = st.lists(_value, min_size=4, max_size=4).filter(lambda vs: len({type(v) for v in vs}) > 1)
@@ -91,7 +93,7 @@ def test_the_trainer_renders_each_row_as_its_own_json(base, tmp_path):
     rows = [r for r in _rows([1, "v0", {"p": [1, "a"]}, ["a", 2]] * 2, [False, "false", 0, "x"] * 2)]
     examples = _trainer_data.export_training(rows, None)
     model, tokenizer = _loading.load_policy(read_spec(spec))
-    args = trl.SFTConfig(**_trainer_setup.trainer_settings(read_spec(spec), tmp_path), per_device_train_batch_size=2,
+    args = trl.SFTConfig(**_trainer_setup.trainer_settings(read_spec(spec), tmp_path),
                          assistant_only_loss=True, max_length=512)
     with decoding_chat_template(tokenizer):
         dataset = to_hf_dataset(examples)
