@@ -71,7 +71,7 @@ def gold_judge(spec: RunSpec) -> Any:
     """
     import os
 
-    from whileai.platform.launcher._shared import JOB_ID_ENV
+    from whileai.platform.launcher.jobs import JOB_ID_ENV
     from whileai.simulations.serving import RewardModelJudge
 
     name = getattr(spec, "gold_judge", None)  # GRPO's spec names one; the other methods have none
@@ -81,7 +81,7 @@ def gold_judge(spec: RunSpec) -> Any:
     if not job_id:
         raise ValueError(f"gold_judge={name!r} needs the judge the platform resolved for this job, and this process "
                          f"is not a platform job ({JOB_ID_ENV} is unset); launch the run through the platform")
-    from whileai.jobs.worker import job_client
+    from whileai.jobs._client import job_client
 
     gold = (job_client().request("GET", f"/jobs/{job_id}").get("spec") or {}).get("gold")
     if not isinstance(gold, Mapping) or gold.get("run_id") != name:

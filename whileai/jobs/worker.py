@@ -18,21 +18,10 @@ import time
 import traceback
 from typing import Any
 
+from whileai.jobs._client import job_client
 from whileai.platform import defaults
 
 __all__ = ["main", "job_client", "Heartbeat", "error_text"]
-
-
-def job_client() -> Any:
-    """The client a job reports through: the embedded platform on the launcher's store, with the job's key."""
-    from whileai.simulations.client import embedded_client, get_client
-
-    key = os.environ.get("WHILEAI_API_KEY")
-    if not key:
-        raise RuntimeError("a job worker needs WHILEAI_API_KEY (the runner passes a job-scoped key)")
-    if os.environ.get("WHILEAI_BASE_URL"):
-        return get_client(api_key=key)
-    return embedded_client(api_key=key)
 
 
 class Heartbeat:

@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from whileai.platform.store import sessions
-from whileai.platform.pages._throttle import SigninThrottle
+from whileai.platform.throttle import SigninThrottle, key_names
 from whileai.platform.api.common import api_key_from, store
 from whileai.platform import defaults
 
@@ -88,14 +88,6 @@ def _throttle(request: Request) -> SigninThrottle:
 
 def _client(request: Request) -> str:
     return request.client.host if request.client else "unknown"
-
-
-def key_names(request: Request, key: str | None = None) -> tuple[str, ...]:
-    """What a failure counts against: the client's address, and the key prefix it tried (one account's key)."""
-    names = [f"addr:{_client(request)}"]
-    if key:
-        names.append(f"prefix:{key[: defaults.API_KEY_PREFIX_CHARS]}")
-    return tuple(names)
 
 
 def _too_many(request: Request, next_path: str, key: str | None = None) -> Response | None:

@@ -37,6 +37,7 @@ from whileai.platform.store.values import (
     RUN_STOP_MARK,
     RUN_STATUSES,
     InvalidError,
+    RetiredIdError,
     canonical_json,
     check_json_value,
     clean_points,
@@ -51,10 +52,6 @@ from whileai.core.spec import same_run
 RUN_TOMBSTONE_PREFIX = "run_tombstone:"
 #: the Setting key of a job's Modal pull lease (_jobs.py), removed with the job
 _JOB_LEASE_PREFIX = "job_lease:"
-
-
-class RetiredIdError(InvalidError):
-    """A run id that belonged to a deleted run: ids are never reused (answered 409)."""
 
 
 def retire_run_ids(s: Session, run_ids: list[str]) -> None:

@@ -12,12 +12,13 @@ import time
 from typing import Any
 
 from whileai.core import codec
-from whileai.core.errors import InvalidError, NotFoundError  # re-exported: their old home
+from whileai.core.errors import InvalidError, NotFoundError, RetiredIdError  # re-exported: their old home
 from whileai.platform import defaults
 
 __all__ = [
     "InvalidError",
     "NotFoundError",
+    "RetiredIdError",
     "RUN_STATUSES",
     "JOB_STATUSES",
     "FINISHED_STATUSES",

@@ -18,6 +18,7 @@ memory: a restart forgets it, which costs an attacker nothing they could use
 from __future__ import annotations
 
 import threading
+from typing import Any
 import time
 from collections import OrderedDict, deque
 
@@ -79,3 +80,13 @@ class FailureThrottle:
 
 #: The sign-in routes' throttle (SIGNIN_MAX_FAILURES); the name the pages have always used.
 SigninThrottle = FailureThrottle
+
+
+def key_names(request: Any, key: str | None = None) -> tuple[str, ...]:
+    """What a failure counts against: the client's address, and the key prefix it tried (one account's key)."""
+    from whileai.platform import defaults
+
+    names = [f"addr:{request.client.host if request.client else 'unknown'}"]
+    if key:
+        names.append(f"prefix:{key[: defaults.API_KEY_PREFIX_CHARS]}")
+    return tuple(names)
