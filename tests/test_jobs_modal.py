@@ -95,7 +95,7 @@ def sets(session_home):
 def fake(tmp_path, monkeypatch):
     backend = FakeModal(tmp_path)
     monkeypatch.setattr(modal_backend, "_BACKEND", backend)
-    monkeypatch.setattr(_environment, "gpu_name", lambda spec: spec.get("gpu"))  # as if on Modal's GPU
+    monkeypatch.setattr(_environment, "gpu_name", lambda spec: spec.gpu)  # as if on Modal's GPU
     return backend
 
 

@@ -12,6 +12,7 @@ copy, file modes).
 
 from __future__ import annotations
 
+from whileai.core.spec import read_spec
 import json
 import os
 import resource
@@ -88,7 +89,10 @@ def test_a_gold_judge_is_resolved_by_the_platform_not_by_a_summary(backend, home
                 "summary": {"adapter": str(b_adapter), "training": {"threshold": 0.0}}}).json()
             ds = a.post(f"{API}/datasets", json={"name": "rows", "rows": [{"messages": []}]}).json()
             target = a.post(f"{API}/runs", json={"name": "grpo", "config": {"method": "grpo"}}).json()
-            spec = {"method": "grpo", "base_model": KIT, "dataset": ds["id"], "gold_judge": forged["id"]}
+            from whileai.core.spec import GRPOSpec
+
+            spec = {**GRPOSpec(base_model=KIT).knobs(),  # a resolved spec: the launch refuses one that is not
+                    "method": "grpo", "base_model": KIT, "dataset": ds["id"], "gold_judge": forged["id"]}
             refused = a.post(f"{API}/jobs/launch", json={"run_id": target["id"], "kind": "grpo", "spec": spec})
             assert refused.status_code == 422, refused.text
             message = refused.json()["error"]["message"]
@@ -523,7 +527,7 @@ def test_a_saved_adapter_is_the_owners_only(tmp_path):
     from whileai.kit import load_base
 
     model, tokenizer = load_base(str(tiny_model_dir()))
-    model = get_peft_model(model, _loading.lora_config({"lora_rank": 2, "lora_alpha": 4}))
+    model = get_peft_model(model, _loading.lora_config(read_spec({"method": "sft", "lora_rank": 2, "lora_alpha": 4})))
     saved = _loading.save_adapter(model, tokenizer, tmp_path / "adapters" / "run_0123456789abcdef")
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in [saved, *saved.rglob("*")]}
     assert modes[saved.name] == 0o700 and "adapter_model.safetensors" in modes

@@ -8,6 +8,7 @@ and live in whileai/core/defaults.py.
 from __future__ import annotations
 
 from whileai.core.defaults import (  # noqa: F401  (shared with the SDK; re-exported for the platform's modules)
+    HUB_ALLOW_ENV,
     GPU_PRICE_READ_ON,
     GPU_PRICE_SOURCE,
     GPU_USD_PER_HOUR,

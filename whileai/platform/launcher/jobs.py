@@ -106,6 +106,12 @@ def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:
     env[defaults.STORE_URL_ENV] = store.url
     env[JOB_ID_ENV] = job_id
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if env.get(defaults.HUB_ALLOW_ENV) != "1":
+        # huggingface_hub reads these when it is imported: with them nothing of the job (a load, a tokenizer, the
+        # library's own telemetry such as its agent-harness registry) reaches the hub; local_files_only alone
+        # covers the loads only
+        env["HF_HUB_OFFLINE"] = "1"
+        env["TRANSFORMERS_OFFLINE"] = "1"
     return env
 
 
