@@ -278,7 +278,10 @@ def test_the_run_page_shows_headline_delta_charts_alarms_and_config_in_order(pla
     expected = ["Did it work?", "Delta verdict", "Charts", "HackMonitor: proxy against gold",
                 "Which rows it trained on", "Cost", "Config"]
     assert [h for h in headings if h in expected] == expected
-    assert page.locator(".headline .big").inner_text().replace("\n", "") == "0.25 → 0.5"
+    # one number format everywhere: the page prints the terminal's digits (whileai.core.stats.rate_text)
+    from whileai.core.stats import change_text
+
+    assert page.locator(".headline .big").inner_text().replace("\n", "") == "0.250 → 0.500" == change_text(0.25, 0.5, "→")
     expect(page.locator(".headline")).to_contain_text("higher is better")
     expect(page.locator("#progress")).to_contain_text(f"step {N - 1} of {N}")
 

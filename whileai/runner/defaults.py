@@ -84,3 +84,10 @@ TABLE_CELL_CHARS = 64
 RUNNER_VALIDATE_SAMPLE_ROWS = 200
 #: and lists at most this many problems per file (the first ones show what is wrong).
 RUNNER_VALIDATE_MAX_PROBLEMS = 5
+
+#: Runs ``python -m whileai runs`` lists when no ``--limit`` is given: a screenful (the runs page
+#: shows RUNS_PER_PAGE, 50, because a page scrolls; a terminal reads best under ~25 lines).
+RUNS_LIST_LIMIT = 20
+#: Runs asked for per request while ``runs --limit N`` pages through the list: the pages' own
+#: RUNS_PER_PAGE_MAX (whileai/platform/pages/defaults.py), the most one request may ask for.
+RUNS_PER_REQUEST = 200
