@@ -107,7 +107,9 @@ def _no_recipe(argv: list[str]) -> tuple[list[str], bool]:
 
 
 def _names_a_recipe(argv: list[str]) -> bool:
-    return any(a.lstrip("+").split("=", 1)[0] == defaults.RECIPE_GROUP for a in argv if "=" in a)
+    """A recipe, or a dataset of the user's own (``dataset=jsonl dataset.path=FILE``): enough to say what to run."""
+    keys = [a.lstrip("+").split("=", 1)[0] for a in argv if "=" in a]
+    return defaults.RECIPE_GROUP in keys or any(k == "dataset" for k in keys)
 
 
 def _is_multirun(argv: list[str]) -> bool:
@@ -262,7 +264,7 @@ def _task(cfg: Any) -> Any:
     if not problems:  # the data files the spec names: they exist and a bounded sample parses
         from ._datacheck import data_problems
 
-        problems += data_problems(plain, origin)
+        problems += data_problems(plain, origin, whole=mode == "run")
     if problems:
         _report(problems)
         raise SystemExit(2)

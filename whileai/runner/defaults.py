@@ -91,3 +91,8 @@ RUNS_LIST_LIMIT = 20
 #: Runs asked for per request while ``runs --limit N`` pages through the list: the pages' own
 #: RUNS_PER_PAGE_MAX (whileai/platform/pages/defaults.py), the most one request may ask for.
 RUNS_PER_REQUEST = 200
+
+#: The held-out share ``python -m whileai init`` writes into a new recipe: CUT_HOLDOUT's 0.2 (the
+#: sample recipes' share), the common 80/20 split; the run then says how many prompts that gives and
+#: whether a result on them can be significant (whileai/runner/_power.py).
+INIT_HOLDOUT = 0.2
