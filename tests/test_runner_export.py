@@ -9,7 +9,6 @@ The GGUF file is read back with the ``gguf`` package's own reader (no llama.cpp 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
