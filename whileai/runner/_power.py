@@ -10,7 +10,7 @@ before the first step, with the smallest change that could be significant at tha
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from whileai.core.stats import holdout_power
@@ -18,7 +18,11 @@ from whileai.core.stats import holdout_power
 __all__ = ["heldout_prompts", "power_note"]
 
 
-def heldout_prompts(rows: list[Mapping[str, Any]], limit: int | None) -> int:
+def _dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def heldout_prompts(rows: Sequence[Mapping[str, Any]], limit: int | None) -> int:
     """The distinct (prompt, tools, gold) of the held-out rows that carry a gold, at most ``limit``: what the job measures."""
     from whileai.simulations.rows import prompt_messages
 
@@ -27,14 +31,14 @@ def heldout_prompts(rows: list[Mapping[str, Any]], limit: int | None) -> int:
     return min(len(seen), limit) if limit else len(seen)
 
 
-def power_note(held_rows: list[Mapping[str, Any]], spec: Mapping[str, Any]) -> tuple[str, str | None]:
+def power_note(held_rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> tuple[str, str | None]:
     """(the line the run prints before training, a warning when no result on these prompts can be significant).
 
     The level is the spec's ``expect.holdout_gain_significant`` when it names one, else STATS_ALPHA.
     """
     from whileai.simulations import defaults as sdk
 
-    expect = spec.get("expect") if isinstance(spec.get("expect"), Mapping) else {}
+    expect: dict[str, Any] = _dict(spec.get("expect"))
     asked = expect.get("holdout_gain_significant")
     alpha = float(asked) if isinstance(asked, (int, float)) and not isinstance(asked, bool) else None
     limit = spec.get("holdout_rows") or sdk.TRAIN_HOLDOUT_MAX_ROWS

@@ -13,9 +13,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["export_main"]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def _record(run_id: str) -> dict[str, Any]:
@@ -51,9 +56,9 @@ def _problems(args: argparse.Namespace) -> list[str]:
 
 def _adapter_and_base(record: dict[str, Any]) -> tuple[Path, str]:
     """(the adapter folder, the base model) of a finished policy run; ValueError saying why not."""
-    summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
-    config = record.get("config") if isinstance(record.get("config"), dict) else {}
-    training = summary.get("training") if isinstance(summary.get("training"), dict) else {}
+    summary: dict[str, Any] = _dict(record.get("summary"))
+    config: dict[str, Any] = _dict(record.get("config"))
+    training: dict[str, Any] = _dict(summary.get("training"))
     run_id = record.get("id")
     if record.get("status") != "done":
         raise ValueError(f"run {run_id} is {record.get('status')!r}, not 'done': only a finished run has weights to "

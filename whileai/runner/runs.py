@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from whileai.core.stats import change_text, describe, status_text
@@ -24,6 +25,10 @@ from . import defaults
 __all__ = ["runs_main", "show_main", "list_rows", "row_cells", "duration_text"]
 
 _HEADER = ["run", "name", "status", "method", "held-out before -> after", "took"]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def duration_text(seconds: Any) -> str:
@@ -137,12 +142,12 @@ def show_lines(record: dict[str, Any]) -> list[str]:
     from .compare import _expect_lines
     from .provenance import record_of
 
-    summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
-    training = summary.get("training") if isinstance(summary.get("training"), dict) else {}
+    summary: dict[str, Any] = _dict(record.get("summary"))
+    training: dict[str, Any] = _dict(summary.get("training"))
     stats = training.get("stats") if isinstance(training.get("stats"), dict) else None
-    delta = summary.get("delta") if isinstance(summary.get("delta"), dict) else {}
+    delta: dict[str, Any] = _dict(summary.get("delta"))
     kept = record_of(record) or {}
-    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    config: dict[str, Any] = _dict(record.get("config"))
     method = config.get("method") or training.get("method") or (kept.get("spec") or {}).get("method")
     paired = (stats or {}).get("paired") if isinstance((stats or {}).get("paired"), dict) else None
     lines = [
