@@ -380,6 +380,8 @@ def test_the_sweep_page_has_the_swept_knob_as_a_sortable_column_and_a_chart(plat
     assert rows.first.get_attribute("data-run") == seeded["grpo beta 0.01"]  # 0.3, the lowest, first
     page.click("#sweep-table th >> text=held-out after")
     assert rows.first.get_attribute("data-run") == seeded["grpo"]  # 0.5 first when sorted the other way
+    expect(rows.first).to_contain_text("0.500")  # the terminal's digits (core.stats.rate_text), not "0.5"
+    expect(rows.first).to_contain_text("0.250")
     chart = page.locator('[data-chart="knob:beta"]')
     expect(chart).to_have_attribute("data-points", "3")
     assert chart.evaluate("e => e.wai.lines[0].x") == [0.01, 0.04, 0.1]
