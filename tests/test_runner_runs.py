@@ -104,3 +104,33 @@ def test_show_names_an_unknown_run(home):
     done = whileai("show", "run_00000000deadbeef")
     assert done.returncode == 2 and "no run 'run_00000000deadbeef'" in done.stderr
     assert "python -m whileai runs" in done.stderr
+
+
+@pytest.mark.postgres
+def test_runs_reads_a_platform_server_on_postgresql_scoped_to_its_key(home, pg_database, monkeypatch):
+    """WHILEAI_BASE_URL names a real server on PostgreSQL: the list comes over HTTP, only the key's account."""
+    from whileai.platform.server import serve_in_thread
+    from whileai.simulations.client import get_client
+
+    handle = serve_in_thread(store_url=pg_database())
+    try:
+        _, alice = handle.store.create_account("alice")
+        _, bob = handle.store.create_account("bob")
+        monkeypatch.setenv("WHILEAI_BASE_URL", handle.base_url)
+        monkeypatch.setenv("WHILEAI_API_KEY", bob)
+        theirs = _made("bobs-run", "sft_tooluse", "sft", [0, 0], [1, 1], passed=True)
+        monkeypatch.setenv("WHILEAI_API_KEY", alice)
+        assert get_client().base_url == handle.base_url
+        mine = _made("alices-run", "sft_tooluse", "sft", [0, 1, 0, 0], [1, 1, 1, 0], passed=False, sweep="sweep_pg")
+        done = whileai("runs", "--recipe", "sft_tooluse")
+        assert done.returncode == 0, done.stderr
+        assert mine in done.stdout and theirs not in done.stdout
+        assert "done · expect failed" in done.stdout and "pass_rate 0.250 -> 0.750 (n=4)" in done.stdout
+        by_sweep = json.loads(whileai("runs", "--sweep", "sweep_pg", "--json").stdout)
+        assert [r["id"] for r in by_sweep["runs"]] == [mine]
+        shown = whileai("show", theirs)
+        assert shown.returncode == 2 and "no run" in shown.stderr, "another account's run reads as missing"
+        shown = whileai("show", mine)
+        assert shown.returncode == 0 and f"page       {handle.base_url}/runs/{mine}" in shown.stdout
+    finally:
+        handle.stop()
