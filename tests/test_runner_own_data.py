@@ -41,6 +41,18 @@ def test_init_writes_a_recipe_for_the_users_data_that_validates(tmp_path):
     assert "method: sft" in checked.stdout and str(data) in checked.stdout
 
 
+def test_init_writes_a_valid_recipe_for_every_method(tmp_path):
+    data = _rows_file(tmp_path, 40)
+    for method in ("grpo", "dpo", "rm"):
+        done = whileai("init", f"mine_{method}", "--data", str(data), "--method", method,
+                       "--base", "Qwen/Qwen2.5-0.5B-Instruct", "--recipes", str(tmp_path / "r"), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        checked = whileai("validate", "--recipes", str(tmp_path / "r"), f"recipe=mine_{method}", cwd=tmp_path)
+        assert checked.returncode == 0, (method, checked.stderr)
+        shown = yaml.safe_load(checked.stdout)
+        assert shown["method"] == method and shown["base_model"] == "Qwen/Qwen2.5-0.5B-Instruct"
+
+
 def test_init_never_overwrites_a_file_and_says_the_fix(tmp_path):
     recipes = tmp_path / "recipes"
     recipes.mkdir()
