@@ -41,6 +41,8 @@ def test_a_quick_run_caps_its_steps_and_says_expect_was_not_checked(home, monkey
     run = record(run_id)
     assert run["name"].endswith(" · quick") and "expect" not in run["summary"]
     assert run["summary"]["training"]["holdout_prompts"] <= 8
+    shown = whileai("show", run_id)
+    assert "status     done · quick run: expect not checked" in shown.stdout, shown.stdout + shown.stderr
 
 
 def test_quick_caps_every_stage_and_validate_shows_it():

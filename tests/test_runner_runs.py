@@ -95,6 +95,7 @@ def test_show_prints_one_run_with_its_result_verdict_adapter_page_and_spec(three
     assert "held-out   pass_rate 0.000 -> 0.250 (1/4; 95% CI 0.05-0.70; paired p = 1.000)" in out
     assert "n          4 held-out prompt(s); 1 improved, 0 worsened" in out
     assert "adapter    /adapters/bad-run" in out
+    assert "alarms     0" in out and "cost       -" in out
     assert f"/runs/{three_runs['bad']}" in out and f"python -m whileai open {three_runs['bad']}" in out
     assert "FAILED expect.holdout_after_min" in out and "recipes/grpo_tooluse.yaml:40" in out
     assert "spec:\n  method: grpo\n  steps: 2" in out

@@ -136,10 +136,19 @@ def _said(exc: Exception) -> str:
     return text.split(": ", 1)[1] if " -> " in text.split(": ", 1)[0] else text
 
 
+def _status(status: Any, expect: Any, quick: Any) -> str:
+    """The status with its expect verdict, or that a quick run's expect was not checked."""
+    if isinstance(quick, dict) and not (isinstance(expect, dict) and expect.get("lines")):
+        from .quick import status_line
+
+        return status_line(status, quick)
+    return status_text(status, expect)
+
+
 def show_lines(record: dict[str, Any]) -> list[str]:
     """``show``'s lines for one run record (``GET /runs/{id}``, without its series)."""
     from ._closing import page_of
-    from .compare import _expect_lines
+    from .compare import _expect_lines, _result
     from .provenance import record_of
 
     summary: dict[str, Any] = _dict(record.get("summary"))
@@ -152,7 +161,7 @@ def show_lines(record: dict[str, Any]) -> list[str]:
     paired = (stats or {}).get("paired") if isinstance((stats or {}).get("paired"), dict) else None
     lines = [
         f"run        {record.get('id')}  {record.get('name') or ''}".rstrip(),
-        f"status     {status_text(record.get('status'), summary.get('expect'))}",
+        f"status     {_status(record.get('status'), summary.get('expect'), kept.get('quick'))}",
         f"method     {method or '-'}" + (f" (recipe {kept['recipe']})" if kept.get("recipe") else ""),
     ]
     if record.get("error"):
@@ -168,6 +177,11 @@ def show_lines(record: dict[str, Any]) -> list[str]:
         lines.append("held-out   - (not measured yet)")
     if delta.get("verdict"):
         lines.append(f"delta      {delta['verdict']}")
+    monitor = _dict(summary.get("monitor"))
+    alarms = [a for a in monitor.get("alarms") or [] if isinstance(a, dict)]
+    lines.append(f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get("kind") or "alarm") for a in alarms)
+                                                if alarms else ""))
+    lines.append(f"cost       {_result(record)['cost']}")
     adapter = summary.get("adapter")
     lines.append(f"adapter    {adapter if isinstance(adapter, str) and adapter else '- (none saved)'}")
     url = record.get("url")
