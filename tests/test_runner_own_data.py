@@ -83,6 +83,9 @@ def test_a_run_on_few_rows_says_its_held_out_n_and_that_no_result_can_be_signifi
             "prompts that change the same way") in said
     assert "(this spec's expect.holdout_gain_significant will fail)" in said
     assert "0/1" in done.stdout, "the job measured the count the warning named"
+    run_id = next(line.split()[1] for line in done.stdout.splitlines() if line.startswith("run "))
+    shown = whileai("show", run_id)
+    assert "warning    no result on 1 held-out prompt(s) can be significant" in shown.stdout, shown.stdout
 
 
 def test_a_folder_as_dataset_path_is_named_as_a_folder(tmp_path):

@@ -175,6 +175,9 @@ def show_lines(record: dict[str, Any]) -> list[str]:
                 f"; {paired['improved']} improved, {paired['worsened']} worsened" if paired else ""))
     else:
         lines.append("held-out   - (not measured yet)")
+    power = _dict(kept.get("held_out"))  # what the run said before training (whileai/runner/_power.py)
+    if power.get("warning"):
+        lines.append(f"warning    {power['warning']}")
     if delta.get("verdict"):
         lines.append(f"delta      {delta['verdict']}")
     monitor = _dict(summary.get("monitor"))
