@@ -77,8 +77,10 @@ def test_the_judge_agrees_with_bfcls_checker_for_every_kind_of_reply():
     print(f"\nagreement with BFCL's ast_checker ({_bfcl.data_source()}):")
     for (kind, category), (agree, n) in sorted(table.items()):
         print(f"  {kind:24s} {category:14s} {agree:5d}/{n:<5d} {agree / n:.4f}")
-    low = {k: v[0] / v[1] for k, v in table.items() if v[0] / v[1] < 0.99}
-    assert not low, (low, disagreements[:5])
+    total = sum(n for _, n in table.values())
+    print(f"  all kinds and categories: {total - len(disagreements)}/{total}")
+    # docs/rows.md: the same verdict as ast_checker on every reply, not a rate close to it
+    assert not disagreements, (len(disagreements), disagreements[:5])
     for kind in KINDS:  # every kind is scored on every category (an optional argument is not in every sample)
         for category in _bfcl.CATEGORIES:
             assert (kind, category) in table or kind.startswith("optional"), (kind, category)

@@ -11,6 +11,7 @@ tiny random model with one prompt too long, and the runner prints the count.
 
 from __future__ import annotations
 
+from whileai.core.spec import read_spec
 import copy
 import json
 import warnings
@@ -64,15 +65,15 @@ def test_sft_and_dpo_count_what_their_jobs_leave_out(padded, tokenizer, options)
 
     sft = check_context(padded, "sft", defaults.KIT_BASE_NAME, options)
     examples = _trainer_data.export_training([r for r in padded if r["passed"]], None,
-                                             _trainer_data.export_options(options, "sft"))
+                                             _trainer_data.export_options(read_spec({"method": "sft", **options}), "sft"))
     _, left_out = _trainer_data.within_context(tokenizer, examples, LIMIT)
     assert sft["checked"] and sft["limit"] == LIMIT and sft["too_long"] == left_out > 0
     dpo = check_context(padded, "dpo", defaults.KIT_BASE_NAME, options)
-    pairs = _trainer_data.export_pairs(preference_pairs(padded, True), None, _trainer_data.export_options(options, "dpo"))
+    pairs = _trainer_data.export_pairs(preference_pairs(padded, True), None, _trainer_data.export_options(read_spec({"method": "dpo", **options}), "dpo"))
     _, left_out = _trainer_data.within_context(tokenizer, pairs, LIMIT)
     assert dpo["too_long"] == left_out > 0 and dpo["unit"] == "pairs"
     shown = sft["left_out"][0]
-    example = _trainer_data.export_training([padded[shown["rows"][0]]], None, _trainer_data.export_options(options, "sft"))
+    example = _trainer_data.export_training([padded[shown["rows"][0]]], None, _trainer_data.export_options(read_spec({"method": "sft", **options}), "sft"))
     assert shown["tokens"] == max(len(tokenizer.apply_chat_template(ex.get("messages") or ex["prompt"] + ex["completion"],
                                                                      tools=ex["tools"], tokenize=True,
                                                                      return_dict=True)["input_ids"]) for ex in example)
@@ -144,17 +145,17 @@ def test_the_grpo_job_leaves_out_a_prompt_too_long_and_counts_it(session_home, t
     rows = [row(t, i % 2 == 0, f"question {t}") for t in ("a", "b") for i in range(2)]
     rows += [row("long", i % 2 == 0, "question" + " please" * 300) for i in range(2)]
     spec = {"base_model": str(tiny_model_dir()), "method": "grpo", "learning_rate": 1e-4, "steps": 1, "seed": 0,
-            "beta": 0.0, "loss_type": "dapo", "max_completion_length": 8, "temperature": 1.0, "generations": 2,
+            "beta": 0.0, "loss_type": "bnpo", "max_completion_length": 8, "temperature": 1.0, "generations": 2,
             "monitor": False}
-    model, tokenizer = grpo.load(spec)
+    model, tokenizer = grpo.load(read_spec(spec))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _, extra = grpo.fit(spec, model, tokenizer, rows, tmp_path / "grpo", [])
+        _, extra = grpo.fit(read_spec(spec), model, tokenizer, rows, tmp_path / "grpo", [])
     assert extra["left_out_too_long"] == 1 and extra["prompts"] == 2 and extra["trainer_received"] == 2
     assert check_context(rows, "grpo", spec["base_model"], spec)["too_long"] == 1
     with pytest.raises(ValueError, match=f"each of the 2 prompts plus max_completion_length=8 is longer than the "
                                          f"model's context of {LIMIT} tokens"):
-        grpo.fit(spec, model, tokenizer, rows[4:] + [{**r, "task_id": "long2"} for r in rows[4:]], tmp_path / "g2", [])
+        grpo.fit(read_spec(spec), model, tokenizer, rows[4:] + [{**r, "task_id": "long2"} for r in rows[4:]], tmp_path / "g2", [])
 
 
 def test_the_runner_prints_the_count_and_stops_at_the_gate(tmp_path):

@@ -11,6 +11,7 @@ token against the chat template over the row's own JSON.
 
 from __future__ import annotations
 
+from whileai.core.spec import read_spec
 import warnings
 
 import pytest
@@ -72,10 +73,10 @@ def test_heterogeneous_rows_train_under_every_method(base, tmp_path, method, ext
     rows = _rows(values, defaults)
     if method == "sft":
         rows = [r for r in rows if r["passed"]]
-    model, tokenizer = body.load(spec)
+    model, tokenizer = body.load(read_spec(spec))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model, summary = body.fit(spec, model, tokenizer, rows, tmp_path / method, [])
+        model, summary = body.fit(read_spec(spec), model, tokenizer, rows, tmp_path / method, [])
     assert summary["steps"] == 1
 
 
@@ -89,14 +90,14 @@ def test_the_trainer_renders_each_row_as_its_own_json(base, tmp_path):
     spec = _spec(base, "sft")
     rows = [r for r in _rows([1, "v0", {"p": [1, "a"]}, ["a", 2]] * 2, [False, "false", 0, "x"] * 2)]
     examples = _trainer_data.export_training(rows, None)
-    model, tokenizer = _loading.load_policy(spec)
-    args = trl.SFTConfig(**_trainer_setup.trainer_settings(spec, tmp_path), per_device_train_batch_size=2,
+    model, tokenizer = _loading.load_policy(read_spec(spec))
+    args = trl.SFTConfig(**_trainer_setup.trainer_settings(read_spec(spec), tmp_path), per_device_train_batch_size=2,
                          assistant_only_loss=True, max_length=512)
     with decoding_chat_template(tokenizer):
         dataset = to_hf_dataset(examples)
         assert isinstance(dataset[1]["messages"][1]["tool_calls"][0]["function"]["arguments"], str)
         trainer = trl.SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                                 peft_config=_loading.lora_config(spec))
+                                 peft_config=_loading.lora_config(read_spec(spec)))
     for k, example in enumerate(examples):
         want = tokenizer.apply_chat_template(example["messages"], tools=example["tools"], tokenize=True,
                                              return_dict=True)["input_ids"]

@@ -16,7 +16,8 @@ import whileai.simulations as wai
 from whileai.platform.launcher import jobs as runner
 from whileai.simulations import defaults
 from whileai.simulations.client import get_client
-from whileai.simulations._hosting import check_knob, resolve_config
+from whileai.core.knobs import check_knob
+from whileai.simulations.training import train_spec
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError
 
 
@@ -135,13 +136,13 @@ def test_a_knob_given_in_config_is_refused_with_the_argument_to_use(launches):
 
 def test_dpo_accepts_every_trl_loss_and_grpo_only_three():
     for loss in defaults.TRL_DPO_LOSS_TYPES:
-        assert check_knob("loss_type", loss, "dpo", defaults.TRAINING_KNOBS) is None
-    assert check_knob("loss_type", "dapo", "grpo", defaults.TRAINING_KNOBS) is not None
+        assert check_knob("loss_type", loss, "dpo", defaults.TRAINING_KNOBS["loss_type"]) is None
+    assert check_knob("loss_type", "dapo", "grpo", defaults.TRAINING_KNOBS["loss_type"]) is not None
     for loss in ("bnpo", "grpo", "dr_grpo"):
-        assert check_knob("loss_type", loss, "grpo", defaults.TRAINING_KNOBS) is None
+        assert check_knob("loss_type", loss, "grpo", defaults.TRAINING_KNOBS["loss_type"]) is None
     # DPO's learning-rate range stops below the rate measured to collapse the held-out rate
-    assert "outside" in check_knob("learning_rate", 1e-3, "dpo", defaults.TRAINING_KNOBS)
-    assert check_knob("learning_rate", 1e-4, "dpo", defaults.TRAINING_KNOBS) is None
+    assert "outside" in check_knob("learning_rate", 1e-3, "dpo", defaults.TRAINING_KNOBS["learning_rate"])
+    assert check_knob("learning_rate", 1e-4, "dpo", defaults.TRAINING_KNOBS["learning_rate"]) is None
 
 
 def test_every_knob_has_a_range_default_and_reference():
@@ -152,19 +153,35 @@ def test_every_knob_has_a_range_default_and_reference():
                 assert ("range" in spec) != ("choices" in spec), (name, method)
                 assert "default" in spec and "paper" in spec and "source" in spec, (name, method)
                 if spec["default"] is not None and name not in ("steps",):
-                    assert check_knob(name, spec["default"], method, table) is None, (name, method)
+                    assert check_knob(name, spec["default"], method, per_method) is None, (name, method)
 
 
-def test_resolved_config_records_ours_and_trls_defaults():
-    resolved, problems, notes = resolve_config("grpo", {"truncated": "mask"}, {"epsilon_high": 0.2, "mystery": 1},
-                                               base_model=None, target=None, holdout=None)
-    assert not problems
-    assert resolved["beta"] == defaults.TRAINING_KNOBS["beta"]["grpo"]["default"]
-    assert resolved["loss_type"] == "bnpo" and resolved["mask_truncated_completions"] is True
-    assert resolved["epsilon_high"] == 0.2 and resolved["scale_rewards"] == "group"
-    assert resolved["trl_defaults_overridden"] == {"beta": 0.0, "loss_type": "dapo", "mask_truncated_completions": False}
-    assert resolved["extra"] == {"mystery": 1} and "mystery" in notes[0]
-    assert resolved["base_model"] == defaults.KIT_BASE_NAME
+def test_train_resolves_a_frozen_spec_with_where_each_value_came_from():
+    from whileai.core.spec import GRPOSpec
+    from whileai.jobs.trainer_config import trl_defaults, trl_settings
+
+    resolved = train_spec("grpo", {"truncated": "mask", "beta": 0.02}, {"epsilon_high": 0.2, "mystery": 1},
+                          base_model=None, target=None, holdout=None)
+    assert not resolved.problems
+    spec = resolved.spec
+    assert isinstance(spec, GRPOSpec) and spec.model_config["frozen"]
+    assert spec.learning_rate == defaults.TRAINING_KNOBS["learning_rate"]["grpo"]["default"]
+    assert spec.loss_type == "bnpo" and spec.beta == 0.02 and spec.epsilon_high == 0.2 and spec.scale_rewards == "group"
+    assert spec.extra == {"mystery": 1} and "mystery" in resolved.notes[0]
+    assert spec.base_model == defaults.KIT_BASE_NAME
+    assert resolved.provenance["beta"] == "argument" and resolved.provenance["epsilon_high"] == "argument"
+    assert resolved.provenance["loss_type"].startswith("grpo's default")
+    # what we hand TRL differs from TRL's own defaults where we chose otherwise, read from TRL's class
+    ours, theirs = trl_settings(spec), trl_defaults("grpo")
+    assert ours["mask_truncated_completions"] is True and theirs["mask_truncated_completions"] is False
+    assert theirs["beta"] != ours["beta"]
+
+
+def test_a_stage_inherits_its_start_s_base_and_lora_shape_and_says_so():
+    start = {"method": "sft", "base_model": "b", "lora_rank": 4, "lora_alpha": 8}
+    resolved = train_spec("grpo", {}, {}, base_model=None, target=None, holdout=None, start=start, start_label="run_x")
+    assert resolved.spec is not None and resolved.spec.lora_rank == 4 and resolved.spec.base_model == "b"
+    assert resolved.provenance["lora_rank"].startswith("inherited from run_x")
 
 
 # ---------------------------------------------------------------------------
@@ -667,6 +684,24 @@ def test_the_launch_route_refuses_what_is_not_a_run_spec(launches):
         client.request("POST", "/jobs/launch", json={"run_id": run["id"], "kind": "sft",
                                                       "spec": {"generations": 4, "lora_rank": "wide"}})
     assert err.value.status == 422 and "lora_rank='wide'" in str(err.value)
+    assert not launches
+
+
+def test_the_launch_route_refuses_a_spec_that_is_not_resolved(launches):
+    """The platform fills nothing: {"method": "grpo"} with every knob unset is refused naming what is missing
+    (before, the job trained with balance=False and died at float(None))."""
+    from whileai.core.errors import PlatformError
+
+    client = get_client()
+    run = client.request("POST", "/runs", json={"name": "bare", "kind": defaults.TRAIN_RUN_KIND})
+    with pytest.raises(PlatformError, match="the spec is not resolved") as err:
+        client.request("POST", "/jobs/launch", json={"run_id": run["id"], "kind": "grpo", "spec": {"method": "grpo"}})
+    assert err.value.status == 422
+    for key in ("beta", "balance", "truncated", "learning_rate", "generations", "base_model"):
+        assert key in str(err.value), key
+    with pytest.raises(PlatformError, match="does not name base_model, seed"):
+        client.request("POST", "/jobs/launch", json={"run_id": run["id"], "kind": "grpo",
+                                                      "spec": {"method": "grpo", "beta": None}})
     assert not launches
 
 

@@ -24,6 +24,7 @@ prompts gained than lost.
 
 from __future__ import annotations
 
+from whileai.core.spec import read_spec
 import re
 from pathlib import Path
 from typing import Any
@@ -97,10 +98,10 @@ def sft_start(split, tmp_path_factory) -> dict[str, Any]:
             "learning_rate": float(stage["learning_rate"]), "batch_size": int(stage.get("batch_size") or 8)}
     _environment.cpu_threads()
     _environment.seed_all(SEED)
-    model, tokenizer = sft.load(spec)
+    model, tokenizer = sft.load(read_spec(spec))
     before = _outcomes(model, tokenizer, split["prompts"])
     folder = tmp_path_factory.mktemp("sft-start")
-    model, _ = sft.fit(spec, model, tokenizer, [r for r in split["train"] if r["passed"]], folder / "job", [])
+    model, _ = sft.fit(read_spec(spec), model, tokenizer, [r for r in split["train"] if r["passed"]], folder / "job", [])
     after = _outcomes(model, tokenizer, split["prompts"])
     _loading.save_adapter(model, tokenizer, folder / "adapter")
     return {"before": before, "after": after, "adapter": folder / "adapter", "spec": spec}
@@ -114,10 +115,10 @@ def _stage_from_sft(job: Any, spec: dict[str, Any], split: dict[str, Any], sft_s
     spec = {**spec, "init_adapter": str(sft_start["adapter"]), "init_from": "sft-start"}
     _environment.cpu_threads()
     _environment.seed_all(SEED)
-    model, tokenizer = job.load(spec)
+    model, tokenizer = job.load(read_spec(spec))
     start = _outcomes(model, tokenizer, split["prompts"])
     assert start == sft_start["after"], "the SFT adapter reloaded is not the policy SFT ended with"
-    model, extra = job.fit(spec, model, tokenizer, split["train"], folder, [], holdout=split["held"])
+    model, extra = job.fit(read_spec(spec), model, tokenizer, split["train"], folder, [], holdout=split["held"])
     return start, _outcomes(model, tokenizer, split["prompts"]), extra
 
 
@@ -176,10 +177,10 @@ def test_rm_at_the_recipe_settings_tells_near_misses_apart(split, tmp_path):
             "reward_span": recipe["reward_span"], "balance": recipe["balance"], "near_misses": recipe["near_misses"]}
     _environment.cpu_threads()
     _environment.seed_all(SEED)
-    model, tokenizer = rm.load(spec)
-    before = rm.evaluate(spec, model, tokenizer, split["held"])
-    model, extra = rm.fit(spec, model, tokenizer, split["train"], tmp_path, [], holdout=split["held"])
-    after = rm.evaluate(spec, model, tokenizer, split["held"])
+    model, tokenizer = rm.load(read_spec(spec))
+    before = rm.evaluate(read_spec(spec), model, tokenizer, split["held"])
+    model, extra = rm.fit(read_spec(spec), model, tokenizer, split["train"], tmp_path, [], holdout=split["held"])
+    after = rm.evaluate(read_spec(spec), model, tokenizer, split["held"])
     assert len(after["outcomes"]) >= 40 and extra["near_misses"]["pairs"] > 2 * (extra["pairs"] - extra["near_misses"]["pairs"])
     ok, said = _significant_gain(before["outcomes"], after["outcomes"])
     assert ok and after["value"] >= recipe["expect"]["holdout_after_min"], (

@@ -23,6 +23,7 @@ import pytest
 
 from test_offline_e2e import Server, _free_port
 
+from whileai.core.errors import TrackingWarning
 from whileai.platform import defaults as platform_defaults
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store
@@ -141,7 +142,7 @@ def test_a_batch_that_keeps_failing_moves_to_the_spool_and_the_rest_land(server,
     monkeypatch.setattr(sdk_defaults, "FLUSH_BATCH_POINTS", 5)
     for i in range(20):
         run.log(step=i, loss=float(i))
-    with pytest.warns(RuntimeWarning, match="BATCH_SERVER_ERRORS_MAX"):
+    with pytest.warns(TrackingWarning, match="BATCH_SERVER_ERRORS_MAX"):
         for _ in range(sdk_defaults.BATCH_SERVER_ERRORS_MAX + 1):
             run.flush()
     steps = sorted(p["step"] for p in client.request("GET", f"/runs/{run.id}")["series"])
@@ -189,7 +190,7 @@ def test_the_metric_name_cap_refuses_past_it_and_the_sdk_says_so_once(server, mo
     monkeypatch.setattr(sdk_defaults, "RUN_METRIC_NAMES_MAX", 50)
     sdk = get_client(server.key, server.base_url)
     handle = TrainingRun(sdk.request("POST", "/runs", json={}), sdk)
-    with pytest.warns(RuntimeWarning, match="RUN_METRIC_NAMES_MAX") as said:
+    with pytest.warns(TrackingWarning, match="RUN_METRIC_NAMES_MAX") as said:
         for i in range(60):
             handle.log(step=i, **{f"m{i}": 1.0, "loss": 0.5})
     assert len([w for w in said if "RUN_METRIC_NAMES_MAX" in str(w.message)]) == 1

@@ -106,8 +106,9 @@ def test_cfg_job_and_validate_show_the_values_the_job_will_use():
     assert spec["epsilon_high"] == sdk.TRAINING_HOST_KEYS["epsilon_high"]["grpo"]["default"]
     assert spec["temperature"] is None, "GRPO reads it from the dataset: validate cannot know it"
     lines = {line.split(":")[0].strip(): line for line in done.stdout.splitlines() if ":" in line}
-    assert "# the kit's demo base (KIT_BASE_NAME)" in done.stdout
-    assert lines["epsilon_high"].endswith("# grpo's default (wai.train fills it)")
+    assert "# default (the kit's demo base, KIT_BASE_NAME)" in done.stdout
+    assert f"\nbase_model: {sdk.KIT_BASE_NAME}  # inherited from the sft stage" in done.stdout
+    assert "# grpo's default (DAPO's value)" in lines["epsilon_high"]
     assert "rows' own sampling.temperature" in lines["temperature"]
     rm = yaml.safe_load(whileai("validate", "recipe=rm_tooluse").stdout)
     assert rm["lora_rank"] == sdk.TRAIN_LORA_R and rm["batch_size"] == sdk.TRAIN_BATCH_SIZE

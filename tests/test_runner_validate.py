@@ -100,7 +100,7 @@ def test_the_design_card_line_validates():
 
 
 def test_a_gold_judge_naming_a_stage_must_name_an_rm_stage():
-    from whileai.runner.pipeline import gold_judge_id
+    from whileai.runner.stages import gold_judge_id
 
     _, problems = compose(["recipe=grpo_tooluse", "monitor.gold_judge=stages.sft"])
     (problem,) = problems
@@ -132,7 +132,10 @@ def test_sample_tasks_generates_the_sample_and_applies_to_the_sample_only():
 
 def test_a_stage_without_its_own_seed_runs_with_the_specs_seed():
     from whileai.runner._effective import effective
-    from whileai.runner.pipeline import _stages
+    from whileai.runner.stages import plan_stages
+
+    def _stages(plain):
+        return [(s.name, s.settings) for s in plan_stages(plain)]
 
     plain, problems = compose(["recipe=dpo_tooluse", "seed=1"])
     assert problems == [] and plain["stages"]["sft"].get("seed") is None

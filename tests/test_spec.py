@@ -9,6 +9,7 @@ from whileai.core.spec import (
     ALIASES,
     SPEC_MODELS,
     SPEC_VERSION,
+    NOT_KNOBS,
     GRPOSpec,
     SFTSpec,
     canonical,
@@ -26,8 +27,7 @@ def _table_knobs(method: str) -> set[str]:
     return {ALIASES.get(n, n) for n in names}
 
 
-_NOT_KNOBS = {"spec_version", "method", "base_model", "target", "holdout", "init_from", "gpu", "extra", "run_id",
-              "dataset", "init_adapter", "gold_judge", "monitor", "trl_defaults_overridden", "mask_truncated_completions"}
+_NOT_KNOBS = set(NOT_KNOBS)
 
 
 @pytest.mark.parametrize("method", sorted(SPEC_MODELS))

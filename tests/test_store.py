@@ -421,6 +421,24 @@ def test_jobs(store, acct):
         store.create_job(acct, colour="red")
 
 
+def test_a_silent_run_reads_crashed_unless_a_hosted_job_owns_it(store, acct, monkeypatch):
+    """Past RUN_STALE_S a running run reads ``crashed``; one with a hosted job is the job's to settle, never crashed."""
+    import time
+
+    bare = store.create_run(acct, name="bare")["id"]
+    hosted = store.create_run(acct, name="hosted")["id"]
+    store.update_job(acct, store.create_job(acct, run_id=hosted, kind="sft", target="local", spec={})["id"],
+                     {"status": "running", "heartbeat_at": time.time()})
+    assert store.get_run(acct, bare, series=False)["status"] == "running"
+    monkeypatch.setenv(platform_defaults.RUN_STALE_ENV, "0.05")
+    time.sleep(0.1)  # both writers are now silent past the (shortened) stale time
+    assert store.get_run(acct, bare, series=False)["status"] == "crashed"
+    assert store.get_run(acct, hosted, series=False)["status"] == "running"
+    assert [r["id"] for r in store.list_runs(acct, status="crashed")] == [bare]
+    assert [r["id"] for r in store.list_runs(acct, status="running")] == [hosted]
+    assert {r["id"]: r["status"] for r in store.list_runs(acct)} == {bare: "crashed", hosted: "running"}
+
+
 # --------------------------------------------------------------------------- the local account and the URL
 
 

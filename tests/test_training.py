@@ -334,7 +334,7 @@ def test_get_list_delete_and_the_printed_line_with_cost(server):
     assert [r["id"] for r in list_runs(limit=2)] == [newer.id, run.id]
     with pytest.raises(ValueError, match="status='finished'"):
         list_runs(status="finished")
-    assert delete_run(run.id) == {"id": run.id, "deleted": True}
+    assert delete_run(run.id) == {"id": run.id, "deleted": True, "jobs": [], "models": []}  # what the deletion removed
     with pytest.raises(NotFoundError, match=run.id):
         get_run(run.id)
 

@@ -126,3 +126,71 @@ STATS_ALPHA = round(1 - STATS_CONFIDENCE, 10)
 #: ``diff``, the pages): three, so a column of rates lines up (0.082, 1.000) and a change of
 #: one prompt in a few hundred still shows. One number, read by ``whileai.core.stats.rate_text``.
 STATS_RATE_DECIMALS = 3
+
+# ---------------------------------------------------------------------------
+# Hosted training: the numbers the run spec's knobs default to (whileai.core.spec)
+# ---------------------------------------------------------------------------
+
+#: The values of ``train``'s closed-set arguments (TRAIN_METHODS, the methods,
+#: is shared with the platform's launcher: whileai/core/defaults.py).
+TRAIN_CHECKS = ("require", "warn", "off")
+TRAIN_TRUNCATED = ("mask", "zero")
+#: The loss masks export.loss_mask accepts (its "assistant" and "final"), for the
+#: ``mask_mode`` knob of a hosted run.
+EXPORT_MASK_MODES = ("assistant", "final")
+
+#: Mixed tasks (a pass and a fail under one prompt) a grouped method (grpo, dpo,
+#: rm) should see before the GPU is spent; fewer is a warning, none is refused.
+#: Only a mixed task carries a group advantage or a preference pair; with fewer
+#: than this the run revisits a handful of prompts until it memorises them, and
+#: the held-out rate it is judged by moves mostly by noise (the documented
+#: threshold of ``train``; Lambert 2025, "RLHF", chapter
+#: Reinforcement Learning).
+TRAIN_MIN_MIXED_TASKS = 32
+
+#: Learning-rate schedule of every hosted method: a constant rate after a short
+#: linear warmup (this share of the steps). The kit's LoRA SFT recipe was measured
+#: with it (benchmarks/kit_lora_sft.py), and short LoRA runs lose most of their
+#: progress to a linear decay that spends half the run at half the rate
+#: ("LoRA Without Regret", Schulman et al. 2025, trained at a constant rate).
+TRAIN_LR_SCHEDULER = "constant_with_warmup"
+TRAIN_WARMUP_RATIO = 0.05
+
+#: Sequences per optimizer step (per device) for SFT, DPO and RM. GRPO steps on
+#: TRAIN_GRPO_PROMPTS_PER_STEP prompts x ``generations`` completions instead.
+TRAIN_BATCH_SIZE = 8
+#: Prompts per GRPO optimizer step, in forward/backward passes of
+#: TRAIN_GRPO_PROMPTS_PER_MICROBATCH prompts each (gradient accumulation; all of a
+#: step's completions are sampled in one generation batch). Measured on the kit base
+#: (issue 18): with 2 prompts a step the policy's tool and argument-key choices barely
+#: depend on the prompt, so one update flipped a whole task kind (timer 9/9 -> 0/9 while
+#: weather went 2 -> 10) and higher rates only lost ground; with 8 no run lost a kind.
+TRAIN_GRPO_PROMPTS_PER_STEP = 8
+TRAIN_GRPO_PROMPTS_PER_MICROBATCH = 2
+#: A GRPO run whose share of mixed groups (a pass and a fail among one prompt's
+#: completions: the only groups with an advantage) stays under this says so on the run
+#: (summary note ``grpo_groups``): nearly every group is unanimous, so the updates carry
+#: almost no signal (issue 18: a 60-step SFT start sampled 98% unanimous groups and
+#: GRPO from it moved nothing). Start from a policy that sometimes passes when sampled.
+TRAIN_GRPO_MIN_MIXED_SHARE = 0.1
+
+#: Token cap of a training sequence (prompt + reply) for SFT, DPO and RM.
+#: A rendered tool-use conversation of the sample task is under 200 tokens; real
+#: agent traces are longer, and 2048 keeps a 1.5B model's batch on an A10G.
+TRAIN_MAX_LENGTH = 2048
+
+#: Held-out rows the before/after pass rate is measured on (at most; a holdout
+#: bigger than this is subsampled with the run's seed). Greedy generation on a
+#: CPU costs ~0.1 s a row with the kit's base; 200 rows keeps before+after
+#: under a minute there while the rate's standard error stays under 0.04.
+TRAIN_HOLDOUT_MAX_ROWS = 200
+
+#: Token cap of a held-out greedy reply (the first action: one tool call or a
+#: short answer). Also the default ``max_completion_length`` for GRPO/DPO.
+TRAIN_EVAL_MAX_NEW_TOKENS = 96
+
+#: The losses DPOTrainer 1.16 accepts (trl/trainer/dpo_config.py, ``loss_type``).
+TRL_DPO_LOSS_TYPES = (
+    "sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard",
+    "aot", "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm",
+)

@@ -3,7 +3,36 @@
 Errors derive from :class:`WhileaiError` (messages name the bad value, what is accepted,
 and the fix); warnings from :class:`WhileaiWarning`, so
 ``warnings.simplefilter("ignore", wai.WhileaiWarning)`` silences all of ours and nothing
-else. The SDK re-exports every name here (``wai.TrainingWarning``, ``wai.NotFoundError``).
+else. The SDK re-exports every name a caller can meet (``wai.TrainingWarning``,
+``wai.NotFoundError``); the rest are named in :data:`NOT_IN_SDK` with the reason.
+Builtin exceptions (``ValueError``, ``TypeError``, ``FileNotFoundError``) are raised
+as themselves where Python's own meaning fits.
+
+The whole tree::
+
+    WhileaiError
+    ├── PlatformError                the platform refused a request or a store operation
+    │   ├── NotFoundError            (LookupError) no such id in this account
+    │   ├── InvalidError             (ValueError) a value the store refuses (HTTP 422)
+    │   ├── StoreBusyError           (RuntimeError) the SQLite file stayed locked (HTTP 503)
+    │   └── StoreVersionError        the store's schema is newer than this code, or upgrading failed
+    ├── ServerRefusal                the server's own refusal, answered as an HTTP error body
+    │   ├── ApiError                 an HTTP API route's ``{"error": {"message", "type"}}``
+    │   ├── BodyRefused              (ValueError) a JSON body the API will not take
+    │   └── RequestError             a chat request the serving endpoint cannot serve (OpenAI's shape)
+    ├── ExportValidationError        (ValueError) the export gate refused the data
+    ├── RowFormatError               (ValueError) rows that break the rollout-row contract
+    ├── TrainingSelectionError       (ValueError) the dataset cannot teach this method
+    ├── TrainingConfigError          (ValueError) training knobs out of range
+    └── NamespaceImportError         (ImportError) ``whileai`` imported as a namespace package
+
+    WhileaiWarning                   (UserWarning)
+    ├── TrainingWarning
+    ├── ExportWarning
+    │   └── MissingPolicyWarning
+    ├── MonitorWarning
+    ├── ServingWarning
+    └── TrackingWarning              (RuntimeWarning)
 """
 
 from __future__ import annotations
@@ -14,10 +43,18 @@ __all__ = [
     "WhileaiError",
     "PlatformError",
     "NotFoundError",
+    "InvalidError",
+    "StoreBusyError",
+    "StoreVersionError",
+    "ServerRefusal",
+    "ApiError",
+    "BodyRefused",
+    "RequestError",
     "ExportValidationError",
     "RowFormatError",
     "TrainingSelectionError",
     "TrainingConfigError",
+    "NamespaceImportError",
     "WhileaiWarning",
     "TrainingWarning",
     "ExportWarning",
@@ -33,7 +70,11 @@ class WhileaiError(Exception):
 
 
 class PlatformError(WhileaiError):
-    """The platform refused a request. ``status`` is the HTTP status (0 when it was never reached)."""
+    """The platform refused a request. ``status`` is the HTTP status (0 when it was never reached).
+
+    The SDK's client raises it for an error answer; the store raises its subclasses itself, and
+    the HTTP API answers each with its status.
+    """
 
     def __init__(self, message: str, status: int = 0, body: Any = None):
         super().__init__(message)
@@ -42,7 +83,62 @@ class PlatformError(WhileaiError):
 
 
 class NotFoundError(PlatformError, LookupError):
-    """The id or name is not in this account (another account's ids look the same as missing ones)."""
+    """The id or name is not in this account (another account's ids look the same as missing ones).
+
+    The client raises it for a 404; the store raises it for an id it does not hold (answered 404).
+    """
+
+
+class InvalidError(PlatformError, ValueError):
+    """A value the store refuses (answered 422); the message names it, what is accepted, and the fix."""
+
+
+class StoreBusyError(PlatformError, RuntimeError):
+    """The SQLite file stayed locked through every retry (STORE_LOCK_RETRIES); answered 503 with Retry-After."""
+
+
+class StoreVersionError(PlatformError):
+    """This code cannot use the store's schema: it was made by a newer whileai, or upgrading it failed."""
+
+
+class ServerRefusal(WhileaiError):
+    """The server's own refusal of a request, answered as an HTTP error body with ``status`` and ``type``.
+
+    It never crosses the wire as itself: a caller of the SDK meets the answer as :class:`PlatformError`.
+    """
+
+    def __init__(self, message: str, status: int, type_: str):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.type = type_
+
+
+class ApiError(ServerRefusal):
+    """An HTTP API error answered as ``{"error": {"message", "type"}}``, with ``headers`` (e.g. ``Retry-After``)."""
+
+    def __init__(self, status: int, message: str, type_: str, headers: dict[str, str] | None = None):
+        super().__init__(message, status, type_)
+        self.headers = headers
+
+
+class BodyRefused(ServerRefusal, ValueError):
+    """A JSON body the platform will not take: ``status`` (400 or 422), ``type`` and a message naming the field."""
+
+    def __init__(self, status: int, message: str, type_: str):
+        super().__init__(message, status, type_)
+
+
+class RequestError(ServerRefusal):
+    """A chat request the serving endpoint cannot serve, carried to an OpenAI-shaped error body."""
+
+    def __init__(self, message: str, status: int = 400, param: str | None = None, code: str | None = None,
+                 type: str = "invalid_request_error"):
+        super().__init__(message, status, type)
+        self.param, self.code = param, code
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
 class ExportValidationError(WhileaiError, ValueError):
@@ -82,12 +178,16 @@ class TrainingConfigError(WhileaiError, ValueError):
         self.problems = problems or []
 
 
+class NamespaceImportError(WhileaiError, ImportError):
+    """``whileai`` was imported as a namespace package; the message says why and what to do."""
+
+
 class WhileaiWarning(UserWarning):
     """Base class of every warning whileai issues: probably a mistake, never fatal."""
 
 
 class TrainingWarning(WhileaiWarning):
-    """Something about a hosted run is probably a mistake (silence with the warnings module)."""
+    """Something about a run is probably a mistake (silence with the warnings module)."""
 
 
 class ExportWarning(WhileaiWarning):
@@ -108,3 +208,16 @@ class ServingWarning(WhileaiWarning):
 
 class TrackingWarning(WhileaiWarning, RuntimeWarning):
     """Points or run updates could not be delivered or spooled; counted on the run, never raised into the loop."""
+
+
+#: The classes a caller of the SDK never meets as themselves, so ``whileai.simulations`` does not
+#: export them (every other class here is a ``wai`` name); the reason beside each.
+NOT_IN_SDK: dict[str, str] = {
+    "InvalidError": "raised by the store inside the platform; the SDK meets it as a 422 PlatformError",
+    "StoreBusyError": "raised by the store inside the platform; the SDK meets it as a 503 PlatformError",
+    "ServerRefusal": "the server's own refusals, answered as HTTP error bodies; the SDK meets them as PlatformError",
+    "ApiError": "answered by the HTTP API as an error body; the SDK meets it as PlatformError",
+    "BodyRefused": "answered by the HTTP API's request guard as a 400/422; the SDK meets it as PlatformError",
+    "RequestError": "answered by the serving endpoint in OpenAI's error shape; the openai client raises its own",
+    "NamespaceImportError": "raised by `python -m whileai` before the SDK can load (whileai/__init__.py never ran)",
+}

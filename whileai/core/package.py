@@ -15,11 +15,9 @@ from __future__ import annotations
 import os
 import sys
 
+from whileai.core.errors import NamespaceImportError  # re-exported: its old home
+
 __all__ = ["NamespaceImportError", "namespace_problem", "check_root"]
-
-
-class NamespaceImportError(ImportError):
-    """``whileai`` was imported as a namespace package; the message says why and what to do."""
 
 
 def namespace_problem() -> str | None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
-from typing import Any
+
+from whileai.core.spec import RunSpec
 
 from whileai.jobs import defaults as job_defaults
 from whileai.simulations import defaults
@@ -39,18 +39,18 @@ def device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def gpu_name(spec: Mapping[str, Any]) -> str | None:
+def gpu_name(spec: RunSpec) -> str | None:
     """The GPU the job ran on, in GPU_USD_PER_HOUR's spelling where it has one; None on a CPU.
 
-    On Modal it is the GPU the function was given (``spec["gpu"]``); on a local
+    On Modal it is the GPU the function was given (``spec.gpu``); on a local
     GPU the device's name, matched against the price table.
     """
     import torch
 
     if not torch.cuda.is_available():
         return None
-    if spec.get("target") == "modal" and spec.get("gpu"):
-        return str(spec["gpu"])
+    if spec.target == "modal" and spec.gpu:
+        return str(spec.gpu)
     name = torch.cuda.get_device_name(0)
     return price_key(name, torch.cuda.get_device_properties(0).total_memory)
 

@@ -16,6 +16,9 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from whileai.core.errors import TrainingWarning
+from whileai.core.spec import RunSpec
+
 from whileai.jobs._trainer_data import export_training
 from whileai.simulations import defaults
 from whileai.simulations.rows import prompt_messages
@@ -83,7 +86,7 @@ def generate_replies(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
     return replies
 
 
-def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
+def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec: RunSpec) -> dict[str, Any]:
     """``{"value": pass rate, "prompts": n, "outcomes": [1, 0, ...]}`` of the first-action judge on greedy replies.
 
     ``outcomes`` is each prompt's pass (1) or fail (0) in prompt order, the same order before and
@@ -94,14 +97,14 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
     """
     from whileai.simulations.judges import judge_reply
 
-    prompts = distinct_prompts(rows, spec.get("holdout_rows") or defaults.TRAIN_HOLDOUT_MAX_ROWS, spec.get("seed") or 0)
+    prompts = distinct_prompts(rows, spec.holdout_rows, spec.seed)
     if not prompts:
         return {"value": None, "prompts": 0, "why": "no held-out row carries a gold first action"}
     cap = defaults.TRAIN_EVAL_MAX_NEW_TOKENS
     over = sum(1 for row in prompts if gold_reply_tokens(tokenizer, row.get("gold")) > cap)
     if over:
         warnings.warn(f"{over} of {len(prompts)} held-out prompts have a gold reply longer than the reply cap "
-                      f"({cap} tokens, TRAIN_EVAL_MAX_NEW_TOKENS): they cannot pass", stacklevel=2)
+                      f"({cap} tokens, TRAIN_EVAL_MAX_NEW_TOKENS): they cannot pass", TrainingWarning, stacklevel=2)
     replies = generate_replies(model, tokenizer, prompts, cap)
     outcomes = [int(bool(judge_reply(text, row)["passed"])) for row, text in zip(prompts, replies, strict=True)]
     return {"value": sum(outcomes) / len(prompts), "prompts": len(prompts), "gold_over_cap": over,
@@ -124,14 +127,14 @@ def gold_reply_tokens(tokenizer: Any, gold: Any) -> int:
     return len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 1  # + the end of turn
 
 
-def heldout_loss(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec: Mapping[str, Any]) -> dict[str, Any]:
+def heldout_loss(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec: RunSpec) -> dict[str, Any]:
     """``{"value": mean assistant-token loss, "rows": n}`` over the held-out rows that passed (all when unlabelled)."""
     import torch
 
     chosen = [r for r in rows if r.get("passed") is True] or list(rows)
-    limit = spec.get("holdout_rows") or defaults.TRAIN_HOLDOUT_MAX_ROWS
+    limit = spec.holdout_rows
     if len(chosen) > limit:
-        chosen = random.Random(spec.get("seed") or 0).sample(chosen, limit)
+        chosen = random.Random(spec.seed).sample(chosen, limit)
     trl_rows = export_training(chosen, None)
     was_training = model.training
     model.eval()

@@ -6,14 +6,24 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from whileai.core.spec import RunSpec
+
 from whileai.jobs._environment import device
 from whileai.simulations import defaults
 from whileai.simulations.context import context_limit
 
-__all__ = ["base_path", "load_policy", "load_adapter", "peft_config", "lora_config", "max_length", "save_adapter"]
+__all__ = ["base_path", "local_only", "pretrained", "gold_judge", "load_policy", "load_adapter", "peft_config",
+           "lora_config", "max_length", "save_adapter"]
 
 
-def base_path(name: str, spec: Mapping[str, Any] | None = None) -> str:
+def base_of(spec: RunSpec) -> str:
+    """The spec's base model: a resolved spec always names one (the launch route refuses one that does not)."""
+    if not spec.base_model:
+        raise ValueError("the job's spec names no base_model; a resolved spec names one (start the run with wai.train)")
+    return spec.base_model
+
+
+def base_path(name: str, spec: RunSpec | None = None) -> str:
     """A loadable directory (or cached hub name) for the base ``name``.
 
     The kit's demo base resolves to its cached folder. On Modal a hub name is
@@ -26,67 +36,111 @@ def base_path(name: str, spec: Mapping[str, Any] | None = None) -> str:
 
         return str(demo_base())
     local = Path(name).expanduser()
-    if (spec or {}).get("target") == "modal" and not local.exists():
+    if spec is not None and spec.target == "modal" and not local.exists():
         from huggingface_hub import snapshot_download
 
         return snapshot_download(name)
     return name
 
 
-def load_policy(spec: Mapping[str, Any]) -> tuple[Any, Any]:
+def local_only() -> bool:
+    """``local_files_only`` for every load of a job: True unless the operator allowed the hub (HUB_ALLOW_ENV)."""
+    from whileai.simulations.serving import hub_allowed
+
+    return not hub_allowed()
+
+
+def pretrained(cls: Any, path: str, **kwargs: Any) -> Any:
+    """``cls.from_pretrained(path, ...)`` with the job's hub gate (:func:`local_only`); a miss names the fix."""
+    try:
+        return cls.from_pretrained(path, local_files_only=local_only(), **kwargs)
+    except OSError as exc:
+        raise FileNotFoundError(
+            f"base model {path!r} is not on this machine and the hub is off ({defaults.HUB_ALLOW_ENV} is not 1): "
+            "pass a local directory, a hub name already in the local cache, or the kit's base; or let the "
+            f"platform's operator set {defaults.HUB_ALLOW_ENV}=1"
+        ) from exc
+
+
+def gold_judge(spec: RunSpec) -> Any:
+    """The gold judge a GRPO job's monitor scores with (``gold_judge``), as the platform resolved it; None without one.
+
+    The platform checked the run at launch and wrote what to load on the job's own
+    row (its ``gold`` entry: the run's adapter folder, its base, threshold and span);
+    nothing is read from the run's summary. Read through the job's key.
+    """
+    import os
+
+    from whileai.platform.launcher._shared import JOB_ID_ENV
+    from whileai.simulations.serving import RewardModelJudge
+
+    name = getattr(spec, "gold_judge", None)  # GRPO's spec names one; the other methods have none
+    if not name:
+        return None
+    job_id = os.environ.get(JOB_ID_ENV)
+    if not job_id:
+        raise ValueError(f"gold_judge={name!r} needs the judge the platform resolved for this job, and this process "
+                         f"is not a platform job ({JOB_ID_ENV} is unset); launch the run through the platform")
+    from whileai.jobs.worker import job_client
+
+    gold = (job_client().request("GET", f"/jobs/{job_id}").get("spec") or {}).get("gold")
+    if not isinstance(gold, Mapping) or gold.get("run_id") != name:
+        raise ValueError(f"gold_judge={name!r} was not resolved by the platform for job {job_id}; launch the run "
+                         "again (the launch checks the judge and records it on the job)")
+    judge = RewardModelJudge(str(gold["adapter"]), str(gold["base_model"]), float(gold["threshold"]), str(name),
+                             span=str(gold.get("span") or "conversation"))
+    return judge.load()  # now, so a judge that cannot load fails the job before its training starts
+
+
+def load_policy(spec: RunSpec) -> tuple[Any, Any]:
     """The base model (causal LM, on the job's device) and its tokenizer.
 
     A run started from another (``init_from``) gets that run's adapter on top,
-    loaded trainable (``spec["init_adapter"]``, the folder the platform resolved
+    loaded trainable (``spec.init_adapter``, the folder the platform resolved
     for it): the trainer keeps training the same adapter, so the result is one
     complete adapter for the base.
     """
     from whileai.kit import load_base
 
-    model, tokenizer = load_base(base_path(spec["base_model"], spec))
+    model, tokenizer = load_base(base_path(base_of(spec), spec))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = model.to(device())
-    if spec.get("init_adapter"):
+    if spec.init_adapter:
         model = load_adapter(model, spec)
     return model, tokenizer
 
 
-def load_adapter(model: Any, spec: Mapping[str, Any]) -> Any:
+def load_adapter(model: Any, spec: RunSpec) -> Any:
     """``model`` with the adapter of the run it starts from (``init_from``), trainable, as PEFT's "default"."""
     from peft import PeftModel
 
-    folder = Path(spec["init_adapter"])
+    folder = Path(spec.init_adapter or "")
     if not (folder / "adapter_config.json").is_file():
         raise FileNotFoundError(
-            f"the adapter of init_from run {spec.get('init_from')} is not at {folder} (no adapter_config.json); "
+            f"the adapter of init_from run {spec.init_from} is not at {folder} (no adapter_config.json); "
             "train that run again, or start this one from another finished run"
         )
-    return PeftModel.from_pretrained(model, str(folder), is_trainable=True)
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True, local_files_only=local_only())
 
 
-def peft_config(model: Any, spec: Mapping[str, Any], task_type: str = "CAUSAL_LM") -> Any:
+def peft_config(model: Any, spec: RunSpec, task_type: str = "CAUSAL_LM") -> Any:
     """What a trainer's ``peft_config`` gets: None when the model already carries the adapter to train."""
     from peft import PeftModel
 
     return None if isinstance(model, PeftModel) else lora_config(spec, task_type)
 
 
-def lora_config(spec: Mapping[str, Any], task_type: str = "CAUSAL_LM") -> Any:
+def lora_config(spec: RunSpec, task_type: str = "CAUSAL_LM") -> Any:
     """LoRA on every linear projection with the run's rank and alpha (lora_rank / lora_alpha)."""
     from peft import LoraConfig
 
     kwargs: dict[str, Any] = {}
     if task_type == "SEQ_CLS":
         kwargs["modules_to_save"] = ["score"]  # the freshly initialised head must be saved with the adapter
-    return LoraConfig(
-        r=int(spec.get("lora_rank") or defaults.TRAIN_LORA_R),
-        lora_alpha=int(spec.get("lora_alpha") or defaults.TRAIN_LORA_ALPHA),
-        lora_dropout=defaults.TRAIN_LORA_DROPOUT,
-        target_modules=defaults.TRAIN_LORA_TARGETS,
-        task_type=task_type,
-        **kwargs,
-    )
+    from whileai.jobs.trainer_config import lora_settings
+
+    return LoraConfig(**lora_settings(spec), task_type=task_type, **kwargs)
 
 
 def max_length(model: Any) -> int:
@@ -112,6 +166,8 @@ def save_adapter(model: Any, tokenizer: Any, path: Path) -> Path:
     selected = {"selected_adapters": ["default"]} if len(adapters) > 1 and "default" in adapters else {}
     model.save_pretrained(str(partial), **selected)
     tokenizer.save_pretrained(str(partial))
+    for each in [partial, *partial.rglob("*")]:  # the owner's only, like the store and the job's log
+        each.chmod(0o700 if each.is_dir() else 0o600)
     if path.exists():
         shutil.rmtree(path)
     os.replace(partial, path)

@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from whileai.core.spec import DPOSpec
+
 from whileai.jobs import _evaluation
 from whileai.simulations import defaults
 
@@ -101,7 +103,7 @@ def _sample(model: Any, tokenizer: Any, encoded: list[list[int]], k: int, max_ne
     return replies
 
 
-def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: Mapping[str, Any],
+def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: DPOSpec,
                  context: int) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """``(pairs, report)``: TRL text preference rows from the policy's judged samples, and what was sampled.
 
@@ -110,12 +112,12 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: M
     """
     from whileai.simulations.judges import judge_reply
 
-    k = int(spec.get("policy_samples") or defaults.TRAINING_HOST_KEYS["policy_samples"]["dpo"]["default"])
-    cap = min(int(spec.get("max_completion_length") or defaults.DPO_POLICY_MAX_NEW_TOKENS),
+    k = spec.policy_samples
+    cap = min(spec.max_completion_length,
               defaults.DPO_POLICY_MAX_NEW_TOKENS)
     per_prompt = defaults.DPO_POLICY_PAIRS_PER_PROMPT
-    prompts = _prompts(rows, int(spec.get("seed") or 0))
-    gold_replies = _gold_replies(tokenizer, rows) if spec.get("pair_source") == "policy_gold" else {}
+    prompts = _prompts(rows, spec.seed)
+    gold_replies = _gold_replies(tokenizer, rows) if spec.pair_source == "policy_gold" else {}
     # each prompt rendered once, as the held-out measurement renders it; its length decides whether it fits
     fitting = [(r, ids) for r in prompts if len(ids := _evaluation.encode_prompt(tokenizer, r)) + cap <= context]
     if not fitting:

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from whileai.core.spec import RunSpec
+
 from whileai.simulations import context
 
 __all__ = ["within_context", "export_options", "export_training", "export_pairs"]
@@ -25,12 +27,12 @@ def within_context(tokenizer: Any, examples: list[dict[str, Any]], limit: int) -
     return kept, len(examples) - len(kept)
 
 
-def export_options(spec: Mapping[str, Any], method: str) -> dict[str, Any]:
+def export_options(spec: RunSpec, method: str) -> dict[str, Any]:
     """The export settings the run gave (TRAIN_EXPORT_KNOBS the method reads), None ones left out.
 
     The selection report's rule (``context.export_options``), so both count the same rows.
     """
-    return context.export_options(spec, method)
+    return context.export_options(spec.knobs(), method)
 
 
 #: the keys of a TRL training row a trainer reads (the messages shape, or prompt/completion when only some turns train)

@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from whileai.core.spec import RunSpec
+
 from whileai.jobs._loading import peft_config
-from whileai.simulations import defaults
+from whileai.jobs.trainer_config import trl_settings
 
 __all__ = ["trainer_settings", "train_lora"]
 
 
-def trainer_settings(spec: Mapping[str, Any], folder: Path) -> dict[str, Any]:
-    """TrainingArguments every method shares: no checkpoints, no reporters, a log line every step."""
+def trainer_settings(spec: RunSpec, folder: Path) -> dict[str, Any]:
+    """The trainer config's arguments: the spec's (``trainer_config.trl_settings``), and this machine's and the
+    job's own (no checkpoints, no reporters, a log line every step)."""
     import torch
 
     on_gpu = torch.cuda.is_available()
     settings: dict[str, Any] = {
         "output_dir": str(folder / "trainer"),
-        "learning_rate": float(spec["learning_rate"]),
-        "lr_scheduler_type": spec.get("lr_scheduler_type") or defaults.TRAIN_LR_SCHEDULER,
-        "warmup_steps": defaults.TRAIN_WARMUP_RATIO,  # a float under 1 is a share of the steps
-        "seed": int(spec.get("seed") or 0),
         "logging_steps": 1,
         "save_strategy": "no",
         "report_to": [],
@@ -33,12 +31,11 @@ def trainer_settings(spec: Mapping[str, Any], folder: Path) -> dict[str, Any]:
         "activation_checkpointing": on_gpu,
         "dataloader_num_workers": 0,
     }
-    if spec.get("steps"):
-        settings["max_steps"] = int(spec["steps"])
+    settings.update(trl_settings(spec))  # what the spec decides: the one pure mapping, checked against validate
     return settings
 
 
-def train_lora(trainer_cls: Any, config_cls: Any, spec: Mapping[str, Any], folder: Path, model: Any, tokenizer: Any,
+def train_lora(trainer_cls: Any, config_cls: Any, spec: RunSpec, folder: Path, model: Any, tokenizer: Any,
                examples: list[dict[str, Any]], callbacks: list[Any], *, task_type: str = "CAUSAL_LM",
                **config: Any) -> Any:
     """One TRL trainer with the run's LoRA, trained on ``examples``; returns the trainer.
@@ -52,7 +49,6 @@ def train_lora(trainer_cls: Any, config_cls: Any, spec: Mapping[str, Any], folde
 
     args = config_cls(
         **trainer_settings(spec, folder),
-        per_device_train_batch_size=int(spec.get("batch_size") or defaults.TRAIN_BATCH_SIZE),
         **config,
     )
     # rows whose values differ in JSON type between rows reach the trainer with arguments as JSON text

@@ -15,11 +15,13 @@ from __future__ import annotations
 import importlib
 import time
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from whileai.core.spec import RunSpec, read_spec
 from whileai.simulations.training import TrainingRun
 
-__all__ = ["JobRun", "JobBody", "run_job", "METHOD_MODULES"]
+__all__ = ["JobRun", "JobBody", "run_job", "job_spec", "METHOD_MODULES"]
 
 METHOD_MODULES = {m: f"whileai.jobs.{m}" for m in ("sft", "grpo", "dpo", "rm")}
 
@@ -46,11 +48,23 @@ class JobRun(TrainingRun):
         return super().finish(status, error)
 
 
-def _builds_kit_base(spec: dict[str, Any]) -> str | None:
+def job_spec(spec: RunSpec | Mapping[str, Any]) -> RunSpec:
+    """The job's typed spec from its job row (the platform's bookkeeping keys left out), or the spec as given.
+
+    Raises ``ValueError`` naming every problem when the row is not a spec of its method.
+    """
+    if isinstance(spec, RunSpec):
+        return spec
+    from whileai.platform.launcher.jobs import PLATFORM_SPEC_KEYS  # the platform's bookkeeping on a job row
+
+    return read_spec({k: v for k, v in spec.items() if k not in PLATFORM_SPEC_KEYS})
+
+
+def _builds_kit_base(spec: RunSpec) -> str | None:
     """What to say when this job pre-trains the kit's demo base first (once per data root), else None."""
     from whileai.simulations import defaults
 
-    if spec.get("base_model") != defaults.KIT_BASE_NAME or spec.get("target") == "modal":
+    if spec.base_model != defaults.KIT_BASE_NAME or spec.target == "modal":
         return None
     from whileai.kit import demo_base_built
     from whileai.kit.defaults import DEMO_BASE_BUILD_S
@@ -75,20 +89,20 @@ def _measured(result: dict[str, Any], holdout_rows: list[dict[str, Any]] | None)
 class JobBody(Protocol):
     """What a method module gives ``run_job`` (``whileai.jobs.sft``, ``grpo``, ``dpo``, ``rm``).
 
-    ``spec`` is the job's typed run spec as a dict (``read_spec(...).model_dump()``): every key
-    the method's model has, None where the default applies.
+    ``spec`` is the job's typed, frozen run spec (its method's model of ``whileai.core.spec``):
+    every knob holds the value that runs.
     """
 
-    def load(self, spec: dict[str, Any]) -> tuple[Any, Any]:
+    def load(self, spec: Any) -> tuple[Any, Any]:
         """``(model, tokenizer)``: the base, with the start run's adapter when the spec has ``init_from``."""
         ...
 
-    def evaluate(self, spec: dict[str, Any], model: Any, tokenizer: Any,
+    def evaluate(self, spec: Any, model: Any, tokenizer: Any,
                  rows: list[dict[str, Any]]) -> dict[str, Any]:
         """The held-out measurement: ``{"value", "metric", ...}`` with per-prompt outcomes where there are prompts."""
         ...
 
-    def fit(self, spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+    def fit(self, spec: Any, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
             callbacks: list[Any], holdout: list[dict[str, Any]] | None = None,
             run: Any = None) -> tuple[Any, dict[str, Any]]:
         """Train; returns the trained model and the fields it adds to the run's ``training`` summary."""
@@ -124,23 +138,21 @@ def _held_out_stats(before: dict[str, Any] | None, after: dict[str, Any] | None)
     return {"outcomes": {"before": sides.get("before"), "after": sides.get("after")}, "stats": result}
 
 
-def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
+def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
             run: JobRun, adapter_path: Path, folder: Path) -> dict[str, Any]:
-    """Train ``spec["method"]`` on ``rows`` and finish ``run``; returns the ``training`` summary.
+    """Train ``spec.method`` on ``rows`` and finish ``run``; returns the ``training`` summary.
 
     Raises whatever the trainer raises; the caller fails the run with it.
     """
-    from whileai.core.spec import read_spec
     from whileai.core.stats import describe
     from whileai.jobs import _environment, _loading
     from whileai.jobs.system import SystemMetrics
     from whileai.jobs.trainer_record import TrainerRecord
-    from whileai.platform.launcher.jobs import PLATFORM_SPEC_KEYS  # the platform's bookkeeping on a job row
     from whileai.simulations.training import TrainerCallback
 
-    # The one typed spec: every key the method reads, with its type, in canonical spelling (a spec
+    # The one typed spec: every knob the method reads, with its type, in canonical spelling (a spec
     # recorded before the typed spec reads too). A spec that is not one fails the job here, by name.
-    spec = read_spec({k: v for k, v in spec.items() if k not in PLATFORM_SPEC_KEYS}).model_dump()
+    spec = job_spec(spec)
     started = time.time()
 
     def say(what: str) -> None:  # one line per phase in the job's log
@@ -148,19 +160,19 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
 
     from whileai.simulations.datagate import gate_rows
 
-    method = _method(spec["method"])
+    method = _method(spec.method)
     # the data gates' unambiguous mappings (wire tool names, JSON-Schema types): what the selection gate counted
     rows, gates = gate_rows(rows)
     if holdout_rows:
         holdout_rows, _ = gate_rows(holdout_rows)
     _environment.cpu_threads()
-    _environment.seed_all(int(spec.get("seed") or 0))
+    _environment.seed_all(spec.seed)
     folder.mkdir(parents=True, exist_ok=True)
     building = _builds_kit_base(spec)
     run.note(phase=building or "loading the base")
     if building:
         say(building)
-    say(f"loading {spec['base_model']}" + (f" with the adapter of {spec['init_from']}" if spec.get("init_from") else ""))
+    say(f"loading {spec.base_model}" + (f" with the adapter of {spec.init_from}" if spec.init_from else ""))
     model, tokenizer = method.load(spec)
     say("measuring the held-out set before training" if holdout_rows else "no held-out set: nothing to measure")
     if holdout_rows:
@@ -168,15 +180,15 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     before = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
     if before is not None:  # shown on the page while the trainer runs
         say(f"held-out before: {before.get('metric')} {before['value']} on {_measured(before, holdout_rows)}")
-        run.note(training={"method": spec["method"], "before": before["value"], "metric": before.get("metric")})
-    say(f"training {spec['method']}: {len(rows)} train-side rows given, the method selects what it trains on")
+        run.note(training={"method": spec.method, "before": before["value"], "metric": before.get("metric")})
+    say(f"training {spec.method}: {len(rows)} train-side rows given, the method selects what it trains on")
     train_started = time.time()
-    system = SystemMetrics(run, base_model=spec["base_model"])
+    system = SystemMetrics(run, base_model=spec.base_model)
     model, extra = method.fit(spec, model, tokenizer, rows, folder, [TrainerCallback(run), TrainerRecord(run), system],
                               holdout=holdout_rows, run=run)
     train_seconds = time.time() - train_started
     too_long = extra.get("left_out_too_long") or 0
-    say(f"trained {spec['method']} on {extra.get('trainer_received')} {extra.get('unit', 'rows')} "
+    say(f"trained {spec.method} on {extra.get('trainer_received')} {extra.get('unit', 'rows')} "
         f"({extra.get('steps')} steps" + (f"; {too_long} left out, longer than the model's context)" if too_long else ")"))
     say("measuring the held-out set after training" if holdout_rows else "no held-out set: nothing to measure")
     after = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
@@ -185,26 +197,26 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
     saved = _loading.save_adapter(model, tokenizer, adapter_path)
     gpu = _environment.gpu_name(spec)
     training: dict[str, Any] = {
-        "method": spec["method"],
-        "base_model": spec["base_model"],
+        "method": spec.method,
+        "base_model": spec.base_model,
         "before": before["value"] if before else None,
         "after": after["value"] if after else None,
         "metric": (before or after or {}).get("metric", "pass_rate"),
-        "holdout": spec.get("holdout"),
+        "holdout": spec.holdout,
         "holdout_prompts": (after or {}).get("prompts"),
         "holdout_rows_given": len(holdout_rows or []),
         "seconds": round(time.time() - started, 2),
         "train_seconds": round(train_seconds, 2),
         "gpu": gpu,
         "device": _environment.device(),
-        "target": spec.get("target") or "local",
+        "target": spec.target or "local",
         **{k: v for k, v in system.setup.items() if k in ("lora_rank", "batch_size")},
         "data_gates": {k: gates[k] for k in ("tool_names_mapped", "types_mapped", "refused_rows")},
         **extra,
     }
     training.update(_held_out_stats(before, after))
-    if spec.get("init_from"):  # a stage: before is the start run's policy, measured again here
-        training["init_from"] = spec["init_from"]
+    if spec.init_from:  # a stage: before is the start run's policy, measured again here
+        training["init_from"] = spec.init_from
     if after and after.get("threshold") is not None:  # rm: the cut that best separates the held-out rows
         training["threshold"] = after["threshold"]
         training["threshold_row_accuracy"] = after.get("row_accuracy")

@@ -44,3 +44,12 @@ MODAL_IMAGE_DISTRIBUTION = "whileai"
 #: system metrics every 15 s, trackio every 10 s: same order). Reading them costs
 #: microseconds (psutil's /proc reads, torch's allocator counters).
 JOB_SYSTEM_METRICS_EVERY_S = 5.0
+
+#: ``num_train_epochs`` handed to TRL when a step count decides an SFT run's length (the spec's
+#: ``epochs`` is then None): TRL's ``max_steps`` wins over it, so the value is never read; 1.0 keeps
+#: TRL's own validation content.
+SFT_EPOCHS_UNREAD = 1.0
+
+#: ``label_smoothing`` for DPO's ``exo_pair`` loss: EXO's recommended epsilon (Ji et al. 2024,
+#: arXiv:2402.00856); TRL refuses 0 for that loss.
+DPO_EXO_EPSILON = 1e-3

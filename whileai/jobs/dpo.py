@@ -19,6 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from whileai.core.spec import DPOSpec
+
 from whileai.jobs import _evaluation, _loading, _policy_pairs, _trainer_data, _trainer_setup
 
 __all__ = ["fit", "load", "evaluate", "preference_pairs"]
@@ -26,7 +28,7 @@ __all__ = ["fit", "load", "evaluate", "preference_pairs"]
 load = _loading.load_policy
 
 
-def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def evaluate(spec: DPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
 
 
@@ -48,16 +50,16 @@ def _longest_prompt(tokenizer: Any, examples: list[dict[str, Any]]) -> int:
     )
 
 
-def _row_pairs(spec: dict[str, Any], tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+def _row_pairs(spec: DPOSpec, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
                limit: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    pairs = preference_pairs(rows, bool(spec.get("balance", True)))
+    pairs = preference_pairs(rows, spec.balance)
     options = _trainer_data.export_options(spec, "dpo")
     examples = _trainer_data.export_pairs(pairs, folder, options)
     examples, too_long = _trainer_data.within_context(tokenizer, examples, limit)
     return examples, {"left_out_too_long": too_long, "export": options}
 
 
-def _sampled_pairs(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+def _sampled_pairs(spec: DPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
                    limit: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     import json
 
@@ -67,38 +69,28 @@ def _sampled_pairs(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[
         f.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in examples)
     if not examples:
         raise ValueError(
-            f"dpo with pair_source={spec.get('pair_source')!r} found no prompt whose {report['samples_per_prompt']} "
+            f"dpo with pair_source={spec.pair_source!r} found no prompt whose {report['samples_per_prompt']} "
             f"sampled replies both pass and fail ({report['prompts']} prompts, sampled pass rate "
             f"{report['sampled_pass_rate']}, {report['gold_chosen_prompts']} paired with a passing row); start from "
             "a policy that sometimes passes (init_from an SFT run), raise policy_samples, or use pair_source='rows'")
     return examples, {"left_out_too_long": report["left_out_too_long"], "policy_pairs": report}
 
 
-def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+def fit(spec: DPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     from trl import DPOConfig, DPOTrainer
 
     limit = _loading.max_length(model)
-    if spec.get("pair_source") in ("policy", "policy_gold"):
+    if spec.pair_source in ("policy", "policy_gold"):
         examples, said = _sampled_pairs(spec, model, tokenizer, rows, folder, limit)
     else:
         examples, said = _row_pairs(spec, tokenizer, rows, folder, limit)
     if not examples:
         raise ValueError("dpo found no pass-vs-fail pair to train on; push rollouts with a pass and a fail per task")
-    loss_type = str(spec["loss_type"])
-    extra_args: dict[str, Any] = {}
-    if loss_type == "exo_pair":
-        extra_args["label_smoothing"] = 1e-3  # EXO's recommended epsilon (TRL refuses 0 for exo_pair)
-    nll = float(spec.get("nll_weight") or 0.0)
-    losses = [loss_type] + (["sft"] if nll > 0 and loss_type != "sft" else [])
-    if len(losses) > 1:
-        extra_args["loss_weights"] = [1.0, nll]
+    # beta, the loss (with RPO's NLL term) and the batch come from the spec (trainer_config.trl_settings)
     trainer = _trainer_setup.train_lora(
         DPOTrainer, DPOConfig, spec, folder, model, tokenizer, examples, callbacks,
-        beta=float(spec["beta"]),
-        loss_type=losses,
-        max_length=min(limit, _longest_prompt(tokenizer, examples) + int(spec["max_completion_length"])),
-        **extra_args,
+        max_length=min(limit, _longest_prompt(tokenizer, examples) + spec.max_completion_length),
     )
     return trainer.model, {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step,
                            "trainer_received": len(trainer.train_dataset), "unit": "pairs", **said}

@@ -20,6 +20,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from whileai.core.spec import GRPOSpec
+
 from whileai.jobs import _evaluation, _loading, _trainer_setup
 from whileai.jobs._grpo_watch import group_watch
 from whileai.simulations.context import prompt_length, tool_schemas
@@ -31,7 +33,7 @@ __all__ = ["fit", "load", "evaluate", "mixed_rows", "mixed_prompts", "first_acti
 load = _loading.load_policy
 
 
-def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def evaluate(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
 
 
@@ -158,17 +160,14 @@ def _reply_text(completion: Any, ids: Any, tokenizer: Any) -> str:
                                                         for c in calls]).strip()
 
 
-def _gold_judge(spec: dict[str, Any]) -> Any:
+def _gold_judge(spec: GRPOSpec) -> Any:
     """The independent judge named by ``config["gold_judge"]`` (a finished rm run's id), or None."""
-    name = spec.get("gold_judge")
-    if not name:
-        return None
-    from whileai.simulations.training import reward_model
+    from whileai.jobs._loading import gold_judge
 
-    return reward_model(name)
+    return gold_judge(spec)  # what the platform resolved at launch, never the run's own summary
 
 
-def _monitor(spec: dict[str, Any], run: Any, held: list[dict[str, Any]], reward: Any) -> tuple[Any, str]:
+def _monitor(spec: GRPOSpec, run: Any, held: list[dict[str, Any]], reward: Any) -> tuple[Any, str]:
     """The HackMonitor callback for this run (or None) and what the run's summary should say about it.
 
     On by default for GRPO, watching the held-out prompts; ``config["monitor"]``
@@ -176,7 +175,7 @@ def _monitor(spec: dict[str, Any], run: Any, held: list[dict[str, Any]], reward:
     The training reward is its proxy. Its gold must be an independent judge
     (``config["gold_judge"]``): the first-action judge is the reward itself.
     """
-    settings = spec.get("monitor")
+    settings = spec.monitor
     if settings is False:
         return None, "off (config['monitor'] is False)"
     if not held:
@@ -190,7 +189,7 @@ def _monitor(spec: dict[str, Any], run: Any, held: list[dict[str, Any]], reward:
         return monitor, ("on without a gold judge: its divergence and gold-decline alarms are off, because the "
                          "only judge here is the training reward itself; name an independent one (a reward-model "
                          "run) in config['gold_judge'] to turn them on")
-    return monitor, f"on, gold judge {spec['gold_judge']}"
+    return monitor, f"on, gold judge {spec.gold_judge}"
 
 
 def _within_context(tokenizer: Any, prompts: list[dict[str, Any]], tools: list[SchemaTool], limit: int,
@@ -205,21 +204,21 @@ def _within_context(tokenizer: Any, prompts: list[dict[str, Any]], tools: list[S
     return kept, len(prompts) - len(kept)
 
 
-def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     from trl import GRPOConfig, GRPOTrainer
 
     from whileai.simulations.export import to_hf_dataset
 
-    prompts = mixed_prompts(rows, bool(spec.get("balance", True)))
+    prompts = mixed_prompts(rows, spec.balance)
     if not prompts:
         raise ValueError("grpo found no task with both a pass and a fail (and a gold first action) to train on; "
                          "push rollouts with several samples per task and mixed outcomes")
     tools = _tools(rows)
     prompts, too_long = _within_context(tokenizer, prompts, tools, _loading.max_length(model),
-                                        int(spec["max_completion_length"]))
+                                        spec.max_completion_length)
     _ensure_response_parser(tokenizer)
-    generations = int(spec["generations"])
+    generations = spec.generations
     # a set with fewer prompts than a step's worth steps on all of them (accumulating past the data makes no step)
     per_step = max(1, min(int(defaults.TRAIN_GRPO_PROMPTS_PER_STEP), len(prompts)))
     micro = max(1, min(per_step, int(defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)))
@@ -229,21 +228,13 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
         **_trainer_setup.trainer_settings(spec, folder),
         per_device_train_batch_size=generations * micro,
         gradient_accumulation_steps=per_step // micro,
-        num_generations=generations,
-        max_completion_length=int(spec["max_completion_length"]),
-        temperature=float(spec["temperature"]),
-        beta=float(spec["beta"]),
-        loss_type=str(spec["loss_type"]),
-        mask_truncated_completions=spec.get("truncated", "mask") == "mask",
-        epsilon_high=spec.get("epsilon_high"),
-        scale_rewards=spec.get("scale_rewards") or "group",
         max_tool_calling_iterations=0,
         log_completions=False,
     )
     stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
-    reward = first_action_reward(spec.get("truncated", "mask"), stop_ids, tokenizer, [dict(t) for t in tools])
+    reward = first_action_reward(spec.truncated, stop_ids, tokenizer, [dict(t) for t in tools])
     held = [{"prompt": prompt_messages(r), "gold": r["gold"], "tools": r.get("tools")}
-            for r in _evaluation.distinct_prompts(holdout or [], spec.get("holdout_rows"), int(spec.get("seed") or 0))]
+            for r in _evaluation.distinct_prompts(holdout or [], spec.holdout_rows, spec.seed)]
     monitor, monitor_note = _monitor(spec, run, held, reward)
     extra_callbacks = [monitor] if monitor is not None else []
     watch = group_watch()  # first, so its figures join each step's log before the run's callback sends it

@@ -19,6 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from whileai.core.spec import RMSpec
+
 from whileai.jobs import _environment, _loading, _trainer_data, _trainer_setup
 from whileai.simulations import defaults
 
@@ -26,28 +28,28 @@ __all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_exam
            "near_misses_of", "by_failure"]
 
 
-def load(spec: dict[str, Any]) -> tuple[Any, Any]:
+def load(spec: RMSpec) -> tuple[Any, Any]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    path = _loading.base_path(spec["base_model"], spec)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    path = _loading.base_path(_loading.base_of(spec), spec)
+    tokenizer = _loading.pretrained(AutoTokenizer, path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
+    model = _loading.pretrained(AutoModelForSequenceClassification, path, num_labels=1)
     model.config.pad_token_id = tokenizer.pad_token_id
     return model.to(_environment.device()), tokenizer
 
 
-def span_of(spec: dict[str, Any]) -> str:
+def span_of(spec: RMSpec) -> str:
     """What of a row the reward model reads (config ``reward_span``)."""
-    return str(spec.get("reward_span") or "conversation")
+    return spec.reward_span
 
 
-def near_misses_of(spec: dict[str, Any]) -> int:
+def near_misses_of(spec: RMSpec) -> int:
     """Near-miss pairs per passing row the run adds to its training pairs (config ``near_misses``; 0: none)."""
     from whileai.simulations.serving import near_miss_problem
 
-    value = int(spec.get("near_misses") or 0)
+    value = spec.near_misses
     problem = near_miss_problem(value, span_of(spec))
     if problem:
         raise ValueError(problem)
@@ -117,7 +119,7 @@ def best_threshold(scores: list[float], passed: list[bool]) -> tuple[float | Non
     return best[len(best) // 2], best_acc
 
 
-def _holdout_rows(rows: list[dict[str, Any]], spec: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _holdout_rows(rows: list[dict[str, Any]], spec: RMSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(labelled held-out rows, held-out pairs), the rows capped at holdout_rows by whole tasks.
 
     The cap keeps whole tasks (sampled with the run's seed), because a pair needs
@@ -130,13 +132,13 @@ def _holdout_rows(rows: list[dict[str, Any]], spec: dict[str, Any]) -> tuple[lis
     from whileai.simulations.rowsource import task_key
 
     labelled = [r for r in rows if isinstance(r.get("passed"), bool)]
-    limit = spec.get("holdout_rows") or defaults.TRAIN_HOLDOUT_MAX_ROWS
+    limit = spec.holdout_rows
     if len(labelled) > limit:
         tasks: dict[str, list[dict[str, Any]]] = {}
         for row in labelled:
             tasks.setdefault(task_key(row), []).append(row)
         order = sorted(tasks)
-        random.Random(spec.get("seed") or 0).shuffle(order)
+        random.Random(spec.seed).shuffle(order)
         kept: list[dict[str, Any]] = []
         for key in order:
             if len(kept) + len(tasks[key]) > limit:
@@ -163,7 +165,7 @@ def by_failure(pairs: list[dict[str, Any]], outcomes: list[int]) -> dict[str, di
     return dict(sorted(kinds.items())) or None
 
 
-def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def evaluate(spec: RMSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Held-out pair accuracy (pass outscores fail), plus the best-separating threshold on the held-out rows."""
     labelled, pairs = _holdout_rows(rows, spec)
     if not labelled:
@@ -188,15 +190,15 @@ def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[s
     return result
 
 
-def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+def fit(spec: RMSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     from trl import RewardConfig, RewardTrainer
 
-    examples = pair_examples(rows, bool(spec.get("balance", True)), span_of(spec))
+    examples = pair_examples(rows, spec.balance, span_of(spec))
     near = None
     per_row = near_misses_of(spec)
     if per_row:
-        added, near = near_miss_examples(rows, per_row, int(spec.get("seed") or 0), span_of(spec))
+        added, near = near_miss_examples(rows, per_row, spec.seed, span_of(spec))
         examples += added
     examples, too_long = _trainer_data.within_context(tokenizer, examples, _loading.max_length(model))
     if not examples:

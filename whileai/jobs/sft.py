@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from whileai.core.spec import SFTSpec
+
 from whileai.jobs import _evaluation, _loading, _trainer_data, _trainer_setup
 
 __all__ = ["fit", "load", "evaluate"]
@@ -17,14 +19,14 @@ __all__ = ["fit", "load", "evaluate"]
 load = _loading.load_policy
 
 
-def evaluate(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def evaluate(spec: SFTSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Held-out first-action pass rate, or held-out loss when the run's config says ``metric="loss"``."""
-    if spec.get("metric") == "loss":
+    if spec.metric == "loss":
         return {**_evaluation.heldout_loss(model, tokenizer, rows, spec), "metric": "loss"}
     return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
 
 
-def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+def fit(spec: SFTSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     """Train; returns the PEFT model and what the run's ``training`` summary should add."""
     from trl import SFTConfig, SFTTrainer
@@ -38,7 +40,6 @@ def fit(spec: dict[str, Any], model: Any, tokenizer: Any, rows: list[dict[str, A
                          f"{_loading.max_length(model)} tokens): check mask_mode, the rows' weights and their length")
     trainer = _trainer_setup.train_lora(
         SFTTrainer, SFTConfig, spec, folder, model, tokenizer, examples, callbacks,
-        num_train_epochs=float(spec.get("epochs") or 1.0),
         # the messages shape trains its assistant turns; prompt/completion rows (a mask that trains only
         # some turns) train the completion, which TRL does on its own for that shape
         assistant_only_loss="messages" in examples[0],

@@ -84,7 +84,7 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from whileai.jobs.body import JobRun, run_job
+    from whileai.jobs.body import JobRun, job_spec, run_job
     from whileai.platform.launcher.jobs import adapter_dir, job_dir
 
     args = sys.argv[1:] if argv is None else argv
@@ -95,16 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     client = job_client()
     job = client.request("GET", f"/jobs/{job_id}")
-    spec = job["spec"] or {}
     run = JobRun(client.request("GET", f"/runs/{job['run_id']}", params={"series": "false"}), client)
-    print(f"whileai job {job_id}: {spec.get('method')} on {spec.get('dataset')} for {run.id}", flush=True)
     beat = Heartbeat(client, job_id).start()
     status, error = "done", None
     try:
-        rows = client.request("GET", f"/datasets/{spec['dataset']}/rows")["rows"]
+        # the one typed spec: a job row that is not one fails the job here, by name
+        spec = job_spec(job["spec"] or {})
+        print(f"whileai job {job_id}: {spec.method} on {spec.dataset} for {run.id}", flush=True)
+        rows = client.request("GET", f"/datasets/{spec.dataset}/rows")["rows"]
         holdout = None
-        if spec.get("holdout"):
-            holdout = client.request("GET", f"/datasets/{spec['holdout']}/rows")["rows"]
+        if spec.holdout:
+            holdout = client.request("GET", f"/datasets/{spec.holdout}/rows")["rows"]
         run_job(spec, rows, holdout, run, adapter_dir(run.id), job_dir(job_id))
     except BaseException as exc:  # noqa: BLE001 - every way out is reported, then the process ends
         status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"

@@ -46,6 +46,14 @@ def _inside(path: str, roots: list[Path]) -> bool:
     return any(real == root or root in real.parents for root in roots)
 
 
+def _base_dir_ok(path: str) -> bool:
+    """A directory a base may load from: under the platform's model folders, and not a run's adapter folder
+    (an adapter is not a base: a job saved it for one run, and it loads only on top of that run's base)."""
+    roots = allowed_roots()
+    adapters = roots[1]
+    return _inside(path, [roots[0], *roots[2:]]) and not _inside(path, [adapters])
+
+
 def _is_hub_id(name: str) -> bool:
     return _HUB_ID.fullmatch(name) is not None and ".." not in name
 
@@ -58,24 +66,24 @@ def base_problem(base: Any, run_base: Any = None) -> str | None:
         return None
     if _is_hub_id(base) and base == run_base:
         return None
-    if not _is_hub_id(base) and _inside(base, allowed_roots()):
+    if not _is_hub_id(base) and _base_dir_ok(base):
         return None
     return (
         f"baseModel={base[:200]!r} is not a base this platform loads; send one of SERVED_BASES "
         f"({', '.join(defaults.SERVED_BASES)}), {defaults.KIT_BASE_NAME!r}, the base the run was trained on, or a "
-        f"directory under the platform's model folders (its operator adds folders with {defaults.SERVE_DIRS_ENV})"
+        f"directory under the platform's model folders, not a run's adapter folder (its operator adds folders with {defaults.SERVE_DIRS_ENV})"
     )
 
 
 def launch_base_problem(base: Any) -> str | None:
     """Why a job may not train on ``base``; None when it may: a hub id (from this machine's cache, or
     fetched on Modal), a name the platform serves, or a directory under the platform's model folders."""
-    if isinstance(base, str) and (_is_hub_id(base) or _inside(base, allowed_roots())):
+    if isinstance(base, str) and (_is_hub_id(base) or _base_dir_ok(base)):
         return None
     return (
         f"spec base_model={str(base)[:200]!r} is not a base this platform trains on; send a hub id such as "
         f"{defaults.SERVED_HUB_BASES[0]!r}, {defaults.KIT_BASE_NAME!r}, or a directory under the platform's model "
-        f"folders (its operator adds folders with {defaults.SERVE_DIRS_ENV})"
+        f"folders, not a run's adapter folder (its operator adds folders with {defaults.SERVE_DIRS_ENV})"
     )
 
 

@@ -25,6 +25,7 @@ import time
 
 from whileai.platform.store.migrate import StoreVersionError
 from whileai.platform.store import Store, local_key_name, rotate_local_key_file, store_url
+from whileai.platform import defaults
 
 __all__ = ["main"]
 
@@ -131,7 +132,13 @@ def _on_account(store: Store, args: argparse.Namespace, account_id: str) -> int:
               file=sys.stderr)
         return 2
     else:
-        counts = store.delete_account(account_id)
+        from whileai.platform.launcher.jobs import remove_run_files, stop_run
+
+        for run in store.list_runs(account_id, status="running", limit=defaults.PLATFORM_LIST_LIMIT_MAX):
+            stop_run(store, account_id, run["id"])  # no live worker writes an adapter after its folder is gone
+        removed: dict[str, list[str]] = {}
+        counts = store.delete_account(account_id, removed)
+        files = remove_run_files(removed.get("runs", []), removed.get("jobs", []))
         gone = ", ".join(f"{n} {kind}" for kind, n in counts.items())
-        print(f"deleted {label}: {gone}", file=sys.stderr)
+        print(f"deleted {label}: {gone}, {len(files)} folders (adapters and job logs)", file=sys.stderr)
     return 0

@@ -51,6 +51,46 @@ PLATFORM_MAX_BODY_BYTES = 64 * 1024 * 1024
 #: clients are scripts and browsers on a short path, not arbitrary proxies.
 PLATFORM_HEADER_TIMEOUT_S = 10.0
 
+#: Seconds a whole request (its head and its body) has to arrive, counted from
+#: its first byte; then it is answered 408 and the connection closed
+#: (whileai/platform/_http.py). Without it a body had no deadline: 1,100
+#: connections posting /signin at a byte a second held their sockets for as long
+#: as they liked (issue 30; each could have lasted ~16 h). A sign-in form or an
+#: API call arrives in milliseconds; 30 s is room for a congested link. A body
+#: larger than PLATFORM_UNAUTH_BODY_BYTES (only a caller with a valid key may
+#: send one) gets more time, at PLATFORM_BODY_MIN_BYTES_PER_S, so a 37 MB point
+#: batch on a slow uplink still fits. Node's requestTimeout (300 s) bounds the
+#: same thing for arbitrary clients; ours are scripts and browsers.
+PLATFORM_REQUEST_TIMEOUT_S = 30.0
+
+#: Slowest upload rate a large body is given time for, in bytes per second
+#: (256 KiB/s, about 2 Mbit/s): a PLATFORM_MAX_BODY_BYTES body gets ~4 more minutes.
+PLATFORM_BODY_MIN_BYTES_PER_S = 256 * 1024
+
+#: Connections the server holds open at once. Past it, a new connection first
+#: ends the connection whose request has been arriving longest (answered 503,
+#: Retry-After), so a flood of slow requests cannot keep a prompt client out;
+#: when no connection is mid-request the new one is answered 503 itself. The
+#: cap is also kept PLATFORM_FD_RESERVE + 2 * PLATFORM_LISTEN_BACKLOG under the
+#: process's open-file limit (RLIMIT_NOFILE), so accepting never runs out of
+#: descriptors: at the limit
+#: asyncio logged "Too many open files" 121,893 times (49 MB) in 60 s and
+#: answered none of 9 normal requests (issue 30). 1,000 is far past what a team
+#: server sees (a browser opens ~6 per page, an SDK process 1-2).
+PLATFORM_MAX_CONNECTIONS = 1000
+
+#: Open files the connection cap leaves free for everything else the server
+#: opens: the store's connections, SQLite's files, job logs, model files.
+PLATFORM_FD_RESERVE = 64
+
+#: The listening socket's queue, and so the most connections asyncio accepts in
+#: one go before any of them is counted against the cap (it accepts up to the
+#: backlog per wake-up, and a second wake-up can come before the first batch is
+#: counted); the cap also leaves twice this many descriptors free.
+#: uvicorn's default is 2,048, more than a lowered ``ulimit -n`` of 1,024 holds
+#: at all; 128 is Linux's long-standing SOMAXCONN and plenty for bursts here.
+PLATFORM_LISTEN_BACKLOG = 128
+
 #: Set to 1 to serve the API's /docs, /redoc and /openapi.json (or pass
 #: ``--api-docs``). Off by default: those pages take no key and load their
 #: scripts and fonts from a CDN, outside the pages' Content-Security-Policy.
@@ -160,16 +200,33 @@ SIGNIN_LINK_TTL_S = 10 * 60
 SIGNIN_MAX_CHARS = 200
 
 #: Failed sign-ins (a wrong key on POST /signin, a spent or unknown one-time
-#: link) one client address may make within SIGNIN_FAILURE_WINDOW_S; past it the
-#: sign-in routes answer 429 with Retry-After until the oldest failure is out of
-#: the window (pages/_throttle.py). Keys are 256-bit random, so guessing one is
-#: hopeless either way; the limit stops a client from turning the sign-in form
-#: into free store lookups, and a person who mistypes a key pasted by hand fails
-#: far fewer than 10 times in 5 minutes. Counted per peer address (behind a
-#: reverse proxy every client shares the proxy's address, so the proxy should
-#: limit too).
+#: link) one client address, or one key prefix, may make within
+#: SIGNIN_FAILURE_WINDOW_S before backoff: past it each further wrong key is
+#: answered 429 with Retry-After (pages/_throttle.py). A correct key or a valid
+#: link is always accepted: ten wrong keys from the owner's own address used to
+#: lock the owner out for 300 s (issue 30). Keys are 256-bit random, so guessing
+#: one is hopeless either way; the limit stops a client from turning the sign-in
+#: form into free store lookups, and a person who mistypes a key pasted by hand
+#: fails far fewer than 10 times in 5 minutes. Counted per peer address; behind a
+#: reverse proxy, name it with ``--forwarded-allow-ips`` so X-Forwarded-For
+#: counts (from anyone else that header is ignored: it is the sender's to forge).
 SIGNIN_MAX_FAILURES = 10
 SIGNIN_FAILURE_WINDOW_S = 300.0
+
+#: Wrong bearer keys on the API (and the serving endpoint) one address or key
+#: prefix may send within SIGNIN_FAILURE_WINDOW_S before backoff (429). Higher
+#: than the sign-in form's: a script with a stale key retries a few times a
+#: minute before its owner notices, and should see 401 saying why. Without it
+#: the API answered 180 wrong keys a second (issue 30).
+API_KEY_MAX_FAILURES = 30
+
+#: Backoff past the limits above: the first extra failure waits this long, each
+#: further one twice as long, up to SIGNIN_BACKOFF_MAX_S (the window itself),
+#: after SIGNIN_BACKOFF_STEPS doublings at most. The usual shape (RFC 6238's
+#: advice on throttling guesses; exponential backoff as in AWS's SDKs).
+SIGNIN_BACKOFF_S = 1.0
+SIGNIN_BACKOFF_MAX_S = SIGNIN_FAILURE_WINDOW_S
+SIGNIN_BACKOFF_STEPS = 10
 
 #: Client addresses the sign-in limit remembers at once; past it the address
 #: with the oldest failure is forgotten first, so the table stays a few MB at most

@@ -42,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--store-url", default=None, help="SQLAlchemy URL of the store (default: $WHILEAI_STORE_URL or SQLite under the data root)")
     p.add_argument("--public-url", default=None, help="address written into run urls and model endpoints (default: "
                                                       "the address the server is bound to, never a request's Host)")
+    p.add_argument("--forwarded-allow-ips", default=None, metavar="ADDRESSES",
+                   help="comma-separated addresses of reverse proxies whose X-Forwarded-For names the client (the "
+                        "sign-in limit counts per client address); by default nobody's is read, the peer is the client")
     p.add_argument("--api-docs", action="store_true", help=f"serve /docs, /redoc and /openapi.json (off by default; "
                                                            f"or set {defaults.PLATFORM_API_DOCS_ENV}=1)")
     return p
@@ -103,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Listening on {args.host}: reachable from other machines. Anyone with a key can use the API.")
     app = create_app(store, public_url=args.public_url, api_docs=args.api_docs or None)
     # No access log (uvicorn_options): a request line carries its query string, and nothing the server writes
-    # may hold a key. Each request head must arrive within PLATFORM_HEADER_TIMEOUT_S.
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", **uvicorn_options())
+    # may hold a key. Each request must arrive within its deadlines, and connections are capped (_http.py).
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info",
+                **uvicorn_options(args.forwarded_allow_ips))
     return 0
 
 
@@ -197,6 +201,7 @@ def open_main(argv: list[str] | None = None) -> int:
     again += ["--store-url", args.store_url] if args.store_url else []
     again += ["--public-url", args.public_url] if args.public_url else []
     again += ["--api-docs"] if args.api_docs else []
+    again += ["--forwarded-allow-ips", args.forwarded_allow_ips] if args.forwarded_allow_ips else []
     return main(again)
 
 
@@ -235,7 +240,8 @@ class ServerHandle:
         return f"<ServerHandle {self.base_url}>"
 
 
-def serve_in_thread(host: str = "127.0.0.1", port: int = 0, store_url: str | None = None) -> ServerHandle:
+def serve_in_thread(host: str = "127.0.0.1", port: int = 0, store_url: str | None = None,
+                    forwarded_allow_ips: str | None = None) -> ServerHandle:
     """Start a real uvicorn server in a daemon thread; ``port=0`` picks a free loopback port.
 
     Give the same ``port`` again after :meth:`ServerHandle.stop` to restart on
@@ -252,13 +258,13 @@ def serve_in_thread(host: str = "127.0.0.1", port: int = 0, store_url: str | Non
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    sock.listen(128)
+    sock.listen(defaults.PLATFORM_LISTEN_BACKLOG)
     config = uvicorn.Config(
         create_app(store),
         log_level="warning",
         lifespan="off",
         timeout_graceful_shutdown=2,
-        **uvicorn_options(),
+        **uvicorn_options(forwarded_allow_ips),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"whileai-platform-{port}", daemon=True)

@@ -76,11 +76,13 @@ def register_resolvers() -> None:
     """``${wai.knob:NAME}`` (the method's default from TRAINING_KNOBS), ``${wai.const:NAME}`` (a constant of a defaults module, _CONST_HOMES)."""
     from omegaconf import OmegaConf
 
+    from .knobs_doc import help_lines
     from .schema import HOST_KEYS, KNOBS
 
     OmegaConf.register_new_resolver("wai.knob", _knob_default, replace=True)
     OmegaConf.register_new_resolver("wai.const", _const, replace=True)
     OmegaConf.register_new_resolver("wai.knob_names", lambda: ", ".join((*KNOBS, *HOST_KEYS)), replace=True)
+    OmegaConf.register_new_resolver("wai.knob_help", lambda: "\n" + help_lines(), replace=True)
 
 
 def _pop_recipes_flag(argv: list[str]) -> tuple[list[str], str | None]:
@@ -293,6 +295,7 @@ def _task(cfg: Any) -> Any:
         expect_lines={k: origin(f"expect.{k}") for k in (plain.get("expect") or {})},
         json=os.environ.get(_JSON_ENV) == "1",
         label=[*_label(overrides, multirun), *(["quick"] if is_quick() else [])],
+        origin=origin,
     )
     from ._datacheck import DATA_ERRORS, data_error_message
 

@@ -173,12 +173,11 @@ def _settle_expect(record: dict[str, Any]) -> dict[str, Any]:
 
     A sweep on Modal only submits its runs (the runner returns before they end), so no one has
     checked their spec's expect block yet: ``wait`` does it once they are done, the same way
-    the runner does (``pipeline._outcome`` and ``expect.verdict``), and notes it on the run.
+    the runner does (``expect.settle``), and notes it on the run.
     """
     import whileai.simulations as wai
 
-    from .expect import verdict
-    from .pipeline import _outcome
+    from .expect import settle
 
     summary = record.get("summary") or {}
     kept = record_of(record) or {}
@@ -187,11 +186,8 @@ def _settle_expect(record: dict[str, Any]) -> dict[str, Any]:
         return record
     run = wai.TrainingRun(record)
     previous = wai.TrainingRun(wai.get_run(kept["previous_run"])) if kept.get("previous_run") else None
-    checked = verdict(expect, _outcome(run, previous), kept.get("expect_lines") or {})
-    if not checked["lines"]:
-        return record
-    run.note(expect={**checked, "recipe": kept.get("recipe")})
-    return wai.get_run(record["id"])
+    _, checked = settle(run, previous, expect, kept.get("expect_lines") or {}, kept.get("recipe"))
+    return wai.get_run(record["id"]) if checked["lines"] else record
 
 
 def wait_main(argv: list[str] | None = None) -> int:

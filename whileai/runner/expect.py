@@ -25,7 +25,7 @@ from typing import Any
 
 from whileai.core.stats import describe
 
-__all__ = ["failures", "verdict", "line_text", "KEYS"]
+__all__ = ["failures", "verdict", "line_text", "KEYS", "outcome_of", "settle"]
 
 #: the keys in the order they are checked and shown
 KEYS = ("status", "holdout_after_min", "holdout_gain_min", "holdout_gain_significant", "stage_gain_min",
@@ -104,3 +104,31 @@ def line_text(line: dict[str, Any]) -> str:
 def failures(expect: dict[str, Any], outcome: dict[str, Any], lines: dict[str, str]) -> list[str]:
     """One line per failed expectation (see ``line_text``); [] when every line holds."""
     return [line_text(line) for line in verdict(expect, outcome, lines)["lines"] if not line["passed"]]
+
+
+def outcome_of(run: Any, previous: Any) -> dict[str, Any]:
+    """What ``verdict`` checks, read off a finished run (and the stage run it continued, for ``stage_gain_min``)."""
+    training = run.training or {}
+    summary = run.summary or {}
+    found_monitor, found_delta = summary.get("monitor"), summary.get("delta")
+    monitor: dict[str, Any] = found_monitor if isinstance(found_monitor, dict) else {}
+    delta: dict[str, Any] = found_delta if isinstance(found_delta, dict) else {}
+    prev_training = (previous.training or {}) if previous is not None else {}
+    return {"status": run.status, "before": training.get("before"), "after": training.get("after"),
+            "metric": training.get("metric"), "stats": training.get("stats"), "previous_after": prev_training.get("after"),
+            "alarms": monitor.get("alarms") or [], "verdict": delta.get("verdict"),
+            "cost_usd": run.cost_usd, "cost_basis": run.cost_basis}
+
+
+def settle(run: Any, previous: Any, expect: dict[str, Any], lines: dict[str, str],
+           recipe: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The one way a run's expect verdict is reached and kept: checked against the run, noted on its summary.
+
+    The pipeline calls it when its last stage ends; ``wait`` for a run the runner only submitted.
+    Returns ``(outcome, verdict)``; a spec without expect lines notes nothing.
+    """
+    outcome = outcome_of(run, previous)
+    checked = verdict(expect or {}, outcome, lines)
+    if checked["lines"]:  # the verdict lives on the run: its page, the runs list, wait and diff show it
+        run.note(expect={**checked, "recipe": recipe})
+    return outcome, checked

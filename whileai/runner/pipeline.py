@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,9 @@ from whileai.core.stats import describe
 
 from . import defaults
 from ._progress import Progress
-from .expect import verdict
+from .expect import settle
 from .provenance import runner_record
-from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, reads_export
+from .stages import plan_stages, stage_inputs
 
 __all__ = ["Context", "run_spec", "EXIT_FAILED", "EXIT_EXPECT", "EXIT_GATE", "EXIT_INTERRUPTED"]
 
@@ -51,6 +52,8 @@ class Context:
     json: bool = False
     #: ``key=value`` words the run's name ends with: a sweep's swept knobs, else the knobs typed
     label: list[str] = field(default_factory=list)
+    #: ``origin(dotted key)``: where a key of the spec was set (recipe file:line, command line), for provenance
+    origin: Callable[[str], str] | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -99,48 +102,6 @@ def load_rows(data: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
     elif data["grade"] == "reward_model":
         rows = list(wai.evaluate(rows, wai.reward_model(data["reward_model"])).rows)
     return rows, what
-
-
-def _stages(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(name, settings) per stage, earlier ones first; the root is the last stage.
-
-    A stage takes the spec's ``check``, ``base_model`` and ``seed`` unless it sets its own, so
-    ``seed=1`` on the command line reruns every stage with that seed, not the last one only.
-    """
-    out = [(name, {**{"check": spec["check"], "base_model": spec["base_model"], "seed": spec.get("seed")},
-                   **{k: v for k, v in stage.items() if v is not None or k in ("method",)}})
-           for name, stage in (spec.get("stages") or {}).items()]
-    out.append((spec["method"] if spec.get("stages") else "train", spec))
-    return out
-
-
-#: How ``monitor.gold_judge`` names a reward-model stage of the same spec instead of a finished run id.
-STAGE_REF = "stages."
-
-
-def gold_judge_id(value: str | None, stage_runs: dict[str, str]) -> str | None:
-    """The run id ``monitor.gold_judge`` names: a run id as given, or ``stages.<name>``'s run in this spec."""
-    if value and value.startswith(STAGE_REF):
-        return stage_runs[value[len(STAGE_REF):]]
-    return value
-
-
-def _train_kwargs(stage: dict[str, Any], spec: dict[str, Any], last: bool,
-                  stage_runs: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(keyword arguments of wai.train, its config=) for one stage."""
-    kwargs = {k: stage[k] for k in KNOBS if stage.get(k) is not None}
-    # the export group shapes what the job trains on, for the methods whose job applies each setting
-    kwargs.update({k: spec["export"][k] for k in EXPORT_KNOBS if reads_export(k, stage["method"])})
-    config = {k: stage[k] for k in HOST_KEYS if stage.get(k) is not None}
-    if stage["method"] == "grpo":
-        monitor = spec["monitor"]
-        settings = {k: v for k, v in monitor.items() if k not in ("enabled", "gold_judge") and v not in (None, [])}
-        config["monitor"] = settings if (monitor["enabled"] and last) else False
-        if monitor["enabled"] and last and monitor.get("gold_judge"):
-            config["gold_judge"] = gold_judge_id(monitor["gold_judge"], stage_runs or {})
-    if spec["target"].get("gpu") and spec["target"]["name"] == "modal":
-        config["gpu"] = spec["target"]["gpu"]
-    return kwargs, config
 
 
 # ---------------------------------------------------------------------------
@@ -254,18 +215,6 @@ def _serve(run: Any, serve: dict[str, Any], progress: Progress) -> dict[str, Any
 # ---------------------------------------------------------------------------
 
 
-def _outcome(run: Any, previous: Any) -> dict[str, Any]:
-    training = run.training or {}
-    summary = run.summary or {}
-    monitor = summary.get("monitor") if isinstance(summary.get("monitor"), dict) else {}
-    delta = summary.get("delta") if isinstance(summary.get("delta"), dict) else {}
-    prev_training = (previous.training or {}) if previous is not None else {}
-    return {"status": run.status, "before": training.get("before"), "after": training.get("after"),
-            "metric": training.get("metric"), "stats": training.get("stats"), "previous_after": prev_training.get("after"),
-            "alarms": monitor.get("alarms") or [], "verdict": delta.get("verdict"),
-            "cost_usd": run.cost_usd, "cost_basis": run.cost_basis}
-
-
 def _write_runs(context: Context, runs: list[dict[str, Any]], closing: dict[str, Any] | None = None) -> None:
     context.output_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, Any] = {"sweep_id": context.sweep_id, "runs": runs, "overrides": context.overrides}
@@ -349,11 +298,12 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
     train_rows = wai.datasets.load_rows(train_side)
     runs: list[dict[str, Any]] = facts["runs"]
     stage_runs: dict[str, str] = {}
+    by_stage: dict[str, Any] = {}
     previous = run = None
-    stages = _stages(spec)
+    stages = plan_stages(spec)
     submit_only = spec["target"]["name"] == "modal" and context.sweep_id is not None
-    for index, (stage_name, stage) in enumerate(stages):
-        method, last = stage["method"], index == len(stages) - 1
+    for index, stage in enumerate(stages):
+        stage_name, method, last = stage.name, stage.method, stage.last
         label = f"{stage_name} ({method})" if len(stages) > 1 else method
         with progress.step(f"{label}: training set, profile and selection report") as note:
             if method == "sft":
@@ -362,12 +312,14 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
                 used_rows = passes
             else:
                 train_set, used_rows = train_side, train_rows
-            kwargs, config = _train_kwargs(stage, spec, last, stage_runs)
+            kwargs, config = stage_inputs(stage, spec, stage_runs, context.origin)
             # the base's tokenizer counts the rows longer than its context, as wai.train will (a stage after
             # another trains that one's base; a reward model always starts from its own)
-            inherited: str | None = previous.config.get("base_model") if previous is not None and method != "rm" else None
-            base: str = stage.get("base_model") or inherited or wai.defaults.KIT_BASE_NAME
-            report = wai.selection_report(train_set, method, base_model=base, config={**kwargs, **config})
+            start: Any = by_stage.get(stage.start) if stage.start is not None else None
+            inherited: str | None = start.config.get("base_model") if start is not None else None
+            base: str = inherited or stage.settings.get("base_model") or wai.defaults.KIT_BASE_NAME
+            report = wai.selection_report(train_set, method, base_model=base,
+                                          config={**kwargs, **{k: v for k, v in config.items() if k != "provenance"}})
             if train_set.id != train_side.id:
                 facts["datasets"][f"{stage_name}:{method}"] = train_set.id
             note["result"] = (f"{train_set.id}; " if train_set.id != train_side.id else "") + (
@@ -375,16 +327,15 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
         export_path = context.output_dir / "export" / f"{stage_name}.{spec['export']['format']}.jsonl"
         try:
             with progress.step(f"{label}: export with gates") as note:
-                export_report = _export(used_rows, method, spec["export"], export_path, stage.get("balance"),
-                                        int(stage.get("near_misses") or 0), int(kwargs.get("seed") or 0))
+                export_report = _export(used_rows, method, spec["export"], export_path, stage.settings.get("balance"),
+                                        int(stage.settings.get("near_misses") or 0), int(kwargs.get("seed") or 0))
                 note["result"] = f"{export_path} ({_exported(export_report)})"
         except wai.ExportValidationError as exc:
             progress.line(f"- export gate refused the data; nothing was trained:\n{exc}")
             facts.update(status="refused", error=f"an export gate refused the data: {str(exc).splitlines()[0]}")
             return EXIT_GATE
-        # a reward model scores rows, it is no policy: it trains from the base and no stage continues it
-        start: Any = None if method == "rm" else previous
-        stage_record = {**record, "stage": stage_name, "stage_index": index, "stages": [n for n, _ in stages],
+        # a reward model scores rows, it is no policy: it trains from the base and no stage continues it (plan_stages)
+        stage_record = {**record, "stage": stage_name, "stage_index": index, "stages": [s.name for s in stages],
                         "previous_run": start.id if start is not None else None,
                         "export": _short_export(export_report)}
         try:
@@ -392,15 +343,14 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
                 with warnings.catch_warnings(record=True) as said:
                     warnings.simplefilter("always")
                     run = wai.train(
-                        train_set, method=method, holdout=held, base_model=stage.get("base_model"),
-                        check=stage.get("check") or spec["check"], target=spec["target"]["name"],
+                        train_set, method=method, holdout=held,
+                        base_model=None if start is not None else stage.settings.get("base_model"),
+                        check=stage.settings.get("check") or spec["check"], target=spec["target"]["name"],
                         init_from=start, config={**config, "runner": stage_record},
                         name=run_label(context, stage_name, method, last), **kwargs,
                     )
                 for warning in said:
-                    text = str(warning.message)
-                    if "config key 'runner'" not in text:
-                        progress.line(f"  warning: {text}")
+                    progress.line(f"  warning: {warning.message}")
                 run.note(export=_short_export(export_report))
                 note["result"] = f"{run.id} \"{run.name}\" {run.url}"
         except wai.TrainingSelectionError as exc:  # the data cannot teach the method (the gate refuses before it warns)
@@ -409,10 +359,11 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
             return EXIT_GATE
         runs.append({"id": run.id, "stage": stage_name, "method": method, "name": run.name})
         stage_runs[stage_name] = run.id
+        by_stage[stage_name] = run
         facts["run"] = run
         _write_runs(context, runs)
         if index == 0:
-            _say_base_build(stage, progress)
+            _say_base_build(stage.settings, progress)
         if submit_only and last:
             progress.line(f"- submitted {run.id} (sweep {context.sweep_id}); follow it with "
                           f"`python -m whileai wait {context.sweep_id}`")
@@ -426,8 +377,8 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
         training = run.training or {}
         progress.line(f"- {label}: held-out {training.get('metric') or 'pass_rate'} "
                       f"{describe(training.get('before'), training.get('after'), training.get('stats'))}")
-        if not last and method != "rm":
-            previous = run
+        following = stages[index + 1].start if not last else None
+        previous = by_stage.get(following) if following is not None else None
     return _finish(spec, context, progress, run, previous, held, facts)
 
 
@@ -465,10 +416,7 @@ def _finish(spec: dict[str, Any], context: Context, progress: Progress, run: Any
         with progress.step(f"serve on {spec['serve']['target']}") as note:
             served = _serve(run, spec["serve"], progress)
             note["result"] = f"{served['name']} v{served['version']} at {served['endpoint']}; reply: {served['chat']}"
-    outcome = _outcome(run, previous)
-    checked = verdict(spec.get("expect") or {}, outcome, context.expect_lines)
-    if checked["lines"]:  # the verdict lives on the run: its page, the runs list, wait and diff show it
-        run.note(expect={**checked, "recipe": context.recipe})
+    outcome, checked = settle(run, previous, spec.get("expect") or {}, context.expect_lines, context.recipe)
     facts["status"] = run.status
     facts["closing"] = summary(facts, run, outcome, served, checked)
     return 0 if checked["passed"] else EXIT_EXPECT

@@ -61,8 +61,8 @@ _EXPORTS: dict[str, str] = {
     # reward-hacking monitor
     "HackMonitor": "monitor",
     "format_hack_monitor": "monitor",
-    # named exceptions and warnings (one hierarchy: whileai.core.errors)
-    **{name: "whileai.core.errors" for name in _errors.__all__},
+    # named exceptions and warnings (one hierarchy: whileai.core.errors; NOT_IN_SDK never reach a caller)
+    **{name: "whileai.core.errors" for name in _errors.__all__ if name not in _errors.NOT_IN_SDK},
 }
 
 # submodules reachable as attributes: wai.datasets.cut(...), wai.defaults.GPU_USD_PER_HOUR
@@ -80,6 +80,7 @@ if TYPE_CHECKING:  # what the lazy loader below resolves, spelled out for type c
         PlatformError,
         RowFormatError,
         ServingWarning,
+        StoreVersionError,
         TrackingWarning,
         TrainingConfigError,
         TrainingSelectionError,

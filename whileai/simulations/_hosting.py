@@ -18,116 +18,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import defaults
-from whileai.core import knobs
-from whileai.core.spec import SPEC_VERSION, canonical, same_run, spec_problems
+from ._resolve import LORA_SHAPE, Resolved, resolve_spec
+from whileai.core.spec import canonical, same_run
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
 
-__all__ = ["train", "resolve_config", "selection_gate", "check_knob"]
+__all__ = ["train", "train_spec", "selection_gate"]
 
-#: knob name -> the ``train`` argument it comes from (the same, by design)
-_KNOB_ARGS = ("steps", "epochs", "generations", "beta", "learning_rate", "seed", "max_completion_length",
-              "loss_type", "temperature", "truncated", "min_mixed_tasks", *defaults.TRAIN_EXPORT_KNOBS)
-_INT_KNOBS = {"steps", "generations", "seed", "max_completion_length", "min_mixed_tasks",
-              "lora_rank", "lora_alpha", "batch_size", "holdout_rows", "max_tool_output_chars", "near_misses"}
-#: the LoRA shape a run started from another inherits (the adapter keeps its shape)
-_LORA_SHAPE = ("lora_rank", "lora_alpha")
-
-
-# ---------------------------------------------------------------------------
-# Knobs
-# ---------------------------------------------------------------------------
-
-
-def check_knob(name: str, value: Any, method: str, table: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """The problem with ``name=value`` for ``method``, or None when it is accepted (whileai.core.knobs)."""
-    return knobs.check_knob(name, value, method, table[name], whole=name in _INT_KNOBS)
-
-
-#: the kit demo base's proven LoRA SFT recipe (benchmarks/kit_lora_sft.py), by knob
-_KIT_SFT = {"learning_rate": "KIT_SFT_LR", "steps": "KIT_SFT_STEPS", "batch_size": "KIT_SFT_BATCH",
-            "lora_rank": "KIT_SFT_LORA_R", "lora_alpha": "KIT_SFT_LORA_ALPHA"}
-
-
-def _method_default(name: str, method: str, table: Mapping[str, Mapping[str, Any]], base: str) -> Any:
-    """Our default for a knob; on the kit's demo base, SFT takes the kit's measured recipe (KIT_SFT_*)."""
-    if base == defaults.KIT_BASE_NAME and method == "sft" and name in _KIT_SFT:
-        value = getattr(defaults, _KIT_SFT[name], None)
-        if value is not None:
-            return value
-    return table[name][method]["default"]
-
-
-def resolve_config(method: str, knobs: Mapping[str, Any], config: Mapping[str, Any] | None, *,
-                   base_model: str | None, target: str | None, holdout: str | None,
-                   repeats: int | None = None) -> tuple[dict[str, Any], list[str], list[str]]:
-    """Every knob for ``method`` resolved to the value that will run, plus ``(problems, notes)``.
-
-    ``knobs`` holds the ``train`` arguments (None = default); ``config`` the
-    further host keys (TRAINING_HOST_KEYS) and anything else, kept as given.
-    ``repeats`` (the dataset's common group size) is GRPO's natural
-    ``generations`` when left None. Problems are every refusal, not just the first.
-    """
-    problems: list[str] = []
-    notes: list[str] = []
-    base = base_model or defaults.KIT_BASE_NAME
-    resolved: dict[str, Any] = {"method": method, "base_model": base, "target": target, "holdout": holdout}
-    for name in _KNOB_ARGS:
-        value = knobs.get(name)
-        if name == "truncated" and method != "grpo" and value == "mask":
-            continue  # the signature's default; it only means something for grpo
-        if (name in defaults.TRAIN_EXPORT_DEFAULTS and method not in defaults.TRAINING_KNOBS[name]
-                and value == defaults.TRAIN_EXPORT_DEFAULTS[name]
-                and type(value) is type(defaults.TRAIN_EXPORT_DEFAULTS[name])):
-            continue  # the exporter's own value: a no-op for a method that does not export (TRAIN_EXPORT_DEFAULTS)
-        if value is not None:
-            problem = check_knob(name, value, method, defaults.TRAINING_KNOBS)
-            if problem:
-                problems.append(problem)
-                continue
-            resolved[name] = value
-        elif method in defaults.TRAINING_KNOBS[name]:
-            resolved[name] = _method_default(name, method, defaults.TRAINING_KNOBS, base)
-    if method == "sft" and knobs.get("steps") is None and knobs.get("epochs") is not None:
-        resolved["steps"] = None  # the epochs given decide the length, not the kit recipe's steps
-    elif method == "sft" and resolved.get("steps") is not None and knobs.get("epochs") is None:
-        resolved["epochs"] = None  # a step count decides the length; epochs would not be read
-    if method == "grpo" and knobs.get("generations") is None and repeats:
-        lo, hi = defaults.TRAINING_KNOBS["generations"]["grpo"]["range"]
-        resolved["generations"] = min(max(int(repeats), lo), hi)
-    config = canonical(config or {})
-    for name, value in config.items():
-        if name in _KNOB_ARGS:  # kept as a note it would run with the default while looking set on the run
-            problems.append(f"config key {name!r} is a train() argument, not a host key: config={{{name!r}: {value!r}}} "
-                            f"would not be read; pass {name}={value!r} to train() instead")
-            continue
-        if name in defaults.TRAINING_HOST_KEYS:
-            if value is not None:
-                problem = check_knob(name, value, method, defaults.TRAINING_HOST_KEYS)
-                if problem:
-                    problems.append(problem)
-                    continue
-            resolved[name] = value
-        elif name in defaults.TRAINING_CONFIG_KEYS:
-            resolved[name] = value
-        else:
-            resolved.setdefault("extra", {})[name] = value
-            notes.append(f"config key {name!r} is kept on the run but not read by the {method} trainer "
-                         f"(it reads {', '.join(k for k, v in defaults.TRAINING_HOST_KEYS.items() if method in v)})")
-    for name, per_method in defaults.TRAINING_HOST_KEYS.items():
-        if method in per_method and resolved.get(name) is None:
-            resolved[name] = _method_default(name, method, defaults.TRAINING_HOST_KEYS, base)
-    if method == "rm":
-        from .serving import near_miss_problem
-
-        problem = near_miss_problem(resolved.get("near_misses"), resolved.get("reward_span"))
-        if problem:
-            problems.append(problem)
-    if method == "grpo":
-        resolved["trl_defaults_overridden"] = {
-            k: v for k, v in defaults.TRL_DEFAULTS["grpo"].items() if k in ("beta", "loss_type", "mask_truncated_completions")
-        }
-        resolved["mask_truncated_completions"] = resolved.get("truncated") == "mask"
-    return resolved, problems, notes
+#: ``train``'s keyword arguments that are knobs (the rest of a run's knobs come in ``config=``)
+_KNOB_ARGS = tuple(defaults.TRAINING_KNOBS)
 
 
 # ---------------------------------------------------------------------------
@@ -258,7 +156,7 @@ def _start_run(client: Any, init_from: Any, method: str, base_model: str | None,
     if base_model is not None and start_base and base_model != start_base:
         problems.append(f"base_model={base_model!r} differs from the base of init_from={found!r} ({start_base!r}): "
                         f"its adapter only fits {start_base!r}; leave base_model None or pass {start_base!r}")
-    for key in _LORA_SHAPE:
+    for key in LORA_SHAPE:
         given = (config or {}).get(key)
         if given is not None and source.get(key) is not None and given != source[key]:
             problems.append(f"config[{key!r}]={given!r} differs from init_from={found!r} ({source[key]!r}): the "
@@ -285,6 +183,32 @@ def _running_run(client: Any, dataset_id: str, config: Any) -> dict[str, Any] | 
         if fresh["status"] == "running":
             return fresh
     return None
+
+
+def train_spec(method: str, arguments: Mapping[str, Any], config: Mapping[str, Any] | None, *,
+               base_model: str | None, target: str | None, holdout: str | None,
+               start: Mapping[str, Any] | None = None, start_label: str | None = None,
+               data: Mapping[str, Any] | None = None) -> Resolved:
+    """What ``train`` resolves its arguments to: ``resolve_spec`` over its keyword arguments and ``config=``.
+
+    A knob that is one of ``train``'s arguments is refused inside ``config`` (it would not be read);
+    ``config["provenance"]`` (the runner's origins of the values it passes) names where each came from.
+    """
+    config = canonical(config or {})
+    origin = {k: "argument" for k, v in arguments.items() if v is not None}
+    given_origins = config.pop("provenance", None)
+    if isinstance(given_origins, Mapping):
+        origin.update({str(k): str(v) for k, v in given_origins.items()})
+    problems = [f"config key {name!r} is a train() argument, not a host key: config={{{name!r}: {value!r}}} would "
+                f"not be read; pass {name}={value!r} to train() instead" for name, value in config.items()
+                if name in _KNOB_ARGS]
+    given = {**{k: v for k, v in config.items() if k not in _KNOB_ARGS}, **arguments}
+    resolution = resolve_spec(method, given, origin=origin, base_model=base_model, target=target, holdout=holdout,
+                              start=start, start_label=start_label, data=data, given_label="argument")
+    if problems:
+        return Resolved(None, resolution.values, resolution.provenance, problems + resolution.problems,
+                        resolution.notes)
+    return resolution
 
 
 def train(
@@ -387,22 +311,19 @@ def train(
         client = get_client()
         start = _start_run(client, init_from, method, base_model, config, problems)
     start_config = canonical(start["config"]) if start and isinstance(start.get("config"), Mapping) else {}
-    if start is not None:
-        base_model = start_config.get("base_model") or (start["summary"].get("training") or {}).get("base_model")
-        inherited = {k: start_config[k] for k in _LORA_SHAPE if start_config.get(k) is not None}
-        config = {**dict(config or {}), **inherited}
-    resolved: dict[str, Any] = {}
-    notes: list[str] = []
+    if start is not None and not start_config.get("base_model"):  # a record of before the base was on the config
+        start_config["base_model"] = (start["summary"].get("training") or {}).get("base_model")
+    resolution: Resolved | None = None
     if method in defaults.TRAIN_METHODS:
-        resolved, knob_problems, notes = resolve_config(method, knobs, config, base_model=base_model,
-                                                        target=target, holdout=holdout_id)
-        problems += knob_problems
-        if not knob_problems:
-            resolved["spec_version"] = SPEC_VERSION
-            problems += spec_problems(resolved)  # the typed spec every layer reads (whileai.core.spec)
-    if problems:
+        resolution = train_spec(method, knobs, config, base_model=base_model, target=target, holdout=holdout_id,
+                                start=start_config if start is not None else None,
+                                start_label=start["id"] if start is not None else None)
+        problems += resolution.problems
+    if problems or resolution is None:
         listed = "\n".join(f"  - {p}" for p in problems)
         raise TrainingConfigError(f"train() cannot start: {len(problems)} problem(s)\n{listed}", problems)
+    resolved = dict(resolution.values)
+    notes = resolution.notes
     if start is not None:
         resolved["init_from"] = start["id"]
 
@@ -423,12 +344,13 @@ def train(
         context = check_context(data, method, resolved["base_model"], resolved, per_task)  # tokenizer only
         report = selection_gate(prof, method, check, int(resolved["min_mixed_tasks"]), context, per_task)
         report = with_near_misses(report, data, method, resolved)  # rm: the pairs its job adds
-        if method == "grpo" and generations is None and (prof.get("repeats") or {}).get("common"):
-            lo, hi = defaults.TRAINING_KNOBS["generations"]["grpo"]["range"]
-            resolved["generations"] = min(max(int(prof["repeats"]["common"]), lo), hi)
         temps = [float(t) for t in prof.get("temperatures") or []]
-        if method == "grpo" and temperature is None and len(temps) == 1:
-            resolved["temperature"] = temps[0]  # roll out where the rows were measured: like for like
+        if method == "grpo":  # GRPO's unset group size and temperature come from the dataset: resolved again with it
+            facts = {"repeats": (prof.get("repeats") or {}).get("common"), "temperatures": temps}
+            again = train_spec(method, knobs, config, base_model=base_model, target=target, holdout=holdout_id,
+                               start=start_config if start is not None else None,
+                               start_label=start["id"] if start is not None else None, data=facts)
+            resolved = {**again.values, "holdout": resolved["holdout"], **({"init_from": start["id"]} if start else {})}
         if method == "grpo" and temps and float(resolved["temperature"]) not in temps:
             seen = ", ".join(f"{t:g}" for t in temps)
             _warn(f"temperature={resolved['temperature']:g} differs from the dataset's sampling.temperature ({seen}): "

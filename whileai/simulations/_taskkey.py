@@ -1,7 +1,7 @@
 """The task key of a rollout row (the row contract's, docs/architecture.md): which task a row belongs to.
 
 ``rows`` re-exports these names; they sit in their own module so that the
-scoring core (``_scoring``) and the row sources (``_rowsource``) can group rows
+scoring core (``_scoring``) and the row sources (``rowsource``) can group rows
 by task without importing the row contract that uses them.
 """
 

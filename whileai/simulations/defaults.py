@@ -16,6 +16,9 @@ SDK reads are re-exported here, so ``wai.defaults.GPU_USD_PER_HOUR`` and
 
 from __future__ import annotations
 
+from typing import Any
+
+from whileai.core.spec import knob_table
 from whileai.core.defaults import (  # noqa: F401  (shared with the platform; re-exported)
     GPU_PRICE_READ_ON,
     GPU_PRICE_SOURCE,
@@ -32,6 +35,20 @@ from whileai.core.defaults import (  # noqa: F401  (shared with the platform; re
     TRAIN_TARGET_DEFAULT,
     TRAIN_TARGET_ENV,
     TRAIN_TARGETS,
+    TRAIN_CHECKS,
+    TRAIN_TRUNCATED,
+    EXPORT_MASK_MODES,
+    TRAIN_MIN_MIXED_TASKS,
+    TRAIN_LR_SCHEDULER,
+    TRAIN_WARMUP_RATIO,
+    TRAIN_BATCH_SIZE,
+    TRAIN_GRPO_PROMPTS_PER_STEP,
+    TRAIN_GRPO_PROMPTS_PER_MICROBATCH,
+    TRAIN_GRPO_MIN_MIXED_SHARE,
+    TRAIN_MAX_LENGTH,
+    TRAIN_HOLDOUT_MAX_ROWS,
+    TRAIN_EVAL_MAX_NEW_TOKENS,
+    TRL_DPO_LOSS_TYPES,
 )
 from whileai.kit.defaults import (  # noqa: F401  (the kit's recipe, which hosted SFT on the kit base uses)
     KIT_BASE_NAME,
@@ -298,23 +315,6 @@ DELTA_MIN_TASKS = 20
 # Hosted training (knobs, gates, jobs, serving)
 # ---------------------------------------------------------------------------
 
-#: The values of ``train``'s closed-set arguments (TRAIN_METHODS, the methods,
-#: is shared with the platform's launcher: whileai/core/defaults.py).
-TRAIN_CHECKS = ("require", "warn", "off")
-TRAIN_TRUNCATED = ("mask", "zero")
-#: The loss masks export.loss_mask accepts (its "assistant" and "final"), for the
-#: ``mask_mode`` knob of a hosted run.
-EXPORT_MASK_MODES = ("assistant", "final")
-
-#: Mixed tasks (a pass and a fail under one prompt) a grouped method (grpo, dpo,
-#: rm) should see before the GPU is spent; fewer is a warning, none is refused.
-#: Only a mixed task carries a group advantage or a preference pair; with fewer
-#: than this the run revisits a handful of prompts until it memorises them, and
-#: the held-out rate it is judged by moves mostly by noise (the documented
-#: threshold of ``train``; Lambert 2025, "RLHF", chapter
-#: Reinforcement Learning).
-TRAIN_MIN_MIXED_TASKS = 32
-
 #: The run ``kind`` hosted training runs carry, so idempotency and the job
 #: runner find them among hand-made ``training_run`` runs.
 TRAIN_RUN_KIND = "hosted"
@@ -325,47 +325,6 @@ TRAIN_RUN_KIND = "hosted"
 #: ``base_model`` is outside this list, because the run's adapter could not be
 #: served afterwards.
 SERVED_BASES: tuple[str, ...] = (KIT_BASE_NAME, *SERVED_HUB_BASES)
-
-#: Learning-rate schedule of every hosted method: a constant rate after a short
-#: linear warmup (this share of the steps). The kit's LoRA SFT recipe was measured
-#: with it (benchmarks/kit_lora_sft.py), and short LoRA runs lose most of their
-#: progress to a linear decay that spends half the run at half the rate
-#: ("LoRA Without Regret", Schulman et al. 2025, trained at a constant rate).
-TRAIN_LR_SCHEDULER = "constant_with_warmup"
-TRAIN_WARMUP_RATIO = 0.05
-
-#: Sequences per optimizer step (per device) for SFT, DPO and RM. GRPO steps on
-#: TRAIN_GRPO_PROMPTS_PER_STEP prompts x ``generations`` completions instead.
-TRAIN_BATCH_SIZE = 8
-#: Prompts per GRPO optimizer step, in forward/backward passes of
-#: TRAIN_GRPO_PROMPTS_PER_MICROBATCH prompts each (gradient accumulation; all of a
-#: step's completions are sampled in one generation batch). Measured on the kit base
-#: (issue 18): with 2 prompts a step the policy's tool and argument-key choices barely
-#: depend on the prompt, so one update flipped a whole task kind (timer 9/9 -> 0/9 while
-#: weather went 2 -> 10) and higher rates only lost ground; with 8 no run lost a kind.
-TRAIN_GRPO_PROMPTS_PER_STEP = 8
-TRAIN_GRPO_PROMPTS_PER_MICROBATCH = 2
-#: A GRPO run whose share of mixed groups (a pass and a fail among one prompt's
-#: completions: the only groups with an advantage) stays under this says so on the run
-#: (summary note ``grpo_groups``): nearly every group is unanimous, so the updates carry
-#: almost no signal (issue 18: a 60-step SFT start sampled 98% unanimous groups and
-#: GRPO from it moved nothing). Start from a policy that sometimes passes when sampled.
-TRAIN_GRPO_MIN_MIXED_SHARE = 0.1
-
-#: Token cap of a training sequence (prompt + reply) for SFT, DPO and RM.
-#: A rendered tool-use conversation of the sample task is under 200 tokens; real
-#: agent traces are longer, and 2048 keeps a 1.5B model's batch on an A10G.
-TRAIN_MAX_LENGTH = 2048
-
-#: Held-out rows the before/after pass rate is measured on (at most; a holdout
-#: bigger than this is subsampled with the run's seed). Greedy generation on a
-#: CPU costs ~0.1 s a row with the kit's base; 200 rows keeps before+after
-#: under a minute there while the rate's standard error stays under 0.04.
-TRAIN_HOLDOUT_MAX_ROWS = 200
-
-#: Token cap of a held-out greedy reply (the first action: one tool call or a
-#: short answer). Also the default ``max_completion_length`` for GRPO/DPO.
-TRAIN_EVAL_MAX_NEW_TOKENS = 96
 
 #: DPO with ``pair_source="policy"`` (jobs/_policy_pairs.py): the pairs come from the
 #: start policy's own replies, sampled ``policy_samples`` times per training prompt at
@@ -388,218 +347,26 @@ DPO_POLICY_BATCH_PROMPTS = 16
 DPO_POLICY_MAX_NEW_TOKENS = TRAIN_EVAL_MAX_NEW_TOKENS
 
 
-#: What a bare TRL 1.16 script would run with where our defaults differ, kept so
-#: a run's config can be read against it: GRPO's beta=0.0 loads no reference
-#: model (no KL at all), loss_type="dapo" normalises over the global batch, and
-#: mask_truncated_completions=False trains on replies the token cap cut; DPO and
-#: GRPO default to full fine-tuning learning rates, 10x too low for LoRA.
-TRL_DEFAULTS: dict[str, dict] = {
-    "grpo": {
-        "beta": 0.0,
-        "loss_type": "dapo",
-        "mask_truncated_completions": False,
-        "learning_rate": 1e-6,
-        "num_generations": 8,
-        "temperature": 1.0,
-        "max_completion_length": 512,
-        "epsilon_high": None,
-        "scale_rewards": "group",
-    },
-    "dpo": {"beta": 0.1, "loss_type": ["sigmoid"], "learning_rate": 1e-6},
-    "sft": {"learning_rate": 2e-5, "num_train_epochs": 3.0},
-    "rm": {"learning_rate": 1e-4},
-}
-
-#: The losses DPOTrainer 1.16 accepts (trl/trainer/dpo_config.py, ``loss_type``).
-TRL_DPO_LOSS_TYPES = (
-    "sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard",
-    "aot", "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm",
-)
-
-#: The knobs a hosted run is reproduced and compared by. Per knob, per method it
-#: applies to: ``range`` (inclusive; ``open_low`` excludes the low end) or
-#: ``choices``, our ``default``, the ``paper`` value and its ``source``. A value
-#: outside the range is refused with the paper value and the source quoted.
-#: ``learning_rate`` defaults are for LoRA, which wants ~10x the full
-#: fine-tuning rate ("LoRA Without Regret", Schulman et al. 2025; Lambert 2025,
-#: "RLHF", chapter Instruction Tuning gives 1e-5..2e-5 for full SFT).
-TRAINING_KNOBS: dict[str, dict[str, dict]] = {
-    "learning_rate": {
-        "sft": {"range": (1e-7, 1e-2), "default": 2e-4, "paper": 2e-4,
-                "source": "QLoRA, arXiv:2305.14314 (LoRA on 7B-13B)"},
-        "grpo": {"range": (1e-8, 1e-3), "default": 1e-5, "paper": 1e-6,
-                 "source": "DeepSeekMath, arXiv:2402.03300 (full fine-tuning)"},
-        # Measured here: LoRA DPO at 1e-3 collapsed the held-out rate 0.86 -> 0.55
-        # where 1e-4 improved it 0.86 -> 0.92, so the range stops below 1e-3.
-        "dpo": {"range": (1e-8, 5e-4), "default": 1e-4, "paper": 1e-6,
-                "source": "DPO, arXiv:2305.18290 (full fine-tuning)"},
-        "rm": {"range": (1e-8, 1e-3), "default": 1e-4, "paper": 9e-6,
-               "source": "InstructGPT, arXiv:2203.02155 (6B reward model)"},
-    },
-    "beta": {
-        # ProRL (arXiv:2505.24864) kept a KL penalty over long GRPO runs and hard-reset
-        # the reference policy when KL grew; TRL 1.16 defaults to 0.0 (no KL, no reference).
-        "grpo": {"range": (0.0, 1.0), "default": 0.04, "paper": 0.04,
-                 "source": "DeepSeekMath, arXiv:2402.03300"},
-        "dpo": {"range": (0.0, 1.0), "open_low": True, "default": 0.1, "paper": 0.1,
-                "source": "DPO, arXiv:2305.18290"},
-    },
-    "generations": {
-        "grpo": {"range": (2, 64), "default": 8, "paper": 64,
-                 "source": "DeepSeekMath, arXiv:2402.03300"},
-    },
-    "loss_type": {
-        # bnpo normalises over the tokens of the batch: DAPO's token-level loss
-        # (arXiv:2503.14476) on one device; dr_grpo drops length normalisation
-        # (Dr. GRPO, arXiv:2503.20783); grpo is the paper's per-sequence mean.
-        "grpo": {"choices": ("bnpo", "grpo", "dr_grpo"), "default": "bnpo", "paper": "bnpo",
-                 "source": "DAPO token-level loss, arXiv:2503.14476"},
-        "dpo": {"choices": TRL_DPO_LOSS_TYPES, "default": "sigmoid", "paper": "sigmoid",
-                "source": "DPO, arXiv:2305.18290"},
-    },
-    "temperature": {
-        "grpo": {"range": (0.0, 2.0), "open_low": True, "default": 1.0, "paper": 1.0,
-                 "source": "DAPO, arXiv:2503.14476 (ProRL, arXiv:2505.24864, used 1.2)"},
-    },
-    "max_completion_length": {
-        "grpo": {"range": (1, 32768), "default": TRAIN_EVAL_MAX_NEW_TOKENS, "paper": 1024,
-                 "source": "DeepSeekMath, arXiv:2402.03300"},
-        "dpo": {"range": (1, 32768), "default": TRAIN_MAX_LENGTH, "paper": None,
-                "source": "TRL DPOConfig max_length"},
-    },
-    "steps": {
-        "sft": {"range": (1, 1_000_000), "default": None, "paper": None, "source": "epochs decide"},
-        "grpo": {"range": (1, 1_000_000), "default": 200, "paper": None,
-                 "source": "Lambert 2025, RLHF, chapter Reinforcement Learning"},
-        "dpo": {"range": (1, 1_000_000), "default": 200, "paper": None,
-                "source": "Lambert 2025, RLHF, chapter Direct Alignment"},
-        "rm": {"range": (1, 1_000_000), "default": 200, "paper": None,
-               "source": "Lambert 2025, RLHF, chapter Reward Modeling"},
-    },
-    "epochs": {
-        "sft": {"range": (0.0, 100.0), "open_low": True, "default": 3.0, "paper": 2.0,
-                "source": "Tulu 3, arXiv:2411.15124"},
-    },
-    "seed": {m: {"range": (0, 2**32 - 1), "default": 0, "paper": None, "source": ""}
-             for m in TRAIN_METHODS},
-    "min_mixed_tasks": {m: {"range": (1, 10_000_000), "default": TRAIN_MIN_MIXED_TASKS,
-                            "paper": None, "source": "TRAIN_MIN_MIXED_TASKS"}
-                        for m in TRAIN_METHODS},
-    "truncated": {
-        # A cut reply scored 0 teaches shorter replies before it teaches the task;
-        # DAPO masks them out of the loss (overlong filtering).
-        "grpo": {"choices": TRAIN_TRUNCATED, "default": "mask", "paper": "mask",
-                 "source": "DAPO overlong filtering, arXiv:2503.14476"},
-    },
-    # The export settings the job's dataset builder applies (the same names and
-    # meanings as export_dataset / training_rows; defaults are the exporter's own).
-    # SFT reads all four; DPO's pairs read strip_think and max_tool_output_chars
-    # (export_preference has no loss mask: the completion is the trained part);
-    # GRPO and RM build their inputs from the rows without the exporter.
-    "mask_mode": {
-        "sft": {"choices": EXPORT_MASK_MODES, "default": "assistant", "paper": "assistant",
-                "source": "Lambert 2025, RLHF, chapter Instruction Tuning (multi-turn masking)"},
-    },
-    "unroll": {
-        "sft": {"choices": (False, True), "default": False, "paper": None,
-                "source": "Lambert 2025, RLHF, chapter Instruction Tuning (multi-turn masking)"},
-    },
-    "strip_think": {
-        m: {"choices": (True, False), "default": True, "paper": None,
-            "source": "export.training_rows (an adapter trained on stripped turns answers at once)"}
-        for m in ("sft", "dpo")
-    },
-    "max_tool_output_chars": {
-        m: {"range": (1, 100_000_000), "default": None, "paper": None,
-            "source": "Lambert 2025, RLHF, chapter Tool Use (context cost of tool output)"}
-        for m in ("sft", "dpo")
-    },
-}
+#: The knob tables, read from the run spec's declarations (whileai.core.spec: each knob is a field
+#: of its method's spec model, declared once with its default and reason, range or choices, the
+#: paper's value and citation, and its help). knob -> method -> row. A value outside the range is
+#: refused with the paper value and the source quoted (whileai.core.knobs.check_knob).
+#: ``TRAINING_KNOBS``: ``train``'s keyword arguments; ``TRAINING_HOST_KEYS``: its ``config=`` keys.
+TRAINING_KNOBS: dict[str, dict[str, dict[str, Any]]] = knob_table("argument", "export")
+TRAINING_HOST_KEYS: dict[str, dict[str, dict[str, Any]]] = knob_table("config")
 
 #: The TRAINING_KNOBS entries that are export settings: they travel on the job's
 #: spec to its dataset builder (export.export_dataset / export_preference).
-TRAIN_EXPORT_KNOBS = ("mask_mode", "unroll", "strip_think", "max_tool_output_chars")
+TRAIN_EXPORT_KNOBS = tuple(knob_table("export"))
 #: The exporter's own values of those settings (export_dataset's signature). A
 #: method that does not read a setting accepts it at this value, which changes
 #: nothing, so one export configuration can be passed to every method.
-TRAIN_EXPORT_DEFAULTS = {"mask_mode": "assistant", "unroll": False, "strip_think": True, "max_tool_output_chars": None}
-
-#: Further keys ``train(config=...)`` reads (the rest of a config is kept on the
-#: run as given and said to be unread). Same shape as TRAINING_KNOBS.
-TRAINING_HOST_KEYS: dict[str, dict[str, dict]] = {
-    "epsilon_high": {
-        "grpo": {"range": (0.0, 10.0), "default": 0.28, "paper": 0.28,
-                 "source": "DAPO clip-higher, arXiv:2503.14476"},
-    },
-    "scale_rewards": {
-        # Dr. GRPO (arXiv:2503.20783) shows std scaling biases toward easy and hard
-        # questions; "group" is the GRPO paper's and TRL's choice.
-        "grpo": {"choices": ("group", "batch", "none"), "default": "group", "paper": "none",
-                 "source": "Dr. GRPO, arXiv:2503.20783"},
-    },
-    "balance": {
-        # True: every prompt contributes the same number of pairs/prompts, so a task
-        # with many rollouts does not dominate the update.
-        m: {"choices": (True, False), "default": True, "paper": None, "source": ""}
-        for m in ("grpo", "dpo", "rm")
-    },
-    "lora_rank": {m: {"range": (1, 1024), "default": TRAIN_LORA_R, "paper": 64,
-                     "source": "QLoRA, arXiv:2305.14314"} for m in TRAIN_METHODS},
-    "lora_alpha": {m: {"range": (1, 4096), "default": TRAIN_LORA_ALPHA, "paper": 16,
-                      "source": "QLoRA, arXiv:2305.14314"} for m in TRAIN_METHODS},
-    "batch_size": {m: {"range": (1, 4096), "default": TRAIN_BATCH_SIZE, "paper": None,
-                      "source": ""} for m in ("sft", "dpo", "rm")},
-    "holdout_rows": {m: {"range": (1, 1_000_000), "default": TRAIN_HOLDOUT_MAX_ROWS,
-                        "paper": None, "source": ""} for m in TRAIN_METHODS},
-    # The learning-rate schedule after the warmup (transformers' lr_scheduler_type): constant by default
-    # (TRAIN_LR_SCHEDULER); "cosine" and "linear" decay to zero at the last step. Measured on the kit
-    # (issue 18, rm_tooluse with near misses, 69 held-out pairs and 854 pairs of fresh tasks): seed 0
-    # constant 1.000 / 0.951, cosine 0.870 / 0.922; seed 1 constant 0.899 / 0.926, cosine 0.986 / 0.936.
-    # No consistent difference there, so the default stays.
-    "lr_scheduler_type": {m: {"choices": ("constant_with_warmup", "linear", "cosine"), "default": TRAIN_LR_SCHEDULER,
-                              "paper": "cosine", "source": "InstructGPT, arXiv:2203.02155 (its SFT trained "
-                                                           "with cosine decay)"} for m in TRAIN_METHODS},
-    # Where DPO's pairs come from: the dataset's pass and fail rows ("rows", length
-    # matched), or the start policy's own sampled replies judged against the rows' gold
-    # ("policy", DPO_POLICY_*). Measured on the kit (issue 18): from a 60-step SFT start
-    # "rows" never beat its start (33 -> 33, 35 -> 40 of 73) while "policy" did.
-    # "policy_gold": the same, and a prompt whose every sample failed pairs the dataset's passing
-    # reply against them (SPIN's gold-vs-own-generation pair, arXiv:2401.01335).
-    "pair_source": {"dpo": {"choices": ("rows", "policy", "policy_gold"), "default": "rows", "paper": "policy",
-                            "source": "Iterative RPO, arXiv:2404.19733 (pairs sampled from the model)"}},
-    "policy_samples": {"dpo": {"range": (2, 64), "default": 8, "paper": 30,
-                               "source": "Iterative RPO, arXiv:2404.19733 (N=30 samples per prompt)"}},
-    # Weight of an NLL term on the chosen side beside the DPO loss (TRL's loss_type
-    # [loss_type, "sft"] with loss_weights [1, nll_weight]): RPO's alpha. 0 is plain DPO.
-    # Llama 3 (arXiv:2407.21783, section 4.1.4) used 0.2 to keep DPO from lowering the
-    # chosen replies' likelihood along with the rejected ones'.
-    "nll_weight": {"dpo": {"range": (0.0, 10.0), "default": 0.0, "paper": 1.0,
-                           "source": "Iterative RPO, arXiv:2404.19733 (alpha = 1)"}},
-    # What a reward model reads of a row: the whole conversation, or the prompt and the first
-    # assistant turn (what the first-action judge decides on, and all a GRPO completion is, so a
-    # gold judge for GRPO scores what it was trained on). Measured on the kit (issue 18, 69 held-out
-    # pairs): with the whole conversation the head told a right tool with a wrong value at chance
-    # (13/25); up to the first action 17-18/25.
-    "reward_span": {"rm": {"choices": ("conversation", "first_action"), "default": "conversation",
-                           "paper": None, "source": ""}},
-    # Near-miss pairs per passing row added to a reward model's training pairs (judges.near_miss_pairs:
-    # the first action with one argument value changed, a number moved, two arguments swapped, or
-    # another prompt's answer; each judged to fail). Needs reward_span="first_action". Measured on the
-    # kit (issue 18, recipes/rm_tooluse.yaml, 1200 steps): 3 per row took a right tool with a wrong
-    # value from near chance to 22 and 25 of 25 held-out pairs (seeds 0, 1), and to 0.93-0.99 of the
-    # 268 such pairs of 1,000 fresh tasks (swapped from/to units stay at chance). 0: the rows' own pairs.
-    "near_misses": {"rm": {"range": (0, 64), "default": 0, "paper": None,
-                           "source": "FC-RewardBench, arXiv:2509.11963 (wrong parameter values: the commonest "
-                                     "tool-call error, 650 of 1,500 pairs)"}},
-
-    # the held-out loss on the passing rows (lower is better).
-    "metric": {"sft": {"choices": ("pass_rate", "loss"), "default": "pass_rate", "paper": None, "source": ""}},
-}
+TRAIN_EXPORT_DEFAULTS = {name: next(iter(rows.values()))["default"] for name, rows in knob_table("export").items()}
 
 #: Keys ``config`` may carry that are not knobs but are read: ``monitor`` (False,
 #: or HackMonitor settings for GRPO), ``gold_judge`` (the independent judge the
 #: monitor's divergence alarm compares against), ``gpu`` (Modal GPU type).
-TRAINING_CONFIG_KEYS = ("monitor", "gold_judge", "gpu")
+TRAINING_CONFIG_KEYS = ("monitor", "gold_judge", "gpu", "runner")
 
 # ---------------------------------------------------------------------------
 # Serving (OpenAI-compatible endpoint, model registry)
@@ -618,6 +385,14 @@ NEAR_MISS_TRIES = 4
 #: bigger batch wastes more on padding; 16 rows of a few hundred tokens each keep
 #: a CPU busy without that waste dominating.
 REWARD_MODEL_BATCH_SIZE = 16
+
+#: Environment variable that lets model loads reach the Hugging Face hub. Off
+#: unless set to 1: every load in a job, in the platform's serving and in a
+#: reward-model judge passes ``local_files_only`` (issue 30: a job whose spec
+#: named ``evil-org/anything`` made 90 requests to the hub from the platform's
+#: machine). An operator who wants hub downloads sets it to 1 where the platform
+#: and its workers run; a hub base otherwise has to be in the local cache.
+HUB_ALLOW_ENV = "WHILEAI_ALLOW_HUB"
 
 # ---------------------------------------------------------------------------
 # HackMonitor

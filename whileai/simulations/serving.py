@@ -304,6 +304,12 @@ class RewardModelJudge:
     def __repr__(self) -> str:
         return f"<RewardModelJudge {self.run_id or self.adapter} threshold={self.threshold:g}>"
 
+    def load(self) -> RewardModelJudge:
+        """Load the model now rather than on the first call (a job does, so a judge that cannot load fails it
+        before training starts); returns the judge."""
+        self._load()
+        return self
+
     def _load(self) -> tuple[Any, Any]:
         with self._lock:
             if self._model is None:
@@ -347,8 +353,19 @@ class RewardModelJudge:
         return list(ids[-limit:]) if limit else list(ids)  # keep the end: the score reads the last token
 
 
+def hub_allowed() -> bool:
+    """Whether model loads may reach the Hugging Face hub: only when HUB_ALLOW_ENV is ``1`` (off by default)."""
+    import os
+
+    return os.environ.get(defaults.HUB_ALLOW_ENV, "").strip() == "1"
+
+
 def load_reward_model(base_model: str, adapter: str) -> tuple[Any, Any]:
-    """The base as a one-label sequence classifier with the reward adapter (score head included) on it."""
+    """The base as a one-label sequence classifier with the reward adapter (score head included) on it.
+
+    Nothing is fetched from the hub unless the operator allowed it (HUB_ALLOW_ENV):
+    a hub base must already be in the local cache.
+    """
     from pathlib import Path
 
     import torch
@@ -367,13 +384,21 @@ def load_reward_model(base_model: str, adapter: str) -> tuple[Any, Any]:
         base_dir = str(demo_base())
     else:
         base_dir = base_model  # a local directory, or a hub name already in the local cache
-    model = AutoModelForSequenceClassification.from_pretrained(base_dir, num_labels=1)
+    local_only = not hub_allowed()
     saved_beside = (path / "tokenizer_config.json").is_file()  # the tokenizer training used
-    tokenizer = AutoTokenizer.from_pretrained(str(path) if saved_beside else base_dir)
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(base_dir, num_labels=1, local_files_only=local_only)
+        tokenizer = AutoTokenizer.from_pretrained(str(path) if saved_beside else base_dir, local_files_only=local_only)
+    except OSError as exc:
+        raise FileNotFoundError(
+            f"the reward model's base {base_model!r} is not on this machine and the hub is off "
+            f"({defaults.HUB_ALLOW_ENV} is not 1); use a base in the local cache or a local directory, or let its "
+            f"operator set {defaults.HUB_ALLOW_ENV}=1"
+        ) from exc
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.config.pad_token_id = tokenizer.pad_token_id
-    model = PeftModel.from_pretrained(model, str(path))
+    model = PeftModel.from_pretrained(model, str(path), local_files_only=local_only)
     if torch.cuda.is_available():
         model = model.to("cuda")
     model.eval()

@@ -223,6 +223,7 @@ def __getattr__(name: str) -> Any:
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-# resolve_config: what a spec's knobs resolve to (the runner's validate shows it)
-from ._hosting import resolve_config, train  # noqa: E402,F401
+# resolve_spec: the one resolution of what was given into the spec that runs (the runner's validate shows it)
+from ._hosting import train, train_spec  # noqa: E402,F401
+from ._resolve import Resolved, resolve_spec  # noqa: E402,F401
 from .serving import chat_completion, delete_model, models, reward_model, serve, unserve  # noqa: E402,F401

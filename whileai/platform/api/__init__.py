@@ -28,7 +28,7 @@ from whileai.platform.api import _datasets, _jobs, _registry, runs
 from whileai.platform.pages import routes as pages
 from whileai.platform.api._guard import RequestGuard
 from whileai.platform.api.common import API_PREFIX, ApiError, json_response
-from whileai.platform.store import InvalidError, NotFoundError, Store, StoreBusyError
+from whileai.platform.store import InvalidError, NotFoundError, RetiredIdError, Store, StoreBusyError
 from whileai.platform import defaults
 
 __all__ = ["create_app", "API_PREFIX"]
@@ -89,12 +89,16 @@ _HTTP_TYPES = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, exc: ApiError) -> Response:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return _error(exc.status, exc.message, exc.type, headers)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+        return _error(exc.status, exc.message, exc.type, {**headers, **(exc.headers or {})})
 
     @app.exception_handler(NotFoundError)
     async def _not_found(_request: Request, exc: NotFoundError) -> Response:
         return _error(404, str(exc), "not_found")
+
+    @app.exception_handler(RetiredIdError)
+    async def _retired(_request: Request, exc: RetiredIdError) -> Response:
+        return _error(409, str(exc), "id_retired")
 
     @app.exception_handler(InvalidError)
     async def _invalid(_request: Request, exc: InvalidError) -> Response:

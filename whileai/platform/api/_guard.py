@@ -176,6 +176,8 @@ class RequestGuard:
         total = 0
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client went (or its request ran past its deadline) before its body was whole: nothing to act on
             if message["type"] != "http.request":
                 messages.append(message)
                 break

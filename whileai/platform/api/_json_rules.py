@@ -13,20 +13,12 @@ import json
 from typing import Any
 
 from whileai.core import codec
+from whileai.core.errors import BodyRefused  # re-exported: its old home
 from whileai.platform import defaults
 
 __all__ = ["BodyRefused", "parse_strict", "check_value", "shown"]
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64  # what orjson and a 64-bit column take
-
-
-class BodyRefused(ValueError):
-    """A JSON body the platform will not take: ``status`` (400 or 422), ``type`` and a message naming the field."""
-
-    def __init__(self, status: int, message: str, type_: str):
-        super().__init__(message)
-        self.status = status
-        self.type = type_
 
 
 def shown(value: Any, limit: int = 60) -> str:

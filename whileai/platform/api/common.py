@@ -14,6 +14,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict
 
+from whileai.core.errors import ApiError  # re-exported: its old home
 from whileai.platform import defaults
 from whileai.platform.store.values import dumps
 from whileai.platform.store import Store
@@ -35,16 +36,6 @@ __all__ = [
 
 #: where the HTTP API's routes live (docs/architecture.md, "HTTP API")
 API_PREFIX = "/api/v1"
-
-
-class ApiError(Exception):
-    """An HTTP error answered as ``{"error": {"message", "type"}}``."""
-
-    def __init__(self, status: int, message: str, type_: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type_
 
 
 class Body(BaseModel):
@@ -100,6 +91,27 @@ def _key_or_401(request: Request) -> str:
     return key
 
 
+def _bad_key(request: Request, key: str) -> ApiError:
+    """The answer to a wrong bearer key: 401, or 429 while its address or key prefix is in backoff
+    (API_KEY_MAX_FAILURES; pages/_throttle.py). Only failures are counted: a valid key is never refused."""
+    from whileai.platform.pages._throttle import FailureThrottle
+    from whileai.platform.pages.auth import key_names
+
+    state = request.app.state
+    if getattr(state, "key_throttle", None) is None:
+        state.key_throttle = FailureThrottle(defaults.API_KEY_MAX_FAILURES)
+    names = key_names(request, key)
+    wait = state.key_throttle.wait(*names)
+    if wait > 0:
+        seconds = int(wait) + 1
+        return ApiError(429, f"too many wrong API keys from this address or for this key prefix "
+                             f"({defaults.API_KEY_MAX_FAILURES} within {int(defaults.SIGNIN_FAILURE_WINDOW_S)} s, "
+                             f"API_KEY_MAX_FAILURES); retry in {seconds} s with a valid key. {_BAD_KEY}",
+                        "too_many_failures", {"Retry-After": str(seconds)})
+    state.key_throttle.failed(*names)
+    return ApiError(401, _BAD_KEY, "unauthorized")
+
+
 def account_id(request: Request) -> str:
     """The caller's account id, from ``Authorization: Bearer <key>``; 401 without a valid account key.
 
@@ -118,7 +130,7 @@ def account_id(request: Request) -> str:
             "use an account key for anything else",
             "forbidden",
         )
-    raise ApiError(401, _BAD_KEY, "unauthorized")
+    raise _bad_key(request, key)
 
 
 def _scoped(request: Request, what: str, ident: str) -> str:
@@ -134,7 +146,7 @@ def _scoped(request: Request, what: str, ident: str) -> str:
         return found
     scope = the_store.job_key_scope(key)
     if scope is None:
-        raise ApiError(401, _BAD_KEY, "unauthorized")
+        raise _bad_key(request, key)
     reads = tuple(scope.get("reads") or ()) if request.method in ("GET", "HEAD") else ()
     allowed = {"run": (scope["run_id"], *reads), "job": (scope["job_id"],), "dataset": scope["datasets"]}[what]
     if ident not in allowed:

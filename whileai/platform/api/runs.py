@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from whileai.platform.api.common import ApiError, Body, account_id, base_url, json_response, run_account, store
 from whileai.platform.store.values import dumps, loads
-from whileai.platform.store import RUN_STATUSES
+from whileai.platform.store import FINISHED_STATUSES, RUN_STATUSES
 from whileai.core.collector import gc_paused  # one process-wide, counted pause of the collector
 
 __all__ = ["router"]
@@ -122,7 +122,16 @@ def update_run(run_id: str, body: RunPatch, request: Request, acct: str = Depend
 
 @router.delete("/runs/{run_id}")
 def delete_run(run_id: str, request: Request, acct: str = Depends(account_id)) -> Response:
-    return json_response(store(request).delete_run(acct, run_id))
+    """Delete a run for good: its job stopped first, then its rows, the models served from it, its adapter and
+    its jobs' folders; its id is retired (a create under it answers 409)."""
+    from whileai.platform.launcher.jobs import remove_run_files, stop_run
+
+    the_store = store(request)
+    if the_store.get_run(acct, run_id, series=False)["status"] not in FINISHED_STATUSES:
+        stop_run(the_store, acct, run_id)  # a live worker would write its adapter after the folder is gone
+    answer = the_store.delete_run(acct, run_id)
+    remove_run_files([answer["id"]], answer["jobs"])
+    return json_response(answer)
 
 
 _POINTS_SHAPE = (

@@ -7,7 +7,7 @@ from typing import Any
 
 from whileai.core.paths import data_root
 
-__all__ = ["JOB_ID_ENV", "FINISHED", "job_dir", "job_log", "adapter_dir", "end_job"]
+__all__ = ["JOB_ID_ENV", "FINISHED", "job_dir", "job_log", "adapter_dir", "end_job", "remove_run_files"]
 
 #: environment variable carrying the job id into the worker (for its log lines and errors)
 JOB_ID_ENV = "WHILEAI_JOB_ID"
@@ -54,3 +54,27 @@ def end_job(store: Any, account_id: str, job: dict[str, Any], status: str, error
         if run["status"] == "running":
             store.update_run(account_id, job["run_id"], {"status": status, "error": error or f"the job ended {status}"})
     return record
+
+
+def remove_run_files(run_ids: list[str], job_ids: list[str]) -> list[Path]:
+    """Delete what deleted runs and jobs left on disk: each run's adapter (and any partial save) and each job's
+    folder with its log. The folders are derived from the ids, never read from a row. Returns what was removed."""
+    import re
+    import shutil
+
+    gone: list[Path] = []
+    adapters = data_root() / "adapters"
+    for run_id in run_ids:
+        if not re.fullmatch(r"run_[0-9a-f]+", run_id):
+            continue  # ids are the platform's shape; anything else names no folder of ours
+        paths = [adapter_dir(run_id), *(adapters.glob(f".{run_id}.partial-*") if adapters.is_dir() else [])]
+        for path in paths:
+            if path.exists():
+                shutil.rmtree(path, ignore_errors=True)
+                gone.append(path)
+    for job_id in job_ids:
+        folder = job_dir(job_id)
+        if re.fullmatch(r"job_[0-9a-f]+", job_id) and folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            gone.append(folder)
+    return gone

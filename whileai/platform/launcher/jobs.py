@@ -15,6 +15,7 @@ or its run is read, and settles a job whose process died without a word
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import socket
@@ -34,6 +35,7 @@ from whileai.platform.launcher._shared import (  # noqa: F401  (re-exported: the
     end_job,
     job_dir,
     job_log,
+    remove_run_files,
 )
 from whileai.core.paths import data_root, setting
 
@@ -47,9 +49,12 @@ __all__ = [
     "job_dir",
     "job_log",
     "spec_problems",
+    "missing_keys",
     "PLATFORM_SPEC_KEYS",
     "adapter_dir",
+    "remove_run_files",
     "start_adapter",
+    "gold_judge",
     "worker_env",
     "JOB_ID_ENV",
     "FINISHED",
@@ -66,7 +71,7 @@ _CHILDREN_LOCK = threading.Lock()
 
 
 #: spec fields only the platform writes (where a job runs and what it may reach); a launch may not send them
-PLATFORM_SPEC_KEYS = ("log", "key_hash", "host", "launched_at", "pulled", "pid", "call_id")
+PLATFORM_SPEC_KEYS = ("log", "key_hash", "host", "launched_at", "pulled", "pid", "call_id", "gold")
 
 
 def spec_problems(spec: dict[str, Any]) -> list[str]:
@@ -79,6 +84,13 @@ def spec_problems(spec: dict[str, Any]) -> list[str]:
     problems = typed_problems(spec)
     problem = launch_base_problem(spec["base_model"]) if isinstance(spec.get("base_model"), str) else None
     return problems + ([problem] if problem else [])
+
+
+def missing_keys(spec: dict[str, Any]) -> list[str]:
+    """The knobs a launch spec does not name (:func:`whileai.core.spec.missing_keys`): the platform fills none."""
+    from whileai.core.spec import missing_keys as missing
+
+    return missing(spec)
 
 
 def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:
@@ -119,9 +131,12 @@ def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, 
     job = store.create_job(account_id, run_id=run_id, kind=kind, target=target, status="queued", spec=spec)
     try:
         start = start_adapter(store, account_id, kind, spec, target)
+        gold = gold_judge(store, account_id, kind, spec)
+        if gold is not None:
+            job = store.update_job(account_id, job["id"], {"spec": {**job["spec"], "gold": gold}})
         if target == "local":
             if start is not None:
-                job = store.update_job(account_id, job["id"], {"spec": {**spec, "init_adapter": str(start)}})
+                job = store.update_job(account_id, job["id"], {"spec": {**job["spec"], "init_adapter": str(start)}})
             return _launch_local(store, account_id, job)
         from .modal_backend import launch_modal
 
@@ -163,16 +178,67 @@ def start_adapter(store: Any, account_id: str, kind: str, spec: dict[str, Any], 
                      "train that run again, or start from another finished run")
 
 
+def gold_judge(store: Any, account_id: str, kind: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The gold judge a GRPO job's monitor loads, resolved here; None when the spec names none.
+
+    The job never loads what a run's summary says: the run named by ``gold_judge``
+    must be this account's, a finished ``rm`` run, with the adapter its own job
+    saved (``adapter_dir(run_id)``), and its base must pass the same rule as a
+    launch's base (``_loadable.launch_base_problem``). Returns ``{"run_id",
+    "adapter", "base_model", "threshold", "span"}``, which the platform writes on
+    the job's spec (``gold``, a key only the platform writes); raises ValueError
+    naming what fails.
+    """
+    from whileai.platform._loadable import launch_base_problem
+
+    name = spec.get("gold_judge")
+    if not name:
+        return None
+    if kind != "grpo":
+        raise ValueError(f"gold_judge={name!r} applies only to grpo (its monitor's gold); leave it out of a {kind} spec")
+    try:
+        record = store.get_run(account_id, str(name), series=False)
+    except LookupError:
+        raise ValueError(f"gold_judge={name!r} is not a run of this account; pass the id of one of its finished "
+                         "reward-model (rm) runs") from None
+    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    problems = []
+    if record["status"] != "done":
+        problems.append(f"it is {record['status']}, not done")
+    if config.get("method") != "rm":
+        problems.append(f"it was trained with method={config.get('method')!r}, not 'rm'")
+    folder = adapter_dir(record["id"])
+    if not (folder / "adapter_config.json").is_file():
+        problems.append(f"no job of it saved an adapter on this platform (nothing at {folder})")
+    base = config.get("base_model")
+    problem = launch_base_problem(base)
+    if problem:
+        problems.append(f"its base: {problem}")
+    training = (record.get("summary") or {}).get("training")
+    threshold = training.get("threshold") if isinstance(training, dict) else None
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
+        problems.append("it has no threshold (summary['training']['threshold'], which its rm job records)")
+        threshold = 0.0
+    if problems:
+        raise ValueError(f"gold_judge={name!r} cannot be this job's gold judge: {'; '.join(problems)}; name a "
+                         "finished rm run of this account trained by the platform")
+    span = config.get("reward_span") if config.get("reward_span") in ("conversation", "first_action") else "conversation"
+    return {"run_id": record["id"], "adapter": str(folder), "base_model": base, "threshold": float(threshold),
+            "span": span}
+
+
 def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
     job_id = job["id"]
     folder = job_dir(job_id)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     log_path = job_log(job_id)
     key = store.issue_job_key(account_id, job_id)
     spec = dict(job["spec"] or {})
     spec.update(host=socket.gethostname(), launched_at=time.time())
     store.update_job(account_id, job_id, {"spec": spec})
-    with open(log_path, "ab") as log:
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # the owner's only, like the store
+    os.fchmod(fd, 0o600)  # a log made looser before is tightened too
+    with os.fdopen(fd, "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "whileai.jobs.worker", job_id],
             stdin=subprocess.DEVNULL,

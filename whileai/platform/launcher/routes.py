@@ -72,8 +72,16 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
         raise refuse(f"spec fields {owned} are the platform's to write (where a job runs, logs and "
                      "reports); leave them out of the spec")
     problems = runner.spec_problems({"method": body.kind, **body.spec})
+    if body.spec.get("method") != body.kind:
+        problems.insert(0, f"spec method={body.spec.get('method')!r} does not name this launch's kind={body.kind!r}; "
+                           f"send the run's spec with \"method\": {body.kind!r} (wai.train does)")
+    problems += _foreign_ids(the_store, acct, body.spec)
     if problems:
         raise refuse("; ".join(problems))
+    missing = runner.missing_keys({"method": body.kind, **body.spec})
+    if missing:  # the platform trains what it is given and fills nothing: a spec arrives resolved (wai.train's)
+        raise refuse(f"the spec is not resolved: it does not name {', '.join(missing)}; send the spec wai.train "
+                     "resolves (every knob of its method with its value), or start the run with wai.train")
     spec = {**body.spec, "target": target}
     if isinstance(run.get("config"), dict) and run["config"].get("target") != target:
         the_store.update_run(acct, body.run_id, {"config": {**run["config"], "target": target}})
@@ -85,6 +93,30 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
         raise ApiError(503, f"the job could not start on {target} ({type(exc).__name__}: {exc}); its run "
                             f"{body.run_id} is marked failed. Fix the cause and train again", "job_not_started") from exc
     return json_response(job, 201)
+
+
+def _foreign_ids(the_store: Any, acct: str, spec: dict[str, Any]) -> list[str]:
+    """The datasets and runs a spec names that are not this account's (a worker would only fail on them later)."""
+    problems = []
+    for field in ("dataset", "holdout"):
+        ident = spec.get(field)
+        if ident is None:
+            continue
+        try:
+            the_store.get_dataset(acct, str(ident))
+        except LookupError:
+            problems.append(f"spec {field}={str(ident)[:80]!r} is not a dataset of this account; send the id of one "
+                            "of yours (wai.push returns it)")
+    for field in ("init_from", "gold_judge"):
+        ident = spec.get(field)
+        if ident is None:
+            continue
+        try:
+            the_store.get_run(acct, str(ident), series=False)
+        except LookupError:
+            problems.append(f"spec {field}={str(ident)[:80]!r} is not a run of this account; send the id of one of "
+                            "its finished runs")
+    return problems
 
 
 @router.post("/jobs/{job_id}/end")

@@ -39,7 +39,7 @@ def _first(*values: Any) -> Any:
 
 
 def _runner(config: dict[str, Any]) -> dict[str, Any] | None:
-    found = config.get("runner") or _get(config, "extra", "runner")  # wai.train keeps unread keys under extra
+    found = config.get("runner") or _get(config, "extra", "runner")  # a record of before the runner's key was typed
     return found if isinstance(found, dict) else None
 
 

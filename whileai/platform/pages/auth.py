@@ -6,8 +6,9 @@ SESSION_TTL_S) and the key is never kept by the browser nor put in a URL. A
 one-time link (``GET /signin/once?token=...``, printed by the platform at each
 start and opened by ``python -m whileai open``) signs in the same way without
 the key. ``POST /signout`` ends the session. A client address that fails to
-sign in SIGNIN_MAX_FAILURES times within SIGNIN_FAILURE_WINDOW_S is answered 429
-until the window moves on (``_throttle.py``).
+sign in SIGNIN_MAX_FAILURES times within SIGNIN_FAILURE_WINDOW_S has its further
+wrong keys and links answered 429 with a growing backoff (``_throttle.py``); a
+correct key or a valid link is always accepted.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from whileai.platform.store import sessions
 from whileai.platform.pages._throttle import SigninThrottle
 from whileai.platform.api.common import api_key_from, store
 from whileai.platform import defaults
 
-__all__ = ["router", "page_account", "safe_next", "PAGE_HEADERS"]
+__all__ = ["router", "page_account", "safe_next", "key_names", "PAGE_HEADERS"]
 
 router = APIRouter(include_in_schema=False)
 
@@ -88,17 +90,35 @@ def _client(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-def _too_many(request: Request, next_path: str) -> Response | None:
-    """The 429 answer when this client has used up its failed sign-ins (SIGNIN_MAX_FAILURES), else None."""
-    wait = _throttle(request).wait(_client(request))
+def key_names(request: Request, key: str | None = None) -> tuple[str, ...]:
+    """What a failure counts against: the client's address, and the key prefix it tried (one account's key)."""
+    names = [f"addr:{_client(request)}"]
+    if key:
+        names.append(f"prefix:{key[: defaults.API_KEY_PREFIX_CHARS]}")
+    return tuple(names)
+
+
+def _too_many(request: Request, next_path: str, key: str | None = None) -> Response | None:
+    """The 429 answer for a failed try while its address or key prefix is in backoff (SIGNIN_MAX_FAILURES), else None."""
+    wait = _throttle(request).wait(*key_names(request, key))
     if wait <= 0:
         return None
     seconds = int(wait) + 1
-    response = signin_page(next_path, f"Too many failed sign-ins from this address ({defaults.SIGNIN_MAX_FAILURES} "
-                                      f"within {int(defaults.SIGNIN_FAILURE_WINDOW_S)} s, SIGNIN_MAX_FAILURES); "
-                                      f"try again in {seconds} s.", 429)
+    response = signin_page(next_path, f"Too many failed sign-ins from this address or for this key "
+                                      f"({defaults.SIGNIN_MAX_FAILURES} within {int(defaults.SIGNIN_FAILURE_WINDOW_S)} "
+                                      f"s, SIGNIN_MAX_FAILURES); try again in {seconds} s. A correct key always "
+                                      "works.", 429)
     response.headers["Retry-After"] = str(seconds)
     return response
+
+
+def _failed(request: Request, next_path: str, message: str, key: str | None = None) -> Response:
+    """A wrong key or link: 429 while in backoff (and not counted again), else counted and answered 401."""
+    refused = _too_many(request, next_path, key)
+    if refused is not None:
+        return refused
+    _throttle(request).failed(*key_names(request, key))
+    return signin_page(next_path, message, 401)
 
 
 def _signed_in(request: Request, account_id: str, next_path: str, key: str | None = None) -> Response:
@@ -121,33 +141,26 @@ async def signin(request: Request) -> Response:
     """Check the posted key once and answer with a session cookie (the key itself is not kept)."""
     if not _same_origin(request):
         return signin_page("/runs", "This sign-in did not come from this platform's own page.", 403)
-    refused = _too_many(request, "/runs")  # before the body is read
-    if refused is not None:
-        return refused
     body = (await request.body())[: 4 * defaults.SIGNIN_MAX_CHARS + 2000].decode("utf-8", "replace")
     form = parse_qs(body, keep_blank_values=True, max_num_fields=10)
     key = (form.get("key") or [""])[0].strip()
     next_path = (form.get("next") or ["/runs"])[0]
     if not key:
         return signin_page(next_path, "Enter your API key.", 401)
-    account = store(request).account_for_key(key) if len(key) <= defaults.SIGNIN_MAX_CHARS else None
+    # the key is always looked at: a correct one signs in whatever others failed from this address
+    account = await run_in_threadpool(store(request).account_for_key, key) if len(key) <= defaults.SIGNIN_MAX_CHARS else None
     if account is None:
-        _throttle(request).failed(_client(request))
-        return signin_page(next_path, "That key is not valid on this platform.", 401)
+        return _failed(request, next_path, "That key is not valid on this platform.", key)
     return _signed_in(request, account, next_path, key)
 
 
 @router.get("/signin/once")
 def signin_once(request: Request, token: str = "", next: str = "/runs") -> Response:
     """Spend a one-time sign-in link (printed at the platform's start, or made by ``python -m whileai open``)."""
-    refused = _too_many(request, next)
-    if refused is not None:
-        return refused
-    account = sessions.redeem_signin_link(store(request), token)
+    account = sessions.redeem_signin_link(store(request), token)  # a valid link always signs in
     if account is None:
-        _throttle(request).failed(_client(request))
-        return signin_page(next, "That sign-in link was already used or has expired; sign in with your key, "
-                                 "or run `python -m whileai open` for a new link.", 401)
+        return _failed(request, next, "That sign-in link was already used or has expired; sign in with your key, "
+                                      "or run `python -m whileai open` for a new link.")
     return _signed_in(request, account, next)
 
 

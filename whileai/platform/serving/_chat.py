@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from whileai.core.errors import RequestError  # re-exported: its old home
 from whileai.platform import defaults
 
 __all__ = [
@@ -32,18 +33,6 @@ __all__ = [
 # Sampling reads torch's global generator, so a seeded request is reproducible
 # only if no other sampled generation draws from it meanwhile.
 _SAMPLING_LOCK = threading.Lock()
-
-
-class RequestError(Exception):
-    """A request the endpoint cannot serve, carried to an OpenAI-shaped error body."""
-
-    def __init__(self, message: str, status: int = 400, param: str | None = None, code: str | None = None,
-                 type: str = "invalid_request_error"):
-        super().__init__(message)
-        self.message, self.status, self.param, self.code, self.type = message, status, param, code, type
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
 class ChatRequest(BaseModel):

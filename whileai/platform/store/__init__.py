@@ -44,6 +44,7 @@ from whileai.platform.store._keyfiles import (
 )
 from whileai.platform.store.migrate import StoreVersionError
 from whileai.platform.store.tables import ApiKey, Base, hash_key  # noqa: F401  (re-exported: the key table, its hasher)
+from whileai.platform.store._runs import RetiredIdError
 from whileai.platform.store.values import FINISHED_STATUSES, JOB_STATUSES, RUN_STATUSES, RUN_STOP_MARK, InvalidError, NotFoundError, run_cost
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "run_cost",
     "InvalidError",
     "NotFoundError",
+    "RetiredIdError",
     "StoreBusyError",
     "StoreVersionError",
     "RUN_STATUSES",

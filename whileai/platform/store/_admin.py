@@ -22,11 +22,13 @@ from whileai.platform.store.tables import (
     Point,
     PointBatch,
     Run,
+    RunMetricNames,
     ServedModel,
     Setting,
     _not_found,
 )
 from whileai.platform.store.sessions import PageToken
+from whileai.platform.store._runs import retire_run_ids
 
 __all__ = ["count_sessions", "end_sessions", "delete_account"]
 
@@ -64,23 +66,32 @@ def end_sessions(store: Any, account_id: str) -> int:
     return store._tx(work)
 
 
-def delete_account(store: Any, account_id: str) -> dict[str, int]:
+def delete_account(store: Any, account_id: str, removed: dict[str, list[str]] | None = None) -> dict[str, int]:
     """Delete the account and everything it owns, in one transaction; how many rows of each kind went.
 
-    Its keys, job keys, sessions and links, runs with their points, datasets,
-    registered models and jobs. Deleting the local account also forgets it as
-    the store's local account (the next ``python -m whileai platform`` makes a new one).
-    Files outside the store (adapters, job logs under a data root) stay.
+    Its keys, job keys, sessions and links, runs with their points and metric
+    names, datasets, registered models and jobs. Its run ids are retired (a
+    tombstone each, holding no trace of the account), so none can be claimed by
+    another account. Deleting the local account also forgets it as the store's
+    local account (the next ``python -m whileai platform`` makes a new one).
+    Files are the caller's: ``removed``, when given, is filled with the ``runs``
+    and ``jobs`` ids that went, whose adapters and job folders the launcher's
+    ``remove_run_files`` deletes.
     """
 
     def work(s: Session) -> dict[str, int]:
         if s.get(Account, account_id) is None:
             raise _not_found("account", account_id)
         runs = select(Run.id).where(Run.account_id == account_id)
+        run_ids = list(s.scalars(runs))
         jobs = [j for (j,) in s.execute(select(Job.id).where(Job.account_id == account_id))]
+        if removed is not None:
+            removed.update(runs=run_ids, jobs=jobs)
+        retire_run_ids(s, run_ids)
         counts = {
             "points": _gone(s, delete(Point).where(Point.run_id.in_(runs))),
             "point_batches": _gone(s, delete(PointBatch).where(PointBatch.run_id.in_(runs))),
+            "metric_names": _gone(s, delete(RunMetricNames).where(RunMetricNames.run_id.in_(runs))),
             "runs": _gone(s, delete(Run).where(Run.account_id == account_id)),
             "datasets": _gone(s, delete(Dataset).where(Dataset.account_id == account_id)),
             "models": _gone(s, delete(ServedModel).where(ServedModel.account_id == account_id)),

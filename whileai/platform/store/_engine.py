@@ -21,6 +21,7 @@ from sqlalchemy import create_engine, event, make_url
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
+from whileai.core.errors import StoreBusyError  # re-exported: its old home
 from whileai.platform import defaults
 from whileai.core.paths import data_root
 
@@ -30,10 +31,6 @@ T = TypeVar("T")
 
 #: execution option that marks a connection as a writer (BEGIN IMMEDIATE on SQLite)
 WRITE_OPTION = "whileai_write"
-
-
-class StoreBusyError(RuntimeError):
-    """The SQLite file stayed locked through every retry (STORE_LOCK_RETRIES)."""
 
 
 def store_url() -> str:

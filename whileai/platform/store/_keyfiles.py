@@ -53,7 +53,19 @@ def _write_key_file(path: Path, key: str) -> None:
     os.replace(tmp, path)
 
 
+def tighten(path: Path) -> None:
+    """Make ``path`` readable by its owner only (0600) when it is looser; a file not ours is left as it is."""
+    import stat
+
+    try:
+        if stat.S_IMODE(path.stat().st_mode) & 0o077:
+            path.chmod(0o600)
+    except OSError:
+        pass
+
+
 def _read_key_file(path: Path) -> str | None:
+    tighten(path)  # a key loosened by hand (or a copy tool) is tightened back on every read, like the store
     try:
         key = path.read_text().strip()
     except OSError:

@@ -16,10 +16,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from whileai.platform.store.tables import (
+    Job,
+    JobKey,
     Point,
     PointBatch,
     Run,
     RunMetricNames,
+    ServedModel,
+    Setting,
     _check_count,
     _check_status,
     _check_str,
@@ -41,6 +45,34 @@ from whileai.platform.store.values import (
 from whileai.platform import defaults
 from whileai.core.ids import id_shape, is_id
 from whileai.core.spec import same_run
+
+
+#: the Setting key that retires a deleted run's id for good (its value: when it was deleted)
+RUN_TOMBSTONE_PREFIX = "run_tombstone:"
+#: the Setting key of a job's Modal pull lease (_jobs.py), removed with the job
+_JOB_LEASE_PREFIX = "job_lease:"
+
+
+class RetiredIdError(InvalidError):
+    """A run id that belonged to a deleted run: ids are never reused (answered 409)."""
+
+
+def retire_run_ids(s: Session, run_ids: list[str]) -> None:
+    """Tombstones for deleted runs' ids, so no account can create a run under one again."""
+    now = str(time.time())
+    known = set(s.scalars(select(Setting.key).where(Setting.key.in_([RUN_TOMBSTONE_PREFIX + r for r in run_ids]))))
+    for run_id in run_ids:
+        if RUN_TOMBSTONE_PREFIX + run_id not in known:
+            s.add(Setting(key=RUN_TOMBSTONE_PREFIX + run_id, value=now))
+
+
+def _refuse_retired(s: Session, run_id: str) -> None:
+    if s.get(Setting, RUN_TOMBSTONE_PREFIX + run_id) is not None:
+        raise RetiredIdError(
+            f"id={run_id!r} belonged to a run that was deleted, and a run id is never used again (so nothing of the "
+            "deleted run can be reached through it); leave id out and the platform names the run, or make a fresh "
+            "one with whileai.core.ids.new_id('run')"
+        )
 
 
 def _run(store: Any, s: Session, account_id: str, run_id: Any, *, lock: bool = False) -> Run:
@@ -144,6 +176,7 @@ def ensure_run(store: Any, account_id: str, run_id: Any, **fields: Any) -> tuple
         found = existing(s)
         if found is not None:
             return found
+        _refuse_retired(s, run_id)
         return run_record(_new_run(s, account_id, run_id, values)), True
 
     try:
@@ -362,15 +395,30 @@ def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any]
 
 
 def delete_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
-    """Delete a run with its points and batch ids. Models and jobs that name it stay."""
+    """Delete a run with its points, batch ids, jobs (and their keys) and the models served from it.
+
+    Its id is retired (a tombstone): creating a run under it again is refused
+    (:class:`RetiredIdError`). Returns ``{"id", "deleted", "jobs", "models"}``:
+    the ids of the jobs and the names of the models that went, so the caller can
+    remove their files (the launcher's ``remove_run_files``).
+    """
 
     def work(s: Session) -> dict[str, Any]:
         r = store._run(s, account_id, run_id)
+        jobs = list(s.scalars(select(Job.id).where(Job.account_id == account_id, Job.run_id == r.id)))
+        models = list(s.scalars(select(ServedModel.name).where(ServedModel.account_id == account_id,
+                                                                ServedModel.adapter_run_id == r.id)))
         s.execute(delete(Point).where(Point.run_id == r.id))
         s.execute(delete(PointBatch).where(PointBatch.run_id == r.id))
         s.execute(delete(RunMetricNames).where(RunMetricNames.run_id == r.id))
+        s.execute(delete(ServedModel).where(ServedModel.account_id == account_id, ServedModel.adapter_run_id == r.id))
+        if jobs:
+            s.execute(delete(JobKey).where(JobKey.job_id.in_(jobs)))
+            s.execute(delete(Setting).where(Setting.key.in_([_JOB_LEASE_PREFIX + j for j in jobs])))
+            s.execute(delete(Job).where(Job.id.in_(jobs)))
+        retire_run_ids(s, [r.id])
         s.delete(r)
-        return {"id": r.id, "deleted": True}
+        return {"id": r.id, "deleted": True, "jobs": jobs, "models": models}
 
     return store._tx(work)
 

@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
-from whileai.core.errors import PlatformError
+from whileai.core.errors import StoreVersionError  # re-exported: its old home
 from whileai.platform.store._engine import _is_lock_error, with_lock_retry
 
 __all__ = ["HEAD_REVISION", "StoreVersionError", "ensure_current", "upgrade", "revisions", "store_revision"]
@@ -40,10 +40,6 @@ HEAD_REVISION = "0003_run_metric_names"
 #: The PostgreSQL advisory lock that lets one process at a time create or upgrade the schema.
 _PG_SCHEMA_LOCK = 847001
 _VERSIONS = Path(__file__).with_name("migrations")
-
-
-class StoreVersionError(PlatformError):
-    """This code cannot use the store's schema: it was made by a newer whileai, or upgrading it failed."""
 
 
 def alembic_config() -> Any:
@@ -107,13 +103,20 @@ def _backup(path: Path, found: str | None) -> Path:
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     target = path.with_name(f"{path.name}.bak-{found or 'unversioned'}-{stamp}")
-    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-    source, copy = sqlite3.connect(path), sqlite3.connect(target)
+    # written under a temporary name and renamed when whole: a copy killed halfway is never named like a backup
+    partial = path.with_name(f".{target.name}.partial-{os.getpid()}")
+    os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+    source, copy = sqlite3.connect(path), sqlite3.connect(partial)
     try:
         source.backup(copy)
+    except BaseException:
+        copy.close()
+        partial.unlink(missing_ok=True)
+        raise
     finally:
         copy.close()
         source.close()
+    os.replace(partial, target)
     return target
 
 

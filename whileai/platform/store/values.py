@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from whileai.core import codec
+from whileai.core.errors import InvalidError, NotFoundError  # re-exported: their old home
 from whileai.platform import defaults
 
 __all__ = [
@@ -38,14 +39,6 @@ JOB_STATUSES = ("queued", "running", "done", "failed", "stopped")
 
 _MAX_STEP = 2**62
 _POINT_KEYS = frozenset({"step", "metrics", "ts"})
-
-
-class InvalidError(ValueError):
-    """A value the store refuses; the message names it, what is accepted, and the fix."""
-
-
-class NotFoundError(LookupError):
-    """No such id in this account (another account's ids read exactly like missing ones)."""
 
 
 # --------------------------------------------------------------------------- JSON

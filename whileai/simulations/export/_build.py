@@ -1,6 +1,6 @@
 """Reading export sources and building rows: sources, targets, the profile warning, training and preference rows.
 
-The public entry points are in export.py; this module turns what they were
+The public entry points are in export/__init__.py; this module turns what they were
 given into rows and counts, and leaves the gate and the write to them.
 """
 

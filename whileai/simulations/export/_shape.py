@@ -1,7 +1,7 @@
 """Turning rollout rows into training rows: think stripping, tool-output caps, loss masks, unrolling, TRL shapes.
 
 Everything here works on rows that already passed ``rows.row_problems``; the
-public entry points and their reports are in export.py.
+public entry points and their reports are in export/__init__.py.
 """
 
 from __future__ import annotations

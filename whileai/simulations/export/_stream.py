@@ -5,7 +5,7 @@
 against the row contract, converted, gated and written to a temporary file
 beside the target before the next is read; the file is renamed over the target
 at the end. What
-comes out is what the whole-file path in export.py writes and reports, to the
+comes out is what the whole-file path in export/__init__.py writes and reports, to the
 byte: row numbers count over the whole file, every bad line is listed at once,
 nothing is written when a check fails, and the decisions that need the whole
 file are taken over the whole file:

@@ -3,7 +3,7 @@
 A look holds what one evaluation measured, as (prompts, k) arrays in the same
 prompt order every time. ``check_all`` turns the looks so far (and the
 gold-scored training buffer) into the per-alarm results; the statistics
-themselves are in ``_monitor_stats``.
+themselves are in ``_stats``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``whileai.simulations.training`` re-exports it (``wai.TrainingRun``); the
 functions over runs by id and ``TrainerCallback`` live there, ``train`` in
-``_hosting``. The sending machinery is ``_tracking`` (per run) and ``_flush``
+``_hosting``. The sending machinery is ``_tracker`` (per run) and ``_flush``
 (per process).
 """
 

@@ -191,7 +191,7 @@ class Tracker:
                             f"{self.run_id}: {key!r} would be metric name {cap + 1}; a run keeps at most {cap} "
                             "(RUN_METRIC_NAMES_MAX), so values under new names are not logged. Every one skipped "
                             "is counted in run.skipped; this warning shows once",
-                            RuntimeWarning,
+                            TrackingWarning,
                             stacklevel=4,
                         )
                     except Exception:
@@ -403,7 +403,7 @@ class Tracker:
                 f"{self.run_id}: the platform failed on one batch of {len(batch[1])} points {seen} times "
                 f"(BATCH_SERVER_ERRORS_MAX); it waits in the spool ({_spool.spool_dir()}) for the next good send or "
                 f"`python -m whileai sync`, and the run's later points go on. Last answer: {exc}",
-                RuntimeWarning,
+                TrackingWarning,
                 stacklevel=4,
             )
         except Exception:

@@ -1,0 +1,198 @@
+"""What ``validate`` shows is what runs: the printed spec against the TRL and PEFT configs the jobs build.
+
+For random valid overrides of every committed recipe (every method and stage shape), the YAML that
+``validate`` prints is parsed back and, stage by stage, compared key by key with the real
+``SFTConfig`` / ``GRPOConfig`` / ``DPOConfig`` / ``RewardConfig`` and ``LoraConfig`` objects built
+from the spec the pipeline hands ``wai.train`` (stage rules, then the one resolution). No model
+and no data are loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from whileai.core.spec import SPEC_MODELS, knob_fields, knob_of
+from whileai.jobs.trainer_config import LORA_NAMES, TRL_NAMES, lora_settings, trl_settings
+from whileai.runner._effective import annotated_yaml, effective
+from whileai.runner.schema import HOST_KEYS, KNOBS
+from whileai.runner.stages import plan_stages, stage_inputs
+from whileai.simulations.training import train_spec
+
+from test_runner_validate import compose
+
+RECIPES = ["sft_tooluse", "grpo_tooluse", "dpo_tooluse", "rm_tooluse"]
+_OUT = tempfile.mkdtemp()
+
+
+def _value(draw, method: str, name: str):
+    meta = knob_of(SPEC_MODELS[method], name)
+    if meta.choices is not None:
+        return draw(st.sampled_from(meta.choices))
+    lo, hi = meta.range
+    if isinstance(lo, int) and isinstance(hi, int) and SPEC_MODELS[method].model_fields[name].annotation in (int, int | None):
+        return draw(st.integers(min_value=lo, max_value=min(hi, lo + 64)))
+    low = lo * 1.001 if meta.open_low else lo
+    return draw(st.floats(min_value=low, max_value=hi, allow_nan=False, allow_infinity=False)
+                .filter(lambda x: x != 0.0 or not meta.open_low))
+
+
+@st.composite
+def _overrides(draw):
+    recipe = draw(st.sampled_from(RECIPES))
+    plain, _ = compose([f"recipe={recipe}"])
+    out = [f"recipe={recipe}"]
+    nodes = [("", plain["method"])] + [(f"stages.{k}.", v["method"]) for k, v in (plain.get("stages") or {}).items()]
+    for prefix, method in nodes:
+        names = [n for n in knob_fields(SPEC_MODELS[method]) if n in (*KNOBS, *HOST_KEYS) and n != "min_mixed_tasks"]
+        for name in draw(st.lists(st.sampled_from(names), max_size=4, unique=True)):
+            if method == "rm" and name == "near_misses":
+                continue  # needs reward_span=first_action: a cross-knob rule, refused on its own
+            value = _value(draw, method, name)
+            text = repr(value) if isinstance(value, float) else str(value).lower() if isinstance(value, bool) else value
+            node = (plain.get("stages") or {}).get(prefix[len("stages."):-1]) if prefix else plain
+            sign = "" if (node or {}).get(name, "absent") != "absent" else "+"
+            out.append(f"{sign}{prefix}{name}={text}")
+    return out
+
+
+def _built(spec):
+    """The TRL config and LoRA config objects a job builds from ``spec`` (its own pure functions)."""
+    import trl
+    from peft import LoraConfig
+
+    cls = {"sft": trl.SFTConfig, "grpo": trl.GRPOConfig, "dpo": trl.DPOConfig, "rm": trl.RewardConfig}[spec.method]
+    extra = {"per_device_train_batch_size": spec.generations} if spec.method == "grpo" else {}
+    config = cls(output_dir=_OUT, use_cpu=True, report_to=[], **trl_settings(spec), **extra)
+    return config, LoraConfig(**lora_settings(spec))
+
+
+def _check_validate_equals_what_runs(overrides: list[str]) -> None:
+    plain, problems = compose(overrides)
+    if problems:  # a cross-knob refusal (e.g. GRPO's batch): not a spec that runs
+        return
+    printed = yaml.safe_load(annotated_yaml(*effective(plain)))
+    resolved: dict[str, dict] = {}
+    for stage in plan_stages(plain):
+        kwargs, config = stage_inputs(stage, plain)  # what the pipeline passes wai.train for this stage
+        start = resolved.get(stage.start) if stage.start else None
+        result = train_spec(stage.method, kwargs, config, base_model=stage.settings.get("base_model"),
+                            target="local", holdout=None, start=start)
+        assert result.spec is not None, (overrides, result.problems)
+        resolved[stage.name] = result.values
+        shown = printed["stages"][stage.name] if stage.prefix else printed
+        trl_config, lora = _built(result.spec)
+        for knob, trl_name in TRL_NAMES.items():
+            if knob not in shown or knob not in result.values:
+                continue
+            if stage.method == "dpo" and knob == "max_completion_length":
+                continue  # DPO's cap is added to the longest prompt of the data: max_length, set by the job
+            if stage.method == "grpo" and knob in ("generations", "temperature") and shown[knob] is None:
+                continue  # validate says the dataset decides (it has not been read)
+            value = getattr(trl_config, trl_name)
+            if knob == "loss_type" and isinstance(value, list):
+                value = value[0]
+            if knob == "steps" and shown[knob] is None:
+                assert value == -1, (overrides, stage.name)  # TRL's "epochs decide"
+                continue
+            if knob == "epochs" and shown[knob] is None:
+                continue  # steps decide; TRL's max_steps wins over num_train_epochs
+            assert value == shown[knob], (overrides, stage.name, knob, shown[knob], value)
+        for knob, peft_name in LORA_NAMES.items():
+            assert getattr(lora, peft_name) == shown[knob], (overrides, stage.name, knob)
+
+
+@settings(max_examples=int(os.environ.get("WHILEAI_PROPERTY_EXAMPLES", "15")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(_overrides())
+def test_what_validate_prints_is_what_trl_and_peft_get(overrides):
+    _check_validate_equals_what_runs(overrides)
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_each_recipe_as_committed(recipe):
+    _check_validate_equals_what_runs([f"recipe={recipe}"])
+
+
+def test_a_reward_model_stage_s_lora_rank_is_its_own():
+    """``+stages.gold.lora_rank=4``: the rm stage continues nothing and nothing continues it, so the SFT stage keeps
+    its own rank (the kit recipe's) and GRPO inherits the SFT stage's; validate once printed 4 for both."""
+    from whileai.simulations import defaults
+
+    overrides = ["recipe=grpo_tooluse", "+stages.gold.lora_rank=4"]
+    plain, problems = compose(overrides)
+    assert problems == []
+    filled, notes = effective(plain)
+    assert filled["stages"]["gold"]["lora_rank"] == 4
+    assert filled["stages"]["sft"]["lora_rank"] == defaults.KIT_SFT_LORA_R
+    assert filled["lora_rank"] == defaults.KIT_SFT_LORA_R
+    assert "inherited" not in notes["stages.sft.lora_rank"]
+    assert notes["lora_rank"].startswith("inherited from the sft stage")
+    _check_validate_equals_what_runs(overrides)
+
+
+def test_provenance_names_the_recipe_line_the_command_line_and_the_default():
+    from whileai.runner._origin import Origins
+    from whileai.runner._locate import sources
+
+    overrides = ["recipe=grpo_tooluse", "beta=0.02"]
+    plain, _ = compose(overrides)
+    origin = Origins(sources(), {"recipe": "grpo_tooluse", "method": "grpo", "dataset": "sample",
+                                 "monitor": "default"}, overrides)
+    from whileai.runner._effective import resolve_stages
+
+    stages = {stage.name: result for stage, result in resolve_stages(plain, origin)}
+    grpo = stages["grpo"].provenance
+    assert grpo["beta"] == "command line"
+    assert grpo["steps"].startswith("recipes/grpo_tooluse.yaml:")
+    assert grpo["lora_rank"].startswith("inherited from the sft stage")
+    assert grpo["epsilon_high"].startswith("grpo's default")
+    assert stages["grpo"].spec is not None and stages["grpo"].spec.provenance == grpo
+
+
+def test_the_expect_verdict_is_kept_on_the_run_record(home):
+    """``expect.settle`` (the pipeline's and ``wait``'s one way) notes the verdict on the run; a spec without expect
+    lines notes nothing. On the embedded platform, read back from the store."""
+    import whileai.simulations as wai
+    from whileai.runner.expect import settle
+    from whileai.simulations.client import get_client
+    from whileai.simulations.training import TrainingRun
+
+    client = get_client()
+    run = TrainingRun(client.request("POST", "/runs", json={"name": "verdict", "kind": "hosted"}), client)
+    run.note(training={"before": 0.2, "after": 0.6, "metric": "pass_rate",
+                       "stats": {"n": 10, "p_value": 0.01, "improved": 4, "worsened": 0}})
+    run.finish("done")
+    run.refresh()
+    outcome, checked = settle(run, None, {"status": "done", "holdout_after_min": 0.9}, {"status": "recipes/x.yaml:3"},
+                              "x")
+    assert outcome["after"] == 0.6 and checked["passed"] is False
+    stored = wai.get_run(run.id)["summary"]["expect"]
+    assert stored["passed"] is False and stored["recipe"] == "x"
+    assert [(line["key"], line["passed"], line["where"]) for line in stored["lines"]] == [
+        ("status", True, "recipes/x.yaml:3"), ("holdout_after_min", False, "the spec")]
+    other = TrainingRun(client.request("POST", "/runs", json={"name": "no lines", "kind": "hosted"}), client)
+    other.finish("done")
+    other.refresh()
+    _, nothing = settle(other, None, {}, {}, None)
+    assert nothing == {"passed": True, "lines": []} and "expect" not in (wai.get_run(other.id)["summary"] or {})
+
+
+def test_no_job_body_reads_its_spec_as_a_dict():
+    """The job bodies take the typed spec: no ``spec.get(`` and no ``spec[...]`` fallback anywhere under jobs/."""
+    import re
+    from pathlib import Path
+
+    import whileai.jobs
+
+    found = []
+    for path in Path(whileai.jobs.__file__).parent.glob("*.py"):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"\bspec\.get\(|\bspec\[", line):
+                found.append(f"{path.name}:{number}: {line.strip()}")
+    assert found == []

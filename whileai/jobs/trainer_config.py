@@ -1,0 +1,80 @@
+"""The TRL and PEFT settings a spec asks for: pure functions of the spec (no model, no data, no device).
+
+The job bodies build their ``SFTConfig`` / ``GRPOConfig`` / ``DPOConfig`` / ``RewardConfig`` and
+``LoraConfig`` from these, adding only what depends on the data or the machine (GRPO's per-device
+batch from its group size, DPO's ``max_length`` from the longest prompt, the device flags). A test
+checks that what ``validate`` prints for every knob is what these hand to TRL and PEFT
+(``tests/test_resolved_spec.py``).
+
+:data:`TRL_NAMES` maps each knob to the TRL argument it becomes, so the two can be read side by side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec, SFTSpec
+from whileai.jobs import defaults as job_defaults
+from whileai.simulations import defaults
+
+__all__ = ["trl_settings", "lora_settings", "TRL_NAMES", "LORA_NAMES", "trl_defaults"]
+
+#: knob -> the TRL config argument it sets (where the names differ, e.g. ``steps`` -> ``max_steps``)
+TRL_NAMES: dict[str, str] = {
+    "learning_rate": "learning_rate", "lr_scheduler_type": "lr_scheduler_type", "seed": "seed", "steps": "max_steps",
+    "epochs": "num_train_epochs", "batch_size": "per_device_train_batch_size", "generations": "num_generations",
+    "max_completion_length": "max_completion_length", "temperature": "temperature", "beta": "beta",
+    "loss_type": "loss_type", "epsilon_high": "epsilon_high", "scale_rewards": "scale_rewards",
+}
+#: knob -> the PEFT LoraConfig argument it sets
+LORA_NAMES: dict[str, str] = {"lora_rank": "r", "lora_alpha": "lora_alpha"}
+
+
+def trl_settings(spec: RunSpec) -> dict[str, Any]:
+    """The TRL config arguments ``spec`` decides: TRL's name -> value."""
+    out: dict[str, Any] = {"learning_rate": spec.learning_rate,
+                           "lr_scheduler_type": spec.lr_scheduler_type, "seed": spec.seed,
+                           "warmup_steps": defaults.TRAIN_WARMUP_RATIO}  # a float under 1 is a share of the steps
+    if spec.steps is not None:
+        out["max_steps"] = spec.steps
+    if isinstance(spec, SFTSpec):
+        # a step count decides the length when set (TRL's max_steps wins); epochs are then not read
+        out["num_train_epochs"] = spec.epochs if spec.epochs is not None else job_defaults.SFT_EPOCHS_UNREAD
+        out["per_device_train_batch_size"] = spec.batch_size
+    elif isinstance(spec, GRPOSpec):
+        out.update(num_generations=spec.generations, max_completion_length=spec.max_completion_length,
+                   temperature=spec.temperature, beta=spec.beta, loss_type=spec.loss_type,
+                   mask_truncated_completions=spec.truncated == "mask", epsilon_high=spec.epsilon_high,
+                   scale_rewards=spec.scale_rewards)
+    elif isinstance(spec, DPOSpec):
+        losses = [spec.loss_type] + (["sft"] if spec.nll_weight > 0 and spec.loss_type != "sft" else [])
+        out.update(beta=spec.beta, loss_type=losses, per_device_train_batch_size=spec.batch_size)
+        if len(losses) > 1:
+            out["loss_weights"] = [1.0, spec.nll_weight]
+        if spec.loss_type == "exo_pair":
+            out["label_smoothing"] = job_defaults.DPO_EXO_EPSILON
+    elif isinstance(spec, RMSpec):
+        out["per_device_train_batch_size"] = spec.batch_size
+    return out
+
+
+def lora_settings(spec: RunSpec) -> dict[str, Any]:
+    """PEFT ``LoraConfig`` arguments ``spec`` decides (the task type and saved modules are the method's)."""
+    return {"r": spec.lora_rank, "lora_alpha": spec.lora_alpha, "lora_dropout": defaults.TRAIN_LORA_DROPOUT,
+            "target_modules": defaults.TRAIN_LORA_TARGETS}
+
+
+def trl_defaults(method: str) -> dict[str, Any]:
+    """TRL's own defaults for ``method``'s config class, read from the class (never copied): TRL name -> default."""
+    import dataclasses
+
+    import trl
+
+    cls = {"sft": trl.SFTConfig, "grpo": trl.GRPOConfig, "dpo": trl.DPOConfig, "rm": trl.RewardConfig}[method]
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out

@@ -1,0 +1,155 @@
+"""One resolution: what a user gave, turned into the frozen, fully filled spec that runs, with where each value came from.
+
+``wai.train``, the runner's ``validate`` and ``--cfg job``, the pipeline's stages and the
+launch route's caller all go through :func:`resolve_spec`. Its inputs are what was given
+(``wai.train``'s arguments and ``config=`` keys, or a recipe's and command line's values), where
+each given value came from, the run a stage starts from, and the dataset facts GRPO reads its
+group size and temperature from. Its output is the method's spec object (``whileai.core.spec``)
+with every knob set, and ``provenance``: knob -> ``typed on the command line``,
+``recipes/x.yaml:12``, ``inherited from ...``, ``default (reason)``.
+
+Nothing here loads a model or reads the platform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from whileai.core.knobs import check_knob
+from whileai.core.spec import SPEC_MODELS, SPEC_VERSION, RunSpec, canonical, is_whole, knob_fields, knob_of, \
+    spec_problems
+
+from . import defaults
+
+__all__ = ["Resolved", "resolve_spec", "LORA_SHAPE", "FROM_DATA", "KIT_SFT"]
+
+#: the LoRA shape a run started from another inherits (the adapter keeps its shape)
+LORA_SHAPE = ("lora_rank", "lora_alpha")
+#: GRPO knobs the dataset decides when left unset: its rollouts per task and its rows' sampling temperature
+FROM_DATA = ("generations", "temperature")
+#: the kit demo base's proven LoRA SFT recipe (benchmarks/kit_lora_sft.py), by knob
+KIT_SFT = {"learning_rate": "KIT_SFT_LR", "steps": "KIT_SFT_STEPS", "batch_size": "KIT_SFT_BATCH",
+           "lora_rank": "KIT_SFT_LORA_R", "lora_alpha": "KIT_SFT_LORA_ALPHA"}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What :func:`resolve_spec` made: the spec (None when there are problems), its values, and why each."""
+
+    spec: RunSpec | None
+    values: dict[str, Any]
+    provenance: dict[str, str]
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _default(method: str, name: str, base: str, model: type[RunSpec]) -> tuple[Any, str]:
+    if base == defaults.KIT_BASE_NAME and method == "sft" and name in KIT_SFT:
+        return getattr(defaults, KIT_SFT[name]), f"the kit base's measured SFT recipe ({KIT_SFT[name]})"
+    meta = knob_of(model, name)
+    return meta.default, f"{method}'s default" + (f" ({meta.reason})" if meta.reason else "")
+
+
+def _from_data(name: str, data: Mapping[str, Any]) -> tuple[Any, str] | None:
+    """GRPO's group size and temperature as the dataset gives them, or None when it does not."""
+    if name == "generations" and data.get("repeats"):
+        lo, hi = defaults.TRAINING_KNOBS["generations"]["grpo"]["range"]
+        return min(max(int(data["repeats"]), int(lo)), int(hi)), "the dataset's rollouts per task (clipped to range)"
+    temps = [float(t) for t in data.get("temperatures") or []]
+    if name == "temperature" and len(temps) == 1:
+        return temps[0], "the rows' own sampling.temperature (like for like)"
+    return None
+
+
+def resolve_spec(method: str, given: Mapping[str, Any], *, origin: Mapping[str, str] | None = None,
+                 base_model: str | None = None, target: str | None = None, holdout: str | None = None,
+                 start: Mapping[str, Any] | None = None, start_label: str | None = None,
+                 data: Mapping[str, Any] | None = None, given_label: str = "given") -> Resolved:
+    """The spec ``method`` runs with, from ``given`` (knobs and config keys, None = unset), every problem at once.
+
+    ``origin`` names where each given key came from (``given_label`` otherwise); ``start`` is the
+    config of the run (or stage) this one continues, whose base and LoRA shape it inherits;
+    ``data`` holds the dataset facts GRPO fills its unset group size and temperature from
+    (``repeats``: the common rollouts per task, ``temperatures``: the rows' distinct ones).
+    """
+    problems: list[str] = []
+    notes: list[str] = []
+    if method not in SPEC_MODELS:
+        return Resolved(None, {}, {}, [f"method={method!r} is not a training method; pass one of "
+                                       f"{', '.join(SPEC_MODELS)}"])
+    model = SPEC_MODELS[method]
+    origin = origin or {}
+    given = canonical(given)
+    start_config = canonical(start or {})
+    started = start_label or "the run it starts from"
+    provenance: dict[str, str] = {}
+    if start_config.get("base_model"):
+        base = str(start_config["base_model"])
+        provenance["base_model"] = f"inherited from {started}"
+    elif base_model:
+        base = base_model
+        provenance["base_model"] = origin.get("base_model", given_label)
+    else:
+        base = defaults.KIT_BASE_NAME
+        provenance["base_model"] = "default (the kit's demo base, KIT_BASE_NAME)"
+    values: dict[str, Any] = {"spec_version": SPEC_VERSION, "method": method, "base_model": base, "target": target,
+                              "holdout": holdout}
+    names = knob_fields(model)
+    table = {**defaults.TRAINING_KNOBS, **defaults.TRAINING_HOST_KEYS}
+    for name in names:
+        value = given.get(name)
+        if value is not None:
+            problem = check_knob(name, value, method, table[name], whole=is_whole(model, name))
+            if problem:
+                problems.append(problem)
+                continue
+            values[name], provenance[name] = value, origin.get(name, given_label)
+        elif name in LORA_SHAPE and start_config.get(name) is not None:
+            values[name], provenance[name] = start_config[name], f"inherited from {started} (its adapter's shape)"
+        elif method == "grpo" and name in FROM_DATA and data is not None and (found := _from_data(name, data)):
+            values[name], provenance[name] = found
+        else:
+            values[name], provenance[name] = _default(method, name, base, model)
+    if method == "sft":  # one of steps and epochs decides the length; the other is not read
+        if given.get("steps") is None and given.get("epochs") is not None:
+            values["steps"], provenance["steps"] = None, "none: the epochs given decide the length"
+        elif values.get("steps") is not None and given.get("epochs") is None:
+            values["epochs"], provenance["epochs"] = None, "none: a step count decides the length"
+    for name, value in given.items():
+        if name in names or name in values or value is None and name not in defaults.TRAINING_CONFIG_KEYS:
+            continue
+        if name in table:  # a knob another method reads
+            if name in defaults.TRAIN_EXPORT_DEFAULTS and value == defaults.TRAIN_EXPORT_DEFAULTS[name] \
+                    and type(value) is type(defaults.TRAIN_EXPORT_DEFAULTS[name]):
+                continue  # the exporter's own value: a no-op for a method that does not export
+            if name == "truncated" and value == "mask":
+                continue  # wai.train's signature default; it only means something for grpo
+            problems.append(check_knob(name, value, method, table[name]) or f"{name} does not apply to {method}")
+        elif name in defaults.TRAINING_CONFIG_KEYS and name in model.model_fields:
+            if value is not None:
+                values[name] = value
+        elif name in defaults.TRAINING_CONFIG_KEYS:
+            problems.append(f"{name}={value!r} does not apply to {method} (it is read by grpo); leave it out")
+        else:
+            values.setdefault("extra", {})[name] = value
+            readers = ", ".join(k for k, v in defaults.TRAINING_HOST_KEYS.items() if method in v)
+            notes.append(f"config key {name!r} is kept on the run but not read by the {method} trainer (it reads "
+                         f"{readers})")
+    if method == "rm":
+        from .serving import near_miss_problem
+
+        problem = near_miss_problem(values.get("near_misses"), values.get("reward_span"))
+        if problem:
+            problems.append(problem)
+    values["provenance"] = provenance
+    spec = None
+    if not problems:
+        try:
+            spec = model.model_validate(values)
+        except ValidationError:
+            problems += spec_problems(values)
+    return Resolved(spec, values, provenance, problems, notes)
