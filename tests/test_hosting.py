@@ -742,3 +742,29 @@ def test_dpo_pair_source_and_nll_weight_are_checked_and_recorded(launches):
     assert "nll_weight=-1" in said and "policy_samples=1" in said
     with pytest.raises(TrainingConfigError, match="pair_source"):
         wai.train(ds, method="sft", config={"pair_source": "policy"})
+
+
+def test_the_runner_record_and_provenance_are_typed_parts_of_the_run(launches, push_sample):
+    """The runner's record travels as the spec's ``runner`` and each value's origin as ``provenance``: no unknown
+    key, no ``extra``, and no warning to filter out by its text."""
+    import inspect
+    import warnings
+
+    from whileai.core.spec import read_spec
+
+    sets = push_sample("typed-record", tasks=8)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        run = wai.train(sets["passes"], method="sft", steps=3, check="off",
+                        config={"runner": {"recipe": "sft_tooluse", "stage": "train"},
+                                "provenance": {"steps": "recipes/sft_tooluse.yaml:9"}})
+    assert not [w for w in said if "runner" in str(w.message) or "provenance" in str(w.message)]
+    config = run.config
+    assert "extra" not in config and config["runner"]["recipe"] == "sft_tooluse"
+    assert config["provenance"]["steps"] == "recipes/sft_tooluse.yaml:9"
+    assert config["provenance"]["learning_rate"].startswith("the kit base's measured SFT recipe")
+    spec = read_spec(config)
+    assert spec.runner is not None and spec.runner.recipe == "sft_tooluse" and spec.provenance == config["provenance"]
+    # wai.train's keyword arguments are the knobs declared with surface argument/export: one list, not two
+    params = set(inspect.signature(wai.train).parameters)
+    assert set(defaults.TRAINING_KNOBS) <= params

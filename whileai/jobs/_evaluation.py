@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import random
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from whileai.core.errors import TrainingWarning
@@ -26,7 +26,7 @@ from whileai.simulations.rows import prompt_messages
 __all__ = ["distinct_prompts", "encode_prompt", "left_padded", "generate_replies", "policy_pass_rate", "gold_reply_tokens", "heldout_loss"]
 
 
-def distinct_prompts(rows: list[Mapping[str, Any]], limit: int | None, seed: int) -> list[Mapping[str, Any]]:
+def distinct_prompts(rows: Sequence[Mapping[str, Any]], limit: int | None, seed: int) -> list[Mapping[str, Any]]:
     """One row per distinct (prompt, tools, gold), at most ``limit`` of them, sampled with ``seed``."""
     seen: dict[str, Mapping[str, Any]] = {}
     for row in rows:
@@ -57,7 +57,7 @@ def left_padded(encoded: list[list[int]], pad: int, device: Any) -> tuple[Any, A
     return input_ids, mask, width
 
 
-def generate_replies(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], max_new_tokens: int,
+def generate_replies(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], max_new_tokens: int,
                      batch_size: int = 16) -> list[str]:
     """Greedy replies to each row's prompt, decoded with the control tokens kept (the parser drops them)."""
     import torch
@@ -86,7 +86,7 @@ def generate_replies(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], 
     return replies
 
 
-def policy_pass_rate(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec: RunSpec) -> dict[str, Any]:
+def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], spec: RunSpec) -> dict[str, Any]:
     """``{"value": pass rate, "prompts": n, "outcomes": [1, 0, ...]}`` of the first-action judge on greedy replies.
 
     ``outcomes`` is each prompt's pass (1) or fail (0) in prompt order, the same order before and
@@ -127,7 +127,7 @@ def gold_reply_tokens(tokenizer: Any, gold: Any) -> int:
     return len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 1  # + the end of turn
 
 
-def heldout_loss(model: Any, tokenizer: Any, rows: list[Mapping[str, Any]], spec: RunSpec) -> dict[str, Any]:
+def heldout_loss(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], spec: RunSpec) -> dict[str, Any]:
     """``{"value": mean assistant-token loss, "rows": n}`` over the held-out rows that passed (all when unlabelled)."""
     import torch
 

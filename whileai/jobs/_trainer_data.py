@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ def export_options(spec: RunSpec, method: str) -> dict[str, Any]:
 _TRL_ROW_KEYS = ("messages", "prompt", "completion", "tools")
 
 
-def export_training(rows: list[Mapping[str, Any]], folder: Path | None,
+def export_training(rows: Sequence[Mapping[str, Any]], folder: Path | None,
                     options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Rows in TRL's conversational shape with the export gates on (arguments round-trip, no privileged leak).
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from whileai.core.spec import GRPOSpec
 
@@ -37,7 +38,7 @@ def evaluate(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, An
     return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
 
 
-class SchemaTool(dict):
+class SchemaTool(dict[str, Any]):
     """A tool schema the trainer can list (a dict, so the chat template renders it exactly) and name.
 
     Calling it is never needed: the job stops at the first action. It answers a
@@ -131,8 +132,9 @@ def first_action_reward(truncated: str, stop_ids: set[int], tokenizer: Any = Non
     """
     from whileai.simulations.judges import judge_reply
 
-    def first_action(prompts, completions, completion_ids=None, gold=None, **_columns):
-        rewards = []
+    def first_action(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Any] | None = None,
+                     gold: Any = None, **_columns: Any) -> list[float]:
+        rewards: list[float] = []
         for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
             ids = completion_ids[i] if completion_ids is not None else None
             if truncated == "zero" and ids is not None and (not ids or ids[-1] not in stop_ids):
@@ -149,7 +151,7 @@ def first_action_reward(truncated: str, stop_ids: set[int], tokenizer: Any = Non
 def _reply_text(completion: Any, ids: Any, tokenizer: Any) -> str:
     """The generated text: the decoded token ids, else the completion's text, else its calls as the template writes them."""
     if tokenizer is not None and ids is not None:
-        return tokenizer.decode(list(ids), skip_special_tokens=False)
+        return cast(str, tokenizer.decode(list(ids), skip_special_tokens=False))
     if isinstance(completion, str):
         return completion
     from whileai.core.toolcalls import format_tool_call
@@ -237,6 +239,7 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
             for r in _evaluation.distinct_prompts(holdout or [], spec.holdout_rows, spec.seed)]
     monitor, monitor_note = _monitor(spec, run, held, reward)
     extra_callbacks = [monitor] if monitor is not None else []
+    trainer_tools: list[Callable[..., Any]] = list(tools)  # TRL takes tools as callables; a SchemaTool is one
     watch = group_watch()  # first, so its figures join each step's log before the run's callback sends it
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -247,7 +250,7 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
             train_dataset=to_hf_dataset(prompts),
             processing_class=tokenizer,
             peft_config=_loading.peft_config(model, spec),
-            tools=tools or None,
+            tools=trainer_tools or None,
             callbacks=[watch] + callbacks + extra_callbacks,
         )
     trainer.train()

@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import modal
@@ -34,6 +34,14 @@ from whileai.platform import defaults
 from whileai.platform.launcher.progress import count_key, progress_key
 
 __all__ = ["app", "run_job", "execute", "RecordingTransport", "progress_key", "count_key"]
+
+
+class ProgressStore(Protocol):
+    """What the job writes its progress into: a ``modal.Dict`` on Modal (not a full MutableMapping), a dict elsewhere."""
+
+    def get(self, key: str, default: Any = None, /) -> Any: ...
+
+    def __setitem__(self, key: str, value: Any, /) -> None: ...
 
 
 class RecordingTransport(httpx.BaseTransport):
@@ -46,7 +54,7 @@ class RecordingTransport(httpx.BaseTransport):
     elsewhere; this process is its only writer for this job.
     """
 
-    def __init__(self, progress: MutableMapping[str, Any], job_id: str):
+    def __init__(self, progress: ProgressStore, job_id: str):
         self.progress = progress
         self.job_id = job_id
         self.count = int(progress.get(count_key(job_id), 0) or 0)
@@ -64,7 +72,7 @@ class RecordingTransport(httpx.BaseTransport):
         return httpx.Response(200, json={}, request=request)
 
 
-def execute(payload: dict[str, Any], progress: MutableMapping[str, Any], volume_root: Path,
+def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
             commit: Callable[[], None] = lambda: None) -> dict[str, Any]:
     """Run one job from its payload; returns ``{"status", "error", "adapter", "training"}``.
 
@@ -142,7 +150,7 @@ app = modal.App(defaults.MODAL_APP_NAME)
 _volume = modal.Volume.from_name(defaults.MODAL_VOLUME_NAME, create_if_missing=True)
 
 
-def _progress_dict() -> MutableMapping[str, Any]:
+def _progress_dict() -> ProgressStore:
     return modal.Dict.from_name(defaults.MODAL_PROGRESS_DICT, create_if_missing=True)
 
 

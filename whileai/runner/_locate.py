@@ -72,7 +72,7 @@ def _yaml_files(folder: Path, skip: tuple[str, ...] = ()) -> dict[str, Path]:
     return found
 
 
-def sources(user_recipes: str | os.PathLike | None = None) -> Sources:
+def sources(user_recipes: str | os.PathLike[str] | None = None) -> Sources:
     """The committed folders plus the user's (the argument, else ``WHILEAI_RECIPES``)."""
     conf, recipes = _shipped()
     chosen = user_recipes or os.environ.get(defaults.RECIPES_ENV) or None

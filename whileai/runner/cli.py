@@ -252,7 +252,9 @@ def _task(cfg: Any) -> Any:
     mode = os.environ.get(_MODE_ENV, _STATE["mode"])
     found = _STATE["found"] or sources()
     hydra_cfg = HydraConfig.get()
-    choices = {k: v for k, v in OmegaConf.to_container(hydra_cfg.runtime.choices).items() if not k.startswith("hydra")}
+    runtime_choices = OmegaConf.to_container(hydra_cfg.runtime.choices)  # a DictConfig: always a dict, keyed by group
+    choices = ({k: v for k, v in runtime_choices.items() if isinstance(k, str) and not k.startswith("hydra")}
+               if isinstance(runtime_choices, dict) else {})
     overrides = list(hydra_cfg.overrides.task)
     origin = Origins(found, choices, overrides)
     problems = list(_STATE["problems"])

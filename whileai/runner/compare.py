@@ -60,8 +60,12 @@ def table(header: list[str], rows: list[list[Any]]) -> str:
 
 def _result(record: dict[str, Any]) -> dict[str, Any]:
     summary = record.get("summary") or {}
-    monitor = summary.get("monitor") if isinstance(summary.get("monitor"), dict) else {}
-    delta = summary.get("delta") if isinstance(summary.get("delta"), dict) else {}
+    monitor = summary.get("monitor")
+    if not isinstance(monitor, dict):
+        monitor = {}
+    delta = summary.get("delta")
+    if not isinstance(delta, dict):
+        delta = {}
     cost = record.get("cost_usd")
     basis = record.get("cost_basis")
     kept: dict[str, Any] = summary["training"] if isinstance(summary.get("training"), dict) else {}
@@ -109,11 +113,11 @@ def diff_main(argv: list[str] | None = None) -> int:
         return 2
     records = [wai.get_run(a) for a in args]
     kept = [record_of(r) or {} for r in records]
-    specs = [k.get("spec") for k in kept]
-    if any(s is None for s in specs):
+    spec_a, spec_b = (k.get("spec") for k in kept)
+    if spec_a is None or spec_b is None:
         print("both runs must be made by the runner (their config carries the spec)", file=sys.stderr)
         return 2
-    differing = spec_differences(specs[0], specs[1])
+    differing = spec_differences(spec_a, spec_b)
     print(f"spec keys that differ ({len(differing)}):")
     print(table(["key", args[0], args[1]], [[k, a, b] for k, (a, b) in differing.items()]) if differing
           else "  (none: the same spec)")

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from whileai.core.stats import describe
 
@@ -166,7 +166,7 @@ def _follow(run: Any, label: str, progress: Progress) -> str:
                 progress.line(f"  (could not read {run.id}: {exc}; retrying)")
             bar.update(run)
             if run.status != "running":
-                return run.status
+                return cast(str, run.status)
             time.sleep(defaults.PROGRESS_POLL_S)
     except KeyboardInterrupt:
         bar.close()

@@ -36,7 +36,7 @@ def versions() -> dict[str, str | None]:
     return found
 
 
-def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=30)
 
 
@@ -81,7 +81,9 @@ def runner_record(spec: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def record_of(run_record: dict[str, Any]) -> dict[str, Any] | None:
     """The runner's record on a run's config (wai.train keeps unread config keys under ``extra``)."""
-    config = run_record.get("config") if isinstance(run_record.get("config"), dict) else {}
+    config = run_record.get("config")
+    if not isinstance(config, dict):
+        config = {}
     found = config.get("runner") or (config.get("extra") or {}).get("runner")
     return found if isinstance(found, dict) else None
 

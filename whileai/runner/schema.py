@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import ErrorDetails
 
 from whileai.kit import defaults as kit_defaults
 from whileai.simulations import defaults as sdk
 # One knob checker for wai.train and the runner, so both word a refusal alike.
 from whileai.core.knobs import check_knob
-from whileai.core.spec import ALIASES, canonical
+from whileai.core.spec import ALIASES, SPEC_MODELS, canonical, is_whole
 
 from . import defaults
 
@@ -121,16 +122,19 @@ class Expect(_Strict):
 
 
 def _knob_type(name: str) -> Any:
+    """The YAML type of knob ``name``: its declaration's annotation says whole number or number (core.spec.is_whole)."""
     specs = list(_TABLES[name][name].values())
     if any("choices" in s for s in specs):
         return Any  # checked against the method's choices below
-    lo, hi = specs[0]["range"]
-    return int if isinstance(lo, int) and isinstance(hi, int) else float
+    model = next(SPEC_MODELS[m] for m in _TABLES[name][name])
+    return int if is_whole(model, name) else float
 
 
 _KNOB_FIELDS: dict[str, Any] = {name: (_knob_type(name) | None, None) for name in (*KNOBS, *HOST_KEYS)}
-_METHOD = Literal[tuple(sdk.TRAIN_METHODS)]  # type: ignore[valid-type]
-_CHECK = Literal[tuple(sdk.TRAIN_CHECKS)]  # type: ignore[valid-type]
+# Literals computed from the method and check tables at import: a runtime value, not a type mypy can read,
+# so they are held as Any (the fields they make are checked by pydantic).
+_METHOD: Any = Literal[tuple(sdk.TRAIN_METHODS)]
+_CHECK: Any = Literal[tuple(sdk.TRAIN_CHECKS)]
 
 Stage = create_model(
     "Stage", __base__=_Strict, method=(_METHOD, ...), base_model=(str | None, None), check=(_CHECK | None, None),
@@ -141,6 +145,7 @@ Spec = create_model(
     "Spec", __base__=_Strict,
     name=(str | None, None), method=(_METHOD, "sft"), base_model=(str | None, None), check=(_CHECK, "require"),
     dataset=(Dataset, Dataset()), export=(Export, Export()), monitor=(Monitor, Monitor()), serve=(Serve, Serve()),
+    # Stage is a class create_model builds at runtime: mypy sees a variable, not a type
     target=(Target, Target()), stages=(dict[str, Stage], {}), expect=(Expect, Expect()),  # type: ignore[valid-type]
     **_KNOB_FIELDS,
 )
@@ -192,7 +197,7 @@ _TYPE_WORDS = {
 }
 
 
-def _type_message(path: str, err: dict[str, Any]) -> str:
+def _type_message(path: str, err: ErrorDetails) -> str:
     value = err.get("input")
     kind = err["type"]
     if kind == "missing" or value == "???":
@@ -205,7 +210,7 @@ def _type_message(path: str, err: dict[str, Any]) -> str:
     return f"{path}={value!r}: {err['msg']}"
 
 
-def _loc_path(loc: tuple) -> str:
+def _loc_path(loc: tuple[int | str, ...]) -> str:
     parts = [str(p) for p in loc if not (isinstance(p, str) and ("[" in p or p in ("function-after",)))]
     return ".".join(parts)
 
@@ -317,7 +322,7 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
     data: dict[str, Any] = plain["dataset"] if isinstance(plain.get("dataset"), dict) else {}
     needs = {"jsonl": ("path",), "pushed": ("id",), "bfcl": ("questions", "answers")}
     source = data.get("source")
-    for need in needs.get(source, ()):
+    for need in needs.get(source, ()) if isinstance(source, str) else ():
         if not data.get(need) or data.get(need) == "???":
             key = f"dataset.{need}"
             out.append(Problem(key, f"dataset.source={source} needs {key}; pass {key}=...", where(key)))
