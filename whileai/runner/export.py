@@ -28,7 +28,8 @@ def _record(run_id: str) -> dict[str, Any]:
 
     from whileai.simulations.client import get_client
 
-    return get_client().request("GET", f"/runs/{quote(run_id, safe='')}", params={"series": "false"})
+    found = get_client().request("GET", f"/runs/{quote(run_id, safe='')}", params={"series": "false"})
+    return found if isinstance(found, dict) else {}
 
 
 def _problems(args: argparse.Namespace) -> list[str]:
