@@ -278,7 +278,10 @@ def test_the_run_page_shows_headline_delta_charts_alarms_and_config_in_order(pla
     expected = ["Did it work?", "Delta verdict", "Charts", "HackMonitor: proxy against gold",
                 "Which rows it trained on", "Cost", "Config"]
     assert [h for h in headings if h in expected] == expected
-    assert page.locator(".headline .big").inner_text().replace("\n", "") == "0.25 → 0.5"
+    # one number format everywhere: the page prints the terminal's digits (whileai.core.stats.rate_text)
+    from whileai.core.stats import change_text
+
+    assert page.locator(".headline .big").inner_text().replace("\n", "") == "0.250 → 0.500" == change_text(0.25, 0.5, "→")
     expect(page.locator(".headline")).to_contain_text("higher is better")
     expect(page.locator("#progress")).to_contain_text(f"step {N - 1} of {N}")
 
@@ -377,6 +380,8 @@ def test_the_sweep_page_has_the_swept_knob_as_a_sortable_column_and_a_chart(plat
     assert rows.first.get_attribute("data-run") == seeded["grpo beta 0.01"]  # 0.3, the lowest, first
     page.click("#sweep-table th >> text=held-out after")
     assert rows.first.get_attribute("data-run") == seeded["grpo"]  # 0.5 first when sorted the other way
+    expect(rows.first).to_contain_text("0.500")  # the terminal's digits (core.stats.rate_text), not "0.5"
+    expect(rows.first).to_contain_text("0.250")
     chart = page.locator('[data-chart="knob:beta"]')
     expect(chart).to_have_attribute("data-points", "3")
     assert chart.evaluate("e => e.wai.lines[0].x") == [0.01, 0.04, 0.1]

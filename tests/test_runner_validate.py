@@ -268,7 +268,7 @@ def test_help_lists_recipes_and_groups_and_cfg_job_is_hydras(tmp_path):
 
 def test_the_dispatcher_lists_the_commands_and_demo_is_gone(tmp_path):
     done = run_cli("--help", home=tmp_path / "home")
-    for command in ("run", "validate", "reproduce", "diff", "wait", "platform", "sync"):
+    for command in ("run", "validate", "reproduce", "diff", "wait", "runs", "show", "init", "export", "platform", "sync"):
         assert f"  {command} " in done.stdout
     assert "demo" not in done.stdout
     assert not (ROOT / "whileai" / "demo.py").exists()

@@ -88,3 +88,25 @@ def test_a_failed_expect_never_reads_plain_done():
     assert status_text("done", {"passed": True, "lines": [{"key": "status"}]}) == "done · expect passed"
     assert status_text("done", None) == "done"
     assert status_text("failed", {"passed": False, "lines": []}) == "failed"
+
+
+def test_the_smallest_significant_change_is_the_first_count_mcnemar_calls_significant():
+    from whileai.core.stats import holdout_power, mcnemar_exact, smallest_significant_change
+
+    for n in range(0, 60):
+        found = smallest_significant_change(n, 0.05)
+        brute = next((k for k in range(1, n + 1) if mcnemar_exact(0, k) < 0.05), None)
+        assert found == brute, n
+    assert smallest_significant_change(40) == 6 and smallest_significant_change(5) is None
+    assert smallest_significant_change(40, 0.001) == 11
+    few = holdout_power(2)
+    assert few["min_change"] is None and "no result on 2 held-out prompt(s) can be significant" in few["warning"]
+    many = holdout_power(40)
+    assert many["warning"] is None and many["min_change"] == 6 and "(a gain of 0.150)" in many["text"]
+
+
+def test_one_rate_format_for_every_surface():
+    from whileai.core.stats import change_text, describe, rate_text
+
+    assert rate_text(0) == "0.000" and rate_text(0.9) == "0.900" and rate_text(None) == "-" and rate_text(True) == "-"
+    assert change_text(0, 0.9) == "0.000 -> 0.900" and describe(0, 0.9, None) == "0.000 -> 0.900"

@@ -21,6 +21,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "reproduce": ("whileai.runner.reproduce", "reproduce_main", "re-run a run from its stored spec: reproduce RUN_ID [overrides]"),
     "diff": ("whileai.runner.compare", "diff_main", "the spec keys two runs differ in, then held-out and cost: diff RUN_A RUN_B"),
     "wait": ("whileai.runner.compare", "wait_main", "follow every run of a sweep to its end and print one table: wait SWEEP"),
+    "init": ("whileai.runner.init", "init_main", "write a recipe for your own data: init NAME --data FILE [--method M]"),
+    "export": ("whileai.runner.export_model", "export_main", "a finished run's model: export RUN_ID --merged DIR [--gguf FILE]"),
+    "runs": ("whileai.runner.runs", "runs_main", "the runs, newest first: runs [--status S] [--recipe R] [--sweep S] [--json]"),
+    "show": ("whileai.runner.runs", "show_main", "one run: held-out result with n/CI/p, expect, adapter, page, spec: show RUN_ID"),
 }
 
 

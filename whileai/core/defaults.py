@@ -117,6 +117,16 @@ STATS_CONFIDENCE = 0.95
 STATS_P_SHOWN_FLOOR = 0.001
 
 
+#: The significance level a before/after is judged at when a spec names none (the runner's
+#: ``expect.holdout_gain_significant`` names its own): 0.05, the complement of STATS_CONFIDENCE, so
+#: an interval and a test shown side by side agree on what "sure" means.
+STATS_ALPHA = round(1 - STATS_CONFIDENCE, 10)
+
+#: Decimals of every held-out rate or loss shown anywhere (the terminal's summary, ``runs``,
+#: ``diff``, the pages): three, so a column of rates lines up (0.082, 1.000) and a change of
+#: one prompt in a few hundred still shows. One number, read by ``whileai.core.stats.rate_text``.
+STATS_RATE_DECIMALS = 3
+
 # ---------------------------------------------------------------------------
 # Hosted training: the numbers the run spec's knobs default to (whileai.core.spec)
 # ---------------------------------------------------------------------------

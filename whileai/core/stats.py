@@ -27,7 +27,8 @@ from typing import Any
 from whileai.core import defaults
 
 __all__ = ["wilson", "mcnemar_exact", "holdout_result", "describe", "p_text", "interval_text",
-           "certainty_text", "status_text"]
+           "certainty_text", "status_text", "rate_text", "change_text", "smallest_significant_change",
+           "holdout_power"]
 
 _TEST = "exact McNemar (two-sided binomial on the prompts that changed)"
 
@@ -125,10 +126,7 @@ def describe(before: float | None, after: float | None, result: dict[str, Any] |
 
     Without a result the line is the two rates alone (see ``certainty_text``).
     """
-    def num(x: Any) -> str:
-        return f"{x:.3f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "-"
-
-    line = f"{num(before)} -> {num(after)}"
+    line = change_text(before, after)
     sure = certainty_text(result)
     return f"{line} ({sure})" if sure else line
 
@@ -158,3 +156,68 @@ def status_text(status: Any, expect: Any) -> str:
     if not isinstance(expect, dict) or not expect.get("lines"):
         return word
     return f"{word} · expect {'passed' if expect.get('passed') else 'failed'}"
+
+
+def rate_text(value: Any) -> str:
+    """A held-out rate or loss as every surface shows it: ``0.900`` (STATS_RATE_DECIMALS), ``-`` when absent.
+
+    The terminal's summary, ``runs``, ``diff`` and the pages (which receive the text with the
+    number) all call this one function, so ``0.9`` never reads as ``0.900`` in one place and ``0.9``
+    in another.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return "-"
+    return f"{value:.{defaults.STATS_RATE_DECIMALS}f}"
+
+
+def change_text(before: Any, after: Any, arrow: str = "->") -> str:
+    """``0.000 -> 0.900``: a before/after with rate_text on both sides."""
+    return f"{rate_text(before)} {arrow} {rate_text(after)}"
+
+
+def smallest_significant_change(n: int, alpha: float | None = None) -> int | None:
+    """The fewest held-out prompts that must change (all the same way) for exact McNemar to give p < alpha.
+
+    With ``k`` prompts changed and none the other way, ``mcnemar_exact(0, k) = 2 / 2^k``; the answer is
+    the smallest such ``k``, or None when even all ``n`` prompts changing would not be significant
+    (then no result on this held-out set can be). ``alpha`` is STATS_ALPHA when None.
+
+        >>> smallest_significant_change(40)     # 2 / 2^6 = 0.031 < 0.05
+        6
+        >>> smallest_significant_change(2) is None
+        True
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n={n!r} is not a count of held-out prompts; pass an int >= 0")
+    level = defaults.STATS_ALPHA if alpha is None else float(alpha)
+    if not 0 < level <= 1:
+        raise ValueError(f"alpha={alpha!r} is outside (0, 1]; pass a significance level such as 0.05")
+    for k in range(1, n + 1):
+        if mcnemar_exact(0, k) < level:
+            return k
+    return None
+
+
+def holdout_power(n: int, alpha: float | None = None) -> dict[str, Any]:
+    """What a held-out set of ``n`` prompts can show, before anything is trained.
+
+    ``{"n", "alpha", "min_change", "min_gain", "text", "warning"}``: ``min_change`` prompts (and
+    ``min_gain``, that count as a share of n) is the smallest change exact McNemar can call
+    significant at ``alpha``; ``warning`` is a sentence when no result can be (None otherwise).
+    """
+    level = defaults.STATS_ALPHA if alpha is None else float(alpha)
+    k = smallest_significant_change(n, level)
+    out: dict[str, Any] = {"n": n, "alpha": level, "min_change": k,
+                           "min_gain": (k / n if k is not None and n else None), "warning": None}
+    if k is None:
+        need = smallest_significant_change(10**6, level) or 0
+        out["text"] = f"{n} held-out prompt(s): no change on them can be significant at p < {level:g} (exact McNemar)"
+        out["warning"] = (f"no result on {n} held-out prompt(s) can be significant at p < {level:g}: exact McNemar "
+                          f"needs at least {need} prompts that change the same way. Give the held-out side more "
+                          f"prompts (more rows, or a larger dataset.holdout share), or drop "
+                          f"expect.holdout_gain_significant")
+    else:
+        out["text"] = (f"{n} held-out prompt(s): the smallest change that can be significant at p < {level:g} "
+                       f"(exact McNemar) is {k} prompt(s) turning from fail to pass with none the other way "
+                       f"(a gain of {rate_text(k / n)})")
+    return out

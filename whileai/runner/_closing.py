@@ -27,8 +27,12 @@ from .expect import line_text
 __all__ = ["summary", "human_lines", "emit", "page_of"]
 
 
-def _status_text(status: Any, checked: dict[str, Any] | None) -> str:
+def _status_text(status: Any, checked: dict[str, Any] | None, quick: dict[str, Any] | None = None) -> str:
     """``done · expect failed (2 of 3 lines failed)``; the status alone when the spec expects nothing."""
+    if quick is not None:
+        from .quick import status_line
+
+        return status_line(status, quick)
     lines = (checked or {}).get("lines") or []
     if not lines:
         return f"{status} (the spec's expect block asks nothing)"
@@ -58,6 +62,11 @@ def summary(facts: dict[str, Any], run: Any = None, outcome: dict[str, Any] | No
     }
     if facts.get("error"):
         out["error"] = facts["error"]
+    from .quick import note as quick_note
+
+    quick = quick_note()
+    if quick is not None:  # quick=true: expect was set aside, and the summary says so instead of a verdict
+        out["quick"] = quick
     if run is not None:
         out["page"] = page_of(run.id, run.url)
     if outcome is not None:
@@ -98,7 +107,7 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
             f"delta      {closing['verdict'] or 'no delta report (dataset.after names post-training rollouts)'}",
             f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get('kind') or a) for a in alarms) if alarms else ""),
             f"cost       {cost}",
-            f"status     {_status_text(closing['status'], closing.get('expect'))}",
+            f"status     {_status_text(closing['status'], closing.get('expect'), closing.get('quick'))}",
         ]
     elif closing.get("error"):
         lines.append(f"status     {closing['status']}: {closing['error']}")

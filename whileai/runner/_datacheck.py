@@ -21,40 +21,71 @@ from .schema import Problem
 __all__ = ["data_problems", "data_error_message", "DATA_ERRORS"]
 
 
-def _sample_lines(path: Path, limit: int) -> list[tuple[int, str]]:
+def _sample_lines(path: Path, limit: int | None) -> list[tuple[int, str]]:
+    """The file's first ``limit`` non-blank lines with their 1-based numbers (every line when None)."""
     out = []
     with open(path, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
             if line.strip():
                 out.append((number, line))
-                if len(out) >= limit:
+                if limit is not None and len(out) >= limit:
                     break
     return out
 
 
 def _missing(key: str, value: str, what: str, where: Any) -> Problem:
+    path = Path(value).expanduser()
+    if path.is_dir():  # a folder is named as a folder, with the files in it that could be meant
+        inside = sorted(p.name for p in path.iterdir() if p.suffix in (".jsonl", ".json") and p.is_file())
+        shown = ", ".join(inside[: defaults.RUNNER_VALIDATE_MAX_PROBLEMS])
+        hint = (f"; it holds {shown}" + (" ..." if len(inside) > defaults.RUNNER_VALIDATE_MAX_PROBLEMS else "")
+                + f": pass one of them, e.g. {key}={str(path / inside[0])}") if inside else "; it holds no .jsonl file"
+        return Problem(key, f"{key}={value!r} is a folder, not a file; pass the path of {what}{hint}", where(key))
     return Problem(key, f"{key}={value!r} does not exist (resolved against {Path.cwd()}); pass the path of {what}",
                    where(key))
 
 
-def _rows_file(key: str, value: str, where: Any) -> list[Problem]:
+def _rows_file(key: str, value: str, where: Any, limit: int | None = defaults.RUNNER_VALIDATE_SAMPLE_ROWS) -> list[Problem]:
+    """Each line parses and follows the row contract, and the rows pass the data gates; problems name file:line."""
     from whileai.simulations.rows import row_problems
 
     path = Path(value).expanduser()
     if not path.is_file():
         return [_missing(key, value, "a JSONL file of rollout rows (docs/rows.md)", where)]
     out = []
-    for number, line in _sample_lines(path, defaults.RUNNER_VALIDATE_SAMPLE_ROWS):
+    good: list[tuple[int, dict[str, Any]]] = []
+    for number, line in _sample_lines(path, limit):
         try:
             row = json.loads(line)
         except ValueError as exc:
             out.append(Problem(key, f"{key}: {value}:{number}: not JSON ({exc}); each line is one rollout row object",
                                where(key)))
             continue
-        for detail in row_problems(row)[:1]:
+        details = row_problems(row)
+        for detail in details[:1]:
             out.append(Problem(key, f"{key}: {value}:{number}: {detail}; see docs/rows.md", where(key)))
+        if not details:
+            good.append((number, row))
         if len(out) >= defaults.RUNNER_VALIDATE_MAX_PROBLEMS:
-            break
+            return out
+    return out + _gate_problems(key, value, good, where)[: defaults.RUNNER_VALIDATE_MAX_PROBLEMS - len(out)]
+
+
+def _gate_problems(key: str, value: str, numbered: list[tuple[int, dict[str, Any]]], where: Any) -> list[Problem]:
+    """The data gates (tool names, schema types, gold against the tools) on rows read from a file, by file line.
+
+    The same gates the selection report runs after the push (``whileai.simulations.datagate``), run here
+    first so a refused row is named by its line of the user's file, with the fix in the file's terms.
+    """
+    from whileai.simulations.datagate import gate_rows
+
+    _, report = gate_rows([row for _, row in numbered])
+    out = []
+    for refused in report["refused"]:
+        number = numbered[refused["row"]][0]
+        task = f" (task {refused['task_id']})" if refused.get("task_id") is not None else ""
+        out.append(Problem(key, f"{key}: {value}:{number}{task}: {'; '.join(refused['problems'])}; fix line "
+                                f"{number} of {value} (or remove it) and run again", where(key)))
     return out
 
 
@@ -95,14 +126,19 @@ def _bfcl_file(key: str, value: str, what: str, where: Any) -> list[Problem]:
     return out
 
 
-def data_problems(plain: dict[str, Any], where: Any) -> list[Problem]:
-    """Problems with the data files the spec names (see the module docstring); empty when none."""
+def data_problems(plain: dict[str, Any], where: Any, whole: bool = False) -> list[Problem]:
+    """Problems with the data files the spec names (see the module docstring); empty when none.
+
+    ``whole``: read every line of the rows file (before a run, which reads it all anyway), not the
+    first RUNNER_VALIDATE_SAMPLE_ROWS (``validate``).
+    """
     found = plain.get("dataset")
     data: dict[str, Any] = found if isinstance(found, dict) else {}
     out: list[Problem] = []
     source = data.get("source")
     if source == "jsonl" and isinstance(data.get("path"), str) and data["path"] != "???":
-        out += _rows_file("dataset.path", data["path"], where)
+        out += _rows_file("dataset.path", data["path"], where,
+                          limit=None if whole else defaults.RUNNER_VALIDATE_SAMPLE_ROWS)
     if source == "bfcl":
         for key in ("questions", "answers"):
             if isinstance(data.get(key), str) and data[key] != "???":
@@ -125,6 +161,9 @@ DATA_ERRORS = _data_errors()
 
 def data_error_message(exc: BaseException) -> str:
     """One message for a data error: the file and line when known, what is wrong, and the fix."""
+    if isinstance(exc, IsADirectoryError) and exc.filename and str(exc.filename) not in str(exc):
+        return (f"whileai: data file {str(exc.filename)!r} is a folder, not a file; pass the path of one file in it "
+                "(nothing was trained)")
     if isinstance(exc, FileNotFoundError) and exc.filename and str(exc.filename) not in str(exc):
         return f"whileai: data file {str(exc.filename)!r} does not exist; pass an existing path (nothing was trained)"
     text = str(exc).strip() or type(exc).__name__

@@ -21,6 +21,7 @@ from typing import Any
 
 from . import defaults
 from ._locate import data_root, new_token, register, sources
+from .quick import is_quick, pop_quick
 
 __all__ = ["run_main", "validate_main", "register_resolvers", "new_token"]
 
@@ -109,7 +110,9 @@ def _no_recipe(argv: list[str]) -> tuple[list[str], bool]:
 
 
 def _names_a_recipe(argv: list[str]) -> bool:
-    return any(a.lstrip("+").split("=", 1)[0] == defaults.RECIPE_GROUP for a in argv if "=" in a)
+    """A recipe, or a dataset of the user's own (``dataset=jsonl dataset.path=FILE``): enough to say what to run."""
+    keys = [a.lstrip("+").split("=", 1)[0] for a in argv if "=" in a]
+    return defaults.RECIPE_GROUP in keys or any(k == "dataset" for k in keys)
 
 
 def _is_multirun(argv: list[str]) -> bool:
@@ -266,10 +269,14 @@ def _task(cfg: Any) -> Any:
     if not problems:  # the data files the spec names: they exist and a bounded sample parses
         from ._datacheck import data_problems
 
-        problems += data_problems(plain, origin)
+        problems += data_problems(plain, origin, whole=mode == "run")
     if problems:
         _report(problems)
         raise SystemExit(2)
+    if is_quick():  # a few steps, expect set aside: what validate shows is what the run runs
+        from .quick import rewrite
+
+        plain, _note = rewrite(plain)
     if mode == "validate":
         from ._effective import annotated_yaml, effective
 
@@ -289,7 +296,7 @@ def _task(cfg: Any) -> Any:
         sweep_id=f"sweep_{os.environ[defaults.TOKEN_ENV]}" if multirun else None,
         expect_lines={k: origin(f"expect.{k}") for k in (plain.get("expect") or {})},
         json=os.environ.get(_JSON_ENV) == "1",
-        label=_label(overrides, multirun),
+        label=[*_label(overrides, multirun), *(["quick"] if is_quick() else [])],
         origin=origin,
     )
     from ._datacheck import DATA_ERRORS, data_error_message
@@ -320,6 +327,7 @@ def _hydra(argv: list[str], mode: str) -> int:
     _STATE["exit"] = 0
     os.environ.pop(_JSON_ENV, None)
     argv, no_recipe = _no_recipe(list(argv))
+    argv, _quick = pop_quick(argv)  # quick=true: whileai/runner/quick.py rewrites the validated spec in _task
     argv, cfg_job = _cfg_job(argv)
     mode = "validate" if cfg_job else mode
     names_a_recipe = no_recipe or _names_a_recipe(argv)

@@ -84,3 +84,24 @@ TABLE_CELL_CHARS = 64
 RUNNER_VALIDATE_SAMPLE_ROWS = 200
 #: and lists at most this many problems per file (the first ones show what is wrong).
 RUNNER_VALIDATE_MAX_PROBLEMS = 5
+
+#: Runs ``python -m whileai runs`` lists when no ``--limit`` is given: a screenful (the runs page
+#: shows RUNS_PER_PAGE, 50, because a page scrolls; a terminal reads best under ~25 lines).
+RUNS_LIST_LIMIT = 20
+#: Runs asked for per request while ``runs --limit N`` pages through the list: the pages' own
+#: RUNS_PER_PAGE_MAX (whileai/platform/pages/defaults.py), the most one request may ask for.
+RUNS_PER_REQUEST = 200
+
+#: The held-out share ``python -m whileai init`` writes into a new recipe: CUT_HOLDOUT's 0.2 (the
+#: sample recipes' share), the common 80/20 split; the run then says how many prompts that gives and
+#: whether a result on them can be significant (whileai/runner/_power.py).
+INIT_HOLDOUT = 0.2
+
+#: ``quick=true`` (whileai/runner/quick.py): steps each stage trains at most, and held-out prompts
+#: measured at most. Four optimizer steps prove that data, gates, the trainer, the adapter and the
+#: held-out measure all work; the held-out measure (generation, before and after) is most of a short
+#: CPU run, so eight prompts instead of the recipes' 40. Measured 2026-12-02 on 2 shared cores:
+#: ``run recipe=sft_tooluse quick=true`` took 2 min 36 s on a fresh data root, about 80 s of it
+#: building the kit's base once (DEMO_BASE_BUILD_S); the issue's full pass took 58 minutes.
+QUICK_STEPS = 4
+QUICK_HOLDOUT_ROWS = 8

@@ -266,6 +266,14 @@ def run_label(context: Context, stage_name: str, method: str, last: bool) -> str
     return " · ".join(parts)
 
 
+def _say_power(held_rows: list[dict[str, Any]], spec: dict[str, Any], progress: Progress) -> dict[str, Any]:  # hook (issue 29)
+    from ._power import power_note
+
+    text, warning = power_note(held_rows, spec)
+    progress.line(f"- held-out: {text}" + (f"\n  warning: {warning}" if warning else ""))
+    return {"note": text, "warning": warning}
+
+
 def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict[str, Any]) -> int:
     import whileai.simulations as wai
 
@@ -286,6 +294,7 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
         train_side, held = wai.datasets.cut(pushed, holdout=data["holdout"], seed=data["cut_seed"])
         note["result"] = f"train {train_side.id} ({train_side.rows} rows), holdout {held.id} ({held.rows} rows)"
         facts["datasets"].update(train=train_side.id, holdout=held.id)
+    record["held_out"] = _say_power(wai.datasets.load_rows(held), spec, progress)  # hook (issue 29): whileai/runner/_power.py
     train_rows = wai.datasets.load_rows(train_side)
     runs: list[dict[str, Any]] = facts["runs"]
     stage_runs: dict[str, str] = {}

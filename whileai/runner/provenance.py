@@ -59,6 +59,8 @@ def git_state() -> dict[str, Any] | None:
 
 def runner_record(spec: dict[str, Any], context: Any) -> dict[str, Any]:
     """The record a run's config carries under ``runner`` (the stage fields are added per stage)."""
+    from .quick import note as quick_note
+
     return {
         "spec": spec,
         "recipe": context.recipe,
@@ -72,6 +74,8 @@ def runner_record(spec: dict[str, Any], context: Any) -> dict[str, Any]:
         "reproduces": context.reproduces,
         # where each expect line was written, so `wait` can check a run the runner only submitted
         "expect_lines": dict(context.expect_lines),
+        # quick=true: steps capped and expect set aside (whileai/runner/quick.py), None for a full run
+        "quick": quick_note(),
     }
 
 

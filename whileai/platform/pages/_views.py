@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from whileai.core.stats import certainty_text, status_text
+from whileai.core.stats import certainty_text, rate_text, status_text
 
 __all__ = [
     "config_parts", "facts", "headline", "chart_groups", "flatten", "compare_config", "sweep_knobs",
@@ -114,6 +114,8 @@ def headline(summary: Any) -> list[dict[str, Any]]:
     for item in found:
         b, a = item["before"], item["after"]
         item["change"] = a - b if _is_num(a) and _is_num(b) else None
+        # the numbers as text, by the one formatter the terminal uses too (0.900, never 0.9 here and 0.900 there)
+        item["before_text"], item["after_text"] = rate_text(b), rate_text(a)
         # how sure: n, the Wilson interval and the paired test the job kept (a loss has no per-prompt outcomes)
         sure = stats if item["metric"] != "loss" else None
         item["n"] = (sure or {}).get("n") or (kept.get("holdout_prompts") if item["metric"] != "loss" else None)

@@ -108,11 +108,15 @@
       title: e.passed ? "every expect line held" : e.failed + " expect line(s) failed"}, " · expect " + (e.passed ? "passed" : "failed"));
   };
 
+  // A headline item's before or after as the server wrote it (whileai.core.stats.rate_text, the
+  // terminal's formatter too), so a page and the CLI print the same digits; WAI.fixed for older data.
+  WAI.rate = (h, side) => (typeof h[side + "_text"] === "string" ? h[side + "_text"] : WAI.fixed(h[side]));
+
   // "held-out pass rate 0.125 → 0.875" as nodes; `h` is a headline item from the page data.
   WAI.holdout = function (h) {
     if (!h) return WAI.el("span", {class: "muted"}, "–");
-    return WAI.el("span", {class: "holdout"}, WAI.fixed(h.before), " → ",
-      WAI.el("b", {}, WAI.fixed(h.after)), WAI.isNum(h.n) ? WAI.el("span", {class: "muted small n"}, " (n=" + h.n + ")") : null);
+    return WAI.el("span", {class: "holdout"}, WAI.rate(h, "before"), " → ",
+      WAI.el("b", {}, WAI.rate(h, "after")), WAI.isNum(h.n) ? WAI.el("span", {class: "muted small n"}, " (n=" + h.n + ")") : null);
   };
 
   WAI.section = (title, ...kids) => WAI.el("section", {class: "card"}, WAI.el("h2", {}, title), ...kids);

@@ -59,7 +59,7 @@
     }
     const cards = v.headline.map((h) => el("div", {class: "headline", dataset: {metric: h.metric}},
       el("div", {class: "label"}, h.label),
-      el("div", {class: "big"}, WAI.num(h.before, 3), el("span", {class: "arrow"}, " → "), WAI.num(h.after, 3)),
+      el("div", {class: "big"}, WAI.rate(h, "before"), el("span", {class: "arrow"}, " → "), WAI.rate(h, "after")),
       el("div", {class: "change " + (h.change === null ? "" : (h.change > 0) === (h.better === "higher") ? "good" :
         h.change === 0 ? "" : "bad")}, WAI.signed(h.change), " ", el("span", {class: "muted"}, "(" + h.better + " is better)")),
       h.certainty ? el("div", {class: "certainty muted small"}, h.certainty) :

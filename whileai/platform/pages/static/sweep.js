@@ -11,8 +11,8 @@
   function columns(data) {
     return [{key: "run", get: (r) => r.name || r.id}].concat(
       data.knobs.map((k) => ({key: k, knob: true, get: (r) => r.knobs[k]})),
-      [{key: "held-out after", get: (r) => r.holdout ? r.holdout.after : null},
-        {key: "before", get: (r) => r.holdout ? r.holdout.before : null},
+      [{key: "held-out after", get: (r) => r.holdout ? r.holdout.after : null, text: (r) => r.holdout ? WAI.rate(r.holdout, "after") : "–"},
+        {key: "before", get: (r) => r.holdout ? r.holdout.before : null, text: (r) => r.holdout ? WAI.rate(r.holdout, "before") : "–"},
         {key: "alarms", get: (r) => r.alarms}, {key: "verdict", get: (r) => r.verdict},
         {key: "cost", get: (r) => r.cost_usd}, {key: "status", get: (r) => r.status}]);
   }
@@ -49,7 +49,7 @@
       if (c.key === "status") return el("td", {}, WAI.status(v));
       if (c.key === "cost") return el("td", {}, WAI.cost(v));
       if (c.key === "alarms") return el("td", {class: v ? "bad" : null}, v ? "⚠ " + v : "0");
-      return el("td", {}, show(v));
+      return el("td", {}, c.text ? c.text(r) : show(v));  // rates: the server's text (core.stats.rate_text)
     })));
     return el("div", {class: "scroll", id: "sweep-table"}, el("table", {class: "data sweep"},
       el("thead", {}, el("tr", {}, head)), el("tbody", {}, body)));

@@ -1,0 +1,49 @@
+"""Before anything trains: how many held-out prompts the run will measure, and what they can show.
+
+The job measures each distinct held-out prompt once (a row's prompt, tools and gold; at most
+``holdout_rows`` of them), and a before/after on them is judged by the exact McNemar test. On a
+few prompts no change can be significant (two prompts: even both turning from fail to pass
+gives p = 0.5), so a run whose expect asks for significance is bound to fail it. This says so
+before the first step, with the smallest change that could be significant at that n.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from whileai.core.stats import holdout_power
+
+__all__ = ["heldout_prompts", "power_note"]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def heldout_prompts(rows: Sequence[Mapping[str, Any]], limit: int | None) -> int:
+    """The distinct (prompt, tools, gold) of the held-out rows that carry a gold, at most ``limit``: what the job measures."""
+    from whileai.simulations.rows import prompt_messages
+
+    seen = {json.dumps([prompt_messages(r), r.get("tools"), r.get("gold")], sort_keys=True, default=str)
+            for r in rows if isinstance(r, Mapping) and r.get("gold") is not None}
+    return min(len(seen), limit) if limit else len(seen)
+
+
+def power_note(held_rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(the line the run prints before training, a warning when no result on these prompts can be significant).
+
+    The level is the spec's ``expect.holdout_gain_significant`` when it names one, else STATS_ALPHA.
+    """
+    from whileai.simulations import defaults as sdk
+
+    expect: dict[str, Any] = _dict(spec.get("expect"))
+    asked = expect.get("holdout_gain_significant")
+    alpha = float(asked) if isinstance(asked, (int, float)) and not isinstance(asked, bool) else None
+    limit = spec.get("holdout_rows") or sdk.TRAIN_HOLDOUT_MAX_ROWS
+    found = holdout_power(heldout_prompts(list(held_rows), int(limit)), alpha)
+    warning = found["warning"]
+    if warning and asked is not None:
+        warning += " (this spec's expect.holdout_gain_significant will fail)"
+    return found["text"], warning

@@ -1,0 +1,133 @@
+"""``python -m whileai export RUN_ID --merged DIR [--gguf FILE]``: a finished run's model, ready to travel.
+
+``--merged DIR`` writes the base with the run's adapter merged into it: a plain transformers
+folder (``model.safetensors``, ``config.json``, the tokenizer, ``chat_template.jinja``) that
+``AutoModelForCausalLM.from_pretrained(DIR)``, vLLM or the hub take as they take any model.
+``--gguf FILE`` also writes a GGUF file (llama.cpp, Ollama) when the ``gguf`` package is
+installed (``pip install 'whileai[gguf]'``); without it the export is refused, naming the
+package. Nothing is ever written into a folder that holds something, or over a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["export_main"]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _record(run_id: str) -> dict[str, Any]:
+    from urllib.parse import quote
+
+    from whileai.simulations.client import get_client
+
+    found = get_client().request("GET", f"/runs/{quote(run_id, safe='')}", params={"series": "false"})
+    return found if isinstance(found, dict) else {}
+
+
+def _problems(args: argparse.Namespace) -> list[str]:
+    from ._merged import occupied
+
+    out = []
+    if not args.merged and not args.gguf:
+        out.append("nothing to write: pass --merged DIR (a transformers folder) and/or --gguf FILE (llama.cpp, Ollama)")
+    if args.merged and occupied(Path(args.merged).expanduser()):
+        out.append(f"--merged {args.merged!r} exists and is not empty; export never writes into it: pass a new "
+                   "folder, or an empty one")
+    if args.gguf:
+        target = Path(args.gguf).expanduser()
+        if target.exists():
+            out.append(f"--gguf {args.gguf!r} exists; export never overwrites a file: pass a new file name")
+        elif not target.parent.is_dir():
+            out.append(f"--gguf {args.gguf!r}: its folder {str(target.parent)!r} does not exist; create it first")
+        from ._gguf import gguf_missing
+
+        missing = gguf_missing()
+        if missing:
+            out.append(missing)
+    return out
+
+
+def _adapter_and_base(record: dict[str, Any]) -> tuple[Path, str]:
+    """(the adapter folder, the base model) of a finished policy run; ValueError saying why not."""
+    summary: dict[str, Any] = _dict(record.get("summary"))
+    config: dict[str, Any] = _dict(record.get("config"))
+    training: dict[str, Any] = _dict(summary.get("training"))
+    run_id = record.get("id")
+    if record.get("status") != "done":
+        raise ValueError(f"run {run_id} is {record.get('status')!r}, not 'done': only a finished run has weights to "
+                         "export (python -m whileai show RUN_ID says what happened)")
+    if (config.get("method") or training.get("method")) == "rm":
+        raise ValueError(f"run {run_id} is a reward model (method rm): it scores rows and generates nothing, so it has "
+                         "no merged causal LM; export a policy run (sft, grpo, dpo)")
+    adapter = summary.get("adapter")
+    if not isinstance(adapter, str) or not adapter:
+        raise ValueError(f"run {run_id} is done but names no adapter (summary['adapter'] is {adapter!r}); only runs "
+                         "trained by wai.train or python -m whileai run save one")
+    base = config.get("base_model")
+    if not isinstance(base, str) or not base:
+        from whileai.kit.defaults import KIT_BASE_NAME
+
+        base = KIT_BASE_NAME
+    return Path(adapter), base
+
+
+def export_main(argv: list[str] | None = None) -> int:
+    """``python -m whileai export RUN_ID --merged DIR [--gguf FILE]``."""
+    from whileai.core.errors import NotFoundError, PlatformError
+
+    p = argparse.ArgumentParser(prog="python -m whileai export",
+                                description="Write a finished run's model: merged transformers folder, GGUF file.")
+    p.add_argument("run_id", help="a finished run, e.g. run_0123abcd... (python -m whileai runs lists them)")
+    p.add_argument("--merged", metavar="DIR", help="write the base with the adapter merged into it here (new or empty)")
+    p.add_argument("--gguf", metavar="FILE", help="also write a GGUF file here (needs the gguf package)")
+    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    problems = _problems(args)
+    try:
+        record = _record(args.run_id)
+        adapter, base = _adapter_and_base(record)
+    except NotFoundError:
+        problems.append(f"no run {args.run_id!r} here; python -m whileai runs lists the runs")
+    except (PlatformError, ValueError) as exc:
+        problems.append(str(exc))
+    if problems:
+        print(f"python -m whileai export: {len(problems)} problem(s); nothing was written:", file=sys.stderr)
+        for problem in problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 2
+    from ._merged import write_merged
+
+    print(f"merging the adapter of {args.run_id} into {base} ...", file=sys.stderr)
+    folder = Path(args.merged).expanduser().resolve() if args.merged else None
+    if folder is None:  # GGUF alone: the merged folder is a step on the way, kept beside the file
+        gguf_path = Path(args.gguf).expanduser().resolve()
+        folder = gguf_path.with_name(gguf_path.stem + "-merged")
+        if folder.exists():
+            print(f"python -m whileai export: {folder} (the merged folder the GGUF file is made from) exists; pass "
+                  "--merged DIR to name another", file=sys.stderr)
+            return 2
+    try:
+        written = write_merged(base, adapter, folder)
+    except (FileNotFoundError, FileExistsError, OSError) as exc:
+        print(f"python -m whileai export: {exc}; nothing was written", file=sys.stderr)
+        return 2
+    print(f"merged     {written['folder']}  ({', '.join(written['files'])})")
+    print(f"load it    AutoModelForCausalLM.from_pretrained({written['folder']!r}); vllm serve {written['folder']}")
+    if args.gguf:
+        from ._gguf import write_gguf
+
+        try:
+            out = write_gguf(folder, Path(args.gguf).expanduser().resolve())
+        except ValueError as exc:
+            print(f"python -m whileai export: the merged folder is written, the GGUF file is not: {exc}",
+                  file=sys.stderr)
+            return 2
+        print(f"gguf       {out['file']}  ({out['tensors']} tensors, {out['architecture']})")
+    return 0

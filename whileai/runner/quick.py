@@ -1,0 +1,99 @@
+"""``quick=true``: any recipe at a few steps, to tell a working install from a broken one in about a minute.
+
+A full recipe trains for minutes to hours, and its ``expect`` block is sized for the full run,
+so shortening ``steps`` by hand makes every expect line fail and a working install looks broken.
+``python -m whileai run recipe=NAME quick=true`` instead rewrites the composed, validated spec
+before the run: every stage's steps capped at QUICK_STEPS (epochs left to the steps), the held-out
+prompts capped at QUICK_HOLDOUT_ROWS, and the expect block set aside. The run says so: its closing
+summary reads ``quick run: expect not checked``, its record carries ``quick`` (what was changed)
+and its name ends with ``quick``. Everything else (data, gates, export, training, the held-out
+measure, serving) runs as in the full recipe.
+
+``quick`` is read off the command line before Hydra sees it (it is no key of the spec), and
+travels to a sweep's joblib workers in QUICK_ENV.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+from typing import Any
+
+from . import defaults
+
+__all__ = ["QUICK_ENV", "pop_quick", "is_quick", "rewrite", "note", "status_line"]
+
+QUICK_ENV = "WHILEAI_RUNNER_QUICK"
+#: the note of the rewrite this process ran (a run, or one job of a sweep, is one process)
+_STATE: dict[str, Any] = {}
+_TRUE = ("true", "True", "1", "yes", "on")
+_FALSE = ("false", "False", "0", "no", "off")
+
+
+def pop_quick(argv: list[str]) -> tuple[list[str], bool]:
+    """(argv without ``quick=...``, whether a quick run was asked for); sets QUICK_ENV for the jobs.
+
+    ``quick=maybe`` says the accepted values and exits 2.
+    """
+    out, quick = [], False
+    for arg in argv:
+        key, _, value = arg.lstrip("+").partition("=")
+        if key == "quick" and "=" in arg:
+            if value not in (*_TRUE, *_FALSE):
+                print(f"quick={value!r} is not accepted; pass quick=true (a few steps, expect not checked) or leave "
+                      "it out", file=sys.stderr)
+                raise SystemExit(2)
+            quick = value in _TRUE
+        else:
+            out.append(arg)
+    if quick:
+        os.environ[QUICK_ENV] = "1"
+    else:
+        os.environ.pop(QUICK_ENV, None)
+    return out, quick
+
+
+def is_quick() -> bool:
+    """True in a run (or a sweep's job) started with ``quick=true``."""
+    return os.environ.get(QUICK_ENV) == "1"
+
+
+def _cap(value: Any, most: int) -> int:
+    return most if not isinstance(value, int) or isinstance(value, bool) or value > most else value
+
+
+def rewrite(spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the spec a quick run runs, what was changed: ``{"steps", "holdout_rows", "expect_not_checked"}``).
+
+    The root and every stage get ``steps`` capped at QUICK_STEPS and ``epochs`` None (steps decide);
+    ``holdout_rows`` is capped at QUICK_HOLDOUT_ROWS; the expect block is emptied (its keys kept,
+    every value None, so the spec still validates) and the keys it held are named in the note.
+    """
+    out = copy.deepcopy(spec)
+    for part in [out, *[s for s in (out.get("stages") or {}).values() if isinstance(s, dict)]]:
+        part["steps"] = _cap(part.get("steps"), defaults.QUICK_STEPS)
+        part["epochs"] = None
+        if part is out or part.get("holdout_rows") is not None:
+            part["holdout_rows"] = _cap(part.get("holdout_rows"), defaults.QUICK_HOLDOUT_ROWS)
+    found = out.get("expect")
+    expect: dict[str, Any] = found if isinstance(found, dict) else {}
+    skipped = sorted(k for k, v in expect.items() if v is not None)
+    out["expect"] = {k: None for k in expect}
+    note = {"steps": defaults.QUICK_STEPS, "holdout_rows": defaults.QUICK_HOLDOUT_ROWS,
+            "expect_not_checked": skipped}
+    _STATE["note"] = note
+    return out, note
+
+
+def note() -> dict[str, Any] | None:
+    """What the quick run in this process changed (``rewrite``'s note), None when the run is not quick."""
+    return _STATE.get("note") if is_quick() else None
+
+
+def status_line(status: Any, note: dict[str, Any] | None = None) -> str:
+    """The closing summary's status for a quick run: ``done · quick run: expect not checked (...)``."""
+    skipped = (note or {}).get("expect_not_checked") or []
+    what = f"{len(skipped)} line(s) set aside" if skipped else "the spec asks nothing"
+    return (f"{status} · quick run: expect not checked ({what}; at most {defaults.QUICK_STEPS} steps per stage, "
+            f"{defaults.QUICK_HOLDOUT_ROWS} held-out prompts: drop quick=true for the full run)")

@@ -1,0 +1,231 @@
+"""``python -m whileai runs`` (the runs list) and ``python -m whileai show RUN_ID`` (one run) in a terminal.
+
+``runs`` asks the platform for the same rows the runs page draws (``/page-data/runs``: filtered
+and paged in SQL, each row's facts read by the pages' own readers), so the columns agree with the
+page: name, status with the expect verdict, method, held-out before -> after with n, and how long
+it took. It reads whichever platform the SDK would use: the embedded one under the data root (the
+local account, as ``python -m whileai open`` does) unless WHILEAI_BASE_URL names a server.
+
+``show`` prints one run: its status and expect lines, the held-out result with n, interval and
+paired p, the delta verdict, the adapter folder, its page, and the spec it ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from whileai.core.stats import change_text, describe, status_text
+
+from . import defaults
+
+__all__ = ["runs_main", "show_main", "list_rows", "row_cells", "duration_text"]
+
+_HEADER = ["run", "name", "status", "method", "held-out before -> after", "took"]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def duration_text(seconds: Any) -> str:
+    """``42 s``, ``3 min 5 s``, ``2 h 10 min`` (the pages' WAI.duration), ``-`` when unknown."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+        return "-"
+    if seconds < 60:
+        return f"{round(seconds)} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {round(seconds % 60)} s"
+    return f"{int(seconds // 3600)} h {round((seconds % 3600) / 60)} min"
+
+
+def _client() -> Any:
+    from whileai.simulations.client import get_client
+
+    return get_client()
+
+
+def list_rows(filters: dict[str, str | None], limit: int) -> tuple[list[dict[str, Any]], int]:
+    """(the page's rows, newest first, at most ``limit``; how many runs match) for these filters."""
+    client = _client()
+    wanted = {k: v for k, v in filters.items() if v}
+    rows: list[dict[str, Any]] = []
+    page, total = 1, 0
+    while len(rows) < limit:
+        per_page = min(defaults.RUNS_PER_REQUEST, limit - len(rows))
+        found = client.request("GET", client.base_url + "/page-data/runs",
+                               params={**wanted, "page": page, "per_page": per_page})
+        total = int(found.get("total") or 0)
+        rows += found.get("runs") or []
+        if page >= int(found.get("pages") or 1) or not found.get("runs"):
+            break
+        page += 1
+    return rows[:limit], total
+
+
+def row_cells(row: dict[str, Any]) -> list[str]:
+    """One row of ``runs``: the page's columns as text."""
+    held = row.get("holdout")
+    if isinstance(held, dict):
+        metric = held.get("metric") or "pass_rate"
+        cell = f"{metric} {change_text(held.get('before'), held.get('after'))}"
+        if held.get("n"):
+            cell += f" (n={held['n']})"
+    else:
+        cell = "-"
+    expect = row.get("expect")
+    status = status_text(row.get("status"), {"passed": expect["passed"], "lines": [None]}
+                         if isinstance(expect, dict) else None)
+    return [str(row.get("id")), str(row.get("name") or "-"), status, str(row.get("method") or "-"), cell,
+            duration_text(row.get("duration_s"))]
+
+
+def _table(rows: list[list[str]]) -> str:
+    cells = [_HEADER, *rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(_HEADER))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+def _parser(prog: str, description: str) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=prog, description=description)
+
+
+def runs_main(argv: list[str] | None = None) -> int:
+    """``python -m whileai runs [--status S] [--recipe R] [--sweep S] [--method M] [--json] [--limit N]``."""
+    from whileai.core.errors import PlatformError
+
+    p = _parser("python -m whileai runs", "The runs, newest first, with the runs page's columns.")
+    p.add_argument("--status", help="only runs with this status (running, done, failed, stopped)")
+    p.add_argument("--recipe", help="only runs of this recipe (e.g. sft_tooluse)")
+    p.add_argument("--sweep", help="only runs of this sweep (its id, sweep_...)")
+    p.add_argument("--method", help="only runs of this method (sft, grpo, dpo, rm)")
+    p.add_argument("--limit", type=int, default=defaults.RUNS_LIST_LIMIT,
+                   help=f"show at most this many runs (default {defaults.RUNS_LIST_LIMIT}, RUNS_LIST_LIMIT)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: {\"runs\": [...], \"total\": N}")
+    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.limit < 1:
+        print(f"--limit {args.limit} is not accepted; pass a count of runs >= 1, e.g. --limit 20", file=sys.stderr)
+        return 2
+    filters = {"status": args.status, "recipe": args.recipe, "sweep": args.sweep, "method": args.method}
+    try:
+        rows, total = list_rows(filters, args.limit)
+    except PlatformError as exc:
+        print(f"python -m whileai runs: {_said(exc)}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"runs": rows, "total": total, "filters": {k: v for k, v in filters.items() if v}},
+                         default=str))
+        return 0
+    if not rows:
+        chosen = " ".join(f"--{k} {v}" for k, v in filters.items() if v)
+        print(f"no runs match {chosen}" if chosen else
+              "no runs yet: train one (python -m whileai run recipe=sft_tooluse) and it is listed here")
+        return 0
+    print(_table([row_cells(r) for r in rows]))
+    if total > len(rows):
+        print(f"({len(rows)} of {total} runs shown, newest first; --limit N shows more)")
+    return 0
+
+
+def _said(exc: Exception) -> str:
+    """A platform error's own sentence, without the request line in front of it."""
+    text = str(exc)
+    return text.split(": ", 1)[1] if " -> " in text.split(": ", 1)[0] else text
+
+
+def _status(status: Any, expect: Any, quick: Any) -> str:
+    """The status with its expect verdict, or that a quick run's expect was not checked."""
+    if isinstance(quick, dict) and not (isinstance(expect, dict) and expect.get("lines")):
+        from .quick import status_line
+
+        return status_line(status, quick)
+    return status_text(status, expect)
+
+
+def show_lines(record: dict[str, Any]) -> list[str]:
+    """``show``'s lines for one run record (``GET /runs/{id}``, without its series)."""
+    from ._closing import page_of
+    from .compare import _expect_lines, _result
+    from .provenance import record_of
+
+    summary: dict[str, Any] = _dict(record.get("summary"))
+    training: dict[str, Any] = _dict(summary.get("training"))
+    stats = training.get("stats") if isinstance(training.get("stats"), dict) else None
+    delta: dict[str, Any] = _dict(summary.get("delta"))
+    kept = record_of(record) or {}
+    config: dict[str, Any] = _dict(record.get("config"))
+    method = config.get("method") or training.get("method") or (kept.get("spec") or {}).get("method")
+    paired = (stats or {}).get("paired") if isinstance((stats or {}).get("paired"), dict) else None
+    lines = [
+        f"run        {record.get('id')}  {record.get('name') or ''}".rstrip(),
+        f"status     {_status(record.get('status'), summary.get('expect'), kept.get('quick'))}",
+        f"method     {method or '-'}" + (f" (recipe {kept['recipe']})" if kept.get("recipe") else ""),
+    ]
+    if record.get("error"):
+        lines.append(f"error      {str(record['error']).splitlines()[0]}")
+    if "before" in training or "after" in training:
+        lines.append(f"held-out   {training.get('metric') or 'pass_rate'} "
+                     f"{describe(training.get('before'), training.get('after'), stats)}")
+        n = (stats or {}).get("n") or training.get("holdout_prompts")
+        if n:
+            lines.append(f"n          {n} held-out prompt(s)" + (
+                f"; {paired['improved']} improved, {paired['worsened']} worsened" if paired else ""))
+    else:
+        lines.append("held-out   - (not measured yet)")
+    power = _dict(kept.get("held_out"))  # what the run said before training (whileai/runner/_power.py)
+    if power.get("warning"):
+        lines.append(f"warning    {power['warning']}")
+    if delta.get("verdict"):
+        lines.append(f"delta      {delta['verdict']}")
+    monitor = _dict(summary.get("monitor"))
+    alarms = [a for a in monitor.get("alarms") or [] if isinstance(a, dict)]
+    lines.append(f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get("kind") or "alarm") for a in alarms)
+                                                if alarms else ""))
+    lines.append(f"cost       {_result(record)['cost']}")
+    adapter = summary.get("adapter")
+    lines.append(f"adapter    {adapter if isinstance(adapter, str) and adapter else '- (none saved)'}")
+    url = record.get("url")
+    if isinstance(url, str) and url:
+        opened = page_of(str(record.get("id")), url)
+        lines.append(f"page       {url}" + (f"   ({opened})" if opened != url else ""))
+    expect = _expect_lines(record)
+    if expect:
+        lines += ["", "expect:", *[f"  {line}" for line in expect]]
+    spec = kept.get("spec")
+    if isinstance(spec, dict):
+        import yaml
+
+        lines += ["", "spec:", *["  " + s for s in yaml.safe_dump(spec, sort_keys=False).rstrip().splitlines()]]
+    elif config:
+        lines += ["", "config:", *[f"  {k}: {json.dumps(v, default=str)}" for k, v in config.items()]]
+    return lines
+
+
+def show_main(argv: list[str] | None = None) -> int:
+    """``python -m whileai show RUN_ID [--json]``: one run's result, verdict, adapter, page and spec."""
+    from urllib.parse import quote
+
+    from whileai.core.errors import NotFoundError, PlatformError
+
+    p = _parser("python -m whileai show", "One run: result with n/CI/p, expect verdict, adapter, page, spec.")
+    p.add_argument("run_id", help="a run id, e.g. run_0123abcd... (python -m whileai runs lists them)")
+    p.add_argument("--json", action="store_true", help="print the run's record (without its series) as JSON")
+    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    client = _client()
+    try:
+        record = client.request("GET", f"/runs/{quote(args.run_id, safe='')}", params={"series": "false"})
+    except NotFoundError:
+        print(f"no run {args.run_id!r} on {client.base_url}; `python -m whileai runs` lists the runs there",
+              file=sys.stderr)
+        return 2
+    except PlatformError as exc:
+        print(f"python -m whileai show: {_said(exc)}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(record, default=str))
+        return 0
+    print("\n".join(show_lines(record)))
+    return 0
