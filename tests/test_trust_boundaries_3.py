@@ -166,9 +166,10 @@ def test_no_job_and_no_gold_judge_reaches_the_hub(sample_sets, monkeypatch):
         monkeypatch.setenv("WHILEAI_BASE_URL", handle.base_url)
         monkeypatch.setenv("WHILEAI_API_KEY", key)
         gold = handle.store.create_run(account, name="gold on a hub base", status="done",
-                                       config={"method": "rm", "base_model": "evil-org/anything"},
-                                       summary={"training": {"threshold": 0.0}})
-        _fake_adapter(gold["id"])
+                                       config={"method": "rm", "base_model": "evil-org/anything"})
+        folder = _fake_adapter(gold["id"])  # as its rm job would have left it
+        handle.store.update_run(account, gold["id"], {"summary": {"adapter": str(folder),
+                                                                  "training": {"threshold": 0.0}}})
         runs = {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -177,12 +178,14 @@ def test_no_job_and_no_gold_judge_reaches_the_hub(sample_sets, monkeypatch):
                 runs[method] = wai.train(data.id, method=method, steps=1, base_model="evil-org/anything")
             runs["gold"] = wai.train(sample_sets["train"].id, method="grpo", steps=1, base_model=sample_sets["base"],
                                      holdout=sample_sets["holdout"].id, config={"gold_judge": gold["id"]})
+        ended = {what: run.wait(poll=2, timeout=300) for what, run in runs.items()}
+        assert hub.paths == [], f"{len(hub.paths)} requests reached the hub: {hub.paths[:8]}"
         for what, run in runs.items():
-            assert run.wait(poll=2, timeout=300) == "failed", (what, run.status)
+            assert ended[what] == "failed", (what, ended[what])
             assert "evil-org/anything" in (run.error or ""), (what, run.error)
+        # the gold judge loads before training, so one that cannot load fails the job at once
         assert "hub is off" in runs["gold"].error and "WHILEAI_ALLOW_HUB" in runs["gold"].error
         assert "hub is off" in runs["rm"].error
-        assert hub.paths == [], f"{len(hub.paths)} requests reached the hub: {hub.paths[:5]}"
         for run in runs.values():  # the job logs are the owner's only
             job = get_client().request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]
             assert stat.S_IMODE(runner.job_log(job["id"]).stat().st_mode) == 0o600
@@ -344,7 +347,6 @@ def test_a_flood_of_slow_bodies_at_a_low_open_file_limit_leaves_a_normal_client_
     socks: list[socket.socket] = []
     try:
         _wait_for(lambda: _answers(port), 90, "the server to start")
-        assert stat.S_IMODE(local_key_path().stat().st_mode) == 0o600
         head = (b"POST /signin HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
                 b"Content-Length: 60000\r\n\r\nkey=")
         for _ in range(flood):
@@ -380,6 +382,7 @@ def test_a_flood_of_slow_bodies_at_a_low_open_file_limit_leaves_a_normal_client_
             server.kill()
     text = log.read_text()
     assert "Too many open files" not in text and len(text) < 100_000, text[:3000]
+    assert stat.S_IMODE(local_key_path().stat().st_mode) == 0o600  # tightened back by the server's start
 
 
 def _answers(port: int) -> bool:

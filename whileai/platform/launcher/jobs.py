@@ -55,6 +55,7 @@ __all__ = [
     "start_adapter",
     "gold_judge",
     "worker_env",
+    "hub_env",
     "JOB_ID_ENV",
     "FINISHED",
     "STOP_MARK",
@@ -98,7 +99,19 @@ def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:
     env[defaults.STORE_URL_ENV] = store.url
     env[JOB_ID_ENV] = job_id
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.update(hub_env())
     return env
+
+
+def hub_env() -> dict[str, str]:
+    """The environment that keeps a process off the model hub unless its operator allowed it (HUB_ALLOW_ENV).
+
+    Beside ``local_files_only`` on every load: huggingface_hub also fetches on its own (its agent-harness
+    registry when it builds request headers, even for a load from the cache), which only offline mode stops.
+    """
+    from whileai.simulations.serving import hub_allowed
+
+    return {} if hub_allowed() else {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 # ---------------------------------------------------------------------------
