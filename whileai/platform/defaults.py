@@ -202,7 +202,7 @@ SIGNIN_MAX_CHARS = 200
 #: Failed sign-ins (a wrong key on POST /signin, a spent or unknown one-time
 #: link) one client address, or one key prefix, may make within
 #: SIGNIN_FAILURE_WINDOW_S before backoff: past it each further wrong key is
-#: answered 429 with Retry-After (pages/_throttle.py). A correct key or a valid
+#: answered 429 with Retry-After (platform/_throttle.py). A correct key or a valid
 #: link is always accepted: ten wrong keys from the owner's own address used to
 #: lock the owner out for 300 s (issue 30). Keys are 256-bit random, so guessing
 #: one is hopeless either way; the limit stops a client from turning the sign-in

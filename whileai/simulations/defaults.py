@@ -21,6 +21,7 @@ from whileai.core.defaults import (  # noqa: F401  (shared with the platform; re
     GPU_PRICE_SOURCE,
     GPU_USD_PER_HOUR,
     HOME_ENV,
+    HUB_ALLOW_ENV,
     PLATFORM_HOST,
     PLATFORM_PORT,
     SERVED_HUB_BASES,
@@ -619,13 +620,6 @@ NEAR_MISS_TRIES = 4
 #: a CPU busy without that waste dominating.
 REWARD_MODEL_BATCH_SIZE = 16
 
-#: Environment variable that lets model loads reach the Hugging Face hub. Off
-#: unless set to 1: every load in a job, in the platform's serving and in a
-#: reward-model judge passes ``local_files_only`` (issue 30: a job whose spec
-#: named ``evil-org/anything`` made 90 requests to the hub from the platform's
-#: machine). An operator who wants hub downloads sets it to 1 where the platform
-#: and its workers run; a hub base otherwise has to be in the local cache.
-HUB_ALLOW_ENV = "WHILEAI_ALLOW_HUB"
 
 # ---------------------------------------------------------------------------
 # HackMonitor

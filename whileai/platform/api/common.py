@@ -103,14 +103,13 @@ def _key_or_401(request: Request) -> str:
 
 def _bad_key(request: Request, key: str) -> ApiError:
     """The answer to a wrong bearer key: 401, or 429 while its address or key prefix is in backoff
-    (API_KEY_MAX_FAILURES; pages/_throttle.py). Only failures are counted: a valid key is never refused."""
-    from whileai.platform.pages._throttle import FailureThrottle
-    from whileai.platform.pages.auth import key_names
+    (API_KEY_MAX_FAILURES; platform/_throttle.py). Only failures are counted: a valid key is never refused."""
+    from whileai.platform._throttle import FailureThrottle, failure_names
 
     state = request.app.state
     if getattr(state, "key_throttle", None) is None:
         state.key_throttle = FailureThrottle(defaults.API_KEY_MAX_FAILURES)
-    names = key_names(request, key)
+    names = failure_names(request.client.host if request.client else "unknown", key)
     wait = state.key_throttle.wait(*names)
     if wait > 0:
         seconds = int(wait) + 1

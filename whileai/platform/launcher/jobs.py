@@ -109,7 +109,7 @@ def hub_env() -> dict[str, str]:
     Beside ``local_files_only`` on every load: huggingface_hub also fetches on its own (its agent-harness
     registry when it builds request headers, even for a load from the cache), which only offline mode stops.
     """
-    from whileai.simulations.serving import hub_allowed
+    from whileai.core.paths import hub_allowed
 
     return {} if hub_allowed() else {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
