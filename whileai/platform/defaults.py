@@ -205,8 +205,9 @@ SIGNIN_MAX_CHARS = 200
 #: answered 429 with Retry-After (platform/_throttle.py). A correct key or a valid
 #: link is always accepted: ten wrong keys from the owner's own address used to
 #: lock the owner out for 300 s (issue 30). Keys are 256-bit random, so guessing
-#: one is hopeless either way; the limit stops a client from turning the sign-in
-#: form into free store lookups, and a person who mistypes a key pasted by hand
+#: one is hopeless either way; the limit answers a guesser 429 instead of a
+#: verdict (each try still costs the server one indexed lookup, which is what
+#: lets a correct key through), and a person who mistypes a key pasted by hand
 #: fails far fewer than 10 times in 5 minutes. Counted per peer address; behind a
 #: reverse proxy, name it with ``--forwarded-allow-ips`` so X-Forwarded-For
 #: counts (from anyone else that header is ignored: it is the sender's to forge).
