@@ -516,6 +516,7 @@ def test_a_kill_during_the_pre_upgrade_copy_leaves_no_backup_named_like_a_whole_
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("SELECT count(*) FROM points WHERE run_id = 'run_pad'").fetchone()[0] == 1500
     assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+    assert not list(tmp_path.glob(".legacy.db.bak-*"))  # the killed copy's leftover went with the re-run
 
 
 def test_a_saved_adapter_is_the_owners_only(tmp_path):
