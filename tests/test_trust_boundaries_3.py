@@ -434,6 +434,16 @@ def test_forwarded_addresses_count_only_from_a_proxy_the_operator_names(home):
                           headers={"X-Forwarded-For": "10.0.0.1"}).status_code == 429
             assert c.post("/signin", data={"key": "wai_00000099_wrong"},
                           headers={"X-Forwarded-For": "10.0.0.2"}).status_code == 401
+        # per account: guesses at the owner's key prefix from many addresses are limited; the owner's key is not
+        _acct, key = handle.store.create_account("owner")
+        prefix = key[: defaults.API_KEY_PREFIX_CHARS]
+        with httpx.Client(base_url=handle.base_url, timeout=30) as c:
+            codes = [c.post("/signin", data={"key": f"{prefix}guess{i}"},
+                            headers={"X-Forwarded-For": f"10.1.{i}.1"}).status_code
+                     for i in range(defaults.SIGNIN_MAX_FAILURES + 1)]
+            assert codes == [401] * defaults.SIGNIN_MAX_FAILURES + [429], codes
+            assert c.post("/signin", data={"key": key}, headers={"X-Forwarded-For": "10.1.99.1"},
+                          follow_redirects=False).status_code == 303
 
 
 # --------------------------------------------------------------------------- 5. the smaller items
