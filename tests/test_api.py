@@ -276,7 +276,7 @@ def test_patch_merges_summary_and_carries_cost(alice):
 def test_delete_removes_the_run_and_its_points(platform, alice):
     run = _run(alice)
     alice.post(f"{API}/runs/{run['id']}/points", json={"batch_id": "b", "points": _points(5)})
-    assert alice.delete(f"{API}/runs/{run['id']}").json() == {"id": run["id"], "deleted": True}
+    assert alice.delete(f"{API}/runs/{run['id']}").json() == {"id": run["id"], "deleted": True, "jobs": [], "models": []}
     _error(alice.get(f"{API}/runs/{run['id']}"), 404)
     with platform.store.engine.connect() as conn:
         left = conn.exec_driver_sql("SELECT count(*) FROM points WHERE run_id = ?", (run["id"],)).scalar()
@@ -508,10 +508,11 @@ def test_first_start_prints_the_key_once(home, monkeypatch, capsys):
     key = (home / "local_key").read_text().strip()
     assert key in out and "http://127.0.0.1:9999/signin/once?token=" in out
     assert out.count(key) == 1  # the key once; the sign-in link carries a one-time token, not the key
-    from whileai.platform._http import HeaderTimeoutProtocol
+    from whileai.platform._http import BoundedProtocol
 
     assert served == [{"host": "127.0.0.1", "port": 9999, "log_level": "info", "access_log": False,
-                       "http": HeaderTimeoutProtocol}]
+                       "http": BoundedProtocol, "proxy_headers": False, "forwarded_allow_ips": None,
+                       "backlog": defaults.PLATFORM_LISTEN_BACKLOG}]
     assert server_module.main([]) == 0
     again = capsys.readouterr().out
     assert key not in again and str(home / "local_key") in again and "/signin/once?token=" in again

@@ -193,7 +193,7 @@ def test_list_runs_newest_first_with_filters_and_limit(store, acct, other):
 def test_delete_run_removes_its_points(store, acct):
     run = store.create_run(acct)
     store.add_points(acct, run["id"], "b0", _points(50))
-    assert store.delete_run(acct, run["id"]) == {"id": run["id"], "deleted": True}
+    assert store.delete_run(acct, run["id"]) == {"id": run["id"], "deleted": True, "jobs": [], "models": []}
     with pytest.raises(NotFoundError):
         store.get_run(acct, run["id"])
     with store.engine.connect() as conn:

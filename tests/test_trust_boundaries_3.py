@@ -170,9 +170,10 @@ def test_no_job_and_no_gold_judge_reaches_the_hub(sample_sets, monkeypatch):
         monkeypatch.setenv("WHILEAI_BASE_URL", handle.base_url)
         monkeypatch.setenv("WHILEAI_API_KEY", key)
         gold = handle.store.create_run(account, name="gold on a hub base", status="done",
-                                       config={"method": "rm", "base_model": "evil-org/anything"},
-                                       summary={"training": {"threshold": 0.0}})
-        _fake_adapter(gold["id"])
+                                       config={"method": "rm", "base_model": "evil-org/anything"})
+        folder = _fake_adapter(gold["id"])  # as its rm job would have left it
+        handle.store.update_run(account, gold["id"], {"summary": {"adapter": str(folder),
+                                                                  "training": {"threshold": 0.0}}})
         runs = {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -181,12 +182,14 @@ def test_no_job_and_no_gold_judge_reaches_the_hub(sample_sets, monkeypatch):
                 runs[method] = wai.train(data.id, method=method, steps=1, base_model="evil-org/anything")
             runs["gold"] = wai.train(sample_sets["train"].id, method="grpo", steps=1, base_model=sample_sets["base"],
                                      holdout=sample_sets["holdout"].id, config={"gold_judge": gold["id"]})
+        ended = {what: run.wait(poll=2, timeout=300) for what, run in runs.items()}
+        assert hub.paths == [], f"{len(hub.paths)} requests reached the hub: {hub.paths[:8]}"
         for what, run in runs.items():
-            assert run.wait(poll=2, timeout=300) == "failed", (what, run.status)
+            assert ended[what] == "failed", (what, ended[what])
             assert "evil-org/anything" in (run.error or ""), (what, run.error)
+        # the gold judge loads before training, so one that cannot load fails the job at once
         assert "hub is off" in runs["gold"].error and "WHILEAI_ALLOW_HUB" in runs["gold"].error
         assert "hub is off" in runs["rm"].error
-        assert hub.paths == [], f"{len(hub.paths)} requests reached the hub: {hub.paths[:5]}"
         for run in runs.values():  # the job logs are the owner's only
             job = get_client().request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]
             assert stat.S_IMODE(runner.job_log(job["id"]).stat().st_mode) == 0o600
@@ -348,7 +351,6 @@ def test_a_flood_of_slow_bodies_at_a_low_open_file_limit_leaves_a_normal_client_
     socks: list[socket.socket] = []
     try:
         _wait_for(lambda: _answers(port), 90, "the server to start")
-        assert stat.S_IMODE(local_key_path().stat().st_mode) == 0o600
         head = (b"POST /signin HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
                 b"Content-Length: 60000\r\n\r\nkey=")
         for _ in range(flood):
@@ -384,6 +386,7 @@ def test_a_flood_of_slow_bodies_at_a_low_open_file_limit_leaves_a_normal_client_
             server.kill()
     text = log.read_text()
     assert "Too many open files" not in text and len(text) < 100_000, text[:3000]
+    assert stat.S_IMODE(local_key_path().stat().st_mode) == 0o600  # tightened back by the server's start
 
 
 def _answers(port: int) -> bool:
@@ -435,6 +438,16 @@ def test_forwarded_addresses_count_only_from_a_proxy_the_operator_names(home):
                           headers={"X-Forwarded-For": "10.0.0.1"}).status_code == 429
             assert c.post("/signin", data={"key": "wai_00000099_wrong"},
                           headers={"X-Forwarded-For": "10.0.0.2"}).status_code == 401
+        # per account: guesses at the owner's key prefix from many addresses are limited; the owner's key is not
+        _acct, key = handle.store.create_account("owner")
+        prefix = key[: defaults.API_KEY_PREFIX_CHARS]
+        with httpx.Client(base_url=handle.base_url, timeout=30) as c:
+            codes = [c.post("/signin", data={"key": f"{prefix}guess{i}"},
+                            headers={"X-Forwarded-For": f"10.1.{i}.1"}).status_code
+                     for i in range(defaults.SIGNIN_MAX_FAILURES + 1)]
+            assert codes == [401] * defaults.SIGNIN_MAX_FAILURES + [429], codes
+            assert c.post("/signin", data={"key": key}, headers={"X-Forwarded-For": "10.1.99.1"},
+                          follow_redirects=False).status_code == 303
 
 
 # --------------------------------------------------------------------------- 5. the smaller items
@@ -517,6 +530,7 @@ def test_a_kill_during_the_pre_upgrade_copy_leaves_no_backup_named_like_a_whole_
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("SELECT count(*) FROM points WHERE run_id = 'run_pad'").fetchone()[0] == 1500
     assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+    assert not list(tmp_path.glob(".legacy.db.bak-*"))  # the killed copy's leftover went with the re-run
 
 
 def test_a_saved_adapter_is_the_owners_only(tmp_path):

@@ -20,6 +20,14 @@ import socket
 #: Environment variable naming the data root (store, spool, model cache, adapters).
 HOME_ENV = "WHILEAI_HOME"
 
+#: Environment variable that lets model loads reach the Hugging Face hub. Off
+#: unless set to 1: every load in a job, in the platform's serving and in a
+#: reward-model judge passes ``local_files_only`` (issue 30: a job whose spec
+#: named ``evil-org/anything`` made 90 requests to the hub from the platform's
+#: machine). An operator who wants hub downloads sets it to 1 where the platform
+#: and its workers run; a hub base otherwise has to be in the local cache.
+HUB_ALLOW_ENV = "WHILEAI_ALLOW_HUB"
+
 #: Loopback by default: a platform server is reachable from other hosts only when
 #: its operator says so (``--host 0.0.0.0``).
 PLATFORM_HOST = "127.0.0.1"
@@ -194,11 +202,3 @@ TRL_DPO_LOSS_TYPES = (
     "sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard",
     "aot", "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm",
 )
-
-#: Environment variable that lets model loads reach the Hugging Face hub. Off
-#: unless set to 1: every load in a job, in the platform's serving and in a
-#: reward-model judge passes ``local_files_only`` (issue 30: a job whose spec
-#: named ``evil-org/anything`` made 90 requests to the hub from the platform's
-#: machine). An operator who wants hub downloads sets it to 1 where the platform
-#: and its workers run; a hub base otherwise has to be in the local cache.
-HUB_ALLOW_ENV = "WHILEAI_ALLOW_HUB"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from whileai.core.defaults import HOME_ENV
 
-__all__ = ["data_root", "setting"]
+__all__ = ["data_root", "setting", "hub_allowed"]
 
 
 def data_root() -> Path:
@@ -58,3 +58,10 @@ def setting(env: str, key: str) -> str:
         return str(json.loads(path.read_text()).get(key) or "").strip() if path.exists() else ""
     except (OSError, ValueError, AttributeError):
         return ""
+
+
+def hub_allowed() -> bool:
+    """Whether model loads may reach the Hugging Face hub: only when HUB_ALLOW_ENV (``WHILEAI_ALLOW_HUB``) is 1."""
+    from whileai.core.defaults import HUB_ALLOW_ENV
+
+    return os.environ.get(HUB_ALLOW_ENV, "").strip() == "1"

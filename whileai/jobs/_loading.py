@@ -45,7 +45,7 @@ def base_path(name: str, spec: RunSpec | None = None) -> str:
 
 def local_only() -> bool:
     """``local_files_only`` for every load of a job: True unless the operator allowed the hub (HUB_ALLOW_ENV)."""
-    from whileai.simulations.serving import hub_allowed
+    from whileai.core.paths import hub_allowed
 
     return not hub_allowed()
 
@@ -72,6 +72,7 @@ def gold_judge(spec: RunSpec) -> Any:
     import os
 
     from whileai.platform.launcher.jobs import JOB_ID_ENV
+    from whileai.simulations.client import get_client
     from whileai.simulations.serving import RewardModelJudge
 
     name = getattr(spec, "gold_judge", None)  # GRPO's spec names one; the other methods have none
@@ -81,9 +82,7 @@ def gold_judge(spec: RunSpec) -> Any:
     if not job_id:
         raise ValueError(f"gold_judge={name!r} needs the judge the platform resolved for this job, and this process "
                          f"is not a platform job ({JOB_ID_ENV} is unset); launch the run through the platform")
-    from whileai.jobs._client import job_client
-
-    gold = (job_client().request("GET", f"/jobs/{job_id}").get("spec") or {}).get("gold")
+    gold = (get_client().request("GET", f"/jobs/{job_id}").get("spec") or {}).get("gold")  # with the job's key
     if not isinstance(gold, Mapping) or gold.get("run_id") != name:
         raise ValueError(f"gold_judge={name!r} was not resolved by the platform for job {job_id}; launch the run "
                          "again (the launch checks the judge and records it on the job)")

@@ -203,11 +203,12 @@ SIGNIN_MAX_CHARS = 200
 #: Failed sign-ins (a wrong key on POST /signin, a spent or unknown one-time
 #: link) one client address, or one key prefix, may make within
 #: SIGNIN_FAILURE_WINDOW_S before backoff: past it each further wrong key is
-#: answered 429 with Retry-After (pages/_throttle.py). A correct key or a valid
+#: answered 429 with Retry-After (platform/_throttle.py). A correct key or a valid
 #: link is always accepted: ten wrong keys from the owner's own address used to
 #: lock the owner out for 300 s (issue 30). Keys are 256-bit random, so guessing
-#: one is hopeless either way; the limit stops a client from turning the sign-in
-#: form into free store lookups, and a person who mistypes a key pasted by hand
+#: one is hopeless either way; the limit answers a guesser 429 instead of a
+#: verdict (each try still costs the server one indexed lookup, which is what
+#: lets a correct key through), and a person who mistypes a key pasted by hand
 #: fails far fewer than 10 times in 5 minutes. Counted per peer address; behind a
 #: reverse proxy, name it with ``--forwarded-allow-ips`` so X-Forwarded-For
 #: counts (from anyone else that header is ignored: it is the sender's to forge).

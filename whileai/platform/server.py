@@ -20,6 +20,7 @@ whileai accounts``. Tests use :func:`serve_in_thread`.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 import threading
@@ -80,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["upgrade"]:
         return upgrade_main(argv[1:])
     args = _parser().parse_args(argv)
+    from whileai.platform.launcher.jobs import hub_env
+
+    os.environ.update(hub_env())  # before anything imports huggingface_hub: serving loads stay off the hub too
     import uvicorn
 
     from whileai.platform._http import uvicorn_options

@@ -353,13 +353,6 @@ class RewardModelJudge:
         return list(ids[-limit:]) if limit else list(ids)  # keep the end: the score reads the last token
 
 
-def hub_allowed() -> bool:
-    """Whether model loads may reach the Hugging Face hub: only when HUB_ALLOW_ENV is ``1`` (off by default)."""
-    import os
-
-    return os.environ.get(defaults.HUB_ALLOW_ENV, "").strip() == "1"
-
-
 def load_reward_model(base_model: str, adapter: str) -> tuple[Any, Any]:
     """The base as a one-label sequence classifier with the reward adapter (score head included) on it.
 
@@ -371,6 +364,8 @@ def load_reward_model(base_model: str, adapter: str) -> tuple[Any, Any]:
     import torch
     from peft import PeftModel
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from whileai.core.paths import hub_allowed
 
     path = Path(adapter).expanduser()
     if not (path / "adapter_config.json").is_file():

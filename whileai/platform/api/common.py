@@ -14,7 +14,6 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict
 
-from whileai.core.errors import ApiError  # re-exported: its old home
 from whileai.platform import defaults
 from whileai.platform.store.values import dumps
 from whileai.platform.store import Store
@@ -36,6 +35,17 @@ __all__ = [
 
 #: where the HTTP API's routes live (docs/architecture.md, "HTTP API")
 API_PREFIX = "/api/v1"
+
+
+class ApiError(Exception):
+    """An HTTP error answered as ``{"error": {"message", "type"}}``."""
+
+    def __init__(self, status: int, message: str, type_: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.headers = headers
 
 
 class Body(BaseModel):
@@ -93,13 +103,13 @@ def _key_or_401(request: Request) -> str:
 
 def _bad_key(request: Request, key: str) -> ApiError:
     """The answer to a wrong bearer key: 401, or 429 while its address or key prefix is in backoff
-    (API_KEY_MAX_FAILURES; pages/_throttle.py). Only failures are counted: a valid key is never refused."""
-    from whileai.platform.throttle import FailureThrottle, key_names
+    (API_KEY_MAX_FAILURES; platform/_throttle.py). Only failures are counted: a valid key is never refused."""
+    from whileai.platform._throttle import FailureThrottle, failure_names
 
     state = request.app.state
     if getattr(state, "key_throttle", None) is None:
         state.key_throttle = FailureThrottle(defaults.API_KEY_MAX_FAILURES)
-    names = key_names(request, key)
+    names = failure_names(request.client.host if request.client else "unknown", key)
     wait = state.key_throttle.wait(*names)
     if wait > 0:
         seconds = int(wait) + 1

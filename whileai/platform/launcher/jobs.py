@@ -56,6 +56,7 @@ __all__ = [
     "start_adapter",
     "gold_judge",
     "worker_env",
+    "hub_env",
     "JOB_ID_ENV",
     "FINISHED",
     "STOP_MARK",
@@ -106,13 +107,19 @@ def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:
     env[defaults.STORE_URL_ENV] = store.url
     env[JOB_ID_ENV] = job_id
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if env.get(defaults.HUB_ALLOW_ENV) != "1":
-        # huggingface_hub reads these when it is imported: with them nothing of the job (a load, a tokenizer, the
-        # library's own telemetry such as its agent-harness registry) reaches the hub; local_files_only alone
-        # covers the loads only
-        env["HF_HUB_OFFLINE"] = "1"
-        env["TRANSFORMERS_OFFLINE"] = "1"
+    env.update(hub_env())
     return env
+
+
+def hub_env() -> dict[str, str]:
+    """The environment that keeps a process off the model hub unless its operator allowed it (HUB_ALLOW_ENV).
+
+    Beside ``local_files_only`` on every load: huggingface_hub also fetches on its own (its agent-harness
+    registry when it builds request headers, even for a load from the cache), which only offline mode stops.
+    """
+    from whileai.core.paths import hub_allowed
+
+    return {} if hub_allowed() else {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 # ---------------------------------------------------------------------------

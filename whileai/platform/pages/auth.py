@@ -7,7 +7,7 @@ one-time link (``GET /signin/once?token=...``, printed by the platform at each
 start and opened by ``python -m whileai open``) signs in the same way without
 the key. ``POST /signout`` ends the session. A client address that fails to
 sign in SIGNIN_MAX_FAILURES times within SIGNIN_FAILURE_WINDOW_S has its further
-wrong keys and links answered 429 with a growing backoff (``_throttle.py``); a
+wrong keys and links answered 429 with a growing backoff (``platform/_throttle.py``); a
 correct key or a valid link is always accepted.
 """
 
@@ -22,11 +22,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from whileai.platform.store import sessions
-from whileai.platform.throttle import SigninThrottle, key_names
+from whileai.platform._throttle import SigninThrottle, failure_names
 from whileai.platform.api.common import api_key_from, store
 from whileai.platform import defaults
 
-__all__ = ["router", "page_account", "safe_next", "key_names", "PAGE_HEADERS"]
+__all__ = ["router", "page_account", "safe_next", "PAGE_HEADERS"]
 
 router = APIRouter(include_in_schema=False)
 
@@ -88,6 +88,11 @@ def _throttle(request: Request) -> SigninThrottle:
 
 def _client(request: Request) -> str:
     return request.client.host if request.client else "unknown"
+
+
+def key_names(request: Request, key: str | None = None) -> tuple[str, ...]:
+    """What a failure counts against: the client's address, and the key prefix it tried (one account's key)."""
+    return failure_names(_client(request), key)
 
 
 def _too_many(request: Request, next_path: str, key: str | None = None) -> Response | None:

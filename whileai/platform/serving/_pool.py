@@ -62,15 +62,18 @@ def load_model(base_model: str, adapter: str | None) -> tuple[Any, Any]:
             f"adapter {str(path)!r} has no adapter_config.json: it is not a PEFT adapter directory "
             "on this machine; serve a finished run whose adapter the platform can read"
         )
-    model, tokenizer = load_base(base_model)
+    model, tokenizer = load_base(base_model)  # from this machine only (the kit's rule)
     if path is not None:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, str(path))
+        from whileai.core.paths import hub_allowed
+
+        local_only = not hub_allowed()  # the adapter is a local folder; nothing about it is fetched either
+        model = PeftModel.from_pretrained(model, str(path), local_files_only=local_only)
         if (path / "tokenizer_config.json").is_file():
             from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(str(path))
+            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=local_only)
     if torch.cuda.is_available():
         model = model.to("cuda")
     model.eval()

@@ -20,6 +20,7 @@ How to add a revision: docs/architecture.md, "Schema revisions".
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import sys
 import time
@@ -97,6 +98,18 @@ def _sqlite_path(store: Any) -> Path | None:
     return Path(database) if store._sqlite and database else None
 
 
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _backup(path: Path, found: str | None) -> Path:
     """A consistent copy of the SQLite file (WAL included), readable by its owner only."""
     import os
@@ -104,6 +117,10 @@ def _backup(path: Path, found: str | None) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     target = path.with_name(f"{path.name}.bak-{found or 'unversioned'}-{stamp}")
     # written under a temporary name and renamed when whole: a copy killed halfway is never named like a backup
+    for stale in path.parent.glob(f".{path.name}.bak-*.partial-*"):  # left by a copy that was killed
+        found_pid = re.search(r"\.partial-(\d+)(?:-journal|-wal|-shm)?$", stale.name)
+        if found_pid and not _alive(int(found_pid.group(1))):
+            stale.unlink(missing_ok=True)
     partial = path.with_name(f".{target.name}.partial-{os.getpid()}")
     os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
     source, copy = sqlite3.connect(path), sqlite3.connect(partial)

@@ -24,7 +24,15 @@ from collections import OrderedDict, deque
 
 from whileai.platform import defaults
 
-__all__ = ["SigninThrottle", "FailureThrottle"]
+__all__ = ["SigninThrottle", "FailureThrottle", "failure_names"]
+
+
+def failure_names(client: str, key: str | None = None) -> tuple[str, ...]:
+    """What one failure counts against: the client's address, and the key prefix it tried (one account's key)."""
+    names = [f"addr:{client}"]
+    if key:
+        names.append(f"prefix:{key[: defaults.API_KEY_PREFIX_CHARS]}")
+    return tuple(names)
 
 
 class FailureThrottle:
