@@ -577,8 +577,11 @@ def test_the_platform_resolves_the_start_adapter_itself(launches):
     client = get_client()
     start = _with_adapter("start")
     run = client.request("POST", "/runs", json={"name": "stage", "kind": defaults.TRAIN_RUN_KIND, "config": {}})
+    from whileai.core.spec import DPOSpec, SFTSpec
+
+    dpo = {**DPOSpec(base_model=defaults.KIT_BASE_NAME).knobs(), "base_model": defaults.KIT_BASE_NAME}  # resolved
     client.request("POST", "/jobs/launch", json={"run_id": run["id"], "kind": "dpo", "spec": {
-        "method": "dpo", "init_from": start["id"], "init_adapter": "/etc"}})
+        **dpo, "method": "dpo", "init_from": start["id"], "init_adapter": "/etc"}})
     assert launches[-1]["spec"]["init_adapter"] == str(runner.adapter_dir(start["id"]))
     gone = _with_adapter("gone")
     import shutil
@@ -587,7 +590,8 @@ def test_the_platform_resolves_the_start_adapter_itself(launches):
     other = client.request("POST", "/runs", json={"name": "stage2", "kind": defaults.TRAIN_RUN_KIND})
     with pytest.raises(PlatformError, match="has no adapter on this platform") as err:
         client.request("POST", "/jobs/launch", json={"run_id": other["id"], "kind": "sft",
-                                                      "spec": {"method": "sft", "init_from": gone["id"]}})
+                                                      "spec": {**SFTSpec().knobs(), "base_model": defaults.KIT_BASE_NAME,
+                                                               "method": "sft", "init_from": gone["id"]}})
     assert err.value.status == 422
     assert client.request("GET", f"/runs/{other['id']}")["status"] == "failed"
 

@@ -14,6 +14,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict
 
+from whileai.core.errors import ApiError  # re-exported: its old home
 from whileai.platform import defaults
 from whileai.platform.store.values import dumps
 from whileai.platform.store import Store
@@ -35,17 +36,6 @@ __all__ = [
 
 #: where the HTTP API's routes live (docs/architecture.md, "HTTP API")
 API_PREFIX = "/api/v1"
-
-
-class ApiError(Exception):
-    """An HTTP error answered as ``{"error": {"message", "type"}}``."""
-
-    def __init__(self, status: int, message: str, type_: str, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type_
-        self.headers = headers
 
 
 class Body(BaseModel):
