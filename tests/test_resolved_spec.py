@@ -73,8 +73,10 @@ def _built(spec):
 
 
 def _check_validate_equals_what_runs(overrides: list[str]) -> None:
+    from whileai.runner._effective import resolution_problems
+
     plain, problems = compose(overrides)
-    if problems:  # a cross-knob refusal (e.g. GRPO's batch): not a spec that runs
+    if problems or resolution_problems(plain):  # refused (validate says so): not a spec that runs
         return
     printed = yaml.safe_load(annotated_yaml(*effective(plain)))
     resolved: dict[str, dict] = {}
@@ -196,3 +198,13 @@ def test_no_job_body_reads_its_spec_as_a_dict():
             if re.search(r"\bspec\.get\(|\bspec\[", line):
                 found.append(f"{path.name}:{number}: {line.strip()}")
     assert found == []
+
+
+def test_validate_refuses_what_wai_train_would_refuse_between_knobs(tmp_path):
+    """A spec the schema accepts but the resolution refuses (rm_tooluse's near misses with the whole conversation
+    as the reward span) fails validate with the resolution's own words, before anything loads."""
+    from test_runner_validate import run_cli
+
+    done = run_cli("validate", "recipe=rm_tooluse", "reward_span=conversation", home=tmp_path)
+    assert done.returncode == 2, done.stdout
+    assert "near_misses=3 needs reward_span='first_action'" in done.stderr

@@ -154,3 +154,15 @@ def test_wait_checks_and_keeps_the_expect_of_a_run_the_runner_only_submitted(hom
     assert [(line["key"], line["passed"], line["where"]) for line in kept["lines"]] == [
         ("status", True, "recipes/sft_tooluse.yaml:22"), ("holdout_gain_significant", False, "command line")]
     assert wait_main([str(job.parent)]) == 3, "a second wait reads the kept verdict"
+
+
+def test_a_run_is_named_by_the_knobs_its_method_reads():
+    """``grpo_tooluse beta=0.04 seed=1``: the SFT stage's run is not named ``beta=0.04`` (it does not read beta)."""
+    from pathlib import Path
+
+    from whileai.runner.pipeline import Context, run_label
+
+    context = Context(recipe="grpo_tooluse", overrides=[], choices={}, command="", output_dir=Path("."),
+                      label=["beta=0.04", "seed=1", "dataset.holdout=0.3"])
+    assert run_label(context, "sft", "sft", False) == "grpo_tooluse · sft stage · seed=1 dataset.holdout=0.3"
+    assert run_label(context, "grpo", "grpo", True) == "grpo_tooluse · grpo · beta=0.04 seed=1 dataset.holdout=0.3"

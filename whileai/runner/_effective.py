@@ -21,10 +21,10 @@ from typing import Any
 from whileai.simulations import defaults as sdk
 from whileai.simulations.training import Resolved, train_spec
 
-from .schema import HOST_KEYS, KNOBS
+from .schema import HOST_KEYS, KNOBS, Problem
 from .stages import Stage, plan_stages, stage_inputs
 
-__all__ = ["effective", "annotated_yaml", "resolve_stages"]
+__all__ = ["effective", "annotated_yaml", "resolve_stages", "resolution_problems"]
 
 #: GRPO values wai.train reads from the dataset itself when left null (so validate cannot know them)
 _FROM_DATA = {
@@ -50,6 +50,18 @@ def resolve_stages(plain: Mapping[str, Any], origin: Callable[[str], str] | None
                             data=data)
         resolved[stage.name] = result
         out.append((stage, result))
+    return out
+
+
+def resolution_problems(plain: Mapping[str, Any], origin: Callable[[str], str] | None = None) -> list[Problem]:
+    """What ``wai.train`` would refuse in a spec the schema accepts: rules between knobs (``near_misses`` needs
+    ``reward_span=first_action``, ...), checked by the same resolution, each named with the stage's key."""
+    where = origin or (lambda key: "")
+    out = []
+    for stage, result in resolve_stages(plain, origin):
+        for problem in result.problems:
+            key = f"{stage.prefix}{stage.method}" if not stage.prefix else stage.prefix.rstrip(".")
+            out.append(Problem(key, f"{stage.prefix or 'the spec: '}{problem}", where(key)))
     return out
 
 

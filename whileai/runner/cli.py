@@ -266,6 +266,10 @@ def _task(cfg: Any) -> Any:
         raise SystemExit(2) from None
     plain = schema.canonical_spec(plain)
     problems += schema.check(plain, origin)
+    if not problems:  # rules between knobs, by the same resolution wai.train runs
+        from ._effective import resolution_problems
+
+        problems += resolution_problems(plain, origin)
     if not problems:  # the data files the spec names: they exist and a bounded sample parses
         from ._datacheck import data_problems
 

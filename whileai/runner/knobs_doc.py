@@ -2,8 +2,8 @@
 
 - ``docs/knobs.md``: every knob per method, its default and the reason, its range or choices,
   the paper's value and the citation, its help;
-- ``conf/method/<method>.yaml``: the method group, each knob the method reads at the root
-  (``${wai.knob:NAME}``, the declared default);
+- ``conf/method/<method>.yaml``: the method group, each knob the method reads at the root, null
+  (resolved for the chosen base when the run is resolved);
 - ``run --help``: one line per knob (:func:`help_lines`).
 
     python -m whileai.runner.knobs_doc --write     # regenerate the files
@@ -33,8 +33,6 @@ _ABOUT = {
     "dpo": "LoRA DPO: a pass against a fail per task, length matched.",
     "rm": "A reward model on the pass-vs-fail pairs; wai.reward_model(run) is then a judge.",
 }
-#: GRPO knobs the group leaves null: the dataset decides them (its rollouts per task, its rows' temperature)
-_FROM_DATA = {"grpo": ("generations", "temperature")}
 
 
 def _fmt(value: Any) -> str:
@@ -72,20 +70,23 @@ def knobs_markdown() -> str:
 
 
 def method_yaml(method: str) -> str:
-    """conf/method/<method>.yaml: the method and each knob it reads at the root, at its declared default."""
+    """conf/method/<method>.yaml: the method, and each knob it reads at the root, null.
+
+    Null is "resolve it": the run's one resolution (``resolve_spec``) fills it with the default for the
+    chosen base (the kit base's measured SFT recipe on the kit, the declared default elsewhere) or what the
+    dataset decides, and ``validate`` prints the value and where it comes from. A number written here would
+    count as given and override the base's own default.
+    """
     model = SPEC_MODELS[method]
     out = ["# @package _global_", f"# {_ABOUT[method]}",
-           "# Generated from whileai/core/spec.py (python -m whileai.runner.knobs_doc --write): each value is the",
-           "# knob's declared default (${wai.knob:NAME}); null leaves it to what the run resolves.",
+           "# Generated from whileai/core/spec.py (python -m whileai.runner.knobs_doc --write). Each knob is null:",
+           "# the run resolves it for the chosen base (validate shows the value and why; docs/knobs.md).",
            f"method: {method}"]
     for name in knob_fields(model):
         meta = knob_of(model, name)
         if meta.surface != "argument" or name in EXPORT_KNOBS:
-            continue  # config keys stay null at the root (the method fills them); export settings live in export/
-        if name in _FROM_DATA.get(method, ()):
-            out.append(f"{name}: null  # null: the dataset decides (its rollouts per task; its rows' temperature)")
-        else:
-            out.append(f"{name}: ${{wai.knob:{name}}}")
+            continue  # config keys stay null at the root too (conf/config.yaml); export settings live in export/
+        out.append(f"{name}: null")
     return "\n".join(out) + "\n"
 
 

@@ -254,15 +254,21 @@ def run_label(context: Context, stage_name: str, method: str, last: bool) -> str
     """What a run is, as its title: ``grpo_tooluse · grpo · beta=0.04 seed=1`` (recipe, stage, method, knobs).
 
     An earlier stage says so (``grpo_tooluse · sft stage``); the knobs are a sweep's swept ones (each
-    job's own values, so names differ within a sweep), else the knobs typed on the command line.
+    job's own values, so names differ within a sweep), else the knobs typed on the command line, and of
+    those only the ones this stage's method reads (an SFT stage is not named ``beta=0.04``).
     """
+    from whileai.core.spec import SPEC_MODELS, knob_fields
+
     parts = [context.recipe or "no recipe"]
     if last:
         parts.append(method)
     else:
         parts.append(f"{stage_name} stage" + (f" · {method}" if stage_name != method else ""))
-    if context.label:
-        parts.append(" ".join(context.label))
+    every = {name for model in SPEC_MODELS.values() for name in knob_fields(model)}
+    reads = set(knob_fields(SPEC_MODELS[method])) if method in SPEC_MODELS else every
+    words = [w for w in context.label if w.split("=", 1)[0].lstrip("+~") not in every - reads]
+    if words:
+        parts.append(" ".join(words))
     return " · ".join(parts)
 
 
