@@ -166,3 +166,32 @@ def test_a_run_is_named_by_the_knobs_its_method_reads():
                       label=["beta=0.04", "seed=1", "dataset.holdout=0.3"])
     assert run_label(context, "sft", "sft", False) == "grpo_tooluse · sft stage · seed=1 dataset.holdout=0.3"
     assert run_label(context, "grpo", "grpo", True) == "grpo_tooluse · grpo · beta=0.04 seed=1 dataset.holdout=0.3"
+
+
+def test_diff_compares_what_each_stage_ran(home):
+    """sft_tooluse's run against grpo_tooluse's SFT stage: the knobs each trained (both SFT, their own rates), not
+    ``method sft | grpo`` and ``beta null | 0.04`` from the recipe's root."""
+    import contextlib
+    import io
+
+    from whileai.runner.compare import diff_main
+    from whileai.simulations.client import get_client
+    from whileai.simulations.training import train_spec
+
+    client = get_client()
+
+    def made(recipe_spec: dict, stage_knobs: dict) -> str:
+        resolved = train_spec("sft", stage_knobs, {}, base_model=None, target="local", holdout=None)
+        config = {**resolved.values, "runner": {"spec": recipe_spec, "recipe": "r"}}
+        return client.request("POST", "/runs", json={"name": "r", "config": config})["id"]
+
+    groups = {"dataset": {"source": "sample"}, "export": {"format": "trl"}}
+    plain = made({**groups, "method": "sft", "learning_rate": None, "steps": 300}, {"steps": 300})
+    stage = made({**groups, "method": "grpo", "beta": 0.04, "learning_rate": 5e-4,
+                  "stages": {"sft": {"method": "sft", "steps": 60}}}, {"steps": 60})
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert diff_main([plain, stage]) == 0
+    section = out.getvalue().split("\n\n")[0].splitlines()
+    assert section[0] == "spec keys that differ (1):", out.getvalue()
+    assert section[2].split()[:3] == ["steps", "300", "60"]

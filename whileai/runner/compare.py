@@ -1,7 +1,8 @@
 """``python -m whileai diff RUN_A RUN_B`` and ``python -m whileai wait SWEEP``.
 
-``diff`` prints the spec keys whose values differ (what the runs were asked to
-do differently), then their held-out result and cost side by side. ``wait``
+``diff`` prints the spec keys whose values differ in what each run ran (its own
+resolved config: a stage compares as the stage it trained, not as its recipe's
+root), then their held-out result and cost side by side. ``wait``
 follows every run of a sweep (its id, ``sweep_...``, or its multirun folder)
 to its end and prints one table: the swept knobs, held-out before -> after with
 its count, interval and paired p, n, delta verdict, alarms, cost, the expect verdict
@@ -25,7 +26,7 @@ from . import defaults
 from .trainer_diff import trainer_differences
 from .provenance import record_of
 
-__all__ = ["flatten", "spec_differences", "diff_main", "wait_main", "sweep_runs", "table"]
+__all__ = ["flatten", "spec_differences", "ran", "diff_main", "wait_main", "sweep_runs", "table"]
 
 _MISSING = "<absent>"
 
@@ -44,6 +45,30 @@ def spec_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[An
     fa, fb = flatten(a), flatten(b)
     return {k: (fa.get(k, _MISSING), fb.get(k, _MISSING)) for k in sorted(set(fa) | set(fb))
             if fa.get(k, _MISSING) != fb.get(k, _MISSING)}
+
+
+#: the run config's bookkeeping: which run, dataset and folder, not what it ran
+_NOT_RAN = ("spec_version", "provenance", "runner", "run_id", "dataset", "holdout", "init_adapter", "init_from", "extra",
+            "target")
+#: the runner spec's groups that shape every stage (the knobs themselves come from the run's own config)
+_GROUPS = ("dataset", "export", "target", "serve")
+
+
+def ran(record: dict[str, Any]) -> dict[str, Any] | None:
+    """What a run ran: its own resolved config (the stage's knobs, as trained), with the runner spec's dataset,
+    export, target and serve groups, and its monitor for GRPO. None for a run the runner did not make."""
+    kept = record_of(record)
+    config = record.get("config")
+    if kept is None or not isinstance(config, dict):
+        return None
+    spec = kept.get("spec") if isinstance(kept.get("spec"), dict) else {}
+    out: dict[str, Any] = {k: v for k, v in config.items() if k not in _NOT_RAN}
+    for group in _GROUPS:
+        if isinstance(spec.get(group), dict):
+            out[group] = spec[group]
+    if config.get("method") == "grpo" and isinstance(spec.get("monitor"), dict):
+        out["monitor"] = spec["monitor"]
+    return out
 
 
 def _cell(value: Any) -> str:
@@ -113,10 +138,12 @@ def diff_main(argv: list[str] | None = None) -> int:
         return 2
     records = [wai.get_run(a) for a in args]
     kept = [record_of(r) or {} for r in records]
-    spec_a, spec_b = (k.get("spec") for k in kept)
+    spec_a, spec_b = (ran(r) for r in records)
     if spec_a is None or spec_b is None:
         print("both runs must be made by the runner (their config carries the spec)", file=sys.stderr)
         return 2
+    # what each run ran (a stage's own resolved knobs), not the recipe's root values: an SFT stage of a GRPO recipe
+    # compares as the SFT it trained
     differing = spec_differences(spec_a, spec_b)
     print(f"spec keys that differ ({len(differing)}):")
     print(table(["key", args[0], args[1]], [[k, a, b] for k, (a, b) in differing.items()]) if differing
