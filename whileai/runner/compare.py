@@ -61,7 +61,8 @@ def ran(record: dict[str, Any]) -> dict[str, Any] | None:
     config = record.get("config")
     if kept is None or not isinstance(config, dict):
         return None
-    spec = kept.get("spec") if isinstance(kept.get("spec"), dict) else {}
+    found = kept.get("spec")
+    spec: dict[str, Any] = found if isinstance(found, dict) else {}
     out: dict[str, Any] = {k: v for k, v in config.items() if k not in _NOT_RAN}
     for group in _GROUPS:
         if isinstance(spec.get(group), dict):
