@@ -310,6 +310,14 @@ def test_the_run_page_shows_headline_delta_charts_alarms_and_config_in_order(pla
     expect(monitor).to_have_attribute("data-alarms", "1")
     assert monitor.evaluate("e => e.wai.lines.map(l => l.label)") == ["monitor/proxy", "monitor/gold"]
     expect(page.locator('li.alarm[data-step="2500"]')).to_contain_text(ALARM_TEXT)
+    # the alarm is said where the result is read, with what it means and a link to its chart
+    notice = page.locator("#alarm-notice")
+    expect(notice).to_contain_text("The HackMonitor raised 1 alarm")
+    from whileai.core.alarms import alarm_meaning
+
+    kind = page.locator('li.alarm[data-step="2500"]').get_attribute("data-kind")
+    expect(notice.locator("li")).to_contain_text(alarm_meaning(kind))
+    assert notice.locator("a").get_attribute("href") == "#monitor" and page.locator("section#monitor").count() == 1
 
     expect(page.locator("#cost")).to_have_text("about $1.10")
     expect(page.locator("#cost-basis")).to_contain_text("A10G")

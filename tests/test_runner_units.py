@@ -195,3 +195,16 @@ def test_diff_compares_what_each_stage_ran(home):
     section = out.getvalue().split("\n\n")[0].splitlines()
     assert section[0] == "spec keys that differ (1):", out.getvalue()
     assert section[2].split()[:3] == ["steps", "300", "60"]
+
+
+def test_an_alarm_in_the_terminal_summary_says_what_it_means_and_where_its_chart_is():
+    from whileai.core.alarms import ALARM_MEANINGS
+    from whileai.runner._closing import human_lines
+
+    alarm = {"kind": "feature", "step": 40, "message": "the proxy pays for 'city'"}
+    closing = {"status": "done", "runs": [], "page": "python -m whileai open run_x", "alarms": [alarm],
+               "cost": {"usd": None, "basis": None}, "verdict": None,
+               "held_out": {"metric": "pass_rate", "before": 0.4, "after": 0.6, "stats": None}, "outcome": {}}
+    text = "\n".join(human_lines(closing))
+    assert f"alarm      feature at step 40: {ALARM_MEANINGS['feature']}" in text
+    assert "what fired: the proxy pays for 'city'" in text and "#monitor" in text

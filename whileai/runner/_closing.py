@@ -126,12 +126,29 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
             lines.append(f"page       {closing['page']}")
         else:  # the embedded platform: `open` reuses a server that answers, else starts one on this data root
             lines.append(f"page       {closing['page']}   ({_open_note()})")
+    for alarm in (closing.get("alarms") or []) if outcome is not None else []:
+        lines += _alarm_lines(alarm, closing.get("page"))
     expect = closing.get("expect")
     if expect is not None:
         lines += [f"{'passed' if line['passed'] else 'FAILED'} {line_text(line)}" for line in expect["lines"]]
     if closing.get("sweep_id"):
         lines.append(f"sweep      {closing['sweep_id']}: python -m whileai wait {closing['sweep_id']}")
     return lines
+
+
+def _alarm_lines(alarm: Any, page: Any) -> list[str]:
+    """An alarm as the summary shows it: what fired, what that means, and where its chart is."""
+    from whileai.core.alarms import alarm_meaning
+
+    if not isinstance(alarm, dict):
+        return [f"alarm      {alarm}"]
+    where = f" at step {alarm['step']}" if alarm.get("step") is not None else ""
+    out = [f"alarm      {alarm.get('kind')}{where}: {alarm_meaning(alarm.get('kind'))}"]
+    if alarm.get("message"):
+        out.append(f"           what fired: {alarm['message']}")
+    if page:
+        out.append(f"           chart: the HackMonitor section of the run page ({page}, #monitor)")
+    return out
 
 
 def _open_note() -> str:

@@ -232,7 +232,9 @@ def monitor_view(summary: Any, names: list[str]) -> dict[str, Any] | None:
     if not isinstance(monitor, dict) and not logged:
         return None
     monitor = monitor if isinstance(monitor, dict) else {}
-    alarms = [{"step": a.get("step"), "kind": a.get("kind"),
+    from whileai.core.alarms import alarm_meaning
+
+    alarms = [{"step": a.get("step"), "kind": a.get("kind"), "meaning": alarm_meaning(a.get("kind")),
                "text": str(a.get("message") or a.get("kind") or "alarm")} for a in _alarms(summary)]
     curve = monitor.get("curve") if isinstance(monitor.get("curve"), list) else []
     notes = []

@@ -64,7 +64,18 @@
         h.change === 0 ? "" : "bad")}, WAI.signed(h.change), " ", el("span", {class: "muted"}, "(" + h.better + " is better)")),
       h.certainty ? el("div", {class: "certainty muted small"}, h.certainty) :
         WAI.isNum(h.n) ? el("div", {class: "certainty muted small"}, "n = " + h.n) : null));
-    return WAI.section("Did it work?", el("div", {class: "headlines"}, cards), setupLine(v));
+    return WAI.section("Did it work?", el("div", {class: "headlines"}, cards), alarmNotice(v), setupLine(v));
+  }
+
+  // The HackMonitor's alarms, said where the result is read: what each means, and a link to its chart.
+  function alarmNotice(v) {
+    const alarms = (v.monitor && v.monitor.alarms) || [];
+    if (!alarms.length) return null;
+    return el("div", {class: "notice bad", id: "alarm-notice"},
+      el("p", {}, "The HackMonitor raised " + alarms.length + (alarms.length === 1 ? " alarm" : " alarms") +
+        ": the held-out gain above may not be the task learned. ", el("a", {href: "#monitor"}, "See its chart")),
+      el("ul", {}, alarms.map((a) => el("li", {dataset: {kind: String(a.kind)}},
+        String(a.kind) + (a.step === null || a.step === undefined ? "" : " at step " + a.step) + ": " + String(a.meaning || a.text)))));
   }
 
   // The recipe's expect block as the runner checked it: each line, what the run showed, and where it was written.
@@ -226,6 +237,7 @@
       ...m.notes.map((n) => el("p", {class: "muted"}, n)),
       more.length ? el("div", {class: "chart-section", dataset: {section: "monitor"}},
         el("h3", {class: "section-title"}, "The monitor's other series"), el("div", {class: "charts"}, more.map(([b]) => b))) : null);
+    sec.id = "monitor";  // "Did it work?" links here when an alarm fired
     let ls;
     if (m.metrics.length) ls = lines(v.series, m.metrics);
     else ls = ["proxy", "gold"].map((k, i) => {
