@@ -128,6 +128,7 @@ def test_reproduce_makes_a_run_whose_spec_equals_the_original(sweep):
     done = whileai("reproduce", original, token="repro")
     assert done.returncode in (0, 3), done.stderr
     assert "same versions and commit" in done.stderr or "differs:" in done.stderr
+    assert "reproduce: held-out after: " in done.stderr  # whether the result came back, prompt by prompt
     new_id = runs_file("repro")["runs"][-1]["id"]
     assert new_id != original
     kept = runner_record(new_id)

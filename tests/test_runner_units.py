@@ -208,3 +208,16 @@ def test_an_alarm_in_the_terminal_summary_says_what_it_means_and_where_its_chart
     text = "\n".join(human_lines(closing))
     assert f"alarm      feature at step 40: {ALARM_MEANINGS['feature']}" in text
     assert "what fired: the proxy pays for 'city'" in text and "#monitor" in text
+
+
+def test_reproduce_says_whether_the_result_came_back():
+    from whileai.runner.reproduce import matched
+
+    def record(after, outcomes):
+        return {"summary": {"training": {"after": after, "outcomes": {"before": None, "after": outcomes}}}}
+
+    same = matched(record(0.5, [1, 0, 1, 0]), record(0.5, [1, 0, 1, 0]))
+    assert same == "held-out after: the same per-prompt outcomes as the original on all 4 prompts (0.500 -> 0.500)"
+    assert matched(record(0.5, [1, 0, 1, 0]), record(0.75, [1, 1, 1, 0])) == (
+        "held-out after: 1 of 4 prompts differ from the original (original -> reproduction 0.500 -> 0.750)")
+    assert "not the same held-out set" in matched(record(0.5, [1, 0]), record(0.5, [1, 0, 1]))

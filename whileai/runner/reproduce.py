@@ -4,9 +4,34 @@ from __future__ import annotations
 
 import sys
 
+from typing import Any
+
 from . import defaults
 
-__all__ = ["reproduce_main"]
+__all__ = ["reproduce_main", "matched"]
+
+
+def matched(original: dict[str, Any], new: dict[str, Any]) -> str:
+    """Whether a reproduction's held-out result matches the original's: the same per-prompt outcomes, or how many
+    of them differ (and the two rates), read off both runs' ``training`` summaries."""
+    from whileai.core.stats import change_text
+
+    def side(record: dict[str, Any]) -> tuple[list[Any] | None, Any]:
+        training = (record.get("summary") or {}).get("training") or {}
+        outcomes = (training.get("outcomes") or {}).get("after") if isinstance(training.get("outcomes"), dict) else None
+        return (list(outcomes) if isinstance(outcomes, list) else None), training.get("after")
+
+    (a, rate_a), (b, rate_b) = side(original), side(new)
+    rates = change_text(rate_a, rate_b, "->")
+    if a is None or b is None:
+        return f"held-out after: original {rates} reproduction (no per-prompt outcomes on one of them to compare)"
+    if len(a) != len(b):
+        return (f"held-out after: {len(a)} prompts in the original, {len(b)} in the reproduction ({rates}): not the "
+                "same held-out set")
+    differ = sum(x != y for x, y in zip(a, b))
+    if differ == 0:
+        return f"held-out after: the same per-prompt outcomes as the original on all {len(a)} prompts ({rates})"
+    return f"held-out after: {differ} of {len(a)} prompts differ from the original (original -> reproduction {rates})"
 
 
 def reproduce_main(argv: list[str] | None = None) -> int:
@@ -59,4 +84,11 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     changed = _differences(old, new)
     print(f"reproducing {run_id} from its stored spec" + (f"; differs: {', '.join(changed)}" if changed
                                                           else "; same versions and commit"), file=sys.stderr)
-    return run_spec(spec, context)
+    code = run_spec(spec, context)
+    import json
+
+    written = out / defaults.RUN_FILE
+    runs = json.loads(written.read_text()).get("runs") if written.exists() else None
+    if runs:  # the reproduction's last stage against the original run: did the result come back?
+        print(f"reproduce: {matched(original, wai.get_run(runs[-1]['id']))}", file=sys.stderr)
+    return code
