@@ -93,6 +93,11 @@ def _config(beta, **extra):
             "command": f"python -m whileai run recipe=grpo_tooluse beta={beta}", "sweep": {"id": "sw_test"}, **extra}
 
 
+#: a paired held-out result as a job keeps it (40 prompts: 10 passed before, 16 after)
+COMPARED_STATS = __import__("whileai.core.stats", fromlist=["holdout_result"]).holdout_result(
+    [1] * 10 + [0] * 30, [1] * 16 + [0] * 24)
+
+
 @pytest.fixture(scope="module")
 def seeded(platform):
     alice_id, alice = platform.store.create_account("alice")
@@ -113,7 +118,13 @@ def seeded(platform):
             r = api.post("/runs", json={"name": name, "dataset": "ds_train", "config": _config(beta),
                                         "kind": "hosted"}).json()["id"]
             _post_points(api, r, [{"step": s, "metrics": {"loss": 1.5 - s / 100}} for s in range(100)])
-            api.patch(f"/runs/{r}", json={"status": "done", "summary": {"holdout_before": 0.25, "holdout_after": after}})
+            summary = {"holdout_before": 0.25, "holdout_after": after}
+            if beta == 0.1:  # a run with the job's paired result and its expect verdict, for the compare page
+                summary["training"] = {"method": "grpo", "metric": "pass_rate", "stats": COMPARED_STATS}
+                summary["expect"] = {"passed": False, "recipe": "grpo_tooluse", "lines": [
+                    {"key": "holdout_gain_significant", "want": 0.05, "seen": "p = 0.03", "passed": False,
+                     "where": "recipes/grpo_tooluse.yaml:40"}]}
+            api.patch(f"/runs/{r}", json={"status": "done", "summary": summary})
             ids[name] = r
         f = api.post("/runs", json={"name": "sft that failed", "dataset": "ds_other", "kind": "hosted",
                                     "config": {"spec": {"method": "sft", "epochs": 1}, "recipe": "sft_tooluse"}}).json()
@@ -253,6 +264,12 @@ def test_the_runs_list_shows_the_seeded_runs_filters_them_and_ticks_runs_to_comp
     page.click("#compare")
     page.wait_for_url("**/compare?runs=*")
     expect(page.locator("main h1")).to_have_text("Comparing 2 runs")
+    # the compare page says how sure each result is (n, interval, paired p) and the expect verdict
+    from whileai.core.stats import certainty_text
+
+    compared = page.locator(f'#compare-runs tr[data-run="{seeded["grpo beta 0.1"]}"]')
+    expect(compared.locator("td.certainty")).to_have_text(certainty_text(COMPARED_STATS))
+    expect(compared).to_contain_text("expect failed")
 
 
 def test_the_runs_list_is_paged_on_the_server(platform, seeded):

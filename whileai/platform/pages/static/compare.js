@@ -8,13 +8,14 @@
 
   function summary(data) {
     return el("div", {class: "scroll"}, el("table", {class: "data", id: "compare-runs"},
-      el("thead", {}, el("tr", {}, ["run", "status", "held-out before → after", "change", "delta verdict", "cost"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["run", "status", "held-out before → after", "change", "how sure", "delta verdict", "cost"].map((h) => el("th", {}, h)))),
       el("tbody", {}, data.runs.map((r, i) => {
         const h = r.headline[0];
         return el("tr", {dataset: {run: r.id}},
           el("td", {}, el("span", {class: "swatch"}, "■"), " ", el("a", {href: "/runs/" + encodeURIComponent(r.id)}, r.name || r.id)),
-          el("td", {}, WAI.status(r.status)), el("td", {}, WAI.holdout(h)),
+          el("td", {}, WAI.status(r.status), WAI.expectVerdict(r.facts && r.facts.expect)), el("td", {}, WAI.holdout(h)),
           el("td", {}, h ? WAI.signed(h.change) : "–"),
+          el("td", {class: "certainty small"}, h && h.certainty ? h.certainty : "–"),
           el("td", {}, r.delta ? el("span", {class: "verdict v-" + r.delta.replace(/[^a-z]/g, "")}, r.delta) : "–"),
           el("td", {}, WAI.cost(r.cost_usd)));
       }))));
