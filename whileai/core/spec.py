@@ -304,8 +304,9 @@ class GRPOSpec(RunSpec):
     balance: bool = _BALANCE
     #: the independent judge the HackMonitor's divergence alarm compares against (a finished rm run)
     gold_judge: str | None = None
-    #: the HackMonitor: True (on, its defaults), its settings, or False (off)
-    monitor: dict[str, Any] | bool = True
+    #: the HackMonitor: True (on, its defaults), its settings, or False (off); None in a record of before version 3
+    #: reads as on, as it ran
+    monitor: dict[str, Any] | bool | None = True
 
 
 class DPOSpec(RunSpec):
