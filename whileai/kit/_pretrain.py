@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from whileai.kit import _vocab
@@ -112,7 +113,7 @@ def _call_example(rng: random.Random, task_name_share: float = 0.0) -> tuple[lis
         values = [str(v) for v in args.values()]  # in the tool's order: same-kind values stay ordered
         said = rng.choice([" ", ", ", " in ", " for "]).join(values)
         ask = rng.choice(["{n} {a}", "{n} for {a}?", "please {n}: {a}", "I need {n} {a}."])
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": ask.format(n=tool["name"], a=said)},
         {"role": "assistant", "content": None, "tool_calls": [
             {"id": "call_0", "type": "function", "function": {"name": tool["name"], "arguments": args}}]},
@@ -179,6 +180,8 @@ def _encode(tokenizer: PreTrainedTokenizerBase, conv: dict[str, Any]) -> tuple[l
         conv["messages"], tools=conv["tools"], tokenize=True, return_dict=True,
         return_assistant_tokens_mask=True,
     )
+    if not isinstance(enc, Mapping):  # return_dict=True: a BatchEncoding (transformers types every return shape together)
+        raise TypeError(f"apply_chat_template(return_dict=True) returned a {type(enc).__name__}, not a mapping")
     return list(enc["input_ids"]), list(enc["assistant_masks"])
 
 

@@ -142,6 +142,8 @@ def _make_task(rng: random.Random, index: int) -> dict[str, Any]:
         return {"task_id": f"talk-{index:04d}", "kind": kind, "ask": ask, "difficulty": difficulty,
                 "gold": {"answer": answer}, "world": world}
     template, difficulty = rng.choice(_PHRASINGS[kind])
+    args: dict[str, Any]
+    fields: dict[str, Any]
     if kind == "weather":
         args = {"city": rng.choice(_vocab.CITIES), "unit": rng.choice(_vocab.TEMPERATURE_UNITS)}
         world = {"temp_c": rng.randint(-10, 38), "conditions": rng.choice(_CONDITIONS)}

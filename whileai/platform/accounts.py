@@ -90,11 +90,11 @@ def main(argv: list[str] | None = None) -> int:
                 local = "  (local)" if a["local"] else ""
                 print(f"{a['account_id']}  {a['name']:<24} {a['keys']} key(s)  created {created} UTC{local}")
         else:
-            account_id, problem = _find(store, args.name)
-            if account_id is None:
+            found, problem = _find(store, args.name)
+            if found is None:
                 print(problem, file=sys.stderr)
                 return 1
-            return _on_account(store, args, account_id)
+            return _on_account(store, args, found)
     finally:
         store.close()
     return 0

@@ -319,7 +319,7 @@ def train(
                                 start=start_config if start is not None else None,
                                 start_label=start["id"] if start is not None else None)
         problems += resolution.problems
-    if problems or resolution is None:
+    if problems or resolution is None or dataset_id is None:  # a dataset without an id is among the problems
         listed = "\n".join(f"  - {p}" for p in problems)
         raise TrainingConfigError(f"train() cannot start: {len(problems)} problem(s)\n{listed}", problems)
     resolved = dict(resolution.values)
@@ -371,11 +371,10 @@ def train(
     if report is not None:
         body["summary"] = {"selection": jsonable(report, "selection")}
     existing = _running_run(client, dataset_id, body["config"])
-    made = None
     if existing is None:  # the platform looks again in the same transaction as its insert: one run per config
         made = client.request("POST", "/runs", json={**body, "once": True})
         if not made.pop("created", True):
-            existing, made = made, None
+            existing = made
     if existing is not None:
         _warn(f"{dataset_id} is already training in {existing['id']} with this same config ({method}); returning "
               "that run instead of starting a second (change a knob to start another)")
@@ -384,7 +383,7 @@ def train(
         if wait:
             run.wait()
         return run
-    run = TrainingRun(made, client)
+    run = TrainingRun(made, client)  # existing is None: the run was made by the POST above
     run.selection = report
     spec = {**body["config"], "run_id": run.id, "dataset": dataset_id, "holdout": holdout_id}
     try:

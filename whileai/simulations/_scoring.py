@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from . import defaults
@@ -83,7 +83,7 @@ def _check_judge(judge: Any) -> None:
         )
 
 
-def _score(rows: list[Mapping[str, Any]], judge: Judge, threshold: float | None) -> list[tuple[float, bool, dict[str, Any]]]:
+def _score(rows: Sequence[Mapping[str, Any]], judge: Judge, threshold: float | None) -> list[tuple[float, bool, dict[str, Any]]]:
     _check_judge(judge)
     _threshold(threshold)
     many = getattr(judge, "judge_many", None)  # a judge that scores in batches (wai.reward_model) gets every row at once
@@ -122,7 +122,7 @@ def _pairs_per_task(per_task: int | None) -> int:
     return value
 
 
-def _length_matched_pairs(rows: list[Mapping[str, Any]], passed: list[bool | None], per_task: int | None) -> list[dict[str, Any]]:
+def _length_matched_pairs(rows: Sequence[Mapping[str, Any]], passed: list[bool | None], per_task: int | None) -> list[dict[str, Any]]:
     k = _pairs_per_task(per_task)
     groups: dict[str, tuple[list[int], list[int]]] = {}
     for i, row in enumerate(rows):
@@ -203,7 +203,7 @@ class ScoredData:
         return f"ScoredData({len(self.rows)} rows, pass rate {rate}, judge={self.judge})"
 
 
-def score_rows(rows: list[Mapping[str, Any]], judge: Judge, threshold: float | None = None) -> ScoredData:
+def score_rows(rows: Sequence[Mapping[str, Any]], judge: Judge, threshold: float | None = None) -> ScoredData:
     """Grade ``rows`` with ``judge``: each row copied with ``reward`` and ``passed`` set (the input is never changed)."""
     verdicts = _score(rows, judge, threshold)
     scored_rows: list[dict[str, Any]] = []

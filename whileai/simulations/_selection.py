@@ -57,7 +57,7 @@ def _number_key(value: float) -> str:
 def profile_rows(rows: list[Mapping[str, Any]], source: str | None = None) -> dict[str, Any]:
     """The profile of ``rows`` (see ``datasets.profile`` for the keys)."""
     groups = group_by_task(rows)
-    per_task = []
+    per_task: list[dict[str, Any]] = []
     task_classes: Counter[str] = Counter()
     for key, indices in groups.items():
         labels = [_label(rows[i]) for i in indices]

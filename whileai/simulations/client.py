@@ -247,7 +247,10 @@ class _EmbeddedTransport(httpx.BaseTransport):
         scope = anyio.fail_after(timeout) if timeout else contextlib.nullcontext()
         with scope:
             response = await self._asgi.handle_async_request(request)
-            chunks = [chunk async for chunk in response.stream]
+            stream = response.stream
+            if not isinstance(stream, httpx.AsyncByteStream):  # an ASGI transport always answers with an async stream
+                raise TypeError(f"the ASGI transport answered with a {type(stream).__name__}, not an async stream")
+            chunks = [chunk async for chunk in stream]
         return response.status_code, response.headers.raw, b"".join(chunks)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +154,7 @@ def _holdout_share(holdout: float | None) -> float:
     return float(value)
 
 
-def split_tasks(rows: list[Mapping[str, Any]], holdout: float | None = None, seed: int | None = None) -> tuple[list[int], list[int]]:
+def split_tasks(rows: Sequence[Mapping[str, Any]], holdout: float | None = None, seed: int | None = None) -> tuple[list[int], list[int]]:
     """Row indices of (train, holdout): whole tasks on each side, deterministic for ``seed``.
 
     Tasks are sorted by key before the seeded shuffle, so the same rows in another

@@ -204,7 +204,7 @@ def _parse_block(data: bytes, first: int, path: Path, what: str, values: list, l
         lines.append(first + lineno)
 
 
-def file_error(path: Path | str, problems: list[dict[str, Any]], fix: str) -> RowFormatError:
+def file_error(path: str | os.PathLike[Any], problems: list[dict[str, Any]], fix: str) -> RowFormatError:
     """A RowFormatError listing line problems of one file, the first few spelled out."""
     from .defaults import EXPORT_PROBLEMS_IN_MESSAGE
 
@@ -297,7 +297,8 @@ class JsonlWriter:
 
     def commit(self) -> int:
         """Sync and rename the file over ``path``; returns the number of rows written."""
-        if self._handle is None:  # the target could not be written when the export began: raise why
+        # the handle and the temporary file are set together (neither when the target could not be written)
+        if self._handle is None or self._tmp is None:  # the target could not be written when the export began: raise why
             fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=_check_output(self.path))
             os.close(fd)
             os.unlink(tmp)

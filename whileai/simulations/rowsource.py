@@ -10,7 +10,7 @@ from ``rows``) says which task a row belongs to.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +78,7 @@ def rows_of(source: Any) -> list[Mapping[str, Any]]:
         body = get_client().request("GET", f"/datasets/{ident}/rows")
         return list(body["rows"])
     if isinstance(source, (str, os.PathLike)):
-        return read_jsonl(source)
+        return list(read_jsonl(source))  # a list of Mappings (lists are invariant)
     if isinstance(source, Mapping):
         what = "a single rollout row" if "messages" in source else "a mapping"
         raise TypeError(f"got {what}, not a dataset; pass {ACCEPTED_SOURCES} (wrap one row in a list)")
@@ -103,7 +103,7 @@ def describe_source(source: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def group_by_task(rows: list[Mapping[str, Any]]) -> dict[str, list[int]]:
+def group_by_task(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
     """Task key -> indices of its rows, tasks in order of first appearance."""
     groups: dict[str, list[int]] = {}
     for i, row in enumerate(rows):

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -76,7 +77,7 @@ def create_app(store: Store | None = None, *, public_url: str | None = None, api
 # --------------------------------------------------------------------------- errors
 
 
-def _error(status: int, message: str, type_: str, headers: dict[str, str] | None = None) -> Response:
+def _error(status: int, message: str, type_: str, headers: Mapping[str, str] | None = None) -> Response:
     response = json_response({"error": {"message": message, "type": type_}}, status)
     if headers:
         response.headers.update(headers)

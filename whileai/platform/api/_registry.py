@@ -44,7 +44,8 @@ def put_model(body: ModelCreate, request: Request, acct: str = Depends(account_i
     run_base = None
     if body.adapter_run_id is not None:
         run = store(request).get_run(acct, body.adapter_run_id, series=False)  # another account's: 404
-        config = run.get("config") if isinstance(run.get("config"), dict) else {}
+        given = run.get("config")
+        config = given if isinstance(given, dict) else {}
         run_base = config.get("base_model")
     problems = [p for p in (
         base_problem(body.base_model, run_base) if body.base_model is not None else None,

@@ -9,6 +9,7 @@ one page (RUNS_PER_PAGE) and a count.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import String, cast, func, select
@@ -49,7 +50,7 @@ def _expr(store: Any, name: str) -> Any:
     return func.coalesce(*[_json_text(store, getattr(Run, path[0]), path[1:]) for path in _PATHS[name]])
 
 
-def check_filters(given: dict[str, Any]) -> dict[str, str]:
+def check_filters(given: Mapping[str, Any]) -> dict[str, str]:
     """The filters that were given (empty ones dropped); a bad status names the accepted ones."""
     chosen = {k: v for k, v in given.items() if k in FILTERS and isinstance(v, str) and v != ""}
     if "status" in chosen and chosen["status"] not in RUN_STATUSES:
@@ -57,7 +58,7 @@ def check_filters(given: dict[str, Any]) -> dict[str, str]:
     return chosen
 
 
-def list_page(store: Any, account_id: str, filters: dict[str, str], page: int, per_page: int) -> dict[str, Any]:
+def list_page(store: Any, account_id: str, filters: Mapping[str, str | None], page: int, per_page: int) -> dict[str, Any]:
     """One page of the account's runs (newest first) with the total, the page count and each filter's choices."""
     if type(page) is not int or page < 1:
         raise InvalidError(f"page={page!r} is not accepted; pages count from 1")

@@ -93,9 +93,9 @@ def headline(summary: Any) -> list[dict[str, Any]]:
     """Held-out before and after: ``[{"label", "before", "after", "better", "metric"}]`` (loss: lower is better)."""
     if not isinstance(summary, dict):
         return []
-    training = summary.get("training") if isinstance(summary.get("training"), dict) else {}
+    training: dict[str, Any] = summary["training"] if isinstance(summary.get("training"), dict) else {}
     metric = training.get("metric") or "pass_rate"
-    found = []
+    found: list[dict[str, Any]] = []
     if "holdout_before" in summary or "holdout_after" in summary:
         rate = metric if metric in ("pair_accuracy", "row_accuracy") else "pass_rate"  # a reward model's is an accuracy
         found.append({"label": _HOLDOUT_LABELS.get(rate, "held-out pass rate"), "metric": rate,
@@ -135,11 +135,11 @@ def _alarms(summary: Any) -> list[dict[str, Any]]:
 
 def facts(record: dict[str, Any]) -> dict[str, Any]:
     """The one-line facts of a run: method, recipe, sweep, held-out, verdict, alarms, cost, times."""
-    summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
+    summary: dict[str, Any] = record["summary"] if isinstance(record.get("summary"), dict) else {}
     parts = config_parts(record)
     spec = parts["spec"]
     kind = record.get("kind")
-    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    config: dict[str, Any] = record["config"] if isinstance(record.get("config"), dict) else {}
     method = _first(config.get("method"), _get(spec, "method"), _get(summary, "training", "method"),
                     kind if kind not in (None, "hosted") else None)
     if isinstance(method, dict):
@@ -236,7 +236,7 @@ def monitor_view(summary: Any, names: list[str]) -> dict[str, Any] | None:
 
     alarms = [{"step": a.get("step"), "kind": a.get("kind"), "meaning": alarm_meaning(a.get("kind")),
                "text": str(a.get("message") or a.get("kind") or "alarm")} for a in _alarms(summary)]
-    curve = monitor.get("curve") if isinstance(monitor.get("curve"), list) else []
+    curve: list[Any] = monitor["curve"] if isinstance(monitor.get("curve"), list) else []
     notes = []
     stopped = monitor.get("stopped")
     if isinstance(stopped, dict):

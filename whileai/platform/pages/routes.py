@@ -209,7 +209,7 @@ def _served(request: Request, acct: str, run_id: str) -> list[dict[str, Any]]:
 
 
 def _run_view(request: Request, acct: str, record: dict[str, Any], cols: _series.Columns) -> dict[str, Any]:
-    summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
+    summary: dict[str, Any] = record["summary"] if isinstance(record.get("summary"), dict) else {}
     names = sorted(cols.metrics)
     drawn = _charts.layout(cols)
     charts = [c for section in drawn["sections"] for c in section["charts"]]

@@ -10,9 +10,10 @@ import hmac
 import json
 import secrets
 import time
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import delete, func, select
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from whileai.platform.store.tables import Account, ApiKey, Job, JobKey, Setting, _check_str, hash_key, _new_id, _not_found
@@ -69,8 +70,9 @@ def issue_api_key(store: Any, account_id: str, name: str | None = None) -> str:
 
 def _end_sessions(s: Session, account_id: str) -> int:
     """End every page session and unspent sign-in link of an account made until now (a key of it changed)."""
-    return s.execute(delete(PageToken).where(PageToken.account_id == account_id,
-                                             PageToken.created_at <= time.time())).rowcount or 0
+    # Session.execute is typed as returning Result; a DELETE's is a CursorResult, which has rowcount
+    done = s.execute(delete(PageToken).where(PageToken.account_id == account_id, PageToken.created_at <= time.time()))
+    return cast(CursorResult[Any], done).rowcount or 0
 
 
 def revoke_api_key(store: Any, account_id: str, api_key: str) -> bool:

@@ -80,8 +80,16 @@ def create_dataset(
 
     try:
         return store._tx(work)
-    except IntegrityError:  # the same content landed from another writer meanwhile
-        return store._tx(lambda s: (_dataset_record(existing(s)), False), write=False)
+    except IntegrityError as exc:  # the same content landed from another writer meanwhile
+        conflict = exc
+
+    def landed(s: Session) -> tuple[dict[str, Any], bool]:
+        found = existing(s)
+        if found is None:  # what collided is gone again: the insert's own error says what happened
+            raise conflict
+        return _dataset_record(found), False
+
+    return store._tx(landed, write=False)
 
 
 def get_dataset(store: Any, account_id: str, dataset_id: str) -> dict[str, Any]:

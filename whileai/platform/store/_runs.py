@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, text
+from sqlalchemy import Table, delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -490,7 +490,10 @@ def _insert_points(store: Any, s: Session, rows: list[tuple[str, int | None, flo
         conn.exec_driver_sql("INSERT INTO points (run_id, step, ts, metrics) VALUES (?, ?, ?, ?)", rows)
     else:
         keys = ("run_id", "step", "ts", "metrics")
-        conn.execute(insert(Point.__table__), [dict(zip(keys, row)) for row in rows])
+        table = Point.__table__
+        if not isinstance(table, Table):  # declarative types __table__ as a FromClause; a mapped class's is a Table
+            raise TypeError(f"Point.__table__ is a {type(table).__name__}, not a Table")
+        conn.execute(insert(table), [dict(zip(keys, row)) for row in rows])
 
 
 def count_points(store: Any, account_id: str, run_id: str) -> int:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import secrets
 import time
+from typing import Any, cast
 
 from sqlalchemy import Float, String, delete, exists, or_, select
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from whileai.platform.store.tables import ApiKey, Base, hash_key
@@ -128,7 +130,8 @@ def redeem_signin_link(store, token: object) -> str | None:
             PageToken.token_hash == digest, PageToken.kind == _LINK)).first()
         if row is None:
             return None
-        gone = s.execute(delete(PageToken).where(PageToken.token_hash == digest)).rowcount or 0
+        # Session.execute is typed as returning Result; a DELETE's is a CursorResult, which has rowcount
+        gone = cast(CursorResult[Any], s.execute(delete(PageToken).where(PageToken.token_hash == digest))).rowcount or 0
         return row.account_id if gone and row.expires_at > time.time() else None
 
     return store._tx(work)

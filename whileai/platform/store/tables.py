@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 import time
-from typing import Any
+from typing import Any, Literal, overload
 
 from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy import select
@@ -279,6 +279,10 @@ def _check_status(status: Any, accepted: tuple[str, ...], what: str) -> str:
     return status
 
 
+@overload
+def _check_str(value: Any, field: str, max_chars: int = 400, *, required: Literal[True]) -> str: ...
+@overload
+def _check_str(value: Any, field: str, max_chars: int = 400, *, required: bool = False) -> str | None: ...
 def _check_str(value: Any, field: str, max_chars: int = 400, *, required: bool = False) -> str | None:
     if value is None and not required:
         return None

@@ -79,7 +79,7 @@ def loss_mask(row: Mapping[str, Any] | list[Mapping[str, Any]], mask_mode: str =
     mode = _shape.check_mask_mode(mask_mode)
     messages = row.get("messages") if isinstance(row, Mapping) else row
     problems = row_problems({"messages": messages})
-    if problems:
+    if problems or not isinstance(messages, list):  # row_problems refuses anything but a list
         raise RowFormatError(f"loss_mask needs a row or a list of messages: {problems[0]}", [])
     return _shape.assistant_bits(messages, mode)
 

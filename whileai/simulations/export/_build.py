@@ -48,7 +48,7 @@ def resolve(source: Any, system_prompt: str | None, tools: list | None, stacklev
         }
     if isinstance(source, (str, os.PathLike)):
         rows, lines = read_rows(source)
-        src = {"rows": rows, "lines": lines, "path": Path(source), "owned": True}
+        src: dict[str, Any] = {"rows": rows, "lines": lines, "path": Path(source), "owned": True}
     elif isinstance(source, Iterable) and not isinstance(source, (bytes, Mapping)):
         rows = [as_row(item) for item in source]
         check_rows(rows)
@@ -119,7 +119,7 @@ def resolve_pairs(
     """Pairs from a list or a JSONL file, every side checked against the row contract."""
     if isinstance(pairs, (str, os.PathLike)):
         rows, lines = jsonl.read_jsonl(pairs, what="preference pair")
-        src = {"rows": rows, "lines": lines, "path": Path(pairs)}
+        src: dict[str, Any] = {"rows": rows, "lines": lines, "path": Path(pairs)}
     elif isinstance(pairs, Iterable) and not isinstance(pairs, (bytes, Mapping)):
         src = {"rows": list(pairs), "lines": None, "path": None}
     else:
@@ -276,6 +276,7 @@ def build_preference(src: dict, fmt: str, drop_ties: bool, strip_think: bool, ca
                     for leak in _gate.find_leaks(secret, sides[side][2], sides[side][0].get("gold")):
                         leaks.append({"row": index, "side": side, **leak})
         tools = sides["chosen"][1].get("tools") or sides["rejected"][1].get("tools")
+        line: dict[str, Any]
         if fmt == "trl":
             line = {"prompt": prompts["chosen"], "chosen": sides["chosen"][2][cut["chosen"]:],
                     "rejected": sides["rejected"][2][cut["rejected"]:]}

@@ -110,6 +110,7 @@ def roundtrip_report(rows: list[dict], format: str) -> dict[str, Any]:
                     if _plainly_valid(call, wants_string):
                         continue
                     function = call.get("function") if isinstance(call, dict) else None
+                    problem: str | None
                     if not isinstance(function, dict) or "arguments" not in function:
                         problem, name, arguments = "no function.arguments", None, None
                     else:

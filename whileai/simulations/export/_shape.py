@@ -7,6 +7,7 @@ public entry points and their reports are in export/__init__.py.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..jsonl import dumps, loads
@@ -160,7 +161,7 @@ def _encoded(arguments: Any, to_dict: bool) -> Any:
     return arguments
 
 
-def assistant_bits(messages: list[dict], mask_mode: str) -> list[int]:
+def assistant_bits(messages: Sequence[Mapping[str, Any]], mask_mode: str) -> list[int]:
     """1 for each message that carries loss under mask_mode (an explicit ``weight: 0`` is respected)."""
     bits = [1 if m["role"] == "assistant" and m.get("weight", 1) != 0 else 0 for m in messages]
     if mask_mode == "final":
@@ -211,7 +212,7 @@ def training_samples(
         out = []
         for at in trained:
             sample = {"prompt": messages[:at], "completion": [messages[at]], **extra}
-            if unroll:
+            if unroll and lineage is not None:  # lineage is read for unrolled samples only
                 sample["unroll"] = {"turn": assistant_at.index(at) + 1, "turns": len(assistant_at)}
                 sample["lineage"] = dict(lineage, unrolled_from=dict(lineage["unrolled_from"]))
             out.append(sample)
@@ -230,12 +231,12 @@ def training_samples(
     samples = []
     for at in trained:
         turn = assistant_at.index(at) + 1
-        sample = [dict(m) for m in messages[: at + 1]]
+        prefix = [dict(m) for m in messages[: at + 1]]
         for i in assistant_at[:turn]:
-            sample[i]["weight"] = 1 if i == at else 0
+            prefix[i]["weight"] = 1 if i == at else 0
         meta = {**metadata, "unroll": {"turn": turn, "turns": len(assistant_at)}}
         meta["lineage"] = dict(lineage, unrolled_from=dict(lineage["unrolled_from"]))
-        samples.append(_wire_row(sample, tools, ask, meta))
+        samples.append(_wire_row(prefix, tools, ask, meta))
     return samples
 
 
@@ -244,7 +245,8 @@ _NOT_METADATA = frozenset(("messages", "tools", "prompt", "privileged"))
 
 def _lineage(row: dict, index: int) -> dict:
     """The source row's lineage with ``unrolled_from`` = its prompt hash and rollout index."""
-    lineage = row.get("lineage") if isinstance(row.get("lineage"), dict) else {}
+    given = row.get("lineage")
+    lineage = given if isinstance(given, dict) else {}
     origin = {
         "prompt_hash": row.get("prompt_hash") or prompt_hash(row["messages"]),
         "rollout_index": row["rollout_index"] if row.get("rollout_index") is not None else index,

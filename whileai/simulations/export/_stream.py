@@ -62,9 +62,12 @@ def export_training_file(
     try:
         state = _one_pass(source, path, writer, options, EXPORT_CHUNK_BYTES, one_shape=False)
         if state is None:  # a TRL file of both shapes: again, every row as prompt/completion
+            # only a pass that writes builds rows and so sees their shapes; one_shape=True never returns None
+            assert writer is not None and target is not None
             writer.discard()
             writer = jsonl.JsonlWriter(target)
             state = _one_pass(source, path, writer, options, EXPORT_CHUNK_BYTES, one_shape=True)
+            assert state is not None
         rows_in = state["rows_in"]
         _build.warn_missing_counts(
             state["no_system"], state["no_tools"], rows_in, system_prompt, tools, stacklevel + 1
@@ -104,6 +107,7 @@ def export_training_file(
         report.update(roundtrip=roundtrip, privileged_leaks=leaks, problems=problems, validated=bool(validate))
         if problems and validate:
             raise ExportValidationError(_gate.refusal(problems, fmt), problems, report)
+        assert writer is not None  # without a target, _build.target raised above
         report["rows_written"] = writer.commit()
         return report
     finally:

@@ -125,10 +125,23 @@ class _HackMonitor:
         )
         self.run = run
         self.proxy, self.gold, self.sample = proxy, gold, sample
-        for name in ("every", "k", "n_prompts", "window", "delta", "length_pct", "kl_budget", "buffer",
-                     "max_new_tokens", "concurrency", "seed", "n_boot", "n_perm", "scan_min", "sampling",
-                     "endorsed", "stop_on"):
-            setattr(self, name, s[name])
+        self.every: int = s["every"]
+        self.k: int = s["k"]
+        self.n_prompts: int = s["n_prompts"]
+        self.window: int = s["window"]
+        self.delta: float = s["delta"]
+        self.length_pct: float = s["length_pct"]
+        self.kl_budget: float | None = s["kl_budget"]
+        self.buffer: int = s["buffer"]
+        self.max_new_tokens: int = s["max_new_tokens"]
+        self.concurrency: int = s["concurrency"]
+        self.seed: int = s["seed"]
+        self.n_boot: int = s["n_boot"]
+        self.n_perm: int = s["n_perm"]
+        self.scan_min: int = s["scan_min"]
+        self.sampling: dict[str, Any] = s["sampling"]
+        self.endorsed: tuple[str, ...] = s["endorsed"]
+        self.stop_on: tuple[str, ...] = s["stop_on"]
         rows = s["rows"]
         if len(rows) > self.n_prompts:
             pick = np.sort(np.random.default_rng(self.seed).choice(len(rows), self.n_prompts, replace=False))
@@ -258,7 +271,7 @@ class _HackMonitor:
         gold_scores = np.full(n * k, np.nan)
         if self.gold is not None:
             rows = [sampling_.gold_row(h.prompt, t, h.columns, h.tools) for h, ts in zip(self._held, texts) for t in ts]
-            gold_scores, errors, first = self._judge(rows)
+            gold_scores, errors, first = self._judge(self.gold, rows)
             if errors == len(rows):
                 raise ValueError(f"the gold judge failed on every held-out completion; the first error: {first}")
         items = self._score_buffer()
@@ -317,29 +330,29 @@ class _HackMonitor:
                         and isinstance(v, (list, tuple)) and len(v) == len(completions)}
                 todo.append(item)
                 rows.append(sampling_.gold_row(prompts[i], text, cols, cols.get("tools")))
-        if rows:
-            scores, _errors, _first = self._judge(rows)
+        if rows and self.gold is not None:  # rows are only gathered with a gold judge
+            scores, _errors, _first = self._judge(self.gold, rows)
             for item, g in zip(todo, scores):
                 item.gold = float(g)
         return [self._items[key] for key in keys]
 
-    def _judge(self, rows: list[dict[str, Any]]) -> tuple[np.ndarray, int, str | None]:
+    def _judge(self, gold: Callable[[dict], Any], rows: list[dict[str, Any]]) -> tuple[np.ndarray, int, str | None]:
         start = time.perf_counter()
-        scores, errors, first = score_gold(self.gold, rows, self.concurrency)
+        scores, errors, first = score_gold(gold, rows, self.concurrency)
         self._judging += time.perf_counter() - start
         self._errors["gold"] += errors
         return scores, errors, first
 
     def _compact_index(self, items: list[checks.BufferItem]) -> None:
-        held = [lk for lk in self._looks if lk.features is not None]
-        arrays = [a for lk in held for a in lk.features] + [it.features for it in items]
+        held = [(lk, lk.features) for lk in self._looks if lk.features is not None]
+        arrays = [a for _lk, features in held for a in features] + [it.features for it in items]
         fresh = self._index.compact(arrays)
         if fresh is None:
             return
         pos = 0
-        for lk in held:
-            lk.features = fresh[pos : pos + len(lk.features)]
-            pos += len(lk.features)
+        for lk, features in held:
+            lk.features = fresh[pos : pos + len(features)]
+            pos += len(features)
         for it, a in zip(items, fresh[pos:]):
             it.features = a
 

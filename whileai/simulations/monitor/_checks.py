@@ -176,9 +176,10 @@ def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffe
     cells: list[np.ndarray] = []
     words: list[np.ndarray] = []
     endorsed: list[np.ndarray] = []
-    recent = [i for i in range(max(0, len(looks) - cfg.window), len(looks)) if looks[i].features is not None]
-    for t in recent:
+    for t in range(max(0, len(looks) - cfg.window), len(looks)):
         lk = looks[t]
+        if lk.features is None:
+            continue
         n, k = lk.proxy.shape
         sets.extend(lk.features)
         resid.append((adj[t] - gold[t]).ravel())
@@ -200,6 +201,7 @@ def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffe
     if len(sets) < cfg.scan_min:
         return None
     skip = feats.excluded_by_endorsed(cfg.endorsed) if cfg.endorsed else None
+    nonzero: tuple[np.ndarray, np.ndarray] | None
     x, names, nonzero = index.presence(sets, min_count=cfg.scan_min,
                                        max_features=defaults.MONITOR_SCAN_MAX_FEATURES, skip=skip)
     if cfg.endorsed and names:

@@ -121,9 +121,13 @@ def endorsed_detectors(endorsed: Sequence[str]) -> list[Callable[[str], bool]]:
         if key in MARKERS:
             tests.append(MARKERS[key])
         else:
-            needle = name.lower()
-            tests.append(lambda text, needle=needle: needle in text.lower())
+            tests.append(_contains(name.lower()))
     return tests
+
+
+def _contains(needle: str) -> Callable[[str], bool]:
+    """A test for the literal (lower-cased) ``needle`` in a text, case-insensitively."""
+    return lambda text: needle in text.lower()
 
 
 def excluded_by_endorsed(endorsed: Sequence[str]) -> Callable[[str], bool]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from whileai.core.toolcalls import parse_tool_calls
@@ -137,7 +137,7 @@ def trl_completions(held: Sequence[HeldOut], texts: list[list[str]], prompt_ids:
     tokenizer carries a response parser (what GRPO itself does), else the
     decoded text as content.
     """
-    parser = None
+    parser: Callable[..., Any] | None = None
     if tokenizer is not None and prompt_ids is not None and completion_ids is not None and (
             getattr(tokenizer, "response_template", None) is not None
             or getattr(tokenizer, "response_schema", None) is not None):
@@ -148,7 +148,9 @@ def trl_completions(held: Sequence[HeldOut], texts: list[list[str]], prompt_ids:
     out: list[Any] = []
     for p, (h, ts) in enumerate(zip(held, texts)):
         for j, text in enumerate(ts):
-            if parser is not None and not isinstance(h.prompt, str):
+            # the ids are always there when a parser is (it is only imported with them)
+            if parser is not None and prompt_ids is not None and completion_ids is not None \
+                    and not isinstance(h.prompt, str):
                 try:
                     out.append([parser(tokenizer, completion_ids[p][j], prefix=prompt_ids[p], tools=h.tools)])
                     continue

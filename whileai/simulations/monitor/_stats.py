@@ -392,7 +392,7 @@ def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.ra
         perm = np.argsort(keys, axis=1)
         rp = rc[perm].astype(np.float32)
         sp = (rp @ xs[:, testable]).astype(float)
-        if lc is not None:
+        if lc is not None and coef is not None:  # both are set together, when the covariate varies
             sp -= (rp.astype(float) @ lc)[:, None] * coef[testable][None, :]
         zp = sp / sd[testable][None, :]
         null_max = zp.max(axis=1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 import warnings
-from typing import Any
+from typing import Any, Literal
 
 from . import _flush
 from .. import defaults
@@ -236,7 +236,7 @@ class TrainingRun:
     def __enter__(self) -> TrainingRun:
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if self.status == "running":
             if exc_type is None:
                 self.finish("done")

@@ -342,9 +342,10 @@ def deliver(
     with _LOCK:
         for path in pending_files(include_live=False):
             if not path.name.startswith(_own_prefix()):
-                path = _claim(path)
-                if path is None:
+                claimed = _claim(path)
+                if claimed is None:
                     continue
+                path = claimed
             report["files"] += 1
             try:
                 records, unreadable = _read(path)

@@ -331,7 +331,7 @@ class Tracker:
                     self._failed(exc)
             return False
         self._cut()
-        if self._create is not None and not self._send_create_locked(timeout):
+        if self._create is not None and not self._send_create_locked(self._create, timeout):
             return False
         path = f"/runs/{self.run_id}/points"
         while self.batches:
@@ -361,10 +361,10 @@ class Tracker:
                 self._points_top = top
         return self._send_patch_locked(timeout)
 
-    def _send_create_locked(self, timeout: float) -> bool:
+    def _send_create_locked(self, create: dict[str, Any], timeout: float) -> bool:
         """Create the run under the id it gave itself; a resend answers the same run (POST /runs is idempotent by id)."""
         try:
-            _spool.send_create(self.client, self._create, timeout)
+            _spool.send_create(self.client, create, timeout)
         except NotFoundError as exc:
             self._lost(exc, why="its id is another account's on the platform")
             return False
