@@ -221,3 +221,16 @@ def test_reproduce_says_whether_the_result_came_back():
     assert matched(record(0.5, [1, 0, 1, 0]), record(0.75, [1, 1, 1, 0])) == (
         "held-out after: 1 of 4 prompts differ from the original (original -> reproduction 0.500 -> 0.750)")
     assert "not the same held-out set" in matched(record(0.5, [1, 0]), record(0.5, [1, 0, 1]))
+
+
+def test_the_sweep_closing_lines_show_the_expect_verdict_and_the_result():
+    from whileai.core.stats import holdout_result
+    from whileai.runner._sweep import job_lines
+
+    stats = holdout_result([0] * 40, [1] * 36 + [0] * 4)
+    job = {"job": "0", "runs": [{"id": "run_a", "name": "sft stage"}, {"id": "run_b", "name": "grpo"}],
+           "summary": {"status": "done", "expect": {"passed": False, "lines": [{"passed": False}]},
+                       "held_out": {"metric": "pass_rate", "before": 0.0, "after": 0.9, "stats": stats}}}
+    text = "\n".join(job_lines(job))
+    assert "run_b  done · expect failed grpo" in text and "run_a  stage" in text
+    assert "held-out pass_rate 0.000 -> 0.900 (36/40" in text and "paired p" in text

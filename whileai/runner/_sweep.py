@@ -39,6 +39,27 @@ def _jobs(sweep_id: str) -> list[dict[str, Any]]:
     return found
 
 
+def job_lines(job: dict[str, Any]) -> list[str]:
+    """One sweep job's closing lines: each run, and on the last its status with the expect verdict (a run that failed
+    its expect never reads plain "done") and its held-out result with n, interval and paired p."""
+    from whileai.core.stats import describe, status_text
+
+    summary = job.get("summary") or {}
+    status = status_text(summary.get("status") or "-", summary.get("expect"))
+    if isinstance(summary.get("quick"), dict):
+        status += " · quick run: expect not checked"
+    held = summary.get("held_out") if isinstance(summary.get("held_out"), dict) else None
+    out = []
+    for index, run in enumerate(job["runs"]):
+        last = index == len(job["runs"]) - 1
+        line = f"  job {job['job']:<4} {run['id']}  {status if last else 'stage':<8} {run.get('name') or ''}".rstrip()
+        if last and held is not None:
+            line += f"\n             held-out {held.get('metric') or 'pass_rate'} " \
+                    f"{describe(held.get('before'), held.get('after'), held.get('stats'))}"
+        out.append(line)
+    return out
+
+
 def close(sweep_id: str, *, as_json: bool) -> None:
     """The sweep's closing lines on stdout (or one JSON object)."""
     jobs = _jobs(sweep_id)
@@ -48,8 +69,6 @@ def close(sweep_id: str, *, as_json: bool) -> None:
     runs = sum(len(j["runs"]) for j in jobs)
     lines = ["", f"sweep      {sweep_id}: {len(jobs)} job(s), {runs} run(s)"]
     for job in jobs:
-        status = (job["summary"] or {}).get("status") or "-"
-        for run in job["runs"]:
-            lines.append(f"  job {job['job']:<4} {run['id']}  {status:<8} {run.get('name') or ''}".rstrip())
+        lines += job_lines(job)
     lines.append(f"follow it  {wait_command(sweep_id)}")
     print("\n".join(lines), flush=True)
