@@ -208,3 +208,30 @@ def test_validate_refuses_what_wai_train_would_refuse_between_knobs(tmp_path):
     done = run_cli("validate", "recipe=rm_tooluse", "reward_span=conversation", home=tmp_path)
     assert done.returncode == 2, done.stdout
     assert "near_misses=3 needs reward_span='first_action'" in done.stderr
+
+
+def test_own_data_without_a_recipe_takes_the_defaults_of_the_chosen_base(tmp_path):
+    """``run dataset=jsonl dataset.path=FILE`` with no recipe: on the kit base SFT resolves to the kit's measured recipe
+    (its rate, not the generic LoRA default the method group once wrote in as if typed); on another base, the
+    declared defaults. validate prints both with where they come from."""
+    import yaml
+
+    from pathlib import Path
+
+    import whileai.kit
+    from whileai.simulations import defaults
+    from test_runner_validate import run_cli
+
+    def sample_path() -> Path:
+        return Path(whileai.kit.__file__).parent / "data" / "sample_tooluse.jsonl"
+
+    kit = run_cli("validate", "dataset=jsonl", f"dataset.path={sample_path()}", home=tmp_path)
+    assert kit.returncode == 0, kit.stderr
+    shown = yaml.safe_load(kit.stdout)
+    assert shown["learning_rate"] == defaults.KIT_SFT_LR and shown["steps"] == defaults.KIT_SFT_STEPS
+    assert "learning_rate: 0.003  # the kit base's measured SFT recipe (KIT_SFT_LR)" in kit.stdout
+    other = run_cli("validate", "dataset=jsonl", f"dataset.path={sample_path()}", "base_model=Qwen/Qwen3-0.6B",
+                    home=tmp_path)
+    shown = yaml.safe_load(other.stdout)
+    assert shown["learning_rate"] == defaults.TRAINING_KNOBS["learning_rate"]["sft"]["default"]
+    assert shown["epochs"] == defaults.TRAINING_KNOBS["epochs"]["sft"]["default"] and shown["steps"] is None
