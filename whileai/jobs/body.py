@@ -233,7 +233,9 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
     say(f"training {spec.method}: {len(rows)} train-side rows given, the method selects what it trains on")
     train_started = time.time()
     system = SystemMetrics(run, base_model=spec.base_model)
-    model, extra = method.fit(spec, model, tokenizer, rows, folder, [TrainerCallback(run), TrainerRecord(run), system],
+    # a rank past the first logs nothing: its run is an OtherRankRun, which TrainerCallback does not take
+    logging = [TrainerCallback(run)] if place.first else []
+    model, extra = method.fit(spec, model, tokenizer, rows, folder, [*logging, TrainerRecord(run), system],
                               holdout=holdout_rows, run=run)
     train_seconds = time.time() - train_started
     if not place.first:  # rank 0 measures, saves the adapter and finishes the run

@@ -1,0 +1,180 @@
+"""Past one process: two ranks under torchrun (gloo on CPU) train one run, and every rank ends with the job.
+
+The jobs are real: the platform launches ``torch.distributed.run`` with two worker ranks on
+the kit's tiny model, a few steps each. The launch function, the strategy mapping and the
+refusals are checked without starting anything.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import whileai.simulations as wai
+from whileai.platform.launcher.jobs import job_log, job_processes
+from whileai.simulations.client import get_client
+
+#: How far the two-process SFT loss may end from the one-process loss at the same effective batch, data order
+#: and seed (relative). The two differ only in floating-point summation order and in how the loss is averaged
+#: over tokens (per rank, then across ranks, against once over the whole batch).
+LOSS_TOLERANCE = 0.05
+
+
+@pytest.fixture(scope="module")
+def sets(session_home, push_sample):
+    from whileai.kit._base import tiny_model_dir
+
+    found = push_sample("sample-quarter", tasks=100)
+    return {**found, "base": str(tiny_model_dir())}
+
+
+def _job_of(run_id: str) -> dict:
+    return get_client().request("GET", "/jobs", params={"run_id": run_id})["jobs"][0]
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _train(sets, method: str, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = sets["passes"] if method == "sft" else sets["train"]
+        return wai.train(data, method=method, base_model=sets["base"], holdout=sets["holdout"], **kwargs)
+
+
+def _series(run) -> list[dict]:
+    return wai.get_run(run.id)["series"]
+
+
+def _assert_one_run(run, method: str) -> None:
+    """One run, each point once, held-out before and after, an adapter that loads, rank 1's lines in the log."""
+    assert run.status == "done", run.error
+    training = run.training
+    assert training["world_size"] == 2 and training["method"] == method
+    assert training["before"] is not None and training["after"] is not None, training
+    # HF's train-end record repeats the last step's epoch, on one process too: every other metric is once a step
+    keys = [(p["step"], name) for p in _series(run) for name in p["metrics"]
+            if not name.startswith("system/") and name != "epoch"]
+    assert keys and len(keys) == len(set(keys)), "a point was stored twice"
+    assert len([k for k in keys if k[1] in ("loss", "train_loss")]) >= training["steps"]
+    assert (Path(run.adapter) / "adapter_config.json").is_file()
+    assert "[rank 1] " in job_log(_job_of(run.id)["id"]).read_text()
+    assert not job_processes(_job_of(run.id)["id"])
+
+
+def _loads(base: str, adapter: str, method: str) -> None:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    if method == "rm":
+        model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(base)
+    assert PeftModel.from_pretrained(model, adapter) is not None
+
+
+@pytest.fixture(scope="module")
+def sft_two(sets):
+    return _train(sets, "sft", steps=4, wait=True, config={"processes": 2, "batch_size": 4, "holdout_rows": 4,
+                                                           "metric": "loss"})
+
+
+@pytest.mark.slow
+def test_two_process_sft_is_one_run_with_its_world_recorded(sets, sft_two):
+    _assert_one_run(sft_two, "sft")
+    training = sft_two.training
+    assert training["processes"] == 2 and training["nodes"] == 1 and training["strategy"] == "ddp"
+    assert training["batch_per_device"] == 2 and training["gradient_accumulation"] == 1 and training["batch_size"] == 4
+    assert training["steps"] == 4
+    _loads(sets["base"], sft_two.adapter, "sft")
+
+
+@pytest.mark.slow
+def test_two_process_sft_follows_the_one_process_loss_curve(sets, sft_two):
+    one = _train(sets, "sft", steps=4, wait=True, config={"batch_size": 4, "holdout_rows": 4, "metric": "loss"})
+    assert one.status == "done", one.error
+    assert one.training["world_size"] == 1 and one.training["batch_per_device"] == 4
+
+    def losses(run):
+        return [p["metrics"]["loss"] for p in sorted(_series(run), key=lambda p: p["step"]) if "loss" in p["metrics"]]
+
+    a, b = losses(one), losses(sft_two)
+    assert len(a) == len(b) == 4
+    for x, y in zip(a, b):
+        assert abs(x - y) <= LOSS_TOLERANCE * abs(x), (a, b)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["dpo", "rm", "grpo"])
+def test_each_method_trains_two_processes_as_one_run(sets, method):
+    config = {"processes": 2, "holdout_rows": 4}
+    if method == "grpo":
+        config.update(generations=2, max_completion_length=8, monitor=False)
+    else:
+        config["batch_size"] = 2
+    run = _train(sets, method, steps=2, wait=True, config=config)
+    _assert_one_run(run, method)
+    _loads(sets["base"], run.adapter, method)
+
+
+def _rank_pid(job_id: str, rank: int) -> int:
+    for pid in job_processes(job_id):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"RANK={rank}".encode() in env and b"TORCHELASTIC_RUN_ID=" + job_id.encode() in env:
+            return pid
+    raise AssertionError(f"no rank {rank} of {job_id} among {job_processes(job_id)}")
+
+
+@pytest.mark.slow
+def test_a_sigkilled_rank_fails_the_run_naming_it_and_leaves_no_process(sets):
+    run = _train(sets, "dpo", steps=500, config={"processes": 2, "batch_size": 2, "holdout_rows": 4})
+    job_id = _job_of(run.id)["id"]
+    _wait_for(lambda: any("loss" in p["metrics"] for p in _series(run)), 120, "the first trained step")
+    os.kill(_rank_pid(job_id, 1), signal.SIGKILL)
+    killed = time.monotonic()
+    _wait_for(lambda: run.refresh().status != "running", 60, "the run to fail")
+    assert time.monotonic() - killed < 60
+    assert run.status == "failed"
+    assert "rank 1 of the job failed (killed by SIGKILL)" in run.error
+    _wait_for(lambda: not job_processes(job_id), 10, "every process of the job to end")
+
+
+@pytest.mark.slow
+def test_stopping_a_two_process_run_ends_every_rank(sets):
+    run = _train(sets, "dpo", steps=500, config={"processes": 2, "batch_size": 2, "holdout_rows": 4})
+    job = _job_of(run.id)
+    _wait_for(lambda: len(job_processes(job["id"])) == 3, 60, "torchrun and its two ranks")
+    groups = {os.getpgid(pid) for pid in job_processes(job["id"])}
+    run.stop()
+    assert run.refresh().status == "stopped"
+    assert not job_processes(job["id"])
+    alive = []
+    for group in groups:  # the launcher's group and each rank's own (torchrun gives each its session)
+        try:
+            os.killpg(group, 0)
+            alive.append(group)
+        except ProcessLookupError:
+            pass
+    assert not alive, f"process groups still alive: {alive}"
+
+
+@pytest.mark.slow
+def test_two_nodes_meet_at_a_loopback_rendezvous_and_train(sets):
+    run = _train(sets, "sft", steps=2, wait=True, config={"processes": 1, "nodes": 2, "batch_size": 2,
+                                                          "holdout_rows": 4, "metric": "loss"})
+    _assert_one_run(run, "sft")
+    assert run.training["nodes"] == 2 and run.training["processes"] == 1 and run.training["batch_per_device"] == 1
