@@ -118,12 +118,14 @@ def test_two_process_sft_follows_the_one_process_loss_curve(sets, sft_two):
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["dpo", "rm", "grpo"])
 def test_each_method_trains_two_processes_as_one_run(sets, method):
-    config = {"processes": 2, "holdout_rows": 4}
+    config: dict = {"processes": 2, "holdout_rows": 4}
+    arguments: dict = {}
     if method == "grpo":
-        config.update(generations=2, max_completion_length=8, monitor=False)
+        config["monitor"] = False
+        arguments.update(generations=2, max_completion_length=8)
     else:
         config["batch_size"] = 2
-    run = _train(sets, method, steps=2, wait=True, config=config)
+    run = _train(sets, method, steps=2, wait=True, config=config, **arguments)
     _assert_one_run(run, method)
     _loads(sets["base"], run.adapter, method)
 
@@ -162,14 +164,23 @@ def test_stopping_a_two_process_run_ends_every_rank(sets):
     run.stop()
     assert run.refresh().status == "stopped"
     assert not job_processes(job["id"])
-    alive = []
-    for group in groups:  # the launcher's group and each rank's own (torchrun gives each its session)
+    # the launcher's group and each rank's own (torchrun gives each its session) hold no live process
+    assert groups and not _group_members(groups), _group_members(groups)
+
+
+def _group_members(groups: set[int]) -> list[int]:
+    """Live (not zombie) processes whose process group is one of ``groups``, read from /proc."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
-            os.killpg(group, 0)
-            alive.append(group)
-        except ProcessLookupError:
-            pass
-    assert not alive, f"process groups still alive: {alive}"
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] not in ("Z", "X") and int(fields[2]) in groups:
+            out.append(int(entry.name))
+    return out
 
 
 @pytest.mark.slow

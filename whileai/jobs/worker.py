@@ -159,6 +159,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"whileai job {job_id}: rank 0 ended by the launcher (another rank failed)", flush=True)
         return 143
     except BaseException as exc:  # noqa: BLE001 - every way out is reported, then the process ends
+        if place.size > 1 and not isinstance(exc, KeyboardInterrupt):
+            # a job of several ranks is reported by its launcher: its summary names the rank that failed first (a
+            # peer's death reaches rank 0 as a collective's error, which is not the cause); the platform reads it
+            print(error_text(exc), file=sys.stderr, flush=True)
+            return 1
         status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
         error = error_text(exc)
         print(error, file=sys.stderr, flush=True)

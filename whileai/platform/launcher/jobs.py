@@ -382,7 +382,11 @@ def rank_failure(job_id: str) -> str | None:
         except ValueError:
             how = f"killed by signal {-code}"
     prefix = f"[rank {rank}] "
-    own = [line for line in text[:cause].splitlines() if (line.startswith(prefix) if rank else "[rank " not in line)]
+    before = text[:cause]
+    launcher = re.search(r"\n[EW]\d{4} [^\n]*torch/distributed/elastic", before)  # torchrun's own report begins
+    if launcher:
+        before = before[:launcher.start()]
+    own = [line for line in before.splitlines() if (line.startswith(prefix) if rank else "[rank " not in line)]
     last = "\n".join(own[-12:])
     return (f"rank {rank} of the job failed ({how}); torchrun ended the other ranks. Its last log lines:\n{last}"
             f"\n(the job's log: {job_log(job_id)})")
