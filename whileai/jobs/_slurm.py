@@ -31,7 +31,7 @@ class NodeTask:
 
     def command(self, environ: Mapping[str, str]) -> list[str]:
         """The argv this node runs, given the task's environment."""
-        from whileai.jobs.distributed import launch_command
+        from whileai.core.launch import launch_command
 
         return launch_command(self.job_id, processes=self.processes, nodes=self.nodes,
                               endpoint=f"{first_node(environ)}:{self.port}", rdzv_id=self.job_id)
