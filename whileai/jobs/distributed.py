@@ -14,7 +14,6 @@ cannot run (a DeepSpeed strategy without deepspeed, nccl or vLLM without CUDA).
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 import sys
@@ -22,8 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from whileai.core import defaults as core_defaults
-from whileai.core.launch import WORKER_MODULE, launch_command
-from whileai.core.spec import GRPOSpec, RunSpec
+from whileai.core.launch import WORKER_MODULE, launch_command, machine_problems
 from whileai.jobs import defaults as job_defaults
 
 __all__ = ["launch_command", "World", "world", "machine_problems", "split_batch", "prefix_output",
@@ -48,37 +46,6 @@ def world(environ: dict[str, str] | None = None) -> World:
     env = os.environ if environ is None else environ
     return World(rank=int(env.get("RANK", "0")), local_rank=int(env.get("LOCAL_RANK", "0")),
                  size=int(env.get("WORLD_SIZE", "1")))
-
-
-def machine_problems(spec: RunSpec, *, cuda: bool | None = None, devices: int | None = None) -> list[str]:
-    """What in ``spec`` this machine cannot run, each naming why and the fix; empty when it can.
-
-    Checked before anything loads: a strategy without its engine, vLLM without a GPU,
-    more processes per node than GPUs. One process ignores ``strategy``.
-    """
-    if cuda is None or devices is None:
-        import torch
-
-        cuda = torch.cuda.is_available() if cuda is None else cuda
-        devices = (torch.cuda.device_count() if cuda else 0) if devices is None else devices
-    problems = []
-    if spec.world_size > 1:
-        if spec.strategy in ("zero2", "zero3") and importlib.util.find_spec("deepspeed") is None:
-            problems.append(f"strategy={spec.strategy!r} runs on DeepSpeed, which is not installed here; "
-                            "`pip install deepspeed` on a GPU machine, or use strategy='ddp'")
-        if spec.strategy in ("fsdp", "zero2", "zero3") and not cuda:
-            problems.append(f"strategy={spec.strategy!r} shards the model over GPUs and this machine has no CUDA "
-                            "device (on a CPU only gloo's ddp runs); use strategy='ddp' here, or run on GPUs")
-        if cuda and devices and spec.processes > devices:
-            problems.append(f"processes={spec.processes} is more than this node's {devices} GPUs (nccl needs one "
-                            f"each); pass processes={devices} or fewer")
-    if isinstance(spec, GRPOSpec) and spec.generation_backend == "vllm":
-        if not cuda:
-            problems.append("generation_backend='vllm' needs a CUDA GPU (vLLM does not generate on a CPU); use "
-                            "generation_backend='hf' here")
-        elif importlib.util.find_spec("vllm") is None:
-            problems.append("generation_backend='vllm' needs vllm installed (`pip install vllm`); or use 'hf'")
-    return problems
 
 
 def split_batch(size: int, world_size: int) -> int:

@@ -319,6 +319,10 @@ def train(
                                 start=start_config if start is not None else None,
                                 start_label=start["id"] if start is not None else None)
         problems += resolution.problems
+        if resolution.spec is not None and target != "modal":  # a local job runs here: what this machine cannot run
+            from whileai.core.launch import machine_problems
+
+            problems += machine_problems(resolution.spec)
     if problems or resolution is None:
         listed = "\n".join(f"  - {p}" for p in problems)
         raise TrainingConfigError(f"train() cannot start: {len(problems)} problem(s)\n{listed}", problems)
