@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 from whileai.platform import defaults
@@ -137,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
         end_with_parent()
         prefix_output(place.rank)
     signal.signal(signal.SIGTERM, _on_sigterm if place.size == 1 else _on_sigterm_rank)
+    payload = os.environ.get("WHILEAI_JOB_PAYLOAD")
+    if payload:  # a rank of a Modal job: everything it needs is in the payload file (whileai.jobs.modal_app)
+        from whileai.jobs.modal_app import payload_rank
+
+        return payload_rank(Path(payload))
     client = job_client()
     job = client.request("GET", f"/jobs/{job_id}")
     if not place.first:
