@@ -180,7 +180,7 @@ def _held_out_stats(before: dict[str, Any] | None, after: dict[str, Any] | None)
 
 
 def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
-            run: JobRun, adapter_path: Path, folder: Path) -> dict[str, Any]:
+            run: JobRun | OtherRankRun, adapter_path: Path, folder: Path) -> dict[str, Any]:
     """Train ``spec.method`` on ``rows`` and finish ``run``; returns the ``training`` summary.
 
     Raises whatever the trainer raises; the caller fails the run with it.

@@ -20,7 +20,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -287,7 +286,7 @@ def job_processes(job_id: str) -> list[int]:
     torchrun starts each rank in a session of its own, so a signal to the launcher's group does not reach
     them; the job id on their command line does.
     """
-    found = []
+    found: list[int] = []
     proc_root = Path("/proc")
     if not proc_root.is_dir():
         return found
