@@ -7,10 +7,11 @@ process against two, all in the same run.
 Every side trains LoRA with TRL's SFTTrainer on the kit's tiny model and the sample dataset's passing rows, at
 the same effective batch, steps, learning rate, LoRA shape, schedule and torch threads. The framework sides are
 ``wai.train(method="sft", config={"processes": 2})`` (torchrun over two worker ranks, gloo, rank 0 writing the
-run) and the same with one process; their time is the job's ``training["train_seconds"]`` (rank 0's span:
-export, dataset, trainer, ``trainer.train()``). The bare side is a plain script under ``torchrun
---nproc-per-node 2`` timing the same span on rank 0, with the per-device batch the framework computes. Rounds
-alternate the sides; the fastest of each is compared.
+run) and the same with one process; their steps are timed by the points rank 0 logs as each step ends. The bare
+side is a plain script under ``torchrun --nproc-per-node 2`` with the per-device batch the framework computes,
+its steps timed by a callback on rank 0. Seconds per step are the steady state (first step's end to the last's,
+over the steps between), so loading and set-up count on neither side. Rounds alternate the sides; the fastest of
+each is compared.
 
 Target: framework two-process / bare two-process <= 1.05. One against two processes is reported as measured:
 two processes on a two-core machine share the cores with everything else, so they are not expected to halve a
@@ -64,10 +65,21 @@ _BARE = textwrap.dedent("""
                      dataloader_num_workers=0, ddp_backend="gloo", ddp_find_unused_parameters=False)
     lora = LoraConfig(r={rank}, lora_alpha={alpha}, lora_dropout=0.0, target_modules="all-linear",
                       task_type="CAUSAL_LM")
-    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tok, peft_config=lora)
+    from transformers import TrainerCallback
+
+    class Clock(TrainerCallback):
+        def __init__(self):
+            self.at = []
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.at.append(time.time())
+
+    clock = Clock()
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tok, peft_config=lora,
+                         callbacks=[clock])
     trainer.train()
     if os.environ.get("RANK", "0") == "0":
-        print(json.dumps({{"train_seconds": time.perf_counter() - start, "steps": trainer.state.global_step}}))
+        print(json.dumps({{"step_times": clock.at, "steps": trainer.state.global_step}}))
 """)
 
 
@@ -82,7 +94,15 @@ def _bare(settings: dict, rows_path: str, threads: int) -> float:
     if done.returncode != 0:
         raise RuntimeError(f"the bare torchrun + TRL script failed:\n{done.stderr[-3000:]}")
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    return json.loads(lines[-1])["train_seconds"]
+    return _per_step(json.loads(lines[-1])["step_times"])
+
+
+def _per_step(times: list[float]) -> float:
+    """Seconds per optimizer step in the steady state: first step's end to last step's end, over the steps between
+    (loading, export and the trainer's set-up are outside it, on both sides)."""
+    if len(times) < 2:
+        raise RuntimeError("a side made fewer than two steps: pass --steps 2 or more")
+    return (times[-1] - times[0]) / (len(times) - 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,14 +140,16 @@ def main(argv: list[str] | None = None) -> int:
                                                  "lora_alpha": args.alpha, "processes": processes})
         if run.wait(poll=2) != "done":
             raise RuntimeError(f"the framework's {processes}-process job failed: {run.error}")
-        return run.training["train_seconds"] / args.steps
+        # each step's point is logged by rank 0 as the step ends (TrainerCallback, logging_steps=1)
+        points = sorted((p for p in wai.get_run(run.id)["series"] if "loss" in p["metrics"]), key=lambda p: p["step"])
+        return _per_step([p["ts"] for p in points])
 
     settings = {"base": base, "steps": args.steps, "per_device": args.batch // 2, "lr": args.lr, "rank": args.rank,
                 "alpha": args.alpha}
     two, bare, one = [], [], []
     for i in range(args.rounds):
         two.append(framework(2))
-        bare.append(_bare(settings, rows_path, threads) / args.steps)
+        bare.append(_bare(settings, rows_path, threads))
         one.append(framework(1))
         print(f"round {i + 1}: s/step framework 2 processes {two[-1]:.3f}, bare torchrun 2 processes {bare[-1]:.3f}, "
               f"framework 1 process {one[-1]:.3f}", flush=True)

@@ -189,3 +189,34 @@ def test_two_nodes_meet_at_a_loopback_rendezvous_and_train(sets):
                                                           "holdout_rows": 4, "metric": "loss"})
     _assert_one_run(run, "sft")
     assert run.training["nodes"] == 2 and run.training["processes"] == 1 and run.training["batch_per_device"] == 1
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_two_gpus_train_sft_over_nccl(sets):
+    if _gpus() < 2:
+        pytest.skip("needs two CUDA devices")
+    run = _train(sets, "sft", steps=2, wait=True, config={"processes": 2, "batch_size": 4, "holdout_rows": 4,
+                                                          "metric": "loss"})
+    _assert_one_run(run, "sft")
+    assert run.training["device"] == "cuda"
+    assert "nccl" in run.summary["trainer"]["config"].get("ddp_backend", "")
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_grpo_generates_with_vllm_on_a_gpu(sets):
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vllm is not installed")
+    run = _train(sets, "grpo", steps=2, wait=True, generations=2, max_completion_length=8,
+                 config={"generation_backend": "vllm", "monitor": False, "holdout_rows": 4})
+    assert run.status == "done", run.error
+    assert run.summary["trainer"]["config"]["use_vllm"] is True
