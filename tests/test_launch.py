@@ -92,7 +92,7 @@ def test_slurm_runs_one_task_per_node_each_the_launch_command_at_node_0():
 
 
 def test_modal_containers_run_the_launch_command_at_node_0():
-    payload = {"job_id": "job_1", "spec": {"processes": 8, "nodes": 2}}
+    payload = {"job_id": "job_1", "spec": {"method": "grpo", "base_model": "kit", "processes": 8, "nodes": 2}}
     ips = ["10.1.0.5", "10.1.0.6"]
     assert modal_app.node_command(payload, ips) == launch_command(
         "job_1", processes=8, nodes=2, endpoint=f"10.1.0.5:{core_defaults.RDZV_PORT}")

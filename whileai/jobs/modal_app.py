@@ -122,12 +122,12 @@ def node_command(payload: dict[str, Any], node_ips: list[str] | None = None) -> 
     """
     from whileai.core import defaults as core_defaults
     from whileai.core.launch import launch_command
+    from whileai.jobs.body import job_spec
 
-    spec = payload.get("spec") or {}
+    spec = job_spec(payload["spec"])
     main = node_ips[0] if node_ips else "127.0.0.1"
-    return launch_command(payload["job_id"], processes=int(spec.get("processes") or 1),
-                          nodes=int(spec.get("nodes") or 1), endpoint=f"{main}:{core_defaults.RDZV_PORT}",
-                          rdzv_id=payload["job_id"])
+    return launch_command(payload["job_id"], processes=spec.processes, nodes=spec.nodes,
+                          endpoint=f"{main}:{core_defaults.RDZV_PORT}", rdzv_id=payload["job_id"])
 
 
 def execute_ranks(payload: dict[str, Any], node_ips: list[str] | None = None, node_rank: int = 0,
