@@ -184,6 +184,42 @@ def _group_members(groups: set[int]) -> list[int]:
 
 
 @pytest.mark.slow
+def test_ctrl_c_of_the_runner_ends_every_rank_of_a_two_process_run():
+    import subprocess
+    import sys
+
+    from _runner_helpers import ROOT, record, runs_file, tiny_base
+
+    args = ["recipe=sft_tooluse", "dataset.tasks=24", "holdout_rows=4", "steps=100000", "batch_size=4",
+            "target.processes=2", f"base_model={tiny_base()}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WHILEAI_RUNNER_TOKEN": "sigint-ranks", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.Popen([sys.executable, "-m", "whileai", "run", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    path = Path(os.environ["WHILEAI_HOME"]) / "runner" / "runs" / "sigint-ranks" / "whileai_runs.json"
+    run_id = None
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not (run_id and (record(run_id).get("step") or 0) >= 1):
+            if path.exists():
+                run_id = runs_file("sigint-ranks")["runs"][0]["id"]
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.5)
+        assert run_id is not None, "the run started training"
+        job_id = _job_of(run_id)["id"]
+        groups = {os.getpgid(pid) for pid in job_processes(job_id)}
+        assert len(groups) == 3, "torchrun and two ranks, each in its own group"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    assert record(run_id)["status"] == "stopped"
+    assert wai.get_run(run_id)["config"]["processes"] == 2
+    assert not job_processes(job_id) and not _group_members(groups)
+
+
+@pytest.mark.slow
 def test_two_nodes_meet_at_a_loopback_rendezvous_and_train(sets):
     run = _train(sets, "sft", steps=2, wait=True, config={"processes": 1, "nodes": 2, "batch_size": 2,
                                                           "holdout_rows": 4, "metric": "loss"})
