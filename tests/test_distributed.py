@@ -19,10 +19,10 @@ import whileai.simulations as wai
 from whileai.platform.launcher.jobs import job_log, job_processes
 from whileai.simulations.client import get_client
 
-#: How far the two-process SFT loss may end from the one-process loss at the same effective batch, data order
-#: and seed (relative). The two differ only in floating-point summation order and in how the loss is averaged
-#: over tokens (per rank, then across ranks, against once over the whole batch).
-LOSS_TOLERANCE = 0.05
+#: How far each step's two-process SFT loss may be from the one-process loss at the same effective batch, data
+#: order and seed (relative). The two differ only in floating-point summation order (gradients all-reduced over
+#: gloo); measured here: 6.6e-8 at worst over 4 steps. 1e-3 leaves room for other CPUs' kernels.
+LOSS_TOLERANCE = 1e-3
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +112,7 @@ def test_two_process_sft_follows_the_one_process_loss_curve(sets, sft_two):
 
     a, b = losses(one), losses(sft_two)
     assert len(a) == len(b) == 4
+    print(f"one process {a}; two processes {b}; largest relative gap {max(abs(x - y) / abs(x) for x, y in zip(a, b)):.2e}")
     for x, y in zip(a, b):
         assert abs(x - y) <= LOSS_TOLERANCE * abs(x), (a, b)
 
