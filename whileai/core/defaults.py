@@ -202,3 +202,35 @@ TRL_DPO_LOSS_TYPES = (
     "sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard",
     "aot", "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm",
 )
+
+# ---------------------------------------------------------------------------
+# Past one process: placement and strategies (whileai/jobs/distributed.py)
+# ---------------------------------------------------------------------------
+
+#: The most processes one node may run: 8 GPUs per node is the largest common machine (H100:8, B200:8);
+#: 64 leaves room for CPU ranks and larger boxes while catching a typo (``processes=800``).
+MAX_PROCESSES_PER_NODE = 64
+
+#: The most nodes one job may span: SLURM clusters and Modal's clustered functions go to a few dozen
+#: nodes for LoRA fine-tunes; the bound catches a typo, it is not a platform limit.
+MAX_NODES = 256
+
+#: The data-parallel and sharding strategies a job may ask for, each mapped onto accelerate's and TRL's
+#: own configuration (``whileai.jobs.trainer_config.strategy_settings``): DDP replicates the model,
+#: FSDP and DeepSpeed ZeRO-2/3 shard optimizer state (and, FSDP and ZeRO-3, the weights).
+TRAIN_STRATEGIES = ("ddp", "fsdp", "zero2", "zero3")
+
+#: torchrun's rendezvous backend: c10d runs the rendezvous on node 0's TCP store, with no etcd to
+#: deploy (PyTorch's recommended backend for torchrun since 1.13).
+RDZV_BACKEND = "c10d"
+
+#: The port node 0's rendezvous listens on when a SLURM or Modal job names none. 29500 is torchrun's
+#: own default (MASTER_PORT); a local job picks a free loopback port instead.
+RDZV_PORT = 29500
+
+#: torchrun's seconds between checks of its workers: a rank that dies is noticed this fast, then the
+#: others are ended. torchrun's default is 0.1 s in recent releases; stated so the bound is ours.
+MONITOR_INTERVAL_S = 0.5
+
+#: Where GRPO's completions are generated: HF ``generate`` in the trainer, or vLLM (TRL's ``use_vllm``).
+TRAIN_GENERATION_BACKENDS = ("hf", "vllm")

@@ -55,6 +55,7 @@ __all__ = [
     "knob_of",
     "is_whole",
     "NOT_KNOBS",
+    "split_problem",
 ]
 
 #: 3: fully resolved (every knob holds its value), provenance typed; 2: snake_case keys and
@@ -170,6 +171,9 @@ class RunSpec(BaseModel):
     holdout: str | None = None
     init_from: str | None = None
     gpu: str | None = None
+    #: processes per node and nodes of the job (the runner's ``target`` group); batch sizes stay global
+    processes: int = Field(1, ge=1, le=d.MAX_PROCESSES_PER_NODE)
+    nodes: int = Field(1, ge=1, le=d.MAX_NODES)
     #: config keys the trainer does not read, kept on the run as given (a user's notes)
     extra: dict[str, Any] | None = None
     #: key -> where its value came from (typed on the command line, recipe file:line, inherited, default)
@@ -198,6 +202,11 @@ class RunSpec(BaseModel):
         source="InstructGPT, arXiv:2203.02155 (its SFT trained with cosine decay)",
         help="the learning-rate schedule after the warmup",
         reason="TRAIN_LR_SCHEDULER; on the kit's rm_tooluse cosine measured no better than constant")
+    strategy: Literal["ddp", "fsdp", "zero2", "zero3"] = knob(
+        "ddp", choices=d.TRAIN_STRATEGIES, source="accelerate (DDP, FSDP, DeepSpeed ZeRO)",
+        help="how processes share the work past one: ddp replicates the model; fsdp, zero2 and zero3 shard it "
+             "(read only when processes x nodes > 1)",
+        reason="a LoRA's trainable state is small: replicating it costs least")
 
     #: declared by each method's model with its own default, range and paper
     learning_rate: float
@@ -224,9 +233,18 @@ class RunSpec(BaseModel):
                                  whole=is_whole(type(self), name))
             if problem:
                 problems.append(problem)
+        batch = getattr(self, "batch_size", None)
+        split = split_problem("batch_size", batch, self.world_size) if isinstance(batch, int) else None
+        if split:
+            problems.append(split)
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+    @property
+    def world_size(self) -> int:
+        """Processes over all nodes: what a global batch is divided across."""
+        return self.processes * self.nodes
 
     def knobs(self) -> dict[str, Any]:
         """The knobs this method's trainer reads, as a plain dict."""
@@ -302,6 +320,10 @@ class GRPOSpec(RunSpec):
         help="how advantages are scaled: by the group's std, the batch's, or not at all",
         reason="the GRPO paper's and TRL's choice")
     balance: bool = _BALANCE
+    generation_backend: Literal["hf", "vllm"] = knob(
+        "hf", choices=d.TRAIN_GENERATION_BACKENDS, source="TRL GRPOConfig use_vllm",
+        help="where completions are sampled: hf (the trainer's generate) or vllm (colocated, needs a GPU)",
+        reason="runs anywhere; vllm is faster where there is a GPU")
     #: the independent judge the HackMonitor's divergence alarm compares against (a finished rm run)
     gold_judge: str | None = None
     #: the HackMonitor: True (on, its defaults), its settings, or False (off); None in a record of before version 3
@@ -373,8 +395,22 @@ class RMSpec(RunSpec):
 SPEC_MODELS: dict[str, type[RunSpec]] = {"sft": SFTSpec, "grpo": GRPOSpec, "dpo": DPOSpec, "rm": RMSpec}
 
 #: RunSpec's fields that are not knobs: identity, placement and bookkeeping.
-NOT_KNOBS = ("spec_version", "method", "base_model", "target", "holdout", "init_from", "gpu", "extra", "provenance",
-             "runner", "run_id", "dataset", "init_adapter", "gold_judge", "monitor")
+NOT_KNOBS = ("spec_version", "method", "base_model", "target", "holdout", "init_from", "gpu", "processes", "nodes",
+             "extra", "provenance", "runner", "run_id", "dataset", "init_adapter", "gold_judge", "monitor")
+
+
+def split_problem(name: str, size: int, world: int) -> str | None:
+    """Why ``size`` (an effective, global batch) cannot be divided across ``world`` processes, else None.
+
+    The refusal names the sizes that do divide, nearest first, and the other fix.
+    """
+    if world <= 1 or size % world == 0:
+        return None
+    below = size - size % world
+    near = [n for n in (below, below + world, below + 2 * world) if n > 0]
+    return (f"{name}={size} does not divide across {world} processes (processes x nodes): it is the effective batch, "
+            f"split evenly over the processes; pass a multiple of {world} ({', '.join(map(str, near))}, ...), "
+            f"or a world size that divides {size}")
 
 
 def _unset(model: type[BaseModel], name: str) -> bool:

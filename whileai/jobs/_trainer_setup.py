@@ -31,6 +31,8 @@ def trainer_settings(spec: RunSpec, folder: Path) -> dict[str, Any]:
         "activation_checkpointing": on_gpu,
         "dataloader_num_workers": 0,
     }
+    if spec.world_size > 1:  # gloo on CPUs, nccl on GPUs
+        settings["ddp_backend"] = "nccl" if on_gpu else "gloo"
     settings.update(trl_settings(spec))  # what the spec decides: the one pure mapping, checked against validate
     return settings
 

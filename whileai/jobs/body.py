@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 from whileai.core.spec import RunSpec, read_spec
 from whileai.simulations.training import TrainingRun
 
-__all__ = ["JobRun", "JobBody", "run_job", "job_spec", "METHOD_MODULES"]
+__all__ = ["JobRun", "OtherRankRun", "JobBody", "run_job", "job_spec", "METHOD_MODULES"]
 
 METHOD_MODULES = {m: f"whileai.jobs.{m}" for m in ("sft", "grpo", "dpo", "rm")}
 
@@ -46,6 +46,47 @@ class JobRun(TrainingRun):
         if self._held and status == "done":
             return self.flush()
         return super().finish(status, error)
+
+
+class _Quiet:
+    """The tracker of a rank past the first: progress and points go nowhere (rank 0 logs them)."""
+
+    def progress(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+    def log(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+
+class OtherRankRun:
+    """The run as a rank past the first sees it: the same calls as :class:`JobRun`, none of them written.
+
+    Only rank 0 creates and writes the run (points, notes, summary, monitor looks), so a point
+    is stored once whatever the world size.
+    """
+
+    def __init__(self, run_id: str):
+        self.id = run_id
+        self.status = "running"
+        self._tracker = _Quiet()
+
+    def note(self, **_fields: Any) -> None:
+        return None
+
+    def log(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+    def holdout(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+    def release(self) -> None:
+        return None
+
+    def flush(self) -> bool:
+        return True
+
+    def finish(self, status: str = "done", error: Any = None) -> bool:
+        return True
 
 
 def job_spec(spec: RunSpec | Mapping[str, Any]) -> RunSpec:
@@ -139,7 +180,7 @@ def _held_out_stats(before: dict[str, Any] | None, after: dict[str, Any] | None)
 
 
 def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
-            run: JobRun, adapter_path: Path, folder: Path) -> dict[str, Any]:
+            run: JobRun | OtherRankRun, adapter_path: Path, folder: Path) -> dict[str, Any]:
     """Train ``spec.method`` on ``rows`` and finish ``run``; returns the ``training`` summary.
 
     Raises whatever the trainer raises; the caller fails the run with it.
@@ -154,6 +195,12 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
     # recorded before the typed spec reads too). A spec that is not one fails the job here, by name.
     spec = job_spec(spec)
     started = time.time()
+    from whileai.jobs.distributed import machine_problems, world
+
+    problems = machine_problems(spec)
+    if problems:  # before anything loads: what this machine cannot run, each with its reason
+        raise ValueError("this machine cannot run the spec: " + "; ".join(problems))
+    place = world()
 
     def say(what: str) -> None:  # one line per phase in the job's log
         print(f"[{time.time() - started:7.1f} s] {what}", flush=True)
@@ -165,6 +212,8 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
     rows, gates = gate_rows(rows)
     if holdout_rows:
         holdout_rows, _ = gate_rows(holdout_rows)
+    if not place.first:  # the held-out set is measured once, on rank 0
+        holdout_rows = None
     _environment.cpu_threads()
     _environment.seed_all(spec.seed)
     folder.mkdir(parents=True, exist_ok=True)
@@ -184,9 +233,14 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
     say(f"training {spec.method}: {len(rows)} train-side rows given, the method selects what it trains on")
     train_started = time.time()
     system = SystemMetrics(run, base_model=spec.base_model)
-    model, extra = method.fit(spec, model, tokenizer, rows, folder, [TrainerCallback(run), TrainerRecord(run), system],
+    # a rank past the first logs nothing: its run is an OtherRankRun, which TrainerCallback does not take
+    logging = [TrainerCallback(run)] if place.first else []
+    model, extra = method.fit(spec, model, tokenizer, rows, folder, [*logging, TrainerRecord(run), system],
                               holdout=holdout_rows, run=run)
     train_seconds = time.time() - train_started
+    if not place.first:  # rank 0 measures, saves the adapter and finishes the run
+        say(f"rank {place.rank} of {place.size}: trained its share ({extra.get('steps')} steps)")
+        return {}
     too_long = extra.get("left_out_too_long") or 0
     say(f"trained {spec.method} on {extra.get('trainer_received')} {extra.get('unit', 'rows')} "
         f"({extra.get('steps')} steps" + (f"; {too_long} left out, longer than the model's context)" if too_long else ")"))
@@ -210,7 +264,12 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
         "gpu": gpu,
         "device": _environment.device(),
         "target": spec.target or "local",
-        **{k: v for k, v in system.setup.items() if k in ("lora_rank", "batch_size")},
+        **{k: v for k, v in system.setup.items()
+           if k in ("lora_rank", "batch_size", "batch_per_device", "gradient_accumulation")},
+        "world_size": place.size,
+        "processes": spec.processes,
+        "nodes": spec.nodes,
+        **({"strategy": spec.strategy} if place.size > 1 else {}),
         "data_gates": {k: gates[k] for k in ("tool_names_mapped", "types_mapped", "refused_rows")},
         **extra,
     }

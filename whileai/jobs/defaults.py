@@ -53,3 +53,14 @@ SFT_EPOCHS_UNREAD = 1.0
 #: ``label_smoothing`` for DPO's ``exo_pair`` loss: EXO's recommended epsilon (Ji et al. 2024,
 #: arXiv:2402.00856); TRL refuses 0 for that loss.
 DPO_EXO_EPSILON = 1e-3
+
+# ---------------------------------------------------------------------------
+# Past one process (whileai/jobs/distributed.py)
+# ---------------------------------------------------------------------------
+
+#: A rank that is asked to end (SIGTERM from the launcher, after another rank failed) has this long to
+#: flush its points before torchrun SIGKILLs it (torchrun's own close waits 30 s).
+RANK_TERM_GRACE_S = 30
+
+#: The prefix other ranks' lines carry in the worker log (rank 0 writes bare lines, as one process does).
+RANK_LOG_PREFIX = "[rank {rank}] "

@@ -206,6 +206,25 @@ def _within_context(tokenizer: Any, prompts: list[dict[str, Any]], tools: list[S
     return kept, len(prompts) - len(kept)
 
 
+def _prompts_per_rank(per_step: int, world_size: int, prompts: int) -> int:
+    """Each process's prompts per optimizer step: the effective ``per_step`` divided across ``world_size``.
+
+    A step's worth capped by the data (fewer prompts than TRAIN_GRPO_PROMPTS_PER_STEP) is rounded down to a
+    multiple of the world size; the configured size that does not divide is refused, naming those that do.
+    """
+    if world_size <= 1:
+        return per_step
+    if per_step % world_size and per_step == int(defaults.TRAIN_GRPO_PROMPTS_PER_STEP):
+        from whileai.core.spec import split_problem
+
+        raise ValueError(str(split_problem("prompts per step (TRAIN_GRPO_PROMPTS_PER_STEP)", per_step, world_size)))
+    if per_step < world_size:
+        raise ValueError(f"grpo has {prompts} prompts to train on, fewer than the {world_size} processes that each "
+                         f"need one per step; push more tasks with mixed outcomes, or use {max(1, prompts)} "
+                         "processes or fewer")
+    return (per_step - per_step % world_size) // world_size
+
+
 def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     from trl import GRPOConfig, GRPOTrainer
@@ -223,13 +242,15 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
     generations = spec.generations
     # a set with fewer prompts than a step's worth steps on all of them (accumulating past the data makes no step)
     per_step = max(1, min(int(defaults.TRAIN_GRPO_PROMPTS_PER_STEP), len(prompts)))
-    micro = max(1, min(per_step, int(defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)))
-    if per_step % micro:
+    per_rank = _prompts_per_rank(per_step, spec.world_size, len(prompts))
+    micro = max(1, min(per_rank, int(defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)))
+    if per_rank % micro:
         micro = 1  # accumulation needs whole micro-batches of prompts
+    per_step = per_rank * spec.world_size
     args = GRPOConfig(
         **_trainer_setup.trainer_settings(spec, folder),
         per_device_train_batch_size=generations * micro,
-        gradient_accumulation_steps=per_step // micro,
+        gradient_accumulation_steps=per_rank // micro,
         max_tool_calling_iterations=0,
         log_completions=False,
     )
@@ -237,7 +258,12 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
     reward = first_action_reward(spec.truncated, stop_ids, tokenizer, [dict(t) for t in tools])
     held = [{"prompt": prompt_messages(r), "gold": r["gold"], "tools": r.get("tools")}
             for r in _evaluation.distinct_prompts(holdout or [], spec.holdout_rows, spec.seed)]
-    monitor, monitor_note = _monitor(spec, run, held, reward)
+    from whileai.jobs.distributed import world
+
+    if world().first:
+        monitor, monitor_note = _monitor(spec, run, held, reward)
+    else:  # the monitor's looks are rank 0's: one set of looks, written once
+        monitor, monitor_note = None, "on rank 0"
     extra_callbacks = [monitor] if monitor is not None else []
     trainer_tools: list[Callable[..., Any]] = list(tools)  # TRL takes tools as callables; a SchemaTool is one
     watch = group_watch()  # first, so its figures join each step's log before the run's callback sends it

@@ -20,7 +20,9 @@ On this machine ``execute(payload, progress=dict(), volume_root=tmp)`` (or
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -28,12 +30,14 @@ from typing import Any, Protocol
 
 import httpx
 import modal
+import modal.experimental
 
 from whileai.jobs import defaults as job_defaults
 from whileai.platform import defaults
 from whileai.platform.launcher.progress import count_key, progress_key
 
-__all__ = ["app", "run_job", "execute", "RecordingTransport", "progress_key", "count_key"]
+__all__ = ["app", "run_job", "run_job_clustered", "execute", "execute_ranks", "node_command", "payload_rank",
+           "PAYLOAD_ENV", "RecordingTransport", "progress_key", "count_key"]
 
 
 class ProgressStore(Protocol):
@@ -106,6 +110,65 @@ def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
             "training": training}
 
 
+#: The environment variable naming the payload file every rank of a Modal job past one process reads
+PAYLOAD_ENV = "WHILEAI_JOB_PAYLOAD"
+
+
+def node_command(payload: dict[str, Any], node_ips: list[str] | None = None) -> list[str]:
+    """What one Modal container of a job runs: the launch function's command, node 0's address the endpoint.
+
+    ``node_ips`` are the cluster's container addresses in rank order (``get_cluster_info().container_ips``);
+    None on one node, where the rendezvous is on loopback.
+    """
+    from whileai.core import defaults as core_defaults
+    from whileai.core.launch import launch_command
+    from whileai.jobs.body import job_spec
+
+    spec = job_spec(payload["spec"])
+    main = node_ips[0] if node_ips else "127.0.0.1"
+    return launch_command(payload["job_id"], processes=spec.processes, nodes=spec.nodes,
+                          endpoint=f"{main}:{core_defaults.RDZV_PORT}", rdzv_id=payload["job_id"])
+
+
+def execute_ranks(payload: dict[str, Any], node_ips: list[str] | None = None, node_rank: int = 0,
+                  run: Callable[..., Any] = subprocess.run) -> dict[str, Any]:
+    """Run this container's ranks under torchrun (:func:`node_command`); node 0 returns rank 0's result.
+
+    Every rank reads the payload from a file (PAYLOAD_ENV); rank 0 runs :func:`execute` and writes its
+    result beside it. ``run`` starts the command (``subprocess.run``).
+    """
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "payload.json"
+        path.write_text(json.dumps(payload))
+        done = run(node_command(payload, node_ips), env={**os.environ, PAYLOAD_ENV: str(path)}, check=False)
+        result = path.with_suffix(".result.json")
+        if node_rank != 0:
+            return {"status": "node", "node_rank": node_rank, "returncode": getattr(done, "returncode", None)}
+        if result.is_file():
+            return dict(json.loads(result.read_text()))
+        return {"status": "failed", "adapter": None, "training": None,
+                "error": f"the job's ranks ended (exit code {getattr(done, 'returncode', None)}) before rank 0 "
+                         "reported; the container's log has torchrun's summary naming the rank that failed"}
+
+
+def payload_rank(path: Path) -> int:
+    """One rank of a Modal job past one process (the worker, when PAYLOAD_ENV is set): rank 0 runs
+    :func:`execute` into the progress Dict and the Volume and writes its result; the others train their share."""
+    from whileai.jobs.body import OtherRankRun, run_job as run_body
+    from whileai.jobs.distributed import world
+
+    payload = json.loads(Path(path).read_text())
+    place = world()
+    if place.first:
+        result = execute(payload, _progress_dict(), Path(defaults.MODAL_VOLUME_MOUNT), commit=_volume.commit)
+        Path(path).with_suffix(".result.json").write_text(json.dumps(result, default=str))
+        return 0 if result["status"] == "done" else 1
+    with tempfile.TemporaryDirectory() as folder:
+        run_body(payload["spec"], payload["rows"], payload.get("holdout_rows"), OtherRankRun(payload["run"]["id"]),
+                 Path(folder) / "adapter", Path(folder))
+    return 0
+
+
 def pip_pins(distribution: str = job_defaults.MODAL_IMAGE_DISTRIBUTION) -> list[str]:
     """The image's pins: each runtime requirement of the installed ``distribution``, at the version installed here.
 
@@ -162,7 +225,26 @@ def _progress_dict() -> ProgressStore:
     timeout=job_defaults.MODAL_TIMEOUT_S,
 )
 def run_job(payload: dict[str, Any]) -> dict[str, Any]:
-    """The hosted job on Modal's GPU: ``execute`` with the progress Dict and the adapters Volume."""
+    """The hosted job on Modal's GPU: ``execute`` with the progress Dict and the adapters Volume (several GPUs of
+    one container: their ranks under torchrun, :func:`execute_ranks`)."""
     if (payload.get("spec") or {}).get("init_adapter"):
         _volume.reload()  # a container started before the start adapter was uploaded sees it after a reload
+    if int((payload.get("spec") or {}).get("processes") or 1) > 1:
+        return execute_ranks(payload)
     return execute(payload, _progress_dict(), Path(defaults.MODAL_VOLUME_MOUNT), commit=_volume.commit)
+
+
+@app.function(
+    gpu=defaults.MODAL_GPU,
+    image=_image(),
+    volumes={defaults.MODAL_VOLUME_MOUNT: _volume},
+    secrets=[modal.Secret.from_name(defaults.MODAL_SECRET_NAME)],
+    timeout=job_defaults.MODAL_TIMEOUT_S,
+)
+@modal.clustered(size=defaults.MODAL_CLUSTER_NODES)
+def run_job_clustered(payload: dict[str, Any]) -> dict[str, Any]:
+    """A job past one node: MODAL_CLUSTER_NODES containers, each torchrun over its GPUs, meeting at node 0."""
+    info = modal.experimental.get_cluster_info()
+    if (payload.get("spec") or {}).get("init_adapter"):
+        _volume.reload()
+    return execute_ranks(payload, node_ips=list(info.container_ips), node_rank=int(info.rank))

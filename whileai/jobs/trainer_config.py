@@ -17,7 +17,7 @@ from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec, SFTSpec
 from whileai.jobs import defaults as job_defaults
 from whileai.simulations import defaults
 
-__all__ = ["trl_settings", "lora_settings", "TRL_NAMES", "LORA_NAMES", "trl_defaults"]
+__all__ = ["trl_settings", "lora_settings", "strategy_settings", "TRL_NAMES", "LORA_NAMES", "trl_defaults"]
 
 #: knob -> the TRL config argument it sets (where the names differ, e.g. ``steps`` -> ``max_steps``)
 TRL_NAMES: dict[str, str] = {
@@ -40,22 +40,51 @@ def trl_settings(spec: RunSpec) -> dict[str, Any]:
     if isinstance(spec, SFTSpec):
         # a step count decides the length when set (TRL's max_steps wins); epochs are then not read
         out["num_train_epochs"] = spec.epochs if spec.epochs is not None else job_defaults.SFT_EPOCHS_UNREAD
-        out["per_device_train_batch_size"] = spec.batch_size
+        out["per_device_train_batch_size"] = spec.batch_size // spec.world_size
     elif isinstance(spec, GRPOSpec):
         out.update(num_generations=spec.generations, max_completion_length=spec.max_completion_length,
                    temperature=spec.temperature, beta=spec.beta, loss_type=spec.loss_type,
                    mask_truncated_completions=spec.truncated == "mask", epsilon_high=spec.epsilon_high,
                    scale_rewards=spec.scale_rewards)
+        if spec.generation_backend == "vllm":  # vLLM in the trainer's own processes, sharing their GPUs
+            out.update(use_vllm=True, vllm_mode="colocate")
     elif isinstance(spec, DPOSpec):
         losses = [spec.loss_type] + (["sft"] if spec.nll_weight > 0 and spec.loss_type != "sft" else [])
-        out.update(beta=spec.beta, loss_type=losses, per_device_train_batch_size=spec.batch_size)
+        out.update(beta=spec.beta, loss_type=losses, per_device_train_batch_size=spec.batch_size // spec.world_size)
         if len(losses) > 1:
             out["loss_weights"] = [1.0, spec.nll_weight]
         if spec.loss_type == "exo_pair":
             out["label_smoothing"] = job_defaults.DPO_EXO_EPSILON
     elif isinstance(spec, RMSpec):
-        out["per_device_train_batch_size"] = spec.batch_size
+        out["per_device_train_batch_size"] = spec.batch_size // spec.world_size
+    out.update(strategy_settings(spec))
     return out
+
+
+#: DeepSpeed's config for ZeRO stage 2 or 3; "auto" lets the HF integration fill sizes and precision from the
+#: trainer's own arguments, so there is one copy of each (transformers' HfTrainerDeepSpeedConfig)
+def _zero(stage: int) -> dict[str, Any]:
+    return {"zero_optimization": {"stage": stage, "overlap_comm": True},
+            "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+            "train_batch_size": "auto", "bf16": {"enabled": "auto"}, "gradient_clipping": "auto"}
+
+
+def strategy_settings(spec: RunSpec) -> dict[str, Any]:
+    """The TRL/accelerate arguments ``spec.strategy`` becomes; nothing for one process (``strategy`` is not read).
+
+    batch sizes stay global: every method's per-device batch is the effective one over ``world_size``
+    (``trl_settings``), so the strategy only says how the replicas share state.
+    """
+    if spec.world_size <= 1:
+        return {}
+    if spec.strategy == "ddp":
+        # a LoRA uses every trainable weight each step: no search for unused ones (which costs a pass per step)
+        return {"ddp_find_unused_parameters": False}
+    if spec.strategy == "fsdp":
+        # use_orig_params keeps the LoRA's frozen and trainable weights apart inside a flat shard
+        return {"fsdp": "full_shard auto_wrap",
+                "fsdp_config": {"use_orig_params": True, "auto_wrap_policy": "TRANSFORMER_BASED_WRAP"}}
+    return {"deepspeed": _zero(3 if spec.strategy == "zero3" else 2)}
 
 
 def lora_settings(spec: RunSpec) -> dict[str, Any]:

@@ -6,6 +6,11 @@ runs the job body, and reports the end (``POST /jobs/{id}/end``, which revokes
 its key). A crash fails the run with the error text; SIGTERM stops it. A
 heartbeat answered 401 means the platform revoked its key (``run.stop()``, or a
 job settled as hung): the process exits at once.
+
+Under torchrun (``processes`` or ``nodes`` past one) every rank runs this module: rank 0
+does all of the above; the others train their share, write nothing to the run, and prefix
+their log lines with their rank. A rank ended by torchrun after another failed leaves the
+report to the launcher's summary, which names the failed rank.
 """
 
 from __future__ import annotations
@@ -16,12 +21,13 @@ import sys
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 from whileai.jobs._client import job_client
 from whileai.platform import defaults
 
-__all__ = ["main", "job_client", "Heartbeat", "error_text"]
+__all__ = ["main", "job_client", "Heartbeat", "error_text", "RankEnded"]
 
 
 class Heartbeat:
@@ -72,6 +78,39 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt("stopped by SIGTERM")
 
 
+class RankEnded(BaseException):
+    """torchrun ended this rank because another rank of the job failed (or the launcher was asked to end)."""
+
+
+def _on_sigterm_rank(_signum: int, _frame: Any) -> None:
+    raise RankEnded("ended by the launcher: another rank of the job failed, or the launcher was stopped")
+
+
+def _other_rank(client: Any, job: dict[str, Any], rank: int) -> int:
+    """A rank past the first: trains its share and writes nothing to the run (rank 0 does, once).
+
+    It reads the job and its rows with the job's key, and its log lines carry its rank. An
+    exception ends it with its traceback; torchrun then ends the others and the launcher's
+    report names this rank.
+    """
+    from whileai.jobs.body import OtherRankRun, job_spec, run_job
+    from whileai.platform.launcher.jobs import adapter_dir, job_dir
+
+    try:
+        spec = job_spec(job["spec"] or {})
+        rows = client.request("GET", f"/datasets/{spec.dataset}/rows")["rows"]
+        holdout = client.request("GET", f"/datasets/{spec.holdout}/rows")["rows"] if spec.holdout else None
+        run_job(spec, rows, holdout, OtherRankRun(job["run_id"]), adapter_dir(job["run_id"]),
+                job_dir(job["id"]) / f"rank-{rank}")
+    except RankEnded:
+        return 143
+    except BaseException as exc:  # noqa: BLE001 - its traceback is its report; torchrun names the rank
+        print(error_text(exc), file=sys.stderr, flush=True)
+        return 1
+    print(f"whileai job {job['id']}: rank {rank} done", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from whileai.jobs.body import JobRun, job_spec, run_job
     from whileai.platform.launcher.jobs import adapter_dir, job_dir
@@ -81,9 +120,22 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m whileai.jobs.worker <job_id>", file=sys.stderr)
         return 2
     job_id = args[0]
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    from whileai.jobs.distributed import end_with_parent, prefix_output, world
+
+    place = world()
+    if place.size > 1:  # a rank under torchrun: ends with its launcher, and its lines carry its rank
+        end_with_parent()
+        prefix_output(place.rank)
+    signal.signal(signal.SIGTERM, _on_sigterm if place.size == 1 else _on_sigterm_rank)
+    payload = os.environ.get("WHILEAI_JOB_PAYLOAD")
+    if payload:  # a rank of a Modal job: everything it needs is in the payload file (whileai.jobs.modal_app)
+        from whileai.jobs.modal_app import payload_rank
+
+        return payload_rank(Path(payload))
     client = job_client()
     job = client.request("GET", f"/jobs/{job_id}")
+    if not place.first:
+        return _other_rank(client, job, place.rank)
     run = JobRun(client.request("GET", f"/runs/{job['run_id']}", params={"series": "false"}), client)
     beat = Heartbeat(client, job_id).start()
     status, error = "done", None
@@ -96,7 +148,17 @@ def main(argv: list[str] | None = None) -> int:
         if spec.holdout:
             holdout = client.request("GET", f"/datasets/{spec.holdout}/rows")["rows"]
         run_job(spec, rows, holdout, run, adapter_dir(run.id), job_dir(job_id))
+    except RankEnded:
+        # another rank failed and torchrun is ending this one: keep what was logged and leave the report to
+        # the launcher, whose summary names the failed rank (the platform reads it from the job's log)
+        print(f"whileai job {job_id}: rank 0 ended by the launcher (another rank failed)", flush=True)
+        return 143
     except BaseException as exc:  # noqa: BLE001 - every way out is reported, then the process ends
+        if place.size > 1 and not isinstance(exc, KeyboardInterrupt):
+            # a job of several ranks is reported by its launcher: its summary names the rank that failed first (a
+            # peer's death reaches rank 0 as a collective's error, which is not the cause); the platform reads it
+            print(error_text(exc), file=sys.stderr, flush=True)
+            return 1
         status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
         error = error_text(exc)
         print(error, file=sys.stderr, flush=True)

@@ -281,6 +281,11 @@ SERVE_DIRS_ENV = "WHILEAI_SERVE_DIRS"
 #: MODAL_GPU_ENV for bigger bases.
 MODAL_APP_NAME = "whileai-train"
 MODAL_FUNCTION_NAME = "run_job"
+#: The clustered function a Modal job past one node runs (``@modal.experimental.clustered``), and its size: Modal
+#: fixes a cluster's container count when the app is deployed, so a job's ``nodes`` must equal it. 2 nodes of 8
+#: GPUs is the smallest cluster past one machine; redeploy with another size for bigger jobs.
+MODAL_CLUSTERED_FUNCTION_NAME = "run_job_clustered"
+MODAL_CLUSTER_NODES = 2
 MODAL_GPU = "A10G"
 MODAL_GPU_ENV = "WHILEAI_MODAL_GPU"
 MODAL_VOLUME_NAME = "whileai-adapters"

@@ -1,4 +1,8 @@
-"""python -m whileai reproduce RUN_ID [key=value ...]: run a stored spec again (what provenance.py recorded)."""
+"""python -m whileai reproduce RUN_ID [key=value ...]: run a stored spec again (what provenance.py recorded).
+
+``--processes N`` and ``--nodes M`` are ``target.processes=N`` and ``target.nodes=M``: batch sizes are
+effective, so the run trains what the one-process run trained, divided across the processes.
+"""
 
 from __future__ import annotations
 
@@ -34,6 +38,23 @@ def matched(original: dict[str, Any], new: dict[str, Any]) -> str:
     return f"held-out after: {differ} of {len(a)} prompts differ from the original (original -> reproduction {rates})"
 
 
+def _placement(args: list[str]) -> list[str]:
+    """``--processes N`` / ``--nodes M`` (or ``--processes=N``) as the target group's overrides; the rest as given."""
+    out, i = [], 0
+    while i < len(args):
+        arg = args[i]
+        flag, _, value = arg.partition("=")
+        if flag in ("--processes", "--nodes"):
+            if not value and i + 1 < len(args):
+                i += 1
+                value = args[i]
+            out.append(f"target.{flag[2:]}={value}")
+        else:
+            out.append(arg)
+        i += 1
+    return out
+
+
 def reproduce_main(argv: list[str] | None = None) -> int:
     """``python -m whileai reproduce RUN_ID [key=value ...]``: run the stored spec again, not today's recipe."""
     import os
@@ -49,9 +70,9 @@ def reproduce_main(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0].startswith("-"):
-        print("usage: python -m whileai reproduce RUN_ID [key=value ...]", file=sys.stderr)
+        print("usage: python -m whileai reproduce RUN_ID [--processes N] [--nodes M] [key=value ...]", file=sys.stderr)
         return 2
-    run_id, overrides = args[0], args[1:]
+    run_id, overrides = args[0], _placement(args[1:])
     original = wai.get_run(run_id)
     old = record_of(original)
     if old is None or not isinstance(old.get("spec"), dict):

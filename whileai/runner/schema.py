@@ -28,6 +28,7 @@ from pydantic_core import ErrorDetails
 from whileai.kit import defaults as kit_defaults
 from whileai.simulations import defaults as sdk
 # One knob checker for wai.train and the runner, so both word a refusal alike.
+from whileai.core import defaults as core_defaults
 from whileai.core.knobs import check_knob
 from whileai.core.spec import ALIASES, SPEC_MODELS, canonical, is_whole
 
@@ -109,6 +110,9 @@ class Serve(_Strict):
 class Target(_Strict):
     name: Literal["local", "modal"] = "local"
     gpu: Literal[tuple(sdk.GPU_USD_PER_HOUR)] | None = None  # type: ignore[valid-type]
+    #: processes per node and nodes: the job's world size (batch sizes stay effective, divided across it)
+    processes: int = Field(default=1, ge=1, le=core_defaults.MAX_PROCESSES_PER_NODE)
+    nodes: int = Field(default=1, ge=1, le=core_defaults.MAX_NODES)
 
 
 class Expect(_Strict):

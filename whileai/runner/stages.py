@@ -96,6 +96,9 @@ def stage_inputs(stage: Stage, spec: Mapping[str, Any], stage_runs: Mapping[str,
     target = spec.get("target") or {}
     if target.get("gpu") and target.get("name") == "modal":
         config["gpu"] = target["gpu"]
+    for key in ("processes", "nodes"):  # one process on one node is the default: not written, as before
+        if target.get(key) not in (None, 1):
+            config[key] = target[key]
     if origin is not None:
         where: dict[str, str] = {}
         for key in (*kwargs, *config, "base_model"):

@@ -319,6 +319,16 @@ def train(
                                 start=start_config if start is not None else None,
                                 start_label=start["id"] if start is not None else None)
         problems += resolution.problems
+        if target != "modal":  # a local job runs here: what this machine cannot run, with the spec's other problems
+            from whileai.core.launch import machine_problems
+            from whileai.core.spec import SPEC_MODELS
+
+            placed = resolution.spec or SPEC_MODELS[method].model_construct(**{  # unchecked: only its placement is read
+                k: v for k, v in resolution.values.items() if k in SPEC_MODELS[method].model_fields})
+            try:
+                problems += machine_problems(placed)
+            except (TypeError, AttributeError):  # placement itself malformed: already among the problems
+                pass
     if problems or resolution is None or dataset_id is None:  # a dataset without an id is among the problems
         listed = "\n".join(f"  - {p}" for p in problems)
         raise TrainingConfigError(f"train() cannot start: {len(problems)} problem(s)\n{listed}", problems)

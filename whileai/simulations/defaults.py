@@ -366,8 +366,9 @@ TRAIN_EXPORT_DEFAULTS = {name: next(iter(rows.values()))["default"] for name, ro
 
 #: Keys ``config`` may carry that are not knobs but are read: ``monitor`` (False,
 #: or HackMonitor settings for GRPO), ``gold_judge`` (the independent judge the
-#: monitor's divergence alarm compares against), ``gpu`` (Modal GPU type).
-TRAINING_CONFIG_KEYS = ("monitor", "gold_judge", "gpu", "runner")
+#: monitor's divergence alarm compares against), ``gpu`` (Modal GPU type), ``processes`` and ``nodes``
+#: (processes per node and nodes: the job's world size; batch sizes stay effective, divided across it).
+TRAINING_CONFIG_KEYS = ("monitor", "gold_judge", "gpu", "processes", "nodes", "runner")
 
 # ---------------------------------------------------------------------------
 # Serving (OpenAI-compatible endpoint, model registry)

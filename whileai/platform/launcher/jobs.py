@@ -20,7 +20,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -57,6 +56,9 @@ __all__ = [
     "gold_judge",
     "worker_env",
     "hub_env",
+    "local_commands",
+    "job_processes",
+    "rank_failure",
     "JOB_ID_ENV",
     "FINISHED",
     "STOP_MARK",
@@ -251,22 +253,70 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
     store.update_job(account_id, job_id, {"spec": spec})
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # the owner's only, like the store
     os.fchmod(fd, 0o600)  # a log made looser before is tightened too
+    procs = []
     with os.fdopen(fd, "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "whileai.jobs.worker", job_id],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=worker_env(store, key, job_id),
-            cwd=str(folder),
-            start_new_session=True,  # its own session: a Ctrl-C or exit of the caller does not reach it
-            close_fds=True,
-        )
-    with _CHILDREN_LOCK:
-        _CHILDREN[proc.pid] = proc
-    # reap it the moment it exits, so a long-lived launcher (a server, a notebook) keeps no zombies
-    threading.Thread(target=proc.wait, name=f"whileai-reap-{job_id}", daemon=True).start()
-    return store.update_job(account_id, job_id, {"pid": proc.pid, "status": "running"})
+        # one launcher per node, all on this host (nodes past one meet at a loopback rendezvous); the first is the
+        # job's process
+        for command in local_commands(job_id, spec):
+            procs.append(subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=worker_env(store, key, job_id),
+                cwd=str(folder),
+                start_new_session=True,  # its own session: a Ctrl-C or exit of the caller does not reach it
+                close_fds=True,
+            ))
+    for proc in procs:
+        with _CHILDREN_LOCK:
+            _CHILDREN[proc.pid] = proc
+        # reap it the moment it exits, so a long-lived launcher (a server, a notebook) keeps no zombies
+        threading.Thread(target=proc.wait, name=f"whileai-reap-{job_id}", daemon=True).start()
+    return store.update_job(account_id, job_id, {"pid": procs[0].pid, "status": "running"})
+
+
+def local_commands(job_id: str, spec: dict[str, Any]) -> list[list[str]]:
+    """The commands a local job starts, one per node, from the one launch function
+    (``whileai.jobs.distributed.launch_command``): the plain worker for one process, else torchrun."""
+    from whileai.core.launch import launch_command
+
+    processes, nodes = int(spec.get("processes") or 1), int(spec.get("nodes") or 1)
+    endpoint = f"{defaults.PLATFORM_HOST}:{_free_port()}" if processes * nodes > 1 else None
+    return [launch_command(job_id, processes=processes, nodes=nodes, endpoint=endpoint) for _ in range(nodes)]
+
+
+def _free_port() -> int:
+    """A loopback port free now, for a local job's rendezvous."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((defaults.PLATFORM_HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def job_processes(job_id: str) -> list[int]:
+    """Every process on this host that runs job ``job_id``: its launchers and all their ranks (read from /proc).
+
+    torchrun starts each rank in a session of its own, so a signal to the launcher's group does not reach
+    them; the job id on their command line does.
+    """
+    found: list[int] = []
+    proc_root = Path("/proc")
+    if not proc_root.is_dir():
+        return found
+    for entry in proc_root.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""
+        if state in ("Z", "X"):
+            continue
+        if b"whileai.jobs.worker" in argv and job_id.encode() in argv:
+            found.append(int(entry.name))
+    return found
 
 
 # ---------------------------------------------------------------------------
@@ -317,6 +367,43 @@ def _log_tail(job_id: str) -> str:
     return f"\nLast lines of its log ({path}):\n{text}" if text else f" Its log ({path}) is empty."
 
 
+def rank_failure(job_id: str) -> str | None:
+    """The error of a multi-process job whose rank died, from torchrun's summary in the job's log; else None.
+
+    It names the first rank that failed, its exit code (a signal by name), and that rank's last log lines.
+    """
+    import re
+
+    try:
+        with open(job_log(job_id), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - defaults.JOB_LOG_TAIL_CHARS * 8))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    cause = text.rfind("Root Cause")
+    found = re.search(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*\n\s*exitcode\s*:\s*(-?\d+)", text[cause:]) \
+        if cause >= 0 else None
+    if not found:
+        return None
+    rank, code = int(found.group(1)), int(found.group(3))
+    how = f"exit code {code}"
+    if code < 0:
+        try:
+            how = f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"killed by signal {-code}"
+    prefix = f"[rank {rank}] "
+    before = text[:cause]
+    launcher = re.search(r"\n[EW]\d{4} [^\n]*torch/distributed/elastic", before)  # torchrun's own report begins
+    if launcher:
+        before = before[:launcher.start()]
+    own = [line for line in before.splitlines() if (line.startswith(prefix) if rank else "[rank " not in line)]
+    last = "\n".join(own[-12:])
+    return (f"rank {rank} of the job failed ({how}); torchrun ended the other ranks. Its last log lines:\n{last}"
+            f"\n(the job's log: {job_log(job_id)})")
+
+
 def reconcile(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
     """The job as it stands now: a job whose worker is gone, hung or finished remotely is settled first."""
     if job["status"] in FINISHED:
@@ -346,6 +433,9 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
     same_host = spec.get("host") in (None, socket.gethostname())
     alive = _pid_alive(job.get("pid"), job["id"]) if same_host else None
     if alive is False:
+        failed = rank_failure(job["id"])
+        if failed:
+            return _settle_dead(store, account_id, job, failed)
         return _settle_dead(store, account_id, job, (
             f"the job process (pid {job.get('pid')}) ended without reporting: it was killed (e.g. SIGKILL, or the "
             "out-of-memory killer) or crashed before it could record an error." + _log_tail(job["id"])
@@ -399,21 +489,24 @@ def _end_process(job: dict[str, Any]) -> str:
     if spec.get("host") not in (None, socket.gethostname()):
         return (f"its worker runs on {spec.get('host')}, which this platform cannot signal; its key is revoked, so "
                 "it ends itself at its next heartbeat")
-    if not _pid_alive(pid, job["id"]):
+    ranks = [p for p in job_processes(job["id"]) if p != pid]  # torchrun's ranks, node launchers past the first
+    if not _pid_alive(pid, job["id"]) and not ranks:
         return "its worker had already exited"
-    try:
-        if os.getpgid(pid) == pid:  # the worker leads its own session and group (start_new_session)
-            os.killpg(pid, signal.SIGKILL)
-        else:
-            os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return "its worker had already exited"
+    for target in [pid, *ranks]:
+        try:
+            if target and os.getpgid(target) == target:  # each leads its own session and group
+                os.killpg(target, signal.SIGKILL)
+            elif target:
+                os.kill(target, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
     deadline = time.monotonic() + defaults.JOB_STOP_WAIT_S
-    while _pid_alive(pid, job["id"]):
+    while _pid_alive(pid, job["id"]) or job_processes(job["id"]):
         if time.monotonic() > deadline:
             return f"its worker (pid {pid}) was sent SIGKILL but had not exited {defaults.JOB_STOP_WAIT_S:g} s later"
         time.sleep(0.05)
-    return f"its worker (pid {pid}) and its process group were ended"
+    more = f" and its {len(ranks)} other processes (ranks, node launchers)" if ranks else ""
+    return f"its worker (pid {pid}){more} and its process group were ended"
 
 
 def _cancel_call(job: dict[str, Any]) -> str:

@@ -59,7 +59,10 @@ class ModalCloud:
 
         from modal.exception import AuthError, NotFoundError
 
-        function = modal.Function.from_name(defaults.MODAL_APP_NAME, defaults.MODAL_FUNCTION_NAME)
+        spec = payload.get("spec") or {}
+        name = defaults.MODAL_CLUSTERED_FUNCTION_NAME if int(spec.get("nodes") or 1) > 1 else \
+            defaults.MODAL_FUNCTION_NAME
+        function = modal.Function.from_name(defaults.MODAL_APP_NAME, name)
         if gpu != defaults.MODAL_GPU:
             function = function.with_options(gpu=gpu)
         try:
@@ -171,13 +174,19 @@ def launch_modal(store: Any, account_id: str, job: dict[str, Any], start: Path |
     """
     spec = {**(job.get("spec") or {}), "target": "modal"}
     spec["gpu"] = modal_gpu(spec)
+    nodes, processes = int(spec.get("nodes") or 1), int(spec.get("processes") or 1)
+    if nodes > 1 and nodes != defaults.MODAL_CLUSTER_NODES:
+        raise ValueError(f"nodes={nodes} on Modal: the deployed clustered function runs MODAL_CLUSTER_NODES="
+                         f"{defaults.MODAL_CLUSTER_NODES} containers (Modal fixes a cluster's size at deploy); pass "
+                         f"nodes={defaults.MODAL_CLUSTER_NODES} or 1, or redeploy with another size")
     if start is not None:
         spec["init_adapter"] = get_backend().put_adapter(str(spec["init_from"]), start)
     rows = store.dataset_rows(account_id, spec["dataset"])
     holdout = store.dataset_rows(account_id, spec["holdout"]) if spec.get("holdout") else None
     run = store.get_run(account_id, job["run_id"], series=False)
     payload = {"job_id": job["id"], "spec": spec, "rows": rows, "holdout_rows": holdout, "run": run}
-    call_id = get_backend().spawn(payload, spec["gpu"])
+    # processes per node are GPUs per container ("H100:8"); the spec keeps the GPU's name for its price
+    call_id = get_backend().spawn(payload, spec["gpu"] + (f":{processes}" if processes > 1 else ""))
     spec.update(pulled=0, launched_at=time.time())
     return store.update_job(account_id, job["id"], {"call_id": call_id, "status": "running", "spec": spec})
 

@@ -1,4 +1,5 @@
-"""Beside a run's result: the base model, LoRA rank and batch size it trained with, and its worker's log.
+"""Beside a run's result: the base model, LoRA rank and batch size it trained with (past one process, the world
+size, the per-device batch and the gradient accumulation too), and its worker's log.
 
 ``setup(record)`` reads each value where it is known, most exact first: what the
 job noted the trainer ran with (``summary["setup"]``, whileai/jobs/system.py),
@@ -32,7 +33,13 @@ _FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
     "base_model": (("base_model",), ("base_model",), platform_defaults.KIT_BASE_NAME),
     "lora_rank": (("lora_rank",), ("lora_rank", "lora_r"), platform_defaults.TRAIN_LORA_R),
     "batch_size": (("batch_size",), ("batch_size", "per_device_train_batch_size"), None),
+    # past one process (shown only then): the world, and how the effective batch above was divided across it
+    "world_size": (("world_size",), ("world_size",), None),
+    "batch_per_device": (("batch_per_device",), (), None),
+    "gradient_accumulation": (("gradient_accumulation",), (), None),
 }
+#: the fields a one-process run leaves off its page (it shows what it showed before processes were a setting)
+_PAST_ONE = ("world_size", "batch_per_device", "gradient_accumulation")
 
 
 def _pick(where: Any, keys: tuple[str, ...]) -> Any:
@@ -57,15 +64,22 @@ def setup(record: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
     written_in = spec if isinstance(spec, dict) and spec is not config else {}
     kind = record.get("kind")
     out: dict[str, dict[str, Any]] = {}
+    placed = config.get("processes"), config.get("nodes")  # the world the config asked for, whoever wrote it
+    if all(isinstance(v, int) or v is None for v in placed):
+        config = {**config, "world_size": (placed[0] or 1) * (placed[1] or 1)}
     for name, (noted, keys, default) in _FIELDS.items():
-        written = _pick(written_in, keys) if written_in else _pick(config, keys)
+        written = _pick(written_in, keys) if written_in and name != "world_size" else _pick(config, keys)
         value = _first(_pick(trained, noted), _pick(training, noted), written, _pick(config, keys))
         if value is None and kind == "hosted" and (trained or training or config.get("method")):
             value = default  # a hosted job fills what its config left out
         if value is None:
             continue
         same = written is not None and str(written) == str(value)
-        out[name] = {"value": value, "source": "config" if same else "default" if written is None else "trainer"}
+        source = "trainer" if not keys else "config" if same else "default" if written is None else "trainer"
+        out[name] = {"value": value, "source": source}  # a field no config names is what the trainer derived
+    if (out.get("world_size") or {}).get("value") in (None, 1):
+        for name in _PAST_ONE:
+            out.pop(name, None)
     return out or None
 
 

@@ -216,7 +216,9 @@
   function setupLine(v) {
     const s = v.setup;
     if (!s) return null;
-    const names = {base_model: "base model", lora_rank: "LoRA rank", batch_size: "batch size"};
+    const names = {base_model: "base model", lora_rank: "LoRA rank", batch_size: "batch size",
+                   world_size: "processes", batch_per_device: "per-process batch",
+                   gradient_accumulation: "gradient accumulation"};
     const items = Object.entries(names).filter(([k]) => s[k]).map(([k, label]) => el("div", {class: "setup-item", dataset: {key: k}},
       el("dt", {}, label), el("dd", {}, String(s[k].value),
         s[k].source === "default" ? el("span", {class: "muted small"}, " (job default)") :

@@ -1,0 +1,130 @@
+"""Past one process: the launch command, the rank a process is, and what this machine can run.
+
+:func:`launch_command` is the one place a job's command line is built: the plain
+``python -m whileai.jobs.worker JOB_ID`` for one process on one node (the default,
+exactly what ran before), else ``python -m torch.distributed.run`` with torchrun's c10d
+rendezvous. The local launcher, the SLURM definition (:func:`slurm_submit`, one task
+per node) and the Modal clustered function (``whileai.jobs.modal_app``) all build
+from it, so a command that works here is the one they run.
+
+Inside a job, :func:`world` says which rank this process is; only rank 0 writes the
+run. :func:`machine_problems` refuses, before anything loads, what this machine
+cannot run (a DeepSpeed strategy without deepspeed, nccl or vLLM without CUDA).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from whileai.core import defaults as core_defaults
+from whileai.core.launch import WORKER_MODULE, launch_command, machine_problems
+from whileai.jobs import defaults as job_defaults
+
+__all__ = ["launch_command", "World", "world", "machine_problems", "split_batch", "prefix_output",
+           "end_with_parent", "slurm_submit", "WORKER_MODULE"]
+
+@dataclass(frozen=True)
+class World:
+    """Which process of the job this is: global rank, rank on its node, and how many there are."""
+
+    rank: int = 0
+    local_rank: int = 0
+    size: int = 1
+
+    @property
+    def first(self) -> bool:
+        """Rank 0: the process that writes the run and saves the adapter."""
+        return self.rank == 0
+
+
+def world(environ: dict[str, str] | None = None) -> World:
+    """This process's place in the job, from torchrun's environment (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``)."""
+    env = os.environ if environ is None else environ
+    return World(rank=int(env.get("RANK", "0")), local_rank=int(env.get("LOCAL_RANK", "0")),
+                 size=int(env.get("WORLD_SIZE", "1")))
+
+
+def split_batch(size: int, world_size: int) -> int:
+    """The per-process batch of an effective ``size`` over ``world_size`` processes; ValueError naming the
+    sizes that divide when it does not."""
+    from whileai.core.spec import split_problem
+
+    problem = split_problem("batch_size", size, world_size)
+    if problem:
+        raise ValueError(problem)
+    return size // world_size
+
+
+class _Prefixed(io.TextIOBase):
+    """A text stream that starts every line it writes with ``prefix``."""
+
+    def __init__(self, stream: TextIO, prefix: str):
+        self._stream = stream
+        self._prefix = prefix
+        self._at_start = True
+
+    def write(self, text: str) -> int:
+        out = []
+        for piece in text.splitlines(keepends=True):
+            if self._at_start:
+                out.append(self._prefix)
+            out.append(piece)
+            self._at_start = piece.endswith("\n")
+        self._stream.write("".join(out))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def prefix_output(rank: int) -> None:
+    """Prefix this process's stdout and stderr lines with its rank (RANK_LOG_PREFIX); rank 0 stays bare."""
+    if rank == 0:
+        return
+    prefix = job_defaults.RANK_LOG_PREFIX.format(rank=rank)
+    sys.stdout = _Prefixed(sys.stdout, prefix)  # type: ignore[assignment]
+    sys.stderr = _Prefixed(sys.stderr, prefix)  # type: ignore[assignment]
+
+
+def end_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its launcher dies (``PR_SET_PDEATHSIG``), so no rank outlives it.
+
+    torchrun starts each rank in a session of its own, out of reach of a signal to the
+    launcher's group; this ties them back. Elsewhere than Linux it does nothing.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
+    except OSError:
+        return
+    if os.getppid() == 1:  # the launcher died before the request took hold
+        os._exit(1)
+
+
+def slurm_submit(job_id: str, *, processes: int, nodes: int, executor: Any, port: int | None = None) -> Any:
+    """Submit job ``job_id`` through a submitit ``executor``: one task per node, each running the launch command.
+
+    Node 0's hostname is read from SLURM's node list when the task starts
+    (``scontrol show hostnames``), so every node's torchrun meets at the same
+    endpoint. ``executor`` is a ``submitit.AutoExecutor`` (its folder and partition
+    the caller's); returns the submitit job.
+    """
+    from whileai.jobs import _slurm
+
+    executor.update_parameters(nodes=nodes, tasks_per_node=1, slurm_job_name=f"whileai-{job_id}")
+    return executor.submit(_slurm.NodeTask(job_id, processes, nodes, port or core_defaults.RDZV_PORT))
