@@ -27,6 +27,8 @@ The whole tree::
     ├── TrainingConfigError          (ValueError) training knobs out of range
     └── NamespaceImportError         (ImportError) ``whileai`` imported as a namespace package
 
+    RankEnded                        (BaseException, like KeyboardInterrupt) a job's rank ended by its launcher
+
     WhileaiWarning                   (UserWarning)
     ├── TrainingWarning
     ├── ExportWarning
@@ -41,6 +43,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "RankEnded",
     "WhileaiError",
     "PlatformError",
     "NotFoundError",
@@ -65,6 +68,13 @@ __all__ = [
     "ServingWarning",
     "TrackingWarning",
 ]
+
+
+class RankEnded(BaseException):
+    """torchrun ended this rank because another rank of the job failed (or the launcher was asked to end).
+
+    A ``BaseException``, like ``KeyboardInterrupt``: no ``except Exception`` in training code may swallow it.
+    """
 
 
 class WhileaiError(Exception):
@@ -219,6 +229,7 @@ class TrackingWarning(WhileaiWarning, RuntimeWarning):
 #: The classes a caller of the SDK never meets as themselves, so ``whileai.simulations`` does not
 #: export them (every other class here is a ``wai`` name); the reason beside each.
 NOT_IN_SDK: dict[str, str] = {
+    "RankEnded": "raised inside a job's rank when torchrun ends it; it never leaves the worker process",
     "InvalidError": "raised by the store inside the platform; the SDK meets it as a 422 PlatformError",
     "StoreBusyError": "raised by the store inside the platform; the SDK meets it as a 503 PlatformError",
     "RetiredIdError": "raised by the store inside the platform; the SDK meets it as a 409 PlatformError",

@@ -1,11 +1,12 @@
-"""The client a job reports through (the worker's, and the loads that read the job's own row)."""
+"""How a job reports: the client it reports through, and the text of the error that ended it."""
 
 from __future__ import annotations
 
 import os
+import traceback
 from typing import Any
 
-__all__ = ["job_client"]
+__all__ = ["job_client", "error_text"]
 
 
 def job_client() -> Any:
@@ -18,3 +19,10 @@ def job_client() -> Any:
     if os.environ.get("WHILEAI_BASE_URL"):
         return get_client(api_key=key)
     return embedded_client(api_key=key)
+
+
+def error_text(exc: BaseException) -> str:
+    """First line ``Type: message`` (what ``print(run)`` shows), then the traceback."""
+    head = f"{type(exc).__name__}: {exc}".strip()
+    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return f"{head}\n\n{tail[-8000:]}"

@@ -20,11 +20,11 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
-from whileai.jobs._client import job_client
+from whileai.core.errors import RankEnded
+from whileai.jobs._client import error_text, job_client
 from whileai.platform import defaults
 
 __all__ = ["main", "job_client", "Heartbeat", "error_text", "RankEnded"]
@@ -67,19 +67,8 @@ class Heartbeat:
         self._stop.set()
 
 
-def error_text(exc: BaseException) -> str:
-    """First line ``Type: message`` (what ``print(run)`` shows), then the traceback."""
-    head = f"{type(exc).__name__}: {exc}".strip()
-    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return f"{head}\n\n{tail[-8000:]}"
-
-
 def _on_sigterm(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt("stopped by SIGTERM")
-
-
-class RankEnded(BaseException):
-    """torchrun ended this rank because another rank of the job failed (or the launcher was asked to end)."""
 
 
 def _on_sigterm_rank(_signum: int, _frame: Any) -> None:
