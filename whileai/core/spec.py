@@ -80,6 +80,7 @@ class RunSpec(BaseModel):
     lora_alpha: int | None = None
     holdout_rows: int | None = None
     lr_scheduler_type: Literal["constant_with_warmup", "linear", "cosine"] | None = None
+    tool_format: Literal["auto", "native", "hermes"] | None = None  # issue 27: how tools reach the model
     #: config keys the trainer does not read, kept on the run as given (the runner's record, a user's notes)
     extra: dict[str, Any] | None = None
     #: set by the job launcher for the job's own copy of the spec

@@ -203,6 +203,7 @@ def run_job(spec: dict[str, Any], rows: list[dict[str, Any]], holdout_rows: list
         **extra,
     }
     training.update(_held_out_stats(before, after))
+    training.update(_loading.base_notes(spec, tokenizer))  # issue 27: the tool convention used, a GGUF base's import
     if spec.get("init_from"):  # a stage: before is the start run's policy, measured again here
         training["init_from"] = spec["init_from"]
     if after and after.get("threshold") is not None:  # rm: the cut that best separates the held-out rows

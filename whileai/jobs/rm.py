@@ -33,6 +33,7 @@ def load(spec: dict[str, Any]) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    _loading.use_run_tool_format(tokenizer, spec)  # issue 27: tools reach the model whatever its template
     model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
     model.config.pad_token_id = tokenizer.pad_token_id
     return model.to(_environment.device()), tokenizer

@@ -594,6 +594,14 @@ TRAINING_HOST_KEYS: dict[str, dict[str, dict]] = {
 
     # the held-out loss on the passing rows (lower is better).
     "metric": {"sft": {"choices": ("pass_rate", "loss"), "default": "pass_rate", "paper": None, "source": ""}},
+    # issue 27: how the tools reach the model (whileai.kit.use_tool_format). "auto": the base's own chat template
+    # where it renders tools, else whileai's "hermes" convention (<tools> in the system turn, <tool_call>{json}
+    # </tool_call> replies); "native": the template's own, refused where it drops tools; "hermes": always ours.
+    # Measured (issue 27): SmolLM2-135M-Instruct's template renders byte for byte the same text with tools= as
+    # without, so "native" would train a model that never sees a tool schema.
+    "tool_format": {m: {"choices": ("auto", "native", "hermes"), "default": "auto", "paper": None,
+                        "source": "Hermes 2 Pro function-calling format (NousResearch), as Qwen2.5's template writes it"}
+                    for m in TRAIN_METHODS},
 }
 
 #: Keys ``config`` may carry that are not knobs but are read: ``monitor`` (False,
