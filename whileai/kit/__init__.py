@@ -32,6 +32,7 @@ __all__ = [
     "load_base",
     "load_sample",
     "parse_tool_calls",
+    "reply_format",
     "sample_task",
     "template_renders_tools",
     "tiny_model",
@@ -55,6 +56,7 @@ _LAZY = {
     "gguf_record": "whileai.kit._gguf",
     "is_gguf_base": "whileai.kit._gguf",
     "use_tool_format": "whileai.kit._toolformat",
+    "reply_format": "whileai.kit._toolformat",
     "template_renders_tools": "whileai.kit._toolformat",
 }
 

@@ -26,7 +26,7 @@ from whileai.core.errors import TrainingSelectionError
 from whileai.core.toolcalls import template_tool_format
 
 __all__ = ["TOOL_FORMAT_CHOICES", "hermes_chat_template", "template_renders_tools", "use_tool_format",
-           "ToolFormatError"]
+           "reply_format", "ToolFormatError"]
 
 #: ``tool_format`` values: ``auto`` (the template's own where it renders tools, else ``hermes``), ``native``
 #: (the template's own; refused where it drops tools), ``hermes`` (whileai's hermes template in any case).
@@ -97,3 +97,15 @@ def use_tool_format(tokenizer: Any, requested: str | None = None) -> dict[str, A
             "parser": template_tool_format(tokenizer.chat_template)}
     tokenizer.whileai_tool_format = dict(info)
     return info
+
+
+def reply_format(tokenizer: Any) -> str:
+    """The ``whileai.core.toolcalls`` format that reads replies written through ``tokenizer``'s template.
+
+    The convention ``use_tool_format`` put on it, else what its template's markers
+    say (a saved adapter's tokenizer carries the hermes template it trained with).
+    """
+    decided = getattr(tokenizer, "whileai_tool_format", None)
+    if isinstance(decided, dict) and decided.get("parser"):
+        return str(decided["parser"])
+    return template_tool_format(getattr(tokenizer, "chat_template", None))

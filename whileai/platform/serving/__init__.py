@@ -326,7 +326,7 @@ async def _stream(pool: ModelPool, row: dict[str, Any], base: str, adapter: str 
                     yield f"data: {json.dumps(value.body())}\n\n"
                     break
                 reply: chat.Completion = value
-                message, is_call = chat.reply_message(reply.text, tools_on)
+                message, is_call = chat.reply_message(reply.text, tools_on, reply.tool_format)
                 content = message.get("content") or ""
                 if content.startswith(reply.text[:sent]) and len(content) > sent:
                     yield chunk({"content": content[sent:]})
