@@ -126,6 +126,7 @@ def test_two_lora_steps_on_bfcl_then_served_answers_openai_with_a_tool_call(smol
     train, held = wai.datasets.cut(data, holdout=0.25, seed=0)  # by question id: no held-out question trains
     report = wai.selection_report(train, "sft", base_model=NAME)
     assert report["context"]["checked"] and report["context"]["tool_format"]["used"] == "hermes"
+    assert "tools rendered in the hermes convention (the base's chat template drops them)" in report["summary"]
     assert report["rows"] > 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -165,3 +166,17 @@ def test_two_lora_steps_on_bfcl_then_served_answers_openai_with_a_tool_call(smol
         assert wai.unserve("smollm2-bfcl")["deleted"]
     finally:
         handle.stop()
+
+
+@pytest.mark.slow
+def test_grpo_runs_two_steps_on_smollm2_on_a_cpu(smollm2, push_sample):
+    """recipes/real/grpo_smollm2.yaml's GRPO stage, for two steps: plumbing on the real base, not learning."""
+    sets = push_sample("sample-real-grpo", tasks=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(sets["train"], method="grpo", steps=2, generations=2, max_completion_length=16, base_model=NAME,
+                        wait=True, config={"monitor": False, "holdout_rows": 2, "lora_rank": 8}, holdout=sets["holdout"])
+    assert run.status == "done", run.error
+    training = run.training
+    assert training["steps"] == 2 and training["tool_format"]["used"] == "hermes"
+    assert training["before"] is not None and training["after"] is not None

@@ -131,7 +131,7 @@ def import_gguf(name: str | os.PathLike[str]) -> Path:
         model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.float32)
         # transformers keeps a GGUF quantizer on the loaded model and then refuses to save it ("quantized with
         # gguf and is not serializable"); the weights are already plain float32 tensors, so it is let go
-        model.hf_quantizer = None
+        setattr(model, "hf_quantizer", None)  # noqa: B010 - the attribute is typed as a module; None detaches it
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(str(tmp))
