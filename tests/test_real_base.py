@@ -175,8 +175,8 @@ def test_grpo_runs_two_steps_on_smollm2_on_a_cpu(smollm2, push_sample):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run = wai.train(sets["train"], method="grpo", steps=2, generations=2, max_completion_length=16, base_model=NAME,
-                        wait=True, config={"monitor": False, "holdout_rows": 2, "lora_rank": 8}, holdout=sets["holdout"])
+                        wait=True, config={"monitor": False, "lora_rank": 8})
     assert run.status == "done", run.error
     training = run.training
     assert training["steps"] == 2 and training["tool_format"]["used"] == "hermes"
-    assert training["before"] is not None and training["after"] is not None
+    assert training["base_import"]["folder"] == str(smollm2["folder"])
