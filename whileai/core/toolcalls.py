@@ -21,10 +21,12 @@ import json
 import re
 from typing import Any
 
-__all__ = ["TOOL_FORMATS", "format_tool_call", "parse_tool_calls", "parse_tool_call_objects", "template_tool_format"]
+__all__ = ["TOOL_FORMATS", "CALL_MARKERS", "format_tool_call", "parse_tool_calls", "parse_tool_call_objects", "template_tool_format"]
 
 #: The formats with a parser here; ``hermes`` is the default everywhere a format is not named.
 TOOL_FORMATS = ("hermes", "llama3", "mistral")
+#: Where a call may begin in each format: a streamed reply holds its text back from here on until it is parsed.
+CALL_MARKERS = {"hermes": "<tool_call>", "llama3": "{", "mistral": "[TOOL_CALLS]"}
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 #: Control tokens a decode without skip_special_tokens leaves in the text.
