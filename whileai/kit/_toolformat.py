@@ -94,7 +94,7 @@ def use_tool_format(tokenizer: Any, requested: str | None = None) -> dict[str, A
     if used == "hermes":
         tokenizer.chat_template = hermes_chat_template()
     info = {"requested": requested, "used": used, "renders_tools": renders, "why": why,
-            "parser": template_tool_format(tokenizer.chat_template)}
+            "parser": template_tool_format(_template_text(tokenizer))}
     tokenizer.whileai_tool_format = dict(info)
     return info
 
@@ -108,4 +108,12 @@ def reply_format(tokenizer: Any) -> str:
     decided = getattr(tokenizer, "whileai_tool_format", None)
     if isinstance(decided, dict) and decided.get("parser"):
         return str(decided["parser"])
-    return template_tool_format(getattr(tokenizer, "chat_template", None))
+    return template_tool_format(_template_text(tokenizer))
+
+
+def _template_text(tokenizer: Any) -> str:
+    """The chat template's text; a tokenizer with several named templates (``default``, ``tool_use``) gives all."""
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(template, dict):
+        return "\n".join(str(t) for t in template.values())
+    return str(template or "")
