@@ -133,8 +133,6 @@ def _generated(seqs: list[list[int]], eos: int) -> int:
 
 
 def _eval_rounds(base: str, rows: list[dict], args: argparse.Namespace) -> tuple[list[float], list[float]]:
-    import torch
-
     from whileai.jobs._evaluation import generate_replies
     from whileai.kit import load_base
 
@@ -144,18 +142,18 @@ def _eval_rounds(base: str, rows: list[dict], args: argparse.Namespace) -> tuple
     cap = args.cap
     framework, bare = [], []
     for _ in range(args.rounds):
+        # greedy, the same prompts in the same batches: both sides generate the same tokens, counted once
         started = time.perf_counter()
-        replies = generate_replies(model, tokenizer, prompts, cap, batch_size=args.eval_batch)
-        seconds = time.perf_counter() - started
-        tokens = sum(len(tokenizer(r, add_special_tokens=False)["input_ids"]) + 1 for r in replies)
-        framework.append(tokens / seconds)
+        generate_replies(model, tokenizer, prompts, cap, batch_size=args.eval_batch)
+        framework_seconds = time.perf_counter() - started
         started = time.perf_counter()
         seqs = _plain_generate(model, tokenizer, prompts, cap, args.eval_batch)
         seconds = time.perf_counter() - started
-        bare.append(_generated(seqs, tokenizer.eos_token_id) / seconds)
+        tokens = _generated(seqs, tokenizer.eos_token_id)
+        framework.append(tokens / framework_seconds)
+        bare.append(tokens / seconds)
         print(f"eval round: framework {framework[-1]:.1f} tokens/s, plain generate {bare[-1]:.1f} tokens/s", flush=True)
     del model
-    torch.set_num_threads(torch.get_num_threads())
     return framework, bare
 
 
