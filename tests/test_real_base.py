@@ -150,7 +150,7 @@ def test_two_lora_steps_on_bfcl_then_served_answers_openai_with_a_tool_call(smol
         row = wai.serve(run.id, "smollm2-bfcl")
         client = openai.OpenAI(base_url=row["endpoint"], api_key=key, max_retries=0, timeout=600)
         asked = []
-        for example in wai.datasets.load_rows(train)[:4]:
+        for example in wai.datasets.load_rows(train)[:8]:
             first = next(i for i, m in enumerate(example["messages"]) if m["role"] == "assistant")
             reply = client.chat.completions.create(model="smollm2-bfcl", messages=example["messages"][:first],
                                                    tools=example["tools"], temperature=0, max_tokens=96)
