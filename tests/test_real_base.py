@@ -174,7 +174,7 @@ def test_grpo_runs_two_steps_on_smollm2_on_a_cpu(smollm2, push_sample):
     sets = push_sample("sample-real-grpo", tasks=8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run = wai.train(sets["train"], method="grpo", steps=2, generations=2, max_completion_length=16, base_model=NAME,
+        run = wai.train(sets["train"], method="grpo", steps=2, generations=2, max_completion_length=8, base_model=NAME,
                         wait=True, config={"monitor": False, "lora_rank": 8})
     assert run.status == "done", run.error
     training = run.training
