@@ -208,6 +208,15 @@ class RunSpec(BaseModel):
              "(read only when processes x nodes > 1)",
         reason="a LoRA's trainable state is small: replicating it costs least")
 
+    tool_format: Literal["auto", "native", "hermes"] = knob(
+        "auto", choices=("auto", "native", "hermes"),
+        source="Hermes 2 Pro function-calling format (NousResearch), as Qwen2.5's template writes it",
+        help="how tools reach the model: the base's own template where it renders tools (auto), always its own "
+             "(native, refused where it drops tools), or the hermes convention (<tools> in the system turn, "
+             "<tool_call>{json}</tool_call> replies)",
+        reason="measured: SmolLM2-135M-Instruct's template renders the same text with tools= as without, so a "
+               "native-only default would train a model that never sees a tool schema")
+
     #: declared by each method's model with its own default, range and paper
     learning_rate: float
     steps: int | None

@@ -106,7 +106,11 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
         warnings.warn(f"{over} of {len(prompts)} held-out prompts have a gold reply longer than the reply cap "
                       f"({cap} tokens, TRAIN_EVAL_MAX_NEW_TOKENS): they cannot pass", TrainingWarning, stacklevel=2)
     replies = generate_replies(model, tokenizer, prompts, cap)
-    outcomes = [int(bool(judge_reply(text, row)["passed"])) for row, text in zip(prompts, replies, strict=True)]
+    from whileai.kit import reply_format
+
+    fmt = reply_format(tokenizer)  # the parser of the convention the prompts were rendered in
+    outcomes = [int(bool(judge_reply(text, row, tool_format=fmt)["passed"]))
+                for row, text in zip(prompts, replies, strict=True)]
     return {"value": sum(outcomes) / len(prompts), "prompts": len(prompts), "gold_over_cap": over,
             "outcomes": outcomes}
 

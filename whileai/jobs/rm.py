@@ -35,6 +35,7 @@ def load(spec: RMSpec) -> tuple[Any, Any]:
     tokenizer = _loading.pretrained(AutoTokenizer, path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    _loading.use_run_tool_format(tokenizer, spec)  # tools reach the model whatever its template
     model = _loading.pretrained(AutoModelForSequenceClassification, path, num_labels=1)
     model.config.pad_token_id = tokenizer.pad_token_id
     return model.to(_environment.device()), tokenizer

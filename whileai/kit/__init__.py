@@ -6,6 +6,9 @@
   pre-trained tiny base that learns the sample task with LoRA.
 - ``tiny_model_dir(seed=0)``: a cached saved (tokenizer, random tiny model) pair for plumbing tests.
 - ``parse_tool_calls(text)``: generated text back to OpenAI wire tool calls.
+- ``import_gguf(name)`` / ``gguf_record(name)``: a GGUF file (or ``smollm2-135m``) as a base, imported once.
+- ``use_tool_format(tokenizer, tool_format)`` / ``template_renders_tools(tokenizer)``: tools reach the model
+  whatever its chat template (the ``hermes`` convention where it drops them).
 - ``sample_task`` / ``load_sample()``: the simulated tool-use task and its shipped dataset.
 
 Names resolve lazily, so ``import whileai.kit`` does not import torch.
@@ -23,12 +26,18 @@ __all__ = [
     "demo_base",
     "demo_base_built",
     "format_tool_call",
+    "gguf_record",
+    "import_gguf",
+    "is_gguf_base",
     "load_base",
     "load_sample",
     "parse_tool_calls",
+    "reply_format",
     "sample_task",
+    "template_renders_tools",
     "tiny_model",
     "tiny_model_dir",
+    "use_tool_format",
 ]
 
 _LAZY = {
@@ -43,6 +52,12 @@ _LAZY = {
     "load_base": "whileai.kit._base",
     "tiny_model_dir": "whileai.kit._base",
     "load_sample": "whileai.kit.sample_task",
+    "import_gguf": "whileai.kit._gguf",
+    "gguf_record": "whileai.kit._gguf",
+    "is_gguf_base": "whileai.kit._gguf",
+    "use_tool_format": "whileai.kit._toolformat",
+    "reply_format": "whileai.kit._toolformat",
+    "template_renders_tools": "whileai.kit._toolformat",
 }
 
 

@@ -9,17 +9,16 @@ through a rename, so a crash never leaves a half-written base.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from whileai.kit import defaults
+from whileai.kit._cache import DONE as _DONE
+from whileai.kit._cache import build_once as _build_once
+from whileai.kit._cache import models_dir
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -31,17 +30,6 @@ KIT_BASE_NAME = defaults.KIT_BASE_NAME
 
 #: Bumped when the kit's code changes what a cached directory holds.
 _KIT_FORMAT = 2
-#: Written last into a finished directory; a directory without it is not a base.
-_DONE = "whileai_kit.json"
-
-
-def models_dir() -> Path:
-    """``<data_root>/models``, created on first use."""
-    from whileai.core.paths import data_root
-
-    path = data_root() / "models"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def _recipe() -> dict[str, Any]:
@@ -52,43 +40,6 @@ def _recipe() -> dict[str, Any]:
 
 def _fingerprint(recipe: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` across processes (flock; no-op where it is missing)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _build_once(name: str, build: Any) -> Path:
-    """``models_dir()/name``, built by ``build(tmp_dir) -> dict`` the first time, under a lock."""
-    target = models_dir() / name
-    if (target / _DONE).exists():
-        return target
-    with _locked(models_dir() / f".{name}.lock"):
-        if (target / _DONE).exists():
-            return target
-        tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=models_dir()))
-        try:
-            info = build(tmp)
-            (tmp / _DONE).write_text(json.dumps(info, indent=1, sort_keys=True, default=str))
-            if target.exists():  # a crashed earlier build without its marker
-                shutil.rmtree(target)
-            os.replace(tmp, target)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def tiny_model_dir(seed: int = 0) -> Path:
@@ -164,17 +115,25 @@ def _looks_like_model_dir(path: Path) -> bool:
     return path.is_dir() and (path / "config.json").exists()
 
 
-def load_base(name_or_path: str | os.PathLike[str] | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """``(model, tokenizer)`` for a base: the kit name, a local directory, or a cached hub name.
+def load_base(name_or_path: str | os.PathLike[str] | None = None,
+              tool_format: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """``(model, tokenizer)`` for a base: the kit name, a local directory, a GGUF file, or a cached hub name.
 
-    ``None`` and ``KIT_BASE_NAME`` give the demo base (built on first use). A hub
+    ``None`` and ``KIT_BASE_NAME`` give the demo base (built on first use). A
+    ``.gguf`` path or a packaged GGUF's short name (``kit._gguf.GGUF_PACKAGES``)
+    loads the folder it was imported into (imported on first use). A hub
     name loads only when it is already in the local Hugging Face cache: nothing
-    is ever downloaded.
+    is ever downloaded. The tokenizer carries the run's tool convention
+    (``tool_format``, None meaning ``auto``; ``kit._toolformat.use_tool_format``).
 
     >>> model, tokenizer = load_base(KIT_BASE_NAME)
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from whileai.kit._gguf import resolve_base
+    from whileai.kit._toolformat import use_tool_format
+
+    name_or_path = resolve_base(name_or_path)
     if name_or_path is None or str(name_or_path) == KIT_BASE_NAME:
         path: str | Path = demo_base()
     else:
@@ -199,4 +158,5 @@ def load_base(name_or_path: str | os.PathLike[str] | None = None) -> tuple[PreTr
         ) from exc
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    use_tool_format(tokenizer, tool_format)
     return model, tokenizer

@@ -319,6 +319,10 @@ def _summary(report: Mapping[str, Any]) -> str:
         head += f" as {report['pairs']} pass-vs-fail pairs ({report['pairs_per_task']} per task at most)"
     context = report.get("context")
     tail = f"; context not checked: {context['why']}" if context and not context.get("checked") else ""
+    tools = (context or {}).get("tool_format") or {}
+    if tools.get("used") == "hermes":  # the convention that renders the tools, said where it is not the base's own
+        tail += ("; tools rendered in the hermes convention"
+                 + ("" if tools.get("renders_tools") else " (the base's chat template drops them)"))
     if not report["dropped"]:
         return head + tail
     return head + "; left out " + ", ".join(dropped_phrase(d, report) for d in report["dropped"]) + tail

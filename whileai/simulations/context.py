@@ -56,16 +56,21 @@ def prompt_length(tokenizer: Any, messages: Sequence[Mapping[str, Any]], tools: 
                                              tokenize=True, return_dict=True)["input_ids"])
 
 
-def base_tokenizer(base_model: str) -> tuple[Any, int]:
+def base_tokenizer(base_model: str, tool_format: str | None = None) -> tuple[Any, int]:
     """The tokenizer and context limit of ``base_model``, read without its weights and without a download.
 
     The kit's demo base reads its cached folder when it is built, else builds
     the same tokenizer in code (seconds; the base is not pre-trained for it).
-    A folder or a hub name loads with ``local_files_only``. Raises LookupError
-    saying why when the base's files are not on this machine (a hub base that a
-    Modal container fetches for itself).
+    A GGUF base reads the folder it was imported into (importing it on first
+    use, as the job would). A folder or a hub name loads with
+    ``local_files_only``. The tokenizer carries the run's tool convention
+    (``tool_format``; ``whileai.kit.use_tool_format``), so lengths are counted on
+    what the job renders. Raises LookupError saying why when the base's files are
+    not on this machine (a hub base that a Modal container fetches for itself).
     """
     from transformers import AutoConfig, AutoTokenizer
+
+    from whileai.kit import import_gguf, is_gguf_base, use_tool_format
 
     if base_model == defaults.KIT_BASE_NAME:
         from whileai.kit import build_tokenizer, demo_base, demo_base_built
@@ -76,8 +81,12 @@ def base_tokenizer(base_model: str) -> tuple[Any, int]:
             from whileai.kit import defaults as kit_defaults
 
             shape = SimpleNamespace(max_position_embeddings=kit_defaults.KIT_MAX_POSITIONS)
-            return _counting(build_tokenizer(kit_defaults.KIT_BASE_SEED)), context_limit(shape)
+            tokenizer = build_tokenizer(kit_defaults.KIT_BASE_SEED)
+            use_tool_format(tokenizer, tool_format)
+            return _counting(tokenizer), context_limit(shape)
         path = str(demo_base())
+    elif is_gguf_base(base_model):  # imported into the data root on first use, as the job would
+        path = str(import_gguf(base_model))
     else:
         folder = Path(base_model).expanduser()
         path = str(folder) if folder.is_dir() else base_model
@@ -90,6 +99,7 @@ def base_tokenizer(base_model: str) -> tuple[Any, int]:
                  f"{base_model!r} is neither a local folder nor in the local Hugging Face cache, and nothing is "
                  f"downloaded before the run ({first})")
         raise LookupError(f"{where}; the job counts what is too long once it has loaded the base") from exc
+    use_tool_format(tokenizer, tool_format)  # ToolFormatError (a selection refusal) for native on a template that drops tools
     return _counting(tokenizer), context_limit(config)
 
 
@@ -202,11 +212,12 @@ def check_context(rows: Sequence[Mapping[str, Any]], method: str, base_model: st
     found: dict[str, Any] = {"checked": False, "base_model": base, "limit": None, "unit": UNITS[method],
                              "too_long": 0, "left_out": [], "by_task": {}, "why": None}
     try:
-        tokenizer, limit = base_tokenizer(base)
+        tokenizer, limit = base_tokenizer(base, config.get("tool_format"))
     except LookupError as exc:
         found["why"] = str(exc)
         return found
     found.update(checked=True, limit=limit)
+    found["tool_format"] = dict(getattr(tokenizer, "whileai_tool_format", None) or {})  # which convention renders the tools
     if method == "grpo":
         found["max_completion_length"] = _completion_cap(config)
     units = _candidates(rows, method, per_task)

