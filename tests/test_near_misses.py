@@ -152,10 +152,12 @@ def test_the_rm_job_adds_near_misses_to_its_pairs_on_the_first_action_only():
     assert len(examples) == summary["pairs"] > 0
     assert all(sum(m["role"] == "assistant" for m in ex[side]) == 1 and ex[side][-1]["role"] == "assistant"
                for ex in examples for side in ("chosen", "rejected"))
-    assert rm.near_misses_of({"near_misses": 2, "reward_span": "first_action"}) == 2
-    assert rm.near_misses_of({"near_misses": None}) == 0
+    from whileai.core.spec import RMSpec
+
+    assert rm.near_misses_of(RMSpec(near_misses=2, reward_span="first_action")) == 2
+    assert rm.near_misses_of(RMSpec(near_misses=None)) == 0  # an older record's None: the declared default
     with pytest.raises(ValueError, match="near_misses=2 needs reward_span='first_action'.*pass reward_span=first_action"):
-        rm.near_misses_of({"near_misses": 2, "reward_span": "conversation"})
+        rm.near_misses_of(RMSpec(near_misses=2, reward_span="conversation"))
 
 
 def test_held_out_pairs_are_counted_per_failure_kind():

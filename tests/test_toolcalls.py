@@ -85,9 +85,9 @@ def test_the_kit_template_renders_tools_and_keeps_its_own_convention():
 
 
 def test_tool_format_is_a_checked_knob():
-    from whileai.simulations._hosting import resolve_config
+    from whileai.simulations.training import train_spec
 
-    resolved, problems, _ = resolve_config("sft", {}, {"tool_format": "xml"}, base_model=None, target=None, holdout=None)
-    assert any("tool_format" in p and "hermes" in p for p in problems), problems
-    resolved, problems, _ = resolve_config("sft", {}, None, base_model=None, target=None, holdout=None)
-    assert not problems and resolved["tool_format"] == "auto"
+    refused = train_spec("sft", {}, {"tool_format": "xml"}, base_model=None, target=None, holdout=None)
+    assert any("tool_format" in p and "hermes" in p for p in refused.problems), refused.problems
+    resolved = train_spec("sft", {}, None, base_model=None, target=None, holdout=None)
+    assert not resolved.problems and resolved.spec is not None and resolved.spec.tool_format == "auto"

@@ -24,6 +24,7 @@ The whole tree::
     ├── ExportValidationError        (ValueError) the export gate refused the data
     ├── RowFormatError               (ValueError) rows that break the rollout-row contract
     ├── TrainingSelectionError       (ValueError) the dataset cannot teach this method
+    │   └── ToolFormatError          tool_format='native' on a base whose template drops tools
     ├── TrainingConfigError          (ValueError) training knobs out of range
     └── NamespaceImportError         (ImportError) ``whileai`` imported as a namespace package
 
@@ -58,6 +59,7 @@ __all__ = [
     "ExportValidationError",
     "RowFormatError",
     "TrainingSelectionError",
+    "ToolFormatError",
     "TrainingConfigError",
     "NamespaceImportError",
     "WhileaiWarning",
@@ -186,6 +188,10 @@ class TrainingSelectionError(WhileaiError, ValueError):
         self.report = report or {}
 
 
+class ToolFormatError(TrainingSelectionError):
+    """``tool_format='native'`` on a base whose chat template drops tools, or an unknown ``tool_format``."""
+
+
 class TrainingConfigError(WhileaiError, ValueError):
     """One or more training knobs are out of range; ``problems`` lists every one, not just the first."""
 
@@ -229,6 +235,7 @@ class TrackingWarning(WhileaiWarning, RuntimeWarning):
 #: The classes a caller of the SDK never meets as themselves, so ``whileai.simulations`` does not
 #: export them (every other class here is a ``wai`` name); the reason beside each.
 NOT_IN_SDK: dict[str, str] = {
+    "ToolFormatError": "a TrainingSelectionError, met and caught as one (wai.TrainingSelectionError)",
     "RankEnded": "raised inside a job's rank when torchrun ends it; it never leaves the worker process",
     "InvalidError": "raised by the store inside the platform; the SDK meets it as a 422 PlatformError",
     "StoreBusyError": "raised by the store inside the platform; the SDK meets it as a 503 PlatformError",

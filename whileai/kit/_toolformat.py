@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from whileai.core.errors import TrainingSelectionError
+from whileai.core.errors import ToolFormatError  # noqa: F401  (raised here; its home is core.errors)
 from whileai.core.toolcalls import template_tool_format
 
 __all__ = ["TOOL_FORMAT_CHOICES", "hermes_chat_template", "template_renders_tools", "use_tool_format",
@@ -36,10 +36,6 @@ _PROBE_TOOL = {"type": "function", "function": {
     "name": "whileai_probe_tool", "description": "probe whether the chat template renders tools",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 _PROBE = [{"role": "user", "content": "What is the weather in Paris?"}]
-
-
-class ToolFormatError(TrainingSelectionError):
-    """``tool_format='native'`` on a base whose chat template drops tools, or an unknown ``tool_format``."""
 
 
 def hermes_chat_template() -> str:
