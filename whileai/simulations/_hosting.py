@@ -368,7 +368,9 @@ def train(
                   "not like for like; pass temperature= to match")
     for note in notes:
         _warn(note)
-    if resolved["base_model"] not in defaults.SERVED_BASES:
+    from whileai.kit import is_gguf_base
+
+    if resolved["base_model"] not in defaults.SERVED_BASES and not is_gguf_base(resolved["base_model"]):
         _warn(f"base_model={resolved['base_model']!r} is not in SERVED_BASES, so this run's adapter cannot be "
               f"served afterwards; the served bases are {', '.join(defaults.SERVED_BASES)}")
 
