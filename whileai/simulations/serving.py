@@ -72,9 +72,10 @@ def _finished_adapter(record: Mapping[str, Any], what: str) -> tuple[str, str | 
             "failed": f"it failed ({str(record.get('error') or 'no error text').splitlines()[0][:200]}); "
                       "fix the cause and train again",
             "stopped": "it was stopped before it finished; train again",
-        }.get(status, "only a finished run has weights to use")
+        }.get(str(status), "only a finished run has weights to use")
         raise ValueError(f"run {run_id} is {status!r}, not 'done', so {what}: {hint}")
-    summary = record.get("summary") if isinstance(record.get("summary"), Mapping) else {}
+    found_summary = record.get("summary")
+    summary: Mapping[str, Any] = found_summary if isinstance(found_summary, Mapping) else {}
     adapter = summary.get("adapter")
     if not isinstance(adapter, str) or not adapter:
         raise ValueError(
@@ -82,7 +83,8 @@ def _finished_adapter(record: Mapping[str, Any], what: str) -> tuple[str, str | 
             "trained by wai.train save one. For weights you trained yourself, note the PEFT adapter "
             "directory on the run (run.note(adapter=path)) before finishing it"
         )
-    config = record.get("config") if isinstance(record.get("config"), Mapping) else {}
+    found_config = record.get("config")
+    config: Mapping[str, Any] = found_config if isinstance(found_config, Mapping) else {}
     base = config.get("base_model")
     return adapter, base if isinstance(base, str) and base else None
 
@@ -419,7 +421,8 @@ def reward_model(run: Any, threshold: float | None = None, *, api_key: str | Non
     """
     client = _client_for(run, api_key)
     record = run_record(run, client)
-    config = record.get("config") if isinstance(record.get("config"), Mapping) else {}
+    found_config = record.get("config")
+    config: Mapping[str, Any] = found_config if isinstance(found_config, Mapping) else {}
     method = config.get("method")
     if method is not None and method != "rm":
         raise ValueError(
@@ -431,8 +434,10 @@ def reward_model(run: Any, threshold: float | None = None, *, api_key: str | Non
         raise ValueError(f"run {record.get('id')} does not say its base model (config['base_model']); "
                          "a reward-model run made by wai.train always does")
     if threshold is None:
-        summary = record.get("summary") if isinstance(record.get("summary"), Mapping) else {}
-        training = summary.get("training") if isinstance(summary.get("training"), Mapping) else {}
+        found_summary = record.get("summary")
+        summary: Mapping[str, Any] = found_summary if isinstance(found_summary, Mapping) else {}
+        found_training = summary.get("training")
+        training: Mapping[str, Any] = found_training if isinstance(found_training, Mapping) else {}
         threshold = training.get("threshold")
         if threshold is None:
             raise ValueError(f"run {record.get('id')} has no threshold (summary['training']['threshold']); "

@@ -109,7 +109,8 @@ class ModalCloud:
         volume = modal.Volume.from_name(defaults.MODAL_VOLUME_NAME)
         prefix = Path(remote).relative_to(defaults.MODAL_VOLUME_MOUNT).as_posix()
         for entry in volume.listdir(prefix, recursive=True):
-            if entry.type != modal.volume.FileEntryType.FILE:
+            # modal's stubs do not re-export FileEntryType from modal.volume, where modal 1.x defines it
+            if entry.type != modal.volume.FileEntryType.FILE:  # type: ignore[attr-defined]
                 continue
             target = dest / Path(entry.path).relative_to(prefix)
             target.parent.mkdir(parents=True, exist_ok=True)

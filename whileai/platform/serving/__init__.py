@@ -146,7 +146,7 @@ def _model_object(row: dict[str, Any], pool: ModelPool) -> dict[str, Any]:
         "created": int(row.get("created_at") or 0),
         "owned_by": "whileai",
         "version": row.get("version"),
-        "loaded": bool(base) and pool.is_loaded(base, row.get("adapter")),
+        "loaded": isinstance(base, str) and bool(base) and pool.is_loaded(base, row.get("adapter")),
     }
 
 
