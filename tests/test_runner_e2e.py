@@ -96,8 +96,9 @@ def test_the_design_card_line_runs_sft_then_grpo_with_the_monitor():
                  "wai.train on local", "held-out"):
         assert line in done.stderr
     gold_id, sft_id, grpo_id = (r["id"] for r in runs_file("card")["runs"])
-    assert record(gold_id)["name"].startswith("grpo_tooluse · gold stage · rm · beta=0.04 ")
-    assert record(sft_id)["name"].startswith("grpo_tooluse · sft stage · beta=0.04 ")
+    # a run's name carries only the knobs its method reads: beta names the GRPO run, not the rm or SFT stage
+    assert record(gold_id)["name"].startswith("grpo_tooluse · gold stage · rm · ") and "beta" not in record(gold_id)["name"]
+    assert record(sft_id)["name"].startswith("grpo_tooluse · sft stage · ") and "beta" not in record(sft_id)["name"]
     assert record(grpo_id)["name"].startswith("grpo_tooluse · grpo · beta=0.04 ")
     for run_id in (sft_id, grpo_id):
         assert_counts(run_id)
