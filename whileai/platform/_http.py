@@ -40,12 +40,14 @@ _ARRIVING = (h11.IDLE, h11.SEND_BODY)
 
 
 def max_connections() -> int:
-    """PLATFORM_MAX_CONNECTIONS, lowered to stay PLATFORM_FD_RESERVE + 2 * PLATFORM_LISTEN_BACKLOG under this
-    process's open-file limit (asyncio accepts up to the backlog per wake-up before any of them is counted)."""
+    """PLATFORM_MAX_CONNECTIONS, lowered to stay PLATFORM_FD_RESERVE + PLATFORM_ACCEPT_BATCHES *
+    PLATFORM_LISTEN_BACKLOG under this process's open-file limit (asyncio accepts up to the backlog per wake-up, and
+    several wake-ups can pass before the first batch is counted)."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     cap = defaults.PLATFORM_MAX_CONNECTIONS
     if soft != resource.RLIM_INFINITY:
-        cap = min(cap, soft - defaults.PLATFORM_FD_RESERVE - 2 * defaults.PLATFORM_LISTEN_BACKLOG)
+        cap = min(cap, soft - defaults.PLATFORM_FD_RESERVE
+                  - defaults.PLATFORM_ACCEPT_BATCHES * defaults.PLATFORM_LISTEN_BACKLOG)
     return max(cap, 8)
 
 

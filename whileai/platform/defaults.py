@@ -72,7 +72,7 @@ PLATFORM_BODY_MIN_BYTES_PER_S = 256 * 1024
 #: ends the connection whose request has been arriving longest (answered 503,
 #: Retry-After), so a flood of slow requests cannot keep a prompt client out;
 #: when no connection is mid-request the new one is answered 503 itself. The
-#: cap is also kept PLATFORM_FD_RESERVE + 2 * PLATFORM_LISTEN_BACKLOG under the
+#: cap is also kept PLATFORM_FD_RESERVE + PLATFORM_ACCEPT_BATCHES * PLATFORM_LISTEN_BACKLOG under the
 #: process's open-file limit (RLIMIT_NOFILE), so accepting never runs out of
 #: descriptors: at the limit
 #: asyncio logged "Too many open files" 121,893 times (49 MB) in 60 s and
@@ -86,11 +86,19 @@ PLATFORM_FD_RESERVE = 64
 
 #: The listening socket's queue, and so the most connections asyncio accepts in
 #: one go before any of them is counted against the cap (it accepts up to the
-#: backlog per wake-up, and a second wake-up can come before the first batch is
-#: counted); the cap also leaves twice this many descriptors free.
-#: uvicorn's default is 2,048, more than a lowered ``ulimit -n`` of 1,024 holds
-#: at all; 128 is Linux's long-standing SOMAXCONN and plenty for bursts here.
-PLATFORM_LISTEN_BACKLOG = 128
+#: backlog per wake-up); the cap leaves PLATFORM_ACCEPT_BATCHES times this many
+#: descriptors free. uvicorn's default is 2,048, more than a lowered
+#: ``ulimit -n`` of 1,024 holds at all; 64 is plenty for bursts of a team's
+#: clients (a browser opens ~6 per page), and keeps the reserve small.
+PLATFORM_LISTEN_BACKLOG = 64
+
+#: Accept batches that can arrive before the first is counted against the cap:
+#: a connection is counted in connection_made, which asyncio runs two loop
+#: iterations after the accept, and each iteration's select can accept another
+#: batch. Two batches were planned for; on a loaded 2-core CI machine a 600-connection
+#: flood at ``ulimit -n`` 512 still ran out of descriptors once in three runs
+#: (cap 192 + 3 x 128 + the process's 12 open files > 512), so four are reserved.
+PLATFORM_ACCEPT_BATCHES = 4
 
 #: Set to 1 to serve the API's /docs, /redoc and /openapi.json (or pass
 #: ``--api-docs``). Off by default: those pages take no key and load their
