@@ -158,6 +158,21 @@ def test_a_sigkilled_rank_fails_the_run_naming_it_and_leaves_no_process(sets):
 
 
 @pytest.mark.slow
+def test_a_sigkilled_launcher_reads_crashed_and_leaves_no_rank(sets):
+    run = _train(sets, "dpo", steps=500, config={"processes": 2, "batch_size": 2, "holdout_rows": 4})
+    job = _job_of(run.id)
+    _wait_for(lambda: any("loss" in p["metrics"] for p in _series(run)), 120, "the first trained step")
+    os.kill(job["pid"], signal.SIGKILL)  # torchrun itself: no rank failed, nothing is reported
+    killed = time.monotonic()
+    _wait_for(lambda: run.refresh().status != "running", 60, "the run to be settled")
+    assert time.monotonic() - killed < 60
+    assert run.status == "crashed", run.error
+    assert "ended without reporting" in run.error and "rank" not in run.error.split(".")[0]
+    # each rank ends with its launcher (PR_SET_PDEATHSIG): nothing of the job is left
+    _wait_for(lambda: not job_processes(job["id"]), 15, "every rank to end with its launcher")
+
+
+@pytest.mark.slow
 def test_stopping_a_two_process_run_ends_every_rank(sets):
     run = _train(sets, "dpo", steps=500, config={"processes": 2, "batch_size": 2, "holdout_rows": 4})
     job = _job_of(run.id)

@@ -31,7 +31,7 @@ __all__ = [
     "attach_delta",
 ]
 
-_STATUSES = ("running", *FINAL_STATUSES)
+_STATUSES = ("running", *FINAL_STATUSES, "crashed")  # crashed: the platform's reading, never sent
 
 
 def _id_of(value: Any, prefix: str, what: str) -> str:

@@ -78,7 +78,7 @@ def create_run(body: RunCreate, request: Request, acct: str = Depends(account_id
 @router.get("/runs")
 def list_runs(
     request: Request,
-    status: str | None = Query(None, description=f"one of {', '.join(RUN_STATUSES)}, or crashed"),
+    status: str | None = Query(None, description=f"one of {', '.join(RUN_STATUSES)}"),
     dataset: str | None = None,
     name: str | None = None,
     kind: str | None = None,

@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from whileai.core.paths import data_root
+from whileai.platform.store.values import FINISHED_STATUSES
 
 __all__ = ["JOB_ID_ENV", "FINISHED", "job_dir", "job_log", "adapter_dir", "end_job", "remove_run_files"]
 
 #: environment variable carrying the job id into the worker (for its log lines and errors)
 JOB_ID_ENV = "WHILEAI_JOB_ID"
-FINISHED = ("done", "failed", "stopped")
+FINISHED = FINISHED_STATUSES  # done, failed, stopped, crashed
 
 
 def job_dir(job_id: str) -> Path:

@@ -436,10 +436,12 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
         failed = rank_failure(job["id"])
         if failed:
             return _settle_dead(store, account_id, job, failed)
+        # nothing reported and no rank named by torchrun: the launcher itself is gone (killed with SIGKILL, by the
+        # out-of-memory killer, or with its machine); the run reads crashed, which says no error was ever recorded
         return _settle_dead(store, account_id, job, (
             f"the job process (pid {job.get('pid')}) ended without reporting: it was killed (e.g. SIGKILL, or the "
             "out-of-memory killer) or crashed before it could record an error." + _log_tail(job["id"])
-        ))
+        ), status="crashed")
     if stale:
         how = "its process is gone" if alive is None else "its process still exists but is hung; it was stopped"
         if alive:
@@ -454,8 +456,10 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
     return job
 
 
-def _settle_dead(store: Any, account_id: str, job: dict[str, Any], error: str) -> dict[str, Any]:
-    """A worker that is gone: trust what it managed to record, else fail the job and its run with ``error``."""
+def _settle_dead(store: Any, account_id: str, job: dict[str, Any], error: str,
+                 status: str = "failed") -> dict[str, Any]:
+    """A worker that is gone: trust what it managed to record, else end the job and its run ``status`` with
+    ``error`` (``failed`` where a cause is known, ``crashed`` where the process vanished without a word)."""
     latest = store.get_job(account_id, job["id"])
     if latest["status"] in FINISHED:
         return latest
@@ -467,7 +471,7 @@ def _settle_dead(store: Any, account_id: str, job: dict[str, Any], error: str) -
             run_status = None
     if run_status in FINISHED:  # the run finished; the process died before it could close the job
         return end_job(store, account_id, latest, run_status)
-    return end_job(store, account_id, latest, "failed", error)
+    return end_job(store, account_id, latest, status, error)
 
 
 def reconcile_run(store: Any, account_id: str, run_id: str) -> None:

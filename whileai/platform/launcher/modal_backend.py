@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from whileai.platform import defaults
+from whileai.platform.launcher._shared import FINISHED
 
 __all__ = ["ModalBackend", "ModalCloud", "set_backend", "get_backend", "launch_modal", "reconcile_modal",
            "replay", "modal_gpu"]
@@ -212,7 +213,7 @@ def _apply(store: Any, account_id: str, run_id: str, entry: dict[str, Any] | Non
 def _finishes(entry: dict[str, Any] | None) -> bool:
     """Whether a recorded request ends the run (a PATCH with a final status)."""
     body = (entry or {}).get("json") or {}
-    return (entry or {}).get("method") == "PATCH" and body.get("status") in ("done", "failed", "stopped")
+    return (entry or {}).get("method") == "PATCH" and body.get("status") in FINISHED
 
 
 def reconcile_modal(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
@@ -235,7 +236,7 @@ def reconcile_modal(store: Any, account_id: str, job: dict[str, Any]) -> dict[st
         return job
     try:
         job = store.get_job(account_id, job["id"])  # what the previous holder left, read under the lease
-        if job["status"] in ("done", "failed", "stopped"):
+        if job["status"] in FINISHED:
             return job
         return _pull_and_settle(store, account_id, job)
     finally:

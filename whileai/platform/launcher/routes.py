@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from whileai.platform.api.common import API_PREFIX, ApiError, Body, account_id, api_key_from, job_account, job_scope, json_response, store
 from whileai.platform.launcher import jobs as runner
 from whileai.platform import defaults
+from whileai.platform.store.values import REPORTED_ENDS
 
 __all__ = ["router", "install"]
 
@@ -127,8 +128,8 @@ def end_job(job_id: str, body: EndBody, request: Request, acct: str = Depends(jo
     if job_scope(request) is None:
         raise ApiError(403, "a job's end is reported by its own worker, with the job's key; to end a job "
                             f"yourself, stop its run: POST /api/v1/runs/{job['run_id']}/stop", "forbidden")
-    if body.status not in runner.FINISHED:
-        raise ApiError(422, f"status={body.status!r} does not end a job; send one of {', '.join(runner.FINISHED)}",
+    if body.status not in REPORTED_ENDS:
+        raise ApiError(422, f"status={body.status!r} does not end a job; send one of {', '.join(REPORTED_ENDS)}",
                        "invalid_value")
     if job["status"] in runner.FINISHED:
         runner.end_job(the_store, acct, job, job["status"])

@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from sqlalchemy import Table, delete, func, insert, select, text
+from sqlalchemy import Table, and_, delete, func, insert, or_, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -290,16 +290,17 @@ def list_runs(
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
     """The account's runs, newest first, filtered by whichever of status/dataset/name/kind are given."""
-    if status is not None and status != "crashed":
+    if status is not None:
         _check_status(status, RUN_STATUSES, "run")
     limit = store._limit(limit)
     q = select(Run).where(Run.account_id == account_id)
-    stored_status = "running" if status == "crashed" else status
+    stored_status = None if status == "crashed" else status
     for column, value in ((Run.status, stored_status), (Run.dataset, dataset), (Run.name, name), (Run.kind, kind)):
         if value is not None:
             q = q.where(column == value)
-    if status == "crashed":
-        q = q.where(Run.updated_at < time.time() - run_stale_s())
+    if status == "crashed":  # settled so (its job's process vanished), or running with a silent writer
+        q = q.where(or_(Run.status == "crashed",
+                        and_(Run.status == "running", Run.updated_at < time.time() - run_stale_s())))
     q = q.order_by(Run.pk.desc()).limit(limit)
 
     def work(s: Session) -> RunList:

@@ -22,6 +22,7 @@ __all__ = [
     "RUN_STATUSES",
     "JOB_STATUSES",
     "FINISHED_STATUSES",
+    "REPORTED_ENDS",
     "RUN_STOP_MARK",
     "dumps",
     "loads",
@@ -31,12 +32,16 @@ __all__ = [
     "run_cost",
 ]
 
-RUN_STATUSES = ("running", "done", "failed", "stopped")
-FINISHED_STATUSES = ("done", "failed", "stopped")
+RUN_STATUSES = ("running", "done", "failed", "stopped", "crashed")
+#: ``crashed``: the run's process ended without a word (killed with its launcher, a lost machine); a running run
+#: whose own writer went silent also reads ``crashed`` (tables._shown_status) without being stored so
+FINISHED_STATUSES = ("done", "failed", "stopped", "crashed")
+#: what a job's own process may report as its end (``POST /jobs/{id}/end``): ``crashed`` is the platform's reading
+REPORTED_ENDS = ("done", "failed", "stopped")
 #: The summary key of a run stopped on request (``POST /runs/{id}/stop``): such a run
 #: keeps status ``stopped``, so a late finish from the job it stopped cannot undo it.
 RUN_STOP_MARK = "stop"
-JOB_STATUSES = ("queued", "running", "done", "failed", "stopped")
+JOB_STATUSES = ("queued", "running", "done", "failed", "stopped", "crashed")
 
 _MAX_STEP = 2**62
 _POINT_KEYS = frozenset({"step", "metrics", "ts"})

@@ -112,7 +112,7 @@ class TrainingRun:
         self._remote_step = record.get("step")
         self._remote_total = record.get("total_steps")
         self._record_url = record.get("url")
-        tracker.finished = self.status in FINAL_STATUSES
+        tracker.finished = self.status in (*FINAL_STATUSES, "crashed")  # crashed: settled by the platform
 
     @property
     def url(self) -> str:

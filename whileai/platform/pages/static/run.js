@@ -42,7 +42,7 @@
       (Array.isArray(c.stage.stages) ? " (" + (Number(c.stage.index) + 1) + " of " + c.stage.stages.length + ": " + c.stage.stages.join(" → ") + ")" : "")));
     if (typeof c.init_from === "string") head.append(el("p", {}, "Started from ", runLink(c.init_from)));
     if (typeof c.reproduces === "string") head.append(el("p", {}, "Reproduces ", runLink(c.reproduces)));
-    if (r.status === "failed") head.append(el("p", {class: "notice bad"}, "This run failed; its error is at the bottom of the page. ",
+    if (r.status === "failed" || r.status === "crashed") head.append(el("p", {class: "notice bad"}, "This run " + r.status + "; its error is at the bottom of the page. ",
       el("a", {href: "#error"}, "Read the error")));
     if (f.phase && r.status === "running") head.append(el("p", {class: "muted"}, "now: " + f.phase));
     return head;
@@ -51,7 +51,7 @@
   function headline(v) {
     if (!v.headline.length) {
       const note = v.training && v.training.holdout_note;
-      const ended = v.run.status === "failed" || v.run.status === "stopped";
+      const ended = ["failed", "stopped", "crashed"].includes(v.run.status);
       return WAI.section("Did it work?", setupLine(v), el("p", {class: "muted"}, note || (ended ?
         "No held-out result: the run " + v.run.status + " before its held-out set was measured after training." :
         "No held-out result yet: it appears here when the run records its held-out measure before and after " +
