@@ -101,20 +101,52 @@ def test_two_process_sft_is_one_run_with_its_world_recorded(sets, sft_two):
     _loads(sets["base"], sft_two.adapter, "sft")
 
 
-@pytest.mark.slow
-def test_two_process_sft_follows_the_one_process_loss_curve(sets, sft_two):
+@pytest.fixture(scope="module")
+def sft_one(sets):
+    """One process at the same effective batch, data order and seed as ``sft_two``."""
     one = _train(sets, "sft", steps=4, wait=True, config={"batch_size": 4, "holdout_rows": 4, "metric": "loss"})
     assert one.status == "done", one.error
-    assert one.training["world_size"] == 1 and one.training["batch_per_device"] == 4
+    return one
 
-    def losses(run):
-        return [p["metrics"]["loss"] for p in sorted(_series(run), key=lambda p: p["step"]) if "loss" in p["metrics"]]
 
-    a, b = losses(one), losses(sft_two)
+def _losses(run) -> list[float]:
+    return [p["metrics"]["loss"] for p in sorted(_series(run), key=lambda p: p["step"]) if "loss" in p["metrics"]]
+
+
+def _same_curve(a: list[float], b: list[float], what: str) -> None:
     assert len(a) == len(b) == 4
-    print(f"one process {a}; two processes {b}; largest relative gap {max(abs(x - y) / abs(x) for x, y in zip(a, b)):.2e}")
+    print(f"{what}: {a} against {b}; largest relative gap {max(abs(x - y) / abs(x) for x, y in zip(a, b)):.2e}")
     for x, y in zip(a, b):
         assert abs(x - y) <= LOSS_TOLERANCE * abs(x), (a, b)
+
+
+@pytest.mark.slow
+def test_two_process_sft_follows_the_one_process_loss_curve(sft_one, sft_two):
+    assert sft_one.training["world_size"] == 1 and sft_one.training["batch_per_device"] == 4
+    _same_curve(_losses(sft_one), _losses(sft_two), "one process against two")
+
+
+@pytest.mark.slow
+def test_a_per_device_cap_accumulates_to_the_same_effective_batch(sets, sft_one):
+    capped = _train(sets, "sft", steps=4, wait=True,
+                    config={"batch_size": 4, "batch_per_device": 1, "holdout_rows": 4, "metric": "loss"})
+    assert capped.status == "done", capped.error
+    training = capped.training
+    assert training["batch_per_device"] == 1 and training["gradient_accumulation"] == 4 and training["batch_size"] == 4
+    _same_curve(_losses(sft_one), _losses(capped), "the whole batch at once against four accumulated micro-batches")
+
+
+def test_a_per_device_cap_that_does_not_divide_the_share_is_refused_with_the_sizes_that_do():
+    from whileai.core.spec import read_spec
+
+    with pytest.raises(ValueError) as refused:
+        read_spec({"method": "sft", "base_model": "kit", "dataset": "ds_1", "batch_size": 12, "processes": 2,
+                   "batch_per_device": 4, "learning_rate": 1e-3, "epochs": 1})
+    assert "batch_per_device=4 does not divide a process's share of the effective batch (6)" in str(refused.value)
+    assert "(3, 2, 1, ...)" in str(refused.value)
+    with pytest.raises(ValueError, match="batch_per_device=4 is under generations=8"):
+        read_spec({"method": "grpo", "base_model": "kit", "dataset": "ds_1", "batch_per_device": 4, "generations": 8,
+                   "learning_rate": 1e-6, "steps": 2})
 
 
 @pytest.mark.slow

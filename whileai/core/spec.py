@@ -43,6 +43,8 @@ __all__ = [
     "GRPOSpec",
     "DPOSpec",
     "RMSpec",
+    "micro_batches",
+    "micro_problem",
     "RunnerRecord",
     "SPEC_MODELS",
     "canonical",
@@ -208,6 +210,14 @@ class RunSpec(BaseModel):
              "(read only when processes x nodes > 1)",
         reason="a LoRA's trainable state is small: replicating it costs least")
 
+    batch_per_device: int | None = knob(
+        None, range=(1, 4096), source="transformers TrainingArguments.gradient_accumulation_steps",
+        help="the most sequences (GRPO: completions) one device holds at once; the rest of its share of the "
+             "effective batch is accumulated over micro-batches, so the spec trains the same on any device "
+             "(None: the whole share at once)",
+        reason="a 4-8B base at TRAIN_MAX_LENGTH fills a GPU before the effective batch does; accumulating keeps "
+               "the effective batch, and with it the learning rate's meaning, unchanged")
+
     tool_format: Literal["auto", "native", "hermes"] = knob(
         "auto", choices=("auto", "native", "hermes"),
         source="Hermes 2 Pro function-calling format (NousResearch), as Qwen2.5's template writes it",
@@ -246,6 +256,13 @@ class RunSpec(BaseModel):
         split = split_problem("batch_size", batch, self.world_size) if isinstance(batch, int) else None
         if split:
             problems.append(split)
+        elif isinstance(batch, int) and self.batch_per_device is not None:
+            problems.extend(filter(None, [micro_problem(batch // self.world_size, self.batch_per_device)]))
+        groups = getattr(self, "generations", None)
+        if isinstance(groups, int) and self.batch_per_device is not None and self.batch_per_device < groups:
+            problems.append(f"batch_per_device={self.batch_per_device} is under generations={groups}: a device holds "
+                            f"at least one prompt's group of completions; pass batch_per_device >= {groups} "
+                            "(a multiple of it uses the memory fully), or fewer generations")
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -420,6 +437,24 @@ def split_problem(name: str, size: int, world: int) -> str | None:
     return (f"{name}={size} does not divide across {world} processes (processes x nodes): it is the effective batch, "
             f"split evenly over the processes; pass a multiple of {world} ({', '.join(map(str, near))}, ...), "
             f"or a world size that divides {size}")
+
+
+def micro_batches(share: int, cap: int | None) -> tuple[int, int]:
+    """``(per-device batch, accumulation steps)`` for one process's ``share`` of the effective batch under ``cap``
+    (``batch_per_device``; None: the whole share at once). :func:`micro_problem` says when ``cap`` does not fit."""
+    if cap is None or cap >= share:
+        return share, 1
+    return cap, share // cap
+
+
+def micro_problem(share: int, cap: int) -> str | None:
+    """Why a process's ``share`` of the effective batch cannot be accumulated in micro-batches of ``cap``, else None."""
+    if cap >= share or share % cap == 0:
+        return None
+    fits = [n for n in range(cap, 0, -1) if share % n == 0][:3]
+    return (f"batch_per_device={cap} does not divide a process's share of the effective batch ({share}): its "
+            f"micro-batches must add up to the share exactly; pass one that divides {share} "
+            f"({', '.join(map(str, fits))}, ...), or change batch_size")
 
 
 def _unset(model: type[BaseModel], name: str) -> bool:

@@ -247,8 +247,10 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
     per_step = max(1, min(int(defaults.TRAIN_GRPO_PROMPTS_PER_STEP), len(prompts)))
     per_rank = _prompts_per_rank(per_step, spec.world_size, len(prompts))
     micro = max(1, min(per_rank, int(defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)))
+    if spec.batch_per_device is not None:  # a device holds at most this many completions: whole groups of them
+        micro = max(1, min(micro, spec.batch_per_device // generations))
     if per_rank % micro:
-        micro = 1  # accumulation needs whole micro-batches of prompts
+        micro = max(n for n in range(micro, 0, -1) if per_rank % n == 0)  # whole micro-batches of prompts
     per_step = per_rank * spec.world_size
     args = GRPOConfig(
         **_trainer_setup.trainer_settings(spec, folder),

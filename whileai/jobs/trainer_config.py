@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec, SFTSpec
+from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec, SFTSpec, micro_batches
 from whileai.jobs import defaults as job_defaults
 from whileai.simulations import defaults
 
@@ -40,7 +40,7 @@ def trl_settings(spec: RunSpec) -> dict[str, Any]:
     if isinstance(spec, SFTSpec):
         # a step count decides the length when set (TRL's max_steps wins); epochs are then not read
         out["num_train_epochs"] = spec.epochs if spec.epochs is not None else job_defaults.SFT_EPOCHS_UNREAD
-        out["per_device_train_batch_size"] = spec.batch_size // spec.world_size
+        out.update(_micro(spec))
     elif isinstance(spec, GRPOSpec):
         out.update(num_generations=spec.generations, max_completion_length=spec.max_completion_length,
                    temperature=spec.temperature, beta=spec.beta, loss_type=spec.loss_type,
@@ -50,14 +50,23 @@ def trl_settings(spec: RunSpec) -> dict[str, Any]:
             out.update(use_vllm=True, vllm_mode="colocate")
     elif isinstance(spec, DPOSpec):
         losses = [spec.loss_type] + (["sft"] if spec.nll_weight > 0 and spec.loss_type != "sft" else [])
-        out.update(beta=spec.beta, loss_type=losses, per_device_train_batch_size=spec.batch_size // spec.world_size)
+        out.update(beta=spec.beta, loss_type=losses, **_micro(spec))
         if len(losses) > 1:
             out["loss_weights"] = [1.0, spec.nll_weight]
         if spec.loss_type == "exo_pair":
             out["label_smoothing"] = job_defaults.DPO_EXO_EPSILON
     elif isinstance(spec, RMSpec):
-        out["per_device_train_batch_size"] = spec.batch_size // spec.world_size
+        out.update(_micro(spec))
     out.update(strategy_settings(spec))
+    return out
+
+
+def _micro(spec: SFTSpec | DPOSpec | RMSpec) -> dict[str, int]:
+    """The per-device batch and accumulation steps of one process's share of the effective ``batch_size``."""
+    per_device, accumulate = micro_batches(spec.batch_size // spec.world_size, spec.batch_per_device)
+    out = {"per_device_train_batch_size": per_device}
+    if accumulate > 1:
+        out["gradient_accumulation_steps"] = accumulate
     return out
 
 
