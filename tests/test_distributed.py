@@ -305,3 +305,18 @@ def test_grpo_generates_with_vllm_on_a_gpu(sets):
                  config={"generation_backend": "vllm", "monitor": False, "holdout_rows": 4})
     assert run.status == "done", run.error
     assert run.summary["trainer"]["config"]["use_vllm"] is True
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_grpo_generates_on_a_vllm_server_of_its_own(sets):
+    import importlib.util
+
+    import torch
+
+    if importlib.util.find_spec("vllm") is None or torch.cuda.device_count() < 2:
+        pytest.skip("needs vllm and two GPUs: one trains, one serves")
+    run = _train(sets, "grpo", steps=2, wait=True, generations=2, max_completion_length=8,
+                 config={"generation_backend": "vllm", "vllm_mode": "server", "monitor": False, "holdout_rows": 4})
+    assert run.status == "done", run.error
+    assert run.summary["trainer"]["config"]["vllm_mode"] == "server"

@@ -157,6 +157,36 @@ def test_what_this_machine_cannot_run_is_refused_naming_why():
     assert gpus == ["processes=4 is more than this node's 2 GPUs (nccl needs one each); pass processes=2 or fewer"]
 
 
+def test_vllm_server_mode_is_trls_own_server_on_the_gpu_after_the_trainers():
+    from trl import GRPOConfig
+
+    from whileai.jobs import defaults as job_defaults
+    from whileai.jobs._vllm_server import server_command, server_env, server_mode
+
+    spec = _spec("grpo", generation_backend="vllm", vllm_mode="server", processes=3)
+    assert server_mode(spec) and not server_mode(_spec("grpo", generation_backend="vllm"))
+    settings = trl_settings(spec)
+    assert settings["vllm_mode"] == "server" and settings["vllm_server_host"] == "127.0.0.1"
+    assert settings["vllm_server_port"] == job_defaults.VLLM_SERVER_PORT
+    # TRL takes them as its own config, here on a CPU too
+    config = GRPOConfig(output_dir="unused", use_cpu=True, **{k: v for k, v in settings.items() if k.startswith("vllm")})
+    assert config.vllm_mode == "server" and config.vllm_server_port == job_defaults.VLLM_SERVER_PORT
+    argv = server_command(spec, "/models/base")
+    served = argv[argv.index("serve"):]
+    assert served[1] == "/models/base"
+    pairs = dict(zip(served[2::2], served[3::2]))
+    assert pairs["--host"] == "127.0.0.1" and pairs["--port"] == str(job_defaults.VLLM_SERVER_PORT)
+    env = server_env(spec)
+    assert env["CUDA_VISIBLE_DEVICES"] == "3" and env["VLLM_SERVER_DEV_MODE"] == "1"  # ranks use GPUs 0-2
+    # past one node the server listens beyond loopback, where the other nodes' ranks reach node 0
+    wide = server_command(_spec("grpo", generation_backend="vllm", vllm_mode="server", nodes=2), "/m")
+    assert wide[wide.index("--host") + 1] == "0.0.0.0"
+    # server mode needs a GPU of its own on node 0
+    full = machine_problems(_spec("grpo", generation_backend="vllm", vllm_mode="server", processes=2),
+                            cuda=True, devices=2)
+    assert any("vllm_mode='server'" in p and "pass processes=1" in p for p in full)
+
+
 def test_train_refuses_a_strategy_this_machine_cannot_run_before_any_job(home):
     import whileai.simulations as wai
 

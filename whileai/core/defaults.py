@@ -234,3 +234,7 @@ MONITOR_INTERVAL_S = 0.5
 
 #: Where GRPO's completions are generated: HF ``generate`` in the trainer, or vLLM (TRL's ``use_vllm``).
 TRAIN_GENERATION_BACKENDS = ("hf", "vllm")
+#: How vLLM runs beside the trainer (TRL's ``vllm_mode``): ``colocate`` shares the training GPUs in the trainer's own
+#: processes; ``server`` runs ``trl vllm-serve`` (vLLM's own server) on a GPU of its own, for bases whose
+#: training and generation do not fit one GPU together (TRL docs, "vLLM integration").
+TRAIN_VLLM_MODES = ("colocate", "server")

@@ -81,4 +81,9 @@ def machine_problems(spec: RunSpec, *, cuda: bool | None = None, devices: int | 
                             "generation_backend='hf' here")
         elif importlib.util.find_spec("vllm") is None:
             problems.append("generation_backend='vllm' needs vllm installed (`pip install vllm`); or use 'hf'")
+        server = isinstance(spec, GRPOSpec) and spec.vllm_mode == "server"
+        if cuda and server and devices is not None and devices <= spec.processes:
+            problems.append(f"vllm_mode='server' runs vLLM on a GPU of its own on node 0, and processes="
+                            f"{spec.processes} takes all {devices} of its GPUs; pass processes={max(1, devices - 1)}, "
+                            "or vllm_mode='colocate'")
     return problems

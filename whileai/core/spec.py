@@ -350,6 +350,12 @@ class GRPOSpec(RunSpec):
         "hf", choices=d.TRAIN_GENERATION_BACKENDS, source="TRL GRPOConfig use_vllm",
         help="where completions are sampled: hf (the trainer's generate) or vllm (colocated, needs a GPU)",
         reason="runs anywhere; vllm is faster where there is a GPU")
+    vllm_mode: Literal["colocate", "server"] = knob(
+        "colocate", choices=d.TRAIN_VLLM_MODES, source="TRL GRPOConfig vllm_mode; trl vllm-serve",
+        help="with generation_backend=vllm: colocate (vLLM in the trainer's processes, on their GPUs) or server "
+             "(trl vllm-serve on a GPU of its own on node 0: processes must leave one GPU free there)",
+        reason="colocate needs no spare GPU; server mode is for bases whose training and generation do not fit "
+               "one GPU together")
     #: the independent judge the HackMonitor's divergence alarm compares against (a finished rm run)
     gold_judge: str | None = None
     #: the HackMonitor: True (on, its defaults), its settings, or False (off); None in a record of before version 3

@@ -64,3 +64,10 @@ RANK_TERM_GRACE_S = 30
 
 #: The prefix other ranks' lines carry in the worker log (rank 0 writes bare lines, as one process does).
 RANK_LOG_PREFIX = "[rank {rank}] "
+
+#: The port of a GRPO job's vLLM server (``vllm_mode=server``) on node 0: TRL's own default
+#: (GRPOConfig.vllm_server_port, ``trl vllm-serve --port``), so a server started by hand for the same job fits.
+VLLM_SERVER_PORT = 8000
+#: Seconds a rank 0 gives its vLLM server to end after SIGTERM before SIGKILL (vLLM frees its GPU memory on a
+#: clean exit; the same grace as a rank's, RANK_TERM_GRACE_S).
+VLLM_SERVER_END_S = 30

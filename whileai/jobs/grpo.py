@@ -272,7 +272,14 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
     extra_callbacks = [monitor] if monitor is not None else []
     trainer_tools: list[Callable[..., Any]] = list(tools)  # TRL takes tools as callables; a SchemaTool is one
     watch = group_watch()  # first, so its figures join each step's log before the run's callback sends it
-    with warnings.catch_warnings():
+    from contextlib import ExitStack
+
+    from whileai.jobs._vllm_server import VLLMServer, server_mode
+
+    ends = ExitStack()
+    if server_mode(spec) and world().rank == 0:  # node 0's server, up before the trainer connects to it
+        ends.enter_context(VLLMServer(spec, _loading.base_path(_loading.base_of(spec), spec)))
+    with ends, warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         trainer = GRPOTrainer(
             model=model,
@@ -284,7 +291,7 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
             tools=trainer_tools or None,
             callbacks=[watch] + callbacks + extra_callbacks,
         )
-    trainer.train()
+        trainer.train()
     extra: dict[str, Any] = {
         "rows": len(prompts),
         "prompts": len(prompts),

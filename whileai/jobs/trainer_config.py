@@ -17,7 +17,7 @@ from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec, SFTSpec, micro
 from whileai.jobs import defaults as job_defaults
 from whileai.simulations import defaults
 
-__all__ = ["trl_settings", "lora_settings", "strategy_settings", "TRL_NAMES", "LORA_NAMES", "trl_defaults"]
+__all__ = ["trl_settings", "lora_settings", "vllm_server_host", "strategy_settings", "TRL_NAMES", "LORA_NAMES", "trl_defaults"]
 
 #: knob -> the TRL config argument it sets (where the names differ, e.g. ``steps`` -> ``max_steps``)
 TRL_NAMES: dict[str, str] = {
@@ -46,8 +46,10 @@ def trl_settings(spec: RunSpec) -> dict[str, Any]:
                    temperature=spec.temperature, beta=spec.beta, loss_type=spec.loss_type,
                    mask_truncated_completions=spec.truncated == "mask", epsilon_high=spec.epsilon_high,
                    scale_rewards=spec.scale_rewards)
-        if spec.generation_backend == "vllm":  # vLLM in the trainer's own processes, sharing their GPUs
-            out.update(use_vllm=True, vllm_mode="colocate")
+        if spec.generation_backend == "vllm":  # colocated in the trainer's processes, or node 0's own server
+            out.update(use_vllm=True, vllm_mode=spec.vllm_mode)
+            if spec.vllm_mode == "server":
+                out.update(vllm_server_host=vllm_server_host(spec), vllm_server_port=job_defaults.VLLM_SERVER_PORT)
     elif isinstance(spec, DPOSpec):
         losses = [spec.loss_type] + (["sft"] if spec.nll_weight > 0 and spec.loss_type != "sft" else [])
         out.update(beta=spec.beta, loss_type=losses, **_micro(spec))
@@ -59,6 +61,14 @@ def trl_settings(spec: RunSpec) -> dict[str, Any]:
         out.update(_micro(spec))
     out.update(strategy_settings(spec))
     return out
+
+
+def vllm_server_host(spec: RunSpec) -> str:
+    """Where the ranks reach node 0's vLLM server: loopback on one node, node 0's address (torchrun's
+    ``MASTER_ADDR``) past one."""
+    import os
+
+    return "127.0.0.1" if spec.nodes <= 1 else os.environ.get("MASTER_ADDR", "127.0.0.1")
 
 
 def _micro(spec: SFTSpec | DPOSpec | RMSpec) -> dict[str, int]:
