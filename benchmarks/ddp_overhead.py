@@ -23,79 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import textwrap
 import warnings
 
+from _bare_trl import run_bare_sft  # the bare TRL baseline, no whileai in it
+
 TARGET_RATIO = 1.05
-
-_BARE = textwrap.dedent("""
-    import json, os, sys, time
-    import torch
-    torch.set_num_threads({threads})
-    from datasets import Dataset, Features, Json, List
-    from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import SFTConfig, SFTTrainer
-
-    rows = [json.loads(line) for line in open({rows_path!r})]
-    model = AutoModelForCausalLM.from_pretrained({base!r})
-    tok = AutoTokenizer.from_pretrained({base!r})
-    start = time.perf_counter()
-    data = []
-    for r in rows:
-        messages = []
-        for m in r["messages"]:
-            m = dict(m)
-            if m.get("tool_calls"):
-                m["tool_calls"] = [{{**c, "function": {{**c["function"], "arguments": json.loads(c["function"]["arguments"])}}}}
-                                   for c in m["tool_calls"]]
-            messages.append(m)
-        data.append({{"messages": messages, "tools": r["tools"]}})
-    features = Features({{"messages": List(Json()), "tools": List(Json())}})
-    dataset = Dataset.from_dict({{"messages": [d["messages"] for d in data], "tools": [d["tools"] for d in data]}},
-                                features=features)
-    args = SFTConfig(output_dir={out!r}, max_steps={steps}, per_device_train_batch_size={per_device},
-                     learning_rate={lr}, lr_scheduler_type="constant_with_warmup", warmup_steps=0.05,
-                     logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=True, use_cpu=True,
-                     bf16=False, activation_checkpointing=False, assistant_only_loss=True,
-                     max_length=min(2048, model.config.max_position_embeddings), packing=False, seed=0,
-                     dataloader_num_workers=0, ddp_backend="gloo", ddp_find_unused_parameters=False)
-    lora = LoraConfig(r={rank}, lora_alpha={alpha}, lora_dropout=0.0, target_modules="all-linear",
-                      task_type="CAUSAL_LM")
-    from transformers import TrainerCallback
-
-    class Clock(TrainerCallback):
-        def __init__(self):
-            self.at = []
-
-        def on_step_end(self, args, state, control, **kwargs):
-            self.at.append(time.time())
-
-    clock = Clock()
-    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tok, peft_config=lora,
-                         callbacks=[clock])
-    trainer.train()
-    if os.environ.get("RANK", "0") == "0":
-        print(json.dumps({{"step_times": clock.at, "steps": trainer.state.global_step}}))
-""")
-
-
-def _bare(settings: dict, rows_path: str, threads: int) -> float:
-    with tempfile.TemporaryDirectory() as out:
-        script = os.path.join(out, "bare_sft.py")
-        with open(script, "w") as f:
-            f.write(_BARE.format(rows_path=rows_path, out=out, threads=threads, **settings))
-        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                               script], capture_output=True, text=True,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    if done.returncode != 0:
-        raise RuntimeError(f"the bare torchrun + TRL script failed:\n{done.stderr[-3000:]}")
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    return _per_step(json.loads(lines[-1])["step_times"])
-
 
 def _per_step(times: list[float]) -> float:
     """Seconds per optimizer step in the steady state: first step's end to last step's end, over the steps between
@@ -149,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     two, bare, one = [], [], []
     for i in range(args.rounds):
         two.append(framework(2))
-        bare.append(_bare(settings, rows_path, threads))
+        bare.append(_per_step(run_bare_sft({**settings, "rows": rows_path, "threads": threads}, processes=2)["step_times"]))
         one.append(framework(1))
         print(f"round {i + 1}: s/step framework 2 processes {two[-1]:.3f}, bare torchrun 2 processes {bare[-1]:.3f}, "
               f"framework 1 process {one[-1]:.3f}", flush=True)

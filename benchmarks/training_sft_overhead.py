@@ -20,64 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import textwrap
 import warnings
 
+from _bare_trl import run_bare_sft  # the bare TRL baseline, no whileai in it
+
 TARGET_RATIO = 1.05
-
-_BARE = textwrap.dedent("""
-    import json, sys, time
-    import torch
-    torch.set_num_threads({threads})
-    from datasets import Dataset, Features, Json, List, Value
-    from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import SFTConfig, SFTTrainer
-
-    rows = [json.loads(line) for line in open({rows_path!r})]
-    model = AutoModelForCausalLM.from_pretrained({base!r})
-    tok = AutoTokenizer.from_pretrained({base!r})
-    start = time.perf_counter()
-    data = []
-    for r in rows:
-        messages = []
-        for m in r["messages"]:
-            m = dict(m)
-            if m.get("tool_calls"):
-                m["tool_calls"] = [{{**c, "function": {{**c["function"], "arguments": json.loads(c["function"]["arguments"])}}}}
-                                   for c in m["tool_calls"]]
-            messages.append(m)
-        data.append({{"messages": messages, "tools": r["tools"]}})
-    features = Features({{"messages": List(Json()), "tools": List(Json())}})
-    dataset = Dataset.from_dict({{"messages": [d["messages"] for d in data], "tools": [d["tools"] for d in data]}},
-                                features=features)
-    args = SFTConfig(output_dir={out!r}, max_steps={steps}, per_device_train_batch_size={batch},
-                     learning_rate={lr}, lr_scheduler_type="constant_with_warmup", warmup_steps=0.05,
-                     logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=True, use_cpu=True,
-                     bf16=False, activation_checkpointing=False, assistant_only_loss=True,
-                     max_length=min(2048, model.config.max_position_embeddings), packing=False, seed=0,
-                     dataloader_num_workers=0)
-    lora = LoraConfig(r={rank}, lora_alpha={alpha}, lora_dropout=0.0, target_modules="all-linear",
-                      task_type="CAUSAL_LM")
-    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tok, peft_config=lora)
-    trainer.train()
-    print(json.dumps({{"train_seconds": time.perf_counter() - start, "steps": trainer.state.global_step}}))
-""")
-
-
-def _bare(base: str, rows_path: str, steps: int, batch: int, lr: float, rank: int, alpha: int, threads: int) -> float:
-    with tempfile.TemporaryDirectory() as out:
-        code = _BARE.format(base=base, rows_path=rows_path, out=out, steps=steps, batch=batch, lr=lr, rank=rank,
-                            alpha=alpha, threads=threads)
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    if done.returncode != 0:
-        raise RuntimeError(f"the bare TRL script failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["train_seconds"]
-
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -116,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         if run.wait(poll=2) != "done":
             raise RuntimeError(f"the framework's job failed: {run.error}")
         framework.append(run.training["train_seconds"])
-        bare.append(_bare(base, rows_path, args.steps, args.batch, args.lr, args.rank, args.alpha, threads))
+        bare.append(run_bare_sft({"base": base, "rows": rows_path, "steps": args.steps, "per_device": args.batch,
+                                  "lr": args.lr, "rank": args.rank, "alpha": args.alpha, "threads": threads})["train_seconds"])
         points = len(get(run.id)["series"])
         print(f"round {i + 1}: framework {framework[-1]:.2f} s ({points} points logged), bare TRL {bare[-1]:.2f} s",
               flush=True)

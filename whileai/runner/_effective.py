@@ -19,19 +19,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from whileai.simulations import defaults as sdk
-from whileai.simulations.training import Resolved, train_spec
+from whileai.simulations.training import FROM_DATA, Resolved, train_spec
 
 from .schema import HOST_KEYS, KNOBS, Problem
 from .stages import Stage, plan_stages, stage_inputs
 
 __all__ = ["effective", "annotated_yaml", "resolve_stages", "resolution_problems"]
-
-#: GRPO values wai.train reads from the dataset itself when left null (so validate cannot know them)
-_FROM_DATA = {
-    "generations": "null: the dataset's rollouts per task (its common group size), clipped to the knob's range",
-    "temperature": "null: the rows' own sampling.temperature when they share one, else the knob's default",
-}
-
 
 def resolve_stages(plain: Mapping[str, Any], origin: Callable[[str], str] | None = None,
                    data: Mapping[str, Any] | None = None) -> list[tuple[Stage, Resolved]]:
@@ -81,9 +74,9 @@ def effective(plain: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         for key in (*KNOBS, *HOST_KEYS):
             if node.get(key) is not None or key not in result.values:
                 continue
-            if stage.method == "grpo" and key in _FROM_DATA:
+            if stage.method == "grpo" and key in FROM_DATA:
                 node[key] = None
-                notes[f"{stage.prefix}{key}"] = _FROM_DATA[key]
+                notes[f"{stage.prefix}{key}"] = FROM_DATA[key]
             elif result.values.get(key) is not None:
                 node[key] = result.values[key]
                 notes[f"{stage.prefix}{key}"] = result.provenance.get(key, "")

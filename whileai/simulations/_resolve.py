@@ -29,8 +29,11 @@ __all__ = ["Resolved", "resolve_spec", "LORA_SHAPE", "FROM_DATA", "KIT_SFT"]
 
 #: the LoRA shape a run started from another inherits (the adapter keeps its shape)
 LORA_SHAPE = ("lora_rank", "lora_alpha")
-#: GRPO knobs the dataset decides when left unset: its rollouts per task and its rows' sampling temperature
-FROM_DATA = ("generations", "temperature")
+#: GRPO knobs the dataset decides when left unset (so ``validate``, which reads no data, cannot know them), with how
+FROM_DATA = {
+    "generations": "null: the dataset's rollouts per task (its common group size), clipped to the knob's range",
+    "temperature": "null: the rows' own sampling.temperature when they share one, else the knob's default",
+}
 #: the kit demo base's proven LoRA SFT recipe (benchmarks/kit_lora_sft.py), by knob
 KIT_SFT = {"learning_rate": "KIT_SFT_LR", "steps": "KIT_SFT_STEPS", "batch_size": "KIT_SFT_BATCH",
            "lora_rank": "KIT_SFT_LORA_R", "lora_alpha": "KIT_SFT_LORA_ALPHA"}

@@ -225,5 +225,5 @@ def __getattr__(name: str) -> Any:
 
 # resolve_spec: the one resolution of what was given into the spec that runs (the runner's validate shows it)
 from ._hosting import train, train_spec  # noqa: E402,F401
-from ._resolve import Resolved, resolve_spec  # noqa: E402,F401
+from ._resolve import FROM_DATA, Resolved, resolve_spec  # noqa: E402,F401
 from .serving import chat_completion, delete_model, models, reward_model, serve, unserve  # noqa: E402,F401
