@@ -24,3 +24,20 @@ def run_bare_sft(settings: dict, processes: int = 1) -> dict:
     if done.returncode != 0:
         raise RuntimeError(f"the bare TRL script failed:\n{done.stderr[-3000:]}")
     return json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
+
+
+def per_step(times: list[float]) -> float:
+    """Seconds per optimizer step in the steady state: the first step's end to the last's, over the steps between
+    (loading, export and the trainer's set-up fall outside it, on every side)."""
+    if len(times) < 2:
+        raise RuntimeError("a side made fewer than two steps: pass --steps 2 or more")
+    return (times[-1] - times[0]) / (len(times) - 1)
+
+
+def run_step_times(run_id: str) -> list[float]:
+    """When each of a whileai run's optimizer steps ended: its loss points' times (rank 0 logs one per step as
+    the step ends, logging_steps=1), in step order."""
+    import whileai.simulations as wai
+
+    points = sorted((p for p in wai.get_run(run_id)["series"] if "loss" in p["metrics"]), key=lambda p: p["step"])
+    return [p["ts"] for p in points]

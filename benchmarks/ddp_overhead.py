@@ -27,17 +27,9 @@ import sys
 import tempfile
 import warnings
 
-from _bare_trl import run_bare_sft  # the bare TRL baseline, no whileai in it
+from _bare_trl import per_step, run_bare_sft, run_step_times  # the bare TRL baseline, no whileai in it
 
 TARGET_RATIO = 1.05
-
-def _per_step(times: list[float]) -> float:
-    """Seconds per optimizer step in the steady state: first step's end to last step's end, over the steps between
-    (loading, export and the trainer's set-up are outside it, on both sides)."""
-    if len(times) < 2:
-        raise RuntimeError("a side made fewer than two steps: pass --steps 2 or more")
-    return (times[-1] - times[0]) / (len(times) - 1)
-
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -74,16 +66,14 @@ def main(argv: list[str] | None = None) -> int:
                                                  "lora_alpha": args.alpha, "processes": processes})
         if run.wait(poll=2) != "done":
             raise RuntimeError(f"the framework's {processes}-process job failed: {run.error}")
-        # each step's point is logged by rank 0 as the step ends (TrainerCallback, logging_steps=1)
-        points = sorted((p for p in wai.get_run(run.id)["series"] if "loss" in p["metrics"]), key=lambda p: p["step"])
-        return _per_step([p["ts"] for p in points])
+        return per_step(run_step_times(run.id))
 
     settings = {"base": base, "steps": args.steps, "per_device": args.batch // 2, "lr": args.lr, "rank": args.rank,
                 "alpha": args.alpha}
     two, bare, one = [], [], []
     for i in range(args.rounds):
         two.append(framework(2))
-        bare.append(_per_step(run_bare_sft({**settings, "rows": rows_path, "threads": threads}, processes=2)["step_times"]))
+        bare.append(per_step(run_bare_sft({**settings, "rows": rows_path, "threads": threads}, processes=2)["step_times"]))
         one.append(framework(1))
         print(f"round {i + 1}: s/step framework 2 processes {two[-1]:.3f}, bare torchrun 2 processes {bare[-1]:.3f}, "
               f"framework 1 process {one[-1]:.3f}", flush=True)

@@ -9,12 +9,13 @@ simple_python questions (``BFCL_DATA``, else the committed sample in
 tests/data/bfcl) converted by ``wai.datasets.from_bfcl``.
 
 Training: the framework side is ``wai.train(method="sft", base_model="smollm2-135m")``
-(a detached worker on the embedded platform; ``training["train_seconds"]`` over
-its steps); the bare side is a plain script with TRL's SFTTrainer on the same
+(a detached worker on the embedded platform; its steps timed by the points it
+logs as each ends); the bare side is a plain script with TRL's SFTTrainer on the same
 imported folder, rows, steps, batch, learning rate, LoRA shape and torch threads,
 rendering with the same hermes template (SmolLM2's own drops the tools, which
-would make the bare side's sequences shorter than the job's). Target: framework /
-bare seconds per step <= 1.05.
+would make the bare side's sequences shorter than the job's), its steps timed by a
+callback. Both are the steady state (first step's end to the last's), so loading and
+set-up count on neither side. Target: framework / bare seconds per step <= 1.05.
 
 Evaluation: ``jobs._evaluation.generate_replies`` (what the job's held-out
 measurement runs) against plain batched ``model.generate`` on the same prompts,
@@ -33,7 +34,7 @@ import time
 import warnings
 from pathlib import Path
 
-from _bare_trl import run_bare_sft  # the bare TRL baseline, no whileai in it
+from _bare_trl import per_step, run_bare_sft, run_step_times  # the bare TRL baseline, no whileai in it
 
 TARGET_STEP_RATIO = 1.05
 TARGET_EVAL_RATIO = 0.95
@@ -47,7 +48,7 @@ def _rows() -> list[dict]:
                                        folder / "possible_answer" / "BFCL_v4_simple_python.json"))
 
 
-def _bare_train(base: str, rows_path: str, args: argparse.Namespace, threads: int) -> tuple[float, int]:
+def _bare_train(base: str, rows_path: str, args: argparse.Namespace, threads: int) -> float:
     from whileai.kit._toolformat import hermes_chat_template
 
     with tempfile.TemporaryDirectory() as out:
@@ -56,7 +57,7 @@ def _bare_train(base: str, rows_path: str, args: argparse.Namespace, threads: in
         result = run_bare_sft({"base": base, "rows": rows_path, "template": template, "steps": args.steps,
                                "per_device": args.batch, "lr": args.lr, "rank": args.rank, "alpha": args.alpha,
                                "threads": threads})
-    return result["train_seconds"], result["steps"]
+    return per_step(result["step_times"])
 
 
 def _plain_generate(model, tokenizer, rows, cap: int, batch: int) -> list[list[int]]:
@@ -161,9 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      "lora_alpha": args.alpha})
             if run.wait(poll=2) != "done":
                 raise RuntimeError(f"the framework's job failed: {run.error}")
-            framework.append(run.training["train_seconds"] / args.steps)
-            seconds, steps = _bare_train(base, rows_path, args, threads)
-            bare.append(seconds / steps)
+            framework.append(per_step(run_step_times(run.id)))
+            bare.append(_bare_train(base, rows_path, args, threads))
             print(f"train round {i + 1}: framework {framework[-1]:.2f} s/step, bare TRL {bare[-1]:.2f} s/step", flush=True)
         ratio = min(framework) / min(bare)
         result.update(steps=args.steps, batch=args.batch, framework_s_per_step=[round(x, 2) for x in framework],
