@@ -35,6 +35,21 @@ def test_a_cuda_device_name_finds_its_price_row(device, memory, key):
     assert (key in defaults.GPU_USD_PER_HOUR) == (key != "NVIDIA GeForce RTX 4090")
 
 
+@pytest.mark.parametrize("gpu, processes, nodes, counted", [
+    ("H100", 1, 1, "H100"), ("H100", 8, 1, "H100:8"), ("H100", 8, 2, "H100:16"),
+    ("H100:8", 8, 2, "H100:16"), ("A10G:4", 1, 1, "A10G:4"), ("H100:1", 1, 1, "H100"),
+])
+def test_a_job_past_one_gpu_is_priced_for_every_gpu_it_held(gpu, processes, nodes, counted):
+    from whileai.jobs._environment import with_count
+    from whileai.platform.store.values import run_cost
+
+    assert with_count(gpu, processes, nodes) == counted
+    one, _ = run_cost({"training": {"gpu": counted.partition(":")[0], "seconds": 3600}})
+    many, basis = run_cost({"training": {"gpu": counted, "seconds": 3600}})
+    total = int(counted.partition(":")[2] or 1)
+    assert basis["count"] == total and many == pytest.approx(one * total)
+
+
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_a_hosted_sft_job_trains_on_the_local_gpu_in_bf16_and_prices_it(session_home, push_sample):

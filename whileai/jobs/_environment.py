@@ -9,7 +9,7 @@ from whileai.core.spec import RunSpec
 from whileai.jobs import defaults as job_defaults
 from whileai.simulations import defaults
 
-__all__ = ["seed_all", "cpu_threads", "device", "gpu_name", "price_key"]
+__all__ = ["seed_all", "cpu_threads", "device", "gpu_name", "with_count", "price_key"]
 
 
 def seed_all(seed: int) -> None:
@@ -50,9 +50,19 @@ def gpu_name(spec: RunSpec) -> str | None:
     if not torch.cuda.is_available():
         return None
     if spec.target == "modal" and spec.gpu:
-        return str(spec.gpu)
-    name = torch.cuda.get_device_name(0)
-    return price_key(name, torch.cuda.get_device_properties(0).total_memory)
+        name = str(spec.gpu)
+    else:
+        name = price_key(torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0).total_memory)
+    return with_count(name, spec.processes, spec.nodes)
+
+
+def with_count(gpu: str, processes: int, nodes: int = 1) -> str:
+    """``gpu`` as the price table counts it, over every node: ``"H100:16"`` for two nodes of ``"H100:8"``, or for
+    eight ranks a node (one GPU each) on two nodes of ``"H100"``; one GPU stays a bare name."""
+    head, _, tail = gpu.partition(":")
+    per_node = int(tail) if tail.strip().isdigit() and int(tail) > 0 else max(1, processes)
+    total = per_node * max(1, nodes)
+    return head if total == 1 else f"{head}:{total}"
 
 
 def price_key(device_name: str, memory_bytes: int) -> str:
