@@ -248,3 +248,21 @@ def test_without_modal_credentials_the_real_backend_fails_the_launch_saying_how_
     assert "target='local'" in str(caught.value)
     failed = [r for r in wai.list_runs() if r["status"] == "failed" and "modal token new" in (r.get("error") or "")]
     assert failed, "the launch's run is marked failed with the reason"
+
+
+def test_grpo_on_modal_scores_with_its_gold_judge_from_the_volume(sets, fake):
+    judge = _train(sets, "rm", steps=2, holdout=sets["holdout"], config={"holdout_rows": 8, "gpu": "A10G"})
+    assert judge.wait(poll=2, timeout=240) == "done", judge.error
+    monitor = {"every": 1, "k": 2, "n_prompts": 2, "max_new_tokens": 8}
+    run = _train(sets, "grpo", steps=2, generations=2, max_completion_length=16,
+                 config={"holdout_rows": 4, "gpu": "A10G", "monitor": monitor, "gold_judge": judge.id})
+    payload, _gpu = fake.spawned[-1]
+    # the platform resolved the judge and sent its adapter to the Volume; the payload names the Volume's copy
+    assert payload["spec"]["gold"]["run_id"] == judge.id
+    assert payload["spec"]["gold"]["adapter"] == str(fake.volume / judge.id)
+    assert (fake.volume / judge.id / "adapter_config.json").is_file()
+    assert run.wait(poll=2, timeout=300) == "done", run.error
+    assert run.training["monitor"].startswith("on") and "without a gold judge" not in run.training["monitor"]
+    series = wai.get_run(run.id)["series"]
+    assert any(k.startswith("monitor/gold") for p in series for k in p["metrics"]), \
+        sorted({k for p in series for k in p["metrics"] if k.startswith("monitor/")})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -82,17 +83,25 @@ def gold_judge(spec: RunSpec) -> Any:
     name = getattr(spec, "gold_judge", None)  # GRPO's spec names one; the other methods have none
     if not name:
         return None
-    job_id = os.environ.get(JOB_ID_ENV)
-    if not job_id:
-        raise ValueError(f"gold_judge={name!r} needs the judge the platform resolved for this job, and this process "
-                         f"is not a platform job ({JOB_ID_ENV} is unset); launch the run through the platform")
-    gold = (get_client().request("GET", f"/jobs/{job_id}").get("spec") or {}).get("gold")  # with the job's key
+    gold = CARRIED_GOLD.get()  # a Modal job: the platform put it in the payload, its adapter on the Volume
+    job_id = os.environ.get(JOB_ID_ENV) or "of this payload"
+    if gold is None:
+        if not os.environ.get(JOB_ID_ENV):
+            raise ValueError(f"gold_judge={name!r} needs the judge the platform resolved for this job, and this "
+                             f"process is not a platform job ({JOB_ID_ENV} is unset); launch the run through the "
+                             "platform")
+        gold = (get_client().request("GET", f"/jobs/{job_id}").get("spec") or {}).get("gold")  # with the job's key
     if not isinstance(gold, Mapping) or gold.get("run_id") != name:
         raise ValueError(f"gold_judge={name!r} was not resolved by the platform for job {job_id}; launch the run "
                          "again (the launch checks the judge and records it on the job)")
     judge = RewardModelJudge(str(gold["adapter"]), str(gold["base_model"]), float(gold["threshold"]), str(name),
                              span=str(gold.get("span") or "conversation"))
     return judge.load()  # now, so a judge that cannot load fails the job before its training starts
+
+
+#: The gold judge a Modal job's payload carries (its ``spec["gold"]``, written by the platform at launch, the
+#: adapter's path on the Volume): set by ``modal_app.execute`` for the job it runs, None elsewhere
+CARRIED_GOLD: ContextVar[Mapping[str, Any] | None] = ContextVar("whileai_carried_gold", default=None)
 
 
 def load_policy(spec: RunSpec) -> tuple[Any, Any]:

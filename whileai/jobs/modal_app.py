@@ -95,6 +95,9 @@ def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
     run = JobRun(payload["run"], client)
     adapter = Path(volume_root) / run.id
     status, error, training = "done", None, None
+    from whileai.jobs._loading import CARRIED_GOLD
+
+    carried = CARRIED_GOLD.set((payload["spec"] or {}).get("gold"))  # the gold judge the platform resolved, if any
     with tempfile.TemporaryDirectory() as folder:
         try:
             training = run_body(payload["spec"], payload["rows"], payload.get("holdout_rows"), run, adapter, Path(folder))
@@ -104,6 +107,7 @@ def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
             run.release()
             run.finish(status, error=error)
         finally:
+            CARRIED_GOLD.reset(carried)
             run.flush()
             commit()
     return {"status": status, "error": error, "adapter": str(adapter) if status == "done" else None,

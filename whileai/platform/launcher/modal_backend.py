@@ -183,6 +183,9 @@ def launch_modal(store: Any, account_id: str, job: dict[str, Any], start: Path |
                          f"nodes={defaults.MODAL_CLUSTER_NODES} or 1, or redeploy with another size")
     if start is not None:
         spec["init_adapter"] = get_backend().put_adapter(str(spec["init_from"]), start)
+    gold = spec.get("gold")
+    if isinstance(gold, dict):  # the gold judge's adapter goes to the Volume too; the job loads it from there
+        spec["gold"] = {**gold, "adapter": get_backend().put_adapter(str(gold["run_id"]), Path(gold["adapter"]))}
     rows = store.dataset_rows(account_id, spec["dataset"])
     holdout = store.dataset_rows(account_id, spec["holdout"]) if spec.get("holdout") else None
     run = store.get_run(account_id, job["run_id"], series=False)
