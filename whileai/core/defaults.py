@@ -234,3 +234,11 @@ MONITOR_INTERVAL_S = 0.5
 
 #: Where GRPO's completions are generated: HF ``generate`` in the trainer, or vLLM (TRL's ``use_vllm``).
 TRAIN_GENERATION_BACKENDS = ("hf", "vllm")
+
+#: The trackers ``report_to`` can mirror a run to (``whileai.simulations.mirror``): the three that teams
+#: already read results in and that run without a server of their own (W&B offline, an MLflow SQLite file,
+#: trackio's local store). transformers' ``report_to`` knows more; these are the ones tested offline here.
+MIRROR_TRACKERS = ("wandb", "mlflow", "trackio")
+
+#: The pip extra that installs every mirror's client (pyproject.toml ``[project.optional-dependencies]``).
+MIRROR_EXTRA = "mirror"
