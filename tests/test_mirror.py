@@ -50,6 +50,10 @@ def _wandb_records(path: Path):
             break
 
 
+def _key(item) -> str:
+    return item.key or "/".join(item.nested_key)
+
+
 def _wandb_run(folder: Path, run_id: str) -> dict:
     """config, history rows, summary and exit code of the offline W&B run ``run_id``."""
     [path] = folder.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb")
@@ -57,13 +61,13 @@ def _wandb_run(folder: Path, run_id: str) -> dict:
     for record in _wandb_records(path):
         kind = record.WhichOneof("record_type")
         if kind == "run":
-            out["config"].update({i.key: json.loads(i.value_json) for i in record.run.config.update})
+            out["config"].update({_key(i): json.loads(i.value_json) for i in record.run.config.update})
         elif kind == "config":
-            out["config"].update({i.key: json.loads(i.value_json) for i in record.config.update})
+            out["config"].update({_key(i): json.loads(i.value_json) for i in record.config.update})
         elif kind == "history":
-            out["history"].append({i.key: json.loads(i.value_json) for i in record.history.item if i.key})
+            out["history"].append({_key(i): json.loads(i.value_json) for i in record.history.item})
         elif kind == "summary":
-            out["summary"].update({i.key: json.loads(i.value_json) for i in record.summary.update if i.key})
+            out["summary"].update({_key(i): json.loads(i.value_json) for i in record.summary.update})
         elif kind == "exit":
             out["exit"] = record.exit.exit_code
     return out
