@@ -33,7 +33,6 @@ from __future__ import annotations
 import importlib.util
 import queue
 import threading
-import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -138,10 +137,12 @@ def final_fields(summary: Mapping[str, Any], status: str, run_id: str, url: str,
     for key in ("holdout_before", "holdout_after", "holdout_loss_before", "holdout_loss_after"):
         if isinstance(summary.get(key), (int, float)):
             out[f"whileai/{key}"] = float(summary[key])
-    training = summary.get("training") if isinstance(summary.get("training"), Mapping) else {}
+    found_training = summary.get("training")
+    training: Mapping[str, Any] = found_training if isinstance(found_training, Mapping) else {}
     if training.get("metric"):
         out["whileai/holdout_metric"] = str(training["metric"])
-    stats = training.get("stats") if isinstance(training.get("stats"), Mapping) else {}
+    found_stats = training.get("stats")
+    stats: Mapping[str, Any] = found_stats if isinstance(found_stats, Mapping) else {}
     if isinstance(stats.get("n"), int):
         out["whileai/holdout_n"] = stats["n"]
     for side in ("before", "after"):
@@ -248,6 +249,3 @@ class Mirrors:
         except Exception:  # noqa: BLE001 - the record of the mirrors is itself telemetry
             pass
 
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
