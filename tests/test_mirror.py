@@ -107,6 +107,10 @@ def test_a_mirrored_run_is_done_and_says_where_it_went(mirrored):
     assert sorted(state) == sorted(TRACKERS)
     for name, entry in state.items():
         assert entry["status"] == "closed" and entry["errors"] == 0 and entry["points"] > 0, (name, entry)
+    from whileai.runner.runs import show_lines
+
+    [line] = [line for line in show_lines(record) if line.startswith("mirrored")]  # python -m whileai show
+    assert all(f"{name} (closed, {state[name]['points']} points)" in line for name in TRACKERS), line
 
 
 def test_each_store_holds_the_platforms_points(mirrored):
@@ -228,3 +232,25 @@ def test_a_mirror_failing_mid_run_leaves_the_run_done_with_a_warning(tmp_path, m
     assert [p["step"] for p in record["series"]] == list(range(6))  # every point reached the platform
     entry = record["summary"]["mirrors"]["mlflow"]
     assert entry["errors"] >= 1 and "active" in entry["last_error"] and entry["status"] == "failed to close"
+
+
+def test_report_to_from_a_recipe_or_the_command_line_is_the_list_that_runs():
+    from whileai.runner.stages import plan_stages, stage_inputs
+    from whileai.simulations.training import train_spec
+
+    from test_runner_validate import compose
+
+    for override, wanted in (("report_to=[mlflow,trackio]", ["mlflow", "trackio"]), ("report_to=mlflow", ["mlflow"]),
+                             ("report_to='wandb, mlflow'", ["wandb", "mlflow"])):
+        plain, problems = compose(["recipe=sft_tooluse", override])
+        assert not problems and plain["report_to"] == wanted, (override, problems)
+        [stage] = plan_stages(plain)
+        kwargs, config = stage_inputs(stage, plain)  # what the pipeline passes wai.train
+        resolved = train_spec("sft", kwargs, config, base_model=None, target="local", holdout=None)
+        assert resolved.spec is not None and resolved.spec.report_to == wanted, override
+    assert compose(["recipe=sft_tooluse"])[0]["report_to"] is None  # none unless asked: the spec's default, []
+    assert train_spec("sft", {}, {}, base_model=None, target="local", holdout=None).spec.report_to == []
+    _, problems = compose(["recipe=sft_tooluse", "report_to=[tensorboard,mlflow]"])
+    assert [p.message for p in problems] == [
+        "report_to=['tensorboard', 'mlflow']: 'tensorboard' not accepted for sft; pass a list of 'wandb', 'mlflow', "
+        "'trackio' ([wandb, mlflow] or 'wandb,mlflow'), or leave it null for none"]
