@@ -179,9 +179,9 @@ def test_each_store_holds_the_spec_and_the_held_out_result(mirrored):
     assert alert["title"] == "whileai run done" and f"run_id={run_id}" in alert["text"]
 
 
-def test_a_missing_package_is_refused_before_training_naming_the_extra(push_sample, monkeypatch):
+def test_a_missing_package_is_refused_before_training_naming_the_extra(push_sample, monkeypatch, tmp_path):
     from whileai.core.errors import TrainingConfigError
-    from whileai.jobs.body import run_job
+    from whileai.jobs.body import OtherRankRun, run_job
     from whileai.kit._base import tiny_model_dir
 
     monkeypatch.setitem(sys.modules, "trackio", None)  # import trackio now raises ImportError: not installed
@@ -196,8 +196,12 @@ def test_a_missing_package_is_refused_before_training_naming_the_extra(push_samp
     run = wai.training_run(name="mirror-refused")
     spec = SFTSpec(learning_rate=1e-4, base_model="/no/such/base", report_to=["trackio"], steps=1)
     with pytest.raises(TrainingConfigError, match=r"whileai\[mirror\]"):
-        run_job(spec, [], None, run, Path("/nonexistent/adapter"), Path("/nonexistent/job"))
+        run_job(spec, [], None, run, tmp_path / "adapter", tmp_path / "job")
     run.fail("refused")
+    # a rank past the first never mirrors (rank 0 does, once): it goes on to load the model, which is not there
+    with pytest.raises(Exception) as other:
+        run_job(spec, [], None, OtherRankRun(run.id), tmp_path / "adapter", tmp_path / "job")
+    assert "whileai[mirror]" not in str(other.value) and "/no/such/base" in str(other.value)
 
 
 def test_a_mirror_failing_mid_run_leaves_the_run_done_with_a_warning(tmp_path, monkeypatch):
