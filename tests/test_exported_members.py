@@ -6,6 +6,7 @@ EXPECTED = [
     "ExportValidationError",
     "ExportWarning",
     "HackMonitor",
+    "MirrorWarning",
     "MissingPolicyWarning",
     "MonitorWarning",
     "NotFoundError",

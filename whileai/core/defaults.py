@@ -238,3 +238,11 @@ TRAIN_GENERATION_BACKENDS = ("hf", "vllm")
 #: processes; ``server`` runs ``trl vllm-serve`` (vLLM's own server) on a GPU of its own, for bases whose
 #: training and generation do not fit one GPU together (TRL docs, "vLLM integration").
 TRAIN_VLLM_MODES = ("colocate", "server")
+
+#: The trackers ``report_to`` can mirror a run to (``whileai.simulations.mirror``): the three that teams
+#: already read results in and that run without a server of their own (W&B offline, an MLflow SQLite file,
+#: trackio's local store). transformers' ``report_to`` knows more; these are the ones tested offline here.
+MIRROR_TRACKERS = ("wandb", "mlflow", "trackio")
+
+#: The pip extra that installs every mirror's client (pyproject.toml ``[project.optional-dependencies]``).
+MIRROR_EXTRA = "mirror"

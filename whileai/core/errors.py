@@ -37,6 +37,7 @@ The whole tree::
     ├── MonitorWarning
     ├── ServingWarning
     └── TrackingWarning              (RuntimeWarning)
+        └── MirrorWarning            a report_to tracker failed mid-run
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ __all__ = [
     "MonitorWarning",
     "ServingWarning",
     "TrackingWarning",
+    "MirrorWarning",
 ]
 
 
@@ -230,6 +232,10 @@ class ServingWarning(WhileaiWarning):
 
 class TrackingWarning(WhileaiWarning, RuntimeWarning):
     """Points or run updates could not be delivered or spooled; counted on the run, never raised into the loop."""
+
+
+class MirrorWarning(TrackingWarning):
+    """A ``report_to`` tracker (W&B, MLflow, trackio) failed mid-run; noted on the run, training goes on."""
 
 
 #: The classes a caller of the SDK never meets as themselves, so ``whileai.simulations`` does not

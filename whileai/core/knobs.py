@@ -13,7 +13,7 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["check_knob", "fmt_num", "knob_reference", "knob_interval"]
+__all__ = ["check_knob", "fmt_num", "knob_reference", "knob_interval", "many_value"]
 
 
 def fmt_num(x: Any) -> str:
@@ -35,6 +35,16 @@ def knob_interval(spec: Mapping[str, Any]) -> str:
     """``[0, 1]``, or ``(0, 1]`` when the low end is open."""
     lo, hi = spec["range"]
     return f"{'(' if spec.get('open_low') else '['}{fmt_num(lo)}, {fmt_num(hi)}]"
+
+
+def many_value(value: Any) -> Any:
+    """A list knob's value as a list: ``"wandb, mlflow"`` -> ``["wandb", "mlflow"]``, a tuple as a list, each name
+    once in the order given; anything else as it is (the knob check names what is wrong with it)."""
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, (list, tuple)):
+        return list(dict.fromkeys(value)) if all(isinstance(v, str) for v in value) else list(value)
+    return value
 
 
 def check_knob(
@@ -63,6 +73,8 @@ def check_knob(
                     f"remove it, or pick method={next(iter(per_method))}")
         return f"{key}={value!r} does not apply to {method} (it is read by {readers}); leave it {unset}"
     spec = per_method[method]
+    if spec.get("many"):
+        return _many_problem(key, value, method, spec, unset)
     if "choices" in spec:
         if value in spec["choices"] and type(value) is type(spec["choices"][0]):
             return None
@@ -78,3 +90,18 @@ def check_knob(
         return (f"{key}={fmt_num(value)} is outside {knob_interval(spec)} for {method} {knob_reference(spec)}; "
                 f"pass a value in range or leave it {unset}")
     return None
+
+
+def _many_problem(key: str, value: Any, method: str, spec: Mapping[str, Any], unset: str) -> str | None:
+    """What is wrong with a list knob's value (``report_to``): each item one of the choices."""
+    items = many_value(value)
+    choices = spec["choices"]
+    accepted = ", ".join(repr(c) for c in choices)
+    example = f"[{choices[0]}, {choices[1]}] or '{choices[0]},{choices[1]}'" if len(choices) > 1 else f"[{choices[0]}]"
+    if not isinstance(items, list):
+        return f"{key}={value!r} is not a list; pass a list of {accepted} ({example}), or leave it {unset} for none"
+    bad = [item for item in items if not isinstance(item, str) or item not in choices]
+    if not bad:
+        return None
+    return (f"{key}={value!r}: {', '.join(repr(b) for b in bad)} not accepted for {method}; pass a list of "
+            f"{accepted} ({example}), or leave it {unset} for none")

@@ -31,6 +31,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from whileai.core import defaults as d
+from whileai.core.knobs import many_value
 
 __all__ = [
     "SPEC_VERSION",
@@ -96,6 +97,8 @@ class Knob:
     open_low: bool = False
     paper: Any = None
     source: str = ""
+    #: a list of the choices (``report_to``), not one of them; a comma string is read as that list
+    many: bool = False
 
     def row(self) -> dict[str, Any]:
         """The knob table's row (``range``/``choices``, ``open_low``, ``default``, ``paper``, ``source``, ...)."""
@@ -107,21 +110,24 @@ class Knob:
             out["range"] = self.range
         if self.open_low:
             out["open_low"] = True
+        if self.many:
+            out["many"] = True
         return out
 
 
 def knob(default: Any, *, help: str, surface: Surface = "config", reason: str = "",
          range: tuple[float, float] | None = None, choices: tuple[Any, ...] | None = None,
-         open_low: bool = False, paper: Any = None, source: str = "") -> Any:
+         open_low: bool = False, paper: Any = None, source: str = "", many: bool = False) -> Any:
     """A knob's field: ``default`` with its reason, ``range`` or ``choices``, the paper's value and ``source``.
 
     ``surface`` says where a user gives it: a keyword argument of ``wai.train`` (``argument``), a key
     of its ``config=`` (``config``), or an export setting (``export``: ``export_dataset``'s own names).
+    ``many`` makes it a list of ``choices`` (a comma string is read as that list).
     """
     if (range is None) == (choices is None):
         raise TypeError("a knob has a range or choices, not both and not neither")
     meta = Knob(help=help, surface=surface, default=default, reason=reason, range=range, choices=choices,
-                open_low=open_low, paper=paper, source=source)
+                open_low=open_low, paper=paper, source=source, many=many)
     return Field(default=default, description=help, json_schema_extra={"knob": meta})  # type: ignore[dict-item]
 
 
@@ -226,6 +232,11 @@ class RunSpec(BaseModel):
              "<tool_call>{json}</tool_call> replies)",
         reason="measured: SmolLM2-135M-Instruct's template renders the same text with tools= as without, so a "
                "native-only default would train a model that never sees a tool schema")
+    report_to: list[Literal["wandb", "mlflow", "trackio"]] = knob(
+        [], many=True, choices=d.MIRROR_TRACKERS, source="transformers TrainingArguments.report_to",
+        help="other trackers that get a copy of the run: its points, resolved spec, held-out result and status "
+             "(a list, or a comma string: wandb,mlflow; offline unless the tracker is configured to go online)",
+        reason="a run's data stays on the platform unless asked; each mirror needs pip install 'whileai[mirror]'")
 
     #: declared by each method's model with its own default, range and paper
     learning_rate: float
@@ -234,9 +245,12 @@ class RunSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _read_old(cls, data: Any) -> Any:
-        """Aliases renamed and retired keys dropped, so a record of any version reads."""
+        """Aliases renamed and retired keys dropped, so a record of any version reads; a comma string of a list
+        knob (``report_to="wandb,mlflow"``) read as its list."""
         if isinstance(data, Mapping):
             data = {k: v for k, v in canonical(data).items() if k not in RETIRED and not (v is None and _unset(cls, k))}
+            if "report_to" in data:
+                data["report_to"] = many_value(data["report_to"])
         return data
 
     @model_validator(mode="after")

@@ -179,6 +179,21 @@ def _held_out_stats(before: dict[str, Any] | None, after: dict[str, Any] | None)
     return {"outcomes": {"before": sides.get("before"), "after": sides.get("after")}, "stats": result}
 
 
+def _mirror(spec: RunSpec, run: TrainingRun) -> str:
+    """Open the ``report_to`` mirrors on rank 0 and hand them the run; what to say in the job's log.
+
+    Raises TrainingConfigError naming the extra when a tracker's package is not installed.
+    """
+    from whileai.simulations.mirror import open_mirrors
+
+    mirrors = open_mirrors(spec.report_to, run_id=run.id, name=run.name, url=run.url,
+                           config=spec.model_dump(mode="json", exclude={"provenance"}),
+                           note=lambda state: run.note(mirrors=state))
+    run.mirror_to(mirrors)
+    where = "; ".join(f"{name} -> {entry.get('to') or entry.get('last_error')}" for name, entry in mirrors.state.items())
+    return f"mirroring the run (report_to): {where}"
+
+
 def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
             run: JobRun | OtherRankRun, adapter_path: Path, folder: Path) -> dict[str, Any]:
     """Train ``spec.method`` on ``rows`` and finish ``run``; returns the ``training`` summary.
@@ -204,6 +219,9 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
 
     def say(what: str) -> None:  # one line per phase in the job's log
         print(f"[{time.time() - started:7.1f} s] {what}", flush=True)
+
+    if spec.report_to and place.first and isinstance(run, TrainingRun):  # before anything loads: a missing package
+        say(_mirror(spec, run))                                          # refuses the run here, naming the extra
 
     from whileai.simulations.datagate import gate_rows
 

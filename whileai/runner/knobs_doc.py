@@ -43,7 +43,8 @@ def _fmt(value: Any) -> str:
 
 def _accepted(meta: Any) -> str:
     if meta.choices is not None:
-        return ", ".join(repr(c) for c in meta.choices)
+        listed = ", ".join(repr(c) for c in meta.choices)
+        return f"a list of {listed}" if meta.many else listed
     return knob_interval({"range": meta.range, "open_low": meta.open_low})
 
 

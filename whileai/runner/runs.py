@@ -145,6 +145,14 @@ def _status(status: Any, expect: Any, quick: Any) -> str:
     return status_text(status, expect)
 
 
+def _mirror_text(name: str, entry: dict[str, Any]) -> str:
+    """``mlflow (closed, 41 points)``, or with the errors and the last one when a mirror failed."""
+    text = f"{name} ({entry.get('status')}, {entry.get('points', 0)} points"
+    if entry.get("errors"):
+        text += f", {entry['errors']} error(s): {entry.get('last_error')}"
+    return text + ")"
+
+
 def show_lines(record: dict[str, Any]) -> list[str]:
     """``show``'s lines for one run record (``GET /runs/{id}``, without its series)."""
     from ._closing import page_of
@@ -191,6 +199,9 @@ def show_lines(record: dict[str, Any]) -> list[str]:
     if isinstance(url, str) and url:
         opened = page_of(str(record.get("id")), url)
         lines.append(f"page       {url}" + (f"   ({opened})" if opened != url else ""))
+    mirrors = _dict(summary.get("mirrors"))
+    if mirrors:  # report_to: where copies of the run went (whileai/simulations/mirror)
+        lines.append("mirrored   " + ", ".join(_mirror_text(name, _dict(entry)) for name, entry in mirrors.items()))
     expect = _expect_lines(record)
     if expect:
         lines += ["", "expect:", *[f"  {line}" for line in expect]]

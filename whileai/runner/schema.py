@@ -29,7 +29,7 @@ from whileai.kit import defaults as kit_defaults
 from whileai.simulations import defaults as sdk
 # One knob checker for wai.train and the runner, so both word a refusal alike.
 from whileai.core import defaults as core_defaults
-from whileai.core.knobs import check_knob
+from whileai.core.knobs import check_knob, many_value
 from whileai.core.spec import ALIASES, SPEC_MODELS, canonical, is_whole
 
 from . import defaults
@@ -236,11 +236,24 @@ def canonical_spec(plain: Any) -> Any:
     """
     if not isinstance(plain, dict):
         return plain  # not a spec at all: check() says so
-    out = canonical(plain)
+    out = _lists(canonical(plain))
     stages = out.get("stages")
     if isinstance(stages, dict):
-        out["stages"] = {name: canonical(stage) if isinstance(stage, dict) else stage for name, stage in stages.items()}
+        out["stages"] = {name: _lists(canonical(stage)) if isinstance(stage, dict) else stage
+                         for name, stage in stages.items()}
     return out
+
+
+#: the knobs that take a list of their choices (``report_to``)
+_LIST_KNOBS = tuple(name for name, table in _TABLES.items() if any(row.get("many") for row in table[name].values()))
+
+
+def _lists(node: dict[str, Any]) -> dict[str, Any]:
+    """A list knob given as a comma string (``report_to: wandb,mlflow`` in a recipe) as its list, as it runs."""
+    for name in _LIST_KNOBS:
+        if node.get(name) is not None:
+            node[name] = many_value(node[name])
+    return node
 
 
 def canonical_override(arg: str) -> str:

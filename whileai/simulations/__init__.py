@@ -74,6 +74,7 @@ if TYPE_CHECKING:  # what the lazy loader below resolves, spelled out for type c
     from whileai.core.errors import (
         ExportValidationError,
         ExportWarning,
+        MirrorWarning,
         MissingPolicyWarning,
         MonitorWarning,
         NotFoundError,

@@ -329,6 +329,10 @@ def train(
                 problems += machine_problems(placed)
             except (TypeError, AttributeError):  # placement itself malformed: already among the problems
                 pass
+            if resolution.spec is not None and resolution.spec.report_to:  # the job mirrors from here: its packages
+                from .mirror import mirror_problems
+
+                problems += mirror_problems(resolution.spec.report_to)
     if problems or resolution is None or dataset_id is None:  # a dataset without an id is among the problems
         listed = "\n".join(f"  - {p}" for p in problems)
         raise TrainingConfigError(f"train() cannot start: {len(problems)} problem(s)\n{listed}", problems)

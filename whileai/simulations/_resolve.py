@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from whileai.core.knobs import check_knob
+from whileai.core.knobs import check_knob, many_value
 from whileai.core.spec import SPEC_MODELS, SPEC_VERSION, RunSpec, canonical, is_whole, knob_fields, knob_of, \
     spec_problems
 
@@ -110,6 +110,8 @@ def resolve_spec(method: str, given: Mapping[str, Any], *, origin: Mapping[str, 
             if problem:
                 problems.append(problem)
                 continue
+            if table[name][method].get("many"):  # a list knob given as a comma string is recorded as its list
+                value = many_value(value)
             values[name], provenance[name] = value, origin.get(name, given_label)
         elif name in LORA_SHAPE and start_config.get(name) is not None:
             values[name], provenance[name] = start_config[name], f"inherited from {started} (its adapter's shape)"

@@ -514,3 +514,26 @@ MONITOR_SCAN_TOP = 10
 #: need at most 128 (live_simple_44-18-0's "body", bfcl-eval 2026.3.23), so the cap only guards
 #: against a combinatorial answer.
 BFCL_EXPANSION_CAP = 256
+
+# ---------------------------------------------------------------------------
+# report_to mirrors (whileai.simulations.mirror)
+# ---------------------------------------------------------------------------
+
+#: The project (W&B), experiment (MLflow) and project (trackio) a mirrored run lands in when the user's own
+#: WANDB_PROJECT / MLFLOW_EXPERIMENT_NAME does not name one: one place to find every whileai run.
+MIRROR_PROJECT = "whileai"
+
+#: Points waiting for a slow mirror, at most. A mirror is fed from a queue on its own thread so a tracker that
+#: stalls (an MLflow server retrying for minutes) never holds up the training loop; past this many waiting
+#: points the newest are not mirrored and counted (the platform still has every one). 100,000 points of a few
+#: metrics is tens of MB, and a run logging every step reaches it only after a day of a dead tracker.
+MIRROR_QUEUE_MAX = 100_000
+
+#: Seconds the run's finish waits for the mirrors to take what is queued and close (W&B's offline writer and
+#: MLflow's SQLite store close in a few seconds; trackio flushes its batch). Past it the run ends anyway and
+#: the mirror's record says it did not finish.
+MIRROR_FINISH_TIMEOUT_S = 120.0
+
+#: The longest config value MLflow is given as a param (its limit is 6,000 characters since MLflow 2.x; 500
+#: keeps the params table readable). Longer values are cut, with "..." at the end; W&B and trackio get them whole.
+MIRROR_PARAM_MAX_CHARS = 500

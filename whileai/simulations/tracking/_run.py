@@ -224,10 +224,22 @@ class TrainingRun:
             error = f"{type(error).__name__}: {error}"
         elif error is not None:
             error = str(error)
+        mirror = self._tracker.mirror
+        if mirror is not None:  # report_to: the final fields and the status, then closed (their state noted here)
+            self._tracker.mirror = None
+            mirror.finish(status, self.summary, error)
         self.status, self.error = status, error
         self._tracker.update(fields={"status": status, "error": error})
         self._tracker.finished = True
         return self._tracker.flush()
+
+    def mirror_to(self, mirrors: Any) -> None:
+        """Copy this run to other trackers from now on: ``mirrors`` from ``whileai.simulations.mirror.open_mirrors``.
+
+        Every point ``log`` keeps goes to them as the platform gets it; ``finish`` sends them the held-out
+        result and the status and closes them. Their state is on the summary under ``mirrors``.
+        """
+        self._tracker.mirror = mirrors
 
     def fail(self, error: Any) -> bool:
         """Finish the run as failed with ``error`` (an exception or a message)."""

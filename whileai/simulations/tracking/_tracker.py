@@ -129,6 +129,7 @@ class Tracker:
         self.spool_error: str | None = None
         self.offline = False  # WHILEAI_MODE=offline: nothing is sent; every flush writes to the spool instead
         self.announced = False  # said on stderr, when it started, that it was offline (see _offline): once is enough
+        self.mirror: Any = None  # report_to: the run's Mirrors (whileai.simulations.mirror), fed every point kept
 
     # -- recording (no I/O) -------------------------------------------------
 
@@ -163,6 +164,8 @@ class Tracker:
                 self.step = step
             if not self.registered:
                 _flush.FLUSHER.add(self)
+            if self.mirror is not None:  # the same point, as kept here, to the report_to trackers (never raises)
+                self.mirror.log(step, clean)
 
     def _clean(self, metrics: dict[str, Any]) -> dict[str, float]:
         clean = {}
