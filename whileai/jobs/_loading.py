@@ -99,7 +99,7 @@ def gold_judge(spec: RunSpec) -> Any:
     return judge.load()  # now, so a judge that cannot load fails the job before its training starts
 
 
-#: The gold judge a Modal job's payload carries (its ``spec["gold"]``, written by the platform at launch, the
+#: The gold judge a Modal job's payload carries (the job row's ``gold`` entry, written by the platform at launch, the
 #: adapter's path on the Volume): set by ``modal_app.execute`` for the job it runs, None elsewhere
 CARRIED_GOLD: ContextVar[Mapping[str, Any] | None] = ContextVar("whileai_carried_gold", default=None)
 
