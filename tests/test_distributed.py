@@ -17,7 +17,7 @@ import pytest
 
 import whileai.simulations as wai
 from whileai.platform.launcher.jobs import job_log, job_processes
-from whileai.simulations.client import get_client
+from _job_helpers import job_of as _job_of, wait_for as _wait_for
 
 #: How far each step's two-process SFT loss may be from the one-process loss at the same effective batch, data
 #: order and seed (relative). The two differ only in floating-point summation order (gradients all-reduced over
@@ -33,17 +33,6 @@ def sets(session_home, push_sample):
     return {**found, "base": str(tiny_model_dir())}
 
 
-def _job_of(run_id: str) -> dict:
-    return get_client().request("GET", "/jobs", params={"run_id": run_id})["jobs"][0]
-
-
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _train(sets, method: str, **kwargs):

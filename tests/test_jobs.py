@@ -29,6 +29,7 @@ from whileai.platform.launcher.jobs import job_log
 from whileai.platform.store import Store, store_url
 from whileai.simulations.client import get_client
 from whileai.simulations.training import TrainingRun
+from _job_helpers import job_of as _job_of, wait_for as _wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -45,17 +46,6 @@ def sample_sets(session_home, push_sample):
     return {**sets, "base": str(tiny_model_dir())}
 
 
-def _job_of(run_id: str) -> dict:
-    return get_client().request("GET", "/jobs", params={"run_id": run_id})["jobs"][0]
-
-
-def _wait_for(predicate, timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _key_count(account_id: str) -> int:

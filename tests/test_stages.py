@@ -22,6 +22,7 @@ import whileai.simulations as wai
 from whileai.platform.launcher.jobs import adapter_dir, job_dir
 from whileai.platform import defaults as platform_defaults
 from whileai.simulations.client import get_client
+from _job_helpers import job_of as _job_of
 
 pytestmark = pytest.mark.slow
 
@@ -33,9 +34,6 @@ def sets(session_home, push_sample):
     assert os.environ["WHILEAI_HOME"] == str(session_home)
     return {**push_sample("stages", tasks=40), "base": str(tiny_model_dir())}
 
-
-def _job_of(run_id: str) -> dict:
-    return get_client().request("GET", "/jobs", params={"run_id": run_id})["jobs"][0]
 
 
 def _train(dataset, **kwargs):

@@ -13,6 +13,7 @@ copy, file modes).
 from __future__ import annotations
 
 from whileai.core.spec import read_spec
+import contextlib
 import json
 import os
 import resource
@@ -37,6 +38,7 @@ from whileai.platform import defaults
 from whileai.platform.launcher import jobs as runner
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store
+from _job_helpers import wait_for as _wait_for
 
 API = "/api/v1"
 KIT = defaults.KIT_BASE_NAME
@@ -52,6 +54,16 @@ def _client(handle, key: str) -> httpx.Client:
     return httpx.Client(base_url=handle.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
 
 
+@contextlib.contextmanager
+def _two_accounts(url: str, names: tuple[str, str] = ("a", "b")):
+    """A real server on ``url`` with two accounts: ``(handle, (account_a, client_a), (account_b, client_b))``."""
+    with serve_in_thread(store_url=url) as handle:
+        acct_a, key_a = handle.store.create_account(names[0])
+        acct_b, key_b = handle.store.create_account(names[1])
+        with _client(handle, key_a) as a, _client(handle, key_b) as b:
+            yield handle, (acct_a, a), (acct_b, b)
+
+
 def _fake_adapter(run_id: str) -> Path:
     """A folder where the platform keeps ``run_id``'s adapter, shaped like a PEFT save (config and weights)."""
     folder = runner.adapter_dir(run_id)
@@ -61,15 +73,6 @@ def _fake_adapter(run_id: str) -> Path:
     return folder
 
 
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-
 # --------------------------------------------------------------------------- 1. what a job loads
 
 
@@ -77,36 +80,33 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 def test_a_gold_judge_is_resolved_by_the_platform_not_by_a_summary(backend, home, pg_database):
     """Account A's own 'done rm' run whose summary names B's adapter cannot be A's gold judge (it was: 201 and
     A's GRPO curve scored by B's model); A's real rm run resolves to its own adapter folder."""
-    with serve_in_thread(store_url=_url(backend, home, pg_database)) as handle:
-        _a, key_a = handle.store.create_account("a")
-        _b, key_b = handle.store.create_account("b")
-        with _client(handle, key_a) as a, _client(handle, key_b) as b:
-            theirs = b.post(f"{API}/runs", json={"name": "b's rm", "status": "done",
-                                                 "config": {"method": "rm", "base_model": KIT}}).json()
-            b_adapter = _fake_adapter(theirs["id"])
-            forged = a.post(f"{API}/runs", json={
-                "name": "forged judge", "status": "done", "config": {"method": "rm", "base_model": KIT},
-                "summary": {"adapter": str(b_adapter), "training": {"threshold": 0.0}}}).json()
-            ds = a.post(f"{API}/datasets", json={"name": "rows", "rows": [{"messages": []}]}).json()
-            target = a.post(f"{API}/runs", json={"name": "grpo", "config": {"method": "grpo"}}).json()
-            from whileai.core.spec import GRPOSpec
+    with _two_accounts(_url(backend, home, pg_database)) as (handle, (_a, a), (_b, b)):
+        theirs = b.post(f"{API}/runs", json={"name": "b's rm", "status": "done",
+                                             "config": {"method": "rm", "base_model": KIT}}).json()
+        b_adapter = _fake_adapter(theirs["id"])
+        forged = a.post(f"{API}/runs", json={
+            "name": "forged judge", "status": "done", "config": {"method": "rm", "base_model": KIT},
+            "summary": {"adapter": str(b_adapter), "training": {"threshold": 0.0}}}).json()
+        ds = a.post(f"{API}/datasets", json={"name": "rows", "rows": [{"messages": []}]}).json()
+        target = a.post(f"{API}/runs", json={"name": "grpo", "config": {"method": "grpo"}}).json()
+        from whileai.core.spec import GRPOSpec
 
-            spec = {**GRPOSpec(base_model=KIT).knobs(),  # a resolved spec: the launch refuses one that is not
-                    "method": "grpo", "base_model": KIT, "dataset": ds["id"], "gold_judge": forged["id"]}
-            refused = a.post(f"{API}/jobs/launch", json={"run_id": target["id"], "kind": "grpo", "spec": spec})
-            assert refused.status_code == 422, refused.text
-            message = refused.json()["error"]["message"]
-            assert f"gold_judge={forged['id']!r} cannot be this job's gold judge" in message
-            assert "no job of it saved an adapter" in message and str(runner.adapter_dir(forged["id"])) in message
-            assert a.get(f"{API}/runs/{target['id']}").json()["status"] == "failed"
-            # B's run named directly is not A's: refused before any job exists
-            spec["gold_judge"] = theirs["id"]
-            target2 = a.post(f"{API}/runs", json={"name": "grpo2", "config": {"method": "grpo"}}).json()
-            refused = a.post(f"{API}/jobs/launch", json={"run_id": target2["id"], "kind": "grpo", "spec": spec})
-            assert refused.status_code == 422 and "is not a run of this account" in refused.text
-            assert a.get(f"{API}/jobs", params={"run_id": target2["id"]}).json()["jobs"] == []
-            (job,) = a.get(f"{API}/jobs", params={"run_id": target["id"]}).json()["jobs"]
-            assert job["status"] == "failed" and not job.get("pid")  # refused before a worker started
+        spec = {**GRPOSpec(base_model=KIT).knobs(),  # a resolved spec: the launch refuses one that is not
+                "method": "grpo", "base_model": KIT, "dataset": ds["id"], "gold_judge": forged["id"]}
+        refused = a.post(f"{API}/jobs/launch", json={"run_id": target["id"], "kind": "grpo", "spec": spec})
+        assert refused.status_code == 422, refused.text
+        message = refused.json()["error"]["message"]
+        assert f"gold_judge={forged['id']!r} cannot be this job's gold judge" in message
+        assert "no job of it saved an adapter" in message and str(runner.adapter_dir(forged["id"])) in message
+        assert a.get(f"{API}/runs/{target['id']}").json()["status"] == "failed"
+        # B's run named directly is not A's: refused before any job exists
+        spec["gold_judge"] = theirs["id"]
+        target2 = a.post(f"{API}/runs", json={"name": "grpo2", "config": {"method": "grpo"}}).json()
+        refused = a.post(f"{API}/jobs/launch", json={"run_id": target2["id"], "kind": "grpo", "spec": spec})
+        assert refused.status_code == 422 and "is not a run of this account" in refused.text
+        assert a.get(f"{API}/jobs", params={"run_id": target2["id"]}).json()["jobs"] == []
+        (job,) = a.get(f"{API}/jobs", params={"run_id": target["id"]}).json()["jobs"]
+        assert job["status"] == "failed" and not job.get("pid")  # refused before a worker started
         # the resolution itself: A's own finished rm run gives its own folder, whatever its summary says
         own = handle.store.create_run(_a, name="own rm", status="done", config={"method": "rm", "base_model": KIT},
                                       summary={"adapter": str(b_adapter), "training": {"threshold": 0.25}})
@@ -203,36 +203,33 @@ def test_no_job_and_no_gold_judge_reaches_the_hub(sample_sets, monkeypatch):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_deleted_run_leaves_nothing_and_its_id_cannot_be_claimed(backend, home, pg_database):
-    with serve_in_thread(store_url=_url(backend, home, pg_database)) as handle:
-        acct_a, key_a = handle.store.create_account("alice")
-        _b, key_b = handle.store.create_account("bob")
-        with _client(handle, key_a) as a, _client(handle, key_b) as b:
-            run = a.post(f"{API}/runs", json={"name": "to delete", "status": "done",
-                                              "config": {"method": "sft", "base_model": KIT}}).json()
-            adapter = _fake_adapter(run["id"])
-            a.post(f"{API}/runs/{run['id']}/points", json={"batch_id": "b0", "points": [
-                {"step": 1, "metrics": {"loss": 1.0}}]}).raise_for_status()
-            job = handle.store.create_job(acct_a, run_id=run["id"], kind="sft", target="local", status="done",
-                                          spec={"method": "sft"})
-            runner.job_dir(job["id"]).mkdir(parents=True)
-            runner.job_log(job["id"]).write_text("training...\n")
-            served = a.post(f"{API}/models", json={"name": "agent", "baseModel": KIT, "adapter": str(adapter),
-                                                   "adapterRunId": run["id"]})
-            assert served.status_code == 201, served.text
-            assert a.delete(f"{API}/runs/{run['id']}").status_code == 200
-            assert not adapter.exists() and not runner.job_dir(job["id"]).exists()
-            assert a.get(f"{API}/models").json()["models"] == []
-            assert a.get(f"{API}/jobs").json()["jobs"] == []
-            answer = a.post("/v1/chat/completions", json={"model": "agent", "messages": [
-                {"role": "user", "content": "hi"}]})
-            assert answer.status_code == 404
-            for who in (b, a):  # the id is retired: neither another account nor its owner makes it again
-                claimed = who.post(f"{API}/runs", json={"id": run["id"], "name": "claimed"})
-                assert claimed.status_code == 409, claimed.text
-                assert "never used again" in claimed.json()["error"]["message"]
-            model = b.post(f"{API}/models", json={"name": "stolen", "baseModel": KIT, "adapter": str(adapter),
-                                                  "adapterRunId": run["id"]})
-            assert model.status_code in (404, 422), model.text
+    with _two_accounts(_url(backend, home, pg_database), ("alice", "bob")) as (handle, (acct_a, a), (_b, b)):
+        run = a.post(f"{API}/runs", json={"name": "to delete", "status": "done",
+                                          "config": {"method": "sft", "base_model": KIT}}).json()
+        adapter = _fake_adapter(run["id"])
+        a.post(f"{API}/runs/{run['id']}/points", json={"batch_id": "b0", "points": [
+            {"step": 1, "metrics": {"loss": 1.0}}]}).raise_for_status()
+        job = handle.store.create_job(acct_a, run_id=run["id"], kind="sft", target="local", status="done",
+                                      spec={"method": "sft"})
+        runner.job_dir(job["id"]).mkdir(parents=True)
+        runner.job_log(job["id"]).write_text("training...\n")
+        served = a.post(f"{API}/models", json={"name": "agent", "baseModel": KIT, "adapter": str(adapter),
+                                               "adapterRunId": run["id"]})
+        assert served.status_code == 201, served.text
+        assert a.delete(f"{API}/runs/{run['id']}").status_code == 200
+        assert not adapter.exists() and not runner.job_dir(job["id"]).exists()
+        assert a.get(f"{API}/models").json()["models"] == []
+        assert a.get(f"{API}/jobs").json()["jobs"] == []
+        answer = a.post("/v1/chat/completions", json={"model": "agent", "messages": [
+            {"role": "user", "content": "hi"}]})
+        assert answer.status_code == 404
+        for who in (b, a):  # the id is retired: neither another account nor its owner makes it again
+            claimed = who.post(f"{API}/runs", json={"id": run["id"], "name": "claimed"})
+            assert claimed.status_code == 409, claimed.text
+            assert "never used again" in claimed.json()["error"]["message"]
+        model = b.post(f"{API}/models", json={"name": "stolen", "baseModel": KIT, "adapter": str(adapter),
+                                              "adapterRunId": run["id"]})
+        assert model.status_code in (404, 422), model.text
 
 
 def _rows_by_table(url: str) -> dict[str, list[str]]:
@@ -454,32 +451,29 @@ def test_forwarded_addresses_count_only_from_a_proxy_the_operator_names(home):
 
 
 def test_a_launch_names_its_method_and_only_the_callers_datasets_and_runs(home):
-    with serve_in_thread(store_url=f"sqlite:///{home / 'platform.db'}") as handle:
-        _a, key_a = handle.store.create_account("a")
-        _b, key_b = handle.store.create_account("b")
-        with _client(handle, key_a) as a, _client(handle, key_b) as b:
-            mine = a.post(f"{API}/datasets", json={"name": "a's", "rows": [{"x": 1}]}).json()
-            theirs = b.post(f"{API}/datasets", json={"name": "b's", "rows": [{"x": 1}]}).json()
-            their_run = b.post(f"{API}/runs", json={"name": "b's", "status": "done"}).json()
-            other = a.post(f"{API}/runs", json={"name": "a's other", "status": "done"}).json()
-            other_adapter = _fake_adapter(other["id"])
-            cases = [
-                ({"base_model": KIT, "dataset": mine["id"]}, "does not name this launch's kind='sft'"),
-                ({"method": "sft", "base_model": KIT, "dataset": theirs["id"]}, "is not a dataset of this account"),
-                ({"method": "sft", "base_model": KIT, "dataset": mine["id"], "holdout": theirs["id"]},
-                 "holdout="),
-                ({"method": "sft", "base_model": KIT, "dataset": mine["id"], "init_from": their_run["id"]},
-                 "is not a run of this account"),
-                ({"method": "sft", "base_model": str(other_adapter), "dataset": mine["id"]},
-                 "not a run's adapter folder"),
-            ]
-            for spec, said in cases:
-                run = a.post(f"{API}/runs", json={"name": "launch"}).json()
-                refused = a.post(f"{API}/jobs/launch", json={"run_id": run["id"], "kind": "sft", "spec": spec})
-                assert refused.status_code == 422 and said in refused.text, (spec, refused.text)
-            assert a.get(f"{API}/jobs").json()["jobs"] == []
-            model = a.post(f"{API}/models", json={"name": "on an adapter", "baseModel": str(other_adapter)})
-            assert model.status_code == 422 and "not a run's adapter folder" in model.text
+    with _two_accounts(f"sqlite:///{home / 'platform.db'}") as (handle, (_a, a), (_b, b)):
+        mine = a.post(f"{API}/datasets", json={"name": "a's", "rows": [{"x": 1}]}).json()
+        theirs = b.post(f"{API}/datasets", json={"name": "b's", "rows": [{"x": 1}]}).json()
+        their_run = b.post(f"{API}/runs", json={"name": "b's", "status": "done"}).json()
+        other = a.post(f"{API}/runs", json={"name": "a's other", "status": "done"}).json()
+        other_adapter = _fake_adapter(other["id"])
+        cases = [
+            ({"base_model": KIT, "dataset": mine["id"]}, "does not name this launch's kind='sft'"),
+            ({"method": "sft", "base_model": KIT, "dataset": theirs["id"]}, "is not a dataset of this account"),
+            ({"method": "sft", "base_model": KIT, "dataset": mine["id"], "holdout": theirs["id"]},
+             "holdout="),
+            ({"method": "sft", "base_model": KIT, "dataset": mine["id"], "init_from": their_run["id"]},
+             "is not a run of this account"),
+            ({"method": "sft", "base_model": str(other_adapter), "dataset": mine["id"]},
+             "not a run's adapter folder"),
+        ]
+        for spec, said in cases:
+            run = a.post(f"{API}/runs", json={"name": "launch"}).json()
+            refused = a.post(f"{API}/jobs/launch", json={"run_id": run["id"], "kind": "sft", "spec": spec})
+            assert refused.status_code == 422 and said in refused.text, (spec, refused.text)
+        assert a.get(f"{API}/jobs").json()["jobs"] == []
+        model = a.post(f"{API}/models", json={"name": "on an adapter", "baseModel": str(other_adapter)})
+        assert model.status_code == 422 and "not a run's adapter folder" in model.text
 
 
 _SLOW_BACKUP = """
