@@ -46,6 +46,7 @@ EXPECTED = [
     "models",
     "profile",
     "push",
+    "resume",
     "reward_model",
     "selection_report",
     "serve",

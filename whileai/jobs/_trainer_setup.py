@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +13,58 @@ from whileai.core.spec import RunSpec
 from whileai.jobs._loading import peft_config
 from whileai.jobs.trainer_config import trl_settings
 
-__all__ = ["trainer_settings", "train_lora"]
+__all__ = ["trainer_settings", "train_lora", "checkpointing", "checkpoints_on", "last_checkpoint", "fit_trainer"]
+
+#: the run's checkpoint folder while its job trains (``checkpointing``); None: the job keeps no checkpoint
+_CHECKPOINTS: ContextVar[Path | None] = ContextVar("whileai_checkpoints", default=None)
+
+
+@contextmanager
+def checkpointing(folder: Path | None) -> Iterator[None]:
+    """Within the block, trainers save their state under ``folder`` (the run's, not the job's) every
+    ``save_steps`` and start from the newest checkpoint found there (``fit_trainer``)."""
+    token = _CHECKPOINTS.set(folder)
+    try:
+        yield
+    finally:
+        _CHECKPOINTS.reset(token)
+
+
+def checkpoints_on(spec: RunSpec) -> bool:
+    """Whether ``spec``'s job saves checkpoints: ``save_steps`` is on and the run is longer than it (a run of
+    ``save_steps`` steps or fewer would only save at its end, which nothing resumes from)."""
+    if spec.save_steps <= 0:
+        return False
+    return spec.steps is None or spec.steps > spec.save_steps
+
+
+def last_checkpoint(folder: Path | None) -> Path | None:
+    """The newest complete ``checkpoint-<step>`` folder under ``folder`` (one with its ``trainer_state.json``,
+    which the trainer writes last), else None."""
+    if folder is None or not folder.is_dir():
+        return None
+    found = []
+    for path in folder.glob("checkpoint-*"):
+        step = path.name.partition("-")[2]
+        if step.isdigit() and (path / "trainer_state.json").is_file():
+            found.append((int(step), path))
+    return max(found)[1] if found else None
+
+
+def fit_trainer(trainer: Any) -> Any:
+    """``trainer.train()``, from the run's newest checkpoint when there is one; returns the trainer."""
+    start = last_checkpoint(_CHECKPOINTS.get())
+    if start is not None:
+        print(f"resuming from {start.name} (the trainer's weights, optimizer, scheduler, RNG and data position)",
+              flush=True)
+    trainer.train(resume_from_checkpoint=str(start) if start is not None else None)
+    return trainer
 
 
 def trainer_settings(spec: RunSpec, folder: Path) -> dict[str, Any]:
     """The trainer config's arguments: the spec's (``trainer_config.trl_settings``), and this machine's and the
-    job's own (no checkpoints, no reporters, a log line every step)."""
+    job's own (checkpoints under the run's folder when ``checkpointing`` names one and the run is longer than
+    ``save_steps``, no reporters, a log line every step)."""
     import torch
 
     on_gpu = torch.cuda.is_available()
@@ -33,6 +82,12 @@ def trainer_settings(spec: RunSpec, folder: Path) -> dict[str, Any]:
     }
     if spec.world_size > 1:  # gloo on CPUs, nccl on GPUs
         settings["ddp_backend"] = "nccl" if on_gpu else "gloo"
+    checkpoints = _CHECKPOINTS.get()
+    if checkpoints is not None and checkpoints_on(spec):
+        from whileai.core import defaults
+
+        settings.update(output_dir=str(checkpoints), save_strategy="steps", save_steps=spec.save_steps,
+                        save_total_limit=defaults.TRAIN_CHECKPOINTS_KEPT)
     settings.update(trl_settings(spec))  # what the spec decides: the one pure mapping, checked against validate
     return settings
 
@@ -64,5 +119,5 @@ def train_lora(trainer_cls: Any, config_cls: Any, spec: RunSpec, folder: Path, m
             peft_config=peft_config(model, spec, task_type=task_type),
             callbacks=callbacks,
         )
-        trainer.train()
+        fit_trainer(trainer)
     return trainer

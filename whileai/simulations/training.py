@@ -27,6 +27,7 @@ __all__ = [
     "get_run",
     "list_runs",
     "delete_run",
+    "resume",
     "attach_holdout",
     "attach_delta",
 ]
@@ -101,6 +102,23 @@ def get_run(run_id: Any, api_key: str | None = None) -> dict[str, Any]:
     names the GPU, with ``cost_basis`` saying which price and when it was read.
     """
     return _client_of(run_id, api_key).request("GET", f"/runs/{_id_of(run_id, 'run_', 'run_id')}")
+
+
+def resume(run: Any, api_key: str | None = None) -> TrainingRun:
+    """Continue a stopped, failed or crashed hosted run from its last checkpoint; returns its handle, running.
+
+    The platform starts a new job of the same run from the checkpoint its interrupted job saved
+    (every ``save_steps``): the trainer's weights, optimizer, scheduler and data position come back, the
+    held-out "before" is kept, and no point is stored twice. Raises ``PlatformError`` (409) saying why when
+    there is nothing to resume: the run is done or still running, or it saved no checkpoint.
+
+        run = wai.resume("run_0123abcd...")
+        run.wait()               # "done"
+    """
+    run_id = _id_of(run, "run_", "run")
+    client = _client_of(run, api_key)
+    answer = client.request("POST", f"/runs/{run_id}/resume")
+    return TrainingRun(answer["run"], client)
 
 
 def list_runs(
