@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from whileai.core.paths import last_checkpoint
 from whileai.core.spec import RunSpec
 
 from whileai.jobs._loading import peft_config
 from whileai.jobs.trainer_config import trl_settings
 
-__all__ = ["trainer_settings", "train_lora", "checkpointing", "checkpoints_on", "last_checkpoint", "fit_trainer"]
+__all__ = ["trainer_settings", "train_lora", "checkpointing", "checkpoints_on", "last_checkpoint", "fit_trainer",
+           "on_save"]
 
 #: the run's checkpoint folder while its job trains (``checkpointing``); None: the job keeps no checkpoint
 _CHECKPOINTS: ContextVar[Path | None] = ContextVar("whileai_checkpoints", default=None)
@@ -38,17 +40,15 @@ def checkpoints_on(spec: RunSpec) -> bool:
     return spec.steps is None or spec.steps > spec.save_steps
 
 
-def last_checkpoint(folder: Path | None) -> Path | None:
-    """The newest complete ``checkpoint-<step>`` folder under ``folder`` (one with its ``trainer_state.json``,
-    which the trainer writes last), else None."""
-    if folder is None or not folder.is_dir():
-        return None
-    found = []
-    for path in folder.glob("checkpoint-*"):
-        step = path.name.partition("-")[2]
-        if step.isdigit() and (path / "trainer_state.json").is_file():
-            found.append((int(step), path))
-    return max(found)[1] if found else None
+def on_save(action: Callable[[], None]) -> Any:
+    """A trainer callback that runs ``action`` after every checkpoint is written (a Volume's commit)."""
+    from transformers import TrainerCallback
+
+    class _OnSave(TrainerCallback):  # type: ignore[misc]
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            action()
+
+    return _OnSave()
 
 
 def fit_trainer(trainer: Any) -> Any:

@@ -205,14 +205,15 @@ def _held_out_stats(before: dict[str, Any] | None, after: dict[str, Any] | None)
 
 def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
             run: JobRun | OtherRankRun, adapter_path: Path, folder: Path, checkpoints: Path | None = None,
-            logged: Callable[[], frozenset[tuple[str, int]]] | None = None) -> dict[str, Any]:
+            logged: Callable[[], frozenset[tuple[str, int]]] | None = None,
+            on_checkpoint: Callable[[], None] | None = None) -> dict[str, Any]:
     """Train ``spec.method`` on ``rows`` and finish ``run``; returns the ``training`` summary.
 
     ``checkpoints`` is the run's checkpoint folder (None: the job saves none): the trainer saves its state
     there every ``save_steps`` and, when it holds one already (an interrupted job of the same run), starts
     from the newest; the held-out "before" is then read back from BEFORE_FILE instead of measured again,
     and ``logged()`` (the run's stored ``(metric, step)`` pairs) keeps the re-run steps from storing a point
-    twice. The folder goes once the run is done.
+    twice. ``on_checkpoint`` runs after each save (a Modal Volume's commit). The folder goes once the run is done.
 
     Raises whatever the trainer raises; the caller fails the run with it.
     """
@@ -282,8 +283,10 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
     system = SystemMetrics(run, base_model=spec.base_model)
     # a rank past the first logs nothing: its run is an OtherRankRun, which TrainerCallback does not take
     logging = [TrainerCallback(run)] if place.first else []
+    committing = [_trainer_setup.on_save(on_checkpoint)] if on_checkpoint is not None else []
     with _trainer_setup.checkpointing(checkpoints):
-        model, extra = method.fit(spec, model, tokenizer, rows, folder, [*logging, TrainerRecord(run), system],
+        model, extra = method.fit(spec, model, tokenizer, rows, folder,
+                                  [*logging, TrainerRecord(run), system, *committing],
                                   holdout=holdout_rows, run=run)
     train_seconds = time.time() - train_started
     if not place.first:  # rank 0 measures, saves the adapter and finishes the run

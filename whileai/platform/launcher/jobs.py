@@ -587,7 +587,7 @@ def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
     resumes. Returns the new job's record; raises LookupError for a run that is not the account's and
     :class:`ResumeRefused` naming why (done, still running, no job, no checkpoint).
     """
-    from whileai.jobs._trainer_setup import last_checkpoint
+    from whileai.core.paths import last_checkpoint
 
     reconcile_run(store, account_id, run_id)  # a crashed run (its worker killed) is settled as failed first
     run = store.get_run(account_id, run_id, series=False)
