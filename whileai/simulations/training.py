@@ -210,6 +210,7 @@ def _define_trainer_callback() -> type:
                     "make one with wai.training_run(...)"
                 )
             self.run = run
+            self._logged: tuple[int, set[str]] = (-1, set())  # the last step logged and its metric names
 
         def on_train_begin(self, args, state, control, **kwargs):
             if state.is_world_process_zero:
@@ -224,7 +225,15 @@ def _define_trainer_callback() -> type:
             if logs and state.is_world_process_zero:
                 # a trainer reports None for a metric with no value at this step (TRL's GRPO does for
                 # clip_ratio/low_min when nothing was clipped): absent, not a bad value to warn about
-                self.run._tracker.log(state.global_step, {k: v for k, v in logs.items() if v is not None})
+                # the trainer's closing log repeats values of the last step (epoch): the run keeps one point each
+                step, seen = self._logged
+                if step != state.global_step:
+                    step, seen = state.global_step, set()
+                values = {k: v for k, v in logs.items() if v is not None and k not in seen}
+                seen.update(values)
+                self._logged = (step, seen)
+                if values:
+                    self.run._tracker.log(state.global_step, values)
 
         def on_train_end(self, args, state, control, **kwargs):
             if state.is_world_process_zero and self.run.status == "running":
