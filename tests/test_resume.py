@@ -58,7 +58,7 @@ def _sft(sets, **config):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return wai.train(sets["passes"], method="sft", steps=config.pop("steps", STEPS), base_model=sets["base"],
-                         holdout=sets["holdout"], config={"holdout_rows": 4, "save_steps": SAVE, **config})
+                         holdout=sets["holdout"], config={"holdout_rows": 4, "batch_size": 4, "save_steps": SAVE, **config})
 
 
 def _jobs(run_id: str) -> list[dict]:
@@ -93,6 +93,9 @@ def test_a_stopped_run_resumes_from_its_checkpoint_to_the_uninterrupted_end(sets
     run = _sft(sets)
     folder = checkpoint_dir(run.id)
     _wait_for(lambda: last_checkpoint(folder) is not None, 120, "the first checkpoint")
+    with pytest.raises(PlatformError) as running:
+        wai.resume(run)
+    assert running.value.status == 409 and "still running" in str(running.value)
     assert run.stop() == "stopped"  # what Ctrl-C in `python -m whileai run` does
     start = last_checkpoint(folder)
     step = int(start.name.split("-")[1])
@@ -137,32 +140,41 @@ def test_a_stopped_run_resumes_from_its_checkpoint_to_the_uninterrupted_end(sets
     assert not folder.exists(), "the checkpoints go once the run is done"
 
 
-def test_resume_refuses_what_it_cannot_continue(sets, uninterrupted):
-    client = get_client()
+def test_resume_refuses_what_it_cannot_continue(uninterrupted):
+    from whileai.platform.store import Store, store_url
+
     with pytest.raises(PlatformError) as done:
         wai.resume(uninterrupted.id)
     assert done.value.status == 409 and "nothing to resume" in str(done.value)
     unknown = subprocess.run([sys.executable, "-m", "whileai", "resume", "run_0123456789abcdef"],
                              capture_output=True, text=True, timeout=120, env=os.environ.copy())
     assert unknown.returncode == 2 and "no run 'run_0123456789abcdef'" in unknown.stderr
-    # a run no longer than save_steps saves no checkpoint, so a stop leaves nothing to resume
-    short = _sft(sets, steps=SAVE, save_steps=SAVE)
-    with pytest.raises(PlatformError) as running:
-        client.request("POST", f"/runs/{short.id}/resume")
-    assert running.value.status == 409 and "still running" in str(running.value)
-    _wait_for(lambda: (short.refresh().step or 0) >= 1 or short.status != "running", 120, "the first step")
-    short.stop()
-    assert not list(checkpoint_dir(short.id).glob("checkpoint-*"))
+    # a failed run whose job saved no checkpoint (a run no longer than save_steps saves none)
+    client = get_client()
+    record = client.request("POST", "/runs", json={"name": "no-checkpoint", "kind": "hosted"})
+    account = client.request("GET", "/me")["account_id"]
+    store = Store(store_url())
+    try:
+        store.create_job(account, run_id=record["id"], kind="sft", target="local", status="failed",
+                         spec={"method": "sft", "steps": SAVE, "save_steps": SAVE})
+        store.update_run(account, record["id"], {"status": "failed", "error": "the job failed"})
+    finally:
+        store.close()
     with pytest.raises(PlatformError) as none:
-        wai.resume(short)
-    assert none.value.status == 409 and f"saved no checkpoint (save_steps={SAVE}, steps={SAVE}" in str(none.value)
-    assert "reproduce" in str(none.value)
+        wai.resume(record["id"])
+    assert none.value.status == 409
+    assert f"saved no checkpoint (save_steps={SAVE}, steps={SAVE}: the run is not longer than save_steps)" \
+        in str(none.value) and f"python -m whileai reproduce {record['id']}" in str(none.value)
+    said = subprocess.run([sys.executable, "-m", "whileai", "resume", record["id"]], capture_output=True, text=True,
+                          timeout=120, env=os.environ.copy())
+    assert said.returncode == 2 and "saved no checkpoint" in said.stderr
+    assert wai.get_run(record["id"])["status"] == "failed", "a refused resume leaves the run as it was"
 
 
 def test_a_killed_dpo_worker_resumes_through_the_sdk(sets):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run = wai.train(sets["train"], method="dpo", steps=12, base_model=sets["base"],
+        run = wai.train(sets["train"], method="dpo", steps=8, base_model=sets["base"],
                         config={"save_steps": 2, "batch_size": 2})
     _wait_for(lambda: last_checkpoint(checkpoint_dir(run.id)) is not None, 180, "the first checkpoint")
     os.kill(_jobs(run.id)[0]["pid"], signal.SIGKILL)  # a crash: the worker ends without a word
@@ -175,7 +187,7 @@ def test_a_killed_dpo_worker_resumes_through_the_sdk(sets):
     assert resumed.id == run.id and resumed.status == "running"
     assert resumed.wait(poll=0.5, timeout=300) == "done", resumed.error
     record = wai.get_run(run.id)
-    assert record["summary"]["training"]["steps"] == 12
+    assert record["summary"]["training"]["steps"] == 8
     assert record["summary"]["resumed"]["from_step"] == step
     assert not _twice(_pairs(record["series"]))
 

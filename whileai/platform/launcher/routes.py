@@ -165,6 +165,8 @@ def resume_run(run_id: str, request: Request, acct: str = Depends(account_id)) -
         job = runner.resume_run(the_store, acct, run_id)
     except runner.ResumeRefused as exc:
         raise ApiError(409, str(exc), "not_resumable") from exc
+    except LookupError:
+        raise  # another account's run, or none: the API's 404
     except ValueError as exc:  # the new job could not start: its run is failed again with the reason
         raise ApiError(422, str(exc), "invalid_value") from exc
     except Exception as exc:
