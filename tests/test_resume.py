@@ -18,7 +18,6 @@ import sys
 import time
 import warnings
 from collections import Counter
-from pathlib import Path
 
 import pytest
 

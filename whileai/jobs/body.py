@@ -97,7 +97,7 @@ class OtherRankRun:
 
 def stored_pairs(series: Any) -> frozenset[tuple[str, int]]:
     """The ``(metric, step)`` pairs a run's series holds (``GET /runs/{id}``'s ``series``)."""
-    pairs = set()
+    pairs: set[tuple[str, int]] = set()
     for point in series or []:
         step = point.get("step") if isinstance(point, dict) else None
         if isinstance(step, int):

@@ -61,7 +61,8 @@ def resume_main(argv: list[str] | None = None) -> int:
         return 2
     run = TrainingRun(answer["run"], client)
     progress = Progress()
-    note = (run.summary or {}).get("resumed") or {}
+    found = run.summary.get("resumed")
+    note: dict[str, Any] = found if isinstance(found, dict) else {}
     progress.line(f"- resuming {run.id} from its checkpoint at step {note.get('from_step')} "
                   f"(job {(answer.get('job') or {}).get('id')})")
     record = record_of(answer["run"]) or {}
@@ -80,7 +81,8 @@ def resume_main(argv: list[str] | None = None) -> int:
         facts.update(status=status, error=error, exit_code=EXIT_FAILED)
         emit(summary(facts, run), as_json=args.json, run=run)
         return EXIT_FAILED
-    spec = record.get("spec") if isinstance(record.get("spec"), dict) else {}
+    stored = record.get("spec")
+    spec: dict[str, Any] = stored if isinstance(stored, dict) else {}
     outcome, checked = settle(run, _previous(client, run), spec.get("expect") or {}, {}, record.get("recipe"))
     code = 0 if checked["passed"] else EXIT_EXPECT
     facts.update(status=run.status, exit_code=code)

@@ -613,7 +613,7 @@ def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
                             f"again with `python -m whileai reproduce {run_id}` (a smaller save_steps checkpoints "
                             "sooner)")
     summary = run.get("summary") or {}
-    earlier = summary.get("resumed") if isinstance(summary.get("resumed"), dict) else {}
+    earlier: dict[str, Any] = summary["resumed"] if isinstance(summary.get("resumed"), dict) else {}
     note = {**earlier, "requested_at": time.time(), "from_job": last["id"],
             "from_step": int(start.name.partition("-")[2]) if start is not None else earlier.get("from_step")}
     store.reopen_run(account_id, run_id, {"resumed": note, "phase": "resuming from its last checkpoint"})
