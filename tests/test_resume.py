@@ -137,6 +137,9 @@ def test_a_stopped_run_resumes_from_its_checkpoint_to_the_uninterrupted_end(sets
     drift = max(float((mine[k] - theirs[k]).abs().max()) for k in mine)
     assert drift < WEIGHT_TOLERANCE, drift
     assert not folder.exists(), "the checkpoints go once the run is done"
+    from whileai.platform.pages import _views  # what the run page shows under its title
+
+    assert _views.facts(record)["resumed"] == {"times": 1, "from_step": step}
 
 
 def test_resume_refuses_what_it_cannot_continue(uninterrupted):
