@@ -171,6 +171,10 @@ def test_resume_refuses_what_it_cannot_continue(uninterrupted):
                           timeout=120, env=os.environ.copy())
     assert said.returncode == 2 and "saved no checkpoint" in said.stderr
     assert wai.get_run(record["id"])["status"] == "failed", "a refused resume leaves the run as it was"
+    # deleting a run removes its checkpoints with it
+    (checkpoint_dir(record["id"]) / "checkpoint-1").mkdir(parents=True)
+    wai.delete_run(record["id"])
+    assert not checkpoint_dir(record["id"]).exists()
 
 
 def test_a_killed_dpo_worker_resumes_through_the_sdk(sets):

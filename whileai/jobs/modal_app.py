@@ -83,7 +83,8 @@ def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
     """Run one job from its payload; returns ``{"status", "error", "adapter", "training"}``.
 
     ``payload`` is ``{"job_id", "spec", "rows", "holdout_rows", "run"}`` (the
-    run's record as the platform had it). The adapter goes to
+    run's record as the platform had it), and ``stored`` for a resumed run: the ``(metric, step)`` pairs
+    it holds, which the job does not log again. The adapter goes to
     ``volume_root/<run_id>``; ``commit`` makes it durable (the Volume's commit).
     """
     from whileai.jobs._environment import cpu_threads
@@ -102,7 +103,8 @@ def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
         try:
             training = run_body(payload["spec"], payload["rows"], payload.get("holdout_rows"), run, adapter, Path(folder),
                                 checkpoints=checkpoint_folder(volume_root, run.id),
-                                logged=lambda: recorded_pairs(progress, job_id, transport.count),
+                                logged=lambda: recorded_pairs(progress, job_id, transport.count)
+                                | {(str(n), int(s)) for n, s in payload.get("stored") or []},
                                 on_checkpoint=commit)
         except BaseException as exc:  # noqa: BLE001 - reported through the run, then returned
             status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
