@@ -113,6 +113,18 @@ def _resume_note(run: JobRun | OtherRankRun, start: Path) -> dict[str, Any]:
     return {**kept, "from_step": int(start.name.partition("-")[2]), "times": times + 1}
 
 
+def _log_history(run: JobRun, start: Path) -> None:
+    """Log what the checkpoint's trainer logged up to its step and the run does not hold: points the
+    interrupted job logged but never delivered (it was killed between two sends)."""
+    try:
+        history = json.loads((start / "trainer_state.json").read_text()).get("log_history") or []
+    except (OSError, ValueError):
+        return
+    for entry in history:
+        if isinstance(entry, dict) and isinstance(entry.get("step"), int):
+            run.log(step=entry["step"], **{k: v for k, v in entry.items() if k != "step" and v is not None})
+
+
 def job_spec(spec: RunSpec | Mapping[str, Any]) -> RunSpec:
     """The job's typed spec from its job row (the platform's bookkeeping keys left out), or the spec as given.
 
@@ -264,6 +276,7 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
         run.note(resumed=resumed)
         if isinstance(run, JobRun) and logged is not None:
             run._tracker.stored = logged()  # the steps re-run after the checkpoint keep their stored points
+            _log_history(run, start)
         if holdout_rows and kept is not None and kept.is_file():
             before = json.loads(kept.read_text())
             say(f"held-out before: read back from the interrupted job ({kept}), not measured again")
