@@ -198,7 +198,8 @@ def _define_trainer_callback() -> type:
         Takes the step count from the trainer at train begin, records every
         numeric value the trainer logs (loss, learning_rate, eval_loss, epoch,
         grad_norm, mean_token_accuracy, TRL's rewards/..., kl, ...) at the
-        trainer's global step, and finishes the run as done at train end,
+        trainer's global step (once: the trainer's closing log repeats the last
+        step's epoch, which is not stored again), and finishes the run as done at train end,
         keeping notes. If training raises, the run stays running: use the run
         as a context manager around ``trainer.train()`` or call ``run.fail``.
         """
