@@ -309,3 +309,26 @@ def test_grpo_generates_on_a_vllm_server_of_its_own(sets):
                  config={"generation_backend": "vllm", "vllm_mode": "server", "monitor": False, "holdout_rows": 4})
     assert run.status == "done", run.error
     assert run.summary["trainer"]["config"]["vllm_mode"] == "server"
+
+
+@pytest.mark.slow
+def test_a_stopped_two_process_run_resumes_on_both_ranks(sets):
+    """Rank 0 writes the checkpoints under the run's folder; both ranks continue from the newest."""
+    from whileai.core.paths import last_checkpoint
+    from whileai.platform.launcher.jobs import checkpoint_dir
+
+    run = _train(sets, "sft", steps=8, config={"processes": 2, "batch_size": 4, "holdout_rows": 4, "save_steps": 2})
+    deadline = time.monotonic() + 180
+    while last_checkpoint(checkpoint_dir(run.id)) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run.stop() == "stopped"
+    step = int(last_checkpoint(checkpoint_dir(run.id)).name.split("-")[1])
+    assert 0 < step < 8
+    resumed = wai.resume(run)
+    assert resumed.wait(poll=1, timeout=400) == "done", resumed.error
+    record = wai.get_run(run.id)
+    assert record["summary"]["training"]["steps"] == 8 and record["summary"]["resumed"]["from_step"] == step
+    keys = [(p["step"], name) for p in record["series"] for name in p["metrics"]]
+    assert len(keys) == len(set(keys)), "a point was stored twice"
+    assert sorted(s for s, name in keys if name == "loss") == list(range(1, 9))
+    assert f"[rank 1] resuming from checkpoint-{step}" in job_log(_job_of(run.id)["id"]).read_text()

@@ -47,6 +47,7 @@ EXPECTED = [
     "models",
     "profile",
     "push",
+    "resume",
     "reward_model",
     "selection_report",
     "serve",

@@ -187,6 +187,35 @@ def test_a_crashing_job_on_modal_reports_its_error(sets, fake, monkeypatch):
     assert run.error.startswith("ValueError: the trainer fell over") and "Traceback" in run.error
 
 
+def test_a_failed_modal_run_resumes_from_the_volume_without_logging_a_step_twice(sets, fake, monkeypatch):
+    """``wai.resume`` on a Modal run: the new call finds the Volume's checkpoint and the run's stored points."""
+    from collections import Counter
+
+    import transformers
+
+    save = transformers.Trainer._save_checkpoint
+    died: list[bool] = []
+
+    def save_then_die(self, *args, **kwargs):
+        save(self, *args, **kwargs)
+        if not died:
+            died.append(True)
+            raise RuntimeError("the container was lost")
+
+    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", save_then_die)
+    run = _train(sets, "dpo", steps=4, config={"save_steps": 2, "batch_size": 2})
+    assert run.wait(poll=1, timeout=240) == "failed" and "the container was lost" in run.error
+    assert (fake.volume / "checkpoints" / run.id / "checkpoint-2").is_dir()
+    resumed = wai.resume(run)
+    payload, _gpu = fake.spawned[-1]
+    assert payload["stored"] and all(step <= 2 for _name, step in payload["stored"])
+    assert resumed.wait(poll=1, timeout=240) == "done", resumed.error
+    record = wai.get_run(run.id)
+    assert record["summary"]["training"]["steps"] == 4 and record["summary"]["resumed"]["from_step"] == 2
+    pairs = Counter((name, p["step"]) for p in record["series"] for name in p["metrics"])
+    assert max(pairs.values()) == 1 and {s for (n, s) in pairs if n == "loss"} == {1, 2, 3, 4}
+
+
 def test_run_job_local_runs_the_deployed_function_body(sets, tmp_path, monkeypatch):
     """``run_job.local`` with the Dict and Volume swapped for local ones."""
     progress: dict = {}

@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("whileai.runner.cli", "run_main", "run an experiment: python -m whileai run recipe=sft_tooluse [knob=value ...]"),
     "validate": ("whileai.runner.cli", "validate_main", "compose and validate a spec only (nothing is loaded or run)"),
     "reproduce": ("whileai.runner.reproduce", "reproduce_main", "re-run a run from its stored spec: reproduce RUN_ID [overrides]"),
+    "resume": ("whileai.runner.resume", "resume_main", "continue a stopped, failed or crashed run from its last checkpoint: resume RUN_ID"),
     "diff": ("whileai.runner.compare", "diff_main", "the spec keys two runs differ in, then held-out and cost: diff RUN_A RUN_B"),
     "wait": ("whileai.runner.compare", "wait_main", "follow every run of a sweep to its end and print one table: wait SWEEP"),
     "init": ("whileai.runner.init", "init_main", "write a recipe for your own data: init NAME --data FILE [--method M]"),

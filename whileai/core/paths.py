@@ -9,7 +9,7 @@ from pathlib import Path
 
 from whileai.core.defaults import HOME_ENV
 
-__all__ = ["data_root", "setting", "hub_allowed"]
+__all__ = ["data_root", "setting", "hub_allowed", "last_checkpoint"]
 
 
 def data_root() -> Path:
@@ -65,3 +65,16 @@ def hub_allowed() -> bool:
     from whileai.core.defaults import HUB_ALLOW_ENV
 
     return os.environ.get(HUB_ALLOW_ENV, "").strip() == "1"
+
+
+def last_checkpoint(folder: Path | None) -> Path | None:
+    """The newest complete ``checkpoint-<step>`` folder under ``folder`` (one with its ``trainer_state.json``,
+    which the trainer writes last), else None."""
+    if folder is None or not folder.is_dir():
+        return None
+    found = []
+    for path in folder.glob("checkpoint-*"):
+        step = path.name.partition("-")[2]
+        if step.isdigit() and (path / "trainer_state.json").is_file():
+            found.append((int(step), path))
+    return max(found)[1] if found else None

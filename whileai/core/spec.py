@@ -205,6 +205,11 @@ class RunSpec(BaseModel):
     holdout_rows: int = knob(d.TRAIN_HOLDOUT_MAX_ROWS, range=(1, 1_000_000),
                              help="held-out rows measured before and after (at most; subsampled with the seed)",
                              reason="TRAIN_HOLDOUT_MAX_ROWS: before+after under a minute on a CPU")
+    save_steps: int = knob(d.TRAIN_SAVE_STEPS, range=(0, 1_000_000),
+                           help="optimizer steps between checkpoints of the trainer's state, which "
+                                "`python -m whileai resume RUN_ID` continues from (0: none; a run of this many "
+                                "steps or fewer saves none)",
+                           reason="TRAIN_SAVE_STEPS: a preempted GPU loses at most a few minutes")
     lr_scheduler_type: Literal["constant_with_warmup", "linear", "cosine"] = knob(
         d.TRAIN_LR_SCHEDULER, choices=("constant_with_warmup", "linear", "cosine"), paper="cosine",
         source="InstructGPT, arXiv:2203.02155 (its SFT trained with cosine decay)",

@@ -2,20 +2,69 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from whileai.core.paths import last_checkpoint
 from whileai.core.spec import RunSpec
 
 from whileai.jobs._loading import peft_config
 from whileai.jobs.trainer_config import trl_settings
 
-__all__ = ["trainer_settings", "train_lora"]
+__all__ = ["trainer_settings", "train_lora", "checkpointing", "checkpoints_on", "last_checkpoint", "fit_trainer",
+           "on_save"]
+
+#: the run's checkpoint folder while its job trains (``checkpointing``); None: the job keeps no checkpoint
+_CHECKPOINTS: ContextVar[Path | None] = ContextVar("whileai_checkpoints", default=None)
+
+
+@contextmanager
+def checkpointing(folder: Path | None) -> Iterator[None]:
+    """Within the block, trainers save their state under ``folder`` (the run's, not the job's) every
+    ``save_steps`` and start from the newest checkpoint found there (``fit_trainer``)."""
+    token = _CHECKPOINTS.set(folder)
+    try:
+        yield
+    finally:
+        _CHECKPOINTS.reset(token)
+
+
+def checkpoints_on(spec: RunSpec) -> bool:
+    """Whether ``spec``'s job saves checkpoints: ``save_steps`` is on and the run is longer than it (a run of
+    ``save_steps`` steps or fewer would only save at its end, which nothing resumes from)."""
+    if spec.save_steps <= 0:
+        return False
+    return spec.steps is None or spec.steps > spec.save_steps
+
+
+def on_save(action: Callable[[], None]) -> Any:
+    """A trainer callback that runs ``action`` after every checkpoint is written (a Volume's commit)."""
+    from transformers import TrainerCallback
+
+    class _OnSave(TrainerCallback):  # type: ignore[misc]
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            action()
+
+    return _OnSave()
+
+
+def fit_trainer(trainer: Any) -> Any:
+    """``trainer.train()``, from the run's newest checkpoint when there is one; returns the trainer."""
+    start = last_checkpoint(_CHECKPOINTS.get())
+    if start is not None:
+        print(f"resuming from {start.name} (the trainer's weights, optimizer, scheduler, RNG and data position)",
+              flush=True)
+    trainer.train(resume_from_checkpoint=str(start) if start is not None else None)
+    return trainer
 
 
 def trainer_settings(spec: RunSpec, folder: Path) -> dict[str, Any]:
     """The trainer config's arguments: the spec's (``trainer_config.trl_settings``), and this machine's and the
-    job's own (no checkpoints, no reporters, a log line every step)."""
+    job's own (checkpoints under the run's folder when ``checkpointing`` names one and the run is longer than
+    ``save_steps``, no reporters, a log line every step)."""
     import torch
 
     on_gpu = torch.cuda.is_available()
@@ -33,6 +82,12 @@ def trainer_settings(spec: RunSpec, folder: Path) -> dict[str, Any]:
     }
     if spec.world_size > 1:  # gloo on CPUs, nccl on GPUs
         settings["ddp_backend"] = "nccl" if on_gpu else "gloo"
+    checkpoints = _CHECKPOINTS.get()
+    if checkpoints is not None and checkpoints_on(spec):
+        from whileai.core import defaults
+
+        settings.update(output_dir=str(checkpoints), save_strategy="steps", save_steps=spec.save_steps,
+                        save_total_limit=defaults.TRAIN_CHECKPOINTS_KEPT)
     settings.update(trl_settings(spec))  # what the spec decides: the one pure mapping, checked against validate
     return settings
 
@@ -64,5 +119,5 @@ def train_lora(trainer_cls: Any, config_cls: Any, spec: RunSpec, folder: Path, m
             peft_config=peft_config(model, spec, task_type=task_type),
             callbacks=callbacks,
         )
-        trainer.train()
+        fit_trainer(trainer)
     return trainer

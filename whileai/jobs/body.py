@@ -13,15 +13,21 @@ method modules (``sft``, ``grpo``, ``dpo``, ``rm``) each are a :class:`JobBody`:
 from __future__ import annotations
 
 import importlib
+import json
+import shutil
 import time
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from whileai.core.spec import RunSpec, read_spec
 from whileai.simulations.training import TrainingRun
 
-__all__ = ["JobRun", "OtherRankRun", "JobBody", "run_job", "job_spec", "METHOD_MODULES"]
+__all__ = ["JobRun", "OtherRankRun", "JobBody", "run_job", "job_spec", "stored_pairs", "METHOD_MODULES",
+           "BEFORE_FILE"]
+
+#: the held-out "before" measurement, kept beside the run's checkpoints so a resumed job reuses it
+BEFORE_FILE = "before.json"
 
 METHOD_MODULES = {m: f"whileai.jobs.{m}" for m in ("sft", "grpo", "dpo", "rm")}
 
@@ -87,6 +93,36 @@ class OtherRankRun:
 
     def finish(self, status: str = "done", error: Any = None) -> bool:
         return True
+
+
+def stored_pairs(series: Any) -> frozenset[tuple[str, int]]:
+    """The ``(metric, step)`` pairs a run's series holds (``GET /runs/{id}``'s ``series``)."""
+    pairs: set[tuple[str, int]] = set()
+    for point in series or []:
+        step = point.get("step") if isinstance(point, dict) else None
+        if isinstance(step, int):
+            pairs.update((name, step) for name in point.get("metrics") or {})
+    return frozenset(pairs)
+
+
+def _resume_note(run: JobRun | OtherRankRun, start: Path) -> dict[str, Any]:
+    """The run's ``resumed`` note: from which checkpoint's step, and how many times it was resumed."""
+    earlier = getattr(run, "summary", {}).get("resumed")
+    times = int(earlier.get("times") or 0) if isinstance(earlier, dict) else 0
+    kept = {k: v for k, v in earlier.items() if k not in ("from_step", "times")} if isinstance(earlier, dict) else {}
+    return {**kept, "from_step": int(start.name.partition("-")[2]), "times": times + 1}
+
+
+def _log_history(run: JobRun, start: Path) -> None:
+    """Log what the checkpoint's trainer logged up to its step and the run does not hold: points the
+    interrupted job logged but never delivered (it was killed between two sends)."""
+    try:
+        history = json.loads((start / "trainer_state.json").read_text()).get("log_history") or []
+    except (OSError, ValueError):
+        return
+    for entry in history:
+        if isinstance(entry, dict) and isinstance(entry.get("step"), int):
+            run.log(step=entry["step"], **{k: v for k, v in entry.items() if k != "step" and v is not None})
 
 
 def job_spec(spec: RunSpec | Mapping[str, Any]) -> RunSpec:
@@ -195,13 +231,21 @@ def _mirror(spec: RunSpec, run: TrainingRun) -> str:
 
 
 def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
-            run: JobRun | OtherRankRun, adapter_path: Path, folder: Path) -> dict[str, Any]:
+            run: JobRun | OtherRankRun, adapter_path: Path, folder: Path, checkpoints: Path | None = None,
+            logged: Callable[[], frozenset[tuple[str, int]]] | None = None,
+            on_checkpoint: Callable[[], None] | None = None) -> dict[str, Any]:
     """Train ``spec.method`` on ``rows`` and finish ``run``; returns the ``training`` summary.
+
+    ``checkpoints`` is the run's checkpoint folder (None: the job saves none): the trainer saves its state
+    there every ``save_steps`` and, when it holds one already (an interrupted job of the same run), starts
+    from the newest; the held-out "before" is then read back from BEFORE_FILE instead of measured again,
+    and ``logged()`` (the run's stored ``(metric, step)`` pairs) keeps the re-run steps from storing a point
+    twice. ``on_checkpoint`` runs after each save (a Modal Volume's commit). The folder goes once the run is done.
 
     Raises whatever the trainer raises; the caller fails the run with it.
     """
     from whileai.core.stats import describe
-    from whileai.jobs import _environment, _loading
+    from whileai.jobs import _environment, _loading, _trainer_setup
     from whileai.jobs.system import SystemMetrics
     from whileai.jobs.trainer_record import TrainerRecord
     from whileai.simulations.training import TrainerCallback
@@ -241,10 +285,27 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
         say(building)
     say(f"loading {spec.base_model}" + (f" with the adapter of {spec.init_from}" if spec.init_from else ""))
     model, tokenizer = method.load(spec)
-    say("measuring the held-out set before training" if holdout_rows else "no held-out set: nothing to measure")
-    if holdout_rows:
-        run.note(phase="measuring the held-out set before training")
-    before = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
+    start = _trainer_setup.last_checkpoint(checkpoints)
+    kept = checkpoints / BEFORE_FILE if checkpoints is not None else None
+    before, resumed = None, None
+    if start is not None:
+        resumed = _resume_note(run, start)
+        say(f"resuming the run from its checkpoint at step {resumed['from_step']} (resume {resumed['times']})")
+        run.note(resumed=resumed)
+        if isinstance(run, JobRun) and logged is not None:
+            run._tracker.stored = logged()  # the steps re-run after the checkpoint keep their stored points
+            _log_history(run, start)
+        if holdout_rows and kept is not None and kept.is_file():
+            before = json.loads(kept.read_text())
+            say(f"held-out before: read back from the interrupted job ({kept}), not measured again")
+    if before is None:
+        say("measuring the held-out set before training" if holdout_rows else "no held-out set: nothing to measure")
+        if holdout_rows:
+            run.note(phase="measuring the held-out set before training")
+        before = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
+        if before is not None and kept is not None and _trainer_setup.checkpoints_on(spec):
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(json.dumps(before))
     if before is not None:  # shown on the page while the trainer runs
         say(f"held-out before: {before.get('metric')} {before['value']} on {_measured(before, holdout_rows)}")
         run.note(training={"method": spec.method, "before": before["value"], "metric": before.get("metric")})
@@ -253,8 +314,11 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
     system = SystemMetrics(run, base_model=spec.base_model)
     # a rank past the first logs nothing: its run is an OtherRankRun, which TrainerCallback does not take
     logging = [TrainerCallback(run)] if place.first else []
-    model, extra = method.fit(spec, model, tokenizer, rows, folder, [*logging, TrainerRecord(run), system],
-                              holdout=holdout_rows, run=run)
+    committing = [_trainer_setup.on_save(on_checkpoint)] if on_checkpoint is not None else []
+    with _trainer_setup.checkpointing(checkpoints):
+        model, extra = method.fit(spec, model, tokenizer, rows, folder,
+                                  [*logging, TrainerRecord(run), system, *committing],
+                                  holdout=holdout_rows, run=run)
     train_seconds = time.time() - train_started
     if not place.first:  # rank 0 measures, saves the adapter and finishes the run
         say(f"rank {place.rank} of {place.size}: trained its share ({extra.get('steps')} steps)")
@@ -295,6 +359,8 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
     training.update(_loading.base_notes(spec, tokenizer))  # the tool convention used, a GGUF base's import
     if spec.init_from:  # a stage: before is the start run's policy, measured again here
         training["init_from"] = spec.init_from
+    if resumed is not None:  # continued from a checkpoint of an interrupted job of this run
+        training["resumed"] = resumed
     if after and after.get("threshold") is not None:  # rm: the cut that best separates the held-out rows
         training["threshold"] = after["threshold"]
         training["threshold_row_accuracy"] = after.get("row_accuracy")
@@ -314,6 +380,8 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
         run.holdout(training["before"], training["after"], metric=metric)
     run.release()
     run.finish("done")
+    if checkpoints is not None and checkpoints.is_dir():  # a done run has nothing to resume
+        shutil.rmtree(checkpoints, ignore_errors=True)
     sure = describe(training["before"], training["after"], training.get("stats"))
     say(f"done: {training['metric']} {sure}, adapter in {saved}")
     return training

@@ -27,6 +27,13 @@ JOB_CPU_THREADS_ENV = "WHILEAI_JOB_THREADS"
 #: the default steps ends well inside it; a stuck job stops costing after it.
 MODAL_TIMEOUT_S = 6 * 3600
 
+#: Times Modal runs a job's call again when its container is lost (a preempted GPU, a
+#: crashed host): each retry finds the run's checkpoints on the Volume and continues from
+#: the newest (``execute``), so a retry costs at most ``save_steps`` steps. Three covers
+#: the preemptions of a long day on Modal's preemptible GPUs and still stops a job that
+#: dies the same way each time.
+MODAL_RETRIES = 3
+
 #: The image installs the whileai distribution's own requirements (pyproject.toml,
 #: read back with importlib.metadata), each pinned to the version installed where
 #: ``modal deploy`` runs: the versions this package was tested with there. There is

@@ -291,7 +291,7 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
             tools=trainer_tools or None,
             callbacks=[watch] + callbacks + extra_callbacks,
         )
-        trainer.train()
+        _trainer_setup.fit_trainer(trainer)
     extra: dict[str, Any] = {
         "rows": len(prompts),
         "prompts": len(prompts),

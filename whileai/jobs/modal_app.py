@@ -10,7 +10,9 @@ laptop Modal cannot call. It runs the same job body as a local job; every
 request the run's tracker would send to the platform is recorded, in order, in
 a ``modal.Dict`` under the job id, and the platform pulls and replays them when
 the run is read. The adapter is written to a ``modal.Volume``; the platform
-copies it home when the call ends. Optional keys (``HF_TOKEN`` for a gated
+copies it home when the call ends. Checkpoints go to the Volume too (committed at each
+save), so a call Modal runs again after losing its container (``retries``, e.g. a preempted
+GPU) continues from the last one. Optional keys (``HF_TOKEN`` for a gated
 base) come from the ``modal.Secret`` named MODAL_SECRET_NAME.
 
 On this machine ``execute(payload, progress=dict(), volume_root=tmp)`` (or
@@ -81,7 +83,8 @@ def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
     """Run one job from its payload; returns ``{"status", "error", "adapter", "training"}``.
 
     ``payload`` is ``{"job_id", "spec", "rows", "holdout_rows", "run"}`` (the
-    run's record as the platform had it). The adapter goes to
+    run's record as the platform had it), and ``stored`` for a resumed run: the ``(metric, step)`` pairs
+    it holds, which the job does not log again. The adapter goes to
     ``volume_root/<run_id>``; ``commit`` makes it durable (the Volume's commit).
     """
     from whileai.jobs._environment import cpu_threads
@@ -91,7 +94,8 @@ def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
 
     cpu_threads()
     job_id = payload["job_id"]
-    client = Client("http://modal-job.invalid", "job", transport=RecordingTransport(progress, job_id))
+    transport = RecordingTransport(progress, job_id)
+    client = Client("http://modal-job.invalid", "job", transport=transport)
     run = JobRun(payload["run"], client)
     adapter = Path(volume_root) / run.id
     status, error, training = "done", None, None
@@ -100,7 +104,11 @@ def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
     carried = CARRIED_GOLD.set((payload["spec"] or {}).get("gold"))  # the gold judge the platform resolved, if any
     with tempfile.TemporaryDirectory() as folder:
         try:
-            training = run_body(payload["spec"], payload["rows"], payload.get("holdout_rows"), run, adapter, Path(folder))
+            training = run_body(payload["spec"], payload["rows"], payload.get("holdout_rows"), run, adapter, Path(folder),
+                                checkpoints=checkpoint_folder(volume_root, run.id),
+                                logged=lambda: recorded_pairs(progress, job_id, transport.count)
+                                | {(str(n), int(s)) for n, s in payload.get("stored") or []},
+                                on_checkpoint=commit)
         except BaseException as exc:  # noqa: BLE001 - reported through the run, then returned
             status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
             error = error_text(exc)
@@ -112,6 +120,25 @@ def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
             commit()
     return {"status": status, "error": error, "adapter": str(adapter) if status == "done" else None,
             "training": training}
+
+
+def checkpoint_folder(volume_root: Path, run_id: str) -> Path:
+    """``<volume>/checkpoints/<run_id>``: the run's checkpoints on the Volume, beside (not inside) its adapter
+    folder, which the platform copies home; a retried call (Modal's ``retries``) continues from the newest."""
+    return Path(volume_root) / "checkpoints" / run_id
+
+
+def recorded_pairs(progress: ProgressStore, job_id: str, count: int) -> frozenset[tuple[str, int]]:
+    """The ``(metric, step)`` pairs an earlier attempt of this job recorded into ``progress`` (its first
+    ``count`` requests): what the platform will replay, so a retry does not log them again."""
+    from whileai.jobs.body import stored_pairs
+
+    points: list[Any] = []
+    for index in range(count):
+        entry = progress.get(progress_key(job_id, index)) or {}
+        if str(entry.get("path", "")).endswith("/points") and isinstance(entry.get("json"), dict):
+            points += entry["json"].get("points") or []
+    return stored_pairs(points)
 
 
 #: The environment variable naming the payload file every rank of a Modal job past one process reads
@@ -169,7 +196,8 @@ def payload_rank(path: Path) -> int:
         return 0 if result["status"] == "done" else 1
     with tempfile.TemporaryDirectory() as folder:
         run_body(payload["spec"], payload["rows"], payload.get("holdout_rows"), OtherRankRun(payload["run"]["id"]),
-                 Path(folder) / "adapter", Path(folder))
+                 Path(folder) / "adapter", Path(folder),
+                 checkpoints=checkpoint_folder(Path(defaults.MODAL_VOLUME_MOUNT), payload["run"]["id"]))
     return 0
 
 
@@ -247,6 +275,7 @@ def _progress_dict() -> ProgressStore:
     volumes={defaults.MODAL_VOLUME_MOUNT: _volume},
     secrets=[modal.Secret.from_name(defaults.MODAL_SECRET_NAME)],
     timeout=job_defaults.MODAL_TIMEOUT_S,
+    retries=job_defaults.MODAL_RETRIES,  # a lost container's call runs again, from the run's last checkpoint
 )
 def run_job(payload: dict[str, Any]) -> dict[str, Any]:
     """The hosted job on Modal's GPU: ``execute`` with the progress Dict and the adapters Volume (several GPUs of
@@ -264,6 +293,7 @@ def run_job(payload: dict[str, Any]) -> dict[str, Any]:
     volumes={defaults.MODAL_VOLUME_MOUNT: _volume},
     secrets=[modal.Secret.from_name(defaults.MODAL_SECRET_NAME)],
     timeout=job_defaults.MODAL_TIMEOUT_S,
+    retries=job_defaults.MODAL_RETRIES,
 )
 @modal.clustered(size=defaults.MODAL_CLUSTER_NODES)
 def run_job_clustered(payload: dict[str, Any]) -> dict[str, Any]:

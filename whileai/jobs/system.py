@@ -90,6 +90,7 @@ def _define() -> type:
             self.every_s = float(every_s)
             self._process = psutil.Process()
             self._last = -float("inf")
+            self._taken_at: int | None = None  # the step of the last sample: one point per step
 
         def _take(self, step: int) -> None:
             try:
@@ -99,6 +100,7 @@ def _define() -> type:
             except Exception:  # noqa: BLE001, S110  a system reading must never stop a training loop
                 pass
             self._last = time.monotonic()
+            self._taken_at = step
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.is_world_process_zero:
@@ -115,7 +117,7 @@ def _define() -> type:
                 self._take(state.global_step)
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if state.is_world_process_zero:
+            if state.is_world_process_zero and self._taken_at != state.global_step:
                 self._take(state.global_step)
 
     SystemMetrics.__module__ = __name__

@@ -83,14 +83,14 @@ def _other_rank(client: Any, job: dict[str, Any], rank: int) -> int:
     report names this rank.
     """
     from whileai.jobs.body import OtherRankRun, job_spec, run_job
-    from whileai.platform.launcher.jobs import adapter_dir, job_dir
+    from whileai.platform.launcher.jobs import adapter_dir, checkpoint_dir, job_dir
 
     try:
         spec = job_spec(job["spec"] or {})
         rows = client.request("GET", f"/datasets/{spec.dataset}/rows")["rows"]
         holdout = client.request("GET", f"/datasets/{spec.holdout}/rows")["rows"] if spec.holdout else None
         run_job(spec, rows, holdout, OtherRankRun(job["run_id"]), adapter_dir(job["run_id"]),
-                job_dir(job["id"]) / f"rank-{rank}")
+                job_dir(job["id"]) / f"rank-{rank}", checkpoints=checkpoint_dir(job["run_id"]))
     except RankEnded:
         return 143
     except BaseException as exc:  # noqa: BLE001 - its traceback is its report; torchrun names the rank
@@ -101,8 +101,8 @@ def _other_rank(client: Any, job: dict[str, Any], rank: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from whileai.jobs.body import JobRun, job_spec, run_job
-    from whileai.platform.launcher.jobs import adapter_dir, job_dir
+    from whileai.jobs.body import JobRun, job_spec, run_job, stored_pairs
+    from whileai.platform.launcher.jobs import adapter_dir, checkpoint_dir, job_dir
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -136,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         holdout = None
         if spec.holdout:
             holdout = client.request("GET", f"/datasets/{spec.holdout}/rows")["rows"]
-        run_job(spec, rows, holdout, run, adapter_dir(run.id), job_dir(job_id))
+        def logged() -> frozenset[tuple[str, int]]:  # what the run holds already (read only when resuming)
+            return stored_pairs(client.request("GET", f"/runs/{run.id}").get("series"))
+
+        run_job(spec, rows, holdout, run, adapter_dir(run.id), job_dir(job_id), checkpoints=checkpoint_dir(run.id),
+                logged=logged)
     except RankEnded:
         # another rank failed and torchrun is ending this one: keep what was logged and leave the report to
         # the launcher, whose summary names the failed rank (the platform reads it from the job's log)

@@ -27,6 +27,7 @@ __all__ = [
     "get_run",
     "list_runs",
     "delete_run",
+    "resume",
     "attach_holdout",
     "attach_delta",
 ]
@@ -101,6 +102,23 @@ def get_run(run_id: Any, api_key: str | None = None) -> dict[str, Any]:
     names the GPU, with ``cost_basis`` saying which price and when it was read.
     """
     return _client_of(run_id, api_key).request("GET", f"/runs/{_id_of(run_id, 'run_', 'run_id')}")
+
+
+def resume(run: Any, api_key: str | None = None) -> TrainingRun:
+    """Continue a stopped, failed or crashed hosted run from its last checkpoint; returns its handle, running.
+
+    The platform starts a new job of the same run from the checkpoint its interrupted job saved
+    (every ``save_steps``): the trainer's weights, optimizer, scheduler and data position come back, the
+    held-out "before" is kept, and no point is stored twice. Raises ``PlatformError`` (409) saying why when
+    there is nothing to resume: the run is done or still running, or it saved no checkpoint.
+
+        run = wai.resume("run_0123abcd...")
+        run.wait()               # "done"
+    """
+    run_id = _id_of(run, "run_", "run")
+    client = _client_of(run, api_key)
+    answer = client.request("POST", f"/runs/{run_id}/resume")
+    return TrainingRun(answer["run"], client)
 
 
 def list_runs(
@@ -180,7 +198,8 @@ def _define_trainer_callback() -> type:
         Takes the step count from the trainer at train begin, records every
         numeric value the trainer logs (loss, learning_rate, eval_loss, epoch,
         grad_norm, mean_token_accuracy, TRL's rewards/..., kl, ...) at the
-        trainer's global step, and finishes the run as done at train end,
+        trainer's global step (once: the trainer's closing log repeats the last
+        step's epoch, which is not stored again), and finishes the run as done at train end,
         keeping notes. If training raises, the run stays running: use the run
         as a context manager around ``trainer.train()`` or call ``run.fail``.
         """
@@ -192,6 +211,7 @@ def _define_trainer_callback() -> type:
                     "make one with wai.training_run(...)"
                 )
             self.run = run
+            self._logged: tuple[int, set[str]] = (-1, set())  # the last step logged and its metric names
 
         def on_train_begin(self, args, state, control, **kwargs):
             if state.is_world_process_zero:
@@ -206,7 +226,15 @@ def _define_trainer_callback() -> type:
             if logs and state.is_world_process_zero:
                 # a trainer reports None for a metric with no value at this step (TRL's GRPO does for
                 # clip_ratio/low_min when nothing was clipped): absent, not a bad value to warn about
-                self.run._tracker.log(state.global_step, {k: v for k, v in logs.items() if v is not None})
+                # the trainer's closing log repeats values of the last step (epoch): the run keeps one point each
+                step, seen = self._logged
+                if step != state.global_step:
+                    step, seen = state.global_step, set()
+                values = {k: v for k, v in logs.items() if v is not None and k not in seen}
+                seen.update(values)
+                self._logged = (step, seen)
+                if values:
+                    self.run._tracker.log(state.global_step, values)
 
         def on_train_end(self, args, state, control, **kwargs):
             if state.is_world_process_zero and self.run.status == "running":

@@ -8,7 +8,8 @@ from typing import Any
 from whileai.core.paths import data_root
 from whileai.platform.store.values import FINISHED_STATUSES
 
-__all__ = ["JOB_ID_ENV", "FINISHED", "job_dir", "job_log", "adapter_dir", "end_job", "remove_run_files"]
+__all__ = ["JOB_ID_ENV", "FINISHED", "job_dir", "job_log", "adapter_dir", "checkpoint_dir", "end_job",
+           "remove_run_files"]
 
 #: environment variable carrying the job id into the worker (for its log lines and errors)
 JOB_ID_ENV = "WHILEAI_JOB_ID"
@@ -30,6 +31,12 @@ def adapter_dir(run_id: str) -> Path:
     from whileai.platform._loadable import adapter_store
 
     return adapter_store(run_id)
+
+
+def checkpoint_dir(run_id: str) -> Path:
+    """``<data_root>/checkpoints/<run_id>/``: the run's trainer checkpoints, which every job of the run finds
+    (a resumed job continues from the newest); gone once the run is done or deleted."""
+    return data_root() / "checkpoints" / run_id
 
 
 def _revoke_keys(store: Any, job: dict[str, Any]) -> None:
@@ -68,7 +75,7 @@ def remove_run_files(run_ids: list[str], job_ids: list[str]) -> list[Path]:
     for run_id in run_ids:
         if not re.fullmatch(r"run_[0-9a-f]+", run_id):
             continue  # ids are the platform's shape; anything else names no folder of ours
-        paths = [adapter_dir(run_id), *(adapters.glob(f".{run_id}.partial-*") if adapters.is_dir() else [])]
+        paths = [adapter_dir(run_id), checkpoint_dir(run_id), *(adapters.glob(f".{run_id}.partial-*") if adapters.is_dir() else [])]
         for path in paths:
             if path.exists():
                 shutil.rmtree(path, ignore_errors=True)

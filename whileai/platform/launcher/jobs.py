@@ -31,6 +31,7 @@ from whileai.platform.launcher._shared import (  # noqa: F401  (re-exported: the
     FINISHED,
     JOB_ID_ENV,
     adapter_dir,
+    checkpoint_dir,
     end_job,
     job_dir,
     job_log,
@@ -51,7 +52,10 @@ __all__ = [
     "missing_keys",
     "PLATFORM_SPEC_KEYS",
     "adapter_dir",
+    "checkpoint_dir",
     "remove_run_files",
+    "resume_run",
+    "ResumeRefused",
     "start_adapter",
     "gold_judge",
     "worker_env",
@@ -558,7 +562,7 @@ def stop_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
         said.append(f"job {job['id']}: {how}")
     detail = "; ".join(said) or "it had no job (a run logged by hand): marked stopped"
     latest = store.get_run(account_id, run_id, series=False)
-    if latest["status"] in ("done", "failed"):  # it ended on its own while the stop was under way
+    if latest["status"] in ("done", "failed", "crashed"):  # it ended on its own while the stop was under way
         return {"run": latest, "stopped": False, "detail": f"{run_id} ended {latest['status']} before it could be "
                 f"stopped ({detail})"}
     mark = {"at": time.time(), "detail": detail}
@@ -566,3 +570,55 @@ def stop_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
                                                "summary": {STOP_MARK: mark, "adapter": None}})
     _discard_adapter(run_id)
     return {"run": run, "stopped": True, "detail": detail}
+
+
+# ---------------------------------------------------------------------------
+# Resuming
+# ---------------------------------------------------------------------------
+
+
+class ResumeRefused(ValueError):
+    """A run that cannot be resumed, with why and what to do instead."""
+
+
+def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
+    """Start a new job for a stopped, failed or crashed run, continuing from its last checkpoint.
+
+    The new job runs the spec of the run's last job; it finds the run's checkpoint folder
+    (``checkpoint_dir``), resumes the trainer from the newest checkpoint, reuses the held-out
+    "before" measured by the interrupted job, and logs no point the run already has. The run
+    stays one run: it turns ``running`` again (the stop mark lifted) and its summary counts the
+    resumes. Returns the new job's record; raises LookupError for a run that is not the account's and
+    :class:`ResumeRefused` naming why (done, still running, no job, no checkpoint).
+    """
+    from whileai.core.paths import last_checkpoint
+
+    reconcile_run(store, account_id, run_id)  # a run whose worker was killed is settled (crashed) first
+    run = store.get_run(account_id, run_id, series=False)
+    if run["status"] == "done":
+        raise ResumeRefused(f"{run_id} is done: nothing to resume; its adapter is the result (python -m whileai show "
+                            f"{run_id}), or train again with `python -m whileai reproduce {run_id}`")
+    jobs = store.list_jobs(account_id, run_id=run_id, limit=10)
+    if run["status"] == "running":
+        raise ResumeRefused(f"{run_id} is still running (job {jobs[0]['id'] if jobs else 'none'}): nothing to "
+                            f"resume; wait for it, or stop it first (python -m whileai resume resumes a stopped run)")
+    if not jobs:
+        raise ResumeRefused(f"{run_id} has no job (a run logged by hand): the platform has nothing to resume; "
+                            "train it with wai.train or python -m whileai run")
+    last = jobs[0]
+    spec = {k: v for k, v in (last.get("spec") or {}).items() if k not in PLATFORM_SPEC_KEYS}
+    target = last.get("target") or "local"
+    start = last_checkpoint(checkpoint_dir(run_id))
+    if target == "local" and start is None:
+        save_steps, steps = spec.get("save_steps"), spec.get("steps")
+        why = ("checkpoints were off" if not save_steps else "the run is not longer than save_steps"
+               if isinstance(steps, int) and steps <= save_steps else "it ended before its first checkpoint")
+        raise ResumeRefused(f"{run_id} saved no checkpoint (save_steps={save_steps}, steps={steps}: {why}); run it "
+                            f"again with `python -m whileai reproduce {run_id}` (a smaller save_steps checkpoints "
+                            "sooner)")
+    summary = run.get("summary") or {}
+    earlier: dict[str, Any] = summary["resumed"] if isinstance(summary.get("resumed"), dict) else {}
+    note = {**earlier, "requested_at": time.time(), "from_job": last["id"],
+            "from_step": int(start.name.partition("-")[2]) if start is not None else earlier.get("from_step")}
+    store.reopen_run(account_id, run_id, {"resumed": note, "phase": "resuming from its last checkpoint"})
+    return launch(store, account_id, run_id=run_id, kind=last["kind"], target=target, spec=spec)

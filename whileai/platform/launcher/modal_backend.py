@@ -190,6 +190,10 @@ def launch_modal(store: Any, account_id: str, job: dict[str, Any], start: Path |
     holdout = store.dataset_rows(account_id, spec["holdout"]) if spec.get("holdout") else None
     run = store.get_run(account_id, job["run_id"], series=False)
     payload = {"job_id": job["id"], "spec": spec, "rows": rows, "holdout_rows": holdout, "run": run}
+    if (run.get("summary") or {}).get("resumed"):  # the (metric, step) pairs the run holds: not logged again
+        series = store.get_run(account_id, job["run_id"])["series"]
+        payload["stored"] = sorted({(name, p["step"]) for p in series if isinstance(p.get("step"), int)
+                                    for name in p.get("metrics") or {}})
     # processes per node are GPUs per container ("H100:8"); the spec keeps the GPU's name for its price
     call_id = get_backend().spawn(payload, spec["gpu"] + (f":{processes}" if processes > 1 else ""))
     spec.update(pulled=0, launched_at=time.time())

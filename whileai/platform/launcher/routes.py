@@ -1,4 +1,4 @@
-"""/api/v1/jobs/launch, /api/v1/jobs/{id}/end and /api/v1/runs/{id}/stop, and the reconcile-on-read hook.
+"""/api/v1/jobs/launch, /api/v1/jobs/{id}/end, /api/v1/runs/{id}/stop and /resume, and the reconcile-on-read hook.
 
 An account launches a job and stops its run; ``end`` is the job's own worker's
 last word and takes only that job's key.
@@ -150,6 +150,31 @@ def stop_run(run_id: str, request: Request, acct: str = Depends(account_id)) -> 
     answer = runner.stop_run(store(request), acct, run_id)
     answer["run"] = with_url(answer["run"], request)
     return json_response(answer)
+
+
+@router.post("/runs/{run_id}/resume", status_code=201)
+def resume_run(run_id: str, request: Request, acct: str = Depends(account_id)) -> Response:
+    """Continue a stopped, failed or crashed run from its last checkpoint in a new job of the same run.
+
+    Answers 201 with ``{"run": record, "job": record}``; 409 with why when there is nothing to resume
+    (the run is done, still running, has no job or saved no checkpoint); 404 for another account's run.
+    """
+    from whileai.platform.api.runs import with_url
+
+    the_store = store(request)
+    try:
+        job = runner.resume_run(the_store, acct, run_id)
+    except runner.ResumeRefused as exc:
+        raise ApiError(409, str(exc), "not_resumable") from exc
+    except LookupError:
+        raise  # another account's run, or none: the API's 404
+    except ValueError as exc:  # the new job could not start: its run is failed again with the reason
+        raise ApiError(422, str(exc), "invalid_value") from exc
+    except Exception as exc:
+        raise ApiError(503, f"the resumed job could not start ({type(exc).__name__}: {exc}); its run {run_id} is "
+                            "marked failed. Fix the cause and resume again", "job_not_started") from exc
+    run = with_url(the_store.get_run(acct, run_id, series=False), request)
+    return json_response({"run": run, "job": job}, 201)
 
 
 _RUN_API = re.compile(r"^/api/v1/runs/(run_[0-9a-f]+)/?$")

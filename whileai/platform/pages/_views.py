@@ -156,6 +156,9 @@ def facts(record: dict[str, Any]) -> dict[str, Any]:
         "status_text": status_text(record.get("status"), _get(summary, "expect")),
         "alarms": len(_alarms(summary)),
         "phase": summary.get("phase") if isinstance(summary.get("phase"), str) else None,
+        # continued from a checkpoint (python -m whileai resume, a Modal retry): how many times, from which step
+        "resumed": {k: summary["resumed"].get(k) for k in ("times", "from_step")}
+        if isinstance(summary.get("resumed"), dict) else None,
         "started": record.get("created_at"),
         "duration_s": (end - record["created_at"]) if end and record.get("created_at") else None,
     }

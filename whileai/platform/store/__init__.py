@@ -140,6 +140,7 @@ class Store:
     create_run_once = _runs.create_run_once
     _summary_text = staticmethod(_runs._summary_text)
     get_run = _runs.get_run
+    reopen_run = _runs.reopen_run
     get_run_with_series_json = _runs.get_run_with_series_json
     _point_rows = staticmethod(_runs._point_rows)
     list_runs = _runs.list_runs

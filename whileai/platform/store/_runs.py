@@ -392,6 +392,28 @@ def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any]
     return store._tx(work)
 
 
+def reopen_run(store: Any, account_id: str, run_id: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """A stopped, failed or crashed run running again (its job resumed): status ``running``, no error, no
+    ``finished_at``, the stop mark (RUN_STOP_MARK) lifted, ``summary`` merged in. Only the launcher's
+    resume calls it, after checking that the run has a checkpoint to continue from."""
+    store._summary_text(summary)
+
+    def work(s: Session) -> dict[str, Any]:
+        r = store._run(s, account_id, run_id, lock=True)
+        if r.status not in ("stopped", "failed", "crashed"):
+            raise InvalidError(f"{run_id} is {r.status}: only a stopped, failed or crashed run runs again")
+        merged = json.loads(r.summary_json)
+        merged.pop(RUN_STOP_MARK, None)
+        merged.update(summary)
+        r.summary_json = _capped(canonical_json(merged), "summary (merged with the stored one)",
+                                 defaults.RUN_SUMMARY_MAX_BYTES, "RUN_SUMMARY_MAX_BYTES")
+        r.status, r.error, r.finished_at, r.updated_at = "running", None, None, time.time()
+        s.flush()
+        return run_record(r)
+
+    return store._tx(work)
+
+
 def delete_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
     """Delete a run with its points, batch ids, jobs (and their keys) and the models served from it.
 

@@ -130,6 +130,8 @@ class Tracker:
         self.offline = False  # WHILEAI_MODE=offline: nothing is sent; every flush writes to the spool instead
         self.announced = False  # said on stderr, when it started, that it was offline (see _offline): once is enough
         self.mirror: Any = None  # report_to: the run's Mirrors (whileai.simulations.mirror), fed every point kept
+        #: (metric, step) pairs the run already has (a resumed job's): logging them again stores nothing
+        self.stored: frozenset[tuple[str, int]] = frozenset()
 
     # -- recording (no I/O) -------------------------------------------------
 
@@ -158,6 +160,8 @@ class Tracker:
         elif type(step) is not int or step < 0:
             step = self._fix_step(step)
         self._next_step = step + 1
+        if self.stored:  # a resumed job re-runs steps its interrupted job logged: the run keeps one point each
+            clean = {k: v for k, v in clean.items() if (k, step) not in self.stored}
         if clean:
             self.buffer.append({"step": step, "metrics": clean, "ts": _time()})
             if self.step is None or step > self.step:

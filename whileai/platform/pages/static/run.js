@@ -42,6 +42,9 @@
       (Array.isArray(c.stage.stages) ? " (" + (Number(c.stage.index) + 1) + " of " + c.stage.stages.length + ": " + c.stage.stages.join(" → ") + ")" : "")));
     if (typeof c.init_from === "string") head.append(el("p", {}, "Started from ", runLink(c.init_from)));
     if (typeof c.reproduces === "string") head.append(el("p", {}, "Reproduces ", runLink(c.reproduces)));
+    const resumed = f.resumed;
+    if (resumed && resumed.times) head.append(el("p", {class: "muted"}, "Resumed " + (resumed.times === 1 ? "once" :
+      resumed.times + " times") + ", last from its checkpoint at step " + resumed.from_step));
     if (r.status === "failed" || r.status === "crashed") head.append(el("p", {class: "notice bad"}, "This run " + r.status + "; its error is at the bottom of the page. ",
       el("a", {href: "#error"}, "Read the error")));
     if (f.phase && r.status === "running") head.append(el("p", {class: "muted"}, "now: " + f.phase));
