@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import warnings
 from collections import Counter
 
@@ -26,6 +25,7 @@ from whileai.core.errors import PlatformError
 from whileai.core.paths import last_checkpoint
 from whileai.platform.launcher.jobs import adapter_dir, checkpoint_dir, job_log
 from whileai.simulations.client import get_client
+from _job_helpers import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -45,12 +45,7 @@ def sets(session_home, push_sample):
 
 
 def _wait_for(predicate, timeout: float, what: str, every: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
+    wait_for(predicate, timeout, what, every)
 
 
 def _sft(sets, **config):
