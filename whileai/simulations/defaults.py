@@ -381,6 +381,10 @@ NEAR_MISS_NUMBER_SHIFT = 0.1
 #: Draws per near miss wanted before a row gives up (a draw can repeat an earlier
 #: change, or be one the judge still passes).
 NEAR_MISS_TRIES = 4
+#: The seed of the near misses a reward model's held-out pairs are made of where the
+#: held-out rows are all passing (BFCL's gold rows): one seed for every run, so before
+#: and after, and runs of different seeds, score the same pairs.
+HOLDOUT_NEAR_MISS_SEED = 0
 
 #: Rows per forward pass when a reward-model judge scores many rows at once
 #: (``judge.score(rows)``). Rows are padded to the longest in the batch, so a
