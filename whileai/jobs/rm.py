@@ -11,8 +11,8 @@ initialised on every load, so it is trained and saved with the adapter
 (``modules_to_save``). Before and after are the held-out pair accuracy (the
 share of held-out pairs whose pass outscores its fail; where the held-out rows
 are all passing, as BFCL's gold rows are, and ``near_misses`` is set, the pairs
-are ``near_misses`` near misses of each held-out row, drawn with one fixed seed
-so before, after and every seed score the same pairs); the run's
+are one near miss of each held-out row (HOLDOUT_NEAR_MISSES), drawn with one
+fixed seed so before, after and every seed score the same pairs); the run's
 ``training["threshold"]`` is the score cut that best separates the held-out
 pass and fail rows, which ``reward_model`` uses as its pass line.
 """
@@ -190,7 +190,7 @@ def evaluate(spec: RMSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]
         # gold rows only (BFCL): the held-out pairs are near misses of the held-out rows, drawn alike before and after
         from whileai.simulations.judges import near_miss_pairs
 
-        pairs, near = near_miss_pairs(labelled, near_misses_of(spec), defaults.HOLDOUT_NEAR_MISS_SEED)
+        pairs, near = near_miss_pairs(labelled, defaults.HOLDOUT_NEAR_MISSES, defaults.HOLDOUT_NEAR_MISS_SEED)
         labelled = labelled + [p["rejected"] for p in pairs]
     scores = score_rows(model, tokenizer, labelled, span=span_of(spec))
     threshold, accuracy = best_threshold(scores, [bool(r["passed"]) for r in labelled])

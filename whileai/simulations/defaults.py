@@ -385,6 +385,10 @@ NEAR_MISS_TRIES = 4
 #: held-out rows are all passing (BFCL's gold rows): one seed for every run, so before
 #: and after, and runs of different seeds, score the same pairs.
 HOLDOUT_NEAR_MISS_SEED = 0
+#: Near misses per held-out row in those pairs: one, so each held-out question counts once in the
+#: paired test (three near misses of one question are not three independent pairs) and the scoring
+#: stays a forward pass per question and per near miss (SmolLM2 on 2 cores: ~2 s a row).
+HOLDOUT_NEAR_MISSES = 1
 
 #: Rows per forward pass when a reward-model judge scores many rows at once
 #: (``judge.score(rows)``). Rows are padded to the longest in the batch, so a

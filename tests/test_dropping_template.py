@@ -1,11 +1,14 @@
-"""Exported training files carry the run's tool convention (whileai/simulations/export/_template.py).
+"""A base whose chat template drops tools: exports and the reward model's held-out pairs carry the hermes convention.
 
-A base whose chat template drops tools trains on whileai's hermes convention.
-The export names the base, and beside the rows it writes the template the job
-renders with and a manifest naming the convention; rendered with that template,
-an exported row is byte for byte the text the trainer sees, ``<tools>`` block
-and ``<tool_call>`` calls included. The base here is the kit's tokenizer with a
-ChatML template that ignores ``tools=`` (as SmolLM2-Instruct's does): seconds.
+Such a base trains on whileai's hermes convention. An export names the base,
+and beside the rows it writes the template the job renders with and a manifest
+naming the convention (whileai/simulations/export/_template.py); rendered with
+that template, an exported row is byte for byte the text the trainer sees,
+``<tools>`` block and ``<tool_call>`` calls included. A reward model on BFCL's
+all-passing rows is measured on near misses of the held-out rows, scored with
+the tools in that convention. The base here is the kit's tokenizer with a
+ChatML template that ignores ``tools=`` (as SmolLM2-Instruct's does) and a
+one-layer model of 16 dimensions: seconds.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ FAIL = {**ROW, "messages": [*ROW["messages"][:2], {"role": "assistant", "content
 
 @pytest.fixture(scope="module")
 def dropping_base(tmp_path_factory) -> Path:
-    """A base folder (kit tokenizer, a tiny config) whose chat template drops tools."""
-    from transformers import LlamaConfig
+    """A base folder (kit tokenizer, a one-layer random model) whose chat template drops tools."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     from whileai.kit import build_tokenizer
 
@@ -44,8 +48,11 @@ def dropping_base(tmp_path_factory) -> Path:
     tokenizer = build_tokenizer()
     tokenizer.chat_template = DROPPING
     tokenizer.save_pretrained(str(folder))
-    LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                num_attention_heads=2, max_position_embeddings=512).save_pretrained(str(folder))
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=2048,
+                         pad_token_id=tokenizer.pad_token_id)
+    LlamaForCausalLM(config).save_pretrained(str(folder))
     return folder
 
 
@@ -113,3 +120,31 @@ def test_the_runners_preference_export_carries_the_template_and_an_unreadable_ba
     missing = _export([ROW], "sft", settings, tmp_path / "x" / "sft.trl.jsonl", None, 0, 0,
                       str(tmp_path / "no_such_base"), None)
     assert missing["rows_out"] == 1 and missing["chat_template"] is None and "no_such_base" in missing["chat_template_why"]
+
+
+def test_a_reward_model_on_all_passing_bfcl_rows_is_measured_on_near_misses_in_the_hermes_convention(
+        dropping_base, monkeypatch):
+    import whileai.simulations as wai
+    import whileai.simulations.serving as serving
+    from whileai.jobs import rm
+    from whileai.simulations._hosting import train_spec
+
+    rows = list(wai.datasets.from_bfcl("tests/data/bfcl/BFCL_v4_simple_python.json",
+                                       "tests/data/bfcl/possible_answer/BFCL_v4_simple_python.json"))[:12]
+    resolved = train_spec("rm", {}, {"reward_span": "first_action", "near_misses": 3, "holdout_rows": 12},
+                          base_model=str(dropping_base), target=None, holdout=None)
+    assert not resolved.problems, resolved.problems
+    model, tokenizer = rm.load(resolved.spec)
+    assert tokenizer.whileai_tool_format["used"] == "hermes"
+    seen: list[list[int]] = []
+    scoring = serving.score_token_batches
+    monkeypatch.setattr(serving, "score_token_batches", lambda m, ids, pad, size: seen.extend(ids) or scoring(m, ids, pad, size))
+    result = rm.evaluate(resolved.spec, model, tokenizer, rows)
+    # every held-out row passes, so the pairs are one near miss per row, judged to fail by BFCL's rule
+    assert result["metric"] == "pair_accuracy" and 10 <= result["prompts"] == len(result["outcomes"]) <= 12
+    assert result["near_misses"]["pairs"] == result["prompts"] and result["rows"] == 12 + result["prompts"]
+    assert sum(v["pairs"] for v in result["by_failure"].values()) == result["prompts"]
+    texts = [tokenizer.decode(ids) for ids in seen]
+    assert len(texts) == result["rows"] and all("<tools>" in t and "<tool_call>{" in t for t in texts)
+    # the same pairs on every call: before and after score the same held-out set
+    assert rm.evaluate(resolved.spec, model, tokenizer, rows)["near_misses"] == result["near_misses"]
