@@ -89,7 +89,9 @@ def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixe
     if grouped and 0 < report.get("mixed_tasks", 0) < min_mixed_tasks:
         said.append(f"{method} uses {report['mixed_tasks']} mixed tasks, fewer than min_mixed_tasks="
                     f"{min_mixed_tasks} (TRAIN_MIN_MIXED_TASKS); profile(dataset)['mixed_tasks'] is the number to grow")
-    if report.get("dropped") and refusal is None:
+    # rows without a fail still train a reward model with near misses: each is the chosen side of its own pairs
+    only_no_fail = near_pairs and all(d["class"] == "no_fail" for d in report.get("dropped") or [])
+    if report.get("dropped") and refusal is None and not only_no_fail:
         said.append(f"{method} uses {report['rows']} of {report['rows_given']} rows ({report['tasks']} of "
                     f"{report['tasks_given']} tasks); dropped {_dropped_text(report)}")
     if said:
