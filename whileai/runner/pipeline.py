@@ -133,7 +133,7 @@ def _export(rows: list[dict[str, Any]], method: str, export: dict[str, Any], pat
     """
     report = _export_rows(rows, method, export, path, balance, near_misses, seed)
     if base_model:
-        from whileai.simulations.export._template import write_template_files
+        from whileai.simulations.export import write_template_files
 
         try:
             report.update(write_template_files(path, base_model, tool_format))

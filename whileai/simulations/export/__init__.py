@@ -41,6 +41,7 @@ from typing import Any
 from .. import jsonl
 from . import _build, _gate, _shape, _stream
 from ._build import MissingPolicyWarning
+from ._template import write_template_files
 from whileai.core.errors import ExportValidationError, ExportWarning, RowFormatError
 from ..rows import as_row, check_rows, row_problems, with_profile
 
@@ -55,6 +56,7 @@ __all__ = [
     "to_hf_dataset",
     "decoding_chat_template",
     "MissingPolicyWarning",
+    "write_template_files",
 ]
 
 
@@ -186,8 +188,6 @@ def export_dataset(
 def _with_template(report: dict[str, Any], base_model: str | None, tool_format: str | None) -> dict[str, Any]:
     """The report, with the chat template and manifest written beside its file when a base is named."""
     if base_model:
-        from ._template import write_template_files
-
         report.update(write_template_files(report["output"], base_model, tool_format))
     return report
 

@@ -53,7 +53,7 @@ def write_template_files(output: str | os.PathLike, base_model: str, tool_format
     renders with. Raises ``LookupError`` when the base's tokenizer is not on this
     machine, ``ToolFormatError`` for ``native`` on a template that drops tools.
     """
-    from whileai.simulations.context import base_tokenizer
+    from whileai.simulations._basetokenizer import base_tokenizer
 
     tokenizer, _ = base_tokenizer(base_model, tool_format)
     template = tokenizer.chat_template
