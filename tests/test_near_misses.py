@@ -174,3 +174,27 @@ def test_a_float_moves_by_a_tenth_of_itself_and_a_lone_row_still_gives_near_miss
     # no other row: no "value" change, but the number moves and the units swap
     assert summary["by_rule"] == {"value": 0, "nearby": 2, "swap": 1, "answer": 0}
     assert {first_call_args(p["rejected"])["amount"] for p in pairs if p["near_miss"] == "nearby"} == {2.25, 2.75}
+
+
+def test_all_passing_rows_teach_a_reward_model_only_through_near_misses():
+    """BFCL's rows are all reference calls: the selection gate refuses rm on them unless near misses give pairs."""
+    from whileai.core.errors import TrainingSelectionError
+    from whileai.simulations._hosting import selection_gate
+    from whileai.simulations._selection import near_miss_count
+
+    rows = list(wai.datasets.from_bfcl("tests/data/bfcl/BFCL_v4_simple_python.json",
+                                       "tests/data/bfcl/possible_answer/BFCL_v4_simple_python.json"))
+    profile = wai.datasets.profile(rows)
+    assert profile["mixed_tasks"] == 0
+    with pytest.raises(TrainingSelectionError, match="rm needs tasks with both a pass and a fail"):
+        selection_gate(profile, "rm", "require", 1)
+    near = near_miss_count(rows, "rm", {"near_misses": 3, "reward_span": "first_action"})
+    assert near > len(rows)  # several per reference call
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "rm uses 0 of 41 rows" warning: every row is a chosen side
+        assert selection_gate(profile, "rm", "require", 1, near_pairs=near)["mixed_tasks"] == 0
+    assert near_miss_count(rows, "dpo", {"near_misses": 3}) == 0
+    with pytest.raises(TrainingSelectionError):
+        selection_gate(profile, "dpo", "require", 1, near_pairs=0)

@@ -43,6 +43,7 @@ def test_the_merged_folder_loads_in_plain_transformers_and_replies_as_the_adapte
     done = whileai("export", trained, "--merged", str(out))
     assert done.returncode == 0, done.stderr
     assert f"merged     {out}" in done.stdout
+    assert "--tool-call-parser hermes" in done.stdout and "tool calls hermes format" in done.stdout
     names = {p.name for p in out.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"} <= names
     assert not list(tmp_path.glob(".merged.partial-*")), "no partial folder is left behind"

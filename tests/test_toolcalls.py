@@ -9,6 +9,7 @@ on text that is no call.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,70 @@ def test_tool_format_is_a_checked_knob():
     assert any("tool_format" in p and "hermes" in p for p in refused.problems), refused.problems
     resolved = train_spec("sft", {}, None, base_model=None, target=None, holdout=None)
     assert not resolved.problems and resolved.spec is not None and resolved.spec.tool_format == "auto"
+
+
+# ---------------------------------------------------------------------------
+# Real templates: Llama 3.1 Instruct's and Mistral Instruct's (tests/data/chat_templates, with their sources)
+# ---------------------------------------------------------------------------
+
+TEMPLATES = Path(__file__).parent / "data" / "chat_templates"
+REAL = {"llama3": "llama3_1.jinja", "mistral": "mistral_instruct_v3.jinja"}
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "current weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                   "required": ["city"]}}}
+
+
+def _real_tokenizer(fmt: str):
+    """The kit's tokenizer wearing a real base's chat template (its text is all the parser depends on)."""
+    from whileai.kit import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = (TEMPLATES / REAL[fmt]).read_text(encoding="utf-8")
+    return tokenizer
+
+
+def _rendered_reply(tokenizer, fmt: str) -> str:
+    """The assistant's tool-call turn as the template writes it: the conversation with it, less the one without."""
+    ask = [{"role": "user", "content": "Weather in Paris for 3 days?"}]
+    call = {"id": "abc123XYZ", "type": "function", "function": {"name": "get_weather", "arguments": ARGS}}
+    full = tokenizer.apply_chat_template(ask + [{"role": "assistant", "tool_calls": [call]}], tools=[WEATHER],
+                                         tokenize=False)
+    prefix = tokenizer.apply_chat_template(ask, tools=[WEATHER], tokenize=False, add_generation_prompt=fmt == "llama3")
+    assert full.startswith(prefix)
+    return full[len(prefix):]
+
+
+@pytest.mark.parametrize("fmt", sorted(REAL))
+def test_a_real_templates_tool_call_parses_back_with_its_format_and_not_as_hermes(fmt):
+    from whileai.kit import reply_format, use_tool_format
+
+    tokenizer = _real_tokenizer(fmt)
+    info = use_tool_format(tokenizer, "auto")
+    assert info["used"] == "native" and info["renders_tools"] and info["parser"] == fmt == reply_format(tokenizer)
+    reply = _rendered_reply(tokenizer, fmt)
+    assert {"llama3": '"parameters"', "mistral": "[TOOL_CALLS]"}[fmt] in reply, reply
+    content, calls = parse_tool_calls(reply, fmt)
+    assert len(calls) == 1 and calls[0]["function"]["name"] == "get_weather", reply
+    assert json.loads(calls[0]["function"]["arguments"]) == ARGS
+    assert content is None, (content, reply)
+    assert parse_tool_calls(reply, "hermes")[1] == []  # the hermes-only reading would find no call
+
+
+def test_the_monitors_gold_row_reads_the_policys_format():
+    """HackMonitor's gold judge sees the call a Llama 3.1-templated policy wrote; a hermes-only parse saw none."""
+    from whileai.simulations.judges import first_action_judge
+    from whileai.simulations.monitor import HackMonitor
+    from whileai.simulations.monitor._sampling import gold_row
+
+    tokenizer = _real_tokenizer("llama3")
+    reply = _rendered_reply(tokenizer, "llama3")
+    assert gold_row("q", reply, {}, [WEATHER], "llama3")["messages"][-1]["tool_calls"]
+    assert "tool_calls" not in gold_row("q", reply, {}, [WEATHER])["messages"][-1]
+    rows = [{"prompt": [{"role": "user", "content": "Weather in Paris for 3 days?"}], "tools": [WEATHER],
+             "gold": json.dumps({"name": "get_weather", "arguments": ARGS})}] * 8
+    m = HackMonitor(holdout=rows, proxy=lambda prompts, completions, **kw: [1.0] * len(completions),
+                    gold=first_action_judge, k=2, concurrency=1,
+                    sample=lambda mo, tok, prompts, n, max_new_tokens: [[reply, "no"]] * len(prompts))
+    entry = m.evaluate(step=0, tokenizer=tokenizer)
+    assert entry["gold"] == 0.5 and m.summary()["errors"]["gold"] == 0

@@ -124,6 +124,9 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: D
         raise ValueError(f"dpo with pair_source='policy' has no prompt that fits the model's context of {context} "
                          f"tokens with a {cap}-token reply ({len(prompts)} prompts); shorten the prompts or use a base "
                          "with a longer context")
+    from whileai.kit import reply_format
+
+    fmt = reply_format(tokenizer)  # the run's tool convention: the format the policy's replies are written in
     was_training = model.training
     model.eval()
     pairs: list[dict[str, str]] = []
@@ -143,7 +146,7 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: D
                         cut += 1
                         continue
                     text = tokenizer.decode(seq, skip_special_tokens=False)
-                    ok = bool(judge_reply(text[: -len(tokenizer.eos_token)], row)["passed"])
+                    ok = bool(judge_reply(text[: -len(tokenizer.eos_token)], row, tool_format=fmt)["passed"])
                     passed += ok
                     side = good if ok else bad
                     if text not in side:
@@ -152,7 +155,8 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: D
                 mixed += bool(good and bad)
                 if bad and not good and gold_replies:  # every sample failed: the dataset's pass is the chosen side
                     reply = gold_replies.get(prompt_text, "")
-                    if reply and judge_reply(reply.removesuffix(tokenizer.eos_token or ""), row)["passed"]:
+                    stripped = reply.removesuffix(tokenizer.eos_token or "")
+                    if reply and judge_reply(stripped, row, tool_format=fmt)["passed"]:
                         good.append(reply)
                         from_gold += 1
                 if good and bad:

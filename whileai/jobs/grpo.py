@@ -145,14 +145,15 @@ def first_action_reward(truncated: str, stop_ids: set[int], tokenizer: Any = Non
                 continue
             row = {"messages": list(prompt) if isinstance(prompt, list) else [],
                    "gold": json.loads(gold[i]) if isinstance(gold[i], str) else gold[i], "tools": tools}
-            rewards.append(float(judge_reply(_reply_text(completion, ids, tokenizer), row, tool_format=fmt)["reward"]))
+            rewards.append(float(judge_reply(_reply_text(completion, ids, tokenizer, fmt), row, tool_format=fmt)["reward"]))
         return rewards
 
     return first_action
 
 
-def _reply_text(completion: Any, ids: Any, tokenizer: Any) -> str:
-    """The generated text: the decoded token ids, else the completion's text, else its calls as the template writes them."""
+def _reply_text(completion: Any, ids: Any, tokenizer: Any, tool_format: str = "hermes") -> str:
+    """The generated text: the decoded token ids, else the completion's text, else its calls as the template writes
+    them (in ``tool_format``, the format the verdict parses)."""
     if tokenizer is not None and ids is not None:
         return cast(str, tokenizer.decode(list(ids), skip_special_tokens=False))
     if isinstance(completion, str):
@@ -161,7 +162,7 @@ def _reply_text(completion: Any, ids: Any, tokenizer: Any) -> str:
 
     message = _wire(completion)
     calls = [c.get("function", c) for c in message.get("tool_calls") or []]
-    return "\n".join([message.get("content") or ""] + [format_tool_call(c["name"], c.get("arguments") or {})
+    return "\n".join([message.get("content") or ""] + [format_tool_call(c["name"], c.get("arguments") or {}, tool_format)
                                                         for c in calls]).strip()
 
 

@@ -9,7 +9,10 @@ value changed, a number moved, two arguments swapped, another prompt's answer),
 each judged to fail. The score head is freshly
 initialised on every load, so it is trained and saved with the adapter
 (``modules_to_save``). Before and after are the held-out pair accuracy (the
-share of held-out pairs whose pass outscores its fail); the run's
+share of held-out pairs whose pass outscores its fail; where the held-out rows
+are all passing, as BFCL's gold rows are, and ``near_misses`` is set, the pairs
+are one near miss of each held-out row (HOLDOUT_NEAR_MISSES), drawn with one
+fixed seed so before, after and every seed score the same pairs); the run's
 ``training["threshold"]`` is the score cut that best separates the held-out
 pass and fail rows, which ``reward_model`` uses as its pass line.
 """
@@ -166,23 +169,43 @@ def by_failure(pairs: list[dict[str, Any]], outcomes: list[int]) -> dict[str, di
     return dict(sorted(kinds.items())) or None
 
 
+def _by_rule(pairs: list[dict[str, Any]], outcomes: list[int]) -> dict[str, dict[str, int]] | None:
+    """Per near-miss rule of held-out near-miss pairs: ``{"right", "pairs"}``; None when no pair is one."""
+    kinds: dict[str, dict[str, int]] = {}
+    for pair, right in zip(pairs, outcomes, strict=True):
+        if "near_miss" in pair:
+            entry = kinds.setdefault(f"near_miss:{pair['near_miss']}", {"right": 0, "pairs": 0})
+            entry["right"] += int(right)
+            entry["pairs"] += 1
+    return dict(sorted(kinds.items())) or None
+
+
 def evaluate(spec: RMSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Held-out pair accuracy (pass outscores fail), plus the best-separating threshold on the held-out rows."""
     labelled, pairs = _holdout_rows(rows, spec)
     if not labelled:
         return {"value": None, "metric": "pair_accuracy", "why": "no held-out row carries a passed label"}
+    near = None
+    if not pairs and near_misses_of(spec):
+        # gold rows only (BFCL): the held-out pairs are near misses of the held-out rows, drawn alike before and after
+        from whileai.simulations.judges import near_miss_pairs
+
+        pairs, near = near_miss_pairs(labelled, defaults.HOLDOUT_NEAR_MISSES, defaults.HOLDOUT_NEAR_MISS_SEED)
+        labelled = labelled + [p["rejected"] for p in pairs]
     scores = score_rows(model, tokenizer, labelled, span=span_of(spec))
     threshold, accuracy = best_threshold(scores, [bool(r["passed"]) for r in labelled])
     result: dict[str, Any] = {"metric": "pair_accuracy", "threshold": threshold, "row_accuracy": accuracy,
                               "reward_span": span_of(spec),
                               "prompts": len(pairs), "rows": len(labelled)}
+    if near is not None:
+        result["near_misses"] = near
     if pairs:
         index = {id(r): s for r, s in zip(labelled, scores, strict=True)}
         # each pair's outcome (1: the pass outscores its fail), in pair order, kept for the paired test
         outcomes = [int(index[id(p["chosen"])] > index[id(p["rejected"])]) for p in pairs]
         result["value"] = sum(outcomes) / len(pairs)
         result["outcomes"] = outcomes
-        kinds = by_failure(pairs, outcomes)
+        kinds = by_failure(pairs, outcomes) or _by_rule(pairs, outcomes)
         if kinds:
             result["by_failure"] = kinds
     else:

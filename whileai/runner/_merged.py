@@ -46,7 +46,9 @@ def merged_model(base: str, adapter: Path) -> tuple[Any, Any]:
 def write_merged(base: str, adapter: Path, folder: Path) -> dict[str, Any]:
     """Write the merged model to ``folder`` (which must not hold anything); returns what was written.
 
-    ``{"folder", "files", "parameters", "chat_template"}``. Raises FileExistsError when ``folder``
+    ``{"folder", "files", "parameters", "chat_template", "tool_format"}``: ``tool_format`` the
+    format its template writes tool calls in (``whileai.core.toolcalls``; hermes where the base's
+    own template dropped tools and the run rendered them in that convention). Raises FileExistsError when ``folder``
     exists and is not empty.
     """
     if occupied(folder):
@@ -66,6 +68,9 @@ def write_merged(base: str, adapter: Path, folder: Path) -> dict[str, Any]:
         os.replace(partial, folder)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+    from whileai.kit import reply_format
+
     return {"folder": str(folder), "files": sorted(p.name for p in folder.iterdir()),
             "parameters": sum(p.numel() for p in merged.parameters()),
-            "chat_template": (folder / CHAT_TEMPLATE_FILE).is_file()}
+            "chat_template": (folder / CHAT_TEMPLATE_FILE).is_file(),
+            "tool_format": reply_format(tokenizer)}

@@ -18,6 +18,9 @@ from typing import Any
 
 __all__ = ["export_main"]
 
+#: vLLM's ``--tool-call-parser`` name for each ``whileai.core.toolcalls`` format.
+VLLM_TOOL_PARSERS = {"hermes": "hermes", "llama3": "llama3_json", "mistral": "mistral"}
+
 
 def _dict(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
@@ -119,7 +122,10 @@ def export_main(argv: list[str] | None = None) -> int:
         print(f"python -m whileai export: {exc}; nothing was written", file=sys.stderr)
         return 2
     print(f"merged     {written['folder']}  ({', '.join(written['files'])})")
-    print(f"load it    AutoModelForCausalLM.from_pretrained({written['folder']!r}); vllm serve {written['folder']}")
+    parser = VLLM_TOOL_PARSERS.get(written["tool_format"], written["tool_format"])
+    print(f"load it    AutoModelForCausalLM.from_pretrained({written['folder']!r}); vllm serve {written['folder']} "
+          f"--enable-auto-tool-choice --tool-call-parser {parser}")
+    print(f"tool calls {written['tool_format']} format (the chat template it trained with travels in the folder)")
     if args.gguf:
         from ._gguf import write_gguf
 

@@ -120,13 +120,31 @@ def trained_rows(rows: list[dict[str, Any]], method: str, balance: bool | None) 
 
 
 def _export(rows: list[dict[str, Any]], method: str, export: dict[str, Any], path: Path,
-            balance: bool | None = None, near_misses: int = 0, seed: int = 0) -> dict[str, Any]:
+            balance: bool | None = None, near_misses: int = 0, seed: int = 0,
+            base_model: str | None = None, tool_format: str | None = None) -> dict[str, Any]:
     """The artifact in the chosen format with the gates on; raises ExportValidationError when a gate refuses.
 
     What is exported is what the job trains on: SFT's rows, GRPO's one row per prompt, DPO's and RM's
     pairs (the job's own ``preference_pairs``, ``balance`` as the run gives it), and RM's near-miss
     pairs (``near_misses`` per passing row, drawn with the run's ``seed`` as the job draws them).
+    Beside it, the chat template the job renders the rows with for ``base_model`` under the run's
+    ``tool_format``, and a manifest naming the convention (``export/_template.py``); where the base's
+    tokenizer cannot be read here (a hub base a GPU container fetches) the report says why instead.
     """
+    report = _export_rows(rows, method, export, path, balance, near_misses, seed)
+    if base_model:
+        from whileai.simulations.export import write_template_files
+
+        try:
+            report.update(write_template_files(path, base_model, tool_format))
+        except LookupError as exc:
+            report["chat_template"] = None
+            report["chat_template_why"] = str(exc)
+    return report
+
+
+def _export_rows(rows: list[dict[str, Any]], method: str, export: dict[str, Any], path: Path,
+                 balance: bool | None, near_misses: int, seed: int) -> dict[str, Any]:
     import whileai.simulations as wai
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -151,7 +169,8 @@ def _export(rows: list[dict[str, Any]], method: str, export: dict[str, Any], pat
 
 def _short_export(report: dict[str, Any]) -> dict[str, Any]:
     keep = ("output", "format", "kind", "rows_in", "rows_out", "pairs_out", "mask_mode", "unroll", "strip_think",
-            "max_tool_output_chars", "roundtrip", "privileged_leaks", "argument_encoding")
+            "max_tool_output_chars", "roundtrip", "privileged_leaks", "argument_encoding", "tool_format",
+            "chat_template", "manifest", "chat_template_why")
     return {k: report[k] for k in keep if k in report}
 
 
@@ -335,7 +354,8 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
         try:
             with progress.step(f"{label}: export with gates") as note:
                 export_report = _export(used_rows, method, spec["export"], export_path, stage.settings.get("balance"),
-                                        int(stage.settings.get("near_misses") or 0), int(kwargs.get("seed") or 0))
+                                        int(stage.settings.get("near_misses") or 0), int(kwargs.get("seed") or 0),
+                                        base, {**kwargs, **config}.get("tool_format"))
                 note["result"] = f"{export_path} ({_exported(export_report)})"
         except wai.ExportValidationError as exc:
             progress.line(f"- export gate refused the data; nothing was trained:\n{exc}")
@@ -390,9 +410,12 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
 
 
 def _exported(report: dict[str, Any]) -> str:
-    if "pairs_out" in report:
-        return f"{report['pairs_out']} pairs"
-    return f"{report.get('rows_out')} rows"
+    said = f"{report['pairs_out']} pairs" if "pairs_out" in report else f"{report.get('rows_out')} rows"
+    used = (report.get("tool_format") or {}).get("used")
+    if report.get("chat_template") and used:
+        convention = "hermes" if used == "hermes" else "base template's own"
+        said += f"; tools in the {convention} convention, its chat template and manifest beside it"
+    return said
 
 
 def _say_base_build(stage: dict[str, Any], progress: Progress) -> None:

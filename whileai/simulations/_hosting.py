@@ -41,14 +41,18 @@ def _dropped_text(report: Mapping[str, Any]) -> str:
 
 
 def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixed_tasks: int,
-                   context: Mapping[str, Any] | None = None, per_task: int | None = None) -> dict[str, Any]:
+                   context: Mapping[str, Any] | None = None, per_task: int | None = None,
+                   near_pairs: int = 0) -> dict[str, Any]:
     """The selection report for ``method``; refuses what cannot teach, warns about what teaches less.
 
     SFT with failing rows, a grouped method with no mixed task, and rows whose
     every usable one is longer than the base's context (``context``, from
     ``context.check_context``) raise :class:`TrainingSelectionError`
     (``check="require"``) or warn (``check="warn"``). Fewer mixed tasks than
-    ``min_mixed_tasks`` or any dropped class warns either way.
+    ``min_mixed_tasks`` or any dropped class warns either way. A reward model
+    with ``near_pairs`` near-miss pairs to train on (``near_misses``) needs no
+    mixed task: rows that all pass, as a benchmark's reference calls do, give it
+    its pairs.
     """
     from ._selection import selection_report
 
@@ -65,7 +69,7 @@ def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixe
                           + f": {r['problems'][0]}" for r in gates["refused"])
         refusal = (f"{gates['refused_rows']} of {gates['rows']} rows fail the data gates (tool names, schema types, "
                    f"the gold against the tools): {shown}; fix those rows and push again")
-    elif grouped and not report.get("mixed_tasks"):
+    elif grouped and not report.get("mixed_tasks") and not near_pairs:
         refusal = (f"{method} needs tasks with both a pass and a fail, and this dataset has none "
                    f"({report['tasks_given']} tasks: {profile.get('all_pass_tasks', 0)} all-pass, "
                    f"{profile.get('all_fail_tasks', 0)} all-fail); a unanimous group carries no advantage. "
@@ -85,7 +89,9 @@ def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixe
     if grouped and 0 < report.get("mixed_tasks", 0) < min_mixed_tasks:
         said.append(f"{method} uses {report['mixed_tasks']} mixed tasks, fewer than min_mixed_tasks="
                     f"{min_mixed_tasks} (TRAIN_MIN_MIXED_TASKS); profile(dataset)['mixed_tasks'] is the number to grow")
-    if report.get("dropped") and refusal is None:
+    # rows without a fail still train a reward model with near misses: each is the chosen side of its own pairs
+    only_no_fail = near_pairs and all(d["class"] == "no_fail" for d in report.get("dropped") or [])
+    if report.get("dropped") and refusal is None and not only_no_fail:
         said.append(f"{method} uses {report['rows']} of {report['rows_given']} rows ({report['tasks']} of "
                     f"{report['tasks_given']} tasks); dropped {_dropped_text(report)}")
     if said:
@@ -348,7 +354,7 @@ def train(
 
     report = None
     if check != "off":
-        from ._selection import pairs_per_task, profile_rows, with_near_misses
+        from ._selection import near_miss_count, pairs_per_task, profile_rows, with_near_misses
         from .context import check_context
         from .rowsource import rows_of
 
@@ -356,8 +362,9 @@ def train(
         prof = profile_rows(data, source=dataset_id)
         per_task = pairs_per_task(method, resolved, len(data))  # balance=False: every length-matched pair
         context = check_context(data, method, resolved["base_model"], resolved, per_task)  # tokenizer only
-        report = selection_gate(prof, method, check, int(resolved["min_mixed_tasks"]), context, per_task)
-        report = with_near_misses(report, data, method, resolved)  # rm: the pairs its job adds
+        near = near_miss_count(data, method, resolved)  # rm: the pairs its job adds
+        report = selection_gate(prof, method, check, int(resolved["min_mixed_tasks"]), context, per_task, near)
+        report = with_near_misses(report, data, method, resolved, near)
         temps = [float(t) for t in prof.get("temperatures") or []]
         if method == "grpo":  # GRPO's unset group size and temperature come from the dataset: resolved again with it
             facts = {"repeats": (prof.get("repeats") or {}).get("common"), "temperatures": temps}

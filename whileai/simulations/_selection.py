@@ -328,20 +328,31 @@ def _summary(report: Mapping[str, Any]) -> str:
     return head + "; left out " + ", ".join(dropped_phrase(d, report) for d in report["dropped"]) + tail
 
 
+def near_miss_count(rows: list[Any], method: str, config: Mapping[str, Any] | None) -> int:
+    """The near-miss pairs a reward model's job adds to the rows' pairs (config ``near_misses``; 0 for other methods).
+
+    Counted on ``rows`` as the job draws them (``judges.near_miss_pairs`` with the run's seed).
+    """
+    near = int((config or {}).get("near_misses") or 0) if method == "rm" else 0
+    if not near:
+        return 0
+    from .judges import near_miss_pairs
+
+    return int(near_miss_pairs(rows, near, int((config or {}).get("seed") or 0))[1]["pairs"])
+
+
 def with_near_misses(report: dict[str, Any], rows: list[Any], method: str,
-                     config: Mapping[str, Any] | None) -> dict[str, Any]:
+                     config: Mapping[str, Any] | None, counted: int | None = None) -> dict[str, Any]:
     """``report`` with the near-miss pairs a reward model's job adds to the rows' pairs (config ``near_misses``).
 
-    Counted on ``rows`` as the job draws them (``judges.near_miss_pairs`` with the run's seed), as
-    ``near_miss_pairs`` and in the summary; any other method or ``near_misses`` 0 leaves it as it is.
+    As ``near_miss_pairs`` and in the summary (``counted``: ``near_miss_count``'s answer, when already taken);
+    any other method or ``near_misses`` 0 leaves it as it is.
     """
     near = int((config or {}).get("near_misses") or 0) if method == "rm" else 0
     if not near:
         return report
-    from .judges import near_miss_pairs
-
-    _, made = near_miss_pairs(rows, near, int((config or {}).get("seed") or 0))
-    report["near_miss_pairs"] = made["pairs"]
-    report["summary"] = (f"{report.get('summary')}; the job adds {made['pairs']} near-miss pairs "
+    made = near_miss_count(rows, method, config) if counted is None else counted
+    report["near_miss_pairs"] = made
+    report["summary"] = (f"{report.get('summary')}; the job adds {made} near-miss pairs "
                          f"(near_misses={near} per passing row)")
     return report

@@ -381,6 +381,14 @@ NEAR_MISS_NUMBER_SHIFT = 0.1
 #: Draws per near miss wanted before a row gives up (a draw can repeat an earlier
 #: change, or be one the judge still passes).
 NEAR_MISS_TRIES = 4
+#: The seed of the near misses a reward model's held-out pairs are made of where the
+#: held-out rows are all passing (BFCL's gold rows): one seed for every run, so before
+#: and after, and runs of different seeds, score the same pairs.
+HOLDOUT_NEAR_MISS_SEED = 0
+#: Near misses per held-out row in those pairs: one, so each held-out question counts once in the
+#: paired test (three near misses of one question are not three independent pairs) and the scoring
+#: stays a forward pass per question and per near miss (SmolLM2 on 2 cores: ~2 s a row).
+HOLDOUT_NEAR_MISSES = 1
 
 #: Rows per forward pass when a reward-model judge scores many rows at once
 #: (``judge.score(rows)``). Rows are padded to the longest in the batch, so a

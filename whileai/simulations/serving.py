@@ -370,6 +370,7 @@ def load_reward_model(base_model: str, adapter: str) -> tuple[Any, Any]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from whileai.core.paths import hub_allowed
+    from whileai.kit import import_gguf, is_gguf_base
 
     path = Path(adapter).expanduser()
     if not (path / "adapter_config.json").is_file():
@@ -381,6 +382,8 @@ def load_reward_model(base_model: str, adapter: str) -> tuple[Any, Any]:
         from whileai.kit import demo_base
 
         base_dir = str(demo_base())
+    elif is_gguf_base(base_model):  # a .gguf file or a packaged one (SmolLM2): the folder it was imported into
+        base_dir = str(import_gguf(base_model))
     else:
         base_dir = base_model  # a local directory, or a hub name already in the local cache
     local_only = not hub_allowed()
@@ -394,6 +397,10 @@ def load_reward_model(base_model: str, adapter: str) -> tuple[Any, Any]:
             f"({defaults.HUB_ALLOW_ENV} is not 1); use a base in the local cache or a local directory, or let its "
             f"operator set {defaults.HUB_ALLOW_ENV}=1"
         ) from exc
+    if not saved_beside:  # the base's own tokenizer: tools rendered as the job rendered them (tool_format auto)
+        from whileai.kit import use_tool_format
+
+        use_tool_format(tokenizer, "auto")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.config.pad_token_id = tokenizer.pad_token_id

@@ -41,6 +41,7 @@ from typing import Any
 from .. import jsonl
 from . import _build, _gate, _shape, _stream
 from ._build import MissingPolicyWarning
+from ._template import write_template_files
 from whileai.core.errors import ExportValidationError, ExportWarning, RowFormatError
 from ..rows import as_row, check_rows, row_problems, with_profile
 
@@ -55,6 +56,7 @@ __all__ = [
     "to_hf_dataset",
     "decoding_chat_template",
     "MissingPolicyWarning",
+    "write_template_files",
 ]
 
 
@@ -139,6 +141,8 @@ def export_dataset(
     unroll: bool = False,
     max_tool_output_chars: int | None = None,
     validate: bool = True,
+    base_model: str | None = None,
+    tool_format: str | None = None,
 ) -> dict[str, Any]:
     """Write ``training_rows(source, ...)`` as JSONL and return a report. Never overwrites the source.
 
@@ -161,15 +165,31 @@ def export_dataset(
     the module docstring). The report names the format and the argument
     encoding the gate checked.
 
+    ``base_model=`` (with the run's ``tool_format``, None meaning ``auto``)
+    also writes, beside the file, the chat template the run renders the rows
+    with and a manifest naming the tool convention and its reply parser
+    (``export/_template.py``): where the base's own template drops tools, the
+    rows train as whileai trained them only with that template. The report
+    then carries ``tool_format``, ``chat_template`` and ``manifest``.
+
         report = export_dataset(data, "train.jsonl", format="trl")
+        report = export_dataset(data, "train.jsonl", format="trl", base_model="smollm2-135m")
     """
     fmt = _gate.check_format(format)  # argument errors before any file is read
     _shape.check_mask_mode(mask_mode)
     _shape.check_cap(max_tool_output_chars)
     with jsonl.gc_paused():  # the rows are freed when the call returns, before the collector resumes
-        return _export_training(
+        report = _export_training(
             source, output, fmt, system_prompt, tools, mask_mode, strip_think, unroll, max_tool_output_chars, validate
         )
+    return _with_template(report, base_model, tool_format)
+
+
+def _with_template(report: dict[str, Any], base_model: str | None, tool_format: str | None) -> dict[str, Any]:
+    """The report, with the chat template and manifest written beside its file when a base is named."""
+    if base_model:
+        report.update(write_template_files(report["output"], base_model, tool_format))
+    return report
 
 
 def _export_training(
@@ -217,6 +237,8 @@ def export_preference(
     tools: list[dict[str, Any]] | None = None,
     strip_think: bool = True,
     max_tool_output_chars: int | None = None,
+    base_model: str | None = None,
+    tool_format: str | None = None,
 ) -> dict[str, Any]:
     """Write preference pairs as JSONL and return a report. Never overwrites the source.
 
@@ -237,14 +259,16 @@ def export_preference(
     chosen or rejected side has no completion after the prompt are left out
     (``no_completion_dropped``). The gate checks both sides, as in
     ``export_dataset``; pairs whose two sides have different prompts are gate
-    problems too.
+    problems too. ``base_model=`` and ``tool_format=`` write the chat template
+    and manifest beside the file, as in ``export_dataset``.
 
         report = export_preference(pairs, "dpo.jsonl", format="trl")
     """
     fmt = _gate.check_format(format)  # argument errors before any file is read
     cap = _shape.check_cap(max_tool_output_chars)
     with jsonl.gc_paused():  # the rows are freed when the call returns, before the collector resumes
-        return _export_pairs(pairs, output, fmt, drop_ties, validate, system_prompt, tools, strip_think, cap)
+        report = _export_pairs(pairs, output, fmt, drop_ties, validate, system_prompt, tools, strip_think, cap)
+    return _with_template(report, base_model, tool_format)
 
 
 def _export_pairs(pairs, output, fmt, drop_ties, validate, system_prompt, tools, strip_think, cap) -> dict[str, Any]:

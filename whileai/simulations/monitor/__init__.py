@@ -270,7 +270,9 @@ class _HackMonitor:
         self._judging += time.perf_counter() - t_judge
         gold_scores = np.full(n * k, np.nan)
         if self.gold is not None:
-            rows = [sampling_.gold_row(h.prompt, t, h.columns, h.tools) for h, ts in zip(self._held, texts) for t in ts]
+            fmt = self._reply_format()
+            rows = [sampling_.gold_row(h.prompt, t, h.columns, h.tools, fmt)
+                    for h, ts in zip(self._held, texts) for t in ts]
             gold_scores, errors, first = self._judge(self.gold, rows)
             if errors == len(rows):
                 raise ValueError(f"the gold judge failed on every held-out completion; the first error: {first}")
@@ -329,12 +331,20 @@ class _HackMonitor:
                 cols = {k: v[i] for k, v in kwargs.items() if k not in sampling_.RESERVED
                         and isinstance(v, (list, tuple)) and len(v) == len(completions)}
                 todo.append(item)
-                rows.append(sampling_.gold_row(prompts[i], text, cols, cols.get("tools")))
+                rows.append(sampling_.gold_row(prompts[i], text, cols, cols.get("tools"), self._reply_format()))
         if rows and self.gold is not None:  # rows are only gathered with a gold judge
             scores, _errors, _first = self._judge(self.gold, rows)
             for item, g in zip(todo, scores):
                 item.gold = float(g)
         return [self._items[key] for key in keys]
+
+    def _reply_format(self) -> str:
+        """The tool-call format the policy writes: its tokenizer's convention (``whileai.kit.reply_format``), else hermes."""
+        if self._tokenizer is None:
+            return "hermes"
+        from whileai.kit import reply_format
+
+        return reply_format(self._tokenizer)
 
     def _judge(self, gold: Callable[[dict], Any], rows: list[dict[str, Any]]) -> tuple[np.ndarray, int, str | None]:
         start = time.perf_counter()

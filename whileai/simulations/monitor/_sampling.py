@@ -99,14 +99,17 @@ def prompt_key(prompt: Any) -> str:
     return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
 
 
-def gold_row(prompt: Any, text: str, columns: Mapping[str, Any], tools: Any = None) -> dict[str, Any]:
+def gold_row(prompt: Any, text: str, columns: Mapping[str, Any], tools: Any = None,
+             tool_format: str = "hermes") -> dict[str, Any]:
     """The rollout row a gold judge reads: the prompt's messages, the completion as an assistant turn, the columns.
 
-    The completion's tool-call blocks become OpenAI wire ``tool_calls``; a
-    ``gold`` column held as JSON text is decoded to the reference action.
+    The completion's tool calls, written in ``tool_format`` (the policy's
+    template's convention, ``whileai.kit.reply_format``), become OpenAI wire
+    ``tool_calls``; a ``gold`` column held as JSON text is decoded to the
+    reference action.
     """
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
-    content, calls = parse_tool_calls(text)
+    content, calls = parse_tool_calls(text, tool_format)
     turn: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         turn["tool_calls"] = calls
