@@ -14,7 +14,8 @@ The whole tree::
     ├── PlatformError                the platform refused a request or a store operation
     │   ├── NotFoundError            (LookupError) no such id in this account
     │   ├── InvalidError             (ValueError) a value the store refuses (HTTP 422)
-    │   │   └── RetiredIdError       a deleted run's id, never used again (HTTP 409)
+    │   │   ├── RetiredIdError       a deleted run's id, never used again (HTTP 409)
+    │   │   └── ResumeRefused        a run with nothing to resume: done, running, no job or checkpoint (HTTP 409)
     │   ├── StoreBusyError           (RuntimeError) the SQLite file stayed locked (HTTP 503)
     │   └── StoreVersionError        the store's schema is newer than this code, or upgrading failed
     ├── ServerRefusal                the server's own refusal, answered as an HTTP error body
@@ -52,6 +53,7 @@ __all__ = [
     "InvalidError",
     "StoreBusyError",
     "RetiredIdError",
+    "ResumeRefused",
     "StoreVersionError",
     "ServerRefusal",
     "ApiError",
@@ -111,6 +113,10 @@ class InvalidError(PlatformError, ValueError):
 
 class RetiredIdError(InvalidError):
     """A run id that belonged to a deleted run: ids are never reused (answered 409)."""
+
+
+class ResumeRefused(InvalidError):
+    """A run that cannot be resumed, with why and what to do instead (the resume route answers 409)."""
 
 
 class StoreBusyError(PlatformError, RuntimeError):
@@ -246,6 +252,7 @@ NOT_IN_SDK: dict[str, str] = {
     "InvalidError": "raised by the store inside the platform; the SDK meets it as a 422 PlatformError",
     "StoreBusyError": "raised by the store inside the platform; the SDK meets it as a 503 PlatformError",
     "RetiredIdError": "raised by the store inside the platform; the SDK meets it as a 409 PlatformError",
+    "ResumeRefused": "raised by the platform's resume; the SDK meets it as a 409 PlatformError",
     "ServerRefusal": "the server's own refusals, answered as HTTP error bodies; the SDK meets them as PlatformError",
     "ApiError": "answered by the HTTP API as an error body; the SDK meets it as PlatformError",
     "BodyRefused": "answered by the HTTP API's request guard as a 400/422; the SDK meets it as PlatformError",

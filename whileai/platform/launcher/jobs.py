@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from whileai.core.errors import ResumeRefused
 from whileai.platform.store.values import RUN_STOP_MARK
 from whileai.platform import defaults
 from whileai.platform.launcher._shared import (  # noqa: F401  (re-exported: the launcher's names)
@@ -575,10 +576,6 @@ def stop_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 # Resuming
 # ---------------------------------------------------------------------------
-
-
-class ResumeRefused(ValueError):
-    """A run that cannot be resumed, with why and what to do instead."""
 
 
 def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
