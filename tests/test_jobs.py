@@ -148,7 +148,7 @@ def test_a_killed_worker_is_detected_and_its_run_reads_crashed(sample_sets):
     assert "ended without reporting" in run.error and "SIGKILL" in run.error
     job = _job_of(run.id)
     assert job["status"] == "crashed" and job["error"] == run.error
-    assert [r["id"] for r in wai.list_runs(status="crashed")] == [run.id]
+    assert run.id in [r["id"] for r in wai.list_runs(status="crashed")]
 
 
 def test_a_stale_heartbeat_fails_a_job_whose_process_cannot_be_checked(sample_sets):
