@@ -129,8 +129,12 @@ def test_a_crashing_job_fails_its_run_with_the_error_text_through_a_real_server(
         assert run.wait(poll=2, timeout=120) == "failed"
         assert run.error.startswith("FileNotFoundError: base model")
         assert "Traceback" in run.error and "is not a model directory" in run.error
-        job = client.request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]
-        assert job["status"] == "failed" and job["error"] == run.error
+        # the worker fails its run first, then reports its job's end: wait for that report
+        def job() -> dict:
+            return client.request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]
+
+        _wait_for(lambda: job()["status"] != "running", 60, "the worker to report its job's end")
+        assert job()["status"] == "failed" and job()["error"] == run.error
     finally:
         handle.stop()
 
