@@ -73,6 +73,17 @@ def _wandb_run(folder: Path, run_id: str) -> dict:
     return out
 
 
+def _trackio_store(mirrored, monkeypatch):
+    """trackio's reader, pointed at the folder the worker wrote to.
+
+    trackio fixes its folder when first imported (``trackio.utils.TRACKIO_DIR``); in a long test session an
+    earlier test may have imported it before ``TRACKIO_DIR`` was set here, so the reader is told explicitly."""
+    from trackio import sqlite_storage
+
+    monkeypatch.setattr(sqlite_storage, "TRACKIO_DIR", mirrored["folder"] / "trackio")
+    return sqlite_storage.SQLiteStorage
+
+
 def _points(triples) -> list[tuple[str, int, float]]:
     return sorted((name, int(step), round(float(value), 12)) for name, step, value in triples)
 
@@ -113,9 +124,8 @@ def test_a_mirrored_run_is_done_and_says_where_it_went(mirrored):
     assert all(f"{name} (closed, {state[name]['points']} points)" in line for name in TRACKERS), line
 
 
-def test_each_store_holds_the_platforms_points(mirrored):
+def test_each_store_holds_the_platforms_points(mirrored, monkeypatch):
     from mlflow.tracking import MlflowClient
-    from trackio.sqlite_storage import SQLiteStorage
 
     from whileai.core.paths import data_root
 
@@ -134,14 +144,13 @@ def test_each_store_holds_the_platforms_points(mirrored):
     got = _points((n, m.step, m.value) for n in names for m in client.get_metric_history(found.info.run_id, n))
     assert got == platform, "MLflow"
 
-    logs = SQLiteStorage.get_logs("whileai", run_id)
+    logs = _trackio_store(mirrored, monkeypatch).get_logs("whileai", run_id)
     got = _points((k, row["step"], v) for row in logs for k, v in row.items() if k in names)
     assert got == platform, "trackio"
 
 
-def test_each_store_holds_the_spec_and_the_held_out_result(mirrored):
+def test_each_store_holds_the_spec_and_the_held_out_result(mirrored, monkeypatch):
     from mlflow.tracking import MlflowClient
-    from trackio.sqlite_storage import SQLiteStorage
 
     from whileai.core.paths import data_root
 
@@ -171,11 +180,12 @@ def test_each_store_holds_the_spec_and_the_held_out_result(mirrored):
     assert found.data.metrics["whileai/holdout_after"] == summary["holdout_after"]
     assert found.data.metrics["whileai/holdout_n"] == stats["n"]
 
-    config = SQLiteStorage.get_run_config("whileai", run_id)
+    store = _trackio_store(mirrored, monkeypatch)
+    config = store.get_run_config("whileai", run_id)
     assert {k: config[k] for k in knobs} == knobs
-    last = [row for row in SQLiteStorage.get_logs("whileai", run_id) if "whileai/holdout_after" in row]
+    last = [row for row in store.get_logs("whileai", run_id) if "whileai/holdout_after" in row]
     assert last and last[-1]["whileai/holdout_after"] == summary["holdout_after"]
-    [alert] = SQLiteStorage.get_alerts("whileai", run_name=run_id, run_id=None)
+    [alert] = store.get_alerts("whileai", run_name=run_id, run_id=None)
     assert alert["title"] == "whileai run done" and f"run_id={run_id}" in alert["text"]
 
 

@@ -86,6 +86,7 @@ BODIES = {
     ("POST", "/api/v1/jobs/launch"): lambda t: {"run_id": t["run"]["id"], "kind": "sft", "spec": {}},
     ("POST", "/api/v1/jobs/{job_id}/end"): lambda t: {"status": "failed", "error": "x"},
     ("POST", "/api/v1/runs/{run_id}/stop"): lambda t: None,
+    ("POST", "/api/v1/runs/{run_id}/resume"): lambda t: None,
 }
 BODIES[("POST", "/signin")] = lambda t: None  # a form post without A's key: it signs nobody in as A
 BODIES[("POST", "/signout")] = lambda t: None
