@@ -185,6 +185,10 @@ def test_vllm_server_mode_is_trls_own_server_on_the_gpu_after_the_trainers():
     full = machine_problems(_spec("grpo", generation_backend="vllm", vllm_mode="server", processes=2),
                             cuda=True, devices=2)
     assert any("vllm_mode='server'" in p and "pass processes=1" in p for p in full)
+    # vllm_mode alone does nothing: generating with hf, no server is started and no GPU is held back for one
+    hf = _spec("grpo", vllm_mode="server", processes=2)
+    assert not server_mode(hf) and "vllm_server_host" not in trl_settings(hf)
+    assert not any("vllm_mode" in p for p in machine_problems(hf, cuda=True, devices=2))
 
 
 def test_train_refuses_a_strategy_this_machine_cannot_run_before_any_job(home):

@@ -14,10 +14,18 @@ import sys
 from whileai.core import defaults
 from whileai.core.spec import GRPOSpec, RunSpec
 
-__all__ = ["launch_command", "machine_problems", "WORKER_MODULE"]
+__all__ = ["launch_command", "machine_problems", "split_gpu", "WORKER_MODULE"]
 
 #: the job body's module: what every rank runs
 WORKER_MODULE = "whileai.jobs.worker"
+
+
+def split_gpu(gpu: str) -> tuple[str, int | None]:
+    """A GPU as Modal and the price table spell it, split into its name and count: ``"H100:8"`` is
+    ``("H100", 8)``; a bare name, or a count that is not a positive whole number, has count None."""
+    head, _, tail = gpu.partition(":")
+    count = int(tail) if tail.strip().isdigit() and int(tail) > 0 else None
+    return (head, count) if count is not None else (gpu, None)
 
 
 def launch_command(job_id: str, *, processes: int = 1, nodes: int = 1, endpoint: str | None = None,
@@ -81,7 +89,7 @@ def machine_problems(spec: RunSpec, *, cuda: bool | None = None, devices: int | 
                             "generation_backend='hf' here")
         elif importlib.util.find_spec("vllm") is None:
             problems.append("generation_backend='vllm' needs vllm installed (`pip install vllm`); or use 'hf'")
-        server = isinstance(spec, GRPOSpec) and spec.vllm_mode == "server"
+        server = isinstance(spec, GRPOSpec) and spec.vllm_server
         if cuda and server and devices is not None and devices <= spec.processes:
             problems.append(f"vllm_mode='server' runs vLLM on a GPU of its own on node 0, and processes="
                             f"{spec.processes} takes all {devices} of its GPUs; pass processes={max(1, devices - 1)}, "

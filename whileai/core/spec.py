@@ -381,6 +381,11 @@ class GRPOSpec(RunSpec):
     #: reads as on, as it ran
     monitor: dict[str, Any] | bool | None = True
 
+    @property
+    def vllm_server(self) -> bool:
+        """Whether completions come from a vLLM server of the job's own (vllm in server mode), on a spare GPU."""
+        return self.generation_backend == "vllm" and self.vllm_mode == "server"
+
 
 class DPOSpec(RunSpec):
     """Direct preference optimisation (TRL ``DPOTrainer``) on pass/fail pairs of the same task."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+from whileai.core.launch import split_gpu
 from whileai.core.spec import RunSpec
 
 from whileai.jobs import defaults as job_defaults
@@ -59,8 +60,8 @@ def gpu_name(spec: RunSpec) -> str | None:
 def with_count(gpu: str, processes: int, nodes: int = 1) -> str:
     """``gpu`` as the price table counts it, over every node: ``"H100:16"`` for two nodes of ``"H100:8"``, or for
     eight ranks a node (one GPU each) on two nodes of ``"H100"``; one GPU stays a bare name."""
-    head, _, tail = gpu.partition(":")
-    per_node = int(tail) if tail.strip().isdigit() and int(tail) > 0 else max(1, processes)
+    name, count = split_gpu(gpu)
+    head, per_node = name.partition(":")[0], count or max(1, processes)
     total = per_node * max(1, nodes)
     return head if total == 1 else f"{head}:{total}"
 

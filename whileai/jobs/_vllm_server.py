@@ -24,7 +24,7 @@ __all__ = ["server_mode", "server_command", "server_env", "VLLMServer"]
 
 def server_mode(spec: Any) -> bool:
     """Whether ``spec`` generates on a vLLM server of its own (GRPO with vllm in server mode)."""
-    return isinstance(spec, GRPOSpec) and spec.generation_backend == "vllm" and spec.vllm_mode == "server"
+    return isinstance(spec, GRPOSpec) and spec.vllm_server
 
 
 def server_command(spec: GRPOSpec, model: str) -> list[str]:

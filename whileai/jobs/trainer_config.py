@@ -48,7 +48,7 @@ def trl_settings(spec: RunSpec) -> dict[str, Any]:
                    scale_rewards=spec.scale_rewards)
         if spec.generation_backend == "vllm":  # colocated in the trainer's processes, or node 0's own server
             out.update(use_vllm=True, vllm_mode=spec.vllm_mode)
-            if spec.vllm_mode == "server":
+            if spec.vllm_server:
                 out.update(vllm_server_host=vllm_server_host(spec), vllm_server_port=job_defaults.VLLM_SERVER_PORT)
     elif isinstance(spec, DPOSpec):
         losses = [spec.loss_type] + (["sft"] if spec.nll_weight > 0 and spec.loss_type != "sft" else [])

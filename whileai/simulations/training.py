@@ -18,7 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from .client import Client, get_client
-from .tracking import FINAL_STATUSES, TrainingRun, create_run, holdout_fields, jsonable
+from whileai.core.statuses import RUN_STATUSES
+
+from .tracking import TrainingRun, create_run, holdout_fields, jsonable
 
 __all__ = [
     "TrainingRun",
@@ -31,8 +33,6 @@ __all__ = [
     "attach_holdout",
     "attach_delta",
 ]
-
-_STATUSES = ("running", *FINAL_STATUSES, "crashed")  # crashed: the platform's reading, never sent
 
 
 def _id_of(value: Any, prefix: str, what: str) -> str:
@@ -129,8 +129,8 @@ def list_runs(
     api_key: str | None = None,
 ) -> list[dict[str, Any]]:
     """The account's runs, newest first, filtered by status, dataset and name (the platform's limit when None)."""
-    if status is not None and status not in _STATUSES:
-        raise ValueError(f"status={status!r} is not a run status; accepted: {', '.join(map(repr, _STATUSES))}")
+    if status is not None and status not in RUN_STATUSES:
+        raise ValueError(f"status={status!r} is not a run status; accepted: {', '.join(map(repr, RUN_STATUSES))}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit={limit!r} is not a positive int; pass e.g. limit=20, or None for the default")
     params = {

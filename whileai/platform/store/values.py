@@ -13,6 +13,8 @@ from typing import Any
 
 from whileai.core import codec
 from whileai.core.errors import InvalidError, NotFoundError, RetiredIdError  # re-exported: their old home
+from whileai.core.launch import split_gpu
+from whileai.core.statuses import FINISHED_STATUSES, JOB_STATUSES, REPORTED_ENDS, RUN_STATUSES  # re-exported
 from whileai.platform import defaults
 
 __all__ = [
@@ -32,16 +34,9 @@ __all__ = [
     "run_cost",
 ]
 
-RUN_STATUSES = ("running", "done", "failed", "stopped", "crashed")
-#: ``crashed``: the run's process ended without a word (killed with its launcher, a lost machine); a running run
-#: whose own writer went silent also reads ``crashed`` (tables._shown_status) without being stored so
-FINISHED_STATUSES = ("done", "failed", "stopped", "crashed")
-#: what a job's own process may report as its end (``POST /jobs/{id}/end``): ``crashed`` is the platform's reading
-REPORTED_ENDS = ("done", "failed", "stopped")
 #: The summary key of a run stopped on request (``POST /runs/{id}/stop``): such a run
 #: keeps status ``stopped``, so a late finish from the job it stopped cannot undo it.
 RUN_STOP_MARK = "stop"
-JOB_STATUSES = ("queued", "running", "done", "failed", "stopped", "crashed")
 
 _MAX_STEP = 2**62
 _POINT_KEYS = frozenset({"step", "metrics", "ts"})
@@ -219,11 +214,8 @@ def run_cost(summary: Any) -> tuple[float | None, dict[str, Any] | None]:
         return None, None
     if not math.isfinite(seconds) or seconds < 0:
         return None, None
-    name, count = str(gpu), 1
-    if ":" in name:
-        head, _, tail = name.partition(":")
-        if tail.strip().isdigit() and int(tail) > 0:
-            name, count = head, int(tail)
+    name, parsed = split_gpu(str(gpu))
+    count = parsed or 1
     table = {k.upper(): k for k in defaults.GPU_USD_PER_HOUR}
     key = table.get(name.strip().upper())
     basis: dict[str, Any] = {

@@ -19,6 +19,7 @@ from ..client import Client, get_client
 from whileai.core.paths import data_root
 from ._tracker import FINAL_STATUSES, Tracker, jsonable, to_float
 from whileai.core.errors import PlatformError, TrainingWarning
+from whileai.core.statuses import FINISHED_STATUSES
 
 __all__ = ["TrainingRun", "holdout_fields"]
 
@@ -112,7 +113,7 @@ class TrainingRun:
         self._remote_step = record.get("step")
         self._remote_total = record.get("total_steps")
         self._record_url = record.get("url")
-        tracker.finished = self.status in (*FINAL_STATUSES, "crashed")  # crashed: settled by the platform
+        tracker.finished = self.status in FINISHED_STATUSES  # crashed among them: settled by the platform
 
     @property
     def url(self) -> str:

@@ -34,11 +34,12 @@ from .. import defaults
 from ._flush import _FLUSHER, _Flusher, flush_all  # noqa: F401  (re-exported: tests and benchmarks reach the flush thread here)
 from ._spool import sync_main  # python -m whileai sync (wired in whileai/__main__.py)
 from whileai.core.errors import NotFoundError, PlatformError, TrackingWarning
+from whileai.core.statuses import REPORTED_ENDS
 
 __all__ = ["Tracker", "FINAL_STATUSES", "to_float", "jsonable", "sync_main", "flush_all"]
 
 #: statuses that end a run (``TrainingRun.finish``)
-FINAL_STATUSES = ("done", "failed", "stopped")
+FINAL_STATUSES = REPORTED_ENDS  # what a run may end itself with
 
 
 def to_float(value: Any) -> float | None:
