@@ -195,6 +195,10 @@ def test_all_passing_rows_teach_a_reward_model_only_through_near_misses():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "rm uses 0 of 41 rows" warning: every row is a chosen side
         assert selection_gate(profile, "rm", "require", 1, near_pairs=near)["mixed_tasks"] == 0
+    # the selection line leads with the pairs the job trains on, not "uses 0 of 41 rows; left out 41 ... passed"
+    said = wai.datasets.selection_report(rows, "rm", config={"near_misses": 3})["summary"]
+    assert said.startswith(f"rm: trains on {near} pairs: {near} near-miss pairs (near_misses=3 per passing row)")
+    assert "every row passed" not in said and "uses 0 of" not in said
     assert near_miss_count(rows, "dpo", {"near_misses": 3}) == 0
     with pytest.raises(TrainingSelectionError):
         selection_gate(profile, "dpo", "require", 1, near_pairs=0)

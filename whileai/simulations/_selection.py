@@ -309,14 +309,29 @@ def _too_long_phrase(d: Mapping[str, Any], report: Mapping[str, Any]) -> str:
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def _summary(report: Mapping[str, Any]) -> str:
-    """One line whose every count is what the method's trainer gets (rows, prompts or pairs) and what it leaves out."""
-    head = (f"{report['method']}: uses {report['rows']} of {report['rows_given']} rows "
-            f"({report['tasks']} of {report['tasks_given']} tasks)")
-    if "prompts" in report:
-        head += f" as {report['prompts']} prompts, one per task, each sampled `generations` times"
-    elif "pairs" in report:
-        head += f" as {report['pairs']} pass-vs-fail pairs ({report['pairs_per_task']} per task at most)"
+#: the dropped classes whose rows still feed a reward model's near misses (a passing row is a chosen side)
+_FEEDS_NEAR_MISSES = ("unanimous_pass", "no_fail", "single_row", "unpaired")
+
+
+def _summary(report: Mapping[str, Any], near_misses: tuple[int, int] | None = None) -> str:
+    """One line whose every count is what the method's trainer gets (rows, prompts or pairs) and what it leaves out.
+
+    ``near_misses``: ``(pairs made, per passing row)`` a reward model's job adds; those pairs lead the line, and
+    the passing rows they are made from are not said to be left out."""
+    if near_misses:
+        made, per_row = near_misses
+        head = (f"{report['method']}: trains on {report.get('pairs', 0) + made} pairs: {made} near-miss pairs "
+                f"(near_misses={per_row} per passing row) and {report.get('pairs', 0)} pass-vs-fail pairs "
+                f"of {report['rows']} of {report['rows_given']} rows ({report['tasks']} of {report['tasks_given']} "
+                "tasks)")
+        report = {**report, "dropped": [d for d in report["dropped"] if d["class"] not in _FEEDS_NEAR_MISSES]}
+    else:
+        head = (f"{report['method']}: uses {report['rows']} of {report['rows_given']} rows "
+                f"({report['tasks']} of {report['tasks_given']} tasks)")
+        if "prompts" in report:
+            head += f" as {report['prompts']} prompts, one per task, each sampled `generations` times"
+        elif "pairs" in report:
+            head += f" as {report['pairs']} pass-vs-fail pairs ({report['pairs_per_task']} per task at most)"
     context = report.get("context")
     tail = f"; context not checked: {context['why']}" if context and not context.get("checked") else ""
     tools = (context or {}).get("tool_format") or {}
@@ -353,6 +368,5 @@ def with_near_misses(report: dict[str, Any], rows: list[Any], method: str,
         return report
     made = near_miss_count(rows, method, config) if counted is None else counted
     report["near_miss_pairs"] = made
-    report["summary"] = (f"{report.get('summary')}; the job adds {made} near-miss pairs "
-                         f"(near_misses={near} per passing row)")
+    report["summary"] = _summary(report, (made, near))
     return report
