@@ -198,26 +198,28 @@ def smallest_significant_change(n: int, alpha: float | None = None) -> int | Non
     return None
 
 
-def holdout_power(n: int, alpha: float | None = None) -> dict[str, Any]:
-    """What a held-out set of ``n`` prompts can show, before anything is trained.
+def holdout_power(n: int, alpha: float | None = None, unit: str = "prompt") -> dict[str, Any]:
+    """What a held-out set of ``n`` prompts (or pairs: ``unit``) can show, before anything is trained.
 
-    ``{"n", "alpha", "min_change", "min_gain", "text", "warning"}``: ``min_change`` prompts (and
+    ``{"n", "unit", "alpha", "min_change", "min_gain", "text", "warning"}``: ``min_change`` units (and
     ``min_gain``, that count as a share of n) is the smallest change exact McNemar can call
     significant at ``alpha``; ``warning`` is a sentence when no result can be (None otherwise).
     """
     level = defaults.STATS_ALPHA if alpha is None else float(alpha)
     k = smallest_significant_change(n, level)
-    out: dict[str, Any] = {"n": n, "alpha": level, "min_change": k,
+    out: dict[str, Any] = {"n": n, "unit": unit, "alpha": level, "min_change": k,
                            "min_gain": (k / n if k is not None and n else None), "warning": None}
+    units = f"{unit}(s)"
+    turning = "turning from fail to pass" if unit == "prompt" else "turning from wrong to right"
     if k is None:
         need = smallest_significant_change(10**6, level) or 0
-        out["text"] = f"{n} held-out prompt(s): no change on them can be significant at p < {level:g} (exact McNemar)"
-        out["warning"] = (f"no result on {n} held-out prompt(s) can be significant at p < {level:g}: exact McNemar "
-                          f"needs at least {need} prompts that change the same way. Give the held-out side more "
-                          f"prompts (more rows, or a larger dataset.holdout share), or drop "
+        out["text"] = f"{n} held-out {units}: no change on them can be significant at p < {level:g} (exact McNemar)"
+        out["warning"] = (f"no result on {n} held-out {units} can be significant at p < {level:g}: exact McNemar "
+                          f"needs at least {need} {unit}s that change the same way. Give the held-out side more "
+                          f"{unit}s (more rows, or a larger dataset.holdout share), or drop "
                           f"expect.holdout_gain_significant")
     else:
-        out["text"] = (f"{n} held-out prompt(s): the smallest change that can be significant at p < {level:g} "
-                       f"(exact McNemar) is {k} prompt(s) turning from fail to pass with none the other way "
+        out["text"] = (f"{n} held-out {units}: the smallest change that can be significant at p < {level:g} "
+                       f"(exact McNemar) is {k} {units} {turning} with none the other way "
                        f"(a gain of {rate_text(k / n)})")
     return out

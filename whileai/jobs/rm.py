@@ -152,6 +152,21 @@ def _holdout_rows(rows: list[dict[str, Any]], spec: RMSpec) -> tuple[list[dict[s
     return labelled, preference_pairs(labelled, True)
 
 
+def holdout_pairs(rows: list[dict[str, Any]], spec: RMSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                                                   dict[str, Any] | None]:
+    """(the rows scored, the held-out pairs, the near-miss summary or None): what ``evaluate`` measures.
+
+    Pass-vs-fail pairs of the held-out rows; where they make none and the run adds near misses (gold rows only,
+    as BFCL's), near misses of the held-out rows instead, drawn alike before and after (a fixed seed)."""
+    labelled, pairs = _holdout_rows(rows, spec)
+    if pairs or not labelled or not near_misses_of(spec):
+        return labelled, pairs, None
+    from whileai.simulations.judges import near_miss_pairs
+
+    pairs, near = near_miss_pairs(labelled, defaults.HOLDOUT_NEAR_MISSES, defaults.HOLDOUT_NEAR_MISS_SEED)
+    return labelled + [p["rejected"] for p in pairs], pairs, near
+
+
 def by_failure(pairs: list[dict[str, Any]], outcomes: list[int]) -> dict[str, dict[str, int]] | None:
     """Per failure kind of the rejected side (its ``markers.failure``): ``{"right", "pairs"}``; None when no row says.
 
@@ -182,16 +197,9 @@ def _by_rule(pairs: list[dict[str, Any]], outcomes: list[int]) -> dict[str, dict
 
 def evaluate(spec: RMSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Held-out pair accuracy (pass outscores fail), plus the best-separating threshold on the held-out rows."""
-    labelled, pairs = _holdout_rows(rows, spec)
+    labelled, pairs, near = holdout_pairs(rows, spec)
     if not labelled:
         return {"value": None, "metric": "pair_accuracy", "why": "no held-out row carries a passed label"}
-    near = None
-    if not pairs and near_misses_of(spec):
-        # gold rows only (BFCL): the held-out pairs are near misses of the held-out rows, drawn alike before and after
-        from whileai.simulations.judges import near_miss_pairs
-
-        pairs, near = near_miss_pairs(labelled, defaults.HOLDOUT_NEAR_MISSES, defaults.HOLDOUT_NEAR_MISS_SEED)
-        labelled = labelled + [p["rejected"] for p in pairs]
     scores = score_rows(model, tokenizer, labelled, span=span_of(spec))
     threshold, accuracy = best_threshold(scores, [bool(r["passed"]) for r in labelled])
     result: dict[str, Any] = {"metric": "pair_accuracy", "threshold": threshold, "row_accuracy": accuracy,

@@ -1,4 +1,4 @@
-"""Before anything trains: how many held-out prompts the run will measure, and what they can show.
+"""Before anything trains: how many held-out prompts (a reward model: pairs) the run will measure, and what they can show.
 
 The job measures each distinct held-out prompt once (a row's prompt, tools and gold; at most
 ``holdout_rows`` of them), and a before/after on them is judged by the exact McNemar test. On a
@@ -15,7 +15,7 @@ from typing import Any
 
 from whileai.core.stats import holdout_power
 
-__all__ = ["heldout_prompts", "power_note"]
+__all__ = ["heldout_prompts", "heldout_pairs", "power_note"]
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -31,6 +31,15 @@ def heldout_prompts(rows: Sequence[Mapping[str, Any]], limit: int | None) -> int
     return min(len(seen), limit) if limit else len(seen)
 
 
+def heldout_pairs(rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> int:
+    """The held-out pairs a reward model's job measures (``whileai.jobs.rm.holdout_pairs``, no model loaded)."""
+    from whileai.core.spec import knob_fields, RMSpec
+    from whileai.jobs.rm import holdout_pairs
+
+    typed = RMSpec.model_validate({k: v for k, v in spec.items() if k in knob_fields(RMSpec) and v is not None})
+    return len(holdout_pairs([dict(r) for r in rows if isinstance(r, Mapping)], typed)[1])
+
+
 def power_note(held_rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> tuple[str, str | None]:
     """(the line the run prints before training, a warning when no result on these prompts can be significant).
 
@@ -41,8 +50,11 @@ def power_note(held_rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) 
     expect: dict[str, Any] = _dict(spec.get("expect"))
     asked = expect.get("holdout_gain_significant")
     alpha = float(asked) if isinstance(asked, (int, float)) and not isinstance(asked, bool) else None
-    limit = spec.get("holdout_rows") or sdk.TRAIN_HOLDOUT_MAX_ROWS
-    found = holdout_power(heldout_prompts(list(held_rows), int(limit)), alpha)
+    if spec.get("method") == "rm":  # a reward model is measured on held-out pairs, not prompts
+        found = holdout_power(heldout_pairs(list(held_rows), spec), alpha, unit="pair")
+    else:
+        limit = spec.get("holdout_rows") or sdk.TRAIN_HOLDOUT_MAX_ROWS
+        found = holdout_power(heldout_prompts(list(held_rows), int(limit)), alpha)
     warning = found["warning"]
     if warning and asked is not None:
         warning += " (this spec's expect.holdout_gain_significant will fail)"
