@@ -107,6 +107,9 @@ def test_a_stopped_run_resumes_from_its_checkpoint_to_the_uninterrupted_end(sets
     training = record["summary"]["training"]
     assert record["status"] == "done" and training["steps"] == STEPS
     assert training["resumed"]["from_step"] == step and training["resumed"]["times"] == 1
+    # the run's seconds (and a GPU run's cost) count both jobs, not only the one that finished
+    assert 0 < training["resumed"]["earlier_seconds"] and training["job_seconds"] > 0
+    assert training["seconds"] == pytest.approx(training["job_seconds"] + training["resumed"]["earlier_seconds"])
     # one run on the platform, with the two jobs that trained it
     assert [r["id"] for r in wai.list_runs(limit=50)].count(run.id) == 1
     first, second = sorted(_jobs(run.id), key=lambda j: j["created_at"])

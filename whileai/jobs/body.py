@@ -361,6 +361,9 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
         training["init_from"] = spec.init_from
     if resumed is not None:  # continued from a checkpoint of an interrupted job of this run
         training["resumed"] = resumed
+        # the run's time (and so its cost) counts the interrupted jobs' time too
+        training["job_seconds"] = training["seconds"]
+        training["seconds"] = round(training["seconds"] + float(resumed.get("earlier_seconds") or 0.0), 2)
     if after and after.get("threshold") is not None:  # rm: the cut that best separates the held-out rows
         training["threshold"] = after["threshold"]
         training["threshold_row_accuracy"] = after.get("row_accuracy")

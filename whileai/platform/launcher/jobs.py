@@ -578,6 +578,14 @@ def stop_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
+def _job_seconds(job: dict[str, Any]) -> float:
+    """The wall seconds ``job`` ran: from its creation to its end, or to its last heartbeat where that came first
+    (a killed job is settled later than it died)."""
+    ends = [t for t in (job.get("finished_at"), job.get("heartbeat_at")) if isinstance(t, (int, float))]
+    start = job.get("created_at")
+    return max(0.0, min(ends) - start) if ends and isinstance(start, (int, float)) else 0.0
+
+
 def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
     """Start a new job for a stopped, failed or crashed run, continuing from its last checkpoint.
 
@@ -595,7 +603,7 @@ def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
     if run["status"] == "done":
         raise ResumeRefused(f"{run_id} is done: nothing to resume; its adapter is the result (python -m whileai show "
                             f"{run_id}), or train again with `python -m whileai reproduce {run_id}`")
-    jobs = store.list_jobs(account_id, run_id=run_id, limit=10)
+    jobs = store.list_jobs(account_id, run_id=run_id, limit=100)
     if run["status"] == "running":
         raise ResumeRefused(f"{run_id} is still running (job {jobs[0]['id'] if jobs else 'none'}): nothing to "
                             f"resume; wait for it, or stop it first (python -m whileai resume resumes a stopped run)")
@@ -616,6 +624,7 @@ def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
     summary = run.get("summary") or {}
     earlier: dict[str, Any] = summary["resumed"] if isinstance(summary.get("resumed"), dict) else {}
     note = {**earlier, "requested_at": time.time(), "from_job": last["id"],
-            "from_step": int(start.name.partition("-")[2]) if start is not None else earlier.get("from_step")}
+            "from_step": int(start.name.partition("-")[2]) if start is not None else earlier.get("from_step"),
+            "earlier_seconds": round(sum(_job_seconds(j) for j in jobs), 2)}
     store.reopen_run(account_id, run_id, {"resumed": note, "phase": "resuming from its last checkpoint"})
     return launch(store, account_id, run_id=run_id, kind=last["kind"], target=target, spec=spec)
