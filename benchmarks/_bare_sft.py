@@ -65,8 +65,9 @@ def main(path: str) -> None:
                          callbacks=[Clock()])
     trainer.train()
     if os.environ.get("RANK", "0") == "0":
+        tokens = [e["num_tokens"] for e in trainer.state.log_history if "num_tokens" in e and "loss" in e]
         print(json.dumps({"train_seconds": time.perf_counter() - start, "steps": trainer.state.global_step,
-                          "step_times": Clock.at}))
+                          "step_times": Clock.at, "step_tokens": tokens}))
 
 
 if __name__ == "__main__":

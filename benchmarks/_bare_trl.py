@@ -34,6 +34,22 @@ def per_step(times: list[float]) -> float:
     return (times[-1] - times[0]) / (len(times) - 1)
 
 
+def per_token(times: list[float], tokens: list[float]) -> float:
+    """Seconds per thousand trained tokens in the steady state (TRL's cumulative ``num_tokens`` at each step's end):
+    two sides whose batches draw rows of other lengths (another order, another filter) compare per token."""
+    if len(times) < 2 or len(tokens) != len(times) or tokens[-1] <= tokens[0]:
+        raise RuntimeError(f"cannot time tokens: {len(times)} step ends, {len(tokens)} token counts")
+    return 1000 * (times[-1] - times[0]) / (tokens[-1] - tokens[0])
+
+
+def run_step_tokens(run_id: str) -> list[float]:
+    """TRL's cumulative ``num_tokens`` at each of a whileai run's optimizer steps, in step order."""
+    import whileai.simulations as wai
+
+    points = sorted((p for p in wai.get_run(run_id)["series"] if "loss" in p["metrics"]), key=lambda p: p["step"])
+    return [p["metrics"]["num_tokens"] for p in points]
+
+
 def run_step_times(run_id: str) -> list[float]:
     """When each of a whileai run's optimizer steps ended: its loss points' times (rank 0 logs one per step as
     the step ends, logging_steps=1), in step order."""

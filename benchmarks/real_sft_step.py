@@ -15,7 +15,9 @@ imported folder, rows, steps, batch, learning rate, LoRA shape and torch threads
 rendering with the same hermes template (SmolLM2's own drops the tools, which
 would make the bare side's sequences shorter than the job's), its steps timed by a
 callback. Both are the steady state (first step's end to the last's), so loading and
-set-up count on neither side. Target: framework / bare seconds per step <= 1.05.
+set-up count on neither side. Target: framework / bare seconds per trained token
+<= 1.05 (per token, since the two sides' batches draw the rows in another order; seconds per step are
+reported beside it).
 
 Evaluation: ``jobs._evaluation.generate_replies`` (what the job's held-out
 measurement runs) against plain batched ``model.generate`` on the same prompts,
@@ -34,7 +36,7 @@ import time
 import warnings
 from pathlib import Path
 
-from _bare_trl import per_step, run_bare_sft, run_step_times  # the bare TRL baseline, no whileai in it
+from _bare_trl import per_step, per_token, run_bare_sft, run_step_times, run_step_tokens  # the bare TRL baseline
 
 TARGET_STEP_RATIO = 1.05
 TARGET_EVAL_RATIO = 0.95
@@ -48,7 +50,7 @@ def _rows() -> list[dict]:
                                        folder / "possible_answer" / "BFCL_v4_simple_python.json"))
 
 
-def _bare_train(base: str, rows_path: str, args: argparse.Namespace, threads: int) -> float:
+def _bare_train(base: str, rows_path: str, args: argparse.Namespace, threads: int) -> tuple[float, float]:
     from whileai.kit._toolformat import hermes_chat_template
 
     with tempfile.TemporaryDirectory() as out:
@@ -57,7 +59,7 @@ def _bare_train(base: str, rows_path: str, args: argparse.Namespace, threads: in
         result = run_bare_sft({"base": base, "rows": rows_path, "template": template, "steps": args.steps,
                                "per_device": args.batch, "lr": args.lr, "rank": args.rank, "alpha": args.alpha,
                                "threads": threads})
-    return per_step(result["step_times"])
+    return per_step(result["step_times"]), per_token(result["step_times"], result["step_tokens"])
 
 
 def _plain_generate(model, tokenizer, rows, cap: int, batch: int) -> list[list[int]]:
@@ -162,13 +164,19 @@ def main(argv: list[str] | None = None) -> int:
                                                      "lora_alpha": args.alpha})
             if run.wait(poll=2) != "done":
                 raise RuntimeError(f"the framework's job failed: {run.error}")
-            framework.append(per_step(run_step_times(run.id)))
+            times = run_step_times(run.id)
+            framework.append((per_step(times), per_token(times, run_step_tokens(run.id))))
             bare.append(_bare_train(base, rows_path, args, threads))
-            print(f"train round {i + 1}: framework {framework[-1]:.2f} s/step, bare TRL {bare[-1]:.2f} s/step", flush=True)
-        ratio = min(framework) / min(bare)
-        result.update(steps=args.steps, batch=args.batch, framework_s_per_step=[round(x, 2) for x in framework],
-                      bare_trl_s_per_step=[round(x, 2) for x in bare], step_ratio_min_over_min=round(ratio, 3),
-                      step_target=TARGET_STEP_RATIO)
+            print(f"train round {i + 1}: framework {framework[-1][0]:.2f} s/step, {framework[-1][1]:.3f} s/1k tokens; "
+                  f"bare TRL {bare[-1][0]:.2f} s/step, {bare[-1][1]:.3f} s/1k tokens", flush=True)
+        # per token: the two sides' batches draw rows in another order, so a step holds another number of tokens
+        ratio = min(f[1] for f in framework) / min(b[1] for b in bare)
+        result.update(steps=args.steps, batch=args.batch, framework_s_per_step=[round(f[0], 2) for f in framework],
+                      bare_trl_s_per_step=[round(b[0], 2) for b in bare],
+                      framework_s_per_1k_tokens=[round(f[1], 3) for f in framework],
+                      bare_trl_s_per_1k_tokens=[round(b[1], 3) for b in bare],
+                      step_ratio_min_over_min=round(min(f[0] for f in framework) / min(b[0] for b in bare), 3),
+                      token_ratio_min_over_min=round(ratio, 3), step_target=TARGET_STEP_RATIO)
         ok = ok and ratio <= TARGET_STEP_RATIO
     print(json.dumps(result, indent=1))
     return 0 if ok else 1
