@@ -42,18 +42,16 @@ def per_token(times: list[float], tokens: list[float]) -> float:
     return 1000 * (times[-1] - times[0]) / (tokens[-1] - tokens[0])
 
 
-def run_step_tokens(run_id: str) -> list[float]:
-    """TRL's cumulative ``num_tokens`` at each of a whileai run's optimizer steps, in step order."""
+def run_steps(run_id: str) -> tuple[list[float], list[float]]:
+    """When each of a whileai run's optimizer steps ended, and TRL's cumulative ``num_tokens`` there: its loss
+    points' times and token counts (rank 0 logs one point per step as the step ends, logging_steps=1), in step
+    order."""
     import whileai.simulations as wai
 
     points = sorted((p for p in wai.get_run(run_id)["series"] if "loss" in p["metrics"]), key=lambda p: p["step"])
-    return [p["metrics"]["num_tokens"] for p in points]
+    return [p["ts"] for p in points], [p["metrics"].get("num_tokens", 0.0) for p in points]
 
 
 def run_step_times(run_id: str) -> list[float]:
-    """When each of a whileai run's optimizer steps ended: its loss points' times (rank 0 logs one per step as
-    the step ends, logging_steps=1), in step order."""
-    import whileai.simulations as wai
-
-    points = sorted((p for p in wai.get_run(run_id)["series"] if "loss" in p["metrics"]), key=lambda p: p["step"])
-    return [p["ts"] for p in points]
+    """When each of a whileai run's optimizer steps ended (``run_steps``' times)."""
+    return run_steps(run_id)[0]

@@ -36,7 +36,7 @@ import time
 import warnings
 from pathlib import Path
 
-from _bare_trl import per_step, per_token, run_bare_sft, run_step_times, run_step_tokens  # the bare TRL baseline
+from _bare_trl import per_step, per_token, run_bare_sft, run_steps  # the bare TRL baseline, no whileai in it
 
 TARGET_STEP_RATIO = 1.05
 TARGET_EVAL_RATIO = 0.95
@@ -164,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      "lora_alpha": args.alpha})
             if run.wait(poll=2) != "done":
                 raise RuntimeError(f"the framework's job failed: {run.error}")
-            times = run_step_times(run.id)
-            framework.append((per_step(times), per_token(times, run_step_tokens(run.id))))
+            times, tokens = run_steps(run.id)
+            framework.append((per_step(times), per_token(times, tokens)))
             bare.append(_bare_train(base, rows_path, args, threads))
             print(f"train round {i + 1}: framework {framework[-1][0]:.2f} s/step, {framework[-1][1]:.3f} s/1k tokens; "
                   f"bare TRL {bare[-1][0]:.2f} s/step, {bare[-1][1]:.3f} s/1k tokens", flush=True)

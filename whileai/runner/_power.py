@@ -33,7 +33,7 @@ def heldout_prompts(rows: Sequence[Mapping[str, Any]], limit: int | None) -> int
 
 def heldout_pairs(rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> int:
     """The held-out pairs a reward model's job measures (``whileai.jobs.rm.holdout_pairs``, no model loaded)."""
-    from whileai.core.spec import knob_fields, RMSpec
+    from whileai.core.spec import RMSpec, knob_fields
     from whileai.jobs.rm import holdout_pairs
 
     typed = RMSpec.model_validate({k: v for k, v in spec.items() if k in knob_fields(RMSpec) and v is not None})

@@ -309,8 +309,9 @@ def _too_long_phrase(d: Mapping[str, Any], report: Mapping[str, Any]) -> str:
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
-#: the dropped classes whose rows still feed a reward model's near misses (a passing row is a chosen side)
-_FEEDS_NEAR_MISSES = ("unanimous_pass", "no_fail", "single_row", "unpaired")
+#: the dropped class whose rows all feed a reward model's near misses: tasks without a failing row (each passing
+#: row is a chosen side); "unpaired" stays said, as it also counts failing rows, which make no near miss
+_FEEDS_NEAR_MISSES = ("no_fail",)
 
 
 def _summary(report: Mapping[str, Any], near_misses: tuple[int, int] | None = None) -> str:
