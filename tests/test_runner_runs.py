@@ -92,7 +92,7 @@ def test_show_prints_one_run_with_its_result_verdict_adapter_page_and_spec(three
     assert f"run        {three_runs['bad']}  bad-run" in out
     assert "status     done · expect failed" in out
     assert "method     grpo (recipe grpo_tooluse)" in out
-    assert "held-out   pass_rate 0.000 -> 0.250 (1/4; 95% CI 0.05-0.70; paired p = 1.000)" in out
+    assert "held-out   pass_rate 0.000 -> 0.250, no significant change (1/4; 95% CI 0.05-0.70; paired p = 1.000)" in out
     assert "n          4 held-out prompt(s); 1 improved, 0 worsened" in out
     assert "adapter    /adapters/bad-run" in out
     assert "alarms     0" in out and "cost       -" in out

@@ -28,7 +28,7 @@ from whileai.core import defaults
 
 __all__ = ["wilson", "mcnemar_exact", "holdout_result", "describe", "p_text", "interval_text",
            "certainty_text", "status_text", "rate_text", "change_text", "smallest_significant_change",
-           "holdout_power"]
+           "holdout_power", "significance_word", "judged_text"]
 
 _TEST = "exact McNemar (two-sided binomial on the prompts that changed)"
 
@@ -127,6 +127,33 @@ def describe(before: float | None, after: float | None, result: dict[str, Any] |
     Without a result the line is the two rates alone (see ``certainty_text``).
     """
     line = change_text(before, after)
+    sure = certainty_text(result)
+    return f"{line} ({sure})" if sure else line
+
+
+def significance_word(result: dict[str, Any] | None, alpha: float | None = None) -> str | None:
+    """What the paired test says of a before/after, in words: ``significant gain``, ``no significant change``
+    or ``significant loss`` at p < ``alpha`` (STATS_ALPHA when None); None without a paired test.
+
+        >>> significance_word(holdout_result([0] * 40, [1] * 39 + [0]))
+        'significant gain'
+        >>> significance_word(holdout_result([0, 0, 1, 1], [1, 0, 1, 1]))
+        'no significant change'
+    """
+    paired = result.get("paired") if isinstance(result, dict) else None
+    if not isinstance(paired, dict) or not isinstance(paired.get("p"), (int, float)):
+        return None
+    level = defaults.STATS_ALPHA if alpha is None else float(alpha)
+    if paired["p"] >= level or paired.get("improved") == paired.get("worsened"):
+        return "no significant change"
+    return "significant gain" if (paired.get("improved") or 0) > (paired.get("worsened") or 0) else "significant loss"
+
+
+def judged_text(before: float | None, after: float | None, result: dict[str, Any] | None) -> str:
+    """``describe`` with the paired test's verdict beside the figure, where a person reads the figure:
+    ``0.000 -> 0.975, significant gain (39/40; 95% CI 0.87-1.00; paired p < 0.001)``."""
+    word = significance_word(result)
+    line = change_text(before, after) + (f", {word}" if word else "")
     sure = certainty_text(result)
     return f"{line} ({sure})" if sure else line
 

@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any
 
-from whileai.core.stats import describe, status_text
+from whileai.core.stats import judged_text, status_text
 
 from .expect import line_text
 
@@ -103,7 +103,7 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
             cost = str(((run.training or {}).get("cost_basis") if run is not None else None) or basis or "not priced")
         held = closing["held_out"]
         lines += [
-            f"held-out   {held['metric']} {describe(held['before'], held['after'], held.get('stats'))}",
+            f"held-out   {held['metric']} {judged_text(held['before'], held['after'], held.get('stats'))}",
             f"delta      {closing['verdict'] or 'no delta report (dataset.after names post-training rollouts)'}",
             f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get('kind') or a) for a in alarms) if alarms else ""),
             f"cost       {cost}",

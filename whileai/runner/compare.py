@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from whileai.core.stats import describe, status_text
+from whileai.core.stats import judged_text, status_text
 
 from . import defaults
 from .trainer_diff import trainer_differences
@@ -98,7 +98,7 @@ def _result(record: dict[str, Any]) -> dict[str, Any]:
     stats = kept.get("stats") if isinstance(kept.get("stats"), dict) else None
     expect = summary.get("expect") if isinstance(summary.get("expect"), dict) else None
     return {
-        "held-out": describe(kept.get("before"), kept.get("after"), stats),
+        "held-out": judged_text(kept.get("before"), kept.get("after"), stats),
         "n": (stats or {}).get("n") or kept.get("holdout_prompts") or "-",
         "verdict": delta.get("verdict") or "-",
         "alarms": len(monitor.get("alarms") or []),

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from whileai.core.stats import change_text, describe, status_text
+from whileai.core.stats import change_text, judged_text, status_text
 
 from . import defaults
 
@@ -72,6 +72,8 @@ def row_cells(row: dict[str, Any]) -> list[str]:
     if isinstance(held, dict):
         metric = held.get("metric") or "pass_rate"
         cell = f"{metric} {change_text(held.get('before'), held.get('after'))}"
+        if held.get("significance"):  # the paired test's verdict beside the figure (the runs page shows it too)
+            cell += f", {held['significance']}"
         if held.get("n"):
             cell += f" (n={held['n']})"
     else:
@@ -176,7 +178,7 @@ def show_lines(record: dict[str, Any]) -> list[str]:
         lines.append(f"error      {str(record['error']).splitlines()[0]}")
     if "before" in training or "after" in training:
         lines.append(f"held-out   {training.get('metric') or 'pass_rate'} "
-                     f"{describe(training.get('before'), training.get('after'), stats)}")
+                     f"{judged_text(training.get('before'), training.get('after'), stats)}")
         n = (stats or {}).get("n") or training.get("holdout_prompts")
         if n:
             lines.append(f"n          {n} held-out prompt(s)" + (

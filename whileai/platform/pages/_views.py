@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from whileai.core.stats import certainty_text, rate_text, status_text
+from whileai.core.stats import certainty_text, rate_text, significance_word, status_text
 
 __all__ = [
     "config_parts", "facts", "headline", "chart_groups", "flatten", "compare_config", "sweep_knobs",
@@ -121,6 +121,8 @@ def headline(summary: Any) -> list[dict[str, Any]]:
         item["n"] = (sure or {}).get("n") or (kept.get("holdout_prompts") if item["metric"] != "loss" else None)
         item["stats"] = sure
         item["certainty"] = certainty_text(sure)
+        # the paired test's verdict in words, shown beside the figure and colouring it (not the sign of the change)
+        item["significance"] = significance_word(sure)
     return found
 
 

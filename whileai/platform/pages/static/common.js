@@ -116,7 +116,15 @@
   WAI.holdout = function (h) {
     if (!h) return WAI.el("span", {class: "muted"}, "–");
     return WAI.el("span", {class: "holdout"}, WAI.rate(h, "before"), " → ",
-      WAI.el("b", {}, WAI.rate(h, "after")), WAI.isNum(h.n) ? WAI.el("span", {class: "muted small n"}, " (n=" + h.n + ")") : null);
+      WAI.el("b", {}, WAI.rate(h, "after")), h.significance ? WAI.el("span", {}, ", ", WAI.significance(h)) : null,
+      WAI.isNum(h.n) ? WAI.el("span", {class: "muted small n"}, " (n=" + h.n + ")") : null);
+  };
+
+  // The paired test's verdict in words (whileai.core.stats.significance_word): only a significant gain is green.
+  WAI.significance = function (h) {
+    if (!h || !h.significance) return null;
+    const tone = h.significance === "significant gain" ? "good" : h.significance === "significant loss" ? "bad" : "muted";
+    return WAI.el("span", {class: "significance " + tone, dataset: {significance: h.significance}}, h.significance);
   };
 
   WAI.section = (title, ...kids) => WAI.el("section", {class: "card"}, WAI.el("h2", {}, title), ...kids);

@@ -63,8 +63,12 @@
     const cards = v.headline.map((h) => el("div", {class: "headline", dataset: {metric: h.metric}},
       el("div", {class: "label"}, h.label),
       el("div", {class: "big"}, WAI.rate(h, "before"), el("span", {class: "arrow"}, " → "), WAI.rate(h, "after")),
-      el("div", {class: "change " + (h.change === null ? "" : (h.change > 0) === (h.better === "higher") ? "good" :
-        h.change === 0 ? "" : "bad")}, WAI.signed(h.change), " ", el("span", {class: "muted"}, "(" + h.better + " is better)")),
+      // coloured by the paired test where there is one, so a gain with p = 0.5 does not read as a win
+      el("div", {class: "change " + (h.significance ? (h.significance === "significant gain" ? "good" :
+        h.significance === "significant loss" ? "bad" : "") : h.change === null ? "" :
+        (h.change > 0) === (h.better === "higher") ? "good" : h.change === 0 ? "" : "bad")},
+        WAI.signed(h.change), h.significance ? el("span", {}, " ", WAI.significance(h)) : null,
+        " ", el("span", {class: "muted"}, "(" + h.better + " is better)")),
       h.certainty ? el("div", {class: "certainty muted small"}, h.certainty) :
         WAI.isNum(h.n) ? el("div", {class: "certainty muted small"}, "n = " + h.n) : null));
     return WAI.section("Did it work?", el("div", {class: "headlines"}, cards), alarmNotice(v), setupLine(v));

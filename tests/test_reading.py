@@ -1,0 +1,53 @@
+"""What a person reads in the terminal and on the pages: the words beside a result, the errors, the lines.
+
+Fast tests call the formatting functions with real records (a held-out result from
+``whileai.core.stats.holdout_result``, a run record as the platform returns it); a few go through
+the real command line where that is cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from whileai.core.stats import holdout_result
+
+
+def _record(before: list[int], after: list[int]) -> dict[str, Any]:
+    stats = holdout_result(before, after)
+    training = {"method": "sft", "metric": "pass_rate", "before": sum(before) / len(before),
+                "after": sum(after) / len(after), "stats": stats, "holdout_prompts": len(after)}
+    return {"id": "run_1", "name": "one", "status": "done", "config": {"method": "sft"},
+            "summary": {"training": training}, "url": "http://x/runs/run_1"}
+
+
+# a gain of 0.2 on 10 prompts (2 improved, 0 worsened): p = 0.5, not significant
+_SMALL = ([0] * 10, [1, 1] + [0] * 8)
+_BIG = ([0] * 40, [1] * 39 + [0])
+_LOSS = ([1] * 40, [0] * 39 + [1])
+
+
+def test_the_closing_summary_words_the_paired_test_beside_the_figure():
+    from whileai.runner._closing import human_lines, summary
+
+    for (before, after), word in ((_SMALL, "no significant change"), (_BIG, "significant gain"),
+                                  (_LOSS, "significant loss")):
+        training = _record(before, after)["summary"]["training"]
+        outcome = {"status": "done", "metric": "pass_rate", "before": training["before"], "after": training["after"],
+                   "stats": training["stats"], "verdict": None}
+        lines = human_lines(summary({"status": "done", "exit_code": 0}, outcome=outcome))
+        held = next(line for line in lines if line.startswith("held-out"))
+        assert held.startswith(f"held-out   pass_rate {training['before']:.3f} -> {training['after']:.3f}, {word} (")
+
+
+def test_the_runs_list_and_show_and_the_run_page_say_the_same_word():
+    from whileai.platform.pages._views import headline
+    from whileai.runner.runs import row_cells, show_lines
+
+    record = _record(*_SMALL)
+    head = headline(record["summary"])[0]
+    assert head["significance"] == "no significant change"
+    cells = row_cells({"id": "run_1", "status": "done", "holdout": head})
+    assert cells[4] == "pass_rate 0.000 -> 0.200, no significant change (n=10)"
+    shown = "\n".join(show_lines(record))
+    assert "held-out   pass_rate 0.000 -> 0.200, no significant change (2/10;" in shown
+    assert headline(_record(*_BIG)["summary"])[0]["significance"] == "significant gain"
