@@ -51,3 +51,20 @@ def test_the_runs_list_and_show_and_the_run_page_say_the_same_word():
     shown = "\n".join(show_lines(record))
     assert "held-out   pass_rate 0.000 -> 0.200, no significant change (2/10;" in shown
     assert headline(_record(*_BIG)["summary"])[0]["significance"] == "significant gain"
+
+
+def test_a_group_knob_typed_at_the_root_gets_its_group_spelled_back():
+    from _runner_helpers import whileai
+
+    done = whileai("validate", "recipe=sft_tooluse", "processes=2")
+    assert done.returncode == 2
+    assert "processes: not a key of the spec; did you mean target.processes=2? (processes lives in the target group)" \
+        in done.stderr
+
+
+def test_a_run_of_more_than_one_process_says_so_in_its_name():
+    from whileai.runner.cli import _scale_words
+
+    assert _scale_words({"target": {"processes": 2, "nodes": 1}}, ["beta=0.04"]) == ["processes=2"]
+    assert _scale_words({"target": {"processes": 1, "nodes": 1}}, []) == []
+    assert _scale_words({"target": {"processes": 2}}, ["target.processes=2"]) == []  # a sweep's word already says it

@@ -136,13 +136,18 @@ def check_overrides(overrides: list[str], found: Sources) -> tuple[list[str], li
             continue
         if accepted is None or parts[-1] not in accepted:
             if accepted is None:
-                message = schema.unknown_key_message(key, known[""] if len(parts) == 1 else list(known))
+                message = schema.unknown_key_message(key, known[""] if len(parts) == 1 else list(known), _typed(text))
             else:
-                message = schema.unknown_key_message(key, accepted)
+                message = schema.unknown_key_message(key, accepted, _typed(text))
             problems.append(schema.Problem(key, message, "command line"))
             continue
         keep.append(text)
     return keep, problems
+
+
+def _typed(text: str) -> str | None:
+    """The value of ``key=value`` as typed, for a did-you-mean that can be pasted back."""
+    return text.split("=", 1)[1] if "=" in text else None
 
 
 def _values(override: Any) -> list[Any]:

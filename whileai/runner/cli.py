@@ -231,6 +231,14 @@ def _label(overrides: list[str], multirun: bool) -> list[str]:
     return [o for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+") in wanted]
 
 
+def _scale_words(plain: dict[str, Any], label: list[str]) -> list[str]:
+    """``processes=2`` (and ``nodes=2``) for a run's name when its job spans more than one process."""
+    target = plain.get("target") if isinstance(plain.get("target"), dict) else {}
+    named = {w.split("=", 1)[0].lstrip("+") for w in label}
+    return [f"{k}={target[k]}" for k in ("processes", "nodes")
+            if isinstance(target.get(k), int) and target[k] > 1 and f"target.{k}" not in named]
+
+
 def _report(problems: list[Any]) -> None:
     print(f"whileai: the spec has {len(problems)} problem(s); nothing was loaded or run:", file=sys.stderr)
     for problem in problems:
@@ -300,7 +308,7 @@ def _task(cfg: Any) -> Any:
         sweep_id=f"sweep_{os.environ[defaults.TOKEN_ENV]}" if multirun else None,
         expect_lines={k: origin(f"expect.{k}") for k in (plain.get("expect") or {})},
         json=os.environ.get(_JSON_ENV) == "1",
-        label=[*_label(overrides, multirun), *(["quick"] if is_quick() else [])],
+        label=[*(typed := _label(overrides, multirun)), *_scale_words(plain, typed), *(["quick"] if is_quick() else [])],
         origin=origin,
     )
     from ._datacheck import DATA_ERRORS, data_error_message

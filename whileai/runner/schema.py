@@ -174,8 +174,14 @@ def nearest(word: str, choices: list[str]) -> list[str]:
     return difflib.get_close_matches(word, choices, n=defaults.TYPO_SUGGESTIONS, cutoff=defaults.TYPO_CUTOFF)
 
 
-def unknown_key_message(path: str, accepted: list[str]) -> str:
+def unknown_key_message(path: str, accepted: list[str], value: str | None = None) -> str:
+    """``path`` is no key here: the group the name lives in (``target.processes=2``), else the nearest names."""
     leaf = path.rsplit(".", 1)[-1]
+    homes = [f"{section}.{leaf}" for section, model in _SECTIONS.items()
+             if leaf in _field_names(model) and f"{section}.{leaf}" != path]
+    if homes:  # a knob of a config group typed at the root (processes=2) or under another group
+        spelled = " or ".join(f"{h}={value}" if value is not None else h for h in homes)
+        return f"{path}: not a key of the spec; did you mean {spelled}? ({leaf} lives in the {homes[0].split('.')[0]} group)"
     close = nearest(leaf, accepted)
     hint = f"did you mean {' or '.join(close)}?" if close else f"accepted here: {', '.join(sorted(accepted))}"
     return f"{path}: not a key of the spec; {hint}"
@@ -252,7 +258,8 @@ def _lists(node: dict[str, Any]) -> dict[str, Any]:
     """A list knob given as a comma string (``report_to: wandb,mlflow`` in a recipe) as its list, as it runs."""
     for name in _LIST_KNOBS:
         if node.get(name) is not None:
-            node[name] = many_value(node[name])
+            numeric = any("range" in row for row in _TABLES[name][name].values())
+            node[name] = many_value(node[name], numbers=numeric)
     return node
 
 
