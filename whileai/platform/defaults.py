@@ -147,6 +147,16 @@ PLATFORM_LIST_MAX_BYTES = 32 * 1024 * 1024
 RUN_STALE_S = 300.0
 RUN_STALE_ENV = "WHILEAI_RUN_STALE_S"
 
+#: How long a resume's request to run a run again waits for the run's new job
+#: (store ``reopen_run`` -> ``create_job``). The two happen within one request,
+#: a fraction of a second apart; a request older than this was left by a process
+#: that ended between them, and is dropped so that no later job revives the run.
+RUN_REOPEN_TTL_S = 120.0
+
+#: Tests of crashes name a fault point here (e.g. ``after_reopen``): the process
+#: is killed with SIGKILL when it reaches it. Unset, nothing happens.
+FAULT_AT_ENV = "WHILEAI_TEST_FAULT_AT"
+
 #: Runs, datasets and jobs a list answers when no ``limit`` is given, and the
 #: most it answers at all. A list is a menu, not an export; the run page and
 #: ``get_run`` read one run in full.

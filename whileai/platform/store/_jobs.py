@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from whileai.platform.store.tables import Job, Setting, _check_count, _check_status, _check_str, _check_time, _job_record, _new_id, _not_found
 from whileai.platform import defaults
-from whileai.platform.store._runs import RunList
+from whileai.platform.store._runs import RunList, take_reopen
 from whileai.platform.store.values import FINISHED_STATUSES, JOB_STATUSES, InvalidError, check_json_value
 
 
@@ -52,6 +52,7 @@ def create_job(store: Any, account_id: str, **fields: Any) -> dict[str, Any]:
     def work(s: Session) -> dict[str, Any]:
         if values.get("run_id") is not None:
             store._run(s, account_id, values["run_id"])
+            take_reopen(store, s, account_id, values["run_id"])  # a resume's run turns running with its job, at once
         now = time.time()
         finished = now if values["status"] in FINISHED_STATUSES else None
         j = Job(id=_new_id("job"), account_id=account_id, created_at=now, updated_at=now, finished_at=finished, **values)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 import time
 from typing import Any
 
@@ -52,6 +54,8 @@ from whileai.core.spec import same_run
 RUN_TOMBSTONE_PREFIX = "run_tombstone:"
 #: the Setting key of a job's Modal pull lease (_jobs.py), removed with the job
 _JOB_LEASE_PREFIX = "job_lease:"
+#: the Setting key of a resume whose job does not exist yet (its value: when it was asked and the summary to merge)
+RUN_REOPEN_PREFIX = "run_reopen:"
 
 
 def retire_run_ids(s: Session, run_ids: list[str]) -> None:
@@ -393,25 +397,66 @@ def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any]
 
 
 def reopen_run(store: Any, account_id: str, run_id: str, summary: dict[str, Any]) -> dict[str, Any]:
-    """A stopped, failed or crashed run running again (its job resumed): status ``running``, no error, no
-    ``finished_at``, the stop mark (RUN_STOP_MARK) lifted, ``summary`` merged in. Only the launcher's
-    resume calls it, after checking that the run has a checkpoint to continue from."""
+    """Ask for a stopped, failed or crashed run to run again (its job resumed), with ``summary`` to merge in.
+
+    Nothing of the run changes here: the request is kept (a RUN_REOPEN_PREFIX setting) and the next job
+    created for the run takes it in the job's own transaction (:func:`take_reopen`), where the run turns
+    ``running`` with no error, no ``finished_at`` and the stop mark (RUN_STOP_MARK) lifted. A process that
+    ends between the two leaves the run as it was, never ``running`` with no job to end it. Only the
+    launcher's resume calls it, after checking that the run has a checkpoint to continue from; returns the
+    run's record as it stands.
+    """
     store._summary_text(summary)
 
     def work(s: Session) -> dict[str, Any]:
         r = store._run(s, account_id, run_id, lock=True)
-        if r.status not in ("stopped", "failed", "crashed"):
-            raise InvalidError(f"{run_id} is {r.status}: only a stopped, failed or crashed run runs again")
-        merged = json.loads(r.summary_json)
-        merged.pop(RUN_STOP_MARK, None)
-        merged.update(summary)
-        r.summary_json = _capped(canonical_json(merged), "summary (merged with the stored one)",
-                                 defaults.RUN_SUMMARY_MAX_BYTES, "RUN_SUMMARY_MAX_BYTES")
-        r.status, r.error, r.finished_at, r.updated_at = "running", None, None, time.time()
+        _check_reopenable(r)
+        value = canonical_json({"at": time.time(), "summary": summary})
+        row = s.get(Setting, RUN_REOPEN_PREFIX + r.id)
+        if row is None:
+            s.add(Setting(key=RUN_REOPEN_PREFIX + r.id, value=value))
+        else:
+            row.value = value
         s.flush()
         return run_record(r)
 
-    return store._tx(work)
+    record = store._tx(work)
+    fault_point("after_reopen")
+    return record
+
+
+def _check_reopenable(r: Run) -> None:
+    status = run_record(r)["status"]
+    if status not in ("stopped", "failed", "crashed"):
+        raise InvalidError(f"{r.id} is {status}: only a stopped, failed or crashed run runs again")
+
+
+def take_reopen(store: Any, s: Session, account_id: str, run_id: str) -> None:
+    """Inside a job's creation: turn the run ``running`` if a resume asked for it (:func:`reopen_run`).
+
+    A request older than RUN_REOPEN_TTL_S is dropped unapplied: the resume that made it ended without its job.
+    """
+    row = s.get(Setting, RUN_REOPEN_PREFIX + run_id)
+    if row is None:
+        return
+    s.delete(row)
+    asked = loads(row.value)
+    if not isinstance(asked, dict) or time.time() - float(asked.get("at") or 0) > defaults.RUN_REOPEN_TTL_S:
+        return
+    r = store._run(s, account_id, run_id, lock=True)
+    _check_reopenable(r)
+    merged = json.loads(r.summary_json)
+    merged.pop(RUN_STOP_MARK, None)
+    merged.update(asked.get("summary") or {})
+    r.summary_json = _capped(canonical_json(merged), "summary (merged with the stored one)",
+                             defaults.RUN_SUMMARY_MAX_BYTES, "RUN_SUMMARY_MAX_BYTES")
+    r.status, r.error, r.finished_at, r.updated_at = "running", None, None, time.time()
+
+
+def fault_point(name: str) -> None:
+    """A seam for tests of crashes: this process is killed (SIGKILL) here when FAULT_AT_ENV names ``name``."""
+    if os.environ.get(defaults.FAULT_AT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def delete_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
@@ -436,6 +481,7 @@ def delete_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
             s.execute(delete(JobKey).where(JobKey.job_id.in_(jobs)))
             s.execute(delete(Setting).where(Setting.key.in_([_JOB_LEASE_PREFIX + j for j in jobs])))
             s.execute(delete(Job).where(Job.id.in_(jobs)))
+        s.execute(delete(Setting).where(Setting.key == RUN_REOPEN_PREFIX + r.id))
         retire_run_ids(s, [r.id])
         s.delete(r)
         return {"id": r.id, "deleted": True, "jobs": jobs, "models": models}

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, object_session
 
 from whileai.core.ids import new_id
-from whileai.platform.store.values import InvalidError, NotFoundError, run_cost
+from whileai.platform.store.values import FINISHED_STATUSES, InvalidError, NotFoundError, run_cost
 from whileai.platform import defaults
 
 # Point ids are 64-bit on PostgreSQL; SQLite needs INTEGER PRIMARY KEY (its rowid) to autoincrement.
@@ -193,33 +193,49 @@ def run_stale_s() -> float:
     return value if value > 0 else defaults.RUN_STALE_S
 
 
-def _shown_status(r: Run) -> str:
-    """The run's status as read: ``crashed`` for a running run whose writer went silent (RUN_STALE_S).
+def _crash_reason(r: Run) -> str | None:
+    """Why a stored ``running`` run reads ``crashed``, or None when it does not: its writer went silent
+    (RUN_STALE_S) and no job of it is unfinished.
 
-    A run with a hosted job is the job's to settle (its own heartbeat, JOB_STALE_S), so it is never read as
-    crashed here. Any later send (points, an update, the SDK's heartbeat) moves ``updated_at`` and revives it.
+    A run with an unfinished hosted job is the job's to settle (its own heartbeat, JOB_STALE_S), so it is never
+    read as crashed here; a run whose jobs have all ended is settled like any silent run (a resume whose process
+    died before its new job existed left one). Any later send (points, an update, the SDK's heartbeat) moves
+    ``updated_at`` and revives it.
     """
     if r.status != "running" or r.updated_at is None or r.updated_at >= time.time() - run_stale_s():
-        return r.status
+        return None
+    silent = f"it read running with no word for over {run_stale_s():g} s (RUN_STALE_S)"
     session = object_session(r)
-    if session is not None and session.scalar(select(Job.pk).where(Job.run_id == r.id).limit(1)) is not None:
-        return r.status
-    return "crashed"
+    if session is None:
+        return silent
+    jobs = list(session.execute(select(Job.id, Job.status).where(Job.run_id == r.id).order_by(Job.pk.desc())))
+    if any(status not in FINISHED_STATUSES for _id, status in jobs):
+        return None
+    if jobs:
+        return (f"{silent} while every job of it had ended (the last, {jobs[0][0]}, ended {jobs[0][1]}): the process "
+                "starting its next job ended before the job existed; resume it again")
+    return f"{silent} and it has no job: its writer stopped without ending it"
+
+
+def _shown_status(r: Run) -> str:
+    """The run's status as read: ``crashed`` where :func:`_crash_reason` gives a reason."""
+    return r.status if r.status != "running" or _crash_reason(r) is None else "crashed"
 
 
 def run_record(r: Run) -> dict[str, Any]:
     summary = json.loads(r.summary_json)  # stdlib: exact past 64-bit ints, as given
     cost_usd, cost_basis = run_cost(summary)
+    crashed = _crash_reason(r)
     return {
         "id": r.id,
         "name": r.name,
-        "status": _shown_status(r),
+        "status": "crashed" if crashed else r.status,
         "kind": r.kind,
         "dataset": r.dataset,
         "after_dataset": r.after_dataset,
         "config": json.loads(r.config_json),
         "summary": summary,
-        "error": r.error,
+        "error": crashed or r.error,
         "step": r.step,
         "total_steps": r.total_steps,
         "created_at": r.created_at,

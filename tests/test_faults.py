@@ -1,0 +1,153 @@
+"""Faults: a server killed mid-request, keys guessed on the pages, inputs at the edges of their types, specs that
+name what they should not, what a deletion leaves, what a client loads, and a store shared by two server versions.
+
+Each test reproduces one failure against real parts: a real uvicorn server on loopback (in a thread, or as its
+own ``python -m whileai platform`` process where the process is killed), real SQLite and PostgreSQL stores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from whileai.platform import defaults
+from whileai.platform.launcher import jobs as runner
+from whileai.platform.server import serve_in_thread
+from whileai.platform.store import Store
+from _job_helpers import wait_for
+
+API = "/api/v1"
+ROOT = Path(__file__).resolve().parents[1]
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+def _url(backend: str, home: Path, pg_database) -> str:
+    return f"sqlite:///{home / 'platform.db'}" if backend == "sqlite" else pg_database()
+
+
+def _client(base_url: str, key: str) -> httpx.Client:
+    return httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/signin", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextlib.contextmanager
+def _server_process(url: str, home: Path, log: Path, **env: str):
+    """``python -m whileai platform`` on a free loopback port, as its own process: ``(process, base_url)``."""
+    port = _free_port()
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "whileai", "platform", "--port", str(port), "--store-url", url],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                env={**os.environ, "WHILEAI_HOME": str(home), **env})
+    try:
+        wait_for(lambda: _answers(port) or proc.poll() is not None, 120, "the server to start")
+        assert proc.poll() is None, log.read_text()[-3000:]
+        yield proc, f"http://127.0.0.1:{port}"
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _stopped_run_with_a_checkpoint(store: Store, acct: str) -> str:
+    """A run whose one local job was stopped after saving a checkpoint: what ``resume`` continues."""
+    run = store.create_run(acct, name="to resume", status="running", config={"method": "sft"})
+    job = store.create_job(acct, run_id=run["id"], kind="sft", target="local", status="running",
+                           spec={"method": "sft", "steps": 4, "save_steps": 2})
+    store.update_job(acct, job["id"], {"status": "stopped", "error": "stopped on request"})
+    store.update_run(acct, run["id"], {"status": "stopped", "error": "stopped on request"})
+    saved = runner.checkpoint_dir(run["id"]) / "checkpoint-2"
+    saved.mkdir(parents=True)
+    (saved / "trainer_state.json").write_text("{}")
+    return run["id"]
+
+
+def _stop(client: httpx.Client, run_id: str) -> None:
+    """Stop the run's worker (a resumed job starts a real one) so that no process outlives the test."""
+    client.post(f"{API}/runs/{run_id}/stop")
+
+
+# --------------------------------------------------------------------------- 1. a resume cut short by a crash
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_resume_killed_before_its_job_exists_leaves_the_run_as_it_was(backend, home, tmp_path, pg_database):
+    """The server is killed (SIGKILL, at a fault point) after the resume's status write and before its job
+    exists: the run was left ``running`` for good, with every job finished. Now it stays ``stopped``, and a
+    resume on the next server starts its job."""
+    url = _url(backend, home, pg_database)
+    store = Store(url)
+    acct, key = store.create_account("a")
+    run_id = _stopped_run_with_a_checkpoint(store, acct)
+    with _server_process(url, home, tmp_path / "server.log", **{defaults.FAULT_AT_ENV: "after_reopen"}) as (proc, base):
+        with _client(base, key) as a, pytest.raises(httpx.HTTPError):
+            a.post(f"{API}/runs/{run_id}/resume")
+        assert proc.wait(30) == -signal.SIGKILL
+    run = store.get_run(acct, run_id, series=False)
+    assert run["status"] == "stopped" and run["error"] == "stopped on request", run
+    assert [j["status"] for j in store.list_jobs(acct, run_id=run_id)] == ["stopped"]
+    store.close()
+    with serve_in_thread(store_url=url) as handle, _client(handle.base_url, key) as a:
+        resumed = a.post(f"{API}/runs/{run_id}/resume")
+        try:
+            assert resumed.status_code == 201, resumed.text
+            assert resumed.json()["run"]["status"] == "running"
+            assert resumed.json()["run"]["summary"]["resumed"]["from_step"] == 2
+        finally:
+            _stop(a, run_id)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_running_run_whose_jobs_all_ended_is_settled_crashed(backend, home, pg_database):
+    """What such a crash left before: a ``running`` run, every job finished, silent past RUN_STALE_S. It read
+    ``running`` for good, ``resume`` answered 409 "still running" and ``stop`` said "it had no job"; it reads
+    ``crashed`` now, naming what happened, and resumes."""
+    url = _url(backend, home, pg_database)
+    with serve_in_thread(store_url=url) as handle:
+        acct, key = handle.store.create_account("a")
+        run_id = _stopped_run_with_a_checkpoint(handle.store, acct)
+        (job,) = handle.store.list_jobs(acct, run_id=run_id)
+        long_ago = time.time() - defaults.RUN_STALE_S - 60
+        with handle.store.engine.begin() as conn:
+            conn.execute(sa.text("UPDATE runs SET status = 'running', error = NULL, updated_at = :t WHERE id = :id"),
+                         {"t": long_ago, "id": run_id})
+        with _client(handle.base_url, key) as a:
+            run = a.get(f"{API}/runs/{run_id}").json()
+            assert run["status"] == "crashed", run
+            assert f"every job of it had ended (the last, {job['id']}, ended stopped)" in run["error"]
+            assert "resume it again" in run["error"]
+            stopped = a.post(f"{API}/runs/{run_id}/stop").json()
+            assert stopped["stopped"] is False and "already ended crashed" in stopped["detail"], stopped
+            assert "a run logged by hand" not in stopped["detail"]
+            resumed = a.post(f"{API}/runs/{run_id}/resume")
+            try:
+                assert resumed.status_code == 201, resumed.text
+                assert resumed.json()["run"]["status"] == "running"
+            finally:
+                _stop(a, run_id)
