@@ -151,3 +151,29 @@ def test_a_running_run_whose_jobs_all_ended_is_settled_crashed(backend, home, pg
                 assert resumed.json()["run"]["status"] == "running"
             finally:
                 _stop(a, run_id)
+
+
+# --------------------------------------------------------------------------- 2. keys guessed on the pages
+
+
+def test_wrong_keys_on_the_pages_count_toward_the_one_limit_of_wrong_keys(home):
+    """Wrong bearer keys on the page routes were answered 401 or 303 for ever and counted nowhere; they count now,
+    toward the API's limit too, and past it every route answers 429 while a correct key still reads."""
+    with serve_in_thread(store_url=f"sqlite:///{home / 'platform.db'}") as handle:
+        acct, key = handle.store.create_account("a")
+        run = handle.store.create_run(acct, name="r")
+        paths = ["/page-data/runs", f"/page-data/runs/{run['id']}", f"/page-data/runs/{run['id']}/live",
+                 "/page-data/compare", "/page-data/sweeps/s", f"/runs/{run['id']}", "/runs", "/compare", "/sweeps/s"]
+        answers = []
+        with httpx.Client(base_url=handle.base_url, timeout=30, follow_redirects=False) as anyone:
+            for i in range(defaults.API_KEY_MAX_FAILURES + 10):
+                wrong = {"Authorization": f"Bearer wai_{i:04d}" + "x" * 40}
+                answers.append(anyone.get(paths[i % len(paths)], headers=wrong).status_code)
+            assert set(answers[:defaults.API_KEY_MAX_FAILURES]) <= {401, 303}, answers
+            assert 429 in answers[defaults.API_KEY_MAX_FAILURES:], answers
+            refused = anyone.get(f"{API}/runs", headers={"Authorization": "Bearer wai_elsewhere" + "y" * 40})
+            assert refused.status_code == 429 and "Retry-After" in refused.headers, refused.text
+            page = anyone.get(f"/page-data/runs/{run['id']}", headers={"Authorization": "Bearer wai_more" + "z" * 40})
+            assert page.status_code == 429 and "API_KEY_MAX_FAILURES" in page.text, page.text
+            for path in paths[:3]:  # the owner's key is never refused
+                assert anyone.get(path, headers={"Authorization": f"Bearer {key}"}).status_code == 200

@@ -21,6 +21,7 @@ from whileai.platform.store import Store
 
 __all__ = [
     "API_PREFIX",
+    "wrong_key",
     "ApiError",
     "Body",
     "account_id",
@@ -91,9 +92,12 @@ def _key_or_401(request: Request) -> str:
     return key
 
 
-def _bad_key(request: Request, key: str) -> ApiError:
+def wrong_key(request: Request, key: str) -> ApiError:
     """The answer to a wrong bearer key: 401, or 429 while its address or key prefix is in backoff
-    (API_KEY_MAX_FAILURES; platform/_throttle.py). Only failures are counted: a valid key is never refused."""
+    (API_KEY_MAX_FAILURES; platform/_throttle.py). Only failures are counted: a valid key is never refused.
+
+    Every bearer key check of the app counts here, the pages' and page data's as the API's: one limit per address
+    and key prefix, whichever route is asked."""
     from whileai.platform._throttle import FailureThrottle, failure_names
 
     state = request.app.state
@@ -129,7 +133,7 @@ def account_id(request: Request) -> str:
             "use an account key for anything else",
             "forbidden",
         )
-    raise _bad_key(request, key)
+    raise wrong_key(request, key)
 
 
 def _scoped(request: Request, what: str, ident: str) -> str:
@@ -145,7 +149,7 @@ def _scoped(request: Request, what: str, ident: str) -> str:
         return found
     scope = the_store.job_key_scope(key)
     if scope is None:
-        raise _bad_key(request, key)
+        raise wrong_key(request, key)
     reads = tuple(scope.get("reads") or ()) if request.method in ("GET", "HEAD") else ()
     allowed = {"run": (scope["run_id"], *reads), "job": (scope["job_id"],), "dataset": scope["datasets"]}[what]
     if ident not in allowed:

@@ -108,7 +108,7 @@ def _foreign_ids(the_store: Any, acct: str, spec: dict[str, Any]) -> list[str]:
         except LookupError:
             problems.append(f"spec {field}={str(ident)[:80]!r} is not a dataset of this account; send the id of one "
                             "of yours (wai.push returns it)")
-    for field in ("init_from", "gold_judge"):
+    for field in ("init_from", "gold_judge", "reward_model"):
         ident = spec.get(field)
         if ident is None:
             continue
@@ -188,7 +188,7 @@ def _settle(app: Any, scope: Scope, kind: str, ident: str, page: bool) -> None:
     request = Request(scope)
     the_store = app.state.store
     key = api_key_from(request)
-    acct = page_account(request) if page else the_store.account_for_key(key) if key else None
+    acct = page_account(request, count=False) if page else the_store.account_for_key(key) if key else None
     if acct is None:
         return  # the route answers 401 itself
     try:

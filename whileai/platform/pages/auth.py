@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from whileai.platform.store import sessions
 from whileai.platform._throttle import SigninThrottle, failure_names
-from whileai.platform.api.common import api_key_from, store
+from whileai.platform.api.common import ApiError, api_key_from, store, wrong_key
 from whileai.platform import defaults
 
 __all__ = ["router", "page_account", "safe_next", "PAGE_HEADERS"]
@@ -45,11 +45,23 @@ PAGE_HEADERS = {
 _TEMPLATES = Path(__file__).with_name("templates")
 
 
-def page_account(request: Request) -> str | None:
-    """The reader's account: the bearer key when sent, else the session cookie; None when neither is valid."""
+def page_account(request: Request, *, count: bool = True) -> str | None:
+    """The reader's account: the bearer key when sent, else the session cookie; None when neither is valid.
+
+    A wrong bearer key counts toward the API's limit of wrong keys (``api.common.wrong_key``), and past it the
+    page answers 429 with Retry-After (raised as :class:`ApiError`); ``count=False`` only looks (for a reader
+    of the request that is not its route, so that one request counts once). A job's key is not a page reader's
+    and is not a wrong key either.
+    """
     key = api_key_from(request)
     if key is not None:
-        return store(request).account_for_key(key)
+        the_store = store(request)
+        found = the_store.account_for_key(key)
+        if found is None and count and the_store.job_key_scope(key) is None:
+            refused = wrong_key(request, key)
+            if refused.status == 429:
+                raise refused
+        return found
     return sessions.account_for_session(store(request), request.cookies.get(defaults.SESSION_COOKIE))
 
 
