@@ -68,3 +68,42 @@ def test_a_run_of_more_than_one_process_says_so_in_its_name():
     assert _scale_words({"target": {"processes": 2, "nodes": 1}}, ["beta=0.04"]) == ["processes=2"]
     assert _scale_words({"target": {"processes": 1, "nodes": 1}}, []) == []
     assert _scale_words({"target": {"processes": 2}}, ["target.processes=2"]) == []  # a sweep's word already says it
+
+
+def _sample(n: int) -> list[dict[str, Any]]:
+    import json
+
+    from whileai.kit import load_sample
+
+    return json.loads(json.dumps(load_sample()[:n]))
+
+
+def test_held_out_rows_without_gold_or_tools_are_warned_of_by_their_cause_not_told_to_grow():
+    from whileai.runner._power import power_note
+
+    rows = _sample(8)
+    fine_text, fine = power_note(rows, {"method": "sft"})
+    assert fine is None or "gold" not in fine
+    no_gold = [{k: v for k, v in r.items() if k != "gold"} for r in rows]
+    text, warning = power_note(no_gold, {"method": "sft"})
+    assert text.startswith("0 held-out prompt(s)")
+    assert warning is not None and warning.startswith("none of the 8 held-out rows carries a gold")
+    assert "larger dataset.holdout share" not in warning and "add gold to the rows" in warning
+    no_tools = [{k: v for k, v in r.items() if k != "tools"} for r in rows]
+    _, warning = power_note(no_tools, {"method": "sft"})
+    assert warning is not None and "offers no tools" in warning and "dataset.tools=FILE" in warning
+    _, warning = power_note([], {"method": "sft"})
+    assert warning is not None and warning.startswith("the held-out side has no rows")
+
+
+def test_a_rows_file_with_no_gold_at_all_is_refused_before_anything_trains(tmp_path):
+    import json
+
+    from _runner_helpers import whileai
+
+    path = tmp_path / "nogold.jsonl"
+    path.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "gold"}) + "\n" for r in _sample(12)))
+    done = whileai("validate", "dataset=jsonl", f"dataset.path={path}", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert f"dataset.path: {path}: none of its 12 rows carries a gold" in done.stderr
+    assert "add gold to the rows and run again" in done.stderr

@@ -45,7 +45,8 @@ def _missing(key: str, value: str, what: str, where: Any) -> Problem:
                    where(key))
 
 
-def _rows_file(key: str, value: str, where: Any, limit: int | None = defaults.RUNNER_VALIDATE_SAMPLE_ROWS) -> list[Problem]:
+def _rows_file(key: str, value: str, where: Any, limit: int | None = defaults.RUNNER_VALIDATE_SAMPLE_ROWS,
+               judged: bool = False) -> list[Problem]:
     """Each line parses and follows the row contract, and the rows pass the data gates; problems name file:line."""
     from whileai.simulations.rows import row_problems
 
@@ -54,7 +55,8 @@ def _rows_file(key: str, value: str, where: Any, limit: int | None = defaults.RU
         return [_missing(key, value, "a JSONL file of rollout rows (docs/rows.md)", where)]
     out = []
     good: list[tuple[int, dict[str, Any]]] = []
-    for number, line in _sample_lines(path, limit):
+    lines = _sample_lines(path, limit)
+    for number, line in lines:
         try:
             row = json.loads(line)
         except ValueError as exc:
@@ -68,6 +70,12 @@ def _rows_file(key: str, value: str, where: Any, limit: int | None = defaults.RU
             good.append((number, row))
         if len(out) >= defaults.RUNNER_VALIDATE_MAX_PROBLEMS:
             return out
+    read_all = limit is None or len(lines) < limit
+    if judged and read_all and good and not any(row.get("gold") is not None for _, row in good):
+        out.append(Problem(key, f"{key}: {value}: none of its {len(good)} rows carries a gold (the reference first "
+                                "action a held-out prompt is judged against: {'name', 'arguments'} or {'answer'}, "
+                                "docs/rows.md), so no held-out prompt could be judged and the run would show "
+                                "nothing; add gold to the rows and run again", where(key)))
     return out + _gate_problems(key, value, good, where)[: defaults.RUNNER_VALIDATE_MAX_PROBLEMS - len(out)]
 
 
@@ -138,7 +146,8 @@ def data_problems(plain: dict[str, Any], where: Any, whole: bool = False) -> lis
     source = data.get("source")
     if source == "jsonl" and isinstance(data.get("path"), str) and data["path"] != "???":
         out += _rows_file("dataset.path", data["path"], where,
-                          limit=None if whole else defaults.RUNNER_VALIDATE_SAMPLE_ROWS)
+                          limit=None if whole else defaults.RUNNER_VALIDATE_SAMPLE_ROWS,
+                          judged=plain.get("method") != "rm")  # a reward model learns from pass/fail pairs, no gold
     if source == "bfcl":
         for key in ("questions", "answers"):
             if isinstance(data.get(key), str) and data[key] != "???":

@@ -15,7 +15,7 @@ from typing import Any
 
 from whileai.core.stats import holdout_power
 
-__all__ = ["heldout_prompts", "heldout_pairs", "power_note"]
+__all__ = ["heldout_prompts", "heldout_pairs", "power_note", "unjudged_cause"]
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -40,6 +40,29 @@ def heldout_pairs(rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) ->
     return len(holdout_pairs([dict(r) for r in rows if isinstance(r, Mapping)], typed)[1])
 
 
+def unjudged_cause(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why held-out rows give nothing to judge (no row, no gold, a tool-call gold with no tools shown), or None.
+
+    The first-action judge compares a reply with the row's ``gold``; a tool-call gold on a row that
+    offers no ``tools`` asks the model for a call it was never shown.
+    """
+    rows = [r for r in rows if isinstance(r, Mapping)]
+    with_gold = [r for r in rows if r.get("gold") is not None]
+    if not rows:
+        return ("the held-out side has no rows: dataset.holdout cut none off; raise dataset.holdout "
+                "(a share of the tasks, e.g. 0.2) or give the dataset more tasks")
+    if not with_gold:
+        return (f"none of the {len(rows)} held-out rows carries a gold (the reference first action the judge "
+                "compares a reply with: {'name', 'arguments'} or {'answer'}, docs/rows.md), so no prompt can be "
+                "judged and the held-out pass rate will read - -> -; add gold to the rows")
+    blind = [r for r in with_gold if isinstance(r.get("gold"), Mapping) and "answer" not in r["gold"] and not r.get("tools")]
+    if len(blind) == len(with_gold):
+        return (f"every held-out row with a gold ({len(blind)}) asks for a tool call but offers no tools, so the "
+                "model is never shown the tool it should call; give the rows their tools (a row's 'tools', or "
+                "dataset.tools=FILE)")
+    return None
+
+
 def power_note(held_rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> tuple[str, str | None]:
     """(the line the run prints before training, a warning when no result on these prompts can be significant).
 
@@ -56,6 +79,9 @@ def power_note(held_rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) 
         limit = spec.get("holdout_rows") or sdk.TRAIN_HOLDOUT_MAX_ROWS
         found = holdout_power(heldout_prompts(list(held_rows), int(limit)), alpha)
     warning = found["warning"]
+    cause = unjudged_cause(list(held_rows)) if spec.get("method") != "rm" else None
+    if cause is not None:  # the cause, not "more rows": more rows like these would give nothing either
+        warning = cause
     if warning and asked is not None:
         warning += " (this spec's expect.holdout_gain_significant will fail)"
     return found["text"], warning
