@@ -107,3 +107,23 @@ def test_a_rows_file_with_no_gold_at_all_is_refused_before_anything_trains(tmp_p
     assert done.returncode == 2, done.stderr
     assert f"dataset.path: {path}: none of its 12 rows carries a gold" in done.stderr
     assert "add gold to the rows and run again" in done.stderr
+
+
+class _Run:
+    def __init__(self, status: str = "stopped", step: int | None = 0, **config: Any):
+        self.id, self.status, self.step, self.config = "run_1", status, step, config
+
+
+def test_the_ctrl_c_line_is_true_to_save_steps():
+    from whileai.runner._progress import interrupted_line
+
+    said = interrupted_line(_Run(step=130, save_steps=50, steps=300))
+    assert said == ("- run_1 is stopped; `python -m whileai resume run_1` continues it from its last checkpoint "
+                    "(step 100; save_steps=50)")
+    off = interrupted_line(_Run(step=130, save_steps=0, steps=300))
+    assert "continues" not in off and "it saved no checkpoint (save_steps=0: checkpoints off)" in off
+    assert off.endswith("nothing to resume: `python -m whileai reproduce run_1` runs it again from the start")
+    early = interrupted_line(_Run(step=20, save_steps=50, target="modal"))
+    assert early.endswith("before its first checkpoint (save_steps=50), so `python -m whileai resume run_1` "
+                          "restarts the job from the start")
+    assert interrupted_line(_Run(status="running")) == "- run_1 is running"

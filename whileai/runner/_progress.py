@@ -15,12 +15,35 @@ from typing import Any
 
 from . import defaults
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "interrupted_line"]
 
 
 def _clock(seconds: float) -> str:
     seconds = max(0, int(seconds))
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def interrupted_line(run: Any) -> str:
+    """What Ctrl-C left, true to the run's ``save_steps``: ``resume`` continues from a checkpoint only if one was saved.
+
+    A local job with no checkpoint has nothing to resume (the platform refuses it; ``reproduce`` runs it
+    again); on Modal ``resume`` starts the job again from the start.
+    """
+    line = f"- {run.id} is {run.status}"
+    if run.status != "stopped":
+        return line
+    config = run.config if isinstance(run.config, dict) else {}
+    save_steps, step = config.get("save_steps"), int(run.step or 0)
+    resume = f"`python -m whileai resume {run.id}`"
+    if isinstance(save_steps, int) and save_steps > 0 and step >= save_steps:
+        return line + (f"; {resume} continues it from its last checkpoint "
+                       f"(step {step // save_steps * save_steps}; save_steps={save_steps})")
+    why = ("it saved no checkpoint (save_steps=0: checkpoints off)" if not save_steps else
+           f"it stopped at step {step}, before its first checkpoint (save_steps={save_steps})")
+    if config.get("target") == "modal":
+        return line + f"; {why}, so {resume} restarts the job from the start"
+    return line + (f"; {why}, so there is nothing to resume: `python -m whileai reproduce {run.id}` "
+                   "runs it again from the start")
 
 
 class Progress:
@@ -33,6 +56,10 @@ class Progress:
 
     def line(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
+
+    def interrupted(self, run: Any) -> None:
+        """The line after Ctrl-C stopped ``run``: its status and what ``resume`` will do (``interrupted_line``)."""
+        self.line(interrupted_line(run))
 
     @contextlib.contextmanager
     def step(self, title: str) -> Iterator[dict[str, Any]]:

@@ -195,8 +195,7 @@ def _follow(run: Any, label: str, progress: Progress) -> str:
         while run.status == "running" and time.monotonic() < deadline:
             time.sleep(0.2)
             run.refresh()
-        progress.line(f"- {run.id} is {run.status}" + (f"; `python -m whileai resume {run.id}` continues it from its "
-                      "last checkpoint (save_steps)" if run.status == "stopped" else ""))
+        progress.interrupted(run)  # hook: whileai/runner/_progress.py says what resume will do
         raise
     finally:
         bar.close()
