@@ -127,3 +127,27 @@ def test_the_ctrl_c_line_is_true_to_save_steps():
     assert early.endswith("before its first checkpoint (save_steps=50), so `python -m whileai resume run_1` "
                           "restarts the job from the start")
     assert interrupted_line(_Run(status="running")) == "- run_1 is running"
+
+
+def test_the_progress_bar_never_goes_back_when_a_resumed_job_reports_from_its_checkpoint():
+    import io
+
+    from whileai.runner._progress import Progress
+
+    class Step:
+        def __init__(self, step: int):
+            self.step, self.total_steps, self.summary = step, 300, {}
+
+    stream = io.StringIO()
+    bar = Progress(stream, tty=True).training("sft")
+    shown = []
+    for step in (120, 130, 101, 102, 131, 140):
+        bar.update(Step(step))
+        shown.append(bar.bar.n)
+    bar.close()
+    assert shown == [120, 130, 130, 130, 131, 140]
+    plain = io.StringIO()
+    lines = Progress(plain, tty=False).training("sft")
+    for step in (130, 101, 300):
+        lines.update(Step(step))
+    assert "step 101/300" not in plain.getvalue() and "step 300/300" in plain.getvalue()

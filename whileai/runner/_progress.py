@@ -91,6 +91,7 @@ class _TrainingBar:
         self.began = time.monotonic()
         self.first_step: tuple[float, int] | None = None
         self.printed_at = 0.0
+        self.highest = 0  # a resumed job reports from its checkpoint (101) after the stale step (130): never go back
 
     def _eta(self, step: int, total: int) -> str:
         now = time.monotonic()
@@ -101,6 +102,8 @@ class _TrainingBar:
 
     def update(self, run: Any) -> None:
         step, total = run.step, run.total_steps
+        if step is not None:
+            self.highest = step = max(self.highest, int(step))
         phase = (run.summary or {}).get("phase") if not step else None  # the job notes phases before training
         if step is not None and self.first_step is None and step > 0:
             self.first_step = (time.monotonic(), int(step))
