@@ -143,6 +143,14 @@ STATS_RATE_DECIMALS = 3
 #: is shared with the platform's launcher: whileai/core/defaults.py).
 TRAIN_CHECKS = ("require", "warn", "off")
 TRAIN_TRUNCATED = ("mask", "zero")
+#: GRPO's named rewards (the ``reward`` knob); a ``python:MODULE:FUNCTION`` value names the user's own. The exact
+#: first-action judge is Tool-N1's binary reward (arXiv:2505.00024), fine_grained ToolRL's decomposition
+#: (arXiv:2504.13958), rm a learned reward model (Gao et al., arXiv:2210.10760).
+TRAIN_REWARDS = ("first_action", "fine_grained", "rm")
+#: A user's reward function: ``python:`` then an importable module path and a function name in it.
+TRAIN_REWARD_PYTHON_PATTERN = r"python:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*"
+#: What ``reward_model`` names: a run id, or ``stages.NAME`` (an rm stage of the same recipe, resolved by the runner).
+TRAIN_REWARD_MODEL_PATTERN = rf"run_[0-9a-f]{{{2 * ID_HEX_BYTES}}}|stages\.[A-Za-z_][A-Za-z0-9_-]*"
 #: The loss masks export.loss_mask accepts (its "assistant" and "final"), for the
 #: ``mask_mode`` knob of a hosted run.
 EXPORT_MASK_MODES = ("assistant", "final")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,12 +38,15 @@ def knob_interval(spec: Mapping[str, Any]) -> str:
     return f"{'(' if spec.get('open_low') else '['}{fmt_num(lo)}, {fmt_num(hi)}]"
 
 
-def many_value(value: Any) -> Any:
+def many_value(value: Any, numbers: bool = False) -> Any:
     """A list knob's value as a list: ``"wandb, mlflow"`` -> ``["wandb", "mlflow"]``, a tuple as a list, each name
-    once in the order given; anything else as it is (the knob check names what is wrong with it)."""
+    once in the order given; with ``numbers`` (``reward_weights``) each item read as a number and none dropped
+    (``"1, 0.5"`` -> ``[1.0, 0.5]``). Anything else as it is (the knob check names what is wrong with it)."""
     if isinstance(value, str):
-        value = [part.strip() for part in value.split(",") if part.strip()]
+        value = [part.strip() for part in value.strip("[]").split(",") if part.strip()]
     if isinstance(value, (list, tuple)):
+        if numbers:
+            return [float(v) if isinstance(v, str) and _is_number(v) else v for v in value]
         return list(dict.fromkeys(value)) if all(isinstance(v, str) for v in value) else list(value)
     return value
 
@@ -75,6 +79,10 @@ def check_knob(
     spec = per_method[method]
     if spec.get("many"):
         return _many_problem(key, value, method, spec, unset)
+    if "choices" not in spec and "range" not in spec:  # a free-text knob: its pattern is the rule
+        if isinstance(value, str) and _matches(spec, value):
+            return None
+        return f"{key}={value!r} is not {spec['pattern_hint']}; pass {spec['pattern_hint']} or leave it {unset}"
     if "choices" in spec:
         if value in spec["choices"] and type(value) is type(spec["choices"][0]):
             return None
@@ -92,15 +100,45 @@ def check_knob(
     return None
 
 
+def _matches(spec: Mapping[str, Any], value: str) -> bool:
+    """Whether ``value`` matches the knob's ``pattern`` (whole), where it has one."""
+    pattern = spec.get("pattern")
+    return pattern is not None and re.fullmatch(pattern, value) is not None
+
+
+def _number_list_problem(key: str, value: Any, method: str, spec: Mapping[str, Any], unset: str) -> str | None:
+    """What is wrong with a list-of-numbers knob's value (``reward_weights``): each a finite number in range."""
+    items = many_value(value, numbers=True)
+    if not isinstance(items, list) or not items:
+        return f"{key}={value!r} is not a list of numbers; pass e.g. [1.0, 0.5], or leave it {unset}"
+    bad = [item for item in items if isinstance(item, bool) or not isinstance(item, numbers.Real)
+           or not math.isfinite(item) or not spec["range"][0] <= item <= spec["range"][1]]
+    if not bad:
+        return None
+    return (f"{key}={value!r}: {', '.join(repr(b) for b in bad)} not a number in {knob_interval(spec)} for {method}; "
+            f"pass one number per item in range, or leave it {unset}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _many_problem(key: str, value: Any, method: str, spec: Mapping[str, Any], unset: str) -> str | None:
-    """What is wrong with a list knob's value (``report_to``): each item one of the choices."""
+    """What is wrong with a list knob's value (``report_to``, ``reward``): each item one of the choices (or its
+    pattern); for a list of numbers (``reward_weights``), each in range."""
+    if "range" in spec:
+        return _number_list_problem(key, value, method, spec, unset)
     items = many_value(value)
     choices = spec["choices"]
-    accepted = ", ".join(repr(c) for c in choices)
+    accepted = ", ".join([repr(c) for c in choices] + ([spec["pattern_hint"]] if spec.get("pattern") else []))
     example = f"[{choices[0]}, {choices[1]}] or '{choices[0]},{choices[1]}'" if len(choices) > 1 else f"[{choices[0]}]"
     if not isinstance(items, list):
         return f"{key}={value!r} is not a list; pass a list of {accepted} ({example}), or leave it {unset} for none"
-    bad = [item for item in items if not isinstance(item, str) or item not in choices]
+    bad = [item for item in items if not isinstance(item, str) or item not in choices and not _matches(spec, item)]
     if not bad:
         return None
     return (f"{key}={value!r}: {', '.join(repr(b) for b in bad)} not accepted for {method}; pass a list of "

@@ -99,6 +99,10 @@ class Knob:
     source: str = ""
     #: a list of the choices (``report_to``), not one of them; a comma string is read as that list
     many: bool = False
+    #: a regular expression a value (or a list item) may match instead of being one of the choices, and how
+    #: to write such a value in a message (``python:MODULE:FUNCTION``)
+    pattern: str | None = None
+    pattern_hint: str = ""
 
     def row(self) -> dict[str, Any]:
         """The knob table's row (``range``/``choices``, ``open_low``, ``default``, ``paper``, ``source``, ...)."""
@@ -112,22 +116,28 @@ class Knob:
             out["open_low"] = True
         if self.many:
             out["many"] = True
+        if self.pattern is not None:
+            out["pattern"], out["pattern_hint"] = self.pattern, self.pattern_hint
         return out
 
 
 def knob(default: Any, *, help: str, surface: Surface = "config", reason: str = "",
          range: tuple[float, float] | None = None, choices: tuple[Any, ...] | None = None,
-         open_low: bool = False, paper: Any = None, source: str = "", many: bool = False) -> Any:
+         open_low: bool = False, paper: Any = None, source: str = "", many: bool = False,
+         pattern: str | None = None, pattern_hint: str = "") -> Any:
     """A knob's field: ``default`` with its reason, ``range`` or ``choices``, the paper's value and ``source``.
 
     ``surface`` says where a user gives it: a keyword argument of ``wai.train`` (``argument``), a key
     of its ``config=`` (``config``), or an export setting (``export``: ``export_dataset``'s own names).
-    ``many`` makes it a list of ``choices`` (a comma string is read as that list).
+    ``many`` makes it a list of ``choices`` (a comma string is read as that list), or of numbers in
+    ``range``. ``pattern`` (a regular expression, written for people as ``pattern_hint``) accepts
+    values besides the choices, or is the whole rule of a free-text knob.
     """
-    if (range is None) == (choices is None):
-        raise TypeError("a knob has a range or choices, not both and not neither")
+    if range is not None and choices is not None or range is None and choices is None and pattern is None:
+        raise TypeError("a knob has a range, choices or a pattern: not a range with choices, and not none")
     meta = Knob(help=help, surface=surface, default=default, reason=reason, range=range, choices=choices,
-                open_low=open_low, paper=paper, source=source, many=many)
+                open_low=open_low, paper=paper, source=source, many=many, pattern=pattern,
+                pattern_hint=pattern_hint)
     return Field(default=default, description=help, json_schema_extra={"knob": meta})  # type: ignore[dict-item]
 
 
@@ -254,8 +264,9 @@ class RunSpec(BaseModel):
         knob (``report_to="wandb,mlflow"``) read as its list."""
         if isinstance(data, Mapping):
             data = {k: v for k, v in canonical(data).items() if k not in RETIRED and not (v is None and _unset(cls, k))}
-            if "report_to" in data:
-                data["report_to"] = many_value(data["report_to"])
+            for name in ("report_to", "reward", "reward_weights"):
+                if name in data:
+                    data[name] = many_value(data[name], numbers=name == "reward_weights")
         return data
 
     @model_validator(mode="after")
@@ -375,6 +386,24 @@ class GRPOSpec(RunSpec):
              "(trl vllm-serve on a GPU of its own on node 0: processes must leave one GPU free there)",
         reason="colocate needs no spare GPU; server mode is for bases whose training and generation do not fit "
                "one GPU together")
+    reward: list[str] = knob(
+        ["first_action"], surface="argument", many=True, choices=d.TRAIN_REWARDS,
+        pattern=d.TRAIN_REWARD_PYTHON_PATTERN, pattern_hint="python:MODULE:FUNCTION",
+        paper="first_action", source="Tool-N1, arXiv:2505.00024 (binary first-call reward)",
+        help="what GRPO optimises: first_action (1 when the reply's first action is the gold one), fine_grained "
+             "(format, tool names, argument names and values, ToolRL's decomposition, in [0, 1]), rm (a finished "
+             "reward-model run, named by reward_model), or python:MODULE:FUNCTION (your own TRL reward function); "
+             "several are summed with reward_weights",
+        reason="the exact judge is the task itself: a reward that pays for anything else can be hacked")
+    reward_weights: list[float] | None = knob(
+        None, surface="argument", many=True, range=(-100.0, 100.0), source="TRL GRPOConfig reward_weights",
+        help="one weight per reward, in the order of reward (None: 1.0 each)",
+        reason="TRL sums the rewards with equal weights unless told otherwise")
+    reward_model: str | None = knob(
+        None, surface="argument", pattern=d.TRAIN_REWARD_MODEL_PATTERN, pattern_hint="a run id or stages.NAME",
+        source="Gao et al., arXiv:2210.10760 (a learned reward model as the proxy)",
+        help="the finished rm run that reward=rm scores with: its id, or stages.NAME for an rm stage of the recipe",
+        reason="no reward model unless reward names rm")
     #: the independent judge the HackMonitor's divergence alarm compares against (a finished rm run)
     gold_judge: str | None = None
     #: the HackMonitor: True (on, its defaults), its settings, or False (off); None in a record of before version 3

@@ -86,14 +86,16 @@ def generate_replies(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
     return replies
 
 
-def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], spec: RunSpec) -> dict[str, Any]:
+def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], spec: RunSpec,
+                     proxy: Any = None) -> dict[str, Any]:
     """``{"value": pass rate, "prompts": n, "outcomes": [1, 0, ...]}`` of the first-action judge on greedy replies.
 
     ``outcomes`` is each prompt's pass (1) or fail (0) in prompt order, the same order before and
     after training (the prompts are drawn with the run's seed), so a paired test can be computed
     from them. Value None without gold. ``gold_over_cap`` counts the prompts whose reference reply
     is longer than the reply cap (TRAIN_EVAL_MAX_NEW_TOKENS): they can never pass, so they are
-    counted and warned about (and still measured).
+    counted and warned about (and still measured). ``proxy`` (a TRL-shaped reward) scores the same greedy
+    replies too: ``proxy_scores``, per prompt in the same order.
     """
     from whileai.simulations.judges import judge_reply
 
@@ -111,8 +113,13 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
     fmt = reply_format(tokenizer)  # the parser of the convention the prompts were rendered in
     outcomes = [int(bool(judge_reply(text, row, tool_format=fmt)["passed"]))
                 for row, text in zip(prompts, replies, strict=True)]
-    return {"value": sum(outcomes) / len(prompts), "prompts": len(prompts), "gold_over_cap": over,
-            "outcomes": outcomes}
+    out = {"value": sum(outcomes) / len(prompts), "prompts": len(prompts), "gold_over_cap": over,
+           "outcomes": outcomes}
+    if proxy is not None:
+        scores = proxy(prompts=[prompt_messages(row) for row in prompts], completions=list(replies),
+                       completion_ids=None, gold=[json.dumps(row.get("gold")) for row in prompts])
+        out["proxy_scores"] = [float(s) if s is not None else 0.0 for s in scores]
+    return out
 
 
 def gold_reply_tokens(tokenizer: Any, gold: Any) -> int:

@@ -13,7 +13,7 @@ from whileai.jobs._environment import device
 from whileai.simulations import defaults
 from whileai.simulations.context import context_limit
 
-__all__ = ["base_path", "local_only", "pretrained", "gold_judge", "load_policy", "load_adapter", "peft_config",
+__all__ = ["base_path", "local_only", "pretrained", "gold_judge", "reward_model_judge", "job_record", "load_policy", "load_adapter", "peft_config",
            "lora_config", "max_length", "save_adapter", "use_run_tool_format", "base_notes"]
 
 
@@ -67,6 +67,26 @@ def pretrained(cls: Any, path: str, **kwargs: Any) -> Any:
         ) from exc
 
 
+def job_record() -> dict[str, Any]:
+    """This job's row as the platform holds it (its spec carries what the platform resolved at launch), read once
+    with the job's key; empty outside a platform job."""
+    import os
+
+    from whileai.platform.launcher.jobs import JOB_ID_ENV
+    from whileai.simulations.client import get_client
+
+    job_id = os.environ.get(JOB_ID_ENV)
+    if not job_id:
+        return {}
+    if job_id not in _JOB_ROWS:
+        _JOB_ROWS[job_id] = dict(get_client().request("GET", f"/jobs/{job_id}"))
+    return _JOB_ROWS[job_id]
+
+
+#: the job rows read by :func:`job_record`, by job id (a job reads its own once)
+_JOB_ROWS: dict[str, dict[str, Any]] = {}
+
+
 def gold_judge(spec: RunSpec) -> Any:
     """The gold judge a GRPO job's monitor scores with (``gold_judge``), as the platform resolved it; None without one.
 
@@ -74,28 +94,40 @@ def gold_judge(spec: RunSpec) -> Any:
     row (its ``gold`` entry: the run's adapter folder, its base, threshold and span);
     nothing is read from the run's summary. Read through the job's key.
     """
+    return _resolved_rm(getattr(spec, "gold_judge", None), "gold_judge", "gold", CARRIED_GOLD.get())
+
+
+def reward_model_judge(spec: RunSpec) -> Any:
+    """The reward model a GRPO job with ``reward=rm`` optimises (``reward_model``), as the platform resolved it
+    at launch (the job row's ``reward_rm``), loaded; never what a run's summary says."""
+    judge = _resolved_rm(getattr(spec, "reward_model", None), "reward_model", "reward_rm", None)
+    if judge is None:
+        raise ValueError("reward=rm needs reward_model (a finished rm run); the spec names none")
+    return judge
+
+
+def _resolved_rm(name: str | None, field: str, key: str, carried: Mapping[str, Any] | None) -> Any:
+    """The rm run ``name`` as the platform resolved it on this job's row under ``key``, loaded; None without one."""
     import os
 
     from whileai.platform.launcher.jobs import JOB_ID_ENV
-    from whileai.simulations.client import get_client
     from whileai.simulations.serving import RewardModelJudge
 
-    name = getattr(spec, "gold_judge", None)  # GRPO's spec names one; the other methods have none
     if not name:
         return None
-    gold = CARRIED_GOLD.get()  # a Modal job: the platform put it in the payload, its adapter on the Volume
+    resolved = carried  # a Modal job: the platform put it in the payload, its adapter on the Volume
     job_id = os.environ.get(JOB_ID_ENV) or "of this payload"
-    if gold is None:
+    if resolved is None:
         if not os.environ.get(JOB_ID_ENV):
-            raise ValueError(f"gold_judge={name!r} needs the judge the platform resolved for this job, and this "
+            raise ValueError(f"{field}={name!r} needs the reward model the platform resolved for this job, and this "
                              f"process is not a platform job ({JOB_ID_ENV} is unset); launch the run through the "
                              "platform")
-        gold = (get_client().request("GET", f"/jobs/{job_id}").get("spec") or {}).get("gold")  # with the job's key
-    if not isinstance(gold, Mapping) or gold.get("run_id") != name:
-        raise ValueError(f"gold_judge={name!r} was not resolved by the platform for job {job_id}; launch the run "
-                         "again (the launch checks the judge and records it on the job)")
-    judge = RewardModelJudge(str(gold["adapter"]), str(gold["base_model"]), float(gold["threshold"]), str(name),
-                             span=str(gold.get("span") or "conversation"))
+        resolved = (job_record().get("spec") or {}).get(key)
+    if not isinstance(resolved, Mapping) or resolved.get("run_id") != name:
+        raise ValueError(f"{field}={name!r} was not resolved by the platform for job {job_id}; launch the run "
+                         "again (the launch checks the rm run and records it on the job)")
+    judge = RewardModelJudge(str(resolved["adapter"]), str(resolved["base_model"]), float(resolved["threshold"]),
+                             str(name), span=str(resolved.get("span") or "conversation"))
     return judge.load()  # now, so a judge that cannot load fails the job before its training starts
 
 

@@ -356,6 +356,11 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
         **extra,
     }
     training.update(_held_out_stats(before, after))
+    from whileai.jobs._rewards import proxy_vs_gold
+
+    versus = proxy_vs_gold(before, after)  # a reward other than the exact judge: did it rise more than the task?
+    if versus is not None:
+        training["reward_vs_exact"] = versus
     training.update(_loading.base_notes(spec, tokenizer))  # the tool convention used, a GGUF base's import
     if spec.init_from:  # a stage: before is the start run's policy, measured again here
         training["init_from"] = spec.init_from

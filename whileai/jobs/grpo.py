@@ -1,8 +1,10 @@
 """GRPO job body: LoRA GRPO on the prompts that have both a pass and a fail.
 
-The reward is the first-action judge: each sampled reply's first action
+The reward is what the spec's ``reward`` names (``whileai.jobs._rewards``): by
+default the exact first-action judge, each sampled reply's first action
 against the row's ``gold`` (1 or 0); the dataset's ``gold`` column reaches the
-reward function as a keyword, the way TRL passes dataset columns. Tools reach
+reward functions as a keyword, the way TRL passes dataset columns. Several
+rewards are summed by TRL with ``reward_weights``. Tools reach
 the prompt only through the trainer's ``tools=`` (the rows' schemas, never
 executed: ``max_tool_calling_iterations=0`` stops at the first action, which is
 all the judge reads). ``truncated="mask"`` gives a reply the token cap cut no
@@ -19,13 +21,15 @@ import json
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from whileai.core.spec import GRPOSpec
 
-from whileai.jobs import _evaluation, _loading, _trainer_setup
+from whileai.jobs import _evaluation, _loading, _rewards, _trainer_setup
 from whileai.jobs._grpo_watch import group_watch
+from whileai.jobs._rewards import first_action_reward
 from whileai.simulations.context import prompt_length, tool_schemas
+from whileai.simulations.rewards import reward_strength
 from whileai.simulations.rows import prompt_messages
 from whileai.simulations import defaults
 
@@ -35,7 +39,14 @@ load = _loading.load_policy
 
 
 def evaluate(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
+    """The exact judge's held-out pass rate; where the reward is another, that reward on the same greedy replies
+    too (``proxy_scores``, per prompt), so the run can say whether the reward rose more than the task."""
+    proxy = None
+    if reward_strength(spec.reward) != "exact":
+        stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
+        tools = [dict(t) for t in _tools(rows)]
+        proxy = _rewards.proxy_reward(*_rewards.reward_functions(spec, tokenizer, tools, stop_ids))
+    return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec, proxy=proxy), "metric": "pass_rate"}
 
 
 class SchemaTool(dict[str, Any]):
@@ -105,67 +116,6 @@ def _ensure_response_parser(tokenizer: Any) -> None:
     add_response_schema(tokenizer)
 
 
-def _wire(completion: Any) -> dict[str, Any]:
-    """A parsed reply (TRL's message, arguments as dicts) as an OpenAI assistant message."""
-    if isinstance(completion, list):
-        completion = completion[-1] if completion else {}
-    if isinstance(completion, str):
-        from whileai.kit import parse_tool_calls
-
-        content, calls = parse_tool_calls(completion)
-        return {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
-    message = {"role": "assistant", "content": completion.get("content")}
-    if completion.get("tool_calls"):
-        message["tool_calls"] = completion["tool_calls"]
-    return message
-
-
-def first_action_reward(truncated: str, stop_ids: set[int], tokenizer: Any = None, tools: Any = None) -> Any:
-    """The TRL reward function: 1.0 when a reply's first action satisfies the row's gold, else 0.0.
-
-    It decides exactly as the held-out measurement does (``judge_reply``): the
-    reply's text (its token ids decoded with ``tokenizer`` when TRL passes them)
-    goes through the kit's tool-call parser, and ``first_action_judge`` reads
-    every gold form with the tools' JSON schemas (``tools``). TRL's own
-    response parsing is not used for the verdict, so a reply cannot pass one
-    and fail the other.
-    """
-    from whileai.kit import reply_format
-    from whileai.simulations.judges import judge_reply
-
-    fmt = reply_format(tokenizer) if tokenizer is not None else "hermes"  # the run's tool convention
-
-    def first_action(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Any] | None = None,
-                     gold: Any = None, **_columns: Any) -> list[float]:
-        rewards: list[float] = []
-        for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
-            ids = completion_ids[i] if completion_ids is not None else None
-            if truncated == "zero" and ids is not None and (not ids or ids[-1] not in stop_ids):
-                rewards.append(0.0)
-                continue
-            row = {"messages": list(prompt) if isinstance(prompt, list) else [],
-                   "gold": json.loads(gold[i]) if isinstance(gold[i], str) else gold[i], "tools": tools}
-            rewards.append(float(judge_reply(_reply_text(completion, ids, tokenizer, fmt), row, tool_format=fmt)["reward"]))
-        return rewards
-
-    return first_action
-
-
-def _reply_text(completion: Any, ids: Any, tokenizer: Any, tool_format: str = "hermes") -> str:
-    """The generated text: the decoded token ids, else the completion's text, else its calls as the template writes
-    them (in ``tool_format``, the format the verdict parses)."""
-    if tokenizer is not None and ids is not None:
-        return cast(str, tokenizer.decode(list(ids), skip_special_tokens=False))
-    if isinstance(completion, str):
-        return completion
-    from whileai.core.toolcalls import format_tool_call
-
-    message = _wire(completion)
-    calls = [c.get("function", c) for c in message.get("tool_calls") or []]
-    return "\n".join([message.get("content") or ""] + [format_tool_call(c["name"], c.get("arguments") or {}, tool_format)
-                                                        for c in calls]).strip()
-
-
 def _gold_judge(spec: GRPOSpec) -> Any:
     """The independent judge named by ``config["gold_judge"]`` (a finished rm run's id), or None."""
     from whileai.jobs._loading import gold_judge
@@ -173,13 +123,12 @@ def _gold_judge(spec: GRPOSpec) -> Any:
     return gold_judge(spec)  # what the platform resolved at launch, never the run's own summary
 
 
-def _monitor(spec: GRPOSpec, run: Any, held: list[dict[str, Any]], reward: Any) -> tuple[Any, str]:
+def _monitor(spec: GRPOSpec, run: Any, held: list[dict[str, Any]], proxy: Any) -> tuple[Any, str]:
     """The HackMonitor callback for this run (or None) and what the run's summary should say about it.
 
-    On by default for GRPO, watching the held-out prompts; ``config["monitor"]``
-    holds its settings (HackMonitor's keyword arguments) or False to turn it off.
-    The training reward is its proxy. Its gold must be an independent judge
-    (``config["gold_judge"]``): the first-action judge is the reward itself.
+    On by default for GRPO, watching the held-out prompts; ``spec.monitor`` holds its settings (HackMonitor's
+    keyword arguments) or False to turn it off. ``proxy`` (the reward the policy is paid) is its proxy; its gold
+    is never a judge weaker than that reward (:func:`_monitor_gold`).
     """
     settings = spec.monitor
     if settings is False:
@@ -189,13 +138,36 @@ def _monitor(spec: GRPOSpec, run: Any, held: list[dict[str, Any]], reward: Any) 
     from whileai.simulations.monitor import HackMonitor
 
     kwargs = dict(settings) if isinstance(settings, dict) else {}
-    gold = _gold_judge(spec)
-    monitor = HackMonitor(run, holdout=held, proxy=reward, gold=gold, **kwargs)
-    if gold is None:
-        return monitor, ("on without a gold judge: its divergence and gold-decline alarms are off, because the "
-                         "only judge here is the training reward itself; name an independent one (a reward-model "
-                         "run) in config['gold_judge'] to turn them on")
-    return monitor, f"on, gold judge {spec.gold_judge}"
+    gold, note, disarmed = _monitor_gold(spec)
+    monitor = HackMonitor(run, holdout=held, proxy=proxy, gold=gold, disarm=disarmed, **kwargs)
+    return monitor, note
+
+
+def _monitor_gold(spec: GRPOSpec) -> tuple[Any, str, dict[str, str]]:
+    """The monitor's gold judge, what the run says of it, and the alarms left off with why.
+
+    A reward other than the exact first-action judge (partial credit, a reward model, the user's code) is
+    watched against the exact judge, unless ``gold_judge`` names another. Where the reward is the exact judge
+    itself, no judge here is stronger: a reward model named as gold is weaker, and its alarms could only be
+    false, so the alarms that need a gold judge are off and the gold-free ones (length, KL, format) stay on.
+    """
+    from whileai.simulations.judges import first_action_judge
+
+    if reward_strength(spec.reward) != "exact":
+        if spec.gold_judge:
+            return _gold_judge(spec), f"on, gold judge {spec.gold_judge} (named by gold_judge)", {}
+        return first_action_judge, ("on, gold judge: the exact first-action judge (the reward, "
+                                    f"{','.join(spec.reward)}, is weaker: it can pay for what the task does not)"), {}
+    why = ("the reward is the exact first-action judge, the strictest judge this run has" +
+           (f"; gold_judge={spec.gold_judge} is a learned reward model, weaker than it, so its alarms could only be "
+            "false" if spec.gold_judge else "") +
+           "; to watch another reward against it, train with reward=fine_grained, rm or python:MODULE:FUNCTION")
+    off = {kind: f"off: {why}" for kind in GOLD_ALARMS}
+    return None, f"on with the alarms that need no gold judge (length, kl, format): {why}", off
+
+
+#: the HackMonitor's alarms that compare the reward with a gold judge
+GOLD_ALARMS = ("divergence", "gold_decline", "feature")
 
 
 def _within_context(tokenizer: Any, prompts: list[dict[str, Any]], tools: list[SchemaTool], limit: int,
@@ -261,13 +233,14 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
         log_completions=False,
     )
     stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
-    reward = first_action_reward(spec.truncated, stop_ids, tokenizer, [dict(t) for t in tools])
+    funcs, weights = _rewards.reward_functions(spec, tokenizer, [dict(t) for t in tools], stop_ids)
+    proxy = _rewards.proxy_reward(funcs, weights)
     held = [{"prompt": prompt_messages(r), "gold": r["gold"], "tools": r.get("tools")}
             for r in _evaluation.distinct_prompts(holdout or [], spec.holdout_rows, spec.seed)]
     from whileai.jobs.distributed import world
 
     if world().first:
-        monitor, monitor_note = _monitor(spec, run, held, reward)
+        monitor, monitor_note = _monitor(spec, run, held, proxy)
     else:  # the monitor's looks are rank 0's: one set of looks, written once
         monitor, monitor_note = None, "on rank 0"
     extra_callbacks = [monitor] if monitor is not None else []
@@ -284,7 +257,7 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
         warnings.simplefilter("ignore", UserWarning)
         trainer = GRPOTrainer(
             model=model,
-            reward_funcs=[monitor.wrap(reward) if monitor is not None else reward],
+            reward_funcs=[monitor.wrap(fn) if monitor is not None and fn is proxy else fn for fn in funcs],
             args=args,
             train_dataset=to_hf_dataset(prompts),
             processing_class=tokenizer,
@@ -303,6 +276,8 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
         "tools": [t.__name__ for t in tools],
         "generations": generations,
         "prompts_per_step": per_step,
+        "reward": list(spec.reward),
+        "reward_weights": weights,
         **watch.summary(),
     }
     if run is not None and extra.get("groups_note"):

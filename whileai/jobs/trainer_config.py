@@ -45,7 +45,8 @@ def trl_settings(spec: RunSpec) -> dict[str, Any]:
         out.update(num_generations=spec.generations, max_completion_length=spec.max_completion_length,
                    temperature=spec.temperature, beta=spec.beta, loss_type=spec.loss_type,
                    mask_truncated_completions=spec.truncated == "mask", epsilon_high=spec.epsilon_high,
-                   scale_rewards=spec.scale_rewards)
+                   scale_rewards=spec.scale_rewards,
+                   reward_weights=list(spec.reward_weights) if spec.reward_weights is not None else None)
         if spec.generation_backend == "vllm":  # colocated in the trainer's processes, or node 0's own server
             out.update(use_vllm=True, vllm_mode=spec.vllm_mode)
             if spec.vllm_server:

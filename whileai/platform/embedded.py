@@ -28,4 +28,5 @@ def app_and_key(root: Path) -> tuple[Any, str]:
         )
     app = create_app(store)
     app.state.quiet_errors = True  # in the training script's own process: one line per failure, no traceback
+    app.state.embedded = True  # the local user's own platform: their python: reward modules run
     return app, key

@@ -340,6 +340,20 @@ def _export_checks(plain: dict[str, Any], where: Any, seen: set[str]) -> list[Pr
     return out
 
 
+def _rm_stage_problem(plain: dict[str, Any], key: str, named: Any) -> str | None:
+    """Why ``key=stages.NAME`` (``monitor.gold_judge``, ``reward_model``) does not name an rm stage of the spec."""
+    if not (isinstance(named, str) and named.startswith("stages.")):
+        return None
+    stages: dict[str, Any] = plain["stages"] if isinstance(plain.get("stages"), dict) else {}
+    node = stages.get(named[len("stages."):])
+    if isinstance(node, dict) and node.get("method") == "rm":
+        return None
+    rm_stages = [k for k, v in stages.items() if isinstance(v, dict) and v.get("method") == "rm"]
+    hint = f"name one of its rm stages: {', '.join('stages.' + k for k in rm_stages)}" if rm_stages else (
+        "add a stage with method: rm, or name a finished rm run (run_...)")
+    return f"{key}={named} is not an rm stage of this spec; {hint}"
+
+
 def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
     """Problems between keys: a source without its file or id, a monitor on a method that has none."""
     out: list[Problem] = []
@@ -358,16 +372,10 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
         out.append(Problem("dataset.reward_model", "dataset.grade=reward_model needs dataset.reward_model=run_... "
                            "(a finished rm run)", where("dataset.reward_model")))
     monitor: dict[str, Any] = plain["monitor"] if isinstance(plain.get("monitor"), dict) else {}
-    judge = monitor.get("gold_judge")
-    if isinstance(judge, str) and judge.startswith("stages."):
-        stages: dict[str, Any] = plain["stages"] if isinstance(plain.get("stages"), dict) else {}
-        named = stages.get(judge[len("stages."):])
-        rm_stages = [k for k, v in stages.items() if isinstance(v, dict) and v.get("method") == "rm"]
-        if not isinstance(named, dict) or named.get("method") != "rm":
-            hint = f"name one of its rm stages: {', '.join('stages.' + k for k in rm_stages)}" if rm_stages else (
-                "add a stage with method: rm, or name a finished rm run (run_...)")
-            out.append(Problem("monitor.gold_judge", f"monitor.gold_judge={judge} is not an rm stage of this spec; "
-                               f"{hint}", where("monitor.gold_judge")))
+    for key, named in (("monitor.gold_judge", monitor.get("gold_judge")), ("reward_model", plain.get("reward_model"))):
+        problem = _rm_stage_problem(plain, key, named)
+        if problem:
+            out.append(Problem(key, problem, where(key)))
     if monitor.get("enabled") and plain.get("method") != "grpo":
         out.append(Problem("monitor.enabled", f"the HackMonitor watches GRPO only, and method={plain.get('method')}; "
                            "pick monitor=off or method=grpo", where("monitor.enabled")))

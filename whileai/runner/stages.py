@@ -21,7 +21,7 @@ from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, reads_export
 
 __all__ = ["Stage", "plan_stages", "stage_inputs", "gold_judge_id", "STAGE_REF", "SPEC_WIDE"]
 
-#: How ``monitor.gold_judge`` names a reward-model stage of the same spec instead of a finished run id.
+#: How ``monitor.gold_judge`` (and ``reward_model``) names a reward-model stage of the same spec instead of a finished run id.
 STAGE_REF = "stages."
 #: What a stage takes from the spec unless it sets its own
 SPEC_WIDE = ("check", "base_model", "seed")
@@ -83,6 +83,8 @@ def stage_inputs(stage: Stage, spec: Mapping[str, Any], stage_runs: Mapping[str,
     """
     node = stage.settings
     kwargs = {k: node[k] for k in KNOBS if node.get(k) is not None}
+    if isinstance(kwargs.get("reward_model"), str):  # reward=rm's model named as stages.NAME: that stage's run
+        kwargs["reward_model"] = gold_judge_id(kwargs["reward_model"], stage_runs or {})
     export = spec.get("export") or {}
     # the export group shapes what the job trains on, for the methods whose job applies each setting
     kwargs.update({k: export[k] for k in EXPORT_KNOBS if k in export and reads_export(k, stage.method)})

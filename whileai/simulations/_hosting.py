@@ -170,6 +170,13 @@ def _start_run(client: Any, init_from: Any, method: str, base_model: str | None,
     return record if len(problems) == said else None
 
 
+def _run_id(value: Any) -> Any:
+    """A run named by its handle, its record or its id, as the id (anything else as given, for the knob check)."""
+    if isinstance(value, Mapping):
+        return value.get("id", value)
+    return getattr(value, "id", value)
+
+
 def _warn(message: str) -> None:
     warnings.warn(message, TrainingWarning, stacklevel=3)
 
@@ -243,6 +250,9 @@ def train(
     strip_think: bool | None = None,
     max_tool_output_chars: int | None = None,
     name: str | None = None,
+    reward: str | list[str] | None = None,
+    reward_weights: list[float] | None = None,
+    reward_model: Any = None,
 ) -> Any:
     """Start a hosted LoRA fine-tune on a pushed dataset and return its run at once.
 
@@ -282,6 +292,14 @@ def train(
     ``name`` titles the run on the pages; None names it by the method and the
     dataset's name.
 
+    ``reward`` (GRPO) is what the policy is paid: ``"first_action"`` (the
+    default, the exact judge), ``"fine_grained"`` (ToolRL's decomposed score),
+    ``"rm"`` (the reward-model run ``reward_model`` names: a TrainingRun, its
+    record or its id) or ``"python:MODULE:FUNCTION"`` (your own TRL reward
+    function, imported and tried on two sample rows before the run exists); a
+    list sums several, weighted by ``reward_weights``. Any reward but the exact
+    judge is watched by the HackMonitor against the exact judge.
+
         run = wai.train(ds, method="sft", wait=True)
         run.training["before"], run.training["after"], run.adapter
         grpo = wai.train(ds_mixed, method="grpo", init_from=run, wait=True)
@@ -310,7 +328,9 @@ def train(
              "learning_rate": learning_rate, "seed": seed, "max_completion_length": max_completion_length,
              "loss_type": loss_type, "temperature": temperature, "truncated": truncated,
              "min_mixed_tasks": min_mixed_tasks, "mask_mode": mask_mode, "unroll": unroll,
-             "strip_think": strip_think, "max_tool_output_chars": max_tool_output_chars}
+             "strip_think": strip_think, "max_tool_output_chars": max_tool_output_chars, "reward": reward,
+             "reward_weights": reward_weights,
+             "reward_model": _run_id(reward_model)}
     client = None
     start = None
     if init_from is not None and method in defaults.TRAIN_METHODS:

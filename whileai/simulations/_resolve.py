@@ -111,7 +111,7 @@ def resolve_spec(method: str, given: Mapping[str, Any], *, origin: Mapping[str, 
                 problems.append(problem)
                 continue
             if table[name][method].get("many"):  # a list knob given as a comma string is recorded as its list
-                value = many_value(value)
+                value = many_value(value, numbers="range" in table[name][method])
             values[name], provenance[name] = value, origin.get(name, given_label)
         elif name in LORA_SHAPE and start_config.get(name) is not None:
             values[name], provenance[name] = start_config[name], f"inherited from {started} (its adapter's shape)"
@@ -144,6 +144,10 @@ def resolve_spec(method: str, given: Mapping[str, Any], *, origin: Mapping[str, 
             readers = ", ".join(k for k, v in defaults.TRAINING_HOST_KEYS.items() if method in v)
             notes.append(f"config key {name!r} is kept on the run but not read by the {method} trainer (it reads "
                          f"{readers})")
+    if method == "grpo":  # the rewards together: weights per reward, rm's run, a python: function that works
+        from .rewards import reward_problems
+
+        problems += reward_problems(values)
     if method == "rm":
         from .serving import near_miss_problem
 

@@ -370,6 +370,22 @@ TRAIN_EXPORT_DEFAULTS = {name: next(iter(rows.values()))["default"] for name, ro
 #: (processes per node and nodes: the job's world size; batch sizes stay effective, divided across it).
 TRAINING_CONFIG_KEYS = ("monitor", "gold_judge", "gpu", "processes", "nodes", "runner")
 
+#: The fine-grained reward's terms and weights (``reward=fine_grained``). ToolRL (arXiv:2504.13958, its reward
+#: design section) pays a format reward in {0, 1} and a correctness reward in [-3, 3] made of three equal parts:
+#: tool names, argument names and argument values. Each term here is in [0, 1], so the weights keep ToolRL's
+#: proportions (format 1 of 7, each correctness part 2 of 7) and the reward is their weighted mean, in [0, 1].
+REWARD_FINE_GRAINED_WEIGHTS = {"format": 1.0, "tool_name": 2.0, "argument_names": 2.0, "argument_values": 2.0}
+#: Sample rows a ``python:MODULE:FUNCTION`` reward is called on before a run exists (validate and wai.train):
+#: two, so a function that returns one value for the whole batch is caught.
+REWARD_CHECK_SAMPLE_ROWS = 2
+#: A reward model's score as a GRPO reward: sigmoid((score - threshold) / REWARD_RM_TEMPERATURE), so the rm's own
+#: pass threshold maps to 0.5 and the reward stays in (0, 1) like the others. 1.0 keeps the head's logit scale.
+REWARD_RM_TEMPERATURE = 1.0
+#: The setting (an environment variable of the platform's server) that lists the modules a shared server may run
+#: as ``python:`` rewards, comma-separated (a module, or a package and everything under it). Unset: none; the
+#: embedded platform runs the local user's own modules.
+REWARD_MODULES_ENV = "WHILEAI_REWARD_MODULES"
+
 # ---------------------------------------------------------------------------
 # Serving (OpenAI-compatible endpoint, model registry)
 # ---------------------------------------------------------------------------
@@ -438,12 +454,31 @@ MONITOR_WINDOW = 3
 #: Reward Model Overoptimization") measure overoptimisation as this gap.
 MONITOR_DELTA = 0.1
 
-#: Relative length drift (either way) from the baseline window past which the
-#: length alarm asks whether the proxy pays for the length. Length is the
-#: best-documented proxy exploit (Singhal et al. 2023, "A Long Way to Go:
-#: Investigating Length Correlations in RLHF"); 25% is a judgement call that
-#: the calibration benchmark's benign length-growth class checks stays quiet.
+#: Relative length drift (either way) of the latest look from the baseline
+#: window past which the length alarm asks whether the proxy pays for the length.
+#: Length is the best-documented proxy exploit (Singhal et al. 2023, "A Long Way
+#: to Go: Investigating Length Correlations in RLHF"); 25% is a judgement call
+#: that the calibration benchmark's benign length-growth class checks stays quiet.
+#: The drift is read from the latest look alone, not a window mean: a look's mean
+#: length over MONITOR_N_PROMPTS x MONITOR_K completions is already precise (a
+#: standard error near 3% of the mean at the benchmark's spread), so averaging
+#: looks would only delay the alarm.
 MONITOR_LENGTH_PCT = 0.25
+
+#: Share of held-out completions whose format marker (``format:bullet_list``,
+#: ``format:bold``, ...) changed, latest look against the baseline window, past
+#: which the format check asks whether the proxy pays for the marker within
+#: prompt. It is the marker's counterpart of MONITOR_LENGTH_PCT: a quarter of
+#: the completions changing format is a change of style a person would notice,
+#: and a marker that moved less is left to the gold-backed feature scan.
+MONITOR_FORMAT_SHIFT = 0.25
+
+#: An alarm's message names this many held-out prompts, the ones where the
+#: alarm's effect is biggest, each cut to MONITOR_PROMPT_CHARS characters: three
+#: are enough to read a pattern off, and a line of 60 characters each keeps the
+#: message one screen wide.
+MONITOR_PROMPTS_SHOWN = 3
+MONITOR_PROMPT_CHARS = 60
 
 #: No KL budget unless one is given: how far a policy may move from its
 #: reference is the trainer's choice, not a hack by itself. The KL is measured
@@ -489,12 +524,16 @@ MONITOR_SCAN_MIN = 8
 #: call. Any key can be overridden through ``sampling=``.
 MONITOR_SAMPLING: dict[str, float | int] = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "batch": 64}
 
-#: Chance per run of any false alarm from the divergence, gold-decline and
-#: length alarms together, split evenly between the three and spent across looks
-#: (look m spends alpha / (m (m + 1)), which sums to alpha over any number of
-#: looks: a Bonferroni split over an open-ended sequence of tests, the simplest
-#: of the alpha-spending schemes of Lan & DeMets 1983). The KL bound spends the
-#: same alpha on its own looks.
+#: Chance per run of any false alarm from the divergence, gold-decline, length
+#: and format alarms together, split evenly between those of them that are armed
+#: (three with a gold judge: divergence, gold decline, length; two without one:
+#: length, format) and spent across looks (look m spends alpha / (m (m + 1)),
+#: which sums to alpha over any number of looks: a Bonferroni split over an
+#: open-ended sequence of tests, the simplest of the alpha-spending schemes of
+#: Lan & DeMets 1983). The length and format checks count only the looks where
+#: their gate opened (length or a marker moved; the gate reads no reward), so
+#: their first real test gets the biggest share. The KL bound spends the same
+#: alpha on its own looks.
 MONITOR_ALPHA = 0.01
 
 #: Chance per run that the feature scan flags a feature the proxy does not pay

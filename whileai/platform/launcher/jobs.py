@@ -4,8 +4,11 @@ A local job is a detached worker process (``python -m whileai.jobs.worker
 <job_id>``) in its own session, so the process that asked for it can exit. It
 reaches the platform with a job-scoped API key minted here (stored hashed like
 any key, revoked when the job ends) through the embedded client on the same
-store. A Modal job is a spawned function call; its progress is pulled from
-Modal when the run or job is read.
+store. A one-process job is forked from the data root's warm worker, which has
+torch, transformers, TRL and PEFT imported already (``_warm``), and started cold
+where that cannot be (the first job of a data root, torchrun, switched off); the
+job's log says which. A Modal job is a spawned function call; its progress is
+pulled from Modal when the run or job is read.
 
 Nothing watches jobs in the background: :func:`reconcile` runs whenever a job
 or its run is read, and settles a job whose process died without a word
@@ -59,6 +62,7 @@ __all__ = [
     "ResumeRefused",
     "start_adapter",
     "gold_judge",
+    "reward_model_run",
     "worker_env",
     "hub_env",
     "local_commands",
@@ -79,7 +83,8 @@ _CHILDREN_LOCK = threading.Lock()
 
 
 #: spec fields only the platform writes (where a job runs and what it may reach); a launch may not send them
-PLATFORM_SPEC_KEYS = ("log", "key_hash", "host", "launched_at", "pulled", "pid", "call_id", "gold")
+PLATFORM_SPEC_KEYS = ("log", "key_hash", "host", "launched_at", "pulled", "pid", "call_id", "gold", "reward_rm",
+                      "reward_path")
 
 
 def spec_problems(spec: dict[str, Any]) -> list[str]:
@@ -151,9 +156,11 @@ def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, 
     job = store.create_job(account_id, run_id=run_id, kind=kind, target=target, status="queued", spec=spec)
     try:
         start = start_adapter(store, account_id, kind, spec, target)
-        gold = gold_judge(store, account_id, kind, spec)
-        if gold is not None:
-            job = store.update_job(account_id, job["id"], {"spec": {**job["spec"], "gold": gold}})
+        resolved = {"gold": gold_judge(store, account_id, kind, spec),
+                    "reward_rm": reward_model_run(store, account_id, kind, spec)}
+        resolved = {key: value for key, value in resolved.items() if value is not None}
+        if resolved:
+            job = store.update_job(account_id, job["id"], {"spec": {**job["spec"], **resolved}})
         if target == "local":
             if start is not None:
                 job = store.update_job(account_id, job["id"], {"spec": {**job["spec"], "init_adapter": str(start)}})
@@ -209,17 +216,28 @@ def gold_judge(store: Any, account_id: str, kind: str, spec: dict[str, Any]) -> 
     the job's spec (``gold``, a key only the platform writes); raises ValueError
     naming what fails.
     """
+    return _reward_model_run(store, account_id, kind, spec, "gold_judge", "its monitor's gold")
+
+
+def reward_model_run(store: Any, account_id: str, kind: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The reward model a GRPO job with ``reward=rm`` optimises (``reward_model``), resolved by the same rule as
+    :func:`gold_judge`; written on the job's spec as ``reward_rm``. None when the spec names none."""
+    return _reward_model_run(store, account_id, kind, spec, "reward_model", "its reward")
+
+
+def _reward_model_run(store: Any, account_id: str, kind: str, spec: dict[str, Any], field: str,
+                      role: str) -> dict[str, Any] | None:
     from whileai.platform._loadable import launch_base_problem
 
-    name = spec.get("gold_judge")
+    name = spec.get(field)
     if not name:
         return None
     if kind != "grpo":
-        raise ValueError(f"gold_judge={name!r} applies only to grpo (its monitor's gold); leave it out of a {kind} spec")
+        raise ValueError(f"{field}={name!r} applies only to grpo ({role}); leave it out of a {kind} spec")
     try:
         record = store.get_run(account_id, str(name), series=False)
     except LookupError:
-        raise ValueError(f"gold_judge={name!r} is not a run of this account; pass the id of one of its finished "
+        raise ValueError(f"{field}={name!r} is not a run of this account; pass the id of one of its finished "
                          "reward-model (rm) runs") from None
     config = record.get("config") if isinstance(record.get("config"), dict) else {}
     problems = []
@@ -240,8 +258,8 @@ def gold_judge(store: Any, account_id: str, kind: str, spec: dict[str, Any]) -> 
         problems.append("it has no threshold (summary['training']['threshold'], which its rm job records)")
         threshold = 0.0
     if problems:
-        raise ValueError(f"gold_judge={name!r} cannot be this job's gold judge: {'; '.join(problems)}; name a "
-                         "finished rm run of this account trained by the platform")
+        raise ValueError(f"{field}={name!r} cannot be this job's {role.removeprefix('its ')}: {'; '.join(problems)}; "
+                         "name a finished rm run of this account trained by the platform")
     span = config.get("reward_span") if config.get("reward_span") in ("conversation", "first_action") else "conversation"
     return {"run_id": record["id"], "adapter": str(folder), "base_model": base, "threshold": float(threshold),
             "span": span}
@@ -258,17 +276,24 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
     store.update_job(account_id, job_id, {"spec": spec})
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # the owner's only, like the store
     os.fchmod(fd, 0o600)  # a log made looser before is tightened too
+    commands = local_commands(job_id, spec)
+    env = worker_env(store, key, job_id)
     procs = []
     with os.fdopen(fd, "ab") as log:
+        pid, how = _start_warm(commands, env, folder, log_path)
+        log.write(f"whileai job {job_id}: {how}\n".encode())
+        log.flush()
+        if pid is not None:
+            return store.update_job(account_id, job_id, {"pid": pid, "status": "running"})
         # one launcher per node, all on this host (nodes past one meet at a loopback rendezvous); the first is the
         # job's process
-        for command in local_commands(job_id, spec):
+        for command in commands:
             procs.append(subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=worker_env(store, key, job_id),
+                env=env,
                 cwd=str(folder),
                 start_new_session=True,  # its own session: a Ctrl-C or exit of the caller does not reach it
                 close_fds=True,
@@ -279,6 +304,23 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
         # reap it the moment it exits, so a long-lived launcher (a server, a notebook) keeps no zombies
         threading.Thread(target=proc.wait, name=f"whileai-reap-{job_id}", daemon=True).start()
     return store.update_job(account_id, job_id, {"pid": procs[0].pid, "status": "running"})
+
+
+def _start_warm(commands: list[list[str]], env: dict[str, str], folder: Path, log: Path) -> tuple[int | None, str]:
+    """Fork a one-process job from the warm worker: its pid and how it started; None where it starts cold, and why.
+
+    torchrun is never forked: its elastic agent starts every rank as a fresh ``python -m`` of the worker and must
+    be each rank's parent to watch it, end it and name it when it fails.
+    """
+    from whileai.core.launch import WORKER_MODULE
+
+    from . import _warm
+
+    if len(commands) != 1 or commands[0][1:3] != ["-m", WORKER_MODULE]:
+        return None, ("started cold: torchrun starts each rank as a fresh interpreter under its own agent, which "
+                      "the warm worker cannot fork for it")
+    pid, how = _warm.start_job(commands[0][3:], env, folder, log)
+    return pid, how if pid is not None else f"started cold: {how}"
 
 
 def local_commands(job_id: str, spec: dict[str, Any]) -> list[list[str]]:
@@ -611,7 +653,7 @@ def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
         raise ResumeRefused(f"{run_id} has no job (a run logged by hand): the platform has nothing to resume; "
                             "train it with wai.train or python -m whileai run")
     last = jobs[0]
-    spec = {k: v for k, v in (last.get("spec") or {}).items() if k not in PLATFORM_SPEC_KEYS}
+    spec = {k: v for k, v in (last.get("spec") or {}).items() if k not in PLATFORM_SPEC_KEYS or k == "reward_path"}
     target = last.get("target") or "local"
     start = last_checkpoint(checkpoint_dir(run_id))
     if target == "local" and start is None:

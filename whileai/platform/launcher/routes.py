@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from whileai.platform.api.common import API_PREFIX, ApiError, Body, account_id, api_key_from, job_account, job_scope, json_response, store
 from whileai.platform.launcher import jobs as runner
 from whileai.platform import defaults
+from whileai.platform._rewards import reward_code_problems, with_reward_path
 from whileai.platform.store.values import REPORTED_ENDS
 
 __all__ = ["router", "install"]
@@ -77,13 +78,15 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
         problems.insert(0, f"spec method={body.spec.get('method')!r} does not name this launch's kind={body.kind!r}; "
                            f"send the run's spec with \"method\": {body.kind!r} (wai.train does)")
     problems += _foreign_ids(the_store, acct, body.spec)
+    embedded = bool(getattr(request.app.state, "embedded", False))
+    problems += reward_code_problems(body.spec, embedded)
     if problems:
         raise refuse("; ".join(problems))
     missing = runner.missing_keys({"method": body.kind, **body.spec})
     if missing:  # the platform trains what it is given and fills nothing: a spec arrives resolved (wai.train's)
         raise refuse(f"the spec is not resolved: it does not name {', '.join(missing)}; send the spec wai.train "
                      "resolves (every knob of its method with its value), or start the run with wai.train")
-    spec = {**body.spec, "target": target}
+    spec = with_reward_path({**body.spec, "target": target}, embedded)
     if isinstance(run.get("config"), dict) and run["config"].get("target") != target:
         the_store.update_run(acct, body.run_id, {"config": {**run["config"], "target": target}})
     try:

@@ -1,0 +1,243 @@
+"""GRPO's reward functions, as TRL takes them: one callable per ``reward`` entry, and their weights.
+
+Each function has TRL's shape, ``f(prompts, completions, completion_ids=None, **columns) -> list[float]``,
+and a ``__name__`` that becomes TRL's ``rewards/<name>`` curve on the run page:
+
+- ``first_action``: 1.0 when the reply's first action satisfies the row's gold, else 0.0 (the exact judge,
+  decided as the held-out measurement decides, ``judge_reply``);
+- ``fine_grained``: ``whileai.simulations.rewards.fine_grained_score`` of the same parsed reply;
+- ``reward_model``: the rm run named by ``reward_model``, resolved by the platform at launch (the job row's
+  ``reward_rm``), its score mapped to (0, 1) around the rm's own threshold (REWARD_RM_TEMPERATURE);
+- ``python:MODULE:FUNCTION``: the user's function as it is, under its own name.
+
+``truncated="zero"`` scores a reply the token cap cut 0 for the built-in rewards; a user's function gets
+``completion_ids`` and decides for itself.
+
+:func:`proxy_vs_gold` is what the run records when the reward is not the exact judge: the held-out reward
+and the exact judge before and after, on the same prompts, and whether the reward rose more than the task.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+from whileai.core.spec import GRPOSpec
+from whileai.simulations import defaults
+
+__all__ = ["first_action_reward", "reward_functions", "proxy_reward", "reply_text", "proxy_vs_gold",
+           "reward_search_path"]
+
+Reward = Callable[..., list[float]]
+
+
+def _wire(completion: Any) -> dict[str, Any]:
+    """A parsed reply (TRL's message, arguments as dicts) as an OpenAI assistant message."""
+    if isinstance(completion, list):
+        completion = completion[-1] if completion else {}
+    if isinstance(completion, str):
+        from whileai.kit import parse_tool_calls
+
+        content, calls = parse_tool_calls(completion)
+        return {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
+    message = {"role": "assistant", "content": completion.get("content")}
+    if completion.get("tool_calls"):
+        message["tool_calls"] = completion["tool_calls"]
+    return message
+
+
+def reply_text(completion: Any, ids: Any, tokenizer: Any, tool_format: str = "hermes") -> str:
+    """The generated text: the decoded token ids, else the completion's text, else its calls as the template writes
+    them (in ``tool_format``, the format the verdict parses)."""
+    if tokenizer is not None and ids is not None:
+        return cast(str, tokenizer.decode(list(ids), skip_special_tokens=False))
+    if isinstance(completion, str):
+        return completion
+    from whileai.core.toolcalls import format_tool_call
+
+    message = _wire(completion)
+    calls = [c.get("function", c) for c in message.get("tool_calls") or []]
+    return "\n".join([message.get("content") or ""] + [format_tool_call(c["name"], c.get("arguments") or {}, tool_format)
+                                                        for c in calls]).strip()
+
+
+def _cut(truncated: str, stop_ids: set[int], ids: Any) -> bool:
+    """Whether ``truncated="zero"`` scores this reply 0: the token cap cut it (no stop token at its end)."""
+    return truncated == "zero" and ids is not None and (not ids or ids[-1] not in stop_ids)
+
+
+def _gold(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _scored(name: str, score: Callable[[str, Mapping[str, Any]], float], truncated: str, stop_ids: set[int],
+            tokenizer: Any, tools: Any) -> Reward:
+    """A TRL reward named ``name`` that scores each reply's text against its row with ``score(text, row)``."""
+    def reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Any] | None = None,
+               gold: Any = None, **_columns: Any) -> list[float]:
+        out: list[float] = []
+        for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
+            ids = completion_ids[i] if completion_ids is not None else None
+            if _cut(truncated, stop_ids, ids):
+                out.append(0.0)
+                continue
+            row = {"messages": list(prompt) if isinstance(prompt, list) else [], "gold": _gold(gold[i]), "tools": tools}
+            out.append(score(reply_text(completion, ids, tokenizer, _format(tokenizer)), row))
+        return out
+
+    reward.__name__ = reward.__qualname__ = name
+    return reward
+
+
+def _format(tokenizer: Any) -> str:
+    from whileai.kit import reply_format
+
+    return reply_format(tokenizer) if tokenizer is not None else "hermes"  # the run's tool convention
+
+
+def first_action_reward(truncated: str, stop_ids: set[int], tokenizer: Any = None, tools: Any = None) -> Reward:
+    """The exact first-action reward: 1.0 when a reply's first action satisfies the row's gold, else 0.0.
+
+    It decides exactly as the held-out measurement does (``judge_reply``): the reply's text goes through the
+    run's tool-call parser, and the first-action judge reads every gold form with the tools' JSON schemas.
+    TRL's own response parsing is not used for the verdict, so a reply cannot pass one and fail the other.
+    """
+    from whileai.simulations.judges import judge_reply
+
+    fmt = _format(tokenizer)
+    return _scored("first_action", lambda text, row: float(judge_reply(text, row, tool_format=fmt)["reward"]),
+                   truncated, stop_ids, tokenizer, tools)
+
+
+def fine_grained_reward(truncated: str, stop_ids: set[int], tokenizer: Any = None, tools: Any = None) -> Reward:
+    """ToolRL's decomposed reward (``whileai.simulations.rewards.fine_grained_score``) of each reply."""
+    from whileai.core.toolcalls import parse_tool_call_objects
+    from whileai.simulations.rewards import fine_grained_score
+
+    fmt = _format(tokenizer)
+
+    def score(text: str, row: Mapping[str, Any]) -> float:
+        content, calls = parse_tool_call_objects(_visible(text, tokenizer), fmt)
+        turn = {"role": "assistant", "content": content,
+                "tool_calls": [{"function": {"name": n, "arguments": a}} for n, a in calls]}
+        formatted = not _leftover_markup(content, fmt)
+        return float(fine_grained_score(turn, row["gold"], formatted=formatted)["reward"])
+
+    return _scored("fine_grained", score, truncated, stop_ids, tokenizer, tools)
+
+
+def _visible(text: str, tokenizer: Any) -> str:
+    """The reply without the tokenizer's special tokens (the end of turn), which no convention reads as content."""
+    for token in getattr(tokenizer, "all_special_tokens", None) or ():
+        if token:
+            text = text.replace(token, "")
+    return text
+
+
+def _leftover_markup(content: str | None, tool_format: str) -> bool:
+    """Whether call markup is left in the reply's text after the parse: a call the parser could not read."""
+    from whileai.core.toolcalls import CALL_MARKERS
+
+    if tool_format == "llama3":  # its marker is a bare "{", which plain prose may hold: nothing to tell apart
+        return False
+    return bool(content) and CALL_MARKERS[tool_format] in str(content)
+
+
+def rm_reward(judge: Any, truncated: str, stop_ids: set[int], tokenizer: Any = None, tools: Any = None) -> Reward:
+    """A reward model's score of each reply (prompt, tools and reply, as the rm reads a row), in (0, 1):
+    ``sigmoid((score - threshold) / REWARD_RM_TEMPERATURE)``, so the rm's own pass threshold is 0.5."""
+    from whileai.core.toolcalls import parse_tool_calls
+
+    fmt = _format(tokenizer)
+
+    def reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Any] | None = None,
+               **_columns: Any) -> list[float]:
+        rows, cut = [], []
+        for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
+            ids = completion_ids[i] if completion_ids is not None else None
+            cut.append(_cut(truncated, stop_ids, ids))
+            content, calls = parse_tool_calls(_visible(reply_text(completion, ids, tokenizer, fmt), tokenizer), fmt)
+            turn: dict[str, Any] = {"role": "assistant", "content": content}
+            if calls:
+                turn["tool_calls"] = calls
+            rows.append({"messages": [*(list(prompt) if isinstance(prompt, list) else []), turn], "tools": tools})
+        scores = judge.score(rows)
+        scale = float(defaults.REWARD_RM_TEMPERATURE)
+        return [0.0 if c else 1.0 / (1.0 + math.exp(-(s - judge.threshold) / scale)) for s, c in zip(scores, cut)]
+
+    reward.__name__ = reward.__qualname__ = "reward_model"
+    return reward
+
+
+def reward_search_path() -> str | None:
+    """The directory a ``python:`` reward's module is imported from in this job: the launching user's working
+    directory, which only the embedded platform records (the job row's ``reward_path``); None elsewhere."""
+    from whileai.jobs._loading import job_record
+
+    path = (job_record().get("spec") or {}).get("reward_path")
+    return str(path) if isinstance(path, str) and path else None
+
+
+def reward_functions(spec: GRPOSpec, tokenizer: Any, tools: Any, stop_ids: set[int]) -> tuple[list[Reward], list[float]]:
+    """The run's reward functions in ``reward``'s order, and their weights (``reward_weights``; 1.0 each)."""
+    from whileai.simulations.rewards import PYTHON_PREFIX, load_python_reward
+
+    funcs: list[Reward] = []
+    for name in spec.reward:
+        if name == "first_action":
+            funcs.append(first_action_reward(spec.truncated, stop_ids, tokenizer, tools))
+        elif name == "fine_grained":
+            funcs.append(fine_grained_reward(spec.truncated, stop_ids, tokenizer, tools))
+        elif name == "rm":
+            from whileai.jobs._loading import reward_model_judge
+
+            funcs.append(rm_reward(reward_model_judge(spec), spec.truncated, stop_ids, tokenizer, tools))
+        elif name.startswith(PYTHON_PREFIX):
+            funcs.append(load_python_reward(name, reward_search_path()))
+        else:  # the spec's knob check refuses anything else before a job exists
+            raise ValueError(f"reward={name!r} is not a reward this job builds")
+    weights = list(spec.reward_weights) if spec.reward_weights is not None else [1.0] * len(funcs)
+    return funcs, weights
+
+
+def proxy_reward(funcs: Sequence[Reward], weights: Sequence[float]) -> Reward:
+    """The one number the policy is paid: the rewards' weighted sum (TRL's own sum, None counted as 0)."""
+    if len(funcs) == 1 and weights[0] == 1.0:
+        return funcs[0]
+
+    def reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        total = [0.0] * len(completions)
+        for fn, weight in zip(funcs, weights, strict=True):
+            for i, value in enumerate(fn(prompts=prompts, completions=completions, **kwargs)):
+                total[i] += weight * (float(value) if value is not None else 0.0)
+        return total
+
+    reward.__name__ = reward.__qualname__ = "reward"
+    return reward
+
+
+def proxy_vs_gold(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The held-out reward against the exact judge, before and after, on the same prompts; None without both.
+
+    Per prompt, ``gap_change`` is (reward after - before) - (exact after - before): how much more the reward
+    rose than the task. ``p`` is the exact two-sided sign test over the prompts where it is not zero, so a
+    reward that rises more than the task on most prompts reads as significant. A hacked run shows a positive
+    ``gap_change`` with a small ``p``; an honest one a change near zero.
+    """
+    if not before or not after:
+        return None
+    pb, pa = before.get("proxy_scores"), after.get("proxy_scores")
+    gb, ga = before.get("outcomes"), after.get("outcomes")
+    if not (isinstance(pb, list) and isinstance(pa, list) and isinstance(gb, list) and isinstance(ga, list)) \
+            or not len(pb) == len(pa) == len(gb) == len(ga) or not pb:
+        return None
+    from whileai.core.stats import mcnemar_exact
+
+    diffs = [(b2 - b1) - (g2 - g1) for b1, b2, g1, g2 in zip(pb, pa, gb, ga)]
+    rose, fell = sum(1 for d in diffs if d > 1e-9), sum(1 for d in diffs if d < -1e-9)
+    n = len(diffs)
+    return {"reward_before": sum(pb) / n, "reward_after": sum(pa) / n, "exact_before": sum(gb) / n,
+            "exact_after": sum(ga) / n, "gap_change": sum(diffs) / n, "prompts": n,
+            "reward_rose_more": rose, "task_rose_more": fell, "p": mcnemar_exact(rose, fell)}
