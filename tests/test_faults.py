@@ -177,3 +177,51 @@ def test_wrong_keys_on_the_pages_count_toward_the_one_limit_of_wrong_keys(home):
             assert page.status_code == 429 and "API_KEY_MAX_FAILURES" in page.text, page.text
             for path in paths[:3]:  # the owner's key is never refused
                 assert anyone.get(path, headers={"Authorization": f"Bearer {key}"}).status_code == 200
+
+
+# --------------------------------------------------------------------------- 3. numbers at the edges of their types
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_number_past_its_bound_in_a_query_is_refused_naming_the_bound(backend, home, pg_database):
+    """``page=99999999999999999999`` overflowed SQLite's OFFSET (a 500); every number in a query is bounded."""
+    with serve_in_thread(store_url=_url(backend, home, pg_database)) as handle:
+        acct, key = handle.store.create_account("a")
+        handle.store.create_run(acct, name="r")
+        with _client(handle.base_url, key) as a:
+            for query in ({"page": "99999999999999999999"}, {"page": "1e999"}, {"per_page": "-99999999999999999999"}):
+                refused = a.get("/page-data/runs", params=query)
+                assert refused.status_code == 422, refused.text
+                message = refused.json()["error"]["message"]
+                assert f"{next(iter(query))}=" in message and "PLATFORM_QUERY_NUMBER_MAX" in message
+            listed = a.get("/page-data/runs", params={"page": str(defaults.PLATFORM_QUERY_NUMBER_MAX)})
+            assert listed.status_code == 200 and listed.json()["runs"] == [], listed.text
+            assert a.get(f"{API}/runs", params={"limit": "1" + "0" * 30}).status_code == 422
+            assert a.get("/page-data/runs", params={"dataset": "nan"}).status_code == 200  # a word is a name
+
+
+@pytest.mark.slow
+def test_a_temperature_too_small_to_sample_decodes_greedily(home, monkeypatch):
+    """A chat completion with ``temperature`` 5e-324 or 1e-300 was a 500 ("probability tensor contains inf, nan");
+    below SERVING_MIN_TEMPERATURE it decodes as temperature 0 does. A seed outside SERVING_MAX_SEED's range is a
+    400 naming it."""
+    from whileai.kit._base import tiny_model_dir
+    from whileai.simulations.serving import serve
+
+    base = tiny_model_dir()
+    monkeypatch.setenv(defaults.SERVE_DIRS_ENV, str(Path(base).parent))
+    with serve_in_thread(store_url=f"sqlite:///{home / 'platform.db'}") as handle:
+        _acct, key = handle.store.create_account("a")
+        monkeypatch.setenv("WHILEAI_BASE_URL", handle.base_url)
+        monkeypatch.setenv("WHILEAI_API_KEY", key)
+        serve(None, "bare", base_model=str(base))
+        with _client(handle.base_url, key) as a:
+            ask = {"model": "bare", "messages": [{"role": "user", "content": "Weather in Paris?"}], "max_tokens": 4}
+            greedy = a.post("/v1/chat/completions", json={**ask, "temperature": 0})
+            assert greedy.status_code == 200, greedy.text
+            for tiny in (5e-324, 1e-300, defaults.SERVING_MIN_TEMPERATURE / 2):
+                reply = a.post("/v1/chat/completions", json={**ask, "temperature": tiny})
+                assert reply.status_code == 200, reply.text
+                assert reply.json()["choices"][0]["message"] == greedy.json()["choices"][0]["message"]
+            refused = a.post("/v1/chat/completions", json={**ask, "seed": -1})
+            assert refused.status_code == 400 and "seed" in refused.text, refused.text

@@ -118,6 +118,12 @@ PLATFORM_UNAUTH_BODY_BYTES = 64 * 1024
 #: 100,000-level body is refused with 400 naming the level instead of a 500.
 PLATFORM_MAX_JSON_DEPTH = 64
 
+#: Largest magnitude a number in a request's query string may have (2**53, the
+#: largest integer a JSON number, and so a browser's page, keeps exact). Pages,
+#: steps, counts and times are all far below it; a page number past it made
+#: SQLite's OFFSET overflow (a 500) before. Refused with 422 naming the parameter.
+PLATFORM_QUERY_NUMBER_MAX = 2**53
+
 #: Largest run config and run summary the store keeps, in bytes of JSON text
 #: (1 MiB each). A Hydra config with every knob is a few KB; a summary holds
 #: final metrics and held-out results. Without a cap eight 60 MB configs made a
@@ -273,6 +279,50 @@ JOB_START_GRACE_S = 120.0
 #: wait covers a loaded machine's scheduling, and the reaper's ``wait``).
 JOB_STOP_WAIT_S = 10.0
 
+# ---------------------------------------------------------------------------
+# The warm worker (whileai/platform/launcher/_warm.py)
+# ---------------------------------------------------------------------------
+
+#: Set to 0 (or ``warm_worker: false`` in the data root's config.json) to start every
+#: local job as a fresh interpreter, as before the warm worker: the way to rule it out
+#: when a job behaves differently forked than started cold.
+WARM_WORKER_ENV = "WHILEAI_WARM_WORKER"
+
+#: What the warm worker imports before it forks a job: the imports a job pays first
+#: (``python -c "import trl, peft"`` took 10-13 s on the shared 2-core machine; the whole
+#: list about 6 s on a quiet one). Import only: no tensor op runs in the warm process, so
+#: torch's OpenMP pool is never started before a fork.
+WARM_PRELOAD = ("torch", "transformers", "trl", "peft", "whileai.jobs.worker", "whileai.jobs.body")
+
+#: Distributions whose version and install time make the warm worker's fingerprint: a
+#: new install of any of them (or an edited whileai source file) starts a fresh warm
+#: process, since what is already imported would not be the code on disk.
+WARM_FINGERPRINT_DISTS = ("whileai", "torch", "transformers", "trl", "peft", "accelerate", "datasets",
+                          "huggingface_hub", "tokenizers", "numpy")
+
+#: Environment variables read when those modules are imported (the hub's offline switch,
+#: cache folders, OpenMP/BLAS thread counts fixed when the library loads): a launch whose
+#: values differ from the warm process's gets a fresh one. Matched by prefix.
+WARM_IMPORT_ENV_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "DATASETS_", "OMP_", "MKL_",
+                            "OPENBLAS_", "KMP_", "CUDA_", "PYTORCH_", "TORCH", "NCCL_", "PYTHON", "TRACKIO_",
+                            "WANDB_", "ACCELERATE_", "TRL_", "LD_", "WHILEAI_HOME")
+
+#: Seconds a warm process with no job of its own running waits for the next launch
+#: before it exits and frees its memory (about 0.6 GB resident with the modules above).
+#: A recipe's next stage, a sweep's next run and the next test start within seconds of
+#: the last job's end; two minutes covers a held-out evaluation between them.
+WARM_IDLE_S = 120.0
+
+#: Seconds a launch waits for the warm process to answer with the job's pid. A fork of
+#: a ~1 GB process takes tens of milliseconds; 30 s is the platform client's own
+#: request deadline (CLIENT_TIMEOUT_S), far past a loaded machine's scheduling delay.
+WARM_REPLY_S = 30.0
+
+#: Characters of padding on the warm process's command line: the room its forked jobs
+#: rewrite into ``python -m whileai.jobs.worker JOB_ID``, the line ``job_processes`` and
+#: the reconciler find a job's processes by.
+WARM_ARGV_PAD = 96
+
 #: Characters of a dead job's log quoted in its run's error (the log's tail is
 #: where Python prints a traceback and the OOM killer's victim stops).
 JOB_LOG_TAIL_CHARS = 2000
@@ -409,6 +459,17 @@ SERVING_DEFAULT_MAX_TOKENS = 1024
 #: default (API reference, chat completions, ``temperature``), so a client that
 #: omits it gets what it would get from OpenAI. Pass 0 for greedy decoding.
 SERVING_DEFAULT_TEMPERATURE = 1.0
+
+#: Smallest temperature that is sampled; anything above 0 and below it decodes
+#: greedily. vLLM does the same below its _SAMPLING_EPS (1e-5, sampling_params.py):
+#: at 1e-5 a logit gap of 1e-3 is already e**100 odds, so only exact ties differ,
+#: while logits divided by a temperature near 1e-300 overflow float32 to inf and
+#: sampling fails ("probability tensor contains inf, nan").
+SERVING_MIN_TEMPERATURE = 1e-5
+
+#: Largest ``seed`` a chat request may send (from 0): torch.manual_seed takes
+#: unsigned 64-bit seeds; OpenAI documents the seed as an integer.
+SERVING_MAX_SEED = 2**64 - 1
 
 #: Most choices one request may ask for (``n``). All choices share the model's
 #: lock, so a large n starves other callers; 8 covers GRPO-style group sizes

@@ -2,7 +2,9 @@
 
 In order, for each HTTP request:
 
-1. A NUL in the path or query is refused (400): no store can look it up.
+1. A NUL in the path or query is refused (400): no store can look it up. A number
+   in the query past PLATFORM_QUERY_NUMBER_MAX in magnitude (1e999 included) is
+   refused (422 naming the parameter): no page, step or count is that large.
 2. A body whose Content-Length is over PLATFORM_MAX_BODY_BYTES is refused (413)
    without reading it.
 3. A body over PLATFORM_UNAUTH_BODY_BYTES (or of unknown length) is read only
@@ -24,7 +26,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import re
 import secrets
+from urllib.parse import parse_qsl
 from typing import Any
 
 import anyio
@@ -95,6 +100,24 @@ def _has_valid_credential(app_state: Any, scope: Scope) -> bool:
     return sessions.account_for_session(store, _cookie(scope, SESSION_COOKIE)) is not None
 
 
+#: a number written in digits (a word such as "nan" may be a name, and is left to its route)
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def _number_out_of_range(query: bytes) -> str | None:
+    """Why a number in the query string is refused (past PLATFORM_QUERY_NUMBER_MAX, or not finite), or None."""
+    bound = defaults.PLATFORM_QUERY_NUMBER_MAX
+    for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        value = value.strip()
+        if len(value) > 400 or not _NUMBER.fullmatch(value):
+            continue
+        number = float(value)
+        if not math.isfinite(number) or abs(number) > bound:
+            return (f"{name}={value[:40]!r} is out of range: a number in the query must be finite and within "
+                    f"[-{bound}, {bound}] (PLATFORM_QUERY_NUMBER_MAX); send a smaller value")
+    return None
+
+
 def _is_json(scope: Scope) -> bool:
     kind = (_header(scope, b"content-type") or b"").split(b";")[0].strip().lower()
     return kind == b"application/json" or (kind.startswith(b"application/") and kind.endswith(b"+json"))
@@ -146,6 +169,10 @@ class RequestGuard:
         if b"\x00" in path_bytes or b"%00" in query or b"\x00" in query or "\x00" in scope.get("path", ""):
             await _answer(send, 400, "the address holds a NUL character (%00); no name or id holds one: "
                           "check the path and query", "invalid_request")
+            return
+        too_big = _number_out_of_range(query)
+        if too_big is not None:
+            await _answer(send, 422, too_big, "invalid_value")
             return
         method = scope.get("method", "GET")
         limit = defaults.PLATFORM_MAX_BODY_BYTES

@@ -48,7 +48,7 @@ class ChatRequest(BaseModel):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0, le=defaults.SERVING_MAX_SEED)
     n: int | None = Field(default=None, ge=1)
     stop: str | list[str] | None = None
     stream: bool | None = None
@@ -214,7 +214,7 @@ def generate(model: Any, tokenizer: Any, prompt_ids: list[int], req: ChatRequest
     asked = req.max_completion_tokens or req.max_tokens or defaults.SERVING_DEFAULT_MAX_TOKENS
     max_new = min(asked, room) if room is not None else asked
     temperature = defaults.SERVING_DEFAULT_TEMPERATURE if req.temperature is None else req.temperature
-    sample = temperature > 0
+    sample = temperature >= defaults.SERVING_MIN_TEMPERATURE  # below it: greedy (a tiny one overflows to inf)
     eos = _eos_ids(model, tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos[0] if eos else 0)
     stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
