@@ -151,3 +151,20 @@ def test_the_progress_bar_never_goes_back_when_a_resumed_job_reports_from_its_ch
     for step in (130, 101, 300):
         lines.update(Step(step))
     assert "step 101/300" not in plain.getvalue() and "step 300/300" in plain.getvalue()
+
+
+def test_a_new_store_is_made_without_alembics_lines_unless_asked(tmp_path, caplog, monkeypatch):
+    import logging
+
+    from whileai.platform.store import Store
+    from whileai.platform.store.migrate import MIGRATION_LOG_ENV
+
+    monkeypatch.delenv(MIGRATION_LOG_ENV, raising=False)
+    with caplog.at_level(logging.INFO):
+        Store(f"sqlite:///{tmp_path / 'quiet.db'}")
+    assert not [r for r in caplog.records if r.name.startswith("alembic")]
+    caplog.clear()
+    monkeypatch.setenv(MIGRATION_LOG_ENV, "1")
+    with caplog.at_level(logging.INFO):
+        Store(f"sqlite:///{tmp_path / 'asked.db'}")
+    assert any("Running upgrade" in r.getMessage() for r in caplog.records if r.name.startswith("alembic"))

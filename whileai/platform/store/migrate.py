@@ -20,10 +20,14 @@ How to add a revision: docs/architecture.md, "Schema revisions".
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import re
 import sqlite3
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +45,36 @@ HEAD_REVISION = "0003_run_metric_names"
 #: The PostgreSQL advisory lock that lets one process at a time create or upgrade the schema.
 _PG_SCHEMA_LOCK = 847001
 _VERSIONS = Path(__file__).with_name("migrations")
+
+#: Set to 1 to see Alembic's own lines (``Running upgrade -> 0001_baseline`` ...) as a store is made or
+#: upgraded; by default they are held back and printed only when the upgrade fails.
+MIGRATION_LOG_ENV = "WHILEAI_STORE_MIGRATION_LOG"
+
+
+@contextlib.contextmanager
+def _alembic_quiet() -> Iterator[None]:
+    """Hold Alembic's INFO lines while a revision runs: shown when MIGRATION_LOG_ENV asks, or when it fails."""
+    if os.environ.get(MIGRATION_LOG_ENV) == "1":
+        yield
+        return
+    logger = logging.getLogger("alembic")
+    held: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = held.append  # type: ignore[method-assign]
+    saved = logger.level, logger.propagate
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        yield
+    except BaseException:
+        for record in held:  # what ran before the failure, for the report
+            print(f"alembic: {record.getMessage()}", file=sys.stderr)
+        raise
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
 
 
 def alembic_config() -> Any:
@@ -149,12 +183,13 @@ def _upgrade_locked(store: Any, conn: Connection) -> tuple[str | None, Path | No
     path = _sqlite_path(store)
     if had_tables and path is not None and path.exists():
         backup = _backup(path, found)
-    from alembic import command
-
-    config = alembic_config()
-    config.attributes["connection"] = conn
     try:
-        command.upgrade(config, HEAD_REVISION)
+        with _alembic_quiet():  # its import logs its plugins too
+            from alembic import command
+
+            config = alembic_config()
+            config.attributes["connection"] = conn
+            command.upgrade(config, HEAD_REVISION)
     except Exception as exc:  # noqa: BLE001 - said with what to do; the transaction rolls every revision back
         if _is_lock_error(exc):
             raise  # with_lock_retry tries the whole upgrade again
