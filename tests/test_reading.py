@@ -168,3 +168,15 @@ def test_a_new_store_is_made_without_alembics_lines_unless_asked(tmp_path, caplo
     with caplog.at_level(logging.INFO):
         Store(f"sqlite:///{tmp_path / 'asked.db'}")
     assert any("Running upgrade" in r.getMessage() for r in caplog.records if r.name.startswith("alembic"))
+
+
+def _closing_lines(**outcome: Any) -> list[str]:
+    from whileai.runner._closing import human_lines, summary
+
+    base = {"status": "done", "metric": "pass_rate", "before": 0.0, "after": 0.5, "stats": None, "verdict": None}
+    return human_lines(summary({"status": "done", "exit_code": 0}, outcome={**base, **outcome}))
+
+
+def test_no_delta_line_when_nothing_asked_for_a_delta_report():
+    assert not [line for line in _closing_lines() if line.startswith("delta")]
+    assert "delta      improved" in _closing_lines(verdict="improved")

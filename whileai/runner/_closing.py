@@ -104,7 +104,7 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
         held = closing["held_out"]
         lines += [
             f"held-out   {held['metric']} {judged_text(held['before'], held['after'], held.get('stats'))}",
-            f"delta      {closing['verdict'] or 'no delta report (dataset.after names post-training rollouts)'}",
+            *([f"delta      {closing['verdict']}"] if closing.get("verdict") else []),  # only when dataset.after asked
             f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get('kind') or a) for a in alarms) if alarms else ""),
             f"cost       {cost}",
             f"status     {_status_text(closing['status'], closing.get('expect'), closing.get('quick'))}",
