@@ -107,4 +107,6 @@ def delete_account(store: Any, account_id: str, removed: dict[str, list[str]] | 
         s.execute(delete(Account).where(Account.id == account_id))
         return counts
 
-    return store._tx(work)
+    from whileai.simulations.mirror import forget_mirrors  # its report_to copies (W&B, MLflow, trackio) go too
+
+    return forget_mirrors(account_id, then=store._tx(work))

@@ -15,9 +15,13 @@ What each tracker gets:
   the run id and its page (``whileai/...`` keys: W&B summary, MLflow metrics and tags, trackio metrics at
   the last step and an alert carrying the status).
 
-Nothing goes online unless the user set the tracker up to: W&B runs offline unless WANDB_MODE or
-WANDB_API_KEY is set; MLflow writes to MLFLOW_TRACKING_URI, else a SQLite file under the data root;
-trackio writes its local store (TRACKIO_DIR, else its own default) unless TRACKIO_SPACE_ID names a Space.
+Nothing leaves the machine unless the user names a remote tracker (:mod:`._offline`): every tracker's
+telemetry is off, W&B runs offline unless WANDB_MODE or WANDB_API_KEY is set, MLflow writes to
+MLFLOW_TRACKING_URI when set, and trackio stays local unless TRACKIO_SPACE_ID names a Space. The local copies are
+the account's (:mod:`._place`): ``<data root>/mirrors/<account id>/`` holds its W&B runs, its MLflow store and its
+trackio store, whatever WANDB_DIR or TRACKIO_DIR say, so :func:`forget_mirrors` can delete a run's copies
+with the run, and an account's with the account. Where a run's copies went is on its summary under
+``mirrored_to`` (``{"wandb": folder, "mlflow": tracking URI, "trackio": folder}``).
 
 A mirror never interrupts training. A missing package refuses the run before training
 (``pip install 'whileai[mirror]'``); any exception later is a :class:`~whileai.core.errors.MirrorWarning`,
@@ -41,8 +45,11 @@ from whileai.core import defaults as core_defaults
 from whileai.core.errors import MirrorWarning, TrainingConfigError
 
 from .. import defaults
+from ._forget import forget_mirrors
+from ._offline import keep_local
+from ._place import account_folder, current_account
 
-__all__ = ["Sink", "Mirrors", "open_mirrors", "mirror_problems", "final_fields", "PACKAGES"]
+__all__ = ["Sink", "Mirrors", "open_mirrors", "mirror_problems", "final_fields", "forget_mirrors", "PACKAGES"]
 
 #: tracker -> (the module it imports, the pip package that provides it)
 PACKAGES: dict[str, tuple[str, str]] = {"wandb": ("wandb", "wandb"), "mlflow": ("mlflow", "mlflow-skinny"),
@@ -50,10 +57,12 @@ PACKAGES: dict[str, tuple[str, str]] = {"wandb": ("wandb", "wandb"), "mlflow": (
 
 
 class Sink(Protocol):
-    """One opened tracker run: ``where`` says where its data goes (a folder, a URI, a project)."""
+    """One opened tracker run: ``where`` says where its data goes (a folder, a URI, a project, the run in it);
+    ``location`` is the folder or URI alone."""
 
     name: str
     where: str
+    location: str
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None: ...
 
@@ -101,12 +110,14 @@ def open_mirrors(names: Sequence[str], *, run_id: str, name: str | None, url: st
     problems = mirror_problems(names)
     if problems:
         raise TrainingConfigError("cannot mirror the run: " + "; ".join(problems), problems)
+    keep_local()  # before any tracker is imported: they read their switches at import
+    folder = account_folder(current_account())
     full = {**config, "whileai_run_id": run_id, "whileai_url": url}
     sinks: list[Sink] = []
     state: dict[str, dict[str, Any]] = {}
     for tracker in names:
         try:
-            sink = _opener(tracker)(run_id=run_id, name=name or run_id, url=url, config=full)
+            sink = _opener(tracker)(run_id=run_id, name=name or run_id, url=url, config=full, folder=folder)
         except Exception as exc:  # noqa: BLE001 - an unreachable or misconfigured tracker never stops the run
             state[tracker] = {"status": "failed to open", "errors": 1, "last_error": _text(exc)}
             _warn(f"{run_id}: report_to {tracker} could not open its run ({_text(exc)}); the run goes on without it")
@@ -178,6 +189,11 @@ class Mirrors:
     @property
     def names(self) -> list[str]:
         return list(self.state)
+
+    @property
+    def locations(self) -> dict[str, str]:
+        """Where each opened mirror writes: ``{"wandb": folder, "mlflow": tracking URI, "trackio": folder}``."""
+        return {sink.name: sink.location for sink in self.sinks}
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Queue one point for every mirror (the platform's own point, as it keeps it)."""

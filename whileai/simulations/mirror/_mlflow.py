@@ -1,14 +1,18 @@
-"""The MLflow mirror: one MLflow run per whileai run, in MLFLOW_TRACKING_URI or a SQLite file under the data root."""
+"""The MLflow mirror: one MLflow run per whileai run, in MLFLOW_TRACKING_URI or the account's SQLite store.
+
+The account's store is ``mlflow.db`` in its mirrors folder, with the experiment's artifacts beside it
+(``mlflow-artifacts``) rather than MLflow's default ``./mlruns`` in whatever folder the job runs in.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
-
-from whileai.core.paths import data_root
 
 from .. import defaults
 
@@ -18,15 +22,20 @@ _STATUS = {"done": "FINISHED", "failed": "FAILED", "stopped": "KILLED"}
 _PARAMS_PER_BATCH = 100
 
 
-def tracking_uri() -> str:
-    """The user's MLFLOW_TRACKING_URI, else ``sqlite:///<data root>/mirrors/mlflow.db`` (MLflow's file store is in
-    maintenance mode and refuses to open without MLFLOW_ALLOW_FILE_STORE; SQLite is what MLflow recommends)."""
-    chosen = os.environ.get("MLFLOW_TRACKING_URI")
-    if chosen:
-        return chosen
-    folder = data_root() / "mirrors"
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / 'mlflow.db'}"
+#: the account's MLflow store and its artifacts, in the account's mirrors folder
+STORE_FILE = "mlflow.db"
+ARTIFACTS = "mlflow-artifacts"
+
+
+def store_uri(folder: Path) -> str:
+    """``sqlite:///<folder>/mlflow.db``: MLflow's file store is in maintenance mode and refuses to open without
+    MLFLOW_ALLOW_FILE_STORE; SQLite is what MLflow recommends."""
+    return f"sqlite:///{folder / STORE_FILE}"
+
+
+def tracking_uri(folder: Path) -> str:
+    """The user's MLFLOW_TRACKING_URI (a tracker the user named), else the account's store in ``folder``."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or store_uri(folder)
 
 
 def flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -46,10 +55,11 @@ def flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 class MlflowSink:
     name = "mlflow"
 
-    def __init__(self, client: Any, run_id: str, where: str):
+    def __init__(self, client: Any, run_id: str, where: str, location: str):
         self.client = client
         self.run_id = run_id
         self.where = where
+        self.location = location
         self.last_step = 0
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
@@ -70,17 +80,19 @@ class MlflowSink:
         self.client.set_terminated(self.run_id, _STATUS.get(status, "FAILED"))
 
 
-def open_mlflow(*, run_id: str, name: str, url: str, config: Mapping[str, Any]) -> MlflowSink:
+def open_mlflow(*, run_id: str, name: str, url: str, config: Mapping[str, Any], folder: Path) -> MlflowSink:
     from mlflow.entities import Param
     from mlflow.tracking import MlflowClient
 
-    uri = tracking_uri()
+    uri = tracking_uri(folder)
+    ours = uri == store_uri(folder)
     client = MlflowClient(tracking_uri=uri)
     experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME") or defaults.MIRROR_PROJECT
     found = client.get_experiment_by_name(experiment)
     if found is None:
         try:
-            experiment_id = client.create_experiment(experiment)
+            experiment_id = client.create_experiment(
+                experiment, artifact_location=(folder / ARTIFACTS).as_uri() if ours else None)
         except Exception:  # noqa: BLE001 - another job created it first: read it back
             found = client.get_experiment_by_name(experiment)
             if found is None:
@@ -92,4 +104,45 @@ def open_mlflow(*, run_id: str, name: str, url: str, config: Mapping[str, Any]) 
     params = [Param(k, v) for k, v in flat_params(config).items()]
     for start in range(0, len(params), _PARAMS_PER_BATCH):
         client.log_batch(run.info.run_id, params=params[start:start + _PARAMS_PER_BATCH])
-    return MlflowSink(client, run.info.run_id, f"{uri} (experiment {experiment}, run {run.info.run_id})")
+    return MlflowSink(client, run.info.run_id, f"{uri} (experiment {experiment}, run {run.info.run_id})", uri)
+
+
+def forget_mlflow(folder: Path, run_ids: list[str]) -> None:
+    """Delete for good (rows and artifacts) the MLflow runs tagged with ``run_ids`` in the account's store.
+
+    MLflow's own delete only marks a run deleted; ``mlflow gc`` removes its rows with the store's hard delete,
+    which is what runs here. A store the user named (MLFLOW_TRACKING_URI) is theirs and is left alone.
+    """
+    if not (folder / STORE_FILE).is_file() or not run_ids:
+        return
+    from mlflow.entities import ViewType
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.tracking import MlflowClient
+
+    uri = store_uri(folder)
+    client = MlflowClient(tracking_uri=uri)
+    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
+    found = [run for run_id in run_ids if experiments
+             for run in client.search_runs(experiments, filter_string=f"tags.`whileai.run_id` = '{_quoted(run_id)}'",
+                                           run_view_type=ViewType.ALL)]
+    store = SqlAlchemyStore(uri, (folder / ARTIFACTS).as_uri())
+    try:
+        for run in found:
+            store._hard_delete_run(run.info.run_id)
+            artifacts = _local_path(run.info.artifact_uri)
+            if artifacts is not None and folder in artifacts.parents:
+                shutil.rmtree(artifacts, ignore_errors=True)
+    finally:
+        store.engine.dispose()
+
+
+def _quoted(text: str) -> str:
+    return text.replace("\\", "").replace("'", "")
+
+
+def _local_path(uri: str | None) -> Path | None:
+    if not uri or not uri.startswith("file://"):
+        return None
+    from urllib.parse import unquote, urlparse
+
+    return Path(unquote(urlparse(uri).path))

@@ -238,9 +238,13 @@ class TrainingRun:
         """Copy this run to other trackers from now on: ``mirrors`` from ``whileai.simulations.mirror.open_mirrors``.
 
         Every point ``log`` keeps goes to them as the platform gets it; ``finish`` sends them the held-out
-        result and the status and closes them. Their state is on the summary under ``mirrors``.
+        result and the status and closes them. Their state is on the summary under ``mirrors``, and where each
+        copy went under ``mirrored_to`` (``{"wandb": folder, "mlflow": tracking URI, "trackio": folder}``).
         """
         self._tracker.mirror = mirrors
+        locations = getattr(mirrors, "locations", None)
+        if locations:
+            self.note(mirrored_to=dict(locations))
 
     def fail(self, error: Any) -> bool:
         """Finish the run as failed with ``error`` (an exception or a message)."""
