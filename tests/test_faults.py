@@ -225,3 +225,44 @@ def test_a_temperature_too_small_to_sample_decodes_greedily(home, monkeypatch):
                 assert reply.json()["choices"][0]["message"] == greedy.json()["choices"][0]["message"]
             refused = a.post("/v1/chat/completions", json={**ask, "seed": -1})
             assert refused.status_code == 400 and "seed" in refused.text, refused.text
+
+
+# --------------------------------------------------------------------------- 4. launch specs the platform refuses
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_launch_refuses_loose_types_unknown_gpus_foreign_run_ids_and_data_folders_as_bases(backend, home,
+                                                                                           pg_database):
+    """Each of these was answered 201 and handed to a worker; each is a 422 naming the field now, before any job."""
+    from whileai.core.spec import SFTSpec
+
+    kit = defaults.KIT_BASE_NAME
+    with serve_in_thread(store_url=_url(backend, home, pg_database)) as handle:
+        _a, key_a = handle.store.create_account("a")
+        acct_b, _key_b = handle.store.create_account("b")
+        theirs = handle.store.create_run(acct_b, name="b's", status="done", config={"method": "sft"})
+        runner.adapter_dir(theirs["id"]).mkdir(parents=True)
+        with _client(handle.base_url, key_a) as a:
+            ds = a.post(f"{API}/datasets", json={"name": "rows", "rows": [{"messages": []}]}).json()
+            spec = {**SFTSpec(base_model=kit).knobs(), "method": "sft", "base_model": kit, "dataset": ds["id"]}
+            cases = {
+                "dataset": (None, "spec dataset=None is not a dataset id"),
+                "steps": (True, "spec steps=True is a bool where a number goes"),
+                "max_tool_output_chars": (True, "spec max_tool_output_chars=True is a bool"),
+                "gpu": ("a fast one", "spec gpu='a fast one' is not a GPU jobs run on"),
+                "run_id": ("../../adapters/x", "spec run_id='../../adapters/x' is not this launch's run_id"),
+                "base_model": (f"adapters/{theirs['id']}", "names a folder of the platform's own data"),
+            }
+            for field, (value, said) in cases.items():
+                run = a.post(f"{API}/runs", json={"name": field, "config": {"method": "sft"}}).json()
+                refused = a.post(f"{API}/jobs/launch", json={"run_id": run["id"], "kind": "sft",
+                                                            "spec": {**spec, field: value}})
+                assert refused.status_code == 422, (field, refused.text)
+                assert said in refused.json()["error"]["message"], (field, refused.text)
+                assert a.get(f"{API}/jobs", params={"run_id": run["id"]}).json()["jobs"] == []
+            for gpu in ("H100", "A10G:2"):  # the price table's names, with or without a count, pass (refused for steps)
+                run = a.post(f"{API}/runs", json={"name": gpu, "config": {"method": "sft"}}).json()
+                answer = a.post(f"{API}/jobs/launch", json={"run_id": run["id"], "kind": "sft",
+                                                           "spec": {**spec, "gpu": gpu, "steps": False}})
+                assert answer.status_code == 422 and "steps=False" in answer.text, answer.text
+                assert "gpu" not in answer.json()["error"]["message"], answer.text

@@ -13,14 +13,19 @@ with no watcher process.
 from __future__ import annotations
 
 import logging
+import os
 import re
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from whileai.core.defaults import GPU_USD_PER_HOUR
+from whileai.core.ids import id_shape, is_id
+from whileai.core.launch import split_gpu
+from whileai.core.paths import data_root
 from whileai.platform.api.common import API_PREFIX, ApiError, Body, account_id, api_key_from, job_account, job_scope, json_response, store
 from whileai.platform.launcher import jobs as runner
 from whileai.platform import defaults
@@ -77,6 +82,7 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     if body.spec.get("method") != body.kind:
         problems.insert(0, f"spec method={body.spec.get('method')!r} does not name this launch's kind={body.kind!r}; "
                            f"send the run's spec with \"method\": {body.kind!r} (wai.train does)")
+    problems += _strict_problems(body.run_id, body.spec)
     problems += _foreign_ids(the_store, acct, body.spec)
     embedded = bool(getattr(request.app.state, "embedded", False))
     problems += reward_code_problems(body.spec, embedded)
@@ -97,6 +103,60 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
         raise ApiError(503, f"the job could not start on {target} ({type(exc).__name__}: {exc}); its run "
                             f"{body.run_id} is marked failed. Fix the cause and train again", "job_not_started") from exc
     return json_response(job, 201)
+
+
+def _strict_problems(run_id: str, spec: dict[str, Any]) -> list[str]:
+    """What the typed spec's coercion lets through and a job must not get: a bool where a number goes, no
+    dataset, a GPU no price table names, a run id that is not this run's, a base named like a hub id that
+    is a folder of the platform's own data."""
+    from whileai.core.spec import SPEC_MODELS
+
+    problems = []
+    model = SPEC_MODELS.get(str(spec.get("method")))
+    for key, value in spec.items():
+        field = model.model_fields.get(key) if model is not None else None
+        if isinstance(value, bool) and field is not None and not _takes_bool(field.annotation):
+            problems.append(f"spec {key}={value!r} is a bool where a number goes (a bool is not an int); send a "
+                            "number")
+    if not isinstance(spec.get("dataset"), str):
+        problems.append(f"spec dataset={spec.get('dataset')!r} is not a dataset id; send the id of a dataset of "
+                        "this account (wai.push returns it)")
+    gpu = spec.get("gpu")
+    if gpu is not None and not _known_gpu(gpu):
+        problems.append(f"spec gpu={str(gpu)[:80]!r} is not a GPU jobs run on; send one of "
+                        f"{', '.join(GPU_USD_PER_HOUR)}, optionally with a count (\"H100:8\"), or null for "
+                        "the platform's default")
+    if "run_id" in spec and spec["run_id"] is not None and spec["run_id"] != run_id:
+        problems.append(f"spec run_id={str(spec['run_id'])[:80]!r} is not this launch's run_id={run_id!r}; leave "
+                        f"it out, or send the launch's own ({id_shape('run')})")
+    base = spec.get("base_model")
+    if isinstance(base, str) and _platform_folder(base):
+        problems.append(f"spec base_model={base[:200]!r} names a folder of the platform's own data (a run's "
+                        "adapter, a job's files), not a hub id; send a hub id, the kit's base, or a directory "
+                        "under the platform's model folders")
+    return problems
+
+
+def _takes_bool(annotation: Any) -> bool:
+    return annotation is bool or any(_takes_bool(arg) for arg in get_args(annotation))
+
+
+def _known_gpu(gpu: Any) -> bool:
+    if not isinstance(gpu, str):
+        return False
+    name, count = split_gpu(gpu)
+    return name in GPU_USD_PER_HOUR and (":" not in gpu or count is not None)
+
+
+def _platform_folder(base: str) -> bool:
+    """Whether a relative ``base`` is a path into the platform's data: a run id in it, or a first part that
+    the data root holds (a loader resolves a name that exists on disk before it looks at the hub)."""
+    if os.path.isabs(os.path.expanduser(base)):
+        return False  # an absolute path is launch_base_problem's (under the model folders, never adapters)
+    parts = [part for part in base.replace("\\", "/").split("/") if part]
+    if any(is_id(part, "run") or is_id(part, "job") for part in parts):
+        return True
+    return bool(parts) and (data_root() / parts[0]).exists()
 
 
 def _foreign_ids(the_store: Any, acct: str, spec: dict[str, Any]) -> list[str]:
