@@ -180,3 +180,50 @@ def _closing_lines(**outcome: Any) -> list[str]:
 def test_no_delta_line_when_nothing_asked_for_a_delta_report():
     assert not [line for line in _closing_lines() if line.startswith("delta")]
     assert "delta      improved" in _closing_lines(verdict="improved")
+
+
+def _hand_run(name: str = "long") -> str:
+    import whileai.simulations as wai
+
+    run = wai.training_run(config={"method": "sft", "note": "y" * 200_000}, name=name)  # past a pipe's buffer
+    run.finish("done")
+    return run.id
+
+
+def test_a_platform_refusal_reads_in_the_command_lines_words_not_http(home):
+    from _runner_helpers import whileai
+
+    run_id = _hand_run()
+    done = whileai("resume", run_id)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"python -m whileai resume: {run_id} is done: nothing to resume;"), done.stderr
+    assert "POST" not in done.stderr and "409" not in done.stderr and "/api/v1" not in done.stderr
+    missing = whileai("diff", run_id, "run_0000")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert "python -m whileai diff: no run 'run_0000' on this platform" in missing.stderr
+
+
+def test_a_closed_pipe_ends_quietly(home):
+    import os
+    import subprocess
+    import sys
+
+    run_id = _hand_run()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for args in (["show", run_id], ["show", run_id, "--json"], ["runs"]):
+        reader = subprocess.Popen([sys.executable, "-m", "whileai", *args], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=env)
+        assert reader.stdout is not None and reader.stderr is not None
+        reader.stdout.read(10)  # `| head -c 10`
+        reader.stdout.close()
+        err = reader.stderr.read().decode()
+        assert reader.wait(timeout=120) == 0, err
+        assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_wait_help_prints_usage_not_a_missing_sweep():
+    from _runner_helpers import whileai
+
+    done = whileai("wait", "--help")
+    assert done.returncode == 0 and done.stdout.startswith("usage: python -m whileai wait")
+    assert "SWEEP" in done.stdout and "no sweep" not in done.stderr

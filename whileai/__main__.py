@@ -51,8 +51,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown command {command!r}; accepted: {', '.join(COMMANDS)}\n\n{_usage()}", file=sys.stderr)
         return 2
     module, func, _ = COMMANDS[command]
-    result = getattr(importlib.import_module(module), func)(rest)
+    try:
+        result = getattr(importlib.import_module(module), func)(rest)
+        sys.stdout.flush()  # a closed pipe is met here, not at exit after main has returned
+    except BrokenPipeError:
+        return _reader_left()
     return int(result or 0)
+
+
+def _reader_left() -> int:
+    """``python -m whileai show RUN | head``: the reader closed the pipe, so stop quietly with 0, no traceback."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush would meet the closed pipe again
+    return 0
 
 
 if __name__ == "__main__":

@@ -129,15 +129,38 @@ def _expect_lines(record: dict[str, Any]) -> list[str]:
             if isinstance(line, dict) and {"key", "want", "seen", "passed", "where"} <= set(line)]
 
 
+def _records(command: str, ids: list[str]) -> list[dict[str, Any]] | None:
+    """The runs' records, or None after saying (in the command line's words) which one could not be read."""
+    import whileai.simulations as wai
+    from whileai.core.errors import NotFoundError, PlatformError
+
+    from .runs import _said
+
+    out = []
+    for run_id in ids:
+        try:
+            out.append(wai.get_run(run_id))
+        except NotFoundError:
+            print(f"python -m whileai {command}: no run {run_id!r} on this platform; `python -m whileai runs` "
+                  "lists the runs there", file=sys.stderr)
+            return None
+        except PlatformError as exc:
+            print(f"python -m whileai {command}: could not read {run_id}: {_said(exc)}", file=sys.stderr)
+            return None
+    return out
+
+
 def diff_main(argv: list[str] | None = None) -> int:
     """``python -m whileai diff RUN_A RUN_B``."""
-    import whileai.simulations as wai
+    import argparse
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 2:
-        print("usage: python -m whileai diff RUN_A RUN_B", file=sys.stderr)
+    p = argparse.ArgumentParser(prog="python -m whileai diff",
+                                description="The spec keys two runs differ in, then their held-out result and cost.")
+    p.add_argument("runs", nargs=2, metavar="RUN", help="a run id, e.g. run_0123abcd... (python -m whileai runs lists them)")
+    args = list(p.parse_args(list(sys.argv[1:] if argv is None else argv)).runs)
+    records = _records("diff", args)
+    if records is None:
         return 2
-    records = [wai.get_run(a) for a in args]
     kept = [record_of(r) or {} for r in records]
     spec_a, spec_b = (ran(r) for r in records)
     if spec_a is None or spec_b is None:
@@ -226,22 +249,22 @@ def wait_main(argv: list[str] | None = None) -> int:
     """``python -m whileai wait SWEEP [--timeout S]``: follow every run to its end, then one table."""
     import whileai.simulations as wai
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    timeout = defaults.WAIT_TIMEOUT_S
-    if "--timeout" in args:
-        i = args.index("--timeout")
-        timeout = float(args[i + 1])
-        del args[i : i + 2]
-    if len(args) != 1:
-        print("usage: python -m whileai wait SWEEP   (the sweep id, sweep_..., or its multirun folder)", file=sys.stderr)
-        return 2
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m whileai wait",
+                                description="Follow every run of a sweep to its end, then print one table.")
+    p.add_argument("sweep", metavar="SWEEP", help="the sweep id the run printed (sweep_...), or its multirun folder")
+    p.add_argument("--timeout", type=float, default=defaults.WAIT_TIMEOUT_S,
+                   help=f"seconds to wait for each run (default {defaults.WAIT_TIMEOUT_S:g}, WAIT_TIMEOUT_S)")
+    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    timeout = args.timeout
     try:
-        jobs = sweep_runs(args[0])
+        jobs = sweep_runs(args.sweep)
     except FileNotFoundError as exc:
         print(exc, file=sys.stderr)
         return 2
     if not jobs:
-        print(f"sweep {args[0]} has no runs yet", file=sys.stderr)
+        print(f"sweep {args.sweep} has no runs yet", file=sys.stderr)
         return 1
     records = []
     for job in jobs:

@@ -42,7 +42,7 @@ def resume_main(argv: list[str] | None = None) -> int:
     from .expect import settle
     from .pipeline import EXIT_EXPECT, EXIT_FAILED, EXIT_INTERRUPTED, _follow
     from .provenance import record_of
-    from .runs import _client
+    from .runs import _client, _said
 
     p = argparse.ArgumentParser(prog="python -m whileai resume",
                                 description="Continue a stopped, failed or crashed run from its last checkpoint.")
@@ -57,7 +57,7 @@ def resume_main(argv: list[str] | None = None) -> int:
             print(f"python -m whileai resume: no run {args.run_id!r} on this platform; `python -m whileai runs` "
                   "lists the runs there", file=sys.stderr)
         else:
-            print(f"python -m whileai resume: {exc}", file=sys.stderr)
+            print(f"python -m whileai resume: {_said(exc)}", file=sys.stderr)
         return 2
     run = TrainingRun(answer["run"], client)
     progress = Progress()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -132,10 +133,17 @@ def runs_main(argv: list[str] | None = None) -> int:
     return 0
 
 
+#: the client's request line in front of a platform error (``POST /api/v1/runs/x/resume -> 409: ``)
+_REQUEST_LINE = re.compile(r"^(?:GET|POST|PUT|PATCH|DELETE|HEAD) \S+(?: -> \d{3})?: ")
+
+
 def _said(exc: Exception) -> str:
-    """A platform error's own sentence, without the request line in front of it."""
-    text = str(exc)
-    return text.split(": ", 1)[1] if " -> " in text.split(": ", 1)[0] else text
+    """A platform error in the command line's words: its own sentence (what failed, what to do), no HTTP."""
+    text = _REQUEST_LINE.sub("", str(exc), count=1)
+    if getattr(exc, "status", None) in (401, 403):
+        text += ("; the platform did not accept these credentials: sign in again, or set WHILEAI_API_KEY to a key "
+                 "of this platform (python -m whileai accounts)")
+    return text
 
 
 def _status(status: Any, expect: Any, quick: Any) -> str:
