@@ -266,3 +266,70 @@ def test_a_launch_refuses_loose_types_unknown_gpus_foreign_run_ids_and_data_fold
                                                            "spec": {**spec, "gpu": gpu, "steps": False}})
                 assert answer.status_code == 422 and "steps=False" in answer.text, answer.text
                 assert "gpu" not in answer.json()["error"]["message"], answer.text
+
+
+# --------------------------------------------------------------------------- 5. what a deletion leaves
+
+
+def test_sqlite_overwrites_what_is_deleted(home):
+    """``secure_delete`` is on for every connection, so a deleted run's name is not left in the file's free pages."""
+    path = home / "platform.db"
+    store = Store(f"sqlite:///{path}")
+    acct, _key = store.create_account("a")
+    marker = "deleted-name-" + "q" * 40
+    run = store.create_run(acct, name=marker, config={"note": marker})
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("PRAGMA secure_delete")).scalar() == 1
+    store.delete_run(acct, run["id"])
+    with store.engine.connect() as conn:
+        conn.execute(sa.text("PRAGMA wal_checkpoint(TRUNCATE)"))
+    store.close()
+    assert marker.encode() not in path.read_bytes()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_spooled_records_of_a_deleted_run_or_account_are_dropped_with_one_line(backend, home, pg_database):
+    """A spool holding a deleted run's id was retried for ever (409), and so was a deleted account's (401); both
+    are dropped now, saying so in one line, while a live run's record lands."""
+    from whileai.core.errors import TrackingWarning
+    from whileai.core.ids import new_id
+    from whileai.simulations.client import Client
+    from whileai.simulations.tracking import _spool
+
+    with serve_in_thread(store_url=_url(backend, home, pg_database)) as handle:
+        acct_a, key_a = handle.store.create_account("a")
+        acct_b, key_b = handle.store.create_account("b")
+        deleted = handle.store.create_run(acct_a, name="deleted")
+        handle.store.delete_run(acct_a, deleted["id"])
+        handle.store.delete_account(acct_b)
+        live = new_id("run")
+        target = {"base_url": handle.base_url}
+        _spool.write([
+            {"kind": "create", "run_id": deleted["id"], "body": {"id": deleted["id"], "name": "again"},
+             "target": {**target, "key_id": "a"}},
+            {"kind": "create", "run_id": new_id("run"), "body": {"name": "b's"}, "target": {**target, "key_id": "b"}},
+            {"kind": "create", "run_id": live, "body": {"id": live, "name": "live"}, "target": {**target, "key_id": "a"}},
+        ])
+        clients = {"a": Client(handle.base_url, key_a), "b": Client(handle.base_url, key_b)}
+        with pytest.warns(TrackingWarning) as said:
+            report = _spool.deliver(lambda t: clients[t["key_id"]])
+        assert report["runs"] == 1 and report["left"] == 0 and report["dropped"] == 2, report
+        (line,) = [str(w.message) for w in said if "can never store" in str(w.message)]
+        assert "1 because its run was deleted" in line and "1 because its account was deleted" in line, line
+        assert _spool.pending_files() == []
+        assert handle.store.get_run(acct_a, live, series=False)["name"] == "live"
+        refused = httpx.get(f"{handle.base_url}{API}/runs", headers={"Authorization": f"Bearer {key_b}"})
+        assert refused.status_code == 401 and refused.json()["error"]["type"] == "account_deleted"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_deleted_dataset_is_no_longer_named_as_its_siblings_sibling(backend, home, pg_database):
+    with serve_in_thread(store_url=_url(backend, home, pg_database)) as handle:
+        _acct, key = handle.store.create_account("a")
+        with _client(handle.base_url, key) as a:
+            train = a.post(f"{API}/datasets", json={"name": "train", "rows": [{"messages": [], "n": 1}]}).json()
+            held = a.post(f"{API}/datasets", json={"name": "held", "rows": [{"messages": [], "n": 2}]}).json()
+            a.patch(f"{API}/datasets/{train['id']}", json={"split": "train", "sibling": held["id"]}).raise_for_status()
+            a.patch(f"{API}/datasets/{held['id']}", json={"split": "holdout", "sibling": train["id"]}).raise_for_status()
+            a.delete(f"{API}/datasets/{held['id']}").raise_for_status()
+            assert a.get(f"{API}/datasets/{train['id']}").json()["sibling"] is None

@@ -100,6 +100,11 @@ def wrong_key(request: Request, key: str) -> ApiError:
     and key prefix, whichever route is asked."""
     from whileai.platform._throttle import FailureThrottle, failure_names
 
+    if store(request).deleted_account_key(key):  # not a guess: said plainly, and not counted
+        return ApiError(401, "the account this API key belonged to was deleted from this platform; nothing sent "
+                             "with it can be stored (the SDK drops what it spooled for it). Use a key of an account "
+                             "that exists (`python -m whileai accounts add NAME` on the platform makes one)",
+                        "account_deleted")
     state = request.app.state
     if getattr(state, "key_throttle", None) is None:
         state.key_throttle = FailureThrottle(defaults.API_KEY_MAX_FAILURES)

@@ -118,6 +118,7 @@ class Store:
     revoke_api_key = _accounts.revoke_api_key
     revoke_api_key_hash = _accounts.revoke_api_key_hash
     account_for_key = _accounts.account_for_key
+    deleted_account_key = _accounts.deleted_account_key
     get_account = _accounts.get_account
     count_accounts = _accounts.count_accounts
     local_account_id = _accounts.local_account_id

@@ -28,6 +28,8 @@ _KEY_PREFIX = "wai_"
 _JOB_KEY_PREFIX = "waijob_"
 #: the Setting row that names the local account (made once per store by ensure_local_account)
 _LOCAL_ACCOUNT_SETTING = "local_account_id"
+#: the Setting key that remembers a deleted account's key (by its hash, as stored): ``key_tombstone:<hash>``
+KEY_TOMBSTONE_PREFIX = "key_tombstone:"
 
 
 def create_account(store: Any, name: str | None = None) -> tuple[str, str]:
@@ -120,6 +122,14 @@ def account_for_key(store: Any, api_key: str | None) -> str | None:
         return found
 
     return store._tx(work, write=False)
+
+
+def deleted_account_key(store: Any, api_key: str | None) -> bool:
+    """Whether ``api_key`` was a key of an account since deleted (:func:`_admin.delete_account` keeps its hash)."""
+    if not api_key or not isinstance(api_key, str) or len(api_key) > 200:
+        return False
+    key = KEY_TOMBSTONE_PREFIX + hash_key(api_key)
+    return store._tx(lambda s: s.get(Setting, key) is not None, write=False)
 
 
 def list_keys(store: Any, account_id: str) -> list[dict[str, Any]]:

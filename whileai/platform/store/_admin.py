@@ -29,6 +29,7 @@ from whileai.platform.store.tables import (
 )
 from whileai.platform.store.sessions import PageToken
 from whileai.platform.store._runs import retire_run_ids
+from whileai.platform.store._accounts import KEY_TOMBSTONE_PREFIX
 
 __all__ = ["count_sessions", "end_sessions", "delete_account"]
 
@@ -88,6 +89,9 @@ def delete_account(store: Any, account_id: str, removed: dict[str, list[str]] | 
         if removed is not None:
             removed.update(runs=run_ids, jobs=jobs)
         retire_run_ids(s, run_ids)
+        gone_at = str(time.time())  # its keys are remembered by hash: a client still sending one is told, not retried
+        s.add_all(Setting(key=KEY_TOMBSTONE_PREFIX + h, value=gone_at)
+                  for h in s.scalars(select(ApiKey.key_hash).where(ApiKey.account_id == account_id)))
         counts = {
             "points": _gone(s, delete(Point).where(Point.run_id.in_(runs))),
             "point_batches": _gone(s, delete(PointBatch).where(PointBatch.run_id.in_(runs))),

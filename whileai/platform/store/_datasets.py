@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -149,6 +149,8 @@ def update_dataset(store: Any, account_id: str, dataset_id: str, changes: dict[s
 def delete_dataset(store: Any, account_id: str, dataset_id: str) -> dict[str, Any]:
     def work(s: Session) -> dict[str, Any]:
         d = store._dataset(s, account_id, dataset_id)
+        s.execute(update(Dataset).where(Dataset.account_id == account_id, Dataset.sibling == d.id)
+                  .values(sibling=None))  # no dataset names one that is gone
         s.delete(d)
         return {"id": d.id, "deleted": True}
 

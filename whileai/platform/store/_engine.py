@@ -76,6 +76,7 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA journal_mode = WAL")
             cur.execute("PRAGMA synchronous = NORMAL")
             cur.execute("PRAGMA foreign_keys = ON")
+            cur.execute("PRAGMA secure_delete = ON")  # a deleted row's bytes are overwritten, not left in free pages
         finally:
             cur.close()
 

@@ -336,7 +336,7 @@ def deliver(
     """
     report: dict[str, Any] = {
         "runs": 0, "points": 0, "updates": 0, "dropped": 0, "left": 0, "files": 0, "unreadable": 0, "reasons": [],
-        "refused": 0,
+        "refused": 0, "gone": {},
     }
     down: set[tuple[Any, Any, Any]] = set()  # targets that failed to answer in this delivery
     with _LOCK:
@@ -380,6 +380,11 @@ def deliver(
                     report["dropped"] += 1
                     continue
                 except PlatformError as exc:
+                    gone = _gone(exc)
+                    if gone is not None:  # deleted on the platform: no retry can ever land it
+                        report["dropped"] += 1
+                        report["gone"][gone] = report["gone"].get(gone, 0) + 1
+                        continue
                     keep.append(record)
                     blocked.add(record["run_id"])
                     if exc.status == 0 or exc.status >= 500:  # the platform is down: do not ask it again now
@@ -401,7 +406,26 @@ def deliver(
                     report["updates"] += 1
             report["left"] += len(keep)
             _replace(path, keep)
+    if report["gone"]:
+        warnings.warn(gone_line(report["gone"]), TrackingWarning, stacklevel=2)
     return report
+
+
+#: the platform's error types for what was deleted there, and how a dropped record's reason reads
+_GONE = {(409, "id_retired"): "its run was deleted", (401, "account_deleted"): "its account was deleted"}
+
+
+def _gone(exc: PlatformError) -> str | None:
+    """Why a refused record can never land (its run or its account was deleted on the platform), else None."""
+    error = exc.body.get("error") if isinstance(exc.body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return _GONE.get((exc.status, kind))
+
+
+def gone_line(gone: dict[str, int]) -> str:
+    """One line for the spooled records dropped because what they were for was deleted on the platform."""
+    counts = ", ".join(f"{n} because {why}" for why, n in sorted(gone.items()))
+    return f"dropped {sum(gone.values())} spooled records the platform can never store ({counts})"
 
 
 def _replace(path: Path, keep: list[dict[str, Any]]) -> None:
