@@ -227,3 +227,20 @@ def test_wait_help_prints_usage_not_a_missing_sweep():
     done = whileai("wait", "--help")
     assert done.returncode == 0 and done.stdout.startswith("usage: python -m whileai wait")
     assert "SWEEP" in done.stdout and "no sweep" not in done.stderr
+
+
+def test_the_closing_summary_says_where_a_mirrored_copy_went():
+    from whileai.runner._closing import human_lines, summary
+
+    class Mirrored:
+        id, url = "run_1", "http://x/runs/run_1"
+        summary = {"mirrors": {"mlflow": {"to": "sqlite:////data/mirrors/acct/mlflow.db", "status": "closed",
+                                          "points": 41, "errors": 0},
+                               "wandb": {"to": "https://wandb.ai/team/proj/runs/run_1", "status": "closed",
+                                         "points": 41, "errors": 0}}}
+
+    closing = summary({"status": "done", "exit_code": 0}, run=Mirrored())
+    assert closing["mirrors"]["wandb"]["to"] == "https://wandb.ai/team/proj/runs/run_1"
+    [line] = [line for line in human_lines(closing) if line.startswith("mirrored")]
+    assert line == ("mirrored   mlflow (closed, 41 points) at sqlite:////data/mirrors/acct/mlflow.db, "
+                    "wandb (closed, 41 points) at https://wandb.ai/team/proj/runs/run_1")

@@ -7,7 +7,8 @@ of lines, for scripts and CI:
 
     {"status", "exit_code", "recipe", "sweep_id", "run", "runs": [{"id", "stage", "method", "name"}],
      "datasets": {...}, "held_out": {"metric", "before", "after", ...}, "verdict", "alarms",
-     "cost": {"usd", "basis"}, "expect": {"passed", "failed"}, "page", "endpoint", "outcome": {...}}
+     "cost": {"usd", "basis"}, "expect": {"passed", "failed"}, "page", "mirrors": {name: {"to", "status", ...}},
+     "endpoint", "outcome": {...}}
 
 ``outcome`` carries every field the run's outcome has (whatever the held-out
 report adds), so a script never needs the lines.
@@ -69,6 +70,9 @@ def summary(facts: dict[str, Any], run: Any = None, outcome: dict[str, Any] | No
         out["quick"] = quick
     if run is not None:
         out["page"] = page_of(run.id, run.url)
+        found = (run.summary or {}).get("mirrors") if isinstance(run.summary, dict) else None
+        if isinstance(found, dict) and found:  # report_to: where each copy of the run went
+            out["mirrors"] = {str(k): dict(v) for k, v in found.items() if isinstance(v, dict)}
     if outcome is not None:
         basis = outcome.get("cost_basis")
         out.update({
@@ -126,6 +130,10 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
             lines.append(f"page       {closing['page']}")
         else:  # the embedded platform: `open` reuses a server that answers, else starts one on this data root
             lines.append(f"page       {closing['page']}   ({_open_note()})")
+    if closing.get("mirrors"):
+        from .runs import mirrors_line
+
+        lines.append(mirrors_line(closing["mirrors"]))
     for alarm in (closing.get("alarms") or []) if outcome is not None else []:
         lines += _alarm_lines(alarm, closing.get("page"))
     expect = closing.get("expect")

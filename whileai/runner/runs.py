@@ -23,7 +23,7 @@ from whileai.core.stats import change_text, judged_text, status_text
 
 from . import defaults
 
-__all__ = ["runs_main", "show_main", "list_rows", "row_cells", "duration_text"]
+__all__ = ["runs_main", "show_main", "list_rows", "row_cells", "duration_text", "mirror_text", "mirrors_line"]
 
 _HEADER = ["run", "name", "status", "method", "held-out before -> after", "took"]
 
@@ -155,12 +155,19 @@ def _status(status: Any, expect: Any, quick: Any) -> str:
     return status_text(status, expect)
 
 
-def _mirror_text(name: str, entry: dict[str, Any]) -> str:
-    """``mlflow (closed, 41 points)``, or with the errors and the last one when a mirror failed."""
+def mirror_text(name: str, entry: dict[str, Any]) -> str:
+    """``mlflow (closed, 41 points) at sqlite:///.../mlflow.db``: where the copy went (folder or tracker URL),
+    with the errors and the last one when a mirror failed."""
     text = f"{name} ({entry.get('status')}, {entry.get('points', 0)} points"
     if entry.get("errors"):
         text += f", {entry['errors']} error(s): {entry.get('last_error')}"
-    return text + ")"
+    where = f" at {entry['to']}" if isinstance(entry.get("to"), str) and entry["to"] else ""
+    return text + ")" + where
+
+
+def mirrors_line(mirrors: dict[str, Any]) -> str:
+    """The ``mirrored`` line of ``show`` and of the closing summary (report_to)."""
+    return "mirrored   " + ", ".join(mirror_text(name, _dict(entry)) for name, entry in mirrors.items())
 
 
 def show_lines(record: dict[str, Any]) -> list[str]:
@@ -211,7 +218,7 @@ def show_lines(record: dict[str, Any]) -> list[str]:
         lines.append(f"page       {url}" + (f"   ({opened})" if opened != url else ""))
     mirrors = _dict(summary.get("mirrors"))
     if mirrors:  # report_to: where copies of the run went (whileai/simulations/mirror)
-        lines.append("mirrored   " + ", ".join(_mirror_text(name, _dict(entry)) for name, entry in mirrors.items()))
+        lines.append(mirrors_line(mirrors))
     expect = _expect_lines(record)
     if expect:
         lines += ["", "expect:", *[f"  {line}" for line in expect]]
