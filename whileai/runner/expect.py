@@ -8,8 +8,9 @@ Keys (each optional):
 - ``holdout_gain_significant: A``: a real gain: after above before (of the last stage) and the
   exact McNemar test over the same held-out prompts (rm: pairs) gives p below A. Needs the run's
   per-prompt outcomes (``training["stats"]``); a held-out loss has none, so the line fails.
-- ``stage_gain_min: X``: the last stage's after minus the previous stage's after at least X
-  (GRPO/DPO above their SFT start).
+- ``stage_gain_min: X``: the last stage's held-out after minus the after of the stage it continued
+  (its ``init_from``: GRPO's or DPO's SFT stage) at least X, so "GRPO ends above its SFT start".
+  A last stage that continued none (a single stage, a reward model) fails the line, saying so.
 - ``no_alarm: true``: the HackMonitor raised no alarm.
 - ``delta_verdict_not: [over-optimized, ...]``: delta_report's verdict is none of these.
 
@@ -62,6 +63,10 @@ def _check(key: str, want: Any, outcome: dict[str, Any]) -> tuple[bool, str]:
                     f"{paired.get('worsened')} worsened")
     if key == "stage_gain_min":
         start = outcome.get("previous_after")
+        if start is None:
+            return False, (f"this stage {_fmt(after)}, but it continued no earlier stage, so there is no start to "
+                           "gain over; put a policy stage before it (stages: {sft: {method: sft}}) or unset "
+                           "expect.stage_gain_min")
         gain = _gain(start, after)
         return (gain is not None and gain >= want,
                 f"previous stage {_fmt(start)} -> this stage {_fmt(after)} (gain {_fmt(gain)})")

@@ -324,7 +324,8 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
     runs: list[dict[str, Any]] = facts["runs"]
     stage_runs: dict[str, str] = {}
     by_stage: dict[str, Any] = {}
-    previous = run = None
+    run: Any = None
+    start: Any = None  # the run the current stage continues (init_from), None for a first stage or an rm
     stages = plan_stages(spec)
     submit_only = spec["target"]["name"] == "modal" and context.sweep_id is not None
     for index, stage in enumerate(stages):
@@ -340,7 +341,7 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
             kwargs, config = stage_inputs(stage, spec, stage_runs, context.origin)
             # the base's tokenizer counts the rows longer than its context, as wai.train will (a stage after
             # another trains that one's base; a reward model always starts from its own)
-            start: Any = by_stage.get(stage.start) if stage.start is not None else None
+            start = by_stage.get(stage.start) if stage.start is not None else None
             inherited: str | None = start.config.get("base_model") if start is not None else None
             base: str = inherited or stage.settings.get("base_model") or wai.defaults.KIT_BASE_NAME
             report = wai.selection_report(train_set, method, base_model=base,
@@ -403,9 +404,8 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
         training = run.training or {}
         progress.line(f"- {label}: held-out {training.get('metric') or 'pass_rate'} "
                       f"{describe(training.get('before'), training.get('after'), training.get('stats'))}")
-        following = stages[index + 1].start if not last else None
-        previous = by_stage.get(following) if following is not None else None
-    return _finish(spec, context, progress, run, previous, held, facts)
+    # the last stage's start (the run it continued, init_from) is what stage_gain_min compares against
+    return _finish(spec, context, progress, run, start, held, facts)
 
 
 def _exported(report: dict[str, Any]) -> str:
