@@ -63,7 +63,7 @@ def _check(key: str, want: Any, outcome: dict[str, Any]) -> tuple[bool, str]:
                     f"{paired.get('worsened')} worsened")
     if key == "stage_gain_min":
         start = outcome.get("previous_after")
-        if start is None:
+        if start is None and outcome.get("previous_run") is None:
             return False, (f"this stage {_fmt(after)}, but it continued no earlier stage, so there is no start to "
                            "gain over; put a policy stage before it (stages: {sft: {method: sft}}) or unset "
                            "expect.stage_gain_min")
@@ -86,7 +86,7 @@ def _check(key: str, want: Any, outcome: dict[str, Any]) -> tuple[bool, str]:
 def verdict(expect: dict[str, Any], outcome: dict[str, Any], lines: dict[str, str]) -> dict[str, Any]:
     """Every set line of ``expect`` against ``outcome``; ``{"passed", "lines": [...]}`` (no lines: passed).
 
-    ``outcome`` holds before, after, stats, previous_after, status, alarms, verdict; ``lines`` names
+    ``outcome`` holds before, after, stats, previous_after (and previous_run), status, alarms, verdict; ``lines`` names
     where each key was set (``recipes/x.yaml:12``, ``command line``).
     """
     checked = []
@@ -121,6 +121,7 @@ def outcome_of(run: Any, previous: Any) -> dict[str, Any]:
     prev_training = (previous.training or {}) if previous is not None else {}
     return {"status": run.status, "before": training.get("before"), "after": training.get("after"),
             "metric": training.get("metric"), "stats": training.get("stats"), "previous_after": prev_training.get("after"),
+            "previous_run": previous.id if previous is not None else None,
             "alarms": monitor.get("alarms") or [], "verdict": delta.get("verdict"),
             "cost_usd": run.cost_usd, "cost_basis": run.cost_basis}
 
