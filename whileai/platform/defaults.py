@@ -288,15 +288,19 @@ JOB_STOP_WAIT_S = 10.0
 #: when a job behaves differently forked than started cold.
 WARM_WORKER_ENV = "WHILEAI_WARM_WORKER"
 
-#: What the warm worker imports before it forks a job: the imports a job pays first
-#: (``python -c "import trl, peft"`` took 10-13 s on the shared 2-core machine; the whole
-#: list about 6 s on a quiet one). Import only: no tensor op runs in the warm process, so
-#: torch's OpenMP pool is never started before a fork.
-WARM_PRELOAD = ("torch", "transformers", "trl", "peft", "whileai.jobs.worker", "whileai.jobs.body")
+#: What the warm worker imports before it forks a job (``module`` or ``module:name``): the
+#: imports a job pays first. ``python -c "import trl, peft"`` took 10-15 s on the shared
+#: 2-core machine, and TRL's trainer classes (lazy attributes of ``trl``) 8 s more. Import
+#: only: no tensor op runs in the warm process, so torch's OpenMP pool is never started
+#: before a fork. whileai's own modules are not kept: a forked job imports them afresh
+#: from disk (half a second), so an edited source file is always what runs.
+WARM_PRELOAD = ("torch", "transformers", "peft", "trl", "trl:SFTTrainer", "trl:DPOTrainer", "trl:GRPOTrainer",
+                "trl:RewardTrainer", "transformers:AutoModelForCausalLM",
+                "transformers:AutoModelForSequenceClassification")
 
 #: Distributions whose version and install time make the warm worker's fingerprint: a
-#: new install of any of them (or an edited whileai source file) starts a fresh warm
-#: process, since what is already imported would not be the code on disk.
+#: new install of any of them starts a fresh warm process, since what it has imported
+#: would not be the code on disk.
 WARM_FINGERPRINT_DISTS = ("whileai", "torch", "transformers", "trl", "peft", "accelerate", "datasets",
                           "huggingface_hub", "tokenizers", "numpy")
 

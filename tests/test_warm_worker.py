@@ -1,0 +1,146 @@
+"""The warm worker: local jobs forked from one process per data root that has torch, transformers, TRL and PEFT
+imported, each still a process of its own.
+
+The jobs are real (the kit's tiny model, a few steps, the platform's own launcher); the warm process is the real
+one, started on the session's data root.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import whileai.simulations as wai
+from whileai.platform import defaults
+from whileai.platform.launcher import _warm
+from whileai.platform.launcher.jobs import job_dir, job_log, job_processes
+from _job_helpers import job_of as _job_of, wait_for as _wait_for
+
+pytestmark = pytest.mark.slow
+
+#: how long the warm process may take to import its modules on a loaded 2-core machine (about 15-25 s)
+READY_S = 240
+
+
+@pytest.fixture(scope="module")
+def sets(session_home, push_sample):
+    from whileai.kit._base import tiny_model_dir
+
+    found = push_sample("sample-quarter", tasks=100)
+    return {**found, "base": str(tiny_model_dir())}
+
+
+@pytest.fixture
+def warm(sets) -> int:
+    """The pid of the session data root's warm process, ready."""
+    pid = _warm.wait_ready(READY_S)
+    assert pid is not None, "the warm worker did not become ready"
+    return pid
+
+
+def _train(sets, method: str, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = sets["passes"] if method == "sft" else sets["train"]
+        return wai.train(data, method=method, base_model=sets["base"], holdout=sets["holdout"], **kwargs)
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _started(run) -> str:
+    """The launcher's line in the job's log: how the job started."""
+    job_id = _job_of(run.id)["id"]
+    return next(line for line in job_log(job_id).read_text().splitlines() if line.startswith(f"whileai job {job_id}: "))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def _losses(run) -> list[float]:
+    series = wai.get_run(run.id)["series"]
+    return [p["metrics"]["loss"] for p in sorted(series, key=lambda p: p["step"]) if "loss" in p["metrics"]]
+
+
+def test_a_sigkilled_job_ends_alone_and_the_next_job_forks_from_the_same_warm_process(sets, warm):
+    run = _train(sets, "dpo", steps=500, config={"holdout_rows": 4})
+    job = _job_of(run.id)
+    assert "forked from the warm worker" in _started(run)
+    assert _parent(job["pid"]) == warm and os.getpgid(job["pid"]) == job["pid"]  # its own pid, session and group
+    cmdline = Path(f"/proc/{job['pid']}/cmdline").read_bytes().split(b"\0")
+    assert [b"-m", b"whileai.jobs.worker", job["id"].encode()] == cmdline[1:4] and job_processes(job["id"]) == [job["pid"]]
+    _wait_for(lambda: _job_of(run.id)["heartbeat_at"] is not None, 120, "the forked worker's first heartbeat")
+    os.kill(job["pid"], signal.SIGKILL)
+    _wait_for(lambda: run.refresh().status != "running", 30, "the kill to be noticed")
+    assert run.status == "crashed" and "SIGKILL" in run.error
+    assert _alive(warm) and _warm.warm_pid() == warm
+    after = _train(sets, "sft", steps=2, wait=True, config={"holdout_rows": 4, "metric": "loss"})
+    assert after.status == "done", after.error
+    assert f"forked from the warm worker (pid {warm})" in _started(after)
+
+
+def test_concurrent_forked_jobs_share_no_state_and_train_as_a_cold_job_does(sets, warm, monkeypatch):
+    config = {"holdout_rows": 4, "metric": "loss", "batch_size": 4}
+    first = _train(sets, "sft", steps=3, seed=3, config=config)
+    second = _train(sets, "sft", steps=3, seed=3, learning_rate=1e-3, config=config)  # another config: another run
+    jobs = [_job_of(first.id), _job_of(second.id)]
+    assert jobs[0]["pid"] != jobs[1]["pid"] and all(_parent(j["pid"]) == warm for j in jobs if _alive(j["pid"]))
+    for job in jobs:  # each in its own folder while it runs (read before it can end)
+        if _alive(job["pid"]):
+            assert os.readlink(f"/proc/{job['pid']}/cwd") == str(job_dir(job["id"]))
+    assert first.wait(poll=1, timeout=600) == "done", first.error
+    assert second.wait(poll=1, timeout=600) == "done", second.error
+    assert first.adapter != second.adapter
+    monkeypatch.setenv(defaults.WARM_WORKER_ENV, "0")
+    cold = _train(sets, "sft", steps=3, seed=3, wait=True, config=config)
+    assert cold.status == "done", cold.error
+    assert "started cold: the warm worker is off" in _started(cold)
+    # the same seed and data give the same curve forked as cold: nothing of the warm process's state leaks in
+    assert _losses(first) == pytest.approx(_losses(cold), rel=1e-5) and len(_losses(first)) == 3
+    assert _losses(second) != _losses(first)
+
+
+def test_a_stopped_forked_job_ends_and_the_warm_process_lives_on(sets, warm):
+    run = _train(sets, "dpo", steps=500, config={"holdout_rows": 4})
+    job = _job_of(run.id)
+    assert "forked from the warm worker" in _started(run)
+    _wait_for(lambda: _job_of(run.id)["heartbeat_at"] is not None, 120, "the forked worker's first heartbeat")
+    run.stop()
+    assert run.refresh().status == "stopped"
+    assert not job_processes(job["id"]) and not _alive(job["pid"])
+    assert _warm.warm_pid() == warm
+
+
+def test_a_torchrun_job_starts_cold_and_its_log_says_why(tmp_path):
+    from whileai.platform.launcher.jobs import _start_warm, local_commands
+
+    pid, how = _start_warm(local_commands("job_0", {"processes": 2}), dict(os.environ), tmp_path, tmp_path / "log")
+    assert pid is None and how.startswith("started cold: torchrun starts each rank")
+
+
+def test_a_new_install_starts_a_fresh_warm_process(sets, warm, monkeypatch):
+    real = _warm.fingerprint
+    monkeypatch.setattr(_warm, "fingerprint", lambda env=None: "another install " + real(env))
+    moved = _train(sets, "dpo", steps=500, config={"holdout_rows": 4})
+    assert "started cold: the warm worker was of an older install" in _started(moved)
+    moved.stop()
+    _wait_for(lambda: not _alive(warm), 30, "the old warm process to exit")
+    fresh = _warm.wait_ready(READY_S)
+    assert fresh is not None and fresh != warm
+    again = _train(sets, "sft", steps=2, wait=True, config={"holdout_rows": 4, "metric": "loss"})
+    assert f"forked from the warm worker (pid {fresh})" in _started(again)
+    monkeypatch.undo()
+    _warm.shutdown()  # this one's fingerprint was made up: the next launch would only find it stale
+    _wait_for(lambda: not _alive(fresh), 30, "the made-up warm process to exit")
+    time.sleep(0.1)

@@ -1,0 +1,420 @@
+"""The warm worker: one process per data root that has torch, transformers, TRL and PEFT imported and forks each
+local job from there, so a job starts in milliseconds instead of paying those imports (WARM_PRELOAD).
+
+The launcher asks it over a Unix socket in a folder only this user can open (its peer's uid is checked too) for
+one job: the worker module's arguments, the job's environment, its folder and its log. The warm process forks;
+the child, before any job code runs, leads a session of its own (its own pid and process group, so a stop's
+``killpg`` and a SIGKILL reach that job only), points stdin at /dev/null and stdout and stderr at the job's log,
+moves to the job's folder, replaces its whole environment with the job's (threads, the hub's offline switch, the
+job's key), puts back the default signal handlers, and rewrites its command line to ``python -m
+whileai.jobs.worker JOB_ID``, which is what :func:`whileai.platform.launcher.jobs.job_processes` and the
+reconciler find a job by. It then runs the worker module as ``__main__`` and exits the way an interpreter does
+(non-daemon threads joined, atexit handlers run). A job that crashes or is SIGKILLed ends alone; the warm process
+reaps it and serves the next launch.
+
+Forking is safe because the warm process only imports: no tensor op runs there, so torch's OpenMP pool is never
+started (the one native thread an import leaves, OpenBLAS's, is re-made after a fork by OpenBLAS itself), and the
+job sets its own torch threads after the fork.
+
+The warm process keeps none of whileai's own modules for a job: the child drops them before it runs the worker,
+which imports them afresh from disk, so an edited source file is what runs. It carries a fingerprint
+(:func:`fingerprint`): the versions and install times of WARM_FINGERPRINT_DISTS, the interpreter, and the
+environment read at import time (WARM_IMPORT_ENV_PREFIXES). A launch whose fingerprint differs gets ``stale`` back; the old process exits and a
+fresh one starts. It exits on its own after WARM_IDLE_S with no job running, or when its data root is gone.
+
+The first launch in a data root starts the warm process in the background and starts that job cold (the launch
+does not wait for the imports: a launch answers within the client's deadline); later launches fork. WARM_WORKER_ENV
+turns it off. Only one-process jobs are forked: torchrun starts each rank itself, as ``python -m`` of the worker
+under its own elastic agent, which must be each rank's parent to watch and end it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from whileai.core.launch import WORKER_MODULE
+from whileai.core.paths import data_root, setting
+from whileai.platform import defaults
+
+__all__ = ["enabled", "fingerprint", "start_job", "warm_pid", "shutdown", "wait_ready", "main"]
+
+#: the keys a launch never hands the warm process's own environment (they are the job's)
+_JOB_KEYS = ("WHILEAI_API_KEY", "WHILEAI_JOB_ID", defaults.STORE_URL_ENV, "WHILEAI_BASE_URL")
+_REQUEST_MAX_BYTES = 4 * 2**20
+
+
+def enabled() -> bool:
+    """Whether local jobs start from the warm worker: on unless WARM_WORKER_ENV (or ``warm_worker`` in the data
+    root's config.json) says 0, false, off or no; and only on Linux, where the forked job can be renamed."""
+    value = setting(defaults.WARM_WORKER_ENV, "warm_worker").lower()
+    return sys.platform.startswith("linux") and value not in ("0", "false", "off", "no")
+
+
+def _folder() -> Path:
+    """``<tmp>/whileai-<uid>/``, this user's only (a socket path must stay under 108 bytes, which a data root's
+    may not)."""
+    folder = Path(tempfile.gettempdir()) / f"whileai-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    info = folder.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise PermissionError(f"{folder} is not this user's own folder (mode {info.st_mode & 0o777:o}); remove it")
+    return folder
+
+
+def _paths(root: Path) -> tuple[Path, Path]:
+    """The socket and the lock file of ``root``'s warm process."""
+    name = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    folder = _folder()
+    return folder / f"warm-{name}.sock", folder / f"warm-{name}.lock"
+
+
+def _import_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in sorted(env.items()) if k.startswith(defaults.WARM_IMPORT_ENV_PREFIXES)}
+
+
+def fingerprint(env: dict[str, str] | None = None) -> str:
+    """What the warm process's imports depend on: WARM_FINGERPRINT_DISTS' versions and install times, the
+    interpreter, and ``env``'s import-time variables. A different value means a fresh warm process."""
+    from importlib import metadata
+
+    parts: list[Any] = [sys.executable, sys.version, _import_env(dict(os.environ if env is None else env))]
+    for name in defaults.WARM_FINGERPRINT_DISTS:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            parts.append([name, None])
+            continue
+        where = getattr(dist, "_path", None)
+        parts.append([name, dist.version, os.stat(where).st_mtime_ns if where and os.path.exists(where) else None])
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# The launcher's side
+# ---------------------------------------------------------------------------
+
+
+def _ask(path: Path, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(str(path))
+        sock.sendall(json.dumps(request).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    if not data:
+        raise ConnectionError("the warm worker closed the connection without an answer")
+    answer: dict[str, Any] = json.loads(data)
+    return answer
+
+
+def _starting(lock: Path) -> bool:
+    """Whether a warm process holds ``lock`` (it takes it first thing and keeps it for life)."""
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _spawn(root: Path, env: dict[str, str], print_to: Path) -> None:
+    """Start ``root``'s warm process in the background (detached, like a cold worker)."""
+    print_to.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    own = {k: v for k, v in env.items() if k not in _JOB_KEYS}
+    with open(print_to, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(root), fingerprint(env), "-" * defaults.WARM_ARGV_PAD],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=own, cwd=str(root),
+            start_new_session=True, close_fds=True)
+    threading.Thread(target=proc.wait, name="whileai-warm-reap", daemon=True).start()
+
+
+def start_job(args: list[str], env: dict[str, str], cwd: Path, log: Path) -> tuple[int | None, str]:
+    """Start ``python -m whileai.jobs.worker *args`` forked from this data root's warm process.
+
+    Returns ``(pid, how)``: the job's pid, or None where the caller starts the job cold, with the reason (no warm
+    process yet, and one is now starting; a stale one, which is replaced; switched off; an error).
+    """
+    if not enabled():
+        return None, f"the warm worker is off ({defaults.WARM_WORKER_ENV})"
+    root = data_root()
+    try:
+        sock, lock = _paths(root)
+        wanted = fingerprint(env)
+        request = {"op": "start", "fingerprint": wanted, "args": args, "env": env, "cwd": str(cwd), "log": str(log)}
+        try:
+            answer = _ask(sock, request, defaults.WARM_REPLY_S)
+        except (FileNotFoundError, ConnectionRefusedError):
+            answer = {"absent": True}
+        if isinstance(answer.get("pid"), int):
+            return answer["pid"], f"forked from the warm worker (pid {answer.get('warm')})"
+        if answer.get("stale"):
+            why = "the warm worker was of an older install; a fresh one is starting"
+            deadline = time.monotonic() + defaults.JOB_STOP_WAIT_S
+            while _starting(lock) and time.monotonic() < deadline:  # the old one lets its lock go as it exits
+                time.sleep(0.05)
+        else:
+            why = answer.get("error") or "no warm worker was running for this data root; one is starting"
+        if not _starting(lock):
+            _spawn(root, env, root / "warm" / "warm.log")
+        return None, str(why)
+    except Exception as exc:  # a job always starts: cold where the warm path fails
+        return None, f"the warm worker could not be reached ({type(exc).__name__}: {exc})"
+
+
+def _ping(root: Path) -> dict[str, Any] | None:
+    try:
+        answer = _ask(_paths(root)[0], {"op": "ping"}, defaults.WARM_REPLY_S)
+    except (OSError, ValueError):
+        return None
+    return answer if isinstance(answer.get("warm"), int) else None
+
+
+def warm_pid(root: Path | None = None) -> int | None:
+    """The pid of ``root``'s (default: this data root's) ready warm process, else None."""
+    answer = _ping(root or data_root())
+    return int(answer["warm"]) if answer else None
+
+
+def wait_ready(timeout: float, env: dict[str, str] | None = None) -> int | None:
+    """Start this data root's warm process if none of this install runs (one of an older install is told to exit),
+    and wait up to ``timeout`` s for it to be ready; its pid, or None."""
+    from .jobs import hub_env
+
+    root = data_root()
+    _, lock = _paths(root)
+    if env is None:  # what a launch's environment holds at import time (``worker_env``)
+        env = {**os.environ, "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false"),
+               **hub_env(), defaults.HOME_ENV: str(root)}
+    wanted = fingerprint(env)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answer = _ping(root)
+        if answer and answer.get("fingerprint") == wanted:
+            return int(answer["warm"])
+        if answer:
+            shutdown(root)
+        elif not _starting(lock):
+            _spawn(root, env, root / "warm" / "warm.log")
+        time.sleep(0.1)
+    return None
+
+
+def shutdown(root: Path | None = None) -> bool:
+    """Ask ``root``'s warm process to exit (its running jobs go on); whether one answered."""
+    try:
+        _ask(_paths(root or data_root())[0], {"op": "stop"}, defaults.WARM_REPLY_S)
+    except OSError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------
+# The warm process
+# ---------------------------------------------------------------------------
+
+
+def _rename(args: list[str]) -> None:
+    """Rewrite this process's command line (``/proc/self/cmdline``) to the worker's, in the room the padding left."""
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: fields 48 and 49 of proc(5)
+    line = b"\0".join(part.encode() for part in [sys.executable, "-m", WORKER_MODULE, *args]) + b"\0"
+    if len(line) > end - start:
+        raise ValueError(f"the worker's command line ({len(line)} bytes) does not fit in {end - start}")
+    with open("/proc/self/mem", "r+b", buffering=0) as mem:
+        mem.seek(start)
+        mem.write(line.ljust(end - start, b"\0"))
+
+
+def _child(request: dict[str, Any], keep_out: list[int]) -> None:
+    """The forked job: set up as a cold worker would be, run the worker module, exit. Never returns."""
+    code = 1
+    try:
+        for fd in keep_out:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        os.setsid()
+        for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _rename(list(request["args"]))
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        out = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(null)
+        os.close(out)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        if os.environ.get("PYTHONUNBUFFERED"):
+            sys.stdout.reconfigure(write_through=True)  # type: ignore[union-attr]
+        sys.argv = [WORKER_MODULE, *request["args"]]
+        for name in [m for m in sys.modules if m == "whileai" or m.startswith("whileai.")]:
+            del sys.modules[name]  # the job imports whileai afresh: the code on disk now, not at warm-up
+        code = _run_worker()
+    except BaseException:  # noqa: BLE001 - the job's log says why it could not start
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _run_worker() -> int:
+    """Run the worker module as ``__main__`` and end as an interpreter would: threads joined, atexit handlers run."""
+    import atexit
+    import runpy
+    import traceback
+
+    code = 0
+    try:
+        runpy.run_module(WORKER_MODULE, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - as the interpreter does: the traceback, exit 1
+        traceback.print_exc()
+        code = 1
+    with contextlib.suppress(BaseException):
+        threading._shutdown()  # type: ignore[attr-defined]  # the interpreter's own wait for non-daemon threads
+    atexit._run_exitfuncs()
+    return code
+
+
+def _reap(children: set[int]) -> None:
+    while children:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            children.clear()
+            return
+        if pid == 0:
+            return
+        children.discard(pid)
+
+
+def _peer_is_me(conn: socket.socket) -> bool:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1] == os.getuid()
+
+
+def _read(conn: socket.socket) -> dict[str, Any]:
+    data = b""
+    while not data.endswith(b"\n") and len(data) < _REQUEST_MAX_BYTES:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    request: dict[str, Any] = json.loads(data)
+    return request
+
+
+def _serve(root: Path, mine: str, server: socket.socket, keep_out: list[int]) -> None:
+    children: set[int] = set()
+    last = time.monotonic()
+    while True:
+        _reap(children)
+        if not root.is_dir() or (not children and time.monotonic() - last > defaults.WARM_IDLE_S):
+            return
+        try:
+            conn, _ = server.accept()
+        except TimeoutError:
+            continue
+        last = time.monotonic()
+        with conn:
+            conn.settimeout(defaults.WARM_REPLY_S)
+            try:
+                if not _peer_is_me(conn):
+                    continue
+                request = _read(conn)
+                op = request.get("op")
+                if op == "ping":
+                    conn.sendall(json.dumps({"warm": os.getpid(), "fingerprint": mine}).encode() + b"\n")
+                    continue
+                if op == "stop" or (op == "start" and request.get("fingerprint") != mine):
+                    conn.sendall(json.dumps({"stale": op == "start", "warm": os.getpid()}).encode() + b"\n")
+                    return
+                if op != "start" or not isinstance(request.get("args"), list) or not isinstance(request.get("env"), dict):
+                    conn.sendall(json.dumps({"error": f"not a request the warm worker takes: {op!r}"}).encode() + b"\n")
+                    continue
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    _child(request, [*keep_out, conn.fileno()])
+                children.add(pid)
+                conn.sendall(json.dumps({"pid": pid, "warm": os.getpid()}).encode() + b"\n")
+                print(f"warm worker: job {' '.join(request['args'])} started as pid {pid}", flush=True)
+            except (OSError, ValueError) as exc:
+                print(f"warm worker: a request failed: {type(exc).__name__}: {exc}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m whileai.platform.launcher._warm DATA_ROOT FINGERPRINT PADDING``: the warm process."""
+    import importlib
+
+    root_arg, mine = (sys.argv[1:] if argv is None else argv)[:2]
+    root = Path(root_arg)
+    sock_path, lock_path = _paths(root)
+    lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return 0  # another warm process serves this data root
+    began = time.monotonic()
+    for entry in defaults.WARM_PRELOAD:
+        module, _, attribute = entry.partition(":")
+        loaded = importlib.import_module(module)
+        if attribute:
+            getattr(loaded, attribute)
+    threads = len(os.listdir("/proc/self/task"))
+    print(f"warm worker {os.getpid()} for {root}: imported {', '.join(defaults.WARM_PRELOAD)} in "
+          f"{time.monotonic() - began:.1f} s ({threads} native threads)", flush=True)
+    with contextlib.suppress(FileNotFoundError):
+        sock_path.unlink()
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        server.bind(str(sock_path))
+    finally:
+        os.umask(old)
+    server.listen(16)
+    server.settimeout(1.0)
+    try:
+        _serve(root, mine, server, [server.fileno(), lock])
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            sock_path.unlink()  # still ours: a successor binds only once this process has let the lock go
+        server.close()
+        print(f"warm worker {os.getpid()}: exiting", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
