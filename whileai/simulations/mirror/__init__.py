@@ -100,18 +100,19 @@ def _opener(name: str) -> Callable[..., Sink]:
 
 
 def open_mirrors(names: Sequence[str], *, run_id: str, name: str | None, url: str, config: Mapping[str, Any],
-                 note: Callable[[dict[str, Any]], None] | None = None) -> Mirrors:
+                 note: Callable[[dict[str, Any]], None] | None = None, client: Any = None) -> Mirrors:
     """Open a tracker run for each of ``names`` (``report_to``); raises TrainingConfigError when a package is missing.
 
     ``config`` is the resolved spec; ``note(state)`` puts the mirrors' state on the run's summary (called
-    when they open, when one first fails, and when they close). A tracker that is installed but fails to
-    open is a MirrorWarning and is left out; the others still run.
+    when they open, when one first fails, and when they close). ``client`` is the platform client the run
+    reports through (None: the credential chain's), which tells whose account folder the copies go to. A
+    tracker that is installed but fails to open is a MirrorWarning and is left out; the others still run.
     """
     problems = mirror_problems(names)
     if problems:
         raise TrainingConfigError("cannot mirror the run: " + "; ".join(problems), problems)
     keep_local()  # before any tracker is imported: they read their switches at import
-    folder = account_folder(current_account())
+    folder = account_folder(current_account(client))
     full = {**config, "whileai_run_id": run_id, "whileai_url": url}
     sinks: list[Sink] = []
     state: dict[str, dict[str, Any]] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +95,26 @@ def forget_trackio(folder: Path, run_ids: list[str]) -> None:
     from trackio.sqlite_storage import SQLiteStorage
 
     with folder_in_use(store):
-        if not SQLiteStorage.get_project_db_path(defaults.MIRROR_PROJECT).exists():
+        db = SQLiteStorage.get_project_db_path(defaults.MIRROR_PROJECT)
+        if not db.exists():
             return
         for run_id in run_ids:
-            SQLiteStorage.delete_run(defaults.MIRROR_PROJECT, run_id)
+            # by trackio's own ids: by name alone, trackio finds the config's run through the metrics it has
+            # just deleted, and keeps the config
+            for trackio_id in _trackio_ids(db, run_id) or [None]:
+                SQLiteStorage.delete_run(defaults.MIRROR_PROJECT, run_id, run_id=trackio_id)
+
+
+def _trackio_ids(db: Path, run_name: str) -> list[str]:
+    """trackio's ids of the runs named ``run_name`` (a store older than trackio's run ids has none)."""
+    import sqlite3
+
+    found: set[str] = set()
+    with closing(sqlite3.connect(db)) as conn:
+        for table in ("metrics", "configs", "alerts", "system_metrics"):
+            try:
+                found.update(r for (r,) in conn.execute(f"SELECT DISTINCT run_id FROM {table} WHERE run_name = ?",
+                                                        (run_name,)) if r)
+            except sqlite3.OperationalError:  # no such table or column in this store's schema
+                continue
+    return sorted(found)
