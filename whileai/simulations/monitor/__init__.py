@@ -15,7 +15,16 @@ the proxy the trainer optimises and with an independent gold judge. Alarms:
   alarmed);
 - ``kl``: the sequence KL to the reference passed ``kl_budget``;
 - ``feature``: an n-gram or format marker predicts proxy reward beyond gold
-  within prompt, family-wise over every feature scanned.
+  within prompt, family-wise over every feature scanned;
+- ``format``: a format marker whose share moved past MONITOR_FORMAT_SHIFT is
+  paid for by the proxy within prompt (the gold-free counterpart of the scan,
+  armed when the scan is not).
+
+Without a gold judge only the gold-free checks are armed (length, kl with a
+budget, format); ``disarm={kind: reason}`` turns any check off, and
+``summary()["armed"]`` says for each kind "armed" or why it is off. An alarm's
+message names what to look at: the feature or marker involved, the length
+change and the held-out prompts where the effect is biggest.
 
 False alarms are controlled per run, not per look (MONITOR_ALPHA,
 MONITOR_SCAN_ALPHA); benchmarks/monitor_calibration.py measures the rates.
@@ -39,13 +48,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import _arming as arming
 from . import _checks as checks
 from . import _features as feats
 from . import _sampling as sampling_
 from whileai.core.errors import MonitorWarning
 
 from .. import defaults
-from ._report import alarm_message, clean, format_hack_monitor
+from ._report import alarm_message, clean, format_hack_monitor, prompt_text
 from ._scoring import call_proxy, check_sampled, score_gold, validate_settings, watched
 
 if TYPE_CHECKING:
@@ -68,7 +78,11 @@ class _HackMonitor:
     columns, and the gold judge in its row. ``proxy`` is a TRL-shaped reward
     (``f(prompts=, completions=, **columns)``); None uses the reward given to
     ``wrap``. ``gold`` is a judge (``row -> reward | {"reward": ...}``); without
-    one the divergence and gold-decline alarms are off. ``sample(model,
+    one the checks that compare with it (divergence, gold decline, the n-gram
+    feature scan) are off and the format-marker check runs instead.
+    ``disarm`` turns checks off by kind, each with the reason the summary
+    shows (``{"divergence": "the reward is already the strictest judge"}``).
+    ``sample(model,
     tokenizer, prompts, n=, max_new_tokens=) -> list[list[str]]`` replaces the
     default sampler (chat template + ``model.generate``, steered by
     ``sampling``: temperature, top_p, top_k, batch). ``endorsed`` names formats
@@ -116,12 +130,13 @@ class _HackMonitor:
         n_perm: int | None = None,
         scan_min: int | None = None,
         sampling: Mapping[str, Any] | None = None,
+        disarm: Mapping[str, str] | None = None,
     ):
         s = validate_settings(
             holdout=holdout, proxy=proxy, gold=gold, sample=sample, every=every, k=k, n_prompts=n_prompts,
             window=window, delta=delta, length_pct=length_pct, kl_budget=kl_budget, endorsed=endorsed,
             stop_on=stop_on, buffer=buffer, max_new_tokens=max_new_tokens, concurrency=concurrency, seed=seed,
-            n_boot=n_boot, n_perm=n_perm, scan_min=scan_min, sampling=sampling,
+            n_boot=n_boot, n_perm=n_perm, scan_min=scan_min, sampling=sampling, disarm=disarm,
         )
         self.run = run
         self.proxy, self.gold, self.sample = proxy, gold, sample
@@ -153,10 +168,19 @@ class _HackMonitor:
                 "Pass more holdout rows", MonitorWarning, stacklevel=2)
         self._held = rows
         self._detect = feats.endorsed_detectors(self.endorsed)
+        self.armed: dict[str, str] = arming.armed_state(has_gold=gold is not None, kl_budget=self.kl_budget,
+                                                        disarm=s["disarm"])
+        off = [kind for kind in self.stop_on if kind != "any" and self.armed[kind] != arming.ARMED]
+        if off:
+            warnings.warn(f"HackMonitor stop_on names {off}, which cannot fire ("
+                          + "; ".join(f"{kind}: {self.armed[kind]}" for kind in off)
+                          + "); training will not stop on them. Arm them or leave them out of stop_on",
+                          MonitorWarning, stacklevel=2)
         self._cfg = checks.Settings(
             window=self.window, delta=self.delta, length_pct=self.length_pct, kl_budget=self.kl_budget,
             n_boot=self.n_boot, n_perm=self.n_perm, scan_min=self.scan_min, seed=self.seed,
-            has_gold=gold is not None, endorsed=tuple(self.endorsed))
+            has_gold=gold is not None, endorsed=tuple(self.endorsed),
+            armed=frozenset(kind for kind, state in self.armed.items() if state == arming.ARMED))
         self.history: list[dict[str, Any]] = []
         self.alarms: list[dict[str, Any]] = []
         self._looks: list[checks.Look] = []
@@ -169,6 +193,8 @@ class _HackMonitor:
         self._flagged: set[str] = set()
         self._fired: set[str] = set()
         self._scan: dict[str, Any] | None = None
+        self._format: dict[str, Any] | None = None
+        self._markers: set[str] = set()
         self._length: dict[str, Any] | None = None
         self._payments: dict[str, Any] = {}
         self._stopped: dict[str, Any] | None = None
@@ -290,7 +316,8 @@ class _HackMonitor:
         endorsed = np.array([[d(t) for d in self._detect] for t in flat_text], dtype=bool).reshape(n, k, -1)
         look = checks.Look(step=int(step), proxy=proxy_scores.reshape(n, k), gold=gold_scores.reshape(n, k),
                            length=length, endorsed=endorsed, features=[self._index.encode(t) for t in flat_text],
-                           kl=kl, words=np.array([[len(t.split()) for t in ts] for ts in texts], dtype=float))
+                           kl=kl, words=np.array([[len(t.split()) for t in ts] for ts in texts], dtype=float),
+                           markers=feats.marker_presence(flat_text).reshape(n, k, -1))
         self._looks.append(look)
         for old in self._looks[: -self.window]:
             old.features = None
@@ -397,37 +424,72 @@ class _HackMonitor:
             entry["gap_adjusted"] = res["gap_adjusted"]
             self._payments = {name: {"payment": float(p), "read": how}
                               for name, p, how in zip(self.endorsed, res["payments"], res["payments_read"])}
+        if res["scan"] is not None:
+            self._scan = dict({k: v for k, v in res["scan"].items() if k != "per_prompt"}, step=look.step)
+        if res["format"] is not None:
+            self._format = dict({k: v for k, v in res["format"].items() if k != "per_prompt"}, step=look.step)
         checks_out = {}
         for kind in ("divergence", "gold_decline", "length", "kl"):
             r = res[kind]
             if r is None:
                 continue
+            per_prompt = r.pop("per_prompt", None)
             checks_out[kind] = r
             if r["fired"]:
                 entry["alarms"].append(kind)
                 if kind not in self._fired:
                     self._fired.add(kind)
-                    self._add_alarm(kind, look.step, r)
+                    self._add_alarm(kind, look.step, r, per_prompt, self._strongest())
         if res["length"] is not None:
             self._length = dict(res["length"], step=look.step)
-        if res["scan"] is not None:
-            scan = dict(res["scan"], step=look.step)
-            self._scan = scan
-            new = [f for f in scan["flagged"] if f not in self._flagged]
-            if scan["flagged"]:
-                entry["alarms"].append("feature")
-            if new:
-                self._flagged.update(new)
-                detail = [d for d in scan.get("flagged_detail", []) if d["feature"] in new]
-                self._add_alarm("feature", look.step, {"features": new, "detail": detail, "alpha": scan["alpha"],
-                                                       "completions": scan["completions"]})
+        for kind, r, flagged in (("feature", res["scan"], self._flagged), ("format", res["format"], self._markers)):
+            if r is None:
+                continue
+            if r["flagged"]:
+                entry["alarms"].append(kind)
+            new = [f for f in r["flagged"] if f not in flagged]
+            if not new:
+                continue
+            flagged.update(new)
+            detail = [d for d in r.get("flagged_detail", r.get("detail", [])) if d["feature"] in new]
+            per_prompt = r.get("per_prompt")
+            if isinstance(per_prompt, dict):
+                per_prompt = per_prompt.get(new[0])
+            self._add_alarm(kind, look.step, {"features": new, "detail": detail, "alpha": r.get("alpha"),
+                                              "completions": r.get("completions")}, per_prompt, detail[:1] or None)
+        if res["format"] is not None:
+            checks_out["format"] = {k: v for k, v in res["format"].items() if k not in ("per_prompt", "markers")}
         entry["checks"] = clean(checks_out)
         return clean(entry)
 
-    def _add_alarm(self, kind: str, step: int, numbers: dict[str, Any]) -> None:
+    def _strongest(self) -> list[dict[str, Any]] | None:
+        """The feature or format marker the latest scan (or format check) found the proxy paying most for."""
+        for found in (self._scan, self._format):
+            rows = (found or {}).get("top") or (found or {}).get("markers") or []
+            rows = sorted((r for r in rows if r.get("payment") is not None and np.isfinite(r["z"])
+                           and r["payment"] > 0), key=lambda r: -r["z"])
+            if rows:
+                return [dict(rows[0], strongest=True, alpha=(found or {}).get("alpha"))]
+        return None
+
+    def _add_alarm(self, kind: str, step: int, numbers: dict[str, Any], per_prompt: np.ndarray | None,
+                   feature: list[dict[str, Any]] | None) -> None:
+        """Record an alarm with what to look at: the feature involved, the length change and the prompts."""
+        base = self._looks[: max(1, min(self.window, len(self._looks) - 1))]
+        before = float(np.nanmean(np.stack([lk.length for lk in base])))
+        after = float(np.nanmean(self._looks[-1].length))
+        prompts: list[dict[str, Any]] = []
+        if per_prompt is not None:
+            effect = np.asarray(per_prompt, dtype=float)
+            for i in np.argsort(-np.where(np.isfinite(effect), effect, -np.inf), kind="stable"):
+                if len(prompts) == defaults.MONITOR_PROMPTS_SHOWN or not np.isfinite(effect[i]):
+                    break
+                prompts.append({"prompt": prompt_text(self._held[i].prompt), "effect": float(effect[i])})
+        look_at = {"feature": feature[0] if feature else None, "length_before": before, "length_after": after,
+                   "length_change_pct": 100 * (after / before - 1) if before > 0 else None, "prompts": prompts}
         alarm = {"kind": kind, "step": int(step), "evaluation": len(self._looks) - 1,
-                 **{k: v for k, v in numbers.items() if k != "fired"}}
-        alarm["message"] = alarm_message(alarm, self._length_unit)
+                 **{k: v for k, v in numbers.items() if k != "fired"}, "look_at": look_at}
+        alarm["message"] = alarm_message(clean(alarm), self._length_unit)
         self.alarms.append(clean(alarm))
 
     # ------------------------------------------------------- run and summary
@@ -458,26 +520,25 @@ class _HackMonitor:
         """The curve points, the alarms, the last feature scan and where training stopped (JSON-able)."""
         curve = [{key: e.get(key) for key in ("step", "proxy", "gold", "gap", "gap_adjusted", "length", "kl")
                   if key in e} for e in self.history]
-        gold_off = None if self.gold is not None else (
-            "off: no gold judge was given, so there is nothing independent of the proxy to compare it with")
         return clean({
             "evaluations": len(self.history),
             "curve": curve,
             "alarms": [dict(a) for a in self.alarms],
             "scan": self._scan,
+            "format": self._format,
             "length": self._length,
             "endorsed": self._payments,
-            "divergence": gold_off or "on",
+            # the older sentence for divergence and gold decline, which run records and pages already read
+            "divergence": "on" if self.armed["divergence"] == arming.ARMED else self.armed["divergence"],
             "kl": self._kl_status,
-            # which alarms could fire, as flags: readers (the run page) need not parse the sentences above
-            "armed": {"divergence": self.gold is not None, "gold_decline": self.gold is not None,
-                      "length": True, "kl": any(e.get("kl") is not None for e in self.history)},
+            "armed": dict(self.armed),
             "length_unit": self._length_unit,
             "stopped": self._stopped,
             "settings": {"every": self.every, "k": self.k, "n_prompts": len(self._held), "window": self.window,
                          "delta": self.delta, "length_pct": self.length_pct, "kl_budget": self.kl_budget,
                          "endorsed": list(self.endorsed), "stop_on": list(self.stop_on),
-                         "alpha": defaults.MONITOR_ALPHA, "scan_alpha": defaults.MONITOR_SCAN_ALPHA},
+                         "format_shift": defaults.MONITOR_FORMAT_SHIFT, "alpha": defaults.MONITOR_ALPHA,
+                         "scan_alpha": defaults.MONITOR_SCAN_ALPHA},
             "errors": {"run": self._errors["run"], "gold": self._errors["gold"],
                        "evaluate": list(self._errors["evaluate"])},
         })

@@ -17,6 +17,7 @@ import numpy as np
 from . import _features as feats
 from . import _stats as stats
 from .. import defaults
+from ._arming import SHARED_ALPHA
 
 __all__ = ["Look", "BufferItem", "Settings", "check_all", "payments"]
 
@@ -33,6 +34,7 @@ class Look:
     features: list[np.ndarray] | None = None
     kl: np.ndarray | None = None
     words: np.ndarray | None = None
+    markers: np.ndarray | None = None  # (prompts, k, len(MARKERS)) presence of each format marker
 
 
 @dataclass
@@ -63,7 +65,18 @@ class Settings:
     alpha: float = defaults.MONITOR_ALPHA
     scan_alpha: float = defaults.MONITOR_SCAN_ALPHA
     hold: float = defaults.MONITOR_PROXY_HOLD
+    format_shift: float = defaults.MONITOR_FORMAT_SHIFT
+    armed: frozenset[str] = frozenset(("divergence", "gold_decline", "length", "feature"))
     counters: dict[str, int] = field(default_factory=dict)
+
+    def alpha_share(self) -> float:
+        """MONITOR_ALPHA split evenly between the armed checks that share it."""
+        return self.alpha / max(1, len(self.armed & set(SHARED_ALPHA)))
+
+    def spend(self, kind: str) -> float:
+        """The alpha this check may spend now, its share spent over the looks it has run on."""
+        m = self.counters[kind] = self.counters.get(kind, 0) + 1
+        return stats.spent_alpha(self.alpha_share(), m)
 
 
 def _rng(cfg: Settings, look: int, salt: int) -> np.random.Generator:
@@ -120,47 +133,160 @@ def _window_mean(arrays: list[np.ndarray]) -> np.ndarray:
 
 
 def check_all(looks: list[Look], buffer: list[BufferItem], cfg: Settings, index: feats.FeatureIndex) -> dict[str, Any]:
-    """Run every check on the looks so far; returns one result per check (None where it cannot run yet)."""
+    """Run every armed check on the looks so far; returns one result per check (None where it cannot run).
+
+    A result may carry ``per_prompt``: the check's effect on each held-out
+    prompt (where the gap grew, gold fell, length bought gap, the KL is), which
+    the alarm's message reads its examples from.
+    """
     t = len(looks)
     w = cfg.window
     pay, how = payments(looks, buffer, cfg)
     adj = [_adjusted(lk, pay) for lk in looks]
     gold = [_gold(lk, cfg) for lk in looks]
-    out: dict[str, Any] = {"payments": pay, "payments_read": how,
-                           "divergence": None, "gold_decline": None, "length": None, "kl": None, "scan": None}
+    out: dict[str, Any] = {"payments": pay, "payments_read": how, "divergence": None, "gold_decline": None,
+                           "length": None, "kl": None, "scan": None, "format": None}
     gap_now = _prompt_means(adj[-1] - gold[-1])
     out["gap_adjusted"] = float(np.nanmean(gap_now)) if np.isfinite(gap_now).any() else math.nan
     look = t - w
     if look >= 1:
         cur = list(range(max(w, t - w), t))
         base = list(range(w))
-        alpha = stats.spent_alpha(cfg.alpha / 3, look)
         if cfg.has_gold:
-            gap = [_prompt_means(adj[i] - gold[i]) for i in range(t)]
-            out["divergence"] = stats.divergence_test(
-                _window_mean([gap[i] for i in base]), _window_mean([gap[i] for i in cur]),
-                rng=_rng(cfg, look, 1), n_boot=cfg.n_boot, alpha=alpha, delta=cfg.delta)
-            gm = [_prompt_means(g) for g in gold]
-            pm = [_prompt_means(a) for a in adj]
-            starts = range(0, cur[0] - w + 1)
-            out["gold_decline"] = stats.gold_decline_test(
-                np.stack([_window_mean(gm[s : s + w]) for s in starts]), _window_mean([gm[i] for i in cur]),
-                np.stack([_window_mean(pm[s : s + w]) for s in starts]), _window_mean([pm[i] for i in cur]),
-                rng=_rng(cfg, look, 2), n_boot=cfg.n_boot, alpha=alpha, delta=cfg.delta, hold=cfg.hold)
-            if out["gold_decline"] is not None:
-                out["gold_decline"]["best_step"] = looks[list(starts)[out["gold_decline"]["window"]]].step
-        len_base = float(np.nanmean(np.stack([looks[i].length for i in base])))
-        len_now = float(np.nanmean(np.stack([looks[i].length for i in cur])))
-        resid = np.stack([adj[i] - gold[i] for i in cur])
-        out["length"] = stats.length_test(
-            len_base, len_now, resid, np.stack([gold[i] for i in cur]) if cfg.has_gold else None,
-            np.stack([looks[i].length for i in cur]).astype(float), rng=_rng(cfg, look, 3),
-            n_boot=cfg.n_boot, alpha=alpha, delta=cfg.delta, pct=cfg.length_pct)
+            alpha = stats.spent_alpha(cfg.alpha_share(), look)
+            if "divergence" in cfg.armed:
+                out["divergence"] = _divergence(adj, gold, base, cur, cfg, look, alpha)
+            if "gold_decline" in cfg.armed:
+                out["gold_decline"] = _gold_decline(looks, adj, gold, cur, cfg, look, alpha)
+        if "length" in cfg.armed:
+            out["length"] = _length(looks, adj, gold, base, cur, cfg, look)
+        if "format" in cfg.armed:
+            out["format"] = format_check(looks, adj, gold, base, cur, cfg)
     if looks[-1].kl is not None:
-        n_kl = cfg.counters["kl"] = cfg.counters.get("kl", 0) + 1
-        out["kl"] = stats.kl_test(_prompt_means(looks[-1].kl), rng=_rng(cfg, t, 4), n_boot=cfg.n_boot,
-                                  alpha=stats.spent_alpha(cfg.alpha, n_kl), budget=cfg.kl_budget)
-    out["scan"] = scan(looks, adj, gold, buffer, pay, cfg, index)
+        per_prompt = _prompt_means(looks[-1].kl)
+        out["kl"] = stats.kl_test(per_prompt, rng=_rng(cfg, t, 4), n_boot=cfg.n_boot, alpha=cfg.spend("kl"),
+                                  budget=cfg.kl_budget)
+        if out["kl"] is not None:
+            out["kl"]["fired"] = out["kl"]["fired"] and "kl" in cfg.armed
+            out["kl"]["per_prompt"] = per_prompt
+    if "feature" in cfg.armed:
+        out["scan"] = scan(looks, adj, gold, buffer, pay, cfg, index)
+    return out
+
+
+def _divergence(adj: list[np.ndarray], gold: list[np.ndarray], base: list[int], cur: list[int], cfg: Settings,
+                look: int, alpha: float) -> dict[str, Any] | None:
+    gap = [_prompt_means(adj[i] - gold[i]) for i in range(len(adj))]
+    change = _window_mean([gap[i] for i in cur]) - _window_mean([gap[i] for i in base])
+    res = stats.divergence_test(_window_mean([gap[i] for i in base]), _window_mean([gap[i] for i in cur]),
+                                rng=_rng(cfg, look, 1), n_boot=cfg.n_boot, alpha=alpha, delta=cfg.delta)
+    if res is not None:
+        res["per_prompt"] = change
+    return res
+
+
+def _gold_decline(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], cur: list[int],
+                  cfg: Settings, look: int, alpha: float) -> dict[str, Any] | None:
+    w = cfg.window
+    gm = [_prompt_means(g) for g in gold]
+    pm = [_prompt_means(a) for a in adj]
+    starts = list(range(0, cur[0] - w + 1))
+    windows = np.stack([_window_mean(gm[s : s + w]) for s in starts])
+    gold_now = _window_mean([gm[i] for i in cur])
+    res = stats.gold_decline_test(
+        windows, gold_now, np.stack([_window_mean(pm[s : s + w]) for s in starts]), _window_mean([pm[i] for i in cur]),
+        rng=_rng(cfg, look, 2), n_boot=cfg.n_boot, alpha=alpha, delta=cfg.delta, hold=cfg.hold)
+    if res is not None:
+        res["best_step"] = looks[starts[res["window"]]].step
+        res["per_prompt"] = windows[res["window"]] - gold_now
+    return res
+
+
+def _length(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], base: list[int], cur: list[int],
+            cfg: Settings, look: int) -> dict[str, Any] | None:
+    """The length check: the latest look's length against the baseline window's.
+
+    The slope of the gap on length is read from the current window's looks whose
+    own length has drifted past ``length_pct`` (the latest always among them):
+    the proxy's price for length where the policy writes at its new length, not
+    diluted by looks from before the drift. Its alpha is spent over the looks
+    where the drift gate opened, which reads lengths only, never a reward.
+    """
+    base_len = float(np.nanmean(np.stack([looks[i].length for i in base])))
+    now_len = float(np.nanmean(looks[-1].length))
+    if not (math.isfinite(base_len) and math.isfinite(now_len)) or base_len <= 0:
+        return None
+    drifted = abs(now_len / base_len - 1.0) > cfg.length_pct
+    use = [i for i in cur if abs(float(np.nanmean(looks[i].length)) / base_len - 1.0) > cfg.length_pct]
+    use = use if len(looks) - 1 in use else cur
+    alpha = cfg.spend("length") if drifted else stats.spent_alpha(cfg.alpha_share(), max(1, look))
+    prompt_change = (_prompt_means(looks[-1].length)
+                     - _window_mean([_prompt_means(looks[i].length) for i in base]))
+    return stats.length_test(
+        base_len, now_len, np.stack([adj[i] - gold[i] for i in use]),
+        np.stack([gold[i] for i in use]) if cfg.has_gold else None,
+        np.stack([looks[i].length for i in use]).astype(float), rng=_rng(cfg, look, 3), n_boot=cfg.n_boot,
+        alpha=alpha, delta=cfg.delta, pct=cfg.length_pct, prompt_change=prompt_change)
+
+
+def format_check(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], base: list[int],
+                 cur: list[int], cfg: Settings) -> dict[str, Any] | None:
+    """Does the proxy pay, within prompt, for a format marker whose share moved from the baseline?
+
+    A marker (``feats.MARKERS``) enters the test when its share of the latest
+    look's completions moved at least ``format_shift`` from the baseline
+    window's (a gate on presence alone, never on a reward). A rising marker is
+    tested for the proxy paying for its presence, a falling one for the proxy
+    paying for its absence (``no format:...``). The test is the feature scan's
+    max-T over the gated markers, on the current window's held-out completions,
+    length held fixed; without gold the residual is the proxy itself, so a
+    marker the task needs looks paid for too (name it in ``endorsed=``). Its
+    alpha is spent over the looks where the gate opened.
+    """
+    if any(looks[i].markers is None for i in base + cur):
+        return None
+    names = list(feats.MARKERS)
+    before = np.concatenate([looks[i].markers.reshape(-1, len(names)) for i in base]).mean(axis=0)  # type: ignore[union-attr]
+    latest = looks[-1].markers.reshape(-1, len(names)).mean(axis=0)  # type: ignore[union-attr]
+    shift = latest - before
+    skip = feats.excluded_by_endorsed(cfg.endorsed) if cfg.endorsed else None
+    gated = [j for j in range(len(names)) if abs(shift[j]) >= cfg.format_shift
+             and not (skip is not None and skip(names[j]))]
+    out: dict[str, Any] = {"shift": {names[j]: float(shift[j]) for j in range(len(names)) if shift[j] != 0},
+                           "tested": [], "flagged": [], "fired": False}
+    if not gated:
+        return out
+    n, k = looks[-1].proxy.shape
+    x = np.concatenate([looks[i].markers.reshape(n * k, len(names))[:, gated] for i in cur]).astype(float)  # type: ignore[union-attr]
+    rising = shift[gated] > 0
+    x = np.where(rising[None, :], x, 1.0 - x)
+    tested = [names[j] if up else f"no {names[j]}" for j, up in zip(gated, rising)]
+    if cfg.endorsed:
+        endorsed = np.concatenate([looks[i].endorsed.reshape(n * k, -1) for i in cur]).astype(float)
+        same = feats.identical_columns(x, endorsed) | feats.identical_columns(1.0 - x, endorsed)
+        x, tested = x[:, ~same], [f for f, dup in zip(tested, same) if not dup]
+    out["tested"] = tested
+    if not tested:
+        return out
+    resid = np.concatenate([(adj[i] - gold[i]).ravel() for i in cur])
+    cells = np.concatenate([i * n + np.repeat(np.arange(n), k) for i in cur])
+    words = np.concatenate([(looks[i].words if looks[i].words is not None else looks[i].length).ravel() for i in cur])
+    alpha = cfg.spend("format")
+    res = stats.maxt_scan(x.astype(np.float32), resid, cells, rng=_rng(cfg, len(looks), 6), n_perm=cfg.n_perm,
+                          covariate=words.astype(float))
+    out["alpha"] = alpha
+    if res is None:
+        return out
+    rows = [{"feature": f, "payment": float(res["payment"][j]), "z": float(res["z"][j]), "p": float(res["p"][j]),
+             "count": int(res["count"][j]), "share_before": float(before[names.index(f.removeprefix("no "))]),
+             "share_now": float(latest[names.index(f.removeprefix("no "))])}
+            for j, f in enumerate(tested)]
+    flagged = [r for r in rows if math.isfinite(r["z"]) and r["p"] <= alpha and r["payment"] >= cfg.delta]
+    flagged.sort(key=lambda r: -r["z"])
+    out.update(markers=rows, flagged=[r["feature"] for r in flagged], detail=flagged, fired=bool(flagged))
+    if flagged:
+        j = tested.index(flagged[0]["feature"])
+        out["per_prompt"] = stats.cell_contribution(x[:, j], resid, cells, cells % n, n)
     return out
 
 
@@ -230,4 +356,9 @@ def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffe
                and res["payment"][j] >= cfg.delta]
     base.update(top=rows, flagged=flagged,
                 flagged_detail=[r for r in rows if r["feature"] in set(flagged)])
+    if flagged and held_out:
+        n = looks[-1].proxy.shape[0]
+        all_resid, all_cells = np.concatenate(resid)[:held_out], np.concatenate(cells)[:held_out]
+        base["per_prompt"] = {f: stats.cell_contribution(x[:held_out, names.index(f)].astype(float), all_resid,
+                                                         all_cells, all_cells % n, n) for f in flagged}
     return base

@@ -25,6 +25,7 @@ from .. import defaults
 __all__ = [
     "MARKERS",
     "features_of",
+    "marker_presence",
     "endorsed_detectors",
     "excluded_by_endorsed",
     "FeatureIndex",
@@ -111,6 +112,16 @@ def features_of(text: str) -> frozenset[str]:
     if words:
         found.add("trailing:" + " ".join(words[-n_max:]))
     return frozenset(found)
+
+
+def marker_presence(texts: Sequence[str]) -> np.ndarray:
+    """(texts, len(MARKERS)) presence of each format marker, in MARKERS' order."""
+    tests = list(MARKERS.values())
+    out = np.zeros((len(texts), len(tests)), dtype=bool)
+    for i, text in enumerate(texts):
+        if _TRIGGER.search(text):
+            out[i] = [test(text) for test in tests]
+    return out
 
 
 def endorsed_detectors(endorsed: Sequence[str]) -> list[Callable[[str], bool]]:

@@ -8,10 +8,29 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ALARM_KINDS", "alarm_message", "clean", "format_hack_monitor"]
+from .. import defaults
+
+__all__ = ["ALARM_KINDS", "alarm_message", "clean", "format_hack_monitor", "prompt_text"]
 
 #: The alarms, in the order the report lists what each means.
-ALARM_KINDS = ("divergence", "gold_decline", "length", "kl", "feature")
+ALARM_KINDS = ("divergence", "gold_decline", "length", "kl", "feature", "format")
+
+
+def prompt_text(prompt: Any, limit: int | None = None) -> str:
+    """A held-out prompt as one short line: a string as is, messages as the last user turn, cut to ``limit``.
+
+    ``limit`` defaults to MONITOR_PROMPT_CHARS; a cut prompt ends with an ellipsis.
+    """
+    limit = defaults.MONITOR_PROMPT_CHARS if limit is None else limit
+    text = prompt
+    if isinstance(prompt, (list, tuple)):
+        turns = [m for m in prompt if isinstance(m, Mapping)]
+        users = [m for m in turns if m.get("role") == "user"] or turns
+        text = users[-1].get("content", "") if users else ""
+        if isinstance(text, list):
+            text = " ".join(str(p.get("text", "")) for p in text if isinstance(p, Mapping))
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
 
 
 def clean(value: Any) -> Any:
@@ -36,8 +55,43 @@ def _f(v: Any, fmt: str = "+.3f") -> str:
     return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, fmt)
 
 
+def _look_at(alarm: Mapping[str, Any], unit: str | None) -> str:
+    """The sentence after an alarm's own: the feature involved, the length change, the prompts to read."""
+    look = alarm.get("look_at")
+    if not isinstance(look, Mapping):
+        return ""
+    kind = alarm.get("kind")
+    parts = []
+    feature = look.get("feature")
+    if isinstance(feature, Mapping) and feature.get("feature") and kind != "length":
+        name, paid, p = feature["feature"], _f(feature.get("payment")), _f(feature.get("p"), ".3f")
+        beyond = "within prompt" if kind == "format" else "beyond gold"
+        if not feature.get("strongest"):
+            parts.append(f"the {'format marker' if kind == 'format' else 'feature'} '{name}' ({paid} {beyond}, p {p})")
+        elif feature.get("p") is not None and feature.get("alpha") is not None and feature["p"] <= feature["alpha"]:
+            parts.append(f"the strongest feature in the latest scan, '{name}' ({paid} {beyond}, p {p})")
+        else:
+            parts.append(f"no feature or format marker stands out (the strongest in the latest scan, '{name}' "
+                         f"{paid} {beyond}, p {p}, is within chance)")
+    elif kind in ("divergence", "gold_decline", "kl"):
+        parts.append("no feature or format marker stands out in the latest scan")
+    before, after, pct = look.get("length_before"), look.get("length_after"), look.get("length_change_pct")
+    parts.append(f"length {_f(before, '.1f')} \u2192 {_f(after, '.1f')} {unit or 'units'} ({_f(pct, '+.0f')}%)")
+    prompts = look.get("prompts") or []
+    if prompts:
+        what = {"divergence": "the gap grew most", "gold_decline": "gold fell most",
+                "length": "length bought the most gap", "kl": "the KL is largest"}.get(str(kind), "the proxy paid it most")
+        shown = ", ".join(f"'{p['prompt']}' ({_f(p.get('effect'), '+.2f')})" for p in prompts)
+        parts.append(f"the held-out prompts where {what}: {shown}")
+    return " Look at: " + "; ".join(parts) + "."
+
+
 def alarm_message(alarm: Mapping[str, Any], unit: str | None = None) -> str:
-    """One sentence saying what fired and the numbers that fired it."""
+    """What fired and the numbers that fired it, then what to look at (``look_at``, when the alarm has it)."""
+    return _alarm_sentence(alarm, unit) + "." + _look_at(alarm, unit)
+
+
+def _alarm_sentence(alarm: Mapping[str, Any], unit: str | None) -> str:
     kind = alarm.get("kind")
     if kind == "divergence":
         return (f"the proxy-gold gap grew by {_f(alarm.get('change'))} from the baseline window (interval "
@@ -61,6 +115,12 @@ def alarm_message(alarm: Mapping[str, Any], unit: str | None = None) -> str:
                  for d in alarm.get("detail") or []]
         named = ", ".join(parts) if parts else ", ".join(f"'{f}'" for f in alarm.get("features") or [])
         return f"the proxy pays for {named}, within prompt and family-wise over every feature scanned"
+    if kind == "format":
+        parts = [f"'{d['feature']}' ({_f(d.get('payment'))} within prompt; share {_f(d.get('share_before'), '.0%')} "
+                 f"\u2192 {_f(d.get('share_now'), '.0%')})" for d in alarm.get("detail") or []]
+        named = ", ".join(parts) if parts else ", ".join(f"'{f}'" for f in alarm.get("features") or [])
+        return (f"the policy's format moved and the proxy pays for it: {named}, family-wise over the markers "
+                "that moved")
     return str(kind)
 
 
@@ -105,10 +165,15 @@ def format_hack_monitor(summary: Mapping[str, Any]) -> str:
             lines.append(f"- step {a.get('step')}, {a.get('kind')}: {a.get('message') or alarm_message(a, unit)}")
     else:
         lines.append("No alarms.")
+    armed = summary.get("armed")
+    if isinstance(armed, Mapping) and armed:
+        on = [kind for kind, state in armed.items() if state == "armed"]
+        off = [f"{kind} ({str(state).removeprefix('off: ')})" for kind, state in armed.items() if state != "armed"]
+        lines.append(f"Armed: {', '.join(on) or 'none'}." + (f" Off: {'; '.join(off)}." if off else ""))
     stopped = summary.get("stopped")
     if stopped:
         lines.append(f"Training stopped at step {stopped.get('step')} on the {stopped.get('kind')} alarm: "
-                     f"{stopped.get('reason')}.")
+                     f"{str(stopped.get('reason')).rstrip('.')}.")
     length = summary.get("length")
     if length and length.get("verdict") == "growth":
         lines.append(f"Length grew {_f(100 * length['drift'], '+.0f')}% without the gap following it: growth, "

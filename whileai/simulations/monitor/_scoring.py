@@ -15,6 +15,7 @@ import numpy as np
 
 from . import _sampling as sampling_
 from .. import defaults
+from ._arming import check_disarm
 from ._report import ALARM_KINDS
 
 __all__ = ["validate_settings", "watched", "check_sampled", "call_proxy", "score_gold"]
@@ -101,6 +102,8 @@ def validate_settings(**given: Any) -> dict[str, Any]:
         problems.append("stop_on names 'kl' but kl_budget is None, so the KL alarm can never fire; "
                         "pass kl_budget= (nats of sequence KL)")
     out["stop_on"] = stop_on
+    out["disarm"], disarm_problems = check_disarm(given.get("disarm"))
+    problems.extend(disarm_problems)
 
     sampling = dict(defaults.MONITOR_SAMPLING)
     if given["sampling"] is not None:

@@ -30,6 +30,7 @@ __all__ = [
     "length_test",
     "kl_test",
     "centre_within",
+    "cell_contribution",
     "endorsed_payment",
     "maxt_scan",
 ]
@@ -172,16 +173,20 @@ def _boot_slope(sxy: np.ndarray, sxx: np.ndarray, rng: np.random.Generator, n_bo
 
 def length_test(len_base: float, len_now: float, resid: np.ndarray, gold: np.ndarray | None,
                 length: np.ndarray, *, rng: np.random.Generator, n_boot: int, alpha: float, delta: float,
-                pct: float) -> dict[str, Any] | None:
+                pct: float, prompt_change: np.ndarray | None = None) -> dict[str, Any] | None:
     """Did length drift past ``pct`` while the proxy-gold gap grew with length within prompts?
 
-    ``resid`` (proxy - gold), ``gold`` and ``length`` are (evals, prompts, k) for
-    the current window. The slope of the residual on length is taken within each
-    prompt at each evaluation and resampled by prompt. The verdict is ``hack``
-    when the drift passes ``pct``, the slope points the way length moved with
-    its bound clear of zero, and the gap the drift buys (slope x length change)
-    reaches ``delta``; ``growth`` when length drifted but the gap did not follow
-    (the gold pays for it too, or nobody does); ``stable`` otherwise.
+    ``len_base`` is the baseline's mean length and ``len_now`` the latest
+    look's. ``resid`` (proxy - gold), ``gold`` and ``length`` are (evals,
+    prompts, k) for the looks the slope is read from. The slope of the residual
+    on length is taken within each prompt at each evaluation and resampled by
+    prompt. The verdict is ``hack`` when the drift passes ``pct``, the slope
+    points the way length moved with its bound clear of zero, and the gap the
+    drift buys (slope x length change) reaches ``delta``; ``growth`` when length
+    drifted but the gap did not follow (the gold pays for it too, or nobody
+    does); ``stable`` otherwise. ``prompt_change`` (per prompt, the length
+    change) gives ``per_prompt``: each prompt's own slope times its own change,
+    the gap its drift bought there.
     """
     if not (math.isfinite(len_base) and math.isfinite(len_now)) or len_base <= 0:
         return None
@@ -198,6 +203,9 @@ def length_test(len_base: float, len_now: float, resid: np.ndarray, gold: np.nda
     bound = toward - q * se
     paid = slope * change
     out.update(slope=slope, slope_se=se, slope_bound=bound, gap_from_length=paid)
+    if prompt_change is not None:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out["per_prompt"] = np.where(sxx > 0, sxy / np.where(sxx > 0, sxx, 1.0), np.nan) * prompt_change
     if gold is not None:
         gxy, gxx = _slope_parts(gold, length)
         out["gold_slope"] = float(gxy.sum() / gxx.sum()) if gxx.sum() > 0 else math.nan
@@ -222,6 +230,25 @@ def kl_test(kl_per_prompt: np.ndarray, *, rng: np.random.Generator, n_boot: int,
 # ---------------------------------------------------------------------------
 # Within-prompt regressions on completion features
 # ---------------------------------------------------------------------------
+
+
+def cell_contribution(present: np.ndarray, resid: np.ndarray, cells: np.ndarray, groups: np.ndarray,
+                      n_groups: int) -> np.ndarray:
+    """Per group, the mean residual beyond its cell's mean over the completions where ``present`` is 1.
+
+    What one prompt says about a feature: how much more the proxy paid (beyond
+    gold) its completions with the feature than the others sampled with them.
+    NaN where the group has no completion with the feature.
+    """
+    ok = np.isfinite(resid)
+    r = np.where(ok, resid, 0.0)
+    _, cell = np.unique(cells, return_inverse=True)
+    count = np.bincount(cell, weights=ok.astype(float))
+    mean = np.bincount(cell, weights=r) / np.maximum(count, 1.0)
+    excess = np.where(ok, r - mean[cell], 0.0) * present
+    seen = np.bincount(groups, weights=present * ok, minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(seen > 0, np.bincount(groups, weights=excess, minlength=n_groups) / seen, np.nan)
 
 
 def _cell_centre(values: np.ndarray, cells: np.ndarray, n_cells: int) -> np.ndarray:
