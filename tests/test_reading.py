@@ -244,3 +244,30 @@ def test_the_closing_summary_says_where_a_mirrored_copy_went():
     [line] = [line for line in human_lines(closing) if line.startswith("mirrored")]
     assert line == ("mirrored   mlflow (closed, 41 points) at sqlite:////data/mirrors/acct/mlflow.db, "
                     "wandb (closed, 41 points) at https://wandb.ai/team/proj/runs/run_1")
+
+
+def test_a_broken_jsonl_line_is_named_by_file_line_and_column_of_the_file(tmp_path):
+    import json
+
+    import pytest
+
+    from _runner_helpers import whileai
+    from whileai.core.errors import RowFormatError
+    from whileai.simulations.jsonl import read_jsonl
+
+    lines = [json.dumps(r) for r in _sample(8)]
+    lines[5] = lines[5][:40]  # cut short inside a string
+    lines[6] = '{"messages": [],'  # cut short after a comma: json would say "line 2 column 1" with the newline
+    path = tmp_path / "broken.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RowFormatError) as read:
+        read_jsonl(path)
+    assert str(read.value).startswith(f"{str(path)!r}: 2 bad lines")
+    assert "line 7: not valid JSON (Expecting property name enclosed in double quotes at column 17; the line ends " \
+           "there: it is cut short, or one row was split over two lines)" in str(read.value)
+    done = whileai("validate", "dataset=jsonl", f"dataset.path={path}", cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"dataset.path: {path}, line 6: not valid JSON (Unterminated string starting at column " in done.stderr
+    assert f"dataset.path: {path}, line 7: not valid JSON (Expecting property name enclosed in double quotes at " \
+           "column 17; the line ends there" in done.stderr
+    assert "line 2 column 1" not in done.stderr

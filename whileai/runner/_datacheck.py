@@ -33,6 +33,13 @@ def _sample_lines(path: Path, limit: int | None) -> list[tuple[int, str]]:
     return out
 
 
+def _at(value: str, number: int, exc: ValueError, line: str) -> str:
+    """``FILE, line 6: not valid JSON (... at column 41)``: where in the file a line stopped parsing, and why."""
+    from whileai.simulations.jsonl import json_column
+
+    return f"{value}, line {number}: not valid JSON ({json_column(exc, line)[1]})"
+
+
 def _missing(key: str, value: str, what: str, where: Any) -> Problem:
     path = Path(value).expanduser()
     if path.is_dir():  # a folder is named as a folder, with the files in it that could be meant
@@ -58,9 +65,9 @@ def _rows_file(key: str, value: str, where: Any, limit: int | None = defaults.RU
     lines = _sample_lines(path, limit)
     for number, line in lines:
         try:
-            row = json.loads(line)
+            row = json.loads(line.rstrip("\r\n"))
         except ValueError as exc:
-            out.append(Problem(key, f"{key}: {value}:{number}: not JSON ({exc}); each line is one rollout row object",
+            out.append(Problem(key, f"{key}: {_at(value, number, exc, line)}; each line is one rollout row object",
                                where(key)))
             continue
         details = row_problems(row)
@@ -121,9 +128,9 @@ def _bfcl_file(key: str, value: str, what: str, where: Any) -> list[Problem]:
     field = "function" if what == "questions" else "ground_truth"
     for number, line in _sample_lines(path, defaults.RUNNER_VALIDATE_SAMPLE_ROWS):
         try:
-            entry = json.loads(line)
+            entry = json.loads(line.rstrip("\r\n"))
         except ValueError as exc:
-            out.append(Problem(key, f"{key}: {value}:{number}: not JSON ({exc})", where(key)))
+            out.append(Problem(key, f"{key}: {_at(value, number, exc, line)}", where(key)))
             continue
         if not isinstance(entry, dict) or "id" not in entry or field not in entry:
             out.append(Problem(key, f"{key}: {value}:{number}: a BFCL {what} line has 'id' and {field!r}; is this "

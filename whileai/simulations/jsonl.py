@@ -194,7 +194,7 @@ def _parse_block(data: bytes, first: int, path: Path, what: str, values: list, l
             problems.append(_line_problem(path, first + lineno, f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
             continue
         except ValueError as exc:
-            problems.append(_line_problem(path, first + lineno, f"not valid JSON ({_json_reason(exc)})"))
+            problems.append(_line_problem(path, first + lineno, f"not valid JSON ({_json_reason(exc, raw)})"))
             continue
         if not isinstance(value, dict):
             detail = f"a JSON {_json_type(value)}, but each line must be one JSON object (a {what})"
@@ -221,10 +221,24 @@ def _line_problem(path: Path, lineno: int, detail: str) -> dict[str, Any]:
     return {"row": None, "line": lineno, "path": str(path), "detail": detail}
 
 
-def _json_reason(exc: ValueError) -> str:
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{exc.msg} at column {exc.colno}"
-    return str(exc)
+def json_column(exc: ValueError, line: str | bytes) -> tuple[int | None, str]:
+    """(the column of the file's line where JSON parsing stopped, what is wrong) for one line's JSON error.
+
+    The line is parsed without its line break, so the column is the file's own (a parser handed the
+    newline too would say "line 2 column 1" for a line cut short); past the line's end it says so.
+    """
+    if not isinstance(exc, json.JSONDecodeError):
+        return None, str(exc)
+    text = line.rstrip(b"\r\n") if isinstance(line, bytes) else line.rstrip("\r\n")
+    column = exc.pos + 1 if exc.lineno == 1 else len(text) + 1
+    what = exc.msg + ("" if exc.msg.endswith(" at") else " at") + f" column {column}"
+    if exc.pos >= len(text):
+        what += "; the line ends there: it is cut short, or one row was split over two lines"
+    return column, what
+
+
+def _json_reason(exc: ValueError, raw: bytes = b"") -> str:
+    return json_column(exc, raw)[1]
 
 
 def _json_type(value: Any) -> str:
