@@ -333,3 +333,51 @@ def test_a_deleted_dataset_is_no_longer_named_as_its_siblings_sibling(backend, h
             a.patch(f"{API}/datasets/{held['id']}", json={"split": "holdout", "sibling": train["id"]}).raise_for_status()
             a.delete(f"{API}/datasets/{held['id']}").raise_for_status()
             assert a.get(f"{API}/datasets/{train['id']}").json()["sibling"] is None
+
+
+# --------------------------------------------------------------------------- 6. what a client loads
+
+
+def _fake_adapter(run_id: str) -> Path:
+    """A folder where the platform keeps ``run_id``'s adapter, shaped like a PEFT save (config and weights)."""
+    folder = runner.adapter_dir(run_id)
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA"}))
+    (folder / "adapter_model.safetensors").write_bytes(b"\0" * 64)
+    return folder
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_export_and_reward_model_load_what_the_platform_resolves_not_a_summary(backend, home, tmp_path, monkeypatch,
+                                                                               pg_database, capsys):
+    """A's done run whose summary names B's adapter folder was merged by ``export`` and loaded by
+    ``wai.reward_model``; both refuse it now, and A's own run loads the folder its job saved."""
+    import whileai.simulations as wai
+    from whileai.runner.export_model import export_main
+
+    kit = defaults.KIT_BASE_NAME
+    with serve_in_thread(store_url=_url(backend, home, pg_database)) as handle:
+        acct_a, key_a = handle.store.create_account("a")
+        acct_b, _key_b = handle.store.create_account("b")
+        monkeypatch.setenv("WHILEAI_BASE_URL", handle.base_url)
+        monkeypatch.setenv("WHILEAI_API_KEY", key_a)
+        theirs = handle.store.create_run(acct_b, name="b's", status="done", config={"method": "rm", "base_model": kit})
+        b_adapter = _fake_adapter(theirs["id"])
+        forged = {method: handle.store.create_run(acct_a, name=f"forged {method}", status="done",
+                                                  config={"method": method, "base_model": kit},
+                                                  summary={"adapter": str(b_adapter), "training": {"threshold": 0.0}})
+                  for method in ("rm", "sft")}
+        with pytest.raises(ValueError, match="has no adapter this platform loads"):
+            wai.reward_model(forged["rm"]["id"])
+        merged = tmp_path / "merged"
+        assert export_main([forged["sft"]["id"], "--merged", str(merged)]) == 2
+        said = capsys.readouterr().err
+        assert "has no adapter this platform loads" in said and str(b_adapter) not in said, said
+        assert not merged.exists()
+        own = handle.store.create_run(acct_a, name="own rm", status="done", config={"method": "rm", "base_model": kit},
+                                      summary={"adapter": str(b_adapter), "training": {"threshold": 0.25}})
+        folder = _fake_adapter(own["id"])
+        judge = wai.reward_model(own["id"])
+        assert (judge.adapter, judge.base_model, judge.threshold) == (str(folder), kit, 0.25)
+        with _client(handle.base_url, key_a) as a:
+            assert a.get(f"{API}/runs/{theirs['id']}/adapter").status_code == 404  # B's run is not A's

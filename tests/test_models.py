@@ -185,13 +185,21 @@ def rm_adapter(tmp_path_factory):
     return {"base": str(base), "adapter": str(root / "adapter")}
 
 
+@pytest.fixture
+def rm_folder_allowed(monkeypatch, rm_adapter):
+    """The operator lets the platform load the test's reward adapter (a client loads only what the platform resolves)."""
+    from pathlib import Path
+
+    monkeypatch.setenv(platform_defaults.SERVE_DIRS_ENV, str(Path(rm_adapter["adapter"]).parent))
+
+
 def _rm_run(rm_adapter, threshold=0.0, method="rm", status="done"):
     kwargs = {"training": {"threshold": threshold}} if threshold is not None else {}
     return _finished_run(adapter=rm_adapter["adapter"], base=rm_adapter["base"], method=method, status=status,
                          **kwargs)
 
 
-def test_reward_model_judge_scores_rows_in_evaluate_and_judge_trust(home, rm_adapter):
+def test_reward_model_judge_scores_rows_in_evaluate_and_judge_trust(home, rm_adapter, rm_folder_allowed):
     import whileai.simulations as wai
 
     run = _rm_run(rm_adapter)
@@ -219,7 +227,7 @@ def test_reward_model_judge_scores_rows_in_evaluate_and_judge_trust(home, rm_ada
     assert own.threshold == 0.0 and own(ROWS[0])["passed"] == (scores[0] >= 0.0)
 
 
-def test_reward_model_refuses_runs_that_are_not_finished_reward_models(home, rm_adapter):
+def test_reward_model_refuses_runs_that_are_not_finished_reward_models(home, rm_adapter, rm_folder_allowed):
     with pytest.raises(ValueError, match="method='sft'"):
         reward_model(_rm_run(rm_adapter, method="sft"))
     with pytest.raises(ValueError, match="'running'"):
@@ -234,7 +242,8 @@ def test_reward_model_refuses_runs_that_are_not_finished_reward_models(home, rm_
         judge({"reward": 1.0})
 
 
-def test_reward_model_names_a_missing_adapter(home, tmp_path, rm_adapter):
+def test_reward_model_names_a_missing_adapter(home, tmp_path, rm_adapter, monkeypatch):
+    monkeypatch.setenv(platform_defaults.SERVE_DIRS_ENV, str(tmp_path))  # a folder the operator added, since emptied
     run = _finished_run(adapter=str(tmp_path / "gone"), base=rm_adapter["base"], method="rm",
                         training={"threshold": 0.0})
     judge = reward_model(run)  # lazy: nothing loads until the first row

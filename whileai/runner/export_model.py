@@ -70,11 +70,11 @@ def _adapter_and_base(record: dict[str, Any]) -> tuple[Path, str]:
     if (config.get("method") or training.get("method")) == "rm":
         raise ValueError(f"run {run_id} is a reward model (method rm): it scores rows and generates nothing, so it has "
                          "no merged causal LM; export a policy run (sft, grpo, dpo)")
-    adapter = summary.get("adapter")
-    if not isinstance(adapter, str) or not adapter:
-        raise ValueError(f"run {run_id} is done but names no adapter (summary['adapter'] is {adapter!r}); only runs "
-                         "trained by wai.train or python -m whileai run save one")
-    base = config.get("base_model")
+    from whileai.simulations.client import get_client
+    from whileai.simulations.serving import platform_adapter
+
+    # the folder the platform resolves for this run of the caller's account, never the path its summary names
+    adapter, base = platform_adapter(get_client(), record, "it has no weights to export")
     if not isinstance(base, str) or not base:
         from whileai.kit.defaults import KIT_BASE_NAME
 

@@ -89,6 +89,29 @@ def _finished_adapter(record: Mapping[str, Any], what: str) -> tuple[str, str | 
     return adapter, base if isinstance(base, str) and base else None
 
 
+def platform_adapter(client: Client, record: Mapping[str, Any], what: str) -> tuple[str, str | None]:
+    """(adapter directory, base model) of a finished run of the client's account, as the platform resolves them
+    (``GET /runs/{id}/adapter``: the folder its job saved, or one under a folder the operator added), never the
+    path the run's summary names. ValueError saying why when there is none."""
+    from whileai.core.errors import PlatformError
+
+    _finished_adapter(record, what)  # the run's own state first, worded for the caller
+    run_id = record.get("id")
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"this run record names no id, so {what}: only a run the platform holds has weights it "
+                         "resolves; pass a TrainingRun, a record from wai.get_run or a 'run_...' id")
+    try:
+        found = client.request("GET", f"/runs/{quote(run_id, safe='')}/adapter")
+    except PlatformError as exc:
+        if exc.status != 409:
+            raise
+        error = exc.body.get("error") if isinstance(exc.body, dict) else None
+        said = error.get("message") if isinstance(error, dict) else str(exc)
+        raise ValueError(f"{said}; so {what}") from None
+    base = found.get("base_model")
+    return str(found["adapter"]), base if isinstance(base, str) and base else None
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -436,7 +459,7 @@ def reward_model(run: Any, threshold: float | None = None, *, api_key: str | Non
             f"run {record.get('id')} was trained with method={method!r}; reward_model needs a reward-model run "
             "(wai.train(dataset, method='rm'))"
         )
-    adapter, base = _finished_adapter(record, "it cannot be used as a judge")
+    adapter, base = platform_adapter(client, record, "it cannot be used as a judge")
     if base is None:
         raise ValueError(f"run {record.get('id')} does not say its base model (config['base_model']); "
                          "a reward-model run made by wai.train always does")

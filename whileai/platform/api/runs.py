@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from whileai.platform.api.common import ApiError, Body, account_id, base_url, json_response, run_account, store
 from whileai.platform.store.values import dumps, loads
 from whileai.platform.store import FINISHED_STATUSES, RUN_STATUSES
+from whileai.platform import defaults
 from whileai.core.collector import gc_paused  # one process-wide, counted pause of the collector
 
 __all__ = ["router"]
@@ -106,6 +107,41 @@ def get_run(
     head = dumps(with_url(record, request))
     # The series is spliced in as stored text: 100,000 points are never decoded and re-encoded.
     return Response(head[:-1] + ',"series":' + series_json + "}", media_type="application/json")
+
+
+@router.get("/runs/{run_id}/adapter")
+def get_adapter(run_id: str, request: Request, acct: str = Depends(account_id)) -> Response:
+    """The weights a finished run of the caller's account loads from, resolved by the platform's rule
+    (``_loadable``), never taken from the run's summary: ``{"run_id", "adapter", "base_model", "method"}``.
+
+    The adapter is the one its job saved (``<data_root>/adapters/<run_id>``), or a folder the run noted that
+    lies under a folder the operator added (SERVE_DIRS_ENV). Answers 409 naming why when the run is not done
+    or has no such adapter, and when its base is a run's adapter folder.
+    """
+    from whileai.platform._loadable import _inside, adapter_problem, adapter_store, allowed_roots
+
+    record = store(request).get_run(acct, run_id, series=False)
+    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    if record["status"] != "done":
+        raise ApiError(409, f"run {run_id} is {record['status']!r}, not 'done': only a finished run has weights to "
+                            "load; wait for it, or train again", "not_done")
+    folder = adapter_store(record["id"])
+    noted = (record.get("summary") or {}).get("adapter")
+    if (folder / "adapter_config.json").is_file():
+        adapter = str(folder)
+    elif isinstance(noted, str) and noted and adapter_problem(noted, record["id"]) is None:
+        adapter = noted
+    else:
+        raise ApiError(409, f"run {run_id} has no adapter this platform loads: nothing at {folder} (where its job "
+                            "saves one), and its summary names no folder under one its operator added "
+                            f"({defaults.SERVE_DIRS_ENV}); train it with wai.train, or ask the operator to add the "
+                            "folder", "no_adapter")
+    base = config.get("base_model")
+    if isinstance(base, str) and _inside(base, [allowed_roots()[1]]):
+        raise ApiError(409, f"run {run_id}'s base_model={base[:200]!r} is a run's adapter folder, not a base: an "
+                            "adapter loads only on top of its own run's base", "invalid_base")
+    return json_response({"run_id": record["id"], "adapter": adapter, "base_model": base,
+                          "method": config.get("method")})
 
 
 @router.get("/runs/{run_id}/points")
