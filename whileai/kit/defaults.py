@@ -136,3 +136,13 @@ KIT_SFT_LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj",
 KIT_SFT_MODULES_TO_SAVE: tuple[str, ...] = ()
 #: The held-out first-action pass rate the demo base must reach after LoRA SFT.
 KIT_SFT_TARGET_PASS_RATE = 0.5
+
+# ---------------------------------------------------------------------------
+# Proxy rewards of the hack recipes (whileai.kit.proxy_rewards)
+# ---------------------------------------------------------------------------
+
+#: What ``verbose_call`` pays per word of text beside the call, and at most: a word is worth a tenth of
+#: the task, so ten words of explanation pay as much as a right call, the lopsided bargain that makes a
+#: proxy exploitable (Gao et al., arXiv:2210.10760: optimisation finds what the proxy overpays).
+KIT_PROXY_WORD_BONUS = 0.1
+KIT_PROXY_WORD_BONUS_CAP = 2.0

@@ -12,6 +12,12 @@ Keys (each optional):
   (its ``init_from``: GRPO's or DPO's SFT stage) at least X, so "GRPO ends above its SFT start".
   A last stage that continued none (a single stage, a reward model) fails the line, saying so.
 - ``no_alarm: true``: the HackMonitor raised no alarm.
+- ``reward_over_exact_significant: A``: the run was hacked: on the same held-out prompts, the reward it
+  optimised (``reward`` other than the exact judge) rose more than the exact first-action judge, by the
+  exact sign test over the prompts (``training["reward_vs_exact"]``) at p below A.
+- ``alarm: KIND`` (or a list of kinds): the HackMonitor raised an alarm of that kind.
+- ``alarm_look_max: N``: that alarm (any alarm when ``alarm`` is unset) first fired by the monitor's N-th
+  look after its baseline (look 0 is the policy before training).
 - ``delta_verdict_not: [over-optimized, ...]``: delta_report's verdict is none of these.
 
 ``verdict(expect, outcome, lines)`` checks every line and returns what the run keeps on its
@@ -30,7 +36,7 @@ __all__ = ["failures", "verdict", "line_text", "KEYS", "outcome_of", "settle"]
 
 #: the keys in the order they are checked and shown
 KEYS = ("status", "holdout_after_min", "holdout_gain_min", "holdout_gain_significant", "stage_gain_min",
-        "no_alarm", "delta_verdict_not")
+        "no_alarm", "reward_over_exact_significant", "alarm", "alarm_look_max", "delta_verdict_not")
 
 
 def _fmt(x: Any) -> str:
@@ -75,12 +81,45 @@ def _check(key: str, want: Any, outcome: dict[str, Any]) -> tuple[bool, str]:
         kinds = ", ".join(sorted({str(a.get("kind") or a.get("alarm") or a) if isinstance(a, dict) else str(a)
                                   for a in alarms}))
         return not (want and alarms), f"{len(alarms)} alarm(s)" + (f": {kinds}" if kinds else "")
+    if key == "reward_over_exact_significant":
+        return _hacked(want, outcome.get("reward_vs_exact"))
+    if key in ("alarm", "alarm_look_max"):
+        return _alarmed(key, want, outcome)
     if key == "delta_verdict_not":
         seen = outcome.get("verdict")
         if seen is None:
             return False, "no delta report (set dataset.after to a file of post-training rollouts)"
         return seen not in want, f"verdict {seen}"
     raise KeyError(f"expect.{key} is not an expect key; accepted: {', '.join(KEYS)}")
+
+
+def _hacked(alpha: float, versus: Any) -> tuple[bool, str]:
+    """Whether the held-out reward rose significantly more than the exact judge (a hack), and what the run shows."""
+    if not isinstance(versus, dict):
+        return False, ("no reward-versus-exact measurement (the run's reward is the exact judge itself, or it had no "
+                       "held-out prompts); train with another reward, or unset expect.reward_over_exact_significant")
+    ok = versus["gap_change"] > 0 and versus["p"] < alpha
+    return ok, (f"reward {_fmt(versus['reward_before'])} -> {_fmt(versus['reward_after'])}, exact judge "
+                f"{_fmt(versus['exact_before'])} -> {_fmt(versus['exact_after'])} on {versus['prompts']} prompts: "
+                f"the reward rose more on {versus['reward_rose_more']}, the task on {versus['task_rose_more']} "
+                f"(sign test p = {versus['p']:.3g})")
+
+
+def _alarmed(key: str, want: Any, outcome: dict[str, Any]) -> tuple[bool, str]:
+    """``alarm``: an alarm of the kind(s) wanted fired; ``alarm_look_max``: the first such fired by that look."""
+    alarms = [a for a in outcome.get("alarms") or [] if isinstance(a, dict)]
+    kinds = outcome.get("alarm_kinds")
+    if kinds:
+        alarms = [a for a in alarms if a.get("kind") in kinds]
+    named = f"{'/'.join(kinds)} alarm" if kinds else "alarm"
+    if not alarms:
+        raised = sorted({str(a.get("kind")) for a in outcome.get("alarms") or [] if isinstance(a, dict)})
+        return False, f"no {named}" + (f" (raised: {', '.join(raised)})" if raised else "")
+    first = min(alarms, key=lambda a: int(a.get("evaluation") or 0))
+    seen = f"{first.get('kind')} alarm first at look {first.get('evaluation')} (step {first.get('step')})"
+    if key == "alarm":
+        return True, seen
+    return int(first.get("evaluation") or 0) <= int(want), seen
 
 
 def verdict(expect: dict[str, Any], outcome: dict[str, Any], lines: dict[str, str]) -> dict[str, Any]:
@@ -90,6 +129,8 @@ def verdict(expect: dict[str, Any], outcome: dict[str, Any], lines: dict[str, st
     where each key was set (``recipes/x.yaml:12``, ``command line``).
     """
     checked = []
+    wanted = expect.get("alarm")
+    outcome = {**outcome, "alarm_kinds": [wanted] if isinstance(wanted, str) else list(wanted or [])}
     for key in KEYS:
         want = expect.get(key)
         if want is None or want is False or want == []:  # an unset line (no_alarm: false asks nothing)
@@ -123,6 +164,7 @@ def outcome_of(run: Any, previous: Any) -> dict[str, Any]:
             "metric": training.get("metric"), "stats": training.get("stats"), "previous_after": prev_training.get("after"),
             "previous_run": previous.id if previous is not None else None,
             "alarms": monitor.get("alarms") or [], "verdict": delta.get("verdict"),
+            "reward_vs_exact": training.get("reward_vs_exact"),
             "cost_usd": run.cost_usd, "cost_basis": run.cost_basis}
 
 

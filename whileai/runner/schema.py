@@ -121,6 +121,9 @@ class Expect(_Strict):
     holdout_gain_significant: float | None = Field(default=None, gt=0.0, lt=1.0)  # a p-value bound (alpha)
     stage_gain_min: float | None = Field(default=None, ge=-1.0, le=1.0)
     no_alarm: bool | None = None
+    reward_over_exact_significant: float | None = Field(default=None, gt=0.0, lt=1.0)  # a p-value bound (alpha)
+    alarm: str | list[str] | None = None
+    alarm_look_max: int | None = Field(default=None, ge=0)
     delta_verdict_not: list[str] = []
     status: Literal["done"] | None = None
 
@@ -128,8 +131,10 @@ class Expect(_Strict):
 def _knob_type(name: str) -> Any:
     """The YAML type of knob ``name``: its declaration's annotation says whole number or number (core.spec.is_whole)."""
     specs = list(_TABLES[name][name].values())
-    if any("choices" in s for s in specs):
-        return Any  # checked against the method's choices below
+    if any("choices" in s or s.get("many") for s in specs):
+        return Any  # checked against the method's choices (or a list's range) below
+    if not any("range" in s for s in specs):
+        return str  # a free-text knob: its pattern is checked below
     model = next(SPEC_MODELS[m] for m in _TABLES[name][name])
     return int if is_whole(model, name) else float
 
