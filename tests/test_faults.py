@@ -381,3 +381,32 @@ def test_export_and_reward_model_load_what_the_platform_resolves_not_a_summary(b
         assert (judge.adapter, judge.base_model, judge.threshold) == (str(folder), kit, 0.25)
         with _client(handle.base_url, key_a) as a:
             assert a.get(f"{API}/runs/{theirs['id']}/adapter").status_code == 404  # B's run is not A's
+
+
+# --------------------------------------------------------------------------- export says only its own lines
+
+
+@pytest.mark.slow
+def test_export_prints_only_its_own_lines(home, tmp_path):
+    """``python -m whileai export`` printed transformers' FutureWarning and weight-loading progress bars between
+    its own lines; it prints its own lines alone now."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from whileai.kit._base import tiny_model_dir
+
+    base = str(tiny_model_dir())
+    with serve_in_thread(store_url=f"sqlite:///{home / 'platform.db'}") as handle:
+        acct, key = handle.store.create_account("a")
+        run = handle.store.create_run(acct, name="sft", status="done", config={"method": "sft", "base_model": base})
+        model = get_peft_model(AutoModelForCausalLM.from_pretrained(base),
+                               LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"]))
+        model.save_pretrained(runner.adapter_dir(run["id"]))
+        AutoTokenizer.from_pretrained(base).save_pretrained(runner.adapter_dir(run["id"]))
+        out = tmp_path / "merged"
+        env = {**os.environ, "WHILEAI_BASE_URL": handle.base_url, "WHILEAI_API_KEY": key, "WHILEAI_HOME": str(home)}
+        done = subprocess.run([sys.executable, "-m", "whileai", "export", run["id"], "--merged", str(out)],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [f"merging the adapter of {run['id']} into {base} ..."], done.stderr
+    assert [line.split()[0] for line in done.stdout.splitlines()] == ["merged", "load", "tool"], done.stdout

@@ -62,8 +62,8 @@ def run_record(run: Any, client: Client) -> dict[str, Any]:
         ) from None
 
 
-def _finished_adapter(record: Mapping[str, Any], what: str) -> tuple[str, str | None]:
-    """(adapter directory, base model from the run's config) of a run that is done; clear errors otherwise."""
+def _check_done(record: Mapping[str, Any], what: str) -> None:
+    """ValueError naming the run's state and what to do when it is not ``done``."""
     run_id = record.get("id", "the run")
     status = record.get("status")
     if status != "done":
@@ -74,6 +74,12 @@ def _finished_adapter(record: Mapping[str, Any], what: str) -> tuple[str, str | 
             "stopped": "it was stopped before it finished; train again",
         }.get(str(status), "only a finished run has weights to use")
         raise ValueError(f"run {run_id} is {status!r}, not 'done', so {what}: {hint}")
+
+
+def _finished_adapter(record: Mapping[str, Any], what: str) -> tuple[str, str | None]:
+    """(adapter directory, base model from the run's config) of a run that is done; clear errors otherwise."""
+    _check_done(record, what)
+    run_id = record.get("id", "the run")
     found_summary = record.get("summary")
     summary: Mapping[str, Any] = found_summary if isinstance(found_summary, Mapping) else {}
     adapter = summary.get("adapter")
@@ -95,7 +101,7 @@ def platform_adapter(client: Client, record: Mapping[str, Any], what: str) -> tu
     path the run's summary names. ValueError saying why when there is none."""
     from whileai.core.errors import PlatformError
 
-    _finished_adapter(record, what)  # the run's own state first, worded for the caller
+    _check_done(record, what)  # the run's own state first, worded for the caller
     run_id = record.get("id")
     if not isinstance(run_id, str) or not run_id:
         raise ValueError(f"this run record names no id, so {what}: only a run the platform holds has weights it "
