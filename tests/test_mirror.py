@@ -10,6 +10,7 @@ offline run file decoded with W&B's own protobuf messages. Each must hold the po
 from __future__ import annotations
 
 import json
+import os
 import struct
 import sys
 import time
@@ -55,8 +56,8 @@ def _key(item) -> str:
 
 
 def _wandb_run(folder: Path, run_id: str) -> dict:
-    """config, history rows, summary and exit code of the offline W&B run ``run_id``."""
-    [path] = folder.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb")
+    """config, history rows, summary and exit code of the offline W&B run ``run_id`` in its run folder."""
+    path = folder / f"run-{run_id}.wandb"
     out: dict = {"config": {}, "history": [], "summary": {}, "exit": None}
     for record in _wandb_records(path):
         kind = record.WhichOneof("record_type")
@@ -74,13 +75,12 @@ def _wandb_run(folder: Path, run_id: str) -> dict:
 
 
 def _trackio_store(mirrored, monkeypatch):
-    """trackio's reader, pointed at the folder the worker wrote to.
+    """trackio's reader, pointed at the folder the worker wrote to (the run's summary says which).
 
-    trackio fixes its folder when first imported (``trackio.utils.TRACKIO_DIR``); in a long test session an
-    earlier test may have imported it before ``TRACKIO_DIR`` was set here, so the reader is told explicitly."""
+    trackio fixes its folder when first imported (``trackio.utils.TRACKIO_DIR``), so the reader is told explicitly."""
     from trackio import sqlite_storage
 
-    monkeypatch.setattr(sqlite_storage, "TRACKIO_DIR", mirrored["folder"] / "trackio")
+    monkeypatch.setattr(sqlite_storage, "TRACKIO_DIR", Path(mirrored["where"]["trackio"]))
     return sqlite_storage.SQLiteStorage
 
 
@@ -90,16 +90,17 @@ def _points(triples) -> list[tuple[str, int, float]]:
 
 @pytest.fixture(scope="module")
 def mirrored(tmp_path_factory, push_sample):
-    """One SFT job with report_to all three trackers (offline stores under a temporary folder)."""
+    """One SFT job with report_to all three trackers (offline stores in the account's folder under the data root;
+    WANDB_DIR and TRACKIO_DIR are set to another folder, which the mirror does not use)."""
     from whileai.kit._base import tiny_model_dir
 
-    folder = tmp_path_factory.mktemp("mirrors")
+    elsewhere = tmp_path_factory.mktemp("not-the-mirrors")
     with pytest.MonkeyPatch.context() as mp:
         for name in ("WANDB_DISABLED", "WANDB_MODE", "WANDB_API_KEY", "MLFLOW_TRACKING_URI", "TRACKIO_SPACE_ID"):
             mp.delenv(name, raising=False)  # conftest disables W&B for every other test
-        mp.setenv("WANDB_DIR", str(folder / "wandb"))
+        mp.setenv("WANDB_DIR", str(elsewhere / "wandb"))
         mp.setenv("WANDB_SILENT", "true")
-        mp.setenv("TRACKIO_DIR", str(folder / "trackio"))
+        mp.setenv("TRACKIO_DIR", str(elsewhere / "trackio"))
         sets = push_sample("mirror", tasks=24)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -107,7 +108,7 @@ def mirrored(tmp_path_factory, push_sample):
                             base_model=str(tiny_model_dir()), wait=True,
                             config={"report_to": "wandb,mlflow,trackio", "holdout_rows": 4})
         record = wai.get_run(run.id)
-        yield {"run": run, "record": record, "folder": folder}
+        yield {"run": run, "record": record, "where": record["summary"]["mirrored_to"], "elsewhere": elsewhere}
 
 
 def test_a_mirrored_run_is_done_and_says_where_it_went(mirrored):
@@ -122,23 +123,28 @@ def test_a_mirrored_run_is_done_and_says_where_it_went(mirrored):
 
     [line] = [line for line in show_lines(record) if line.startswith("mirrored")]  # python -m whileai show
     assert all(f"{name} (closed, {state[name]['points']} points)" in line for name in TRACKERS), line
+    # every copy is in the account's folder under the data root, not where WANDB_DIR and TRACKIO_DIR point
+    from whileai.core.paths import data_root
+
+    where = mirrored["where"]
+    assert sorted(where) == sorted(TRACKERS)
+    assert all(Path(str(v).removeprefix("sqlite:///")).is_relative_to(data_root() / "mirrors") for v in where.values())
+    assert not any(mirrored["elsewhere"].iterdir())
 
 
 def test_each_store_holds_the_platforms_points(mirrored, monkeypatch):
     from mlflow.tracking import MlflowClient
-
-    from whileai.core.paths import data_root
 
     run_id, record = mirrored["run"].id, mirrored["record"]
     platform = _points((name, p["step"], v) for p in record["series"] for name, v in p["metrics"].items())
     names = {name for name, _, _ in platform}
     assert {"loss", "learning_rate"} <= names and len(platform) > 4
 
-    w = _wandb_run(mirrored["folder"] / "wandb", run_id)
+    w = _wandb_run(Path(mirrored["where"]["wandb"]), run_id)
     got = _points((k, row["whileai/step"], v) for row in w["history"] for k, v in row.items() if k in names)
     assert got == platform, "W&B"
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{data_root() / 'mirrors' / 'mlflow.db'}")
+    client = MlflowClient(tracking_uri=mirrored["where"]["mlflow"])
     [found] = client.search_runs([client.get_experiment_by_name("whileai").experiment_id],
                                  filter_string=f"tags.`whileai.run_id` = '{run_id}'")
     got = _points((n, m.step, m.value) for n in names for m in client.get_metric_history(found.info.run_id, n))
@@ -152,15 +158,13 @@ def test_each_store_holds_the_platforms_points(mirrored, monkeypatch):
 def test_each_store_holds_the_spec_and_the_held_out_result(mirrored, monkeypatch):
     from mlflow.tracking import MlflowClient
 
-    from whileai.core.paths import data_root
-
     run_id, record = mirrored["run"].id, mirrored["record"]
     summary, spec = record["summary"], SFTSpec.model_validate({k: v for k, v in record["config"].items()
                                                               if k in SFTSpec.model_fields})
     stats = summary["training"]["stats"]
     knobs = spec.model_dump(mode="json", include=set(spec.knobs()))
 
-    w = _wandb_run(mirrored["folder"] / "wandb", run_id)
+    w = _wandb_run(Path(mirrored["where"]["wandb"]), run_id)
     assert {k: w["config"][k] for k in knobs} == knobs
     assert w["config"]["whileai_run_id"] == run_id and w["config"]["whileai_url"].endswith(f"/runs/{run_id}")
     assert w["summary"]["whileai/holdout_before"] == summary["holdout_before"]
@@ -170,7 +174,7 @@ def test_each_store_holds_the_spec_and_the_held_out_result(mirrored, monkeypatch
     assert w["summary"]["whileai/holdout_p"] == stats["paired"]["p"]
     assert w["summary"]["whileai/status"] == "done" and w["exit"] == 0
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{data_root() / 'mirrors' / 'mlflow.db'}")
+    client = MlflowClient(tracking_uri=mirrored["where"]["mlflow"])
     [found] = client.search_runs([client.get_experiment_by_name("whileai").experiment_id],
                                  filter_string=f"tags.`whileai.run_id` = '{run_id}'")
     params = found.data.params
@@ -220,6 +224,10 @@ def test_a_mirror_failing_mid_run_leaves_the_run_done_with_a_warning(tmp_path, m
     from whileai.core.errors import MirrorWarning
     from whileai.simulations.mirror import open_mirrors
 
+    from whileai.simulations.mirror._offline import QUIET_ENV, WANDB_LOCAL_ENV
+
+    for name, value in {**QUIET_ENV, **WANDB_LOCAL_ENV}.items():  # the mirror sets them here: restored after
+        monkeypatch.setenv(name, os.environ.get(name) or value)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     run = wai.training_run(name="mirror-breaks")
     mirrors = open_mirrors(["mlflow"], run_id=run.id, name=run.name, url=run.url, config={"lr": 1e-3},
