@@ -145,9 +145,11 @@ def resolve_spec(method: str, given: Mapping[str, Any], *, origin: Mapping[str, 
             notes.append(f"config key {name!r} is kept on the run but not read by the {method} trainer (it reads "
                          f"{readers})")
     if method == "grpo":  # the rewards together: weights per reward, rm's run, a python: function that works
+        import os
+
         from .rewards import reward_problems
 
-        problems += reward_problems(values)
+        problems += reward_problems(values, search_path=os.getcwd())  # where the embedded job imports it from
     if method == "rm":
         from .serving import near_miss_problem
 
