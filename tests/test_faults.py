@@ -410,3 +410,84 @@ def test_export_prints_only_its_own_lines(home, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [f"merging the adapter of {run['id']} into {base} ..."], done.stderr
     assert [line.split()[0] for line in done.stdout.splitlines()] == ["merged", "load", "tool"], done.stdout
+
+
+# --------------------------------------------------------------------------- 7. one schema, one server generation
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_server_stops_writing_to_a_store_a_newer_whileai_upgraded_and_none_starts_on_it(backend, home, tmp_path,
+                                                                                       pg_database, monkeypatch):
+    """A store whose revision moved past the server's (a newer whileai upgraded it) took the old server's writes;
+    its writes are refused now, naming both revisions and the fix, and a server will not start on it."""
+    from whileai.platform.store import migrate
+
+    monkeypatch.setattr(defaults, "STORE_SCHEMA_CHECK_S", 0.0)  # checked before every write, not every 5 s
+    url = _url(backend, home, pg_database)
+    newer = "0099_from_a_newer_whileai"
+    with serve_in_thread(store_url=url) as handle:
+        _acct, key = handle.store.create_account("a")
+        with _client(handle.base_url, key) as a:
+            assert a.post(f"{API}/runs", json={"name": "before"}).status_code == 201
+            with handle.store.engine.begin() as conn:
+                conn.execute(sa.text("UPDATE alembic_version SET version_num = :v"), {"v": newer})
+            refused = a.post(f"{API}/runs", json={"name": "after"})
+            assert refused.status_code == 503, refused.text
+            message = refused.json()["error"]["message"]
+            assert newer in message and migrate.HEAD_REVISION in message and "Stop this server" in message
+            assert [r["name"] for r in a.get(f"{API}/runs").json()["runs"]] == ["before"]
+    done = subprocess.run([sys.executable, "-m", "whileai", "platform", "--port", str(_free_port()), "--store-url",
+                           url], cwd=ROOT, env={**os.environ, "WHILEAI_HOME": str(home)}, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert newer in done.stderr and migrate.HEAD_REVISION in done.stderr and "pip install -U whileai" in done.stderr
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_upgrade_names_a_live_server_of_the_older_revision_instead_of_upgrading_under_it(backend, home, tmp_path,
+                                                                                           pg_database):
+    """An upgrade ran under a live older server (which then wrote the old schema into the new one); it names the
+    server to stop now, and upgrades once that server is gone. A server registers itself and leaves on stop."""
+    import secrets
+
+    from alembic import command
+
+    from whileai.platform.store import migrate
+
+    url = _url(backend, home, pg_database)
+    older = migrate.revisions()[-2]
+    engine = sa.create_engine(url)
+    config = migrate.alembic_config()
+    older_server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # stands in for its pid
+    try:
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, older)
+            conn.execute(sa.text("INSERT INTO settings (key, value) VALUES (:k, :v)"), {
+                "k": f"server:{secrets.token_hex(8)}",
+                "v": json.dumps({"revision": older, "host": socket.gethostname(), "pid": older_server.pid,
+                                 "beat": time.time()})})
+        with pytest.raises(migrate.StoreVersionError) as refused:
+            Store(url)
+        message = str(refused.value)
+        assert f"pid {older_server.pid}" in message and repr(older) in message and "stop it first" in message
+        done = subprocess.run([sys.executable, "-m", "whileai", "platform", "upgrade", "--store-url", url], cwd=ROOT,
+                              env={**os.environ, "WHILEAI_HOME": str(home)}, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 1 and f"pid {older_server.pid}" in done.stderr, done.stdout + done.stderr
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar() == older
+    finally:
+        older_server.kill()
+        older_server.wait()
+    engine.dispose()
+    with serve_in_thread(store_url=url) as handle:  # the older server gone: the store upgrades as it opens
+        assert migrate.store_revision(handle.store) == migrate.HEAD_REVISION
+        with handle.store.engine.connect() as conn:
+            live = [row for row in conn.execute(sa.text("SELECT key, value FROM settings WHERE key LIKE 'server:%'"))
+                    if json.loads(row[1])["pid"] == os.getpid()]
+        assert [json.loads(v)["revision"] for _k, v in live] == [migrate.HEAD_REVISION]
+        store = handle.store
+    with store.engine.connect() as conn:
+        assert not [r for r in conn.execute(sa.text("SELECT value FROM settings WHERE key LIKE 'server:%'"))
+                    if json.loads(r[0])["pid"] == os.getpid()]

@@ -159,6 +159,18 @@ RUN_STALE_ENV = "WHILEAI_RUN_STALE_S"
 #: that ended between them, and is dropped so that no later job revives the run.
 RUN_REOPEN_TTL_S = 120.0
 
+#: A server registers on its store and beats this often (a ``server:`` row of
+#: ``settings``), so that an upgrade can tell a live server of an older revision
+#: from one long gone; it counts as live for SERVER_LIVE_S after its last beat
+#: (six missed beats: past a busy store's lock waits).
+SERVER_HEARTBEAT_S = 10.0
+SERVER_LIVE_S = 60.0
+
+#: How often a server checks, before it writes, that the store is still at its
+#: own schema revision (one query): a store upgraded under it by a newer whileai
+#: stops taking its writes within this many seconds.
+STORE_SCHEMA_CHECK_S = 5.0
+
 #: Tests of crashes name a fault point here (e.g. ``after_reopen``): the process
 #: is killed with SIGKILL when it reaches it. Unset, nothing happens.
 FAULT_AT_ENV = "WHILEAI_TEST_FAULT_AT"

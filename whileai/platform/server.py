@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from whileai.platform.store.sessions import create_signin_link
+from whileai.platform.store._servers import ServerBeat, register_server
 from whileai.platform.store.migrate import StoreVersionError, upgrade
 from whileai.platform.store import Store, ensure_local_account, local_key_path, store_url
 from whileai.platform import defaults
@@ -109,10 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"Listening on {args.host}: reachable from other machines. Anyone with a key can use the API.")
     app = create_app(store, public_url=args.public_url, api_docs=args.api_docs or None)
+    beat = register_server(store)  # an upgrade by another whileai sees this server and names it
     # No access log (uvicorn_options): a request line carries its query string, and nothing the server writes
     # may hold a key. Each request must arrive within its deadlines, and connections are capped (_http.py).
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info",
-                **uvicorn_options(args.forwarded_allow_ips))
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info",
+                    **uvicorn_options(args.forwarded_allow_ips))
+    finally:
+        beat.stop()
     return 0
 
 
@@ -212,8 +217,10 @@ def open_main(argv: list[str] | None = None) -> int:
 class ServerHandle:
     """A platform server running in a thread: ``base_url``, ``port``, ``store``, ``app``, ``stop()``."""
 
-    def __init__(self, server: Any, thread: threading.Thread, sock: socket.socket, store: Store, host: str):
+    def __init__(self, server: Any, thread: threading.Thread, sock: socket.socket, store: Store, host: str,
+                 beat: ServerBeat | None = None):
         self._server = server
+        self._beat = beat
         self._thread = thread
         self._sock = sock
         self.store = store
@@ -232,6 +239,8 @@ class ServerHandle:
             self._sock.close()
         except OSError:
             pass
+        if self._beat is not None:
+            self._beat.stop()
         self.store.close()
 
     def __enter__(self) -> ServerHandle:
@@ -279,4 +288,4 @@ def serve_in_thread(host: str = "127.0.0.1", port: int = 0, store_url: str | Non
             sock.close()
             raise RuntimeError(f"the platform server on {host}:{port} did not start; see the log above")
         time.sleep(0.01)
-    return ServerHandle(server, thread, sock, store, host)
+    return ServerHandle(server, thread, sock, store, host, register_server(store))

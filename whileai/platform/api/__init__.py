@@ -29,7 +29,7 @@ from whileai.platform.api import _datasets, _jobs, _registry, runs
 from whileai.platform.pages import routes as pages
 from whileai.platform.api._guard import RequestGuard
 from whileai.platform.api.common import API_PREFIX, ApiError, json_response
-from whileai.platform.store import InvalidError, NotFoundError, RetiredIdError, Store, StoreBusyError
+from whileai.platform.store import InvalidError, NotFoundError, RetiredIdError, Store, StoreBusyError, StoreVersionError
 from whileai.platform import defaults
 
 __all__ = ["create_app", "API_PREFIX"]
@@ -104,6 +104,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(InvalidError)
     async def _invalid(_request: Request, exc: InvalidError) -> Response:
         return _error(422, str(exc), "invalid_value")
+
+    @app.exception_handler(StoreVersionError)
+    async def _other_revision(_request: Request, exc: StoreVersionError) -> Response:
+        return _error(503, str(exc), "store_version")
 
     @app.exception_handler(StoreBusyError)
     async def _busy(_request: Request, exc: StoreBusyError) -> Response:

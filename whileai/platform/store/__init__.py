@@ -33,7 +33,7 @@ from typing import TypeVar
 from sqlalchemy.orm import Session
 
 from whileai.platform.store import sessions  # noqa: F401  (its page_tokens table joins the schema)
-from whileai.platform.store import _accounts, _admin, _datasets, _jobs, _registry, _runs, migrate
+from whileai.platform.store import _accounts, _admin, _datasets, _jobs, _registry, _runs, _servers, migrate
 from whileai.platform.store._engine import WRITE_OPTION, StoreBusyError, is_sqlite, make_engine, store_url, with_lock_retry
 from whileai.platform.store._keyfiles import (
     LOCAL_KEY_FILENAME,
@@ -81,6 +81,7 @@ class Store:
         self.engine = make_engine(self.url)
         self._sqlite = is_sqlite(self.engine)
         self._writer = self.engine.execution_options(**{WRITE_OPTION: True})
+        self._check_schema = create  # a store opened at this code's revision writes only while it stays there
         if create:
             self.create_schema()
 
@@ -102,6 +103,8 @@ class Store:
     @contextmanager
     def _session(self, write: bool) -> Iterator[Session]:
         with Session(self._writer if write else self.engine, expire_on_commit=False) as s, s.begin():
+            if write and self._check_schema:
+                _servers.check_revision(self, s)
             yield s
 
     def _tx(self, fn: Callable[[Session], T], *, write: bool = True) -> T:

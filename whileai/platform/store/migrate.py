@@ -179,6 +179,8 @@ def _upgrade_locked(store: Any, conn: Connection) -> tuple[str | None, Path | No
     if found is not None and found not in revisions():
         raise _newer(store, found)
     had_tables = bool(inspect(conn).get_table_names())
+    if found is not None:
+        _refuse_live_servers(store, conn, found)
     backup = None
     path = _sqlite_path(store)
     if had_tables and path is not None and path.exists():
@@ -202,6 +204,20 @@ def _upgrade_locked(store: Any, conn: Connection) -> tuple[str | None, Path | No
             "and report the message if it fails again"
         ) from exc
     return found, backup, had_tables
+
+
+def _refuse_live_servers(store: Any, conn: Connection, found: str) -> None:
+    """StoreVersionError naming each live server of another revision (store/_servers.py): never upgrade under one."""
+    from whileai.platform.store._servers import live_servers
+
+    others = [s for s in live_servers(conn) if s.get("revision") != HEAD_REVISION]
+    if others:
+        named = "; ".join(f"pid {s.get('pid')} on {s.get('host')} (revision {s.get('revision')!r}, last heard "
+                          f"{s['silent_s']:g} s ago)" for s in others)
+        raise StoreVersionError(
+            f"the store {_where(store)} is at revision {found!r} and a server of it is running: {named}. Upgrading "
+            f"to {HEAD_REVISION!r} under it would leave it writing the old schema; stop it first (Ctrl-C, or kill "
+            "the pid), then start this whileai or run `python -m whileai platform upgrade` again")
 
 
 def upgrade(store: Any, *, announce: bool = True) -> tuple[str | None, str, Path | None]:
