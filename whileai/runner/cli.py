@@ -233,7 +233,8 @@ def _label(overrides: list[str], multirun: bool) -> list[str]:
 
 def _scale_words(plain: dict[str, Any], label: list[str]) -> list[str]:
     """``processes=2`` (and ``nodes=2``) for a run's name when its job spans more than one process."""
-    target = plain.get("target") if isinstance(plain.get("target"), dict) else {}
+    found = plain.get("target")
+    target: dict[str, Any] = found if isinstance(found, dict) else {}
     named = {w.split("=", 1)[0].lstrip("+") for w in label}
     return [f"{k}={target[k]}" for k in ("processes", "nodes")
             if isinstance(target.get(k), int) and target[k] > 1 and f"target.{k}" not in named]

@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from whileai.platform.store import sessions
 from whileai.platform._throttle import SigninThrottle, failure_names
-from whileai.platform.api.common import ApiError, api_key_from, store, wrong_key
+from whileai.platform.api.common import api_key_from, store, wrong_key
 from whileai.platform import defaults
 
 __all__ = ["router", "page_account", "safe_next", "PAGE_HEADERS"]

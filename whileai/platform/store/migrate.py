@@ -51,6 +51,17 @@ _VERSIONS = Path(__file__).with_name("migrations")
 MIGRATION_LOG_ENV = "WHILEAI_STORE_MIGRATION_LOG"
 
 
+class _Held(logging.Handler):
+    """Keeps the records it is handed, to be shown only if the upgrade fails."""
+
+    def __init__(self, level: int):
+        super().__init__(level)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 @contextlib.contextmanager
 def _alembic_quiet() -> Iterator[None]:
     """Hold Alembic's INFO lines while a revision runs: shown when MIGRATION_LOG_ENV asks, or when it fails."""
@@ -58,9 +69,8 @@ def _alembic_quiet() -> Iterator[None]:
         yield
         return
     logger = logging.getLogger("alembic")
-    held: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.INFO)
-    handler.emit = held.append  # type: ignore[method-assign]
+    handler = _Held(logging.INFO)
+    held = handler.records
     saved = logger.level, logger.propagate
     logger.setLevel(logging.INFO)
     logger.propagate = False
