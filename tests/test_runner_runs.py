@@ -53,9 +53,10 @@ def test_runs_lists_the_page_columns_newest_first(three_runs):
     assert [line.split()[0] for line in lines[1:]] == [three_runs["stopped"], three_runs["bad"], three_runs["good"]]
     good = next(line for line in lines if three_runs["good"] in line)
     assert "done · expect passed" in good and " sft " in good
-    assert "pass_rate 0.250 -> 0.750 (n=4)" in good  # the pages' digits: one formatter (core.stats.rate_text)
+    # the pages' digits (one formatter, core.stats.rate_text) and the paired test's verdict in words
+    assert "pass_rate 0.250 -> 0.750, no significant change (n=4)" in good
     bad = next(line for line in lines if three_runs["bad"] in line)
-    assert "done · expect failed" in bad and "grpo" in bad and "0.000 -> 0.250 (n=4)" in bad
+    assert "done · expect failed" in bad and "grpo" in bad and "0.000 -> 0.250, no significant change (n=4)" in bad
     stopped = next(line for line in lines if three_runs["stopped"] in line)
     assert "stopped" in stopped and "expect" not in stopped
     assert all(line.split()[-1] == "s" for line in lines[1:]), "took: seconds it ran"
