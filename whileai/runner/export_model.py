@@ -92,8 +92,8 @@ def _quiet() -> Iterator[None]:
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity(hf_logging.ERROR)
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     huggingface_hub.utils.disable_progress_bars()
     try:
         with warnings.catch_warnings():
@@ -103,7 +103,7 @@ def _quiet() -> Iterator[None]:
             yield
     finally:
         hf_logging.set_verbosity(verbosity)
-        hf_logging.enable_progress_bar()
+        hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
         huggingface_hub.utils.enable_progress_bars()
 
 

@@ -121,7 +121,8 @@ def get_adapter(run_id: str, request: Request, acct: str = Depends(account_id)) 
     from whileai.platform._loadable import _inside, adapter_problem, adapter_store, allowed_roots
 
     record = store(request).get_run(acct, run_id, series=False)
-    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    found_config = record.get("config")
+    config: dict[str, Any] = found_config if isinstance(found_config, dict) else {}
     if record["status"] != "done":
         raise ApiError(409, f"run {run_id} is {record['status']!r}, not 'done': only a finished run has weights to "
                             "load; wait for it, or train again", "not_done")
