@@ -176,28 +176,43 @@ def check_all(looks: list[Look], buffer: list[BufferItem], cfg: Settings, index:
 
 def _divergence(adj: list[np.ndarray], gold: list[np.ndarray], base: list[int], cur: list[int], cfg: Settings,
                 look: int, alpha: float) -> dict[str, Any] | None:
-    gap = [_prompt_means(adj[i] - gold[i]) for i in range(len(adj))]
-    change = _window_mean([gap[i] for i in cur]) - _window_mean([gap[i] for i in base])
-    res = stats.divergence_test(_window_mean([gap[i] for i in base]), _window_mean([gap[i] for i in cur]),
-                                rng=_rng(cfg, look, 1), n_boot=cfg.n_boot, alpha=alpha, delta=cfg.delta)
+    gap_base = _window_mean([_prompt_means(adj[i] - gold[i]) for i in base])
+    gap_now = _window_mean([_prompt_means(adj[i] - gold[i]) for i in cur])
+    res = stats.divergence_test(gap_base, gap_now, rng=_rng(cfg, look, 1), n_boot=cfg.n_boot, alpha=alpha,
+                                delta=cfg.delta)
     if res is not None:
-        res["per_prompt"] = change
+        res["per_prompt"] = gap_now - gap_base
     return res
+
+
+def _rolling_means(per_look: np.ndarray, w: int, starts: int) -> np.ndarray:
+    """(starts, prompts): the mean of looks s .. s+w-1 for every start s, skipping NaN, from running sums.
+
+    One pass over the looks instead of one window mean per start, so a look late in a long run costs
+    what an early one does.
+    """
+    ok = np.isfinite(per_look)
+    zero = np.zeros((1, per_look.shape[1]))
+    sums = np.concatenate([zero, np.cumsum(np.where(ok, per_look, 0.0), axis=0)])
+    counts = np.concatenate([zero, np.cumsum(ok, axis=0)])
+    total, count = sums[w : w + starts] - sums[:starts], counts[w : w + starts] - counts[:starts]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def _gold_decline(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], cur: list[int],
                   cfg: Settings, look: int, alpha: float) -> dict[str, Any] | None:
     w = cfg.window
-    gm = [_prompt_means(g) for g in gold]
-    pm = [_prompt_means(a) for a in adj]
-    starts = list(range(0, cur[0] - w + 1))
-    windows = np.stack([_window_mean(gm[s : s + w]) for s in starts])
-    gold_now = _window_mean([gm[i] for i in cur])
+    n_starts = cur[0] - w + 1
+    gm = _prompt_means(np.stack(gold[: cur[0]]))
+    pm = _prompt_means(np.stack(adj[: cur[0]]))
+    windows = _rolling_means(gm, w, n_starts)
+    gold_now = _window_mean([_prompt_means(gold[i]) for i in cur])
     res = stats.gold_decline_test(
-        windows, gold_now, np.stack([_window_mean(pm[s : s + w]) for s in starts]), _window_mean([pm[i] for i in cur]),
+        windows, gold_now, _rolling_means(pm, w, n_starts), _window_mean([_prompt_means(adj[i]) for i in cur]),
         rng=_rng(cfg, look, 2), n_boot=cfg.n_boot, alpha=alpha, delta=cfg.delta, hold=cfg.hold)
     if res is not None:
-        res["best_step"] = looks[starts[res["window"]]].step
+        res["best_step"] = looks[res["window"]].step
         res["per_prompt"] = windows[res["window"]] - gold_now
     return res
 
