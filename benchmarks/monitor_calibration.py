@@ -46,6 +46,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import math  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -309,6 +310,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.runs < 1:
         parser.error(f"--runs {args.runs} must be at least 1 (runs per class; 300 is the full size)")
     warnings.simplefilter("ignore")
+    if hasattr(sys.stdout, "reconfigure"):  # a line per class as it finishes, also into a file or a pipe
+        sys.stdout.reconfigure(line_buffering=True)
     t0 = time.perf_counter()
     stat_seconds: list[float] = []
     print(f"HackMonitor calibration: {args.prompts} prompts x {args.k} samples, {LOOKS} looks per run, "
