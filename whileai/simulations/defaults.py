@@ -581,6 +581,11 @@ MIRROR_QUEUE_MAX = 100_000
 #: the mirror's record says it did not finish.
 MIRROR_FINISH_TIMEOUT_S = 120.0
 
+#: Seconds a delete waits for another run of the same account, still mirroring into the same SQLite store, to
+#: let go before rewriting the file without the deleted rows' pages (``mirror._forget.scrub``). A mirror's write
+#: is one small batch (milliseconds), so 10 s is ample; past it the delete stands and the next delete scrubs.
+MIRROR_SCRUB_BUSY_TIMEOUT_S = 10.0
+
 #: The longest config value MLflow is given as a param (its limit is 6,000 characters since MLflow 2.x; 500
 #: keeps the params table readable). Longer values are cut, with "..." at the end; W&B and trackio get them whole.
 MIRROR_PARAM_MAX_CHARS = 500

@@ -10,12 +10,16 @@ left alone.
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import TypeVar
 
 from whileai.core.errors import MirrorWarning
+
+from .. import defaults
 
 from ._offline import keep_local
 from ._place import account_path
@@ -57,6 +61,21 @@ def _forget(folder: Path, account_id: str, run_ids: list[str] | None) -> None:
             forget(folder, run_ids)
         except Exception as exc:  # noqa: BLE001 - one tracker's store failing leaves the others to clean
             _warn(f"runs {run_ids}: their {name} copies in {folder} could not be deleted ({type(exc).__name__}: {exc})")
+    for db in [folder / "mlflow.db", *sorted((folder / "trackio").glob("*.db"))]:
+        if db.is_file():
+            try:
+                scrub(db)
+            except sqlite3.Error as exc:  # busy with another run of the account: the next delete scrubs it
+                _warn(f"runs {run_ids}: their deleted rows may stay readable in {db}'s free pages until the next "
+                      f"delete ({type(exc).__name__}: {exc})")
+
+
+def scrub(db: Path) -> None:
+    """Rewrite the SQLite file ``db`` without its free pages, so deleted rows cannot be read back from it: the
+    trackers delete without SQLite's secure_delete, which the platform's own store turns on."""
+    with closing(sqlite3.connect(db, timeout=defaults.MIRROR_SCRUB_BUSY_TIMEOUT_S)) as conn:
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def _forgetters() -> Iterator[tuple[str, Callable[[Path, list[str]], None]]]:
