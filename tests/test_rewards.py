@@ -234,7 +234,10 @@ def test_every_reward_value_trains_grpo_on_the_kit_and_is_recorded(home, push_sa
     assert training["reward"] == rewards and training["reward_weights"] == [1.0, 0.5, 0.5, 0.25]
     versus = training["reward_vs_exact"]  # measured beside the exact judge on the same held-out prompts
     assert versus["prompts"] == training["holdout_prompts"] and 0.0 <= versus["p"] <= 1.0
-    names = {key for point in run.series() for key in point.get("metrics", {})}
+    from whileai.simulations.client import get_client
+
+    series = get_client().request("GET", f"/runs/{run.id}")["series"]
+    names = {key for point in series for key in point.get("metrics", {})}
     for name in ("first_action", "fine_grained", "reward_model", "short"):
         assert f"rewards/{name}/mean" in names, sorted(n for n in names if n.startswith("rewards/"))
     monitor = run.summary["monitor"]
