@@ -154,15 +154,22 @@ def test_the_progress_bar_never_goes_back_when_a_resumed_job_reports_from_its_ch
 
 
 def test_a_new_store_is_made_without_alembics_lines_unless_asked(tmp_path, caplog, monkeypatch):
+    import io
     import logging
 
     from whileai.platform.store import Store
     from whileai.platform.store.migrate import MIGRATION_LOG_ENV
 
     monkeypatch.delenv(MIGRATION_LOG_ENV, raising=False)
-    with caplog.at_level(logging.INFO):
-        Store(f"sqlite:///{tmp_path / 'quiet.db'}")
-    assert not [r for r in caplog.records if r.name.startswith("alembic")]
+    own = io.StringIO()  # the runner's Hydra logging gives alembic a handler of its own ([whileai store])
+    handler = logging.StreamHandler(own)
+    logging.getLogger("alembic").addHandler(handler)
+    try:
+        with caplog.at_level(logging.INFO):
+            Store(f"sqlite:///{tmp_path / 'quiet.db'}")
+    finally:
+        logging.getLogger("alembic").removeHandler(handler)
+    assert not [r for r in caplog.records if r.name.startswith("alembic")] and own.getvalue() == ""
     caplog.clear()
     monkeypatch.setenv(MIGRATION_LOG_ENV, "1")
     with caplog.at_level(logging.INFO):
@@ -271,3 +278,48 @@ def test_a_broken_jsonl_line_is_named_by_file_line_and_column_of_the_file(tmp_pa
     assert f"dataset.path: {path}, line 7: not valid JSON (Expecting property name enclosed in double quotes at " \
            "column 17; the line ends there" in done.stderr
     assert "line 2 column 1" not in done.stderr
+
+
+def test_the_run_page_and_the_runs_page_say_the_word_and_only_a_significant_gain_is_green(tmp_path):
+    import shutil
+
+    import httpx
+    import pytest
+
+    from whileai.platform.server import serve_in_thread
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no Chromium on this machine (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    handle = serve_in_thread(store_url=f"sqlite:///{tmp_path / 'platform.db'}")
+    try:
+        _, key = handle.store.create_account("reader")
+        ids = {}
+        with httpx.Client(base_url=handle.base_url + "/api/v1", headers={"Authorization": f"Bearer {key}"},
+                          timeout=60) as api:
+            for name, (before, after) in (("small", _SMALL), ("big", _BIG)):
+                summary = _record(before, after)["summary"]
+                ids[name] = api.post("/runs", json={"name": name, "config": {"method": "sft"}}).json()["id"]
+                assert api.patch(f"/runs/{ids[name]}", json={"status": "done", "summary": summary}).status_code == 200
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
+            page = browser.new_context().new_page()
+            page.set_default_timeout(15_000)
+            page.goto(handle.base_url + "/signin")
+            page.fill("#key", key)
+            page.click("button[type=submit]")
+            page.wait_for_url("**/runs")
+            small = page.locator(".holdout").filter(has_text="0.200")
+            assert "no significant change" in small.inner_text()
+            page.goto(f"{handle.base_url}/runs/{ids['small']}")
+            change = page.locator(".headline .change")
+            assert "no significant change" in change.inner_text()
+            assert "good" not in (change.get_attribute("class") or "")  # +0.200 with p = 0.5 is not a green win
+            page.goto(f"{handle.base_url}/runs/{ids['big']}")
+            change = page.locator(".headline .change")
+            assert "significant gain" in change.inner_text() and "good" in (change.get_attribute("class") or "")
+            browser.close()
+    finally:
+        handle.stop()

@@ -64,25 +64,33 @@ class _Held(logging.Handler):
 
 @contextlib.contextmanager
 def _alembic_quiet() -> Iterator[None]:
-    """Hold Alembic's INFO lines while a revision runs: shown when MIGRATION_LOG_ENV asks, or when it fails."""
+    """Hold Alembic's INFO lines while a revision runs: shown when MIGRATION_LOG_ENV asks, or when it fails.
+
+    The logger's own handlers (the runner's ``[whileai store]`` one, conf/hydra/hydra_logging) are set
+    aside meanwhile, and a failure replays the held lines through them (or onto stderr when it has none).
+    """
     if os.environ.get(MIGRATION_LOG_ENV) == "1":
         yield
         return
     logger = logging.getLogger("alembic")
-    handler = _Held(logging.INFO)
-    held = handler.records
-    saved = logger.level, logger.propagate
+    held = _Held(logging.INFO)
+    saved = logger.level, logger.propagate, list(logger.handlers)
     logger.setLevel(logging.INFO)
     logger.propagate = False
-    logger.addHandler(handler)
+    logger.handlers = [held]
     try:
         yield
     except BaseException:
-        for record in held:  # what ran before the failure, for the report
-            print(f"alembic: {record.getMessage()}", file=sys.stderr)
+        for record in held.records:  # what ran before the failure, for the report
+            if saved[2]:
+                for handler in saved[2]:
+                    if record.levelno >= handler.level:
+                        handler.handle(record)
+            else:
+                print(f"alembic: {record.getMessage()}", file=sys.stderr)
         raise
     finally:
-        logger.removeHandler(handler)
+        logger.handlers = saved[2]
         logger.setLevel(saved[0])
         logger.propagate = saved[1]
 
