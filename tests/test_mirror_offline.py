@@ -259,6 +259,10 @@ def test_deleting_a_run_deletes_its_copies_and_no_other(offline_job, monkeypatch
     assert not Path(where["wandb"]).exists()
     assert _rows_naming(mlflow_db, run_id, uuid) == []
     assert _rows_naming(trackio_db, run_id) == []
+    for db in (mlflow_db, trackio_db):  # nor left in the files' free pages (or a write-ahead log)
+        for path in (db, db.with_name(db.name + "-wal")):
+            data = path.read_bytes() if path.exists() else b""
+            assert run_id.encode() not in data and uuid.encode() not in data, path
     # the account's other run keeps every copy
     assert Path(kept_where["wandb"]).is_dir()
     assert _mlflow_uuid(where["mlflow"], kept_id) == kept_uuid and _rows_naming(mlflow_db, kept_uuid)

@@ -101,7 +101,8 @@ def forget_trackio(folder: Path, run_ids: list[str]) -> None:
         for run_id in run_ids:
             # by trackio's own ids: by name alone, trackio finds the config's run through the metrics it has
             # just deleted, and keeps the config
-            for trackio_id in _trackio_ids(db, run_id) or [None]:
+            ids: list[str | None] = [*_trackio_ids(db, run_id)] or [None]
+            for trackio_id in ids:
                 SQLiteStorage.delete_run(defaults.MIRROR_PROJECT, run_id, run_id=trackio_id)
 
 

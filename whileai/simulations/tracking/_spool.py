@@ -419,7 +419,7 @@ def _gone(exc: PlatformError) -> str | None:
     """Why a refused record can never land (its run or its account was deleted on the platform), else None."""
     error = exc.body.get("error") if isinstance(exc.body, dict) else None
     kind = error.get("type") if isinstance(error, dict) else None
-    return _GONE.get((exc.status, kind))
+    return _GONE.get((exc.status, kind)) if isinstance(kind, str) else None
 
 
 def gone_line(gone: dict[str, int]) -> str:
