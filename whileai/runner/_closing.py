@@ -25,7 +25,7 @@ from whileai.core.stats import judged_text, status_text
 
 from .expect import line_text
 
-__all__ = ["summary", "human_lines", "emit", "page_of"]
+__all__ = ["summary", "human_lines", "emit", "page_of", "reader_left"]
 
 
 def _status_text(status: Any, checked: dict[str, Any] | None, quick: dict[str, Any] | None = None) -> str:
@@ -110,6 +110,7 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
             f"held-out   {held['metric']} {judged_text(held['before'], held['after'], held.get('stats'))}",
             *([f"delta      {closing['verdict']}"] if closing.get("verdict") else []),  # only when dataset.after asked
             f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get('kind') or a) for a in alarms) if alarms else ""),
+            *_armed_lines(outcome.get("armed")),
             f"cost       {cost}",
             f"status     {_status_text(closing['status'], closing.get('expect'), closing.get('quick'))}",
         ]
@@ -144,6 +145,21 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
     return lines
 
 
+def _armed_lines(armed: Any) -> list[str]:
+    """Which HackMonitor alarms were armed, and why the others were off (grouped by reason): nothing without a
+    monitor, or for a record that kept no such words."""
+    if not isinstance(armed, dict) or not all(isinstance(v, str) for v in armed.values()):
+        return []
+    on = [kind for kind, state in armed.items() if state == "armed"]
+    off: dict[str, list[str]] = {}
+    for kind, state in armed.items():
+        if state != "armed":
+            off.setdefault(state.removeprefix("off: "), []).append(kind)
+    lines = [f"monitor    armed: {', '.join(on) if on else 'none'}"]
+    lines += [f"           off: {', '.join(kinds)}: {why}" for why, kinds in off.items()]
+    return lines
+
+
 def _alarm_lines(alarm: Any, page: Any) -> list[str]:
     """An alarm as the summary shows it: what fired, what that means, and where its chart is."""
     from whileai.core.alarms import alarm_meaning
@@ -171,11 +187,24 @@ def _open_note() -> str:
 
 
 def emit(closing: dict[str, Any], *, as_json: bool, run: Any = None, stream: Any = None) -> None:
-    """Print the closing summary on stdout: lines, or one JSON object (``--json``)."""
+    """Print the closing summary on stdout: lines, or one JSON object (``--json``); a closed pipe ends it quietly."""
     stream = stream or sys.stdout
-    if as_json:
-        print(json.dumps(closing, default=str), file=stream, flush=True)
-        return
-    for line in human_lines(closing, run):
-        print(line, file=stream)
-    stream.flush()
+    try:
+        if as_json:
+            print(json.dumps(closing, default=str), file=stream, flush=True)
+            return
+        for line in human_lines(closing, run):
+            print(line, file=stream)
+        stream.flush()
+    except BrokenPipeError:  # `python -m whileai run ... | head`: the reader has what it wanted
+        reader_left(stream)
+
+
+def reader_left(stream: Any = None) -> None:
+    """The reader closed the pipe: point the stream's descriptor at /dev/null so no later flush raises."""
+    stream = stream or sys.stdout
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+    except (OSError, ValueError, AttributeError):  # a stream with no descriptor (a test's StringIO) has no pipe
+        pass

@@ -164,7 +164,7 @@ def outcome_of(run: Any, previous: Any) -> dict[str, Any]:
             "metric": training.get("metric"), "stats": training.get("stats"), "previous_after": prev_training.get("after"),
             "previous_run": previous.id if previous is not None else None,
             "alarms": monitor.get("alarms") or [], "verdict": delta.get("verdict"),
-            "reward_vs_exact": training.get("reward_vs_exact"),
+            "reward_vs_exact": training.get("reward_vs_exact"), "armed": monitor.get("armed"),
             "cost_usd": run.cost_usd, "cost_basis": run.cost_basis}
 
 

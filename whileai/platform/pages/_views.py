@@ -230,6 +230,17 @@ def chart_groups(names: list[str]) -> list[dict[str, Any]]:
     return charts
 
 
+def _armed_notes(armed: dict[str, str]) -> list[str]:
+    """Which alarms the monitor armed, and why each other one was off, one line each (the run's own words)."""
+    on = [kind for kind, state in armed.items() if state == "armed"]
+    notes = [f"Alarms armed: {', '.join(on) if on else 'none'}."]
+    for kind, state in armed.items():
+        if state != "armed":
+            label = "KL" if kind == "kl" else kind.replace("_", " ").capitalize()
+            notes.append(f"{label}: off, {state.removeprefix('off: ')}.")
+    return notes
+
+
 def monitor_view(summary: Any, names: list[str]) -> dict[str, Any] | None:
     """The HackMonitor section: which series hold proxy and gold, its curve, alarms with step and text."""
     monitor = _get(summary, "monitor")
@@ -248,6 +259,10 @@ def monitor_view(summary: Any, names: list[str]) -> dict[str, Any] | None:
         notes.append(f"Training stopped at step {stopped.get('step')} on the {stopped.get('kind')} alarm: "
                      f"{stopped.get('reason')}.")
     armed = monitor.get("armed") if isinstance(monitor.get("armed"), dict) else None
+    if armed is not None and all(isinstance(v, str) for v in armed.values()):  # kind -> "armed" or "off: why"
+        notes += _armed_notes(armed)
+        armed = {kind: state == "armed" for kind, state in armed.items()}
+        monitor = {k: v for k, v in monitor.items() if k not in ("divergence", "kl")}  # said by the lines above
     if armed is None:  # a record from before the monitor recorded its flags: read its status sentences
         armed = {"divergence": monitor.get("divergence") == "on",
                  "kl": isinstance(monitor.get("kl"), str) and monitor["kl"].startswith("measured")}
