@@ -323,3 +323,16 @@ def test_the_run_page_and_the_runs_page_say_the_word_and_only_a_significant_gain
             browser.close()
     finally:
         handle.stop()
+
+
+def test_the_closing_summary_ends_quietly_on_a_closed_pipe():
+    import os
+
+    from whileai.runner._closing import emit, summary
+
+    read, write = os.pipe()
+    os.close(read)  # `python -m whileai run ... | head` after head has exited
+    with os.fdopen(write, "w") as stream:
+        emit(summary({"status": "done", "exit_code": 0}), as_json=False, stream=stream)  # no BrokenPipeError
+        stream.write("x" * 100_000)
+        stream.flush()  # the descriptor now leads to /dev/null

@@ -293,7 +293,13 @@ def _task(cfg: Any) -> Any:
     if mode == "validate":
         from ._effective import annotated_yaml, effective
 
-        print(annotated_yaml(*effective(plain)), end="")
+        try:
+            print(annotated_yaml(*effective(plain)), end="", flush=True)
+        except BrokenPipeError:  # `python -m whileai validate ... | head`
+            from ._closing import reader_left
+
+            reader_left()
+            return 0
         print(f"# valid: recipe={choices.get(defaults.RECIPE_GROUP) or 'none'}; nulls the job fills are shown with "
               "the value it will use (# comments); nothing was loaded or run", file=sys.stderr)
         return 0
