@@ -127,7 +127,7 @@ def test_runs_reads_a_platform_server_on_postgresql_scoped_to_its_key(home, pg_d
         done = whileai("runs", "--recipe", "sft_tooluse")
         assert done.returncode == 0, done.stderr
         assert mine in done.stdout and theirs not in done.stdout
-        assert "done · expect failed" in done.stdout and "pass_rate 0.250 -> 0.750 (n=4)" in done.stdout
+        assert "done · expect failed" in done.stdout and "pass_rate 0.250 -> 0.750, no significant change (n=4)" in done.stdout
         by_sweep = json.loads(whileai("runs", "--sweep", "sweep_pg", "--json").stdout)
         assert [r["id"] for r in by_sweep["runs"]] == [mine]
         shown = whileai("show", theirs)

@@ -50,7 +50,7 @@ def test_a_failed_expect_exits_non_zero_naming_its_line(sweep):
     # four prompts can never give p < 0.05 (four of four improving is p = 0.125): the line cannot hold
     assert "FAILED expect.holdout_gain_significant: 0.05 failed at recipes/sft_tooluse.yaml:" in done.stdout
     assert "passed expect.status: 'done' passed at recipes/sft_tooluse.yaml:" in done.stdout, "passed lines show too"
-    assert re.search(r"held-out   pass_rate \d\.\d{3} -> \d\.\d{3} \(\d/4; 95% CI \d\.\d\d-\d\.\d\d; paired p = "
+    assert re.search(r"held-out   pass_rate \d\.\d{3} -> \d\.\d{3}, no significant change \(\d/4; 95% CI \d\.\d\d-\d\.\d\d; paired p = "
                      r"\d\.\d{3}\)", done.stdout), done.stdout
     assert "status     done · expect failed (3 of 4 lines failed)" in done.stdout
 

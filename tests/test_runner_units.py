@@ -233,4 +233,4 @@ def test_the_sweep_closing_lines_show_the_expect_verdict_and_the_result():
                        "held_out": {"metric": "pass_rate", "before": 0.0, "after": 0.9, "stats": stats}}}
     text = "\n".join(job_lines(job))
     assert "run_b  done · expect failed grpo" in text and "run_a  stage" in text
-    assert "held-out pass_rate 0.000 -> 0.900 (36/40" in text and "paired p" in text
+    assert "held-out pass_rate 0.000 -> 0.900, significant gain (36/40" in text and "paired p" in text

@@ -42,7 +42,7 @@ def _jobs(sweep_id: str) -> list[dict[str, Any]]:
 def job_lines(job: dict[str, Any]) -> list[str]:
     """One sweep job's closing lines: each run, and on the last its status with the expect verdict (a run that failed
     its expect never reads plain "done") and its held-out result with n, interval and paired p."""
-    from whileai.core.stats import describe, status_text
+    from whileai.core.stats import judged_text, status_text
 
     summary = job.get("summary") or {}
     status = status_text(summary.get("status") or "-", summary.get("expect"))
@@ -55,7 +55,7 @@ def job_lines(job: dict[str, Any]) -> list[str]:
         line = f"  job {job['job']:<4} {run['id']}  {status if last else 'stage':<8} {run.get('name') or ''}".rstrip()
         if last and held is not None:
             line += f"\n             held-out {held.get('metric') or 'pass_rate'} " \
-                    f"{describe(held.get('before'), held.get('after'), held.get('stats'))}"
+                    f"{judged_text(held.get('before'), held.get('after'), held.get('stats'))}"
         out.append(line)
     return out
 
