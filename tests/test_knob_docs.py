@@ -20,7 +20,9 @@ def test_every_knob_declares_its_default_reason_help_and_accepted_values():
         for name in knob_fields(model):
             meta = knob_of(model, name)
             assert meta.help and meta.reason, (method, name)
-            assert (meta.range is None) != (meta.choices is None), (method, name)
+            # a range or choices, not both; a free-text knob (reward_model) has its pattern alone
+            assert (meta.range is None) != (meta.choices is None) or meta.pattern is not None, (method, name)
+            assert meta.range is None or meta.choices is None, (method, name)
             assert model.model_fields[name].default == meta.default, (method, name)
 
 
@@ -29,3 +31,16 @@ def test_run_help_lists_each_knob_with_its_help():
     assert out.returncode == 0, out.stderr
     assert "beta (grpo, dpo): weight of the KL penalty against the start policy" in out.stdout
     assert "near_misses (rm):" in out.stdout
+
+
+def test_conf_config_yaml_has_every_root_knob_the_schema_takes():
+    """Hydra refuses a command-line key the composed config lacks: each root knob is in conf/config.yaml's block."""
+    from pathlib import Path
+
+    import yaml
+
+    from whileai.runner.schema import HOST_KEYS, KNOBS
+
+    root = yaml.safe_load((Path(__file__).resolve().parents[1] / "conf" / "config.yaml").read_text())
+    assert {*KNOBS, *HOST_KEYS} <= set(root), sorted({*KNOBS, *HOST_KEYS} - set(root))
+    assert all(root[name] is None for name in (*KNOBS, *HOST_KEYS)), "a root knob is null: the run resolves it"

@@ -4,6 +4,9 @@
   the paper's value and the citation, its help;
 - ``conf/method/<method>.yaml``: the method group, each knob the method reads at the root, null
   (resolved for the chosen base when the run is resolved);
+- ``conf/config.yaml``: the block of root knobs between its two ``knobs`` marker lines, every knob
+  the spec takes flat at the root (``schema.KNOBS`` and ``schema.HOST_KEYS``), null, so Hydra accepts
+  each one on the command line without ``+``; the rest of that file is written by hand;
 - ``run --help``: one line per knob (:func:`help_lines`).
 
     python -m whileai.runner.knobs_doc --write     # regenerate the files
@@ -21,9 +24,9 @@ from typing import Any
 from whileai.core.knobs import fmt_num, knob_interval
 from whileai.core.spec import SPEC_MODELS, knob_fields, knob_of
 
-from .schema import EXPORT_KNOBS
+from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS
 
-__all__ = ["knobs_markdown", "method_yaml", "help_lines", "generated_files", "main"]
+__all__ = ["knobs_markdown", "method_yaml", "root_knobs_yaml", "config_yaml", "help_lines", "generated_files", "main"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 #: the method group's one-line description (its model's docstring says the same at more length)
@@ -42,10 +45,14 @@ def _fmt(value: Any) -> str:
 
 
 def _accepted(meta: Any) -> str:
+    """What a knob accepts, in words: its choices (and its pattern), its range, or its pattern alone."""
     if meta.choices is not None:
-        listed = ", ".join(repr(c) for c in meta.choices)
+        listed = ", ".join([repr(c) for c in meta.choices] + ([meta.pattern_hint] if meta.pattern else []))
         return f"a list of {listed}" if meta.many else listed
-    return knob_interval({"range": meta.range, "open_low": meta.open_low})
+    if meta.range is None:  # a free-text knob: its pattern is the rule
+        return str(meta.pattern_hint)
+    interval = knob_interval({"range": meta.range, "open_low": meta.open_low})
+    return f"a list of numbers in {interval}" if meta.many else interval
 
 
 def knobs_markdown() -> str:
@@ -91,14 +98,77 @@ def method_yaml(method: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def help_lines() -> str:
-    """One line per knob for ``run --help``: name, the methods that read it, what it does."""
-    seen: dict[str, tuple[list[str], str]] = {}
+#: the lines that open and close conf/config.yaml's generated block of root knobs
+ROOT_BLOCK_START = "# >>> root knobs: generated from whileai/core/spec.py (python -m whileai.runner.knobs_doc --write)"
+ROOT_BLOCK_END = "# <<< root knobs"
+#: the column the block's comments start at, as in the hand-written part of conf/config.yaml
+_ROOT_COMMENT_COLUMN = 26
+
+
+def _readers() -> dict[str, list[str]]:
+    """Each knob -> the methods that read it, in SPEC_MODELS' order."""
+    seen: dict[str, list[str]] = {}
     for method, model in SPEC_MODELS.items():
         for name in knob_fields(model):
-            methods, text = seen.get(name, ([], knob_of(model, name).help))
-            seen[name] = ([*methods, method], text)
-    return "\n".join(f"  {name} ({', '.join(methods)}): {text}" for name, (methods, text) in seen.items())
+            seen.setdefault(name, []).append(method)
+    return seen
+
+
+def root_knobs_yaml() -> str:
+    """conf/config.yaml's block of root knobs: each one null, with the methods that read it and its choices.
+
+    Every knob the schema takes at the root is here, so ``validate recipe=... vllm_mode=server`` needs no
+    ``+``: Hydra refuses a command-line key the composed config lacks.
+    """
+    readers = _readers()
+    out = [ROOT_BLOCK_START,
+           "# Each knob null (resolved by wai.train for the chosen base), then the methods that read it; what each",
+           "# does, its range and the paper's value: docs/knobs.md or `python -m whileai run --help`.",
+           "# Knobs: wai.train's keyword arguments."]
+    for name in KNOBS:
+        out.append(_root_line(name, readers[name]))
+    out.append("# Host keys: wai.train's config= (TRAINING_HOST_KEYS).")
+    for name in HOST_KEYS:
+        out.append(_root_line(name, readers[name]))
+    return "\n".join([*out, ROOT_BLOCK_END]) + "\n"
+
+
+def _root_line(name: str, methods: list[str]) -> str:
+    meta = knob_of(SPEC_MODELS[methods[0]], name)
+    said = ", ".join(methods) if len(methods) < len(SPEC_MODELS) else "every method"
+    shapes = [_yaml_word(c) for c in meta.choices or ()] + ([meta.pattern_hint] if meta.pattern else [])
+    if shapes:
+        said += ": " + " | ".join(shapes) + (" (a list)" if meta.many else "")
+    elif meta.many:
+        said += ": a list of numbers"
+    line = f"{name}: null"
+    return line + " " * max(_ROOT_COMMENT_COLUMN - len(line), 2) + f"# {said}"
+
+
+def _yaml_word(choice: Any) -> str:
+    """A choice as a YAML file writes it (``true``, not Python's ``True``)."""
+    return str(choice).lower() if isinstance(choice, bool) else str(choice)
+
+
+def config_yaml(current: str) -> str:
+    """conf/config.yaml as ``current`` (its hand-written text) with the root-knob block regenerated.
+
+    Raises ValueError naming the marker lines when ``current`` lacks them (they say where the block goes).
+    """
+    start, end = current.find(ROOT_BLOCK_START), current.find(ROOT_BLOCK_END)
+    if start < 0 or end < start:
+        raise ValueError(f"conf/config.yaml has no generated block of root knobs: put the line {ROOT_BLOCK_START!r} "
+                         f"and, below it, {ROOT_BLOCK_END!r} where the knobs go, then run "
+                         "python -m whileai.runner.knobs_doc --write")
+    after = current.index("\n", end) + 1 if "\n" in current[end:] else len(current)
+    return current[:start] + root_knobs_yaml() + current[after:]
+
+
+def help_lines() -> str:
+    """One line per knob for ``run --help``: the name as typed on the command line (an export setting as
+    ``export.NAME``), the methods that read it, what it does."""
+    return "\n".join(f"  {'export.' if name in EXPORT_KNOBS else ''}{name} ({', '.join(methods)}): "
+                     f"{knob_of(SPEC_MODELS[methods[0]], name).help}" for name, methods in _readers().items())
 
 
 def generated_files() -> dict[Path, str]:
@@ -106,6 +176,8 @@ def generated_files() -> dict[Path, str]:
     files = {_ROOT / "docs" / "knobs.md": knobs_markdown()}
     for method in SPEC_MODELS:
         files[_ROOT / "conf" / "method" / f"{method}.yaml"] = method_yaml(method)
+    config = _ROOT / "conf" / "config.yaml"
+    files[config] = config_yaml(config.read_text())
     return files
 
 
