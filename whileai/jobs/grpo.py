@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from whileai.core.spec import GRPOSpec
 
@@ -257,7 +257,7 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
         warnings.simplefilter("ignore", UserWarning)
         trainer = GRPOTrainer(
             model=model,
-            reward_funcs=[monitor.wrap(fn) if monitor is not None and fn is proxy else fn for fn in funcs],
+            reward_funcs=cast(Any, [monitor.wrap(fn) if monitor is not None and fn is proxy else fn for fn in funcs]),
             args=args,
             train_dataset=to_hf_dataset(prompts),
             processing_class=tokenizer,

@@ -58,7 +58,8 @@ def _call_terms(want: Mapping[str, Any], got: Mapping[str, Any] | None, rule: st
     reference = reference if isinstance(reference, dict) else {}
     values = want.get("values") or {}
     optional = set(want.get("optional") or ())
-    arguments = got.get("arguments") if isinstance(got.get("arguments"), dict) else {}
+    given = got.get("arguments")
+    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
     required = (reference.keys() | values.keys()) - optional
     expected = required | (optional & arguments.keys())  # an optional argument counts where the reply gives it
     names = _jaccard(set(expected), set(arguments))
