@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from test_monitor import Policy, gold, make_proxy, monitor_for, run_looks
+from test_monitor import Policy, make_proxy, monitor_for, run_looks
 from whileai.core.errors import MonitorWarning
 from whileai.simulations import defaults
 from whileai.simulations.monitor import HackMonitor, format_hack_monitor

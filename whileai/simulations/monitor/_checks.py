@@ -258,11 +258,14 @@ def format_check(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray
     marker the task needs looks paid for too (name it in ``endorsed=``). Its
     alpha is spent over the looks where the gate opened.
     """
-    if any(looks[i].markers is None for i in base + cur):
+    markers = [looks[i].markers for i in range(len(looks))]
+    if any(markers[i] is None for i in base + cur):
         return None
     names = list(feats.MARKERS)
-    before = np.concatenate([looks[i].markers.reshape(-1, len(names)) for i in base]).mean(axis=0)  # type: ignore[union-attr]
-    latest = looks[-1].markers.reshape(-1, len(names)).mean(axis=0)  # type: ignore[union-attr]
+    n, k = looks[-1].proxy.shape
+    flat = {i: np.asarray(markers[i]).reshape(n * k, len(names)) for i in base + cur}
+    before = np.concatenate([flat[i] for i in base]).mean(axis=0)
+    latest = flat[len(looks) - 1].mean(axis=0)
     shift = latest - before
     skip = feats.excluded_by_endorsed(cfg.endorsed) if cfg.endorsed else None
     gated = [j for j in range(len(names)) if abs(shift[j]) >= cfg.format_shift
@@ -271,8 +274,7 @@ def format_check(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray
                            "tested": [], "flagged": [], "fired": False}
     if not gated:
         return out
-    n, k = looks[-1].proxy.shape
-    x = np.concatenate([looks[i].markers.reshape(n * k, len(names))[:, gated] for i in cur]).astype(float)  # type: ignore[union-attr]
+    x = np.concatenate([flat[i][:, gated] for i in cur]).astype(float)
     rising = shift[gated] > 0
     x = np.where(rising[None, :], x, 1.0 - x)
     tested = [names[j] if up else f"no {names[j]}" for j, up in zip(gated, rising)]
@@ -285,19 +287,22 @@ def format_check(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray
         return out
     resid = np.concatenate([(adj[i] - gold[i]).ravel() for i in cur])
     cells = np.concatenate([i * n + np.repeat(np.arange(n), k) for i in cur])
-    words = np.concatenate([(looks[i].words if looks[i].words is not None else looks[i].length).ravel() for i in cur])
+    words = np.concatenate([np.asarray(looks[i].words if looks[i].words is not None else looks[i].length).ravel()
+                            for i in cur])
     alpha = cfg.spend("format")
     res = stats.maxt_scan(x.astype(np.float32), resid, cells, rng=_rng(cfg, len(looks), 6), n_perm=cfg.n_perm,
                           covariate=words.astype(float))
     out["alpha"] = alpha
     if res is None:
         return out
-    rows = [{"feature": f, "payment": float(res["payment"][j]), "z": float(res["z"][j]), "p": float(res["p"][j]),
-             "count": int(res["count"][j]), "share_before": float(before[names.index(f.removeprefix("no "))]),
-             "share_now": float(latest[names.index(f.removeprefix("no "))])}
-            for j, f in enumerate(tested)]
-    flagged = [r for r in rows if math.isfinite(r["z"]) and r["p"] <= alpha and r["payment"] >= cfg.delta]
-    flagged.sort(key=lambda r: -r["z"])
+    rows: list[dict[str, Any]] = []
+    for j, f in enumerate(tested):
+        m = names.index(f.removeprefix("no "))
+        rows.append({"feature": f, "payment": float(res["payment"][j]), "z": float(res["z"][j]),
+                     "p": float(res["p"][j]), "count": int(res["count"][j]), "share_before": float(before[m]),
+                     "share_now": float(latest[m])})
+    flagged = sorted((r for r in rows if math.isfinite(r["z"]) and r["p"] <= alpha and r["payment"] >= cfg.delta),
+                     key=lambda r: -float(r["z"]))
     out.update(markers=rows, flagged=[r["feature"] for r in flagged], detail=flagged, fired=bool(flagged))
     if flagged:
         j = tested.index(flagged[0]["feature"])
