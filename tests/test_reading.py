@@ -336,3 +336,9 @@ def test_the_closing_summary_ends_quietly_on_a_closed_pipe():
         emit(summary({"status": "done", "exit_code": 0}), as_json=False, stream=stream)  # no BrokenPipeError
         stream.write("x" * 100_000)
         stream.flush()  # the descriptor now leads to /dev/null
+
+
+def test_a_run_that_judged_nothing_says_so_instead_of_dashes():
+    [held] = [line for line in _closing_lines(before=None, after=None) if line.startswith("held-out")]
+    assert held == ("held-out   pass_rate not measured: no held-out prompt was judged (the warning before training "
+                    "names why)")

@@ -106,8 +106,12 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
         else:
             cost = str(((run.training or {}).get("cost_basis") if run is not None else None) or basis or "not priced")
         held = closing["held_out"]
+        if held["before"] is None and held["after"] is None:  # rows that gave nothing to judge, not "- -> -"
+            figure = "not measured: no held-out prompt was judged (the warning before training names why)"
+        else:
+            figure = judged_text(held["before"], held["after"], held.get("stats"))
         lines += [
-            f"held-out   {held['metric']} {judged_text(held['before'], held['after'], held.get('stats'))}",
+            f"held-out   {held['metric']} {figure}",
             *([f"delta      {closing['verdict']}"] if closing.get("verdict") else []),  # only when dataset.after asked
             f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get('kind') or a) for a in alarms) if alarms else ""),
             *_armed_lines(outcome.get("armed")),
