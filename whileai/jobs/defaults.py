@@ -69,6 +69,18 @@ DPO_EXO_EPSILON = 1e-3
 #: flush its points before torchrun SIGKILLs it (torchrun's own close waits 30 s).
 RANK_TERM_GRACE_S = 30
 
+#: A rank sent SIGTERM (by torchrun, or by the kernel when its launcher dies: ``PR_SET_PDEATHSIG``)
+#: has this long to flush its points and save before it SIGKILLs itself: after a launcher's death
+#: nobody else is left to end it. A flush of the points buffered since the last background send (every
+#: second) takes well under a second on loopback; 20 s covers a loaded machine and a collective that
+#: must first fail on the peer that left, and is under torchrun's own 30 s (RANK_TERM_GRACE_S).
+RANK_ORPHAN_GRACE_S = 20.0
+
+#: Seconds a rank sent SIGTERM watches its launcher to tell its death from its request: a dying
+#: launcher's first thread to end sends the kernel's signal while the process is still the rank's
+#: parent, and its other threads end within milliseconds (a quarter second covers a loaded machine).
+RANK_LAUNCHER_CHECK_S = 0.25
+
 #: The prefix other ranks' lines carry in the worker log (rank 0 writes bare lines, as one process does).
 RANK_LOG_PREFIX = "[rank {rank}] "
 

@@ -18,6 +18,7 @@ import io
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 from whileai.core import defaults as core_defaults
@@ -25,7 +26,11 @@ from whileai.core.launch import WORKER_MODULE, launch_command, machine_problems
 from whileai.jobs import defaults as job_defaults
 
 __all__ = ["launch_command", "World", "world", "machine_problems", "split_batch", "prefix_output",
-           "end_with_parent", "slurm_submit", "WORKER_MODULE"]
+           "end_with_parent", "launcher_gone", "kill_after", "mark_rank", "rank_records", "slurm_submit",
+           "WORKER_MODULE"]
+
+#: the pid of this rank's launcher, read when the rank tied itself to it (None before, and outside torchrun)
+_LAUNCHER: int | None = None
 
 @dataclass(frozen=True)
 class World:
@@ -97,23 +102,99 @@ def prefix_output(rank: int) -> None:
 
 
 def end_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its launcher dies (``PR_SET_PDEATHSIG``), so no rank outlives it.
+    """Ask Linux to send this process SIGTERM when its launcher dies (``PR_SET_PDEATHSIG``), so no rank outlives it.
 
-    torchrun starts each rank in a session of its own, out of reach of a signal to the
-    launcher's group; this ties them back. Elsewhere than Linux it does nothing.
+    torchrun starts each rank in a session of its own, out of reach of a signal to the launcher's
+    group; this ties them back. SIGTERM, not SIGKILL: the rank's handler sees :func:`launcher_gone`,
+    arms :func:`kill_after` (RANK_ORPHAN_GRACE_S) and ends the job body, so rank 0 still flushes its
+    points and every rank records how it ended (:func:`mark_rank`). Call it after the SIGTERM handler
+    is installed: a launcher already gone sends the signal at once. Elsewhere than Linux it does nothing.
     """
+    global _LAUNCHER
     if not sys.platform.startswith("linux"):
         return
     import ctypes
     import signal
 
+    _LAUNCHER = os.getppid()
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
+        libc.prctl(1, int(signal.SIGTERM))  # 1 = PR_SET_PDEATHSIG
     except OSError:
         return
-    if os.getppid() == 1:  # the launcher died before the request took hold
-        os._exit(1)
+    if os.getppid() != _LAUNCHER or _LAUNCHER == 1:  # the launcher died before the request took hold
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def launcher_gone(wait: float = 0.0) -> bool:
+    """Whether the launcher this rank was tied to (:func:`end_with_parent`) has died or is dying, watching it up to
+    ``wait`` seconds: the kernel's signal can come while the dying launcher is still this rank's parent (it is sent
+    when the thread that started the rank ends, before the launcher's last thread has)."""
+    import time
+
+    if _LAUNCHER is None:
+        return False
+    deadline = time.monotonic() + wait
+    while True:
+        if os.getppid() != _LAUNCHER or _LAUNCHER == 1:
+            return True
+        try:
+            state = Path(f"/proc/{_LAUNCHER}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+def kill_after(seconds: float) -> None:
+    """SIGKILL this process ``seconds`` from now, from a daemon thread: the end of an orphaned rank's grace."""
+    import signal
+    import threading
+    import time
+
+    def end() -> None:
+        time.sleep(seconds)
+        print(f"ended: the {seconds:g} s a rank has after its launcher's death (RANK_ORPHAN_GRACE_S) ran out",
+              file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=end, name="whileai-rank-grace", daemon=True).start()
+
+
+def mark_rank(folder: Path, rank: int, **fields: Any) -> None:
+    """Add ``fields`` to rank ``rank``'s record in ``folder`` (``rank-<N>.json``, replaced whole, never torn).
+
+    Each rank writes one when it starts (its pid) and when it ends (how, whether its launcher still ran,
+    rank 0's last logged step): a rank that started and never wrote its end was killed without a word, which
+    is how the platform names it when the launcher died before it could (:func:`rank_records`).
+    """
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / f"rank-{rank}.json"
+    record = rank_records(folder).get(rank, {})
+    record.update(fields, rank=rank)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(record, default=str))
+    os.replace(temporary, path)
+
+
+def rank_records(folder: Path) -> dict[int, dict[str, Any]]:
+    """Every rank's record in ``folder``, by rank (:func:`mark_rank`); empty where there is none."""
+    import json
+
+    found: dict[int, dict[str, Any]] = {}
+    for path in sorted(folder.glob("rank-*.json")) if folder.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("rank"), int):
+            found[record["rank"]] = record
+    return found
 
 
 def slurm_submit(job_id: str, *, processes: int, nodes: int, executor: Any, port: int | None = None) -> Any:

@@ -10,7 +10,11 @@ job settled as hung): the process exits at once.
 Under torchrun (``processes`` or ``nodes`` past one) every rank runs this module: rank 0
 does all of the above; the others train their share, write nothing to the run, and prefix
 their log lines with their rank. A rank ended by torchrun after another failed leaves the
-report to the launcher's summary, which names the failed rank.
+report to the launcher's summary, which names the failed rank. A rank whose launcher died
+gets SIGTERM (``end_with_parent``) and RANK_ORPHAN_GRACE_S to end the job body, rank 0
+flushing its points, before it SIGKILLs itself; each rank records when it started and how it
+ended (``mark_rank``), so the platform names a rank killed without a word even when the
+launcher died before it could.
 """
 
 from __future__ import annotations
@@ -72,7 +76,47 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 
 
 def _on_sigterm_rank(_signum: int, _frame: Any) -> None:
+    """A rank asked to end: by torchrun (another rank failed, or a stop), or by the kernel on the launcher's death.
+
+    Once only: the signal may come twice (the launcher's spawning thread and its last thread each end), and a second
+    RankEnded raised inside the flush would lose the points being sent. The rank SIGKILLs itself after
+    RANK_ORPHAN_GRACE_S either way: a dead launcher cannot, and a live one's own grace is longer.
+    """
+    from whileai.jobs import defaults as job_defaults
+    from whileai.jobs.distributed import launcher_gone
+
+    _ending()
+    if launcher_gone(wait=job_defaults.RANK_LAUNCHER_CHECK_S):
+        raise RankEnded("its launcher (torchrun) ended: this rank saves what it has and ends")
     raise RankEnded("ended by the launcher: another rank of the job failed, or the launcher was stopped")
+
+
+_ENDING = threading.Event()
+
+
+def _ending() -> None:
+    """A rank on its way out: a later SIGTERM is ignored (raised inside the flush, it would lose the points being
+    sent), and the rank SIGKILLs itself after RANK_ORPHAN_GRACE_S should the way out hang."""
+    from whileai.jobs import defaults as job_defaults
+    from whileai.jobs.distributed import kill_after
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if not _ENDING.is_set():
+        _ENDING.set()
+        kill_after(job_defaults.RANK_ORPHAN_GRACE_S)
+
+
+def _ended(folder: Path, rank: int, how: str, run: Any = None) -> None:
+    """Record how this rank ended (``mark_rank``), and whether its launcher still ran; never raises."""
+    from whileai.jobs.distributed import launcher_gone, mark_rank
+
+    fields: dict[str, Any] = {"ended": time.time(), "how": how, "launcher_alive": not launcher_gone()}
+    if run is not None:
+        fields["step"] = getattr(run, "step", None)
+    try:
+        mark_rank(folder, rank, **fields)
+    except Exception as exc:  # the record helps name a cause; the job's end does not wait on it
+        print(f"could not record rank {rank}'s end: {exc}", file=sys.stderr, flush=True)
 
 
 def _other_rank(client: Any, job: dict[str, Any], rank: int) -> int:
@@ -85,17 +129,22 @@ def _other_rank(client: Any, job: dict[str, Any], rank: int) -> int:
     from whileai.jobs.body import OtherRankRun, job_spec, run_job
     from whileai.platform.launcher.jobs import adapter_dir, checkpoint_dir, job_dir
 
+    ranks = job_dir(job["id"]) / "ranks"
     try:
         spec = job_spec(job["spec"] or {})
         rows = client.request("GET", f"/datasets/{spec.dataset}/rows")["rows"]
         holdout = client.request("GET", f"/datasets/{spec.holdout}/rows")["rows"] if spec.holdout else None
         run_job(spec, rows, holdout, OtherRankRun(job["run_id"]), adapter_dir(job["run_id"]),
                 job_dir(job["id"]) / f"rank-{rank}", checkpoints=checkpoint_dir(job["run_id"]))
-    except RankEnded:
+    except RankEnded as exc:
+        _ended(ranks, rank, f"ended: {exc}")
         return 143
     except BaseException as exc:  # noqa: BLE001 - its traceback is its report; torchrun names the rank
+        _ending()
         print(error_text(exc), file=sys.stderr, flush=True)
+        _ended(ranks, rank, f"failed: {type(exc).__name__}: {exc}")
         return 1
+    _ended(ranks, rank, "done")
     print(f"whileai job {job['id']}: rank {rank} done", flush=True)
     return 0
 
@@ -112,15 +161,26 @@ def main(argv: list[str] | None = None) -> int:
     from whileai.jobs.distributed import end_with_parent, prefix_output, world
 
     place = world()
-    if place.size > 1:  # a rank under torchrun: ends with its launcher, and its lines carry its rank
-        end_with_parent()
-        prefix_output(place.rank)
     signal.signal(signal.SIGTERM, _on_sigterm if place.size == 1 else _on_sigterm_rank)
+    if place.size > 1:  # a rank under torchrun: ends with its launcher, and its lines carry its rank
+        prefix_output(place.rank)
     payload = os.environ.get("WHILEAI_JOB_PAYLOAD")
     if payload:  # a rank of a Modal job: everything it needs is in the payload file (whileai.jobs.modal_app)
         from whileai.jobs.modal_app import payload_rank
 
+        if place.size > 1:
+            end_with_parent()
         return payload_rank(Path(payload))
+    ranks = job_dir(job_id) / "ranks"
+    if place.size > 1:
+        from whileai.jobs.distributed import mark_rank
+
+        mark_rank(ranks, place.rank, pid=os.getpid(), started=time.time(), launcher=os.getppid())
+        try:
+            end_with_parent()
+        except RankEnded as exc:  # the launcher was gone before this rank could tie itself to it
+            _ended(ranks, place.rank, f"ended: {exc}")
+            return 143
     client = job_client()
     job = client.request("GET", f"/jobs/{job_id}")
     if not place.first:
@@ -141,16 +201,25 @@ def main(argv: list[str] | None = None) -> int:
 
         run_job(spec, rows, holdout, run, adapter_dir(run.id), job_dir(job_id), checkpoints=checkpoint_dir(run.id),
                 logged=logged)
-    except RankEnded:
-        # another rank failed and torchrun is ending this one: keep what was logged and leave the report to
-        # the launcher, whose summary names the failed rank (the platform reads it from the job's log)
-        print(f"whileai job {job_id}: rank 0 ended by the launcher (another rank failed)", flush=True)
+    except RankEnded as exc:
+        # another rank failed and torchrun is ending this one, or the launcher died: keep what was logged (the
+        # flush below) and leave the report to the launcher's summary, or to the platform reading the ranks'
+        # records (``mark_rank``) where the launcher could not write one
+        print(f"whileai job {job_id}: rank 0 {exc}", flush=True)
+        beat.stop()
+        run.flush()
+        _ended(ranks, 0, f"ended: {exc}", run)
         return 143
     except BaseException as exc:  # noqa: BLE001 - every way out is reported, then the process ends
+        if place.size > 1:
+            _ending()
         if place.size > 1 and not isinstance(exc, KeyboardInterrupt):
             # a job of several ranks is reported by its launcher: its summary names the rank that failed first (a
             # peer's death reaches rank 0 as a collective's error, which is not the cause); the platform reads it
             print(error_text(exc), file=sys.stderr, flush=True)
+            beat.stop()
+            run.flush()
+            _ended(ranks, 0, f"failed: {type(exc).__name__}: {exc}", run)
             return 1
         status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
         error = error_text(exc)
@@ -164,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         client.request("POST", f"/jobs/{job_id}/end", json={"status": status, "error": error})
     except Exception as exc:  # the platform settles the job when it next reads it
         print(f"could not report the job's end: {exc}", file=sys.stderr, flush=True)
+    if place.size > 1:
+        _ended(ranks, 0, status, run)
     print(f"whileai job {job_id}: {status}", flush=True)
     return 0 if status == "done" else 1
 

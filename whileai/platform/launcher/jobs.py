@@ -68,6 +68,7 @@ __all__ = [
     "local_commands",
     "job_processes",
     "rank_failure",
+    "silent_rank",
     "JOB_ID_ENV",
     "FINISHED",
     "STOP_MARK",
@@ -451,6 +452,38 @@ def rank_failure(job_id: str) -> str | None:
             f"\n(the job's log: {job_log(job_id)})")
 
 
+def silent_rank(job_id: str) -> str | None:
+    """The error of a multi-process job one of whose ranks was killed without a word while its launcher still ran
+    (the launcher then died before its summary could name it), from the ranks' records (``mark_rank``); else None.
+    """
+    from whileai.jobs.distributed import rank_records
+
+    records = rank_records(job_dir(job_id) / "ranks")
+    for rank, record in sorted(records.items()):
+        if "ended" not in record:
+            return (f"rank {rank} of the job (pid {record.get('pid')}) ended without reporting: it was killed (e.g. "
+                    "SIGKILL, or the out-of-memory killer) before its launcher could name it; the launcher then "
+                    f"ended too, and the other ranks saved what they had.{_log_tail(job_id)}")
+    for rank, record in sorted(records.items(), key=lambda item: item[1].get("ended") or 0):
+        if str(record.get("how", "")).startswith("failed") and record.get("launcher_alive"):
+            return f"rank {rank} of the job {record['how']}{_log_tail(job_id)}"
+    return None
+
+
+def _ranks_after(job_id: str) -> str:
+    """What a dead launcher's ranks did after it: each was sent SIGTERM and ended on its own."""
+    from whileai.jobs.distributed import rank_records
+
+    records = rank_records(job_dir(job_id) / "ranks")
+    orphans = sorted(rank for rank, record in records.items() if record.get("launcher_alive") is False)
+    if not orphans:
+        return ""
+    step = records.get(0, {}).get("step")
+    saved = f" (rank 0's last logged step, {step}, was flushed)" if 0 in orphans and step is not None else ""
+    return (f" Its launcher ended first: rank{'s' if len(orphans) > 1 else ''} {', '.join(map(str, orphans))} "
+            f"were sent SIGTERM and ended on their own{saved}.")
+
+
 def reconcile(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
     """The job as it stands now: a job whose worker is gone, hung or finished remotely is settled first."""
     if job["status"] in FINISHED:
@@ -480,14 +513,17 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
     same_host = spec.get("host") in (None, socket.gethostname())
     alive = _pid_alive(job.get("pid"), job["id"]) if same_host else None
     if alive is False:
-        failed = rank_failure(job["id"])
+        if not stale and job_processes(job["id"]):
+            return job  # its launcher is gone and its ranks are still saving (RANK_ORPHAN_GRACE_S): settled after
+        failed = rank_failure(job["id"]) or silent_rank(job["id"])
         if failed:
             return _settle_dead(store, account_id, job, failed)
         # nothing reported and no rank named by torchrun: the launcher itself is gone (killed with SIGKILL, by the
         # out-of-memory killer, or with its machine); the run reads crashed, which says no error was ever recorded
         return _settle_dead(store, account_id, job, (
             f"the job process (pid {job.get('pid')}) ended without reporting: it was killed (e.g. SIGKILL, or the "
-            "out-of-memory killer) or crashed before it could record an error." + _log_tail(job["id"])
+            "out-of-memory killer) or crashed before it could record an error." + _ranks_after(job["id"])
+            + _log_tail(job["id"])
         ), status="crashed")
     if stale:
         how = "its process is gone" if alive is None else "its process still exists but is hung; it was stopped"
