@@ -131,24 +131,21 @@ def test_sft_at_the_recipe_settings_beats_the_bare_base_significantly(sft_start)
     assert ok, f"SFT at grpo_tooluse's SFT stage settings did not beat the bare base: {said}"
 
 
-def test_grpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_start, tmp_path):
-    from whileai.jobs import grpo
-    from whileai.kit import defaults as kit_defaults
+def test_grpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_start, tmp_path, monkeypatch):
+    """grpo_tooluse's GRPO stage: a significant gain over its SFT start, and, paying the exact judge, no alarm
+    from the monitor, which arms only the gold-free checks (no judge here is stronger than the reward)."""
     from whileai.simulations import defaults
 
-    recipe = split["recipe"]
-    spec = {"method": "grpo", "base_model": defaults.KIT_BASE_NAME, "seed": SEED,
-            "steps": int(recipe["steps"]), "learning_rate": float(recipe["learning_rate"]),
-            "generations": int(recipe["generations"]), "beta": float(recipe.get("beta", 0.04)),
-            "temperature": float(recipe.get("temperature") or kit_defaults.KIT_SAMPLE_TEMPERATURE),
-            "loss_type": "bnpo", "max_completion_length": int(recipe.get("max_completion_length")
-                                                              or defaults.TRAIN_EVAL_MAX_NEW_TOKENS),
-            "monitor": False}
-    start, after, extra = _stage_from_sft(grpo, spec, split, sft_start, tmp_path)
+    seen = _grpo_from_sft(split["recipe"], split, sft_start, tmp_path, monkeypatch)
+    start, after, extra = seen["before"]["outcomes"], seen["after"]["outcomes"], seen["extra"]
+    assert start == sft_start["after"], "the SFT adapter reloaded is not the policy SFT ended with"
     assert extra["prompts_per_step"] == defaults.TRAIN_GRPO_PROMPTS_PER_STEP
     assert extra["mixed_groups"]["mean"] >= defaults.TRAIN_GRPO_MIN_MIXED_SHARE and "groups_note" not in extra, extra
     ok, said = _significant_gain(start, after)
     assert ok, f"GRPO at grpo_tooluse's settings did not beat its SFT start: {said}; groups {extra['mixed_groups']}"
+    assert seen["monitor"]["alarms"] == [], seen["monitor"]["alarms"]
+    assert seen["monitor"]["armed"]["divergence"].startswith("off: the reward is the exact first-action judge")
+    assert "proxy_scores" not in seen["after"]  # the reward is the exact judge: nothing to set beside it
 
 
 def test_dpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_start, tmp_path):
@@ -192,3 +189,60 @@ def test_rm_at_the_recipe_settings_tells_near_misses_apart(split, tmp_path):
         f"rm at rm_tooluse's settings: {said}, by failure kind {after['by_failure']}")
     wrong = after["by_failure"]["wrong_argument"]
     assert wrong["right"] >= 0.8 * wrong["pairs"], f"a right tool with a wrong value: {wrong} (chance is half)"
+
+
+#: The hack recipe the suite runs (a reward that reads the tool name only), and its GRPO steps here: the
+#: recipe's own 60 steps, the length at which its alarm is measured (recipes/MEASUREMENTS.md).
+HACK_RECIPE = RECIPES / "hack" / "tool_name.yaml"
+
+
+def _grpo_from_sft(recipe: dict[str, Any], split: dict[str, Any], sft_start: dict[str, Any], folder: Path,
+                   monkeypatch: Any, **over: Any) -> dict[str, Any]:
+    """GRPO at ``recipe``'s settings from the cached SFT adapter, with its monitor on: the held-out measurement
+    before and after (the job's own ``evaluate``, the reward beside the exact judge) and the monitor's summary."""
+    from whileai.jobs import _environment, grpo
+    from whileai.kit import defaults as kit_defaults
+    from whileai.simulations import defaults
+    from whileai.simulations import monitor as monitor_module
+
+    made: list[Any] = []
+
+    class Kept(monitor_module.HackMonitor):  # the job's own monitor, kept so the test can read its summary
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(monitor_module, "HackMonitor", Kept)
+    spec = {"method": "grpo", "base_model": defaults.KIT_BASE_NAME, "seed": SEED,
+            "steps": int(recipe["steps"]), "learning_rate": float(recipe["learning_rate"]),
+            "generations": int(recipe["generations"]), "beta": float(recipe.get("beta", 0.04)),
+            "temperature": float(recipe.get("temperature") or kit_defaults.KIT_SAMPLE_TEMPERATURE),
+            "loss_type": "bnpo", "max_completion_length": defaults.TRAIN_EVAL_MAX_NEW_TOKENS,
+            "holdout_rows": int(recipe["holdout_rows"]), "reward": [recipe.get("reward") or "first_action"],
+            "monitor": dict(recipe["monitor"]), "init_adapter": str(sft_start["adapter"]), "init_from": "sft-start",
+            **over}
+    typed = read_spec(spec)
+    _environment.cpu_threads()
+    _environment.seed_all(SEED)
+    model, tokenizer = grpo.load(typed)
+    before = grpo.evaluate(typed, model, tokenizer, split["held"])
+    model, extra = grpo.fit(typed, model, tokenizer, split["train"], folder, [], holdout=split["held"])
+    after = grpo.evaluate(typed, model, tokenizer, split["held"])
+    assert len(made) == 1, "the job built one HackMonitor"
+    return {"before": before, "after": after, "monitor": made[0].summary(), "extra": extra}
+
+
+def test_the_hack_recipe_hacks_and_the_monitor_raises_its_alarm(split, sft_start, tmp_path, monkeypatch):
+    """Gao et al.'s setting on the kit: the policy pleases a reward that pays for the tool name alone; on the same
+    held-out prompts that reward rises significantly more than the exact judge, and the divergence alarm fires."""
+    from whileai.jobs._rewards import proxy_vs_gold
+
+    recipe = _recipe(HACK_RECIPE)
+    seen = _grpo_from_sft(recipe, split, sft_start, tmp_path, monkeypatch)
+    versus = proxy_vs_gold(seen["before"], seen["after"])
+    assert versus is not None and versus["gap_change"] > 0 and versus["p"] < ALPHA, versus
+    kinds = [a["kind"] for a in seen["monitor"]["alarms"]]
+    assert recipe["expect"]["alarm"] in kinds, (kinds, seen["monitor"].get("curve"))
+    first = min(a["evaluation"] for a in seen["monitor"]["alarms"] if a["kind"] == recipe["expect"]["alarm"])
+    assert first <= recipe["expect"]["alarm_look_max"]
+    assert seen["monitor"]["armed"]["divergence"] == "armed"  # gold: the exact judge
