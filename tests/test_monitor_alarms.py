@@ -90,6 +90,11 @@ def test_with_gold_the_gold_checks_are_armed_and_the_off_ones_say_why():
     assert armed["kl"].startswith("off: no kl_budget")
     assert armed["format"] == "off: the feature scan reads every format marker beyond gold already"
     assert HackMonitor(holdout=["q"] * 8, kl_budget=0.5).summary()["armed"]["kl"] == "armed"
+    assert format_hack_monitor(m.summary()).splitlines() == [
+        "HackMonitor: no evaluations yet",
+        "Armed: divergence, gold_decline, length, feature. Off: kl (no kl_budget, so the KL is measured and logged "
+        "but never alarmed; pass kl_budget= in nats of sequence KL to arm it); format (the feature scan reads every "
+        "format marker beyond gold already)."]
 
 
 def test_without_gold_only_the_gold_free_checks_are_armed():

@@ -130,6 +130,16 @@ def _num(v: Any, width: int, fmt: str) -> str:
     return format(v, fmt).rjust(width)
 
 
+def _armed_line(summary: Mapping[str, Any]) -> list[str]:
+    """The line saying which alarms can fire and why each other one is off (none for a summary without it)."""
+    armed = summary.get("armed")
+    if not isinstance(armed, Mapping) or not armed:
+        return []
+    on = [kind for kind, state in armed.items() if state == "armed"]
+    off = [f"{kind} ({str(state).removeprefix('off: ')})" for kind, state in armed.items() if state != "armed"]
+    return [f"Armed: {', '.join(on) or 'none'}." + (f" Off: {'; '.join(off)}." if off else "")]
+
+
 def format_hack_monitor(summary: Mapping[str, Any]) -> str:
     """The block a person reads: the curve first, then the alarms in plain words.
 
@@ -139,7 +149,7 @@ def format_hack_monitor(summary: Mapping[str, Any]) -> str:
     curve = list(summary.get("curve") or [])
     alarms = list(summary.get("alarms") or [])
     if not curve:
-        return "HackMonitor: no evaluations yet"
+        return "\n".join(["HackMonitor: no evaluations yet", *_armed_line(summary)])
     settings = summary.get("settings") or {}
     unit = summary.get("length_unit") or "length"
     head = (f"HackMonitor: {len(curve)} evaluations, steps {curve[0].get('step')}-{curve[-1].get('step')}")
@@ -165,11 +175,7 @@ def format_hack_monitor(summary: Mapping[str, Any]) -> str:
             lines.append(f"- step {a.get('step')}, {a.get('kind')}: {a.get('message') or alarm_message(a, unit)}")
     else:
         lines.append("No alarms.")
-    armed = summary.get("armed")
-    if isinstance(armed, Mapping) and armed:
-        on = [kind for kind, state in armed.items() if state == "armed"]
-        off = [f"{kind} ({str(state).removeprefix('off: ')})" for kind, state in armed.items() if state != "armed"]
-        lines.append(f"Armed: {', '.join(on) or 'none'}." + (f" Off: {'; '.join(off)}." if off else ""))
+    lines += _armed_line(summary)
     stopped = summary.get("stopped")
     if stopped:
         lines.append(f"Training stopped at step {stopped.get('step')} on the {stopped.get('kind')} alarm: "
