@@ -82,9 +82,8 @@ class _HackMonitor:
     feature scan) are off and the format-marker check runs instead.
     ``disarm`` turns checks off by kind, each with the reason the summary
     shows (``{"divergence": "the reward is already the strictest judge"}``).
-    ``sample(model,
-    tokenizer, prompts, n=, max_new_tokens=) -> list[list[str]]`` replaces the
-    default sampler (chat template + ``model.generate``, steered by
+    ``sample(model, tokenizer, prompts, n=, max_new_tokens=) -> list[list[str]]``
+    replaces the default sampler (chat template + ``model.generate``, steered by
     ``sampling``: temperature, top_p, top_k, batch). ``endorsed`` names formats
     the trainer means to teach (a marker such as ``"think"`` or any literal
     text); ``stop_on`` the alarm kinds (or ``"any"``) that stop training when
