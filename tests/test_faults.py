@@ -124,6 +124,27 @@ def test_a_resume_killed_before_its_job_exists_leaves_the_run_as_it_was(backend,
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_two_resumes_of_one_run_never_start_two_jobs(backend, home, pg_database):
+    """The run turns running with its job now, so a second resume asked while the first's job is starting is
+    refused (it found the run still stopped, and would have started a second worker)."""
+    from whileai.platform.store.values import InvalidError
+
+    store = Store(_url(backend, home, pg_database))
+    acct, _key = store.create_account("a")
+    run_id = _stopped_run_with_a_checkpoint(store, acct)
+    store.reopen_run(acct, run_id, {"resumed": {"n": 1}})
+    with pytest.raises(InvalidError, match="is being resumed already"):
+        store.reopen_run(acct, run_id, {"resumed": {"n": 2}})
+    assert store.get_run(acct, run_id, series=False)["status"] == "stopped"
+    store.create_job(acct, run_id=run_id, kind="sft", target="local")
+    run = store.get_run(acct, run_id, series=False)
+    assert run["status"] == "running" and run["summary"]["resumed"] == {"n": 1} and run["error"] is None
+    with pytest.raises(InvalidError, match="is running"):
+        store.reopen_run(acct, run_id, {"resumed": {"n": 3}})
+    store.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_running_run_whose_jobs_all_ended_is_settled_crashed(backend, home, pg_database):
     """What such a crash left before: a ``running`` run, every job finished, silent past RUN_STALE_S. It read
     ``running`` for good, ``resume`` answered 409 "still running" and ``stop`` said "it had no job"; it reads

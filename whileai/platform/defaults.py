@@ -155,9 +155,12 @@ RUN_STALE_ENV = "WHILEAI_RUN_STALE_S"
 
 #: How long a resume's request to run a run again waits for the run's new job
 #: (store ``reopen_run`` -> ``create_job``). The two happen within one request,
-#: a fraction of a second apart; a request older than this was left by a process
-#: that ended between them, and is dropped so that no later job revives the run.
-RUN_REOPEN_TTL_S = 120.0
+#: a fraction of a second apart (two store lock waits at most, SQLITE_BUSY_TIMEOUT_S);
+#: a request older than this was left by a process that ended between them, and
+#: is dropped so that no later job revives the run. While one is fresh and its
+#: process lives, a second resume of the run is refused, so two resumes never
+#: start two jobs.
+RUN_REOPEN_TTL_S = 60.0
 
 #: A server registers on its store and beats this often (a ``server:`` row of
 #: ``settings``), so that an upgrade can tell a live server of an older revision

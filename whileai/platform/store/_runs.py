@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import time
 from typing import Any
 
@@ -411,8 +412,13 @@ def reopen_run(store: Any, account_id: str, run_id: str, summary: dict[str, Any]
     def work(s: Session) -> dict[str, Any]:
         r = store._run(s, account_id, run_id, lock=True)
         _check_reopenable(r)
-        value = canonical_json({"at": time.time(), "summary": summary})
+        now = time.time()
+        value = canonical_json({"at": now, "summary": summary, "host": socket.gethostname(), "pid": os.getpid()})
         row = s.get(Setting, RUN_REOPEN_PREFIX + r.id)
+        if row is not None and _resume_starting(loads(row.value), now):
+            left = defaults.RUN_REOPEN_TTL_S - (now - float(loads(row.value).get("at") or 0))
+            raise InvalidError(f"{run_id} is being resumed already (its new job is starting); see the run, or "
+                               f"resume again in {left:.0f} s (RUN_REOPEN_TTL_S) if no job appears")
         if row is None:
             s.add(Setting(key=RUN_REOPEN_PREFIX + r.id, value=value))
         else:
@@ -423,6 +429,16 @@ def reopen_run(store: Any, account_id: str, run_id: str, summary: dict[str, Any]
     record = store._tx(work)
     fault_point("after_reopen")
     return record
+
+
+def _resume_starting(asked: Any, now: float) -> bool:
+    """Whether a kept resume request is still starting its job: fresh (RUN_REOPEN_TTL_S), and made by a process
+    that lives (where it ran on this host; one that died there left it for good)."""
+    from whileai.platform.store._servers import _alive
+
+    if not isinstance(asked, dict) or now - float(asked.get("at") or 0) > defaults.RUN_REOPEN_TTL_S:
+        return False
+    return asked.get("host") != socket.gethostname() or _alive(asked.get("pid"))
 
 
 def _check_reopenable(r: Run) -> None:
