@@ -9,6 +9,7 @@ and no data are loaded.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 
@@ -35,6 +36,9 @@ def _value(draw, method: str, name: str):
     if meta.choices is not None:
         return draw(st.sampled_from(meta.choices))
     lo, hi = meta.range
+    if meta.many:  # a list of numbers (reward_weights)
+        return draw(st.lists(st.floats(min_value=lo, max_value=hi, allow_nan=False, allow_infinity=False),
+                             min_size=1, max_size=3))
     if isinstance(lo, int) and isinstance(hi, int) and SPEC_MODELS[method].model_fields[name].annotation in (int, int | None):
         return draw(st.integers(min_value=lo, max_value=min(hi, lo + 64)))
     low = lo * 1.001 if meta.open_low else lo
@@ -42,19 +46,40 @@ def _value(draw, method: str, name: str):
                 .filter(lambda x: x != 0.0 or not meta.open_low))
 
 
+def _pattern_only(method: str, name: str) -> bool:
+    meta = knob_of(SPEC_MODELS[method], name)
+    return meta.choices is None and meta.range is None
+
+
+def _typed(value) -> str:
+    """A drawn value as the command line writes it."""
+    if isinstance(value, list):
+        return "[" + ",".join(_typed(v) for v in value) + "]"
+    return repr(value) if isinstance(value, float) else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@functools.cache
+def _committed(recipe: str) -> dict:
+    """The recipe as committed, composed once: the draw reads its stages and which keys it sets."""
+    return compose([f"recipe={recipe}"])[0]
+
+
 @st.composite
 def _overrides(draw):
     recipe = draw(st.sampled_from(RECIPES))
-    plain, _ = compose([f"recipe={recipe}"])
+    plain = _committed(recipe)
     out = [f"recipe={recipe}"]
     nodes = [("", plain["method"])] + [(f"stages.{k}.", v["method"]) for k, v in (plain.get("stages") or {}).items()]
     for prefix, method in nodes:
-        names = [n for n in knob_fields(SPEC_MODELS[method]) if n in (*KNOBS, *HOST_KEYS) and n != "min_mixed_tasks"]
+        # a knob whose value is only a pattern (reward_model: a run id or stages.NAME) names something that must
+        # exist; the recipes' own tests give those
+        names = [n for n in knob_fields(SPEC_MODELS[method]) if n in (*KNOBS, *HOST_KEYS) and n != "min_mixed_tasks"
+                 and not _pattern_only(method, n)]
         for name in draw(st.lists(st.sampled_from(names), max_size=4, unique=True)):
             if method == "rm" and name == "near_misses":
                 continue  # needs reward_span=first_action: a cross-knob rule, refused on its own
             value = _value(draw, method, name)
-            text = repr(value) if isinstance(value, float) else str(value).lower() if isinstance(value, bool) else value
+            text = _typed(value)
             node = (plain.get("stages") or {}).get(prefix[len("stages."):-1]) if prefix else plain
             sign = "" if (node or {}).get(name, "absent") != "absent" else "+"
             out.append(f"{sign}{prefix}{name}={text}")
@@ -104,12 +129,19 @@ def _check_validate_equals_what_runs(overrides: list[str]) -> None:
                 continue
             if knob == "epochs" and shown[knob] is None:
                 continue  # steps decide; TRL's max_steps wins over num_train_epochs
+            if knob == "batch_size":
+                # the effective batch: TRL's per-device batch, accumulated over its steps, on every process
+                # (batch_per_device below the share trains it in micro-batches)
+                value = trl_config.per_device_train_batch_size * trl_config.gradient_accumulation_steps * (
+                    result.spec.world_size)
+                cap = shown.get("batch_per_device")
+                assert cap is None or trl_config.per_device_train_batch_size <= cap, (overrides, stage.name, cap)
             assert value == shown[knob], (overrides, stage.name, knob, shown[knob], value)
         for knob, peft_name in LORA_NAMES.items():
             assert getattr(lora, peft_name) == shown[knob], (overrides, stage.name, knob)
 
 
-@settings(max_examples=int(os.environ.get("WHILEAI_PROPERTY_EXAMPLES", "15")), deadline=None,
+@settings(max_examples=int(os.environ.get("WHILEAI_PROPERTY_EXAMPLES", "60")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(_overrides())
 def test_what_validate_prints_is_what_trl_and_peft_get(overrides):
@@ -122,15 +154,15 @@ def test_each_recipe_as_committed(recipe):
 
 
 def test_a_reward_model_stage_s_lora_rank_is_its_own():
-    """``+stages.gold.lora_rank=4``: the rm stage continues nothing and nothing continues it, so the SFT stage keeps
+    """``+stages.proxy.lora_rank=4``: the rm stage continues nothing and nothing continues it, so the SFT stage keeps
     its own rank (the kit recipe's) and GRPO inherits the SFT stage's; validate once printed 4 for both."""
     from whileai.simulations import defaults
 
-    overrides = ["recipe=grpo_tooluse", "+stages.gold.lora_rank=4"]
+    overrides = ["recipe=hack/rm_proxy", "+stages.proxy.lora_rank=4"]  # an rm stage, then SFT, then GRPO
     plain, problems = compose(overrides)
     assert problems == []
     filled, notes = effective(plain)
-    assert filled["stages"]["gold"]["lora_rank"] == 4
+    assert filled["stages"]["proxy"]["lora_rank"] == 4
     assert filled["stages"]["sft"]["lora_rank"] == defaults.KIT_SFT_LORA_R
     assert filled["lora_rank"] == defaults.KIT_SFT_LORA_R
     assert "inherited" not in notes["stages.sft.lora_rank"]
