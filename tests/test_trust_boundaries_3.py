@@ -181,7 +181,8 @@ def test_no_job_and_no_gold_judge_reaches_the_hub(sample_sets, monkeypatch):
                 data = sample_sets["passes"] if method == "sft" else sample_sets["train"]
                 runs[method] = wai.train(data.id, method=method, steps=1, base_model="evil-org/anything")
             runs["gold"] = wai.train(sample_sets["train"].id, method="grpo", steps=1, base_model=sample_sets["base"],
-                                     holdout=sample_sets["holdout"].id, config={"gold_judge": gold["id"]})
+                                     holdout=sample_sets["holdout"].id, config={"gold_judge": gold["id"]},
+                                     reward="fine_grained")  # a reward weaker than the exact judge: the gold loads
         ended = {what: run.wait(poll=2, timeout=300) for what, run in runs.items()}
         assert hub.paths == [], f"{len(hub.paths)} requests reached the hub: {hub.paths[:8]}"
         for what, run in runs.items():

@@ -217,16 +217,16 @@ def gold_judge(store: Any, account_id: str, kind: str, spec: dict[str, Any]) -> 
     the job's spec (``gold``, a key only the platform writes); raises ValueError
     naming what fails.
     """
-    return _reward_model_run(store, account_id, kind, spec, "gold_judge", "its monitor's gold")
+    return _reward_model_run(store, account_id, kind, spec, "gold_judge", "gold judge", "its monitor's gold")
 
 
 def reward_model_run(store: Any, account_id: str, kind: str, spec: dict[str, Any]) -> dict[str, Any] | None:
     """The reward model a GRPO job with ``reward=rm`` optimises (``reward_model``), resolved by the same rule as
     :func:`gold_judge`; written on the job's spec as ``reward_rm``. None when the spec names none."""
-    return _reward_model_run(store, account_id, kind, spec, "reward_model", "its reward")
+    return _reward_model_run(store, account_id, kind, spec, "reward_model", "reward model", "its reward")
 
 
-def _reward_model_run(store: Any, account_id: str, kind: str, spec: dict[str, Any], field: str,
+def _reward_model_run(store: Any, account_id: str, kind: str, spec: dict[str, Any], field: str, what: str,
                       role: str) -> dict[str, Any] | None:
     from whileai.platform._loadable import launch_base_problem
 
@@ -259,7 +259,7 @@ def _reward_model_run(store: Any, account_id: str, kind: str, spec: dict[str, An
         problems.append("it has no threshold (summary['training']['threshold'], which its rm job records)")
         threshold = 0.0
     if problems:
-        raise ValueError(f"{field}={name!r} cannot be this job's {role.removeprefix('its ')}: {'; '.join(problems)}; "
+        raise ValueError(f"{field}={name!r} cannot be this job's {what}: {'; '.join(problems)}; "
                          "name a finished rm run of this account trained by the platform")
     span = config.get("reward_span") if config.get("reward_span") in ("conversation", "first_action") else "conversation"
     return {"run_id": record["id"], "adapter": str(folder), "base_model": base, "threshold": float(threshold),
