@@ -129,6 +129,23 @@ def test_a_torchrun_job_starts_cold_and_its_log_says_why(tmp_path):
     assert pid is None and how.startswith("started cold: torchrun starts each rank")
 
 
+def test_the_job_start_benchmark_prints_both_ratios_at_its_tiny_size(sets, warm):
+    """benchmarks/job_start.py at its CI size, on the session's data root (its bases built, its warm process ready)."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "benchmarks/job_start.py", "--size", "tiny", "--home",
+                           os.environ["WHILEAI_HOME"]], cwd=root, capture_output=True, text=True, timeout=1200)
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]  # 1: a target missed, on a busy CI
+    figures = json.loads(done.stdout[done.stdout.index("{"):])
+    print(json.dumps(figures, indent=1))
+    assert figures["ratio_warm_first_step_over_import"] > 0 and figures["ratio_quick_recipe_over_import"] > 0
+    assert "forked from the warm worker" in figures["warm_started"]
+    assert _warm.warm_pid() == warm  # --home: the benchmark leaves the data root's warm process running
+
+
 def test_a_new_install_starts_a_fresh_warm_process(sets, warm, monkeypatch):
     real = _warm.fingerprint
     monkeypatch.setattr(_warm, "fingerprint", lambda env=None: "another install " + real(env))

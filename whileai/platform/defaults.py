@@ -328,9 +328,10 @@ WARM_IMPORT_ENV_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_
 
 #: Seconds a warm process with no job of its own running waits for the next launch
 #: before it exits and frees its memory (about 0.6 GB resident with the modules above).
-#: A recipe's next stage, a sweep's next run and the next test start within seconds of
-#: the last job's end; two minutes covers a held-out evaluation between them.
-WARM_IDLE_S = 120.0
+#: A recipe's next stage, a sweep's next run and the next test start within seconds to
+#: minutes of the last job's end; on the shared 2-core machine a quick recipe's data
+#: steps and its runner's own start took over two minutes between two jobs, so five.
+WARM_IDLE_S = 300.0
 
 #: Seconds a launch waits for the warm process to answer with the job's pid. A fork of
 #: a ~1 GB process takes tens of milliseconds; 30 s is the platform client's own
