@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import signal
+import site
 import socket
 import struct
 import subprocess
@@ -92,14 +93,14 @@ def fingerprint(env: dict[str, str] | None = None) -> str:
     from importlib import metadata
 
     parts: list[Any] = [sys.executable, sys.version, _import_env(dict(os.environ if env is None else env))]
+    # the installed distributions only, wherever this process stands: a relative sys.path entry (the cwd, '') would
+    # find a source tree's egg-info from one folder and not from another
+    places = [*site.getsitepackages(), site.getusersitepackages()]
     for name in defaults.WARM_FINGERPRINT_DISTS:
-        try:
-            dist = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            parts.append([name, None])
-            continue
+        dist = next(iter(metadata.distributions(name=name, path=places)), None)
         where = getattr(dist, "_path", None)
-        parts.append([name, dist.version, os.stat(where).st_mtime_ns if where and os.path.exists(where) else None])
+        parts.append([name, dist.version if dist else None,
+                      os.stat(where).st_mtime_ns if where and os.path.exists(where) else None])
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
