@@ -21,15 +21,7 @@ import pytest
 from _runner_helpers import ROOT
 
 #: loads that lack the flag today, each with why it is so far harmless; fix the call, then remove it here
-_PENDING = {
-    ("whileai/runner/_merged.py", "PeftModel.from_pretrained(model, str(adapter))"):
-        "the adapter folder's adapter_config.json is checked first; peft would query the hub without it",
-    ("whileai/kit/_gguf.py", "AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)"):
-        "a local GGUF file's folder",
-    ("whileai/kit/_gguf.py",
-     "AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.float32)"):
-        "a local GGUF file's folder",
-}
+_PENDING: dict[tuple[str, str], str] = {}
 
 
 def _loads_without_the_flag() -> set[tuple[str, str]]:

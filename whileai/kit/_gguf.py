@@ -127,8 +127,9 @@ def import_gguf(name: str | os.PathLike[str]) -> Path:
 
         started = time.time()
         described = _quantisation(source)
-        tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
-        model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.float32,
+                                                     local_files_only=True)
         # transformers keeps a GGUF quantizer on the loaded model and then refuses to save it ("quantized with
         # gguf and is not serializable"); the weights are already plain float32 tensors, so it is let go
         setattr(model, "hf_quantizer", None)  # noqa: B010 - the attribute is typed as a module; None detaches it

@@ -39,7 +39,7 @@ def merged_model(base: str, adapter: Path) -> tuple[Any, Any]:
     model, tokenizer = load_base(base)
     if (adapter / "tokenizer_config.json").is_file():  # the tokenizer (and chat template) the run trained with
         tokenizer = AutoTokenizer.from_pretrained(str(adapter), local_files_only=True)
-    merged = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    merged = PeftModel.from_pretrained(model, str(adapter), local_files_only=True).merge_and_unload()
     return merged, tokenizer
 
 
