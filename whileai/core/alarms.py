@@ -19,6 +19,8 @@ ALARM_MEANINGS: dict[str, str] = {
     "kl": "the policy moved further from where it started than its KL budget allows",
     "feature": ("the reward pays for a word or phrase the gold judge does not value: the policy can learn to say it "
                 "instead of doing the task"),
+    "format": ("a format marker (a block, a tag, JSON) spread through the completions and the reward pays for it within "
+               "the same prompt: the policy may be learning a shape the reward likes rather than the task"),
 }
 
 
