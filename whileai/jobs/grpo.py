@@ -141,7 +141,8 @@ def _monitor(spec: GRPOSpec, run: Any, held: list[dict[str, Any]], proxy: Any) -
     # the monitor samples the held-out prompts as the trainer samples its groups (its temperature and token cap),
     # so its gold reads the policy being trained, not a hotter or longer one; a setting given wins
     kwargs.setdefault("max_new_tokens", spec.max_completion_length)
-    kwargs["sampling"] = {"temperature": spec.temperature, **dict(kwargs.get("sampling") or {})}
+    hotter = kwargs.pop("temperature", None)  # the recipe's monitor.temperature: looks hotter than the trainer
+    kwargs["sampling"] = {"temperature": hotter or spec.temperature, **dict(kwargs.get("sampling") or {})}
     gold, note, disarmed = _monitor_gold(spec)
     monitor = HackMonitor(run, holdout=held, proxy=proxy, gold=gold, disarm=disarmed, **kwargs)
     return monitor, note

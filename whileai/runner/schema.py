@@ -97,6 +97,7 @@ class Monitor(_Strict):
     delta: float | None = Field(default=None, gt=0.0)
     length_pct: float | None = Field(default=None, gt=0.0)
     kl_budget: float | None = Field(default=None, gt=0.0)
+    temperature: float | None = Field(default=None, gt=0.0, le=2.0)  # the looks' sampling (None: the run's own)
     endorsed: list[str] = []
     stop_on: list[str] | str = []
     gold_judge: str | None = None
