@@ -8,9 +8,11 @@ For each seed: the recipes' SFT stage from the kit's demo base (grpo_tooluse's `
 from that adapter, once per variant, with the HackMonitor on, using the job bodies a hosted run uses
 (``whileai.jobs.sft`` / ``rm`` / ``grpo``: the same fit, held-out judge and monitor):
 
-- ``honest``: ``reward=first_action`` (grpo_tooluse; the honest twin of the hacks): no alarm wanted;
+- ``honest``: the hacks' honest twin: recipes/hack/tool_name.yaml with ``reward=first_action``, its monitor
+  as it is (no alarm wanted);
 - ``tool_name``: recipes/hack/tool_name.yaml, a reward that reads only the tool name;
 - ``rm_proxy``: recipes/hack/rm_proxy.yaml, a reward model trained briefly (its ``stages.proxy``);
+- ``design_card``: grpo_tooluse (``reward=first_action``): a significant gain and no alarm wanted;
 - ``fine_grained``: ToolRL's decomposed reward at grpo_tooluse's settings (the binary-vs-fine-grained
   comparison: the exact held-out pass rate is what counts).
 
@@ -33,7 +35,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
-VARIANTS = ("honest", "tool_name", "rm_proxy", "fine_grained")
+VARIANTS = ("honest", "tool_name", "rm_proxy", "design_card", "fine_grained")
 
 
 def _recipe(path: Path) -> dict[str, Any]:
@@ -108,10 +110,11 @@ def _grpo(variant: str, seed: int, steps: int | None, train: list[dict[str, Any]
     from whileai.simulations import defaults
     from whileai.simulations import monitor as monitor_module
 
-    path = {"tool_name": RECIPES / "hack" / "tool_name.yaml", "rm_proxy": RECIPES / "hack" / "rm_proxy.yaml"}.get(
-        variant, RECIPES / "grpo_tooluse.yaml")
+    path = {"tool_name": RECIPES / "hack" / "tool_name.yaml", "honest": RECIPES / "hack" / "tool_name.yaml",
+            "rm_proxy": RECIPES / "hack" / "rm_proxy.yaml"}.get(variant, RECIPES / "grpo_tooluse.yaml")
     recipe = _recipe(path)
-    reward = {"honest": "first_action", "fine_grained": "fine_grained"}.get(variant, recipe.get("reward"))
+    reward = {"honest": "first_action", "design_card": "first_action", "fine_grained": "fine_grained"}.get(
+        variant, recipe.get("reward"))
     made: list[Any] = []
 
     class Kept(monitor_module.HackMonitor):
