@@ -138,10 +138,10 @@ def _monitor(spec: GRPOSpec, run: Any, held: list[dict[str, Any]], proxy: Any) -
     from whileai.simulations.monitor import HackMonitor
 
     kwargs = dict(settings) if isinstance(settings, dict) else {}
-    # the monitor samples the held-out prompts as the trainer samples its groups (its temperature and token cap),
-    # so its gold reads the policy being trained, not a hotter or longer one; a setting given wins
-    kwargs.setdefault("max_new_tokens", spec.max_completion_length)
-    hotter = kwargs.pop("temperature", None)  # the recipe's monitor.temperature: looks hotter than the trainer
+    # the monitor samples the held-out prompts at the trainer's temperature, so its gold reads the policy being
+    # trained (at the monitor's own 1.0 the kit's SFT policy passed 0.03 of its samples, greedy 0.38);
+    # monitor.temperature (a recipe's) or sampling= (HackMonitor's own setting) wins
+    hotter = kwargs.pop("temperature", None)
     kwargs["sampling"] = {"temperature": hotter or spec.temperature, **dict(kwargs.get("sampling") or {})}
     gold, note, disarmed = _monitor_gold(spec)
     monitor = HackMonitor(run, holdout=held, proxy=proxy, gold=gold, disarm=disarmed, **kwargs)
