@@ -150,7 +150,9 @@ def test_every_knob_has_a_range_default_and_reference():
         for name, per_method in table.items():
             for method, spec in per_method.items():
                 assert method in defaults.TRAIN_METHODS, (name, method)
-                assert ("range" in spec) != ("choices" in spec), (name, method)
+                # a range or choices, not both; or, for a free-text knob (reward_model), the pattern alone
+                assert ("range" in spec) + ("choices" in spec) + ("pattern" in spec and "choices" not in spec) == 1, (
+                    name, method)
                 assert "default" in spec and "paper" in spec and "source" in spec, (name, method)
                 if spec["default"] is not None and name not in ("steps",):
                     assert check_knob(name, spec["default"], method, per_method) is None, (name, method)
@@ -580,8 +582,10 @@ def test_the_platform_resolves_the_start_adapter_itself(launches):
     from whileai.core.spec import DPOSpec, SFTSpec
 
     dpo = {**DPOSpec(base_model=defaults.KIT_BASE_NAME).knobs(), "base_model": defaults.KIT_BASE_NAME}  # resolved
+    data = client.request("POST", "/datasets", json={"name": "d", "rows": [
+        {"messages": [{"role": "user", "content": "hi"}]}]})["id"]  # a launch names its dataset
     client.request("POST", "/jobs/launch", json={"run_id": run["id"], "kind": "dpo", "spec": {
-        **dpo, "method": "dpo", "init_from": start["id"], "init_adapter": "/etc"}})
+        **dpo, "method": "dpo", "init_from": start["id"], "init_adapter": "/etc", "dataset": data}})
     assert launches[-1]["spec"]["init_adapter"] == str(runner.adapter_dir(start["id"]))
     gone = _with_adapter("gone")
     import shutil
@@ -591,7 +595,8 @@ def test_the_platform_resolves_the_start_adapter_itself(launches):
     with pytest.raises(PlatformError, match="has no adapter on this platform") as err:
         client.request("POST", "/jobs/launch", json={"run_id": other["id"], "kind": "sft",
                                                       "spec": {**SFTSpec().knobs(), "base_model": defaults.KIT_BASE_NAME,
-                                                               "method": "sft", "init_from": gone["id"]}})
+                                                               "method": "sft", "init_from": gone["id"],
+                                                               "dataset": data}})
     assert err.value.status == 422
     assert client.request("GET", f"/runs/{other['id']}")["status"] == "failed"
 

@@ -86,12 +86,13 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     problems += _foreign_ids(the_store, acct, body.spec)
     embedded = bool(getattr(request.app.state, "embedded", False))
     problems += reward_code_problems(body.spec, embedded)
-    if problems:
-        raise refuse("; ".join(problems))
     missing = runner.missing_keys({"method": body.kind, **body.spec})
     if missing:  # the platform trains what it is given and fills nothing: a spec arrives resolved (wai.train's)
-        raise refuse(f"the spec is not resolved: it does not name {', '.join(missing)}; send the spec wai.train "
-                     "resolves (every knob of its method with its value), or start the run with wai.train")
+        problems.insert(0, f"the spec is not resolved: it does not name {', '.join(missing)}; send the spec "
+                           "wai.train resolves (every knob of its method with its value), or start the run with "
+                           "wai.train")
+    if problems:  # every problem at once
+        raise refuse("; ".join(problems))
     spec = with_reward_path({**body.spec, "target": target}, embedded)
     if isinstance(run.get("config"), dict) and run["config"].get("target") != target:
         the_store.update_run(acct, body.run_id, {"config": {**run["config"], "target": target}})
