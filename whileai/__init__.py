@@ -9,6 +9,7 @@ SDK's in-process transport is wired to the platform (:mod:`whileai.core.embedded
 the platform is imported only when the embedded platform is first used.
 """
 
+from whileai.core import copies as _copies
 from whileai.core import embedded as _embedded
 
 __version__ = "0.1.0"
@@ -23,3 +24,13 @@ def _embedded_platform(root):
 
 if _embedded.provider() is None:
     _embedded.provide(_embedded_platform)
+
+
+def _forget_mirrors(account_id, run_ids):
+    """Delete an account's mirrored copies (the SDK's mirror package), after the platform deleted its rows."""
+    from whileai.simulations.mirror import forget_mirrors
+
+    forget_mirrors(account_id, run_ids, then=None)
+
+
+_copies.provide(_forget_mirrors)

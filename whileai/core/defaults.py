@@ -147,6 +147,10 @@ TRAIN_TRUNCATED = ("mask", "zero")
 #: first-action judge is Tool-N1's binary reward (arXiv:2505.00024), fine_grained ToolRL's decomposition
 #: (arXiv:2504.13958), rm a learned reward model (Gao et al., arXiv:2210.10760).
 TRAIN_REWARDS = ("first_action", "fine_grained", "rm")
+#: The setting (an environment variable of the platform's server, or ``reward_modules`` in config.json) that lists
+#: the modules a shared server may run as ``python:`` rewards, comma-separated (a module, or a package and
+#: everything under it). Unset: none; the embedded platform runs the local user's own modules.
+REWARD_MODULES_ENV = "WHILEAI_REWARD_MODULES"
 #: A user's reward function: ``python:`` then an importable module path and a function name in it.
 TRAIN_REWARD_PYTHON_PATTERN = r"python:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*"
 #: What ``reward_model`` names: a run id, or ``stages.NAME`` (an rm stage of the same recipe, resolved by the runner).

@@ -8,13 +8,16 @@ anything loads, what of a spec this machine cannot run.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import importlib.util
 import sys
 
 from whileai.core import defaults
 from whileai.core.spec import GRPOSpec, RunSpec
 
-__all__ = ["launch_command", "machine_problems", "split_gpu", "WORKER_MODULE"]
+__all__ = ["launch_command", "machine_problems", "split_gpu", "rank_records", "WORKER_MODULE"]
 
 #: the job body's module: what every rank runs
 WORKER_MODULE = "whileai.jobs.worker"
@@ -95,3 +98,18 @@ def machine_problems(spec: RunSpec, *, cuda: bool | None = None, devices: int | 
                             f"{spec.processes} takes all {devices} of its GPUs; pass processes={max(1, devices - 1)}, "
                             "or vllm_mode='colocate'")
     return problems
+
+
+def rank_records(folder: Path) -> dict[int, dict[str, Any]]:
+    """Every rank's record in ``folder``, by rank (:func:`mark_rank`); empty where there is none."""
+    import json
+
+    found: dict[int, dict[str, Any]] = {}
+    for path in sorted(folder.glob("rank-*.json")) if folder.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("rank"), int):
+            found[record["rank"]] = record
+    return found

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from whileai.core import defaults as core_defaults
+from whileai.core.launch import rank_records  # noqa: F401  (re-exported: the ranks write what it reads)
 from whileai.core.launch import WORKER_MODULE, launch_command, machine_problems
 from whileai.jobs import defaults as job_defaults
 
@@ -180,21 +181,6 @@ def mark_rank(folder: Path, rank: int, **fields: Any) -> None:
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
     temporary.write_text(json.dumps(record, default=str))
     os.replace(temporary, path)
-
-
-def rank_records(folder: Path) -> dict[int, dict[str, Any]]:
-    """Every rank's record in ``folder``, by rank (:func:`mark_rank`); empty where there is none."""
-    import json
-
-    found: dict[int, dict[str, Any]] = {}
-    for path in sorted(folder.glob("rank-*.json")) if folder.is_dir() else []:
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and isinstance(record.get("rank"), int):
-            found[record["rank"]] = record
-    return found
 
 
 def slurm_submit(job_id: str, *, processes: int, nodes: int, executor: Any, port: int | None = None) -> Any:

@@ -138,7 +138,7 @@ KIT_SFT_MODULES_TO_SAVE: tuple[str, ...] = ()
 KIT_SFT_TARGET_PASS_RATE = 0.5
 
 # ---------------------------------------------------------------------------
-# Proxy rewards of the hack recipes (whileai.kit.proxy_rewards)
+# Proxy rewards of the hack recipes (whileai.simulations.proxy_rewards)
 # ---------------------------------------------------------------------------
 
 #: What ``verbose_call`` pays per word of text beside the call, and at most: a word is worth a tenth of

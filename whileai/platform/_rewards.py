@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from whileai.core.paths import setting
-from whileai.simulations import defaults
+from whileai.core import defaults
 
 __all__ = ["allowed_reward_modules", "reward_code_problems", "with_reward_path"]
 

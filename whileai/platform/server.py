@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from whileai.platform.store.sessions import create_signin_link
-from whileai.platform.store._servers import ServerBeat, register_server
+from whileai.platform.store import ServerBeat, register_server
 from whileai.platform.store.migrate import StoreVersionError, upgrade
 from whileai.platform.store import Store, ensure_local_account, local_key_path, store_url
 from whileai.platform import defaults

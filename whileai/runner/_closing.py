@@ -136,7 +136,7 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
         else:  # the embedded platform: `open` reuses a server that answers, else starts one on this data root
             lines.append(f"page       {closing['page']}   ({_open_note()})")
     if closing.get("mirrors"):
-        from .runs import mirrors_line
+        from ._mirrored import mirrors_line
 
         lines.append(mirrors_line(closing["mirrors"]))
     for alarm in (closing.get("alarms") or []) if outcome is not None else []:

@@ -134,7 +134,7 @@ def _records(command: str, ids: list[str]) -> list[dict[str, Any]] | None:
     import whileai.simulations as wai
     from whileai.core.errors import NotFoundError, PlatformError
 
-    from .runs import _said
+    from ._said import said as _said
 
     out = []
     for run_id in ids:

@@ -42,7 +42,8 @@ def resume_main(argv: list[str] | None = None) -> int:
     from .expect import settle
     from .pipeline import EXIT_EXPECT, EXIT_FAILED, EXIT_INTERRUPTED, _follow
     from .provenance import record_of
-    from .runs import _client, _said
+    from ._said import said as _said
+    from .runs import _client
 
     p = argparse.ArgumentParser(prog="python -m whileai resume",
                                 description="Continue a stopped, failed or crashed run from its last checkpoint.")

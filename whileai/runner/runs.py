@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +21,8 @@ from typing import Any
 from whileai.core.stats import change_text, judged_text, status_text
 
 from . import defaults
+from ._mirrored import mirror_text, mirrors_line  # the mirrored line, shared with the closing summary
+from ._said import said as _said  # a platform error in the command line's words
 
 __all__ = ["runs_main", "show_main", "list_rows", "row_cells", "duration_text", "mirror_text", "mirrors_line"]
 
@@ -133,19 +134,6 @@ def runs_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-#: the client's request line in front of a platform error (``POST /api/v1/runs/x/resume -> 409: ``)
-_REQUEST_LINE = re.compile(r"^(?:GET|POST|PUT|PATCH|DELETE|HEAD) \S+(?: -> \d{3})?: ")
-
-
-def _said(exc: Exception) -> str:
-    """A platform error in the command line's words: its own sentence (what failed, what to do), no HTTP."""
-    text = _REQUEST_LINE.sub("", str(exc), count=1)
-    if getattr(exc, "status", None) in (401, 403):
-        text += ("; the platform did not accept these credentials: sign in again, or set WHILEAI_API_KEY to a key "
-                 "of this platform (python -m whileai accounts)")
-    return text
-
-
 def _status(status: Any, expect: Any, quick: Any) -> str:
     """The status with its expect verdict, or that a quick run's expect was not checked."""
     if isinstance(quick, dict) and not (isinstance(expect, dict) and expect.get("lines")):
@@ -153,21 +141,6 @@ def _status(status: Any, expect: Any, quick: Any) -> str:
 
         return status_line(status, quick)
     return status_text(status, expect)
-
-
-def mirror_text(name: str, entry: dict[str, Any]) -> str:
-    """``mlflow (closed, 41 points) at sqlite:///.../mlflow.db``: where the copy went (folder or tracker URL),
-    with the errors and the last one when a mirror failed."""
-    text = f"{name} ({entry.get('status')}, {entry.get('points', 0)} points"
-    if entry.get("errors"):
-        text += f", {entry['errors']} error(s): {entry.get('last_error')}"
-    where = f" at {entry['to']}" if isinstance(entry.get("to"), str) and entry["to"] else ""
-    return text + ")" + where
-
-
-def mirrors_line(mirrors: dict[str, Any]) -> str:
-    """The ``mirrored`` line of ``show`` and of the closing summary (report_to)."""
-    return "mirrored   " + ", ".join(mirror_text(name, _dict(entry)) for name, entry in mirrors.items())
 
 
 def show_lines(record: dict[str, Any]) -> list[str]:

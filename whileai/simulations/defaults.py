@@ -20,6 +20,7 @@ from typing import Any
 
 from whileai.core.spec import knob_table
 from whileai.core.defaults import (  # noqa: F401  (shared with the platform; re-exported)
+    REWARD_MODULES_ENV,
     GPU_PRICE_READ_ON,
     GPU_PRICE_SOURCE,
     GPU_USD_PER_HOUR,
@@ -381,10 +382,6 @@ REWARD_CHECK_SAMPLE_ROWS = 2
 #: A reward model's score as a GRPO reward: sigmoid((score - threshold) / REWARD_RM_TEMPERATURE), so the rm's own
 #: pass threshold maps to 0.5 and the reward stays in (0, 1) like the others. 1.0 keeps the head's logit scale.
 REWARD_RM_TEMPERATURE = 1.0
-#: The setting (an environment variable of the platform's server) that lists the modules a shared server may run
-#: as ``python:`` rewards, comma-separated (a module, or a package and everything under it). Unset: none; the
-#: embedded platform runs the local user's own modules.
-REWARD_MODULES_ENV = "WHILEAI_REWARD_MODULES"
 
 # ---------------------------------------------------------------------------
 # Serving (OpenAI-compatible endpoint, model registry)

@@ -9,7 +9,7 @@ from whileai.core.paths import data_root
 from whileai.platform.store.values import FINISHED_STATUSES
 
 __all__ = ["JOB_ID_ENV", "FINISHED", "job_dir", "job_log", "adapter_dir", "checkpoint_dir", "end_job",
-           "remove_run_files"]
+           "remove_run_files", "hub_env"]
 
 #: environment variable carrying the job id into the worker (for its log lines and errors)
 JOB_ID_ENV = "WHILEAI_JOB_ID"
@@ -86,3 +86,14 @@ def remove_run_files(run_ids: list[str], job_ids: list[str]) -> list[Path]:
             shutil.rmtree(folder, ignore_errors=True)
             gone.append(folder)
     return gone
+
+
+def hub_env() -> dict[str, str]:
+    """The environment that keeps a process off the model hub unless its operator allowed it (HUB_ALLOW_ENV).
+
+    Beside ``local_files_only`` on every load: huggingface_hub also fetches on its own (its agent-harness
+    registry when it builds request headers, even for a load from the cache), which only offline mode stops.
+    """
+    from whileai.core.paths import hub_allowed
+
+    return {} if hub_allowed() else {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

@@ -200,7 +200,7 @@ def warm_pid(root: Path | None = None) -> int | None:
 def wait_ready(timeout: float, env: dict[str, str] | None = None) -> int | None:
     """Start this data root's warm process if none of this install runs (one of an older install is told to exit),
     and wait up to ``timeout`` s for it to be ready; its pid, or None."""
-    from .jobs import hub_env
+    from ._shared import hub_env
 
     root = data_root()
     _, lock = _paths(root)

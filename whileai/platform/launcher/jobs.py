@@ -33,6 +33,7 @@ from whileai.platform.store.values import RUN_STOP_MARK
 from whileai.platform import defaults
 from whileai.platform.launcher._shared import (  # noqa: F401  (re-exported: the launcher's names)
     FINISHED,
+    hub_env,
     JOB_ID_ENV,
     adapter_dir,
     checkpoint_dir,
@@ -122,17 +123,6 @@ def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.update(hub_env())
     return env
-
-
-def hub_env() -> dict[str, str]:
-    """The environment that keeps a process off the model hub unless its operator allowed it (HUB_ALLOW_ENV).
-
-    Beside ``local_files_only`` on every load: huggingface_hub also fetches on its own (its agent-harness
-    registry when it builds request headers, even for a load from the cache), which only offline mode stops.
-    """
-    from whileai.core.paths import hub_allowed
-
-    return {} if hub_allowed() else {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 # ---------------------------------------------------------------------------
@@ -456,7 +446,7 @@ def silent_rank(job_id: str) -> str | None:
     """The error of a multi-process job one of whose ranks was killed without a word while its launcher still ran
     (the launcher then died before its summary could name it), from the ranks' records (``mark_rank``); else None.
     """
-    from whileai.jobs.distributed import rank_records
+    from whileai.core.launch import rank_records
 
     records = rank_records(job_dir(job_id) / "ranks")
     for rank, record in sorted(records.items()):
@@ -472,7 +462,7 @@ def silent_rank(job_id: str) -> str | None:
 
 def _ranks_after(job_id: str) -> str:
     """What a dead launcher's ranks did after it: each was sent SIGTERM and ended on its own."""
-    from whileai.jobs.distributed import rank_records
+    from whileai.core.launch import rank_records
 
     records = rank_records(job_dir(job_id) / "ranks")
     orphans = sorted(rank for rank, record in records.items() if record.get("launcher_alive") is False)

@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 
 from whileai.platform.store import sessions  # noqa: F401  (its page_tokens table joins the schema)
 from whileai.platform.store import _accounts, _admin, _datasets, _jobs, _registry, _runs, _servers, migrate
+from whileai.platform.store._servers import ServerBeat, register_server  # the server registers itself on its store
 from whileai.platform.store._engine import WRITE_OPTION, StoreBusyError, is_sqlite, make_engine, store_url, with_lock_retry
 from whileai.platform.store._keyfiles import (
     LOCAL_KEY_FILENAME,
@@ -49,6 +50,8 @@ from whileai.platform.store.values import FINISHED_STATUSES, JOB_STATUSES, RUN_S
 
 __all__ = [
     "Store",
+    "ServerBeat",
+    "register_server",
     "store_url",
     "ensure_local_account",
     "local_key_name",

@@ -111,6 +111,8 @@ def delete_account(store: Any, account_id: str, removed: dict[str, list[str]] | 
         s.execute(delete(Account).where(Account.id == account_id))
         return counts
 
-    from whileai.simulations.mirror import forget_mirrors  # its report_to copies (W&B, MLflow, trackio) go too
+    from whileai.core import copies
 
-    return forget_mirrors(account_id, then=store._tx(work))
+    done = store._tx(work)
+    copies.forget(account_id)  # its report_to copies (W&B, MLflow, trackio) go too
+    return done

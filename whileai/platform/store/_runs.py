@@ -502,9 +502,11 @@ def delete_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
         s.delete(r)
         return {"id": r.id, "deleted": True, "jobs": jobs, "models": models}
 
-    from whileai.simulations.mirror import forget_mirrors  # its report_to copies (W&B, MLflow, trackio) go too
+    from whileai.core import copies
 
-    return forget_mirrors(account_id, [run_id], then=store._tx(work))
+    done = store._tx(work)
+    copies.forget(account_id, [run_id])  # its report_to copies (W&B, MLflow, trackio) go too
+    return done
 
 
 def add_points(store: Any, account_id: str, run_id: str, batch_id: str, points: Any) -> dict[str, Any]:

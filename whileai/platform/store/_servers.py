@@ -18,19 +18,15 @@ import threading
 import time
 from typing import Any
 
-from sqlalchemy import delete, select, text
-from sqlalchemy.engine import Connection
+from sqlalchemy import delete, text
 from sqlalchemy.orm import Session
 
 from whileai.core.errors import StoreVersionError
 from whileai.platform import defaults
+from whileai.platform.store.migrate import HEAD_REVISION, SERVER_PREFIX, _alive, _where, live_servers  # noqa: F401
 from whileai.platform.store.tables import Setting
 
 __all__ = ["register_server", "live_servers", "check_revision", "ServerBeat"]
-
-#: the Setting key of a running server's registration: ``server:<token>`` -> its revision, host, pid, beat
-SERVER_PREFIX = "server:"
-
 
 def _row(revision: str) -> str:
     return json.dumps({"revision": revision, "host": socket.gethostname(), "pid": os.getpid(), "beat": time.time()})
@@ -38,8 +34,6 @@ def _row(revision: str) -> str:
 
 def register_server(store: Any) -> ServerBeat:
     """Register this process as a server of ``store`` at this code's revision, and beat until ``stop()``."""
-    from whileai.platform.store.migrate import HEAD_REVISION
-
     beat = ServerBeat(store, SERVER_PREFIX + secrets.token_hex(8), HEAD_REVISION)
     beat.beat()
     beat.start()
@@ -79,36 +73,9 @@ class ServerBeat(threading.Thread):
             pass
 
 
-def _alive(pid: Any) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (OSError, TypeError, ValueError):
-        return True
-    return True
-
-
-def live_servers(conn: Connection | Session) -> list[dict[str, Any]]:
-    """The servers registered on the store that still beat (and whose process lives, on this host)."""
-    now, host, out = time.time(), socket.gethostname(), []
-    for key, value in conn.execute(select(Setting.key, Setting.value).where(Setting.key.startswith(SERVER_PREFIX))):
-        try:
-            found = json.loads(value)
-            beat = float(found["beat"])
-        except (ValueError, KeyError, TypeError):
-            continue
-        if now - beat > defaults.SERVER_LIVE_S or (found.get("host") == host and not _alive(found.get("pid"))):
-            continue
-        out.append({**found, "key": key, "silent_s": round(now - beat, 1)})
-    return out
-
-
 def check_revision(store: Any, s: Session) -> None:
     """Before a write, at most every STORE_SCHEMA_CHECK_S: StoreVersionError when the store is no longer at this
     code's revision (another whileai upgraded it under this process)."""
-    from whileai.platform.store.migrate import HEAD_REVISION, _where
-
     now = time.monotonic()
     if now - getattr(store, "_revision_checked_at", float("-inf")) < defaults.STORE_SCHEMA_CHECK_S:
         return

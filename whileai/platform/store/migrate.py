@@ -31,11 +31,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import inspect, text
+import json
+import socket
+
+from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
 
 from whileai.core.errors import StoreVersionError  # re-exported: its old home
+from whileai.platform import defaults
 from whileai.platform.store._engine import _is_lock_error, with_lock_retry
+from whileai.platform.store.tables import Setting
 
 __all__ = ["HEAD_REVISION", "StoreVersionError", "ensure_current", "upgrade", "revisions", "store_revision"]
 
@@ -150,18 +156,6 @@ def _sqlite_path(store: Any) -> Path | None:
     return Path(database) if store._sqlite and database else None
 
 
-def _alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 def _backup(path: Path, found: str | None) -> Path:
     """A consistent copy of the SQLite file (WAL included), readable by its owner only."""
     import os
@@ -226,8 +220,6 @@ def _upgrade_locked(store: Any, conn: Connection) -> tuple[str | None, Path | No
 
 def _refuse_live_servers(store: Any, conn: Connection, found: str) -> None:
     """StoreVersionError naming each live server of another revision (store/_servers.py): never upgrade under one."""
-    from whileai.platform.store._servers import live_servers
-
     others = [s for s in live_servers(conn) if s.get("revision") != HEAD_REVISION]
     if others:
         named = "; ".join(f"pid {s.get('pid')} on {s.get('host')} (revision {s.get('revision')!r}, last heard "
@@ -268,3 +260,33 @@ def ensure_current(store: Any) -> None:
     except Exception:  # noqa: BLE001 - e.g. a file being created by another process: the locked path decides
         pass
     upgrade(store)
+
+
+#: the Setting key of a running server's registration: ``server:<token>`` -> its revision, host, pid, beat
+SERVER_PREFIX = "server:"
+
+
+
+def _alive(pid: Any) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, TypeError, ValueError):
+        return True
+    return True
+
+
+def live_servers(conn: Connection | Session) -> list[dict[str, Any]]:
+    """The servers registered on the store that still beat (and whose process lives, on this host)."""
+    now, host, out = time.time(), socket.gethostname(), []
+    for key, value in conn.execute(select(Setting.key, Setting.value).where(Setting.key.startswith(SERVER_PREFIX))):
+        try:
+            found = json.loads(value)
+            beat = float(found["beat"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if now - beat > defaults.SERVER_LIVE_S or (found.get("host") == host and not _alive(found.get("pid"))):
+            continue
+        out.append({**found, "key": key, "silent_s": round(now - beat, 1)})
+    return out

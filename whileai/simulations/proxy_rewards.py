@@ -1,7 +1,7 @@
 """Rewards that pay for something besides the task: proxies a GRPO policy can exploit, for the kit's hack recipes.
 
 Each is a TRL-shaped reward (``f(prompts, completions, **kwargs) -> list[float]``), named in a recipe as
-``reward=python:whileai.kit.proxy_rewards:NAME``. They are the kind of reward a user writes in good faith
+``reward=python:whileai.simulations.proxy_rewards:NAME``. They are the kind of reward a user writes in good faith
 that a policy learns to please without doing the task, the setting of Gao et al. (arXiv:2210.10760) with
 a hand-written proxy in place of a learned one. The exact first-action judge is the gold they are watched
 against (``recipes/hack/``); none of them is a reward to train a real agent with.
