@@ -105,7 +105,10 @@ def test_cfg_job_and_validate_show_the_values_the_job_will_use():
     assert spec["beta"] == sdk.TRAINING_KNOBS["beta"]["grpo"]["default"]
     assert spec["epsilon_high"] == sdk.TRAINING_HOST_KEYS["epsilon_high"]["grpo"]["default"]
     assert spec["temperature"] is None, "GRPO reads it from the dataset: validate cannot know it"
-    lines = {line.split(":")[0].strip(): line for line in done.stdout.splitlines() if ":" in line}
+    lines: dict[str, str] = {}
+    for line in done.stdout.splitlines():  # the root's line first (monitor.temperature is indented below it)
+        if ":" in line:
+            lines.setdefault(line.split(":")[0].strip(), line)
     assert "# default (the kit's demo base, KIT_BASE_NAME)" in done.stdout
     assert f"\nbase_model: {sdk.KIT_BASE_NAME}  # inherited from the sft stage" in done.stdout
     assert "# grpo's default (DAPO's value)" in lines["epsilon_high"]

@@ -95,18 +95,20 @@ def test_the_design_card_line_validates():
     assert problems == []
     assert plain["beta"] == 0.04 and plain["method"] == "grpo" and plain["monitor"]["enabled"] is True
     assert plain["stages"]["sft"]["method"] == "sft"
-    # the full HackMonitor: the rm stage is its gold judge
-    assert plain["stages"]["gold"]["method"] == "rm" and plain["monitor"]["gold_judge"] == "stages.gold"
+    # the reward is the exact judge: no gold judge is named (none would be stronger than the reward)
+    assert plain["reward"] == ["first_action"] and plain["monitor"]["gold_judge"] is None
 
 
 def test_a_gold_judge_naming_a_stage_must_name_an_rm_stage():
     from whileai.runner.stages import gold_judge_id
 
-    _, problems = compose(["recipe=grpo_tooluse", "monitor.gold_judge=stages.sft"])
+    _, problems = compose(["recipe=hack/rm_proxy", "monitor.gold_judge=stages.sft"])
     (problem,) = problems
     assert problem.key == "monitor.gold_judge"
-    assert "monitor.gold_judge=stages.sft is not an rm stage of this spec; name one of its rm stages: stages.gold" \
+    assert "monitor.gold_judge=stages.sft is not an rm stage of this spec; name one of its rm stages: stages.proxy" \
         in problem.message
+    _, problems = compose(["recipe=hack/rm_proxy", "reward_model=stages.sft"])
+    assert [p.key for p in problems] == ["reward_model"] and "not an rm stage" in problems[0].message
     _, problems = compose(["recipe=grpo_tooluse", "monitor.gold_judge=run_abc"])
     assert problems == []  # a finished rm run's id, as before
     assert gold_judge_id("stages.gold", {"gold": "run_1"}) == "run_1" and gold_judge_id("run_2", {}) == "run_2"
