@@ -72,22 +72,24 @@ def _check_stages(token: str, args: list[str], methods: list[str]) -> list[dict]
 def test_the_design_card_line_runs_sft_then_grpo_with_the_monitor():
     base = tiny_base()
     args = ["recipe=grpo_tooluse", "beta=0.04", *TINY, f"base_model={base}", "stages.sft.steps=2",
-            "stages.sft.holdout_rows=4", "stages.gold.steps=2", "stages.gold.holdout_rows=16",
-            "max_completion_length=16", "generations=2", "monitor.n_prompts=4",
-            "monitor.every=1", "expect.stage_gain_min=null", "expect.holdout_gain_significant=null"]
+            "stages.sft.holdout_rows=4", "max_completion_length=16", "generations=2", "monitor.n_prompts=4",
+            "monitor.every=1", "expect.stage_gain_min=null", "expect.holdout_gain_significant=null",
+            "expect.no_alarm=null"]
     done = whileai("run", *args, token="card")
     assert done.returncode == 0, done.stdout + done.stderr
-    records = _check_stages("card", args, ["rm", "sft", "grpo"])
-    assert records[2]["spec"]["beta"] == 0.04 and records[2]["spec"]["monitor"]["enabled"] is True
-    gold_run, _, grpo_run = runs_file("card")["runs"]
+    records = _check_stages("card", args, ["sft", "grpo"])
+    assert records[1]["spec"]["beta"] == 0.04 and records[1]["spec"]["monitor"]["enabled"] is True
+    _, grpo_run = runs_file("card")["runs"]
     grpo = record(grpo_run["id"])
     assert grpo["config"]["monitor"] not in (False, None), "the HackMonitor settings reach the GRPO job"
-    # the rm stage's run is the monitor's independent gold judge: proxy and gold are both drawn
-    assert grpo["config"]["gold_judge"] == gold_run["id"]
+    # the reward is the exact judge: no judge is stronger, so the alarms that need one are off, and say why
+    assert grpo["config"]["reward"] == ["first_action"] and not grpo["config"].get("gold_judge")
     monitor = grpo["summary"].get("monitor")
-    assert isinstance(monitor, dict) and monitor["divergence"] == "on", monitor
-    assert monitor["curve"] and all(p.get("proxy") is not None and p.get("gold") is not None
-                                    for p in monitor["curve"]), monitor["curve"]
+    assert isinstance(monitor, dict), monitor
+    assert monitor["armed"]["divergence"].startswith("off: the reward is the exact first-action judge"), monitor
+    assert monitor["armed"]["length"] == "armed"
+    assert monitor["curve"] and all(p.get("proxy") is not None for p in monitor["curve"]), monitor["curve"]
+    assert "monitor    armed: length" in done.stdout
     # the group watch: on the random tiny model every sampled group is unanimous, and the run says so
     training = grpo["summary"]["training"]
     assert training["mixed_groups"]["mean"] == 0 and training["sampled_pass_rate"]["mean"] == 0
@@ -95,9 +97,8 @@ def test_the_design_card_line_runs_sft_then_grpo_with_the_monitor():
     for line in ("load and grade the dataset", "push", "cut by task", "selection report", "export with gates",
                  "wai.train on local", "held-out"):
         assert line in done.stderr
-    gold_id, sft_id, grpo_id = (r["id"] for r in runs_file("card")["runs"])
-    # a run's name carries only the knobs its method reads: beta names the GRPO run, not the rm or SFT stage
-    assert record(gold_id)["name"].startswith("grpo_tooluse · gold stage · rm · ") and "beta" not in record(gold_id)["name"]
+    sft_id, grpo_id = (r["id"] for r in runs_file("card")["runs"])
+    # a run's name carries only the knobs its method reads: beta names the GRPO run, not the SFT stage
     assert record(sft_id)["name"].startswith("grpo_tooluse · sft stage · ") and "beta" not in record(sft_id)["name"]
     assert record(grpo_id)["name"].startswith("grpo_tooluse · grpo · beta=0.04 ")
     for run_id in (sft_id, grpo_id):
