@@ -75,6 +75,8 @@ def _gold(value: Any) -> Any:
 def _scored(name: str, score: Callable[[str, Mapping[str, Any]], float], truncated: str, stop_ids: set[int],
             tokenizer: Any, tools: Any) -> Reward:
     """A TRL reward named ``name`` that scores each reply's text against its row with ``score(text, row)``."""
+    fmt = _format(tokenizer)  # the run's tool convention: one per run, not one per completion
+
     def reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Any] | None = None,
                gold: Any = None, **_columns: Any) -> list[float]:
         out: list[float] = []
@@ -84,7 +86,7 @@ def _scored(name: str, score: Callable[[str, Mapping[str, Any]], float], truncat
                 out.append(0.0)
                 continue
             row = {"messages": list(prompt) if isinstance(prompt, list) else [], "gold": _gold(gold[i]), "tools": tools}
-            out.append(score(reply_text(completion, ids, tokenizer, _format(tokenizer)), row))
+            out.append(score(reply_text(completion, ids, tokenizer, fmt), row))
         return out
 
     reward.__name__ = reward.__qualname__ = name
