@@ -126,9 +126,16 @@ def _resolved_rm(name: str | None, field: str, key: str, carried: Mapping[str, A
     if not isinstance(resolved, Mapping) or resolved.get("run_id") != name:
         raise ValueError(f"{field}={name!r} was not resolved by the platform for job {job_id}; launch the run "
                          "again (the launch checks the rm run and records it on the job)")
-    judge = RewardModelJudge(str(resolved["adapter"]), str(resolved["base_model"]), float(resolved["threshold"]),
-                             str(name), span=str(resolved.get("span") or "conversation"))
-    return judge.load()  # now, so a judge that cannot load fails the job before its training starts
+    which = (str(resolved["adapter"]), str(resolved["base_model"]), float(resolved["threshold"]), str(name),
+             str(resolved.get("span") or "conversation"))
+    if which not in _JUDGES:  # loaded once a job: a reward model scores the held-out set before, training, and after
+        judge = RewardModelJudge(*which[:4], span=which[4])
+        _JUDGES[which] = judge.load()  # now, so a judge that cannot load fails the job before its training starts
+    return _JUDGES[which]
+
+
+#: the reward models this job loaded (:func:`_resolved_rm`), by what the platform resolved for them
+_JUDGES: dict[tuple[str, str, float, str, str], Any] = {}
 
 
 #: The gold judge a Modal job's payload carries (the job row's ``gold`` entry, written by the platform at launch, the
