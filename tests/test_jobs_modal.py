@@ -121,7 +121,7 @@ def test_grpo_on_modal_through_the_seam(sets, fake, session_home):
     assert run.summary["adapter_remote"] == f"modal://{platform_defaults.MODAL_VOLUME_NAME}{fake.volume / run.id}"
     training = run.training
     assert training["gpu"] == "A10G" and training["target"] == "modal" and training["generations"] == 2
-    assert training["monitor"].startswith("on without a gold judge") and "monitor" in run.summary
+    assert training["monitor"].startswith("on with the alarms that need no gold judge") and "monitor" in run.summary
     assert any(k.startswith("monitor/") for p in record["series"] for k in p["metrics"])
     assert run.cost_usd is not None and run.cost_basis["gpu"] == "A10G"
     assert run.cost_usd == round(training["seconds"] / 3600 * defaults.GPU_USD_PER_HOUR["A10G"], 2)
@@ -283,7 +283,8 @@ def test_grpo_on_modal_scores_with_its_gold_judge_from_the_volume(sets, fake):
     judge = _train(sets, "rm", steps=2, holdout=sets["holdout"], config={"holdout_rows": 8, "gpu": "A10G"})
     assert judge.wait(poll=2, timeout=240) == "done", judge.error
     monitor = {"every": 1, "k": 2, "n_prompts": 2, "max_new_tokens": 8}
-    run = _train(sets, "grpo", steps=2, generations=2, max_completion_length=16,
+    # a partial-credit reward is watched against the judge gold_judge names (under the exact reward it would be off)
+    run = _train(sets, "grpo", steps=2, generations=2, max_completion_length=16, reward=["fine_grained"],
                  config={"holdout_rows": 4, "gpu": "A10G", "monitor": monitor, "gold_judge": judge.id})
     payload, _gpu = fake.spawned[-1]
     # the platform resolved the judge and sent its adapter to the Volume; the payload names the Volume's copy
@@ -291,7 +292,7 @@ def test_grpo_on_modal_scores_with_its_gold_judge_from_the_volume(sets, fake):
     assert payload["spec"]["gold"]["adapter"] == str(fake.volume / judge.id)
     assert (fake.volume / judge.id / "adapter_config.json").is_file()
     assert run.wait(poll=2, timeout=300) == "done", run.error
-    assert run.training["monitor"].startswith("on") and "without a gold judge" not in run.training["monitor"]
+    assert run.training["monitor"].startswith(f"on, gold judge {judge.id}"), run.training["monitor"]
     series = wai.get_run(run.id)["series"]
     assert any(k.startswith("monitor/gold") for p in series for k in p["metrics"]), \
         sorted({k for p in series for k in p["metrics"] if k.startswith("monitor/")})

@@ -172,9 +172,14 @@ def test_a_new_store_is_made_without_alembics_lines_unless_asked(tmp_path, caplo
     assert not [r for r in caplog.records if r.name.startswith("alembic")] and own.getvalue() == ""
     caplog.clear()
     monkeypatch.setenv(MIGRATION_LOG_ENV, "1")
-    with caplog.at_level(logging.INFO):
-        Store(f"sqlite:///{tmp_path / 'asked.db'}")
-    assert any("Running upgrade" in r.getMessage() for r in caplog.records if r.name.startswith("alembic"))
+    logging.getLogger("alembic").addHandler(handler)  # an earlier runner test may have left alembic unpropagated
+    try:
+        with caplog.at_level(logging.INFO, logger="alembic"):
+            Store(f"sqlite:///{tmp_path / 'asked.db'}")
+    finally:
+        logging.getLogger("alembic").removeHandler(handler)
+    asked = [r.getMessage() for r in caplog.records if r.name.startswith("alembic")] + own.getvalue().splitlines()
+    assert any("Running upgrade" in line for line in asked), asked
 
 
 def _closing_lines(**outcome: Any) -> list[str]:

@@ -143,7 +143,8 @@ def test_the_job_start_benchmark_prints_both_ratios_at_its_tiny_size(sets, warm)
     print(json.dumps(figures, indent=1))
     assert figures["ratio_warm_first_step_over_import"] > 0 and figures["ratio_quick_recipe_over_import"] > 0
     assert "forked from the warm worker" in figures["warm_started"]
-    assert _warm.warm_pid() == warm  # --home: the benchmark leaves the data root's warm process running
+    # --home: the benchmark leaves the data root's warm process running (a fresh one where the first idled out)
+    assert _warm.warm_pid() is not None
 
 
 def test_a_new_install_starts_a_fresh_warm_process(sets, warm, monkeypatch):

@@ -75,9 +75,10 @@ VERSIONED_PACKAGES: tuple[str, ...] = ("whileai", "torch", "transformers", "trl"
 WAIT_TIMEOUT_S = 6 * 3600.0
 
 #: Width a value is cut to in ``diff`` and ``wait`` tables, in characters: room for a held-out
-#: result with its count, interval and paired p (``0.000 -> 0.975 (39/40; 95% CI 0.87-1.00;
-#: paired p < 0.001)``, 58 characters) without letting one long spec value push the table off screen.
-TABLE_CELL_CHARS = 64
+#: result with its verdict, count, interval and paired p (``0.000 -> 0.975, no significant change
+#: (39/40; 95% CI 0.87-1.00; paired p < 0.001)``, 82 characters) without letting one long spec value
+#: push the table off screen.
+TABLE_CELL_CHARS = 88
 
 #: ``validate`` reads at most this many lines of each data file: enough to catch a wrong file or a
 #: broken format at once, bounded so that validating a million-row file stays instant.

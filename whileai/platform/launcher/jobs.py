@@ -559,6 +559,26 @@ def reconcile_run(store: Any, account_id: str, run_id: str) -> None:
 # ---------------------------------------------------------------------------
 
 
+def _start_time(pid: int | None) -> str | None:
+    """When process ``pid`` started (field 22 of /proc/PID/stat, in clock ticks), None when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[19] if pid else None
+    except (OSError, IndexError):
+        return None
+
+
+def _exited(pid: int | None, started: str | None) -> bool:
+    """Whether the process that was ``pid`` (started at ``started``) has exited: gone, a zombie, or a new process
+    under a reused pid."""
+    if not pid or started is None:
+        return True
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return True
+    return fields[0] in ("Z", "X") or fields[19] != started
+
+
 def _end_process(job: dict[str, Any]) -> str:
     """SIGKILL a local worker's process group and wait (JOB_STOP_WAIT_S at most) until it is gone; what happened."""
     pid = job.get("pid")
@@ -569,6 +589,7 @@ def _end_process(job: dict[str, Any]) -> str:
     ranks = [p for p in job_processes(job["id"]) if p != pid]  # torchrun's ranks, node launchers past the first
     if not _pid_alive(pid, job["id"]) and not ranks:
         return "its worker had already exited"
+    started = _start_time(pid)
     for target in [pid, *ranks]:
         try:
             if target and os.getpgid(target) == target:  # each leads its own session and group
@@ -578,7 +599,8 @@ def _end_process(job: dict[str, Any]) -> str:
         except ProcessLookupError:
             continue
     deadline = time.monotonic() + defaults.JOB_STOP_WAIT_S
-    while _pid_alive(pid, job["id"]) or job_processes(job["id"]):
+    # a killed process drops its command line before it has exited: wait on its /proc entry, not on its name
+    while _pid_alive(pid, job["id"]) or job_processes(job["id"]) or not _exited(pid, started):
         if time.monotonic() > deadline:
             return f"its worker (pid {pid}) was sent SIGKILL but had not exited {defaults.JOB_STOP_WAIT_S:g} s later"
         time.sleep(0.05)
