@@ -58,14 +58,14 @@ def _split() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return [rows[i] for i in train_idx], [rows[i] for i in held_idx]
 
 
-def _sft(seed: int, train: list[dict[str, Any]], folder: Path) -> Path:
+def _sft(seed: int, train: list[dict[str, Any]], folder: Path, steps: int | None = None) -> Path:
     from whileai.core.spec import read_spec
     from whileai.jobs import _environment, _loading, sft
     from whileai.simulations import defaults
 
     stage = _recipe(RECIPES / "grpo_tooluse.yaml")["stages"]["sft"]
     spec = read_spec({"method": "sft", "base_model": defaults.KIT_BASE_NAME, "seed": seed,
-                      "steps": int(stage["steps"]), "learning_rate": float(stage["learning_rate"]),
+                      "steps": int(steps or stage["steps"]), "learning_rate": float(stage["learning_rate"]),
                       "batch_size": int(stage.get("batch_size") or 8)})
     _environment.cpu_threads()
     _environment.seed_all(seed)
@@ -175,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps (default: each recipe's own)")
+    parser.add_argument("--sft-steps", type=int, default=None, help="SFT stage steps (default: grpo_tooluse's own)")
     parser.add_argument("--json", type=Path, default=None, help="also write every run's figures here")
     args = parser.parse_args(argv)
     train, held = _split()
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
-            adapter = _sft(seed, train, folder)
+            adapter = _sft(seed, train, folder, args.sft_steps)
             proxy = _proxy_rm(seed, train, held, folder) if "rm_proxy" in args.variants else None
             for variant in args.variants:
                 result = _grpo(variant, seed, args.steps, train, held, adapter, proxy, folder)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from whileai.core.stats import holdout_result
 
 
@@ -347,3 +349,19 @@ def test_a_run_that_judged_nothing_says_so_instead_of_dashes():
     [held] = [line for line in _closing_lines(before=None, after=None) if line.startswith("held-out")]
     assert held == ("held-out   pass_rate not measured: no held-out prompt was judged (the warning before training "
                     "names why)")
+
+
+def test_the_export_line_names_a_tool_convention_only_when_a_row_has_tools(tmp_path):
+    import whileai.simulations as wai
+    from whileai.runner.pipeline import _exported
+
+    rows = [{"messages": [{"role": "user", "content": f"hi {i}"}, {"role": "assistant", "content": "hello"}]}
+            for i in range(3)]
+    with pytest.warns(UserWarning, match="no tools"):
+        report = wai.export_dataset(rows, tmp_path / "plain.jsonl", format="trl")
+    assert report["rows_without_tools"] == 3
+    template = {"chat_template": "t.jinja", "tool_format": {"used": "hermes"}}
+    line = _exported({**report, **template})
+    assert "no row has tools" in line and "convention" not in line
+    with_tools = _exported({**report, "rows_without_tools": 1, **template})
+    assert "tools in the hermes convention" in with_tools

@@ -411,7 +411,9 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
 def _exported(report: dict[str, Any]) -> str:
     said = f"{report['pairs_out']} pairs" if "pairs_out" in report else f"{report.get('rows_out')} rows"
     used = (report.get("tool_format") or {}).get("used")
-    if report.get("chat_template") and used:
+    if report.get("chat_template") and report.get("rows_in") and report.get("rows_without_tools") == report["rows_in"]:
+        said += "; no row has tools, so none are rendered; its chat template and manifest beside it"
+    elif report.get("chat_template") and used:
         convention = "hermes" if used == "hermes" else "base template's own"
         said += f"; tools in the {convention} convention, its chat template and manifest beside it"
     return said

@@ -85,6 +85,7 @@ def export_training_file(
             "strip_think": bool(strip_think),
             "unroll": bool(unroll),
             "max_tool_output_chars": cap,
+            "rows_without_tools": state["no_tools"],
             **state["stats"],
         }
         if fmt == "trl":
