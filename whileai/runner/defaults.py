@@ -70,6 +70,12 @@ DIFF_HASH_HEX = 16
 #: Packages whose versions a run records: what decides what a run computes.
 VERSIONED_PACKAGES: tuple[str, ...] = ("whileai", "torch", "transformers", "trl", "peft")
 
+#: The committed file of pinned versions (``python scripts/make_constraints.py`` writes it at the
+#: checkout's root): the versions the recipes' figures were measured with. A run records which of
+#: VERSIONED_PACKAGES it ran with at another version (a newer transformers or TRL moved the DPO and
+#: reward-model figures once), and ``reproduce`` and the run page say so beside the result.
+CONSTRAINTS_FILE = "constraints.txt"
+
 #: ``wait``'s deadline per run when none is given, in seconds (6 h: MODAL_TIMEOUT_S, a hosted
 #: job's own wall-clock limit on Modal; a run cannot outlive it).
 WAIT_TIMEOUT_S = 6 * 3600.0

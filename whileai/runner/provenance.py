@@ -5,13 +5,17 @@ resolved spec, the overrides as typed, the recipe, the full command line, the
 versions of what computes (whileai, torch, transformers, trl, peft, python),
 the git commit with a dirty flag and a hash of the uncommitted diff when the
 package runs from a checkout, the dataset's content hash, the sweep id, the
-Hydra output folder, and for a reproduction the run it reproduces.
+Hydra output folder, and for a reproduction the run it reproduces. When the
+package runs from a checkout that holds the committed ``constraints.txt``, the
+record also names the packages installed at another version than the one pinned
+there (``constraints_differ``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import platform
+import re
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -19,7 +23,8 @@ from typing import Any
 
 from . import defaults
 
-__all__ = ["versions", "git_state", "runner_record", "spec_of"]
+__all__ = ["versions", "git_state", "runner_record", "spec_of", "read_pins", "pin_matches", "constraints_differ",
+           "constraints_text"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -34,6 +39,64 @@ def versions() -> dict[str, str | None]:
             found[name] = None
     found["python"] = platform.python_version()
     return found
+
+
+def canonical_name(name: str) -> str:
+    """A distribution's name as PEP 503 compares it: lower case, runs of ``-``, ``_`` and ``.`` as one ``-``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*===?\s*([^\s;#]+)")
+
+
+def read_pins(path: Path) -> dict[str, str]:
+    """``{name: version}`` of each ``name==version`` line of a constraints file (comments and other lines skipped)."""
+    pins: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        found = _PIN.match(line)
+        if found:
+            pins[canonical_name(found.group(1))] = found.group(2)
+    return pins
+
+
+def pin_matches(pinned: str, installed: str | None) -> bool:
+    """Whether an installed version satisfies ``==pinned``. As in PEP 440, a pin without a local label
+    (``2.13.0``) admits any local build of that release (``2.13.0+cpu``, ``2.13.0+cu128``)."""
+    if installed is None:
+        return False
+    return installed == pinned or ("+" not in pinned and installed.split("+", 1)[0] == pinned)
+
+
+def constraints_differ(path: Path | None = None) -> dict[str, dict[str, str | None]] | None:
+    """The packages of VERSIONED_PACKAGES installed at another version than constraints.txt pins:
+    ``{name: {"pinned", "installed"}}``, empty when all match. None when there is no such file (an
+    installed wheel has none next to it): then nothing is known to compare with. ``path`` is for tests."""
+    path = path if path is not None else _PACKAGE.parent / defaults.CONSTRAINTS_FILE
+    if not path.is_file():
+        return None
+    try:
+        pins = read_pins(path)
+    except (OSError, UnicodeDecodeError):
+        return None
+    found = versions()
+    differ: dict[str, dict[str, str | None]] = {}
+    for name in defaults.VERSIONED_PACKAGES:
+        pinned = pins.get(canonical_name(name))
+        if pinned is not None and not pin_matches(pinned, found.get(name)):
+            differ[name] = {"pinned": pinned, "installed": found.get(name)}
+    return differ
+
+
+def constraints_text(differ: dict[str, Any] | None) -> str | None:
+    """``installed packages differ from constraints.txt: transformers 5.25.0 (pinned 5.24.0)``, None when none differ."""
+    if not differ:
+        return None
+    items = []
+    for name, pair in sorted(differ.items()):
+        pair = pair if isinstance(pair, dict) else {}
+        installed = pair.get("installed") or "not installed"
+        items.append(f"{name} {installed} (pinned {pair.get('pinned')})")
+    return f"installed packages differ from {defaults.CONSTRAINTS_FILE}: " + ", ".join(items)
 
 
 def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
@@ -68,6 +131,8 @@ def runner_record(spec: dict[str, Any], context: Any) -> dict[str, Any]:
         "choices": dict(context.choices),
         "command": context.command,
         "versions": versions(),
+        # VERSIONED_PACKAGES at another version than constraints.txt pins ({} all match; None: no such file)
+        "constraints_differ": constraints_differ(),
         "git": git_state(),
         "sweep_id": context.sweep_id,
         "hydra_dir": str(context.output_dir),

@@ -66,7 +66,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     from . import schema
     from ._locate import data_root, new_token
     from .pipeline import Context, run_spec
-    from .provenance import _differences, git_state, record_of, versions
+    from .provenance import _differences, constraints_differ, constraints_text, git_state, record_of, versions
 
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0].startswith("-"):
@@ -103,8 +103,10 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     )
     new = {"versions": versions(), "git": git_state()}
     changed = _differences(old, new)
+    pinned = constraints_text(constraints_differ())  # this environment against the committed pins
     print(f"reproducing {run_id} from its stored spec" + (f"; differs: {', '.join(changed)}" if changed
-                                                          else "; same versions and commit"), file=sys.stderr)
+                                                          else "; same versions and commit")
+          + (f"; {pinned}" if pinned else ""), file=sys.stderr)
     code = run_spec(spec, context)
     import json
 

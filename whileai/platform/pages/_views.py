@@ -18,12 +18,12 @@ from whileai.core.stats import certainty_text, rate_text, significance_word, sta
 
 __all__ = [
     "config_parts", "facts", "headline", "chart_groups", "flatten", "compare_config", "sweep_knobs",
-    "reproduce_commands", "monitor_view", "list_row", "expect_view",
+    "reproduce_commands", "monitor_view", "list_row", "expect_view", "constraints_text",
 ]
 
 #: config keys that describe how a run was made rather than what it trains (left out of sweep knobs)
 _META_KEYS = ("command", "versions", "git", "overrides", "recipe", "sweep", "sweep_id", "hydra", "output_dir",
-              "run_id", "init_from", "stages", "export_report", "reproduces")
+              "run_id", "init_from", "stages", "export_report", "reproduces", "constraints_differ")
 
 
 def _get(value: Any, *path: str) -> Any:
@@ -53,7 +53,8 @@ def config_parts(record: dict[str, Any]) -> dict[str, Any]:
     config = record.get("config")
     if not isinstance(config, dict):
         return {"spec": config, "overrides": None, "recipe": None, "command": None, "versions": None,
-                "git": None, "sweep": None, "init_from": None, "stage": None, "runner": False}
+                "git": None, "constraints_differ": None, "constraints_text": None, "sweep": None, "init_from": None,
+                "stage": None, "runner": False}
     runner = _runner(config)
     source = runner if runner is not None else config
     if isinstance(source.get("spec"), dict):
@@ -65,6 +66,7 @@ def config_parts(record: dict[str, Any]) -> dict[str, Any]:
         command = " ".join(str(part) for part in command)
     sweep = _first(_get(source, "sweep", "id"), source.get("sweep_id"), source.get("sweep"),
                    _get(spec, "sweep", "id"), _get(spec, "sweep_id"))
+    differ = source.get("constraints_differ")
     stage = None
     if runner is not None and runner.get("stage") is not None:
         stage = {"name": runner.get("stage"), "index": runner.get("stage_index"), "stages": runner.get("stages"),
@@ -76,6 +78,9 @@ def config_parts(record: dict[str, Any]) -> dict[str, Any]:
         "command": command if isinstance(command, str) else None,
         "versions": source.get("versions"),
         "git": source.get("git"),
+        # the packages that ran at another version than constraints.txt pins, and that said in words
+        "constraints_differ": differ if isinstance(differ, dict) else None,
+        "constraints_text": constraints_text(differ),
         "sweep": sweep if isinstance(sweep, (str, int)) else None,
         "init_from": _first(config.get("init_from"), source.get("previous_run"), _get(spec, "init_from"),
                             _get(record.get("summary"), "init_from")),
@@ -83,6 +88,19 @@ def config_parts(record: dict[str, Any]) -> dict[str, Any]:
         "stage": stage,
         "runner": runner is not None and isinstance(runner.get("spec"), dict),
     }
+
+
+def constraints_text(differ: Any) -> str | None:
+    """``installed packages differ from constraints.txt: transformers 5.25.0 (pinned 5.24.0)``, or None when the run
+    recorded no difference. Worded as ``whileai.runner.provenance.constraints_text``, which the terminal prints (the
+    pages sit below the runner and do not import it)."""
+    if not isinstance(differ, dict) or not differ:
+        return None
+    items = []
+    for name, pair in sorted(differ.items(), key=lambda item: str(item[0])):
+        pair = pair if isinstance(pair, dict) else {}
+        items.append(f"{name} {pair.get('installed') or 'not installed'} (pinned {pair.get('pinned')})")
+    return "installed packages differ from constraints.txt: " + ", ".join(items)
 
 
 _HOLDOUT_LABELS = {"pair_accuracy": "held-out pair accuracy", "row_accuracy": "held-out row accuracy",

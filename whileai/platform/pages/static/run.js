@@ -55,7 +55,7 @@
     if (!v.headline.length) {
       const note = v.training && v.training.holdout_note;
       const ended = ["failed", "stopped", "crashed"].includes(v.run.status);
-      return WAI.section("Did it work?", setupLine(v), el("p", {class: "muted"}, note || (ended ?
+      return WAI.section("Did it work?", setupLine(v), constraintsNote(v), el("p", {class: "muted"}, note || (ended ?
         "No held-out result: the run " + v.run.status + " before its held-out set was measured after training." :
         "No held-out result yet: it appears here when the run records its held-out measure before and after " +
         "(run.holdout(before, after), or wai.train with a held-out set).")));
@@ -71,7 +71,15 @@
         " ", el("span", {class: "muted"}, "(" + h.better + " is better)")),
       h.certainty ? el("div", {class: "certainty muted small"}, h.certainty) :
         WAI.isNum(h.n) ? el("div", {class: "certainty muted small"}, "n = " + h.n) : null));
-    return WAI.section("Did it work?", el("div", {class: "headlines"}, cards), alarmNotice(v), setupLine(v));
+    return WAI.section("Did it work?", el("div", {class: "headlines"}, cards), alarmNotice(v), constraintsNote(v),
+      setupLine(v));
+  }
+
+  // Beside the result: the packages this run had at another version than constraints.txt pins (the
+  // recipes' figures were measured with the pinned ones; a newer transformers or TRL can move them).
+  function constraintsNote(v) {
+    const text = v.config && v.config.constraints_text;
+    return text ? el("p", {class: "notice", id: "constraints-differ"}, String(text)) : null;
   }
 
   // The HackMonitor's alarms, said where the result is read: what each means, and a link to its chart.
@@ -314,7 +322,8 @@
     }
     parts.push(el("p", {class: "label"}, c.overrides || c.recipe ? "Resolved spec" : "Config as given"),
       el("pre", {class: "code", id: "config"}, WAI.json(c.spec)));
-    const extra = {versions: c.versions, git: c.git};
+    const extra = {versions: c.versions, "differs from constraints.txt": c.constraints_differ &&
+      Object.keys(c.constraints_differ).length ? c.constraints_differ : null, git: c.git};
     for (const [k, val] of Object.entries(extra)) if (val) parts.push(el("p", {class: "label"}, k), el("pre", {class: "code"}, WAI.json(val)));
     const sec = WAI.section("Config", ...parts);
     sec.id = "config-section";

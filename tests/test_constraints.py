@@ -1,0 +1,121 @@
+"""constraints.txt: the script that writes and checks it, what a run records against it, and where that is shown.
+
+Light: no training, no server. The script is loaded from scripts/ and run in this process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from importlib import metadata
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from whileai.platform.pages import _views
+from whileai.runner import defaults, provenance
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("make_constraints", ROOT / "scripts" / "make_constraints.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+def _with_pin(path: Path, name: str, version: str) -> None:
+    lines = [f"{name}=={version}" if line.startswith(f"{name}==") else line
+             for line in path.read_text().splitlines()]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_the_script_writes_pins_of_installed_packages_and_refuses_to_overwrite(script, tmp_path, capsys):
+    out = tmp_path / "constraints.txt"
+    assert script.main(["--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("#") and "python scripts/make_constraints.py --force" in text
+    pins = dict(line.split("==") for line in text.splitlines() if line and not line.startswith("#"))
+    assert list(pins) == sorted(pins), "sorted by name"
+    assert "whileai" not in pins
+    for name, version in pins.items():
+        assert name == provenance.canonical_name(name), name
+        assert provenance.pin_matches(version, metadata.version(name)), name  # each line is an installed package
+    assert "+" not in pins["torch"]  # ==X admits X+cpu and a CUDA build alike
+    for name in ("transformers", "trl", "peft", "pytest", "ruff"):  # the main dependencies and the test extra
+        assert pins[name] == metadata.version(name)
+
+    out.write_text("# mine\n")
+    capsys.readouterr()
+    assert script.main(["--out", str(out)]) == 1
+    assert "--force" in capsys.readouterr().err
+    assert out.read_text() == "# mine\n", "an existing file is left alone without --force"
+    assert script.main(["--out", str(out), "--force"]) == 0
+    assert out.read_text() == text
+
+
+def test_check_exits_1_on_a_wrong_pin_and_0_when_the_file_matches(script, tmp_path, capsys):
+    out = tmp_path / "constraints.txt"
+    assert script.main(["--path", str(out)]) == 0
+    capsys.readouterr()
+    assert script.main(["--check", "--path", str(out)]) == 0
+    _with_pin(out, "transformers", "0.0.1")
+    assert script.main(["--check", "--path", str(out)]) == 1
+    said = capsys.readouterr().out
+    assert f"transformers: pinned 0.0.1, installed {metadata.version('transformers')}" in said
+    assert script.main(["--check", "--path", str(tmp_path / "absent.txt")]) == 1
+
+
+def test_a_run_records_the_packages_installed_at_another_version_than_pinned(tmp_path):
+    installed = provenance.versions()
+    same = tmp_path / "same.txt"
+    same.write_text("# pins\n" + "".join(f"{n}=={(installed[n] or '').split('+')[0]}\n"
+                                         for n in defaults.VERSIONED_PACKAGES if n != "whileai"))
+    assert provenance.constraints_differ(same) == {}
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text(same.read_text())
+    _with_pin(wrong, "transformers", "0.0.1")
+    assert provenance.constraints_differ(wrong) == {
+        "transformers": {"pinned": "0.0.1", "installed": metadata.version("transformers")}}
+    assert provenance.constraints_differ(tmp_path / "absent.txt") is None  # an installed wheel: nothing to compare
+    assert provenance.pin_matches("2.13.0", "2.13.0+cpu") and not provenance.pin_matches("2.13.0+cpu", "2.13.0")
+
+    context = SimpleNamespace(recipe="r", overrides=[], choices={}, command="c", sweep_id=None, output_dir=tmp_path,
+                              reproduces=None, expect_lines={})
+    record = provenance.runner_record({}, context)
+    assert record["constraints_differ"] == provenance.constraints_differ()
+
+
+def test_the_words_name_the_installed_and_the_pinned_version():
+    differ = {"transformers": {"pinned": "5.24.0", "installed": "5.25.0"}, "peft": {"pinned": "0.21.2", "installed": None}}
+    words = ("installed packages differ from constraints.txt: peft not installed (pinned 0.21.2), "
+             "transformers 5.25.0 (pinned 5.24.0)")
+    assert provenance.constraints_text(differ) == words
+    assert _views.constraints_text(differ) == words  # the page words it as the terminal does
+    assert provenance.constraints_text({}) is None and provenance.constraints_text(None) is None
+
+
+def test_the_committed_file_pins_every_versioned_package():
+    pins = provenance.read_pins(ROOT / defaults.CONSTRAINTS_FILE)
+    for name in defaults.VERSIONED_PACKAGES:
+        if name != "whileai":  # installed from the checkout itself, never pinned
+            assert name in pins, name
+    assert "whileai" not in pins
+
+
+def test_the_run_page_says_which_packages_differ_beside_the_result():
+    differ = {"transformers": {"pinned": "5.24.0", "installed": "5.25.0"}}
+    record = {"id": "run_1", "kind": "hosted", "config": {"spec": {"beta": 0.04}, "runner": {
+        "spec": {"beta": 0.04}, "versions": {"transformers": "5.25.0"}, "constraints_differ": differ}}}
+    parts = _views.config_parts(record)
+    assert parts["constraints_differ"] == differ
+    assert parts["constraints_text"] == "installed packages differ from constraints.txt: transformers 5.25.0 (pinned 5.24.0)"
+    same = {**record, "config": {"runner": {"spec": {}, "constraints_differ": {}}}}
+    assert _views.config_parts(same)["constraints_text"] is None
+    assert _views.config_parts({"id": "run_2", "config": None})["constraints_text"] is None
+    assert "constraints_text" in (ROOT / "whileai" / "platform" / "pages" / "static" / "run.js").read_text()
