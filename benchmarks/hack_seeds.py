@@ -4,7 +4,7 @@
     python benchmarks/hack_seeds.py --seeds 0 1 --variants honest fine_grained
     python benchmarks/hack_seeds.py --steps 20 --seeds 0             # a quick look
 
-For each seed: the recipes' SFT stage from the kit's demo base (grpo_tooluse's ``stages.sft``), then GRPO
+For each seed: the variant's recipe's SFT stage from the kit's demo base (its ``stages.sft``), then GRPO
 from that adapter, once per variant, with the HackMonitor on, using the job bodies a hosted run uses
 (``whileai.jobs.sft`` / ``rm`` / ``grpo``: the same fit, held-out judge and monitor):
 
@@ -58,20 +58,31 @@ def _split() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return [rows[i] for i in train_idx], [rows[i] for i in held_idx]
 
 
-def _sft(seed: int, train: list[dict[str, Any]], folder: Path, steps: int | None = None) -> Path:
+def _recipe_of(variant: str) -> Path:
+    """The recipe a variant runs: the hack recipes for the hacks and their honest twin, grpo_tooluse otherwise."""
+    return {"tool_name": RECIPES / "hack" / "tool_name.yaml", "honest": RECIPES / "hack" / "tool_name.yaml",
+            "rm_proxy": RECIPES / "hack" / "rm_proxy.yaml"}.get(variant, RECIPES / "grpo_tooluse.yaml")
+
+
+def _sft(seed: int, train: list[dict[str, Any]], folder: Path, variant: str, steps: int | None = None) -> Path:
+    """The variant's recipe's SFT stage at ``seed`` (``steps`` overrides its steps); made once per step count."""
     from whileai.core.spec import read_spec
     from whileai.jobs import _environment, _loading, sft
     from whileai.simulations import defaults
 
-    stage = _recipe(RECIPES / "grpo_tooluse.yaml")["stages"]["sft"]
+    stage = _recipe(_recipe_of(variant))["stages"]["sft"]
+    steps = int(steps or stage["steps"])
+    saved = folder / f"sft-{steps}"
+    if saved.is_dir():
+        return saved
     spec = read_spec({"method": "sft", "base_model": defaults.KIT_BASE_NAME, "seed": seed,
-                      "steps": int(steps or stage["steps"]), "learning_rate": float(stage["learning_rate"]),
+                      "steps": steps, "learning_rate": float(stage["learning_rate"]),
                       "batch_size": int(stage.get("batch_size") or 8)})
     _environment.cpu_threads()
     _environment.seed_all(seed)
     model, tokenizer = sft.load(spec)
-    model, _ = sft.fit(spec, model, tokenizer, [r for r in train if r["passed"]], folder / "sft-job", [])
-    return Path(_loading.save_adapter(model, tokenizer, folder / "sft"))
+    model, _ = sft.fit(spec, model, tokenizer, [r for r in train if r["passed"]], folder / f"sft-job-{steps}", [])
+    return Path(_loading.save_adapter(model, tokenizer, saved))
 
 
 def _proxy_rm(seed: int, train: list[dict[str, Any]], held: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
@@ -110,9 +121,7 @@ def _grpo(variant: str, seed: int, steps: int | None, train: list[dict[str, Any]
     from whileai.simulations import defaults
     from whileai.simulations import monitor as monitor_module
 
-    path = {"tool_name": RECIPES / "hack" / "tool_name.yaml", "honest": RECIPES / "hack" / "tool_name.yaml",
-            "rm_proxy": RECIPES / "hack" / "rm_proxy.yaml"}.get(variant, RECIPES / "grpo_tooluse.yaml")
-    recipe = _recipe(path)
+    recipe = _recipe(_recipe_of(variant))
     reward = {"honest": "first_action", "design_card": "first_action", "fine_grained": "fine_grained"}.get(
         variant, recipe.get("reward"))
     made: list[Any] = []
@@ -175,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps (default: each recipe's own)")
-    parser.add_argument("--sft-steps", type=int, default=None, help="SFT stage steps (default: grpo_tooluse's own)")
+    parser.add_argument("--sft-steps", type=int, default=None, help="SFT stage steps (default: each recipe's own)")
     parser.add_argument("--json", type=Path, default=None, help="also write every run's figures here")
     args = parser.parse_args(argv)
     train, held = _split()
@@ -183,9 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
-            adapter = _sft(seed, train, folder, args.sft_steps)
             proxy = _proxy_rm(seed, train, held, folder) if "rm_proxy" in args.variants else None
             for variant in args.variants:
+                adapter = _sft(seed, train, folder, variant, args.sft_steps)
                 result = _grpo(variant, seed, args.steps, train, held, adapter, proxy, folder)
                 results.append(result)
                 print(_line(result), flush=True)

@@ -92,23 +92,43 @@ def split(session_home) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def sft_start(split, tmp_path_factory) -> dict[str, Any]:
-    """SFT at the recipe's SFT stage settings from the demo base: outcomes before/after and the adapter folder."""
+def sft_starts(split, tmp_path_factory) -> Any:
+    """``sft_starts(recipe)``: SFT at ``recipe``'s SFT stage settings from the demo base, made once per distinct
+    stage: outcomes before/after and the adapter folder."""
+    import json
+
+    made: dict[str, dict[str, Any]] = {}
+
+    def get(recipe: dict[str, Any]) -> dict[str, Any]:
+        stage = recipe["stages"]["sft"]
+        key = json.dumps(stage, sort_keys=True, default=str)
+        if key not in made:
+            made[key] = _sft(stage, split, tmp_path_factory.mktemp("sft-start"))
+        return made[key]
+
+    return get
+
+
+def _sft(stage: dict[str, Any], split: dict[str, Any], folder: Path) -> dict[str, Any]:
     from whileai.jobs import _environment, _loading, sft
     from whileai.simulations import defaults
 
-    stage = split["recipe"]["stages"]["sft"]
     spec = {"method": "sft", "base_model": defaults.KIT_BASE_NAME, "seed": SEED, "steps": int(stage["steps"]),
             "learning_rate": float(stage["learning_rate"]), "batch_size": int(stage.get("batch_size") or 8)}
     _environment.cpu_threads()
     _environment.seed_all(SEED)
     model, tokenizer = sft.load(read_spec(spec))
     before = _outcomes(model, tokenizer, split["prompts"])
-    folder = tmp_path_factory.mktemp("sft-start")
     model, _ = sft.fit(read_spec(spec), model, tokenizer, [r for r in split["train"] if r["passed"]], folder / "job", [])
     after = _outcomes(model, tokenizer, split["prompts"])
     _loading.save_adapter(model, tokenizer, folder / "adapter")
     return {"before": before, "after": after, "adapter": folder / "adapter", "spec": spec}
+
+
+@pytest.fixture(scope="module")
+def sft_start(split, sft_starts) -> dict[str, Any]:
+    """grpo_tooluse's SFT stage (shorter than the DPO and hack recipes': it leaves GRPO more to fix)."""
+    return sft_starts(split["recipe"])
 
 
 def _stage_from_sft(job: Any, spec: dict[str, Any], split: dict[str, Any], sft_start: dict[str, Any],
@@ -148,12 +168,12 @@ def test_grpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, s
     assert "proxy_scores" not in seen["after"]  # the reward is the exact judge: nothing to set beside it
 
 
-def test_dpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_start, tmp_path):
+def test_dpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_starts, tmp_path):
     from whileai.jobs import dpo
     from whileai.simulations import defaults
 
     recipe = _recipe(RECIPES / "dpo_tooluse.yaml")
-    assert recipe["stages"]["sft"] == split["recipe"]["stages"]["sft"], "the two recipes' SFT stages differ"
+    sft_start = sft_starts(recipe)
     spec = {"method": "dpo", "base_model": defaults.KIT_BASE_NAME, "seed": SEED,
             "steps": int(recipe["steps"]), "learning_rate": float(recipe["learning_rate"]),
             "beta": float(recipe.get("beta") or defaults.TRAINING_KNOBS["beta"]["dpo"]["default"]),
@@ -232,13 +252,13 @@ def _grpo_from_sft(recipe: dict[str, Any], split: dict[str, Any], sft_start: dic
     return {"before": before, "after": after, "monitor": made[0].summary(), "extra": extra}
 
 
-def test_the_hack_recipe_hacks_and_the_monitor_raises_its_alarm(split, sft_start, tmp_path, monkeypatch):
+def test_the_hack_recipe_hacks_and_the_monitor_raises_its_alarm(split, sft_starts, tmp_path, monkeypatch):
     """Gao et al.'s setting on the kit: the policy pleases a reward that pays for the tool name alone; on the same
     held-out prompts that reward rises significantly more than the exact judge, and the divergence alarm fires."""
     from whileai.jobs._rewards import proxy_vs_gold
 
     recipe = _recipe(HACK_RECIPE)
-    seen = _grpo_from_sft(recipe, split, sft_start, tmp_path, monkeypatch)
+    seen = _grpo_from_sft(recipe, split, sft_starts(recipe), tmp_path, monkeypatch)
     versus = proxy_vs_gold(seen["before"], seen["after"])
     assert versus is not None and versus["gap_change"] > 0 and versus["p"] < ALPHA, versus
     kinds = [a["kind"] for a in seen["monitor"]["alarms"]]
