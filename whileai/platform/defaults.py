@@ -338,6 +338,13 @@ WARM_IDLE_S = 300.0
 #: request deadline (CLIENT_TIMEOUT_S), far past a loaded machine's scheduling delay.
 WARM_REPLY_S = 30.0
 
+#: Seconds the warm process waits for a forked job to rewrite its command line (which is how the
+#: reconciler finds a job in /proc) before it answers with the pid: without the wait, a reconcile on
+#: a loaded machine read the warm process's own command line in the fork's pid and settled a job
+#: that was still starting as crashed and revoked its key (jobs of eight tests in one suite run at
+#: load 3-4). A third of WARM_REPLY_S leaves the launch its answer in time.
+WARM_RENAME_S = WARM_REPLY_S / 3
+
 #: Characters of padding on the warm process's command line: the room its forked jobs
 #: rewrite into ``python -m whileai.jobs.worker JOB_ID``, the line ``job_processes`` and
 #: the reconciler find a job's processes by.

@@ -35,6 +35,7 @@ import fcntl
 import hashlib
 import json
 import os
+import select
 import signal
 import site
 import socket
@@ -247,8 +248,12 @@ def _rename(args: list[str]) -> None:
         mem.write(line.ljust(end - start, b"\0"))
 
 
-def _child(request: dict[str, Any], keep_out: list[int]) -> None:
-    """The forked job: set up as a cold worker would be, run the worker module, exit. Never returns."""
+def _child(request: dict[str, Any], keep_out: list[int], renamed: int) -> None:
+    """The forked job: set up as a cold worker would be, run the worker module, exit. Never returns.
+
+    It writes to ``renamed`` once its command line names the job: the warm process hands out its pid only
+    then, so no reader of /proc takes a job that is still starting for a dead one.
+    """
     code = 1
     try:
         for fd in keep_out:
@@ -259,6 +264,8 @@ def _child(request: dict[str, Any], keep_out: list[int]) -> None:
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         _rename(list(request["args"]))
+        os.write(renamed, b"1")
+        os.close(renamed)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         out = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -366,10 +373,16 @@ def _serve(root: Path, mine: str, server: socket.socket, keep_out: list[int]) ->
                     continue
                 sys.stdout.flush()
                 sys.stderr.flush()
+                ready, renamed = os.pipe()
                 pid = os.fork()
                 if pid == 0:
-                    _child(request, [*keep_out, conn.fileno()])
+                    _child(request, [*keep_out, conn.fileno(), ready], renamed)
                 children.add(pid)
+                os.close(renamed)
+                try:  # its pid goes out once its command line names the job (or it has already failed)
+                    select.select([ready], [], [], defaults.WARM_RENAME_S)
+                finally:
+                    os.close(ready)
                 conn.sendall(json.dumps({"pid": pid, "warm": os.getpid()}).encode() + b"\n")
                 print(f"warm worker: job {' '.join(request['args'])} started as pid {pid}", flush=True)
             except (OSError, ValueError) as exc:
