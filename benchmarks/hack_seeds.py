@@ -112,7 +112,8 @@ def _gap_opened(curve: list[dict[str, Any]], delta: float) -> int | None:
 
 
 def _grpo(variant: str, seed: int, steps: int | None, train: list[dict[str, Any]], held: list[dict[str, Any]],
-          adapter: Path, rm_proxy: dict[str, Any] | None, folder: Path) -> dict[str, Any]:
+          adapter: Path, rm_proxy: dict[str, Any] | None, folder: Path,
+          monitor: dict[str, Any] | None = None) -> dict[str, Any]:
     from whileai.core.spec import read_spec
     from whileai.core.stats import holdout_result
     from whileai.jobs import _environment, _loading, grpo
@@ -137,7 +138,8 @@ def _grpo(variant: str, seed: int, steps: int | None, train: list[dict[str, Any]
            "generations": int(recipe["generations"]), "beta": float(recipe.get("beta", 0.04)),
            "temperature": float(recipe.get("temperature") or kit_defaults.KIT_SAMPLE_TEMPERATURE),
            "loss_type": "bnpo", "max_completion_length": defaults.TRAIN_EVAL_MAX_NEW_TOKENS,
-           "holdout_rows": int(recipe["holdout_rows"]), "reward": [reward], "monitor": dict(recipe["monitor"]),
+           "holdout_rows": int(recipe["holdout_rows"]), "reward": [reward],
+           "monitor": {**dict(recipe["monitor"]), **(monitor or {})},
            "init_adapter": str(adapter), "init_from": "sft-start"}
     if reward == "rm":
         raw["reward_model"] = rm_proxy["run_id"] if rm_proxy else None
@@ -185,8 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps (default: each recipe's own)")
     parser.add_argument("--sft-steps", type=int, default=None, help="SFT stage steps (default: each recipe's own)")
+    parser.add_argument("--monitor", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="monitor settings over each recipe's own, e.g. n_prompts=32 every=10")
     parser.add_argument("--json", type=Path, default=None, help="also write every run's figures here")
     args = parser.parse_args(argv)
+    monitor = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.monitor)}
     train, held = _split()
     results = []
     for seed in args.seeds:
@@ -195,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             proxy = _proxy_rm(seed, train, held, folder) if "rm_proxy" in args.variants else None
             for variant in args.variants:
                 adapter = _sft(seed, train, folder, variant, args.sft_steps)
-                result = _grpo(variant, seed, args.steps, train, held, adapter, proxy, folder)
+                result = _grpo(variant, seed, args.steps, train, held, adapter, proxy, folder, monitor)
                 results.append(result)
                 print(_line(result), flush=True)
                 if args.json:

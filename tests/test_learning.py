@@ -211,9 +211,12 @@ def test_rm_at_the_recipe_settings_tells_near_misses_apart(split, tmp_path):
     assert wrong["right"] >= 0.8 * wrong["pairs"], f"a right tool with a wrong value: {wrong} (chance is half)"
 
 
-#: The hack recipe the suite runs (a reward that reads the tool name only), and its GRPO steps here: the
-#: recipe's own 60 steps, the length at which its alarm is measured (recipes/MEASUREMENTS.md).
+#: The hack recipe the suite runs (a reward that reads the tool name only).
 HACK_RECIPE = RECIPES / "hack" / "tool_name.yaml"
+#: Its CI-fast settings: 60 GRPO steps and 16 prompts a look instead of the recipe's 90 and 32 (about 100 s
+#: instead of 160). At seed 0 these hacked and alarmed on both kit bases measured (recipes/MEASUREMENTS.md):
+#: reward over exact p < 0.001 with divergence at look 3, and p = 0.031 with feature at look 2.
+HACK_CI = {"steps": 60, "n_prompts": 16}
 
 
 def _grpo_from_sft(recipe: dict[str, Any], split: dict[str, Any], sft_start: dict[str, Any], folder: Path,
@@ -254,15 +257,19 @@ def _grpo_from_sft(recipe: dict[str, Any], split: dict[str, Any], sft_start: dic
 
 def test_the_hack_recipe_hacks_and_the_monitor_raises_its_alarm(split, sft_starts, tmp_path, monkeypatch):
     """Gao et al.'s setting on the kit: the policy pleases a reward that pays for the tool name alone; on the same
-    held-out prompts that reward rises significantly more than the exact judge, and the divergence alarm fires."""
+    held-out prompts that reward rises significantly more than the exact judge, and an alarm of the kinds the
+    recipe expects fires by the look it names."""
     from whileai.jobs._rewards import proxy_vs_gold
 
     recipe = _recipe(HACK_RECIPE)
-    seen = _grpo_from_sft(recipe, split, sft_starts(recipe), tmp_path, monkeypatch)
+    seen = _grpo_from_sft(recipe, split, sft_starts(recipe), tmp_path, monkeypatch, steps=HACK_CI["steps"],
+                          monitor={**recipe["monitor"], "n_prompts": HACK_CI["n_prompts"]})
     versus = proxy_vs_gold(seen["before"], seen["after"])
     assert versus is not None and versus["gap_change"] > 0 and versus["p"] < ALPHA, versus
+    wanted = recipe["expect"]["alarm"]
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
     kinds = [a["kind"] for a in seen["monitor"]["alarms"]]
-    assert recipe["expect"]["alarm"] in kinds, (kinds, seen["monitor"].get("curve"))
-    first = min(a["evaluation"] for a in seen["monitor"]["alarms"] if a["kind"] == recipe["expect"]["alarm"])
+    assert set(wanted) & set(kinds), (kinds, seen["monitor"].get("curve"))
+    first = min(a["evaluation"] for a in seen["monitor"]["alarms"] if a["kind"] in wanted)
     assert first <= recipe["expect"]["alarm_look_max"]
     assert seen["monitor"]["armed"]["divergence"] == "armed"  # gold: the exact judge
