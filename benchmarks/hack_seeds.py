@@ -168,6 +168,7 @@ def _grpo(variant: str, seed: int, steps: int | None, train: list[dict[str, Any]
             sum(after["outcomes"]), "prompts": len(after["outcomes"]), "improved": exact["improved"],
             "worsened": exact["worsened"], "p": exact["p"], "reward_vs_exact": proxy_vs_gold(before, after),
             "alarms": alarms, "gap_opened_look": opened, "seconds": round(time.time() - started, 1),
+            "outcomes_after": list(after["outcomes"]),  # per prompt: two variants' runs can be paired afterwards
             **({"rm_pair_accuracy": rm_proxy["pair_accuracy"]} if reward == "rm" and rm_proxy else {})}
 
 
