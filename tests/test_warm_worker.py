@@ -95,21 +95,13 @@ def test_a_forked_jobs_pid_is_handed_out_only_once_its_command_line_names_the_jo
     fork that had not yet renamed itself looked dead, and the job was settled crashed with its key revoked."""
     from whileai.platform.launcher.jobs import _pid_alive
 
-    env = _warm_env()
+    env = _warm.launch_env()
     for i in range(5):  # no job of these ids exists: each worker fails at once, after the check below
         job_id = f"job_{i:016x}"
         pid, how = _warm.start_job([job_id], env, tmp_path, tmp_path / f"{job_id}.log")
         assert pid is not None, how
         assert _pid_alive(pid, job_id), Path(f"/proc/{pid}/cmdline").read_bytes()
     assert _warm.warm_pid() == warm
-
-
-def _warm_env() -> dict[str, str]:
-    """A launch's environment as the session's warm process was started with (its fingerprint matches)."""
-    from whileai.platform.launcher._shared import hub_env
-
-    return {**os.environ, "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false"), **hub_env(),
-            defaults.HOME_ENV: os.environ[defaults.HOME_ENV]}
 
 
 def test_concurrent_forked_jobs_share_no_state_and_train_as_a_cold_job_does(sets, warm, monkeypatch):

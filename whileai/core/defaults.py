@@ -272,3 +272,10 @@ MIRROR_TRACKERS = ("wandb", "mlflow", "trackio")
 
 #: The pip extra that installs every mirror's client (pyproject.toml ``[project.optional-dependencies]``).
 MIRROR_EXTRA = "mirror"
+
+
+#: The committed file of pinned versions (``python scripts/make_constraints.py`` writes it at the
+#: checkout's root): the versions the recipes' figures were measured with. A run records which of the
+#: computing packages it ran with at another version (a newer transformers or TRL moved the DPO and
+#: reward-model figures once), and ``reproduce`` and the run page say so beside the result.
+CONSTRAINTS_FILE = "constraints.txt"

@@ -26,7 +26,7 @@ from typing import Any
 
 from whileai.core import defaults
 
-__all__ = ["wilson", "mcnemar_exact", "holdout_result", "describe", "p_text", "interval_text",
+__all__ = ["wilson", "constraints_text", "mcnemar_exact", "holdout_result", "describe", "p_text", "interval_text",
            "certainty_text", "status_text", "rate_text", "change_text", "smallest_significant_change",
            "holdout_power", "significance_word", "judged_text"]
 
@@ -171,6 +171,18 @@ def certainty_text(result: dict[str, Any] | None) -> str | None:
         parts.append(f"paired {p_text(paired['p'])}")
     shown = [p for p in parts if p]
     return "; ".join(shown) or None
+
+
+def constraints_text(differ: Any) -> str | None:
+    """``installed packages differ from constraints.txt: transformers 5.25.0 (pinned 5.24.0)``, from a run's
+    ``constraints_differ`` (``{name: {"pinned", "installed"}}``); None when it names no package."""
+    if not isinstance(differ, dict) or not differ:
+        return None
+    items = []
+    for name, pair in sorted(differ.items(), key=lambda item: str(item[0])):
+        pair = pair if isinstance(pair, dict) else {}
+        items.append(f"{name} {pair.get('installed') or 'not installed'} (pinned {pair.get('pinned')})")
+    return f"installed packages differ from {defaults.CONSTRAINTS_FILE}: " + ", ".join(items)
 
 
 def status_text(status: Any, expect: Any) -> str:

@@ -7,6 +7,8 @@ runner's schema reads them from there.
 
 from __future__ import annotations
 
+from whileai.core.defaults import CONSTRAINTS_FILE as CONSTRAINTS_FILE  # the committed pins a run is checked against
+
 #: Environment variable naming a folder of the user's own recipes, searched before the committed
 #: ones (a recipe there with a committed recipe's name wins). ``--recipes DIR`` does the same.
 RECIPES_ENV = "WHILEAI_RECIPES"
@@ -70,11 +72,6 @@ DIFF_HASH_HEX = 16
 #: Packages whose versions a run records: what decides what a run computes.
 VERSIONED_PACKAGES: tuple[str, ...] = ("whileai", "torch", "transformers", "trl", "peft")
 
-#: The committed file of pinned versions (``python scripts/make_constraints.py`` writes it at the
-#: checkout's root): the versions the recipes' figures were measured with. A run records which of
-#: VERSIONED_PACKAGES it ran with at another version (a newer transformers or TRL moved the DPO and
-#: reward-model figures once), and ``reproduce`` and the run page say so beside the result.
-CONSTRAINTS_FILE = "constraints.txt"
 
 #: ``wait``'s deadline per run when none is given, in seconds (6 h: MODAL_TIMEOUT_S, a hosted
 #: job's own wall-clock limit on Modal; a run cannot outlive it).

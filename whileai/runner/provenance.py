@@ -21,6 +21,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from whileai.core.stats import constraints_text  # noqa: F401  (re-exported: reproduce prints it)
+
 from . import defaults
 
 __all__ = ["versions", "git_state", "runner_record", "spec_of", "read_pins", "pin_matches", "constraints_differ",
@@ -85,18 +87,6 @@ def constraints_differ(path: Path | None = None) -> dict[str, dict[str, str | No
         if pinned is not None and not pin_matches(pinned, found.get(name)):
             differ[name] = {"pinned": pinned, "installed": found.get(name)}
     return differ
-
-
-def constraints_text(differ: dict[str, Any] | None) -> str | None:
-    """``installed packages differ from constraints.txt: transformers 5.25.0 (pinned 5.24.0)``, None when none differ."""
-    if not differ:
-        return None
-    items = []
-    for name, pair in sorted(differ.items()):
-        pair = pair if isinstance(pair, dict) else {}
-        installed = pair.get("installed") or "not installed"
-        items.append(f"{name} {installed} (pinned {pair.get('pinned')})")
-    return f"installed packages differ from {defaults.CONSTRAINTS_FILE}: " + ", ".join(items)
 
 
 def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:

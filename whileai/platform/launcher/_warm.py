@@ -52,7 +52,7 @@ from whileai.core.launch import WORKER_MODULE
 from whileai.core.paths import data_root, setting
 from whileai.platform import defaults
 
-__all__ = ["enabled", "fingerprint", "start_job", "warm_pid", "shutdown", "wait_ready", "main"]
+__all__ = ["enabled", "fingerprint", "launch_env", "start_job", "warm_pid", "shutdown", "wait_ready", "main"]
 
 #: the keys a launch never hands the warm process's own environment (they are the job's)
 _JOB_KEYS = ("WHILEAI_API_KEY", "WHILEAI_JOB_ID", defaults.STORE_URL_ENV, "WHILEAI_BASE_URL")
@@ -198,16 +198,22 @@ def warm_pid(root: Path | None = None) -> int | None:
     return int(answer["warm"]) if answer else None
 
 
+def launch_env() -> dict[str, str]:
+    """What a launch's environment holds at import time (``worker_env``): the environment a warm process started
+    for this data root is fingerprinted with."""
+    from ._shared import hub_env
+
+    return {**os.environ, "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false"),
+            **hub_env(), defaults.HOME_ENV: str(data_root())}
+
+
 def wait_ready(timeout: float, env: dict[str, str] | None = None) -> int | None:
     """Start this data root's warm process if none of this install runs (one of an older install is told to exit),
     and wait up to ``timeout`` s for it to be ready; its pid, or None."""
-    from ._shared import hub_env
-
     root = data_root()
     _, lock = _paths(root)
-    if env is None:  # what a launch's environment holds at import time (``worker_env``)
-        env = {**os.environ, "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false"),
-               **hub_env(), defaults.HOME_ENV: str(root)}
+    if env is None:
+        env = launch_env()
     wanted = fingerprint(env)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -559,24 +559,25 @@ def reconcile_run(store: Any, account_id: str, run_id: str) -> None:
 # ---------------------------------------------------------------------------
 
 
+def _stat_fields(pid: int | None) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), None when the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split() if pid else None
+    except OSError:
+        return None
+
+
 def _start_time(pid: int | None) -> str | None:
     """When process ``pid`` started (field 22 of /proc/PID/stat, in clock ticks), None when it is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[19] if pid else None
-    except (OSError, IndexError):
-        return None
+    fields = _stat_fields(pid)
+    return fields[19] if fields and len(fields) > 19 else None
 
 
 def _exited(pid: int | None, started: str | None) -> bool:
     """Whether the process that was ``pid`` (started at ``started``) has exited: gone, a zombie, or a new process
     under a reused pid."""
-    if not pid or started is None:
-        return True
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
-    except OSError:
-        return True
-    return fields[0] in ("Z", "X") or fields[19] != started
+    fields = _stat_fields(pid) if started is not None else None
+    return fields is None or len(fields) <= 19 or fields[0] in ("Z", "X") or fields[19] != started
 
 
 def _end_process(job: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from whileai.core.stats import certainty_text, rate_text, significance_word, status_text
+from whileai.core.stats import certainty_text, constraints_text, rate_text, significance_word, status_text
 
 __all__ = [
     "config_parts", "facts", "headline", "chart_groups", "flatten", "compare_config", "sweep_knobs",
@@ -88,19 +88,6 @@ def config_parts(record: dict[str, Any]) -> dict[str, Any]:
         "stage": stage,
         "runner": runner is not None and isinstance(runner.get("spec"), dict),
     }
-
-
-def constraints_text(differ: Any) -> str | None:
-    """``installed packages differ from constraints.txt: transformers 5.25.0 (pinned 5.24.0)``, or None when the run
-    recorded no difference. Worded as ``whileai.runner.provenance.constraints_text``, which the terminal prints (the
-    pages sit below the runner and do not import it)."""
-    if not isinstance(differ, dict) or not differ:
-        return None
-    items = []
-    for name, pair in sorted(differ.items(), key=lambda item: str(item[0])):
-        pair = pair if isinstance(pair, dict) else {}
-        items.append(f"{name} {pair.get('installed') or 'not installed'} (pinned {pair.get('pinned')})")
-    return "installed packages differ from constraints.txt: " + ", ".join(items)
 
 
 _HOLDOUT_LABELS = {"pair_accuracy": "held-out pair accuracy", "row_accuracy": "held-out row accuracy",

@@ -266,7 +266,6 @@ def ensure_current(store: Any) -> None:
 SERVER_PREFIX = "server:"
 
 
-
 def _alive(pid: Any) -> bool:
     try:
         os.kill(int(pid), 0)

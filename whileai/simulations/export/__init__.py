@@ -216,7 +216,7 @@ def _export_training(
         "unroll": bool(unroll),
         "max_tool_output_chars": max_tool_output_chars,
         # rows that carry no tool list and were given none (tools=): nothing renders tools for them
-        "rows_without_tools": sum(1 for r in src["rows"] if not r.get("tools")) if tools is None else 0,
+        "rows_without_tools": src["rows_without_tools"],
         **built["stats"],
     }
     if fmt == "trl":

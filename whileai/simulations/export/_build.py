@@ -45,6 +45,7 @@ def resolve(source: Any, system_prompt: str | None, tools: list | None, stacklev
             "path": source.path,
             "system_prompt": source.system_prompt if system_prompt is None else system_prompt,
             "tools": source.tools if tools is None else tools,
+            "rows_without_tools": sum(1 for r in source.trajectories if not r.get("tools")) if tools is None else 0,
         }
     if isinstance(source, (str, os.PathLike)):
         rows, lines = read_rows(source)
@@ -58,16 +59,18 @@ def resolve(source: Any, system_prompt: str | None, tools: list | None, stacklev
             f"source must be a SimulationData, a list of rows or trajectories, or a JSONL path; "
             f"got {type(source).__name__}"
         )
-    warn_missing_policy(src["rows"], system_prompt, tools, stacklevel + 1)
-    src.update(system_prompt=system_prompt, tools=tools)
+    no_tools = warn_missing_policy(src["rows"], system_prompt, tools, stacklevel + 1)
+    src.update(system_prompt=system_prompt, tools=tools, rows_without_tools=no_tools)
     return src
 
 
-def warn_missing_policy(rows: list[dict], system_prompt: Any, tools: Any, stacklevel: int) -> None:
-    """``MissingPolicyWarning`` when rows lack a system message or tools and none were passed."""
+def warn_missing_policy(rows: list[dict], system_prompt: Any, tools: Any, stacklevel: int) -> int:
+    """``MissingPolicyWarning`` when rows lack a system message or tools and none were passed; how many rows carry
+    no tools that nothing (``tools=``) gives them."""
     no_system = sum(1 for r in rows if r["messages"][0].get("role") != "system") if system_prompt is None else 0
     no_tools = sum(1 for r in rows if not r.get("tools")) if tools is None else 0
     warn_missing_counts(no_system, no_tools, len(rows), system_prompt, tools, stacklevel + 1)
+    return no_tools
 
 
 def warn_missing_counts(
