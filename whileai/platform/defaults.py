@@ -339,10 +339,9 @@ WARM_IDLE_S = 300.0
 WARM_REPLY_S = 30.0
 
 #: Seconds the warm process waits for a forked job to rewrite its command line (which is how the
-#: reconciler finds a job in /proc) before it answers with the pid: without the wait, a reconcile on
-#: a loaded machine read the warm process's own command line in the fork's pid and settled a job
-#: that was still starting as crashed and revoked its key (jobs of eight tests in one suite run at
-#: load 3-4). A third of WARM_REPLY_S leaves the launch its answer in time.
+#: reconciler finds a job in /proc) before it answers with the pid: a reconcile that read the fork
+#: before then would see the warm process's own command line, take the starting job for a dead one
+#: and revoke its key. A third of WARM_REPLY_S leaves the launch its answer in time.
 WARM_RENAME_S = WARM_REPLY_S / 3
 
 #: Characters of padding on the warm process's command line: the room its forked jobs
