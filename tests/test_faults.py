@@ -124,6 +124,38 @@ def test_a_resume_killed_before_its_job_exists_leaves_the_run_as_it_was(backend,
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_resume_killed_after_its_job_row_before_its_worker_is_settled_and_resumes(backend, home, tmp_path,
+                                                                                    pg_database):
+    """The other point between the status write and the launch: the server is killed once the job row (and with
+    it the run's ``running``) is written and before any worker starts. The queued job with no process is settled
+    once JOB_START_GRACE_S has passed, the run ends ``failed`` naming why, and a resume starts its job."""
+    url = _url(backend, home, pg_database)
+    store = Store(url)
+    acct, key = store.create_account("a")
+    run_id = _stopped_run_with_a_checkpoint(store, acct)
+    with _server_process(url, home, tmp_path / "server.log", **{defaults.FAULT_AT_ENV: "after_job_row"}) as (proc, base):
+        with _client(base, key) as a, pytest.raises(httpx.HTTPError):
+            a.post(f"{API}/runs/{run_id}/resume")
+        assert proc.wait(30) == -signal.SIGKILL
+    queued = [j for j in store.list_jobs(acct, run_id=run_id) if j["status"] == "queued"]
+    assert len(queued) == 1 and not queued[0].get("pid"), store.list_jobs(acct, run_id=run_id)
+    assert store.get_run(acct, run_id, series=False)["status"] == "running"
+    long_ago = time.time() - defaults.JOB_START_GRACE_S - 60
+    with store.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE jobs SET created_at = :t WHERE id = :id"), {"t": long_ago, "id": queued[0]["id"]})
+    store.close()
+    with serve_in_thread(store_url=url) as handle, _client(handle.base_url, key) as a:
+        run = a.get(f"{API}/runs/{run_id}").json()
+        assert run["status"] == "failed" and "the job never started" in run["error"], run
+        resumed = a.post(f"{API}/runs/{run_id}/resume")
+        try:
+            assert resumed.status_code == 201, resumed.text
+            assert resumed.json()["run"]["status"] == "running"
+        finally:
+            _stop(a, run_id)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_two_resumes_of_one_run_never_start_two_jobs(backend, home, pg_database):
     """The run turns running with its job now, so a second resume asked while the first's job is starting is
     refused (it found the run still stopped, and would have started a second worker)."""

@@ -31,6 +31,7 @@ from typing import Any
 from whileai.core.errors import ResumeRefused
 from whileai.platform.store.values import RUN_STOP_MARK
 from whileai.platform import defaults
+from whileai.platform._faults import fault_point
 from whileai.platform.launcher._shared import (  # noqa: F401  (re-exported: the launcher's names)
     FINISHED,
     hub_env,
@@ -145,6 +146,7 @@ def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, 
         raise ValueError(f"target={target!r} is not a place jobs run; pass one of {', '.join(defaults.TRAIN_TARGETS)}")
     spec = {k: v for k, v in spec.items() if k != "init_adapter"}  # the platform names that folder, never a caller
     job = store.create_job(account_id, run_id=run_id, kind=kind, target=target, status="queued", spec=spec)
+    fault_point("after_job_row")
     try:
         start = start_adapter(store, account_id, kind, spec, target)
         resolved = {"gold": gold_judge(store, account_id, kind, spec),

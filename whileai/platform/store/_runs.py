@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import socket
 import time
 from typing import Any
@@ -47,6 +46,7 @@ from whileai.platform.store.values import (
     loads,
 )
 from whileai.platform import defaults
+from whileai.platform._faults import fault_point
 from whileai.core.ids import id_shape, is_id
 from whileai.core.spec import same_run
 
@@ -467,12 +467,6 @@ def take_reopen(store: Any, s: Session, account_id: str, run_id: str) -> None:
     r.summary_json = _capped(canonical_json(merged), "summary (merged with the stored one)",
                              defaults.RUN_SUMMARY_MAX_BYTES, "RUN_SUMMARY_MAX_BYTES")
     r.status, r.error, r.finished_at, r.updated_at = "running", None, None, time.time()
-
-
-def fault_point(name: str) -> None:
-    """A seam for tests of crashes: this process is killed (SIGKILL) here when FAULT_AT_ENV names ``name``."""
-    if os.environ.get(defaults.FAULT_AT_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def delete_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
