@@ -11,6 +11,9 @@ import pytest
 # Set before any whileai module reads it, and inherited by subprocesses the tests start.
 _SESSION_HOME = Path(tempfile.mkdtemp(prefix="whileai-test-home-"))
 os.environ["WHILEAI_HOME"] = str(_SESSION_HOME)
+# Every test's data root starts its jobs from the session's one warm process (torch, transformers, TRL and PEFT
+# imported once), not one warm process per test's fresh data root, each paying the imports again.
+os.environ["WHILEAI_WARM_HOME"] = str(_SESSION_HOME)
 for _var in ("WHILEAI_API_KEY", "WHILEAI_BASE_URL"):
     os.environ.pop(_var, None)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -18,6 +21,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_DISABLED", "true")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The session's warm process goes with the session (it would otherwise idle out WARM_IDLE_S later)."""
+    from whileai.platform.launcher import _warm
+
+    _warm.shutdown(_SESSION_HOME)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -303,6 +303,13 @@ JOB_STOP_WAIT_S = 10.0
 #: when a job behaves differently forked than started cold.
 WARM_WORKER_ENV = "WHILEAI_WARM_WORKER"
 
+#: The folder whose warm process starts this data root's jobs; unset, the data root
+#: itself. Several data roots of one user may name one folder and share one warm
+#: process: a forked job takes its whole environment, data root included, from its own
+#: launch, and the preloaded libraries read nothing of the data root. The test suite
+#: does this, so that each test's fresh data root does not pay the imports again.
+WARM_HOME_ENV = "WHILEAI_WARM_HOME"
+
 #: What the warm worker imports before it forks a job (``module`` or ``module:name``): the
 #: imports a job pays first. ``python -c "import trl, peft"`` took 10-15 s on the shared
 #: 2-core machine, and TRL's trainer classes (lazy attributes of ``trl``) 8 s more. Import
@@ -324,7 +331,7 @@ WARM_FINGERPRINT_DISTS = ("whileai", "torch", "transformers", "trl", "peft", "ac
 #: values differ from the warm process's gets a fresh one. Matched by prefix.
 WARM_IMPORT_ENV_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "DATASETS_", "OMP_", "MKL_",
                             "OPENBLAS_", "KMP_", "CUDA_", "PYTORCH_", "TORCH", "NCCL_", "PYTHON", "TRACKIO_",
-                            "WANDB_", "ACCELERATE_", "TRL_", "LD_", "WHILEAI_HOME")
+                            "WANDB_", "ACCELERATE_", "TRL_", "LD_")
 
 #: Seconds a warm process with no job of its own running waits for the next launch
 #: before it exits and frees its memory (about 0.6 GB resident with the modules above).

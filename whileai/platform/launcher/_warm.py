@@ -21,6 +21,8 @@ which imports them afresh from disk, so an edited source file is what runs. It c
 (:func:`fingerprint`): the versions and install times of WARM_FINGERPRINT_DISTS, the interpreter, and the
 environment read at import time (WARM_IMPORT_ENV_PREFIXES). A launch whose fingerprint differs gets ``stale`` back; the old process exits and a
 fresh one starts. It exits on its own after WARM_IDLE_S with no job running, or when its data root is gone.
+WARM_HOME_ENV lets several data roots share one warm process (each job's environment, its data root included,
+comes with its launch).
 
 The first launch in a data root starts the warm process in the background and starts that job cold (the launch
 does not wait for the imports: a launch answers within the client's deadline); later launches fork. WARM_WORKER_ENV
@@ -75,6 +77,12 @@ def _folder() -> Path:
     if info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise PermissionError(f"{folder} is not this user's own folder (mode {info.st_mode & 0o777:o}); remove it")
     return folder
+
+
+def _home() -> Path:
+    """The folder whose warm process serves this data root: WARM_HOME_ENV's, else the data root."""
+    named = os.environ.get(defaults.WARM_HOME_ENV, "").strip()
+    return Path(named).expanduser() if named else data_root()
 
 
 def _paths(root: Path) -> tuple[Path, Path]:
@@ -159,7 +167,7 @@ def start_job(args: list[str], env: dict[str, str], cwd: Path, log: Path) -> tup
     """
     if not enabled():
         return None, f"the warm worker is off ({defaults.WARM_WORKER_ENV})"
-    root = data_root()
+    root = _home()
     try:
         sock, lock = _paths(root)
         wanted = fingerprint(env)
@@ -194,7 +202,7 @@ def _ping(root: Path) -> dict[str, Any] | None:
 
 def warm_pid(root: Path | None = None) -> int | None:
     """The pid of ``root``'s (default: this data root's) ready warm process, else None."""
-    answer = _ping(root or data_root())
+    answer = _ping(root or _home())
     return int(answer["warm"]) if answer else None
 
 
@@ -210,7 +218,7 @@ def launch_env() -> dict[str, str]:
 def wait_ready(timeout: float, env: dict[str, str] | None = None) -> int | None:
     """Start this data root's warm process if none of this install runs (one of an older install is told to exit),
     and wait up to ``timeout`` s for it to be ready; its pid, or None."""
-    root = data_root()
+    root = _home()
     _, lock = _paths(root)
     if env is None:
         env = launch_env()
@@ -231,7 +239,7 @@ def wait_ready(timeout: float, env: dict[str, str] | None = None) -> int | None:
 def shutdown(root: Path | None = None) -> bool:
     """Ask ``root``'s warm process to exit (its running jobs go on); whether one answered."""
     try:
-        _ask(_paths(root or data_root())[0], {"op": "stop"}, defaults.WARM_REPLY_S)
+        _ask(_paths(root or _home())[0], {"op": "stop"}, defaults.WARM_REPLY_S)
     except OSError:
         return False
     return True
