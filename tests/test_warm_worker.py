@@ -176,3 +176,23 @@ def test_a_new_install_starts_a_fresh_warm_process(sets, warm, monkeypatch):
     _warm.shutdown()  # this one's fingerprint was made up: the next launch would only find it stale
     _wait_for(lambda: not _alive(fresh), 30, "the made-up warm process to exit")
     time.sleep(0.1)
+
+
+def test_another_data_root_naming_the_same_warm_home_forks_from_that_process_into_its_own_root(sets, warm, tmp_path,
+                                                                                             monkeypatch, push_sample):
+    """WARM_HOME_ENV: a second data root starts its jobs from the session's warm process (no second one is
+    started), and the forked job's store, folders and records are its own data root's, not the warm home's."""
+    other = tmp_path / "other-root"
+    other.mkdir()
+    monkeypatch.setenv(defaults.HOME_ENV, str(other))
+    monkeypatch.setenv(defaults.SERVE_DIRS_ENV, str(Path(sets["base"]).parent))  # the base built in the session's root
+    assert os.environ[defaults.WARM_HOME_ENV] != str(other)
+    moved = push_sample("other-root", tasks=100)
+    run = wai.train(moved["passes"], method="sft", base_model=sets["base"], holdout=moved["holdout"], steps=2,
+                    wait=True, config={"holdout_rows": 4, "metric": "loss"})
+    assert run.status == "done", run.error
+    assert f"forked from the warm worker (pid {warm})" in _started(run)
+    job_id = _job_of(run.id)["id"]
+    assert job_dir(job_id).is_relative_to(other) and job_log(job_id).is_file()
+    assert not (other / "warm").exists()  # no warm process of its own was started for it
+    assert _warm.warm_pid() == warm
