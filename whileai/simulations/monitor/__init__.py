@@ -283,19 +283,8 @@ class _HackMonitor:
         if tokenizer is not None:
             self._tokenizer = tokenizer
         tokenizer = tokenizer if tokenizer is not None else self._tokenizer
-        prompts = [h.prompt for h in self._held]
-        n, k = len(prompts), self.k
-        prompt_ids = completion_ids = None
-        if self.sample is not None:
-            texts = self.sample(model, tokenizer, prompts, n=k, max_new_tokens=self.max_new_tokens)
-            check_sampled(texts, len(self._held), self.k)
-        else:
-            if model is None or tokenizer is None:
-                raise ValueError("evaluate needs model= and tokenizer= to sample the holdout (or pass sample= "
-                                 "to HackMonitor); as a trainer callback it gets both from the trainer")
-            texts, prompt_ids, completion_ids = sampling_.generate(
-                model, tokenizer, self._held, n=k, max_new_tokens=self.max_new_tokens, sampling=self.sampling,
-                seed=self.seed + len(self._looks))
+        n, k = len(self._held), self.k
+        texts, prompt_ids, completion_ids = self._sample_held(model, tokenizer)
         t_sampled = time.perf_counter()
 
         flat_text = [t for ts in texts for t in ts]
@@ -344,6 +333,20 @@ class _HackMonitor:
         self._log(entry)
         self._note()
         return entry
+
+    def _sample_held(self, model: Any, tokenizer: Any) -> tuple[list[list[str]], Any, Any]:
+        """``k`` completions per held-out prompt, with their prompt and completion token ids where the default
+        sampler made them (None with a ``sample=`` function)."""
+        if self.sample is not None:
+            texts = self.sample(model, tokenizer, [h.prompt for h in self._held], n=self.k,
+                                max_new_tokens=self.max_new_tokens)
+            check_sampled(texts, len(self._held), self.k)
+            return texts, None, None
+        if model is None or tokenizer is None:
+            raise ValueError("evaluate needs model= and tokenizer= to sample the holdout (or pass sample= "
+                             "to HackMonitor); as a trainer callback it gets both from the trainer")
+        return sampling_.generate(model, tokenizer, self._held, n=self.k, max_new_tokens=self.max_new_tokens,
+                                  sampling=self.sampling, seed=self.seed + len(self._looks))
 
     def _score_buffer(self) -> list[checks.BufferItem]:
         """The buffered training completions as scan items; new ones are read and gold-judged once."""
