@@ -372,7 +372,7 @@ def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.ra
     n_c = np.bincount(cell, minlength=n_cells).astype(float)
     rc = r - (np.bincount(cell, weights=r, minlength=n_cells) / n_c)[cell]
     n_feat = xs.shape[1]
-    nz_row, nz_col = _ones(x, xs, rows, nonzero)
+    nz_row, nz_col = _positions_of_ones(x, xs, rows, nonzero)
     m = np.bincount(cell[nz_row] * n_feat + nz_col, minlength=n_cells * n_feat).reshape(n_cells, n_feat)
     m = m.astype(float)
     s_xx = m * (n_c[:, None] - m) / n_c[:, None]
@@ -414,7 +414,7 @@ def _grouped_rows(resid: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.
     return keep_idx[order], cell[order]
 
 
-def _ones(x: np.ndarray, xs: np.ndarray, rows: np.ndarray,
+def _positions_of_ones(x: np.ndarray, xs: np.ndarray, rows: np.ndarray,
           nonzero: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
     """The (row, column) of every 1 in ``xs`` (``x`` at ``rows``), found, or mapped from the caller's ``nonzero``."""
     if nonzero is None:
