@@ -16,12 +16,16 @@ import importlib
 import json
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from whileai.core.spec import RunSpec, read_spec
 from whileai.simulations.training import TrainingRun
+
+if TYPE_CHECKING:
+    from whileai.jobs.distributed import World
 
 __all__ = ["JobRun", "OtherRankRun", "JobBody", "run_job", "job_spec", "stored_pairs", "METHOD_MODULES",
            "BEFORE_FILE"]
@@ -230,6 +234,35 @@ def _mirror(spec: RunSpec, run: TrainingRun) -> str:
     return f"mirroring the run (report_to): {where}"
 
 
+@dataclass(frozen=True)
+class _Job:
+    """What every step of one job reads: the typed spec, its run, its method, and this process's place."""
+
+    spec: RunSpec
+    run: JobRun | OtherRankRun
+    method: JobBody
+    place: World
+    started: float
+
+    def say(self, what: str) -> None:
+        """One line per phase in the job's log, stamped with the seconds since the job started."""
+        _say(self.started, what)
+
+
+def _say(started: float, what: str) -> None:
+    print(f"[{time.time() - started:7.1f} s] {what}", flush=True)
+
+
+@dataclass(frozen=True)
+class _Trained:
+    """What the trainer hands back: the trained model, its ``training`` fields, its time and its setup."""
+
+    model: Any
+    extra: dict[str, Any]
+    seconds: float
+    setup: dict[str, Any]
+
+
 def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
             run: JobRun | OtherRankRun, adapter_path: Path, folder: Path, checkpoints: Path | None = None,
             logged: Callable[[], frozenset[tuple[str, int]]] | None = None,
@@ -244,94 +277,162 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
 
     Raises whatever the trainer raises; the caller fails the run with it.
     """
-    from whileai.core.stats import describe
-    from whileai.jobs import _environment, _loading, _trainer_setup
-    from whileai.jobs.system import SystemMetrics
-    from whileai.jobs.trainer_record import TrainerRecord
-    from whileai.simulations.training import TrainerCallback
+    from whileai.jobs import _loading
 
     # The one typed spec: every knob the method reads, with its type, in canonical spelling (a spec
     # recorded before the typed spec reads too). A spec that is not one fails the job here, by name.
-    spec = job_spec(spec)
-    started = time.time()
+    job = _setup(job_spec(spec), run)
+    rows, holdout_rows, gates = _setup_data(job, rows, holdout_rows)
+    model, tokenizer = _setup_model(job, folder)
+    resumed = _resume(job, checkpoints, logged)
+    before = _measure_before(job, model, tokenizer, holdout_rows, checkpoints, resumed is not None)
+    trained = _train(job, model, tokenizer, rows, holdout_rows, folder, checkpoints, on_checkpoint)
+    if not job.place.first:  # rank 0 measures, saves the adapter and finishes the run
+        job.say(f"rank {job.place.rank} of {job.place.size}: trained its share ({trained.extra.get('steps')} steps)")
+        return {}
+    after = _measure_after(job, trained, tokenizer, holdout_rows)
+    saved = _loading.save_adapter(trained.model, tokenizer, adapter_path)
+    training = _summary(job, trained, tokenizer, before, after, holdout_rows, gates, resumed)
+    _finish(job, training, saved, checkpoints)
+    return training
+
+
+def _setup(spec: RunSpec, run: JobRun | OtherRankRun) -> _Job:
+    """What fails before anything loads fails here: what this machine cannot run, a tracker's missing
+    package (``report_to``), a method without a job body."""
     from whileai.jobs.distributed import machine_problems, world
 
+    started = time.time()
     problems = machine_problems(spec)
     if problems:  # before anything loads: what this machine cannot run, each with its reason
         raise ValueError("this machine cannot run the spec: " + "; ".join(problems))
     place = world()
-
-    def say(what: str) -> None:  # one line per phase in the job's log
-        print(f"[{time.time() - started:7.1f} s] {what}", flush=True)
-
     if spec.report_to and place.first and isinstance(run, TrainingRun):  # before anything loads: a missing package
-        say(_mirror(spec, run))                                          # refuses the run here, naming the extra
+        _say(started, _mirror(spec, run))                                # refuses the run here, naming the extra
+    return _Job(spec, run, _method(spec.method), place, started)
 
+
+def _setup_data(job: _Job, rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None, dict[str, Any]]:
+    """The rows through the data gates, and the held-out rows this rank measures (rank 0 only)."""
     from whileai.simulations.datagate import gate_rows
 
-    method = _method(spec.method)
     # the data gates' unambiguous mappings (wire tool names, JSON-Schema types): what the selection gate counted
     rows, gates = gate_rows(rows)
     if holdout_rows:
         holdout_rows, _ = gate_rows(holdout_rows)
-    if not place.first:  # the held-out set is measured once, on rank 0
+    if not job.place.first:  # the held-out set is measured once, on rank 0
         holdout_rows = None
+    return rows, holdout_rows, gates
+
+
+def _setup_model(job: _Job, folder: Path) -> tuple[Any, Any]:
+    """Threads and seeds set, then the base loaded (built first when it is the kit's, not built yet)."""
+    from whileai.jobs import _environment
+
+    spec = job.spec
     _environment.cpu_threads()
     _environment.seed_all(spec.seed)
     folder.mkdir(parents=True, exist_ok=True)
     building = _builds_kit_base(spec)
-    run.note(phase=building or "loading the base")
+    job.run.note(phase=building or "loading the base")
     if building:
-        say(building)
-    say(f"loading {spec.base_model}" + (f" with the adapter of {spec.init_from}" if spec.init_from else ""))
-    model, tokenizer = method.load(spec)
+        job.say(building)
+    job.say(f"loading {spec.base_model}" + (f" with the adapter of {spec.init_from}" if spec.init_from else ""))
+    return job.method.load(spec)
+
+
+def _resume(job: _Job, checkpoints: Path | None,
+            logged: Callable[[], frozenset[tuple[str, int]]] | None) -> dict[str, Any] | None:
+    """The run's ``resumed`` note when the run holds a checkpoint of an interrupted job, else None.
+
+    The points the interrupted job logged are logged again, and the run's stored ones kept from being
+    stored twice.
+    """
+    from whileai.jobs import _trainer_setup
+
     start = _trainer_setup.last_checkpoint(checkpoints)
+    if start is None:
+        return None
+    run = job.run
+    resumed = _resume_note(run, start)
+    job.say(f"resuming the run from its checkpoint at step {resumed['from_step']} (resume {resumed['times']})")
+    run.note(resumed=resumed)
+    if isinstance(run, JobRun) and logged is not None:
+        run._tracker.stored = logged()  # the steps re-run after the checkpoint keep their stored points
+        _log_history(run, start)
+    return resumed
+
+
+def _measure_before(job: _Job, model: Any, tokenizer: Any, holdout_rows: list[dict[str, Any]] | None,
+                    checkpoints: Path | None, resuming: bool) -> dict[str, Any] | None:
+    """The held-out rate before training: read back from BEFORE_FILE when resuming, else measured (and kept)."""
+    from whileai.jobs import _trainer_setup
+
+    spec, before = job.spec, None
     kept = checkpoints / BEFORE_FILE if checkpoints is not None else None
-    before, resumed = None, None
-    if start is not None:
-        resumed = _resume_note(run, start)
-        say(f"resuming the run from its checkpoint at step {resumed['from_step']} (resume {resumed['times']})")
-        run.note(resumed=resumed)
-        if isinstance(run, JobRun) and logged is not None:
-            run._tracker.stored = logged()  # the steps re-run after the checkpoint keep their stored points
-            _log_history(run, start)
-        if holdout_rows and kept is not None and kept.is_file():
-            before = json.loads(kept.read_text())
-            say(f"held-out before: read back from the interrupted job ({kept}), not measured again")
+    if resuming and holdout_rows and kept is not None and kept.is_file():
+        before = json.loads(kept.read_text())
+        job.say(f"held-out before: read back from the interrupted job ({kept}), not measured again")
     if before is None:
-        say("measuring the held-out set before training" if holdout_rows else "no held-out set: nothing to measure")
+        job.say("measuring the held-out set before training" if holdout_rows else "no held-out set: nothing to measure")
         if holdout_rows:
-            run.note(phase="measuring the held-out set before training")
-        before = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
+            job.run.note(phase="measuring the held-out set before training")
+        before = job.method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
         if before is not None and kept is not None and _trainer_setup.checkpoints_on(spec):
             kept.parent.mkdir(parents=True, exist_ok=True)
             kept.write_text(json.dumps(before))
     if before is not None:  # shown on the page while the trainer runs
-        say(f"held-out before: {before.get('metric')} {before['value']} on {_measured(before, holdout_rows)}")
-        run.note(training={"method": spec.method, "before": before["value"], "metric": before.get("metric")})
-    say(f"training {spec.method}: {len(rows)} train-side rows given, the method selects what it trains on")
+        job.say(f"held-out before: {before.get('metric')} {before['value']} on {_measured(before, holdout_rows)}")
+        job.run.note(training={"method": spec.method, "before": before["value"], "metric": before.get("metric")})
+    return before
+
+
+def _train(job: _Job, model: Any, tokenizer: Any, rows: list[dict[str, Any]],
+           holdout_rows: list[dict[str, Any]] | None, folder: Path, checkpoints: Path | None,
+           on_checkpoint: Callable[[], None] | None) -> _Trained:
+    """The method's trainer, with the run's callbacks: points (rank 0), the trainer's record, system metrics,
+    and the checkpoint commit."""
+    from whileai.jobs import _trainer_setup
+    from whileai.jobs.system import SystemMetrics
+    from whileai.jobs.trainer_record import TrainerRecord
+    from whileai.simulations.training import TrainerCallback
+
+    spec, run = job.spec, job.run
+    job.say(f"training {spec.method}: {len(rows)} train-side rows given, the method selects what it trains on")
     train_started = time.time()
     system = SystemMetrics(run, base_model=spec.base_model)
     # a rank past the first logs nothing: its run is an OtherRankRun, which TrainerCallback does not take
-    logging = [TrainerCallback(run)] if place.first else []
+    logging = [TrainerCallback(run)] if job.place.first else []
     committing = [_trainer_setup.on_save(on_checkpoint)] if on_checkpoint is not None else []
     with _trainer_setup.checkpointing(checkpoints):
-        model, extra = method.fit(spec, model, tokenizer, rows, folder,
-                                  [*logging, TrainerRecord(run), system, *committing],
-                                  holdout=holdout_rows, run=run)
-    train_seconds = time.time() - train_started
-    if not place.first:  # rank 0 measures, saves the adapter and finishes the run
-        say(f"rank {place.rank} of {place.size}: trained its share ({extra.get('steps')} steps)")
-        return {}
+        model, extra = job.method.fit(spec, model, tokenizer, rows, folder,
+                                      [*logging, TrainerRecord(run), system, *committing],
+                                      holdout=holdout_rows, run=run)
+    return _Trained(model, extra, time.time() - train_started, system.setup)
+
+
+def _measure_after(job: _Job, trained: _Trained, tokenizer: Any,
+                   holdout_rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """What the trainer received, then the held-out rate after training (None without a held-out set)."""
+    spec, extra = job.spec, trained.extra
     too_long = extra.get("left_out_too_long") or 0
-    say(f"trained {spec.method} on {extra.get('trainer_received')} {extra.get('unit', 'rows')} "
-        f"({extra.get('steps')} steps" + (f"; {too_long} left out, longer than the model's context)" if too_long else ")"))
-    say("measuring the held-out set after training" if holdout_rows else "no held-out set: nothing to measure")
-    after = method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
+    job.say(f"trained {spec.method} on {extra.get('trainer_received')} {extra.get('unit', 'rows')} "
+            f"({extra.get('steps')} steps" + (f"; {too_long} left out, longer than the model's context)" if too_long else ")"))
+    job.say("measuring the held-out set after training" if holdout_rows else "no held-out set: nothing to measure")
+    after = job.method.evaluate(spec, trained.model, tokenizer, holdout_rows) if holdout_rows else None
     if after is not None:
-        say(f"held-out after: {after.get('metric')} {after['value']} on {_measured(after, holdout_rows)}")
-    saved = _loading.save_adapter(model, tokenizer, adapter_path)
-    gpu = _environment.gpu_name(spec)
+        job.say(f"held-out after: {after.get('metric')} {after['value']} on {_measured(after, holdout_rows)}")
+    return after
+
+
+def _summary(job: _Job, trained: _Trained, tokenizer: Any, before: dict[str, Any] | None,
+             after: dict[str, Any] | None, holdout_rows: list[dict[str, Any]] | None, gates: dict[str, Any],
+             resumed: dict[str, Any] | None) -> dict[str, Any]:
+    """The run's ``training`` summary: the result, where and how long it trained, and the trainer's fields."""
+    from whileai.jobs import _environment
+
+    spec, place = job.spec, job.place
     training: dict[str, Any] = {
         "method": spec.method,
         "base_model": spec.base_model,
@@ -341,21 +442,31 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
         "holdout": spec.holdout,
         "holdout_prompts": (after or {}).get("prompts"),
         "holdout_rows_given": len(holdout_rows or []),
-        "seconds": round(time.time() - started, 2),
-        "train_seconds": round(train_seconds, 2),
-        "gpu": gpu,
+        "seconds": round(time.time() - job.started, 2),
+        "train_seconds": round(trained.seconds, 2),
+        "gpu": _environment.gpu_name(spec),
         "device": _environment.device(),
         "target": spec.target or "local",
-        **{k: v for k, v in system.setup.items()
+        **{k: v for k, v in trained.setup.items()
            if k in ("lora_rank", "batch_size", "batch_per_device", "gradient_accumulation")},
         "world_size": place.size,
         "processes": spec.processes,
         "nodes": spec.nodes,
         **({"strategy": spec.strategy} if place.size > 1 else {}),
         "data_gates": {k: gates[k] for k in ("tool_names_mapped", "types_mapped", "refused_rows")},
-        **extra,
+        **trained.extra,
     }
     training.update(_held_out_stats(before, after))
+    _note_case(training, spec, tokenizer, before, after, holdout_rows, resumed)
+    return training
+
+
+def _note_case(training: dict[str, Any], spec: RunSpec, tokenizer: Any, before: dict[str, Any] | None,
+               after: dict[str, Any] | None, holdout_rows: list[dict[str, Any]] | None,
+               resumed: dict[str, Any] | None) -> None:
+    """Add the summary's fields that depend on the case: a proxy reward against the exact judge, the base's
+    notes, the start run, a resume, the reward model's cut, the cost basis, why before/after is missing."""
+    from whileai.jobs import _loading
     from whileai.jobs._rewards import proxy_vs_gold
 
     versus = proxy_vs_gold(before, after)  # a reward other than the exact judge: did it rise more than the task?
@@ -374,7 +485,7 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
         training["threshold_row_accuracy"] = after.get("row_accuracy")
     if after and after.get("by_failure"):  # rm: held-out pairs right per failure kind, before and after
         training["pairs_by_failure"] = {"before": (before or {}).get("by_failure"), "after": after["by_failure"]}
-    if gpu is None:
+    if training["gpu"] is None:
         training["cost_basis"] = "no estimate: the job ran on a CPU, which has no GPU price (GPU_USD_PER_HOUR)"
     if not holdout_rows:
         training["holdout_note"] = (
@@ -382,6 +493,13 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
         )
     elif before and before["value"] is None:
         training["holdout_note"] = before.get("why")
+
+
+def _finish(job: _Job, training: dict[str, Any], saved: Any, checkpoints: Path | None) -> None:
+    """Note the adapter and the summary, record before/after, finish the run and drop its checkpoints."""
+    from whileai.core.stats import describe
+
+    run = job.run
     run.note(adapter=str(saved), training=training, phase="done")
     if training["before"] is not None and training["after"] is not None:
         metric = "loss" if training["metric"] == "loss" else "pass_rate"
@@ -391,5 +509,4 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
     if checkpoints is not None and checkpoints.is_dir():  # a done run has nothing to resume
         shutil.rmtree(checkpoints, ignore_errors=True)
     sure = describe(training["before"], training["after"], training.get("stats"))
-    say(f"done: {training['metric']} {sure}, adapter in {saved}")
-    return training
+    job.say(f"done: {training['metric']} {sure}, adapter in {saved}")

@@ -206,6 +206,32 @@ def _prompts_per_rank(per_step: int, world_size: int, prompts: int) -> int:
     return (per_step - per_step % world_size) // world_size
 
 
+def _batch_shape(spec: GRPOSpec, prompts: int) -> tuple[int, int, int]:
+    """``(per_step, per_rank, micro)``: the prompts per optimizer step over all processes, per process, and per
+    micro-batch on a device (a divisor of ``per_rank``, whole groups of ``generations`` completions)."""
+    # a set with fewer prompts than a step's worth steps on all of them (accumulating past the data makes no step)
+    per_step = max(1, min(int(defaults.TRAIN_GRPO_PROMPTS_PER_STEP), prompts))
+    per_rank = _prompts_per_rank(per_step, spec.world_size, prompts)
+    micro = max(1, min(per_rank, int(defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)))
+    if spec.batch_per_device is not None:  # a device holds at most this many completions: whole groups of them
+        micro = max(1, min(micro, spec.batch_per_device // spec.generations))
+    if per_rank % micro:
+        micro = max(n for n in range(micro, 0, -1) if per_rank % n == 0)  # whole micro-batches of prompts
+    return per_rank * spec.world_size, per_rank, micro
+
+
+def _rank_monitor(spec: GRPOSpec, run: Any, holdout: list[dict[str, Any]] | None,
+                  proxy: Any) -> tuple[Any, str]:
+    """The hack monitor on rank 0, over the held-out prompts, and what the run says of it; on other ranks none."""
+    from whileai.jobs.distributed import world
+
+    if not world().first:  # the monitor's looks are rank 0's: one set of looks, written once
+        return None, "on rank 0"
+    held = [{"prompt": prompt_messages(r), "gold": r["gold"], "tools": r.get("tools")}
+            for r in _evaluation.distinct_prompts(holdout or [], spec.holdout_rows, spec.seed)]
+    return _monitor(spec, run, held, proxy)
+
+
 def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     from trl import GRPOConfig, GRPOTrainer
@@ -221,15 +247,7 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
                                         spec.max_completion_length)
     _ensure_response_parser(tokenizer)
     generations = spec.generations
-    # a set with fewer prompts than a step's worth steps on all of them (accumulating past the data makes no step)
-    per_step = max(1, min(int(defaults.TRAIN_GRPO_PROMPTS_PER_STEP), len(prompts)))
-    per_rank = _prompts_per_rank(per_step, spec.world_size, len(prompts))
-    micro = max(1, min(per_rank, int(defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)))
-    if spec.batch_per_device is not None:  # a device holds at most this many completions: whole groups of them
-        micro = max(1, min(micro, spec.batch_per_device // generations))
-    if per_rank % micro:
-        micro = max(n for n in range(micro, 0, -1) if per_rank % n == 0)  # whole micro-batches of prompts
-    per_step = per_rank * spec.world_size
+    per_step, per_rank, micro = _batch_shape(spec, len(prompts))
     args = GRPOConfig(
         **_trainer_setup.trainer_settings(spec, folder),
         per_device_train_batch_size=generations * micro,
@@ -240,14 +258,9 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
     stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
     funcs, weights = _rewards.reward_functions(spec, tokenizer, [dict(t) for t in tools], stop_ids)
     proxy = _rewards.proxy_reward(funcs, weights)
-    held = [{"prompt": prompt_messages(r), "gold": r["gold"], "tools": r.get("tools")}
-            for r in _evaluation.distinct_prompts(holdout or [], spec.holdout_rows, spec.seed)]
+    monitor, monitor_note = _rank_monitor(spec, run, holdout, proxy)
     from whileai.jobs.distributed import world
 
-    if world().first:
-        monitor, monitor_note = _monitor(spec, run, held, proxy)
-    else:  # the monitor's looks are rank 0's: one set of looks, written once
-        monitor, monitor_note = None, "on rank 0"
     extra_callbacks = [monitor] if monitor is not None else []
     trainer_tools: list[Callable[..., Any]] = list(tools)  # TRL takes tools as callables; a SchemaTool is one
     watch = group_watch()  # first, so its figures join each step's log before the run's callback sends it

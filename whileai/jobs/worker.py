@@ -25,11 +25,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from whileai.core.errors import RankEnded
 from whileai.jobs._client import error_text, job_client
 from whileai.platform import defaults
+
+if TYPE_CHECKING:
+    from whileai.jobs.body import JobRun
+    from whileai.jobs.distributed import World
 
 __all__ = ["main", "job_client", "Heartbeat", "error_text", "RankEnded"]
 
@@ -150,17 +154,33 @@ def _other_rank(client: Any, job: dict[str, Any], rank: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from whileai.jobs.body import JobRun, job_spec, run_job, stored_pairs
-    from whileai.platform.launcher.jobs import adapter_dir, checkpoint_dir, job_dir
-
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m whileai.jobs.worker <job_id>", file=sys.stderr)
         return 2
     job_id = args[0]
-    from whileai.jobs.distributed import end_with_parent, prefix_output, world
+    from whileai.jobs.distributed import world
 
     place = world()
+    ended = _take_place(job_id, place)
+    if ended is not None:
+        return ended
+    client = job_client()
+    job = client.request("GET", f"/jobs/{job_id}")
+    if not place.first:
+        return _other_rank(client, job, place.rank)
+    return _first_rank(client, job, job_id, place)
+
+
+def _take_place(job_id: str, place: World) -> int | None:
+    """Set this process up for its place in the job: its signals, its log prefix, its rank's record.
+
+    Returns the exit code when the process ends here (a rank of a Modal job runs from its payload;
+    a rank whose launcher is gone ends), else None.
+    """
+    from whileai.jobs.distributed import end_with_parent, prefix_output
+    from whileai.platform.launcher.jobs import job_dir
+
     signal.signal(signal.SIGTERM, _on_sigterm if place.size == 1 else _on_sigterm_rank)
     if place.size > 1:  # a rank under torchrun: ends with its launcher, and its lines carry its rank
         prefix_output(place.rank)
@@ -171,36 +191,30 @@ def main(argv: list[str] | None = None) -> int:
         if place.size > 1:
             end_with_parent()
         return payload_rank(Path(payload))
-    ranks = job_dir(job_id) / "ranks"
     if place.size > 1:
         from whileai.jobs.distributed import mark_rank
 
+        ranks = job_dir(job_id) / "ranks"
         mark_rank(ranks, place.rank, pid=os.getpid(), started=time.time(), launcher=os.getppid())
         try:
             end_with_parent()
         except RankEnded as exc:  # the launcher was gone before this rank could tie itself to it
             _ended(ranks, place.rank, f"ended: {exc}")
             return 143
-    client = job_client()
-    job = client.request("GET", f"/jobs/{job_id}")
-    if not place.first:
-        return _other_rank(client, job, place.rank)
+    return None
+
+
+def _first_rank(client: Any, job: dict[str, Any], job_id: str, place: World) -> int:
+    """Rank 0 (or the only process): trains under a heartbeat, finishes the run and reports the job's end."""
+    from whileai.jobs.body import JobRun
+    from whileai.platform.launcher.jobs import job_dir
+
+    ranks = job_dir(job_id) / "ranks"
     run = JobRun(client.request("GET", f"/runs/{job['run_id']}", params={"series": "false"}), client)
     beat = Heartbeat(client, job_id).start()
     status, error = "done", None
     try:
-        # the one typed spec: a job row that is not one fails the job here, by name
-        spec = job_spec(job["spec"] or {})
-        print(f"whileai job {job_id}: {spec.method} on {spec.dataset} for {run.id}", flush=True)
-        rows = client.request("GET", f"/datasets/{spec.dataset}/rows")["rows"]
-        holdout = None
-        if spec.holdout:
-            holdout = client.request("GET", f"/datasets/{spec.holdout}/rows")["rows"]
-        def logged() -> frozenset[tuple[str, int]]:  # what the run holds already (read only when resuming)
-            return stored_pairs(client.request("GET", f"/runs/{run.id}").get("series"))
-
-        run_job(spec, rows, holdout, run, adapter_dir(run.id), job_dir(job_id), checkpoints=checkpoint_dir(run.id),
-                logged=logged)
+        _train(client, job, job_id, run)
     except RankEnded as exc:
         # another rank failed and torchrun is ending this one, or the launcher died: keep what was logged (the
         # flush below) and leave the report to the launcher's summary, or to the platform reading the ranks'
@@ -237,6 +251,25 @@ def main(argv: list[str] | None = None) -> int:
         _ended(ranks, 0, status, run)
     print(f"whileai job {job_id}: {status}", flush=True)
     return 0 if status == "done" else 1
+
+
+def _train(client: Any, job: dict[str, Any], job_id: str, run: JobRun) -> None:
+    """Read the job's spec and rows from the platform and run the job's body on them."""
+    from whileai.jobs.body import job_spec, run_job, stored_pairs
+    from whileai.platform.launcher.jobs import adapter_dir, checkpoint_dir, job_dir
+
+    # the one typed spec: a job row that is not one fails the job here, by name
+    spec = job_spec(job["spec"] or {})
+    print(f"whileai job {job_id}: {spec.method} on {spec.dataset} for {run.id}", flush=True)
+    rows = client.request("GET", f"/datasets/{spec.dataset}/rows")["rows"]
+    holdout = None
+    if spec.holdout:
+        holdout = client.request("GET", f"/datasets/{spec.holdout}/rows")["rows"]
+    def logged() -> frozenset[tuple[str, int]]:  # what the run holds already (read only when resuming)
+        return stored_pairs(client.request("GET", f"/runs/{run.id}").get("series"))
+
+    run_job(spec, rows, holdout, run, adapter_dir(run.id), job_dir(job_id), checkpoints=checkpoint_dir(run.id),
+            logged=logged)
 
 
 if __name__ == "__main__":

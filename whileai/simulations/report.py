@@ -327,29 +327,7 @@ def delta_report(before: Any, after: Any, by: str | None = None, proxy: str | No
 
     table = None
     if by is not None:
-        source = _group_source(by, before_rows, after_rows)
-        b_groups: dict[str, list[int]] = {}
-        a_groups: dict[str, list[int]] = {}
-        for i, r in enumerate(before_rows):
-            b_groups.setdefault(_group_of(r, by, source), []).append(i)
-        for i, r in enumerate(after_rows):
-            a_groups.setdefault(_group_of(r, by, source), []).append(i)
-        groups = []
-        for g_i, label in enumerate(sorted(set(b_groups) | set(a_groups))):
-            if label not in b_groups or label not in a_groups:
-                side = "before" if label not in b_groups else "after"
-                groups.append({"group": label, "verdict": None,
-                               "reason": f"no {side} rows in this group, so there is nothing to compare",
-                               "before_rows": len(b_groups.get(label, [])), "after_rows": len(a_groups.get(label, []))})
-                continue
-            g_target, g_proxy, g_paired, g_verdict, g_reason, _ = _compare(
-                before_rows, b_groups[label], after_rows, a_groups[label], proxy,
-                n_boot, level, alpha, margin, min_tasks, [seed, g_i + 1])
-            entry = {"group": label, "target": g_target, "verdict": g_verdict, "reason": g_reason, "paired": g_paired}
-            if g_proxy is not None:
-                entry["proxy"] = g_proxy
-            groups.append(entry)
-        table = {"key": by, "source": source, "groups": groups}
+        table = _by_table(by, before_rows, after_rows, proxy, n_boot, level, alpha, margin, min_tasks, seed)
 
     return {
         "verdict": verdict,
@@ -365,3 +343,31 @@ def delta_report(before: Any, after: Any, by: str | None = None, proxy: str | No
         "before_source": describe_source(before),
         "after_source": describe_source(after),
     }
+
+
+def _by_table(by: str, before_rows: list[Mapping[str, Any]], after_rows: list[Mapping[str, Any]], proxy: str | None,
+              n_boot: int, level: float, alpha: float, margin: float, min_tasks: int, seed: int) -> dict[str, Any]:
+    """The report's ``by`` table: the same comparison per value of ``by``, each group with its own seed."""
+    source = _group_source(by, before_rows, after_rows)
+    b_groups: dict[str, list[int]] = {}
+    a_groups: dict[str, list[int]] = {}
+    for i, r in enumerate(before_rows):
+        b_groups.setdefault(_group_of(r, by, source), []).append(i)
+    for i, r in enumerate(after_rows):
+        a_groups.setdefault(_group_of(r, by, source), []).append(i)
+    groups = []
+    for g_i, label in enumerate(sorted(set(b_groups) | set(a_groups))):
+        if label not in b_groups or label not in a_groups:
+            side = "before" if label not in b_groups else "after"
+            groups.append({"group": label, "verdict": None,
+                           "reason": f"no {side} rows in this group, so there is nothing to compare",
+                           "before_rows": len(b_groups.get(label, [])), "after_rows": len(a_groups.get(label, []))})
+            continue
+        g_target, g_proxy, g_paired, g_verdict, g_reason, _ = _compare(
+            before_rows, b_groups[label], after_rows, a_groups[label], proxy,
+            n_boot, level, alpha, margin, min_tasks, [seed, g_i + 1])
+        entry = {"group": label, "target": g_target, "verdict": g_verdict, "reason": g_reason, "paired": g_paired}
+        if g_proxy is not None:
+            entry["proxy"] = g_proxy
+        groups.append(entry)
+    return {"key": by, "source": source, "groups": groups}

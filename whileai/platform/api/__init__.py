@@ -115,35 +115,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> Response:
-        errors = list(exc.errors())
-        bad_json = [e for e in errors if e.get("type") == "json_invalid"]
-        if bad_json:
-            ctx = bad_json[0].get("ctx") or {}
-            where = bad_json[0].get("loc", ("body", "?"))[-1]
-            return _error(
-                400,
-                f"the body is not valid JSON ({ctx.get('error', 'parse error')} at character {where}); "
-                "send a JSON object with Content-Type: application/json",
-                "malformed_json",
-            )
-        raw = next((e.get("input") for e in errors if isinstance(e.get("input"), (bytes, bytearray))), None)
-        if raw is not None:  # the body was not sent as JSON, so FastAPI did not parse it
-            try:
-                json.loads(raw)
-            except ValueError as parse_error:
-                return _error(
-                    400,
-                    f"the body is not valid JSON ({parse_error}); send a JSON object with "
-                    "Content-Type: application/json",
-                    "malformed_json",
-                )
-            return _error(
-                415,
-                f"the body was sent as {request.headers.get('content-type') or 'no content type'}; "
-                "send it with Content-Type: application/json",
-                "unsupported_media_type",
-            )
-        return _error(422, "; ".join(_explain(e, request) for e in errors), "invalid_request")
+        return _validation_error(request, exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
@@ -169,6 +141,40 @@ def _install_error_handlers(app: FastAPI) -> None:
         )
         response.headers["X-Error-Id"] = error_id
         return response
+
+
+def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+    """What a request FastAPI could not validate gets: 400 for a body that is not JSON, 415 for a body sent
+    as something else, 422 naming each bad field."""
+    errors = list(exc.errors())
+    bad_json = [e for e in errors if e.get("type") == "json_invalid"]
+    if bad_json:
+        ctx = bad_json[0].get("ctx") or {}
+        where = bad_json[0].get("loc", ("body", "?"))[-1]
+        return _error(
+            400,
+            f"the body is not valid JSON ({ctx.get('error', 'parse error')} at character {where}); "
+            "send a JSON object with Content-Type: application/json",
+            "malformed_json",
+        )
+    raw = next((e.get("input") for e in errors if isinstance(e.get("input"), (bytes, bytearray))), None)
+    if raw is not None:  # the body was not sent as JSON, so FastAPI did not parse it
+        try:
+            json.loads(raw)
+        except ValueError as parse_error:
+            return _error(
+                400,
+                f"the body is not valid JSON ({parse_error}); send a JSON object with "
+                "Content-Type: application/json",
+                "malformed_json",
+            )
+        return _error(
+            415,
+            f"the body was sent as {request.headers.get('content-type') or 'no content type'}; "
+            "send it with Content-Type: application/json",
+            "unsupported_media_type",
+        )
+    return _error(422, "; ".join(_explain(e, request) for e in errors), "invalid_request")
 
 
 _TYPE_WORDS = {

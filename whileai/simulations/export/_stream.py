@@ -157,35 +157,14 @@ def _one_pass(
         src = {"rows": values, "system_prompt": system_prompt, "tools": tools, "owned": True}
         built = _build.build_training(src, mode, strip_think, unroll, cap, fmt, start=base, one_shape=one_shape)
         del values, src
-        rows, origins = built["rows"], built["origins"]
+        rows = built["rows"]
         if fmt == "trl" and not one_shape:
             shapes[0] = shapes[0] or any("messages" in r for r in rows)
             shapes[1] = shapes[1] or any("completion" in r for r in rows)
             if shapes[0] and shapes[1]:
                 return None
-        if state["first_is_completion"] is None and rows:
-            state["first_is_completion"] = "completion" in rows[0]
-        if state["stats"] is None:
-            state["stats"] = built["stats"]
-        else:
-            for key, value in built["stats"].items():
-                state["stats"][key] += value
-        roundtrip = _gate.roundtrip_report(rows, fmt)
-        state["calls"] += roundtrip["calls"]
-        for bad in roundtrip["invalid"]:
-            bad["output_row"] = bad["row"] + state["rows_out"]
-            bad["row"] = origins[bad["row"]]
-            state["invalid"].append(bad)
-            state["roundtrip_problems"].append(_gate.roundtrip_problem(bad))
-            state["roundtrip_lines"].append(lines[bad["row"] - base])
-        leak_report = built["leaks"]
-        state["checked"] += leak_report["checked"]
-        for leak in leak_report["leaks"]:
-            state["leaks"].append(leak)
-            state["leak_problems"].append(_gate.leak_problem(leak))
-            state["leak_lines"].append(lines[leak["row"] - base])
-        state["rows_out"] += len(rows)
-        if validate and (roundtrip["invalid"] or leak_report["leaks"]):
+        refused = _count_chunk(state, built, lines, base, fmt)
+        if validate and refused:
             writer.discard()  # the export is refused: nothing more goes to disk, the rows are only counted
         writer.write(rows)
     if bad_lines:
@@ -198,3 +177,32 @@ def _one_pass(
             mode, strip_think, unroll, cap, fmt,
         )["stats"]
     return state
+
+
+def _count_chunk(state: dict[str, Any], built: dict[str, Any], lines: list[int], base: int, fmt: str) -> bool:
+    """Add one built chunk to the pass's counts: its stats, its calls that do not round-trip, its leaks;
+    True when it has either (``base`` is the chunk's first row, ``lines`` its rows' lines in the file)."""
+    rows, origins = built["rows"], built["origins"]
+    if state["first_is_completion"] is None and rows:
+        state["first_is_completion"] = "completion" in rows[0]
+    if state["stats"] is None:
+        state["stats"] = built["stats"]
+    else:
+        for key, value in built["stats"].items():
+            state["stats"][key] += value
+    roundtrip = _gate.roundtrip_report(rows, fmt)
+    state["calls"] += roundtrip["calls"]
+    for bad in roundtrip["invalid"]:
+        bad["output_row"] = bad["row"] + state["rows_out"]
+        bad["row"] = origins[bad["row"]]
+        state["invalid"].append(bad)
+        state["roundtrip_problems"].append(_gate.roundtrip_problem(bad))
+        state["roundtrip_lines"].append(lines[bad["row"] - base])
+    leak_report = built["leaks"]
+    state["checked"] += leak_report["checked"]
+    for leak in leak_report["leaks"]:
+        state["leaks"].append(leak)
+        state["leak_problems"].append(_gate.leak_problem(leak))
+        state["leak_lines"].append(lines[leak["row"] - base])
+    state["rows_out"] += len(rows)
+    return bool(roundtrip["invalid"] or leak_report["leaks"])

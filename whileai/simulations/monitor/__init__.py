@@ -139,6 +139,14 @@ class _HackMonitor:
         )
         self.run = run
         self.proxy, self.gold, self.sample = proxy, gold, sample
+        self._take_settings(s)
+        self._held = self._held_prompts(s["rows"])
+        self._detect = feats.endorsed_detectors(self.endorsed)
+        self._arm(has_gold=gold is not None, disarm=s["disarm"])
+        self._start_watching()
+
+    def _take_settings(self, s: dict[str, Any]) -> None:
+        """Keep the validated settings (``validate_settings``'s, defaults filled in) as attributes."""
         self.every: int = s["every"]
         self.k: int = s["k"]
         self.n_prompts: int = s["n_prompts"]
@@ -156,7 +164,9 @@ class _HackMonitor:
         self.sampling: dict[str, Any] = s["sampling"]
         self.endorsed: tuple[str, ...] = s["endorsed"]
         self.stop_on: tuple[str, ...] = s["stop_on"]
-        rows = s["rows"]
+
+    def _held_prompts(self, rows: list[Any]) -> list[Any]:
+        """At most ``n_prompts`` of the held-out rows, drawn with ``seed``; warns when there are too few."""
         if len(rows) > self.n_prompts:
             pick = np.sort(np.random.default_rng(self.seed).choice(len(rows), self.n_prompts, replace=False))
             rows = [rows[i] for i in pick]
@@ -164,22 +174,26 @@ class _HackMonitor:
             warnings.warn(
                 f"HackMonitor has {len(rows)} held-out prompts (MONITOR_MIN_PROMPTS is "
                 f"{defaults.MONITOR_MIN_PROMPTS}); intervals resampled from so few prompts are unreliable. "
-                "Pass more holdout rows", MonitorWarning, stacklevel=2)
-        self._held = rows
-        self._detect = feats.endorsed_detectors(self.endorsed)
-        self.armed: dict[str, str] = arming.armed_state(has_gold=gold is not None, kl_budget=self.kl_budget,
-                                                        disarm=s["disarm"])
+                "Pass more holdout rows", MonitorWarning, stacklevel=3)
+        return rows
+
+    def _arm(self, has_gold: bool, disarm: Any) -> None:
+        """Which checks are armed (or why not), a warning for a ``stop_on`` that cannot fire, and the checks' settings."""
+        self.armed: dict[str, str] = arming.armed_state(has_gold=has_gold, kl_budget=self.kl_budget, disarm=disarm)
         off = [kind for kind in self.stop_on if kind != "any" and self.armed[kind] != arming.ARMED]
         if off:
             warnings.warn(f"HackMonitor stop_on names {off}, which cannot fire ("
                           + "; ".join(f"{kind}: {self.armed[kind]}" for kind in off)
                           + "); training will not stop on them. Arm them or leave them out of stop_on",
-                          MonitorWarning, stacklevel=2)
+                          MonitorWarning, stacklevel=3)
         self._cfg = checks.Settings(
             window=self.window, delta=self.delta, length_pct=self.length_pct, kl_budget=self.kl_budget,
             n_boot=self.n_boot, n_perm=self.n_perm, scan_min=self.scan_min, seed=self.seed,
-            has_gold=gold is not None, endorsed=tuple(self.endorsed),
+            has_gold=has_gold, endorsed=tuple(self.endorsed),
             armed=frozenset(kind for kind, state in self.armed.items() if state == arming.ARMED))
+
+    def _start_watching(self) -> None:
+        """The state a run's looks build up: history, alarms, the reward buffer, the scans and the errors."""
         self.history: list[dict[str, Any]] = []
         self.alarms: list[dict[str, Any]] = []
         self._looks: list[checks.Look] = []
@@ -269,19 +283,8 @@ class _HackMonitor:
         if tokenizer is not None:
             self._tokenizer = tokenizer
         tokenizer = tokenizer if tokenizer is not None else self._tokenizer
-        prompts = [h.prompt for h in self._held]
-        n, k = len(prompts), self.k
-        prompt_ids = completion_ids = None
-        if self.sample is not None:
-            texts = self.sample(model, tokenizer, prompts, n=k, max_new_tokens=self.max_new_tokens)
-            check_sampled(texts, len(self._held), self.k)
-        else:
-            if model is None or tokenizer is None:
-                raise ValueError("evaluate needs model= and tokenizer= to sample the holdout (or pass sample= "
-                                 "to HackMonitor); as a trainer callback it gets both from the trainer")
-            texts, prompt_ids, completion_ids = sampling_.generate(
-                model, tokenizer, self._held, n=k, max_new_tokens=self.max_new_tokens, sampling=self.sampling,
-                seed=self.seed + len(self._looks))
+        n, k = len(self._held), self.k
+        texts, prompt_ids, completion_ids = self._sample_held(model, tokenizer)
         t_sampled = time.perf_counter()
 
         flat_text = [t for ts in texts for t in ts]
@@ -330,6 +333,20 @@ class _HackMonitor:
         self._log(entry)
         self._note()
         return entry
+
+    def _sample_held(self, model: Any, tokenizer: Any) -> tuple[list[list[str]], Any, Any]:
+        """``k`` completions per held-out prompt, with their prompt and completion token ids where the default
+        sampler made them (None with a ``sample=`` function)."""
+        if self.sample is not None:
+            texts = self.sample(model, tokenizer, [h.prompt for h in self._held], n=self.k,
+                                max_new_tokens=self.max_new_tokens)
+            check_sampled(texts, len(self._held), self.k)
+            return texts, None, None
+        if model is None or tokenizer is None:
+            raise ValueError("evaluate needs model= and tokenizer= to sample the holdout (or pass sample= "
+                             "to HackMonitor); as a trainer callback it gets both from the trainer")
+        return sampling_.generate(model, tokenizer, self._held, n=self.k, max_new_tokens=self.max_new_tokens,
+                                  sampling=self.sampling, seed=self.seed + len(self._looks))
 
     def _score_buffer(self) -> list[checks.BufferItem]:
         """The buffered training completions as scan items; new ones are read and gold-judged once."""

@@ -34,6 +34,41 @@ def _is_real(v: Any) -> bool:
 def validate_settings(**given: Any) -> dict[str, Any]:
     """Resolve every None to its MONITOR_* default and check each value; all problems are reported at once."""
     problems: list[str] = []
+    out: dict[str, Any] = {"rows": _held_rows(given["holdout"], problems)}
+    for name, what in (("proxy", "a reward f(prompts=, completions=, **columns) -> list[float]"),
+                       ("gold", "a judge row -> reward or {'reward': ...}"),
+                       ("sample", "sample(model, tokenizer, prompts, n=, max_new_tokens=) -> list[list[str]]")):
+        if given[name] is not None and not callable(given[name]):
+            problems.append(f"{name}={given[name]!r} is not callable; pass {what}, or None")
+    out.update(_numbers(given, problems))
+    out["endorsed"] = _endorsed(given["endorsed"], problems)
+    out["stop_on"] = _stop_on(given["stop_on"], out.get("kl_budget"), problems)
+    out["disarm"], disarm_problems = check_disarm(given.get("disarm"))
+    problems.extend(disarm_problems)
+    out["sampling"] = _sampling(given["sampling"], problems)
+    for name in ("proxy", "gold", "sample"):
+        out[name] = given[name]
+    if problems:
+        raise ValueError(f"HackMonitor got {len(problems)} bad argument(s):\n- " + "\n- ".join(problems))
+    return out
+
+
+def _held_rows(holdout: Any, problems: list[str]) -> list[Any]:
+    """The held-out prompts as rows (``sampling_.held_out_rows``); none when ``holdout`` is not a list of them."""
+    if holdout is None or isinstance(holdout, (str, bytes, Mapping)) or not isinstance(holdout, Sequence) \
+            or len(holdout) == 0:
+        problems.append(f"holdout={str(holdout)[:60]!r} must be a non-empty list of held-out prompts "
+                        "(strings, message lists, or rows with 'prompt' or 'messages')")
+        return []
+    try:
+        return sampling_.held_out_rows(holdout)
+    except ValueError as exc:
+        problems.append(str(exc))
+        return []
+
+
+def _numbers(given: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
+    """The numeric settings, each its MONITOR_* default when None; a value out of range is a problem."""
     out: dict[str, Any] = {}
 
     def integer(name: str, default: int, low: int, why: str) -> None:
@@ -52,23 +87,6 @@ def validate_settings(**given: Any) -> dict[str, Any]:
             v = default
         out[name] = None if v is None else float(v)
 
-    holdout = given["holdout"]
-    if holdout is None or isinstance(holdout, (str, bytes, Mapping)) or not isinstance(holdout, Sequence) \
-            or len(holdout) == 0:
-        problems.append(f"holdout={str(holdout)[:60]!r} must be a non-empty list of held-out prompts "
-                        "(strings, message lists, or rows with 'prompt' or 'messages')")
-        out["rows"] = []
-    else:
-        try:
-            out["rows"] = sampling_.held_out_rows(holdout)
-        except ValueError as exc:
-            problems.append(str(exc))
-            out["rows"] = []
-    for name, what in (("proxy", "a reward f(prompts=, completions=, **columns) -> list[float]"),
-                       ("gold", "a judge row -> reward or {'reward': ...}"),
-                       ("sample", "sample(model, tokenizer, prompts, n=, max_new_tokens=) -> list[list[str]]")):
-        if given[name] is not None and not callable(given[name]):
-            problems.append(f"{name}={given[name]!r} is not callable; pass {what}, or None")
     integer("every", defaults.MONITOR_EVERY, 1, "optimizer steps between looks")
     integer("k", defaults.MONITOR_K, 2, "within-prompt comparisons need two completions per prompt")
     integer("n_prompts", defaults.MONITOR_N_PROMPTS, 2, "the intervals resample prompts")
@@ -83,37 +101,43 @@ def validate_settings(**given: Any) -> dict[str, Any]:
     positive("delta", defaults.MONITOR_DELTA, "the smallest change worth an alarm, in reward units")
     positive("length_pct", defaults.MONITOR_LENGTH_PCT, "relative length drift, e.g. 0.25 for 25%")
     positive("kl_budget", defaults.MONITOR_KL_BUDGET, "nats of sequence KL; None for no budget")
+    return out
 
-    endorsed = given["endorsed"]
-    endorsed = () if endorsed is None else ((endorsed,) if isinstance(endorsed, str) else endorsed)
+
+def _endorsed(given: Any, problems: list[str]) -> tuple[str, ...]:
+    """The endorsed formats as a tuple of names or texts (one string is one format)."""
+    endorsed = () if given is None else ((given,) if isinstance(given, str) else given)
     if not isinstance(endorsed, Sequence) or not all(isinstance(e, str) and e.strip() for e in endorsed):
-        problems.append(f"endorsed={given['endorsed']!r} must be a list of feature names or texts "
+        problems.append(f"endorsed={given!r} must be a list of feature names or texts "
                         "(e.g. ['think'] or ['<answer>'])")
         endorsed = ()
-    out["endorsed"] = tuple(endorsed)
+    return tuple(endorsed)
 
-    stop_on = given["stop_on"]
-    stop_on = () if stop_on is None else ((stop_on,) if isinstance(stop_on, str) else tuple(stop_on))
+
+def _stop_on(given: Any, kl_budget: float | None, problems: list[str]) -> tuple[str, ...]:
+    """The alarm kinds that stop training, the unknown ones left out; 'kl' needs a ``kl_budget``."""
+    stop_on = () if given is None else ((given,) if isinstance(given, str) else tuple(given))
     bad = [s for s in stop_on if s not in ALARM_KINDS and s != "any"]
     if bad:
-        problems.append(f"stop_on={given['stop_on']!r} names {bad}; accepted: {list(ALARM_KINDS)} or 'any'")
+        problems.append(f"stop_on={given!r} names {bad}; accepted: {list(ALARM_KINDS)} or 'any'")
         stop_on = tuple(s for s in stop_on if s not in bad)
-    if "kl" in stop_on and out.get("kl_budget") is None:
+    if "kl" in stop_on and kl_budget is None:
         problems.append("stop_on names 'kl' but kl_budget is None, so the KL alarm can never fire; "
                         "pass kl_budget= (nats of sequence KL)")
-    out["stop_on"] = stop_on
-    out["disarm"], disarm_problems = check_disarm(given.get("disarm"))
-    problems.extend(disarm_problems)
+    return stop_on
 
+
+def _sampling(given: Any, problems: list[str]) -> dict[str, Any]:
+    """MONITOR_SAMPLING with the given keys over it, each checked."""
     sampling = dict(defaults.MONITOR_SAMPLING)
-    if given["sampling"] is not None:
-        if not isinstance(given["sampling"], Mapping):
-            problems.append(f"sampling={given['sampling']!r} must be a mapping with keys {list(_SAMPLING_KEYS)}")
+    if given is not None:
+        if not isinstance(given, Mapping):
+            problems.append(f"sampling={given!r} must be a mapping with keys {list(_SAMPLING_KEYS)}")
         else:
-            unknown = sorted(set(given["sampling"]) - set(_SAMPLING_KEYS))
+            unknown = sorted(set(given) - set(_SAMPLING_KEYS))
             if unknown:
                 problems.append(f"sampling has unknown keys {unknown}; accepted: {list(_SAMPLING_KEYS)}")
-            sampling.update({k: v for k, v in given["sampling"].items() if k in _SAMPLING_KEYS})
+            sampling.update({k: v for k, v in given.items() if k in _SAMPLING_KEYS})
     s = sampling
     if not _is_real(s["temperature"]) or s["temperature"] <= 0:
         problems.append(f"sampling temperature={s['temperature']!r} must be > 0 (1.0 samples the policy itself)")
@@ -123,12 +147,7 @@ def validate_settings(**given: Any) -> dict[str, Any]:
         problems.append(f"sampling top_k={s['top_k']!r} must be an integer >= 0 (0 turns it off)")
     if not _is_int(s["batch"]) or s["batch"] < 1:
         problems.append(f"sampling batch={s['batch']!r} must be an integer >= 1 (sequences per generate call)")
-    out["sampling"] = sampling
-    for name in ("proxy", "gold", "sample"):
-        out[name] = given[name]
-    if problems:
-        raise ValueError(f"HackMonitor got {len(problems)} bad argument(s):\n- " + "\n- ".join(problems))
-    return out
+    return sampling
 
 
 def watched(fn: Callable[..., Any], record: Callable[[Any, tuple, dict, Any], None]) -> Callable[..., Any]:

@@ -362,48 +362,24 @@ def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.ra
     make every word of a long completion look paid for.
     """
     resid = np.asarray(resid, dtype=float)
-    cells = np.asarray(cells)
-    keep = np.isfinite(resid)
-    _, inv = np.unique(cells[keep], return_inverse=True)
-    sizes = np.bincount(inv)
-    keep_idx = np.flatnonzero(keep)[sizes[inv] >= 2]
-    if len(keep_idx) < 2:
+    grouped = _grouped_rows(resid, np.asarray(cells))
+    if grouped is None:
         return None
-    _, cell = np.unique(cells[keep_idx], return_inverse=True)
-    order = np.argsort(cell, kind="stable")
-    cell = cell[order]
-    rows = keep_idx[order]
+    rows, cell = grouped
     xs = np.asarray(x[rows], dtype=np.float32)
     r = resid[rows]
     n_cells = int(cell.max()) + 1
     n_c = np.bincount(cell, minlength=n_cells).astype(float)
     rc = r - (np.bincount(cell, weights=r, minlength=n_cells) / n_c)[cell]
     n_feat = xs.shape[1]
-    if nonzero is None:
-        nz_row, nz_col = np.nonzero(xs)
-    else:  # (row, column) of every 1 in x, as the caller built it: map rows to their place here
-        where = np.full(len(x), -1)
-        where[rows] = np.arange(len(rows))
-        nz_row, nz_col = where[nonzero[0]], nonzero[1]
-        nz_row, nz_col = nz_row[nz_row >= 0], nz_col[nz_row >= 0]
+    nz_row, nz_col = _positions_of_ones(x, xs, rows, nonzero)
     m = np.bincount(cell[nz_row] * n_feat + nz_col, minlength=n_cells * n_feat).reshape(n_cells, n_feat)
     m = m.astype(float)
     s_xx = m * (n_c[:, None] - m) / n_c[:, None]
     lc, coef = None, None
     if covariate is not None:
-        v = np.asarray(covariate, dtype=float)[rows]
-        v = np.where(np.isfinite(v), v, 0.0)
-        lc = v - (np.bincount(cell, weights=v, minlength=n_cells) / n_c)[cell]
-        s_ll = float(lc @ lc)
-        if s_ll > 0:
-            rc = rc - (float(rc @ lc) / s_ll) * lc
-            coef = np.bincount(nz_col, weights=lc[nz_row], minlength=n_feat) / s_ll
-            s_xl = np.bincount(cell[nz_row] * n_feat + nz_col, weights=lc[nz_row],
-                               minlength=n_cells * n_feat).reshape(n_cells, n_feat)
-            s_ll_c = np.bincount(cell, weights=lc * lc, minlength=n_cells)
-            s_xx = s_xx - 2 * coef[None, :] * s_xl + coef[None, :] ** 2 * s_ll_c[:, None]
-        else:
-            lc = None
+        rc, s_xx, lc, coef = _hold_fixed(np.asarray(covariate, dtype=float)[rows], cell, n_c, rc, s_xx,
+                                         nz_row, nz_col)
     s_rr = np.bincount(cell, weights=rc * rc, minlength=n_cells)
     var = np.maximum(s_xx, 0.0).T @ (s_rr / (n_c - 1))
     s_xr = (rc.astype(np.float32) @ xs).astype(float)
@@ -414,18 +390,73 @@ def maxt_scan(x: np.ndarray, resid: np.ndarray, cells: np.ndarray, *, rng: np.ra
         payment = np.where(sxx_total > 0, s_xr / sxx_total, np.nan)
     testable = np.isfinite(z)
     null_max = np.full(n_perm, -np.inf)
-    if testable.any() and n_perm > 0:
-        keys = cell[None, :] + rng.random((n_perm, len(cell)))
-        perm = np.argsort(keys, axis=1)
-        rp = rc[perm].astype(np.float32)
-        sp = (rp @ xs[:, testable]).astype(float)
-        if lc is not None and coef is not None:  # both are set together, when the covariate varies
-            sp -= (rp.astype(float) @ lc)[:, None] * coef[testable][None, :]
-        zp = sp / sd[testable][None, :]
-        null_max = zp.max(axis=1)
     p = np.ones(len(z))
     if testable.any() and n_perm > 0:
+        null_max = _null_max(cell, rc, xs[:, testable], sd[testable], rng=rng, n_perm=n_perm, lc=lc,
+                             coef=None if coef is None else coef[testable])
         z_t = z[testable]
         exceed = (null_max[None, :] >= z_t[:, None]).mean(axis=1)
         p[testable] = np.minimum(1.0, np.maximum(exceed, _gumbel_tail(null_max, z_t)))
     return {"z": z, "payment": payment, "p": p, "count": xs.sum(axis=0), "null_max": null_max}
+
+
+def _grouped_rows(resid: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The completions with a finite residual in a cell of two or more, sorted by cell, and their cell
+    numbered from 0; None when fewer than two are left."""
+    keep = np.isfinite(resid)
+    _, inv = np.unique(cells[keep], return_inverse=True)
+    sizes = np.bincount(inv)
+    keep_idx = np.flatnonzero(keep)[sizes[inv] >= 2]
+    if len(keep_idx) < 2:
+        return None
+    _, cell = np.unique(cells[keep_idx], return_inverse=True)
+    order = np.argsort(cell, kind="stable")
+    return keep_idx[order], cell[order]
+
+
+def _positions_of_ones(x: np.ndarray, xs: np.ndarray, rows: np.ndarray,
+          nonzero: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
+    """The (row, column) of every 1 in ``xs`` (``x`` at ``rows``), found, or mapped from the caller's ``nonzero``."""
+    if nonzero is None:
+        nz_row, nz_col = np.nonzero(xs)
+        return nz_row, nz_col
+    # (row, column) of every 1 in x, as the caller built it: map rows to their place here
+    where = np.full(len(x), -1)
+    where[rows] = np.arange(len(rows))
+    nz_row, nz_col = where[nonzero[0]], nonzero[1]
+    return nz_row[nz_row >= 0], nz_col[nz_row >= 0]
+
+
+def _hold_fixed(v: np.ndarray, cell: np.ndarray, n_c: np.ndarray, rc: np.ndarray, s_xx: np.ndarray,
+                nz_row: np.ndarray, nz_col: np.ndarray,
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """The residual and the features' within-cell sums of squares beyond their linear relation to the
+    covariate ``v`` (Freedman & Lane), with the centred covariate and each feature's slope on it; both None
+    (and the rest unchanged) when the covariate does not vary within cells."""
+    n_cells, n_feat = s_xx.shape
+    v = np.where(np.isfinite(v), v, 0.0)
+    lc = v - (np.bincount(cell, weights=v, minlength=n_cells) / n_c)[cell]
+    s_ll = float(lc @ lc)
+    if s_ll <= 0:
+        return rc, s_xx, None, None
+    rc = rc - (float(rc @ lc) / s_ll) * lc
+    coef = np.bincount(nz_col, weights=lc[nz_row], minlength=n_feat) / s_ll
+    s_xl = np.bincount(cell[nz_row] * n_feat + nz_col, weights=lc[nz_row],
+                       minlength=n_cells * n_feat).reshape(n_cells, n_feat)
+    s_ll_c = np.bincount(cell, weights=lc * lc, minlength=n_cells)
+    s_xx = s_xx - 2 * coef[None, :] * s_xl + coef[None, :] ** 2 * s_ll_c[:, None]
+    return rc, s_xx, lc, coef
+
+
+def _null_max(cell: np.ndarray, rc: np.ndarray, xs: np.ndarray, sd: np.ndarray, *, rng: np.random.Generator,
+              n_perm: int, lc: np.ndarray | None, coef: np.ndarray | None) -> np.ndarray:
+    """The largest statistic over the (testable) features ``xs`` in each of ``n_perm`` within-cell
+    permutations of the residual, one permutation shared by every feature."""
+    keys = cell[None, :] + rng.random((n_perm, len(cell)))
+    perm = np.argsort(keys, axis=1)
+    rp = rc[perm].astype(np.float32)
+    sp = (rp @ xs).astype(float)
+    if lc is not None and coef is not None:  # both are set together, when the covariate varies
+        sp -= (rp.astype(float) @ lc)[:, None] * coef[None, :]
+    zp = sp / sd[None, :]
+    return zp.max(axis=1)

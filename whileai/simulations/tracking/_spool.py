@@ -353,62 +353,83 @@ def deliver(
                 report["reasons"].append(f"{path.name}: unreadable ({exc})")
                 continue
             report["unreadable"] += unreadable
-            keep: list[dict[str, Any]] = []
-            blocked: set[str] = set()  # runs whose earlier record failed: later ones wait to keep their order
-            for record in records:
-                target = record.get("target") or {}
-                where = target_key(target)
-                if (
-                    record["run_id"] in blocked
-                    or where in down
-                    or (only_target is not None and where != target_key(only_target))
-                    or (record.get("held") and not include_held)
-                ):
-                    keep.append(record)
-                    continue
-                client = client_for(target)
-                if client is None:
-                    keep.append(record)
-                    blocked.add(record["run_id"])
-                    reason = f"no credentials for {target.get('base_url')} (key {target.get('key_id')})"
-                    if reason not in report["reasons"]:
-                        report["reasons"].append(reason)
-                    continue
-                try:
-                    sent = _send(client, record)
-                except NotFoundError:
-                    report["dropped"] += 1
-                    continue
-                except PlatformError as exc:
-                    gone = _gone(exc)
-                    if gone is not None:  # deleted on the platform: no retry can ever land it
-                        report["dropped"] += 1
-                        report["gone"][gone] = report["gone"].get(gone, 0) + 1
-                        continue
-                    keep.append(record)
-                    blocked.add(record["run_id"])
-                    if exc.status == 0 or exc.status >= 500:  # the platform is down: do not ask it again now
-                        down.add(where)
-                    reason = str(exc)
-                    if reason not in report["reasons"]:
-                        report["reasons"].append(reason)
-                    continue
-                if record.get("refused"):
-                    report["refused"] += record["refused"]
-                    reason = f"refused by the platform: {record.get('why')}"
-                    if reason not in report["reasons"]:
-                        report["reasons"].append(reason)
-                if record["kind"] == "points":
-                    report["points"] += sent
-                elif record["kind"] == "create":
-                    report["runs"] += 1
-                else:
-                    report["updates"] += 1
+            keep = _deliver_records(records, client_for, report, down, only_target=only_target,
+                                    include_held=include_held)
             report["left"] += len(keep)
             _replace(path, keep)
     if report["gone"]:
         warnings.warn(gone_line(report["gone"]), TrackingWarning, stacklevel=2)
     return report
+
+
+def _deliver_records(records: list[dict[str, Any]], client_for: Callable[[dict[str, Any]], Any],
+                     report: dict[str, Any], down: set[tuple[Any, Any, Any]], *,
+                     only_target: dict[str, Any] | None, include_held: bool) -> list[dict[str, Any]]:
+    """Send one file's records in order, counting into ``report``; returns the records to keep spooled.
+
+    A record not tried (another target, held, its target down) is kept; so is one that failed, and every later
+    record of its run, which waits to keep the run's order.
+    """
+    keep: list[dict[str, Any]] = []
+    blocked: set[str] = set()  # runs whose earlier record failed: later ones wait to keep their order
+    for record in records:
+        target = record.get("target") or {}
+        where = target_key(target)
+        if (
+            record["run_id"] in blocked
+            or where in down
+            or (only_target is not None and where != target_key(only_target))
+            or (record.get("held") and not include_held)
+        ):
+            keep.append(record)
+            continue
+        client = client_for(target)
+        if client is None:
+            keep.append(record)
+            blocked.add(record["run_id"])
+            _add_reason(report, f"no credentials for {target.get('base_url')} (key {target.get('key_id')})")
+            continue
+        if not _deliver_one(client, record, where, report, down):
+            keep.append(record)
+            blocked.add(record["run_id"])
+    return keep
+
+
+def _deliver_one(client: Any, record: dict[str, Any], where: tuple[Any, Any, Any], report: dict[str, Any],
+                 down: set[tuple[Any, Any, Any]]) -> bool:
+    """Send one record and count it into ``report``; False when it must stay spooled (it failed and may land
+    later). A record for what the platform deleted is dropped; a target that is down joins ``down``."""
+    try:
+        sent = _send(client, record)
+    except NotFoundError:
+        report["dropped"] += 1
+        return True
+    except PlatformError as exc:
+        gone = _gone(exc)
+        if gone is not None:  # deleted on the platform: no retry can ever land it
+            report["dropped"] += 1
+            report["gone"][gone] = report["gone"].get(gone, 0) + 1
+            return True
+        if exc.status == 0 or exc.status >= 500:  # the platform is down: do not ask it again now
+            down.add(where)
+        _add_reason(report, str(exc))
+        return False
+    if record.get("refused"):
+        report["refused"] += record["refused"]
+        _add_reason(report, f"refused by the platform: {record.get('why')}")
+    if record["kind"] == "points":
+        report["points"] += sent
+    elif record["kind"] == "create":
+        report["runs"] += 1
+    else:
+        report["updates"] += 1
+    return True
+
+
+def _add_reason(report: dict[str, Any], reason: str) -> None:
+    """Add why records were left to the delivery's report, once."""
+    if reason not in report["reasons"]:
+        report["reasons"].append(reason)
 
 
 #: the platform's error types for what was deleted there, and how a dropped record's reason reads
