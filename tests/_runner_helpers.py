@@ -7,10 +7,14 @@ learning is measured by benchmarks/runner_overhead.py and the recipe's own expec
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +39,38 @@ def whileai(*args: str, token: str | None = None, timeout: float = 600, env: dic
         full["WHILEAI_RUNNER_TOKEN"] = token
     return subprocess.run([sys.executable, "-m", "whileai", *args], capture_output=True, text=True, env=full,
                           cwd=kwargs.pop("cwd", ROOT), timeout=timeout, **kwargs)
+
+
+@contextlib.contextmanager
+def runner_in_training(*args: str, token: str, timeout: float = 300) -> Iterator[tuple[subprocess.Popen, str]]:
+    """``python -m whileai run ARGS`` started under ``token``: ``(its process, its run's id)`` once the run has
+    stored a trained step (``timeout`` covers cold imports on a busy CPU); killed on the way out if still running."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WHILEAI_RUNNER_TOKEN": token, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.Popen([sys.executable, "-m", "whileai", "run", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    path = Path(os.environ["WHILEAI_HOME"]) / "runner" / "runs" / token / "whileai_runs.json"
+    run_id = None
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not (run_id and (record(run_id).get("step") or 0) >= 1):
+            if path.exists():
+                run_id = runs_file(token)["runs"][0]["id"]
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.5)
+        assert run_id is not None, "the run started training"
+        yield proc, run_id
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def ctrl_c(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """SIGINT to the runner, as Ctrl-C sends it; its output once it has exited, which must be with 130."""
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 130, out + err
+    return out, err
 
 
 def runs_file(token: str, job: str | None = None) -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""Stores the platform's data tests share: a fresh SQLite store per test, and the PostgreSQL one."""
+"""Stores the platform's data tests share: a fresh SQLite store per test, the PostgreSQL one, the data root's."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,3 +30,15 @@ def postgres_store() -> Store:
             raise
         pytest.skip(f"no PostgreSQL at {url} ({type(exc).__name__})")
     return s
+
+
+@contextlib.contextmanager
+def data_root_store() -> Iterator[Store]:
+    """The store of the data root the test runs on (``store_url()``), opened beside the platform's and closed after."""
+    from whileai.platform.store import store_url
+
+    store = Store(store_url())
+    try:
+        yield store
+    finally:
+        store.close()

@@ -86,6 +86,30 @@ def push_sample():
     return _push_sample
 
 
+def _push_tiny_sample(name: str, tasks: int) -> dict:
+    """``_push_sample``'s sets on the session's data root, with ``"base"``: the kit's tiny random model's folder.
+
+    The tiny model (built in seconds) rather than the pre-trained demo base: the tests that use it
+    prove the jobs' plumbing, not learning.
+    """
+    from whileai.kit._base import tiny_model_dir
+
+    assert os.environ["WHILEAI_HOME"] == str(_SESSION_HOME), "pushed to the session's data root, where jobs read"
+    return {**_push_sample(name, tasks=tasks), "base": str(tiny_model_dir())}
+
+
+@pytest.fixture(scope="session")
+def push_tiny_sample():
+    """``push_tiny_sample(name, tasks)``: see ``_push_tiny_sample``."""
+    return _push_tiny_sample
+
+
+@pytest.fixture(scope="session")
+def tiny_sample():
+    """The sample's first 100 tasks (a quarter keeps pushes and cuts quick) on the tiny model, pushed once a session."""
+    return _push_tiny_sample("sample-quarter", 100)
+
+
 @pytest.fixture
 def pg_database():
     """``pg_database()``: the URL of a fresh, empty PostgreSQL database at WHILEAI_TEST_POSTGRES_URL's server.

@@ -10,36 +10,18 @@ from __future__ import annotations
 import os
 import signal
 import time
-import warnings
 from pathlib import Path
 
 import pytest
 
 import whileai.simulations as wai
 from whileai.platform.launcher.jobs import job_log, job_processes
-from _job_helpers import job_of as _job_of, wait_for as _wait_for
+from _job_helpers import job_of as _job_of, train as _train, wait_for as _wait_for
 
 #: How far each step's two-process SFT loss may be from the one-process loss at the same effective batch, data
 #: order and seed (relative). The two differ only in floating-point summation order (gradients all-reduced over
 #: gloo); measured here: 6.6e-8 at worst over 4 steps. 1e-3 leaves room for other CPUs' kernels.
 LOSS_TOLERANCE = 1e-3
-
-
-@pytest.fixture(scope="module")
-def sets(session_home, push_sample):
-    from whileai.kit._base import tiny_model_dir
-
-    found = push_sample("sample-quarter", tasks=100)
-    return {**found, "base": str(tiny_model_dir())}
-
-
-
-
-def _train(sets, method: str, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        data = sets["passes"] if method == "sft" else sets["train"]
-        return wai.train(data, method=method, base_model=sets["base"], holdout=sets["holdout"], **kwargs)
 
 
 def _series(run) -> list[dict]:
@@ -75,25 +57,25 @@ def _loads(base: str, adapter: str, method: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def sft_two(sets):
-    return _train(sets, "sft", steps=4, wait=True, config={"processes": 2, "batch_size": 4, "holdout_rows": 4,
+def sft_two(tiny_sample):
+    return _train(tiny_sample, "sft", steps=4, wait=True, config={"processes": 2, "batch_size": 4, "holdout_rows": 4,
                                                            "metric": "loss"})
 
 
 @pytest.mark.slow
-def test_two_process_sft_is_one_run_with_its_world_recorded(sets, sft_two):
+def test_two_process_sft_is_one_run_with_its_world_recorded(tiny_sample, sft_two):
     _assert_one_run(sft_two, "sft")
     training = sft_two.training
     assert training["processes"] == 2 and training["nodes"] == 1 and training["strategy"] == "ddp"
     assert training["batch_per_device"] == 2 and training["gradient_accumulation"] == 1 and training["batch_size"] == 4
     assert training["steps"] == 4
-    _loads(sets["base"], sft_two.adapter, "sft")
+    _loads(tiny_sample["base"], sft_two.adapter, "sft")
 
 
 @pytest.fixture(scope="module")
-def sft_one(sets):
+def sft_one(tiny_sample):
     """One process at the same effective batch, data order and seed as ``sft_two``."""
-    one = _train(sets, "sft", steps=4, wait=True, config={"batch_size": 4, "holdout_rows": 4, "metric": "loss"})
+    one = _train(tiny_sample, "sft", steps=4, wait=True, config={"batch_size": 4, "holdout_rows": 4, "metric": "loss"})
     assert one.status == "done", one.error
     return one
 
@@ -116,8 +98,8 @@ def test_two_process_sft_follows_the_one_process_loss_curve(sft_one, sft_two):
 
 
 @pytest.mark.slow
-def test_a_per_device_cap_accumulates_to_the_same_effective_batch(sets, sft_one):
-    capped = _train(sets, "sft", steps=4, wait=True,
+def test_a_per_device_cap_accumulates_to_the_same_effective_batch(tiny_sample, sft_one):
+    capped = _train(tiny_sample, "sft", steps=4, wait=True,
                     config={"batch_size": 4, "batch_per_device": 1, "holdout_rows": 4, "metric": "loss"})
     assert capped.status == "done", capped.error
     training = capped.training
@@ -140,7 +122,7 @@ def test_a_per_device_cap_that_does_not_divide_the_share_is_refused_with_the_siz
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["dpo", "rm", "grpo"])
-def test_each_method_trains_two_processes_as_one_run(sets, method):
+def test_each_method_trains_two_processes_as_one_run(tiny_sample, method):
     config: dict = {"processes": 2, "holdout_rows": 4}
     arguments: dict = {}
     if method == "grpo":
@@ -148,9 +130,9 @@ def test_each_method_trains_two_processes_as_one_run(sets, method):
         arguments.update(generations=2, max_completion_length=8)
     else:
         config["batch_size"] = 2
-    run = _train(sets, method, steps=2, wait=True, config=config, **arguments)
+    run = _train(tiny_sample, method, steps=2, wait=True, config=config, **arguments)
     _assert_one_run(run, method)
-    _loads(sets["base"], run.adapter, method)
+    _loads(tiny_sample["base"], run.adapter, method)
 
 
 def _rank_pid(job_id: str, rank: int) -> int:
@@ -165,8 +147,8 @@ def _rank_pid(job_id: str, rank: int) -> int:
 
 
 @pytest.mark.slow
-def test_a_sigkilled_rank_fails_the_run_naming_it_and_leaves_no_process(sets):
-    run = _train(sets, "dpo", steps=500, config={"processes": 2, "batch_size": 2, "holdout_rows": 4})
+def test_a_sigkilled_rank_fails_the_run_naming_it_and_leaves_no_process(tiny_sample):
+    run = _train(tiny_sample, "dpo", steps=500, config={"processes": 2, "batch_size": 2, "holdout_rows": 4})
     job_id = _job_of(run.id)["id"]
     _wait_for(lambda: any("loss" in p["metrics"] for p in _series(run)), 120, "the first trained step")
     os.kill(_rank_pid(job_id, 1), signal.SIGKILL)
@@ -179,8 +161,8 @@ def test_a_sigkilled_rank_fails_the_run_naming_it_and_leaves_no_process(sets):
 
 
 @pytest.mark.slow
-def test_a_sigkilled_launcher_reads_crashed_and_leaves_no_rank(sets):
-    run = _train(sets, "dpo", steps=500, config={"processes": 2, "batch_size": 2, "holdout_rows": 4})
+def test_a_sigkilled_launcher_reads_crashed_and_leaves_no_rank(tiny_sample):
+    run = _train(tiny_sample, "dpo", steps=500, config={"processes": 2, "batch_size": 2, "holdout_rows": 4})
     job = _job_of(run.id)
     _wait_for(lambda: any("loss" in p["metrics"] for p in _series(run)), 120, "the first trained step")
     os.kill(job["pid"], signal.SIGKILL)  # torchrun itself: no rank failed, nothing is reported
@@ -194,8 +176,8 @@ def test_a_sigkilled_launcher_reads_crashed_and_leaves_no_rank(sets):
 
 
 @pytest.mark.slow
-def test_stopping_a_two_process_run_ends_every_rank(sets):
-    run = _train(sets, "dpo", steps=500, config={"processes": 2, "batch_size": 2, "holdout_rows": 4})
+def test_stopping_a_two_process_run_ends_every_rank(tiny_sample):
+    run = _train(tiny_sample, "dpo", steps=500, config={"processes": 2, "batch_size": 2, "holdout_rows": 4})
     job = _job_of(run.id)
     _wait_for(lambda: len(job_processes(job["id"])) == 3, 60, "torchrun and its two ranks")
     groups = {os.getpgid(pid) for pid in job_processes(job["id"])}
@@ -223,43 +205,23 @@ def _group_members(groups: set[int]) -> list[int]:
 
 @pytest.mark.slow
 def test_ctrl_c_of_the_runner_ends_every_rank_of_a_two_process_run():
-    import subprocess
-    import sys
-
-    from _runner_helpers import ROOT, record, runs_file, tiny_base
+    from _runner_helpers import ctrl_c, record, runner_in_training, tiny_base
 
     args = ["recipe=sft_tooluse", "dataset.tasks=24", "holdout_rows=4", "steps=100000", "batch_size=4",
             "target.processes=2", f"base_model={tiny_base()}"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WHILEAI_RUNNER_TOKEN": "sigint-ranks", "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.Popen([sys.executable, "-m", "whileai", "run", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    path = Path(os.environ["WHILEAI_HOME"]) / "runner" / "runs" / "sigint-ranks" / "whileai_runs.json"
-    run_id = None
-    try:
-        deadline = time.monotonic() + 300  # two cold ranks' imports on a loaded 2-core machine
-        while time.monotonic() < deadline and not (run_id and (record(run_id).get("step") or 0) >= 1):
-            if path.exists():
-                run_id = runs_file("sigint-ranks")["runs"][0]["id"]
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.5)
-        assert run_id is not None, "the run started training"
+    with runner_in_training(*args, token="sigint-ranks") as (proc, run_id):
         job_id = _job_of(run_id)["id"]
         groups = {os.getpgid(pid) for pid in job_processes(job_id)}
         assert len(groups) == 3, "torchrun and two ranks, each in its own group"
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=240)  # the ranks' grace to flush (RANK_ORPHAN_GRACE_S) included
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, out + err
+        ctrl_c(proc, timeout=240)  # the ranks' grace to flush (RANK_ORPHAN_GRACE_S) included
     assert record(run_id)["status"] == "stopped"
     assert wai.get_run(run_id)["config"]["processes"] == 2
     assert not job_processes(job_id) and not _group_members(groups)
 
 
 @pytest.mark.slow
-def test_two_nodes_meet_at_a_loopback_rendezvous_and_train(sets):
-    run = _train(sets, "sft", steps=2, wait=True, config={"processes": 1, "nodes": 2, "batch_size": 2,
+def test_two_nodes_meet_at_a_loopback_rendezvous_and_train(tiny_sample):
+    run = _train(tiny_sample, "sft", steps=2, wait=True, config={"processes": 1, "nodes": 2, "batch_size": 2,
                                                           "holdout_rows": 4, "metric": "loss"})
     _assert_one_run(run, "sft")
     assert run.training["nodes"] == 2 and run.training["processes"] == 1 and run.training["batch_per_device"] == 1
@@ -273,10 +235,10 @@ def _gpus() -> int:
 
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_two_gpus_train_sft_over_nccl(sets):
+def test_two_gpus_train_sft_over_nccl(tiny_sample):
     if _gpus() < 2:
         pytest.skip("needs two CUDA devices")
-    run = _train(sets, "sft", steps=2, wait=True, config={"processes": 2, "batch_size": 4, "holdout_rows": 4,
+    run = _train(tiny_sample, "sft", steps=2, wait=True, config={"processes": 2, "batch_size": 4, "holdout_rows": 4,
                                                           "metric": "loss"})
     _assert_one_run(run, "sft")
     assert run.training["device"] == "cuda"
@@ -285,12 +247,12 @@ def test_two_gpus_train_sft_over_nccl(sets):
 
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_grpo_generates_with_vllm_on_a_gpu(sets):
+def test_grpo_generates_with_vllm_on_a_gpu(tiny_sample):
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("vllm is not installed")
-    run = _train(sets, "grpo", steps=2, wait=True, generations=2, max_completion_length=8,
+    run = _train(tiny_sample, "grpo", steps=2, wait=True, generations=2, max_completion_length=8,
                  config={"generation_backend": "vllm", "monitor": False, "holdout_rows": 4})
     assert run.status == "done", run.error
     assert run.summary["trainer"]["config"]["use_vllm"] is True
@@ -298,26 +260,26 @@ def test_grpo_generates_with_vllm_on_a_gpu(sets):
 
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_grpo_generates_on_a_vllm_server_of_its_own(sets):
+def test_grpo_generates_on_a_vllm_server_of_its_own(tiny_sample):
     import importlib.util
 
     import torch
 
     if importlib.util.find_spec("vllm") is None or torch.cuda.device_count() < 2:
         pytest.skip("needs vllm and two GPUs: one trains, one serves")
-    run = _train(sets, "grpo", steps=2, wait=True, generations=2, max_completion_length=8,
+    run = _train(tiny_sample, "grpo", steps=2, wait=True, generations=2, max_completion_length=8,
                  config={"generation_backend": "vllm", "vllm_mode": "server", "monitor": False, "holdout_rows": 4})
     assert run.status == "done", run.error
     assert run.summary["trainer"]["config"]["vllm_mode"] == "server"
 
 
 @pytest.mark.slow
-def test_a_stopped_two_process_run_resumes_on_both_ranks(sets):
+def test_a_stopped_two_process_run_resumes_on_both_ranks(tiny_sample):
     """Rank 0 writes the checkpoints under the run's folder; both ranks continue from the newest."""
     from whileai.core.paths import last_checkpoint
     from whileai.platform.launcher.jobs import checkpoint_dir
 
-    run = _train(sets, "sft", steps=8, config={"processes": 2, "batch_size": 4, "holdout_rows": 4, "save_steps": 2})
+    run = _train(tiny_sample, "sft", steps=8, config={"processes": 2, "batch_size": 4, "holdout_rows": 4, "save_steps": 2})
     deadline = time.monotonic() + 180
     while last_checkpoint(checkpoint_dir(run.id)) is None and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -252,7 +252,6 @@ def test_old_homes_still_import_the_same_class():
     from whileai.core import package
     from whileai.platform import store
     from whileai.platform.api import _json_rules, common
-    from whileai.platform.serving import _chat
     from whileai.platform.store import _engine, migrate, values
 
     assert values.NotFoundError is store.NotFoundError is errors.NotFoundError
@@ -260,4 +259,4 @@ def test_old_homes_still_import_the_same_class():
     assert _engine.StoreBusyError is store.StoreBusyError is errors.StoreBusyError
     assert migrate.StoreVersionError is errors.StoreVersionError
     assert common.ApiError is errors.ApiError and _json_rules.BodyRefused is errors.BodyRefused
-    assert _chat.RequestError is errors.RequestError and package.NamespaceImportError is errors.NamespaceImportError
+    assert package.NamespaceImportError is errors.NamespaceImportError

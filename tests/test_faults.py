@@ -7,7 +7,6 @@ own ``python -m whileai platform`` process where the process is killed), real SQ
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -25,7 +24,7 @@ from whileai.platform import defaults
 from whileai.platform.launcher import jobs as runner
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store
-from _job_helpers import wait_for
+from _platform_server import free_port, platform_process
 
 API = "/api/v1"
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,41 +37,6 @@ def _url(backend: str, home: Path, pg_database) -> str:
 
 def _client(base_url: str, key: str) -> httpx.Client:
     return httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _answers(port: int) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/signin", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-@contextlib.contextmanager
-def _server_process(url: str, home: Path, log: Path, **env: str):
-    """``python -m whileai platform`` on a free loopback port, as its own process: ``(process, base_url)``."""
-    port = _free_port()
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "whileai", "platform", "--port", str(port), "--store-url", url],
-                                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                                env={**os.environ, "WHILEAI_HOME": str(home), **env})
-    try:
-        wait_for(lambda: _answers(port) or proc.poll() is not None, 120, "the server to start")
-        assert proc.poll() is None, log.read_text()[-3000:]
-        yield proc, f"http://127.0.0.1:{port}"
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def _stopped_run_with_a_checkpoint(store: Store, acct: str) -> str:
@@ -105,7 +69,8 @@ def test_a_resume_killed_before_its_job_exists_leaves_the_run_as_it_was(backend,
     store = Store(url)
     acct, key = store.create_account("a")
     run_id = _stopped_run_with_a_checkpoint(store, acct)
-    with _server_process(url, home, tmp_path / "server.log", **{defaults.FAULT_AT_ENV: "after_reopen"}) as (proc, base):
+    with platform_process(home, tmp_path / "server.log", "--store-url", url,
+                          env={defaults.FAULT_AT_ENV: "after_reopen"}) as (proc, base):
         with _client(base, key) as a, pytest.raises(httpx.HTTPError):
             a.post(f"{API}/runs/{run_id}/resume")
         assert proc.wait(30) == -signal.SIGKILL
@@ -489,7 +454,7 @@ def test_a_server_stops_writing_to_a_store_a_newer_whileai_upgraded_and_none_sta
             message = refused.json()["error"]["message"]
             assert newer in message and migrate.HEAD_REVISION in message and "Stop this server" in message
             assert [r["name"] for r in a.get(f"{API}/runs").json()["runs"]] == ["before"]
-    done = subprocess.run([sys.executable, "-m", "whileai", "platform", "--port", str(_free_port()), "--store-url",
+    done = subprocess.run([sys.executable, "-m", "whileai", "platform", "--port", str(free_port()), "--store-url",
                            url], cwd=ROOT, env={**os.environ, "WHILEAI_HOME": str(home)}, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr

@@ -26,26 +26,15 @@ import whileai.simulations as wai
 from whileai.core.stats import holdout_result
 from whileai.platform import defaults as platform_defaults
 from whileai.platform.launcher.jobs import job_log
-from whileai.platform.store import Store, store_url
+from whileai.platform.store import store_url
 from whileai.simulations.client import get_client
 from whileai.simulations.training import TrainingRun
-from _job_helpers import job_of as _job_of, wait_for as _wait_for
+from _job_helpers import hosted_run_with_a_job, job_of as _job_of, wait_for as _wait_for
+from _stores import data_root_store
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def sample_sets(session_home, push_sample):
-    """A quarter of the sample dataset pushed and cut by task; the train side's passes pushed for SFT."""
-    assert os.environ["WHILEAI_HOME"] == str(session_home)
-    from whileai.kit._base import tiny_model_dir
-
-    sets = push_sample("sample-quarter", tasks=100)  # a quarter of the sample keeps pushes and cuts quick
-    return {**sets, "base": str(tiny_model_dir())}
-
-
 
 
 def _key_count(account_id: str) -> int:
@@ -53,20 +42,17 @@ def _key_count(account_id: str) -> int:
 
     from whileai.platform.store import ApiKey
 
-    store = Store(store_url())
-    try:
+    with data_root_store() as store:
         return store._tx(lambda s: s.scalar(select(func.count()).select_from(ApiKey).where(ApiKey.account_id == account_id)))
-    finally:
-        store.close()
 
 
-def test_sft_end_to_end_and_the_caller_exiting_does_not_stop_it(sample_sets, session_home):
+def test_sft_end_to_end_and_the_caller_exiting_does_not_stop_it(tiny_sample, session_home):
     account = get_client().request("GET", "/me")["account_id"]
     keys_before = _key_count(account)
     script = textwrap.dedent(f"""
         import whileai.simulations as wai
-        run = wai.train({sample_sets['passes'].id!r}, method="sft", steps=6, base_model={sample_sets['base']!r},
-                        holdout={sample_sets['holdout'].id!r}, config={{"holdout_rows": 12}})
+        run = wai.train({tiny_sample['passes'].id!r}, method="sft", steps=6, base_model={tiny_sample['base']!r},
+                        holdout={tiny_sample['holdout'].id!r}, config={{"holdout_rows": 12}})
         print(run.id, flush=True)
     """)
     env = {**os.environ, "WHILEAI_HOME": str(session_home), "PYTHONWARNINGS": "ignore"}
@@ -76,7 +62,7 @@ def test_sft_end_to_end_and_the_caller_exiting_does_not_stop_it(sample_sets, ses
     run_id = caller.stdout.strip().splitlines()[-1]
     run = TrainingRun(get_client().request("GET", f"/runs/{run_id}"), get_client())
     assert run.wait(poll=2, timeout=240) == "done", run.error
-    assert run.config["holdout"] == sample_sets["holdout"].id
+    assert run.config["holdout"] == tiny_sample["holdout"].id
     adapter = Path(run.adapter)
     assert (adapter / "adapter_config.json").is_file() and (adapter / "adapter_model.safetensors").is_file()
     assert (adapter / "tokenizer_config.json").is_file()
@@ -104,13 +90,14 @@ def test_sft_end_to_end_and_the_caller_exiting_does_not_stop_it(sample_sets, ses
     job = _job_of(run_id)
     assert job["status"] == "done" and job["heartbeat_at"] is not None
     assert _key_count(account) == keys_before  # a job's key is its own, never an account key
-    assert Store(store_url()).revoke_job_keys(job["id"]) == 0, "the job's key was revoked when it ended"
+    with data_root_store() as store:
+        assert store.revoke_job_keys(job["id"]) == 0, "the job's key was revoked when it ended"
     assert "log" not in job["spec"] and "key_hash" not in job["spec"]
     log = job_log(job["id"]).read_text()  # where the platform keeps it, derived from the job id
     assert f"whileai job {job['id']}: done" in log
 
 
-def test_a_crashing_job_fails_its_run_with_the_error_text_through_a_real_server(sample_sets, tmp_path, monkeypatch):
+def test_a_crashing_job_fails_its_run_with_the_error_text_through_a_real_server(tiny_sample, tmp_path, monkeypatch):
     """Over HTTP to a uvicorn server on loopback: the server launches the worker on its own store."""
     from whileai.platform.server import serve_in_thread
     from whileai.platform.store import ensure_local_account
@@ -125,7 +112,7 @@ def test_a_crashing_job_fails_its_run_with_the_error_text_through_a_real_server(
         assert not client.embedded
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            run = wai.train(sample_sets["passes"].id, method="sft", steps=2, base_model=str(tmp_path))
+            run = wai.train(tiny_sample["passes"].id, method="sft", steps=2, base_model=str(tmp_path))
         assert run.wait(poll=2, timeout=120) == "failed"
         assert run.error.startswith("FileNotFoundError: base model")
         assert "Traceback" in run.error and "is not a model directory" in run.error
@@ -139,10 +126,10 @@ def test_a_crashing_job_fails_its_run_with_the_error_text_through_a_real_server(
         handle.stop()
 
 
-def test_a_killed_worker_is_detected_and_its_run_reads_crashed(sample_sets):
+def test_a_killed_worker_is_detected_and_its_run_reads_crashed(tiny_sample):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run = wai.train(sample_sets["train"], method="dpo", steps=500, base_model=sample_sets["base"],
+        run = wai.train(tiny_sample["train"], method="dpo", steps=500, base_model=tiny_sample["base"],
                         config={"holdout_rows": 4})
     _wait_for(lambda: _job_of(run.id)["heartbeat_at"] is not None, 90, "the worker's first heartbeat")
     os.kill(_job_of(run.id)["pid"], signal.SIGKILL)
@@ -155,28 +142,22 @@ def test_a_killed_worker_is_detected_and_its_run_reads_crashed(sample_sets):
     assert run.id in [r["id"] for r in wai.list_runs(status="crashed")]
 
 
-def test_a_stale_heartbeat_fails_a_job_whose_process_cannot_be_checked(sample_sets):
+def test_a_stale_heartbeat_fails_a_job_whose_process_cannot_be_checked(tiny_sample):
     from whileai.platform import defaults
 
     client = get_client()
-    record = client.request("POST", "/runs", json={"name": "elsewhere", "kind": "hosted"})
-    account = client.request("GET", "/me")["account_id"]
-    store = Store(store_url())
-    try:
-        job = store.create_job(account, run_id=record["id"], kind="sft", target="local", status="running", pid=4242,
-                               spec={"host": "another-host", "launched_at": time.time()},
-                               heartbeat_at=time.time() - defaults.JOB_STALE_S - 1)
-    finally:
-        store.close()
+    record, job = hosted_run_with_a_job("elsewhere", kind="sft", target="local", status="running", pid=4242,
+                                        spec={"host": "another-host", "launched_at": time.time()},
+                                        heartbeat_at=time.time() - defaults.JOB_STALE_S - 1)
     run = TrainingRun(record, client).refresh()
     assert run.status == "failed" and "no heartbeat for" in run.error
     assert client.request("GET", f"/jobs/{job['id']}")["status"] == "failed"
 
 
-def test_rm_end_to_end_gives_a_judge(sample_sets):
+def test_rm_end_to_end_gives_a_judge(tiny_sample):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run = wai.train(sample_sets["train"], method="rm", steps=4, base_model=sample_sets["base"], wait=True,
+        run = wai.train(tiny_sample["train"], method="rm", steps=4, base_model=tiny_sample["base"], wait=True,
                         config={"holdout_rows": 24})
     assert run.status == "done", run.error
     training = run.training
@@ -192,7 +173,7 @@ def test_rm_end_to_end_gives_a_judge(sample_sets):
     assert run.summary["trainer"]["config_class"] == "RewardConfig"
     assert run.summary["trainer"]["peft"]["default"]["task_type"] == "SEQ_CLS"
     judge = wai.reward_model(run)
-    rows = wai.datasets.load_rows(sample_sets["holdout"])[:6]
+    rows = wai.datasets.load_rows(tiny_sample["holdout"])[:6]
     verdicts = [judge(r) for r in rows]
     assert all(isinstance(v["reward"], float) and isinstance(v["passed"], bool) for v in verdicts)
 
@@ -230,8 +211,8 @@ def test_every_method_module_is_a_job_body():
             assert given == wanted, (name, attr, given)
 
 
-def test_train_refuses_near_misses_with_the_whole_conversation_before_any_job(sample_sets):
-    train = sample_sets["train"]
+def test_train_refuses_near_misses_with_the_whole_conversation_before_any_job(tiny_sample):
+    train = tiny_sample["train"]
     with pytest.raises(wai.TrainingConfigError) as raised:
         wai.train(train, method="rm", steps=2, config={"near_misses": 2, "learning_rate": 99})
     text = str(raised.value)
@@ -243,11 +224,11 @@ def test_train_refuses_near_misses_with_the_whole_conversation_before_any_job(sa
     assert wai.defaults.TRAINING_HOST_KEYS["near_misses"]["rm"]["default"] == 0
 
 
-def test_an_rm_run_records_its_near_misses(sample_sets):
-    train = sample_sets["train"]
+def test_an_rm_run_records_its_near_misses(tiny_sample):
+    train = tiny_sample["train"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run = wai.train(train, method="rm", steps=2, base_model=sample_sets["base"], wait=True,
+        run = wai.train(train, method="rm", steps=2, base_model=tiny_sample["base"], wait=True,
                         config={"holdout_rows": 24, "reward_span": "first_action", "near_misses": 2,
                                 "lr_scheduler_type": "cosine"})
     assert run.status == "done", run.error
@@ -268,12 +249,12 @@ def test_an_rm_run_records_its_near_misses(sample_sets):
     assert sum(k["right"] for k in kinds["after"].values()) == sum(run.training["outcomes"]["after"])
 
 
-def test_an_rm_trained_on_the_first_action_is_a_judge_that_reads_the_first_action(sample_sets):
+def test_an_rm_trained_on_the_first_action_is_a_judge_that_reads_the_first_action(tiny_sample):
     """reward_span="first_action": the pairs end at the first assistant turn, and reward_model(run) scores that span."""
     from whileai.jobs import rm
     from whileai.simulations.serving import reward_text_messages
 
-    rows = wai.datasets.load_rows(sample_sets["holdout"])
+    rows = wai.datasets.load_rows(tiny_sample["holdout"])
     called = next(r for r in rows if len(r["messages"]) > 3)  # a call, its tool response and a final reply
     first = reward_text_messages(called, "first_action")
     assert [m["role"] for m in first] == ["system", "user", "assistant"] and first[-1]["tool_calls"]
@@ -286,7 +267,7 @@ def test_an_rm_trained_on_the_first_action_is_a_judge_that_reads_the_first_actio
                          for p in pairs for side in ("chosen", "rejected"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run = wai.train(sample_sets["train"], method="rm", steps=2, base_model=sample_sets["base"], wait=True,
+        run = wai.train(tiny_sample["train"], method="rm", steps=2, base_model=tiny_sample["base"], wait=True,
                         config={"holdout_rows": 24, "reward_span": "first_action"})
     assert run.status == "done", run.error
     assert run.config["reward_span"] == "first_action" and run.training["reward_span"] == "first_action"
@@ -297,6 +278,6 @@ def test_an_rm_trained_on_the_first_action_is_a_judge_that_reads_the_first_actio
     assert judge.score([called])[0] == pytest.approx(judge.score([tail])[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        whole = wai.train(sample_sets["train"], method="rm", steps=2, base_model=sample_sets["base"], wait=True,
+        whole = wai.train(tiny_sample["train"], method="rm", steps=2, base_model=tiny_sample["base"], wait=True,
                           config={"holdout_rows": 24})
     assert whole.status == "done" and wai.reward_model(whole).span == "conversation"

@@ -25,7 +25,8 @@ from whileai.core.errors import PlatformError
 from whileai.core.paths import last_checkpoint
 from whileai.platform.launcher.jobs import adapter_dir, checkpoint_dir, job_log
 from whileai.simulations.client import get_client
-from _job_helpers import wait_for
+from _job_helpers import hosted_run_with_a_job, wait_for
+from _stores import data_root_store
 
 pytestmark = pytest.mark.slow
 
@@ -37,11 +38,8 @@ WEIGHT_TOLERANCE = 1e-4
 
 
 @pytest.fixture(scope="module")
-def sets(session_home, push_sample):
-    from whileai.kit._base import tiny_model_dir
-
-    sets = push_sample("resume-sample", tasks=60)
-    return {**sets, "base": str(tiny_model_dir())}
+def sets(push_tiny_sample):
+    return push_tiny_sample("resume-sample", tasks=60)
 
 
 def _wait_for(predicate, timeout: float, what: str, every: float = 0.05) -> None:
@@ -141,8 +139,6 @@ def test_a_stopped_run_resumes_from_its_checkpoint_to_the_uninterrupted_end(sets
 
 
 def test_resume_refuses_what_it_cannot_continue(uninterrupted):
-    from whileai.platform.store import Store, store_url
-
     with pytest.raises(PlatformError) as done:
         wai.resume(uninterrupted.id)
     assert done.value.status == 409 and "nothing to resume" in str(done.value)
@@ -150,16 +146,9 @@ def test_resume_refuses_what_it_cannot_continue(uninterrupted):
                              capture_output=True, text=True, timeout=120, env=os.environ.copy())
     assert unknown.returncode == 2 and "no run 'run_0123456789abcdef'" in unknown.stderr
     # a failed run whose job saved no checkpoint (a run no longer than save_steps saves none)
-    client = get_client()
-    record = client.request("POST", "/runs", json={"name": "no-checkpoint", "kind": "hosted"})
-    account = client.request("GET", "/me")["account_id"]
-    store = Store(store_url())
-    try:
-        store.create_job(account, run_id=record["id"], kind="sft", target="local", status="failed",
-                         spec={"method": "sft", "steps": SAVE, "save_steps": SAVE})
-        store.update_run(account, record["id"], {"status": "failed", "error": "the job failed"})
-    finally:
-        store.close()
+    record, _ = hosted_run_with_a_job("no-checkpoint", run={"status": "failed", "error": "the job failed"}, kind="sft",
+                                      target="local", status="failed",
+                                      spec={"method": "sft", "steps": SAVE, "save_steps": SAVE})
     with pytest.raises(PlatformError) as none:
         wai.resume(record["id"])
     assert none.value.status == 409
@@ -218,7 +207,6 @@ def test_a_modal_call_run_again_after_losing_its_container_continues_from_the_vo
 
     from whileai.jobs import modal_app
     from whileai.platform.launcher import modal_backend
-    from whileai.platform.store import Store, store_url
 
     class Preempted(BaseException):
         """The container going away right after the first checkpoint reached the Volume."""
@@ -252,13 +240,10 @@ def test_a_modal_call_run_again_after_losing_its_container_continues_from_the_vo
     assert commits.count("commit") >= 2, "each checkpoint is committed to the Volume"
     assert not modal_app.checkpoint_folder(volume, record["id"]).exists()
     entries = [progress[modal_app.progress_key("job_retry", i)] for i in range(progress[modal_app.count_key("job_retry")])]
-    store = Store(store_url())
-    try:
+    with data_root_store() as store:
         account = client.request("GET", "/me")["account_id"]
         modal_backend.replay(store, account, record["id"], entries)
         replayed = store.get_run(account, record["id"])
-    finally:
-        store.close()
     assert replayed["status"] == "done"
     pairs = _pairs(replayed["series"])
     assert not _twice(pairs) and {s for (n, s) in pairs if n == "loss"} == set(range(1, 7))

@@ -144,43 +144,17 @@ def test_a_shared_server_refuses_a_reward_module_it_does_not_allow(monkeypatch):
     assert "reward_path" not in with_reward_path(spec, embedded=False)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_the_launch_route_of_a_real_server_refuses_an_unallowed_module(tmp_path):
     """Through a real ``python -m whileai platform`` server on loopback: 422 naming the setting, and the run failed."""
-    import signal
-    import time
-
     import httpx
 
     from whileai.simulations import defaults
+    from _platform_server import platform_process
 
     home = tmp_path / "home"
-    env = {**os.environ, "WHILEAI_HOME": str(home), "PYTHONUNBUFFERED": "1"}
-    for name in ("WHILEAI_STORE_URL", defaults.REWARD_MODULES_ENV):
-        env.pop(name, None)
-    port = _free_port()
-    with open(tmp_path / "server.out", "w") as out:
-        server = subprocess.Popen([sys.executable, "-m", "whileai", "platform", "--port", str(port)], env=env,
-                                  stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}/api/v1"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"{base}/me", timeout=2).status_code == 401:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "server.out").read_text()
-            time.sleep(0.2)
+    with platform_process(home, tmp_path / "server.out", unset=(defaults.REWARD_MODULES_ENV,)) as (_, url):
+        base = f"{url}/api/v1"
         headers = {"Authorization": f"Bearer {(home / 'local_key').read_text().strip()}"}
         data = httpx.post(f"{base}/datasets", headers=headers, timeout=30,
                           json={"name": "d", "rows": [{"messages": [{"role": "user", "content": "hi"}]}]}).json()
@@ -193,13 +167,6 @@ def test_the_launch_route_of_a_real_server_refuses_an_unallowed_module(tmp_path)
         assert answer.status_code == 422, answer.text
         assert defaults.REWARD_MODULES_ENV in answer.text and "python:evil:f" in answer.text
         assert httpx.get(f"{base}/jobs", headers=headers, timeout=30).json().get("jobs") in ([], None)
-    finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(10)
 
 
 # ---------------------------------------------------------------------------

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from _runner_helpers import ROOT, TINY, assert_counts, record, runner_record, runs_file, tiny_base, whileai
+from _job_helpers import job_of, wait_for
+from _runner_helpers import (ROOT, TINY, assert_counts, ctrl_c, record, runner_in_training, runner_record, runs_file,
+                             tiny_base, whileai)
 
 pytestmark = pytest.mark.slow
 
@@ -161,38 +159,13 @@ def test_rm_tooluse_as_a_joblib_sweep_of_two_parallel_jobs_on_one_dataset():
 
 
 def test_ctrl_c_during_training_stops_the_run_and_its_worker():
-    from whileai.simulations.client import get_client
-
     args = ["recipe=sft_tooluse", "dataset.tasks=24", "holdout_rows=4", "steps=100000", f"base_model={tiny_base()}"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WHILEAI_RUNNER_TOKEN": "sigint", "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.Popen([sys.executable, "-m", "whileai", "run", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    home = Path(os.environ["WHILEAI_HOME"])
-    run_id = None
-    deadline = time.monotonic() + 300
-    try:
-        while time.monotonic() < deadline:
-            path = home / "runner" / "runs" / "sigint" / "whileai_runs.json"
-            if path.exists():
-                run_id = runs_file("sigint")["runs"][0]["id"]
-                if (record(run_id).get("step") or 0) >= 1:
-                    break
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.5)
-        assert run_id is not None, "the run started training"
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, out + err
+    with runner_in_training(*args, token="sigint") as (proc, run_id):
+        ctrl_c(proc, timeout=120)
     assert record(run_id)["status"] == "stopped"
-    job = get_client().request("GET", "/jobs", params={"run_id": run_id})["jobs"][0]
-    pid = job.get("pid")
-    gone = time.monotonic() + 30
-    while pid and time.monotonic() < gone and _alive(pid):
-        time.sleep(0.2)
-    assert not (pid and _alive(pid)), f"the worker (pid {pid}) was ended"
+    pid = job_of(run_id).get("pid")
+    if pid:
+        wait_for(lambda: not _alive(pid), 30, f"the worker (pid {pid}) to end")
 
 
 def _alive(pid: int) -> bool:

@@ -28,7 +28,7 @@ from fastapi import FastAPI, Request  # noqa: E402
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse  # noqa: E402
 
 from whileai.platform import serving  # noqa: E402
-from whileai.platform.serving._chat import RequestError  # noqa: E402
+from whileai.platform.serving._chat import ChatRequestError  # noqa: E402
 from whileai.platform.serving._remote import ModalServeCloud, RemoteServing, serve_target, vllm_adapter_name  # noqa: E402
 from whileai.platform.server import serve_in_thread  # noqa: E402
 from whileai.simulations import defaults  # noqa: E402
@@ -323,7 +323,7 @@ def test_an_app_picks_its_forwarder_from_the_serve_target_once(home, monkeypatch
 
 def test_the_modal_backend_names_what_is_missing(monkeypatch):
     monkeypatch.delenv(platform_defaults.MODAL_SERVE_KEY_ENV, raising=False)
-    with pytest.raises(RequestError, match=platform_defaults.MODAL_SERVE_KEY_ENV) as caught:
+    with pytest.raises(ChatRequestError, match=platform_defaults.MODAL_SERVE_KEY_ENV) as caught:
         ModalServeCloud().key()
     assert caught.value.status == 503
     monkeypatch.setenv(platform_defaults.MODAL_SERVE_URL_ENV, "https://ws--whileai-serve-serve.modal.run/")

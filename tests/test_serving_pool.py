@@ -13,7 +13,7 @@ import time
 import pytest
 
 from whileai.platform.serving import _chat as chat
-from whileai.platform.serving._chat import RequestError
+from whileai.platform.serving._chat import ChatRequestError
 from whileai.platform.serving._pool import ModelPool
 from whileai.platform import defaults
 
@@ -127,18 +127,18 @@ def test_settings_come_from_arguments_then_the_environment(monkeypatch):
 
 
 def test_request_parsing_names_every_problem():
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(ChatRequestError) as caught:
         chat.parse_request({"model": "m", "messages": [], "temperature": 9})
     assert "messages" in caught.value.message and "temperature" in caught.value.message
     assert caught.value.status == 400 and caught.value.body()["error"]["type"] == "invalid_request_error"
-    with pytest.raises(RequestError, match="JSON object"):
+    with pytest.raises(ChatRequestError, match="JSON object"):
         chat.parse_request(["not", "an", "object"])
-    with pytest.raises(RequestError, match="image_url"):
+    with pytest.raises(ChatRequestError, match="image_url"):
         chat.parse_request({"model": "m", "messages": [{"role": "user", "content": [
             {"type": "image_url", "image_url": {"url": "x"}}]}]})
-    with pytest.raises(RequestError, match="stop"):
+    with pytest.raises(ChatRequestError, match="stop"):
         chat.parse_request({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stop": ["a"] * 5})
-    with pytest.raises(RequestError, match="stream=true with n"):
+    with pytest.raises(ChatRequestError, match="stream=true with n"):
         chat.parse_request({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True, "n": 2})
     ok = chat.parse_request({"model": "m", "messages": [{"role": "user", "content": "hi"}], "user": "someone"})
     assert ok.model == "m"  # fields this endpoint does not read are accepted

@@ -181,33 +181,14 @@ def test_a_store_from_before_revisions_upgrades_and_serves(backend, tmp_path, pg
 def test_the_platform_command_starts_on_a_store_from_before_revisions_and_upgrade_does_it_on_demand(
         home, tmp_path, capsys):
     """What failed on main: ``python -m whileai platform`` on a 6c8f21a store exited 1 with a traceback."""
-    import signal
-    import socket
+    from _platform_server import platform_process
 
     url, facts = _legacy_store("sqlite", tmp_path, None)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     log = tmp_path / "server.log"
-    with open(log, "w") as out:
-        server = subprocess.Popen([sys.executable, "-m", "whileai", "platform", "--port", str(port), "--store-url", url],
-                                  stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "WHILEAI_HOME": str(home)})
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/signin", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
-        run = httpx.get(f"http://127.0.0.1:{port}{API}/runs/{facts['run_id']}",
+    with platform_process(home, log, "--store-url", url) as (_, base):
+        run = httpx.get(f"{base}{API}/runs/{facts['run_id']}",
                         headers={"Authorization": f"Bearer {facts['bob_key']}"}, timeout=30)
         assert run.status_code == 200 and run.json()["summary"] == {"eval/pass_rate": 0.5}
-    finally:
-        server.send_signal(signal.SIGINT)
-        server.wait(30)
     text = log.read_text()
     assert "upgraded the store" in text and "from before schema revisions" in text and "Traceback" not in text
     assert _revision_of(url) == migrate.HEAD_REVISION

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
@@ -25,6 +22,7 @@ from whileai.platform.api import create_app
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store, ensure_local_account, local_key_name, local_key_path
 from whileai.platform import defaults
+from _platform_server import platform_process
 
 API = "/api/v1"
 MARK = "alpha-private-7f3"  # in every name and value of account A's; never in a reply to B
@@ -207,12 +205,6 @@ def test_a_failure_answers_an_error_id_and_logs_the_details(team, caplog):
 # --------------------------------------------------------------------------- keys never in output
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "whileai", *args], env=env, capture_output=True, text=True,
                           timeout=120)
@@ -222,23 +214,9 @@ def test_no_key_in_any_output_of_a_real_server_process(tmp_path):
     home = tmp_path / "home"
     env = {**os.environ, "WHILEAI_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     env.pop("WHILEAI_STORE_URL", None)
-    port = _free_port()
     out_path = tmp_path / "server.out"
-    with open(out_path, "w") as out:
-        server = subprocess.Popen([sys.executable, "-m", "whileai", "platform", "--port", str(port)], env=env,
-                                  stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
     replies: list[str] = []
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"{base}{API}/me", timeout=2).status_code == 401:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, out_path.read_text()
-            time.sleep(0.2)
+    with platform_process(home, out_path) as (_, base):
         key_a = (home / "local_key").read_text().strip()
 
         added = _cli(env, "accounts", "add", "bob")
@@ -279,13 +257,6 @@ def test_no_key_in_any_output_of_a_real_server_process(tmp_path):
         assert key_b2 != key_b and rotated.stdout == key_b2 + "\n"
         assert httpx.get(f"{base}{API}/me", headers={"Authorization": f"Bearer {key_b}"}).status_code == 401
         assert httpx.get(f"{base}{API}/me", headers={"Authorization": f"Bearer {key_b2}"}).json()["name"] == "bob"
-    finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(10)
     output = out_path.read_text()
     assert output.count(key_a) == 1, "the local key appears once, in the first-start message, and never after"
     first_start = output.index(key_a)

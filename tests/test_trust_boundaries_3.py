@@ -39,6 +39,7 @@ from whileai.platform.launcher import jobs as runner
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store
 from _job_helpers import wait_for as _wait_for
+from _platform_server import platform_process
 
 API = "/api/v1"
 KIT = defaults.KIT_BASE_NAME
@@ -145,11 +146,8 @@ class _HubListener:
 
 
 @pytest.fixture(scope="module")
-def sample_sets(session_home, push_sample):
-    from whileai.kit._base import tiny_model_dir
-
-    sets = push_sample("hub-count", tasks=40)
-    return {**sets, "base": str(tiny_model_dir())}
+def sample_sets(push_tiny_sample):
+    return push_tiny_sample("hub-count", tasks=40)
 
 
 @pytest.mark.slow
@@ -318,12 +316,6 @@ def test_a_body_that_does_not_arrive_in_time_is_answered_408_and_never_reaches_t
         assert handle.store.count_sessions(_acct)["sessions"] == 0  # the partial form signed nobody in
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_a_flood_of_slow_bodies_at_a_low_open_file_limit_leaves_a_normal_client_answered(home, tmp_path):
     """At ``ulimit -n`` 512, 600 connections posting /signin a byte at a time held every socket on main (normal
@@ -337,62 +329,46 @@ def test_a_flood_of_slow_bodies_at_a_low_open_file_limit_leaves_a_normal_client_
     ensure_local_account(store)
     store.close()
     local_key_path().chmod(0o644)  # loosened by hand: the server's start tightens it back
-    port = _free_port()
     log = tmp_path / "server.log"
 
     def lower_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
-    with open(log, "w") as out:
-        server = subprocess.Popen([sys.executable, "-m", "whileai", "platform", "--port", str(port), "--store-url", url],
-                                  stdout=out, stderr=subprocess.STDOUT, preexec_fn=lower_limit, cwd=ROOT,
-                                  env={**os.environ, "WHILEAI_HOME": str(home)})
     socks: list[socket.socket] = []
-    try:
-        _wait_for(lambda: _answers(port), 90, "the server to start")
-        head = (b"POST /signin HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
-                b"Content-Length: 60000\r\n\r\nkey=")
-        for _ in range(flood):
-            try:
-                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-                sock.sendall(head)
-                socks.append(sock)
-            except OSError:
-                break
-        for sock in socks[:50]:  # a byte a second, as the flood did
-            try:
-                sock.sendall(b"x")
-            except OSError:
-                pass
-        answered, started = 0, time.monotonic()
-        for _ in range(9):
-            try:
-                answered += httpx.get(f"http://127.0.0.1:{port}/signin", timeout=10).status_code == 200
-            except httpx.HTTPError:
-                pass
-        assert answered == 9, f"{answered} of 9 normal requests answered during the flood"
-        assert time.monotonic() - started < 30
-        assert server.poll() is None
-        socks[0].settimeout(5)
-        assert socks[0].recv(4096).startswith(b"HTTP/1.1 503"), "the longest-arriving request was ended with a 503"
-    finally:
-        for sock in socks:
-            sock.close()
-        server.send_signal(signal.SIGINT)
+    with platform_process(home, log, "--store-url", url, preexec_fn=lower_limit) as (server, base):
+        port = int(base.rsplit(":", 1)[1])
         try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+            head = (b"POST /signin HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                    b"Content-Length: 60000\r\n\r\nkey=")
+            for _ in range(flood):
+                try:
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                    sock.sendall(head)
+                    socks.append(sock)
+                except OSError:
+                    break
+            for sock in socks[:50]:  # a byte a second, as the flood did
+                try:
+                    sock.sendall(b"x")
+                except OSError:
+                    pass
+            answered, started = 0, time.monotonic()
+            for _ in range(9):
+                try:
+                    answered += httpx.get(f"http://127.0.0.1:{port}/signin", timeout=10).status_code == 200
+                except httpx.HTTPError:
+                    pass
+            assert answered == 9, f"{answered} of 9 normal requests answered during the flood"
+            assert time.monotonic() - started < 30
+            assert server.poll() is None
+            socks[0].settimeout(5)
+            assert socks[0].recv(4096).startswith(b"HTTP/1.1 503"), "the longest-arriving request was ended with a 503"
+        finally:
+            for sock in socks:
+                sock.close()
     text = log.read_text()
     assert "Too many open files" not in text and len(text) < 100_000, text[:3000]
     assert stat.S_IMODE(local_key_path().stat().st_mode) == 0o600  # tightened back by the server's start
-
-
-def _answers(port: int) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/signin", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 # --------------------------------------------------------------------------- 4. who a limit stops

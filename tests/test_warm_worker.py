@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-import warnings
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ import whileai.simulations as wai
 from whileai.platform import defaults
 from whileai.platform.launcher import _warm
 from whileai.platform.launcher.jobs import job_dir, job_log, job_processes
-from _job_helpers import job_of as _job_of, wait_for as _wait_for
+from _job_helpers import job_of as _job_of, train as _train, wait_for as _wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -27,27 +26,12 @@ pytestmark = pytest.mark.slow
 READY_S = 240
 
 
-@pytest.fixture(scope="module")
-def sets(session_home, push_sample):
-    from whileai.kit._base import tiny_model_dir
-
-    found = push_sample("sample-quarter", tasks=100)
-    return {**found, "base": str(tiny_model_dir())}
-
-
 @pytest.fixture
-def warm(sets) -> int:
+def warm(tiny_sample) -> int:
     """The pid of the session data root's warm process, ready."""
     pid = _warm.wait_ready(READY_S)
     assert pid is not None, "the warm worker did not become ready"
     return pid
-
-
-def _train(sets, method: str, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        data = sets["passes"] if method == "sft" else sets["train"]
-        return wai.train(data, method=method, base_model=sets["base"], holdout=sets["holdout"], **kwargs)
 
 
 def _parent(pid: int) -> int:
@@ -73,8 +57,8 @@ def _losses(run) -> list[float]:
     return [p["metrics"]["loss"] for p in sorted(series, key=lambda p: p["step"]) if "loss" in p["metrics"]]
 
 
-def test_a_sigkilled_job_ends_alone_and_the_next_job_forks_from_the_same_warm_process(sets, warm):
-    run = _train(sets, "dpo", steps=500, config={"holdout_rows": 4})
+def test_a_sigkilled_job_ends_alone_and_the_next_job_forks_from_the_same_warm_process(tiny_sample, warm):
+    run = _train(tiny_sample, "dpo", steps=500, config={"holdout_rows": 4})
     job = _job_of(run.id)
     assert "forked from the warm worker" in _started(run)
     assert _parent(job["pid"]) == warm and os.getpgid(job["pid"]) == job["pid"]  # its own pid, session and group
@@ -85,12 +69,12 @@ def test_a_sigkilled_job_ends_alone_and_the_next_job_forks_from_the_same_warm_pr
     _wait_for(lambda: run.refresh().status != "running", 30, "the kill to be noticed")
     assert run.status == "crashed" and "SIGKILL" in run.error
     assert _alive(warm) and _warm.warm_pid() == warm
-    after = _train(sets, "sft", steps=2, wait=True, config={"holdout_rows": 4, "metric": "loss"})
+    after = _train(tiny_sample, "sft", steps=2, wait=True, config={"holdout_rows": 4, "metric": "loss"})
     assert after.status == "done", after.error
     assert f"forked from the warm worker (pid {warm})" in _started(after)
 
 
-def test_a_forked_jobs_pid_is_handed_out_only_once_its_command_line_names_the_job(sets, warm, tmp_path):
+def test_a_forked_jobs_pid_is_handed_out_only_once_its_command_line_names_the_job(tiny_sample, warm, tmp_path):
     """The reconciler finds a job by its id on its /proc command line: read the moment the launch has the pid, a
     fork that had not yet renamed itself looked dead, and the job was settled crashed with its key revoked."""
     from whileai.platform.launcher.jobs import _pid_alive
@@ -104,10 +88,10 @@ def test_a_forked_jobs_pid_is_handed_out_only_once_its_command_line_names_the_jo
     assert _warm.warm_pid() == warm
 
 
-def test_concurrent_forked_jobs_share_no_state_and_train_as_a_cold_job_does(sets, warm, monkeypatch):
+def test_concurrent_forked_jobs_share_no_state_and_train_as_a_cold_job_does(tiny_sample, warm, monkeypatch):
     config = {"holdout_rows": 4, "metric": "loss", "batch_size": 4}
-    first = _train(sets, "sft", steps=3, seed=3, config=config)
-    second = _train(sets, "sft", steps=3, seed=3, learning_rate=1e-3, config=config)  # another config: another run
+    first = _train(tiny_sample, "sft", steps=3, seed=3, config=config)
+    second = _train(tiny_sample, "sft", steps=3, seed=3, learning_rate=1e-3, config=config)  # another config: another run
     jobs = [_job_of(first.id), _job_of(second.id)]
     assert jobs[0]["pid"] != jobs[1]["pid"] and all(_parent(j["pid"]) == warm for j in jobs if _alive(j["pid"]))
     for job in jobs:  # each in its own folder while it runs (read before it can end)
@@ -117,7 +101,7 @@ def test_concurrent_forked_jobs_share_no_state_and_train_as_a_cold_job_does(sets
     assert second.wait(poll=1, timeout=600) == "done", second.error
     assert first.adapter != second.adapter
     monkeypatch.setenv(defaults.WARM_WORKER_ENV, "0")
-    cold = _train(sets, "sft", steps=3, seed=3, wait=True, config=config)
+    cold = _train(tiny_sample, "sft", steps=3, seed=3, wait=True, config=config)
     assert cold.status == "done", cold.error
     assert "started cold: the warm worker is off" in _started(cold)
     # the same seed and data give the same curve forked as cold: nothing of the warm process's state leaks in
@@ -125,8 +109,8 @@ def test_concurrent_forked_jobs_share_no_state_and_train_as_a_cold_job_does(sets
     assert _losses(second) != _losses(first)
 
 
-def test_a_stopped_forked_job_ends_and_the_warm_process_lives_on(sets, warm):
-    run = _train(sets, "dpo", steps=500, config={"holdout_rows": 4})
+def test_a_stopped_forked_job_ends_and_the_warm_process_lives_on(tiny_sample, warm):
+    run = _train(tiny_sample, "dpo", steps=500, config={"holdout_rows": 4})
     job = _job_of(run.id)
     assert "forked from the warm worker" in _started(run)
     _wait_for(lambda: _job_of(run.id)["heartbeat_at"] is not None, 120, "the forked worker's first heartbeat")
@@ -143,7 +127,7 @@ def test_a_torchrun_job_starts_cold_and_its_log_says_why(tmp_path):
     assert pid is None and how.startswith("started cold: torchrun starts each rank")
 
 
-def test_the_job_start_benchmark_prints_both_ratios_at_its_tiny_size(sets, warm):
+def test_the_job_start_benchmark_prints_both_ratios_at_its_tiny_size(tiny_sample, warm):
     """benchmarks/job_start.py at its CI size, on the session's data root (its bases built, its warm process ready)."""
     import json
     import subprocess
@@ -161,16 +145,16 @@ def test_the_job_start_benchmark_prints_both_ratios_at_its_tiny_size(sets, warm)
     assert _warm.warm_pid() is not None
 
 
-def test_a_new_install_starts_a_fresh_warm_process(sets, warm, monkeypatch):
+def test_a_new_install_starts_a_fresh_warm_process(tiny_sample, warm, monkeypatch):
     real = _warm.fingerprint
     monkeypatch.setattr(_warm, "fingerprint", lambda env=None: "another install " + real(env))
-    moved = _train(sets, "dpo", steps=500, config={"holdout_rows": 4})
+    moved = _train(tiny_sample, "dpo", steps=500, config={"holdout_rows": 4})
     assert "started cold: the warm worker was of an older install" in _started(moved)
     moved.stop()
     _wait_for(lambda: not _alive(warm), 30, "the old warm process to exit")
     fresh = _warm.wait_ready(READY_S)
     assert fresh is not None and fresh != warm
-    again = _train(sets, "sft", steps=2, wait=True, config={"holdout_rows": 4, "metric": "loss"})
+    again = _train(tiny_sample, "sft", steps=2, wait=True, config={"holdout_rows": 4, "metric": "loss"})
     assert f"forked from the warm worker (pid {fresh})" in _started(again)
     monkeypatch.undo()
     _warm.shutdown()  # this one's fingerprint was made up: the next launch would only find it stale

@@ -22,8 +22,8 @@ HOME_ENV = "WHILEAI_HOME"
 
 #: Environment variable that lets model loads reach the Hugging Face hub. Off
 #: unless set to 1: every load in a job, in the platform's serving and in a
-#: reward-model judge passes ``local_files_only`` (issue 30: a job whose spec
-#: named ``evil-org/anything`` made 90 requests to the hub from the platform's
+#: reward-model judge passes ``local_files_only`` (without it, a job whose spec
+#: names ``evil-org/anything`` makes ~90 requests to the hub from the platform's
 #: machine). An operator who wants hub downloads sets it to 1 where the platform
 #: and its workers run; a hub base otherwise has to be in the local cache.
 HUB_ALLOW_ENV = "WHILEAI_ALLOW_HUB"
@@ -181,8 +181,8 @@ TRAIN_WARMUP_RATIO = 0.05
 TRAIN_BATCH_SIZE = 8
 #: Prompts per GRPO optimizer step, in forward/backward passes of
 #: TRAIN_GRPO_PROMPTS_PER_MICROBATCH prompts each (gradient accumulation; all of a
-#: step's completions are sampled in one generation batch). Measured on the kit base
-#: (issue 18): with 2 prompts a step the policy's tool and argument-key choices barely
+#: step's completions are sampled in one generation batch). Measured on the kit base:
+#: with 2 prompts a step the policy's tool and argument-key choices barely
 #: depend on the prompt, so one update flipped a whole task kind (timer 9/9 -> 0/9 while
 #: weather went 2 -> 10) and higher rates only lost ground; with 8 no run lost a kind.
 TRAIN_GRPO_PROMPTS_PER_STEP = 8
@@ -190,7 +190,7 @@ TRAIN_GRPO_PROMPTS_PER_MICROBATCH = 2
 #: A GRPO run whose share of mixed groups (a pass and a fail among one prompt's
 #: completions: the only groups with an advantage) stays under this says so on the run
 #: (summary note ``grpo_groups``): nearly every group is unanimous, so the updates carry
-#: almost no signal (issue 18: a 60-step SFT start sampled 98% unanimous groups and
+#: almost no signal (on the kit, a 60-step SFT start sampled 98% unanimous groups and
 #: GRPO from it moved nothing). Start from a policy that sometimes passes when sampled.
 TRAIN_GRPO_MIN_MIXED_SHARE = 0.1
 

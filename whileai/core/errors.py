@@ -21,7 +21,7 @@ The whole tree::
     ├── ServerRefusal                the server's own refusal, answered as an HTTP error body
     │   ├── ApiError                 an HTTP API route's ``{"error": {"message", "type"}}``
     │   ├── BodyRefused              (ValueError) a JSON body the API will not take
-    │   └── RequestError             a chat request the serving endpoint cannot serve (OpenAI's shape)
+    │   └── ChatRequestError         a chat request the serving endpoint cannot serve (OpenAI's shape)
     ├── ExportValidationError        (ValueError) the export gate refused the data
     ├── RowFormatError               (ValueError) rows that break the rollout-row contract
     ├── TrainingSelectionError       (ValueError) the dataset cannot teach this method
@@ -58,7 +58,7 @@ __all__ = [
     "ServerRefusal",
     "ApiError",
     "BodyRefused",
-    "RequestError",
+    "ChatRequestError",
     "ExportValidationError",
     "RowFormatError",
     "TrainingSelectionError",
@@ -155,7 +155,7 @@ class BodyRefused(ServerRefusal, ValueError):
         super().__init__(message, status, type_)
 
 
-class RequestError(ServerRefusal):
+class ChatRequestError(ServerRefusal):
     """A chat request the serving endpoint cannot serve, carried to an OpenAI-shaped error body."""
 
     def __init__(self, message: str, status: int = 400, param: str | None = None, code: str | None = None,
@@ -256,6 +256,6 @@ NOT_IN_SDK: dict[str, str] = {
     "ServerRefusal": "the server's own refusals, answered as HTTP error bodies; the SDK meets them as PlatformError",
     "ApiError": "answered by the HTTP API as an error body; the SDK meets it as PlatformError",
     "BodyRefused": "answered by the HTTP API's request guard as a 400/422; the SDK meets it as PlatformError",
-    "RequestError": "answered by the serving endpoint in OpenAI's error shape; the openai client raises its own",
+    "ChatRequestError": "answered by the serving endpoint in OpenAI's error shape; the openai client raises its own",
     "NamespaceImportError": "raised by `python -m whileai` before the SDK can load (whileai/__init__.py never ran)",
 }

@@ -446,7 +446,7 @@ class DPOSpec(RunSpec):
     policy_samples: int = knob(8, range=(2, 64), paper=30,
                                source="Iterative RPO, arXiv:2404.19733 (N=30 samples per prompt)",
                                help="replies sampled per training prompt (pair_source policy*)",
-                               reason="2 pairs of 8 samples beat 1 pair of 4 on the kit (issue 18)")
+                               reason="2 pairs of 8 samples beat 1 pair of 4 on the kit (33->45 vs 33->39 of 73)")
     nll_weight: float = knob(0.0, range=(0.0, 10.0), paper=1.0, source="Iterative RPO, arXiv:2404.19733 (alpha = 1)",
                              help="weight of an NLL term on the chosen side (RPO's alpha; 0: plain DPO)",
                              reason="plain DPO unless asked")

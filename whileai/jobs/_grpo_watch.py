@@ -3,7 +3,7 @@
 GRPO learns only from groups whose completions disagree (a pass and a fail under
 one prompt); a unanimous group has zero advantage. The held-out rate is measured
 greedily, so a policy can pass greedy held-out prompts while its sampled replies
-(the ones GRPO trains on) nearly all fail, and then nothing moves (issue 18). The
+(the ones GRPO trains on) nearly all fail, and then nothing moves. The
 watch reads TRL's own per-step figures (``reward``: the mean 0/1 first-action
 reward of the step's completions, i.e. the sampled pass rate; ``frac_reward_zero_std``:
 the share of unanimous groups) and adds them to the step's log under plain

@@ -33,7 +33,7 @@ __all__ = ["first_action_reward", "reward_functions", "proxy_reward", "reply_tex
 Reward = Callable[..., list[float]]
 
 
-def _wire(completion: Any) -> dict[str, Any]:
+def _as_assistant_message(completion: Any) -> dict[str, Any]:
     """A parsed reply (TRL's message, arguments as dicts) as an OpenAI assistant message."""
     if isinstance(completion, list):
         completion = completion[-1] if completion else {}
@@ -57,7 +57,7 @@ def reply_text(completion: Any, ids: Any, tokenizer: Any, tool_format: str = "he
         return completion
     from whileai.core.toolcalls import format_tool_call
 
-    message = _wire(completion)
+    message = _as_assistant_message(completion)
     calls = [c.get("function", c) for c in message.get("tool_calls") or []]
     return "\n".join([message.get("content") or ""] + [format_tool_call(c["name"], c.get("arguments") or {}, tool_format)
                                                         for c in calls]).strip()

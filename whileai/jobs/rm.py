@@ -127,8 +127,8 @@ def _holdout_rows(rows: list[dict[str, Any]], spec: RMSpec) -> tuple[list[dict[s
     """(labelled held-out rows, held-out pairs), the rows capped at holdout_rows by whole tasks.
 
     The cap keeps whole tasks (sampled with the run's seed), because a pair needs
-    a task's pass and its fail: a cap that sampled single rows kept 40 rows of 80
-    tasks and so only 3 pairs (issue 18).
+    a task's pass and its fail: on the kit's sample, a cap of 40 single rows drawn
+    from 80 tasks held only 3 pairs.
     """
     import random
 
@@ -171,7 +171,7 @@ def by_failure(pairs: list[dict[str, Any]], outcomes: list[int]) -> dict[str, di
     """Per failure kind of the rejected side (its ``markers.failure``): ``{"right", "pairs"}``; None when no row says.
 
     Where the head falls short: on the kit's sample, a right tool with a wrong value
-    stayed at chance while every other kind was told apart (issue 18).
+    stayed at chance while every other kind was told apart.
     """
     kinds: dict[str, dict[str, int]] = {}
     for pair, right in zip(pairs, outcomes, strict=True):

@@ -22,9 +22,9 @@ the echo spans draw from the task's identifier words (``_vocab.TOOL_WORDS``:
 (``_vocab.STOCK_REPLIES``, the small-talk answers among them), and a share
 ``defaults.KIT_BASE_TASK_NAME_SHARE`` of the made-up tools carry a task tool's
 name (with made-up parameters, spelled out in the ask). A base that never wrote
-those tokens kept them at random init: LoRA SFT made them win greedy decoding
+those tokens keeps them at random init: after LoRA SFT they won greedy decoding
 at p ~0.01, so sampled replies passed far less often than greedy ones and GRPO's
-groups carried no advantage (issue 18). The sample task's asks, parameters and
+groups carried no advantage. The sample task's asks, parameters and
 answers-to-asks never appear, so the base's held-out first-action pass rate on
 the sample task stays near 0 until it is fine-tuned. The recipe's numbers are
 ``defaults.KIT_BASE_*``.

@@ -50,7 +50,7 @@ TOOL_WORDS: tuple[str, ...] = (
 #: Whole sentences an assistant says without a tool: the sample task's fixed small-talk
 #: answers among other everyday ones. The base's pre-training echoes them, so every token
 #: of those answers (``Hello``, ``!``, ``You``, ...) has a trained embedding before
-#: fine-tuning (issue 18: untrained answer tokens kept sampled replies far under greedy).
+#: fine-tuning (untrained answer tokens keep sampled replies far under greedy).
 STOCK_REPLIES: tuple[str, ...] = (
     "Hello! How can I help you today?",
     "You are welcome!",

@@ -36,7 +36,7 @@ KIT_MAX_POSITIONS = 512
 #: first-action pass rate over three seeds of full SFT in ~3-4 minutes); a 154k model
 #: was seed-sensitive (0 -> 1.0 with one seed, 0 -> 0.40 with another); a larger 2.9M
 #: candidate was slower and did not learn in 5 minutes. The kit model itself has 524,928
-#: parameters (counted on the built model; an earlier note said 473k).
+#: parameters (counted on the built model).
 KIT_HIDDEN_SIZE = 128
 KIT_LAYERS = 2
 KIT_HEADS = 4
@@ -66,25 +66,22 @@ KIT_SAMPLE_HOLDOUT = 0.2
 #: calls spelled out literally or by value, tool-response read-back; never the sample
 #: task), so LoRA has features to adapt. Cached per data root under models/; the cache
 #: directory is named by a hash of every KIT_* value below that shapes the weights.
-#: Measured on the 2-core machine (torch 2.13): demo_base() took 74 s with 2 threads
-#: (64 s of pre-training, loss 7.04 -> 0.66; the same loss with 1 thread), and the
-#: base's held-out first-action pass rate on the sample task was 0.000 for base seeds
-#: 0 and 1. 1000 steps gave no better LoRA result (0.875 vs 0.887). With the task's own
-#: tokens in the text (KIT_BASE_*_SHARE, issue 18) the 600 steps took 61.7 CPU-seconds on
-#: one thread (loss 7.02 -> 0.62; 262 s wall on a 2-core machine at load ~11), the same
-#: work as before, and the base still passes 0 of the 73 held-out prompts (seeds 0 and 1).
+#: Measured on a 2-core CPU (torch 2.13, base seeds 0 and 1): the 600 steps take 61.7
+#: CPU-seconds on one thread (loss 7.02 -> 0.62), and the base passes 0 of the sample
+#: task's 73 held-out prompts (first action), so what a run learns is the fine-tuning's.
+#: 1000 steps gave no better LoRA result (0.875 vs 0.887 held-out).
 KIT_BASE_NAME = "whileai/tiny-tooluse-base"
-#: What the first run on a data root says the base build takes (once per data root): the 74 s
-#: measured above on 2 cores; a fresh clone on a laptop CPU took 79 s. Not a KIT_ name: KIT_* values
+#: What the first run on a data root says the base build takes (once per data root): demo_base()
+#: took 74 s on a 2-core CPU and 79 s from a fresh clone on a laptop CPU. Not a KIT_ name: KIT_* values
 #: fingerprint the cached base (_base._recipe), and a time estimate does not change its weights.
 DEMO_BASE_BUILD_S = 80
 KIT_BASE_SEED = 0
 #: Torch threads the base is pre-trained on, whatever the process had set. A float sum splits
-#: differently over another thread count, and 600 steps carry the difference: on the 2-core machine
-#: (issue 18) a base built in a script (2 threads) and one built inside a job (1 thread, JOB_CPU_THREADS)
-#: shared a cache name but not their weights, and their 60-step SFT stages passed 34 and 38 of 73
-#: held-out prompts. One thread is what a job uses (the first run on a data root builds it there) and
-#: took 48 s of the 600 steps (27 s on 2 threads).
+#: differently over another thread count, and 600 steps carry the difference: a base built on 2
+#: threads and one built on 1 (as inside a job, JOB_CPU_THREADS) share a cache name but not their
+#: weights, and their 60-step SFT stages passed 34 and 38 of 73 held-out prompts. One thread is what
+#: a job uses (the first run on a data root builds it there); on a 2-core CPU it costs 48 s of the
+#: 600 steps against 27 s on 2 threads.
 KIT_BASE_THREADS = 1
 KIT_BASE_STEPS = 600
 KIT_BASE_BATCH = 8
@@ -96,8 +93,8 @@ KIT_BASE_WEIGHT_DECAY = 0.0
 #: Distinct pre-training conversations (sampled with replacement each step).
 KIT_BASE_EXAMPLES = 4000
 #: Shares of the pre-training text that write the sample task's own tokens (kit._pretrain),
-#: so none of them keeps a random embedding that LoRA cannot train (issue 18: after LoRA
-#: SFT on a base that never wrote them, the right tool-name token won greedy decoding at
+#: so none of them keeps a random embedding that LoRA cannot train (after LoRA SFT on a
+#: base that never wrote them, the right tool-name token won greedy decoding at
 #: p 0.009-0.020 and sampled replies passed 0.10 where greedy passed 0.92):
 #: of the echo turns, the share that repeats a whole stock reply (_vocab.STOCK_REPLIES,
 #: the small-talk answers among them) and the share whose span draws from the task's
@@ -119,10 +116,9 @@ KIT_BASE_COPY_INIT = True
 #: LoRA SFT of the demo base on the sample task: the hosted trainer's defaults for the kit
 #: base. Measured with benchmarks/kit_lora_sft.py (passing rows of the 320 train tasks,
 #: 768 rows; assistant-only loss; gradient checkpointing off; 80 held-out tasks, greedy):
-#: base seed 0: 0.000 -> 0.887, base seed 1: 0.000 -> 0.900. 300 steps trained in 146 s
-#: with 2 threads on a quiet machine (~5 minutes with 1 thread while others ran). Through
-#: the hosted job (benchmarks/training_sample_learns.py, 73 held-out prompts, quiet machine):
-#: 0.000 -> 0.918, 87 s of training after a 42 s base build.
+#: base seed 0: 0.000 -> 0.887, base seed 1: 0.000 -> 0.900; the 300 steps take 146 s on
+#: 2 threads of a 2-core CPU. Through the hosted job (benchmarks/training_sample_learns.py,
+#: 73 held-out prompts): 0.000 -> 0.918, in 87 s of training after a 42 s base build.
 KIT_SFT_STEPS = 300
 KIT_SFT_BATCH = 8
 #: Constant after warmup. 2e-3 and 5e-3 were tried only on bases without the copy init.

@@ -54,9 +54,9 @@ PLATFORM_HEADER_TIMEOUT_S = 10.0
 
 #: Seconds a whole request (its head and its body) has to arrive, counted from
 #: its first byte; then it is answered 408 and the connection closed
-#: (whileai/platform/_http.py). Without it a body had no deadline: 1,100
-#: connections posting /signin at a byte a second held their sockets for as long
-#: as they liked (issue 30; each could have lasted ~16 h). A sign-in form or an
+#: (whileai/platform/_http.py). Without a deadline on the body, 1,100
+#: connections posting /signin at a byte a second hold their sockets for as long
+#: as they like (each up to ~16 h). A sign-in form or an
 #: API call arrives in milliseconds; 30 s is room for a congested link. A body
 #: larger than PLATFORM_UNAUTH_BODY_BYTES (only a caller with a valid key may
 #: send one) gets more time, at PLATFORM_BODY_MIN_BYTES_PER_S, so a 37 MB point
@@ -76,7 +76,7 @@ PLATFORM_BODY_MIN_BYTES_PER_S = 256 * 1024
 #: process's open-file limit (RLIMIT_NOFILE), so accepting never runs out of
 #: descriptors: at the limit
 #: asyncio logged "Too many open files" 121,893 times (49 MB) in 60 s and
-#: answered none of 9 normal requests (issue 30). 1,000 is far past what a team
+#: answered none of 9 normal requests. 1,000 is far past what a team
 #: server sees (a browser opens ~6 per page, an SDK process 1-2).
 PLATFORM_MAX_CONNECTIONS = 1000
 
@@ -95,9 +95,9 @@ PLATFORM_LISTEN_BACKLOG = 64
 #: Accept batches that can arrive before the first is counted against the cap:
 #: a connection is counted in connection_made, which asyncio runs two loop
 #: iterations after the accept, and each iteration's select can accept another
-#: batch. Two batches were planned for; on a loaded 2-core CI machine a 600-connection
-#: flood at ``ulimit -n`` 512 still ran out of descriptors once in three runs
-#: (cap 192 + 3 x 128 + the process's 12 open files > 512), so four are reserved.
+#: batch. Two are not always enough: a 600-connection flood at ``ulimit -n`` 512 on a
+#: loaded 2-core machine had a third batch arrive and run out of descriptors in 1 of 3
+#: runs (cap 192 + 3 x 128 + the process's 12 open files > 512), so four are reserved.
 PLATFORM_ACCEPT_BATCHES = 4
 
 #: Set to 1 to serve the API's /docs, /redoc and /openapi.json (or pass
@@ -243,8 +243,8 @@ SIGNIN_MAX_CHARS = 200
 #: link) one client address, or one key prefix, may make within
 #: SIGNIN_FAILURE_WINDOW_S before backoff: past it each further wrong key is
 #: answered 429 with Retry-After (platform/_throttle.py). A correct key or a valid
-#: link is always accepted: ten wrong keys from the owner's own address used to
-#: lock the owner out for 300 s (issue 30). Keys are 256-bit random, so guessing
+#: link is always accepted, so ten wrong keys from the owner's own address cannot
+#: lock the owner out for 300 s. Keys are 256-bit random, so guessing
 #: one is hopeless either way; the limit answers a guesser 429 instead of a
 #: verdict (each try still costs the server one indexed lookup, which is what
 #: lets a correct key through), and a person who mistypes a key pasted by hand
@@ -257,8 +257,8 @@ SIGNIN_FAILURE_WINDOW_S = 300.0
 #: Wrong bearer keys on the API (and the serving endpoint) one address or key
 #: prefix may send within SIGNIN_FAILURE_WINDOW_S before backoff (429). Higher
 #: than the sign-in form's: a script with a stale key retries a few times a
-#: minute before its owner notices, and should see 401 saying why. Without it
-#: the API answered 180 wrong keys a second (issue 30).
+#: minute before its owner notices, and should see 401 saying why. Without a
+#: limit the API answers 180 wrong keys a second.
 API_KEY_MAX_FAILURES = 30
 
 #: Backoff past the limits above: the first extra failure waits this long, each
@@ -299,7 +299,7 @@ JOB_STOP_WAIT_S = 10.0
 # ---------------------------------------------------------------------------
 
 #: Set to 0 (or ``warm_worker: false`` in the data root's config.json) to start every
-#: local job as a fresh interpreter, as before the warm worker: the way to rule it out
+#: local job as a fresh interpreter instead of a fork of the warm worker: the way to rule it out
 #: when a job behaves differently forked than started cold.
 WARM_WORKER_ENV = "WHILEAI_WARM_WORKER"
 

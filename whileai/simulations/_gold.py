@@ -35,7 +35,7 @@ _STANDARDIZE = re.compile(r"[ ,./\-_*^]")
 
 
 def is_plain_gold(gold: Any) -> bool:
-    """A gold of today's forms (``{"answer"}`` or one exact ``{"name", "arguments"}``), judged as before."""
+    """A plain gold (``{"answer"}`` or one exact ``{"name", "arguments"}``), judged by exact first-action match."""
     return isinstance(gold, Mapping) and ("answer" in gold or (
         "name" in gold and not any(k in gold for k in ("values", "optional", "match"))))
 

@@ -2,7 +2,7 @@
 
 A reward model trained only on the rollouts' own pass-vs-fail pairs sees few
 mistakes of the kind that is hardest to tell: the right tool with a wrong value.
-On the kit's sample task (issue 18) such pairs stayed at chance however long the
+On the kit's sample task such pairs stayed at chance however long the
 head trained, while it told every other kind apart. These pairs supply that
 kind in bulk. For each passing row whose first assistant turn is a structured
 tool call, one argument of one call is changed by one rule:

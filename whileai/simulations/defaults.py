@@ -335,11 +335,11 @@ SERVED_BASES: tuple[str, ...] = (KIT_BASE_NAME, *SERVED_HUB_BASES)
 #: Superior to PPO for LLM Alignment?", arXiv:2404.10719, trace DPO's failures to the
 #: shift between the pairs and the policy; Iterative RPO, Pang et al. 2024,
 #: arXiv:2404.19733, samples its pairs from the model being trained). 0.7 is the
-#: sample task's rollout temperature; measured on the kit (issue 18, seed 0, 73 held-out
+#: sample task's rollout temperature; measured on the kit (seed 0, 73 held-out
 #: prompts, 8 samples, NLL weight 1): 0.7 and 1.0 both went 33 -> 45.
 DPO_POLICY_TEMPERATURE = 0.7
 #: Distinct pass-vs-fail pairs per prompt from the policy's samples. Measured on the kit
-#: (issue 18, seed 0): 1 pair of 4 samples went 33 -> 39 of 73 (p 0.29), 2 pairs of 8
+#: (seed 0): 1 pair of 4 samples went 33 -> 39 of 73 (p 0.29), 2 pairs of 8
 #: samples 33 -> 45 (p 0.004).
 DPO_POLICY_PAIRS_PER_PROMPT = 2
 #: Prompts sampled together (each ``policy_samples`` times) in one generate call.

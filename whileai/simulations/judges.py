@@ -94,7 +94,7 @@ def first_action_judge(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _judge(messages: list[Any], gold: Any, tools: Any, ignored: frozenset[str] = frozenset()) -> tuple[bool, str]:
-    """Today's exact verdict for a plain gold (plus the tools' types), the gold's own rule for the other forms."""
+    """The exact verdict for a plain gold (plus the tools' types), the gold's own rule for the other forms."""
     if is_plain_gold(gold) and not ignored:
         ok, reason = action_matches(first_action(messages), gold)
         if ok and tools and "name" in gold:  # the schema's types: an integer is not satisfied by 5.0

@@ -42,7 +42,8 @@ _FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
 _PAST_ONE = ("world_size", "batch_per_device", "gradient_accumulation")
 
 
-def _pick(where: Any, keys: tuple[str, ...]) -> Any:
+def _first_value_at(where: Any, keys: tuple[str, ...]) -> Any:
+    """The value of the first of ``keys`` that ``where`` (a dict) sets to something other than None or ""."""
     if not isinstance(where, dict):
         return None
     return next((where[k] for k in keys if where.get(k) not in (None, "")), None)
@@ -68,8 +69,9 @@ def setup(record: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
     if all(isinstance(v, int) or v is None for v in placed):
         config = {**config, "world_size": (placed[0] or 1) * (placed[1] or 1)}
     for name, (noted, keys, default) in _FIELDS.items():
-        written = _pick(written_in, keys) if written_in and name != "world_size" else _pick(config, keys)
-        value = _first(_pick(trained, noted), _pick(training, noted), written, _pick(config, keys))
+        written = _first_value_at(written_in if written_in and name != "world_size" else config, keys)
+        value = _first_not_none(_first_value_at(trained, noted), _first_value_at(training, noted), written,
+                                _first_value_at(config, keys))
         if value is None and kind == "hosted" and (trained or training or config.get("method")):
             value = default  # a hosted job fills what its config left out
         if value is None:
@@ -83,7 +85,8 @@ def setup(record: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
     return out or None
 
 
-def _first(*values: Any) -> Any:
+def _first_not_none(*values: Any) -> Any:
+    """The first of ``values`` that is not None (an empty string counts: it was written)."""
     return next((v for v in values if v is not None), None)
 
 

@@ -34,7 +34,8 @@ def _get(value: Any, *path: str) -> Any:
     return value
 
 
-def _first(*values: Any) -> Any:
+def _first_given(*values: Any) -> Any:
+    """The first of ``values`` that is neither None nor ""."""
     return next((v for v in values if v is not None and v != ""), None)
 
 
@@ -64,8 +65,8 @@ def config_parts(record: dict[str, Any]) -> dict[str, Any]:
     command = source.get("command")
     if isinstance(command, list):
         command = " ".join(str(part) for part in command)
-    sweep = _first(_get(source, "sweep", "id"), source.get("sweep_id"), source.get("sweep"),
-                   _get(spec, "sweep", "id"), _get(spec, "sweep_id"))
+    sweep = _first_given(_get(source, "sweep", "id"), source.get("sweep_id"), source.get("sweep"),
+                         _get(spec, "sweep", "id"), _get(spec, "sweep_id"))
     differ = source.get("constraints_differ")
     stage = None
     if runner is not None and runner.get("stage") is not None:
@@ -74,7 +75,7 @@ def config_parts(record: dict[str, Any]) -> dict[str, Any]:
     return {
         "spec": spec,
         "overrides": source.get("overrides"),
-        "recipe": _first(source.get("recipe"), _get(spec, "recipe")),
+        "recipe": _first_given(source.get("recipe"), _get(spec, "recipe")),
         "command": command if isinstance(command, str) else None,
         "versions": source.get("versions"),
         "git": source.get("git"),
@@ -82,8 +83,8 @@ def config_parts(record: dict[str, Any]) -> dict[str, Any]:
         "constraints_differ": differ if isinstance(differ, dict) else None,
         "constraints_text": constraints_text(differ),
         "sweep": sweep if isinstance(sweep, (str, int)) else None,
-        "init_from": _first(config.get("init_from"), source.get("previous_run"), _get(spec, "init_from"),
-                            _get(record.get("summary"), "init_from")),
+        "init_from": _first_given(config.get("init_from"), source.get("previous_run"), _get(spec, "init_from"),
+                                  _get(record.get("summary"), "init_from")),
         "reproduces": source.get("reproduces"),
         "stage": stage,
         "runner": runner is not None and isinstance(runner.get("spec"), dict),
@@ -147,10 +148,10 @@ def facts(record: dict[str, Any]) -> dict[str, Any]:
     spec = parts["spec"]
     kind = record.get("kind")
     config: dict[str, Any] = record["config"] if isinstance(record.get("config"), dict) else {}
-    method = _first(config.get("method"), _get(spec, "method"), _get(summary, "training", "method"),
-                    kind if kind not in (None, "hosted") else None)
+    method = _first_given(config.get("method"), _get(spec, "method"), _get(summary, "training", "method"),
+                          kind if kind not in (None, "hosted") else None)
     if isinstance(method, dict):
-        method = _first(method.get("name"), method.get("method"))
+        method = _first_given(method.get("name"), method.get("method"))
     head = headline(summary)
     end = record.get("finished_at") or record.get("updated_at")
     return {

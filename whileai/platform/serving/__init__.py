@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from whileai.platform.serving import _chat as chat
-from whileai.platform.serving._chat import RequestError
+from whileai.platform.serving._chat import ChatRequestError
 from whileai.platform.serving._pool import Loader, ModelPool
 
 __all__ = ["configure_serving", "router", "serving_pool", "serving_remote"]
@@ -99,18 +99,18 @@ def serving_pool(app: Any) -> ModelPool:
 # --------------------------------------------------------------------------- helpers
 
 
-def _error(exc: RequestError) -> JSONResponse:
+def _error(exc: ChatRequestError) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status)
 
 
 def _caller(request: Request) -> str:
-    """The caller's account id, or a RequestError in OpenAI's 401 shape."""
+    """The caller's account id, or a ChatRequestError in OpenAI's 401 shape."""
     from whileai.platform.api.common import ApiError, account_id
 
     try:
         return account_id(request)
     except ApiError as exc:
-        raise RequestError(exc.message, status=exc.status, code="invalid_api_key") from None
+        raise ChatRequestError(exc.message, status=exc.status, code="invalid_api_key") from None
 
 
 def _model_row(request: Request, acct: str, name: str) -> dict[str, Any]:
@@ -120,7 +120,7 @@ def _model_row(request: Request, acct: str, name: str) -> dict[str, Any]:
     try:
         return store(request).get_model(acct, name)
     except NotFoundError:
-        raise RequestError(
+        raise ChatRequestError(
             f"The model {name!r} does not exist in this account. List the served models with GET /v1/models "
             "(wai.models() in Python), or serve a finished run under that name with wai.serve(run, name).",
             status=404, param="model", code="model_not_found",
@@ -130,7 +130,7 @@ def _model_row(request: Request, acct: str, name: str) -> dict[str, Any]:
 def _base_of(row: dict[str, Any]) -> str:
     base = row.get("baseModel")
     if not base:
-        raise RequestError(
+        raise ChatRequestError(
             f"the model {row.get('name')!r} has no base model on its registry row; serve it again with "
             "wai.serve(run, name, base_model=...)", status=409, param="model", code="model_misconfigured",
         )
@@ -160,7 +160,7 @@ async def list_models(request: Request) -> Response:
 
     try:
         acct = await run_in_threadpool(_caller, request)
-    except RequestError as exc:
+    except ChatRequestError as exc:
         return _error(exc)
     rows = await run_in_threadpool(store(request).list_models, acct)
     pool = serving_pool(request.app)
@@ -173,7 +173,7 @@ async def get_model(name: str, request: Request) -> Response:
     try:
         acct = await run_in_threadpool(_caller, request)
         row = await run_in_threadpool(_model_row, request, acct, name)
-    except RequestError as exc:
+    except ChatRequestError as exc:
         return _error(exc)
     return JSONResponse(_model_object(row, serving_pool(request.app)))
 
@@ -186,16 +186,16 @@ async def chat_completions(request: Request) -> Response:
         try:
             body = json.loads(await request.body() or b"null")
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise RequestError(f"the request body is not valid JSON ({exc}); send a chat completion object") from exc
+            raise ChatRequestError(f"the request body is not valid JSON ({exc}); send a chat completion object") from exc
         req = chat.parse_request(body)
         row = await run_in_threadpool(_model_row, request, acct, req.model)
         base, adapter = _base_of(row), row.get("adapter")
-    except RequestError as exc:
+    except ChatRequestError as exc:
         return _error(exc)
     try:
         remote = serving_remote(request.app)
     except ValueError as exc:  # a serve target the platform does not know: the operator's setting
-        return _error(RequestError(str(exc), status=500, type="server_error", code="serving_misconfigured"))
+        return _error(ChatRequestError(str(exc), status=500, type="server_error", code="serving_misconfigured"))
     if remote is not None:  # the serve target is a remote deployment: it generates, the platform forwards
         return await remote.complete(acct, row, body)
     pool = serving_pool(request.app)
@@ -204,14 +204,14 @@ async def chat_completions(request: Request) -> Response:
         return await _stream(pool, row, base, adapter, req, tools_on)
     try:
         prompt_len, replies = await run_in_threadpool(_complete, pool, base, adapter, req, tools_on)
-    except RequestError as exc:
+    except ChatRequestError as exc:
         return _error(exc)
     return JSONResponse(chat.completion_body(req.model, row.get("version"), prompt_len, replies, tools_on))
 
 
-def _load_failed(base: str, adapter: str | None, exc: Exception) -> RequestError:
+def _load_failed(base: str, adapter: str | None, exc: Exception) -> ChatRequestError:
     where = f"base {base!r}" + (f" with adapter {adapter!r}" if adapter else "")
-    return RequestError(f"the model could not be loaded ({where}): {type(exc).__name__}: {exc}",
+    return ChatRequestError(f"the model could not be loaded ({where}): {type(exc).__name__}: {exc}",
                         status=500, type="server_error", code="model_load_failed")
 
 
@@ -225,10 +225,10 @@ def _complete(pool: ModelPool, base: str, adapter: str | None, req: chat.ChatReq
     try:
         prompt = chat.render_prompt(entry.tokenizer, req.messages, req.tools if tools_on else None)
         return len(prompt), chat.generate(entry.model, entry.tokenizer, prompt, req)
-    except RequestError:
+    except ChatRequestError:
         raise
     except Exception as exc:
-        raise RequestError(f"generation failed: {type(exc).__name__}: {exc}", status=500,
+        raise ChatRequestError(f"generation failed: {type(exc).__name__}: {exc}", status=500,
                            type="server_error") from exc
     finally:
         ctx.__exit__(None, None, None)
@@ -271,10 +271,10 @@ def _stream_worker(pool: ModelPool, base: str, adapter: str | None, req: chat.Ch
         replies = chat.generate(entry.model, entry.tokenizer, prompt, req,
                                 streamer=_QueueStreamer(loop, queue), cancel=cancel)
         send("done", replies[0])
-    except RequestError as exc:
+    except ChatRequestError as exc:
         send("error", exc)
     except Exception as exc:  # a failure mid-stream still ends the stream with an error event
-        send("error", RequestError(f"generation failed: {type(exc).__name__}: {exc}", status=500,
+        send("error", ChatRequestError(f"generation failed: {type(exc).__name__}: {exc}", status=500,
                                    type="server_error"))
     finally:
         ctx.__exit__(None, None, None)

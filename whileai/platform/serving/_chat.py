@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from whileai.core.errors import RequestError  # re-exported: its old home
+from whileai.core.errors import ChatRequestError  # the request refusals parse_request raises
 from whileai.platform import defaults
 
 __all__ = [
     "ChatRequest",
     "Completion",
-    "RequestError",
+    "ChatRequestError",
     "completion_body",
     "generate",
     "parse_request",
@@ -71,38 +71,38 @@ class Completion:
 def parse_request(body: Any) -> ChatRequest:
     """Validate a decoded JSON body; every problem is named in one message."""
     if not isinstance(body, dict):
-        raise RequestError(f"the request body must be a JSON object, got {type(body).__name__}")
+        raise ChatRequestError(f"the request body must be a JSON object, got {type(body).__name__}")
     try:
         req = ChatRequest.model_validate(body)
     except ValidationError as exc:
         problems = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()]
         first = exc.errors()[0]["loc"]
-        raise RequestError(
+        raise ChatRequestError(
             "invalid chat completion request: " + "; ".join(problems), param=str(first[0]) if first else None
         ) from None
     n = req.n or 1
     if n > defaults.SERVING_MAX_N:
-        raise RequestError(f"n={n} is more than this endpoint's SERVING_MAX_N ({defaults.SERVING_MAX_N}); "
+        raise ChatRequestError(f"n={n} is more than this endpoint's SERVING_MAX_N ({defaults.SERVING_MAX_N}); "
                            "ask for fewer choices per request", param="n")
     if req.logprobs:
-        raise RequestError("logprobs is not supported by this endpoint; omit it or pass false", param="logprobs")
+        raise ChatRequestError("logprobs is not supported by this endpoint; omit it or pass false", param="logprobs")
     if req.response_format and req.response_format.get("type", "text") != "text":
-        raise RequestError(f"response_format type {req.response_format.get('type')!r} is not supported; "
+        raise ChatRequestError(f"response_format type {req.response_format.get('type')!r} is not supported; "
                            "omit response_format or pass {'type': 'text'}", param="response_format")
     if req.tool_choice not in (None, "auto", "none"):
-        raise RequestError(f"tool_choice={req.tool_choice!r} is not supported: the model decides on its own; "
+        raise ChatRequestError(f"tool_choice={req.tool_choice!r} is not supported: the model decides on its own; "
                            "pass 'auto' (the default) or 'none'", param="tool_choice")
     stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
     if len(stops) > defaults.SERVING_MAX_STOP or any(not s for s in stops):
-        raise RequestError(f"stop takes up to {defaults.SERVING_MAX_STOP} non-empty strings, got {req.stop!r}",
+        raise ChatRequestError(f"stop takes up to {defaults.SERVING_MAX_STOP} non-empty strings, got {req.stop!r}",
                            param="stop")
     if req.stream and n > 1:
-        raise RequestError("stream=true with n > 1 is not supported; stream one choice or drop stream",
+        raise ChatRequestError("stream=true with n > 1 is not supported; stream one choice or drop stream",
                            param="n")
     for i, tool in enumerate(req.tools or []):
         fn = tool.get("function") if isinstance(tool, dict) else None
         if tool.get("type", "function") != "function" or not isinstance(fn, dict) or not fn.get("name"):
-            raise RequestError(f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ..., "
+            raise ChatRequestError(f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ..., "
                                f"'parameters': ...}}}}, got {tool!r}", param=f"tools[{i}]")
     normalise_messages(req.messages)  # raises on a message the template cannot render
     return req
@@ -121,7 +121,7 @@ def normalise_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if role == "developer":
             role = "system"
         if role not in ("system", "user", "assistant", "tool"):
-            raise RequestError(f"messages[{i}].role={msg.get('role')!r} is not one of system, developer, user, "
+            raise ChatRequestError(f"messages[{i}].role={msg.get('role')!r} is not one of system, developer, user, "
                                "assistant, tool", param=f"messages[{i}].role")
         new = {"role": role, "content": _text(msg.get("content"), i)}
         if role == "tool" and msg.get("tool_call_id") is not None:
@@ -142,18 +142,18 @@ def _text(content: Any, i: int) -> str:
         for part in content:
             if not isinstance(part, dict) or part.get("type") != "text":
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise RequestError(f"messages[{i}].content part of type {kind!r} is not supported; this endpoint "
+                raise ChatRequestError(f"messages[{i}].content part of type {kind!r} is not supported; this endpoint "
                                    "serves text models, send text parts only", param=f"messages[{i}].content")
             parts.append(str(part.get("text", "")))
         return "".join(parts)
-    raise RequestError(f"messages[{i}].content must be a string or a list of text parts, got "
+    raise ChatRequestError(f"messages[{i}].content must be a string or a list of text parts, got "
                        f"{type(content).__name__}", param=f"messages[{i}].content")
 
 
 def _template_call(call: Any, i: int) -> dict[str, Any]:
     fn = call.get("function") if isinstance(call, dict) else None
     if not isinstance(fn, dict) or not fn.get("name"):
-        raise RequestError(f"messages[{i}].tool_calls entries must carry function.name, got {call!r}",
+        raise ChatRequestError(f"messages[{i}].tool_calls entries must carry function.name, got {call!r}",
                            param=f"messages[{i}].tool_calls")
     args = fn.get("arguments")
     if isinstance(args, str):
@@ -175,10 +175,10 @@ def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], tools: list[di
             normalise_messages(messages), tools=tools or None, add_generation_prompt=True, tokenize=True,
             return_dict=False,
         )
-    except RequestError:
+    except ChatRequestError:
         raise
     except Exception as exc:  # the template refused the conversation (role order, a missing field)
-        raise RequestError(f"the model's chat template could not render these messages: {exc}",
+        raise ChatRequestError(f"the model's chat template could not render these messages: {exc}",
                            param="messages") from None
     if hasattr(ids, "keys"):  # some tokenizers answer a BatchEncoding regardless
         ids = ids["input_ids"]
@@ -209,7 +209,7 @@ def generate(model: Any, tokenizer: Any, prompt_ids: list[int], req: ChatRequest
     context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
     room = context - len(prompt_ids) if context else None
     if room is not None and room < 1:
-        raise RequestError(f"the prompt is {len(prompt_ids)} tokens and the model's context is {context}; "
+        raise ChatRequestError(f"the prompt is {len(prompt_ids)} tokens and the model's context is {context}; "
                            "send fewer or shorter messages", param="messages", code="context_length_exceeded")
     asked = req.max_completion_tokens or req.max_tokens or defaults.SERVING_DEFAULT_MAX_TOKENS
     max_new = min(asked, room) if room is not None else asked

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 import httpx
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from whileai.platform.serving._chat import RequestError
+from whileai.platform.serving._chat import ChatRequestError
 from whileai.platform import defaults
 
 __all__ = ["RemoteBackend", "ModalServeCloud", "RemoteServing", "serve_target", "vllm_adapter_name"]
@@ -98,7 +98,7 @@ class ModalServeCloud:
                     function = modal.Function.from_name(defaults.MODAL_SERVE_APP_NAME, defaults.MODAL_SERVE_FUNCTION)
                     given = function.get_web_url() or ""
                 except Exception as exc:
-                    raise RequestError(
+                    raise ChatRequestError(
                         f"the Modal serving app {defaults.MODAL_SERVE_APP_NAME!r} could not be found "
                         f"({type(exc).__name__}: {exc}); deploy it with `modal deploy -m "
                         f"whileai.platform.serving.modal` (docs/serving.md), or set {defaults.MODAL_SERVE_URL_ENV}",
@@ -110,7 +110,7 @@ class ModalServeCloud:
     def key(self) -> str:
         value = os.environ.get(defaults.MODAL_SERVE_KEY_ENV, "")
         if not value:
-            raise RequestError(
+            raise ChatRequestError(
                 f"{defaults.MODAL_SERVE_KEY_ENV} is not set where the platform runs; set it to the same value as "
                 f"in the Modal Secret {defaults.MODAL_SECRET_NAME!r} (docs/serving.md)",
                 status=503, type="server_error", code="serving_unavailable",
@@ -132,7 +132,7 @@ class ModalServeCloud:
                 present = False
             if not present:
                 if local is None or not Path(local).is_dir():
-                    raise RequestError(
+                    raise ChatRequestError(
                         f"run {run_id}'s adapter is neither on the Modal volume {defaults.MODAL_VOLUME_NAME!r} nor "
                         f"on this machine ({local}); train the run again or serve another run",
                         status=409, type="invalid_request_error", code="adapter_missing",
@@ -172,7 +172,7 @@ class RemoteServing:
         """(vLLM model id, the adapter's run id or None) for a registry row; refuses a base the deployment lacks."""
         base = self.backend.base_model()
         if row.get("baseModel") != base:
-            raise RequestError(
+            raise ChatRequestError(
                 f"the model {row['name']!r} is on base {row.get('baseModel')!r}, but the Modal deployment serves "
                 f"{base!r}; deploy one for that base ({defaults.MODAL_SERVE_BASE_ENV}={row.get('baseModel')} "
                 "modal deploy -m whileai.platform.serving.modal) or serve a run trained on it",
@@ -186,8 +186,8 @@ class RemoteServing:
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.backend.key()}"}
 
-    def _unreachable(self, exc: Exception) -> RequestError:
-        return RequestError(
+    def _unreachable(self, exc: Exception) -> ChatRequestError:
+        return ChatRequestError(
             f"the Modal serving deployment did not answer ({type(exc).__name__}: {exc}); check it with "
             f"`modal app list` and redeploy with `modal deploy -m whileai.platform.serving.modal` (docs/serving.md)",
             status=503, type="server_error", code="serving_unavailable",
@@ -199,10 +199,10 @@ class RemoteServing:
         local = Path(row["adapter"]) if row.get("adapter") else None
         try:
             path = await run_in_threadpool(self.backend.adapter_path, str(run_id), local)
-        except RequestError:
+        except ChatRequestError:
             raise
         except Exception as exc:  # Modal's client: no token, no network, no such volume
-            raise RequestError(
+            raise ChatRequestError(
                 f"the adapter of {row['name']!r} could not be put on the Modal volume "
                 f"{defaults.MODAL_VOLUME_NAME!r} ({type(exc).__name__}: {exc}); check Modal's credentials where "
                 "the platform runs (`modal token new`, or MODAL_TOKEN_ID/MODAL_TOKEN_SECRET)",
@@ -217,7 +217,7 @@ class RemoteServing:
                 break
             # an adapter uploaded a moment ago shows in the container after its next Volume reload
             await asyncio.sleep(self.reload_wait)
-        raise RequestError(
+        raise ChatRequestError(
             f"the Modal deployment refused to load the adapter of {row['name']!r} from {path} "
             f"(HTTP {answer.status_code}: {answer.text[:300]})",
             status=502, type="server_error", code="adapter_load_failed",
@@ -230,7 +230,7 @@ class RemoteServing:
             sent = dict(body, model=model)
             url = f"{self.backend.url()}/v1/chat/completions"
             headers = self._headers()
-        except RequestError as exc:
+        except ChatRequestError as exc:
             return JSONResponse(exc.body(), status_code=exc.status)
         name = row["name"]
         for attempt in range(2):
@@ -245,7 +245,7 @@ class RemoteServing:
                 await answer.aclose()
                 try:
                     await self._load(model, row, run_id)
-                except RequestError as exc:
+                except ChatRequestError as exc:
                     return JSONResponse(exc.body(), status_code=exc.status)
                 except httpx.HTTPError as exc:
                     err = self._unreachable(exc)

@@ -11,7 +11,7 @@ nothing is written when a check fails, and the decisions that need the whole
 file are taken over the whole file:
 
 - the ``MissingPolicyWarning`` counts rows over the whole file, and is raised
-  once the file has been read (before any gate error, as before);
+  once the file has been read (before any gate error, as the whole-file path does);
 - a TRL file holds one shape. When some rows come out as ``messages`` and some
   as prompt/completion (``weight: 0`` turns in some rows only), every row must
   be prompt/completion; the first pass stops where it sees both and a second

@@ -376,7 +376,7 @@ class _HackMonitor:
                 todo.append(item)
                 rows.append(sampling_.gold_row(prompts[i], text, cols, cols.get("tools"), self._reply_format()))
         if rows and self.gold is not None:  # rows are only gathered with a gold judge
-            scores, _errors, _first = self._judge(self.gold, rows)
+            scores, _errors, _first_error = self._judge(self.gold, rows)
             for item, g in zip(todo, scores):
                 item.gold = float(g)
         return [self._items[key] for key in keys]

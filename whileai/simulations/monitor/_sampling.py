@@ -197,8 +197,8 @@ def random_state_kept() -> Iterator[None]:
 
     A look's judges draw from them: loading a reward-model judge initialises its
     fresh score head from torch's generator before its weights are read. Drawn
-    inside a training loop, that moved every later GRPO sample, so a run with a
-    gold judge was not the run without one (issue 18: 38 -> 39 of 73 held-out
+    inside a training loop, that moves every later GRPO sample, so a run with a
+    gold judge is not the run without one (on the kit: 38 -> 39 of 73 held-out
     prompts where the same run without the judge went 38 -> 49).
     """
     import random
