@@ -40,6 +40,7 @@ __all__ = [
     "Knob",
     "knob",
     "RunSpec",
+    "continues_runs",
     "SFTSpec",
     "GRPOSpec",
     "DPOSpec",
@@ -478,6 +479,15 @@ class RMSpec(RunSpec):
 
 
 SPEC_MODELS: dict[str, type[RunSpec]] = {"sft": SFTSpec, "grpo": GRPOSpec, "dpo": DPOSpec, "rm": RMSpec}
+
+
+def continues_runs(method: str) -> bool:
+    """Whether a run of ``method`` is a policy that can continue an earlier run (``init_from``) and be continued.
+
+    A reward model (rm) is not: it scores rows and writes none, so it trains from the base with a fresh
+    score head, continues nothing and is continued by nothing.
+    """
+    return method != "rm"
 
 #: RunSpec's fields that are not knobs: identity, placement and bookkeeping.
 NOT_KNOBS = ("spec_version", "method", "base_model", "target", "holdout", "init_from", "gpu", "processes", "nodes",

@@ -64,6 +64,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     import whileai.simulations as wai
 
     from . import schema
+    from ._effective import resolution_problems
     from ._locate import data_root, new_token
     from .pipeline import Context, run_spec
     from .provenance import _differences, constraints_differ, constraints_text, git_state, record_of, versions
@@ -83,11 +84,17 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     if bad:
         print(f"reproduce takes key=value overrides of the stored spec; not: {' '.join(bad)}", file=sys.stderr)
         return 2
-    spec = schema.canonical_spec(  # a run recorded before the typed spec reads in canonical form
+    plain = schema.canonical_spec(  # a run recorded before the typed spec reads in canonical form
         OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(old["spec"]), OmegaConf.from_dotlist(overrides))))
-    problems = schema.check(spec, lambda key: "command line" if any(o.startswith(key + "=") for o in overrides)
-                            else f"the stored spec of {run_id}")
-    if problems:
+
+    def origin(key: str) -> str:
+        return "command line" if any(o.startswith(key + "=") for o in overrides) else f"the stored spec of {run_id}"
+
+    problems = schema.check(plain, origin)
+    spec = None if problems else schema.recipe_spec(plain)
+    if spec is not None:  # rules between knobs, by the resolution wai.train runs (as validate checks them)
+        problems += resolution_problems(spec, origin)
+    if problems or spec is None:
         print(f"whileai: the spec has {len(problems)} problem(s); nothing was loaded or run:", file=sys.stderr)
         for problem in problems:
             print(f"  - {problem}", file=sys.stderr)
@@ -98,7 +105,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     context = Context(
         recipe=old.get("recipe"), overrides=[*old.get("overrides", []), *overrides], choices=old.get("choices") or {},
         command="python -m whileai reproduce " + " ".join(args), output_dir=out, sweep_id=None,
-        expect_lines={k: f"expect.{k} (stored spec of {run_id})" for k in (spec.get("expect") or {})},
+        expect_lines={k: f"expect.{k} (stored spec of {run_id})" for k in spec.expect.model_fields_set},
         reproduces=run_id,
     )
     new = {"versions": versions(), "git": git_state()}
