@@ -30,7 +30,7 @@ from whileai.simulations import defaults as sdk
 # One knob checker for wai.train and the runner, so both word a refusal alike.
 from whileai.core import defaults as core_defaults
 from whileai.core.knobs import check_knob, many_value
-from whileai.core.spec import ALIASES, SPEC_MODELS, canonical, is_whole
+from whileai.core.spec import ALIASES, SPEC_MODELS, canonical, is_whole, knob_of
 
 from . import defaults
 
@@ -78,23 +78,28 @@ class Dataset(_Strict):
     after: str | None = None
 
 
-_EXPORT_DEFAULT = sdk.TRAIN_EXPORT_DEFAULTS  # the export knobs' declared defaults (whileai.core.spec)
+def _export_knob(name: str) -> Any:
+    """An export knob's field: its default and its help (with its choices) as its declaration gives them."""
+    meta = knob_of(SPEC_MODELS[next(iter(sdk.TRAINING_KNOBS[name]))], name)
+    words = [str(c) for c in meta.choices or () if not isinstance(c, bool)]
+    return Field(default=meta.default, description=meta.help + (f": {' | '.join(words)}" if words else ""))
 
 
 class Export(_Strict):
     """What the job trains on, and the artifact written beside the run (wai.export_dataset's arguments).
 
-    ``format`` and ``validate`` are the runner's own; the other four are knobs, so their defaults and
-    help are their declarations' (``conf/export/*.yaml`` is generated from this model: ``knobs_doc``).
+    ``format`` and ``validate`` are the runner's own; the other four are knobs, whose default and help
+    are their declarations' (whileai.core.spec). ``conf/export/*.yaml`` is generated from this model
+    (``knobs_doc``), one file per format.
     """
 
     format: Literal["openai", "trl"] = Field(default="trl", description="trl | openai: the artifact's row shape")
     validate_: bool = Field(default=True, alias="validate", description=(
         "the gates: tool-call arguments round-trip, no privileged recital; a failure stops the run"))
-    mask_mode: Literal[tuple(sdk.EXPORT_MASK_MODES)] = _EXPORT_DEFAULT["mask_mode"]  # type: ignore[valid-type]
-    unroll: bool = _EXPORT_DEFAULT["unroll"]
-    strip_think: bool = _EXPORT_DEFAULT["strip_think"]
-    max_tool_output_chars: int | None = _EXPORT_DEFAULT["max_tool_output_chars"]  # range: checked per method below
+    mask_mode: Literal[tuple(sdk.EXPORT_MASK_MODES)] = _export_knob("mask_mode")  # type: ignore[valid-type]
+    unroll: bool = _export_knob("unroll")
+    strip_think: bool = _export_knob("strip_think")
+    max_tool_output_chars: int | None = _export_knob("max_tool_output_chars")  # range: checked per method below
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
