@@ -480,15 +480,6 @@ class RMSpec(RunSpec):
 
 SPEC_MODELS: dict[str, type[RunSpec]] = {"sft": SFTSpec, "grpo": GRPOSpec, "dpo": DPOSpec, "rm": RMSpec}
 
-
-def continues_runs(method: str) -> bool:
-    """Whether a run of ``method`` is a policy that can continue an earlier run (``init_from``) and be continued.
-
-    A reward model (rm) is not: it scores rows and writes none, so it trains from the base with a fresh
-    score head, continues nothing and is continued by nothing.
-    """
-    return method != "rm"
-
 #: RunSpec's fields that are not knobs: identity, placement and bookkeeping.
 NOT_KNOBS = ("spec_version", "method", "base_model", "target", "holdout", "init_from", "gpu", "processes", "nodes",
              "extra", "provenance", "runner", "run_id", "dataset", "init_adapter", "gold_judge", "monitor")
@@ -506,6 +497,15 @@ def split_problem(name: str, size: int, world: int) -> str | None:
     return (f"{name}={size} does not divide across {world} processes (processes x nodes): it is the effective batch, "
             f"split evenly over the processes; pass a multiple of {world} ({', '.join(map(str, near))}, ...), "
             f"or a world size that divides {size}")
+
+
+def continues_runs(method: str) -> bool:
+    """Whether a run of ``method`` is a policy that can continue an earlier run (``init_from``) and be continued.
+
+    A reward model (rm) is not: it scores rows and writes none, so it trains from the base with a fresh
+    score head, continues nothing and is continued by nothing.
+    """
+    return method != "rm"
 
 
 def micro_batches(share: int, cap: int | None) -> tuple[int, int]:
