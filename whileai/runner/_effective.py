@@ -23,7 +23,8 @@ from whileai.simulations.training import FROM_DATA, Resolved, train_spec
 from .schema import HOST_KEYS, KNOBS, Problem, RecipeSpec
 from .stages import Stage, plan_stages, stage_inputs
 
-__all__ = ["effective", "annotated_yaml", "resolve_stages", "resolution_problems"]
+__all__ = ["effective", "annotated_yaml", "resolve_stages", "resolution_problems", "validated"]
+
 
 def resolve_stages(spec: RecipeSpec, origin: Callable[[str], str] | None = None,
                    data: Mapping[str, Any] | None = None) -> list[tuple[Stage, Resolved]]:
@@ -55,6 +56,19 @@ def resolution_problems(spec: RecipeSpec, origin: Callable[[str], str] | None = 
             key = f"{stage.prefix}{stage.method}" if not stage.prefix else stage.prefix.rstrip(".")
             out.append(Problem(key, f"{stage.prefix or 'the spec: '}{problem}", where(key)))
     return out
+
+
+def validated(plain: dict[str, Any], origin: Callable[[str], str] | None = None) -> tuple[RecipeSpec | None, list[Problem]]:
+    """``(the typed spec, [])`` for a composed ``plain`` dict, or ``(None, every problem)``: the schema's
+    (:func:`schema.check`), then, on a spec it accepts, the rules between knobs (:func:`resolution_problems`)."""
+    from .schema import check, recipe_spec
+
+    problems = check(plain, origin)
+    if problems:
+        return None, problems
+    spec = recipe_spec(plain)
+    problems = resolution_problems(spec, origin)
+    return (None if problems else spec), problems
 
 
 def effective(spec: RecipeSpec) -> tuple[dict[str, Any], dict[str, str]]:

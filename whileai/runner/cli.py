@@ -27,7 +27,7 @@ from .quick import is_quick, pop_quick
 if TYPE_CHECKING:
     from .schema import RecipeSpec, Target
 
-__all__ = ["run_main", "validate_main", "register_resolvers", "new_token"]
+__all__ = ["run_main", "validate_main", "register_resolvers", "new_token", "report_problems"]
 
 #: set by run_main/validate_main for the task function (the same process; a joblib worker re-reads the env)
 _STATE: dict[str, Any] = {"mode": "run", "problems": [], "found": None, "exit": 0, "argv": []}
@@ -205,7 +205,7 @@ def _prepare(argv: list[str], mode: str) -> list[str]:
     os.environ[_SWEPT_ENV] = ",".join(_swept_keys(kept))
     _STATE.update(mode=mode, problems=problems, found=found, argv=list(argv))
     if problems and ("-m" in flags or "--multirun" in flags or "--help" in flags or "-h" in flags):
-        _report(problems)
+        report_problems(problems)
         raise SystemExit(2)
     return [a for a in argv if a not in dropped]
 
@@ -242,7 +242,7 @@ def _scale_words(target: Target, label: list[str]) -> list[str]:
             if count > 1 and f"target.{k}" not in named]
 
 
-def _report(problems: list[Any]) -> None:
+def report_problems(problems: list[Any]) -> None:
     print(f"whileai: the spec has {len(problems)} problem(s); nothing was loaded or run:", file=sys.stderr)
     for problem in problems:
         print(f"  - {problem}", file=sys.stderr)
@@ -288,27 +288,23 @@ def _validated(cfg: Any, origin: Any, whole: bool) -> RecipeSpec:
     from omegaconf import OmegaConf
 
     from . import schema
+    from ._effective import validated
 
     problems = list(_STATE["problems"])
     try:
         plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     except Exception as exc:  # an interpolation that does not resolve
         problems.append(schema.Problem("", f"the spec does not resolve: {exc}".splitlines()[0], ""))
-        _report(problems)
+        report_problems(problems)
         raise SystemExit(2) from None
-    plain = schema.canonical_spec(plain)
-    problems += schema.check(plain, origin)
-    spec = None if problems else schema.recipe_spec(plain)
-    if spec is not None:  # rules between knobs, by the same resolution wai.train runs
-        from ._effective import resolution_problems
-
-        problems += resolution_problems(spec, origin)
-    if spec is not None and not problems:  # the data files the spec names: they exist and a bounded sample parses
+    spec, found = validated(schema.canonical_spec(plain), origin)
+    problems += found
+    if spec is not None:  # the data files the spec names: they exist and a bounded sample parses
         from ._datacheck import data_problems
 
         problems += data_problems(spec, origin, whole=whole)
     if problems or spec is None:
-        _report(problems)
+        report_problems(problems)
         raise SystemExit(2)
     return spec
 
