@@ -58,7 +58,9 @@ def test_every_recipe_composes_and_validates(recipe):
     plain, problems = compose([f"recipe={recipe}"])
     assert problems == [], [str(p) for p in problems]
     assert plain["name"], f"{recipe} names its run"
-    schema.recipe_spec(plain)
+    spec = schema.recipe_spec(plain)
+    # the typed spec gives back the keys it was given, in their order: what the run's record keeps
+    assert spec.plain() == plain and list(spec.plain()) == list(plain)
 
 
 def test_the_walk_finds_the_gpu_variants_and_they_name_served_bases():
