@@ -299,7 +299,7 @@ def _validated(cfg: Any, origin: Any, whole: bool) -> RecipeSpec:
         raise SystemExit(2) from None
     spec, found = validated(schema.canonical_spec(plain), origin)
     problems += found
-    if spec is not None:  # the data files the spec names: they exist and a bounded sample parses
+    if spec is not None and not problems:  # the data files the spec names: they exist and a bounded sample parses
         from ._datacheck import data_problems
 
         problems += data_problems(spec, origin, whole=whole)
