@@ -101,12 +101,14 @@ def test_a_trl_export_renders_with_its_template_as_the_trainer_saw_it(dropping_b
 
 
 def test_the_runners_preference_export_carries_the_template_and_an_unreadable_base_says_why(dropping_base, tmp_path):
+    from whileai.core.spec import RMSpec, SFTSpec
     from whileai.runner.pipeline import _export
+    from whileai.runner.schema import Export
 
-    settings = {"format": "trl", "validate": True, "mask_mode": "assistant", "unroll": False, "strip_think": True,
-                "max_tool_output_chars": None}
+    settings = Export(format="trl")
     path = tmp_path / "export" / "rm.trl.jsonl"
-    report = _export([ROW, FAIL], "rm", settings, path, False, 0, 0, str(dropping_base), "auto")
+    rm = RMSpec(base_model=str(dropping_base), tool_format="auto", balance=False)  # the stage's resolved spec
+    report = _export([ROW, FAIL], rm, settings, path)
     assert report["pairs_out"] == 1 and report["tool_format"]["used"] == "hermes"
     pair = json.loads(path.read_text().splitlines()[0])
     exported = _with_exported_template(dropping_base, report["chat_template"])
@@ -117,8 +119,8 @@ def test_the_runners_preference_export_carries_the_template_and_an_unreadable_ba
         assert "<tools>" in text and "<tool_call>" in text
     assert (tmp_path / "export" / "rm.trl.manifest.json").is_file()
 
-    missing = _export([ROW], "sft", settings, tmp_path / "x" / "sft.trl.jsonl", None, 0, 0,
-                      str(tmp_path / "no_such_base"), None)
+    missing = _export([ROW], SFTSpec(base_model=str(tmp_path / "no_such_base")), settings,
+                      tmp_path / "x" / "sft.trl.jsonl")
     assert missing["rows_out"] == 1 and missing["chat_template"] is None and "no_such_base" in missing["chat_template_why"]
 
 

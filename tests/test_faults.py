@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from whileai.platform import defaults
-from whileai.platform.launcher import jobs as runner
+from whileai.platform.launcher import jobs as launcher_jobs
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store
 from _platform_server import free_port, platform_process
@@ -46,7 +46,7 @@ def _stopped_run_with_a_checkpoint(store: Store, acct: str) -> str:
                            spec={"method": "sft", "steps": 4, "save_steps": 2})
     store.update_job(acct, job["id"], {"status": "stopped", "error": "stopped on request"})
     store.update_run(acct, run["id"], {"status": "stopped", "error": "stopped on request"})
-    saved = runner.checkpoint_dir(run["id"]) / "checkpoint-2"
+    saved = launcher_jobs.checkpoint_dir(run["id"]) / "checkpoint-2"
     saved.mkdir(parents=True)
     (saved / "trainer_state.json").write_text("{}")
     return run["id"]
@@ -259,7 +259,7 @@ def test_a_launch_refuses_loose_types_unknown_gpus_foreign_run_ids_and_data_fold
         _a, key_a = handle.store.create_account("a")
         acct_b, _key_b = handle.store.create_account("b")
         theirs = handle.store.create_run(acct_b, name="b's", status="done", config={"method": "sft"})
-        runner.adapter_dir(theirs["id"]).mkdir(parents=True)
+        launcher_jobs.adapter_dir(theirs["id"]).mkdir(parents=True)
         with _client(handle.base_url, key_a) as a:
             ds = a.post(f"{API}/datasets", json={"name": "rows", "rows": [{"messages": []}]}).json()
             spec = {**SFTSpec(base_model=kit).knobs(), "method": "sft", "base_model": kit, "dataset": ds["id"]}
@@ -358,7 +358,7 @@ def test_a_deleted_dataset_is_no_longer_named_as_its_siblings_sibling(backend, h
 
 def _fake_adapter(run_id: str) -> Path:
     """A folder where the platform keeps ``run_id``'s adapter, shaped like a PEFT save (config and weights)."""
-    folder = runner.adapter_dir(run_id)
+    folder = launcher_jobs.adapter_dir(run_id)
     folder.mkdir(parents=True)
     (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA"}))
     (folder / "adapter_model.safetensors").write_bytes(b"\0" * 64)
@@ -419,8 +419,8 @@ def test_export_prints_only_its_own_lines(home, tmp_path):
         run = handle.store.create_run(acct, name="sft", status="done", config={"method": "sft", "base_model": base})
         model = get_peft_model(AutoModelForCausalLM.from_pretrained(base),
                                LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"]))
-        model.save_pretrained(runner.adapter_dir(run["id"]))
-        AutoTokenizer.from_pretrained(base).save_pretrained(runner.adapter_dir(run["id"]))
+        model.save_pretrained(launcher_jobs.adapter_dir(run["id"]))
+        AutoTokenizer.from_pretrained(base).save_pretrained(launcher_jobs.adapter_dir(run["id"]))
         out = tmp_path / "merged"
         env = {**os.environ, "WHILEAI_BASE_URL": handle.base_url, "WHILEAI_API_KEY": key, "WHILEAI_HOME": str(home)}
         done = subprocess.run([sys.executable, "-m", "whileai", "export", run["id"], "--merged", str(out)],

@@ -13,7 +13,7 @@ import warnings
 import pytest
 
 import whileai.simulations as wai
-from whileai.platform.launcher import jobs as runner
+from whileai.platform.launcher import jobs as launcher_jobs
 from whileai.simulations import defaults
 from whileai.simulations.client import get_client
 from whileai.core.knobs import check_knob
@@ -66,8 +66,8 @@ def launches(home, monkeypatch):
     def no_model(*args, **kwargs):
         raise AssertionError("a model was loaded")
 
-    monkeypatch.setattr(runner, "_launch_local", fake_local)
-    monkeypatch.setattr(runner, "_pid_alive", lambda pid, job_id: True)
+    monkeypatch.setattr(launcher_jobs, "_launch_local", fake_local)
+    monkeypatch.setattr(launcher_jobs, "_pid_alive", lambda pid, job_id: True)
     from whileai.jobs import _loading
 
     monkeypatch.setattr(_loading, "load_policy", no_model)
@@ -519,7 +519,7 @@ def _finished(name: str, config: dict | None = None, summary: dict | None = None
 def _with_adapter(name: str, base: str = defaults.KIT_BASE_NAME, method: str = "sft") -> dict:
     """A done run whose adapter folder exists where the platform keeps adapters."""
     record = _finished(name, {"method": method, "base_model": base, "lora_rank": 8, "lora_alpha": 16})
-    folder = runner.adapter_dir(record["id"])
+    folder = launcher_jobs.adapter_dir(record["id"])
     folder.mkdir(parents=True)
     (folder / "adapter_config.json").write_text("{}")
     return get_client().request("PATCH", f"/runs/{record['id']}", json={"summary": {"adapter": str(folder)}})
@@ -569,7 +569,7 @@ def test_init_from_a_finished_run_inherits_its_base_and_lora_shape(launches):
     assert run.config["init_from"] == start["id"] and run.config["base_model"] == defaults.KIT_BASE_NAME
     assert run.config["lora_rank"] == 8 and run.config["lora_alpha"] == 16
     spec = launches[-1]["spec"]
-    assert spec["init_from"] == start["id"] and spec["init_adapter"] == str(runner.adapter_dir(start["id"]))
+    assert spec["init_from"] == start["id"] and spec["init_adapter"] == str(launcher_jobs.adapter_dir(start["id"]))
 
 
 def test_the_platform_resolves_the_start_adapter_itself(launches):
@@ -586,11 +586,11 @@ def test_the_platform_resolves_the_start_adapter_itself(launches):
         {"messages": [{"role": "user", "content": "hi"}]}]})["id"]  # a launch names its dataset
     client.request("POST", "/jobs/launch", json={"run_id": run["id"], "kind": "dpo", "spec": {
         **dpo, "method": "dpo", "init_from": start["id"], "init_adapter": "/etc", "dataset": data}})
-    assert launches[-1]["spec"]["init_adapter"] == str(runner.adapter_dir(start["id"]))
+    assert launches[-1]["spec"]["init_adapter"] == str(launcher_jobs.adapter_dir(start["id"]))
     gone = _with_adapter("gone")
     import shutil
 
-    shutil.rmtree(runner.adapter_dir(gone["id"]))
+    shutil.rmtree(launcher_jobs.adapter_dir(gone["id"]))
     other = client.request("POST", "/runs", json={"name": "stage2", "kind": defaults.TRAIN_RUN_KIND})
     with pytest.raises(PlatformError, match="has no adapter on this platform") as err:
         client.request("POST", "/jobs/launch", json={"run_id": other["id"], "kind": "sft",

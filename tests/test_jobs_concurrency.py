@@ -11,7 +11,7 @@ import pytest
 from test_store import postgres_url, store  # noqa: F401  (fixtures: SQLite, and PostgreSQL when reachable)
 
 from whileai.jobs import modal_app
-from whileai.platform.launcher import modal_backend, jobs as runner
+from whileai.platform.launcher import modal_backend, jobs as launcher_jobs
 
 
 class SlowProgress:
@@ -58,7 +58,7 @@ def _read_from_threads(store, acct: str, job_id: str, readers: int = 8) -> None:
     def read() -> None:
         try:
             barrier.wait()
-            runner.reconcile(store, acct, store.get_job(acct, job_id))
+            launcher_jobs.reconcile(store, acct, store.get_job(acct, job_id))
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             errors.append(exc)
 

@@ -44,3 +44,21 @@ def test_conf_config_yaml_has_every_root_knob_the_schema_takes():
     root = yaml.safe_load((Path(__file__).resolve().parents[1] / "conf" / "config.yaml").read_text())
     assert {*KNOBS, *HOST_KEYS} <= set(root), sorted({*KNOBS, *HOST_KEYS} - set(root))
     assert all(root[name] is None for name in (*KNOBS, *HOST_KEYS)), "a root knob is null: the run resolves it"
+
+
+def test_the_export_group_is_generated_from_the_export_model_one_file_per_format():
+    """conf/export/<format>.yaml carries the runner's Export defaults (the knobs' from their declarations) and
+    nothing else: changing a default in one place changes the files, and ``--check`` fails until they are rewritten."""
+    from pathlib import Path
+
+    import yaml
+
+    from whileai.runner.schema import Export
+    from whileai.simulations import defaults as sdk
+
+    files = {path.name: text for path, text in generated_files().items() if path.parent.name == "export"}
+    assert set(files) == {"trl.yaml", "openai.yaml"}
+    for name, text in files.items():
+        assert yaml.safe_load(text) == Export(format=Path(name).stem).model_dump(by_alias=True)
+    # the export knobs' defaults are their declarations' (the same values TRL gets from a method's spec)
+    assert {k: getattr(Export(), k) for k in sdk.TRAIN_EXPORT_KNOBS} == sdk.TRAIN_EXPORT_DEFAULTS

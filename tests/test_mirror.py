@@ -257,6 +257,7 @@ def test_a_mirror_failing_mid_run_leaves_the_run_done_with_a_warning(tmp_path, m
 
 
 def test_report_to_from_a_recipe_or_the_command_line_is_the_list_that_runs():
+    from whileai.runner.schema import recipe_spec
     from whileai.runner.stages import plan_stages, stage_inputs
     from whileai.simulations.training import train_spec
 
@@ -266,8 +267,8 @@ def test_report_to_from_a_recipe_or_the_command_line_is_the_list_that_runs():
                              ("report_to='wandb, mlflow'", ["wandb", "mlflow"])):
         plain, problems = compose(["recipe=sft_tooluse", override])
         assert not problems and plain["report_to"] == wanted, (override, problems)
-        [stage] = plan_stages(plain)
-        kwargs, config = stage_inputs(stage, plain)  # what the pipeline passes wai.train
+        [stage] = plan_stages(recipe_spec(plain))
+        kwargs, config = stage_inputs(stage, recipe_spec(plain))  # what the pipeline passes wai.train
         resolved = train_spec("sft", kwargs, config, base_model=None, target="local", holdout=None)
         assert resolved.spec is not None and resolved.spec.report_to == wanted, override
     assert compose(["recipe=sft_tooluse"])[0]["report_to"] is None  # none unless asked: the spec's default, []

@@ -206,6 +206,7 @@ def test_all_passing_rows_teach_a_reward_model_only_through_near_misses():
 
 def test_a_reward_models_power_line_counts_the_held_out_pairs_it_will_measure():
     """The line a run prints before training counts what the job measures: for rm, pairs (here near misses)."""
+    from whileai.core.spec import RMSpec, SFTSpec
     from whileai.runner._power import power_note
     from whileai.simulations import defaults
     from whileai.simulations.judges import near_miss_pairs
@@ -214,9 +215,9 @@ def test_a_reward_models_power_line_counts_the_held_out_pairs_it_will_measure():
                                        "tests/data/bfcl/possible_answer/BFCL_v4_simple_python.json"))
     made = near_miss_pairs(rows, defaults.HOLDOUT_NEAR_MISSES, defaults.HOLDOUT_NEAR_MISS_SEED)[1]["pairs"]
     assert 0 < made < len(rows)  # some reference calls have no near miss the judge fails
-    spec = {"method": "rm", "near_misses": 3, "reward_span": "first_action"}
+    spec = RMSpec(near_misses=3, reward_span="first_action")
     text, warning = power_note(rows, spec)
     assert text.startswith(f"{made} held-out pair(s)") and "turning from wrong to right" in text and warning is None
-    assert power_note(rows, {"method": "sft"})[0].startswith(f"{len(rows)} held-out prompt(s)")
-    few, warning = power_note(rows[:3], {**spec, "expect": {"holdout_gain_significant": 0.05}})
+    assert power_note(rows, SFTSpec())[0].startswith(f"{len(rows)} held-out prompt(s)")
+    few, warning = power_note(rows[:3], spec, 0.05)
     assert "no change on them can be significant" in few and "more pairs" in warning

@@ -81,20 +81,21 @@ def _sample(n: int) -> list[dict[str, Any]]:
 
 
 def test_held_out_rows_without_gold_or_tools_are_warned_of_by_their_cause_not_told_to_grow():
+    from whileai.core.spec import SFTSpec
     from whileai.runner._power import power_note
 
     rows = _sample(8)
-    fine_text, fine = power_note(rows, {"method": "sft"})
+    fine_text, fine = power_note(rows, SFTSpec())
     assert fine is None or "gold" not in fine
     no_gold = [{k: v for k, v in r.items() if k != "gold"} for r in rows]
-    text, warning = power_note(no_gold, {"method": "sft"})
+    text, warning = power_note(no_gold, SFTSpec())
     assert text.startswith("0 held-out prompt(s)")
     assert warning is not None and warning.startswith("none of the 8 held-out rows carries a gold")
     assert "larger dataset.holdout share" not in warning and "add gold to the rows" in warning
     no_tools = [{k: v for k, v in r.items() if k != "tools"} for r in rows]
-    _, warning = power_note(no_tools, {"method": "sft"})
+    _, warning = power_note(no_tools, SFTSpec())
     assert warning is not None and "offers no tools" in warning and "dataset.tools=FILE" in warning
-    _, warning = power_note([], {"method": "sft"})
+    _, warning = power_note([], SFTSpec())
     assert warning is not None and warning.startswith("the held-out side has no rows")
 
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from whileai.core.spec import SPEC_MODELS, knob_fields, knob_of
 from whileai.jobs.trainer_config import LORA_NAMES, TRL_NAMES, lora_settings, trl_settings
 from whileai.runner._effective import annotated_yaml, effective
-from whileai.runner.schema import HOST_KEYS, KNOBS
+from whileai.runner.schema import HOST_KEYS, KNOBS, recipe_spec
 from whileai.runner.stages import plan_stages, stage_inputs
 from whileai.simulations.training import train_spec
 
@@ -101,12 +101,13 @@ def _check_validate_equals_what_runs(overrides: list[str]) -> None:
     from whileai.runner._effective import resolution_problems
 
     plain, problems = compose(overrides)
-    if problems or resolution_problems(plain):  # refused (validate says so): not a spec that runs
+    spec = None if problems else recipe_spec(plain)
+    if spec is None or resolution_problems(spec):  # refused (validate says so): not a spec that runs
         return
-    printed = yaml.safe_load(annotated_yaml(*effective(plain)))
+    printed = yaml.safe_load(annotated_yaml(*effective(spec)))
     resolved: dict[str, dict] = {}
-    for stage in plan_stages(plain):
-        kwargs, config = stage_inputs(stage, plain)  # what the pipeline passes wai.train for this stage
+    for stage in plan_stages(spec):
+        kwargs, config = stage_inputs(stage, spec)  # what the pipeline passes wai.train for this stage
         start = resolved.get(stage.start) if stage.start else None
         result = train_spec(stage.method, kwargs, config, base_model=stage.settings.get("base_model"),
                             target="local", holdout=None, start=start)
@@ -161,7 +162,7 @@ def test_a_reward_model_stage_s_lora_rank_is_its_own():
     overrides = ["recipe=hack/rm_proxy", "+stages.proxy.lora_rank=4"]  # an rm stage, then SFT, then GRPO
     plain, problems = compose(overrides)
     assert problems == []
-    filled, notes = effective(plain)
+    filled, notes = effective(recipe_spec(plain))
     assert filled["stages"]["proxy"]["lora_rank"] == 4
     assert filled["stages"]["sft"]["lora_rank"] == defaults.KIT_SFT_LORA_R
     assert filled["lora_rank"] == defaults.KIT_SFT_LORA_R
@@ -180,7 +181,7 @@ def test_provenance_names_the_recipe_line_the_command_line_and_the_default():
                                  "monitor": "default"}, overrides)
     from whileai.runner._effective import resolve_stages
 
-    stages = {stage.name: result for stage, result in resolve_stages(plain, origin)}
+    stages = {stage.name: result for stage, result in resolve_stages(recipe_spec(plain), origin)}
     grpo = stages["grpo"].provenance
     assert grpo["beta"] == "command line"
     assert grpo["steps"].startswith("recipes/grpo_tooluse.yaml:")

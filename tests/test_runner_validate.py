@@ -58,7 +58,9 @@ def test_every_recipe_composes_and_validates(recipe):
     plain, problems = compose([f"recipe={recipe}"])
     assert problems == [], [str(p) for p in problems]
     assert plain["name"], f"{recipe} names its run"
-    schema.Spec.model_validate(plain)
+    spec = schema.recipe_spec(plain)
+    # the typed spec gives back the keys it was given, in their order: what the run's record keeps
+    assert spec.plain() == plain and list(spec.plain()) == list(plain)
 
 
 def test_the_walk_finds_the_gpu_variants_and_they_name_served_bases():
@@ -120,7 +122,7 @@ def test_sample_tasks_generates_the_sample_and_applies_to_the_sample_only():
 
     plain, problems = compose(["recipe=sft_tooluse", "dataset.sample_tasks=450"])
     assert problems == [] and plain["dataset"]["sample_tasks"] == 450
-    rows, what = load_rows(plain["dataset"])
+    rows, what = load_rows(schema.recipe_spec(plain).dataset)
     shipped = load_sample()
     assert len(rows) == 450 * 4 and rows[: len(shipped)] == shipped  # the shipped file is the generator's start
     assert what == "the kit's sample tool-use task, 450 tasks generated"
@@ -137,13 +139,13 @@ def test_a_stage_without_its_own_seed_runs_with_the_specs_seed():
     from whileai.runner.stages import plan_stages
 
     def _stages(plain):
-        return [(s.name, s.settings) for s in plan_stages(plain)]
+        return [(s.name, s.settings) for s in plan_stages(schema.recipe_spec(plain))]
 
     plain, problems = compose(["recipe=dpo_tooluse", "seed=1"])
     assert problems == [] and plain["stages"]["sft"].get("seed") is None
     stages = dict(_stages(plain))
     assert stages["sft"]["seed"] == 1 and stages["dpo"]["seed"] == 1  # seed=1 reruns the SFT stage too
-    filled, notes = effective(plain)
+    filled, notes = effective(schema.recipe_spec(plain))
     assert filled["stages"]["sft"]["seed"] == 1 and "the spec's seed" in notes["stages.sft.seed"]
     plain, _ = compose(["recipe=dpo_tooluse", "seed=1", "+stages.sft.seed=7"])
     assert dict(_stages(plain))["sft"]["seed"] == 7  # a stage's own seed wins

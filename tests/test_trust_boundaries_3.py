@@ -35,7 +35,7 @@ import sqlalchemy as sa
 
 from whileai.core.paths import data_root
 from whileai.platform import defaults
-from whileai.platform.launcher import jobs as runner
+from whileai.platform.launcher import jobs as launcher_jobs
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store
 from _job_helpers import wait_for as _wait_for
@@ -67,7 +67,7 @@ def _two_accounts(url: str, names: tuple[str, str] = ("a", "b")):
 
 def _fake_adapter(run_id: str) -> Path:
     """A folder where the platform keeps ``run_id``'s adapter, shaped like a PEFT save (config and weights)."""
-    folder = runner.adapter_dir(run_id)
+    folder = launcher_jobs.adapter_dir(run_id)
     folder.mkdir(parents=True)
     (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "base_model_name_or_path": KIT}))
     (folder / "adapter_model.safetensors").write_bytes(b"\0" * 64)
@@ -98,7 +98,7 @@ def test_a_gold_judge_is_resolved_by_the_platform_not_by_a_summary(backend, home
         assert refused.status_code == 422, refused.text
         message = refused.json()["error"]["message"]
         assert f"gold_judge={forged['id']!r} cannot be this job's gold judge" in message
-        assert "no job of it saved an adapter" in message and str(runner.adapter_dir(forged["id"])) in message
+        assert "no job of it saved an adapter" in message and str(launcher_jobs.adapter_dir(forged["id"])) in message
         assert a.get(f"{API}/runs/{target['id']}").json()["status"] == "failed"
         # B's run named directly is not A's: refused before any job exists
         spec["gold_judge"] = theirs["id"]
@@ -112,7 +112,7 @@ def test_a_gold_judge_is_resolved_by_the_platform_not_by_a_summary(backend, home
         own = handle.store.create_run(_a, name="own rm", status="done", config={"method": "rm", "base_model": KIT},
                                       summary={"adapter": str(b_adapter), "training": {"threshold": 0.25}})
         folder = _fake_adapter(own["id"])
-        gold = runner.gold_judge(handle.store, _a, "grpo", {"gold_judge": own["id"]})
+        gold = launcher_jobs.gold_judge(handle.store, _a, "grpo", {"gold_judge": own["id"]})
         assert gold == {"run_id": own["id"], "adapter": str(folder), "base_model": KIT, "threshold": 0.25,
                         "span": "conversation"}
 
@@ -191,7 +191,7 @@ def test_no_job_and_no_gold_judge_reaches_the_hub(sample_sets, monkeypatch):
         assert "hub is off" in runs["rm"].error
         for run in runs.values():  # the job logs are the owner's only
             job = get_client().request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]
-            assert stat.S_IMODE(runner.job_log(job["id"]).stat().st_mode) == 0o600
+            assert stat.S_IMODE(launcher_jobs.job_log(job["id"]).stat().st_mode) == 0o600
     finally:
         handle.stop()
         hub.close()
@@ -210,13 +210,13 @@ def test_a_deleted_run_leaves_nothing_and_its_id_cannot_be_claimed(backend, home
             {"step": 1, "metrics": {"loss": 1.0}}]}).raise_for_status()
         job = handle.store.create_job(acct_a, run_id=run["id"], kind="sft", target="local", status="done",
                                       spec={"method": "sft"})
-        runner.job_dir(job["id"]).mkdir(parents=True)
-        runner.job_log(job["id"]).write_text("training...\n")
+        launcher_jobs.job_dir(job["id"]).mkdir(parents=True)
+        launcher_jobs.job_log(job["id"]).write_text("training...\n")
         served = a.post(f"{API}/models", json={"name": "agent", "baseModel": KIT, "adapter": str(adapter),
                                                "adapterRunId": run["id"]})
         assert served.status_code == 201, served.text
         assert a.delete(f"{API}/runs/{run['id']}").status_code == 200
-        assert not adapter.exists() and not runner.job_dir(job["id"]).exists()
+        assert not adapter.exists() and not launcher_jobs.job_dir(job["id"]).exists()
         assert a.get(f"{API}/models").json()["models"] == []
         assert a.get(f"{API}/jobs").json()["jobs"] == []
         answer = a.post("/v1/chat/completions", json={"model": "agent", "messages": [
@@ -267,12 +267,12 @@ def test_accounts_delete_leaves_no_row_and_no_file_and_no_claimable_id(backend, 
                 _fake_adapter(run["id"])
                 job = handle.store.create_job(acct, run_id=run["id"], kind="sft", target="local", status="done",
                                               spec={"method": "sft"})
-                runner.job_dir(job["id"]).mkdir(parents=True)
-                runner.job_log(job["id"]).write_text("log\n")
+                launcher_jobs.job_dir(job["id"]).mkdir(parents=True)
+                launcher_jobs.job_log(job["id"]).write_text("log\n")
                 ids.append(run["id"])
             a.post(f"{API}/datasets", json={"name": "alice's", "rows": [{"x": 1}]}).raise_for_status()
             a.post(f"{API}/models", json={"name": "hers", "baseModel": KIT, "adapterRunId": ids[0],
-                                          "adapter": str(runner.adapter_dir(ids[0]))}).raise_for_status()
+                                          "adapter": str(launcher_jobs.adapter_dir(ids[0]))}).raise_for_status()
             assert a.get(f"{API}/runs/{ids[0]}/points").status_code == 200  # metric names recorded
             env = {**os.environ, "WHILEAI_HOME": str(home)}
             done = subprocess.run([sys.executable, "-m", "whileai", "accounts", "--store-url", url, "delete", "alice",
@@ -290,7 +290,7 @@ def test_accounts_delete_leaves_no_row_and_no_file_and_no_claimable_id(backend, 
             for run_id in ids:  # what gave 201, 201, 200 on main
                 assert b.post(f"{API}/runs", json={"id": run_id}).status_code == 409
                 model = b.post(f"{API}/models", json={"name": f"m-{run_id}", "baseModel": KIT, "adapterRunId": run_id,
-                                                      "adapter": str(runner.adapter_dir(run_id))})
+                                                      "adapter": str(launcher_jobs.adapter_dir(run_id))})
                 assert model.status_code in (404, 422)
             assert b.post("/v1/chat/completions", json={"model": "hers", "messages": [
                 {"role": "user", "content": "hi"}]}).status_code == 404

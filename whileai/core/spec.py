@@ -40,6 +40,7 @@ __all__ = [
     "Knob",
     "knob",
     "RunSpec",
+    "continues_runs",
     "SFTSpec",
     "GRPOSpec",
     "DPOSpec",
@@ -496,6 +497,15 @@ def split_problem(name: str, size: int, world: int) -> str | None:
     return (f"{name}={size} does not divide across {world} processes (processes x nodes): it is the effective batch, "
             f"split evenly over the processes; pass a multiple of {world} ({', '.join(map(str, near))}, ...), "
             f"or a world size that divides {size}")
+
+
+def continues_runs(method: str) -> bool:
+    """Whether a run of ``method`` is a policy that can continue an earlier run (``init_from``) and be continued.
+
+    A reward model (rm) is not: it scores rows and writes none, so it trains from the base with a fresh
+    score head, continues nothing and is continued by nothing.
+    """
+    return method != "rm"
 
 
 def micro_batches(share: int, cap: int | None) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 """What ``validate`` can check of the data without a model: the files exist and a bounded sample parses.
 
-``data_problems(plain)`` reads at most RUNNER_VALIDATE_SAMPLE_ROWS lines of
+``data_problems(spec)`` reads at most RUNNER_VALIDATE_SAMPLE_ROWS lines of
 each data file the spec names (``dataset.path``, ``dataset.tools``,
 ``dataset.questions``/``dataset.answers``, ``dataset.after``): each must exist,
 and each sampled line must be JSON following its contract (a rollout row, a
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import defaults
-from .schema import Problem
+from .schema import Problem, RecipeSpec
 
 __all__ = ["data_problems", "data_error_message", "DATA_ERRORS"]
 
@@ -141,28 +141,26 @@ def _bfcl_file(key: str, value: str, what: str, where: Any) -> list[Problem]:
     return out
 
 
-def data_problems(plain: dict[str, Any], where: Any, whole: bool = False) -> list[Problem]:
+def data_problems(spec: RecipeSpec, where: Any, whole: bool = False) -> list[Problem]:
     """Problems with the data files the spec names (see the module docstring); empty when none.
 
     ``whole``: read every line of the rows file (before a run, which reads it all anyway), not the
     first RUNNER_VALIDATE_SAMPLE_ROWS (``validate``).
     """
-    found = plain.get("dataset")
-    data: dict[str, Any] = found if isinstance(found, dict) else {}
+    data = spec.dataset
     out: list[Problem] = []
-    source = data.get("source")
-    if source == "jsonl" and isinstance(data.get("path"), str) and data["path"] != "???":
-        out += _rows_file("dataset.path", data["path"], where,
+    if data.source == "jsonl" and data.path is not None and data.path != "???":
+        out += _rows_file("dataset.path", data.path, where,
                           limit=None if whole else defaults.RUNNER_VALIDATE_SAMPLE_ROWS,
-                          judged=plain.get("method") != "rm")  # a reward model learns from pass/fail pairs, no gold
-    if source == "bfcl":
-        for key in ("questions", "answers"):
-            if isinstance(data.get(key), str) and data[key] != "???":
-                out += _bfcl_file(f"dataset.{key}", data[key], key, where)
-    if data.get("tools") is not None:
-        out += _tools_file("dataset.tools", data["tools"], where)
-    if isinstance(data.get("after"), str):
-        out += _rows_file("dataset.after", data["after"], where)
+                          judged=spec.method != "rm")  # a reward model learns from pass/fail pairs, no gold
+    if data.source == "bfcl":
+        for key, named in (("questions", data.questions), ("answers", data.answers)):
+            if named is not None and named != "???":
+                out += _bfcl_file(f"dataset.{key}", named, key, where)
+    if data.tools is not None:
+        out += _tools_file("dataset.tools", data.tools, where)
+    if data.after is not None:
+        out += _rows_file("dataset.after", data.after, where)
     return out
 
 

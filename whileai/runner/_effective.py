@@ -7,13 +7,12 @@ before anything runs. Each stage goes through the stage rules (``stages.plan_sta
 and the same ``train_spec`` that ``wai.train`` calls with what the pipeline passes it
 (``stages.stage_inputs``), so what is printed is what the jobs get.
 
-    filled, notes = effective(plain)     # notes: dotted key -> why it holds that value
+    filled, notes = effective(spec)      # spec: schema.recipe_spec(plain); notes: dotted key -> why it holds that value
     print(annotated_yaml(filled, notes))
 """
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -21,24 +20,25 @@ from typing import Any
 from whileai.simulations import defaults as sdk
 from whileai.simulations.training import FROM_DATA, Resolved, train_spec
 
-from .schema import HOST_KEYS, KNOBS, Problem
+from .schema import HOST_KEYS, KNOBS, Problem, RecipeSpec
 from .stages import Stage, plan_stages, stage_inputs
 
-__all__ = ["effective", "annotated_yaml", "resolve_stages", "resolution_problems"]
+__all__ = ["effective", "annotated_yaml", "resolve_stages", "resolution_problems", "validated"]
 
-def resolve_stages(plain: Mapping[str, Any], origin: Callable[[str], str] | None = None,
+
+def resolve_stages(spec: RecipeSpec, origin: Callable[[str], str] | None = None,
                    data: Mapping[str, Any] | None = None) -> list[tuple[Stage, Resolved]]:
-    """Each stage of the validated spec ``plain`` with what ``wai.train`` resolves it to (no dataset facts unless
-    ``data``); a stage that continues another starts from that one's resolved values."""
-    target = (plain.get("target") or {}).get("name")
+    """Each stage of ``spec`` with what ``wai.train`` resolves it to (no dataset facts unless ``data``); a stage
+    that continues another starts from that one's resolved values."""
     resolved: dict[str, Resolved] = {}
     out = []
-    for stage in plan_stages(plain):
+    for stage in plan_stages(spec):
         if stage.method not in sdk.TRAIN_METHODS:
             continue
-        kwargs, config = stage_inputs(stage, plain, origin=origin or (lambda key: ""))
+        kwargs, config = stage_inputs(stage, spec, origin=origin or (lambda key: ""))
         start = resolved[stage.start].values if stage.start is not None else None
-        result = train_spec(stage.method, kwargs, config, base_model=stage.settings.get("base_model"), target=target,
+        result = train_spec(stage.method, kwargs, config, base_model=stage.settings.get("base_model"),
+                            target=spec.target.name,
                             holdout=None, start=start, start_label=f"the {stage.start} stage" if start else None,
                             data=data)
         resolved[stage.name] = result
@@ -46,23 +46,36 @@ def resolve_stages(plain: Mapping[str, Any], origin: Callable[[str], str] | None
     return out
 
 
-def resolution_problems(plain: Mapping[str, Any], origin: Callable[[str], str] | None = None) -> list[Problem]:
+def resolution_problems(spec: RecipeSpec, origin: Callable[[str], str] | None = None) -> list[Problem]:
     """What ``wai.train`` would refuse in a spec the schema accepts: rules between knobs (``near_misses`` needs
     ``reward_span=first_action``, ...), checked by the same resolution, each named with the stage's key."""
     where = origin or (lambda key: "")
     out = []
-    for stage, result in resolve_stages(plain, origin):
+    for stage, result in resolve_stages(spec, origin):
         for problem in result.problems:
             key = f"{stage.prefix}{stage.method}" if not stage.prefix else stage.prefix.rstrip(".")
             out.append(Problem(key, f"{stage.prefix or 'the spec: '}{problem}", where(key)))
     return out
 
 
-def effective(plain: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """A copy of the validated spec ``plain`` with each null the job fills set to its value, and why per key."""
-    filled = copy.deepcopy(plain)
+def validated(plain: dict[str, Any], origin: Callable[[str], str] | None = None) -> tuple[RecipeSpec | None, list[Problem]]:
+    """``(the typed spec, [])`` for a composed ``plain`` dict, or ``(None, every problem)``: the schema's
+    (:func:`schema.check`), then, on a spec it accepts, the rules between knobs (:func:`resolution_problems`)."""
+    from .schema import check, recipe_spec
+
+    problems = check(plain, origin)
+    if problems:
+        return None, problems
+    spec = recipe_spec(plain)
+    problems = resolution_problems(spec, origin)
+    return (None if problems else spec), problems
+
+
+def effective(spec: RecipeSpec) -> tuple[dict[str, Any], dict[str, str]]:
+    """The spec's keys (:meth:`RecipeSpec.plain`) with each null the job fills set to its value, and why per key."""
+    filled = spec.plain()
     notes: dict[str, str] = {}
-    for stage, result in resolve_stages(plain):
+    for stage, result in resolve_stages(spec):
         node = filled["stages"][stage.name] if stage.prefix else filled
         for key, taken in stage.from_spec.items():
             if key in ("seed",) and node.get(key) is None:

@@ -13,13 +13,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from whileai.core.spec import RMSpec, RunSpec
 from whileai.core.stats import holdout_power
 
 __all__ = ["heldout_prompts", "heldout_pairs", "power_note", "unjudged_cause"]
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def heldout_prompts(rows: Sequence[Mapping[str, Any]], limit: int | None) -> int:
@@ -31,13 +28,11 @@ def heldout_prompts(rows: Sequence[Mapping[str, Any]], limit: int | None) -> int
     return min(len(seen), limit) if limit else len(seen)
 
 
-def heldout_pairs(rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> int:
+def heldout_pairs(rows: Sequence[Mapping[str, Any]], spec: RMSpec) -> int:
     """The held-out pairs a reward model's job measures (``whileai.jobs.rm.holdout_pairs``, no model loaded)."""
-    from whileai.core.spec import RMSpec, knob_fields
     from whileai.jobs.rm import holdout_pairs
 
-    typed = RMSpec.model_validate({k: v for k, v in spec.items() if k in knob_fields(RMSpec) and v is not None})
-    return len(holdout_pairs([dict(r) for r in rows if isinstance(r, Mapping)], typed)[1])
+    return len(holdout_pairs([dict(r) for r in rows if isinstance(r, Mapping)], spec)[1])
 
 
 def unjudged_cause(rows: Sequence[Mapping[str, Any]]) -> str | None:
@@ -63,25 +58,21 @@ def unjudged_cause(rows: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
-def power_note(held_rows: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> tuple[str, str | None]:
+def power_note(held_rows: Sequence[Mapping[str, Any]], spec: RunSpec,
+               significant: float | None = None) -> tuple[str, str | None]:
     """(the line the run prints before training, a warning when no result on these prompts can be significant).
 
-    The level is the spec's ``expect.holdout_gain_significant`` when it names one, else STATS_ALPHA.
+    ``spec`` is the last stage's resolved spec (its ``holdout_rows``, and for a reward model what
+    makes its pairs); ``significant`` the spec's ``expect.holdout_gain_significant``, when it names one
+    (the level tested at; STATS_ALPHA otherwise).
     """
-    from whileai.simulations import defaults as sdk
-
-    expect: dict[str, Any] = _dict(spec.get("expect"))
-    asked = expect.get("holdout_gain_significant")
-    alpha = float(asked) if isinstance(asked, (int, float)) and not isinstance(asked, bool) else None
-    if spec.get("method") == "rm":  # a reward model is measured on held-out pairs, not prompts
-        found = holdout_power(heldout_pairs(list(held_rows), spec), alpha, unit="pair")
+    if isinstance(spec, RMSpec):  # a reward model is measured on held-out pairs, not prompts
+        found = holdout_power(heldout_pairs(list(held_rows), spec), significant, unit="pair")
+        cause = None
     else:
-        limit = spec.get("holdout_rows") or sdk.TRAIN_HOLDOUT_MAX_ROWS
-        found = holdout_power(heldout_prompts(list(held_rows), int(limit)), alpha)
-    warning = found["warning"]
-    cause = unjudged_cause(list(held_rows)) if spec.get("method") != "rm" else None
-    if cause is not None:  # the cause, not "more rows": more rows like these would give nothing either
-        warning = cause
-    if warning and asked is not None:
+        found = holdout_power(heldout_prompts(list(held_rows), spec.holdout_rows), significant)
+        cause = unjudged_cause(list(held_rows))
+    warning = cause or found["warning"]  # the cause, not "more rows": more rows like these would give nothing either
+    if warning and significant is not None:
         warning += " (this spec's expect.holdout_gain_significant will fail)"
     return found["text"], warning

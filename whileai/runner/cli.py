@@ -9,7 +9,8 @@ Hydra composes, so they are reported with the nearest name and together with
 every problem of the composed spec.
 
 This is the only module (with ``_origin``) that touches Hydra and OmegaConf:
-the spec leaves here as a plain dict.
+the composed config is validated here, once, into the typed ``RecipeSpec`` the
+rest of the runner reads.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import defaults
 from ._locate import data_root, new_token, register, sources
 from .quick import is_quick, pop_quick
 
-__all__ = ["run_main", "validate_main", "register_resolvers", "new_token"]
+if TYPE_CHECKING:
+    from .schema import RecipeSpec, Target
+
+__all__ = ["run_main", "validate_main", "register_resolvers", "new_token", "report_problems"]
 
 #: set by run_main/validate_main for the task function (the same process; a joblib worker re-reads the env)
 _STATE: dict[str, Any] = {"mode": "run", "problems": [], "found": None, "exit": 0, "argv": []}
@@ -201,7 +205,7 @@ def _prepare(argv: list[str], mode: str) -> list[str]:
     os.environ[_SWEPT_ENV] = ",".join(_swept_keys(kept))
     _STATE.update(mode=mode, problems=problems, found=found, argv=list(argv))
     if problems and ("-m" in flags or "--multirun" in flags or "--help" in flags or "-h" in flags):
-        _report(problems)
+        report_problems(problems)
         raise SystemExit(2)
     return [a for a in argv if a not in dropped]
 
@@ -231,78 +235,99 @@ def _label(overrides: list[str], multirun: bool) -> list[str]:
     return [o for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+") in wanted]
 
 
-def _scale_words(plain: dict[str, Any], label: list[str]) -> list[str]:
+def _scale_words(target: Target, label: list[str]) -> list[str]:
     """``processes=2`` (and ``nodes=2``) for a run's name when its job spans more than one process."""
-    found = plain.get("target")
-    target: dict[str, Any] = found if isinstance(found, dict) else {}
     named = {w.split("=", 1)[0].lstrip("+") for w in label}
-    return [f"{k}={target[k]}" for k in ("processes", "nodes")
-            if isinstance(target.get(k), int) and target[k] > 1 and f"target.{k}" not in named]
+    return [f"{k}={count}" for k, count in (("processes", target.processes), ("nodes", target.nodes))
+            if count > 1 and f"target.{k}" not in named]
 
 
-def _report(problems: list[Any]) -> None:
+def report_problems(problems: list[Any]) -> None:
     print(f"whileai: the spec has {len(problems)} problem(s); nothing was loaded or run:", file=sys.stderr)
     for problem in problems:
         print(f"  - {problem}", file=sys.stderr)
 
 
 def _task(cfg: Any) -> Any:
-    """The one Hydra task: compose -> plain dict -> validate -> (validate: print | run: the pipeline)."""
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-
-    from . import schema
-    from ._origin import Origins
-
+    """The one Hydra task: compose -> validate into the typed spec -> (validate: print | run: the pipeline)."""
     import logging
+
+    from hydra.core.hydra_config import HydraConfig
+
+    from ._origin import Origins
 
     register_resolvers()  # a joblib worker is a fresh process
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per platform request is noise here
     mode = os.environ.get(_MODE_ENV, _STATE["mode"])
-    found = _STATE["found"] or sources()
     hydra_cfg = HydraConfig.get()
-    runtime_choices = OmegaConf.to_container(hydra_cfg.runtime.choices)  # a DictConfig: always a dict, keyed by group
-    choices = ({k: v for k, v in runtime_choices.items() if isinstance(k, str) and not k.startswith("hydra")}
-               if isinstance(runtime_choices, dict) else {})
+    choices = _choices(hydra_cfg)
     overrides = list(hydra_cfg.overrides.task)
-    origin = Origins(found, choices, overrides)
+    origin = Origins(_STATE["found"] or sources(), choices, overrides)
+    spec = _validated(cfg, origin, whole=mode == "run")
+    if is_quick():  # a few steps, expect set aside: what validate shows is what the run runs
+        from .quick import rewrite
+
+        spec, _note = rewrite(spec)
+    if mode == "validate":
+        return _show(spec, choices)
+    return _run(spec, hydra_cfg, choices, overrides, origin)
+
+
+def _choices(hydra_cfg: Any) -> dict[str, Any]:
+    """The group options Hydra composed (``method: grpo``, ``recipe: grpo_tooluse``), Hydra's own left out."""
+    from omegaconf import OmegaConf
+
+    runtime_choices = OmegaConf.to_container(hydra_cfg.runtime.choices)  # a DictConfig: always a dict, keyed by group
+    return ({k: v for k, v in runtime_choices.items() if isinstance(k, str) and not k.startswith("hydra")}
+            if isinstance(runtime_choices, dict) else {})
+
+
+def _validated(cfg: Any, origin: Any, whole: bool) -> RecipeSpec:
+    """The composed config as the typed spec, once; every problem reported at once and exit 2 when there are any:
+    the schema's, then the rules between knobs (by the resolution wai.train runs), then the data files."""
+    from omegaconf import OmegaConf
+
+    from . import schema
+    from ._effective import validated
+
     problems = list(_STATE["problems"])
     try:
         plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     except Exception as exc:  # an interpolation that does not resolve
         problems.append(schema.Problem("", f"the spec does not resolve: {exc}".splitlines()[0], ""))
-        _report(problems)
+        report_problems(problems)
         raise SystemExit(2) from None
-    plain = schema.canonical_spec(plain)
-    problems += schema.check(plain, origin)
-    if not problems:  # rules between knobs, by the same resolution wai.train runs
-        from ._effective import resolution_problems
-
-        problems += resolution_problems(plain, origin)
-    if not problems:  # the data files the spec names: they exist and a bounded sample parses
+    spec, found = validated(schema.canonical_spec(plain), origin)
+    problems += found
+    if spec is not None and not problems:  # the data files the spec names: they exist and a bounded sample parses
         from ._datacheck import data_problems
 
-        problems += data_problems(plain, origin, whole=mode == "run")
-    if problems:
-        _report(problems)
+        problems += data_problems(spec, origin, whole=whole)
+    if problems or spec is None:
+        report_problems(problems)
         raise SystemExit(2)
-    if is_quick():  # a few steps, expect set aside: what validate shows is what the run runs
-        from .quick import rewrite
+    return spec
 
-        plain, _note = rewrite(plain)
-    if mode == "validate":
-        from ._effective import annotated_yaml, effective
 
-        try:
-            print(annotated_yaml(*effective(plain)), end="", flush=True)
-        except BrokenPipeError:  # `python -m whileai validate ... | head`
-            from ._closing import reader_left
+def _show(spec: RecipeSpec, choices: dict[str, Any]) -> int:
+    """``validate``: the spec with the values the job will use, and a line saying it is valid."""
+    from ._effective import annotated_yaml, effective
 
-            reader_left()
-            return 0
-        print(f"# valid: recipe={choices.get(defaults.RECIPE_GROUP) or 'none'}; nulls the job fills are shown with "
-              "the value it will use (# comments); nothing was loaded or run", file=sys.stderr)
+    try:
+        print(annotated_yaml(*effective(spec)), end="", flush=True)
+    except BrokenPipeError:  # `python -m whileai validate ... | head`
+        from ._closing import reader_left
+
+        reader_left()
         return 0
+    print(f"# valid: recipe={choices.get(defaults.RECIPE_GROUP) or 'none'}; nulls the job fills are shown with "
+          "the value it will use (# comments); nothing was loaded or run", file=sys.stderr)
+    return 0
+
+
+def _run(spec: RecipeSpec, hydra_cfg: Any, choices: dict[str, Any], overrides: list[str], origin: Any) -> int:
+    """``run``: the pipeline, with where the spec came from; a data error is one message and exit 2."""
+    from ._datacheck import DATA_ERRORS, data_error_message
     from .pipeline import EXIT_INTERRUPTED, Context, run_spec
 
     multirun = str(hydra_cfg.mode) == "RunMode.MULTIRUN"
@@ -313,15 +338,14 @@ def _task(cfg: Any) -> Any:
         command=_command_line(),
         output_dir=Path(hydra_cfg.runtime.output_dir),
         sweep_id=f"sweep_{os.environ[defaults.TOKEN_ENV]}" if multirun else None,
-        expect_lines={k: origin(f"expect.{k}") for k in (plain.get("expect") or {})},
+        expect_lines={k: origin(f"expect.{k}") for k in spec.expect.model_fields_set},
         json=os.environ.get(_JSON_ENV) == "1",
-        label=[*(typed := _label(overrides, multirun)), *_scale_words(plain, typed), *(["quick"] if is_quick() else [])],
+        label=[*(typed := _label(overrides, multirun)), *_scale_words(spec.target, typed),
+               *(["quick"] if is_quick() else [])],
         origin=origin,
     )
-    from ._datacheck import DATA_ERRORS, data_error_message
-
     try:
-        code = run_spec(plain, context)
+        code = run_spec(spec, context)
     except DATA_ERRORS as exc:  # one message (file, line, what, fix), not Hydra's traceback
         print(data_error_message(exc), file=sys.stderr)
         _STATE["exit"] = max(_STATE["exit"], 2)

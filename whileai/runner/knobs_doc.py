@@ -7,6 +7,8 @@
 - ``conf/config.yaml``: the block of root knobs between its two ``knobs`` marker lines, every knob
   the spec takes flat at the root (``schema.KNOBS`` and ``schema.HOST_KEYS``), null, so Hydra accepts
   each one on the command line without ``+``; the rest of that file is written by hand;
+- ``conf/export/<format>.yaml``: the export group, one option per format, each setting at the
+  default ``schema.Export`` gives it (the knobs' from their declarations);
 - ``run --help``: one line per knob (:func:`help_lines`).
 
     python -m whileai.runner.knobs_doc --write     # regenerate the files
@@ -19,14 +21,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from whileai.core.knobs import fmt_num, knob_interval
 from whileai.core.spec import SPEC_MODELS, knob_fields, knob_of
 
-from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS
+from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, Export
 
-__all__ = ["knobs_markdown", "method_yaml", "root_knobs_yaml", "config_yaml", "help_lines", "generated_files", "main"]
+__all__ = ["knobs_markdown", "method_yaml", "root_knobs_yaml", "config_yaml", "export_yaml", "help_lines",
+           "generated_files", "main"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 #: the method group's one-line description (its model's docstring says the same at more length)
@@ -141,13 +144,31 @@ def _root_line(name: str, methods: list[str]) -> str:
         said += ": " + " | ".join(shapes) + (" (a list)" if meta.many else "")
     elif meta.many:
         said += ": a list of numbers"
-    line = f"{name}: null"
-    return line + " " * max(_ROOT_COMMENT_COLUMN - len(line), 2) + f"# {said}"
+    return _commented(f"{name}: null", said)
+
+
+def _commented(line: str, comment: str) -> str:
+    """A YAML line with its comment at the column conf/config.yaml's hand-written lines use."""
+    return line + " " * max(_ROOT_COMMENT_COLUMN - len(line), 2) + f"# {comment}"
 
 
 def _yaml_word(choice: Any) -> str:
-    """A choice as a YAML file writes it (``true``, not Python's ``True``)."""
+    """A value as a YAML file writes it (``true`` and ``null``, not Python's ``True`` and ``None``)."""
+    if choice is None:
+        return "null"
     return str(choice).lower() if isinstance(choice, bool) else str(choice)
+
+
+def export_yaml(shape: str) -> str:
+    """conf/export/<shape>.yaml: the export group's option for the row shape ``shape`` (its ``format``), every
+    other setting at its default."""
+    about = (Export.__doc__ or "").strip().splitlines()[0]
+    out = [f"# {about}", "# Generated from whileai/runner/schema.py's Export (python -m whileai.runner.knobs_doc --write)."]
+    for name, field in Export.model_fields.items():
+        key = field.alias or name
+        value = shape if key == "format" else field.default
+        out.append(_commented(f"{key}: {_yaml_word(value)}", str(field.description)))
+    return "\n".join(out) + "\n"
 
 
 def config_yaml(current: str) -> str:
@@ -178,6 +199,8 @@ def generated_files() -> dict[Path, str]:
         files[_ROOT / "conf" / "method" / f"{method}.yaml"] = method_yaml(method)
     config = _ROOT / "conf" / "config.yaml"
     files[config] = config_yaml(config.read_text())
+    for shape in get_args(Export.model_fields["format"].annotation):
+        files[_ROOT / "conf" / "export" / f"{shape}.yaml"] = export_yaml(shape)
     return files
 
 

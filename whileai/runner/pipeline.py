@@ -5,8 +5,10 @@
     follow it (held-out before and after are measured by the job) -> delta_report when there are
     after-rollouts -> serve and one chat completion -> the expect checks
 
-Every step is a public name of ``whileai.simulations``; the spec arrives as a
-plain dict (``cli`` resolved and validated it) and leaves as keyword arguments.
+Every step is a public name of ``whileai.simulations``; the spec arrives as the
+typed :class:`~whileai.runner.schema.RecipeSpec` (``cli`` composed and validated
+it), each stage is resolved once as ``wai.train`` resolves it, and it leaves as
+keyword arguments.
 Exit codes: 0 done, 1 a run failed, 3 an expect line failed, 4 an export gate
 or the selection gate refused the data, 130 interrupted (the hosted run is
 stopped first).
@@ -22,13 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec
 from whileai.core.stats import describe
 
 from . import defaults
+from ._effective import resolve_stages
 from ._progress import Progress
 from .expect import settle
 from .provenance import runner_record
-from .stages import plan_stages, stage_inputs
+from .schema import Dataset, Export, RecipeSpec, Serve
+from .stages import Stage, stage_inputs
 
 __all__ = ["Context", "run_spec", "EXIT_FAILED", "EXIT_EXPECT", "EXIT_GATE", "EXIT_INTERRUPTED"]
 
@@ -68,39 +73,39 @@ def _read_tools(value: Any) -> Any:
     return value
 
 
-def load_rows(data: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
-    """The dataset's rows, graded as ``data["grade"]`` says, and a one-line description."""
+def load_rows(data: Dataset) -> tuple[list[dict[str, Any]], str]:
+    """The dataset's rows, graded as ``data.grade`` says, and a one-line description."""
     import whileai.simulations as wai
 
-    if data["source"] == "sample":
-        if data.get("sample_tasks"):  # the shipped file's generator, extended: its first 400 tasks are the file's
+    if data.source == "sample":
+        if data.sample_tasks:  # the shipped file's generator, extended: its first 400 tasks are the file's
             from whileai.kit.sample_task import generate
 
-            rows = generate(n_tasks=int(data["sample_tasks"]))
-            what = f"the kit's sample tool-use task, {data['sample_tasks']} tasks generated"
+            rows = generate(n_tasks=data.sample_tasks)
+            what = f"the kit's sample tool-use task, {data.sample_tasks} tasks generated"
         else:
             from whileai.kit import load_sample
 
             rows, what = load_sample(), "the kit's sample tool-use task"
-    elif data["source"] == "jsonl":
-        loaded = wai.SimulationData.load(data["path"])
-        system, tools = data.get("system_prompt"), _read_tools(data.get("tools"))
+    elif data.source == "jsonl":
+        loaded = wai.SimulationData.load(str(data.path))
+        system, tools = data.system_prompt, _read_tools(data.tools)
         if system is not None or tools is not None:
             loaded = wai.SimulationData(loaded.trajectories, system_prompt=system or loaded.system_prompt,
                                         tools=tools if tools is not None else loaded.tools, name=loaded.name)
-        rows, what = loaded.rows(), data["path"]
-    elif data["source"] == "bfcl":
-        rows, what = list(wai.datasets.from_bfcl(data["questions"], data["answers"])), data["questions"]
+        rows, what = loaded.rows(), str(data.path)
+    elif data.source == "bfcl":
+        rows, what = list(wai.datasets.from_bfcl(str(data.questions), str(data.answers))), str(data.questions)
     else:
-        rows, what = wai.datasets.load_rows(data["id"]), data["id"]
-    if data.get("tasks"):
+        rows, what = wai.datasets.load_rows(str(data.id)), str(data.id)
+    if data.tasks:
         keys = sorted({str(r.get("task_id") or r.get("prompt_hash") or i) for i, r in enumerate(rows)})
-        keep = set(keys[: int(data["tasks"])])
+        keep = set(keys[: data.tasks])
         rows = [r for i, r in enumerate(rows) if str(r.get("task_id") or r.get("prompt_hash") or i) in keep]
-    if data["grade"] == "first_action":
+    if data.grade == "first_action":
         rows = list(wai.evaluate(rows, wai.first_action_judge).rows)
-    elif data["grade"] == "reward_model":
-        rows = list(wai.evaluate(rows, wai.reward_model(data["reward_model"])).rows)
+    elif data.grade == "reward_model":
+        rows = list(wai.evaluate(rows, wai.reward_model(str(data.reward_model))).rows)
     return rows, what
 
 
@@ -109,62 +114,63 @@ def load_rows(data: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
 # ---------------------------------------------------------------------------
 
 
-def trained_rows(rows: list[dict[str, Any]], method: str, balance: bool | None) -> list[dict[str, Any]]:
+def _balance(spec: RunSpec) -> bool:
+    """The resolved ``balance`` of a method that reads it (SFT trains every row it is given: True)."""
+    return spec.balance if isinstance(spec, (GRPOSpec, DPOSpec, RMSpec)) else True
+
+
+def trained_rows(rows: list[dict[str, Any]], spec: RunSpec) -> list[dict[str, Any]]:
     """The rows of ``rows`` the method's job trains on: SFT every row it is given; GRPO the row each prompt
     comes from (the job's own ``mixed_rows``), so the exported file counts what the trainer gets."""
-    if method == "grpo":
+    if spec.method == "grpo":
         from whileai.jobs.grpo import mixed_rows
 
-        return [row for _, row, _ in mixed_rows(rows, True if balance is None else bool(balance))]
+        return [row for _, row, _ in mixed_rows(rows, _balance(spec))]
     return rows
 
 
-def _export(rows: list[dict[str, Any]], method: str, export: dict[str, Any], path: Path,
-            balance: bool | None = None, near_misses: int = 0, seed: int = 0,
-            base_model: str | None = None, tool_format: str | None = None) -> dict[str, Any]:
+def _export(rows: list[dict[str, Any]], spec: RunSpec, export: Export, path: Path) -> dict[str, Any]:
     """The artifact in the chosen format with the gates on; raises ExportValidationError when a gate refuses.
 
-    What is exported is what the job trains on: SFT's rows, GRPO's one row per prompt, DPO's and RM's
-    pairs (the job's own ``preference_pairs``, ``balance`` as the run gives it), and RM's near-miss
-    pairs (``near_misses`` per passing row, drawn with the run's ``seed`` as the job draws them).
-    Beside it, the chat template the job renders the rows with for ``base_model`` under the run's
-    ``tool_format``, and a manifest naming the convention (``export/_template.py``); where the base's
-    tokenizer cannot be read here (a hub base a GPU container fetches) the report says why instead.
+    What is exported is what the job trains on, read off the stage's resolved ``spec``: SFT's rows,
+    GRPO's one row per prompt, DPO's and RM's pairs (the job's own ``preference_pairs``, with its
+    ``balance``), and RM's near-miss pairs (``near_misses`` per passing row, drawn with its ``seed``
+    as the job draws them). Beside it, the chat template the job renders the rows with for its
+    ``base_model`` under its ``tool_format``, and a manifest naming the convention
+    (``export/_template.py``); where the base's tokenizer cannot be read here (a hub base a GPU
+    container fetches) the report says why instead.
     """
-    report = _export_rows(rows, method, export, path, balance, near_misses, seed)
-    if base_model:
+    report = _export_rows(rows, spec, export, path)
+    if spec.base_model:
         from whileai.simulations.export import write_template_files
 
         try:
-            report.update(write_template_files(path, base_model, tool_format))
+            report.update(write_template_files(path, spec.base_model, spec.tool_format))
         except LookupError as exc:
             report["chat_template"] = None
             report["chat_template_why"] = str(exc)
     return report
 
 
-def _export_rows(rows: list[dict[str, Any]], method: str, export: dict[str, Any], path: Path,
-                 balance: bool | None, near_misses: int, seed: int) -> dict[str, Any]:
+def _export_rows(rows: list[dict[str, Any]], spec: RunSpec, export: Export, path: Path) -> dict[str, Any]:
     import whileai.simulations as wai
 
     path.parent.mkdir(parents=True, exist_ok=True)
+    shape: dict[str, Any] = {"format": export.format, "validate": export.validate_, "strip_think": export.strip_think,
+             "max_tool_output_chars": export.max_tool_output_chars}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # rows carry their own system prompt and tools
-        if method in ("dpo", "rm"):
+        if spec.method in ("dpo", "rm"):
             from whileai.jobs.dpo import preference_pairs
 
-            pairs = preference_pairs(rows, True if balance is None else bool(balance))
-            if method == "rm" and near_misses:
+            pairs = preference_pairs(rows, _balance(spec))
+            if isinstance(spec, RMSpec) and spec.near_misses:
                 from whileai.simulations.judges import near_miss_pairs
 
-                pairs += near_miss_pairs(rows, near_misses, seed)[0]
-            return wai.export_preference(pairs, path, format=export["format"], validate=export["validate"],
-                                         strip_think=export["strip_think"],
-                                         max_tool_output_chars=export["max_tool_output_chars"])
-        return wai.export_dataset(trained_rows(rows, method, balance), path, format=export["format"],
-                                  validate=export["validate"], mask_mode=export["mask_mode"], unroll=export["unroll"],
-                                  strip_think=export["strip_think"],
-                                  max_tool_output_chars=export["max_tool_output_chars"])
+                pairs += near_miss_pairs(rows, spec.near_misses, spec.seed)[0]
+            return wai.export_preference(pairs, path, **shape)
+        return wai.export_dataset(trained_rows(rows, spec), path, mask_mode=export.mask_mode, unroll=export.unroll,
+                                  **shape)
 
 
 def _short_export(report: dict[str, Any]) -> dict[str, Any]:
@@ -195,13 +201,13 @@ def _follow(run: Any, label: str, progress: Progress) -> str:
         while run.status == "running" and time.monotonic() < deadline:
             time.sleep(0.2)
             run.refresh()
-        progress.interrupted(run)  # hook: whileai/runner/_progress.py says what resume will do
+        progress.interrupted(run)  # tells the user what `python -m whileai resume` will do with the stopped run
         raise
     finally:
         bar.close()
 
 
-def _serve(run: Any, serve: dict[str, Any], progress: Progress) -> dict[str, Any]:
+def _serve(run: Any, serve: Serve, progress: Progress) -> dict[str, Any]:
     """Serve the run's adapter and ask the endpoint one chat completion.
 
     The completion travels through the SDK's client seam (``chat_completion``), so
@@ -213,9 +219,9 @@ def _serve(run: Any, serve: dict[str, Any], progress: Progress) -> dict[str, Any
     import whileai.simulations as wai
     from whileai.simulations.training import chat_completion
 
-    if serve["target"] == "modal":
+    if serve.target == "modal":
         os.environ.setdefault("WHILEAI_SERVE_TARGET", "modal")  # the platform's serve target (docs/serving.md)
-    served = wai.serve(run, serve["name"])
+    served = wai.serve(run, serve.name)
     out = {"name": served.get("name"), "version": served.get("version"), "endpoint": served.get("endpoint")}
     from whileai.kit import load_sample
 
@@ -242,7 +248,7 @@ def _write_runs(context: Context, runs: list[dict[str, Any]], closing: dict[str,
     (context.output_dir / defaults.RUN_FILE).write_text(json.dumps(written, indent=1, default=str) + "\n")
 
 
-def run_spec(spec: dict[str, Any], context: Context) -> int:
+def run_spec(spec: RecipeSpec, context: Context) -> int:
     """Run a validated spec; returns the exit code (see the module docstring).
 
     Steps and progress go to stderr; the closing summary (``_closing``) to stdout, as lines or,
@@ -291,121 +297,199 @@ def run_label(context: Context, stage_name: str, method: str, last: bool) -> str
     return " · ".join(parts)
 
 
-def _say_power(held_rows: list[dict[str, Any]], spec: dict[str, Any], progress: Progress) -> dict[str, Any]:  # hook (issue 29)
-    from ._power import power_note
+@dataclass
+class _Plan:
+    """One run of the spec as it goes: where it goes, the data it cut, each stage resolved once, and the runs so far."""
 
-    text, warning = power_note(held_rows, spec)
-    progress.line(f"- held-out: {text}" + (f"\n  warning: {warning}" if warning else ""))
-    return {"note": text, "warning": warning}
+    spec: RecipeSpec
+    context: Context
+    progress: Progress
+    facts: dict[str, Any]
+    record: dict[str, Any]
+    #: the stages in order, each with its resolved spec (what ``wai.train`` resolves it to)
+    stages: list[tuple[Stage, RunSpec]]
+    train_side: Any = None
+    held: Any = None
+    train_rows: list[dict[str, Any]] = field(default_factory=list)
+    #: stage name -> its run (and its id, which ``stages.NAME`` references resolve to)
+    runs: dict[str, Any] = field(default_factory=dict)
+    run_ids: dict[str, str] = field(default_factory=dict)
+
+    def start_of(self, stage: Stage) -> Any:
+        """The run ``stage`` continues (init_from), None for a first stage or one that continues nothing."""
+        return self.runs.get(stage.start) if stage.start is not None else None
 
 
-def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict[str, Any]) -> int:
+def _resolved_stages(spec: RecipeSpec) -> list[tuple[Stage, RunSpec]]:
+    """Each stage with its resolved spec, by the resolution ``validate`` checked (a refusal here is a spec
+    that skipped it)."""
+    out = []
+    for stage, result in resolve_stages(spec):
+        if result.spec is None:
+            raise ValueError(f"{stage.prefix or 'the spec: '}{'; '.join(result.problems)}")
+        out.append((stage, result.spec))
+    return out
+
+
+def _run(spec: RecipeSpec, context: Context, progress: Progress, facts: dict[str, Any]) -> int:
+    plan = _Plan(spec, context, progress, facts, runner_record(spec.plain(), context), _resolved_stages(spec))
+    progress.line(f"whileai run {context.recipe or '(no recipe)'}: {spec.method}"
+                  + (f" after {', '.join(spec.stages)}" if spec.stages else "")
+                  + f", output {context.output_dir}")
+    _load_push_cut(plan)
+    last_stage, last_spec = plan.stages[-1]
+    plan.record["held_out"] = _say_power(plan, last_spec)
+    for index, (stage, resolved) in enumerate(plan.stages):
+        code = _run_stage(plan, index, stage, resolved)
+        if code is not None:
+            return code
+    # the last stage's start (the run it continued, init_from) is what stage_gain_min compares against
+    return _finish(plan, plan.runs[last_stage.name], plan.start_of(last_stage))
+
+
+def _load_push_cut(plan: _Plan) -> None:
+    """Load and grade the dataset, push it, and cut it by task into the train side and the held-out set."""
     import whileai.simulations as wai
 
-    record = runner_record(spec, context)
-    data = spec["dataset"]
-    progress.line(f"whileai run {context.recipe or '(no recipe)'}: {spec['method']}"
-                  + (f" after {', '.join(spec['stages'])}" if spec.get("stages") else "")
-                  + f", output {context.output_dir}")
+    progress, data, facts = plan.progress, plan.spec.dataset, plan.facts
     with progress.step("load and grade the dataset") as note:
         rows, what = load_rows(data)
-        note["result"] = f"{len(rows)} rows of {what}, graded by {data['grade']}"
+        note["result"] = f"{len(rows)} rows of {what}, graded by {data.grade}"
     with progress.step("push") as note:
-        pushed = wai.push(rows, name=spec.get("name") or "dataset")
-        record["dataset"] = {"id": pushed.id, "content_hash": pushed.content_hash, "rows": pushed.rows}
+        pushed = wai.push(rows, name=plan.spec.name or "dataset")
+        plan.record["dataset"] = {"id": pushed.id, "content_hash": pushed.content_hash, "rows": pushed.rows}
         note["result"] = f"{pushed.id} ({pushed.rows} rows, content {str(pushed.content_hash)[: defaults.HASH_SHOWN_CHARS]})"
         facts["datasets"]["pushed"] = pushed.id
     with progress.step("cut by task") as note:
-        train_side, held = wai.datasets.cut(pushed, holdout=data["holdout"], seed=data["cut_seed"])
-        note["result"] = f"train {train_side.id} ({train_side.rows} rows), holdout {held.id} ({held.rows} rows)"
-        facts["datasets"].update(train=train_side.id, holdout=held.id)
-    record["held_out"] = _say_power(wai.datasets.load_rows(held), spec, progress)  # hook (issue 29): whileai/runner/_power.py
-    train_rows = wai.datasets.load_rows(train_side)
-    runs: list[dict[str, Any]] = facts["runs"]
-    stage_runs: dict[str, str] = {}
-    by_stage: dict[str, Any] = {}
-    run: Any = None
-    start: Any = None  # the run the current stage continues (init_from), None for a first stage or an rm
-    stages = plan_stages(spec)
-    submit_only = spec["target"]["name"] == "modal" and context.sweep_id is not None
-    for index, stage in enumerate(stages):
-        stage_name, method, last = stage.name, stage.method, stage.last
-        label = f"{stage_name} ({method})" if len(stages) > 1 else method
-        with progress.step(f"{label}: training set, profile and selection report") as note:
-            if method == "sft":
-                passes = [r for r in train_rows if r.get("passed")]
-                train_set = wai.push(passes, name=f"{spec.get('name') or 'dataset'}:train:passes")
-                used_rows = passes
-            else:
-                train_set, used_rows = train_side, train_rows
-            kwargs, config = stage_inputs(stage, spec, stage_runs, context.origin)
-            # the base's tokenizer counts the rows longer than its context, as wai.train will (a stage after
-            # another trains that one's base; a reward model always starts from its own)
-            start = by_stage.get(stage.start) if stage.start is not None else None
-            inherited: str | None = start.config.get("base_model") if start is not None else None
-            base: str = inherited or stage.settings.get("base_model") or wai.defaults.KIT_BASE_NAME
-            report = wai.selection_report(train_set, method, base_model=base,
-                                          config={**kwargs, **{k: v for k, v in config.items() if k != "provenance"}})
-            if train_set.id != train_side.id:
-                facts["datasets"][f"{stage_name}:{method}"] = train_set.id
-            note["result"] = (f"{train_set.id}; " if train_set.id != train_side.id else "") + (
-                report.get("summary") or f"{report.get('rows')} of {report.get('rows_given')} rows")
-        export_path = context.output_dir / "export" / f"{stage_name}.{spec['export']['format']}.jsonl"
-        try:
-            with progress.step(f"{label}: export with gates") as note:
-                export_report = _export(used_rows, method, spec["export"], export_path, stage.settings.get("balance"),
-                                        int(stage.settings.get("near_misses") or 0), int(kwargs.get("seed") or 0),
-                                        base, {**kwargs, **config}.get("tool_format"))
-                note["result"] = f"{export_path} ({_exported(export_report)})"
-        except wai.ExportValidationError as exc:
-            progress.line(f"- export gate refused the data; nothing was trained:\n{exc}")
-            facts.update(status="refused", error=f"an export gate refused the data: {str(exc).splitlines()[0]}")
-            return EXIT_GATE
-        # a reward model scores rows, it is no policy: it trains from the base and no stage continues it (plan_stages)
-        stage_record = {**record, "stage": stage_name, "stage_index": index, "stages": [s.name for s in stages],
-                        "previous_run": start.id if start is not None else None,
-                        "export": _short_export(export_report)}
-        try:
-            with progress.step(f"{label}: wai.train on {spec['target']['name']}") as note:
-                with warnings.catch_warnings(record=True) as said:
-                    warnings.simplefilter("always")
-                    run = wai.train(
-                        train_set, method=method, holdout=held,
-                        base_model=None if start is not None else stage.settings.get("base_model"),
-                        check=stage.settings.get("check") or spec["check"], target=spec["target"]["name"],
-                        init_from=start, config={**config, "runner": stage_record},
-                        name=run_label(context, stage_name, method, last), **kwargs,
-                    )
-                for warning in said:
-                    progress.line(f"  warning: {warning.message}")
-                run.note(export=_short_export(export_report))
-                note["result"] = f"{run.id} \"{run.name}\" {run.url}"
-        except wai.TrainingSelectionError as exc:  # the data cannot teach the method (the gate refuses before it warns)
-            progress.line(f"- the selection gate refused the data; nothing was trained:\n{exc}")
-            facts.update(status="refused", error=f"the selection gate refused the data: {str(exc).splitlines()[0]}")
-            return EXIT_GATE
-        runs.append({"id": run.id, "stage": stage_name, "method": method, "name": run.name})
-        stage_runs[stage_name] = run.id
-        by_stage[stage_name] = run
-        facts["run"] = run
-        _write_runs(context, runs)
-        if index == 0:
-            _say_base_build(stage.settings, progress)
-        if submit_only and last:
-            progress.line(f"- submitted {run.id} (sweep {context.sweep_id}); follow it with "
-                          f"`python -m whileai wait {context.sweep_id}`")
-            facts["status"] = "submitted"
-            return 0
-        status = _follow(run, label, progress)
-        if status != "done":
-            progress.line(f"- {run.id} ended {status}: {(run.error or '').splitlines()[0] if run.error else ''}")
-            facts.update(status=status, error=(run.error or "").splitlines()[0] if run.error else None)
-            return EXIT_FAILED
-        training = run.training or {}
-        progress.line(f"- {label}: held-out {training.get('metric') or 'pass_rate'} "
-                      f"{describe(training.get('before'), training.get('after'), training.get('stats'))}")
-    # the last stage's start (the run it continued, init_from) is what stage_gain_min compares against
-    return _finish(spec, context, progress, run, start, held, facts)
+        plan.train_side, plan.held = wai.datasets.cut(pushed, holdout=data.holdout, seed=data.cut_seed)
+        note["result"] = (f"train {plan.train_side.id} ({plan.train_side.rows} rows), "
+                          f"holdout {plan.held.id} ({plan.held.rows} rows)")
+        facts["datasets"].update(train=plan.train_side.id, holdout=plan.held.id)
+    plan.train_rows = wai.datasets.load_rows(plan.train_side)
+
+
+def _say_power(plan: _Plan, last: RunSpec) -> dict[str, Any]:
+    """Before anything trains, what the held-out prompts the last stage measures can show (``_power``), so a
+    spec whose expect asks for significance on too few prompts hears so before its first step."""
+    import whileai.simulations as wai
+
+    from ._power import power_note
+
+    held_rows = wai.datasets.load_rows(plan.held)
+    text, warning = power_note(held_rows, last, plan.spec.expect.holdout_gain_significant)
+    plan.progress.line(f"- held-out: {text}" + (f"\n  warning: {warning}" if warning else ""))
+    return {"note": text, "warning": warning}
+
+
+def _run_stage(plan: _Plan, index: int, stage: Stage, resolved: RunSpec) -> int | None:
+    """One stage: its training set and selection report, the export with gates, ``wai.train``, then following
+    the run to its end. Returns the exit code when the run stops here, None when the next stage goes on."""
+    import whileai.simulations as wai
+
+    label = f"{stage.name} ({stage.method})" if len(plan.stages) > 1 else stage.method
+    kwargs, config = stage_inputs(stage, plan.spec, plan.run_ids, plan.context.origin)
+    train_set, used_rows = _training_set(plan, stage, label, resolved, kwargs, config)
+    try:
+        export_report = _export_step(plan, stage, label, used_rows, resolved)
+    except wai.ExportValidationError as exc:
+        return _refused(plan, "export gate", "an export gate", exc)
+    try:
+        run = _train_step(plan, index, stage, label, train_set, export_report, kwargs, config)
+    except wai.TrainingSelectionError as exc:  # the data cannot teach the method (the gate refuses before it warns)
+        return _refused(plan, "the selection gate", "the selection gate", exc)
+    if index == 0:
+        _say_base_build(resolved, plan.progress)
+    if stage.last and plan.spec.target.name == "modal" and plan.context.sweep_id is not None:
+        plan.progress.line(f"- submitted {run.id} (sweep {plan.context.sweep_id}); follow it with "
+                           f"`python -m whileai wait {plan.context.sweep_id}`")
+        plan.facts["status"] = "submitted"
+        return 0
+    return _follow_to_end(plan, run, label)
+
+
+def _training_set(plan: _Plan, stage: Stage, label: str, resolved: RunSpec, kwargs: dict[str, Any],
+                  config: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+    """The set the stage trains on (SFT: the passing rows, pushed; the rest: the train side) and its rows, with
+    the selection report the base's tokenizer counts (the rows longer than its context, as wai.train will)."""
+    import whileai.simulations as wai
+
+    with plan.progress.step(f"{label}: training set, profile and selection report") as note:
+        if stage.method == "sft":
+            used_rows = [r for r in plan.train_rows if r.get("passed")]
+            train_set = wai.push(used_rows, name=f"{plan.spec.name or 'dataset'}:train:passes")
+        else:
+            train_set, used_rows = plan.train_side, plan.train_rows
+        report = wai.selection_report(train_set, stage.method, base_model=resolved.base_model,
+                                      config={**kwargs, **{k: v for k, v in config.items() if k != "provenance"}})
+        fresh = train_set.id != plan.train_side.id
+        if fresh:
+            plan.facts["datasets"][f"{stage.name}:{stage.method}"] = train_set.id
+        note["result"] = (f"{train_set.id}; " if fresh else "") + (
+            report.get("summary") or f"{report.get('rows')} of {report.get('rows_given')} rows")
+    return train_set, used_rows
+
+
+def _export_step(plan: _Plan, stage: Stage, label: str, used_rows: list[dict[str, Any]],
+                 resolved: RunSpec) -> dict[str, Any]:
+    """The stage's export with its gates, beside the run (raises ExportValidationError when a gate refuses)."""
+    export_path = plan.context.output_dir / "export" / f"{stage.name}.{plan.spec.export.format}.jsonl"
+    with plan.progress.step(f"{label}: export with gates") as note:
+        report = _export(used_rows, resolved, plan.spec.export, export_path)
+        note["result"] = f"{export_path} ({_exported(report)})"
+    return report
+
+
+def _train_step(plan: _Plan, index: int, stage: Stage, label: str, train_set: Any, export_report: dict[str, Any],
+                kwargs: dict[str, Any], config: dict[str, Any]) -> Any:
+    """``wai.train`` for the stage, its warnings shown, and the run recorded (raises TrainingSelectionError)."""
+    import whileai.simulations as wai
+
+    spec, start = plan.spec, plan.start_of(stage)
+    stage_record = {**plan.record, "stage": stage.name, "stage_index": index,
+                    "stages": [s.name for s, _ in plan.stages], "previous_run": start.id if start is not None else None,
+                    "export": _short_export(export_report)}
+    with plan.progress.step(f"{label}: wai.train on {spec.target.name}") as note:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            run = wai.train(
+                train_set, method=stage.method, holdout=plan.held,
+                # a stage that continues another keeps that one's base (the resolution's start)
+                base_model=None if start is not None else stage.settings.get("base_model"),
+                check=stage.settings.get("check") or spec.check, target=spec.target.name,
+                init_from=start, config={**config, "runner": stage_record},
+                name=run_label(plan.context, stage.name, stage.method, stage.last), **kwargs,
+            )
+        for warning in said:
+            plan.progress.line(f"  warning: {warning.message}")
+        run.note(export=_short_export(export_report))
+        note["result"] = f"{run.id} \"{run.name}\" {run.url}"
+    plan.facts["runs"].append({"id": run.id, "stage": stage.name, "method": stage.method, "name": run.name})
+    plan.run_ids[stage.name] = run.id
+    plan.runs[stage.name] = run
+    plan.facts["run"] = run
+    _write_runs(plan.context, plan.facts["runs"])
+    return run
+
+
+def _refused(plan: _Plan, said: str, recorded: str, exc: Exception) -> int:
+    """A gate refused the stage's data: say so (``said``), record why (``recorded``), end the run with EXIT_GATE."""
+    plan.progress.line(f"- {said} refused the data; nothing was trained:\n{exc}")
+    plan.facts.update(status="refused", error=f"{recorded} refused the data: {str(exc).splitlines()[0]}")
+    return EXIT_GATE
+
+
+def _follow_to_end(plan: _Plan, run: Any, label: str) -> int | None:
+    """Follow the stage's run to its end: EXIT_FAILED when it did not end done, else None (the held-out line said)."""
+    status = _follow(run, label, plan.progress)
+    if status != "done":
+        first = (run.error or "").splitlines()[0] if run.error else None
+        plan.progress.line(f"- {run.id} ended {status}: {first or ''}")
+        plan.facts.update(status=status, error=first)
+        return EXIT_FAILED
+    training = run.training or {}
+    plan.progress.line(f"- {label}: held-out {training.get('metric') or 'pass_rate'} "
+                       f"{describe(training.get('before'), training.get('after'), training.get('stats'))}")
+    return None
 
 
 def _exported(report: dict[str, Any]) -> str:
@@ -419,35 +503,35 @@ def _exported(report: dict[str, Any]) -> str:
     return said
 
 
-def _say_base_build(stage: dict[str, Any], progress: Progress) -> None:
+def _say_base_build(first: RunSpec, progress: Progress) -> None:
     """On a data root without the kit's base, say once that the first job builds it, and how long that takes."""
     from whileai.kit import demo_base_built
     from whileai.kit.defaults import DEMO_BASE_BUILD_S
     from whileai.simulations import defaults as sdk
 
-    if (stage.get("base_model") or sdk.KIT_BASE_NAME) == sdk.KIT_BASE_NAME and not demo_base_built():
+    if first.base_model == sdk.KIT_BASE_NAME and not demo_base_built():
         progress.line(f"- first run on this data root: the job builds the kit's base first (once per data root, "
                       f"about {DEMO_BASE_BUILD_S} s on a laptop CPU); later runs load it at once")
 
 
-def _finish(spec: dict[str, Any], context: Context, progress: Progress, run: Any, previous: Any, held: Any,
-            facts: dict[str, Any]) -> int:
+def _finish(plan: _Plan, run: Any, previous: Any) -> int:
     import whileai.simulations as wai
 
     from ._closing import summary
 
-    if spec["dataset"].get("after"):
+    spec, progress = plan.spec, plan.progress
+    if spec.dataset.after:
         with progress.step("delta_report (held-out rollouts before vs after)") as note:
-            after_rows = wai.SimulationData.load(spec["dataset"]["after"]).rows()
-            report = wai.attach_delta(run, wai.datasets.load_rows(held), after_rows)
+            after_rows = wai.SimulationData.load(spec.dataset.after).rows()
+            report = wai.attach_delta(run, wai.datasets.load_rows(plan.held), after_rows)
             run.refresh()
             note["result"] = f"verdict {report.get('verdict')}: {report.get('reason')}"
     served = None
-    if spec["serve"]["target"] != "none":
-        with progress.step(f"serve on {spec['serve']['target']}") as note:
-            served = _serve(run, spec["serve"], progress)
+    if spec.serve.target != "none":
+        with progress.step(f"serve on {spec.serve.target}") as note:
+            served = _serve(run, spec.serve, progress)
             note["result"] = f"{served['name']} v{served['version']} at {served['endpoint']}; reply: {served['chat']}"
-    outcome, checked = settle(run, previous, spec.get("expect") or {}, context.expect_lines, context.recipe)
-    facts["status"] = run.status
-    facts["closing"] = summary(facts, run, outcome, served, checked)
+    outcome, checked = settle(run, previous, spec.expect.model_dump(), plan.context.expect_lines, plan.context.recipe)
+    plan.facts["status"] = run.status
+    plan.facts["closing"] = summary(plan.facts, run, outcome, served, checked)
     return 0 if checked["passed"] else EXIT_EXPECT

@@ -15,12 +15,14 @@ travels to a sweep's joblib workers in QUICK_ENV.
 
 from __future__ import annotations
 
-import copy
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import defaults
+
+if TYPE_CHECKING:
+    from .schema import RecipeSpec
 
 __all__ = ["QUICK_ENV", "pop_quick", "is_quick", "rewrite", "note", "status_line"]
 
@@ -63,23 +65,26 @@ def _cap(value: Any, most: int) -> int:
     return most if not isinstance(value, int) or isinstance(value, bool) or value > most else value
 
 
-def rewrite(spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _capped(given: dict[str, Any], root: bool) -> dict[str, Any]:
+    """The root's or a stage's ``steps`` capped, ``epochs`` None (steps decide) and ``holdout_rows`` capped."""
+    update = {"steps": _cap(given.get("steps"), defaults.QUICK_STEPS), "epochs": None}
+    if root or given.get("holdout_rows") is not None:
+        update["holdout_rows"] = _cap(given.get("holdout_rows"), defaults.QUICK_HOLDOUT_ROWS)
+    return update
+
+
+def rewrite(spec: RecipeSpec) -> tuple[RecipeSpec, dict[str, Any]]:
     """(the spec a quick run runs, what was changed: ``{"steps", "holdout_rows", "expect_not_checked"}``).
 
     The root and every stage get ``steps`` capped at QUICK_STEPS and ``epochs`` None (steps decide);
     ``holdout_rows`` is capped at QUICK_HOLDOUT_ROWS; the expect block is emptied (its keys kept,
-    every value None, so the spec still validates) and the keys it held are named in the note.
+    every value None) and the keys it held are named in the note.
     """
-    out = copy.deepcopy(spec)
-    for part in [out, *[s for s in (out.get("stages") or {}).values() if isinstance(s, dict)]]:
-        part["steps"] = _cap(part.get("steps"), defaults.QUICK_STEPS)
-        part["epochs"] = None
-        if part is out or part.get("holdout_rows") is not None:
-            part["holdout_rows"] = _cap(part.get("holdout_rows"), defaults.QUICK_HOLDOUT_ROWS)
-    found = out.get("expect")
-    expect: dict[str, Any] = found if isinstance(found, dict) else {}
-    skipped = sorted(k for k, v in expect.items() if v is not None)
-    out["expect"] = {k: None for k in expect}
+    asked = spec.expect.model_fields_set
+    skipped = sorted(k for k in asked if getattr(spec.expect, k) is not None)
+    stages = {name: stage.model_copy(update=_capped(stage.given(), False)) for name, stage in spec.stages.items()}
+    out = spec.model_copy(update={**_capped(spec.given(), True), "stages": stages, "expect": spec.expect.model_copy(
+        update=dict.fromkeys(asked))})
     note = {"steps": defaults.QUICK_STEPS, "holdout_rows": defaults.QUICK_HOLDOUT_ROWS,
             "expect_not_checked": skipped}
     _STATE["note"] = note

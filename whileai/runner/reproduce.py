@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import sys
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import defaults
+
+if TYPE_CHECKING:
+    from .schema import RecipeSpec
 
 __all__ = ["reproduce_main", "matched"]
 
@@ -55,15 +58,33 @@ def _placement(args: list[str]) -> list[str]:
     return out
 
 
+def _stored_spec(run_id: str, stored: dict[str, Any], overrides: list[str]) -> RecipeSpec | None:
+    """The stored spec with ``overrides`` applied, validated as ``run`` validates; None (every problem printed)
+    when it is refused."""
+    from omegaconf import OmegaConf
+
+    from . import schema
+    from ._effective import validated
+    from .cli import report_problems
+
+    plain = schema.canonical_spec(  # a run recorded before the typed spec reads in canonical form
+        OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(stored), OmegaConf.from_dotlist(overrides))))
+
+    def origin(key: str) -> str:
+        return "command line" if any(o.startswith(key + "=") for o in overrides) else f"the stored spec of {run_id}"
+
+    spec, problems = validated(plain, origin)
+    if spec is None:
+        report_problems(problems)
+    return spec
+
+
 def reproduce_main(argv: list[str] | None = None) -> int:
     """``python -m whileai reproduce RUN_ID [key=value ...]``: run the stored spec again, not today's recipe."""
     import os
 
-    from omegaconf import OmegaConf
-
     import whileai.simulations as wai
 
-    from . import schema
     from ._locate import data_root, new_token
     from .pipeline import Context, run_spec
     from .provenance import _differences, constraints_differ, constraints_text, git_state, record_of, versions
@@ -83,14 +104,8 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     if bad:
         print(f"reproduce takes key=value overrides of the stored spec; not: {' '.join(bad)}", file=sys.stderr)
         return 2
-    spec = schema.canonical_spec(  # a run recorded before the typed spec reads in canonical form
-        OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(old["spec"]), OmegaConf.from_dotlist(overrides))))
-    problems = schema.check(spec, lambda key: "command line" if any(o.startswith(key + "=") for o in overrides)
-                            else f"the stored spec of {run_id}")
-    if problems:
-        print(f"whileai: the spec has {len(problems)} problem(s); nothing was loaded or run:", file=sys.stderr)
-        for problem in problems:
-            print(f"  - {problem}", file=sys.stderr)
+    spec = _stored_spec(run_id, old["spec"], overrides)
+    if spec is None:
         return 2
     token = os.environ.setdefault(defaults.TOKEN_ENV, new_token())
     out = data_root() / defaults.RUNNER_DIR / "runs" / token
@@ -98,7 +113,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     context = Context(
         recipe=old.get("recipe"), overrides=[*old.get("overrides", []), *overrides], choices=old.get("choices") or {},
         command="python -m whileai reproduce " + " ".join(args), output_dir=out, sweep_id=None,
-        expect_lines={k: f"expect.{k} (stored spec of {run_id})" for k in (spec.get("expect") or {})},
+        expect_lines={k: f"expect.{k} (stored spec of {run_id})" for k in spec.expect.model_fields_set},
         reproduces=run_id,
     )
     new = {"versions": versions(), "git": git_state()}

@@ -13,7 +13,7 @@ problem is collected and reported at once:
   tables ``wai.train`` checks against: one source of knob ranges).
 
     problems = check(plain)           # [] when the spec is valid
-    spec = Spec.model_validate(plain)
+    spec = recipe_spec(plain)         # then the one typed model the runner reads
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from whileai.simulations import defaults as sdk
 # One knob checker for wai.train and the runner, so both word a refusal alike.
 from whileai.core import defaults as core_defaults
 from whileai.core.knobs import check_knob, many_value
-from whileai.core.spec import ALIASES, SPEC_MODELS, canonical, is_whole
+from whileai.core.spec import ALIASES, SPEC_MODELS, canonical, is_whole, knob_of
 
 from . import defaults
 
-__all__ = ["Problem", "Spec", "Stage", "check", "canonical_spec", "canonical_override", "KNOBS", "HOST_KEYS", "known_paths", "nearest"]
+__all__ = ["Problem", "RecipeSpec", "RecipeStage", "recipe_spec", "check", "canonical_spec", "canonical_override", "KNOBS", "HOST_KEYS", "known_paths", "nearest"]
 
 #: the knobs (wai.train's keyword arguments) and host keys (its config=), both flat at the root
 #: (the export settings among TRAINING_KNOBS live in the export group instead: TRAIN_EXPORT_KNOBS)
@@ -78,13 +78,28 @@ class Dataset(_Strict):
     after: str | None = None
 
 
+def _export_knob(name: str) -> Any:
+    """An export knob's field: its default and its help (with its choices) as its declaration gives them."""
+    meta = knob_of(SPEC_MODELS[next(iter(sdk.TRAINING_KNOBS[name]))], name)
+    words = [str(c) for c in meta.choices or () if not isinstance(c, bool)]
+    return Field(default=meta.default, description=meta.help + (f": {' | '.join(words)}" if words else ""))
+
+
 class Export(_Strict):
-    format: Literal["openai", "trl"] = "trl"
-    validate_: bool = Field(default=True, alias="validate")
-    mask_mode: Literal[tuple(sdk.EXPORT_MASK_MODES)] = "assistant"  # type: ignore[valid-type]
-    unroll: bool = False
-    strip_think: bool = True
-    max_tool_output_chars: int | None = None  # range: TRAINING_KNOBS, checked per method below
+    """What the job trains on, and the artifact written beside the run (wai.export_dataset's arguments).
+
+    ``format`` and ``validate`` are the runner's own; the other four are knobs, whose default and help
+    are their declarations' (whileai.core.spec). ``conf/export/*.yaml`` is generated from this model
+    (``knobs_doc``), one file per format.
+    """
+
+    format: Literal["openai", "trl"] = Field(default="trl", description="trl | openai: the artifact's row shape")
+    validate_: bool = Field(default=True, alias="validate", description=(
+        "the gates: tool-call arguments round-trip, no privileged recital; a failure stops the run"))
+    mask_mode: Literal[tuple(sdk.EXPORT_MASK_MODES)] = _export_knob("mask_mode")  # type: ignore[valid-type]
+    unroll: bool = _export_knob("unroll")
+    strip_think: bool = _export_knob("strip_think")
+    max_tool_output_chars: int | None = _export_knob("max_tool_output_chars")  # range: checked per method below
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
@@ -140,25 +155,75 @@ def _knob_type(name: str) -> Any:
     return int if is_whole(model, name) else float
 
 
+class _Settings(_Strict):
+    """What a stage and the spec's root both set: the method, its base and gate, and the knobs (fields added
+    from their declarations by :func:`recipe_spec`'s model)."""
+
+    method: str
+    base_model: str | None = None
+    check: str | None = None
+
+    def given(self) -> dict[str, Any]:
+        """The keys set here (None ones left out): the method, base, gate and knobs, as ``wai.train`` takes them."""
+        return {k: v for k, v in self.model_dump(include={"method", "base_model", "check", *KNOBS, *HOST_KEYS}).items()
+                if v is not None}
+
+
+class RecipeStage(_Settings):
+    """An earlier stage as a recipe writes it (``stages.NAME``): its own run, before the root's."""
+
+
+#: the order a recorded spec lists its keys in, as conf/config.yaml composes them
+_ROOT_ORDER = ("name", "base_model", "check", "method", *KNOBS, *HOST_KEYS, "stages", "expect",
+               "dataset", "export", "monitor", "serve", "target")
+
+
+class RecipeSpec(_Settings):
+    """The runner's spec, composed by Hydra and validated once: the last stage's keys at the root, the
+    earlier stages, and the dataset, export, monitor, serve, target and expect groups.
+
+    Built by :func:`recipe_spec`; every step of a run reads its typed attributes, and :meth:`plain`
+    is its JSON form, as recorded on the run.
+    """
+
+    name: str | None = None
+    method: str = "sft"
+    check: str = "require"
+    dataset: Dataset = Dataset()
+    export: Export = Export()
+    monitor: Monitor = Monitor()
+    serve: Serve = Serve()
+    target: Target = Target()
+    stages: dict[str, RecipeStage] = {}
+    expect: Expect = Expect()
+
+    def plain(self) -> dict[str, Any]:
+        """The keys the spec was given, in the composed order (the run's record; ``reproduce`` reads it back)."""
+        given = self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return {k: given[k] for k in _ROOT_ORDER if k in given}
+
+
 _KNOB_FIELDS: dict[str, Any] = {name: (_knob_type(name) | None, None) for name in (*KNOBS, *HOST_KEYS)}
 # Literals computed from the method and check tables at import: a runtime value, not a type mypy can read,
 # so they are held as Any (the fields they make are checked by pydantic).
 _METHOD: Any = Literal[tuple(sdk.TRAIN_METHODS)]
 _CHECK: Any = Literal[tuple(sdk.TRAIN_CHECKS)]
 
-Stage = create_model(
-    "Stage", __base__=_Strict, method=(_METHOD, ...), base_model=(str | None, None), check=(_CHECK | None, None),
-    **_KNOB_FIELDS,
+_STAGE_MODEL = create_model(
+    "RecipeStage", __base__=RecipeStage, method=(_METHOD, ...), check=(_CHECK | None, None), **_KNOB_FIELDS,
+)
+_RECIPE_MODEL = create_model(
+    "RecipeSpec", __base__=RecipeSpec, method=(_METHOD, "sft"), check=(_CHECK, "require"),
+    # the stage model is a class create_model builds at runtime: mypy sees a variable, not a type
+    stages=(dict[str, _STAGE_MODEL], {}), **_KNOB_FIELDS,  # type: ignore[valid-type]
 )
 
-Spec = create_model(
-    "Spec", __base__=_Strict,
-    name=(str | None, None), method=(_METHOD, "sft"), base_model=(str | None, None), check=(_CHECK, "require"),
-    dataset=(Dataset, Dataset()), export=(Export, Export()), monitor=(Monitor, Monitor()), serve=(Serve, Serve()),
-    # Stage is a class create_model builds at runtime: mypy sees a variable, not a type
-    target=(Target, Target()), stages=(dict[str, Stage], {}), expect=(Expect, Expect()),  # type: ignore[valid-type]
-    **_KNOB_FIELDS,
-)
+
+def recipe_spec(plain: dict[str, Any]) -> RecipeSpec:
+    """The typed spec of a composed, resolved ``plain`` dict (raises pydantic's ValidationError; :func:`check`
+    words every problem first)."""
+    return _RECIPE_MODEL.model_validate(plain)
+
 
 _SECTIONS: dict[str, type[BaseModel]] = {"dataset": Dataset, "export": Export, "monitor": Monitor, "serve": Serve,
                                         "target": Target, "expect": Expect}
@@ -170,7 +235,7 @@ def _field_names(model: type[BaseModel]) -> list[str]:
 
 def known_paths() -> dict[str, list[str]]:
     """Dotted parent -> the keys accepted under it ("" is the root; "stages.*" any stage)."""
-    paths = {"": _field_names(Spec), "stages.*": _field_names(Stage)}
+    paths = {"": _field_names(_RECIPE_MODEL), "stages.*": _field_names(_STAGE_MODEL)}
     for section, model in _SECTIONS.items():
         paths[section] = _field_names(model)
     return paths
@@ -291,7 +356,7 @@ def check(plain: dict[str, Any], origin: Any = None) -> list[Problem]:
 
     seen: set[str] = set()
     try:
-        Spec.model_validate(plain)
+        recipe_spec(plain)
     except ValidationError as exc:
         for err in exc.errors():
             path = _loc_path(err["loc"])

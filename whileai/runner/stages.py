@@ -6,8 +6,8 @@
 
 - the stages run in the order written, the spec's root last;
 - a stage takes the spec's ``check``, ``base_model`` and ``seed`` unless it sets its own;
-- a stage continues (``init_from``) the latest earlier stage that is a policy: a reward model (``rm``)
-  trains from the base with a fresh head, continues nothing and is continued by nothing;
+- a stage continues (``init_from``) the latest earlier stage that is a policy
+  (:func:`whileai.core.spec.continues_runs`: a reward model continues nothing and is continued by nothing);
 - a stage that continues another keeps that one's base and LoRA shape (``resolve_spec``'s ``start``).
 """
 
@@ -17,7 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, reads_export
+from whileai.core.spec import continues_runs
+
+from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, RecipeSpec, reads_export
 
 __all__ = ["Stage", "plan_stages", "stage_inputs", "gold_judge_id", "STAGE_REF", "SPEC_WIDE"]
 
@@ -42,27 +44,24 @@ class Stage:
     last: bool = False
 
 
-def plan_stages(spec: Mapping[str, Any]) -> list[Stage]:
+def plan_stages(spec: RecipeSpec) -> list[Stage]:
     """The spec's stages in order, each with its settings and the stage it continues (the rules above)."""
-    named = [(name, f"stages.{name}.", node) for name, node in (spec.get("stages") or {}).items()
-             if isinstance(node, Mapping)]
-    root_name = str(spec["method"]) if named else "train"
+    named = [(name, f"stages.{name}.", node.given()) for name, node in spec.stages.items()]
+    spec_wide = spec.given()
+    items = [*named, (spec.method if named else "train", "", spec_wide)]
     out: list[Stage] = []
     policy: str | None = None
-    items = [*named, (root_name, "", spec)]
-    for index, (name, prefix, node) in enumerate(items):
+    for index, (name, prefix, settings) in enumerate(items):
         last = index == len(items) - 1
-        settings = {k: v for k, v in node.items() if k != "stages" and (v is not None or k == "method")}
         taken: dict[str, str] = {}
         if prefix:
             for key in SPEC_WIDE:
-                if settings.get(key) is None and spec.get(key) is not None:
-                    settings[key] = spec[key]
+                if settings.get(key) is None and spec_wide.get(key) is not None:
+                    settings[key] = spec_wide[key]
                     taken[key] = key
         method = str(settings["method"])
-        start = None if method == "rm" else policy
-        out.append(Stage(name, prefix, method, settings, taken, start, last))
-        if method != "rm" and not last:
+        out.append(Stage(name, prefix, method, settings, taken, policy if continues_runs(method) else None, last))
+        if continues_runs(method) and not last:
             policy = name
     return out
 
@@ -74,7 +73,7 @@ def gold_judge_id(value: str | None, stage_runs: Mapping[str, str]) -> str | Non
     return value
 
 
-def stage_inputs(stage: Stage, spec: Mapping[str, Any], stage_runs: Mapping[str, str] | None = None,
+def stage_inputs(stage: Stage, spec: RecipeSpec, stage_runs: Mapping[str, str] | None = None,
                  origin: Callable[[str], str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(keyword arguments of wai.train, its config=)`` for ``stage``; ``config["provenance"]`` names each value's origin.
 
@@ -85,22 +84,17 @@ def stage_inputs(stage: Stage, spec: Mapping[str, Any], stage_runs: Mapping[str,
     kwargs = {k: node[k] for k in KNOBS if node.get(k) is not None}
     if isinstance(kwargs.get("reward_model"), str):  # reward=rm's model named as stages.NAME: that stage's run
         kwargs["reward_model"] = gold_judge_id(kwargs["reward_model"], stage_runs or {})
-    export = spec.get("export") or {}
     # the export group shapes what the job trains on, for the methods whose job applies each setting
-    kwargs.update({k: export[k] for k in EXPORT_KNOBS if k in export and reads_export(k, stage.method)})
+    kwargs.update({k: getattr(spec.export, k) for k in EXPORT_KNOBS if reads_export(k, stage.method)})
     config: dict[str, Any] = {k: node[k] for k in HOST_KEYS if node.get(k) is not None}
     if stage.method == "grpo":
-        monitor = spec.get("monitor") or {}
-        settings = {k: v for k, v in monitor.items() if k not in ("enabled", "gold_judge") and v not in (None, [])}
-        config["monitor"] = settings if (monitor.get("enabled") and stage.last) else False
-        if monitor.get("enabled") and stage.last and monitor.get("gold_judge"):
-            config["gold_judge"] = gold_judge_id(monitor["gold_judge"], stage_runs or {})
-    target = spec.get("target") or {}
-    if target.get("gpu") and target.get("name") == "modal":
-        config["gpu"] = target["gpu"]
-    for key in ("processes", "nodes"):  # one process on one node is the default: not written, as before
-        if target.get(key) not in (None, 1):
-            config[key] = target[key]
+        config.update(_monitor_config(spec, stage, stage_runs or {}))
+    target = spec.target
+    if target.gpu and target.name == "modal":
+        config["gpu"] = target.gpu
+    for key, count in (("processes", target.processes), ("nodes", target.nodes)):
+        if count != 1:  # one process on one node is the default: not written, as before
+            config[key] = count
     if origin is not None:
         where: dict[str, str] = {}
         for key in (*kwargs, *config, "base_model"):
@@ -112,3 +106,16 @@ def stage_inputs(stage: Stage, spec: Mapping[str, Any], stage_runs: Mapping[str,
                 where[key] = origin(f"{stage.prefix}{key}") or f"{stage.prefix}{key}"
         config["provenance"] = where
     return kwargs, config
+
+
+def _monitor_config(spec: RecipeSpec, stage: Stage, stage_runs: Mapping[str, str]) -> dict[str, Any]:
+    """A GRPO stage's ``monitor`` (and ``gold_judge``) config keys: the monitor group's settings on the last
+    stage when it is enabled, else ``monitor: False``."""
+    monitor = spec.monitor
+    if not (monitor.enabled and stage.last):
+        return {"monitor": False}
+    settings = {k: v for k, v in monitor.model_dump(exclude={"enabled", "gold_judge"}).items() if v not in (None, [])}
+    out: dict[str, Any] = {"monitor": settings}
+    if monitor.gold_judge:
+        out["gold_judge"] = gold_judge_id(monitor.gold_judge, stage_runs)
+    return out
