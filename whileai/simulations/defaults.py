@@ -558,6 +558,10 @@ MONITOR_SCAN_TOP = 10
 #: need at most 128 (live_simple_44-18-0's "body", bfcl-eval 2026.3.23), so the cap only guards
 #: against a combinatorial answer.
 BFCL_EXPANSION_CAP = 256
+#: from_bfcl: the assistant turn of an irrelevance question (none of the offered functions fits). BFCL
+#: has no reference text for these and passes any reply that makes no call; one short sentence
+#: teaches the answer without a call in a few tokens, well inside the held-out reply cap.
+BFCL_NO_CALL_REPLY = "None of the available functions can do this, so I will not call one."
 
 # ---------------------------------------------------------------------------
 # report_to mirrors (whileai.simulations.mirror)
