@@ -140,8 +140,8 @@ def bfcl_gold(call: Mapping[str, Any], function: Mapping[str, Any] | None, cap: 
         values[param] = concrete
         if "" in acceptable and param not in required:
             optional.append(param)
-            if acceptable[0] == "":
-                continue  # the first acceptable call leaves it out
+            if acceptable[0] == "" or (function is not None and param not in props):
+                continue  # the first acceptable call leaves it out (BFCL refuses a parameter its doc lacks)
         if concrete:
             arguments[param] = concrete[0]
     out = {"name": wire_name(name) or name, "arguments": arguments, "values": values}
@@ -236,6 +236,12 @@ def from_bfcl(questions: str | os.PathLike, answers: str | os.PathLike | None = 
             if empty:  # BFCL lists no acceptable value for a required argument: no reply can pass
                 problems.append(f"the answer lists no acceptable value for the required argument(s) {empty} of "
                                 f"{call['name']!r}, so no reply can pass")
+            function = by_name.get(next(iter(truth_call))) or {}
+            undocumented = sorted(k for k in call["values"] if k not in call.get("optional", [])
+                                  and k not in ((function.get("parameters") or {}).get("properties") or {}))
+            if function and undocumented:  # BFCL refuses an argument its doc lacks, and this one is not optional
+                problems.append(f"the answer needs the argument(s) {undocumented} of {call['name']!r}, which its "
+                                "function doc does not list, so no reply can pass")
         if problems:
             left_out.append({"id": entry["id"], "line": line_no, "why": "; ".join(problems)})
             continue

@@ -252,6 +252,8 @@ def _call_matches(call: Mapping[str, Any], gold: Mapping[str, Any], schemas: Map
     if missing and not missing <= set(optional):
         return False, f"arguments differ: missing {sorted(k for k in missing if k not in optional)}"
     props = schemas.get(gold["name"], {})
+    if rule == "bfcl" and gold["name"] in schemas and got.keys() - props.keys():  # BFCL: not in the function's doc
+        return False, f"arguments differ: {sorted(got.keys() - props.keys())} not in the tool's schema"
     for key, value in got.items():
         if key in values:
             acceptable = values[key]
@@ -263,7 +265,9 @@ def _call_matches(call: Mapping[str, Any], gold: Mapping[str, Any], schemas: Map
         if spec is not None and not _type_ok(value, spec, acceptable or []):
             kind = props[key].get("type")
             return False, f"arguments differ: {key!r} is not of type {kind!r}"
-        if acceptable is not None and not _value_ok(value, acceptable, rule):
+        # BFCL's "variable": a string where the schema wants another type is compared exactly, not as a string
+        variable = type(value) is str and isinstance(spec, Mapping) and spec.get("type") not in (None, "string")
+        if acceptable is not None and not _value_ok(value, acceptable, "exact" if variable else rule):
             return False, f"arguments differ: different [{key!r}]"
     return True, "match"
 
