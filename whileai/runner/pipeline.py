@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from whileai.core.stats import describe
+from whileai.core.stats import describe, group_lines
 
 from . import defaults
 from ._progress import Progress
@@ -89,6 +89,12 @@ def load_rows(data: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
             loaded = wai.SimulationData(loaded.trajectories, system_prompt=system or loaded.system_prompt,
                                         tools=tools if tools is not None else loaded.tools, name=loaded.name)
         rows, what = loaded.rows(), data["path"]
+    elif data["source"] == "bfcl" and data.get("categories"):
+        from ._bfcl_data import bfcl_folder
+
+        folder = bfcl_folder(data)[0]
+        rows, what = list(wai.datasets.from_bfcl_folder(folder, data["categories"])), (
+            f"BFCL {', '.join(data['categories'])} ({folder})")
     elif data["source"] == "bfcl":
         rows, what = list(wai.datasets.from_bfcl(data["questions"], data["answers"])), data["questions"]
     else:
@@ -299,11 +305,20 @@ def _say_power(held_rows: list[dict[str, Any]], spec: dict[str, Any], progress: 
     return {"note": text, "warning": warning}
 
 
+def _say_smoke(data: dict[str, Any], progress: Progress) -> None:
+    from ._bfcl_data import smoke_note
+
+    note = smoke_note(data)
+    if note:
+        progress.line(note)
+
+
 def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict[str, Any]) -> int:
     import whileai.simulations as wai
 
     record = runner_record(spec, context)
     data = spec["dataset"]
+    _say_smoke(data, progress)  # first: a run on the committed BFCL sample measures nothing
     progress.line(f"whileai run {context.recipe or '(no recipe)'}: {spec['method']}"
                   + (f" after {', '.join(spec['stages'])}" if spec.get("stages") else "")
                   + f", output {context.output_dir}")
@@ -404,6 +419,8 @@ def _run(spec: dict[str, Any], context: Context, progress: Progress, facts: dict
         training = run.training or {}
         progress.line(f"- {label}: held-out {training.get('metric') or 'pass_rate'} "
                       f"{describe(training.get('before'), training.get('after'), training.get('stats'))}")
+        for line in group_lines(training.get("by_group")):  # per category, where the rows name one
+            progress.line(f"  {line}")
     # the last stage's start (the run it continued, init_from) is what stage_gain_min compares against
     return _finish(spec, context, progress, run, start, held, facts)
 
