@@ -56,6 +56,8 @@ def test_the_per_category_lines_give_n_and_a_paired_p_each():
     assert group_results(before, after, groups[:5], "category") is None
     partial = group_results([0, 1], [1, 1], ["a", None], "category")
     assert partial is not None and set(partial["groups"]) == {"a", "(no category)"}
+    one = group_results(before, after, ["multiple"] * 20, "category")  # kept, but its line would repeat the overall
+    assert one is not None and one["groups"]["multiple"]["n"] == 20 and group_lines(one) == []
 
 
 def test_the_closing_summary_shows_the_per_category_lines_under_the_overall_one():

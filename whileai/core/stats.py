@@ -134,10 +134,11 @@ def group_lines(by_group: Any) -> list[str]:
     """The per-group lines under a held-out figure: a heading, then ``value  n=30  0.100 -> 0.600, ...``.
 
     Each line is the group's before and after with its n and paired p (``judged_text``); empty when
-    ``by_group`` (``group_results``' answer, as a run's ``training["by_group"]`` keeps it) names no group.
+    ``by_group`` (``group_results``' answer, as a run's ``training["by_group"]`` keeps it) names fewer
+    than two groups (one group's line would repeat the overall figure).
     """
     groups = by_group.get("groups") if isinstance(by_group, dict) else None
-    if not isinstance(groups, dict) or not groups:
+    if not isinstance(groups, dict) or len(groups) < 2:
         return []
     width = max(len(str(name)) for name in groups)
     lines = [f"per {by_group.get('field') or 'group'} ({len(groups)}):"]
