@@ -145,3 +145,8 @@ def test_a_two_step_sft_on_the_mix_says_smoke_first_and_reports_each_category(tm
     for offset, (name, result) in enumerate(by_group["groups"].items(), 2):
         assert lines[at + offset].split()[:2] == [name, f"n={result['n']}"], lines[at:at + 8]
         assert "paired p" in lines[at + offset]
+    from whileai.runner.runs import show_lines  # `python -m whileai show RUN` keeps the same lines
+
+    shown = show_lines(run)
+    assert [line.strip() for line in shown if line.strip().startswith(tuple(by_group["groups"]))] == [
+        line.strip() for line in lines[at + 2:at + 2 + len(by_group["groups"])]]
