@@ -45,6 +45,7 @@ def test_the_per_category_lines_give_n_and_a_paired_p_each():
     groups = ["multiple"] * 10 + ["parallel"] * 4 + ["irrelevance"] * 6
     by_group = group_results(before, after, groups, "category")
     assert by_group is not None and list(by_group["groups"]) == ["irrelevance", "multiple", "parallel"]
+    assert by_group["prompts"] == groups  # each prompt's group beside its outcomes: every test can be recomputed
     assert group_lines(by_group) == [
         "per category (3):",
         "  irrelevance  n=6    1.000 -> 1.000, no significant change (6/6; 95% CI 0.61-1.00; paired p = 1.000)",
@@ -128,6 +129,8 @@ def test_a_two_step_sft_on_the_mix_says_smoke_first_and_reports_each_category(tm
     """The real SFT recipe on the tiny kit base: its first line says smoke run, its summary a line per category."""
     from _runner_helpers import record, runs_file, tiny_base, whileai
 
+    from whileai.core.stats import holdout_result
+
     done = whileai("run", "recipe=real/sft_smollm2_bfcl", f"base_model={tiny_base()}", "steps=2", "batch_size=2",
                    "holdout_rows=30", "lora_rank=4", "lora_alpha=8", "expect.holdout_gain_significant=null",
                    token="bfcl-mix", env={"BFCL_DATA": ""})
@@ -139,6 +142,10 @@ def test_a_two_step_sft_on_the_mix_says_smoke_first_and_reports_each_category(tm
     by_group = training["by_group"]
     assert by_group["field"] == "category" and set(by_group["groups"]) <= set(MIX) and len(by_group["groups"]) >= 3
     assert sum(g["n"] for g in by_group["groups"].values()) == training["holdout_prompts"] == 30
+    outcomes = training["outcomes"]
+    for name, result in by_group["groups"].items():  # recomputed from the kept per-prompt outcomes and groups
+        picked = [i for i, g in enumerate(by_group["prompts"]) if g == name]
+        assert result == holdout_result([outcomes["before"][i] for i in picked], [outcomes["after"][i] for i in picked])
     lines = done.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("held-out"))
     assert lines[at + 1] == f"           per category ({len(by_group['groups'])}):"

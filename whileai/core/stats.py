@@ -109,7 +109,10 @@ def holdout_result(before_outcomes: Sequence[Any] | None, after_outcomes: Sequen
 
 def group_results(before_outcomes: Sequence[Any] | None, after_outcomes: Sequence[Any] | None,
                   groups: Sequence[Any] | None, field: str) -> dict[str, Any] | None:
-    """``holdout_result`` for each group of prompts: ``{"field", "groups": {value: result}}``, values sorted.
+    """``holdout_result`` for each group of prompts: ``{"field", "groups": {value: result}, "prompts": [...]}``.
+
+    ``groups`` is sorted by value; ``prompts`` keeps each prompt's group in prompt order, beside the
+    run's per-prompt outcomes, so every group's test can be recomputed.
 
     ``groups`` gives each prompt's value of the row field ``field`` (None where a row has none: grouped
     as ``(no <field>)``), in the prompt order of the outcomes. None when no prompt names a group, or
@@ -127,7 +130,7 @@ def group_results(before_outcomes: Sequence[Any] | None, after_outcomes: Sequenc
         picked = [i for i, k in enumerate(keys) if k == key]
         before, after = ([o[i] for i in picked] if o else None for o in (before_outcomes, after_outcomes))
         out[key] = holdout_result(before, after)
-    return {"field": field, "groups": out}
+    return {"field": field, "groups": out, "prompts": keys}
 
 
 def group_lines(by_group: Any) -> list[str]:
