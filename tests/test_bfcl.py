@@ -32,7 +32,7 @@ def converted() -> dict[str, list]:
     return {c: wai.datasets.from_bfcl(*_bfcl.files(c)) for c in _bfcl.CATEGORIES}
 
 
-def test_from_bfcl_converts_the_four_categories(converted):
+def test_from_bfcl_converts_each_category(converted):
     for category, rows in converted.items():
         questions = _bfcl.read(_bfcl.files(category)[0])
         left_out = rows.report["left_out"]
@@ -43,11 +43,18 @@ def test_from_bfcl_converts_the_four_categories(converted):
         ids = [q["id"] for q in questions]
         for row in rows:
             RolloutRow.model_validate(row)
-            assert row["gold"]["match"] == "bfcl" and row["task_id"] in ids
+            assert row["gold"]["match"] == "bfcl" and row["task_id"] in ids and row["category"] == category
             assert all(t["function"]["parameters"]["type"] == "object" for t in row["tools"])
             # the reference (the assistant turn) passes its own gold
             assert wai.first_action_judge(row)["passed"], row["task_id"]
     assert all("parallel" in r["gold"] for r in converted["parallel"])
+    assert any("parallel" in r["gold"] for r in converted["parallel_multiple"])
+    assert all(len({c["name"] for c in r["gold"]["parallel"]}) > 1 or len(r["tools"]) > 1
+               for r in converted["parallel_multiple"] if "parallel" in r["gold"])
+    # irrelevance: BFCL has no answer file; the reference reply calls nothing and the gold says no call
+    for row in converted["irrelevance"]:
+        assert row["gold"] == {"no_call": True, "match": "bfcl"}
+        assert not row["messages"][-1].get("tool_calls") and row["messages"][-1]["content"]
     assert all("name" in r["gold"] for c in ("simple_python", "multiple", "live_simple") for r in converted[c])
     # names and types mapped as BFCL's OpenAI handler maps them, and counted
     report = converted["simple_python"].report
@@ -59,15 +66,31 @@ def test_from_bfcl_converts_the_four_categories(converted):
 def test_from_bfcl_refuses_a_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         wai.datasets.from_bfcl(tmp_path / "nope.json", tmp_path / "nope2.json")
+    with pytest.raises(ValueError, match="needs its possible-answer file"):
+        wai.datasets.from_bfcl(_bfcl.files("multiple")[0])
+    with pytest.raises(FileNotFoundError) as err:  # every missing file named at once
+        wai.datasets.from_bfcl_folder(tmp_path, ["multiple", "irrelevance"])
+    assert str(err.value).count(str(tmp_path)) == 4 and "possible_answer/BFCL_v4_irrelevance" not in str(err.value)
+
+
+def test_from_bfcl_folder_reads_a_mix_with_each_rows_category():
+    rows = wai.datasets.from_bfcl_folder(_bfcl.SAMPLE, ["multiple", "irrelevance", "parallel_multiple"])
+    counts = collections.Counter(r["category"] for r in rows)
+    sample = {c: len(_bfcl.read(_bfcl.SAMPLE / f"BFCL_v4_{c}.json")) for c in counts}
+    assert counts == sample and list(counts) == ["multiple", "irrelevance", "parallel_multiple"]
+    assert set(rows.report["categories"]) == set(counts) and rows.report["rows"] == len(rows)
+    check_rows(rows)
 
 
 def test_the_judge_agrees_with_bfcls_checker_for_every_kind_of_reply():
+    """Per category, every candidate reply gets BFCL's verdict from our judge (ast_checker; irrelevance: no call)."""
     checker = _bfcl.load_checker()
+    no_call_rule = _bfcl.load_no_call_rule()
     table: dict[tuple[str, str], list[int]] = collections.defaultdict(lambda: [0, 0])
     disagreements = []
     for category in _bfcl.CATEGORIES:
         for case in _bfcl.cases(category):
-            theirs = _bfcl.bfcl_verdict(checker, case["entry"], case["answer"], category, case["text"])
+            theirs = _bfcl.bfcl_verdict(checker, case["entry"], case["answer"], category, case["text"], no_call_rule)
             ours = judge_reply(case["text"], case["row"])["passed"]
             cell = table[(case["kind"], category)]
             cell[0] += theirs == ours
@@ -83,9 +106,19 @@ def test_the_judge_agrees_with_bfcls_checker_for_every_kind_of_reply():
     assert not disagreements, (len(disagreements), disagreements[:5])
     for kind in KINDS:  # every kind is scored on every category (an optional argument is not in every sample)
         for category in _bfcl.CATEGORIES:
-            assert (kind, category) in table or kind.startswith("optional"), (kind, category)
+            if "irrelevance" not in category:
+                assert (kind, category) in table or kind.startswith("optional"), (kind, category)
     for kind in PARALLEL_KINDS:
-        assert (kind, "parallel") in table
+        assert (kind, "parallel") in table and (kind, "parallel_multiple") in table
+    for kind in _bfcl.NO_CALL_KINDS:
+        assert (kind, "irrelevance") in table, kind
+    by_category = collections.Counter(category for (_, category) in table)
+    assert set(by_category) == set(_bfcl.CATEGORIES)
+    # both verdicts occur in each category, so agreement is not one answer given to everything
+    for category in _bfcl.CATEGORIES:
+        verdicts = {_bfcl.bfcl_verdict(checker, c["entry"], c["answer"], category, c["text"], no_call_rule)
+                    for c in _bfcl.cases(category)[:60]}
+        assert verdicts == {True, False}, category
 
 
 def test_grpo_reward_and_the_held_out_judge_decide_through_one_parser():

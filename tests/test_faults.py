@@ -98,7 +98,8 @@ def test_a_resume_killed_after_its_job_row_before_its_worker_is_settled_and_resu
     store = Store(url)
     acct, key = store.create_account("a")
     run_id = _stopped_run_with_a_checkpoint(store, acct)
-    with _server_process(url, home, tmp_path / "server.log", **{defaults.FAULT_AT_ENV: "after_job_row"}) as (proc, base):
+    with platform_process(home, tmp_path / "server.log", "--store-url", url,
+                          env={defaults.FAULT_AT_ENV: "after_job_row"}) as (proc, base):
         with _client(base, key) as a, pytest.raises(httpx.HTTPError):
             a.post(f"{API}/runs/{run_id}/resume")
         assert proc.wait(30) == -signal.SIGKILL

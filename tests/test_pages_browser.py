@@ -20,6 +20,7 @@ import shutil
 import httpx
 import pytest
 
+from whileai.core.stats import group_lines, group_results
 from whileai.platform.server import serve_in_thread, signin_link
 
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
@@ -32,6 +33,9 @@ API = "/api/v1"
 EVIL = "<img src=x onerror=\"window.__pwned=1;document.title='pwned'\"><script>window.__pwned=2</script>"
 SPIKE_STEP, SPIKE = 3333, 50.0
 N = 5000  # points per series on the GRPO run: more than CHART_MAX_POINTS, so it is downsampled
+
+#: the held-out result per category (a BFCL mix) on the seeded GRPO run: 0.25 -> 0.5 over four prompts
+BY_GROUP = group_results([1, 0, 0, 0], [1, 1, 0, 0], ["multiple", "multiple", "parallel", "parallel"], "category")
 
 visited: list[str] = []  # every request URL any page made
 console: list[str] = []  # every console error and uncaught page error
@@ -112,7 +116,8 @@ def seeded(platform):
             "monitor": {"evaluations": 10, "alarms": [{"kind": "divergence", "step": 2500, "message": ALARM_TEXT}]},
             "selection": {"summary": "grpo: uses 80 of 100 rows (20 of 25 tasks)", "dropped": [
                 {"class": "unanimous-pass", "rows": 20, "tasks": 5, "reason": "no advantage to learn from"}]},
-            "training": {"method": "grpo", "metric": "pass_rate", "gpu": "A10G", "seconds": 3600}}})
+            "training": {"method": "grpo", "metric": "pass_rate", "gpu": "A10G", "seconds": 3600,
+                         "by_group": BY_GROUP}}})
         ids["grpo"] = g
         for name, beta, after in (("grpo beta 0.01", 0.01, 0.3), ("grpo beta 0.1", 0.1, 0.4)):
             r = api.post("/runs", json={"name": name, "dataset": "ds_train", "config": _config(beta),
@@ -300,6 +305,8 @@ def test_the_run_page_shows_headline_delta_charts_alarms_and_config_in_order(pla
 
     assert page.locator(".headline .big").inner_text().replace("\n", "") == "0.250 → 0.500" == change_text(0.25, 0.5, "→")
     expect(page.locator(".headline")).to_contain_text("higher is better")
+    # per category, the terminal's lines with their n and paired p
+    assert page.locator(".headline .groups").inner_text() == "\n".join(group_lines(BY_GROUP))
     expect(page.locator("#progress")).to_contain_text(f"step {N - 1} of {N}")
 
     expect(page.locator("#delta-reason")).to_contain_text("above zero")

@@ -245,3 +245,18 @@ def test_the_pages_show_n_the_interval_the_paired_p_and_the_expect_verdict():
     row = _views.list_row(record)
     assert row["expect"] == {"passed": False, "failed": 1} and row["holdout"]["n"] == 40
     assert _views.facts({**record, "summary": {}})["expect"] is None
+    assert head["groups"] == []  # rows without a category: no per-category lines
+
+
+def test_the_run_page_shows_the_held_out_figure_per_category():
+    from whileai.core.stats import group_results, holdout_result
+
+    before, after = [0, 0, 0, 1, 1, 1], [1, 1, 1, 1, 1, 0]
+    groups = ["multiple"] * 3 + ["irrelevance"] * 3
+    training = {"metric": "pass_rate", "before": 0.5, "after": 5 / 6, "stats": holdout_result(before, after),
+                "by_group": group_results(before, after, groups, "category")}
+    head = _views.headline({"training": training})[0]
+    assert head["groups"] == [
+        "per category (2):",
+        "  irrelevance  n=3    1.000 -> 0.667, no significant change (2/3; 95% CI 0.21-0.94; paired p = 1.000)",
+        "  multiple     n=3    0.000 -> 1.000, no significant change (3/3; 95% CI 0.44-1.00; paired p = 0.250)"]

@@ -54,6 +54,9 @@ def test_fine_grained_reads_every_gold_form():
     answer = {"answer": "I cannot book flights."}
     assert fine_grained_score({"role": "assistant", "content": "I cannot book flights."}, answer)["reward"] == 1.0
     assert fine_grained_score(_turn(("book", {})), answer)["reward"] == 0.0
+    no_call = {"no_call": True, "match": "bfcl"}  # BFCL's irrelevance: full marks only without a call
+    assert fine_grained_score({"role": "assistant", "content": "None of these fit."}, no_call)["reward"] == 1.0
+    assert fine_grained_score(_turn(("book", {})), no_call)["reward"] == 0.0
 
 
 # ---------------------------------------------------------------------------

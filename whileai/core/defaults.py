@@ -205,6 +205,11 @@ TRAIN_MAX_LENGTH = 2048
 #: under a minute there while the rate's standard error stays under 0.04.
 TRAIN_HOLDOUT_MAX_ROWS = 200
 
+#: The row field a held-out measurement is broken down by, before and after per value, when the
+#: held-out rows carry it (``wai.datasets.from_bfcl`` names each row's BFCL category there). Any
+#: dataset gets the breakdown by setting this field on its rows; the overall figure is unchanged.
+HOLDOUT_GROUP_FIELD = "category"
+
 #: Optimizer steps between two checkpoints of a job's trainer state (LoRA weights,
 #: optimizer, scheduler, RNG and data position), kept under the run's folder so
 #: ``python -m whileai resume RUN_ID`` (or a Modal retry after preemption) continues

@@ -28,7 +28,7 @@ from whileai.core import defaults
 
 __all__ = ["wilson", "constraints_text", "mcnemar_exact", "holdout_result", "describe", "p_text", "interval_text",
            "certainty_text", "status_text", "rate_text", "change_text", "smallest_significant_change",
-           "holdout_power", "significance_word", "judged_text"]
+           "holdout_power", "significance_word", "judged_text", "group_results", "group_lines"]
 
 _TEST = "exact McNemar (two-sided binomial on the prompts that changed)"
 
@@ -105,6 +105,53 @@ def holdout_result(before_outcomes: Sequence[Any] | None, after_outcomes: Sequen
         paired = {"test": _TEST, "worsened": worsened, "improved": improved, "p": mcnemar_exact(worsened, improved)}
     out["paired"] = paired
     return out
+
+
+def group_results(before_outcomes: Sequence[Any] | None, after_outcomes: Sequence[Any] | None,
+                  groups: Sequence[Any] | None, field: str) -> dict[str, Any] | None:
+    """``holdout_result`` for each group of prompts: ``{"field", "groups": {value: result}, "prompts": [...]}``.
+
+    ``groups`` is sorted by value; ``prompts`` keeps each prompt's group in prompt order, beside the
+    run's per-prompt outcomes, so every group's test can be recomputed.
+
+    ``groups`` gives each prompt's value of the row field ``field`` (None where a row has none: grouped
+    as ``(no <field>)``), in the prompt order of the outcomes. None when no prompt names a group, or
+    when the groups and outcomes are not of one length (nothing to pair them by).
+
+        >>> group_results([0, 0, 1, 0], [1, 1, 1, 0], ["a", "a", "b", "b"], "category")["groups"]["a"]["paired"]["improved"]
+        2
+    """
+    sides = [list(o) for o in (before_outcomes, after_outcomes) if o]
+    if not groups or all(v is None for v in groups) or not sides or any(len(side) != len(groups) for side in sides):
+        return None
+    keys = [str(v) if v is not None else f"(no {field})" for v in groups]
+    out: dict[str, Any] = {}
+    for key in sorted(set(keys)):
+        picked = [i for i, k in enumerate(keys) if k == key]
+        before, after = ([o[i] for i in picked] if o else None for o in (before_outcomes, after_outcomes))
+        out[key] = holdout_result(before, after)
+    return {"field": field, "groups": out, "prompts": keys}
+
+
+def group_lines(by_group: Any) -> list[str]:
+    """The per-group lines under a held-out figure: a heading, then ``value  n=30  0.100 -> 0.600, ...``.
+
+    Each line is the group's before and after with its n and paired p (``judged_text``); empty when
+    ``by_group`` (``group_results``' answer, as a run's ``training["by_group"]`` keeps it) names fewer
+    than two groups (one group's line would repeat the overall figure).
+    """
+    groups = by_group.get("groups") if isinstance(by_group, dict) else None
+    if not isinstance(groups, dict) or len(groups) < 2:
+        return []
+    width = max(len(str(name)) for name in groups)
+    lines = [f"per {by_group.get('field') or 'group'} ({len(groups)}):"]
+    for name, result in groups.items():
+        if not isinstance(result, dict):
+            continue
+        before, after = (result.get(side) or {} for side in ("before", "after"))
+        figure = judged_text(before.get("rate"), after.get("rate"), result)
+        lines.append(f"  {str(name):<{width}}  n={result.get('n')!s:<4} {figure}")
+    return lines
 
 
 def p_text(p: float) -> str:

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from whileai.core.defaults import HOLDOUT_GROUP_FIELD
 from whileai.core.errors import TrainingWarning
 from whileai.core.spec import RunSpec
 
@@ -94,7 +95,8 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
     after training (the prompts are drawn with the run's seed), so a paired test can be computed
     from them. Value None without gold. ``gold_over_cap`` counts the prompts whose reference reply
     is longer than the reply cap (TRAIN_EVAL_MAX_NEW_TOKENS): they can never pass, so they are
-    counted and warned about (and still measured). ``proxy`` (a TRL-shaped reward) scores the same greedy
+    counted and warned about (and still measured). ``groups`` (only when some prompt's row carries
+    the HOLDOUT_GROUP_FIELD field) is each prompt's value of it, in the same order. ``proxy`` (a TRL-shaped reward) scores the same greedy
     replies too: ``proxy_scores``, per prompt in the same order.
     """
     from whileai.simulations.judges import judge_reply
@@ -115,6 +117,9 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
                 for row, text in zip(prompts, replies, strict=True)]
     out = {"value": sum(outcomes) / len(prompts), "prompts": len(prompts), "gold_over_cap": over,
            "outcomes": outcomes}
+    field = HOLDOUT_GROUP_FIELD  # each prompt's group (a BFCL row's category), for the per-group figures
+    if any(row.get(field) is not None for row in prompts):
+        out["groups"] = [row.get(field) for row in prompts]
     if proxy is not None:
         scores = proxy(prompts=[prompt_messages(row) for row in prompts], completions=list(replies),
                        completion_ids=None, gold=[json.dumps(row.get("gold")) for row in prompts])

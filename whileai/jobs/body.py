@@ -206,8 +206,9 @@ def _held_out_stats(before: dict[str, Any] | None, after: dict[str, Any] | None)
 
     ``outcomes`` keeps both sides in prompt order so the test can be recomputed;
     ``stats`` is ``whileai.core.stats.holdout_result`` over them (n, Wilson intervals,
-    exact McNemar on the prompts that changed). A metric without per-prompt
-    outcomes (held-out loss) adds nothing.
+    exact McNemar on the prompts that changed); ``by_group`` the same per group
+    where the prompts name one. A metric without per-prompt outcomes (held-out
+    loss) adds nothing.
     """
     from whileai.core.stats import holdout_result
 
@@ -216,7 +217,19 @@ def _held_out_stats(before: dict[str, Any] | None, after: dict[str, Any] | None)
     result = holdout_result(sides.get("before"), sides.get("after"))
     if result is None:
         return {}
-    return {"outcomes": {"before": sides.get("before"), "after": sides.get("after")}, "stats": result}
+    out = {"outcomes": {"before": sides.get("before"), "after": sides.get("after")}, "stats": result}
+    return {**out, **_by_group(before, after, sides)}
+
+
+def _by_group(before: dict[str, Any] | None, after: dict[str, Any] | None,
+              sides: dict[str, list[Any]]) -> dict[str, Any]:
+    """``by_group``: the before/after of each group of held-out prompts (``groups``: a BFCL row's category)."""
+    from whileai.core.defaults import HOLDOUT_GROUP_FIELD
+    from whileai.core.stats import group_results
+
+    found = (after or {}).get("groups") or (before or {}).get("groups")
+    by_group = group_results(sides.get("before"), sides.get("after"), found, HOLDOUT_GROUP_FIELD)
+    return {"by_group": by_group} if by_group else {}
 
 
 def _mirror(spec: RunSpec, run: TrainingRun) -> str:

@@ -6,7 +6,7 @@ shows the steps. ``--json`` prints the same summary as one JSON object instead
 of lines, for scripts and CI:
 
     {"status", "exit_code", "recipe", "sweep_id", "run", "runs": [{"id", "stage", "method", "name"}],
-     "datasets": {...}, "held_out": {"metric", "before", "after", ...}, "verdict", "alarms",
+     "datasets": {...}, "held_out": {"metric", "before", "after", "stats", "by_group", ...}, "verdict", "alarms",
      "cost": {"usd", "basis"}, "expect": {"passed", "failed"}, "page", "mirrors": {name: {"to", "status", ...}},
      "endpoint", "outcome": {...}}
 
@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any
 
-from whileai.core.stats import judged_text, status_text
+from whileai.core.stats import group_lines, judged_text, status_text
 
 from .expect import line_text
 
@@ -79,7 +79,7 @@ def summary(facts: dict[str, Any], run: Any = None, outcome: dict[str, Any] | No
             "status": outcome.get("status") or out["status"],
             "held_out": {"metric": outcome.get("metric") or "pass_rate", "before": outcome.get("before"),
                          "after": outcome.get("after"), "previous_after": outcome.get("previous_after"),
-                         "stats": outcome.get("stats")},
+                         "stats": outcome.get("stats"), "by_group": outcome.get("by_group")},
             "verdict": outcome.get("verdict"),
             "alarms": outcome.get("alarms") or [],
             "cost": {"usd": outcome.get("cost_usd"), "basis": basis},
@@ -112,6 +112,7 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
             figure = judged_text(held["before"], held["after"], held.get("stats"))
         lines += [
             f"held-out   {held['metric']} {figure}",
+            *(f"           {line}" for line in group_lines(held.get("by_group"))),  # per category, when rows name one
             *([f"delta      {closing['verdict']}"] if closing.get("verdict") else []),  # only when dataset.after asked
             f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get('kind') or a) for a in alarms) if alarms else ""),
             *_armed_lines(outcome.get("armed")),

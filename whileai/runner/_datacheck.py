@@ -2,7 +2,8 @@
 
 ``data_problems(spec)`` reads at most RUNNER_VALIDATE_SAMPLE_ROWS lines of
 each data file the spec names (``dataset.path``, ``dataset.tools``,
-``dataset.questions``/``dataset.answers``, ``dataset.after``): each must exist,
+``dataset.questions``/``dataset.answers`` or ``dataset.categories``' files,
+``dataset.after``): each must exist,
 and each sampled line must be JSON following its contract (a rollout row, a
 BFCL entry); the tools file must be a JSON list of function schemas.
 ``data_error_message(exc)`` is the one message a data error at run time prints
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import defaults
-from .schema import Problem, RecipeSpec
+from .schema import Dataset, Problem, RecipeSpec
 
 __all__ = ["data_problems", "data_error_message", "DATA_ERRORS"]
 
@@ -141,6 +142,23 @@ def _bfcl_file(key: str, value: str, what: str, where: Any) -> list[Problem]:
     return out
 
 
+def _bfcl_categories(data: Dataset, where: Any) -> list[Problem]:
+    """Each named category's question file (and answer file, but for irrelevance) in the BFCL data folder."""
+    from ._bfcl_data import bfcl_folder
+
+    key = "dataset.categories"
+    try:
+        folder, _ = bfcl_folder(data.model_dump())
+    except FileNotFoundError as exc:
+        return [Problem(key, str(exc), where(key))]
+    out = []
+    for category in data.categories or []:
+        out += _bfcl_file(key, str(folder / f"BFCL_v4_{category}.json"), "questions", where)
+        if "irrelevance" not in str(category):  # BFCL scores irrelevance by the no-call rule: no answer file
+            out += _bfcl_file(key, str(folder / "possible_answer" / f"BFCL_v4_{category}.json"), "answers", where)
+    return out
+
+
 def data_problems(spec: RecipeSpec, where: Any, whole: bool = False) -> list[Problem]:
     """Problems with the data files the spec names (see the module docstring); empty when none.
 
@@ -153,7 +171,9 @@ def data_problems(spec: RecipeSpec, where: Any, whole: bool = False) -> list[Pro
         out += _rows_file("dataset.path", data.path, where,
                           limit=None if whole else defaults.RUNNER_VALIDATE_SAMPLE_ROWS,
                           judged=spec.method != "rm")  # a reward model learns from pass/fail pairs, no gold
-    if data.source == "bfcl":
+    if data.source == "bfcl" and data.categories:
+        out += _bfcl_categories(data, where)
+    elif data.source == "bfcl":
         for key, named in (("questions", data.questions), ("answers", data.answers)):
             if named is not None and named != "???":
                 out += _bfcl_file(f"dataset.{key}", named, key, where)

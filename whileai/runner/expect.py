@@ -165,6 +165,7 @@ def outcome_of(run: Any, previous: Any) -> dict[str, Any]:
             "previous_run": previous.id if previous is not None else None,
             "alarms": monitor.get("alarms") or [], "verdict": delta.get("verdict"),
             "reward_vs_exact": training.get("reward_vs_exact"), "armed": monitor.get("armed"),
+            "by_group": training.get("by_group"),
             "cost_usd": run.cost_usd, "cost_basis": run.cost_basis}
 
 

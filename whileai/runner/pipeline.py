@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec
-from whileai.core.stats import describe
+from whileai.core.stats import describe, group_lines
 
 from . import defaults
 from ._effective import resolve_stages
@@ -94,6 +94,12 @@ def load_rows(data: Dataset) -> tuple[list[dict[str, Any]], str]:
             loaded = wai.SimulationData(loaded.trajectories, system_prompt=system or loaded.system_prompt,
                                         tools=tools if tools is not None else loaded.tools, name=loaded.name)
         rows, what = loaded.rows(), str(data.path)
+    elif data.source == "bfcl" and data.categories:
+        from ._bfcl_data import bfcl_folder
+
+        folder = bfcl_folder(data.model_dump())[0]
+        rows, what = list(wai.datasets.from_bfcl_folder(folder, data.categories)), (
+            f"BFCL {', '.join(data.categories)} ({folder})")
     elif data.source == "bfcl":
         rows, what = list(wai.datasets.from_bfcl(str(data.questions), str(data.answers))), str(data.questions)
     else:
@@ -320,6 +326,14 @@ class _Plan:
         return self.runs.get(stage.start) if stage.start is not None else None
 
 
+def _say_smoke(data: Dataset, progress: Progress) -> None:
+    from ._bfcl_data import smoke_note
+
+    note = smoke_note(data.model_dump())
+    if note:
+        progress.line(note)
+
+
 def _resolved_stages(spec: RecipeSpec) -> list[tuple[Stage, RunSpec]]:
     """Each stage with its resolved spec, by the resolution ``validate`` checked (a refusal here is a spec
     that skipped it)."""
@@ -333,6 +347,7 @@ def _resolved_stages(spec: RecipeSpec) -> list[tuple[Stage, RunSpec]]:
 
 def _run(spec: RecipeSpec, context: Context, progress: Progress, facts: dict[str, Any]) -> int:
     plan = _Plan(spec, context, progress, facts, runner_record(spec.plain(), context), _resolved_stages(spec))
+    _say_smoke(spec.dataset, progress)  # first: a run on the committed BFCL sample measures nothing
     progress.line(f"whileai run {context.recipe or '(no recipe)'}: {spec.method}"
                   + (f" after {', '.join(spec.stages)}" if spec.stages else "")
                   + f", output {context.output_dir}")
@@ -489,6 +504,8 @@ def _follow_to_end(plan: _Plan, run: Any, label: str) -> int | None:
     training = run.training or {}
     plan.progress.line(f"- {label}: held-out {training.get('metric') or 'pass_rate'} "
                        f"{describe(training.get('before'), training.get('after'), training.get('stats'))}")
+    for line in group_lines(training.get("by_group")):  # per category, where the rows name one
+        plan.progress.line(f"  {line}")
     return None
 
 

@@ -7,7 +7,8 @@ it took. It reads whichever platform the SDK would use: the embedded one under t
 local account, as ``python -m whileai open`` does) unless WHILEAI_BASE_URL names a server.
 
 ``show`` prints one run: its status and expect lines, the held-out result with n, interval and
-paired p, the delta verdict, the adapter folder, its page, and the spec it ran.
+paired p (and per category where the rows name one), the delta verdict, the adapter folder, its page, and the
+spec it ran.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from whileai.core.stats import change_text, judged_text, status_text
+from whileai.core.stats import change_text, group_lines, judged_text, status_text
 
 from . import defaults
 from ._mirrored import mirror_text, mirrors_line  # the mirrored line, shared with the closing summary
@@ -171,6 +172,7 @@ def show_lines(record: dict[str, Any]) -> list[str]:
         if n:
             lines.append(f"n          {n} held-out prompt(s)" + (
                 f"; {paired['improved']} improved, {paired['worsened']} worsened" if paired else ""))
+        lines += [f"           {line}" for line in group_lines(training.get("by_group"))]  # per category
     else:
         lines.append("held-out   - (not measured yet)")
     power = _dict(kept.get("held_out"))  # what the run said before training (whileai/runner/_power.py)

@@ -66,6 +66,8 @@ class Dataset(_Strict):
     path: str | None = None
     questions: str | None = None
     answers: str | None = None
+    folder: str | None = None
+    categories: list[str] | None = None
     id: str | None = None
     system_prompt: str | None = None
     tools: str | list[dict[str, Any]] | None = None
@@ -429,12 +431,13 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
     """Problems between keys: a source without its file or id, a monitor on a method that has none."""
     out: list[Problem] = []
     data: dict[str, Any] = plain["dataset"] if isinstance(plain.get("dataset"), dict) else {}
-    needs = {"jsonl": ("path",), "pushed": ("id",), "bfcl": ("questions", "answers")}
+    needs = {"jsonl": ("path",), "pushed": ("id",), "bfcl": () if data.get("categories") else ("questions", "answers")}
     source = data.get("source")
     for need in needs.get(source, ()) if isinstance(source, str) else ():
         if not data.get(need) or data.get(need) == "???":
             key = f"dataset.{need}"
-            out.append(Problem(key, f"dataset.source={source} needs {key}; pass {key}=...", where(key)))
+            also = " (or dataset.categories=[...] of a BFCL data folder)" if source == "bfcl" else ""
+            out.append(Problem(key, f"dataset.source={source} needs {key}{also}; pass {key}=...", where(key)))
     if data.get("sample_tasks") is not None and source != "sample":
         out.append(Problem("dataset.sample_tasks", f"dataset.sample_tasks generates the kit's sample task and "
                            f"does not apply to dataset.source={source}; drop it, or keep the first N tasks of "

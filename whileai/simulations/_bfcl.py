@@ -7,14 +7,19 @@ question: the functions as OpenAI tools (names and types mapped the way BFCL's
 own function-calling handlers map them: ``.`` in a name becomes ``_``, ``dict``
 becomes ``object``, ``float`` becomes ``number``, see ``datagate.TYPE_MAP``),
 the question as the prompt, the first acceptable call(s) as the assistant turn,
-and a gold with every alternative under BFCL's rule (``match: "bfcl"``).
+and a gold with every alternative under BFCL's rule (``match: "bfcl"``). An
+irrelevance category has no answer file: its rows' gold is ``{"no_call": true}``.
+``from_bfcl_folder(folder, categories)`` reads several categories of one data
+folder into one list, each row naming its ``category``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,7 +29,13 @@ from whileai.core.errors import RowFormatError
 from . import defaults
 from .datagate import TOOL_NAME, map_schema, wire_name
 
-__all__ = ["from_bfcl", "BfclRows", "bfcl_tool", "bfcl_gold"]
+__all__ = ["from_bfcl", "from_bfcl_folder", "bfcl_data_folder", "bfcl_category", "BfclRows", "bfcl_tool",
+           "bfcl_gold", "BFCL_AST_CATEGORIES"]
+
+#: BFCL's single-turn Python categories that its AST checker (or, for irrelevance, its no-call rule) scores
+BFCL_AST_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance",
+                       "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance")
+_FILE = re.compile(r"^BFCL_v\d+_(?P<category>.+)\.json$")
 
 
 class BfclRows(list):
@@ -129,8 +140,8 @@ def bfcl_gold(call: Mapping[str, Any], function: Mapping[str, Any] | None, cap: 
         values[param] = concrete
         if "" in acceptable and param not in required:
             optional.append(param)
-            if acceptable[0] == "":
-                continue  # the first acceptable call leaves it out
+            if acceptable[0] == "" or (function is not None and param not in props):
+                continue  # the first acceptable call leaves it out (BFCL refuses a parameter its doc lacks)
         if concrete:
             arguments[param] = concrete[0]
     out = {"name": wire_name(name) or name, "arguments": arguments, "values": values}
@@ -139,24 +150,75 @@ def bfcl_gold(call: Mapping[str, Any], function: Mapping[str, Any] | None, cap: 
     return out
 
 
-def from_bfcl(questions: str | os.PathLike, answers: str | os.PathLike) -> BfclRows:
+def bfcl_category(questions: str | os.PathLike) -> str:
+    """The category a BFCL question file holds, from its name: ``BFCL_v4_parallel_multiple.json`` -> ``parallel_multiple``."""
+    name = Path(questions).name
+    found = _FILE.match(name)
+    return found.group("category") if found else Path(name).stem
+
+
+def bfcl_data_folder() -> Path | None:
+    """The installed ``bfcl-eval`` package's data folder (found without importing the package), or None."""
+    try:
+        spec = importlib.util.find_spec("bfcl_eval")
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        if (Path(location) / "data").is_dir():
+            return Path(location) / "data"
+    return None
+
+
+def _no_call_rows(questions: str | os.PathLike, category: str, counts: dict[str, int]) -> BfclRows:
+    """An irrelevance category's rows: none of the offered functions fits, so the reference reply calls none."""
+    rows = BfclRows()
+    left_out: list[dict[str, Any]] = []
+    for line_no, entry in _read(questions, "questions"):
+        problems: list[str] = []
+        tools = [bfcl_tool(fn, counts, problems) for fn in entry.get("function") or []]
+        if problems:
+            left_out.append({"id": entry["id"], "line": line_no, "why": "; ".join(problems)})
+            continue
+        prompt = [dict(m) for m in (entry.get("question") or [[]])[0]]
+        reply = {"role": "assistant", "content": defaults.BFCL_NO_CALL_REPLY}
+        rows.append({"messages": prompt + [reply], "tools": tools, "gold": {"no_call": True, "match": "bfcl"},
+                     "task_id": str(entry["id"]), "category": category, "passed": True, "reward": 1.0})
+    rows.report = {"questions": len(rows) + len(left_out), "rows": len(rows), "left_out": left_out}
+    return rows
+
+
+def from_bfcl(questions: str | os.PathLike, answers: str | os.PathLike | None = None,
+              category: str | None = None) -> BfclRows:
     """Rollout rows from one BFCL category's question file and possible-answer file.
 
     Each row: ``tools`` (the question's functions as OpenAI tools), the
     question's first turn as the prompt, the first acceptable call(s) as the
     assistant turn, ``gold`` with every acceptable value and optional argument
     under BFCL's rule (``match: "bfcl"``; a parallel question's calls as
-    ``{"parallel": [...]}``), ``task_id`` the BFCL id, ``passed: True``.
-    ``rows.report`` counts what was mapped and what was left out (a question
-    without an answer, a name no mapping can fix). Nothing is downloaded.
+    ``{"parallel": [...]}``), ``task_id`` the BFCL id, ``category`` (``category``,
+    else read from the file's name), ``passed: True``. An irrelevance category
+    (BFCL has no answer file for it; ``answers`` is not read) gives rows whose
+    gold is ``{"no_call": true}`` and whose assistant turn is a short reply
+    calling nothing (BFCL_NO_CALL_REPLY). ``rows.report`` counts what was mapped
+    and what was left out (a question without an answer, a name no mapping can
+    fix). Nothing is downloaded.
 
         rows = wai.datasets.from_bfcl("BFCL_v4_simple_python.json",
                                       "possible_answer/BFCL_v4_simple_python.json")
     """
     cap = defaults.BFCL_EXPANSION_CAP
+    category = category or bfcl_category(questions)
+    counts: dict[str, int] = {}
+    if "irrelevance" in category:  # BFCL's own test: its irrelevance categories are scored by the no-call rule
+        rows = _no_call_rows(questions, category, counts)
+        return _reported(rows, counts)
+    if answers is None:
+        raise ValueError(f"from_bfcl: category {category!r} ({questions}) needs its possible-answer file "
+                         "(bfcl_eval/data/possible_answer/BFCL_v4_<category>.json); only an irrelevance category "
+                         "has none")
     truth = {entry["id"]: entry for _, entry in _read(answers, "answers")}
     rows = BfclRows()
-    counts: dict[str, int] = {}
     left_out: list[dict[str, Any]] = []
     for line_no, entry in _read(questions, "questions"):
         answer = truth.get(entry["id"])
@@ -174,6 +236,12 @@ def from_bfcl(questions: str | os.PathLike, answers: str | os.PathLike) -> BfclR
             if empty:  # BFCL lists no acceptable value for a required argument: no reply can pass
                 problems.append(f"the answer lists no acceptable value for the required argument(s) {empty} of "
                                 f"{call['name']!r}, so no reply can pass")
+            function = by_name.get(next(iter(truth_call))) or {}
+            undocumented = sorted(k for k in call["values"] if k not in call.get("optional", [])
+                                  and k not in ((function.get("parameters") or {}).get("properties") or {}))
+            if function and undocumented:  # BFCL refuses an argument its doc lacks, and this one is not optional
+                problems.append(f"the answer needs the argument(s) {undocumented} of {call['name']!r}, which its "
+                                "function doc does not list, so no reply can pass")
         if problems:
             left_out.append({"id": entry["id"], "line": line_no, "why": "; ".join(problems)})
             continue
@@ -185,8 +253,50 @@ def from_bfcl(questions: str | os.PathLike, answers: str | os.PathLike) -> BfclR
         gold: dict[str, Any] = ({"parallel": calls, "match": "bfcl"} if len(calls) > 1
                                 else {**calls[0], "match": "bfcl"})
         rows.append({"messages": prompt + [reply], "tools": tools, "gold": gold, "task_id": str(entry["id"]),
-                     "passed": True, "reward": 1.0})
-    rows.report = {"questions": len(rows) + len(left_out), "rows": len(rows), "left_out": left_out,
-                   "tool_names_mapped": counts.pop("tool_names_mapped", 0),
-                   "types_mapped": {k.removeprefix("type_"): v for k, v in sorted(counts.items())}}
+                     "category": category, "passed": True, "reward": 1.0})
+    rows.report = {"questions": len(rows) + len(left_out), "rows": len(rows), "left_out": left_out}
+    return _reported(rows, counts)
+
+
+def _reported(rows: BfclRows, counts: dict[str, int]) -> BfclRows:
+    rows.report.update(tool_names_mapped=counts.pop("tool_names_mapped", 0),
+                       types_mapped={k.removeprefix("type_"): v for k, v in sorted(counts.items())})
+    return rows
+
+
+def from_bfcl_folder(folder: str | os.PathLike, categories: list[str] | tuple[str, ...]) -> BfclRows:
+    """Rows of several BFCL categories of one data folder (``bfcl_eval/data``), in the order named.
+
+    Each category is read by :func:`from_bfcl` from ``BFCL_v4_<category>.json`` and
+    ``possible_answer/BFCL_v4_<category>.json``; every row names its ``category``, so a held-out
+    measurement reports before and after per category. ``rows.report`` holds each category's report
+    under ``categories`` and the totals. Every missing file is named at once.
+
+        rows = wai.datasets.from_bfcl_folder(wai.datasets.bfcl_data_folder(), ["simple_python", "irrelevance"])
+    """
+    base = Path(folder).expanduser()
+    if not categories:
+        raise ValueError(f"from_bfcl_folder: name at least one category; BFCL's AST categories: "
+                         f"{', '.join(BFCL_AST_CATEGORIES)}")
+    missing = []
+    for category in categories:
+        needed = [base / f"BFCL_v4_{category}.json"]
+        if "irrelevance" not in category:
+            needed.append(base / "possible_answer" / f"BFCL_v4_{category}.json")
+        missing += [str(p) for p in needed if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"BFCL data folder {str(base)!r} lacks {', '.join(missing)}; pass the folder that "
+                                "holds BFCL_v4_<category>.json and possible_answer/ (bfcl_eval/data of "
+                                "`pip install --no-deps bfcl-eval`) and categories it has (BFCL's AST categories: "
+                                f"{', '.join(BFCL_AST_CATEGORIES)})")
+    rows = BfclRows()
+    reports: dict[str, dict[str, Any]] = {}
+    for category in categories:
+        part = from_bfcl(base / f"BFCL_v4_{category}.json", base / "possible_answer" / f"BFCL_v4_{category}.json",
+                         category)
+        rows.extend(part)
+        reports[category] = part.report
+    rows.report = {"questions": sum(r["questions"] for r in reports.values()), "rows": len(rows),
+                   "left_out": [x for r in reports.values() for x in r["left_out"]], "categories": reports,
+                   "tool_names_mapped": sum(r["tool_names_mapped"] for r in reports.values())}
     return rows

@@ -7,13 +7,17 @@ A row's ``gold`` is one of (docs/rows.md has examples):
 - the same call with ``values`` (per argument, the list of acceptable values),
   ``optional`` (arguments the reply may leave out) and ``match`` (the rule);
 - ``{"parallel": [call, ...]}``: every call is required, in any order;
-- ``{"one_of": [call or parallel, ...]}``: several acceptable answers.
+- ``{"one_of": [call or parallel, ...]}``: several acceptable answers;
+- ``{"no_call": true}``: the reply must call no tool (any text passes), as
+  for a question none of the offered functions can answer.
 
 ``match`` travels with the gold: ``"exact"`` (the default) compares parsed JSON
 values (``1`` equals ``1.0``, ``"Paris"`` is not ``"paris"``); ``"bfcl"`` is the
 Berkeley Function Calling Leaderboard's rule (strings compared after dropping
 spaces and ``,./-_*^`` and folding case, lists and objects element by element
-the same way, and the reply must make exactly the gold's number of calls).
+the same way, and the reply must make exactly the gold's number of calls; for
+``no_call``, a reply passes unless every call in it decodes to a name and an
+arguments object, as BFCL's irrelevance check decodes it).
 Where the row offers the tool's JSON schema, each argument's type is read from
 it: an ``integer`` is not satisfied by ``5.0``, a ``number`` is by ``5``.
 """
@@ -72,6 +76,11 @@ def gold_problem(gold: Any) -> str | None:
         return None
     if "match" in gold and gold["match"] not in GOLD_RULES:
         return f"gold.match is {gold['match']!r}; accepted: {', '.join(GOLD_RULES)}"
+    if "no_call" in gold:
+        if gold["no_call"] is not True or gold.keys() - {"no_call", "match"}:
+            return ("gold.no_call is the whole gold {'no_call': true} (optionally with 'match'): the reply must "
+                    f"call no tool; got {gold!r}")
+        return None
     if "parallel" in gold:
         calls = gold["parallel"]
         if type(calls) is not list or not calls:
@@ -243,6 +252,8 @@ def _call_matches(call: Mapping[str, Any], gold: Mapping[str, Any], schemas: Map
     if missing and not missing <= set(optional):
         return False, f"arguments differ: missing {sorted(k for k in missing if k not in optional)}"
     props = schemas.get(gold["name"], {})
+    if rule == "bfcl" and gold["name"] in schemas and got.keys() - props.keys():  # BFCL: not in the function's doc
+        return False, f"arguments differ: {sorted(got.keys() - props.keys())} not in the tool's schema"
     for key, value in got.items():
         if key in values:
             acceptable = values[key]
@@ -254,7 +265,9 @@ def _call_matches(call: Mapping[str, Any], gold: Mapping[str, Any], schemas: Map
         if spec is not None and not _type_ok(value, spec, acceptable or []):
             kind = props[key].get("type")
             return False, f"arguments differ: {key!r} is not of type {kind!r}"
-        if acceptable is not None and not _value_ok(value, acceptable, rule):
+        # BFCL's "variable": a string where the schema wants another type is compared exactly, not as a string
+        variable = type(value) is str and isinstance(spec, Mapping) and spec.get("type") not in (None, "string")
+        if acceptable is not None and not _value_ok(value, acceptable, "exact" if variable else rule):
             return False, f"arguments differ: different [{key!r}]"
     return True, "match"
 
@@ -269,6 +282,15 @@ def _options(gold: Mapping[str, Any], rule: str) -> list[tuple[list[Mapping[str,
     return [([gold], gold.get("match", rule), gold.get("match", rule) == "bfcl")]
 
 
+def _no_call(calls: list[dict[str, Any]], rule: str) -> tuple[bool, str]:
+    """A ``no_call`` verdict: no call at all, or (BFCL's rule) a call its decoder refuses, which voids them all."""
+    if not calls:
+        return True, "no call, as expected"
+    if rule == "bfcl" and any(type(c.get("arguments")) is not dict or type(c.get("name")) is not str for c in calls):
+        return True, "no call BFCL can decode (a call without an arguments object voids the reply's calls)"
+    return False, f"made {len(calls)} call(s); expected no call"
+
+
 def judge_turn(messages: list[Any], gold: Mapping[str, Any], tools: Any = None,
                ignored: frozenset[str] = frozenset()) -> tuple[bool, str]:
     """Whether the first assistant turn of ``messages`` satisfies ``gold`` (any form), and a short reason."""
@@ -279,6 +301,8 @@ def judge_turn(messages: list[Any], gold: Mapping[str, Any], tools: Any = None,
     turn = first_turn(messages)
     if turn is None:
         return False, "no assistant turn"
+    if "no_call" in gold:
+        return _no_call(turn["calls"], gold.get("match", "exact"))
     if not turn["calls"]:
         return False, "expected a tool call, got a final answer"
     options = _options(gold, "exact")

@@ -26,7 +26,7 @@ import numpy as np
 from whileai.core.ids import names_id
 
 from . import defaults
-from ._bfcl import from_bfcl
+from ._bfcl import BFCL_AST_CATEGORIES, bfcl_data_folder, from_bfcl, from_bfcl_folder
 from .rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
 from ._selection import METHODS, profile_rows, with_near_misses
 from ._selection import selection_report as _selection_report
@@ -44,6 +44,9 @@ __all__ = [
     "selection_report",
     "METHODS",
     "from_bfcl",
+    "from_bfcl_folder",
+    "bfcl_data_folder",
+    "BFCL_AST_CATEGORIES",
 ]
 
 

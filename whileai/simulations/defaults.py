@@ -554,10 +554,14 @@ MONITOR_SCAN_MAX_FEATURES = 2000
 MONITOR_SCAN_TOP = 10
 
 #: from_bfcl: at most this many concrete objects are listed for one argument whose BFCL answer nests
-#: alternatives ({key: [values]}); BFCL's categories simple_python, multiple, live_simple and parallel
-#: need at most 128 (live_simple_44-18-0's "body", bfcl-eval 2026.3.23), so the cap only guards
-#: against a combinatorial answer.
+#: alternatives ({key: [values]}); BFCL's categories simple_python, multiple, live_simple, parallel and
+#: parallel_multiple need at most 128 (live_simple_44-18-0's "body", bfcl-eval 2026.3.23;
+#: parallel_multiple at most 24), so the cap only guards against a combinatorial answer.
 BFCL_EXPANSION_CAP = 256
+#: from_bfcl: the assistant turn of an irrelevance question (none of the offered functions fits). BFCL
+#: has no reference text for these and passes any reply that makes no call; one short sentence
+#: teaches the answer without a call in a few tokens, well inside the held-out reply cap.
+BFCL_NO_CALL_REPLY = "None of the available functions can do this, so I will not call one."
 
 # ---------------------------------------------------------------------------
 # report_to mirrors (whileai.simulations.mirror)

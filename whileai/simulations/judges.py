@@ -66,8 +66,8 @@ def first_action_judge(row: Mapping[str, Any]) -> dict[str, Any]:
 
     Every gold form of docs/rows.md is read: acceptable ``values`` per argument,
     ``optional`` arguments, ``{"parallel": [...]}`` (all required, any order),
-    ``{"one_of": [...]}``, and the rule in ``match`` (``"exact"``, or ``"bfcl"``
-    for rows from ``wai.datasets.from_bfcl``). Where the row carries ``tools``,
+    ``{"one_of": [...]}``, ``{"no_call": true}`` (the reply calls no tool), and
+    the rule in ``match`` (``"exact"``, or ``"bfcl"`` for rows from ``wai.datasets.from_bfcl``). Where the row carries ``tools``,
     each argument's type is read from the tool's JSON schema (an ``integer`` is
     not satisfied by ``5.0``). A plain gold keeps the exact comparison below.
 
@@ -100,14 +100,14 @@ def _judge(messages: list[Any], gold: Any, tools: Any, ignored: frozenset[str] =
         if ok and tools and "name" in gold:  # the schema's types: an integer is not satisfied by 5.0
             return judge_turn(messages, gold, tools)
         return ok, reason
-    if isinstance(gold, Mapping) and any(k in gold for k in ("name", "answer", "parallel", "one_of")):
+    if isinstance(gold, Mapping) and any(k in gold for k in ("name", "answer", "parallel", "one_of", "no_call")):
         try:
             return judge_turn(messages, gold, tools, ignored)
         except (TypeError, AttributeError, KeyError, ValueError, IndexError):
             if not gold_problem(gold):
                 raise
     raise ValueError(
-        f"gold={gold!r} is not a reference action ({gold_problem(gold) or 'no name, answer, parallel or one_of'}); "
+        f"gold={gold!r} is not a reference action ({gold_problem(gold) or 'no name, answer, parallel, one_of or no_call'}); "
         "see docs/rows.md for the gold forms")
 
 

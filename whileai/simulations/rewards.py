@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from . import defaults
-from ._gold import _options, _value_ok, first_turn
+from ._gold import _no_call, _options, _value_ok, first_turn
 from ._actions import parse_arguments
 
 __all__ = ["fine_grained_score", "load_python_reward", "python_reward_problems", "reward_problems",
@@ -101,7 +101,8 @@ def fine_grained_score(turn: Mapping[str, Any] | None, gold: Mapping[str, Any], 
     ``argument_values`` (share of wanted arguments with an acceptable value),
     each in [0, 1]; the reward is their REWARD_FINE_GRAINED_WEIGHTS average,
     the best over the gold's acceptable answers. An answer gold (no call
-    wanted) pays the three correctness terms only for the exact answer.
+    wanted) pays the three correctness terms only for the exact answer, a
+    ``no_call`` gold only for a reply the judge passes (one without a call).
     """
     weights = defaults.REWARD_FINE_GRAINED_WEIGHTS
     parsed = first_turn([turn]) if turn is not None else None
@@ -111,6 +112,10 @@ def fine_grained_score(turn: Mapping[str, Any] | None, gold: Mapping[str, Any], 
         from ._actions import action_matches, first_action
 
         ok = action_matches(first_action([turn]) if turn is not None else None, gold)[0]
+        best = {"format": float(formatted and not replies), "tool_name": float(ok), "argument_names": float(ok),
+                "argument_values": float(ok)}
+    elif "no_call" in gold:  # the judge's verdict decides every correctness term: there is no call to part-score
+        ok = _no_call(replies, str(gold.get("match", "exact")))[0]
         best = {"format": float(formatted and not replies), "tool_name": float(ok), "argument_names": float(ok),
                 "argument_values": float(ok)}
     else:

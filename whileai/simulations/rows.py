@@ -37,6 +37,7 @@ __all__ = [
     "GoldAnswer",
     "GoldParallel",
     "GoldOneOf",
+    "GoldNoCall",
     "RolloutRow",
     "SimulationData",
     "prompt_hash",
@@ -146,6 +147,14 @@ class GoldOneOf(BaseModel):
     match: Literal["exact", "bfcl"] | None = None
 
 
+class GoldNoCall(BaseModel):
+    """No tool call is the right first action (a question none of the offered functions answers); any text passes."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+    no_call: Literal[True]
+    match: Literal["exact", "bfcl"] | None = None
+
+
 class GoldAnswer(BaseModel):
     """The reference first action when it is a final answer."""
 
@@ -166,8 +175,9 @@ class RolloutRow(BaseModel):
     tools: list[ToolSchema] | None = Field(None, description="the function schemas the policy was offered")
     reward: float | None = None
     passed: bool | None = None
-    gold: GoldToolCall | GoldAnswer | GoldParallel | GoldOneOf | None = Field(
-        None, description="the reference first action (docs/rows.md: values, optional, parallel, one_of, match)")
+    gold: GoldToolCall | GoldAnswer | GoldParallel | GoldOneOf | GoldNoCall | None = Field(
+        None, description="the reference first action (docs/rows.md: values, optional, parallel, one_of, no_call, "
+                          "match)")
     markers: dict[str, Any] | None = Field(None, description="named values the simulation recorded")
     task_id: str | int | None = Field(None, description="rows sharing a task key form a group (GRPO's k)")
     prompt_hash: str | None = Field(None, description="prompt_hash(messages) when the simulator stored it")
@@ -328,7 +338,8 @@ def _gold_problem(gold: Any) -> str | None:
         return f"gold must be {{'name', 'arguments'}} or {{'answer'}}, got {type(gold).__name__}"
     if type(gold.get("answer")) is str:
         return None
-    if "parallel" in gold or "one_of" in gold or "values" in gold or "optional" in gold or "match" in gold:
+    if ("parallel" in gold or "one_of" in gold or "values" in gold or "optional" in gold or "match" in gold
+            or "no_call" in gold):
         from ._gold import gold_problem
 
         return gold_problem(gold)
@@ -341,7 +352,7 @@ def _gold_problem(gold: Any) -> str | None:
     if "name" in gold:
         return f"gold.name must be a non-empty string, got {name!r}"
     return ("gold must be {'name': str, 'arguments': {...}} for a tool call, {'answer': str} for a final answer, "
-            "{'parallel': [calls]} or {'one_of': [answers]} (docs/rows.md)")
+            "{'parallel': [calls]}, {'one_of': [answers]} or {'no_call': true} (docs/rows.md)")
 
 
 def check_rows(

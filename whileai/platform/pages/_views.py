@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from whileai.core.stats import certainty_text, constraints_text, rate_text, significance_word, status_text
+from whileai.core.stats import certainty_text, constraints_text, group_lines, rate_text, significance_word, status_text
 
 __all__ = [
     "config_parts", "facts", "headline", "chart_groups", "flatten", "compare_config", "sweep_knobs",
@@ -129,6 +129,8 @@ def headline(summary: Any) -> list[dict[str, Any]]:
         item["certainty"] = certainty_text(sure)
         # the paired test's verdict in words, shown beside the figure and colouring it (not the sign of the change)
         item["significance"] = significance_word(sure)
+        # per category where the held-out rows name one (a BFCL mix): the lines the terminal prints
+        item["groups"] = group_lines(kept.get("by_group")) if item["metric"] != "loss" else []
     return found
 
 

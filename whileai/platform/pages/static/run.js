@@ -70,7 +70,9 @@
         WAI.signed(h.change), h.significance ? el("span", {}, " ", WAI.significance(h)) : null,
         " ", el("span", {class: "muted"}, "(" + h.better + " is better)")),
       h.certainty ? el("div", {class: "certainty muted small"}, h.certainty) :
-        WAI.isNum(h.n) ? el("div", {class: "certainty muted small"}, "n = " + h.n) : null));
+        WAI.isNum(h.n) ? el("div", {class: "certainty muted small"}, "n = " + h.n) : null,
+      // per category (a BFCL mix): the terminal's lines, each with its n and paired p
+      (h.groups || []).length ? el("pre", {class: "groups muted small"}, h.groups.join("\n")) : null));
     return WAI.section("Did it work?", el("div", {class: "headlines"}, cards), alarmNotice(v), constraintsNote(v),
       setupLine(v));
   }

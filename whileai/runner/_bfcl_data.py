@@ -1,0 +1,57 @@
+"""Where a BFCL dataset of several categories is read from, and whether that makes the run a smoke run.
+
+``dataset.categories`` names BFCL categories; their files are read from
+``dataset.folder`` when set (the real recipes set it from ``BFCL_DATA``), else
+from the installed ``bfcl-eval`` package's data (``pip install --no-deps
+bfcl-eval``), else from the sample committed under tests/data/bfcl in a source
+checkout. The sample has a few questions per category: a run on it shows the
+plumbing works and measures nothing, so ``smoke_note`` says so on the run's
+first line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["bfcl_folder", "smoke_note", "SAMPLE"]
+
+#: the committed sample of a source checkout (not in an installed wheel)
+SAMPLE = Path(__file__).resolve().parents[2] / "tests" / "data" / "bfcl"
+
+
+def bfcl_folder(data: dict[str, Any]) -> tuple[Path, bool]:
+    """``(folder, is the committed sample)`` for a dataset naming ``categories``.
+
+    Raises FileNotFoundError naming the three places looked at when none has BFCL's data.
+    """
+    from whileai.simulations.datasets import bfcl_data_folder
+
+    if data.get("folder"):
+        return Path(str(data["folder"])).expanduser(), False
+    installed = bfcl_data_folder()
+    if installed is not None:
+        return installed, False
+    if SAMPLE.is_dir():
+        return SAMPLE, True
+    raise FileNotFoundError("dataset.categories needs BFCL's data: dataset.folder (or BFCL_DATA in the real recipes) "
+                            "is not set, bfcl-eval is not installed and there is no committed sample here; "
+                            "`pip install --no-deps bfcl-eval`, or pass dataset.folder=.../bfcl_eval/data")
+
+
+def smoke_note(data: dict[str, Any]) -> str | None:
+    """The line a run on the committed sample starts with (None for any other data)."""
+    categories = data.get("categories")
+    if data.get("source") != "bfcl" or not categories:
+        return None
+    try:
+        folder, sample = bfcl_folder(data)
+    except FileNotFoundError:
+        return None  # validate has said what is missing
+    if not sample:
+        return None
+    files = [folder / f"BFCL_v4_{c}.json" for c in categories]
+    questions = sum(sum(1 for line in f.open(encoding="utf-8") if line.strip()) for f in files if f.is_file())
+    return (f"smoke run on the committed BFCL sample ({questions} questions of {', '.join(categories)}, {folder}): "
+            "it checks the plumbing and measures nothing; for BFCL's full data `pip install --no-deps bfcl-eval` "
+            "(read by default) or set BFCL_DATA / dataset.folder")
