@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from whileai.core.spec import GRPOSpec, SFTSpec, read_job_spec, spec_json
-from whileai.platform.launcher import jobs as runner
 from whileai.platform.server import serve_in_thread
 from whileai.simulations import defaults
 from whileai.simulations.training import train_spec
+from test_hosting import launches, rows  # noqa: F401  (launches: the fixture that records launches instead of starting them)
 
 API = "/api/v1"
 PACKAGE = Path(__file__).resolve().parent.parent / "whileai"
@@ -98,20 +98,12 @@ def test_a_spec_reads_back_from_its_json_as_the_same_model():
 
 
 @pytest.fixture
-def server(home, monkeypatch):
-    """A real server on loopback whose local launches are recorded instead of started."""
-    started = []
-
-    def record(store, account_id, job):
-        started.append(job)
-        return store.update_job(account_id, job["id"], {"status": "running", "pid": 1})
-
-    monkeypatch.setattr(runner, "_launch_local", record)
-    monkeypatch.setattr(runner, "_pid_alive", lambda pid, job_id: True)
+def server(launches, home):  # noqa: F811  (the fixture imported above)
+    """A real server on loopback whose local launches are recorded instead of started (``launches``)."""
     handle = serve_in_thread(store_url=f"sqlite:///{home / 'wire.db'}")
     key = handle.store.create_account("wire")[1]
     with httpx.Client(base_url=handle.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as client:
-        yield client, started
+        yield client, launches
     handle.stop()
 
 
@@ -153,25 +145,19 @@ def test_the_server_reads_what_a_client_sends_into_the_model_and_writes_the_row_
     assert isinstance(typed, SFTSpec) and typed.epochs == 2.0 and typed.run_id == run_id and typed.dataset == dataset
 
 
-def test_grpo_is_resolved_once_with_the_datasets_facts(home, monkeypatch):
+def test_grpo_is_resolved_once_with_the_datasets_facts(launches, monkeypatch):  # noqa: F811
     """train() resolves a GRPO spec once: the dataset's group size and temperature are read before, not by a second
     resolution after the selection gate."""
     import whileai.simulations as wai
     from whileai.simulations import _hosting
 
-    monkeypatch.setattr(runner, "_launch_local",
-                        lambda store, account_id, job: store.update_job(account_id, job["id"], {"status": "running",
-                                                                                               "pid": 1}))
-    monkeypatch.setattr(runner, "_pid_alive", lambda pid, job_id: True)
     calls = []
     real = _hosting.resolve_spec
     monkeypatch.setattr(_hosting, "resolve_spec", lambda *a, **k: calls.append(k.get("data")) or real(*a, **k))
-    from test_hosting import rows  # a mixed dataset: 4 rollouts per task, sampled at 0.7
-
-    ds = wai.push(rows(tag="wire"), name="wire")
+    ds = wai.push(rows(tag="wire"), name="wire")  # a mixed dataset: 4 rollouts per task, sampled at 0.7
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run = wai.train(ds, method="grpo", steps=3)
-    assert len(calls) == 1
+    assert len(calls) == 1 and len(launches) == 1
     assert run.config["generations"] == 4 and run.config["temperature"] == 0.7
     assert run.config["provenance"]["generations"].startswith("the dataset's rollouts per task")
