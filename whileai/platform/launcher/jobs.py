@@ -728,7 +728,7 @@ def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
     target = last.get("target") or "local"
     start = last_checkpoint(checkpoint_dir(run_id))
     if target == "local" and start is None:
-        save_steps, steps = getattr(spec, "save_steps", None), spec.steps
+        save_steps, steps = spec.save_steps, spec.steps
         why = ("checkpoints were off" if not save_steps else "the run is not longer than save_steps"
                if isinstance(steps, int) and steps <= save_steps else "it ended before its first checkpoint")
         raise ResumeRefused(f"{run_id} saved no checkpoint (save_steps={save_steps}, steps={steps}: {why}); run it "
