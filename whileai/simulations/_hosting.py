@@ -177,8 +177,9 @@ def _run_id(value: Any) -> Any:
     return getattr(value, "id", value)
 
 
-def _warn(message: str) -> None:
-    warnings.warn(message, TrainingWarning, stacklevel=3)
+def _warn(message: str, depth: int = 0) -> None:
+    """A TrainingWarning pointed at the line that called ``train`` (``depth``: helpers between train and here)."""
+    warnings.warn(message, TrainingWarning, stacklevel=3 + depth)
 
 
 def _running_run(client: Any, dataset_id: str, config: Any) -> dict[str, Any] | None:
@@ -421,7 +422,7 @@ def _gate(spec: RunSpec, check: str, data: _DatasetRows) -> dict[str, Any]:
         seen = ", ".join(f"{t:g}" for t in temps)
         _warn(f"temperature={spec.temperature:g} differs from the dataset's sampling.temperature ({seen}): "
               "the run samples at another temperature than the rollouts were measured at, so before/after is "
-              "not like for like; pass temperature= to match")
+              "not like for like; pass temperature= to match", depth=1)
     return report
 
 
@@ -430,7 +431,7 @@ def _warn_unserved(base: str | None) -> None:
 
     if base not in defaults.SERVED_BASES and not is_gguf_base(base):
         _warn(f"base_model={base!r} is not in SERVED_BASES, so this run's adapter cannot be "
-              f"served afterwards; the served bases are {', '.join(defaults.SERVED_BASES)}")
+              f"served afterwards; the served bases are {', '.join(defaults.SERVED_BASES)}", depth=1)
 
 
 def _make_or_find_run(client: Any, spec: RunSpec, title: str, dataset_id: str | None,
@@ -450,7 +451,7 @@ def _make_or_find_run(client: Any, spec: RunSpec, title: str, dataset_id: str | 
             existing = made
     if existing is not None:
         _warn(f"{dataset_id} is already training in {existing['id']} with this same config ({spec.method}); returning "
-              "that run instead of starting a second (change a knob to start another)")
+              "that run instead of starting a second (change a knob to start another)", depth=1)
     run = TrainingRun(existing if existing is not None else made, client)
     run.selection = report
     return run, existing is not None
