@@ -40,6 +40,9 @@ _log = logging.getLogger("whileai.platform.launcher")
 
 
 class LaunchBody(Body):
+    """A launch as a client sends it. ``spec`` is the JSON edge: the client's ``spec_json``, read once into its
+    method's model by the route (``_read_launch``), which is what the job row is written from."""
+
     run_id: str
     kind: str
     target: str | None = None
