@@ -15,9 +15,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "whileai"
 
-#: Folders not checked yet. runner/: being cleaned in parallel; the merger removes this exclusion.
-EXCLUDED = ("runner",)
-
 #: Text the package ships and people read; the vendored minified scripts are not ours.
 SUFFIXES = {".py", ".md", ".html", ".jinja", ".css", ".js"}
 SKIPPED_DIRS = {"vendor", "__pycache__"}
@@ -34,7 +31,7 @@ def _files() -> list[Path]:
         rel = path.relative_to(PACKAGE)
         if not path.is_file() or path.suffix not in SUFFIXES:
             continue
-        if rel.parts[0] in EXCLUDED or SKIPPED_DIRS & set(rel.parts):
+        if SKIPPED_DIRS & set(rel.parts):
             continue
         out.append(path)
     return out

@@ -11,16 +11,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "whileai"
 #: the longest body, decorators and docstring included, that still reads as one set of named steps
 MAX_LINES = 80
 
-#: bodies over the limit that are being split into named steps in changes of their own; each entry goes
-#: when its function is split (path relative to whileai/, qualified name)
-BEING_SPLIT = frozenset({
-    ("simulations/_hosting.py", "train"),
-    ("simulations/_resolve.py", "resolve_spec"),
-    ("runner/pipeline.py", "_run"),
-    ("runner/cli.py", "_task"),
-})
-
-
 def _functions(tree: ast.AST, prefix: str = "") -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
     """Every function and method in ``tree`` with its qualified name (``Class.method``, ``outer.inner``)."""
     found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
@@ -55,17 +45,10 @@ def _long_bodies() -> tuple[tuple[str, str, int, int], ...]:
 
 def test_no_function_in_the_package_runs_over_the_limit():
     offenders = [f"whileai/{path}:{line} {name} is {length} lines"
-                 for path, name, line, length in _long_bodies() if (path, name) not in BEING_SPLIT]
+                 for path, name, line, length in _long_bodies()]
     assert not offenders, (
         f"{len(offenders)} function(s) over {MAX_LINES} lines; split each into named steps:\n  "
         + "\n  ".join(offenders))
-
-
-def test_every_body_being_split_is_still_there_and_still_long():
-    """An entry of BEING_SPLIT that is split (or renamed) is taken off the list, so the list cannot hide a new one."""
-    long = {(path, name) for path, name, _, _ in _long_bodies()}
-    stale = sorted(BEING_SPLIT - long)
-    assert not stale, f"no longer over {MAX_LINES} lines (or gone); remove from BEING_SPLIT: {stale}"
 
 
 def test_the_scan_counts_decorators_docstrings_and_nested_functions():

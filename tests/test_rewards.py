@@ -131,7 +131,7 @@ def test_every_bad_python_reward_exits_2_with_its_fix(tmp_path):
 
 
 def test_a_shared_server_refuses_a_reward_module_it_does_not_allow(monkeypatch):
-    from whileai.platform._rewards import reward_code_problems, with_reward_path
+    from whileai.platform._rewards import reward_code_problems, reward_path
     from whileai.simulations import defaults
 
     spec = {"reward": ["first_action", "python:team.rewards.tool_use:score"]}
@@ -143,8 +143,8 @@ def test_a_shared_server_refuses_a_reward_module_it_does_not_allow(monkeypatch):
     monkeypatch.setenv(defaults.REWARD_MODULES_ENV, "team.rewardsx,other")
     assert reward_code_problems(spec, embedded=False)  # a prefix of a name is not the package
     assert reward_code_problems(spec, embedded=True) == []  # the local user's own platform runs their module
-    assert with_reward_path(spec, embedded=True)["reward_path"] == os.getcwd()
-    assert "reward_path" not in with_reward_path(spec, embedded=False)
+    assert reward_path(spec, embedded=True) == os.getcwd()
+    assert reward_path(spec, embedded=False) is None
 
 
 @pytest.mark.slow

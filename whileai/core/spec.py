@@ -51,6 +51,7 @@ __all__ = [
     "SPEC_MODELS",
     "canonical",
     "read_spec",
+    "parse_spec",
     "spec_problems",
     "missing_keys",
     "same_run",
@@ -59,7 +60,11 @@ __all__ = [
     "knob_of",
     "is_whole",
     "NOT_KNOBS",
+    "BOOKKEEPING",
+    "JOB_ROW_KEYS",
     "split_problem",
+    "spec_json",
+    "read_job_spec",
 ]
 
 #: 3: fully resolved (every knob holds its value), provenance typed; 2: snake_case keys and
@@ -480,9 +485,6 @@ class RMSpec(RunSpec):
 
 SPEC_MODELS: dict[str, type[RunSpec]] = {"sft": SFTSpec, "grpo": GRPOSpec, "dpo": DPOSpec, "rm": RMSpec}
 
-#: RunSpec's fields that are not knobs: identity, placement and bookkeeping.
-NOT_KNOBS = ("spec_version", "method", "base_model", "target", "holdout", "init_from", "gpu", "processes", "nodes",
-             "extra", "provenance", "runner", "run_id", "dataset", "init_adapter", "gold_judge", "monitor")
 
 
 def split_problem(name: str, size: int, world: int) -> str | None:
@@ -555,6 +557,19 @@ def knob_fields(model: type[RunSpec]) -> list[str]:
     return out
 
 
+#: The spec's fields that are not knobs (identity, placement, bookkeeping), read from the declarations: a field of
+#: a method's model declared without :func:`knob`.
+NOT_KNOBS = tuple(dict.fromkeys(name for model in SPEC_MODELS.values() for name in model.model_fields
+                                if name not in knob_fields(model)))
+#: Fields no user writes: the record's version, and what the launcher sets on the job's own copy (which run and
+#: dataset, the start adapter's folder). Left out of the settings a refusal offers and of what a submit compares.
+BOOKKEEPING = ("spec_version", "run_id", "dataset", "init_adapter")
+#: Keys only the platform writes on a job row beside the spec (where the job runs, logs and reports, the judges it
+#: resolved, where a python: reward is imported from); a launch may not send them and the worker reads past them.
+JOB_ROW_KEYS = ("log", "key_hash", "host", "launched_at", "pulled", "pid", "call_id", "gold", "reward_rm",
+                "reward_path")
+
+
 def is_whole(model: type[RunSpec], name: str) -> bool:
     """Whether knob ``name`` takes a whole number (its annotation says int)."""
     annotation = model.model_fields[name].annotation
@@ -601,29 +616,40 @@ def _model(config: Mapping[str, Any]) -> type[RunSpec]:
     return SPEC_MODELS[str(method)]
 
 
-def spec_problems(config: Mapping[str, Any]) -> list[str]:
-    """Every problem with ``config`` as a run spec (unknown keys, wrong types, out of range), each naming the fix."""
+def parse_spec(config: Mapping[str, Any]) -> tuple[RunSpec | None, list[str]]:
+    """``config`` validated once as a run spec of its method: ``(spec, [])``, or ``(None, every problem)``.
+
+    Any version reads, aliases renamed; each problem (unknown keys, wrong types, out of range) names the fix.
+    """
     fields = {k: v for k, v in canonical(config).items() if k not in RETIRED}
     try:
         model = _model(fields)
     except ValueError as exc:
-        return [str(exc)]
+        return None, [str(exc)]
+    fields.setdefault("spec_version", SPEC_VERSION)
     try:
-        model.model_validate(fields)
+        return model.model_validate(fields), []
     except ValidationError as exc:
-        out = []
-        for error in exc.errors():
-            key = ".".join(str(p) for p in error["loc"])
-            if error["type"] == "extra_forbidden":
-                known = ", ".join(sorted(f for f in model.model_fields if f not in ("spec_version", "run_id", "dataset",
-                                                                                      "init_adapter")))
-                out.append(f"{key} is not a {fields['method']} setting; use one of: {known}")
-            elif not key:  # the range check: every knob's problem, already worded
-                out.extend(str(error.get("ctx", {}).get("error", error["msg"])).split("\n"))
-            else:
-                out.append(f"{key}={error.get('input')!r}: {error['msg']}")
-        return out
-    return []
+        return None, _worded(exc, model, str(fields["method"]))
+
+
+def _worded(exc: ValidationError, model: type[RunSpec], method: str) -> list[str]:
+    out = []
+    for error in exc.errors():
+        key = ".".join(str(p) for p in error["loc"])
+        if error["type"] == "extra_forbidden":
+            known = ", ".join(sorted(f for f in model.model_fields if f not in BOOKKEEPING))
+            out.append(f"{key} is not a {method} setting; use one of: {known}")
+        elif not key:  # the range check: every knob's problem, already worded
+            out.extend(str(error.get("ctx", {}).get("error", error["msg"])).split("\n"))
+        else:
+            out.append(f"{key}={error.get('input')!r}: {error['msg']}")
+    return out
+
+
+def spec_problems(config: Mapping[str, Any]) -> list[str]:
+    """Every problem with ``config`` as a run spec (unknown keys, wrong types, out of range), each naming the fix."""
+    return parse_spec(config)[1]
 
 
 def missing_keys(config: Mapping[str, Any]) -> list[str]:
@@ -643,16 +669,14 @@ def read_spec(config: Mapping[str, Any]) -> RunSpec:
     Raises ``ValueError`` naming every problem when the config is not a spec of its method. A key
     an older record left None takes the declared default.
     """
-    problems = spec_problems(config)
-    if problems:
+    spec, problems = parse_spec(config)
+    if spec is None:
         raise ValueError("not a run spec: " + "; ".join(problems))
-    fields = canonical(config)
-    fields.setdefault("spec_version", SPEC_VERSION)
-    return _model(fields).model_validate(fields)
+    return spec
 
 
 #: What a submit compares against a recorded run: not the bookkeeping, nor where each value came from.
-_NOT_COMPARED = ("spec_version", "provenance", "run_id", "dataset", "init_adapter")
+_NOT_COMPARED = (*BOOKKEEPING, "provenance")
 
 
 def same_run(existing: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -670,3 +694,24 @@ def same_run(existing: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
         a.pop("target", None)
         b.pop("target", None)
     return a == b
+
+
+def read_job_spec(row: Mapping[str, Any]) -> RunSpec:
+    """The typed spec of a job row's ``spec`` (:func:`read_spec`), past the keys only the platform writes there."""
+    return read_spec({k: v for k, v in row.items() if k not in JOB_ROW_KEYS})
+
+
+def spec_json(spec: RunSpec) -> dict[str, Any]:
+    """``spec`` as JSON, for the HTTP request, the run's config and the job row: the one place a spec becomes a dict.
+
+    The fields its resolution set, and only those, so a record reads back (:func:`read_spec`) as the same spec.
+    Raises ``TypeError`` naming a value a user kept in ``extra`` that has no JSON form.
+    """
+    return spec.model_dump(mode="json", exclude_unset=True, fallback=_json_value)
+
+
+def _json_value(value: Any) -> Any:
+    if hasattr(value, "tolist"):  # numpy and torch scalars and arrays a user's config may carry
+        return value.tolist()
+    raise TypeError(f"{value!r} ({type(value).__name__}) in a run spec has no JSON form; pass numbers, strings, "
+                    "lists or dicts of them (str(...) it first if it is a label)")

@@ -21,7 +21,7 @@ from pathlib import Path
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from whileai.core.spec import RunSpec, read_spec
+from whileai.core.spec import RunSpec, read_job_spec
 from whileai.simulations.training import TrainingRun
 
 if TYPE_CHECKING:
@@ -134,11 +134,7 @@ def job_spec(spec: RunSpec | Mapping[str, Any]) -> RunSpec:
 
     Raises ``ValueError`` naming every problem when the row is not a spec of its method.
     """
-    if isinstance(spec, RunSpec):
-        return spec
-    from whileai.platform.launcher.jobs import PLATFORM_SPEC_KEYS  # the platform's bookkeeping on a job row
-
-    return read_spec({k: v for k, v in spec.items() if k not in PLATFORM_SPEC_KEYS})
+    return spec if isinstance(spec, RunSpec) else read_job_spec(spec)
 
 
 def _builds_kit_base(spec: RunSpec) -> str | None:

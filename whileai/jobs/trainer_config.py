@@ -19,7 +19,8 @@ from whileai.simulations import defaults
 
 __all__ = ["trl_settings", "lora_settings", "vllm_server_host", "strategy_settings", "TRL_NAMES", "LORA_NAMES", "trl_defaults"]
 
-#: knob -> the TRL config argument it sets (where the names differ, e.g. ``steps`` -> ``max_steps``)
+#: knob -> the TRL config argument it sets (where the names differ, e.g. ``steps`` -> ``max_steps``); trl_settings
+#: copies each knob of the spec's method under this name, then shapes the few TRL reads otherwise
 TRL_NAMES: dict[str, str] = {
     "learning_rate": "learning_rate", "lr_scheduler_type": "lr_scheduler_type", "seed": "seed", "steps": "max_steps",
     "epochs": "num_train_epochs", "batch_size": "per_device_train_batch_size", "generations": "num_generations",
@@ -32,28 +33,28 @@ LORA_NAMES: dict[str, str] = {"lora_rank": "r", "lora_alpha": "lora_alpha"}
 
 def trl_settings(spec: RunSpec) -> dict[str, Any]:
     """The TRL config arguments ``spec`` decides: TRL's name -> value."""
-    out: dict[str, Any] = {"learning_rate": spec.learning_rate,
-                           "lr_scheduler_type": spec.lr_scheduler_type, "seed": spec.seed,
-                           "warmup_steps": defaults.TRAIN_WARMUP_RATIO}  # a float under 1 is a share of the steps
-    if spec.steps is not None:
-        out["max_steps"] = spec.steps
+    fields = type(spec).model_fields
+    out: dict[str, Any] = {trl: getattr(spec, knob) for knob, trl in TRL_NAMES.items() if knob in fields}
+    out["warmup_steps"] = defaults.TRAIN_WARMUP_RATIO  # a float under 1 is a share of the steps
+    if spec.steps is None:  # epochs decide
+        del out["max_steps"]
+    # the effective batch is split per process (_micro); GRPO's per-device batch follows its group size (the job)
+    out.pop("per_device_train_batch_size", None)
     if isinstance(spec, SFTSpec):
         # a step count decides the length when set (TRL's max_steps wins); epochs are then not read
         out["num_train_epochs"] = spec.epochs if spec.epochs is not None else job_defaults.SFT_EPOCHS_UNREAD
         out.update(_micro(spec))
     elif isinstance(spec, GRPOSpec):
-        out.update(num_generations=spec.generations, max_completion_length=spec.max_completion_length,
-                   temperature=spec.temperature, beta=spec.beta, loss_type=spec.loss_type,
-                   mask_truncated_completions=spec.truncated == "mask", epsilon_high=spec.epsilon_high,
-                   scale_rewards=spec.scale_rewards,
+        out.update(mask_truncated_completions=spec.truncated == "mask",
                    reward_weights=list(spec.reward_weights) if spec.reward_weights is not None else None)
         if spec.generation_backend == "vllm":  # colocated in the trainer's processes, or node 0's own server
             out.update(use_vllm=True, vllm_mode=spec.vllm_mode)
             if spec.vllm_server:
                 out.update(vllm_server_host=vllm_server_host(spec), vllm_server_port=job_defaults.VLLM_SERVER_PORT)
     elif isinstance(spec, DPOSpec):
+        del out["max_completion_length"]  # the job adds it to the longest prompt of the data: max_length
         losses = [spec.loss_type] + (["sft"] if spec.nll_weight > 0 and spec.loss_type != "sft" else [])
-        out.update(beta=spec.beta, loss_type=losses, **_micro(spec))
+        out.update(loss_type=losses, **_micro(spec))
         if len(losses) > 1:
             out["loss_weights"] = [1.0, spec.nll_weight]
         if spec.loss_type == "exo_pair":

@@ -18,7 +18,7 @@ from typing import Any
 from whileai.core.paths import setting
 from whileai.core import defaults
 
-__all__ = ["allowed_reward_modules", "reward_code_problems", "with_reward_path"]
+__all__ = ["allowed_reward_modules", "reward_code_problems", "reward_path"]
 
 _PREFIX = "python:"
 
@@ -51,9 +51,9 @@ def reward_code_problems(spec: Mapping[str, Any], embedded: bool) -> list[str]:
     return problems
 
 
-def with_reward_path(spec: dict[str, Any], embedded: bool) -> dict[str, Any]:
-    """``spec`` with ``reward_path`` (the directory the job imports the user's reward module from) where the
+def reward_path(spec: Mapping[str, Any], embedded: bool) -> str | None:
+    """The directory the job imports the user's reward module from (the job row's ``reward_path``) where the
     embedded platform runs one: the working directory of the user's own process, which this code runs in."""
     if embedded and _python_rewards(spec):
-        return {**spec, "reward_path": os.getcwd()}
-    return spec
+        return os.getcwd()
+    return None

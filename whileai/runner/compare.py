@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from whileai.core.stats import judged_text, status_text
+from whileai.core.spec import BOOKKEEPING
 
 from . import defaults
 from .trainer_diff import trainer_differences
@@ -48,8 +49,7 @@ def spec_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[An
 
 
 #: the run config's bookkeeping: which run, dataset and folder, not what it ran
-_NOT_RAN = ("spec_version", "provenance", "runner", "run_id", "dataset", "holdout", "init_adapter", "init_from", "extra",
-            "target")
+_NOT_RAN = (*BOOKKEEPING, "provenance", "runner", "holdout", "init_from", "extra", "target")
 #: the runner spec's groups that shape every stage (the knobs themselves come from the run's own config)
 _GROUPS = ("dataset", "export", "target", "serve")
 

@@ -14,12 +14,12 @@ launch its job (``POST /jobs/launch``). The job itself lives in
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import defaults
 from ._resolve import LORA_SHAPE, Resolved, resolve_spec
-from whileai.core.spec import canonical, same_run
+from whileai.core.spec import GRPOSpec, RunSpec, canonical, same_run, spec_json
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
 
 __all__ = ["train", "train_spec", "selection_gate"]
@@ -177,8 +177,9 @@ def _run_id(value: Any) -> Any:
     return getattr(value, "id", value)
 
 
-def _warn(message: str) -> None:
-    warnings.warn(message, TrainingWarning, stacklevel=3)
+def _warn(message: str, depth: int = 0) -> None:
+    """A TrainingWarning pointed at the line that called ``train`` (``depth``: helpers between train and here)."""
+    warnings.warn(message, TrainingWarning, stacklevel=3 + depth)
 
 
 def _running_run(client: Any, dataset_id: str, config: Any) -> dict[str, Any] | None:
@@ -201,11 +202,14 @@ def _running_run(client: Any, dataset_id: str, config: Any) -> dict[str, Any] | 
 def train_spec(method: str, arguments: Mapping[str, Any], config: Mapping[str, Any] | None, *,
                base_model: str | None, target: str | None, holdout: str | None,
                start: Mapping[str, Any] | None = None, start_label: str | None = None,
-               data: Mapping[str, Any] | None = None) -> Resolved:
+               data: Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None = None,
+               init_from: str | None = None) -> Resolved:
     """What ``train`` resolves its arguments to: ``resolve_spec`` over its keyword arguments and ``config=``.
 
     A knob that is one of ``train``'s arguments is refused inside ``config`` (it would not be read);
     ``config["provenance"]`` (the runner's origins of the values it passes) names where each came from.
+    ``init_from`` is the id of the run this one continues, recorded on the spec; ``data`` is
+    ``resolve_spec``'s (read only when nothing else is wrong).
     """
     config = canonical(config or {})
     origin = {k: "argument" for k, v in arguments.items() if v is not None}
@@ -217,96 +221,98 @@ def train_spec(method: str, arguments: Mapping[str, Any], config: Mapping[str, A
                 if name in _KNOB_ARGS]
     given = {**{k: v for k, v in config.items() if k not in _KNOB_ARGS}, **arguments}
     resolution = resolve_spec(method, given, origin=origin, base_model=base_model, target=target, holdout=holdout,
-                              start=start, start_label=start_label, data=data, given_label="argument")
+                              start=start, start_label=start_label, data=None if problems else data,
+                              given_label="argument", init_from=init_from)
     if problems:
         return Resolved(None, resolution.values, resolution.provenance, problems + resolution.problems,
                         resolution.notes)
     return resolution
 
 
-def train(
-    dataset: Any,
-    method: str = "sft",
-    steps: int | None = None,
-    epochs: float | None = None,
-    holdout: Any = None,
-    base_model: str | None = None,
-    check: str = "require",
-    min_mixed_tasks: int | None = None,
-    generations: int | None = None,
-    beta: float | None = None,
-    learning_rate: float | None = None,
-    seed: int | None = None,
-    max_completion_length: int | None = None,
-    loss_type: str | None = None,
-    temperature: float | None = None,
-    truncated: str = "mask",
-    config: Mapping[str, Any] | None = None,
-    wait: bool = False,
-    target: str | None = None,
-    init_from: Any = None,
-    mask_mode: str | None = None,
-    unroll: bool | None = None,
-    strip_think: bool | None = None,
-    max_tool_output_chars: int | None = None,
-    name: str | None = None,
-    reward: str | list[str] | None = None,
-    reward_weights: list[float] | None = None,
-    reward_model: Any = None,
-) -> Any:
+def train(dataset: Any, method: str = "sft", steps: int | None = None, epochs: float | None = None, holdout: Any = None,
+          base_model: str | None = None, check: str = "require", min_mixed_tasks: int | None = None,
+          generations: int | None = None, beta: float | None = None, learning_rate: float | None = None,
+          seed: int | None = None, max_completion_length: int | None = None, loss_type: str | None = None,
+          temperature: float | None = None, truncated: str | None = None, config: Mapping[str, Any] | None = None,
+          wait: bool = False, target: str | None = None, init_from: Any = None, mask_mode: str | None = None,
+          unroll: bool | None = None, strip_think: bool | None = None, max_tool_output_chars: int | None = None,
+          name: str | None = None, reward: str | list[str] | None = None, reward_weights: list[float] | None = None,
+          reward_model: Any = None) -> Any:
     """Start a hosted LoRA fine-tune on a pushed dataset and return its run at once.
 
-    ``method`` is "sft" (every row as pushed: push ``scored.passes()``),
-    "grpo" (prompts with both a pass and a fail; reward = the first action
-    against the row's gold), "dpo" (a pass against a fail per prompt, length
-    matched) or "rm" (a reward model on those pairs; ``reward_model(run)`` is
-    then a judge). Before any model is loaded, every argument is checked
-    (TrainingConfigError lists each problem with the range and the paper's
-    value from TRAINING_KNOBS) and the dataset's ``selection_report`` decides
-    (``check``: "require" refuses what cannot teach with
-    TrainingSelectionError, "warn" says so and starts, "off" skips the read).
-    The report counts the rows longer than the base's context with the base's
-    tokenizer alone (``report["context"]``; a hub base not on this machine is
-    left to the job, and the report says so).
-    Every knob, defaults included, lands on the run's config. Submitting what
-    is already training (the same dataset, method and resolved config: knobs,
-    export settings, base, init_from and target) answers with that run instead
-    of a second, so a double submit trains once; any other config on the same
-    dataset, such as each point of a sweep, starts its own run. ``target`` is
-    "local" (a detached process here) or "modal"; None takes the platform's
-    default (TRAIN_TARGET_ENV). ``wait=True`` blocks until the run ends.
+    ``method`` is "sft" (every row as pushed: push ``scored.passes()``), "grpo" (prompts with both a pass and a
+    fail; reward = the first action against the row's gold), "dpo" (a pass against a fail per prompt, length
+    matched) or "rm" (a reward model on those pairs; ``reward_model(run)`` is then a judge). Before any model is
+    loaded, every argument is checked (TrainingConfigError lists each problem with the range and the paper's value
+    from TRAINING_KNOBS; None takes the declared default) and the dataset's ``selection_report`` decides
+    (``check``: "require" refuses what cannot teach with TrainingSelectionError, "warn" says so and starts, "off"
+    skips the read). The report counts the rows longer than the base's context with the base's tokenizer alone
+    (``report["context"]``; a hub base not on this machine is left to the job, and the report says so).
+    Every knob, defaults included, lands on the run's config. Submitting what is already training (the same
+    dataset, method and resolved config: knobs, export settings, base, init_from and target) answers with that run
+    instead of a second, so a double submit trains once; any other config on the same dataset, such as each point
+    of a sweep, starts its own run. ``target`` is "local" (a detached process here) or "modal"; None takes the
+    platform's default (TRAIN_TARGET_ENV). ``wait=True`` blocks until the run ends. ``name`` titles the run on the
+    pages; None names it by the method and the dataset's name.
 
-    ``init_from`` (a finished run: the TrainingRun, its record or its id)
-    makes this run a stage after that one: it loads that run's adapter on its
-    base, trainable, and keeps training it, so the result is one adapter that
-    ``serve`` puts on the same base. The base (and LoRA shape) come from that
-    run; a different ``base_model`` is refused, and so is ``method="rm"``,
-    which starts from the base. The run's config names it under ``init_from``.
+    ``init_from`` (a finished run: the TrainingRun, its record or its id) makes this run a stage after that one: it
+    loads that run's adapter on its base, trainable, and keeps training it, so the result is one adapter that
+    ``serve`` puts on the same base. The base (and LoRA shape) come from that run; a different ``base_model`` is
+    refused, and so is ``method="rm"``, which starts from the base. The run's config names it under ``init_from``.
 
-    ``mask_mode``, ``unroll``, ``strip_think`` and ``max_tool_output_chars``
-    are the export settings of ``export_dataset`` (same names, same meanings),
-    applied by the job when it builds what the trainer reads: SFT reads all
-    four, DPO the last two (TRAINING_KNOBS says which method reads which).
-    None keeps the exporter's default.
+    ``mask_mode``, ``unroll``, ``strip_think`` and ``max_tool_output_chars`` are the export settings of
+    ``export_dataset`` (same names, same meanings), applied by the job when it builds what the trainer reads: SFT
+    reads all four, DPO the last two (TRAINING_KNOBS says which method reads which).
 
-    ``name`` titles the run on the pages; None names it by the method and the
-    dataset's name.
-
-    ``reward`` (GRPO) is what the policy is paid: ``"first_action"`` (the
-    default, the exact judge), ``"fine_grained"`` (ToolRL's decomposed score),
-    ``"rm"`` (the reward-model run ``reward_model`` names: a TrainingRun, its
-    record or its id) or ``"python:MODULE:FUNCTION"`` (your own TRL reward
-    function, imported and tried on two sample rows before the run exists); a
-    list sums several, weighted by ``reward_weights``. Any reward but the exact
-    judge is watched by the HackMonitor against the exact judge.
+    ``reward`` (GRPO) is what the policy is paid: ``"first_action"`` (the default, the exact judge),
+    ``"fine_grained"`` (ToolRL's decomposed score), ``"rm"`` (the reward-model run ``reward_model`` names: a
+    TrainingRun, its record or its id) or ``"python:MODULE:FUNCTION"`` (your own TRL reward function, imported and
+    tried on two sample rows before the run exists); a list sums several, weighted by ``reward_weights``. Any reward
+    but the exact judge is watched by the HackMonitor against the exact judge.
 
         run = wai.train(ds, method="sft", wait=True)
-        run.training["before"], run.training["after"], run.adapter
         grpo = wai.train(ds_mixed, method="grpo", init_from=run, wait=True)
     """
     from .client import get_client
-    from .tracking import TrainingRun, jsonable
 
+    problems = _argument_problems(method, check, target, wait, name, base_model, config)
+    config = canonical(config) if isinstance(config, Mapping) else None  # camelCase host keys recorded in snake_case
+    dataset_id = _id_or_problem(dataset, "dataset", problems)
+    holdout_id = _id_or_problem(holdout, "holdout", problems) if holdout is not None else None
+    knobs = {"steps": steps, "epochs": epochs, "generations": generations, "beta": beta,
+             "learning_rate": learning_rate, "seed": seed, "max_completion_length": max_completion_length,
+             "loss_type": loss_type, "temperature": temperature, "truncated": truncated,
+             "min_mixed_tasks": min_mixed_tasks, "mask_mode": mask_mode, "unroll": unroll,
+             "strip_think": strip_think, "max_tool_output_chars": max_tool_output_chars, "reward": reward,
+             "reward_weights": reward_weights, "reward_model": _run_id(reward_model)}
+    client = start = None
+    if init_from is not None and method in defaults.TRAIN_METHODS:
+        client = get_client()
+        start = _start_run(client, init_from, method, base_model, config, problems)
+    data = _DatasetRows(dataset_id)
+    spec, notes = _resolved_or_refused(method, knobs, config, problems, base_model=base_model, target=target,
+                                       holdout=holdout_id, start=start,
+                                       data=data.facts if method == "grpo" and check != "off" else None)
+    client = client or get_client()
+    record = client.request("GET", f"/datasets/{data.dataset_id}")
+    if holdout_id is None and record.get("split") == "train" and record.get("sibling"):
+        spec = spec.model_copy(update={"holdout": record["sibling"]})  # the split's held-out half
+    report = _gate(spec, check, data) if check != "off" else None
+    for note in notes:
+        _warn(note)
+    _warn_unserved(spec.base_model)
+    run, found = _make_or_find_run(client, spec, name or f"{method} {record.get('name') or data.dataset_id}",
+                                   data.dataset_id, report)
+    if not found:
+        _launch(client, run, spec, data.dataset_id, target)
+    if wait:
+        run.wait()
+    return run
+
+
+def _argument_problems(method: str, check: str, target: str | None, wait: Any, name: Any, base_model: Any,
+                       config: Any) -> list[str]:
+    """What is wrong with ``train``'s plain arguments (the knobs are resolve_spec's)."""
     problems: list[str] = []
     _closed("method", method, defaults.TRAIN_METHODS, problems)
     _closed("check", check, defaults.TRAIN_CHECKS, problems)
@@ -319,118 +325,144 @@ def train(
         problems.append(f"base_model={base_model!r} is not a model name or path; pass a string or leave it None")
     if config is not None and not isinstance(config, Mapping):
         problems.append(f"config={config!r} is not a mapping; pass a dict of host keys or leave it None")
-        config = None
-    if config is not None:
-        config = canonical(config)  # the reference's camelCase host keys are aliases, recorded in snake_case
-    dataset_id = _id_or_problem(dataset, "dataset", problems)
-    holdout_id = _id_or_problem(holdout, "holdout", problems) if holdout is not None else None
-    knobs = {"steps": steps, "epochs": epochs, "generations": generations, "beta": beta,
-             "learning_rate": learning_rate, "seed": seed, "max_completion_length": max_completion_length,
-             "loss_type": loss_type, "temperature": temperature, "truncated": truncated,
-             "min_mixed_tasks": min_mixed_tasks, "mask_mode": mask_mode, "unroll": unroll,
-             "strip_think": strip_think, "max_tool_output_chars": max_tool_output_chars, "reward": reward,
-             "reward_weights": reward_weights,
-             "reward_model": _run_id(reward_model)}
-    client = None
-    start = None
-    if init_from is not None and method in defaults.TRAIN_METHODS:
-        client = get_client()
-        start = _start_run(client, init_from, method, base_model, config, problems)
-    start_config = canonical(start["config"]) if start and isinstance(start.get("config"), Mapping) else {}
-    if start is not None and not start_config.get("base_model"):  # a record of before the base was on the config
-        start_config["base_model"] = (start["summary"].get("training") or {}).get("base_model")
-    resolution: Resolved | None = None
+    return problems
+
+
+class _DatasetRows:
+    """A pushed dataset's rows and profile, read once, when first wanted (GRPO's facts, the selection gate)."""
+
+    def __init__(self, dataset_id: str | None):
+        self.dataset_id = dataset_id
+        self._read: tuple[list[Any], dict[str, Any]] | None = None
+
+    def rows(self) -> tuple[list[Any], dict[str, Any]]:
+        """``(rows, profile)``."""
+        if self._read is None:
+            from ._selection import profile_rows
+            from .rowsource import rows_of
+
+            rows = rows_of(self.dataset_id)
+            self._read = rows, profile_rows(rows, source=self.dataset_id)
+        return self._read
+
+    def temperatures(self) -> list[float]:
+        return [float(t) for t in self.rows()[1].get("temperatures") or []]
+
+    def facts(self) -> dict[str, Any]:
+        """What GRPO fills its unset group size and temperature from (``resolve_spec``'s ``data``)."""
+        return {"repeats": (self.rows()[1].get("repeats") or {}).get("common"), "temperatures": self.temperatures()}
+
+
+def _resolved_or_refused(method: str, knobs: Mapping[str, Any], config: Mapping[str, Any] | None,
+                         problems: list[str], *, base_model: str | None, target: str | None, holdout: str | None,
+                         start: Mapping[str, Any] | None,
+                         data: Callable[[], Mapping[str, Any]] | None) -> tuple[RunSpec, list[str]]:
+    """The resolved spec and its notes; raises TrainingConfigError listing ``problems`` with the resolution's own
+    and what this machine cannot run (a local job runs here)."""
+    resolution = None
     if method in defaults.TRAIN_METHODS:
-        resolution = train_spec(method, knobs, config, base_model=base_model, target=target, holdout=holdout_id,
-                                start=start_config if start is not None else None,
-                                start_label=start["id"] if start is not None else None)
-        problems += resolution.problems
-        if target != "modal":  # a local job runs here: what this machine cannot run, with the spec's other problems
-            from whileai.core.launch import machine_problems
-            from whileai.core.spec import SPEC_MODELS
-
-            placed = resolution.spec or SPEC_MODELS[method].model_construct(**{  # unchecked: only its placement is read
-                k: v for k, v in resolution.values.items() if k in SPEC_MODELS[method].model_fields})
-            try:
-                problems += machine_problems(placed)
-            except (TypeError, AttributeError):  # placement itself malformed: already among the problems
-                pass
-            if resolution.spec is not None and resolution.spec.report_to:  # the job mirrors from here: its packages
-                from .mirror import mirror_problems
-
-                problems += mirror_problems(resolution.spec.report_to)
-    if problems or resolution is None or dataset_id is None:  # a dataset without an id is among the problems
+        resolution = train_spec(method, knobs, config, base_model=base_model, target=target, holdout=holdout,
+                                start=_start_config(start), start_label=start["id"] if start is not None else None,
+                                data=None if problems else data, init_from=start["id"] if start is not None else None)
+        problems = problems + resolution.problems
+        if target != "modal":
+            problems += _machine_problems(method, resolution)
+    if problems or resolution is None or resolution.spec is None:  # a dataset without an id is among the problems
         listed = "\n".join(f"  - {p}" for p in problems)
         raise TrainingConfigError(f"train() cannot start: {len(problems)} problem(s)\n{listed}", problems)
-    resolved = dict(resolution.values)
-    notes = resolution.notes
-    if start is not None:
-        resolved["init_from"] = start["id"]
+    return resolution.spec, resolution.notes
 
-    client = client or get_client()
-    record = client.request("GET", f"/datasets/{dataset_id}")
-    if holdout_id is None and record.get("split") == "train" and record.get("sibling"):
-        holdout_id = resolved["holdout"] = record["sibling"]
 
-    report = None
-    if check != "off":
-        from ._selection import near_miss_count, pairs_per_task, profile_rows, with_near_misses
-        from .context import check_context
-        from .rowsource import rows_of
+def _start_config(start: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The config of the run this one continues, with its base (a record of before the base was on the config
+    keeps it in its summary); None without one."""
+    if start is None:
+        return None
+    config = canonical(start["config"]) if isinstance(start.get("config"), Mapping) else {}
+    if not config.get("base_model"):
+        config["base_model"] = (start["summary"].get("training") or {}).get("base_model")
+    return config
 
-        data = rows_of(dataset_id)
-        prof = profile_rows(data, source=dataset_id)
-        per_task = pairs_per_task(method, resolved, len(data))  # balance=False: every length-matched pair
-        context = check_context(data, method, resolved["base_model"], resolved, per_task)  # tokenizer only
-        near = near_miss_count(data, method, resolved)  # rm: the pairs its job adds
-        report = selection_gate(prof, method, check, int(resolved["min_mixed_tasks"]), context, per_task, near)
-        report = with_near_misses(report, data, method, resolved, near)
-        temps = [float(t) for t in prof.get("temperatures") or []]
-        if method == "grpo":  # GRPO's unset group size and temperature come from the dataset: resolved again with it
-            facts = {"repeats": (prof.get("repeats") or {}).get("common"), "temperatures": temps}
-            again = train_spec(method, knobs, config, base_model=base_model, target=target, holdout=holdout_id,
-                               start=start_config if start is not None else None,
-                               start_label=start["id"] if start is not None else None, data=facts)
-            resolved = {**again.values, "holdout": resolved["holdout"], **({"init_from": start["id"]} if start else {})}
-        if method == "grpo" and temps and float(resolved["temperature"]) not in temps:
-            seen = ", ".join(f"{t:g}" for t in temps)
-            _warn(f"temperature={resolved['temperature']:g} differs from the dataset's sampling.temperature ({seen}): "
-                  "the run samples at another temperature than the rollouts were measured at, so before/after is "
-                  "not like for like; pass temperature= to match")
-    for note in notes:
-        _warn(note)
+
+def _machine_problems(method: str, resolution: Resolved) -> list[str]:
+    """What this machine cannot run of the spec (its placement), and the trackers it cannot mirror to."""
+    from whileai.core.launch import machine_problems
+    from whileai.core.spec import SPEC_MODELS
+
+    model = SPEC_MODELS[method]
+    placed = resolution.spec or model.model_construct(**{  # unchecked: only its placement is read
+        k: v for k, v in resolution.values.items() if k in model.model_fields})
+    problems = []
+    try:
+        problems += machine_problems(placed)
+    except (TypeError, AttributeError):  # placement itself malformed: already among the problems
+        pass
+    if resolution.spec is not None and resolution.spec.report_to:  # the job mirrors from here: its packages
+        from .mirror import mirror_problems
+
+        problems += mirror_problems(resolution.spec.report_to)
+    return problems
+
+
+def _gate(spec: RunSpec, check: str, data: _DatasetRows) -> dict[str, Any]:
+    """The selection gate on the dataset's rows as the job will use them under ``spec``; warns when GRPO samples
+    at another temperature than the rollouts were measured at."""
+    from ._selection import near_miss_count, pairs_per_task, with_near_misses
+    from .context import check_context
+
+    rows, prof = data.rows()
+    method, knobs = spec.method, spec.knobs()  # the knob values, as the readers of a user's config take them
+    per_task = pairs_per_task(method, knobs, len(rows))  # balance=False: every length-matched pair
+    context = check_context(rows, method, spec.base_model, knobs, per_task)  # tokenizer only
+    near = near_miss_count(rows, method, knobs)  # rm: the pairs its job adds
+    report = selection_gate(prof, method, check, spec.min_mixed_tasks, context, per_task, near)
+    report = with_near_misses(report, rows, method, knobs, near)
+    temps = data.temperatures()
+    if isinstance(spec, GRPOSpec) and temps and spec.temperature not in temps:
+        seen = ", ".join(f"{t:g}" for t in temps)
+        _warn(f"temperature={spec.temperature:g} differs from the dataset's sampling.temperature ({seen}): "
+              "the run samples at another temperature than the rollouts were measured at, so before/after is "
+              "not like for like; pass temperature= to match", depth=1)
+    return report
+
+
+def _warn_unserved(base: str | None) -> None:
     from whileai.kit import is_gguf_base
 
-    if resolved["base_model"] not in defaults.SERVED_BASES and not is_gguf_base(resolved["base_model"]):
-        _warn(f"base_model={resolved['base_model']!r} is not in SERVED_BASES, so this run's adapter cannot be "
-              f"served afterwards; the served bases are {', '.join(defaults.SERVED_BASES)}")
+    if base not in defaults.SERVED_BASES and not is_gguf_base(base):
+        _warn(f"base_model={base!r} is not in SERVED_BASES, so this run's adapter cannot be "
+              f"served afterwards; the served bases are {', '.join(defaults.SERVED_BASES)}", depth=1)
 
-    body = {
-        "name": name or f"{method} {record.get('name') or dataset_id}",
-        "dataset": dataset_id,
-        "config": jsonable(resolved, "config"),
-        "kind": defaults.TRAIN_RUN_KIND,
-    }
+
+def _make_or_find_run(client: Any, spec: RunSpec, title: str, dataset_id: str | None,
+                      report: dict[str, Any] | None) -> tuple[Any, bool]:
+    """``(run, found)``: the run already training this dataset with this config (found, with a warning), else a
+    new one. The platform looks again in the same transaction as its insert."""
+    from .tracking import TrainingRun, jsonable
+
+    body: dict[str, Any] = {"name": title, "dataset": dataset_id, "config": spec_json(spec),
+                            "kind": defaults.TRAIN_RUN_KIND}
     if report is not None:
         body["summary"] = {"selection": jsonable(report, "selection")}
-    existing = _running_run(client, dataset_id, body["config"])
-    if existing is None:  # the platform looks again in the same transaction as its insert: one run per config
+    existing = _running_run(client, str(dataset_id), body["config"])
+    if existing is None:  # one run per config
         made = client.request("POST", "/runs", json={**body, "once": True})
         if not made.pop("created", True):
             existing = made
     if existing is not None:
-        _warn(f"{dataset_id} is already training in {existing['id']} with this same config ({method}); returning "
-              "that run instead of starting a second (change a knob to start another)")
-        run = TrainingRun(existing, client)
-        run.selection = report
-        if wait:
-            run.wait()
-        return run
-    run = TrainingRun(made, client)  # existing is None: the run was made by the POST above
+        _warn(f"{dataset_id} is already training in {existing['id']} with this same config ({spec.method}); returning "
+              "that run instead of starting a second (change a knob to start another)", depth=1)
+    run = TrainingRun(existing if existing is not None else made, client)
     run.selection = report
-    spec = {**body["config"], "run_id": run.id, "dataset": dataset_id, "holdout": holdout_id}
+    return run, existing is not None
+
+
+def _launch(client: Any, run: Any, spec: RunSpec, dataset_id: str | None, target: str | None) -> None:
+    """Ask the platform to start the run's job with the job's own copy of ``spec`` (its run and dataset named)."""
+    job_spec = spec.model_copy(update={"run_id": run.id, "dataset": dataset_id})
     try:
-        client.request("POST", "/jobs/launch", json={"run_id": run.id, "kind": method, "target": target, "spec": spec})
+        client.request("POST", "/jobs/launch", json={"run_id": run.id, "kind": spec.method, "target": target,
+                                                     "spec": spec_json(job_spec)})
     except Exception:
         try:  # the platform failed the run with the reason; show it on the handle too
             run.refresh()
@@ -438,6 +470,3 @@ def train(
             pass
         raise
     run.refresh()
-    if wait:
-        run.wait()
-    return run

@@ -13,7 +13,7 @@ Nothing here loads a model or reads the platform.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,62 +68,109 @@ def _from_data(name: str, data: Mapping[str, Any]) -> tuple[Any, str] | None:
     return None
 
 
+@dataclass
+class _Draft:
+    """A resolution under way: the values so far, why each, and what is wrong or worth saying."""
+
+    method: str
+    model: type[RunSpec]
+    values: dict[str, Any]
+    provenance: dict[str, str]
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
 def resolve_spec(method: str, given: Mapping[str, Any], *, origin: Mapping[str, str] | None = None,
                  base_model: str | None = None, target: str | None = None, holdout: str | None = None,
                  start: Mapping[str, Any] | None = None, start_label: str | None = None,
-                 data: Mapping[str, Any] | None = None, given_label: str = "given") -> Resolved:
+                 data: Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None = None,
+                 given_label: str = "given", init_from: str | None = None) -> Resolved:
     """The spec ``method`` runs with, from ``given`` (knobs and config keys, None = unset), every problem at once.
 
     ``origin`` names where each given key came from (``given_label`` otherwise); ``start`` is the
-    config of the run (or stage) this one continues, whose base and LoRA shape it inherits;
-    ``data`` holds the dataset facts GRPO fills its unset group size and temperature from
-    (``repeats``: the common rollouts per task, ``temperatures``: the rows' distinct ones).
+    config of the run (or stage) this one continues, whose base and LoRA shape it inherits, and
+    ``init_from`` its id, recorded on the spec; ``data`` holds the dataset facts GRPO fills its unset
+    group size and temperature from (``repeats``: the common rollouts per task, ``temperatures``: the
+    rows' distinct ones), or is a function that reads them, called only when a fact is wanted and
+    nothing else is wrong.
     """
-    problems: list[str] = []
-    notes: list[str] = []
     if method not in SPEC_MODELS:
         return Resolved(None, {}, {}, [f"method={method!r} is not a training method; pass one of "
                                        f"{', '.join(SPEC_MODELS)}"])
-    model = SPEC_MODELS[method]
-    origin = origin or {}
-    given = canonical(given)
-    start_config = canonical(start or {})
+    origin, given, start_config = origin or {}, canonical(given), canonical(start or {})
     started = start_label or "the run it starts from"
-    provenance: dict[str, str] = {}
-    if start_config.get("base_model"):
-        base = str(start_config["base_model"])
-        provenance["base_model"] = f"inherited from {started}"
-    elif base_model:
-        base = base_model
-        provenance["base_model"] = origin.get("base_model", given_label)
-    else:
-        base = defaults.KIT_BASE_NAME
-        provenance["base_model"] = "default (the kit's demo base, KIT_BASE_NAME)"
-    values: dict[str, Any] = {"spec_version": SPEC_VERSION, "method": method, "base_model": base, "target": target,
-                              "holdout": holdout}
-    names = knob_fields(model)
+    base, why = _base(start_config, base_model, started, origin.get("base_model", given_label))
+    draft = _Draft(method, SPEC_MODELS[method], {"spec_version": SPEC_VERSION, "method": method, "base_model": base,
+                                                 "target": target, "holdout": holdout}, {"base_model": why})
+    if init_from is not None:
+        draft.values["init_from"] = init_from
+    wanted = _fill_knobs(draft, given, origin, given_label, start_config, started)
+    _one_length(draft, given)
+    _other_keys(draft, given)
+    _method_problems(draft)
+    if wanted and data is not None and not draft.problems:
+        _fill_from_data(draft, wanted, data() if callable(data) else data)
+    draft.values["provenance"] = draft.provenance
+    spec = None
+    if not draft.problems:
+        try:
+            spec = draft.model.model_validate(draft.values)
+        except ValidationError:
+            draft.problems += spec_problems(draft.values)
+    return Resolved(spec, draft.values, draft.provenance, draft.problems, draft.notes)
+
+
+def _base(start: Mapping[str, Any], base_model: str | None, started: str, given_as: str) -> tuple[str, str]:
+    """The base the run trains on, and why: the start run's, the one named, or the kit's demo base."""
+    if start.get("base_model"):
+        return str(start["base_model"]), f"inherited from {started}"
+    if base_model:
+        return base_model, given_as
+    return defaults.KIT_BASE_NAME, "default (the kit's demo base, KIT_BASE_NAME)"
+
+
+def _fill_knobs(draft: _Draft, given: Mapping[str, Any], origin: Mapping[str, str], given_label: str,
+                start: Mapping[str, Any], started: str) -> list[str]:
+    """Every knob of the method: as given (checked), the start run's LoRA shape, or the default. Returns the
+    knobs left for the dataset to decide (GRPO's FROM_DATA, unset), which hold their defaults meanwhile."""
+    method, model, wanted = draft.method, draft.model, []
     table = {**defaults.TRAINING_KNOBS, **defaults.TRAINING_HOST_KEYS}
-    for name in names:
+    for name in knob_fields(model):
         value = given.get(name)
         if value is not None:
             problem = check_knob(name, value, method, table[name], whole=is_whole(model, name))
             if problem:
-                problems.append(problem)
+                draft.problems.append(problem)
                 continue
             if table[name][method].get("many"):  # a list knob given as a comma string is recorded as its list
                 value = many_value(value, numbers="range" in table[name][method])
-            values[name], provenance[name] = value, origin.get(name, given_label)
-        elif name in LORA_SHAPE and start_config.get(name) is not None:
-            values[name], provenance[name] = start_config[name], f"inherited from {started} (its adapter's shape)"
-        elif method == "grpo" and name in FROM_DATA and data is not None and (found := _from_data(name, data)):
-            values[name], provenance[name] = found
+            draft.values[name], draft.provenance[name] = value, origin.get(name, given_label)
+        elif name in LORA_SHAPE and start.get(name) is not None:
+            draft.values[name], draft.provenance[name] = start[name], f"inherited from {started} (its adapter's shape)"
         else:
-            values[name], provenance[name] = _default(method, name, base, model)
-    if method == "sft":  # one of steps and epochs decides the length; the other is not read
-        if given.get("steps") is None and given.get("epochs") is not None:
-            values["steps"], provenance["steps"] = None, "none: the epochs given decide the length"
-        elif values.get("steps") is not None and given.get("epochs") is None:
-            values["epochs"], provenance["epochs"] = None, "none: a step count decides the length"
+            draft.values[name], draft.provenance[name] = _default(method, name, str(draft.values["base_model"]), model)
+            if method == "grpo" and name in FROM_DATA:
+                wanted.append(name)
+    return wanted
+
+
+def _one_length(draft: _Draft, given: Mapping[str, Any]) -> None:
+    """SFT: one of steps and epochs decides the length; the other is recorded None (not read)."""
+    if draft.method != "sft":
+        return
+    values, provenance = draft.values, draft.provenance
+    if given.get("steps") is None and given.get("epochs") is not None:
+        values["steps"], provenance["steps"] = None, "none: the epochs given decide the length"
+    elif values.get("steps") is not None and given.get("epochs") is None:
+        values["epochs"], provenance["epochs"] = None, "none: a step count decides the length"
+
+
+def _other_keys(draft: _Draft, given: Mapping[str, Any]) -> None:
+    """Given keys that are not this method's knobs: another method's knob (refused unless it is the exporter's
+    own value), a GRPO-only config key, or a user's note kept under ``extra``."""
+    method, model, values = draft.method, draft.model, draft.values
+    table = {**defaults.TRAINING_KNOBS, **defaults.TRAINING_HOST_KEYS}
+    names = knob_fields(model)
     for name, value in given.items():
         if name in names or name in values or value is None and name not in defaults.TRAINING_CONFIG_KEYS:
             continue
@@ -131,36 +178,39 @@ def resolve_spec(method: str, given: Mapping[str, Any], *, origin: Mapping[str, 
             if name in defaults.TRAIN_EXPORT_DEFAULTS and value == defaults.TRAIN_EXPORT_DEFAULTS[name] \
                     and type(value) is type(defaults.TRAIN_EXPORT_DEFAULTS[name]):
                 continue  # the exporter's own value: a no-op for a method that does not export
-            if name == "truncated" and value == "mask":
-                continue  # wai.train's signature default; it only means something for grpo
-            problems.append(check_knob(name, value, method, table[name]) or f"{name} does not apply to {method}")
+            draft.problems.append(check_knob(name, value, method, table[name]) or f"{name} does not apply to {method}")
         elif name in defaults.TRAINING_CONFIG_KEYS and name in model.model_fields:
             if value is not None:
                 values[name] = value
         elif name in defaults.TRAINING_CONFIG_KEYS:
-            problems.append(f"{name}={value!r} does not apply to {method} (it is read by grpo); leave it out")
+            draft.problems.append(f"{name}={value!r} does not apply to {method} (it is read by grpo); leave it out")
         else:
             values.setdefault("extra", {})[name] = value
             readers = ", ".join(k for k, v in defaults.TRAINING_HOST_KEYS.items() if method in v)
-            notes.append(f"config key {name!r} is kept on the run but not read by the {method} trainer (it reads "
-                         f"{readers})")
-    if method == "grpo":  # the rewards together: weights per reward, rm's run, a python: function that works
+            draft.notes.append(f"config key {name!r} is kept on the run but not read by the {method} trainer (it "
+                               f"reads {readers})")
+
+
+def _method_problems(draft: _Draft) -> None:
+    """What only the knobs together say: GRPO's rewards (weights per reward, rm's run, a python: function that
+    works), a reward model's near misses against its span."""
+    if draft.method == "grpo":
         import os
 
         from .rewards import reward_problems
 
-        problems += reward_problems(values, search_path=os.getcwd())  # where the embedded job imports it from
-    if method == "rm":
+        draft.problems += reward_problems(draft.values, search_path=os.getcwd())  # where the embedded job imports it
+    if draft.method == "rm":
         from .serving import near_miss_problem
 
-        problem = near_miss_problem(values.get("near_misses"), values.get("reward_span"))
+        problem = near_miss_problem(draft.values.get("near_misses"), draft.values.get("reward_span"))
         if problem:
-            problems.append(problem)
-    values["provenance"] = provenance
-    spec = None
-    if not problems:
-        try:
-            spec = model.model_validate(values)
-        except ValidationError:
-            problems += spec_problems(values)
-    return Resolved(spec, values, provenance, problems, notes)
+            draft.problems.append(problem)
+
+
+def _fill_from_data(draft: _Draft, wanted: list[str], data: Mapping[str, Any] | None) -> None:
+    """GRPO's unset group size and temperature from the dataset facts, where the dataset gives them."""
+    for name in wanted:
+        found = _from_data(name, data) if data is not None else None
+        if found:
+            draft.values[name], draft.provenance[name] = found

@@ -109,9 +109,9 @@ def _lengths(tokenizer: Any, method: str, items: list[Any], rows: Sequence[Mappi
         cap = _completion_cap(config)
         return [prompt_length(tokenizer, prompt_messages(row), tools) + cap for row in items]
     if method == "rm":
-        from .serving import reward_pair_example
+        from .serving import REWARD_SPAN_DEFAULT, reward_pair_example
 
-        span = str(config.get("reward_span") or "conversation")
+        span = str(config.get("reward_span") or REWARD_SPAN_DEFAULT)
         return [longest_sequence(tokenizer, reward_pair_example(p, span)) for p in items]
     options = export_options(config, method)
     if method == "sft":

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from whileai.core.errors import ServingWarning
+from whileai.core.spec import RMSpec, knob_of
 
 from . import defaults
 from .client import Client, get_client
@@ -258,20 +259,22 @@ def models(*, api_key: str | None = None) -> list[dict[str, Any]]:
 
 
 #: What a reward model reads of a row (config ``reward_span``): the whole conversation, or the prompt and
-#: the first assistant turn only (what the first-action judge decides on, and all a GRPO completion is).
-REWARD_SPANS = ("conversation", "first_action")
+#: the first assistant turn only (what the first-action judge decides on, and all a GRPO completion is); its choices
+#: and default are the knob's declaration (``RMSpec.reward_span``).
+REWARD_SPANS: tuple[str, ...] = tuple(knob_of(RMSpec, "reward_span").choices or ())
+REWARD_SPAN_DEFAULT: str = knob_of(RMSpec, "reward_span").default
 
 
 def near_miss_problem(near_misses: Any, span: Any) -> str | None:
     """Why ``near_misses`` cannot run with reward span ``span`` (config ``reward_span``), or None when it can."""
-    if not near_misses or str(span or "conversation") == "first_action":
+    if not near_misses or str(span or REWARD_SPAN_DEFAULT) == "first_action":
         return None
-    return (f"near_misses={near_misses} needs reward_span='first_action' (reward_span={str(span or 'conversation')!r}): "
+    return (f"near_misses={near_misses} needs reward_span='first_action' (reward_span={str(span or REWARD_SPAN_DEFAULT)!r}): "
             "a near miss changes the first action, so the tool response and reply after it would no longer follow "
             "from it; pass reward_span=first_action, or near_misses=0")
 
 
-def reward_text_messages(row: Mapping[str, Any], span: str = "conversation") -> list[dict[str, Any]]:
+def reward_text_messages(row: Mapping[str, Any], span: str = REWARD_SPAN_DEFAULT) -> list[dict[str, Any]]:
     """A row's messages as the reward model read them in training: tool-call arguments as dicts.
 
     ``span="first_action"`` ends them at the first assistant turn (the prompt and the first action).
@@ -306,7 +309,7 @@ def reward_text_messages(row: Mapping[str, Any], span: str = "conversation") -> 
     return out
 
 
-def reward_pair_example(pair: Mapping[str, Any], span: str = "conversation") -> dict[str, Any]:
+def reward_pair_example(pair: Mapping[str, Any], span: str = REWARD_SPAN_DEFAULT) -> dict[str, Any]:
     """A pass-vs-fail pair as the reward trainer reads it: ``{"chosen", "rejected", "tools"}``, each side's messages
     as ``reward_text_messages`` renders them (TRL's implicit prompt)."""
     chosen, rejected = pair["chosen"], pair["rejected"]
@@ -326,7 +329,7 @@ class RewardModelJudge:
     """
 
     def __init__(self, adapter: str, base_model: str, threshold: float, run_id: str | None = None,
-                 span: str = "conversation"):
+                 span: str = REWARD_SPAN_DEFAULT):
         self.adapter, self.base_model, self.threshold, self.run_id = adapter, base_model, threshold, run_id
         self.span = span
         self.__name__ = f"reward_model({run_id or adapter})"
@@ -481,7 +484,7 @@ def reward_model(run: Any, threshold: float | None = None, *, api_key: str | Non
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
         raise ValueError(f"threshold={threshold!r} is not a finite number; pass one, or None for the run's own")
     return RewardModelJudge(adapter, base, float(threshold), record.get("id"),
-                            span=str((config or {}).get("reward_span") or "conversation"))
+                            span=str((config or {}).get("reward_span") or REWARD_SPAN_DEFAULT))
 
 
 def score_token_batches(model: Any, encoded: list[list[int]], pad: int, size: int) -> list[float]:

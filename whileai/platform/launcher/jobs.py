@@ -25,10 +25,12 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from whileai.core.errors import ResumeRefused
+from whileai.core.spec import JOB_ROW_KEYS, RMSpec, RunSpec, knob_of, read_job_spec, spec_json
 from whileai.platform.store.values import RUN_STOP_MARK
 from whileai.platform import defaults
 from whileai.platform._faults import fault_point
@@ -54,7 +56,7 @@ __all__ = [
     "stop_run",
     "job_dir",
     "job_log",
-    "spec_problems",
+    "launch_spec",
     "missing_keys",
     "PLATFORM_SPEC_KEYS",
     "adapter_dir",
@@ -86,23 +88,24 @@ _CHILDREN_LOCK = threading.Lock()
 
 
 #: spec fields only the platform writes (where a job runs and what it may reach); a launch may not send them
-PLATFORM_SPEC_KEYS = ("log", "key_hash", "host", "launched_at", "pulled", "pid", "call_id", "gold", "reward_rm",
-                      "reward_path")
+PLATFORM_SPEC_KEYS = JOB_ROW_KEYS
 
 
-def spec_problems(spec: dict[str, Any]) -> list[str]:
-    """What in a launch spec the platform refuses: anything that is not a run spec of its method
-    (:func:`whileai.core.spec.spec_problems`: unknown keys, wrong types), and a base model path outside
-    its model folders (``_loadable``)."""
-    from whileai.core.spec import spec_problems as typed_problems
+def launch_spec(spec: Mapping[str, Any]) -> tuple[RunSpec | None, list[str]]:
+    """A launch's spec validated once into its method's model (:func:`whileai.core.spec.parse_spec`), with what
+    else the platform refuses (a base model path outside its model folders, ``_loadable``): ``(spec, [])``, or
+    ``(None, every problem)``."""
+    from whileai.core.spec import parse_spec
     from whileai.platform._loadable import launch_base_problem
 
-    problems = typed_problems(spec)
+    typed, problems = parse_spec(spec)
     problem = launch_base_problem(spec["base_model"]) if isinstance(spec.get("base_model"), str) else None
-    return problems + ([problem] if problem else [])
+    if problem:
+        return None, problems + [problem]
+    return typed, problems
 
 
-def missing_keys(spec: dict[str, Any]) -> list[str]:
+def missing_keys(spec: Mapping[str, Any]) -> list[str]:
     """The knobs a launch spec does not name (:func:`whileai.core.spec.missing_keys`): the platform fills none."""
     from whileai.core.spec import missing_keys as missing
 
@@ -137,15 +140,20 @@ def default_target() -> str:
     return setting(defaults.TRAIN_TARGET_ENV, "train_target") or defaults.TRAIN_TARGET_DEFAULT
 
 
-def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, spec: dict[str, Any]) -> dict[str, Any]:
+def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, spec: RunSpec,
+           reward_path: str | None = None) -> dict[str, Any]:
     """Create the job row for ``run_id`` and start it on ``target`` ("local" or "modal"). Returns the job record.
 
-    A launch that fails marks the job and the run failed with the reason and raises.
+    ``spec`` is the run's validated spec; the row holds its JSON (:func:`whileai.core.spec.spec_json`) beside the
+    keys only the platform writes (``reward_path``: where the job imports a ``python:`` reward from). A launch
+    that fails marks the job and the run failed with the reason and raises.
     """
     if target not in defaults.TRAIN_TARGETS:
         raise ValueError(f"target={target!r} is not a place jobs run; pass one of {', '.join(defaults.TRAIN_TARGETS)}")
-    spec = {k: v for k, v in spec.items() if k != "init_adapter"}  # the platform names that folder, never a caller
-    job = store.create_job(account_id, run_id=run_id, kind=kind, target=target, status="queued", spec=spec)
+    row = {k: v for k, v in spec_json(spec).items() if k != "init_adapter"}  # the platform names that folder
+    if reward_path is not None:
+        row["reward_path"] = reward_path
+    job = store.create_job(account_id, run_id=run_id, kind=kind, target=target, status="queued", spec=row)
     fault_point("after_job_row")
     try:
         start = start_adapter(store, account_id, kind, spec, target)
@@ -166,7 +174,13 @@ def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, 
         raise
 
 
-def start_adapter(store: Any, account_id: str, kind: str, spec: dict[str, Any], target: str) -> Path | None:
+def _named(spec: RunSpec | Mapping[str, Any], field: str) -> Any:
+    """The value ``spec`` (a typed spec, or a job row's) holds for ``field``; None when it has no such field."""
+    return spec.get(field) if isinstance(spec, Mapping) else getattr(spec, field, None)
+
+
+def start_adapter(store: Any, account_id: str, kind: str, spec: RunSpec | Mapping[str, Any],
+                  target: str) -> Path | None:
     """The adapter folder a run with ``init_from`` starts from, checked; None without ``init_from``.
 
     The run named must be this account's, finished ``done``, with its adapter in
@@ -174,7 +188,7 @@ def start_adapter(store: Any, account_id: str, kind: str, spec: dict[str, Any], 
     it ends; one that stayed on the Volume can still start a Modal job). Raises
     ValueError saying which of these fails.
     """
-    source = spec.get("init_from")
+    source = _named(spec, "init_from")
     if not source:
         return None
     if kind == "rm":
@@ -198,7 +212,8 @@ def start_adapter(store: Any, account_id: str, kind: str, spec: dict[str, Any], 
                      "train that run again, or start from another finished run")
 
 
-def gold_judge(store: Any, account_id: str, kind: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+def gold_judge(store: Any, account_id: str, kind: str,
+               spec: RunSpec | Mapping[str, Any]) -> dict[str, Any] | None:
     """The gold judge a GRPO job's monitor loads, resolved here; None when the spec names none.
 
     The job never loads what a run's summary says: the run named by ``gold_judge``
@@ -212,17 +227,18 @@ def gold_judge(store: Any, account_id: str, kind: str, spec: dict[str, Any]) -> 
     return _reward_model_run(store, account_id, kind, spec, "gold_judge", "gold judge", "its monitor's gold")
 
 
-def reward_model_run(store: Any, account_id: str, kind: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+def reward_model_run(store: Any, account_id: str, kind: str,
+                     spec: RunSpec | Mapping[str, Any]) -> dict[str, Any] | None:
     """The reward model a GRPO job with ``reward=rm`` optimises (``reward_model``), resolved by the same rule as
     :func:`gold_judge`; written on the job's spec as ``reward_rm``. None when the spec names none."""
     return _reward_model_run(store, account_id, kind, spec, "reward_model", "reward model", "its reward")
 
 
-def _reward_model_run(store: Any, account_id: str, kind: str, spec: dict[str, Any], field: str, what: str,
+def _reward_model_run(store: Any, account_id: str, kind: str, spec: RunSpec | Mapping[str, Any], field: str, what: str,
                       role: str) -> dict[str, Any] | None:
     from whileai.platform._loadable import launch_base_problem
 
-    name = spec.get(field)
+    name = _named(spec, field)
     if not name:
         return None
     if kind != "grpo":
@@ -253,7 +269,8 @@ def _reward_model_run(store: Any, account_id: str, kind: str, spec: dict[str, An
     if problems:
         raise ValueError(f"{field}={name!r} cannot be this job's {what}: {'; '.join(problems)}; "
                          "name a finished rm run of this account trained by the platform")
-    span = config.get("reward_span") if config.get("reward_span") in ("conversation", "first_action") else "conversation"
+    declared = knob_of(RMSpec, "reward_span")  # a record of before the knob: the declared default, as it ran
+    span = config.get("reward_span") if config.get("reward_span") in (declared.choices or ()) else declared.default
     return {"run_id": record["id"], "adapter": str(folder), "base_model": base, "threshold": float(threshold),
             "span": span}
 
@@ -704,11 +721,16 @@ def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
         raise ResumeRefused(f"{run_id} has no job (a run logged by hand): the platform has nothing to resume; "
                             "train it with wai.train or python -m whileai run")
     last = jobs[0]
-    spec = {k: v for k, v in (last.get("spec") or {}).items() if k not in PLATFORM_SPEC_KEYS or k == "reward_path"}
+    row = last.get("spec") or {}
+    try:
+        spec = read_job_spec(row)
+    except ValueError as exc:
+        raise ResumeRefused(f"{run_id}'s last job does not hold a run spec ({exc}); run it again with "
+                            f"`python -m whileai reproduce {run_id}`") from None
     target = last.get("target") or "local"
     start = last_checkpoint(checkpoint_dir(run_id))
     if target == "local" and start is None:
-        save_steps, steps = spec.get("save_steps"), spec.get("steps")
+        save_steps, steps = spec.save_steps, spec.steps
         why = ("checkpoints were off" if not save_steps else "the run is not longer than save_steps"
                if isinstance(steps, int) and steps <= save_steps else "it ended before its first checkpoint")
         raise ResumeRefused(f"{run_id} saved no checkpoint (save_steps={save_steps}, steps={steps}: {why}); run it "
@@ -720,4 +742,5 @@ def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
             "from_step": int(start.name.partition("-")[2]) if start is not None else earlier.get("from_step"),
             "earlier_seconds": round(sum(_job_seconds(j) for j in jobs), 2)}
     store.reopen_run(account_id, run_id, {"resumed": note, "phase": "resuming from its last checkpoint"})
-    return launch(store, account_id, run_id=run_id, kind=last["kind"], target=target, spec=spec)
+    return launch(store, account_id, run_id=run_id, kind=last["kind"], target=target, spec=spec,
+                  reward_path=row.get("reward_path"))

@@ -25,11 +25,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from whileai.core.defaults import GPU_USD_PER_HOUR
 from whileai.core.ids import id_shape, is_id
 from whileai.core.launch import split_gpu
+from whileai.core.spec import RunSpec
 from whileai.core.paths import data_root
 from whileai.platform.api.common import API_PREFIX, ApiError, Body, account_id, api_key_from, job_account, job_scope, json_response, store
-from whileai.platform.launcher import jobs as runner
+from whileai.platform.launcher import jobs as launcher_jobs
 from whileai.platform import defaults
-from whileai.platform._rewards import reward_code_problems, with_reward_path
+from whileai.platform._rewards import reward_code_problems, reward_path
 from whileai.platform.store.values import REPORTED_ENDS
 
 __all__ = ["router", "install"]
@@ -39,6 +40,9 @@ _log = logging.getLogger("whileai.platform.launcher")
 
 
 class LaunchBody(Body):
+    """A launch as a client sends it. ``spec`` is the JSON edge: the client's ``spec_json``, read once into its
+    method's model by the route (``_read_launch``), which is what the job row is written from."""
+
     run_id: str
     kind: str
     target: str | None = None
@@ -52,14 +56,12 @@ class EndBody(Body):
 
 @router.post("/jobs/launch", status_code=201)
 def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_id)) -> Response:
-    """Create the job for a run and start it; ``target`` None means the platform's default."""
-    if body.kind not in defaults.TRAIN_METHODS:
-        raise ApiError(422, f"kind={body.kind!r} is not a training method; send one of "
-                            f"{', '.join(defaults.TRAIN_METHODS)}", "invalid_value")
-    target = body.target or runner.default_target()
-    if target not in defaults.TRAIN_TARGETS:
-        raise ApiError(422, f"target={target!r} is not a place jobs run; send one of "
-                            f"{', '.join(defaults.TRAIN_TARGETS)} (or null for the platform's default)", "invalid_value")
+    """Create the job for a run and start it; ``target`` None means the platform's default.
+
+    The spec arrives as JSON from a client the platform does not trust: it is read here, once, into its
+    method's model (every problem refused at once), and that model is what the job row is written from.
+    """
+    target = _launch_target(body)
     the_store = store(request)
     run = the_store.get_run(acct, body.run_id, series=False)  # the account's run, or 404
 
@@ -74,36 +76,57 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
                 _log.warning("could not mark run %s failed after a refused launch", body.run_id, exc_info=True)
         return ApiError(422, message, "invalid_value")
 
-    owned = sorted(set(body.spec) & set(runner.PLATFORM_SPEC_KEYS))
+    owned = sorted(set(body.spec) & set(launcher_jobs.PLATFORM_SPEC_KEYS))
     if owned:
         raise refuse(f"spec fields {owned} are the platform's to write (where a job runs, logs and "
                      "reports); leave them out of the spec")
-    problems = runner.spec_problems({"method": body.kind, **body.spec})
-    if body.spec.get("method") != body.kind:
-        problems.insert(0, f"spec method={body.spec.get('method')!r} does not name this launch's kind={body.kind!r}; "
-                           f"send the run's spec with \"method\": {body.kind!r} (wai.train does)")
-    problems += _strict_problems(body.run_id, body.spec)
-    problems += _foreign_ids(the_store, acct, body.spec)
     embedded = bool(getattr(request.app.state, "embedded", False))
-    problems += reward_code_problems(body.spec, embedded)
-    missing = runner.missing_keys({"method": body.kind, **body.spec})
-    if missing:  # the platform trains what it is given and fills nothing: a spec arrives resolved (wai.train's)
-        problems.insert(0, f"the spec is not resolved: it does not name {', '.join(missing)}; send the spec "
-                           "wai.train resolves (every knob of its method with its value), or start the run with "
-                           "wai.train")
-    if problems:  # every problem at once
+    spec, problems = _read_launch(body, the_store, acct, embedded)
+    if spec is None or problems:  # every problem at once
         raise refuse("; ".join(problems))
-    spec = with_reward_path({**body.spec, "target": target}, embedded)
+    spec = spec.model_copy(update={"target": target})
     if isinstance(run.get("config"), dict) and run["config"].get("target") != target:
         the_store.update_run(acct, body.run_id, {"config": {**run["config"], "target": target}})
     try:
-        job = runner.launch(the_store, acct, run_id=body.run_id, kind=body.kind, target=target, spec=spec)
+        job = launcher_jobs.launch(the_store, acct, run_id=body.run_id, kind=body.kind, target=target, spec=spec,
+                            reward_path=reward_path(body.spec, embedded))
     except ValueError as exc:
         raise refuse(str(exc)) from exc
     except Exception as exc:  # e.g. no Modal token: the run is already failed with this reason
         raise ApiError(503, f"the job could not start on {target} ({type(exc).__name__}: {exc}); its run "
                             f"{body.run_id} is marked failed. Fix the cause and train again", "job_not_started") from exc
     return json_response(job, 201)
+
+
+def _launch_target(body: LaunchBody) -> str:
+    """Where the launch runs (the platform's default for None), after its kind and target are checked."""
+    if body.kind not in defaults.TRAIN_METHODS:
+        raise ApiError(422, f"kind={body.kind!r} is not a training method; send one of "
+                            f"{', '.join(defaults.TRAIN_METHODS)}", "invalid_value")
+    target = body.target or launcher_jobs.default_target()
+    if target not in defaults.TRAIN_TARGETS:
+        raise ApiError(422, f"target={target!r} is not a place jobs run; send one of "
+                            f"{', '.join(defaults.TRAIN_TARGETS)} (or null for the platform's default)", "invalid_value")
+    return target
+
+
+def _read_launch(body: LaunchBody, the_store: Any, acct: str, embedded: bool) -> tuple[RunSpec | None, list[str]]:
+    """The launch's spec read into its method's model, and every problem with it: the model's own (unknown keys,
+    types, ranges), a method that is not the launch's kind, what the model's coercion lets through, ids of other
+    accounts, reward code this platform does not run, and knobs left unresolved."""
+    spec, problems = launcher_jobs.launch_spec({"method": body.kind, **body.spec})
+    if body.spec.get("method") != body.kind:
+        problems.insert(0, f"spec method={body.spec.get('method')!r} does not name this launch's kind={body.kind!r}; "
+                           f"send the run's spec with \"method\": {body.kind!r} (wai.train does)")
+    problems += _strict_problems(body.run_id, body.spec)
+    problems += _foreign_ids(the_store, acct, body.spec)
+    problems += reward_code_problems(body.spec, embedded)
+    missing = launcher_jobs.missing_keys({"method": body.kind, **body.spec})
+    if missing:  # the platform trains what it is given and fills nothing: a spec arrives resolved (wai.train's)
+        problems.insert(0, f"the spec is not resolved: it does not name {', '.join(missing)}; send the spec "
+                           "wai.train resolves (every knob of its method with its value), or start the run with "
+                           "wai.train")
+    return spec, problems
 
 
 def _strict_problems(run_id: str, spec: dict[str, Any]) -> list[str]:
@@ -195,10 +218,10 @@ def end_job(job_id: str, body: EndBody, request: Request, acct: str = Depends(jo
     if body.status not in REPORTED_ENDS:
         raise ApiError(422, f"status={body.status!r} does not end a job; send one of {', '.join(REPORTED_ENDS)}",
                        "invalid_value")
-    if job["status"] in runner.FINISHED:
-        runner.end_job(the_store, acct, job, job["status"])
+    if job["status"] in launcher_jobs.FINISHED:
+        launcher_jobs.end_job(the_store, acct, job, job["status"])
         return json_response(the_store.get_job(acct, job_id))
-    return json_response(runner.end_job(the_store, acct, job, body.status, body.error))
+    return json_response(launcher_jobs.end_job(the_store, acct, job, body.status, body.error))
 
 
 @router.post("/runs/{run_id}/stop")
@@ -211,7 +234,7 @@ def stop_run(run_id: str, request: Request, acct: str = Depends(account_id)) -> 
     """
     from whileai.platform.api.runs import with_url
 
-    answer = runner.stop_run(store(request), acct, run_id)
+    answer = launcher_jobs.stop_run(store(request), acct, run_id)
     answer["run"] = with_url(answer["run"], request)
     return json_response(answer)
 
@@ -227,8 +250,8 @@ def resume_run(run_id: str, request: Request, acct: str = Depends(account_id)) -
 
     the_store = store(request)
     try:
-        job = runner.resume_run(the_store, acct, run_id)
-    except runner.ResumeRefused as exc:
+        job = launcher_jobs.resume_run(the_store, acct, run_id)
+    except launcher_jobs.ResumeRefused as exc:
         raise ApiError(409, str(exc), "not_resumable") from exc
     except LookupError:
         raise  # another account's run, or none: the API's 404
@@ -257,9 +280,9 @@ def _settle(app: Any, scope: Scope, kind: str, ident: str, page: bool) -> None:
         return  # the route answers 401 itself
     try:
         if kind == "run":
-            runner.reconcile_run(the_store, acct, ident)
+            launcher_jobs.reconcile_run(the_store, acct, ident)
         else:
-            runner.reconcile(the_store, acct, the_store.get_job(acct, ident))
+            launcher_jobs.reconcile(the_store, acct, the_store.get_job(acct, ident))
     except LookupError:
         return  # the route answers 404 itself
 
