@@ -8,6 +8,11 @@ An adapter is the one a job saved for a run of the same account (under
 and ``adapters`` folders plus any directory the operator lists in
 SERVE_DIRS_ENV (``serve_dirs`` in config.json). Refusals never say whether a
 path exists: every path outside the roots gets the same answer.
+
+The embedded platform is the exception for training: its one account is the
+local user, who owns the machine, so a job there trains on any folder or
+``.gguf`` file of theirs that holds a model (:mod:`whileai.core.basefolder`),
+with no operator setting; a run's adapter folder is still not a base.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from whileai.core.basefolder import base_folder_problem, names_a_path
 from whileai.core.paths import data_root, setting
 from whileai.platform import defaults
 
@@ -75,11 +81,19 @@ def base_problem(base: Any, run_base: Any = None) -> str | None:
     )
 
 
-def launch_base_problem(base: Any) -> str | None:
+def launch_base_problem(base: Any, embedded: bool = False) -> str | None:
     """Why a job may not train on ``base``; None when it may: a hub id (from this machine's cache, or
-    fetched on Modal), a name the platform serves, or a directory under the platform's model folders."""
+    fetched on Modal), a name the platform serves, or a directory under the platform's model folders.
+    On the ``embedded`` platform also any path of the local user's that holds a model, outside the
+    platform's adapters folder."""
     if isinstance(base, str) and (_is_hub_id(base) or _base_dir_ok(base)):
         return None
+    if embedded and isinstance(base, str) and names_a_path(base):
+        problem = base_folder_problem(base)
+        if problem is not None:
+            return f"spec {problem}"
+        if not _inside(base, [allowed_roots()[1]]):
+            return None
     return (
         f"spec base_model={str(base)[:200]!r} is not a base this platform trains on; send a hub id such as "
         f"{defaults.SERVED_HUB_BASES[0]!r}, {defaults.KIT_BASE_NAME!r}, or a directory under the platform's model "

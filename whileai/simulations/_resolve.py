@@ -24,6 +24,7 @@ from whileai.core.spec import SPEC_MODELS, SPEC_VERSION, RunSpec, canonical, is_
     spec_problems
 
 from . import defaults
+from ._basecheck import base_problems
 
 __all__ = ["Resolved", "resolve_spec", "LORA_SHAPE", "FROM_DATA", "KIT_SFT"]
 
@@ -101,6 +102,7 @@ def resolve_spec(method: str, given: Mapping[str, Any], *, origin: Mapping[str, 
         provenance["base_model"] = "default (the kit's demo base, KIT_BASE_NAME)"
     values: dict[str, Any] = {"spec_version": SPEC_VERSION, "method": method, "base_model": base, "target": target,
                               "holdout": holdout}
+    problems += base_problems(base)  # a path on this machine that holds no model: refused before any run exists
     names = knob_fields(model)
     table = {**defaults.TRAINING_KNOBS, **defaults.TRAINING_HOST_KEYS}
     for name in names:

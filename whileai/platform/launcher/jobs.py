@@ -89,15 +89,15 @@ PLATFORM_SPEC_KEYS = ("log", "key_hash", "host", "launched_at", "pulled", "pid",
                       "reward_path")
 
 
-def spec_problems(spec: dict[str, Any]) -> list[str]:
+def spec_problems(spec: dict[str, Any], embedded: bool = False) -> list[str]:
     """What in a launch spec the platform refuses: anything that is not a run spec of its method
     (:func:`whileai.core.spec.spec_problems`: unknown keys, wrong types), and a base model path outside
-    its model folders (``_loadable``)."""
+    its model folders (``_loadable``; on the ``embedded`` platform, a path without a model)."""
     from whileai.core.spec import spec_problems as typed_problems
     from whileai.platform._loadable import launch_base_problem
 
     problems = typed_problems(spec)
-    problem = launch_base_problem(spec["base_model"]) if isinstance(spec.get("base_model"), str) else None
+    problem = launch_base_problem(spec["base_model"], embedded) if isinstance(spec.get("base_model"), str) else None
     return problems + ([problem] if problem else [])
 
 
@@ -136,10 +136,12 @@ def default_target() -> str:
     return setting(defaults.TRAIN_TARGET_ENV, "train_target") or defaults.TRAIN_TARGET_DEFAULT
 
 
-def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, spec: dict[str, Any]) -> dict[str, Any]:
+def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, spec: dict[str, Any],
+           embedded: bool = False) -> dict[str, Any]:
     """Create the job row for ``run_id`` and start it on ``target`` ("local" or "modal"). Returns the job record.
 
-    A launch that fails marks the job and the run failed with the reason and raises.
+    A launch that fails marks the job and the run failed with the reason and raises. ``embedded``: the local
+    user's own platform, whose reward-model runs may sit on a base folder of theirs (``_loadable``).
     """
     if target not in defaults.TRAIN_TARGETS:
         raise ValueError(f"target={target!r} is not a place jobs run; pass one of {', '.join(defaults.TRAIN_TARGETS)}")
@@ -147,8 +149,8 @@ def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, 
     job = store.create_job(account_id, run_id=run_id, kind=kind, target=target, status="queued", spec=spec)
     try:
         start = start_adapter(store, account_id, kind, spec, target)
-        resolved = {"gold": gold_judge(store, account_id, kind, spec),
-                    "reward_rm": reward_model_run(store, account_id, kind, spec)}
+        resolved = {"gold": gold_judge(store, account_id, kind, spec, embedded),
+                    "reward_rm": reward_model_run(store, account_id, kind, spec, embedded)}
         resolved = {key: value for key, value in resolved.items() if value is not None}
         if resolved:
             job = store.update_job(account_id, job["id"], {"spec": {**job["spec"], **resolved}})
@@ -196,7 +198,8 @@ def start_adapter(store: Any, account_id: str, kind: str, spec: dict[str, Any], 
                      "train that run again, or start from another finished run")
 
 
-def gold_judge(store: Any, account_id: str, kind: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+def gold_judge(store: Any, account_id: str, kind: str, spec: dict[str, Any],
+               embedded: bool = False) -> dict[str, Any] | None:
     """The gold judge a GRPO job's monitor loads, resolved here; None when the spec names none.
 
     The job never loads what a run's summary says: the run named by ``gold_judge``
@@ -207,17 +210,19 @@ def gold_judge(store: Any, account_id: str, kind: str, spec: dict[str, Any]) -> 
     the job's spec (``gold``, a key only the platform writes); raises ValueError
     naming what fails.
     """
-    return _reward_model_run(store, account_id, kind, spec, "gold_judge", "gold judge", "its monitor's gold")
+    return _reward_model_run(store, account_id, kind, spec, "gold_judge", "gold judge", "its monitor's gold",
+                             embedded)
 
 
-def reward_model_run(store: Any, account_id: str, kind: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+def reward_model_run(store: Any, account_id: str, kind: str, spec: dict[str, Any],
+                     embedded: bool = False) -> dict[str, Any] | None:
     """The reward model a GRPO job with ``reward=rm`` optimises (``reward_model``), resolved by the same rule as
     :func:`gold_judge`; written on the job's spec as ``reward_rm``. None when the spec names none."""
-    return _reward_model_run(store, account_id, kind, spec, "reward_model", "reward model", "its reward")
+    return _reward_model_run(store, account_id, kind, spec, "reward_model", "reward model", "its reward", embedded)
 
 
 def _reward_model_run(store: Any, account_id: str, kind: str, spec: dict[str, Any], field: str, what: str,
-                      role: str) -> dict[str, Any] | None:
+                      role: str, embedded: bool = False) -> dict[str, Any] | None:
     from whileai.platform._loadable import launch_base_problem
 
     name = spec.get(field)
@@ -240,7 +245,7 @@ def _reward_model_run(store: Any, account_id: str, kind: str, spec: dict[str, An
     if not (folder / "adapter_config.json").is_file():
         problems.append(f"no job of it saved an adapter on this platform (nothing at {folder})")
     base = config.get("base_model")
-    problem = launch_base_problem(base)
+    problem = launch_base_problem(base, embedded)
     if problem:
         problems.append(f"its base: {problem}")
     training = (record.get("summary") or {}).get("training")
@@ -677,7 +682,7 @@ def _job_seconds(job: dict[str, Any]) -> float:
     return max(0.0, min(ends) - start) if ends and isinstance(start, (int, float)) else 0.0
 
 
-def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
+def resume_run(store: Any, account_id: str, run_id: str, embedded: bool = False) -> dict[str, Any]:
     """Start a new job for a stopped, failed or crashed run, continuing from its last checkpoint.
 
     The new job runs the spec of the run's last job; it finds the run's checkpoint folder
@@ -718,4 +723,4 @@ def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
             "from_step": int(start.name.partition("-")[2]) if start is not None else earlier.get("from_step"),
             "earlier_seconds": round(sum(_job_seconds(j) for j in jobs), 2)}
     store.reopen_run(account_id, run_id, {"resumed": note, "phase": "resuming from its last checkpoint"})
-    return launch(store, account_id, run_id=run_id, kind=last["kind"], target=target, spec=spec)
+    return launch(store, account_id, run_id=run_id, kind=last["kind"], target=target, spec=spec, embedded=embedded)

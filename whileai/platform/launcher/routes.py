@@ -78,13 +78,13 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     if owned:
         raise refuse(f"spec fields {owned} are the platform's to write (where a job runs, logs and "
                      "reports); leave them out of the spec")
-    problems = runner.spec_problems({"method": body.kind, **body.spec})
+    embedded = bool(getattr(request.app.state, "embedded", False))  # the local user's own machine and folders
+    problems = runner.spec_problems({"method": body.kind, **body.spec}, embedded)
     if body.spec.get("method") != body.kind:
         problems.insert(0, f"spec method={body.spec.get('method')!r} does not name this launch's kind={body.kind!r}; "
                            f"send the run's spec with \"method\": {body.kind!r} (wai.train does)")
     problems += _strict_problems(body.run_id, body.spec)
     problems += _foreign_ids(the_store, acct, body.spec)
-    embedded = bool(getattr(request.app.state, "embedded", False))
     problems += reward_code_problems(body.spec, embedded)
     missing = runner.missing_keys({"method": body.kind, **body.spec})
     if missing:  # the platform trains what it is given and fills nothing: a spec arrives resolved (wai.train's)
@@ -97,7 +97,8 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     if isinstance(run.get("config"), dict) and run["config"].get("target") != target:
         the_store.update_run(acct, body.run_id, {"config": {**run["config"], "target": target}})
     try:
-        job = runner.launch(the_store, acct, run_id=body.run_id, kind=body.kind, target=target, spec=spec)
+        job = runner.launch(the_store, acct, run_id=body.run_id, kind=body.kind, target=target, spec=spec,
+                            embedded=embedded)
     except ValueError as exc:
         raise refuse(str(exc)) from exc
     except Exception as exc:  # e.g. no Modal token: the run is already failed with this reason
@@ -227,7 +228,7 @@ def resume_run(run_id: str, request: Request, acct: str = Depends(account_id)) -
 
     the_store = store(request)
     try:
-        job = runner.resume_run(the_store, acct, run_id)
+        job = runner.resume_run(the_store, acct, run_id, bool(getattr(request.app.state, "embedded", False)))
     except runner.ResumeRefused as exc:
         raise ApiError(409, str(exc), "not_resumable") from exc
     except LookupError:
