@@ -97,6 +97,12 @@ def test_a_folder_of_the_users_trains_on_the_embedded_platform_with_no_operator_
 
     run = record(json.loads(done.stdout.strip().splitlines()[-1])["run"])
     assert run["status"] == "done" and run["config"]["base_model"] == str(folder), run.get("error")
+    from whileai.simulations.client import get_client
+
+    # the embedded platform serves the run's adapter on that same base: the run's own base, the user's folder
+    model = get_client().request("POST", "/models", json={"name": "own-base", "baseModel": str(folder),
+                                                          "adapterRunId": run["id"]})
+    assert model["name"] == "own-base"
 
 
 def test_a_shared_server_still_refuses_a_folder_outside_its_allowed_dirs(home, tmp_path, monkeypatch):
