@@ -3,8 +3,8 @@
 On the embedded platform (no server configured) the local user owns the machine, so a folder
 of theirs trains with no operator setting; a missing path, a relative one, or a folder without
 a model is refused before any run exists (``validate`` and ``run`` exit 2, ``wai.train`` raises).
-A shared server keeps its operator's rule (``WHILEAI_SERVE_DIRS``). The merged export training
-as a base is in tests/test_runner_export.py, beside the export it trains from.
+A shared server keeps its operator's rule (``WHILEAI_SERVE_DIRS``). A merged export training as a
+base, and served on it, is in tests/test_dropping_template.py, beside the template it carries.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def test_a_path_that_is_not_a_model_is_named_with_what_it_lacks(tmp_path):
         assert base_folder_problem(name) is None
 
 
+@pytest.mark.slow
 def test_validate_and_run_refuse_a_missing_or_empty_base_before_any_run_exists(tmp_path):
     home = tmp_path / "home"
     env = {"WHILEAI_HOME": str(home)}
@@ -85,26 +86,7 @@ def test_wai_train_refuses_a_missing_base_before_any_run_exists(home, tmp_path):
     assert wai.list_runs() == [], "no failed run is left in the list"
 
 
-def test_a_folder_of_the_users_trains_on_the_embedded_platform_with_no_operator_setting(tmp_path):
-    folder = _own_copy(tmp_path)
-    done = whileai("run", "recipe=sft_tooluse", "quick=true", "dataset.tasks=24", f"base_model={folder}", "--json",
-                   env={"WHILEAI_SERVE_DIRS": ""}, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "not a base this platform trains on" not in done.stderr
-    import json
-
-    from _runner_helpers import record
-
-    run = record(json.loads(done.stdout.strip().splitlines()[-1])["run"])
-    assert run["status"] == "done" and run["config"]["base_model"] == str(folder), run.get("error")
-    from whileai.simulations.client import get_client
-
-    # the embedded platform serves the run's adapter on that same base: the run's own base, the user's folder
-    model = get_client().request("POST", "/models", json={"name": "own-base", "baseModel": str(folder),
-                                                          "adapterRunId": run["id"]})
-    assert model["name"] == "own-base"
-
-
+@pytest.mark.slow
 def test_a_shared_server_still_refuses_a_folder_outside_its_allowed_dirs(home, tmp_path, monkeypatch):
     import whileai.simulations as wai
     from whileai.core.errors import PlatformError
