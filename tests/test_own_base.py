@@ -19,6 +19,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _runner_helpers import TINY, tiny_base, whileai  # noqa: E402
 
+from test_hosting import launches  # noqa: E402,F401  the fixture that records launches instead of starting jobs
+
 from whileai.core.basefolder import base_folder_problem  # noqa: E402
 
 
@@ -109,3 +111,20 @@ def test_a_shared_server_still_refuses_a_folder_outside_its_allowed_dirs(home, t
         assert err.value.status == 422 and "WHILEAI_SERVE_DIRS" in str(err.value)
     finally:
         handle.stop()
+
+
+def test_a_gguf_file_of_the_users_is_launched_on_the_embedded_platform(launches, tmp_path):  # noqa: F811
+    """The launch rule alone (no job starts): a ``.gguf`` file outside every platform folder is the user's to train
+    on, and trains without the warning that its adapter cannot be served."""
+    import whileai.simulations as wai
+    from whileai.kit import load_sample
+
+    gguf_file = tmp_path / "mine.gguf"
+    gguf_file.write_bytes(b"GGUF")  # the job imports it; the launch only checks that it is there
+    data = wai.push([row for row in load_sample() if row["passed"]][:8], name="own-gguf")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        run = wai.train(data, method="sft", steps=2, base_model=str(gguf_file), check="off")
+    assert run.status == "running" and [job["run_id"] for job in launches] == [run.id]
+    assert launches[0]["spec"]["base_model"] == str(gguf_file)
+    assert not [w for w in said if "SERVED_BASES" in str(w.message)]

@@ -399,9 +399,11 @@ def train(
                   "not like for like; pass temperature= to match")
     for note in notes:
         _warn(note)
+    from whileai.core.basefolder import names_a_path
     from whileai.kit import is_gguf_base
 
-    if resolved["base_model"] not in defaults.SERVED_BASES and not is_gguf_base(resolved["base_model"]):
+    if resolved["base_model"] not in defaults.SERVED_BASES and not is_gguf_base(resolved["base_model"]) \
+            and not names_a_path(resolved["base_model"]):  # a folder serves where the platform trained on it
         _warn(f"base_model={resolved['base_model']!r} is not in SERVED_BASES, so this run's adapter cannot be "
               f"served afterwards; the served bases are {', '.join(defaults.SERVED_BASES)}")
 
