@@ -150,3 +150,62 @@ def test_a_reward_model_on_all_passing_bfcl_rows_is_measured_on_near_misses_in_t
     assert len(texts) == result["rows"] and all("<tools>" in t and "<tool_call>{" in t for t in texts)
     # the same pairs on every call: before and after score the same held-out set
     assert rm.evaluate(resolved.spec, model, tokenizer, rows)["near_misses"] == result["near_misses"]
+
+
+def _rendered(tokenizer, messages, tools, prompt: bool) -> str:
+    return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=prompt)
+
+
+@pytest.mark.slow
+def test_the_merged_export_and_its_gguf_render_tools_as_the_run_trained_and_the_folder_trains_as_a_base(
+        dropping_base, tmp_path):
+    """A run on a template that drops tools trains in hermes; its merged folder and GGUF file carry that template,
+    so a held-out prompt with tools renders exactly as the job rendered it; the merged folder, a folder of the
+    user's outside every platform folder, is itself a base the embedded platform trains on."""
+    import sys
+
+    import gguf
+    from transformers import AutoTokenizer
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _runner_helpers import record, whileai
+
+    import whileai.simulations as wai
+
+    def run(base: Path) -> dict:
+        done = whileai("run", "recipe=sft_tooluse", "quick=true", "dataset.tasks=24", f"base_model={base}", "--json",
+                       env={"WHILEAI_SERVE_DIRS": ""})
+        assert done.returncode == 0, done.stderr[-3000:]
+        found = record(json.loads(done.stdout.strip().splitlines()[-1])["run"])
+        assert found["status"] == "done", found.get("error")
+        return found
+
+    trained = run(dropping_base)
+    assert trained["summary"]["training"]["tool_format"]["used"] == "hermes"
+    merged, gguf_file = tmp_path / "merged", tmp_path / "model.gguf"
+    exported = whileai("export", trained["id"], "--merged", str(merged), "--gguf", str(gguf_file))  # gguf: test extra
+    assert exported.returncode == 0, exported.stderr
+
+    job = _job_tokenizer(dropping_base)  # what the job rendered its training text with
+    held = [r for r in wai.datasets.load_rows(trained["config"]["holdout"]) if r.get("tools")]
+    assert held, "the held-out rows carry tools"
+    prompt = [m for m in held[0]["messages"] if m["role"] in ("system", "user")][:2]
+    tools = held[0]["tools"]
+    want = _rendered(job, prompt, tools, True)
+    assert "<tools>" in want
+    folder = AutoTokenizer.from_pretrained(str(merged), local_files_only=True)
+    assert _rendered(folder, prompt, tools, True) == want
+    assert _rendered(folder, ROW["messages"], ROW["tools"], False) == _rendered(job, ROW["messages"], ROW["tools"], False)
+    field = gguf.GGUFReader(str(gguf_file)).fields["tokenizer.chat_template"]
+    from_gguf = AutoTokenizer.from_pretrained(str(dropping_base), local_files_only=True)
+    from_gguf.chat_template = bytes(field.parts[field.data[0]]).decode()  # what llama.cpp and Ollama render with
+    assert _rendered(from_gguf, prompt, tools, True) == want
+
+    again = run(merged)  # the export is a base of the user's own: it trains with no operator setting
+    assert again["config"]["base_model"] == str(merged)
+    from whileai.simulations.client import get_client
+
+    # and the embedded platform serves that run's adapter on it: the run's own base, the user's folder
+    model = get_client().request("POST", "/models", json={"name": "own-base", "baseModel": str(merged),
+                                                          "adapterRunId": again["id"]})
+    assert model["name"] == "own-base"

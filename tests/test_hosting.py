@@ -720,8 +720,12 @@ def test_a_refused_launch_fails_its_run_and_the_same_config_trains_again(launche
     from whileai.core.errors import PlatformError
 
     ds = wai.push(rows(tag="refused"), name="refused")
-    outside = tmp_path / "merged-base"  # a folder the platform does not train from (WHILEAI_SERVE_DIRS)
-    outside.mkdir()
+    from whileai.core.paths import data_root
+
+    outside = data_root() / "adapters" / "merged-base"  # model-shaped, but in the platform's adapters: never a base
+    outside.mkdir(parents=True)
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        (outside / name).write_text("{}")
     for _ in range(2):
         with pytest.raises(PlatformError, match="is not a base this platform trains on") as err:
             wai.train(ds, method="rm", base_model=str(outside), check="off")

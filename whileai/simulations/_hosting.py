@@ -427,9 +427,11 @@ def _gate(spec: RunSpec, check: str, data: _DatasetRows) -> dict[str, Any]:
 
 
 def _warn_unserved(base: str | None) -> None:
+    from whileai.core.basefolder import names_a_path
     from whileai.kit import is_gguf_base
 
-    if base not in defaults.SERVED_BASES and not is_gguf_base(base):
+    # a folder of the user's serves where the platform trained on it
+    if base not in defaults.SERVED_BASES and not is_gguf_base(base) and not (base and names_a_path(base)):
         _warn(f"base_model={base!r} is not in SERVED_BASES, so this run's adapter cannot be "
               f"served afterwards; the served bases are {', '.join(defaults.SERVED_BASES)}", depth=1)
 

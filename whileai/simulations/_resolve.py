@@ -24,6 +24,7 @@ from whileai.core.spec import SPEC_MODELS, SPEC_VERSION, RunSpec, canonical, is_
     spec_problems
 
 from . import defaults
+from ._basecheck import base_problems
 
 __all__ = ["Resolved", "resolve_spec", "LORA_SHAPE", "FROM_DATA", "KIT_SFT"]
 
@@ -104,6 +105,7 @@ def resolve_spec(method: str, given: Mapping[str, Any], *, origin: Mapping[str, 
                                                  "target": target, "holdout": holdout}, {"base_model": why})
     if init_from is not None:
         draft.values["init_from"] = init_from
+    draft.problems += base_problems(base)  # a path on this machine that holds no model: refused before any run exists
     wanted = _fill_knobs(draft, given, origin, given_label, start_config, started)
     _one_length(draft, given)
     _other_keys(draft, given)

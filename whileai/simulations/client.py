@@ -32,7 +32,7 @@ from whileai.core.defaults import NO_NAGLE
 from whileai.core.paths import data_root
 from whileai.core.errors import NotFoundError, PlatformError
 
-__all__ = ["Client", "get_client", "embedded_client", "embedded_base_url", "API_PREFIX"]
+__all__ = ["Client", "get_client", "embedded_client", "embedded_base_url", "embedded_platform", "API_PREFIX"]
 
 #: Prefix of the platform's JSON API; a path given without it gets it.
 API_PREFIX = "/api/v1"
@@ -343,6 +343,11 @@ def embedded_client(api_key: str | None = None) -> Client:
         if client is None:
             client = _CLIENTS[cache_key] = _new_embedded_client(root, api_key)
         return client
+
+
+def embedded_platform() -> bool:
+    """Whether :func:`get_client` picks the embedded platform: no base URL in the environment or config.json."""
+    return _resolve(None, None, data_root())[1] is None
 
 
 def get_client(api_key: str | None = None, base_url: str | None = None) -> Client:

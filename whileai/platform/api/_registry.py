@@ -48,7 +48,8 @@ def put_model(body: ModelCreate, request: Request, acct: str = Depends(account_i
         config = given if isinstance(given, dict) else {}
         run_base = config.get("base_model")
     problems = [p for p in (
-        base_problem(body.base_model, run_base) if body.base_model is not None else None,
+        base_problem(body.base_model, run_base, bool(getattr(request.app.state, "embedded", False)))
+        if body.base_model is not None else None,
         adapter_problem(body.adapter, body.adapter_run_id),
     ) if p]
     if problems:

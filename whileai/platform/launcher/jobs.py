@@ -91,15 +91,16 @@ _CHILDREN_LOCK = threading.Lock()
 PLATFORM_SPEC_KEYS = JOB_ROW_KEYS
 
 
-def launch_spec(spec: Mapping[str, Any]) -> tuple[RunSpec | None, list[str]]:
+def launch_spec(spec: Mapping[str, Any], embedded: bool = False) -> tuple[RunSpec | None, list[str]]:
     """A launch's spec validated once into its method's model (:func:`whileai.core.spec.parse_spec`), with what
-    else the platform refuses (a base model path outside its model folders, ``_loadable``): ``(spec, [])``, or
+    else the platform refuses (a base model path outside its model folders, ``_loadable``; on the ``embedded``
+    platform, a path without a model): ``(spec, [])``, or
     ``(None, every problem)``."""
     from whileai.core.spec import parse_spec
     from whileai.platform._loadable import launch_base_problem
 
     typed, problems = parse_spec(spec)
-    problem = launch_base_problem(spec["base_model"]) if isinstance(spec.get("base_model"), str) else None
+    problem = launch_base_problem(spec["base_model"], embedded) if isinstance(spec.get("base_model"), str) else None
     if problem:
         return None, problems + [problem]
     return typed, problems
@@ -141,12 +142,13 @@ def default_target() -> str:
 
 
 def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, spec: RunSpec,
-           reward_path: str | None = None) -> dict[str, Any]:
+           reward_path: str | None = None, embedded: bool = False) -> dict[str, Any]:
     """Create the job row for ``run_id`` and start it on ``target`` ("local" or "modal"). Returns the job record.
 
     ``spec`` is the run's validated spec; the row holds its JSON (:func:`whileai.core.spec.spec_json`) beside the
     keys only the platform writes (``reward_path``: where the job imports a ``python:`` reward from). A launch
-    that fails marks the job and the run failed with the reason and raises.
+    that fails marks the job and the run failed with the reason and raises. ``embedded``: the local user's own
+    platform, whose reward-model runs may sit on a base folder of theirs (``_loadable``).
     """
     if target not in defaults.TRAIN_TARGETS:
         raise ValueError(f"target={target!r} is not a place jobs run; pass one of {', '.join(defaults.TRAIN_TARGETS)}")
@@ -157,8 +159,8 @@ def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, 
     fault_point("after_job_row")
     try:
         start = start_adapter(store, account_id, kind, spec, target)
-        resolved = {"gold": gold_judge(store, account_id, kind, spec),
-                    "reward_rm": reward_model_run(store, account_id, kind, spec)}
+        resolved = {"gold": gold_judge(store, account_id, kind, spec, embedded),
+                    "reward_rm": reward_model_run(store, account_id, kind, spec, embedded)}
         resolved = {key: value for key, value in resolved.items() if value is not None}
         if resolved:
             job = store.update_job(account_id, job["id"], {"spec": {**job["spec"], **resolved}})
@@ -213,7 +215,7 @@ def start_adapter(store: Any, account_id: str, kind: str, spec: RunSpec | Mappin
 
 
 def gold_judge(store: Any, account_id: str, kind: str,
-               spec: RunSpec | Mapping[str, Any]) -> dict[str, Any] | None:
+               spec: RunSpec | Mapping[str, Any], embedded: bool = False) -> dict[str, Any] | None:
     """The gold judge a GRPO job's monitor loads, resolved here; None when the spec names none.
 
     The job never loads what a run's summary says: the run named by ``gold_judge``
@@ -224,18 +226,19 @@ def gold_judge(store: Any, account_id: str, kind: str,
     the job's spec (``gold``, a key only the platform writes); raises ValueError
     naming what fails.
     """
-    return _reward_model_run(store, account_id, kind, spec, "gold_judge", "gold judge", "its monitor's gold")
+    return _reward_model_run(store, account_id, kind, spec, "gold_judge", "gold judge", "its monitor's gold",
+                             embedded)
 
 
 def reward_model_run(store: Any, account_id: str, kind: str,
-                     spec: RunSpec | Mapping[str, Any]) -> dict[str, Any] | None:
+                     spec: RunSpec | Mapping[str, Any], embedded: bool = False) -> dict[str, Any] | None:
     """The reward model a GRPO job with ``reward=rm`` optimises (``reward_model``), resolved by the same rule as
     :func:`gold_judge`; written on the job's spec as ``reward_rm``. None when the spec names none."""
-    return _reward_model_run(store, account_id, kind, spec, "reward_model", "reward model", "its reward")
+    return _reward_model_run(store, account_id, kind, spec, "reward_model", "reward model", "its reward", embedded)
 
 
 def _reward_model_run(store: Any, account_id: str, kind: str, spec: RunSpec | Mapping[str, Any], field: str, what: str,
-                      role: str) -> dict[str, Any] | None:
+                      role: str, embedded: bool = False) -> dict[str, Any] | None:
     from whileai.platform._loadable import launch_base_problem
 
     name = _named(spec, field)
@@ -258,7 +261,7 @@ def _reward_model_run(store: Any, account_id: str, kind: str, spec: RunSpec | Ma
     if not (folder / "adapter_config.json").is_file():
         problems.append(f"no job of it saved an adapter on this platform (nothing at {folder})")
     base = config.get("base_model")
-    problem = launch_base_problem(base)
+    problem = launch_base_problem(base, embedded)
     if problem:
         problems.append(f"its base: {problem}")
     training = (record.get("summary") or {}).get("training")
@@ -696,7 +699,7 @@ def _job_seconds(job: dict[str, Any]) -> float:
     return max(0.0, min(ends) - start) if ends and isinstance(start, (int, float)) else 0.0
 
 
-def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
+def resume_run(store: Any, account_id: str, run_id: str, embedded: bool = False) -> dict[str, Any]:
     """Start a new job for a stopped, failed or crashed run, continuing from its last checkpoint.
 
     The new job runs the spec of the run's last job; it finds the run's checkpoint folder
@@ -743,4 +746,4 @@ def resume_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
             "earlier_seconds": round(sum(_job_seconds(j) for j in jobs), 2)}
     store.reopen_run(account_id, run_id, {"resumed": note, "phase": "resuming from its last checkpoint"})
     return launch(store, account_id, run_id=run_id, kind=last["kind"], target=target, spec=spec,
-                  reward_path=row.get("reward_path"))
+                  reward_path=row.get("reward_path"), embedded=embedded)

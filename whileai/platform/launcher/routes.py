@@ -89,7 +89,7 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
         the_store.update_run(acct, body.run_id, {"config": {**run["config"], "target": target}})
     try:
         job = launcher_jobs.launch(the_store, acct, run_id=body.run_id, kind=body.kind, target=target, spec=spec,
-                            reward_path=reward_path(body.spec, embedded))
+                            reward_path=reward_path(body.spec, embedded), embedded=embedded)
     except ValueError as exc:
         raise refuse(str(exc)) from exc
     except Exception as exc:  # e.g. no Modal token: the run is already failed with this reason
@@ -114,7 +114,7 @@ def _read_launch(body: LaunchBody, the_store: Any, acct: str, embedded: bool) ->
     """The launch's spec read into its method's model, and every problem with it: the model's own (unknown keys,
     types, ranges), a method that is not the launch's kind, what the model's coercion lets through, ids of other
     accounts, reward code this platform does not run, and knobs left unresolved."""
-    spec, problems = launcher_jobs.launch_spec({"method": body.kind, **body.spec})
+    spec, problems = launcher_jobs.launch_spec({"method": body.kind, **body.spec}, embedded)
     if body.spec.get("method") != body.kind:
         problems.insert(0, f"spec method={body.spec.get('method')!r} does not name this launch's kind={body.kind!r}; "
                            f"send the run's spec with \"method\": {body.kind!r} (wai.train does)")
@@ -250,7 +250,7 @@ def resume_run(run_id: str, request: Request, acct: str = Depends(account_id)) -
 
     the_store = store(request)
     try:
-        job = launcher_jobs.resume_run(the_store, acct, run_id)
+        job = launcher_jobs.resume_run(the_store, acct, run_id, bool(getattr(request.app.state, "embedded", False)))
     except launcher_jobs.ResumeRefused as exc:
         raise ApiError(409, str(exc), "not_resumable") from exc
     except LookupError:
