@@ -36,6 +36,8 @@ def stand_in_package(tmp_path, monkeypatch):
         shutil.copy(_bfcl.SAMPLE / f"BFCL_v4_{category}.json", package / "data")
     shutil.copy(_bfcl.SAMPLE / "possible_answer" / "BFCL_v4_multiple.json", package / "data" / "possible_answer")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    for name in [m for m in sys.modules if m == "bfcl_eval" or m.startswith("bfcl_eval.")]:
+        monkeypatch.delitem(sys.modules, name)  # the vendored checker's modules (tests/_bfcl.py) are not the package
     return package / "data"
 
 
