@@ -7,7 +7,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from whileai.core.spec import RunSpec
+from whileai.core.spec import RMSpec, RunSpec, knob_of
 
 from whileai.jobs._environment import device
 from whileai.simulations import defaults
@@ -127,7 +127,7 @@ def _resolved_rm(name: str | None, field: str, key: str, carried: Mapping[str, A
         raise ValueError(f"{field}={name!r} was not resolved by the platform for job {job_id}; launch the run "
                          "again (the launch checks the rm run and records it on the job)")
     which = (str(resolved["adapter"]), str(resolved["base_model"]), float(resolved["threshold"]), str(name),
-             str(resolved.get("span") or "conversation"))
+             str(resolved.get("span") or knob_of(RMSpec, "reward_span").default))
     if which not in _JUDGES:  # loaded once a job: a reward model scores the held-out set before, training, and after
         judge = RewardModelJudge(*which[:4], span=which[4])
         _JUDGES[which] = judge.load()  # now, so a judge that cannot load fails the job before its training starts

@@ -58,7 +58,7 @@ class JobRun(TrainingRun):
         return super().finish(status, error)
 
 
-class _Quiet:
+class _DiscardingTracker:
     """The tracker of a rank past the first: progress and points go nowhere (rank 0 logs them)."""
 
     def progress(self, *_args: Any, **_kwargs: Any) -> None:
@@ -78,7 +78,7 @@ class OtherRankRun:
     def __init__(self, run_id: str):
         self.id = run_id
         self.status = "running"
-        self._tracker = _Quiet()
+        self._tracker = _DiscardingTracker()
 
     def note(self, **_fields: Any) -> None:
         return None

@@ -22,13 +22,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from whileai.core.spec import RMSpec
+from whileai.core.spec import RMSpec, knob_of
 
 from whileai.jobs import _environment, _loading, _trainer_data, _trainer_setup
 from whileai.simulations import defaults
 
 __all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_examples", "near_miss_examples", "span_of",
            "near_misses_of", "by_failure"]
+
+#: what a reward model reads of a row when its spec names no reward_span: the knob's declared default
+REWARD_SPAN_DEFAULT: str = knob_of(RMSpec, "reward_span").default
 
 
 def load(spec: RMSpec) -> tuple[Any, Any]:
@@ -60,7 +63,7 @@ def near_misses_of(spec: RMSpec) -> int:
     return value
 
 
-def pair_examples(rows: list[dict[str, Any]], balance: bool, span: str = "conversation") -> list[dict[str, Any]]:
+def pair_examples(rows: list[dict[str, Any]], balance: bool, span: str = REWARD_SPAN_DEFAULT) -> list[dict[str, Any]]:
     """``{"chosen": messages, "rejected": messages, "tools": [...]}`` per pass-vs-fail pair (TRL's implicit prompt)."""
     from whileai.jobs.dpo import preference_pairs
     from whileai.simulations.serving import reward_pair_example
@@ -79,7 +82,7 @@ def near_miss_examples(rows: list[dict[str, Any]], per_row: int, seed: int = 0,
 
 
 def score_rows(model: Any, tokenizer: Any, rows: list[dict[str, Any]], batch_size: int | None = None,
-               span: str = "conversation") -> list[float]:
+               span: str = REWARD_SPAN_DEFAULT) -> list[float]:
     """The head's score for each row (chat template over its conversation, or up to its first action, and tools)."""
     import torch
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from . import defaults
 from ._resolve import LORA_SHAPE, Resolved, resolve_spec
-from whileai.core.spec import GRPOSpec, RunSpec, canonical, same_run, spec_json
+from whileai.core.spec import GRPOSpec, RunSpec, canonical, continues_runs, same_run, spec_json
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
 
 __all__ = ["train", "train_spec", "selection_gate"]
@@ -133,7 +133,7 @@ def _start_run(client: Any, init_from: Any, method: str, base_model: str | None,
         problems.append(f"init_from={init_from!r} is not a run; pass a finished run (the TrainingRun, its record "
                         "from get_run, or its 'run_...' id)")
         return None
-    if method == "rm":
+    if not continues_runs(method):
         problems.append(f"init_from={found!r} does not apply to rm: a reward model starts from the base with a fresh "
                         "score head; leave init_from None")
         return None
@@ -155,7 +155,7 @@ def _start_run(client: Any, init_from: Any, method: str, base_model: str | None,
     elif not summary.get("adapter") and not summary.get("adapter_remote"):
         problems.append(f"init_from={found!r} has no adapter on its record (only runs that wai.train finished have "
                         "one); pass a run made by wai.train that ended done")
-    if source.get("method") == "rm":
+    if not continues_runs(str(source.get("method"))):
         problems.append(f"init_from={found!r} is a reward model (rm): its adapter scores rows, it does not write "
                         "them; pass an sft, grpo or dpo run")
     start_base = source.get("base_model") or (summary.get("training") or {}).get("base_model")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from whileai.core.errors import ResumeRefused
-from whileai.core.spec import JOB_ROW_KEYS, RMSpec, RunSpec, knob_of, read_job_spec, spec_json
+from whileai.core.spec import JOB_ROW_KEYS, RMSpec, RunSpec, continues_runs, knob_of, read_job_spec, spec_json
 from whileai.platform.store.values import RUN_STOP_MARK
 from whileai.platform import defaults
 from whileai.platform._faults import fault_point
@@ -193,7 +193,7 @@ def start_adapter(store: Any, account_id: str, kind: str, spec: RunSpec | Mappin
     source = _named(spec, "init_from")
     if not source:
         return None
-    if kind == "rm":
+    if not continues_runs(kind):
         raise ValueError(f"init_from={source!r} does not apply to rm: a reward model starts from the base with a "
                          "fresh score head; leave init_from out")
     try:
