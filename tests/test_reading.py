@@ -66,10 +66,11 @@ def test_a_group_knob_typed_at_the_root_gets_its_group_spelled_back():
 
 def test_a_run_of_more_than_one_process_says_so_in_its_name():
     from whileai.runner.cli import _scale_words
+    from whileai.runner.schema import Target
 
-    assert _scale_words({"target": {"processes": 2, "nodes": 1}}, ["beta=0.04"]) == ["processes=2"]
-    assert _scale_words({"target": {"processes": 1, "nodes": 1}}, []) == []
-    assert _scale_words({"target": {"processes": 2}}, ["target.processes=2"]) == []  # a sweep's word already says it
+    assert _scale_words(Target(processes=2, nodes=1), ["beta=0.04"]) == ["processes=2"]
+    assert _scale_words(Target(processes=1, nodes=1), []) == []
+    assert _scale_words(Target(processes=2), ["target.processes=2"]) == []  # a sweep's word already says it
 
 
 def _sample(n: int) -> list[dict[str, Any]]:

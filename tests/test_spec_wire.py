@@ -32,6 +32,10 @@ EDGES = {
     ("platform/api/runs.py", "update_run"): "a run PATCH body, not a spec",
     ("simulations/rows.py", "as_row"): "a row model a user pushes, not a spec",
     ("simulations/_bfcl.py", "bfcl_tool"): "a BFCL tool's JSON schema, not a run spec",
+    ("runner/schema.py", "given"): "the recipe's knobs as wai.train's keyword arguments: the input a resolution starts from",
+    ("runner/schema.py", "plain"): "the recipe as given, for the run's record (JSON) that reproduce reads back",
+    ("runner/stages.py", "_monitor_config"): "the monitor group's settings as wai.train's monitor config (its input)",
+    ("runner/pipeline.py", "_finish"): "the expect group as the lines settle() reads, a recipe's assertions, not a spec",
 }
 
 

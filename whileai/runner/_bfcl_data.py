@@ -11,6 +11,7 @@ first line.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,20 @@ __all__ = ["bfcl_folder", "smoke_note", "SAMPLE"]
 SAMPLE = Path(__file__).resolve().parents[2] / "tests" / "data" / "bfcl"
 
 
-def bfcl_folder(data: dict[str, Any]) -> tuple[Path, bool]:
+def _field(data: Any, name: str) -> Any:
+    """``name`` of a dataset: the runner's typed ``Dataset``, or its keys as a mapping."""
+    return data.get(name) if isinstance(data, Mapping) else getattr(data, name, None)
+
+
+def bfcl_folder(data: Any) -> tuple[Path, bool]:
     """``(folder, is the committed sample)`` for a dataset naming ``categories``.
 
     Raises FileNotFoundError naming the three places looked at when none has BFCL's data.
     """
     from whileai.simulations.datasets import bfcl_data_folder
 
-    if data.get("folder"):
-        return Path(str(data["folder"])).expanduser(), False
+    if _field(data, "folder"):
+        return Path(str(_field(data, "folder"))).expanduser(), False
     installed = bfcl_data_folder()
     if installed is not None:
         return installed, False
@@ -39,10 +45,10 @@ def bfcl_folder(data: dict[str, Any]) -> tuple[Path, bool]:
                             "`pip install --no-deps bfcl-eval`, or pass dataset.folder=.../bfcl_eval/data")
 
 
-def smoke_note(data: dict[str, Any]) -> str | None:
+def smoke_note(data: Any) -> str | None:
     """The line a run on the committed sample starts with (None for any other data)."""
-    categories = data.get("categories")
-    if data.get("source") != "bfcl" or not categories:
+    categories = _field(data, "categories")
+    if _field(data, "source") != "bfcl" or not categories:
         return None
     try:
         folder, sample = bfcl_folder(data)

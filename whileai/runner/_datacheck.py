@@ -148,7 +148,7 @@ def _bfcl_categories(data: Dataset, where: Any) -> list[Problem]:
 
     key = "dataset.categories"
     try:
-        folder, _ = bfcl_folder(data.model_dump())
+        folder, _ = bfcl_folder(data)
     except FileNotFoundError as exc:
         return [Problem(key, str(exc), where(key))]
     out = []

@@ -97,7 +97,7 @@ def load_rows(data: Dataset) -> tuple[list[dict[str, Any]], str]:
     elif data.source == "bfcl" and data.categories:
         from ._bfcl_data import bfcl_folder
 
-        folder = bfcl_folder(data.model_dump())[0]
+        folder = bfcl_folder(data)[0]
         rows, what = list(wai.datasets.from_bfcl_folder(folder, data.categories)), (
             f"BFCL {', '.join(data.categories)} ({folder})")
     elif data.source == "bfcl":
@@ -329,7 +329,7 @@ class _Plan:
 def _say_smoke(data: Dataset, progress: Progress) -> None:
     from ._bfcl_data import smoke_note
 
-    note = smoke_note(data.model_dump())
+    note = smoke_note(data)
     if note:
         progress.line(note)
 
