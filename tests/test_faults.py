@@ -60,32 +60,43 @@ def _stop(client: httpx.Client, run_id: str) -> None:
 # --------------------------------------------------------------------------- 1. a resume cut short by a crash
 
 
+def _resume_killed_at(point: str, url: str, home: Path, log: Path) -> tuple[Store, str, str, str]:
+    """A stopped run with a checkpoint whose resume kills the server (SIGKILL) at fault ``point``: ``(store,
+    account, key, run id)``, the store open on what the killed server left."""
+    store = Store(url)
+    acct, key = store.create_account("a")
+    run_id = _stopped_run_with_a_checkpoint(store, acct)
+    with platform_process(home, log, "--store-url", url, env={defaults.FAULT_AT_ENV: point}) as (proc, base):
+        with _client(base, key) as a, pytest.raises(httpx.HTTPError):
+            a.post(f"{API}/runs/{run_id}/resume")
+        assert proc.wait(30) == -signal.SIGKILL
+    return store, acct, key, run_id
+
+
+def _resumes(url: str, key: str, run_id: str) -> dict:
+    """Resume ``run_id`` on a fresh server over ``url``'s store (201, running), stop its worker; the run record."""
+    with serve_in_thread(store_url=url) as handle, _client(handle.base_url, key) as a:
+        resumed = a.post(f"{API}/runs/{run_id}/resume")
+        try:
+            assert resumed.status_code == 201, resumed.text
+            assert resumed.json()["run"]["status"] == "running"
+            return resumed.json()["run"]
+        finally:
+            _stop(a, run_id)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_resume_killed_before_its_job_exists_leaves_the_run_as_it_was(backend, home, tmp_path, pg_database):
     """The server is killed (SIGKILL, at a fault point) after the resume's status write and before its job
     exists: the run was left ``running`` for good, with every job finished. Now it stays ``stopped``, and a
     resume on the next server starts its job."""
     url = _url(backend, home, pg_database)
-    store = Store(url)
-    acct, key = store.create_account("a")
-    run_id = _stopped_run_with_a_checkpoint(store, acct)
-    with platform_process(home, tmp_path / "server.log", "--store-url", url,
-                          env={defaults.FAULT_AT_ENV: "after_reopen"}) as (proc, base):
-        with _client(base, key) as a, pytest.raises(httpx.HTTPError):
-            a.post(f"{API}/runs/{run_id}/resume")
-        assert proc.wait(30) == -signal.SIGKILL
+    store, acct, key, run_id = _resume_killed_at("after_reopen", url, home, tmp_path / "server.log")
     run = store.get_run(acct, run_id, series=False)
     assert run["status"] == "stopped" and run["error"] == "stopped on request", run
     assert [j["status"] for j in store.list_jobs(acct, run_id=run_id)] == ["stopped"]
     store.close()
-    with serve_in_thread(store_url=url) as handle, _client(handle.base_url, key) as a:
-        resumed = a.post(f"{API}/runs/{run_id}/resume")
-        try:
-            assert resumed.status_code == 201, resumed.text
-            assert resumed.json()["run"]["status"] == "running"
-            assert resumed.json()["run"]["summary"]["resumed"]["from_step"] == 2
-        finally:
-            _stop(a, run_id)
+    assert _resumes(url, key, run_id)["summary"]["resumed"]["from_step"] == 2
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -95,14 +106,7 @@ def test_a_resume_killed_after_its_job_row_before_its_worker_is_settled_and_resu
     it the run's ``running``) is written and before any worker starts. The queued job with no process is settled
     once JOB_START_GRACE_S has passed, the run ends ``failed`` naming why, and a resume starts its job."""
     url = _url(backend, home, pg_database)
-    store = Store(url)
-    acct, key = store.create_account("a")
-    run_id = _stopped_run_with_a_checkpoint(store, acct)
-    with platform_process(home, tmp_path / "server.log", "--store-url", url,
-                          env={defaults.FAULT_AT_ENV: "after_job_row"}) as (proc, base):
-        with _client(base, key) as a, pytest.raises(httpx.HTTPError):
-            a.post(f"{API}/runs/{run_id}/resume")
-        assert proc.wait(30) == -signal.SIGKILL
+    store, acct, key, run_id = _resume_killed_at("after_job_row", url, home, tmp_path / "server.log")
     queued = [j for j in store.list_jobs(acct, run_id=run_id) if j["status"] == "queued"]
     assert len(queued) == 1 and not queued[0].get("pid"), store.list_jobs(acct, run_id=run_id)
     assert store.get_run(acct, run_id, series=False)["status"] == "running"
@@ -112,13 +116,8 @@ def test_a_resume_killed_after_its_job_row_before_its_worker_is_settled_and_resu
     store.close()
     with serve_in_thread(store_url=url) as handle, _client(handle.base_url, key) as a:
         run = a.get(f"{API}/runs/{run_id}").json()
-        assert run["status"] == "failed" and "the job never started" in run["error"], run
-        resumed = a.post(f"{API}/runs/{run_id}/resume")
-        try:
-            assert resumed.status_code == 201, resumed.text
-            assert resumed.json()["run"]["status"] == "running"
-        finally:
-            _stop(a, run_id)
+    assert run["status"] == "failed" and "the job never started" in run["error"], run
+    _resumes(url, key, run_id)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
