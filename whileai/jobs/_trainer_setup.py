@@ -44,7 +44,7 @@ def on_save(action: Callable[[], None]) -> Any:
     """A trainer callback that runs ``action`` after every checkpoint is written (a Volume's commit)."""
     from transformers import TrainerCallback
 
-    class _OnSave(TrainerCallback):  # type: ignore[misc]
+    class _OnSave(TrainerCallback):
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             action()
 

@@ -98,8 +98,8 @@ def prefix_output(rank: int) -> None:
     if rank == 0:
         return
     prefix = job_defaults.RANK_LOG_PREFIX.format(rank=rank)
-    sys.stdout = _Prefixed(sys.stdout, prefix)  # type: ignore[assignment]
-    sys.stderr = _Prefixed(sys.stderr, prefix)  # type: ignore[assignment]
+    sys.stdout = _Prefixed(sys.stdout, prefix)
+    sys.stderr = _Prefixed(sys.stderr, prefix)
 
 
 def end_with_parent() -> None:

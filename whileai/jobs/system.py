@@ -32,7 +32,7 @@ _MB = 1024 * 1024
 
 def sample(process: Any = None) -> dict[str, float]:
     """One reading of this process (and the GPU torch uses, if any); keys as in the module docstring."""
-    import psutil  # type: ignore[import-untyped]
+    import psutil
     import torch
 
     proc = process or psutil.Process()
@@ -82,7 +82,7 @@ def _define() -> type:
 
         def __init__(self, run: Any, every_s: float = defaults.JOB_SYSTEM_METRICS_EVERY_S,
                      base_model: str | None = None):
-            import psutil  # type: ignore[import-untyped]
+            import psutil
 
             self.run = run
             self.base_model = base_model
