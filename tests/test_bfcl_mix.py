@@ -18,6 +18,7 @@ from whileai.core.stats import group_lines, group_results
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _bfcl  # noqa: E402
+from whileai.runner.schema import Dataset  # noqa: E402
 
 MIX = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"]
 
@@ -88,7 +89,7 @@ def test_without_bfcl_data_the_mix_is_a_smoke_run_on_the_sample_and_says_so(monk
 
     monkeypatch.setitem(sys.modules, "bfcl_eval", None)  # as where bfcl-eval is not installed, even if it is here
 
-    data = {"source": "bfcl", "categories": MIX, "folder": None}
+    data = Dataset(source="bfcl", categories=MIX, folder=None)
     assert bfcl_folder(data) == (SAMPLE, True)
     note = smoke_note(data)
     assert note is not None and note.startswith(f"smoke run on the committed BFCL sample ({_sample_questions(MIX)} "
@@ -101,12 +102,12 @@ def test_a_named_folder_or_the_installed_package_is_read_and_is_no_smoke_run(tmp
     import whileai.simulations as wai
     from whileai.runner._bfcl_data import bfcl_folder, smoke_note
 
-    named = {"source": "bfcl", "categories": MIX, "folder": str(_bfcl.SAMPLE)}  # BFCL_DATA's seam: dataset.folder
+    named = Dataset(source="bfcl", categories=MIX, folder=str(_bfcl.SAMPLE))  # BFCL_DATA's seam: dataset.folder
     assert bfcl_folder(named) == (_bfcl.SAMPLE, False) and smoke_note(named) is None
-    default = {"source": "bfcl", "categories": ["multiple", "irrelevance"], "folder": None}
+    default = Dataset(source="bfcl", categories=["multiple", "irrelevance"], folder=None)
     assert wai.datasets.bfcl_data_folder() == stand_in_package
     assert bfcl_folder(default) == (stand_in_package, False) and smoke_note(default) is None
-    rows = wai.datasets.from_bfcl_folder(bfcl_folder(default)[0], default["categories"])
+    rows = wai.datasets.from_bfcl_folder(bfcl_folder(default)[0], default.categories)
     assert len(rows) == _sample_questions(["multiple", "irrelevance"])
 
 

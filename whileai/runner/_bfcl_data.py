@@ -11,9 +11,11 @@ first line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .schema import Dataset
 
 __all__ = ["bfcl_folder", "smoke_note", "SAMPLE"]
 
@@ -21,20 +23,15 @@ __all__ = ["bfcl_folder", "smoke_note", "SAMPLE"]
 SAMPLE = Path(__file__).resolve().parents[2] / "tests" / "data" / "bfcl"
 
 
-def _field(data: Any, name: str) -> Any:
-    """``name`` of a dataset: the runner's typed ``Dataset``, or its keys as a mapping."""
-    return data.get(name) if isinstance(data, Mapping) else getattr(data, name, None)
-
-
-def bfcl_folder(data: Any) -> tuple[Path, bool]:
+def bfcl_folder(data: Dataset) -> tuple[Path, bool]:
     """``(folder, is the committed sample)`` for a dataset naming ``categories``.
 
     Raises FileNotFoundError naming the three places looked at when none has BFCL's data.
     """
     from whileai.simulations.datasets import bfcl_data_folder
 
-    if _field(data, "folder"):
-        return Path(str(_field(data, "folder"))).expanduser(), False
+    if data.folder:
+        return Path(str(data.folder)).expanduser(), False
     installed = bfcl_data_folder()
     if installed is not None:
         return installed, False
@@ -45,10 +42,10 @@ def bfcl_folder(data: Any) -> tuple[Path, bool]:
                             "`pip install --no-deps bfcl-eval`, or pass dataset.folder=.../bfcl_eval/data")
 
 
-def smoke_note(data: Any) -> str | None:
+def smoke_note(data: Dataset) -> str | None:
     """The line a run on the committed sample starts with (None for any other data)."""
-    categories = _field(data, "categories")
-    if _field(data, "source") != "bfcl" or not categories:
+    categories = data.categories
+    if data.source != "bfcl" or not categories:
         return None
     try:
         folder, sample = bfcl_folder(data)
