@@ -162,17 +162,17 @@ def test_a_new_install_starts_a_fresh_warm_process(tiny_sample, warm, monkeypatc
     time.sleep(0.1)
 
 
-def test_another_data_root_naming_the_same_warm_home_forks_from_that_process_into_its_own_root(sets, warm, tmp_path,
+def test_another_data_root_naming_the_same_warm_home_forks_from_that_process_into_its_own_root(tiny_sample, warm, tmp_path,
                                                                                              monkeypatch, push_sample):
     """WARM_HOME_ENV: a second data root starts its jobs from the session's warm process (no second one is
     started), and the forked job's store, folders and records are its own data root's, not the warm home's."""
     other = tmp_path / "other-root"
     other.mkdir()
     monkeypatch.setenv(defaults.HOME_ENV, str(other))
-    monkeypatch.setenv(defaults.SERVE_DIRS_ENV, str(Path(sets["base"]).parent))  # the base built in the session's root
+    monkeypatch.setenv(defaults.SERVE_DIRS_ENV, str(Path(tiny_sample["base"]).parent))  # the base built in the session's root
     assert os.environ[defaults.WARM_HOME_ENV] != str(other)
     moved = push_sample("other-root", tasks=100)
-    run = wai.train(moved["passes"], method="sft", base_model=sets["base"], holdout=moved["holdout"], steps=2,
+    run = wai.train(moved["passes"], method="sft", base_model=tiny_sample["base"], holdout=moved["holdout"], steps=2,
                     wait=True, config={"holdout_rows": 4, "metric": "loss"})
     assert run.status == "done", run.error
     assert f"forked from the warm worker (pid {warm})" in _started(run)

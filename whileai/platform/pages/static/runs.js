@@ -107,9 +107,11 @@
       .map((c) => el("option", {value: c})));
     const input = el("input", {type: "text", id: "add-column", list: "column-choices", "aria-label": "add a column",
       placeholder: "add a column: config.beta, metric.loss", autocomplete: "off"});
+    let added = false;  // Enter and the datalist's change can both fire for one entry: add it once
     const add = () => {
       const v = input.value.trim();
-      if (!v || chosen.includes(v)) return;
+      if (added || !v || chosen.includes(v)) return;
+      added = true;
       go({cols: chosen.concat([v]).join(","), page: ""});
     };
     input.addEventListener("keydown", (e) => { if (e.key === "Enter") { e.preventDefault(); add(); } });
@@ -129,11 +131,15 @@
       link(data.page + 1, "Older →"));
   }
 
+  let loads = 0;  // only the newest load draws the page: an older answer arriving late never replaces it
+
   async function load() {
+    const mine = ++loads;
     const p = params();
     const q = new URLSearchParams();
     for (const k of FILTERS.concat(["page", "cols"])) if (p.get(k)) q.set(k, p.get(k));
     const data = await WAI.getJSON("/page-data/runs" + (q.toString() ? "?" + q : ""));
+    if (mine !== loads) return;
     limits = data.compare;
     const metrics = [...new Set(data.runs.filter((r) => r.holdout).map((r) => r.holdout.metric))];
     const shared = metrics.length === 1;  // one metric on the page: named once, in the heading
