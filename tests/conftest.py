@@ -20,6 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: idle threads sleep, not spin (JOB_ENV_DEFAULTS)
 os.environ.setdefault("WANDB_DISABLED", "true")
 
 
@@ -42,6 +43,57 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip_gpu)
+
+
+def _session_jobs() -> dict[int, str]:
+    """This session's live job processes (workers and torchrun ranks): pid -> job id.
+
+    A job is any process whose command line runs ``whileai.jobs.worker`` (a forked job rewrites its own
+    to say so) and whose environment names this session's warm home: every process the session starts
+    inherits it, so another pytest session's jobs are never counted.
+    """
+    found: dict[int, str] = {}
+    mine = f"WHILEAI_WARM_HOME={_SESSION_HOME}".encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                argv = fh.read()
+            if b"whileai.jobs.worker" not in argv:
+                continue
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                env = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if mine in env:
+            found[int(entry.name)] = argv.replace(b"\0", b" ").decode(errors="replace")[-80:]
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_job_outlives_its_test():
+    """A test that fails (or forgets) mid-job must not leave its worker training through every later test.
+
+    Job processes started during the test and still alive at its end are killed and named; those
+    alive before it (a module fixture's job) are left alone.
+    """
+    if not Path("/proc/self/environ").exists():
+        yield
+        return
+    before = _session_jobs()
+    yield
+    import signal
+    import warnings
+
+    left = {pid: job for pid, job in _session_jobs().items() if pid not in before}
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if left:
+        warnings.warn(f"killed job processes this test left running: {sorted(left.items())}", stacklevel=1)
 
 
 @pytest.fixture

@@ -211,8 +211,7 @@ def launch_env() -> dict[str, str]:
     for this data root is fingerprinted with."""
     from ._shared import hub_env
 
-    return {**os.environ, "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false"),
-            **hub_env(), defaults.HOME_ENV: str(data_root())}
+    return {**defaults.JOB_ENV_DEFAULTS, **os.environ, **hub_env(), defaults.HOME_ENV: str(data_root())}
 
 
 def wait_ready(timeout: float, env: dict[str, str] | None = None) -> int | None:

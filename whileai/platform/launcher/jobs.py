@@ -125,7 +125,8 @@ def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:
     env[defaults.HOME_ENV] = str(data_root())
     env[defaults.STORE_URL_ENV] = store.url
     env[JOB_ID_ENV] = job_id
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    for name, value in defaults.JOB_ENV_DEFAULTS.items():
+        env.setdefault(name, value)
     env.update(hub_env())
     return env
 
