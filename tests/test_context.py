@@ -175,3 +175,41 @@ def test_the_runner_prints_the_count_and_stops_at_the_gate(tmp_path):
     assert f"rows longer than the context of {LIMIT} tokens" in err and "Traceback" not in err
     assert f"the selection gate refused the data; nothing was trained:\nevery row sft would train on is longer " \
            f"than the context of {LIMIT} tokens" in err
+
+
+def test_rows_with_their_own_tools_are_each_rendered_with_their_own_in_the_job_and_the_check(session_home, tmp_path):
+    """A benchmark's questions each offer their own functions (BFCL): the GRPO job renders each prompt with its own
+    row's tools, not the union, and the check before the run counts the same. One question's function carries a
+    description past the context: only that question is left out (under a union every prompt would be)."""
+    from whileai.jobs import grpo
+    from whileai.kit._base import tiny_model_dir
+    from whileai.simulations.context import shared_tools
+
+    def tool(name: str, words: int = 3) -> dict:
+        return {"type": "function", "function": {"name": name, "description": "does it " * words,
+                                                 "parameters": {"type": "object", "properties": {}}}}
+
+    def question(task: str, fn: dict) -> dict:  # one reference call a question, no rollouts: all pass
+        return {"messages": [{"role": "user", "content": f"question {task}"},
+                             {"role": "assistant", "content": None, "tool_calls": [
+                                 {"id": "c0", "type": "function",
+                                  "function": {"name": fn["function"]["name"], "arguments": "{}"}}]}],
+                "tools": [fn], "gold": {"name": fn["function"]["name"], "arguments": {}}, "task_id": task,
+                "passed": True}
+
+    rows = [question(t, tool(f"f_{t}")) for t in ("a", "b", "c")] + [question("long", tool("f_long", 400))]
+    assert shared_tools(rows) is None and shared_tools(rows[:1] * 2) == rows[0]["tools"]
+    spec = {"base_model": str(tiny_model_dir()), "method": "grpo", "learning_rate": 1e-4, "steps": 1, "seed": 0,
+            "beta": 0.0, "max_completion_length": 8, "generations": 2, "monitor": False, "prompt_source": "gold"}
+    model, tokenizer = grpo.load(read_spec(spec))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, extra = grpo.fit(read_spec(spec), model, tokenizer, rows, tmp_path / "grpo", [])
+    assert extra["tools_per_prompt"] is True and extra["left_out_too_long"] == 1
+    assert extra["prompts"] == 3 and extra["trainer_received"] == 3
+    assert extra["tools"] == ["f_a", "f_b", "f_c", "f_long"]
+    checked = check_context(rows, "grpo", spec["base_model"], spec)
+    assert checked["too_long"] == 1 and checked["by_task"] == {"long": 1}
+    # the default prompt source wants mixed tasks: these rows give the job nothing, and its error names the knob
+    with pytest.raises(ValueError, match="prompt_source='gold'"):
+        grpo.fit(read_spec({**spec, "prompt_source": "mixed"}), model, tokenizer, rows, tmp_path / "g2", [])

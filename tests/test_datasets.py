@@ -57,7 +57,8 @@ def test_profile_counts_by_hand():
     assert prof["temperature_rows"] == {"0.7": 10, "1.0": 2} and prof["no_temperature_rows"] == 4
     assert prof["markers"] == {"proxy_reward": 4}
     by_task = {t["task"]: t for t in prof["per_task"]}
-    assert by_task["F"] == {"task": "F", "rows": 3, "passed": 1, "failed": 1, "unlabelled": 1, "outcome": "mixed"}
+    assert by_task["F"] == {"task": "F", "rows": 3, "passed": 1, "failed": 1, "unlabelled": 1, "outcome": "mixed",
+                            "gold": 0}
     json.dumps(prof)
 
 
@@ -79,6 +80,52 @@ def test_selection_grpo_by_hand():
     assert dropped(rep) == {"single_row": (2, 2), "unanimous_pass": (3, 1), "unanimous_fail": (2, 1),
                             "unlabelled_tasks": (2, 1)}
     assert "advantage" in next(d for d in rep["dropped"] if d["class"] == "unanimous_pass")["reason"]
+
+
+def _with_gold(tasks: str) -> list[dict]:
+    """The fixture, with a gold first action on every row of ``tasks``."""
+    rows = fixture_rows()
+    for row in rows:
+        if row["task_id"] in tasks:
+            row["gold"] = {"name": "answer", "arguments": {}}
+    return rows
+
+
+@pytest.mark.parametrize(("method", "config"), [("grpo", {"prompt_source": "gold"}),
+                                                 ("dpo", {"pair_source": "policy"}),
+                                                 ("dpo", {"pair_source": "policy_gold"})])
+def test_sampling_the_policy_keeps_every_task_with_a_gold(method, config):
+    """The policy's own samples are judged against each task's gold: mixed or not, single row or not, a task with
+    a gold serves (B all pass, C all fail, D one row), and only the tasks without one are dropped."""
+    rows = _with_gold("ABCD")
+    rep = wai.selection_report(rows, method, config=config)
+    assert (rep["rows"], rep["tasks"], rep["prompts"]) == (10, 4, 4)
+    assert dropped(rep) == {"no_gold": (6, 3)}
+    assert rep["rows"] + sum(d["rows"] for d in rep["dropped"]) == rep["rows_given"]
+    knob = "policy_samples" if method == "dpo" else "generations"
+    assert f"as 4 prompts, one per task, each sampled `{knob}` times and judged against its gold" in rep["summary"]
+    assert wai.selection_report(wai.profile(rows), method, config=config) == rep  # the profile alone says the same
+    # rows' own groups (the defaults) still need mixed tasks
+    plain = wai.selection_report(rows, method)
+    assert plain["tasks"] == 2
+
+
+def test_the_gate_on_a_benchmark_of_gold_calls_names_the_knob_that_samples_the_policy():
+    """A benchmark's rows all pass (one reference call a question): GRPO on the rows' groups is refused, and the
+    refusal names prompt_source='gold'; with it the gate passes, and without any gold it is refused for that."""
+    from whileai.core.errors import TrainingSelectionError
+    from whileai.simulations._hosting import selection_gate
+
+    gold_only = [make_row(t, "P") | {"gold": {"name": "f", "arguments": {}}} for t in "ABCDEF"]
+    prof = wai.profile(gold_only)
+    with pytest.raises(TrainingSelectionError, match="prompt_source='gold'"):
+        selection_gate(prof, "grpo", "require", 1)
+    with pytest.raises(TrainingSelectionError, match="pair_source='policy_gold'"):
+        selection_gate(prof, "dpo", "require", 1)
+    assert selection_gate(prof, "grpo", "require", 32, policy_samples=True)["prompts"] == 6  # no mixed-task warning
+    bare = wai.profile([make_row(t, "P") for t in "ABC"])
+    with pytest.raises(TrainingSelectionError, match="none of the 3 tasks carries a gold"):
+        selection_gate(bare, "grpo", "require", 1, policy_samples=True)
 
 
 @pytest.mark.parametrize("method", ["dpo", "rm"])

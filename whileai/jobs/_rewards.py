@@ -78,14 +78,16 @@ def _scored(name: str, score: Callable[[str, Mapping[str, Any]], float], truncat
     fmt = _format(tokenizer)  # the run's tool convention: one per run, not one per completion
 
     def reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Any] | None = None,
-               gold: Any = None, **_columns: Any) -> list[float]:
+               gold: Any = None, row_tools: Sequence[str] | None = None, **_columns: Any) -> list[float]:
         out: list[float] = []
         for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
             ids = completion_ids[i] if completion_ids is not None else None
             if _cut(truncated, stop_ids, ids):
                 out.append(0.0)
                 continue
-            row = {"messages": list(prompt) if isinstance(prompt, list) else [], "gold": _gold(gold[i]), "tools": tools}
+            own = json.loads(row_tools[i]) if row_tools is not None else None  # the prompt's own row's tools
+            row = {"messages": list(prompt) if isinstance(prompt, list) else [], "gold": _gold(gold[i]),
+                   "tools": own if own else tools}
             out.append(score(reply_text(completion, ids, tokenizer, fmt), row))
         return out
 

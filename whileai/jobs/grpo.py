@@ -1,4 +1,5 @@
-"""GRPO job body: LoRA GRPO on the prompts that have both a pass and a fail.
+"""GRPO job body: LoRA GRPO on the prompts that have both a pass and a fail (or, with ``prompt_source="gold"``,
+every prompt with a gold first action).
 
 The reward is what the spec's ``reward`` names (``whileai.jobs._rewards``): by
 default the exact first-action judge, each sampled reply's first action
@@ -28,7 +29,7 @@ from whileai.core.spec import GRPOSpec
 from whileai.jobs import _evaluation, _loading, _rewards, _trainer_setup
 from whileai.jobs._grpo_watch import group_watch
 from whileai.jobs._rewards import first_action_reward
-from whileai.simulations.context import prompt_length, tool_schemas
+from whileai.simulations.context import prompt_length, prompt_tools, shared_tools, tool_schemas
 from whileai.simulations.rewards import reward_strength
 from whileai.simulations.rows import prompt_messages
 from whileai.simulations import defaults
@@ -44,7 +45,7 @@ def evaluate(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, An
     proxy = None
     if reward_strength(spec.reward) != "exact":
         stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
-        tools = [dict(t) for t in _tools(rows)]
+        tools = shared_tools(rows) or []  # rows whose tools differ: each judged without a shared schema
         proxy = _rewards.proxy_reward(*_rewards.reward_functions(spec, tokenizer, tools, stop_ids))
     return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec, proxy=proxy), "metric": "pass_rate"}
 
@@ -65,8 +66,10 @@ class SchemaTool(dict[str, Any]):
         return "not executed: this job trains the first action only"
 
 
-def mixed_rows(rows: list[dict[str, Any]], balance: bool) -> list[tuple[str, dict[str, Any], Any]]:
-    """``(task, row, gold)`` per prompt GRPO trains on: tasks with a pass, a fail and a gold first action.
+def mixed_rows(rows: list[dict[str, Any]], balance: bool,
+               source: str = "mixed") -> list[tuple[str, dict[str, Any], Any]]:
+    """``(task, row, gold)`` per prompt GRPO trains on: tasks with a pass, a fail and a gold first action, or with
+    ``source="gold"`` (config ``prompt_source``) every task with a gold first action.
 
     One row per task when balanced (config ``balance``, on by default), else every
     row of those tasks. The runner exports these same rows beside the run, so its
@@ -80,7 +83,7 @@ def mixed_rows(rows: list[dict[str, Any]], balance: bool) -> list[tuple[str, dic
     out = []
     for key, members in groups.items():
         labels = {r.get("passed") for r in members}
-        if True not in labels or False not in labels:
+        if source == "mixed" and (True not in labels or False not in labels):
             continue
         with_gold = [r for r in members if r.get("gold") is not None]
         if not with_gold:
@@ -90,15 +93,20 @@ def mixed_rows(rows: list[dict[str, Any]], balance: bool) -> list[tuple[str, dic
     return out
 
 
-def mixed_prompts(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
-    """GRPO's prompts: from each task with a pass and a fail, its prompt and gold (once per task when balanced)."""
-    return [{"prompt": prompt_messages(row), "gold": json.dumps(gold), "task": key}
-            for key, row, gold in mixed_rows(rows, balance)]
+def mixed_prompts(rows: list[dict[str, Any]], balance: bool, source: str = "mixed") -> list[dict[str, Any]]:
+    """GRPO's prompts: from each task :func:`mixed_rows` keeps, its prompt and gold (once per task when balanced)."""
+    return [{"prompt": prompt_messages(row), "gold": json.dumps(gold), "task": key,
+             "row_tools": json.dumps(row.get("tools") or [])}
+            for key, row, gold in mixed_rows(rows, balance, source)]
 
 
-def _tools(rows: list[dict[str, Any]]) -> list[SchemaTool]:
-    """Every row's tool schema, one per name (the selection report's ``context.tool_schemas``), for the trainer."""
-    return [SchemaTool(schema) for schema in tool_schemas(rows)]
+def _as_text(tokenizer: Any, prompt: dict[str, Any]) -> dict[str, Any]:
+    """``prompt`` rendered to text with its own row's tools and the generation prompt: TRL gives one ``tools=`` to
+    every prompt, so rows whose tools differ reach the trainer as text (completions are judged from their token
+    ids either way)."""
+    own = json.loads(prompt["row_tools"]) or None
+    return {**prompt, "prompt": tokenizer.apply_chat_template(prompt["prompt"], tools=own, add_generation_prompt=True,
+                                                              tokenize=False)}
 
 
 def _ensure_response_parser(tokenizer: Any) -> None:
@@ -175,11 +183,12 @@ def _monitor_gold(spec: GRPOSpec) -> tuple[Any, str, dict[str, str]]:
 GOLD_ALARMS = ("divergence", "gold_decline", "feature")
 
 
-def _within_context(tokenizer: Any, prompts: list[dict[str, Any]], tools: list[SchemaTool], limit: int,
+def _within_context(tokenizer: Any, prompts: list[dict[str, Any]], shared: list[dict[str, Any]] | None, limit: int,
                     reply_cap: int) -> tuple[list[dict[str, Any]], int]:
-    """The prompts whose tokens (with the tools and the generation prompt) plus ``reply_cap`` fit ``limit``, and how
+    """The prompts whose tokens (with their tools and the generation prompt) plus ``reply_cap`` fit ``limit``, and how
     many were left out: a longer prompt is counted, never cut, like a too-long row in the other methods."""
-    kept = [p for p in prompts if prompt_length(tokenizer, p["prompt"], tools) + reply_cap <= limit]
+    kept = [p for p in prompts if prompt_length(tokenizer, p["prompt"], prompt_tools(
+        {"tools": json.loads(p["row_tools"])}, shared)) + reply_cap <= limit]
     if not kept:
         raise ValueError(f"grpo has no prompt to train on: each of the {len(prompts)} prompts plus "
                          f"max_completion_length={reply_cap} is longer than the model's context of {limit} tokens; "
@@ -187,18 +196,20 @@ def _within_context(tokenizer: Any, prompts: list[dict[str, Any]], tools: list[S
     return kept, len(prompts) - len(kept)
 
 
-def _prompts_per_rank(per_step: int, world_size: int, prompts: int) -> int:
+def _prompts_per_rank(per_step: int, world_size: int, prompts: int,
+                      configured: int = int(defaults.TRAIN_GRPO_PROMPTS_PER_STEP)) -> int:
     """Each process's prompts per optimizer step: the effective ``per_step`` divided across ``world_size``.
 
-    A step's worth capped by the data (fewer prompts than TRAIN_GRPO_PROMPTS_PER_STEP) is rounded down to a
-    multiple of the world size; the configured size that does not divide is refused, naming those that do.
+    A step's worth capped by the data (fewer prompts than ``configured``, the spec's ``prompts_per_step``) is
+    rounded down to a multiple of the world size; the configured size that does not divide is refused, naming
+    those that do.
     """
     if world_size <= 1:
         return per_step
-    if per_step % world_size and per_step == int(defaults.TRAIN_GRPO_PROMPTS_PER_STEP):
+    if per_step % world_size and per_step == configured:
         from whileai.core.spec import split_problem
 
-        raise ValueError(str(split_problem("prompts per step (TRAIN_GRPO_PROMPTS_PER_STEP)", per_step, world_size)))
+        raise ValueError(str(split_problem("prompts_per_step", per_step, world_size)))
     if per_step < world_size:
         raise ValueError(f"grpo has {prompts} prompts to train on, fewer than the {world_size} processes that each "
                          f"need one per step; push more tasks with mixed outcomes, or use {max(1, prompts)} "
@@ -210,8 +221,8 @@ def _batch_shape(spec: GRPOSpec, prompts: int) -> tuple[int, int, int]:
     """``(per_step, per_rank, micro)``: the prompts per optimizer step over all processes, per process, and per
     micro-batch on a device (a divisor of ``per_rank``, whole groups of ``generations`` completions)."""
     # a set with fewer prompts than a step's worth steps on all of them (accumulating past the data makes no step)
-    per_step = max(1, min(int(defaults.TRAIN_GRPO_PROMPTS_PER_STEP), prompts))
-    per_rank = _prompts_per_rank(per_step, spec.world_size, prompts)
+    per_step = max(1, min(spec.prompts_per_step, prompts))
+    per_rank = _prompts_per_rank(per_step, spec.world_size, prompts, spec.prompts_per_step)
     micro = max(1, min(per_rank, int(defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)))
     if spec.batch_per_device is not None:  # a device holds at most this many completions: whole groups of them
         micro = max(1, min(micro, spec.batch_per_device // spec.generations))
@@ -238,13 +249,20 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
 
     from whileai.simulations.export import to_hf_dataset
 
-    prompts = mixed_prompts(rows, spec.balance)
+    prompts = mixed_prompts(rows, spec.balance, spec.prompt_source)
+    if not prompts and spec.prompt_source == "gold":
+        raise ValueError("grpo with prompt_source='gold' found no task with a gold first action to train on; grade "
+                         "the rows with a gold (docs/rows.md)")
     if not prompts:
         raise ValueError("grpo found no task with both a pass and a fail (and a gold first action) to train on; "
-                         "push rollouts with several samples per task and mixed outcomes")
-    tools = _tools(rows)
-    prompts, too_long = _within_context(tokenizer, prompts, tools, _loading.max_length(model),
+                         "push rollouts with several samples per task and mixed outcomes, or pass "
+                         "prompt_source='gold' to sample every task that has a gold")
+    shared = shared_tools(rows)  # None: the rows' tools differ, and each prompt goes as text with its own
+    tools = [SchemaTool(schema) for schema in shared or []]
+    prompts, too_long = _within_context(tokenizer, prompts, shared, _loading.max_length(model),
                                         spec.max_completion_length)
+    if shared is None:
+        prompts = [_as_text(tokenizer, p) for p in prompts]
     _ensure_response_parser(tokenizer)
     generations = spec.generations
     per_step, per_rank, micro = _batch_shape(spec, len(prompts))
@@ -291,7 +309,9 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
         "trainer_received": int(getattr(trainer.train_dataset, "num_rows", -1)),  # the Dataset the trainer holds
         "unit": "prompts",
         "steps": trainer.state.global_step,
-        "tools": [t.__name__ for t in tools],
+        "tools": [t.__name__ for t in tools] if shared is not None else sorted(
+            {str(t.get("function", t).get("name")) for t in tool_schemas(rows)}),
+        "tools_per_prompt": shared is None,  # each prompt rendered with its own row's tools
         "generations": generations,
         "prompts_per_step": per_step,
         "reward": list(spec.reward),

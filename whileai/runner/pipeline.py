@@ -128,10 +128,10 @@ def _balance(spec: RunSpec) -> bool:
 def trained_rows(rows: list[dict[str, Any]], spec: RunSpec) -> list[dict[str, Any]]:
     """The rows of ``rows`` the method's job trains on: SFT every row it is given; GRPO the row each prompt
     comes from (the job's own ``mixed_rows``), so the exported file counts what the trainer gets."""
-    if spec.method == "grpo":
+    if isinstance(spec, GRPOSpec):
         from whileai.jobs.grpo import mixed_rows
 
-        return [row for _, row, _ in mixed_rows(rows, _balance(spec))]
+        return [row for _, row, _ in mixed_rows(rows, _balance(spec), spec.prompt_source)]
     return rows
 
 

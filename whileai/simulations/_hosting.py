@@ -42,7 +42,7 @@ def _dropped_text(report: Mapping[str, Any]) -> str:
 
 def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixed_tasks: int,
                    context: Mapping[str, Any] | None = None, per_task: int | None = None,
-                   near_pairs: int = 0) -> dict[str, Any]:
+                   near_pairs: int = 0, policy_samples: bool = False) -> dict[str, Any]:
     """The selection report for ``method``; refuses what cannot teach, warns about what teaches less.
 
     SFT with failing rows, a grouped method with no mixed task, and rows whose
@@ -52,12 +52,13 @@ def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixe
     ``min_mixed_tasks`` or any dropped class warns either way. A reward model
     with ``near_pairs`` near-miss pairs to train on (``near_misses``) needs no
     mixed task: rows that all pass, as a benchmark's reference calls do, give it
-    its pairs.
+    its pairs; nor does GRPO or DPO drawing on the policy's own samples
+    (``policy_samples``), which needs a gold on the tasks instead.
     """
     from ._selection import selection_report
 
-    report = selection_report(profile, method, per_task=per_task, context=context)
-    grouped = method in ("grpo", "dpo", "rm")
+    report = selection_report(profile, method, per_task=per_task, context=context, policy_samples=policy_samples)
+    grouped = method in ("grpo", "dpo", "rm") and not policy_samples
     refusal = None
     failing = next((d for d in report.get("dropped") or [] if d["class"] == "failing"), None)
     if method == "sft" and failing is not None:
@@ -70,10 +71,17 @@ def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixe
         refusal = (f"{gates['refused_rows']} of {gates['rows']} rows fail the data gates (tool names, schema types, "
                    f"the gold against the tools): {shown}; fix those rows and push again")
     elif grouped and not report.get("mixed_tasks") and not near_pairs:
+        other = {"grpo": "prompt_source='gold'", "dpo": "pair_source='policy_gold'"}.get(method)
         refusal = (f"{method} needs tasks with both a pass and a fail, and this dataset has none "
                    f"({report['tasks_given']} tasks: {profile.get('all_pass_tasks', 0)} all-pass, "
                    f"{profile.get('all_fail_tasks', 0)} all-fail); a unanimous group carries no advantage. "
-                   "Push rollouts with several samples per task and mixed outcomes")
+                   "Push rollouts with several samples per task and mixed outcomes"
+                   + (f", or pass {other} to judge the policy's own samples against each task's gold (a "
+                      "benchmark's reference calls)" if other else ""))
+    elif policy_samples and not report["tasks"] and not _too_long(report):
+        refusal = (f"{method} judges the policy's own samples against each task's gold, and none of the "
+                   f"{report['tasks_given']} tasks carries a gold first action; grade the rows with a gold "
+                   "(docs/rows.md)")
     elif not report["rows"] and (too_long := _too_long(report)) is not None:
         from ._selection import dropped_phrase
 
@@ -407,7 +415,7 @@ def _machine_problems(method: str, resolution: Resolved) -> list[str]:
 def _gate(spec: RunSpec, check: str, data: _DatasetRows) -> dict[str, Any]:
     """The selection gate on the dataset's rows as the job will use them under ``spec``; warns when GRPO samples
     at another temperature than the rollouts were measured at."""
-    from ._selection import near_miss_count, pairs_per_task, with_near_misses
+    from ._selection import near_miss_count, pairs_per_task, samples_the_policy, with_near_misses
     from .context import check_context
 
     rows, prof = data.rows()
@@ -415,7 +423,8 @@ def _gate(spec: RunSpec, check: str, data: _DatasetRows) -> dict[str, Any]:
     per_task = pairs_per_task(method, knobs, len(rows))  # balance=False: every length-matched pair
     context = check_context(rows, method, spec.base_model, knobs, per_task)  # tokenizer only
     near = near_miss_count(rows, method, knobs)  # rm: the pairs its job adds
-    report = selection_gate(prof, method, check, spec.min_mixed_tasks, context, per_task, near)
+    report = selection_gate(prof, method, check, spec.min_mixed_tasks, context, per_task, near,
+                            policy_samples=samples_the_policy(method, knobs))
     report = with_near_misses(report, rows, method, knobs, near)
     temps = data.temperatures()
     if isinstance(spec, GRPOSpec) and temps and spec.temperature not in temps:

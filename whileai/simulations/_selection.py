@@ -14,7 +14,7 @@ from typing import Any
 from . import defaults
 from .rowsource import group_by_task
 
-__all__ = ["profile_rows", "selection_report", "dropped_phrase", "pairs_per_task", "METHODS"]
+__all__ = ["profile_rows", "selection_report", "dropped_phrase", "pairs_per_task", "samples_the_policy", "METHODS"]
 
 METHODS = ("sft", "grpo", "dpo", "rm")
 
@@ -30,6 +30,8 @@ _REASONS = {
     "unanimous_fail": "tasks where every row failed: a unanimous group carries no advantage "
                       "(every reward equals the group mean), so the update is zero",
     "unlabelled_tasks": "tasks with no passed label on any row: no pass and no fail to compare; grade them first",
+    "no_gold": "tasks without a gold first action: the policy's own samples have nothing to be judged against; "
+               "grade the rows with a gold (docs/rows.md)",
     "no_pass": "tasks without a passing row: there is no chosen side for a pair",
     "no_fail": "tasks without a failing row: there is no rejected side for a pair",
     "unpaired": "rows beyond the length-matched pairs of their task (PREFERENCE_PAIRS_PER_TASK pairs per "
@@ -73,7 +75,8 @@ def profile_rows(rows: list[Mapping[str, Any]], source: str | None = None) -> di
             outcome = "unlabelled"
         task_classes[outcome] += 1
         per_task.append({"task": key, "rows": len(indices), "passed": passed, "failed": failed,
-                         "unlabelled": unlabelled, "outcome": outcome})
+                         "unlabelled": unlabelled, "outcome": outcome,
+                         "gold": sum(1 for i in indices if rows[i].get("gold") is not None)})
     sizes = Counter(t["rows"] for t in per_task)
     n_pass = sum(t["passed"] for t in per_task)
     n_fail = sum(t["failed"] for t in per_task)
@@ -181,6 +184,32 @@ def _grouped(per_task: list[dict[str, Any]], too_long: Mapping[str, int]) -> tup
     return sum(t["rows"] for t in used), len(used), dropped, {"groups": len(used), "prompts": len(used)}
 
 
+def _gold(per_task: list[dict[str, Any]], too_long: Mapping[str, int]) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
+    """Every task with a gold first action: the policy's own samples, judged against it, make the group or the
+    pair (GRPO's ``prompt_source="gold"``, DPO's ``pair_source="policy"``/``"policy_gold"``)."""
+    classes: dict[str, list[dict[str, Any]]] = {"no_gold": [], "too_long": []}
+    used = []
+    for t in per_task:
+        # a profile stored before the gold count was kept: its passing rows are the ones a judge has a gold for
+        if not t.get("gold", t["passed"]):
+            classes["no_gold"].append(t)
+        elif too_long.get(t["task"]):
+            classes["too_long"].append(t)
+        else:
+            used.append(t)
+    dropped = [_drop(name, sum(t["rows"] for t in ts), len(ts), _GRPO_TOO_LONG if name == "too_long" else None)
+               for name, ts in classes.items()]
+    return sum(t["rows"] for t in used), len(used), dropped, {"prompts": len(used), "source": "gold"}
+
+
+def samples_the_policy(method: str, knobs: Mapping[str, Any] | None) -> bool:
+    """Whether ``method`` under ``knobs`` draws its groups or pairs from the policy's own samples against each
+    task's gold (so any task with a gold serves), rather than from the rows' own passes and fails."""
+    knobs = knobs or {}
+    return ((method == "grpo" and knobs.get("prompt_source") == "gold")
+            or (method == "dpo" and knobs.get("pair_source") in ("policy", "policy_gold")))
+
+
 def _paired(per_task: list[dict[str, Any]], per_task_pairs: int,
             too_long: Mapping[str, int]) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
     classes: dict[str, list[dict[str, Any]]] = {"no_pass": [], "no_fail": [], "unlabelled_tasks": []}
@@ -217,14 +246,16 @@ def pairs_per_task(method: str, config: Mapping[str, Any] | None, rows: int) -> 
 
 
 def selection_report(profile: Mapping[str, Any], method: str, per_task: int | None = None,
-                     context: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     context: Mapping[str, Any] | None = None, policy_samples: bool = False) -> dict[str, Any]:
     """Which rows and tasks ``method`` can use, and every class it drops, with counts and reasons.
 
     Exact by construction: ``rows + sum(d["rows"] for d in dropped) == rows_given``
     and likewise for tasks (each dropped task is counted under one class only).
     ``context`` is what ``context.check_context`` found for these rows: its
     units too long for the base's context move to the ``too_long`` class, and
-    the report keeps it as ``context`` (less the per-task counts).
+    the report keeps it as ``context`` (less the per-task counts). ``policy_samples``
+    (:func:`samples_the_policy`): GRPO or DPO draws from the policy's own samples, so
+    every task with a gold first action serves, mixed or not.
     """
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not a training method; pass one of {', '.join(METHODS)}")
@@ -235,6 +266,8 @@ def selection_report(profile: Mapping[str, Any], method: str, per_task: int | No
     too_long = (context or {}).get("by_task") or {}
     if method == "sft":
         rows, used_tasks, dropped, extra = _sft(tasks, too_long)
+    elif policy_samples and method in ("grpo", "dpo"):
+        rows, used_tasks, dropped, extra = _gold(tasks, too_long)
     elif method == "grpo":
         rows, used_tasks, dropped, extra = _grouped(tasks, too_long)
     else:
@@ -268,6 +301,7 @@ _PHRASES = {
     "unanimous_pass": "{rows} rows of {tasks} tasks where every row passed",
     "unanimous_fail": "{rows} rows of {tasks} tasks where every row failed",
     "unlabelled_tasks": "{rows} rows of {tasks} tasks with no label",
+    "no_gold": "{rows} rows of {tasks} tasks without a gold",
     "no_pass": "{rows} rows of {tasks} tasks without a pass",
     "no_fail": "{rows} rows of {tasks} tasks without a fail",
     "unpaired": "{rows} rows of the used tasks beyond their {per_task} pair(s) each",
@@ -330,7 +364,9 @@ def _summary(report: Mapping[str, Any], near_misses: tuple[int, int] | None = No
         head = (f"{report['method']}: uses {report['rows']} of {report['rows_given']} rows "
                 f"({report['tasks']} of {report['tasks_given']} tasks)")
         if "prompts" in report:
-            head += f" as {report['prompts']} prompts, one per task, each sampled `generations` times"
+            knob = "policy_samples" if report["method"] == "dpo" else "generations"
+            judged = " and judged against its gold" if report.get("source") == "gold" else ""
+            head += f" as {report['prompts']} prompts, one per task, each sampled `{knob}` times{judged}"
         elif "pairs" in report:
             head += f" as {report['pairs']} pass-vs-fail pairs ({report['pairs_per_task']} per task at most)"
     context = report.get("context")

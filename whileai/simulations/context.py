@@ -22,7 +22,7 @@ from . import defaults
 from ._basetokenizer import base_tokenizer, context_limit
 
 __all__ = ["context_limit", "longest_sequence", "prompt_length", "base_tokenizer", "check_context", "export_options",
-           "tool_schemas", "UNITS"]
+           "tool_schemas", "shared_tools", "prompt_tools", "UNITS"]
 
 #: what the job counts in ``left_out_too_long``, by method: SFT examples, GRPO prompts, DPO and RM pairs
 UNITS = {"sft": "rows", "grpo": "prompts", "dpo": "pairs", "rm": "pairs"}
@@ -69,8 +69,11 @@ def _trained(row: Mapping[str, Any], options: Mapping[str, Any]) -> list[dict[st
         return to_trl(training_rows([row], **dict(options)))
 
 
-def _candidates(rows: Sequence[Mapping[str, Any]], method: str, per_task: int | None) -> list[tuple[str, list[int], Any]]:
-    """``(task, row indices, what the job renders)`` for each unit ``method`` would train on, in row order."""
+def _candidates(rows: Sequence[Mapping[str, Any]], method: str, per_task: int | None,
+                gold_prompts: bool = False) -> list[tuple[str, list[int], Any]]:
+    """``(task, row indices, what the job renders)`` for each unit ``method`` would train on, in row order.
+
+    ``gold_prompts``: GRPO's ``prompt_source="gold"``, every task with a gold rather than every mixed task."""
     from .rowsource import group_by_task, task_key
 
     if method == "sft":
@@ -79,7 +82,9 @@ def _candidates(rows: Sequence[Mapping[str, Any]], method: str, per_task: int | 
         out = []
         for key, indices in group_by_task(list(rows)).items():
             labels = {rows[i].get("passed") for i in indices}
-            if True in labels and False in labels:
+            kept = (any(rows[i].get("gold") is not None for i in indices) if gold_prompts
+                    else True in labels and False in labels)
+            if kept:
                 out.append((key, [indices[0]], rows[indices[0]]))  # one prompt per task, as the job balances
         return out
     from .judges import build_preference_pairs
@@ -90,7 +95,7 @@ def _candidates(rows: Sequence[Mapping[str, Any]], method: str, per_task: int | 
 
 
 def tool_schemas(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The tool schemas the GRPO job hands its trainer: every row's, one per name, first seen first."""
+    """Every row's tool schemas, one per name, first seen first."""
     seen: dict[str, dict[str, Any]] = {}
     for row in rows:
         for schema in row.get("tools") or []:
@@ -99,15 +104,37 @@ def tool_schemas(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
+def shared_tools(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+    """The one tool list the GRPO job hands its trainer for every prompt, when every row offers the same tools
+    (a simulated environment's); None when the rows' tools differ (a benchmark: each question its own
+    functions), and the job renders each prompt with its own row's tools instead.
+
+    A union would show each prompt every other question's functions (BFCL's 400 simple questions: far past a
+    small model's context) and keep one schema of two functions that share a name.
+    """
+    import json
+
+    def key(row: Mapping[str, Any]) -> list[str]:
+        return sorted(json.dumps(t, sort_keys=True, default=str) for t in row.get("tools") or [])
+
+    first = key(rows[0]) if rows else []
+    return tool_schemas(rows) if all(key(row) == first for row in rows) else None
+
+
+def prompt_tools(row: Mapping[str, Any], shared: list[dict[str, Any]] | None) -> list[Any] | None:
+    """The tools ``row``'s GRPO prompt is rendered with: the shared list, else the row's own."""
+    return shared if shared is not None else list(row.get("tools") or []) or None
+
+
 def _lengths(tokenizer: Any, method: str, items: list[Any], rows: Sequence[Mapping[str, Any]],
              config: Mapping[str, Any]) -> list[int]:
     """Tokens each unit needs, rendered as ``method``'s job renders it (GRPO: prompt plus max_completion_length)."""
     if method == "grpo":
         from .rows import prompt_messages
 
-        tools = tool_schemas(rows)
+        shared = shared_tools(rows)
         cap = _completion_cap(config)
-        return [prompt_length(tokenizer, prompt_messages(row), tools) + cap for row in items]
+        return [prompt_length(tokenizer, prompt_messages(row), prompt_tools(row, shared)) + cap for row in items]
     if method == "rm":
         from .serving import REWARD_SPAN_DEFAULT, reward_pair_example
 
@@ -160,7 +187,7 @@ def check_context(rows: Sequence[Mapping[str, Any]], method: str, base_model: st
     found["tool_format"] = dict(getattr(tokenizer, "whileai_tool_format", None) or {})  # which convention renders the tools
     if method == "grpo":
         found["max_completion_length"] = _completion_cap(config)
-    units = _candidates(rows, method, per_task)
+    units = _candidates(rows, method, per_task, gold_prompts=config.get("prompt_source") == "gold")
     lengths = _lengths(tokenizer, method, [item for _, _, item in units], rows, config)
     by_task: dict[str, int] = {}
     for (task, indices, _), tokens in zip(units, lengths, strict=True):

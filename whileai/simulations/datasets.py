@@ -28,7 +28,7 @@ from whileai.core.ids import names_id
 from . import defaults
 from ._bfcl import BFCL_AST_CATEGORIES, bfcl_data_folder, from_bfcl, from_bfcl_folder
 from .rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
-from ._selection import METHODS, profile_rows, with_near_misses
+from ._selection import METHODS, profile_rows, samples_the_policy, with_near_misses
 from ._selection import selection_report as _selection_report
 
 __all__ = [
@@ -242,6 +242,9 @@ def selection_report(profile: Any, method: str, per_task: int | None = None, bas
     SFT drops failing and unlabelled rows; GRPO drops single-row tasks and
     unanimous groups; DPO and RM drop tasks without both a pass and a fail, and
     rows beyond ``per_task`` pairs per task (``PREFERENCE_PAIRS_PER_TASK``).
+    GRPO with ``config={"prompt_source": "gold"}`` and DPO with a ``pair_source``
+    of ``"policy"`` or ``"policy_gold"`` judge the policy's own samples, so they
+    keep every task with a gold first action and drop only those without one.
 
     ``base_model`` (with a dataset, not a profile: the rows are rendered) also
     counts what is longer than that base's context, with its tokenizer alone
@@ -261,7 +264,7 @@ def selection_report(profile: Any, method: str, per_task: int | None = None, bas
         if base_model is not None:
             raise ValueError("base_model= renders every row against the base's context, which a profile does not "
                              "hold; pass the dataset itself (its handle, id or rows), or leave base_model None")
-        return _selection_report(profile, method, per_task=per_task)
+        return _selection_report(profile, method, per_task=per_task, policy_samples=samples_the_policy(method, config))
     rows = rows_of(profile)
     if per_task is None:
         from ._selection import pairs_per_task
@@ -273,5 +276,5 @@ def selection_report(profile: Any, method: str, per_task: int | None = None, bas
 
         context = check_context(rows, method, base_model, config, per_task)
     report = _selection_report(profile_rows(rows, source=describe_source(profile)), method, per_task=per_task,
-                               context=context)
+                               context=context, policy_samples=samples_the_policy(method, config))
     return with_near_misses(report, rows, method, config)
