@@ -14,6 +14,7 @@ import pytest
 
 from whileai.simulations._resolve import resolve_spec
 from whileai.simulations.rewards import fine_grained_score, python_reward_problems, reward_strength
+from whileai.kit._base import tiny_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLD = {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}
@@ -190,11 +191,12 @@ def test_every_reward_value_trains_grpo_on_the_kit_and_is_recorded(home, push_sa
     (tmp_path / "user_rewards.py").write_text(USER_REWARD)
     monkeypatch.chdir(tmp_path)  # the user's own module, beside where they run (the embedded platform's rule)
     data = push_sample("rewards", tasks=24)
-    judge = wai.train(data["train"], method="rm", steps=2, holdout=data["holdout"], wait=True,
+    base = str(tiny_model_dir())  # plumbing, not learning: the random tiny model, not a fresh root's pre-training
+    judge = wai.train(data["train"], method="rm", steps=2, holdout=data["holdout"], wait=True, base_model=base,
                       config={"reward_span": "first_action", "holdout_rows": 8})
     assert judge.status == "done", judge.error
     rewards = ["first_action", "fine_grained", "rm", "python:user_rewards:short"]
-    run = wai.train(data["train"], method="grpo", steps=2, holdout=data["holdout"], wait=True,
+    run = wai.train(data["train"], method="grpo", steps=2, holdout=data["holdout"], wait=True, base_model=base,
                     reward=rewards, reward_weights=[1.0, 0.5, 0.5, 0.25], reward_model=judge,
                     config={"holdout_rows": 8, "monitor": {"every": 1, "n_prompts": 8, "k": 2}})
     assert run.status == "done", run.error
@@ -221,7 +223,7 @@ def test_an_exact_reward_arms_only_the_gold_free_alarms_and_says_why(home, push_
 
     data = push_sample("exact-reward", tasks=24)
     run = wai.train(data["train"], method="grpo", steps=2, holdout=data["holdout"], wait=True,
-                    config={"holdout_rows": 8, "monitor": {"every": 1, "n_prompts": 8, "k": 2}})
+                    base_model=str(tiny_model_dir()), config={"holdout_rows": 8, "monitor": {"every": 1, "n_prompts": 8, "k": 2}})
     assert run.status == "done", run.error
     armed = run.summary["monitor"]["armed"]
     for kind in ("divergence", "gold_decline", "feature"):

@@ -115,6 +115,7 @@ class Monitor(_Strict):
     length_pct: float | None = Field(default=None, gt=0.0)
     kl_budget: float | None = Field(default=None, gt=0.0)
     temperature: float | None = Field(default=None, gt=0.0, le=2.0)  # the looks' sampling (None: the run's own)
+    max_new_tokens: int | None = Field(default=None, ge=1)  # tokens per look's sample (None: MONITOR_MAX_NEW_TOKENS)
     endorsed: list[str] = []
     stop_on: list[str] | str = []
     gold_judge: str | None = None
