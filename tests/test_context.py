@@ -95,7 +95,7 @@ def test_rm_and_grpo_count_what_their_jobs_leave_out(padded, tokenizer):
     cap = 64
     found = check_context(padded, "grpo", defaults.KIT_BASE_NAME, {"max_completion_length": cap})
     prompts = grpo.mixed_prompts(padded, True)
-    kept, left_out = grpo._within_context(tokenizer, prompts, grpo._tools(padded), LIMIT, cap)
+    kept, left_out = grpo._within_context(tokenizer, prompts, grpo.shared_tools(padded), LIMIT, cap)
     assert found["too_long"] == left_out == len(prompts) - len(kept) > 0 and found["unit"] == "prompts"
     assert found["max_completion_length"] == cap and len(found["left_out"]) <= defaults.SELECTION_CONTEXT_SHOWN
 
