@@ -309,8 +309,7 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
         "trainer_received": int(getattr(trainer.train_dataset, "num_rows", -1)),  # the Dataset the trainer holds
         "unit": "prompts",
         "steps": trainer.state.global_step,
-        "tools": [t.__name__ for t in tools] if shared is not None else sorted(
-            {str(t.get("function", t).get("name")) for t in tool_schemas(rows)}),
+        "tools": [str(t.get("function", t).get("name")) for t in tool_schemas(rows)],  # every row's, first seen first
         "tools_per_prompt": shared is None,  # each prompt rendered with its own row's tools
         "generations": generations,
         "prompts_per_step": per_step,
