@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,20 @@ def whileai(*args: str, token: str | None = None, timeout: float = 600, env: dic
         full["WHILEAI_RUNNER_TOKEN"] = token
     return subprocess.run([sys.executable, "-m", "whileai", *args], capture_output=True, text=True, env=full,
                           cwd=kwargs.pop("cwd", ROOT), timeout=timeout, **kwargs)
+
+
+def without_bfcl_eval() -> dict[str, str]:
+    """Environment for a ``whileai`` subprocess that finds no installed bfcl-eval, even where this machine has it.
+
+    A plain module named ``bfcl_eval`` first on the import path hides the package (its spec has no
+    package folder, so no data folder is found): the run reads the committed sample and says it is a
+    smoke run, as on a machine without bfcl-eval. BFCL_DATA is cleared for the same reason.
+    """
+    stub = Path(tempfile.gettempdir()) / f"whileai-no-bfcl-eval-{os.getpid()}"
+    stub.mkdir(exist_ok=True)
+    (stub / "bfcl_eval.py").write_text('"""Stands in for an absent bfcl-eval (tests/_runner_helpers.py)."""\n')
+    path = os.pathsep.join(p for p in (str(stub), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path, "BFCL_DATA": ""}
 
 
 @contextlib.contextmanager

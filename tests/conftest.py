@@ -26,14 +26,83 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: idle 
 os.environ.setdefault("WANDB_DISABLED", "true")
 
 
+_PG_ADMIN_URL = os.environ.get("WHILEAI_TEST_POSTGRES_URL") or "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+_PG_SESSION_DB: str | None = None
+
+
+def _own_postgres_database() -> None:
+    """Point WHILEAI_TEST_POSTGRES_URL at a database of this session's own, dropped at its end.
+
+    Tests that open the server's store directly then never meet another session's tables: two
+    pytest-xdist workers (or two people's runs on one server) would otherwise migrate and write
+    the same database at once. Without a reachable server nothing changes (the tests skip or fail
+    as before).
+    """
+    global _PG_SESSION_DB
+    import secrets
+
+    import sqlalchemy as sa
+
+    base = sa.engine.make_url(_PG_ADMIN_URL)
+    name = f"whileai_session_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}_{secrets.token_hex(4)}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3})
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except Exception:  # noqa: BLE001 - no server here: the PostgreSQL tests say so themselves
+        return
+    finally:
+        admin.dispose()
+    _PG_SESSION_DB = name
+    os.environ["WHILEAI_TEST_POSTGRES_URL"] = base.set(database=name).render_as_string(hide_password=False)
+
+
+def _drop_own_postgres_database() -> None:
+    if _PG_SESSION_DB is None:
+        return
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(sa.engine.make_url(_PG_ADMIN_URL), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{_PG_SESSION_DB}" WITH (FORCE)'))
+    except Exception:  # noqa: BLE001 - a database left behind is not a test failure
+        pass
+    finally:
+        admin.dispose()
+
+
+def pytest_configure(config):
+    _own_postgres_database()
+
+
 def pytest_sessionfinish(session, exitstatus):
     """The session's warm process goes with the session (it would otherwise idle out WARM_IDLE_S later)."""
     from whileai.platform.launcher import _warm
 
     _warm.shutdown(_SESSION_HOME)
+    _drop_own_postgres_database()
+
+
+#: The modules that take longest (minutes each, mostly real training), started first so that under
+#: ``pytest -n 2 --dist loadfile`` no worker begins one of them while the other has nothing left to do.
+#: Measured with ``--durations=0``; the order among the rest is collection order.
+_LONGEST_FIRST = (
+    "test_learning.py",
+    "test_real_recipes.py",
+    "test_real_base.py",
+    "test_rewards.py",
+    "test_dropping_template.py",
+)
+
+
+def _longest_first(items: list) -> None:
+    rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
 def pytest_collection_modifyitems(config, items):
+    _longest_first(items)
     try:
         import torch
 

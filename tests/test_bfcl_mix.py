@@ -130,13 +130,13 @@ def test_the_real_recipe_reads_the_installed_data_by_default_and_bfcl_data_when_
 @pytest.mark.slow
 def test_a_two_step_sft_on_the_mix_says_smoke_first_and_reports_each_category(tmp_path):
     """The real SFT recipe on the tiny kit base: its first line says smoke run, its summary a line per category."""
-    from _runner_helpers import record, runs_file, tiny_base, whileai
+    from _runner_helpers import record, runs_file, tiny_base, whileai, without_bfcl_eval
 
     from whileai.core.stats import holdout_result
 
     done = whileai("run", "recipe=real/sft_smollm2_bfcl", f"base_model={tiny_base()}", "steps=2", "batch_size=2",
                    "holdout_rows=30", "lora_rank=4", "lora_alpha=8", "expect.holdout_gain_significant=null",
-                   token="bfcl-mix", env={"BFCL_DATA": ""})
+                   token="bfcl-mix", env=without_bfcl_eval())
     assert done.returncode == 0, done.stderr[-3000:]
     first = done.stderr.strip().splitlines()[0]
     assert first.startswith(f"smoke run on the committed BFCL sample ({_sample_questions(MIX)} questions"), first

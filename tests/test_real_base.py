@@ -114,6 +114,26 @@ def _exports_render_tools_as_trained(base: Path, adapter: Path, held: list[dict]
         assert exported.apply_chat_template(prompt, tools=row["tools"], tokenize=False, add_generation_prompt=True) == want
 
 
+def _bfcl_scores_the_export_as_the_run_did(run_id: str, merged: Path) -> None:
+    """scripts/bfcl_score.py: the merged export asked with plain transformers and scored by BFCL's ast_checker
+    gives the run's held-out figure to within one question, and every reply gets the same verdict from our judge."""
+    import importlib.util
+
+    from whileai.simulations.judges import judge_reply
+
+    spec = importlib.util.spec_from_file_location("bfcl_score", Path(__file__).resolve().parents[1] / "scripts" / "bfcl_score.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.score(run_id, merged)
+    assert len(result["bfcl"]) == len(result["run"]) == 4
+    assert abs(sum(result["bfcl"]) - sum(result["run"])) <= 1, result
+    rows = module.held_out_questions(wai.get_run(run_id))
+    assert [r["task_id"] for r in rows] == result["questions"]
+    ours = [int(bool(judge_reply(text, row)["passed"])) for row, text in zip(rows, result["replies"], strict=True)]
+    assert ours == result["bfcl"], (ours, result)
+    assert module.main([run_id, "--merged", str(merged)]) == 0
+
+
 def _bfcl_rows() -> list[dict]:
     return [row for category in ("simple_python", "multiple") for row in wai.datasets.from_bfcl(*_bfcl.files(category))]
 
@@ -146,6 +166,7 @@ def test_two_lora_steps_on_bfcl_then_served_answers_openai_with_a_tool_call(smol
     saved = (Path(run.adapter) / "chat_template.jinja").read_text()
     assert "<tools>" in saved  # the adapter's tokenizer carries the convention it trained with, for serving
     _exports_render_tools_as_trained(smollm2["folder"], Path(run.adapter), wai.datasets.load_rows(held), tmp_path)
+    _bfcl_scores_the_export_as_the_run_did(run.id, tmp_path / "merged")
 
     handle = serve_in_thread("127.0.0.1", 0, store_url())
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from _runner_helpers import record, runs_file, whileai
+from _runner_helpers import record, runs_file, whileai, without_bfcl_eval
 
 #: 12 questions, two steps, four held-out questions, the smallest samples each method takes: a CPU pays per
 #: prompt token (at 8 prompts a step of ~400 tokens, two GRPO steps on SmolLM2 took 430 s)
@@ -21,7 +21,7 @@ SHORT = ["~stages", "dataset.tasks=12", "steps=2", "lora_rank=4", "lora_alpha=8"
 
 
 def _run(recipe: str, method: str, token: str, smollm2: dict, *extra: str) -> tuple[dict, dict]:
-    done = whileai("run", f"recipe=real/{recipe}", *SHORT, *extra, token=token, env={"BFCL_DATA": ""}, timeout=900)
+    done = whileai("run", f"recipe=real/{recipe}", *SHORT, *extra, token=token, env=without_bfcl_eval(), timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.strip().splitlines()[0].startswith("smoke run on the committed BFCL sample"), done.stderr[:500]
     runs = runs_file(token)["runs"]
