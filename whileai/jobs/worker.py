@@ -116,7 +116,8 @@ def _ended(folder: Path, rank: int, how: str, run: Any = None) -> None:
 
     fields: dict[str, Any] = {"ended": time.time(), "how": how, "launcher_alive": not launcher_gone()}
     if run is not None:
-        fields["step"] = getattr(run, "step", None)
+        fields["step"] = getattr(run, "logged_step", None)  # its newest point, not the progress bar (a step can end
+        # before its point is logged, when the signal comes between the two)
     try:
         mark_rank(folder, rank, **fields)
     except Exception as exc:  # the record helps name a cause; the job's end does not wait on it

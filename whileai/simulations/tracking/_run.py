@@ -139,6 +139,11 @@ class TrainingRun:
         return local if local is not None else self._remote_step
 
     @property
+    def logged_step(self) -> int | None:
+        """The step of the newest point this process logged (None before the first); ``step`` also follows progress."""
+        return self._tracker.logged_step
+
+    @property
     def total_steps(self) -> int | None:
         local = self._tracker.total_steps
         return local if local is not None else self._remote_total

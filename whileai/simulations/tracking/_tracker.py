@@ -102,6 +102,7 @@ class Tracker:
         self.skipped = 0
         self.last_error: str | None = None
         self.step: int | None = None  # the highest step logged or set by progress
+        self.logged_step: int | None = None  # the highest step of a point logged (progress alone does not move it)
         self.total_steps: int | None = None
         self.finished = False
         self.registered = False
@@ -167,6 +168,8 @@ class Tracker:
             self.buffer.append({"step": step, "metrics": clean, "ts": _time()})
             if self.step is None or step > self.step:
                 self.step = step
+            if self.logged_step is None or step > self.logged_step:
+                self.logged_step = step
             if not self.registered:
                 _flush.FLUSHER.add(self)
             if self.mirror is not None:  # the same point, as kept here, to the report_to trackers (never raises)
