@@ -85,6 +85,24 @@ def test_the_export_settings_change_the_count_as_they_change_the_rows(padded):
     assert check_context(padded, "sft", defaults.KIT_BASE_NAME, {"max_tool_output_chars": 100})["too_long"] < stripped
 
 
+def test_a_second_check_of_the_same_rows_and_knobs_is_answered_from_the_first(padded, monkeypatch):
+    """The runner's selection report and wai.train's gate check the same rows one after the other: the second is
+    not tokenized again; a knob the check reads, or other rows, are counted afresh; the answer is the caller's."""
+    from whileai.simulations import context
+
+    counted = []
+    real = context._check_context
+    monkeypatch.setattr(context, "_check_context", lambda *a: counted.append(a[1]) or real(*a))
+    monkeypatch.setattr(context, "_CHECKED", {})
+    first = check_context(padded, "grpo", defaults.KIT_BASE_NAME, {"max_completion_length": 64, "seed": 0})
+    first["left_out"].clear()  # the caller's copy: changing it changes nothing kept
+    again = check_context(padded, "grpo", defaults.KIT_BASE_NAME, {"max_completion_length": 64, "lora_rank": 4})
+    assert counted == ["grpo"] and again["left_out"] and again["too_long"] > 0  # knobs it never reads: the same
+    check_context(padded, "grpo", defaults.KIT_BASE_NAME, {"max_completion_length": 32})
+    check_context(padded[1:], "grpo", defaults.KIT_BASE_NAME, {"max_completion_length": 64})
+    assert counted == ["grpo"] * 3
+
+
 def test_rm_and_grpo_count_what_their_jobs_leave_out(padded, tokenizer):
     from whileai.jobs import _trainer_data, grpo
     from whileai.jobs.rm import pair_examples

@@ -14,6 +14,9 @@ are of one thing.
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -176,6 +179,44 @@ def check_context(rows: Sequence[Mapping[str, Any]], method: str, base_model: st
     """
     base = base_model or defaults.KIT_BASE_NAME
     config = config or {}
+    # the runner's selection report and wai.train's gate check the same rows under the same spec, one after the
+    # other: the second is answered from the first (tokenizing every row again cost ~1-2 s a run)
+    memo = _memo_key(rows, method, base, config, per_task)
+    if memo is not None and memo in _CHECKED:
+        return copy.deepcopy(_CHECKED[memo])
+    found = _check_context(rows, method, base, config, per_task)
+    if memo is not None and found["checked"]:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.pop(next(iter(_CHECKED)))
+        _CHECKED[memo] = copy.deepcopy(found)
+    return found
+
+
+#: check_context's answers in this process, newest last, keyed by a hash of everything they depend on
+_CHECKED: dict[str, dict[str, Any]] = {}
+_CHECKED_MAX = 8
+#: the knobs check_context reads besides the export ones (TRAIN_EXPORT_KNOBS)
+_CONTEXT_KNOBS = ("tool_format", "max_completion_length", "prompt_source", "reward_span")
+
+
+def _memo_key(rows: Sequence[Mapping[str, Any]], method: str, base: str, config: Mapping[str, Any],
+              per_task: int | None) -> str | None:
+    """A hash of the rows, the method, the base (a folder: its path and modification time) and the knobs; None when
+    they do not serialise (then nothing is kept)."""
+    from pathlib import Path
+
+    read = {k: config.get(k) for k in (*defaults.TRAIN_EXPORT_KNOBS, *_CONTEXT_KNOBS)}  # what the check reads
+    read["tool_format"] = read["tool_format"] or "auto"
+    try:
+        stamp = Path(base).stat().st_mtime if Path(base).exists() else None
+        text = json.dumps([list(rows), method, base, stamp, read, per_task], sort_keys=True, default=str)
+    except (TypeError, ValueError, OSError):
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _check_context(rows: Sequence[Mapping[str, Any]], method: str, base: str, config: Mapping[str, Any],
+                   per_task: int | None) -> dict[str, Any]:
     found: dict[str, Any] = {"checked": False, "base_model": base, "limit": None, "unit": UNITS[method],
                              "too_long": 0, "left_out": [], "by_task": {}, "why": None}
     try:
