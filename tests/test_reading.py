@@ -367,3 +367,29 @@ def test_the_export_line_names_a_tool_convention_only_when_a_row_has_tools(tmp_p
     assert "no row has tools" in line and "convention" not in line
     with_tools = _exported({**report, "rows_without_tools": 1, **template})
     assert "tools in the hermes convention" in with_tools
+
+
+def test_building_a_kit_model_on_a_fresh_data_root_prints_no_library_chatter(tmp_path):
+    """transformers draws a ``Writing model shards`` bar when it saves; a base built on the user's terminal (the
+    kit's models, an imported GGUF file) says what it did in whileai's own lines only."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "WHILEAI_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", "from whileai.kit._base import tiny_model_dir; print(tiny_model_dir())"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "tiny-random-s0-" in done.stdout
+    assert done.stderr == "", done.stderr
+
+
+def test_the_quiet_block_gives_the_bars_and_the_log_level_back():
+    from transformers.utils import logging as hf_logging
+
+    from whileai.kit._quiet import quiet_libraries
+
+    level = hf_logging.get_verbosity()
+    with quiet_libraries():
+        assert not hf_logging.is_progress_bar_enabled()
+    assert hf_logging.is_progress_bar_enabled() and hf_logging.get_verbosity() == level

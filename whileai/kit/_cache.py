@@ -58,7 +58,10 @@ def build_once(name: str, build: Callable[[Path], dict[str, Any]]) -> Path:
             return target
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=models_dir()))
         try:
-            info = build(tmp)
+            from whileai.kit._quiet import quiet_libraries
+
+            with quiet_libraries():  # the build says what it does in the caller's own lines
+                info = build(tmp)
             (tmp / DONE).write_text(json.dumps(info, indent=1, sort_keys=True, default=str))
             if target.exists():  # a crashed earlier build without its marker
                 shutil.rmtree(target)

@@ -11,12 +11,12 @@ package. Nothing is ever written into a folder that holds something, or over a f
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-import warnings
 from pathlib import Path
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
+
+from whileai.kit._quiet import quiet_libraries
 
 __all__ = ["export_main"]
 
@@ -84,29 +84,6 @@ def _adapter_and_base(record: dict[str, Any]) -> tuple[Path, str]:
     return Path(adapter), base
 
 
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """The libraries' own chatter off while export loads, merges and writes: their deprecation warnings,
-    logger notes and progress bars (export prints what it did, one line each)."""
-    import huggingface_hub.utils
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity(hf_logging.ERROR)
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    huggingface_hub.utils.disable_progress_bars()
-    try:
-        with warnings.catch_warnings():
-            for category in (DeprecationWarning, UserWarning):
-                warnings.filterwarnings("ignore", category=category, module=r"(transformers|peft|huggingface_hub)\b")
-            warnings.filterwarnings("ignore", category=FutureWarning)  # a library's deprecations, never export's own
-            yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
-        huggingface_hub.utils.enable_progress_bars()
-
-
 def export_main(argv: list[str] | None = None) -> int:
     """``python -m whileai export RUN_ID --merged DIR [--gguf FILE]``."""
     from whileai.core.errors import NotFoundError, PlatformError
@@ -142,7 +119,7 @@ def export_main(argv: list[str] | None = None) -> int:
                   "--merged DIR to name another", file=sys.stderr)
             return 2
     try:
-        with _quiet():
+        with quiet_libraries():
             written = write_merged(base, adapter, folder)
     except (FileNotFoundError, FileExistsError, OSError) as exc:
         print(f"python -m whileai export: {exc}; nothing was written", file=sys.stderr)
@@ -156,7 +133,7 @@ def export_main(argv: list[str] | None = None) -> int:
         from ._gguf import write_gguf
 
         try:
-            with _quiet():
+            with quiet_libraries():
                 out = write_gguf(folder, Path(args.gguf).expanduser().resolve())
         except ValueError as exc:
             print(f"python -m whileai export: the merged folder is written, the GGUF file is not: {exc}",
