@@ -273,6 +273,22 @@ def test_background_thread_sends_without_being_asked(fake, monkeypatch):
     assert fake.steps(run.id) == list(range(10))
 
 
+def test_a_runs_first_point_is_sent_at_once_and_the_rest_wait_for_the_interval(fake, monkeypatch):
+    """The curve starts when training does: the first point wakes the flush thread; later ones ride the interval."""
+    monkeypatch.setattr(defaults, "FLUSH_INTERVAL_S", 60.0)
+    monkeypatch.setattr(_tracker._FLUSHER, "flush_due", _tracker._Flusher.flush_due.__get__(_tracker._FLUSHER))
+    run = _run(fake)
+    run.log(step=0, loss=1.0)
+    deadline = time.monotonic() + 20
+    while not fake.points(run.id) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert fake.steps(run.id) == [0], "the first point went out without a flush or an interval"
+    run.log(step=1, loss=0.5)
+    time.sleep(0.5)
+    assert fake.steps(run.id) == [0], "a later point waits for FLUSH_INTERVAL_S"
+    assert run.flush() and fake.steps(run.id) == [0, 1]
+
+
 # --------------------------------------------------------------------------- finish, note, progress
 
 

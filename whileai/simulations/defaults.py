@@ -74,7 +74,9 @@ CLIENT_TIMEOUT_S = 30.0
 #: person watching a curve sees it move within a couple of seconds, and a loop
 #: logging every step at 10 steps/s sends about one 20-point request per
 #: interval, which costs the server nothing. ``TrainingRun.log`` itself never
-#: touches the network.
+#: touches the network. A run's first point does not wait for the interval: it
+#: wakes the thread, so a curve (and a job's "first step" on the page) starts when
+#: training does (benchmarks/job_start.py times a job to its first stored point).
 FLUSH_INTERVAL_S = 2.0
 
 #: Points per request when a backlog is sent. 5,000 points with 10 metrics each

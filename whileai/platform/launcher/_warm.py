@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import hashlib
 import json
 import os
@@ -420,6 +421,11 @@ def main(argv: list[str] | None = None) -> int:
         loaded = importlib.import_module(module)
         if attribute:
             getattr(loaded, attribute)
+    # What was imported stays for good: frozen out of the collector, a forked job's full collections (accelerate
+    # calls one as each trainer starts; the interpreter runs its own) walk the job's objects only, not the
+    # libraries' (0.4 s a collection measured on 2 cores), and touch none of the shared pages (no copy-on-write)
+    gc.collect()
+    gc.freeze()
     threads = len(os.listdir("/proc/self/task"))
     print(f"warm worker {os.getpid()} for {root}: imported {', '.join(defaults.WARM_PRELOAD)} in "
           f"{time.monotonic() - began:.1f} s ({threads} native threads)", flush=True)
