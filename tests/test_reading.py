@@ -387,7 +387,7 @@ def test_building_a_kit_model_on_a_fresh_data_root_prints_no_library_chatter(tmp
 def test_the_quiet_block_gives_the_bars_and_the_log_level_back():
     from transformers.utils import logging as hf_logging
 
-    from whileai.kit._quiet import quiet_libraries
+    from whileai.kit.quiet import quiet_libraries
 
     level = hf_logging.get_verbosity()
     with quiet_libraries():

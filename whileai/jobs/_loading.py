@@ -72,7 +72,7 @@ def job_record() -> dict[str, Any]:
     with the job's key; empty outside a platform job."""
     import os
 
-    from whileai.platform.launcher.jobs import JOB_ID_ENV
+    from whileai.core.paths import JOB_ID_ENV
     from whileai.simulations.client import get_client
 
     job_id = os.environ.get(JOB_ID_ENV)
@@ -110,7 +110,7 @@ def _resolved_rm(name: str | None, field: str, key: str, carried: Mapping[str, A
     """The rm run ``name`` as the platform resolved it on this job's row under ``key``, loaded; None without one."""
     import os
 
-    from whileai.platform.launcher.jobs import JOB_ID_ENV
+    from whileai.core.paths import JOB_ID_ENV
     from whileai.simulations.serving import RewardModelJudge
 
     if not name:

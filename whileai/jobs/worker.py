@@ -132,7 +132,7 @@ def _other_rank(client: Any, job: dict[str, Any], rank: int) -> int:
     report names this rank.
     """
     from whileai.jobs.body import OtherRankRun, job_spec, run_job
-    from whileai.platform.launcher.jobs import adapter_dir, checkpoint_dir, job_dir
+    from whileai.core.paths import adapter_dir, checkpoint_dir, job_dir
 
     ranks = job_dir(job["id"]) / "ranks"
     try:
@@ -180,7 +180,7 @@ def _take_place(job_id: str, place: World) -> int | None:
     a rank whose launcher is gone ends), else None.
     """
     from whileai.jobs.distributed import end_with_parent, prefix_output
-    from whileai.platform.launcher.jobs import job_dir
+    from whileai.core.paths import job_dir
 
     signal.signal(signal.SIGTERM, _on_sigterm if place.size == 1 else _on_sigterm_rank)
     if place.size > 1:  # a rank under torchrun: ends with its launcher, and its lines carry its rank
@@ -208,7 +208,7 @@ def _take_place(job_id: str, place: World) -> int | None:
 def _first_rank(client: Any, job: dict[str, Any], job_id: str, place: World) -> int:
     """Rank 0 (or the only process): trains under a heartbeat, finishes the run and reports the job's end."""
     from whileai.jobs.body import JobRun
-    from whileai.platform.launcher.jobs import job_dir
+    from whileai.core.paths import job_dir
 
     ranks = job_dir(job_id) / "ranks"
     run = JobRun(client.request("GET", f"/runs/{job['run_id']}", params={"series": "false"}), client)
@@ -257,7 +257,7 @@ def _first_rank(client: Any, job: dict[str, Any], job_id: str, place: World) -> 
 def _train(client: Any, job: dict[str, Any], job_id: str, run: JobRun) -> None:
     """Read the job's spec and rows from the platform and run the job's body on them."""
     from whileai.jobs.body import job_spec, run_job, stored_pairs
-    from whileai.platform.launcher.jobs import adapter_dir, checkpoint_dir, job_dir
+    from whileai.core.paths import adapter_dir, checkpoint_dir, job_dir
 
     # the one typed spec: a job row that is not one fails the job here, by name
     spec = job_spec(job["spec"] or {})

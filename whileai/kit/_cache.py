@@ -58,7 +58,7 @@ def build_once(name: str, build: Callable[[Path], dict[str, Any]]) -> Path:
             return target
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=models_dir()))
         try:
-            from whileai.kit._quiet import quiet_libraries
+            from whileai.kit.quiet import quiet_libraries
 
             with quiet_libraries():  # the build says what it does in the caller's own lines
                 info = build(tmp)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from whileai.core.basefolder import base_folder_problem, names_a_path
-from whileai.core.paths import data_root, setting
+from whileai.core.paths import adapter_dir, data_root, setting
 from whileai.platform import defaults
 
 __all__ = ["allowed_roots", "base_problem", "launch_base_problem", "adapter_problem", "adapter_store"]
@@ -34,7 +34,7 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)
 
 def adapter_store(run_id: str) -> Path:
     """``<data_root>/adapters/<run_id>``: where the platform keeps the adapter a run's job saved."""
-    return data_root() / "adapters" / run_id
+    return adapter_dir(run_id)
 
 
 def allowed_roots() -> list[Path]:

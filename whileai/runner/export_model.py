@@ -16,7 +16,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
-from whileai.kit._quiet import quiet_libraries
+from whileai.kit.quiet import quiet_libraries
 
 __all__ = ["export_main"]
 

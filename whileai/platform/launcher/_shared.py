@@ -5,38 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from whileai.core.paths import data_root
+from whileai.core.paths import JOB_ID_ENV, adapter_dir, checkpoint_dir, data_root, job_dir, job_log
 from whileai.platform.store.values import FINISHED_STATUSES
 
 __all__ = ["JOB_ID_ENV", "FINISHED", "job_dir", "job_log", "adapter_dir", "checkpoint_dir", "end_job",
            "remove_run_files", "hub_env"]
 
-#: environment variable carrying the job id into the worker (for its log lines and errors)
-JOB_ID_ENV = "WHILEAI_JOB_ID"
 FINISHED = FINISHED_STATUSES  # done, failed, stopped, crashed
-
-
-def job_dir(job_id: str) -> Path:
-    """``<data_root>/jobs/<job_id>/``: the worker's log lives here."""
-    return data_root() / "jobs" / job_id
-
-
-def job_log(job_id: str) -> Path:
-    """``<data_root>/jobs/<job_id>/worker.log``: derived from the job id, never read from the job's row."""
-    return job_dir(job_id) / "worker.log"
-
-
-def adapter_dir(run_id: str) -> Path:
-    """``<data_root>/adapters/<run_id>/``: where a local job saves its PEFT adapter and tokenizer."""
-    from whileai.platform._loadable import adapter_store
-
-    return adapter_store(run_id)
-
-
-def checkpoint_dir(run_id: str) -> Path:
-    """``<data_root>/checkpoints/<run_id>/``: the run's trainer checkpoints, which every job of the run finds
-    (a resumed job continues from the newest); gone once the run is done or deleted."""
-    return data_root() / "checkpoints" / run_id
 
 
 def _revoke_keys(store: Any, job: dict[str, Any]) -> None:

@@ -17,7 +17,9 @@ started (the one native thread an import leaves, OpenBLAS's, is re-made after a 
 job sets its own torch threads after the fork.
 
 The warm process keeps none of whileai's own modules for a job: the child drops them before it runs the worker,
-which imports them afresh from disk, so an edited source file is what runs. It carries a fingerprint
+which imports them afresh from disk, so an edited source file is what runs (the warm process imports the job's
+modules once, WARM_PRELOAD_OWN, only so that the libraries they pull in are loaded before the fork). Everything it
+imported is frozen out of the garbage collector before the first fork. It carries a fingerprint
 (:func:`fingerprint`): the versions and install times of WARM_FINGERPRINT_DISTS, the interpreter, and the
 environment read at import time (WARM_IMPORT_ENV_PREFIXES). A launch whose fingerprint differs gets ``stale`` back; the old process exits and a
 fresh one starts. It exits on its own after WARM_IDLE_S with no job running, or when its data root is gone.
@@ -421,13 +423,15 @@ def main(argv: list[str] | None = None) -> int:
         loaded = importlib.import_module(module)
         if attribute:
             getattr(loaded, attribute)
+    for module in defaults.WARM_PRELOAD_OWN:  # for the libraries they import; each job imports whileai afresh
+        importlib.import_module(module)
     # What was imported stays for good: frozen out of the collector, a forked job's full collections (accelerate
     # calls one as each trainer starts; the interpreter runs its own) walk the job's objects only, not the
     # libraries' (0.4 s a collection measured on 2 cores), and touch none of the shared pages (no copy-on-write)
     gc.collect()
     gc.freeze()
     threads = len(os.listdir("/proc/self/task"))
-    print(f"warm worker {os.getpid()} for {root}: imported {', '.join(defaults.WARM_PRELOAD)} in "
+    print(f"warm worker {os.getpid()} for {root}: imported {', '.join(defaults.WARM_PRELOAD)} and whileai's job modules in "
           f"{time.monotonic() - began:.1f} s ({threads} native threads)", flush=True)
     with contextlib.suppress(FileNotFoundError):
         sock_path.unlink()
