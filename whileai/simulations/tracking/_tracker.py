@@ -108,7 +108,6 @@ class Tracker:
         self.registered = False
         self.owned = False  # made by training_run in this process: ended at exit if never finished
         self._next_step = 0
-        self._woke = False  # the flush thread was woken for the run's first point (then every FLUSH_INTERVAL_S)
         self._warned: set[str] = set()
         self._send_lock = threading.Lock()  # one sender at a time (network I/O happens under it)
         self._state = threading.Lock()  # guards _patch; never held across I/O
@@ -169,12 +168,12 @@ class Tracker:
             self.buffer.append({"step": step, "metrics": clean, "ts": _time()})
             if self.step is None or step > self.step:
                 self.step = step
-            if self.logged_step is None or step > self.logged_step:
+            first = self.logged_step is None
+            if first or step > self.logged_step:
                 self.logged_step = step
             if not self.registered:
                 _flush.FLUSHER.add(self)
-            if not self._woke:  # a run's first point is sent at once: its curve starts when its training does
-                self._woke = True
+            if first:  # a run's first point is sent at once: its curve starts when its training does
                 _flush.FLUSHER.wake.set()
             if self.mirror is not None:  # the same point, as kept here, to the report_to trackers (never raises)
                 self.mirror.log(step, clean)
@@ -330,7 +329,7 @@ class Tracker:
                 for _ in range(size):
                     take(pop())
             except IndexError:  # emptied (at exit another thread may be cutting too): keep what we took
-                pass
+                _flush.FLUSHER.wake.set()
             if points:
                 self.batches.append((uuid.uuid4().hex, points))
 
