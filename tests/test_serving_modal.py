@@ -175,9 +175,9 @@ def deployment(tmp_path, home):
 
 
 def _adapter(tmp: Path, run_id: str) -> Path:
-    from whileai.platform._loadable import adapter_store
+    from whileai.core.paths import adapter_dir
 
-    folder = adapter_store(run_id)  # where a job of the platform leaves a run's adapter
+    folder = adapter_dir(run_id)  # where a job of the platform leaves a run's adapter
     folder.mkdir(parents=True)
     (folder / "adapter_config.json").write_text(json.dumps({"r": 16, "base_model_name_or_path": BASE}))
     (folder / "adapter_model.safetensors").write_bytes(b"weights")

@@ -26,15 +26,10 @@ from whileai.core.basefolder import base_folder_problem, names_a_path
 from whileai.core.paths import adapter_dir, data_root, setting
 from whileai.platform import defaults
 
-__all__ = ["allowed_roots", "base_problem", "launch_base_problem", "adapter_problem", "adapter_store"]
+__all__ = ["allowed_roots", "base_problem", "launch_base_problem", "adapter_problem"]
 
 # a hub id (org/name or name): letters, digits, dot, dash, underscore; no "..", nothing that reads as a path
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)?")
-
-
-def adapter_store(run_id: str) -> Path:
-    """``<data_root>/adapters/<run_id>``: where the platform keeps the adapter a run's job saved."""
-    return adapter_dir(run_id)
 
 
 def allowed_roots() -> list[Path]:
@@ -117,7 +112,7 @@ def adapter_problem(adapter: Any, run_id: str | None) -> str | None:
     if run_id is None:
         return "an adapter comes from a run: send adapterRunId (a run of yours whose job saved an adapter)"
     if isinstance(adapter, str) and (
-        _inside(adapter, [Path(os.path.realpath(adapter_store(run_id)))]) or _inside(adapter, allowed_roots()[2:])
+        _inside(adapter, [Path(os.path.realpath(adapter_dir(run_id)))]) or _inside(adapter, allowed_roots()[2:])
     ):
         return None
     return (

@@ -118,7 +118,8 @@ def get_adapter(run_id: str, request: Request, acct: str = Depends(account_id)) 
     lies under a folder the operator added (SERVE_DIRS_ENV). Answers 409 naming why when the run is not done
     or has no such adapter, and when its base is a run's adapter folder.
     """
-    from whileai.platform._loadable import _inside, adapter_problem, adapter_store, allowed_roots
+    from whileai.core.paths import adapter_dir
+    from whileai.platform._loadable import _inside, adapter_problem, allowed_roots
 
     record = store(request).get_run(acct, run_id, series=False)
     found_config = record.get("config")
@@ -126,7 +127,7 @@ def get_adapter(run_id: str, request: Request, acct: str = Depends(account_id)) 
     if record["status"] != "done":
         raise ApiError(409, f"run {run_id} is {record['status']!r}, not 'done': only a finished run has weights to "
                             "load; wait for it, or train again", "not_done")
-    folder = adapter_store(record["id"])
+    folder = adapter_dir(record["id"])
     noted = (record.get("summary") or {}).get("adapter")
     if (folder / "adapter_config.json").is_file():
         adapter = str(folder)
