@@ -217,6 +217,31 @@ def test_point_batches_are_stored_once(alice):
     assert alice.get(f"{API}/runs/{run['id']}/points").json()["points"] == record["series"]
 
 
+def test_a_long_poll_answers_when_the_run_changes_and_after_its_wait_otherwise(alice, bob, monkeypatch):
+    import threading
+
+    run = _run(alice)
+    since = run["updated_at"]
+    began = time.monotonic()
+    unchanged = alice.get(f"{API}/runs/{run['id']}", params={"series": "false", "since": since, "wait": 0.4}).json()
+    assert unchanged["updated_at"] == since and time.monotonic() - began >= 0.4
+    poster = threading.Timer(0.5, lambda: alice.post(f"{API}/runs/{run['id']}/points",
+                                                     json={"batch_id": "late", "points": _points(3)}))
+    poster.start()
+    began = time.monotonic()
+    changed = alice.get(f"{API}/runs/{run['id']}", params={"since": since, "wait": 8}).json()
+    took = time.monotonic() - began
+    poster.join()
+    assert changed["updated_at"] != since and changed["step"] == 2 and len(changed["series"]) == 3
+    assert 0.4 < took < 8, took  # held until the points came, not for the whole wait
+    monkeypatch.setattr(defaults, "RUN_WAIT_MAX_S", 0.3)  # the server's cap bounds any wait asked for
+    began = time.monotonic()
+    alice.get(f"{API}/runs/{run['id']}", params={"series": "false", "since": changed["updated_at"], "wait": 600})
+    assert time.monotonic() - began < 5
+    assert _error(bob.get(f"{API}/runs/{run['id']}", params={"since": since, "wait": 5}), 404)  # scoped as ever
+    assert "wait" in _error(alice.get(f"{API}/runs/{run['id']}", params={"since": since, "wait": -1}), 422)
+
+
 def test_a_client_named_run_is_created_once_and_is_not_another_accounts(alice, bob):
     from whileai.core.ids import new_id
 

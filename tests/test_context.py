@@ -139,6 +139,40 @@ def test_the_kit_base_is_read_without_pre_training_it_and_a_folder_base_reads_it
                                                                           if k != "base_model"}
 
 
+def test_a_folder_base_is_counted_without_torch_and_as_transformers_auto_classes_count(home, padded, tmp_path):
+    """The runner's selection report reads a folder's tokenizer and context limit without the model registry and
+    torch (~2-4 s of imports in the runner), and counts the same tokens and limit the Auto classes give."""
+    import shutil
+    import subprocess
+    import sys
+
+    from transformers import AutoTokenizer
+
+    from whileai.kit import use_tool_format
+    from whileai.kit._base import tiny_model_dir
+
+    folder = tiny_model_dir(kit_defaults.KIT_BASE_SEED)
+    code = ("import sys; from whileai.simulations.context import base_tokenizer; "
+            f"t, limit = base_tokenizer({str(folder)!r}); print(limit, 'torch' in sys.modules)")
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.split() == [str(LIMIT), "False"]
+    ours, limit = base_tokenizer(str(folder))
+    auto = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    use_tool_format(auto)
+    assert type(ours) is type(auto) and limit == LIMIT
+    for row in padded[:: kit_defaults.KIT_SAMPLE_ROLLOUTS * 5]:
+        assert (ours.apply_chat_template(row["messages"], tools=row["tools"], tokenize=True, return_dict=True)["input_ids"]
+                == auto.apply_chat_template(row["messages"], tools=row["tools"], tokenize=True,
+                                            return_dict=True)["input_ids"])
+    gpt2_shaped = tmp_path / "gpt2-shaped"  # GPT-2 names its context n_positions: read through AutoConfig's mapping
+    shutil.copytree(folder, gpt2_shaped)
+    config = json.loads((gpt2_shaped / "config.json").read_text())
+    config = {"model_type": "gpt2", "n_positions": 256, "vocab_size": config["vocab_size"]}
+    (gpt2_shaped / "config.json").write_text(json.dumps(config))
+    assert base_tokenizer(str(gpt2_shaped))[1] == min(defaults.TRAIN_MAX_LENGTH, 256)
+
+
 def test_a_hub_base_not_in_the_local_cache_is_left_to_the_job(padded, tmp_path):
     found = check_context(padded, "sft", "nobody/not-in-the-local-cache")
     assert found["checked"] is False and found["limit"] is None and found["too_long"] == 0 and not found["left_out"]

@@ -484,6 +484,39 @@ def test_wait_never_polls_faster_than_the_floor_and_times_out(fake, monkeypatch)
     assert len(reads) >= 2 and min(gaps) >= 0.2
 
 
+def test_wait_sees_the_end_within_a_moment_not_at_its_next_poll(fake):
+    """Each read is a long poll: a run that ends mid-wait is seen at once, not after ``poll`` seconds."""
+    import threading
+
+    from whileai.platform import defaults as platform_defaults
+
+    run = _run(fake)
+    ender = threading.Timer(0.5, lambda: fake.patch(run.id, {"status": "done"}))
+    ender.start()
+    began = time.monotonic()
+    assert run.wait(poll=60) == "done"
+    took = time.monotonic() - began
+    ender.join()
+    # a poll would have slept 60 s; the platform's own cap on one long poll is RUN_WAIT_MAX_S (10 s)
+    assert took < platform_defaults.RUN_WAIT_MAX_S, took
+
+
+def test_refresh_with_a_wait_never_spins_on_a_platform_that_answers_at_once(fake, monkeypatch):
+    from whileai.platform import defaults as platform_defaults
+
+    run = _run(fake)
+    reads = []
+    fake.transport.on_request = lambda method, path: reads.append(time.monotonic()) if method == "GET" else None
+    monkeypatch.setattr(platform_defaults, "RUN_WAIT_MAX_S", 0.0)  # a platform that holds nothing
+    began = time.monotonic()
+    run.refresh(wait=0.3)
+    assert time.monotonic() - began >= 0.3 and len(reads) == 1  # nothing changed: the rest is waited out here
+    fake.patch(run.id, {"summary": {"note": "x"}})
+    began = time.monotonic()
+    run.refresh(wait=5)
+    assert time.monotonic() - began < 5 and run.summary["note"] == "x"  # a change answers at once
+
+
 # --------------------------------------------------------------------------- the spool
 
 

@@ -153,6 +153,16 @@ PLATFORM_LIST_MAX_BYTES = 32 * 1024 * 1024
 RUN_STALE_S = 300.0
 RUN_STALE_ENV = "WHILEAI_RUN_STALE_S"
 
+#: A run's record can be read as a long poll (``GET /runs/{id}?since=<updated_at>&wait=<s>``): the answer comes
+#: as soon as the record changes from the ``updated_at`` the reader last saw, or after ``wait`` seconds at most
+#: RUN_WAIT_MAX_S (a third of the client's 30 s request deadline, CLIENT_TIMEOUT_S, so a long poll never reads as
+#: a timeout). The server reads the record every RUN_WAIT_POLL_S meanwhile: a store read of one row, a few
+#: milliseconds, so a waiting reader sees a run end within 0.1 s where a 2 s poll saw it up to 2 s late (the
+#: runner's PROGRESS_POLL_S) and ``run.wait()`` up to 10 s late (TRAINING_POLL_S). Each waiting reader holds one
+#: of the server's worker threads (anyio's 40 by default) while it waits.
+RUN_WAIT_MAX_S = 10.0
+RUN_WAIT_POLL_S = 0.1
+
 #: How long a resume's request to run a run again waits for the run's new job
 #: (store ``reopen_run`` -> ``create_job``). The two happen within one request,
 #: a fraction of a second apart (two store lock waits at most, SQLITE_BUSY_TIMEOUT_S);

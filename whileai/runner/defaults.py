@@ -38,9 +38,10 @@ RUN_FILE = "whileai_runs.json"
 TYPO_SUGGESTIONS = 3
 TYPO_CUTOFF = 0.6
 
-#: How often the runner reads a hosted run's progress while it trains, in seconds. A run's record
-#: changes at most once per FLUSH_INTERVAL_S (2 s) of the SDK's tracker, so reading faster only
-#: re-reads the same record; wai's own TrainingRun.wait never polls under TRAINING_POLL_MIN_S (2 s).
+#: The longest the runner waits on one read of a hosted run's progress while it trains, in seconds.
+#: Each read is a long poll (TrainingRun.refresh(wait=...)): the platform answers as soon as the run's
+#: record changes, which the SDK's tracker does at most once per FLUSH_INTERVAL_S (2 s), and at its end.
+#: When a read fails, the runner waits this long before the next.
 PROGRESS_POLL_S = 2.0
 
 #: Off a terminal (a CI log, a pipe), training progress is one plain line at most this often, in

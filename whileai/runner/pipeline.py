@@ -187,18 +187,21 @@ def _short_export(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def _follow(run: Any, label: str, progress: Progress) -> str:
-    """Poll the run until it ends, showing its steps; Ctrl-C stops it (run.stop()) and re-raises."""
+    """Follow the run until it ends, showing its steps; Ctrl-C stops it (run.stop()) and re-raises.
+
+    Each read is a long poll (``refresh(wait=...)``): it answers when the run's record changes, so a step or the
+    end shows at once rather than at the next poll."""
     bar = progress.training(label)
     try:
         while True:
             try:
-                run.refresh()
+                run.refresh(wait=defaults.PROGRESS_POLL_S)
             except Exception as exc:  # a platform restarting mid-run is read again next time
                 progress.line(f"  (could not read {run.id}: {exc}; retrying)")
+                time.sleep(defaults.PROGRESS_POLL_S)
             bar.update(run)
             if run.status != "running":
                 return cast(str, run.status)
-            time.sleep(defaults.PROGRESS_POLL_S)
     except KeyboardInterrupt:
         bar.close()
         progress.line(f"- interrupted: stopping {run.id} ...")

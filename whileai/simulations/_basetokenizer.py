@@ -34,8 +34,6 @@ def base_tokenizer(base_model: str, tool_format: str | None = None) -> tuple[Any
     what the job renders. Raises LookupError saying why when the base's files are
     not on this machine (a hub base that a Modal container fetches for itself).
     """
-    from transformers import AutoConfig, AutoTokenizer
-
     from whileai.kit import import_gguf, is_gguf_base, use_tool_format
 
     if base_model == defaults.KIT_BASE_NAME:
@@ -57,8 +55,8 @@ def base_tokenizer(base_model: str, tool_format: str | None = None) -> tuple[Any
         folder = Path(base_model).expanduser()
         path = str(folder) if folder.is_dir() else base_model
     try:
-        config = AutoConfig.from_pretrained(path, local_files_only=True)
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        limit = _folder_limit(path)
+        tokenizer = _folder_tokenizer(path)
     except Exception as exc:  # whatever stops the read here, the job loads the base itself and checks there
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         where = (f"the folder {path} holds no loadable tokenizer and config ({first})" if Path(path).is_dir() else
@@ -66,7 +64,53 @@ def base_tokenizer(base_model: str, tool_format: str | None = None) -> tuple[Any
                  f"downloaded before the run ({first})")
         raise LookupError(f"{where}; the job counts what is too long once it has loaded the base") from exc
     use_tool_format(tokenizer, tool_format)  # ToolFormatError (a selection refusal) for native on a template that drops tools
-    return _counting(tokenizer), context_limit(config)
+    return _counting(tokenizer), limit
+
+
+#: tokenizer_config.json's class names that are transformers' plain tokenizers-library tokenizer: a folder naming one
+#: loads through that class directly, with the same result as AutoTokenizer and without its model registry
+_PLAIN_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
+
+
+def _folder_limit(path: str) -> int:
+    """The context limit of the base at ``path``: config.json's ``max_position_embeddings`` read as JSON where the
+    folder has one that names it, else through AutoConfig (which maps other names, GPT-2's ``n_positions``, onto it).
+
+    AutoConfig imports the model registry and torch (~2 s); the runner reads a folder's limit without either."""
+    found = _json_file(Path(path) / "config.json")
+    if isinstance(found.get("max_position_embeddings"), int):
+        from types import SimpleNamespace
+
+        return context_limit(SimpleNamespace(max_position_embeddings=found["max_position_embeddings"]))
+    from transformers import AutoConfig
+
+    return context_limit(AutoConfig.from_pretrained(path, local_files_only=True))
+
+
+def _folder_tokenizer(path: str) -> Any:
+    """The tokenizer of the base at ``path``: a folder whose tokenizer_config.json names the plain tokenizers-library
+    class loads through it (what AutoTokenizer resolves it to, without importing torch); any other through
+    AutoTokenizer."""
+    folder = Path(path)
+    named = _json_file(folder / "tokenizer_config.json").get("tokenizer_class")
+    if named in _PLAIN_TOKENIZER_CLASSES and (folder / "tokenizer.json").is_file():
+        from transformers import PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+
+def _json_file(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; empty when there is none or it does not read as one."""
+    import json
+
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _counting(tokenizer: Any) -> Any:

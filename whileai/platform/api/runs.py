@@ -99,14 +99,42 @@ def get_run(
     run_id: str,
     request: Request,
     series: bool = Query(True, description="false answers the record without its points"),
+    since: float | None = Query(None, description="the record's updated_at as last read: with wait, a long poll"),
+    wait: float = Query(0.0, ge=0, description=f"seconds to hold the answer until the record's updated_at differs "
+                                                f"from since (at most {defaults.RUN_WAIT_MAX_S:g})"),
     acct: str = Depends(run_account),
 ) -> Response:
+    """A run's record, with its points unless ``series=false``.
+
+    With ``since`` (the ``updated_at`` of the record the caller holds) and ``wait``, a long poll: the answer comes
+    once the record has changed (a point, a status, a summary: each moves ``updated_at``), and after ``wait``
+    seconds (at most RUN_WAIT_MAX_S) in any case, as the record then stands.
+    """
+    if since is not None and wait > 0:
+        _wait_for_change(request, acct, run_id, since, min(wait, defaults.RUN_WAIT_MAX_S))
     if not series:
         return json_response(with_url(store(request).get_run(acct, run_id, series=False), request))
     record, series_json = store(request).get_run_with_series_json(acct, run_id)
     head = dumps(with_url(record, request))
     # The series is spliced in as stored text: 100,000 points are never decoded and re-encoded.
     return Response(head[:-1] + ',"series":' + series_json + "}", media_type="application/json")
+
+
+def _wait_for_change(request: Request, acct: str, run_id: str, since: float, wait: float) -> None:
+    """Hold until the run's record differs from ``since`` (its updated_at), ``wait`` seconds at most.
+
+    Runs in the server's worker thread (a plain ``def`` endpoint), reading the store every RUN_WAIT_POLL_S."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        record = store(request).get_run(acct, run_id, series=False)
+        if record["updated_at"] != since:  # every write to a run (a point, a status, a summary) moves updated_at
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(defaults.RUN_WAIT_POLL_S, left))
 
 
 @router.get("/runs/{run_id}/adapter")

@@ -110,6 +110,7 @@ class TrainingRun:
                 training["cost_usd"] = self.cost_usd
                 training["cost_basis"] = self.cost_basis
         self.training: dict[str, Any] | None = training
+        self._updated_at: float | None = record.get("updated_at")
         self._remote_step = record.get("step")
         self._remote_total = record.get("total_steps")
         self._record_url = record.get("url")
@@ -272,10 +273,27 @@ class TrainingRun:
 
     # -- hosted runs -----------------------------------------------------------
 
-    def refresh(self) -> TrainingRun:
-        """Read the run's state from the platform: status, adapter, training (with cost), error."""
-        record = self._client.request("GET", f"/runs/{self.id}", params={"series": "false"})
+    def refresh(self, wait: float | None = None) -> TrainingRun:
+        """Read the run's state from the platform: status, adapter, training (with cost), error.
+
+        With ``wait`` (seconds), a long poll: returns as soon as the run's record has changed since this handle
+        last read it (a point, a status, a summary) or the run has ended, and after ``wait`` seconds in any case
+        (the platform holds the answer for at most its RUN_WAIT_MAX_S; a platform that answers at once, unchanged,
+        is waited out here, so a loop of ``refresh(wait=...)`` never spins).
+        """
+        began = time.monotonic()
+        hold = float(wait) if wait is not None and wait > 0 and self._updated_at is not None else 0.0
+        params: dict[str, Any] = {"series": "false"}
+        if hold:
+            params.update(since=self._updated_at, wait=f"{hold:g}")
+        record = self._client.request("GET", f"/runs/{self.id}", params=params,
+                                      timeout=defaults.CLIENT_TIMEOUT_S + hold if hold else None)
+        unchanged = record.get("updated_at") == self._updated_at and record.get("status") == self.status
         self._apply(record)
+        if hold and unchanged:
+            left = hold - (time.monotonic() - began)
+            if left > 0:
+                time.sleep(left)
         return self
 
     def stop(self) -> str:
@@ -303,28 +321,30 @@ class TrainingRun:
     def wait(self, poll: float | None = None, timeout: float | None = None) -> str:
         """Block until the run ends and return its final status; TimeoutError after ``timeout`` seconds.
 
-        Reads the run every ``poll`` seconds (TRAINING_POLL_S when None), never
-        faster than TRAINING_POLL_MIN_S.
+        Each read is a long poll of up to ``poll`` seconds (TRAINING_POLL_S when
+        None, never under TRAINING_POLL_MIN_S): the platform answers as soon as
+        the run's record changes, so the end is seen within a fraction of a
+        second, not at the next poll.
         """
         every = defaults.TRAINING_POLL_S if poll is None else float(poll)
         every = max(every, defaults.TRAINING_POLL_MIN_S)
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while True:
-            try:
-                self.refresh()
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            hold = every if left is None else min(every, left)
+            try:  # a handle that already reads ended is read once more, plainly
+                self.refresh(wait=hold if self.status not in FINAL_STATUSES else None)
             except PlatformError as exc:  # a platform restarting mid-wait is read again at the next poll
                 if exc.status != 0 and exc.status < 500:
                     raise
+                time.sleep(hold)
             if self.status in FINAL_STATUSES:
                 return self.status
-            now = time.monotonic()
-            if deadline is not None and now + every > deadline:
-                time.sleep(max(0.0, deadline - now))
+            if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(
                     f"{self.id} is still {self.status} after {timeout} s (step {self.step}/{self.total_steps}); "
                     f"call wait() again with a longer timeout, or watch {self.url}"
                 )
-            time.sleep(every)
 
     # -- showing ------------------------------------------------------------------
 
