@@ -68,5 +68,22 @@ def _reader_left() -> int:
     return 0
 
 
+def _settle_before_exit() -> None:
+    """Collect once, then freeze what is left, so the interpreter's teardown does not walk every object again.
+
+    Teardown clears each module and runs the cycle collector between the stages, each pass over every object a
+    command with transformers imported holds (~180,000): 0.5 s measured at the end of a ``run``, against 0.1 s
+    for the one collection here, which still finalises the cyclic garbage (files, connections) while every module
+    is alive. The atexit handlers (the tracker's last flush) run after this, as before. Only for ``python -m
+    whileai``: a process that calls ``main`` and goes on (a test) keeps its collector as it was.
+    """
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    _settle_before_exit()
+    sys.exit(code)
