@@ -312,3 +312,34 @@ def test_rows_longer_than_the_context_are_counted_and_left_out(converted):
     over = sum(_evaluation.gold_reply_tokens(tokenizer, r["gold"]) > defaults.TRAIN_EVAL_MAX_NEW_TOKENS for r in rows)
     print(f"\nparallel: {too_long} of {len(examples)} rows longer than 512 tokens; {over} golds over the reply cap")
     assert over > 0
+
+
+def test_the_held_out_reply_cap_is_a_knob_and_its_warning_names_the_cap_that_fits(converted, session_home):
+    """BFCL's parallel golds run past the 96-token default: the job warns naming ``eval_max_new_tokens`` and the
+    value that fits every prompt; at that value nothing is over the cap and the replies may run that long."""
+    from transformers import AutoModelForCausalLM
+
+    from whileai.core.spec import read_spec
+    from whileai.jobs import _evaluation
+    from whileai.kit import build_tokenizer, use_tool_format
+    from whileai.kit._base import tiny_model_dir
+
+    rows = list(converted["parallel_multiple"])[:6]
+    tokenizer = build_tokenizer()
+    use_tool_format(tokenizer, "hermes")
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir(), local_files_only=True)
+    longest = max(_evaluation.gold_reply_tokens(tokenizer, r["gold"]) for r in rows)
+    assert longest > 96, longest  # a parallel_multiple gold is longer than the default cap
+    spec = read_spec({"method": "sft", "holdout_rows": 6, "eval_max_new_tokens": 96})
+    with pytest.warns(wai.TrainingWarning, match=rf"\(eval_max_new_tokens=96\): they cannot pass; "
+                                                 rf"eval_max_new_tokens={longest} fits every one"):
+        capped = _evaluation.policy_pass_rate(model, tokenizer, rows, spec)
+    assert capped["gold_over_cap"] > 0 and capped["prompts"] == 6
+    spec = read_spec({"method": "sft", "holdout_rows": 6, "eval_max_new_tokens": longest})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", wai.TrainingWarning)
+        fitting = _evaluation.policy_pass_rate(model, tokenizer, rows, spec)
+    assert fitting["gold_over_cap"] == 0
+    assert read_spec({"method": "grpo"}).eval_max_new_tokens == 96  # the default: one call or a short answer
+    with pytest.raises(ValueError, match="eval_max_new_tokens"):
+        read_spec({"method": "sft", "eval_max_new_tokens": 0})

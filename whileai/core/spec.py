@@ -221,6 +221,11 @@ class RunSpec(BaseModel):
     holdout_rows: int = knob(d.TRAIN_HOLDOUT_MAX_ROWS, range=(1, 1_000_000),
                              help="held-out rows measured before and after (at most; subsampled with the seed)",
                              reason="TRAIN_HOLDOUT_MAX_ROWS: before+after under a minute on a CPU")
+    eval_max_new_tokens: int = knob(d.TRAIN_EVAL_MAX_NEW_TOKENS, range=(1, 32768),
+                                    help="token cap of each greedy held-out reply, before and after (a prompt whose "
+                                         "gold reply is longer cannot pass: the job warns and counts them)",
+                                    reason="TRAIN_EVAL_MAX_NEW_TOKENS: one tool call or a short answer; BFCL's "
+                                           "parallel_multiple calls run past it")
     save_steps: int = knob(d.TRAIN_SAVE_STEPS, range=(0, 1_000_000),
                            help="optimizer steps between checkpoints of the trainer's state, which "
                                 "`python -m whileai resume RUN_ID` continues from (0: none; a run of this many "

@@ -21,7 +21,6 @@ from whileai.core.errors import TrainingWarning
 from whileai.core.spec import RunSpec
 
 from whileai.jobs._trainer_data import export_training
-from whileai.simulations import defaults
 from whileai.simulations.rows import prompt_messages
 
 __all__ = ["distinct_prompts", "encode_prompt", "left_padded", "generate_replies", "policy_pass_rate", "gold_reply_tokens", "heldout_loss"]
@@ -94,7 +93,7 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
     ``outcomes`` is each prompt's pass (1) or fail (0) in prompt order, the same order before and
     after training (the prompts are drawn with the run's seed), so a paired test can be computed
     from them. Value None without gold. ``gold_over_cap`` counts the prompts whose reference reply
-    is longer than the reply cap (TRAIN_EVAL_MAX_NEW_TOKENS): they can never pass, so they are
+    is longer than the reply cap (the ``eval_max_new_tokens`` knob): they can never pass, so they are
     counted and warned about (and still measured). ``groups`` (only when some prompt's row carries
     the HOLDOUT_GROUP_FIELD field) is each prompt's value of it, in the same order. ``proxy`` (a TRL-shaped reward) scores the same greedy
     replies too: ``proxy_scores``, per prompt in the same order.
@@ -104,11 +103,13 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
     prompts = distinct_prompts(rows, spec.holdout_rows, spec.seed)
     if not prompts:
         return {"value": None, "prompts": 0, "why": "no held-out row carries a gold first action"}
-    cap = defaults.TRAIN_EVAL_MAX_NEW_TOKENS
-    over = sum(1 for row in prompts if gold_reply_tokens(tokenizer, row.get("gold")) > cap)
+    cap = spec.eval_max_new_tokens
+    lengths = [gold_reply_tokens(tokenizer, row.get("gold")) for row in prompts]
+    over = sum(1 for n in lengths if n > cap)
     if over:
         warnings.warn(f"{over} of {len(prompts)} held-out prompts have a gold reply longer than the reply cap "
-                      f"({cap} tokens, TRAIN_EVAL_MAX_NEW_TOKENS): they cannot pass", TrainingWarning, stacklevel=2)
+                      f"(eval_max_new_tokens={cap}): they cannot pass; eval_max_new_tokens={max(lengths)} fits "
+                      "every one", TrainingWarning, stacklevel=2)
     replies = generate_replies(model, tokenizer, prompts, cap)
     from whileai.kit import reply_format
 
