@@ -87,6 +87,9 @@ def test_sft_end_to_end_and_the_caller_exiting_does_not_stop_it(tiny_sample, ses
     assert any(p["metrics"].get("system/rss_mb", 0) > 0 for p in record["series"])
     assert run.summary["setup"]["lora_rank"] == trainer["peft"]["default"]["r"]
     assert run.summary["setup"]["batch_size"] == trainer["config"]["per_device_train_batch_size"]
+    # the worker finishes its run first, then reports its job's end; run.wait() sees the run's end at once (a long
+    # poll), so the job's report may still be on its way: wait for it
+    _wait_for(lambda: _job_of(run_id)["status"] != "running", 60, "the worker to report its job's end")
     job = _job_of(run_id)
     assert job["status"] == "done" and job["heartbeat_at"] is not None
     assert _key_count(account) == keys_before  # a job's key is its own, never an account key

@@ -110,6 +110,8 @@ def test_a_stopped_run_resumes_from_its_checkpoint_to_the_uninterrupted_end(sets
     assert training["seconds"] == pytest.approx(training["job_seconds"] + training["resumed"]["earlier_seconds"])
     # one run on the platform, with the two jobs that trained it
     assert [r["id"] for r in wai.list_runs(limit=50)].count(run.id) == 1
+    # the worker finishes its run, then reports its job's end, which the resume command need not wait for
+    _wait_for(lambda: all(j["status"] != "running" for j in _jobs(run.id)), 60, "the jobs to report their ends")
     first, second = sorted(_jobs(run.id), key=lambda j: j["created_at"])
     assert first["status"] == "stopped" and second["status"] == "done"
     log = job_log(second["id"]).read_text()
