@@ -379,15 +379,13 @@ def _load_push_cut(plan: _Plan) -> None:
         note["result"] = f"{pushed.id} ({pushed.rows} rows, content {str(pushed.content_hash)[: defaults.HASH_SHOWN_CHARS]})"
         facts["datasets"]["pushed"] = pushed.id
     with progress.step("cut by task") as note:
-        # cut from the rows in hand, under the pushed dataset's name: the same sides (pushing equal rows answers the
-        # same ids) without reading the pushed rows back, and the train side's rows without reading them either
-        plan.train_side, plan.held = wai.datasets.cut(rows, holdout=data.holdout, seed=data.cut_seed,
-                                                      name=pushed.name or plan.spec.name or "dataset")
+        # from the rows in hand, under the pushed dataset's name: the sides cut(pushed) makes (pushing equal rows
+        # answers the same ids), without reading the pushed rows or the train side back
+        plan.train_side, plan.held, plan.train_rows = wai.datasets.cut_rows(
+            rows, data.holdout, data.cut_seed, pushed.name or plan.spec.name or "dataset")
         note["result"] = (f"train {plan.train_side.id} ({plan.train_side.rows} rows), "
                           f"holdout {plan.held.id} ({plan.held.rows} rows)")
         facts["datasets"].update(train=plan.train_side.id, holdout=plan.held.id)
-    train_idx, _ = wai.datasets.split_tasks(rows, data.holdout, data.cut_seed)
-    plan.train_rows = [rows[i] for i in train_idx]
 
 
 def _say_power(plan: _Plan, last: RunSpec) -> dict[str, Any]:

@@ -39,6 +39,7 @@ __all__ = [
     "list_datasets",
     "load_rows",
     "cut",
+    "cut_rows",
     "split_tasks",
     "profile",
     "selection_report",
@@ -193,18 +194,27 @@ def cut(dataset: Any, holdout: float | None = None, seed: int | None = None,
     """
     _holdout_share(holdout)
     rows = load_rows(dataset)
-    train_idx, hold_idx = split_tasks(rows, holdout, seed)
     if name is None:
         if isinstance(dataset, (DatasetHandle, Mapping)) or names_id(dataset, "ds"):
             name = get_dataset(dataset).name or _dataset_id(dataset)
         else:
             name = _default_name(dataset) or "dataset"
-    train = push([rows[i] for i in train_idx], name=f"{name}:train")
+    train, held, _ = cut_rows(rows, holdout, seed, name)
+    return train, held
+
+
+def cut_rows(rows: Sequence[dict[str, Any]], holdout: float | None, seed: int | None,
+             name: str) -> tuple[DatasetHandle, DatasetHandle, list[dict[str, Any]]]:
+    """``cut`` of rows already in hand, pushed as ``<name>:train`` and ``<name>:holdout``: (train, holdout, the
+    train side's rows), so a caller holding the rows reads neither them nor the train side back."""
+    train_idx, hold_idx = split_tasks(rows, holdout, seed)
+    train_rows = [rows[i] for i in train_idx]
+    train = push(train_rows, name=f"{name}:train")
     held = push([rows[i] for i in hold_idx], name=f"{name}:holdout")
     client = _client()
     train = DatasetHandle(client.request("PATCH", f"/datasets/{train.id}", json={"split": "train", "sibling": held.id}))
     held = DatasetHandle(client.request("PATCH", f"/datasets/{held.id}", json={"split": "holdout", "sibling": train.id}))
-    return train, held
+    return train, held, train_rows
 
 
 def profile(dataset: Any) -> dict[str, Any]:

@@ -110,30 +110,30 @@ def get_run(
     once the record has changed (a point, a status, a summary: each moves ``updated_at``), and after ``wait``
     seconds (at most RUN_WAIT_MAX_S) in any case, as the record then stands.
     """
+    waited = None
     if since is not None and wait > 0:
-        _wait_for_change(request, acct, run_id, since, min(wait, defaults.RUN_WAIT_MAX_S))
+        waited = _wait_for_change(request, acct, run_id, since, min(wait, defaults.RUN_WAIT_MAX_S))
     if not series:
-        return json_response(with_url(store(request).get_run(acct, run_id, series=False), request))
+        return json_response(with_url(waited or store(request).get_run(acct, run_id, series=False), request))
     record, series_json = store(request).get_run_with_series_json(acct, run_id)
     head = dumps(with_url(record, request))
     # The series is spliced in as stored text: 100,000 points are never decoded and re-encoded.
     return Response(head[:-1] + ',"series":' + series_json + "}", media_type="application/json")
 
 
-def _wait_for_change(request: Request, acct: str, run_id: str, since: float, wait: float) -> None:
-    """Hold until the run's record differs from ``since`` (its updated_at), ``wait`` seconds at most.
-
-    Runs in the server's worker thread (a plain ``def`` endpoint), reading the store every RUN_WAIT_POLL_S."""
+def _wait_for_change(request: Request, acct: str, run_id: str, since: float, wait: float) -> dict[str, Any]:
+    """The run's record (without points) once its updated_at differs from ``since``, or as it stands after ``wait``
+    seconds. Runs in the server's worker thread (a plain ``def`` endpoint), reading the store every RUN_WAIT_POLL_S."""
     import time
 
     deadline = time.monotonic() + wait
     while True:
         record = store(request).get_run(acct, run_id, series=False)
         if record["updated_at"] != since:  # every write to a run (a point, a status, a summary) moves updated_at
-            return
+            return record
         left = deadline - time.monotonic()
         if left <= 0:
-            return
+            return record
         time.sleep(min(defaults.RUN_WAIT_POLL_S, left))
 
 
