@@ -34,6 +34,22 @@ def test_llama3_calls_after_the_python_tag_and_several_separated():
     assert parse_tool_call_objects('{"x": 1}', "llama3") == ('{"x": 1}', [])  # JSON that is no call stays content
 
 
+@pytest.mark.parametrize(("text", "held_from"), [
+    ('Sure. {"name": "a"', 6),            # Llama 3.1's JSON call
+    ("Sure. [a(x=1)]", 6),                # Meta's python_list
+    ("Sure. <function=a>{}", 6),          # Meta's function_tag, its start held back too
+    ("Sure. <func", 6),
+    ("Sure. No call here", 18),
+])
+def test_a_streamed_llama3_reply_is_held_back_where_any_of_its_call_styles_may_begin(text, held_from):
+    from whileai.core.toolcalls import CALL_MARKERS
+    from whileai.platform.serving._chat import reply_message, safe_prefix_length
+
+    assert safe_prefix_length(text, list(CALL_MARKERS["llama3"])) == held_from
+    if "(" in text:  # the held-back part is then read as a call, not sent as content
+        assert reply_message("[a(x=1)]", True, "llama3")[1] is True
+
+
 def test_mistral_v3_list_and_v11_args_forms():
     assert parse_tool_call_objects('[TOOL_CALLS][{"name": "a", "arguments": {"x": 1}}]</s>', "mistral") == (
         None, [("a", {"x": 1})])

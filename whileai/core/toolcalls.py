@@ -6,8 +6,13 @@ A format is the way a chat template writes a call into the assistant's text:
   ``hermes`` convention for bases whose template drops tools):
   ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``;
 - ``llama3`` (Llama 3.1-3.3): a bare JSON object ``{"name": ..., "parameters": {...}}``,
-  optionally after ``<|python_tag|>``, several separated by ``;``;
-- ``mistral`` (Mistral's v3 tokenizer templates): ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]``.
+  optionally after ``<|python_tag|>``, several separated by ``;``; and the two other custom-tool
+  styles of Meta's reference code (``llama-models``' ToolPromptFormat): ``function_tag``,
+  ``<function=name>{...}</function>``, and ``python_list``, a whole reply that is a Python list of
+  keyword-argument calls, ``[name(a=1, b="x")]`` (Llama 3.2+ zero-shot);
+- ``mistral`` (Mistral's tokenizers): ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`` (v3, v7),
+  ``[TOOL_CALLS]name[CALL_ID]id[ARGS]{...}`` (v11) and ``[TOOL_CALLS]name[ARGS]{...}`` (v13), one
+  ``[TOOL_CALLS]`` a call; the call ids are dropped (they only link a tool's result back to its call).
 
 ``parse_tool_calls(text, tool_format)`` reads calls out of a model's reply; it
 never raises: text that does not parse stays in the content, so nothing the
@@ -17,6 +22,7 @@ writes, from its markers.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from typing import Any
@@ -25,8 +31,10 @@ __all__ = ["TOOL_FORMATS", "CALL_MARKERS", "format_tool_call", "parse_tool_calls
 
 #: The formats with a parser here; ``hermes`` is the default everywhere a format is not named.
 TOOL_FORMATS = ("hermes", "llama3", "mistral")
-#: Where a call may begin in each format: a streamed reply holds its text back from here on until it is parsed.
-CALL_MARKERS = {"hermes": "<tool_call>", "llama3": "{", "mistral": "[TOOL_CALLS]"}
+#: Where a call may begin in each format: a streamed reply holds its text back from the first of them on until it
+#: is parsed (llama3's three: its JSON object, Meta's python_list and its function_tag).
+CALL_MARKERS: dict[str, tuple[str, ...]] = {
+    "hermes": ("<tool_call>",), "llama3": ("{", "[", "<function="), "mistral": ("[TOOL_CALLS]",)}
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 #: Control tokens a decode without skip_special_tokens leaves in the text.
@@ -128,7 +136,8 @@ def _json_values(text: str, start: int) -> list[tuple[int, int, Any]]:
 
 
 def _parse_llama3(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
-    """Llama 3.1's JSON calls: ``{"name": ..., "parameters": {...}}`` (after ``<|python_tag|>`` or alone)."""
+    """Llama 3.1's JSON calls: ``{"name": ..., "parameters": {...}}`` (after ``<|python_tag|>`` or alone); failing
+    those, Meta's function_tag and python_list styles."""
     tag = text.find("<|python_tag|>")
     head, body = (text[:tag], text[tag + len("<|python_tag|>"):]) if tag >= 0 else ("", text)
     start = len(body) - len(body.lstrip())
@@ -143,13 +152,117 @@ def _parse_llama3(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]
         calls.extend(p for p in parsed if p is not None)
         end = stop
     if not calls:
-        return (text.strip() or None), []
+        return _parse_function_tags(text) or _parse_python_list(body) or ((text.strip() or None), [])
     content = (head + body[end:]).strip()
     return (content or None), calls
 
 
+_FUNCTION_TAG = re.compile(r"<function=([^>\s]+)>(.*?)</function>", re.DOTALL)
+
+
+def _parse_function_tags(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]] | None:
+    """Meta's ``function_tag`` calls, ``<function=name>{json}</function>``; None when the text holds none."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    kept: list[str] = []
+    pos = 0
+    for match in _FUNCTION_TAG.finditer(text):
+        try:
+            args = json.loads(match.group(2).strip() or "{}")
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(args, dict):
+            continue
+        kept.append(text[pos:match.start()])
+        pos = match.end()
+        calls.append((match.group(1), args))
+    if not calls:
+        return None
+    content = "".join(kept + [text[pos:]]).strip()
+    return (content or None), calls
+
+
+def _dotted_name(node: ast.expr) -> str | None:
+    """``f`` or ``math.hypot`` (BFCL's functions are often dotted), else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted_name(node.value)
+        return f"{head}.{node.attr}" if head else None
+    return None
+
+
+def _bracket_lists(source: str) -> list[str] | None:
+    """``source`` cut into its top-level ``[...]`` groups (quotes respected); None when text lies outside them."""
+    groups: list[str] = []
+    depth, start, quote, i = 0, 0, "", 0
+    while i < len(source):
+        ch = source[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "[":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                return None
+            if depth == 0:
+                groups.append(source[start:i + 1])
+        elif depth == 0 and not ch.isspace():
+            return None
+        i += 1
+    return groups if depth == 0 and not quote and groups else None
+
+
+def _python_calls(source: str) -> list[tuple[str, dict[str, Any]]] | None:
+    """One ``[name(a=1), ...]`` list's calls, or None when it is not a list of keyword calls with literal values."""
+    try:
+        tree = ast.parse(source, mode="eval")
+        if not isinstance(tree.body, ast.List) or not tree.body.elts:
+            return None
+        calls: list[tuple[str, dict[str, Any]]] = []
+        for node in tree.body.elts:
+            if not isinstance(node, ast.Call) or node.args:
+                return None
+            name = _dotted_name(node.func)
+            if name is None or any(k.arg is None for k in node.keywords):
+                return None
+            calls.append((name, {str(k.arg): ast.literal_eval(k.value) for k in node.keywords}))
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return None
+    return calls
+
+
+def _parse_python_list(body: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]] | None:
+    """Meta's ``python_list`` calls: the whole reply one or more lists of keyword-argument calls with literal values.
+
+    Meta's encoder writes each call as its own list (``[a(x=1)][b(y=2)]``); one
+    list of several calls reads the same. Read with ``ast`` and
+    ``ast.literal_eval``, never evaluated; anything else in the reply (a
+    positional argument, a value that is not a literal, text around the lists)
+    leaves it all as content. None when the reply is not such lists.
+    """
+    groups = _bracket_lists(body.strip())
+    if groups is None:
+        return None
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for group in groups:
+        found = _python_calls(group)
+        if found is None:
+            return None
+        calls.extend(found)
+    return None, calls
+
+
 def _parse_mistral(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
-    """Mistral's ``[TOOL_CALLS][{...}, ...]`` (v3) and ``[TOOL_CALLS]name[ARGS]{...}`` (v11) calls."""
+    """Mistral's ``[TOOL_CALLS][{...}, ...]`` (v3), ``[TOOL_CALLS]name[CALL_ID]id[ARGS]{...}`` (v11) and
+    ``[TOOL_CALLS]name[ARGS]{...}`` (v13) calls."""
     marker = text.find("[TOOL_CALLS]")
     if marker < 0:
         return (text.strip() or None), []
@@ -165,6 +278,7 @@ def _parse_mistral(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any
     else:
         for chunk in body.split("[TOOL_CALLS]"):
             name, sep, args_text = chunk.partition("[ARGS]")
+            name = name.partition("[CALL_ID]")[0]  # v11 writes the call's id between its name and [ARGS]
             found = _json_values(args_text, 0) if sep else []
             if not found or not isinstance(found[0][2], dict) or not name.strip():
                 break

@@ -144,9 +144,9 @@ def _leftover_markup(content: str | None, tool_format: str) -> bool:
     """Whether call markup is left in the reply's text after the parse: a call the parser could not read."""
     from whileai.core.toolcalls import CALL_MARKERS
 
-    if tool_format == "llama3":  # its marker is a bare "{", which plain prose may hold: nothing to tell apart
+    if tool_format == "llama3":  # its markers include a bare "{" and "[", which plain prose may hold
         return False
-    return bool(content) and CALL_MARKERS[tool_format] in str(content)
+    return bool(content) and any(marker in str(content) for marker in CALL_MARKERS[tool_format])
 
 
 def rm_reward(judge: Any, truncated: str, stop_ids: set[int], tokenizer: Any = None, tools: Any = None) -> Reward:

@@ -296,7 +296,7 @@ async def _stream(pool: ModelPool, row: dict[str, Any], base: str, adapter: str 
     from whileai.core.toolcalls import CALL_MARKERS
     from whileai.kit import reply_format
 
-    markers = stops + ([CALL_MARKERS.get(reply_format(tokenizer), "<tool_call>")] if tools_on else [])
+    markers = stops + (list(CALL_MARKERS.get(reply_format(tokenizer), CALL_MARKERS["hermes"])) if tools_on else [])
     include_usage = bool((req.stream_options or {}).get("include_usage"))
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
             "model": req.model, "system_fingerprint": f"whileai-{req.model}-v{row.get('version')}"}
