@@ -1,9 +1,9 @@
 """The llama3 and mistral parsers against text each family's own reference code renders, not text we wrote.
 
-- Llama 3: Meta's ``llama-models`` package (its ChatFormat and the Llama 3 tokenizer file it ships) writes an
-  assistant turn with tool calls in each of its three custom-tool formats (``json``, Llama 3.1's;
-  ``function_tag``; ``python_list``, Llama 3.2+'s zero-shot style); our ``llama3`` parser reads the same calls
-  back from each, and Meta's own decoder reads the call our ``format_tool_call(..., "llama3")`` writes.
+- Llama 3 and 4: Meta's ``llama-models`` package (its ChatFormats and the Llama 3 and Llama 4 tokenizer files
+  it ships) writes an assistant turn with tool calls in each of its three custom-tool formats (``json``, Llama
+  3.1's; ``function_tag``; ``python_list``, Llama 3.2+'s zero-shot style); our ``llama3`` parser reads the same
+  calls back from each, and Meta's own decoder reads the call our ``format_tool_call(..., "llama3")`` writes.
 - Mistral: Mistral's ``mistral-common`` package writes ``[TOOL_CALLS]...`` with its v3 instruct tokenizer over
   the tekken file it ships, and with its v11 and v13 tokenizers (v7 writes calls as v3 does, by the same code,
   and its shipped file needs sentencepiece, which the test extras do not install); our ``mistral`` parser reads the same calls back, and ours writes v3's list less the call ids
@@ -70,6 +70,53 @@ def test_the_llama3_parser_reads_each_of_metas_tool_formats(meta, style, n):
     if n == 1:  # Meta's own decoder reads one call back the same (it reads only the first of several)
         message = meta["decode"](text.removesuffix("<|eot_id|>"), meta["StopReason"].end_of_turn)
         assert [(c.tool_name, c.arguments) for c in message.tool_calls] == CALLS[:1]
+
+
+@pytest.fixture(scope="module")
+def meta4():
+    """Meta's reference chat format for Llama 4 over the tokenizer file llama-models ships. Its module imports an
+    image preprocessor that needs torchvision (not installed here); the text path never touches it, so that one
+    module is stood in for with placeholders before the import."""
+    pytest.importorskip("llama_models")
+    import sys
+    import types
+
+    if "llama_models.llama4.preprocess" not in sys.modules:
+        try:
+            import torchvision  # noqa: F401
+        except ImportError:
+            stub = types.ModuleType("llama_models.llama4.preprocess")
+            stub.ResizeNormalizeImageTransform = stub.VariableSizeImageTransform = object  # type: ignore[attr-defined]
+            sys.modules["llama_models.llama4.preprocess"] = stub
+    from llama_models.datatypes import RawMessage, StopReason, ToolCall, ToolPromptFormat
+    from llama_models.llama4.chat_format import ChatFormat
+    from llama_models.llama4.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.get_instance()
+    fmt = ChatFormat(tokenizer)
+
+    def render(calls: list[tuple[str, dict]], style: str) -> str:
+        message = RawMessage(role="assistant", content="", stop_reason=StopReason.end_of_turn,
+                             tool_calls=[ToolCall(call_id=str(i), tool_name=name, arguments=args)
+                                         for i, (name, args) in enumerate(calls)])
+        text = tokenizer.decode(fmt.encode_message(message, ToolPromptFormat(style))[0])
+        header = "<|header_start|>assistant<|header_end|>\n\n"
+        assert text.startswith(header), text
+        return text[len(header):]
+
+    return render
+
+
+@pytest.mark.parametrize("style", sorted(_META_STYLES))
+@pytest.mark.parametrize("n", [1, 2])
+def test_the_llama3_parser_reads_llama_4s_calls(meta4, style, n):
+    text = meta4(CALLS[:n], style)
+    assert text.startswith(_META_STYLES[style]) and text.endswith("<|eom|>"), text  # Llama 4's end of message
+    content, calls = parse_tool_calls(text, "llama3")
+    assert _ours(calls) == CALLS[:n], text
+    assert content is None, content
+    assert parse_tool_calls(f"<|python_start|>{text.removesuffix('<|eom|>')}<|python_end|>", "llama3") == (
+        None, parse_tool_calls(text, "llama3")[1])  # its code-interpreter wrapper reads the same
 
 
 @pytest.mark.parametrize("text", [

@@ -9,7 +9,8 @@ A format is the way a chat template writes a call into the assistant's text:
   optionally after ``<|python_tag|>``, several separated by ``;``; and the two other custom-tool
   styles of Meta's reference code (``llama-models``' ToolPromptFormat): ``function_tag``,
   ``<function=name>{...}</function>``, and ``python_list``, a whole reply that is a Python list of
-  keyword-argument calls, ``[name(a=1, b="x")]`` (Llama 3.2+ zero-shot);
+  keyword-argument calls, ``[name(a=1, b="x")]`` (Llama 3.2+ zero-shot); Llama 4 writes the same
+  three between ``<|python_start|>`` and ``<|python_end|>``;
 - ``mistral`` (Mistral's tokenizers): ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`` (v3, v7),
   ``[TOOL_CALLS]name[CALL_ID]id[ARGS]{...}`` (v11) and ``[TOOL_CALLS]name[ARGS]{...}`` (v13), one
   ``[TOOL_CALLS]`` a call; the call ids are dropped (they only link a tool's result back to its call).
@@ -38,7 +39,7 @@ CALL_MARKERS: dict[str, tuple[str, ...]] = {
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 #: Control tokens a decode without skip_special_tokens leaves in the text.
-_CONTROL = re.compile(r"<\|(?:im_end|im_start|endoftext|pad|eot_id|eom_id|end_of_text)\|>|</s>")
+_CONTROL = re.compile(r"<\|(?:im_end|im_start|endoftext|pad|eot_id|eom_id|end_of_text|eot|eom|python_end)\|>|</s>")
 
 
 def _parse_block(body: str) -> tuple[str, dict[str, Any]] | None:
@@ -135,11 +136,19 @@ def _json_values(text: str, start: int) -> list[tuple[int, int, Any]]:
         pos = end
 
 
+#: what opens a Llama tool call: Llama 3's tag, and Llama 4's (closed by <|python_end|>, a control token here)
+_PYTHON_TAGS = ("<|python_tag|>", "<|python_start|>")
+
+
 def _parse_llama3(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
     """Llama 3.1's JSON calls: ``{"name": ..., "parameters": {...}}`` (after ``<|python_tag|>`` or alone); failing
     those, Meta's function_tag and python_list styles."""
-    tag = text.find("<|python_tag|>")
-    head, body = (text[:tag], text[tag + len("<|python_tag|>"):]) if tag >= 0 else ("", text)
+    head, body = "", text
+    for marker in _PYTHON_TAGS:
+        tag = text.find(marker)
+        if tag >= 0:
+            head, body = text[:tag], text[tag + len(marker):]
+            break
     start = len(body) - len(body.lstrip())
     values = _json_values(body, start)
     calls: list[tuple[str, dict[str, Any]]] = []
@@ -152,7 +161,10 @@ def _parse_llama3(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]
         calls.extend(p for p in parsed if p is not None)
         end = stop
     if not calls:
-        return _parse_function_tags(text) or _parse_python_list(body) or ((text.strip() or None), [])
+        listed = _parse_python_list(body)
+        if listed is not None:
+            return (head.strip() or None), listed
+        return _parse_function_tags(head + body) or ((text.strip() or None), [])
     content = (head + body[end:]).strip()
     return (content or None), calls
 
@@ -239,7 +251,7 @@ def _python_calls(source: str) -> list[tuple[str, dict[str, Any]]] | None:
     return calls
 
 
-def _parse_python_list(body: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]] | None:
+def _parse_python_list(body: str) -> list[tuple[str, dict[str, Any]]] | None:
     """Meta's ``python_list`` calls: the whole reply one or more lists of keyword-argument calls with literal values.
 
     Meta's encoder writes each call as its own list (``[a(x=1)][b(y=2)]``); one
@@ -257,7 +269,7 @@ def _parse_python_list(body: str) -> tuple[str | None, list[tuple[str, dict[str,
         if found is None:
             return None
         calls.extend(found)
-    return None, calls
+    return calls
 
 
 def _parse_mistral(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
