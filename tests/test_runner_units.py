@@ -39,6 +39,25 @@ def test_off_a_terminal_lines_are_throttled():
     assert len(out.getvalue().splitlines()) == 1, f"at most one line per PLAIN_LINE_EVERY_S ({defaults.PLAIN_LINE_EVERY_S} s)"
 
 
+def test_off_a_terminal_the_phases_before_the_first_step_and_after_the_last_are_named(monkeypatch):
+    out = io.StringIO()
+    bar = Progress(out, tty=False).training("dpo")
+    clock = iter(range(0, 10_000, 1))  # one second apart: the same phase with new counts waits its turn
+    monkeypatch.setattr("whileai.runner._progress.time.monotonic", lambda: float(next(clock)))
+    for step, phase in [(0, "measuring the held-out set before training"),
+                        *[(0, f"sampling the policy's pairs: {n}/280 prompts x 2") for n in range(0, 281, 8)],
+                        (0, "training"), (1, "training"), (40, "training"),
+                        (40, "measuring the held-out set after training")]:
+        bar.update(_run(step, 40, phase))
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "  dpo: step 0/40 (measuring the held-out set before training)"
+    assert lines[1] == "  dpo: step 0/40 (sampling the policy's pairs: 0/280 prompts x 2)"
+    sampling = [line for line in lines if "sampling" in line]
+    assert 2 <= len(sampling) <= 36 // defaults.PLAIN_LINE_EVERY_S + 2, sampling  # not a line per batch
+    assert not any("(training)" in line for line in lines)  # the step count says that
+    assert lines[-1] == "  dpo: step 40/40, ETA 0s (measuring the held-out set after training)"
+
+
 def test_on_a_terminal_training_is_a_bar():
     out = io.StringIO()
     bar = Progress(out, tty=True).training("sft")

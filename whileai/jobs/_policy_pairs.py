@@ -27,7 +27,7 @@ cut (no end-of-turn token) is left out of the pairs, as GRPO masks it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from whileai.core.spec import DPOSpec
@@ -103,12 +103,13 @@ def _sample(model: Any, tokenizer: Any, encoded: list[list[int]], k: int, max_ne
     return replies
 
 
-def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: DPOSpec,
-                 context: int) -> tuple[list[dict[str, str]], dict[str, Any]]:
+def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: DPOSpec, context: int,
+                 on_batch: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """``(pairs, report)``: TRL text preference rows from the policy's judged samples, and what was sampled.
 
     ``context`` is the model's token limit: a prompt whose tokens plus the reply
     cap exceed it is left out and counted (``left_out_too_long``).
+    ``on_batch(prompts_done, prompts)`` is called before the first batch and after each.
     """
     from whileai.simulations.judges import judge_reply
 
@@ -134,6 +135,8 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: D
     try:
         size = defaults.DPO_POLICY_BATCH_PROMPTS
         for start in range(0, len(fitting), size):
+            if on_batch is not None:
+                on_batch(start, len(fitting))
             batch = [row for row, _ in fitting[start : start + size]]
             encoded = [ids for _, ids in fitting[start : start + size]]
             for row, ids, replies in zip(batch, encoded, _sample(model, tokenizer, encoded, k, cap,
@@ -163,6 +166,8 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: D
                     # each distinct mistake against a pass (a policy that knows the task often writes one pass)
                     pairs += [{"prompt": prompt_text, "chosen": good[i % len(good)], "rejected": bad[i]}
                               for i in range(min(per_prompt, len(bad)))]
+        if on_batch is not None:
+            on_batch(len(fitting), len(fitting))
     finally:
         if was_training:
             model.train()

@@ -409,6 +409,7 @@ def _train(job: _Job, model: Any, tokenizer: Any, rows: list[dict[str, Any]],
 
     spec, run = job.spec, job.run
     job.say(f"training {spec.method}: {len(rows)} train-side rows given, the method selects what it trains on")
+    run.note(phase="training")
     train_started = time.time()
     system = SystemMetrics(run, base_model=spec.base_model)
     # a rank past the first logs nothing: its run is an OtherRankRun, which TrainerCallback does not take
@@ -429,6 +430,8 @@ def _measure_after(job: _Job, trained: _Trained, tokenizer: Any,
     job.say(f"trained {spec.method} on {extra.get('trainer_received')} {extra.get('unit', 'rows')} "
             f"({extra.get('steps')} steps" + (f"; {too_long} left out, longer than the model's context)" if too_long else ")"))
     job.say("measuring the held-out set after training" if holdout_rows else "no held-out set: nothing to measure")
+    if holdout_rows:
+        job.run.note(phase="measuring the held-out set after training")
     after = job.method.evaluate(spec, trained.model, tokenizer, holdout_rows) if holdout_rows else None
     if after is not None:
         job.say(f"held-out after: {after.get('metric')} {after['value']} on {_measured(after, holdout_rows)}")

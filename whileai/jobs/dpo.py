@@ -60,10 +60,16 @@ def _row_pairs(spec: DPOSpec, tokenizer: Any, rows: list[dict[str, Any]], folder
 
 
 def _sampled_pairs(spec: DPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
-                   limit: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                   limit: int, run: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     import json
 
-    examples, report = _policy_pairs.policy_pairs(model, tokenizer, rows, spec, limit)
+    def sampling(done: int, prompts: int) -> None:  # the run's phase while the policy samples (often most of a CPU run)
+        if run is not None:
+            run.note(phase=f"sampling the policy's pairs: {done}/{prompts} prompts x {spec.policy_samples}")
+
+    examples, report = _policy_pairs.policy_pairs(model, tokenizer, rows, spec, limit, on_batch=sampling)
+    if run is not None:
+        run.note(phase="training")
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "pairs.policy.jsonl", "w", encoding="utf-8") as f:  # the job's record of what it trained on
         f.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in examples)
@@ -82,7 +88,7 @@ def fit(spec: DPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], f
 
     limit = _loading.max_length(model)
     if spec.pair_source in ("policy", "policy_gold"):
-        examples, said = _sampled_pairs(spec, model, tokenizer, rows, folder, limit)
+        examples, said = _sampled_pairs(spec, model, tokenizer, rows, folder, limit, run)
     else:
         examples, said = _row_pairs(spec, tokenizer, rows, folder, limit)
     if not examples:

@@ -46,6 +46,11 @@ def interrupted_line(run: Any) -> str:
                    "runs it again from the start")
 
 
+def _phase_kind(phase: Any) -> str | None:
+    """A phase without its counts: "sampling the policy's pairs: 40/280 prompts x 2" -> "sampling the policy's pairs"."""
+    return str(phase).split(":")[0] if phase else None
+
+
 class Progress:
     """Step lines and training bars on ``stream`` (stderr by default); ``tty`` None asks the stream."""
 
@@ -104,7 +109,11 @@ class _TrainingBar:
         step, total = run.step, run.total_steps
         if step is not None:
             self.highest = step = max(self.highest, int(step))
-        phase = (run.summary or {}).get("phase") if not step else None  # the job notes phases before training
+        # the job notes its phases: shown before the first step (loading, measuring, sampling) and after the last
+        # (measuring after); between them the step count says where it is
+        phase = (run.summary or {}).get("phase") if not step or (total and step >= total) else None
+        if phase in ("training", "done"):
+            phase = None
         if step is not None and self.first_step is None and step > 0:
             self.first_step = (time.monotonic(), int(step))
         if self.progress.tty and total:
@@ -120,7 +129,9 @@ class _TrainingBar:
             return
         state = (step, total, phase)
         now = time.monotonic()
-        quiet = now - self.printed_at < defaults.PLAIN_LINE_EVERY_S and phase == (self.last or (0, 0, None))[2]
+        # a new phase is written at once; the same phase with new counts ("sampling: 40/280") at the usual pace
+        quiet = (now - self.printed_at < defaults.PLAIN_LINE_EVERY_S
+                 and _phase_kind(phase) == _phase_kind((self.last or (0, 0, None))[2]))
         if state == self.last or (quiet and step != total):
             return
         self.last, self.printed_at = state, now
