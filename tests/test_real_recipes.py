@@ -32,7 +32,7 @@ def _run(recipe: str, method: str, token: str, smollm2: dict, *extra: str) -> tu
     assert training["steps"] == 2
     assert training["tool_format"]["used"] == "hermes"  # SmolLM2's own template drops tools
     assert training["base_import"]["folder"] == str(smollm2["folder"])
-    return run, training, done.stdout
+    return run, training, done.stderr  # the progress lines
 
 
 @pytest.mark.slow
