@@ -296,3 +296,7 @@ def test_grpo_on_modal_scores_with_its_gold_judge_from_the_volume(sets, fake):
     series = wai.get_run(run.id)["series"]
     assert any(k.startswith("monitor/gold") for p in series for k in p["metrics"]), \
         sorted({k for p in series for k in p["metrics"] if k.startswith("monitor/")})
+    # a graded reward's mean is logged as the reward, and the exact judge's verdicts as the sampled pass rate
+    steps = [p["metrics"] for p in series if "mixed_groups" in p["metrics"]]
+    assert steps and all("sampled_reward" in m and 0 <= m["sampled_pass_rate"] <= 1 for m in steps), steps
+    assert set(run.training["sampled_reward"]) == {"first", "last", "mean"}

@@ -184,6 +184,33 @@ USER_REWARD = textwrap.dedent('''
 ''')
 
 
+def test_a_graded_rewards_run_logs_the_exact_judges_pass_rate_not_the_rewards_mean():
+    from whileai.jobs._grpo_watch import group_watch
+    from whileai.jobs._rewards import first_action_reward, tallied
+
+    row_gold = json.dumps({"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}})
+    right = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}</tool_call>'
+    wrong = '<tool_call>{"name": "get_weather", "arguments": {"city": "Rome", "unit": "celsius"}}</tool_call>'
+    tally: list[float] = []
+    paid = tallied(lambda prompts, completions, **_: [0.9, 0.6], first_action_reward("keep", set()), tally)
+    prompts = [[{"role": "user", "content": "Weather in Paris?"}]] * 2
+    assert paid(prompts=prompts, completions=[right, wrong], gold=[row_gold] * 2) == [0.9, 0.6]  # paid as it was
+    assert tally == [1.0, 0.0]  # the exact judge's verdicts on the same completions
+    watch = group_watch(tally=tally)
+    logs = {"reward": 0.75, "frac_reward_zero_std": 0.5}
+    watch.on_log(None, None, None, logs=logs)
+    assert logs["sampled_pass_rate"] == 0.5 and logs["sampled_reward"] == 0.75 and tally == []
+    assert watch.summary()["sampled_reward"]["mean"] == 0.75 and watch.summary()["sampled_pass_rate"]["mean"] == 0.5
+    among = group_watch("rewards/first_action/mean")  # first_action among the paid rewards: its own column
+    logs = {"reward": 0.8, "frac_reward_zero_std": 0.0, "rewards/first_action/mean": 0.25}
+    among.on_log(None, None, None, logs=logs)
+    assert (logs["sampled_pass_rate"], logs["sampled_reward"]) == (0.25, 0.8)
+    exact = group_watch()  # the exact judge alone: its reward is the pass rate
+    logs = {"reward": 0.5, "frac_reward_zero_std": 0.0}
+    exact.on_log(None, None, None, logs=logs)
+    assert logs["sampled_pass_rate"] == 0.5 and "sampled_reward" not in logs
+
+
 @pytest.mark.slow
 def test_every_reward_value_trains_grpo_on_the_kit_and_is_recorded(home, push_sample, tmp_path, monkeypatch):
     import whileai.simulations as wai
@@ -212,6 +239,9 @@ def test_every_reward_value_trains_grpo_on_the_kit_and_is_recorded(home, push_sa
     names = {key for point in series for key in point.get("metrics", {})}
     for name in ("first_action", "fine_grained", "reward_model", "short"):
         assert f"rewards/{name}/mean" in names, sorted(n for n in names if n.startswith("rewards/"))
+    steps = [p["metrics"] for p in series if "mixed_groups" in p["metrics"]]
+    assert steps and all(m["sampled_pass_rate"] == m["rewards/first_action/mean"] and "sampled_reward" in m
+                         for m in steps), steps  # the exact judge's column, not the weighted sum's mean
     monitor = run.summary["monitor"]
     assert monitor["armed"]["divergence"] == "armed"  # gold: the exact judge, stronger than this reward
     assert "exact first-action judge" in training["monitor"]

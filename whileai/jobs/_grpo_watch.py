@@ -1,13 +1,19 @@
 """What GRPO's sampled groups looked like: the sampled pass rate and the share of mixed groups, per step.
 
 GRPO learns only from groups whose completions disagree (a pass and a fail under
-one prompt); a unanimous group has zero advantage. The held-out rate is measured
-greedily, so a policy can pass greedy held-out prompts while its sampled replies
-(the ones GRPO trains on) nearly all fail, and then nothing moves. The
-watch reads TRL's own per-step figures (``reward``: the mean 0/1 first-action
-reward of the step's completions, i.e. the sampled pass rate; ``frac_reward_zero_std``:
-the share of unanimous groups) and adds them to the step's log under plain
-names, so the run's series carry ``sampled_pass_rate`` and ``mixed_groups``.
+one prompt, or different scores under a graded reward); a unanimous group has
+zero advantage. The held-out rate is measured greedily, so a policy can pass
+greedy held-out prompts while its sampled replies (the ones GRPO trains on)
+nearly all fail, and then nothing moves. The watch reads TRL's own per-step
+figures and adds them to the step's log under plain names, so the run's series
+carry ``sampled_pass_rate`` (the exact first-action judge's mean over the step's
+completions) and ``mixed_groups`` (1 - ``frac_reward_zero_std``: the groups
+whose paid reward varied). Where the paid reward is the exact judge alone, the
+pass rate is TRL's ``reward``; otherwise it is the exact judge's own verdicts
+(``exact_key``: the run's ``first_action`` term's column; or ``tally``, filled by
+an unpaid judge of the same completions, ``_rewards.tallied``), and the paid reward's mean is logged beside it as ``sampled_reward``: a graded
+reward's mean is not a pass rate, and the two part when the policy learns to
+please the reward instead of doing the task.
 Its ``summary()`` goes on the run's training summary, with a note when nearly
 every group was unanimous (``defaults.TRAIN_GRPO_MIN_MIXED_SHARE``).
 """
@@ -21,30 +27,45 @@ from whileai.simulations import defaults
 __all__ = ["group_watch"]
 
 
-def group_watch() -> Any:
+def group_watch(exact_key: str | None = None, tally: list[float] | None = None) -> Any:
     """A ``transformers.TrainerCallback`` that logs and sums up the sampled groups (see the module docstring).
 
-    Put it before the run's own callback, so the figures it adds to a step's log
-    reach the run in the same point.
+    Where the paid reward is not the exact judge alone, ``exact_key`` is the log
+    key of the exact judge's per-step mean (``"rewards/first_action/mean"``), or
+    ``tally`` the exact verdicts of the completions since the last log (emptied at
+    each). Both None: the paid reward is the exact judge. Put it before the run's
+    own callback, so the figures it adds to a step's log reach the run in the same point.
     """
     from transformers import TrainerCallback
 
     class GroupWatch(TrainerCallback):
         def __init__(self) -> None:
             self.pass_rates: list[float] = []
+            self.rewards: list[float] = []
             self.mixed: list[float] = []
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
             if not logs or "reward" not in logs or logs.get("frac_reward_zero_std") is None:
                 return
+            graded = exact_key is not None or tally is not None
             try:
-                rate, mixed = float(logs["reward"]), 1.0 - float(logs["frac_reward_zero_std"])
-            except (TypeError, ValueError):
+                paid, mixed = float(logs["reward"]), 1.0 - float(logs["frac_reward_zero_std"])
+                if tally is not None:
+                    if not tally:
+                        return
+                    rate = sum(tally) / len(tally)
+                    tally.clear()
+                else:
+                    rate = float(logs[exact_key]) if exact_key is not None else paid
+            except (KeyError, TypeError, ValueError):
                 return
             logs["sampled_pass_rate"] = rate
             logs["mixed_groups"] = mixed
             self.pass_rates.append(rate)
             self.mixed.append(mixed)
+            if graded:
+                logs["sampled_reward"] = paid
+                self.rewards.append(paid)
 
         def summary(self) -> dict[str, Any]:
             """``sampled_pass_rate`` and ``mixed_groups`` (first, last, mean over steps), and a note when unanimous."""
@@ -56,6 +77,8 @@ def group_watch() -> Any:
                         "mean": round(sum(values) / len(values), 3)}
 
             out: dict[str, Any] = {"sampled_pass_rate": span(self.pass_rates), "mixed_groups": span(self.mixed)}
+            if self.rewards:
+                out["sampled_reward"] = span(self.rewards)
             mean_mixed = out["mixed_groups"]["mean"]
             if mean_mixed < defaults.TRAIN_GRPO_MIN_MIXED_SHARE:
                 out["groups_note"] = (

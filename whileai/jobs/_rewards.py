@@ -101,6 +101,23 @@ def _format(tokenizer: Any) -> str:
     return reply_format(tokenizer) if tokenizer is not None else "hermes"  # the run's tool convention
 
 
+def tallied(paid: Reward, exact: Reward, tally: list[float]) -> Reward:
+    """``paid``, unchanged in name and values, that also judges the same completions with ``exact`` into ``tally``.
+
+    Where a run pays a graded reward, its sampled pass rate comes from here
+    (``_grpo_watch``): the exact judge's verdicts are never paid, and TRL's
+    weights, sums and unscorable rows are what they would be without it.
+    """
+
+    def reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[Any]:
+        values = paid(prompts=prompts, completions=completions, **kwargs)
+        tally.extend(float(v) for v in exact(prompts=prompts, completions=completions, **kwargs))
+        return values
+
+    reward.__name__ = reward.__qualname__ = getattr(paid, "__name__", "reward")
+    return reward
+
+
 def first_action_reward(truncated: str, stop_ids: set[int], tokenizer: Any = None, tools: Any = None) -> Reward:
     """The exact first-action reward: 1.0 when a reply's first action satisfies the row's gold, else 0.0.
 

@@ -277,11 +277,22 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
     funcs, weights = _rewards.reward_functions(spec, tokenizer, [dict(t) for t in tools], stop_ids)
     proxy = _rewards.proxy_reward(funcs, weights)
     monitor, monitor_note = _rank_monitor(spec, run, holdout, proxy)
+    trainer_funcs, exact_key = list(funcs), None
+    tally: list[float] | None = None
+    if reward_strength(spec.reward) != "exact":  # a graded reward's mean is no pass rate: the exact judge's verdicts
+        if "first_action" in spec.reward:
+            exact_key = "rewards/first_action/mean"
+        else:  # judged on the same completions as the first paid reward, never paid (TRL's sums are untouched)
+            tally = []
+            exact = _rewards.first_action_reward(spec.truncated, stop_ids, tokenizer, [dict(t) for t in tools])
+            trainer_funcs[0] = _rewards.tallied(funcs[0], exact, tally)
+            if funcs[0] is proxy:
+                proxy = trainer_funcs[0]
     from whileai.jobs.distributed import world
 
     extra_callbacks = [monitor] if monitor is not None else []
     trainer_tools: list[Callable[..., Any]] = list(tools)  # TRL takes tools as callables; a SchemaTool is one
-    watch = group_watch()  # first, so its figures join each step's log before the run's callback sends it
+    watch = group_watch(exact_key, tally)  # first, so its figures join each step's log before the run's callback sends it
     from contextlib import ExitStack
 
     from whileai.jobs._vllm_server import VLLMServer, server_mode
@@ -293,7 +304,8 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
         warnings.simplefilter("ignore", UserWarning)
         trainer = GRPOTrainer(
             model=model,
-            reward_funcs=cast(Any, [monitor.wrap(fn) if monitor is not None and fn is proxy else fn for fn in funcs]),
+            reward_funcs=cast(Any, [monitor.wrap(fn) if monitor is not None and fn is proxy else fn
+                                    for fn in trainer_funcs]),
             args=args,
             train_dataset=to_hf_dataset(prompts),
             processing_class=tokenizer,
