@@ -39,6 +39,21 @@ __all__ = ["fit", "load", "evaluate", "mixed_rows", "mixed_prompts", "first_acti
 load = _loading.load_policy
 
 
+def _exact_verdicts(spec: GRPOSpec, funcs: list[Any], proxy: Any,
+                    exact: Any) -> tuple[list[Any], Any, str | None, list[float] | None]:
+    """Where the sampled pass rate comes from: ``(the trainer's reward functions, the proxy among them, exact_key,
+    tally)`` for ``group_watch``. A graded reward's mean is no pass rate, so where the paid reward is not the exact
+    judge alone, the pass rate is the paid ``first_action`` term's column, or the verdicts of ``exact`` on the same
+    completions as the first paid reward (never paid: TRL's weights and sums are untouched)."""
+    if reward_strength(spec.reward) == "exact":
+        return list(funcs), proxy, None, None
+    if "first_action" in spec.reward:
+        return list(funcs), proxy, "rewards/first_action/mean", None
+    tally: list[float] = []
+    first = _rewards.tallied(funcs[0], exact, tally)
+    return [first, *funcs[1:]], (first if funcs[0] is proxy else proxy), None, tally
+
+
 def evaluate(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The exact judge's held-out pass rate; where the reward is another, that reward on the same greedy replies
     too (``proxy_scores``, per prompt), so the run can say whether the reward rose more than the task."""
@@ -274,23 +289,14 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
         log_completions=False,
     )
     stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
-    funcs, weights = _rewards.reward_functions(spec, tokenizer, [dict(t) for t in tools], stop_ids)
+    schemas = [dict(t) for t in tools]
+    funcs, weights = _rewards.reward_functions(spec, tokenizer, schemas, stop_ids)
     proxy = _rewards.proxy_reward(funcs, weights)
     monitor, monitor_note = _rank_monitor(spec, run, holdout, proxy)
-    trainer_funcs, exact_key = list(funcs), None
-    tally: list[float] | None = None
-    if reward_strength(spec.reward) != "exact":  # a graded reward's mean is no pass rate: the exact judge's verdicts
-        if "first_action" in spec.reward:
-            exact_key = "rewards/first_action/mean"
-        else:  # judged on the same completions as the first paid reward, never paid (TRL's sums are untouched)
-            tally = []
-            exact = _rewards.first_action_reward(spec.truncated, stop_ids, tokenizer, [dict(t) for t in tools])
-            trainer_funcs[0] = _rewards.tallied(funcs[0], exact, tally)
-            if funcs[0] is proxy:
-                proxy = trainer_funcs[0]
+    trainer_funcs, proxy, exact_key, tally = _exact_verdicts(
+        spec, funcs, proxy, _rewards.first_action_reward(spec.truncated, stop_ids, tokenizer, schemas))
     from whileai.jobs.distributed import world
 
-    extra_callbacks = [monitor] if monitor is not None else []
     trainer_tools: list[Callable[..., Any]] = list(tools)  # TRL takes tools as callables; a SchemaTool is one
     watch = group_watch(exact_key, tally)  # first, so its figures join each step's log before the run's callback sends it
     from contextlib import ExitStack
@@ -304,14 +310,13 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
         warnings.simplefilter("ignore", UserWarning)
         trainer = GRPOTrainer(
             model=model,
-            reward_funcs=cast(Any, [monitor.wrap(fn) if monitor is not None and fn is proxy else fn
-                                    for fn in trainer_funcs]),
+            reward_funcs=cast(Any, [monitor.wrap(f) if monitor is not None and f is proxy else f for f in trainer_funcs]),
             args=args,
             train_dataset=to_hf_dataset(prompts),
             processing_class=tokenizer,
             peft_config=_loading.peft_config(model, spec),
             tools=trainer_tools or None,
-            callbacks=[watch] + callbacks + extra_callbacks,
+            callbacks=[watch, *callbacks, *([monitor] if monitor is not None else [])],
         )
         _trainer_setup.fit_trainer(trainer)
     extra: dict[str, Any] = {
