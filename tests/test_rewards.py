@@ -210,6 +210,20 @@ def test_a_graded_rewards_run_logs_the_exact_judges_pass_rate_not_the_rewards_me
     exact.on_log(None, None, None, logs=logs)
     assert logs["sampled_pass_rate"] == 0.5 and "sampled_reward" not in logs
 
+    import asyncio
+    import inspect
+
+    async def graded(prompts, completions, **_):  # a user's async reward stays async, and is tallied the same
+        return [0.5] * len(completions)
+
+    watched = tallied(graded, first_action_reward("keep", set()), tally)
+    assert inspect.iscoroutinefunction(watched) and watched.__name__ == "graded"
+    assert asyncio.run(watched(prompts=prompts, completions=[right, wrong], gold=[row_gold] * 2)) == [0.5, 0.5]
+    assert tally == [1.0, 0.0]
+    tally.clear()
+    # rows without a gold column: the judge fails, the reward is still paid and the step goes on, untallied
+    assert paid(prompts=prompts, completions=[right, wrong]) == [0.9, 0.6] and tally == []
+
 
 @pytest.mark.slow
 def test_every_reward_value_trains_grpo_on_the_kit_and_is_recorded(home, push_sample, tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ and the exact judge before and after, on the same prompts, and whether the rewar
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -106,14 +107,30 @@ def tallied(paid: Reward, exact: Reward, tally: list[float]) -> Reward:
 
     Where a run pays a graded reward, its sampled pass rate comes from here
     (``_grpo_watch``): the exact judge's verdicts are never paid, and TRL's
-    weights, sums and unscorable rows are what they would be without it.
+    weights, sums and unscorable rows are what they would be without it. An
+    async ``paid`` stays async; a judge that fails leaves the tally short and
+    never the step.
     """
 
-    def reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[Any]:
-        values = paid(prompts=prompts, completions=completions, **kwargs)
-        tally.extend(float(v) for v in exact(prompts=prompts, completions=completions, **kwargs))
+    def judge(kwargs: dict[str, Any]) -> None:
+        try:
+            verdicts = [float(v) for v in exact(**kwargs)]
+        except Exception:  # noqa: BLE001 (a figure beside the reward must never stop training)
+            return
+        tally.extend(verdicts)
+
+    async def async_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> Any:
+        values = await cast(Any, paid)(prompts=prompts, completions=completions, **kwargs)
+        judge({"prompts": prompts, "completions": completions, **kwargs})
         return values
 
+    def sync_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> Any:
+        values = paid(prompts=prompts, completions=completions, **kwargs)
+        judge({"prompts": prompts, "completions": completions, **kwargs})
+        return values
+
+    is_async = inspect.iscoroutinefunction(paid) or inspect.iscoroutinefunction(getattr(paid, "__call__", None))  # noqa: B004
+    reward = cast(Reward, async_reward if is_async else sync_reward)
     reward.__name__ = reward.__qualname__ = getattr(paid, "__name__", "reward")
     return reward
 

@@ -39,19 +39,18 @@ __all__ = ["fit", "load", "evaluate", "mixed_rows", "mixed_prompts", "first_acti
 load = _loading.load_policy
 
 
-def _exact_verdicts(spec: GRPOSpec, funcs: list[Any], proxy: Any,
-                    exact: Any) -> tuple[list[Any], Any, str | None, list[float] | None]:
-    """Where the sampled pass rate comes from: ``(the trainer's reward functions, the proxy among them, exact_key,
-    tally)`` for ``group_watch``. A graded reward's mean is no pass rate, so where the paid reward is not the exact
-    judge alone, the pass rate is the paid ``first_action`` term's column, or the verdicts of ``exact`` on the same
-    completions as the first paid reward (never paid: TRL's weights and sums are untouched)."""
+def _exact_verdicts(spec: GRPOSpec, funcs: list[Any], exact: Any) -> tuple[list[Any], str | None, list[float] | None]:
+    """Where the sampled pass rate comes from: ``(the trainer's reward functions, exact_key, tally)`` for
+    ``group_watch``. A graded reward's mean is no pass rate, so where the paid reward is not the exact judge alone,
+    the pass rate is the paid ``first_action`` term's column, or the verdicts of ``exact`` on the same completions
+    as the first paid reward (never paid: TRL's weights and sums are untouched). ``funcs`` are the trainer's, the
+    monitor's wrap already on: the tally goes around it, so the monitor still sees its own proxy."""
     if reward_strength(spec.reward) == "exact":
-        return list(funcs), proxy, None, None
+        return funcs, None, None
     if "first_action" in spec.reward:
-        return list(funcs), proxy, "rewards/first_action/mean", None
+        return funcs, "rewards/first_action/mean", None
     tally: list[float] = []
-    first = _rewards.tallied(funcs[0], exact, tally)
-    return [first, *funcs[1:]], (first if funcs[0] is proxy else proxy), None, tally
+    return [_rewards.tallied(funcs[0], exact, tally), *funcs[1:]], None, tally
 
 
 def evaluate(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -293,11 +292,11 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
     funcs, weights = _rewards.reward_functions(spec, tokenizer, schemas, stop_ids)
     proxy = _rewards.proxy_reward(funcs, weights)
     monitor, monitor_note = _rank_monitor(spec, run, holdout, proxy)
-    trainer_funcs, proxy, exact_key, tally = _exact_verdicts(
-        spec, funcs, proxy, _rewards.first_action_reward(spec.truncated, stop_ids, tokenizer, schemas))
+    trainer_funcs, exact_key, tally = _exact_verdicts(
+        spec, [monitor.wrap(f) if monitor is not None and f is proxy else f for f in funcs],
+        _rewards.first_action_reward(spec.truncated, stop_ids, tokenizer, schemas))
     from whileai.jobs.distributed import world
 
-    trainer_tools: list[Callable[..., Any]] = list(tools)  # TRL takes tools as callables; a SchemaTool is one
     watch = group_watch(exact_key, tally)  # first, so its figures join each step's log before the run's callback sends it
     from contextlib import ExitStack
 
@@ -310,12 +309,12 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
         warnings.simplefilter("ignore", UserWarning)
         trainer = GRPOTrainer(
             model=model,
-            reward_funcs=cast(Any, [monitor.wrap(f) if monitor is not None and f is proxy else f for f in trainer_funcs]),
+            reward_funcs=cast(Any, trainer_funcs),
             args=args,
             train_dataset=to_hf_dataset(prompts),
             processing_class=tokenizer,
             peft_config=_loading.peft_config(model, spec),
-            tools=trainer_tools or None,
+            tools=cast(list[Callable[..., Any]], list(tools)) or None,  # TRL takes callables; a SchemaTool is one
             callbacks=[watch, *callbacks, *([monitor] if monitor is not None else [])],
         )
         _trainer_setup.fit_trainer(trainer)
