@@ -223,6 +223,10 @@ def test_a_graded_rewards_run_logs_the_exact_judges_pass_rate_not_the_rewards_me
     tally.clear()
     # rows without a gold column: the judge fails, the reward is still paid and the step goes on, untallied
     assert paid(prompts=prompts, completions=[right, wrong]) == [0.9, 0.6] and tally == []
+    logs = {"reward": 0.75, "frac_reward_zero_std": 0.5}
+    watch.on_log(None, None, None, logs=logs)  # a step without a verdict still counts its groups, and claims no rate
+    assert logs["mixed_groups"] == 0.5 and "sampled_pass_rate" not in logs and logs["sampled_reward"] == 0.75
+    assert watch.summary()["sampled_pass_rate"]["mean"] == 0.5  # the judged step's rate alone
 
 
 @pytest.mark.slow

@@ -10,10 +10,11 @@ carry ``sampled_pass_rate`` (the exact first-action judge's mean over the step's
 completions) and ``mixed_groups`` (1 - ``frac_reward_zero_std``: the groups
 whose paid reward varied). Where the paid reward is the exact judge alone, the
 pass rate is TRL's ``reward``; otherwise it is the exact judge's own verdicts
-(``exact_key``: the run's ``first_action`` term's column; or ``tally``, filled by
-an unpaid judge of the same completions, ``_rewards.tallied``), and the paid reward's mean is logged beside it as ``sampled_reward``: a graded
-reward's mean is not a pass rate, and the two part when the policy learns to
-please the reward instead of doing the task.
+(``exact_key``: the run's ``first_action`` term's column; or ``tally``, filled
+by an unpaid judge of the same completions, ``_rewards.tallied``), and the paid
+reward's mean is logged beside it as ``sampled_reward``: a graded reward's mean
+is not a pass rate, and the two part when the policy learns to please the reward
+instead of doing the task.
 Its ``summary()`` goes on the run's training summary, with a note when nearly
 every group was unanimous (``defaults.TRAIN_GRPO_MIN_MIXED_SHARE``).
 """
@@ -47,25 +48,32 @@ def group_watch(exact_key: str | None = None, tally: list[float] | None = None) 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
             if not logs or "reward" not in logs or logs.get("frac_reward_zero_std") is None:
                 return
-            graded = exact_key is not None or tally is not None
             try:
                 paid, mixed = float(logs["reward"]), 1.0 - float(logs["frac_reward_zero_std"])
-                if tally is not None:
-                    if not tally:
-                        return
-                    rate = sum(tally) / len(tally)
-                    tally.clear()
-                else:
-                    rate = float(logs[exact_key]) if exact_key is not None else paid
-            except (KeyError, TypeError, ValueError):
+            except (TypeError, ValueError):
                 return
-            logs["sampled_pass_rate"] = rate
+            rate = self._exact_rate(logs, paid)
             logs["mixed_groups"] = mixed
-            self.pass_rates.append(rate)
             self.mixed.append(mixed)
-            if graded:
+            if rate is not None:  # None: the exact judge gave no verdict this step (the step still counts its groups)
+                logs["sampled_pass_rate"] = rate
+                self.pass_rates.append(rate)
+            if exact_key is not None or tally is not None:
                 logs["sampled_reward"] = paid
                 self.rewards.append(paid)
+
+        def _exact_rate(self, logs: dict[str, Any], paid: float) -> float | None:
+            """The exact judge's mean over the step's completions (see group_watch), or None without a verdict."""
+            if tally is not None:
+                rate = sum(tally) / len(tally) if tally else None
+                tally.clear()
+                return rate
+            if exact_key is None:
+                return paid
+            try:
+                return float(logs[exact_key])
+            except (KeyError, TypeError, ValueError):
+                return None
 
         def summary(self) -> dict[str, Any]:
             """``sampled_pass_rate`` and ``mixed_groups`` (first, last, mean over steps), and a note when unanimous."""
@@ -76,7 +84,9 @@ def group_watch(exact_key: str | None = None, tally: list[float] | None = None) 
                 return {"first": round(values[0], 3), "last": round(values[-1], 3),
                         "mean": round(sum(values) / len(values), 3)}
 
-            out: dict[str, Any] = {"sampled_pass_rate": span(self.pass_rates), "mixed_groups": span(self.mixed)}
+            out: dict[str, Any] = {"mixed_groups": span(self.mixed)}
+            if self.pass_rates:
+                out["sampled_pass_rate"] = span(self.pass_rates)
             if self.rewards:
                 out["sampled_reward"] = span(self.rewards)
             mean_mixed = out["mixed_groups"]["mean"]
@@ -84,7 +94,7 @@ def group_watch(exact_key: str | None = None, tally: list[float] | None = None) 
                 out["groups_note"] = (
                     f"almost every sampled group was unanimous: {mean_mixed:.0%} of groups mixed a pass and a fail "
                     f"(under TRAIN_GRPO_MIN_MIXED_SHARE={defaults.TRAIN_GRPO_MIN_MIXED_SHARE:.0%}), sampled pass rate "
-                    f"{out['sampled_pass_rate']['mean']:.2f}; a unanimous group has no advantage, so GRPO had almost "
+                    f"{out.get('sampled_pass_rate', {}).get('mean', float('nan')):.2f}; a unanimous group has no advantage, so GRPO had almost "
                     "nothing to learn from. Start from a policy whose sampled replies sometimes pass and sometimes "
                     "fail (more SFT steps, or the rows' sampling temperature)"
                 )
