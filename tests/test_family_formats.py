@@ -6,8 +6,9 @@
   calls back from each, and Meta's own decoder reads the call our ``format_tool_call(..., "llama3")`` writes.
 - Mistral: Mistral's ``mistral-common`` package writes ``[TOOL_CALLS]...`` with its v3 instruct tokenizer over
   the tekken file it ships, and with its v11 and v13 tokenizers (v7 writes calls as v3 does, by the same code,
-  and its shipped file needs sentencepiece, which the test extras do not install); our ``mistral`` parser reads the same calls back, and ours writes v3's list less the call ids
-  (which only link a tool's result back to its call).
+  and its shipped file needs sentencepiece, which the test extras do not install); our ``mistral`` parser reads
+  the same calls back, and ours writes v3's list less the call ids (which only link a tool's result back to its
+  call).
 
 The package ships no v11 or v13 tokenizer file, so those two run Mistral's own v11/v13 instruct tokenizers over
 its shipped tekken vocabulary with the control tokens those versions add (``[ARGS]``, ``[CALL_ID]``) placed as
@@ -30,20 +31,27 @@ def _ours(calls: list[dict]) -> list[tuple[str, dict]]:
     return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls]
 
 
+def _meta_turn(calls: list[tuple[str, dict]]):
+    """An assistant turn with ``calls`` in llama-models' own message type (its chat formats write it)."""
+    from llama_models.datatypes import RawMessage, StopReason, ToolCall
+
+    return RawMessage(role="assistant", content="", stop_reason=StopReason.end_of_turn,
+                      tool_calls=[ToolCall(call_id=str(i), tool_name=name, arguments=args)
+                                  for i, (name, args) in enumerate(calls)])
+
+
 @pytest.fixture(scope="module")
 def meta():
     """Meta's reference chat format for Llama 3 over the tokenizer file llama-models ships (nothing downloaded)."""
     chat_format = pytest.importorskip("llama_models.llama3.chat_format")
-    from llama_models.datatypes import RawMessage, StopReason, ToolCall, ToolPromptFormat
+    from llama_models.datatypes import StopReason, ToolPromptFormat
     from llama_models.llama3.tokenizer import Tokenizer
 
     tokenizer = Tokenizer.get_instance()
     fmt = chat_format.ChatFormat(tokenizer)
 
     def render(calls: list[tuple[str, dict]], style: str = "json") -> str:
-        message = RawMessage(role="assistant", content="", stop_reason=StopReason.end_of_turn,
-                             tool_calls=[ToolCall(call_id=str(i), tool_name=name, arguments=args)
-                                         for i, (name, args) in enumerate(calls)])
+        message = _meta_turn(calls)
         tokens, _ = fmt.encode_message(message, ToolPromptFormat(style))
         text = tokenizer.decode(tokens)
         header = "<|start_header_id|>assistant<|end_header_id|>\n\n"
@@ -88,7 +96,7 @@ def meta4():
             stub = types.ModuleType("llama_models.llama4.preprocess")
             stub.ResizeNormalizeImageTransform = stub.VariableSizeImageTransform = object  # type: ignore[attr-defined]
             sys.modules["llama_models.llama4.preprocess"] = stub
-    from llama_models.datatypes import RawMessage, StopReason, ToolCall, ToolPromptFormat
+    from llama_models.datatypes import ToolPromptFormat
     from llama_models.llama4.chat_format import ChatFormat
     from llama_models.llama4.tokenizer import Tokenizer
 
@@ -96,9 +104,7 @@ def meta4():
     fmt = ChatFormat(tokenizer)
 
     def render(calls: list[tuple[str, dict]], style: str) -> str:
-        message = RawMessage(role="assistant", content="", stop_reason=StopReason.end_of_turn,
-                             tool_calls=[ToolCall(call_id=str(i), tool_name=name, arguments=args)
-                                         for i, (name, args) in enumerate(calls)])
+        message = _meta_turn(calls)
         text = tokenizer.decode(fmt.encode_message(message, ToolPromptFormat(style))[0])
         header = "<|header_start|>assistant<|header_end|>\n\n"
         assert text.startswith(header), text
