@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["TOOL_FORMATS", "CALL_MARKERS", "format_tool_call", "parse_tool_calls", "parse_tool_call_objects", "template_tool_format"]
@@ -99,13 +100,15 @@ def parse_tool_call_objects(text: str | None, tool_format: str = "hermes") -> tu
     return parser(_CONTROL.sub("", text))
 
 
-def _parse_hermes(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
-    """``<tool_call>{json}</tool_call>`` blocks (the last may be unterminated)."""
+def _blocks(text: str, pattern: re.Pattern[str], read: Callable[[re.Match[str]], tuple[str, dict[str, Any]] | None],
+            ) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
+    """Each match of ``pattern`` that ``read`` makes a call of becomes one; the text around them (and every match
+    it could not read) stays the content."""
     calls: list[tuple[str, dict[str, Any]]] = []
     kept: list[str] = []
     pos = 0
-    for match in _BLOCK.finditer(text):
-        parsed = _parse_block(match.group(1))
+    for match in pattern.finditer(text):
+        parsed = read(match)
         if parsed is None:
             continue
         kept.append(text[pos : match.start()])
@@ -114,6 +117,11 @@ def _parse_hermes(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]
     kept.append(text[pos:])
     content = "".join(kept).strip()
     return (content or None), calls
+
+
+def _parse_hermes(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
+    """``<tool_call>{json}</tool_call>`` blocks (the last may be unterminated)."""
+    return _blocks(text, _BLOCK, lambda match: _parse_block(match.group(1)))
 
 
 _DECODER = json.JSONDecoder()
@@ -172,25 +180,18 @@ def _parse_llama3(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]
 _FUNCTION_TAG = re.compile(r"<function=([^>\s]+)>(.*?)</function>", re.DOTALL)
 
 
+def _function_tag(match: re.Match[str]) -> tuple[str, dict[str, Any]] | None:
+    try:
+        args = json.loads(match.group(2).strip() or "{}")
+    except (ValueError, RecursionError):
+        return None
+    return (match.group(1), args) if isinstance(args, dict) else None
+
+
 def _parse_function_tags(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]] | None:
     """Meta's ``function_tag`` calls, ``<function=name>{json}</function>``; None when the text holds none."""
-    calls: list[tuple[str, dict[str, Any]]] = []
-    kept: list[str] = []
-    pos = 0
-    for match in _FUNCTION_TAG.finditer(text):
-        try:
-            args = json.loads(match.group(2).strip() or "{}")
-        except (ValueError, RecursionError):
-            continue
-        if not isinstance(args, dict):
-            continue
-        kept.append(text[pos:match.start()])
-        pos = match.end()
-        calls.append((match.group(1), args))
-    if not calls:
-        return None
-    content = "".join(kept + [text[pos:]]).strip()
-    return (content or None), calls
+    content, calls = _blocks(text, _FUNCTION_TAG, _function_tag)
+    return (content, calls) if calls else None
 
 
 def _dotted_name(node: ast.expr) -> str | None:
