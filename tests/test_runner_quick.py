@@ -34,8 +34,12 @@ def test_a_quick_run_caps_its_steps_and_says_expect_was_not_checked(home, monkey
     assert not any(line.startswith("FAILED") for line in lines)
     run_id = closing["run"]
     kept = runner_record(run_id)
+    passing = kept["quick"]["sft_rows"]["of"]
+    assert passing > 32  # 4 steps of KIT_SFT_BATCH (8) rows: the rows tokenized, checked and trained on
     assert kept["quick"] == {"steps": 4, "holdout_rows": 8, "expect_not_checked": [
-        "holdout_after_min", "holdout_gain_min", "holdout_gain_significant", "status"]}
+        "holdout_after_min", "holdout_gain_min", "holdout_gain_significant", "status"],
+        "sft_rows": {"kept": 32, "of": passing}}
+    assert f"SFT on 32 of {passing} rows" in status
     assert kept["spec"]["steps"] == 4 and kept["spec"]["holdout_rows"] == 8
     assert set(kept["spec"]["expect"].values()) == {None}
     run = record(run_id)

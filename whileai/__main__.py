@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         print(f"python -m whileai: {problem}", file=sys.stderr)
         return 2
+    from_command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
@@ -50,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"unknown command {command!r}; accepted: {', '.join(COMMANDS)}\n\n{_usage()}", file=sys.stderr)
         return 2
+    if from_command_line:  # a fork of the warm process runs it, when one is ready (its exit code); else here
+        from whileai.platform.launcher._warm_cli import forward
+
+        forwarded = forward(argv)
+        if forwarded is not None:
+            return forwarded
     module, func, _ = COMMANDS[command]
     try:
         result = getattr(importlib.import_module(module), func)(rest)

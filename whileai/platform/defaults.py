@@ -327,6 +327,16 @@ WARM_WORKER_ENV = "WHILEAI_WARM_WORKER"
 #: does this, so that each test's fresh data root does not pay the imports again.
 WARM_HOME_ENV = "WHILEAI_WARM_HOME"
 
+#: The commands a ``python -m whileai`` command line hands to a fork of the warm process
+#: (whileai/platform/launcher/_warm_cli.py) when one of this install is ready: the ones
+#: that import Hydra, the platform and a tokenizer. ``run recipe=sft_tooluse quick=true``
+#: took 4.4-5.3 s in-process against 4.1 s for ``import trl, peft`` (2026-12-04, 2 cores
+#: with one busy); about 1.5 s of it was imports the warm process already holds.
+WARM_CLI_COMMANDS = ("run", "validate", "reproduce", "resume")
+
+#: Set to 0 to run every command in its own interpreter, never a fork of the warm process.
+WARM_CLI_ENV = "WHILEAI_WARM_CLI"
+
 #: What the warm worker imports before it forks a job (``module`` or ``module:name``): the
 #: imports a job pays first. ``python -c "import trl, peft"`` took 10-15 s on the shared
 #: 2-core machine, and TRL's trainer classes (lazy attributes of ``trl``) 8 s more. Import
@@ -335,7 +345,8 @@ WARM_HOME_ENV = "WHILEAI_WARM_HOME"
 #: from disk (half a second), so an edited source file is always what runs.
 WARM_PRELOAD = ("torch", "transformers", "peft", "trl", "trl:SFTTrainer", "trl:DPOTrainer", "trl:GRPOTrainer",
                 "trl:RewardTrainer", "transformers:AutoModelForCausalLM",
-                "transformers:AutoModelForSequenceClassification")
+                "transformers:AutoModelForSequenceClassification", "transformers:AutoTokenizer",
+                "transformers:PreTrainedTokenizerFast")
 
 #: whileai's own modules the warm worker imports after WARM_PRELOAD, for what they import
 #: in turn (SQLAlchemy, Alembic, Mako, FastAPI's models: the embedded platform a job
@@ -344,7 +355,10 @@ WARM_PRELOAD = ("torch", "transformers", "peft", "trl", "trl:SFTTrainer", "trl:D
 #: job's client and modules took 0.73 s without these, 0.35 s with them.
 WARM_PRELOAD_OWN = ("whileai.platform.embedded", "whileai.platform.store", "whileai.platform.store.migrate",
                     "whileai.jobs.worker", "whileai.jobs.body", "whileai.jobs.sft", "whileai.jobs.dpo",
-                    "whileai.jobs.grpo", "whileai.jobs.rm")
+                    "whileai.jobs.grpo", "whileai.jobs.rm",
+                    # a forked command's (WARM_CLI_COMMANDS): Hydra, OmegaConf, the runner's and the export's
+                    "whileai.runner.cli", "whileai.runner.pipeline", "whileai.simulations.context",
+                    "whileai.simulations.export")
 
 #: Distributions whose version and install time make the warm worker's fingerprint: a
 #: new install of any of them starts a fresh warm process, since what it has imported
@@ -358,6 +372,11 @@ WARM_FINGERPRINT_DISTS = ("whileai", "torch", "transformers", "trl", "peft", "ac
 WARM_IMPORT_ENV_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "DATASETS_", "OMP_", "MKL_",
                             "OPENBLAS_", "KMP_", "CUDA_", "PYTORCH_", "TORCH", "NCCL_", "PYTHON", "TRACKIO_",
                             "WANDB_", "ACCELERATE_", "TRL_", "LD_")
+
+#: Variables of those prefixes that the libraries set themselves as they import, so a process that has imported
+#: torch (a runner that loaded a tokenizer) and one that has not (a bare command line) would disagree on them
+#: and take each other's warm process for another install's: torch 2.13 sets TORCHINDUCTOR_CACHE_DIR on import.
+WARM_IMPORT_ENV_IGNORED = ("TORCHINDUCTOR_CACHE_DIR",)
 
 #: Seconds a warm process with no job of its own running waits for the next launch
 #: before it exits and frees its memory (about 0.6 GB resident with the modules above).

@@ -32,6 +32,7 @@ from ._effective import resolve_stages
 from ._progress import Progress
 from .expect import settle
 from .provenance import runner_record
+from .quick import is_quick, sft_rows
 from .schema import Dataset, Export, RecipeSpec, Serve
 from .stages import Stage, stage_inputs
 
@@ -436,6 +437,8 @@ def _training_set(plan: _Plan, stage: Stage, label: str, resolved: RunSpec, kwar
     with plan.progress.step(f"{label}: training set, profile and selection report") as note:
         if stage.method == "sft":
             used_rows = [r for r in plan.train_rows if r.get("passed")]
+            if is_quick():  # the rows 4 capped steps reach, not all of them tokenized and checked (quick.sft_rows)
+                used_rows = sft_rows(used_rows, getattr(resolved, "batch_size", None), resolved.seed)
             train_set = wai.push(used_rows, name=f"{plan.spec.name or 'dataset'}:train:passes")
         else:
             train_set, used_rows = plan.train_side, plan.train_rows

@@ -4,7 +4,9 @@ A full recipe trains for minutes to hours, and its ``expect`` block is sized for
 so shortening ``steps`` by hand makes every expect line fail and a working install looks broken.
 ``python -m whileai run recipe=NAME quick=true`` instead rewrites the composed, validated spec
 before the run: every stage's steps capped at QUICK_STEPS (epochs left to the steps), the held-out
-prompts capped at QUICK_HOLDOUT_ROWS, and the expect block set aside. The run says so: its closing
+prompts capped at QUICK_HOLDOUT_ROWS, an SFT stage's rows capped at what its capped steps reach
+(``sft_rows``: tokenizing and checking 753 rows for 4 steps of 8 was most of a quick run's time), and the
+expect block set aside. The run says so: its closing
 summary reads ``quick run: expect not checked``, its record carries ``quick`` (what was changed)
 and its name ends with ``quick``. Everything else (data, gates, export, training, the held-out
 measure, serving) runs as in the full recipe.
@@ -24,7 +26,7 @@ from . import defaults
 if TYPE_CHECKING:
     from .schema import RecipeSpec
 
-__all__ = ["QUICK_ENV", "pop_quick", "is_quick", "rewrite", "note", "status_line"]
+__all__ = ["QUICK_ENV", "pop_quick", "is_quick", "rewrite", "note", "sft_rows", "status_line"]
 
 QUICK_ENV = "WHILEAI_RUNNER_QUICK"
 #: the note of the rewrite this process ran (a run, or one job of a sweep, is one process)
@@ -91,6 +93,20 @@ def rewrite(spec: RecipeSpec) -> tuple[RecipeSpec, dict[str, Any]]:
     return out, note
 
 
+def sft_rows(rows: list[dict[str, Any]], batch_size: Any, seed: Any) -> list[dict[str, Any]]:
+    """An SFT stage's passing rows in a quick run: QUICK_STEPS batches of ``batch_size`` of them (each row seen once),
+    drawn with the run's seed and kept in their order; all of them when they are fewer. The note records the count."""
+    import random
+
+    batch = batch_size if isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size > 0 else 1
+    most = defaults.QUICK_STEPS * batch
+    if len(rows) <= most:
+        return rows
+    kept = sorted(random.Random(seed if isinstance(seed, int) else 0).sample(range(len(rows)), most))
+    _STATE.setdefault("note", {})["sft_rows"] = {"kept": most, "of": len(rows)}
+    return [rows[i] for i in kept]
+
+
 def note() -> dict[str, Any] | None:
     """What the quick run in this process changed (``rewrite``'s note), None when the run is not quick."""
     return _STATE.get("note") if is_quick() else None
@@ -100,5 +116,7 @@ def status_line(status: Any, note: dict[str, Any] | None = None) -> str:
     """The closing summary's status for a quick run: ``done · quick run: expect not checked (...)``."""
     skipped = (note or {}).get("expect_not_checked") or []
     what = f"{len(skipped)} line(s) set aside" if skipped else "the spec asks nothing"
+    rows = (note or {}).get("sft_rows")
+    sft = f", SFT on {rows['kept']} of {rows['of']} rows" if isinstance(rows, dict) else ""
     return (f"{status} · quick run: expect not checked ({what}; at most {defaults.QUICK_STEPS} steps per stage, "
-            f"{defaults.QUICK_HOLDOUT_ROWS} held-out prompts: drop quick=true for the full run)")
+            f"{defaults.QUICK_HOLDOUT_ROWS} held-out prompts{sft}: drop quick=true for the full run)")

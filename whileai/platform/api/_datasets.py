@@ -7,11 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from whileai.platform.api.common import Body, account_id, dataset_account, json_response, store
+from whileai.platform.api.common import ParsedBodyRoute, Body, account_id, dataset_account, json_response, store
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(route_class=ParsedBodyRoute)
 
 
 class DatasetCreate(Body):

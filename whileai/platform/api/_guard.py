@@ -13,7 +13,8 @@ In order, for each HTTP request:
 4. A JSON body is parsed once and checked (_json_rules.py): NUL, lone
    surrogates, integers past 64 bits and nesting past PLATFORM_MAX_JSON_DEPTH are
    refused with 4xx naming the field. The parsed value is left in
-   ``request.state.json_body`` for the points route, which does not parse again.
+   ``request.state.json_body``, which the routes read instead of parsing again
+   (the points route itself, the rest through ``common.ParsedBodyRoute``).
 5. Whatever a route raises that no handler turned into an answer becomes one
    500 with an error id (the details go to the server log only), and the
    connection stays open for the client's next request.
@@ -232,8 +233,7 @@ class RequestGuard:
             except ValueError:
                 pass  # not JSON at all: the route says so in its own words
             else:
-                if points:
-                    scope.setdefault("state", {})["json_body"] = value
+                scope.setdefault("state", {})["json_body"] = value  # read by the routes, not parsed again
         replay = [{"type": "http.request", "body": raw, "more_body": False}, *messages]
 
         async def replay_receive() -> Message:

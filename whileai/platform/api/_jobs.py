@@ -14,12 +14,12 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from whileai.platform.api.common import ApiError, Body, account_id, job_account, job_scope, json_response, store
+from whileai.platform.api.common import ParsedBodyRoute, ApiError, Body, account_id, job_account, job_scope, json_response, store
 from whileai.platform.store import JOB_STATUSES
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(route_class=ParsedBodyRoute)
 
 
 class Heartbeat(Body):

@@ -9,11 +9,11 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from whileai.platform._loadable import adapter_problem, base_problem
-from whileai.platform.api.common import ApiError, Body, account_id, base_url, json_response, store
+from whileai.platform.api.common import ParsedBodyRoute, ApiError, Body, account_id, base_url, json_response, store
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(route_class=ParsedBodyRoute)
 
 
 class ModelCreate(Body):

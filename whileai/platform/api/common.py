@@ -12,6 +12,7 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 
 from whileai.core.errors import ApiError  # re-exported: its old home
@@ -21,6 +22,7 @@ from whileai.platform.store import Store
 
 __all__ = [
     "API_PREFIX",
+    "ParsedBodyRoute",
     "wrong_key",
     "ApiError",
     "Body",
@@ -37,6 +39,26 @@ __all__ = [
 
 #: where the HTTP API's routes live (docs/architecture.md, "HTTP API")
 API_PREFIX = "/api/v1"
+
+
+class ParsedBodyRoute(APIRoute):
+    """A route whose JSON body is read from what the request guard already parsed and checked
+    (``request.state.json_body``, _guard.py) instead of parsing it a second time: on a 1,600-row dataset push the
+    second parse was about a third of a second. A body the guard could not parse is read by FastAPI as before."""
+
+    def get_route_handler(self) -> Any:
+        handler = super().get_route_handler()
+
+        async def app(request: Request) -> Response:
+            parsed = request.scope.get("state", {}).get("json_body", _UNPARSED)
+            if parsed is not _UNPARSED:
+                request._json = parsed  # Starlette's own cache of Request.json()
+            return await handler(request)
+
+        return app
+
+
+_UNPARSED = object()
 
 
 class Body(BaseModel):

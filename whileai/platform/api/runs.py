@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from whileai.platform.api.common import ApiError, Body, account_id, base_url, json_response, run_account, store
+from whileai.platform.api.common import ParsedBodyRoute, ApiError, Body, account_id, base_url, json_response, run_account, store
 from whileai.platform.store.values import dumps, loads
 from whileai.platform.store import FINISHED_STATUSES, RUN_STATUSES
 from whileai.platform import defaults
@@ -17,7 +17,7 @@ from whileai.core.collector import gc_paused  # one process-wide, counted pause 
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(route_class=ParsedBodyRoute)
 
 
 class RunCreate(Body):

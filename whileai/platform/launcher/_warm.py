@@ -53,7 +53,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from whileai.core.launch import WORKER_MODULE
 from whileai.core.paths import data_root, setting
 from whileai.platform import defaults
 
@@ -96,7 +95,8 @@ def _paths(root: Path) -> tuple[Path, Path]:
 
 
 def _import_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in sorted(env.items()) if k.startswith(defaults.WARM_IMPORT_ENV_PREFIXES)}
+    return {k: v for k, v in sorted(env.items())
+            if k.startswith(defaults.WARM_IMPORT_ENV_PREFIXES) and k not in defaults.WARM_IMPORT_ENV_IGNORED}
 
 
 def fingerprint(env: dict[str, str] | None = None) -> str:
@@ -252,13 +252,17 @@ def shutdown(root: Path | None = None) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def _rename(args: list[str]) -> None:
-    """Rewrite this process's command line (``/proc/self/cmdline``) to the worker's, in the room the padding left."""
+def _rename(words: list[str], cut: bool = False) -> None:
+    """Rewrite this process's command line (``/proc/self/cmdline``) to ``python *words`` (the worker's, or a forked
+    command's), in the room the padding left; past it, ValueError, or with ``cut`` the line cut to fit, ``...``
+    at its end."""
     fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
     start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: fields 48 and 49 of proc(5)
-    line = b"\0".join(part.encode() for part in [sys.executable, "-m", WORKER_MODULE, *args]) + b"\0"
+    line = b"\0".join(part.encode() for part in [sys.executable, *words]) + b"\0"
+    if len(line) > end - start and cut:
+        line = line[: end - start - 4] + b"...\0"
     if len(line) > end - start:
-        raise ValueError(f"the worker's command line ({len(line)} bytes) does not fit in {end - start}")
+        raise ValueError(f"the command line ({len(line)} bytes) does not fit in {end - start}")
     with open("/proc/self/mem", "r+b", buffering=0) as mem:
         mem.seek(start)
         mem.write(line.ljust(end - start, b"\0"))
@@ -270,6 +274,8 @@ def _child(request: dict[str, Any], keep_out: list[int], renamed: int) -> None:
     It writes to ``renamed`` once its command line names the job: the warm process hands out its pid only
     then, so no reader of /proc takes a job that is still starting for a dead one.
     """
+    from whileai.core.launch import WORKER_MODULE
+
     code = 1
     try:
         for fd in keep_out:
@@ -279,7 +285,7 @@ def _child(request: dict[str, Any], keep_out: list[int], renamed: int) -> None:
         for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        _rename(list(request["args"]))
+        _rename(["-m", WORKER_MODULE, *request["args"]])
         os.write(renamed, b"1")
         os.close(renamed)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -297,7 +303,7 @@ def _child(request: dict[str, Any], keep_out: list[int], renamed: int) -> None:
         sys.argv = [WORKER_MODULE, *request["args"]]
         for name in [m for m in sys.modules if m == "whileai" or m.startswith("whileai.")]:
             del sys.modules[name]  # the job imports whileai afresh: the code on disk now, not at warm-up
-        code = _run_worker()
+        code = _run_module(WORKER_MODULE)
     except BaseException:  # noqa: BLE001 - the job's log says why it could not start
         import traceback
 
@@ -309,15 +315,16 @@ def _child(request: dict[str, Any], keep_out: list[int], renamed: int) -> None:
         os._exit(code)
 
 
-def _run_worker() -> int:
-    """Run the worker module as ``__main__`` and end as an interpreter would: threads joined, atexit handlers run."""
+def _run_module(name: str) -> int:
+    """Run module ``name`` as ``__main__`` (``python -m name``) and end as an interpreter would: threads joined, atexit
+    handlers run."""
     import atexit
     import runpy
     import traceback
 
     code = 0
     try:
-        runpy.run_module(WORKER_MODULE, run_name="__main__", alter_sys=True)
+        runpy.run_module(name, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
@@ -348,15 +355,27 @@ def _peer_is_me(conn: socket.socket) -> bool:
     return struct.unpack("3i", creds)[1] == os.getuid()
 
 
-def _read(conn: socket.socket) -> dict[str, Any]:
-    data = b""
-    while not data.endswith(b"\n") and len(data) < _REQUEST_MAX_BYTES:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    request: dict[str, Any] = json.loads(data)
-    return request
+def _read(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    """The request, and the file descriptors sent with it (a forked command's standard streams; none otherwise)."""
+    data, fds = b"", []
+    try:
+        while not data.endswith(b"\n") and len(data) < _REQUEST_MAX_BYTES:
+            chunk, more, _, _ = socket.recv_fds(conn, 65536, 3)
+            fds += more
+            if not chunk:
+                break
+            data += chunk
+        request: dict[str, Any] = json.loads(data)
+    except BaseException:
+        _close(fds)
+        raise
+    return request, fds
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _serve(root: Path, mine: str, server: socket.socket, keep_out: list[int]) -> None:
@@ -373,36 +392,71 @@ def _serve(root: Path, mine: str, server: socket.socket, keep_out: list[int]) ->
         last = time.monotonic()
         with conn:
             conn.settimeout(defaults.WARM_REPLY_S)
+            fds: list[int] = []
             try:
                 if not _peer_is_me(conn):
                     continue
-                request = _read(conn)
-                op = request.get("op")
-                if op == "ping":
-                    conn.sendall(json.dumps({"warm": os.getpid(), "fingerprint": mine}).encode() + b"\n")
-                    continue
-                if op == "stop" or (op == "start" and request.get("fingerprint") != mine):
-                    conn.sendall(json.dumps({"stale": op == "start", "warm": os.getpid()}).encode() + b"\n")
+                request, fds = _read(conn)
+                if _answer(request, mine, conn, [*keep_out, conn.fileno()], children, fds) == "exit":
                     return
-                if op != "start" or not isinstance(request.get("args"), list) or not isinstance(request.get("env"), dict):
-                    conn.sendall(json.dumps({"error": f"not a request the warm worker takes: {op!r}"}).encode() + b"\n")
-                    continue
-                sys.stdout.flush()
-                sys.stderr.flush()
-                ready, renamed = os.pipe()
-                pid = os.fork()
-                if pid == 0:
-                    _child(request, [*keep_out, conn.fileno(), ready], renamed)
-                children.add(pid)
-                os.close(renamed)
-                try:  # its pid goes out once its command line names the job (or it has already failed)
-                    select.select([ready], [], [], defaults.WARM_RENAME_S)
-                finally:
-                    os.close(ready)
-                conn.sendall(json.dumps({"pid": pid, "warm": os.getpid()}).encode() + b"\n")
-                print(f"warm worker: job {' '.join(request['args'])} started as pid {pid}", flush=True)
             except (OSError, ValueError) as exc:
                 print(f"warm worker: a request failed: {type(exc).__name__}: {exc}", flush=True)
+            finally:
+                _close(fds)  # a forked command has its own copies
+
+
+def _answer(request: dict[str, Any], mine: str, conn: socket.socket, keep_out: list[int], children: set[int],
+            fds: list[int]) -> str | None:
+    """Answer one request: ``exit`` when this warm process should end (asked to, or a launch of another install)."""
+    op = request.get("op")
+    if op == "ping":
+        conn.sendall(json.dumps({"warm": os.getpid(), "fingerprint": mine}).encode() + b"\n")
+        return None
+    if op == "stop" or (op in ("start", "cli") and request.get("fingerprint") != mine):
+        conn.sendall(json.dumps({"stale": op != "stop", "warm": os.getpid()}).encode() + b"\n")
+        return "exit"
+    if op == "cli" and len(fds) == 3 and isinstance(request.get("argv"), list) and isinstance(request.get("env"), dict):
+        _fork_command(request, conn, keep_out, children, fds)
+        return None
+    if op != "start" or not isinstance(request.get("args"), list) or not isinstance(request.get("env"), dict):
+        conn.sendall(json.dumps({"error": f"not a request the warm worker takes: {op!r}"}).encode() + b"\n")
+        return None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    ready, renamed = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        _child(request, [*keep_out, ready], renamed)
+    children.add(pid)
+    os.close(renamed)
+    try:  # its pid goes out once its command line names the job (or it has already failed)
+        select.select([ready], [], [], defaults.WARM_RENAME_S)
+    finally:
+        os.close(ready)
+    conn.sendall(json.dumps({"pid": pid, "warm": os.getpid()}).encode() + b"\n")
+    print(f"warm worker: job {' '.join(request['args'])} started as pid {pid}", flush=True)
+    return None
+
+
+def _fork_command(request: dict[str, Any], conn: socket.socket, keep_out: list[int], children: set[int],
+                  fds: list[int]) -> None:
+    """Fork a ``python -m whileai`` command (_warm_cli.py); it starts once its pid has gone to the caller."""
+    from . import _warm_cli
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    go, started = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        _warm_cli.child(request, fds, conn, [k for k in keep_out if k != conn.fileno()] + [started], go)
+    children.add(pid)
+    os.close(go)
+    try:
+        conn.sendall(json.dumps({"pid": pid, "warm": os.getpid()}).encode() + b"\n")
+    finally:
+        os.write(started, b"1")
+        os.close(started)
+    print(f"warm worker: command `whileai {' '.join(map(str, request['argv'][:1]))}` started as pid {pid}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

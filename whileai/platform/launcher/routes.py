@@ -27,7 +27,7 @@ from whileai.core.ids import id_shape, is_id
 from whileai.core.launch import split_gpu
 from whileai.core.spec import RunSpec
 from whileai.core.paths import data_root
-from whileai.platform.api.common import API_PREFIX, ApiError, Body, account_id, api_key_from, job_account, job_scope, json_response, store
+from whileai.platform.api.common import ParsedBodyRoute, API_PREFIX, ApiError, Body, account_id, api_key_from, job_account, job_scope, json_response, store
 from whileai.platform.launcher import jobs as launcher_jobs
 from whileai.platform import defaults
 from whileai.platform._rewards import reward_code_problems, reward_path
@@ -35,7 +35,7 @@ from whileai.platform.store.values import REPORTED_ENDS
 
 __all__ = ["router", "install"]
 
-router = APIRouter()
+router = APIRouter(route_class=ParsedBodyRoute)
 _log = logging.getLogger("whileai.platform.launcher")
 
 

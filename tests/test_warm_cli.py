@@ -1,0 +1,136 @@
+"""``python -m whileai run|validate|...`` handed to a fork of the warm process (whileai/platform/launcher/_warm_cli.py).
+
+Real command lines in subprocesses against the session's real warm process: the forked command writes to the
+caller's own streams, its exit code is the command's, Ctrl-C reaches it and stops the run as in-process, a
+killed command line takes its fork with it, and without a warm process the command runs in its own interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from whileai.platform import defaults
+from whileai.platform.launcher import _warm
+
+pytestmark = pytest.mark.slow
+
+READY_S = 240
+
+
+@pytest.fixture
+def warm(home) -> int:
+    """The session's warm process (WARM_HOME_ENV), ready; ``home`` is the test's own data root."""
+    pid = _warm.wait_ready(READY_S)
+    assert pid is not None, "the warm worker did not become ready"
+    return pid
+
+
+def _warm_log() -> Path:
+    return _warm._home() / "warm" / "warm.log"
+
+
+def _whileai(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "whileai", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+
+
+def _commands(token: str, excluding: int) -> list[int]:
+    """Forked ``whileai run`` commands alive now whose arguments hold ``token`` (a fork's command line is rewritten
+    to ``python -m whileai run ...``), the caller ``excluding`` aside."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == excluding:
+            continue
+        try:
+            argv = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[1:4] == [b"-m", b"whileai", b"run"] and token.encode() in argv:
+            found.append(int(entry.name))
+    return found
+
+
+def _start_run(name: str) -> subprocess.Popen[str]:
+    """A long run of the main recipe on the tiny base, started and followed up to its ``wai.train`` line."""
+    proc = subprocess.Popen([sys.executable, "-m", "whileai", "run", f"name={name}", "recipe=sft_tooluse", "steps=300",
+                             "holdout_rows=4", f"base_model={_tiny()}"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    return proc
+
+
+def test_a_forked_command_says_and_exits_exactly_what_the_in_process_one_does(warm):
+    said_before = _warm_log().read_text() if _warm_log().exists() else ""
+    forked = _whileai("validate", "recipe=sft_tooluse", "processes=2")
+    alone = _whileai("validate", "recipe=sft_tooluse", "processes=2", **{defaults.WARM_CLI_ENV: "0"})
+    assert forked.returncode == alone.returncode == 2
+    assert "did you mean target.processes=2?" in forked.stderr
+    assert (forked.stdout, forked.stderr) == (alone.stdout, alone.stderr)
+    new = _warm_log().read_text()[len(said_before):]
+    assert "command `whileai validate` started" in new
+    ok = _whileai("validate", "recipe=sft_tooluse")
+    assert ok.returncode == 0 and "# valid: recipe=sft_tooluse" in ok.stderr and ok.stdout.startswith("name: sft_tooluse")
+
+
+def test_ctrl_c_reaches_the_forked_run_which_stops_its_job_and_names_what_resume_can_do(warm):
+    proc = _start_run("warmcli_ctrl_c")
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if "wai.train on local" in line:
+            assert _commands("name=warmcli_ctrl_c", proc.pid), _debug(warm)
+            time.sleep(1)
+            proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    text = "".join(lines)
+    assert "- interrupted: stopping run_" in text and "is stopped" in text
+    assert "status     interrupted" in text
+
+
+def test_a_killed_command_line_takes_its_fork_with_it(warm):
+    proc = _start_run("warmcli_killed")
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "wai.train on local" in line:
+            break
+    assert len(_commands("name=warmcli_killed", proc.pid)) == 1
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while _commands("name=warmcli_killed", proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _commands("name=warmcli_killed", proc.pid) == []
+
+
+def test_without_a_warm_process_the_command_runs_in_its_own_interpreter(home, tmp_path):
+    empty = tmp_path / "no-warm-here"
+    empty.mkdir()
+    done = _whileai("validate", "recipe=sft_tooluse", "processes=2", **{defaults.WARM_HOME_ENV: str(empty)})
+    assert done.returncode == 2 and "did you mean target.processes=2?" in done.stderr
+    assert not (empty / "warm").exists()  # validate starts no warm process of its own
+
+
+def _tiny() -> Path:
+    from whileai.kit._base import tiny_model_dir
+
+    return tiny_model_dir()
+
+
+def _debug(warm):
+    out = [_warm_log().read_text()[-1500:]]
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()
+                if int(stat[1]) == warm:
+                    out.append(Path(f"/proc/{entry.name}/cmdline").read_bytes()[:300].decode(errors="replace"))
+            except OSError:
+                pass
+    return "\n".join(out)

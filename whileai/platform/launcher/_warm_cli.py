@@ -1,0 +1,176 @@
+"""``python -m whileai run ...`` answered by a fork of the data root's warm process (WARM_CLI_COMMANDS).
+
+A ``run`` spends most of a short recipe importing Hydra, the platform (SQLAlchemy, FastAPI) and transformers for
+the base's tokenizer. The warm process (_warm.py) has them imported already, so the command line hands itself
+over: it connects to the warm process's socket and sends its arguments, environment, working folder and its
+three standard streams (the file descriptors themselves, SCM_RIGHTS), and the warm process forks a child that
+becomes the command. The child leads a session of its own, puts the streams on 0, 1 and 2 (a terminal stays a
+terminal: progress bars and colours behave as in-process), moves to the folder, takes the environment whole,
+drops whileai's modules (the code on disk runs, as for a forked job) and runs ``whileai.__main__``. Its exit
+code comes back over the socket and is the command's.
+
+The command line stays the process a person and a shell see: Ctrl-C (SIGINT), SIGTERM and SIGHUP sent to it are
+passed to the child, which handles them as the in-process runner does (a Ctrl-C stops the run and names the
+resume); if the command line itself dies, the child sees its socket close and ends too (SIGTERM). Where no warm
+process of this install is ready, or anything in the hand-over fails before the child starts, the command runs
+in-process as before; WARM_CLI_ENV=0 turns the hand-over off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+from whileai.platform import defaults
+
+__all__ = ["forward", "child"]
+
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _wanted(argv: list[str]) -> bool:
+    value = os.environ.get(defaults.WARM_CLI_ENV, "1").strip().lower()
+    return bool(argv) and argv[0] in defaults.WARM_CLI_COMMANDS and value not in ("0", "false", "off", "no")
+
+
+def _streams_open() -> bool:
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _read_line(sock: socket.socket) -> dict[str, Any] | None:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(4096)
+        if not chunk:
+            return None
+        data += chunk
+    answer: dict[str, Any] = json.loads(data)
+    return answer
+
+
+def forward(argv: list[str]) -> int | None:
+    """Run ``python -m whileai *argv`` in a fork of the warm process; its exit code, or None to run it here."""
+    if not _wanted(argv) or not _streams_open():
+        return None
+    from . import _warm
+
+    if not _warm.enabled():
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        path, _ = _warm._paths(_warm._home())
+        request = {"op": "cli", "fingerprint": _warm.fingerprint(_warm.launch_env()), "argv": argv,
+                   "env": dict(os.environ), "cwd": os.getcwd()}
+        sock.settimeout(defaults.WARM_REPLY_S)
+        sock.connect(str(path))
+        socket.send_fds(sock, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
+        answer = _read_line(sock)
+    except (OSError, ValueError):
+        sock.close()
+        return None
+    if not answer or not isinstance(answer.get("pid"), int):
+        sock.close()
+        return None  # a stale or busy warm process: this command runs here
+    with sock:
+        return _follow(sock, answer["pid"])
+
+
+def _follow(sock: socket.socket, pid: int) -> int:
+    """Pass signals to the child until its exit code arrives."""
+    sent: list[int] = []
+
+    def pass_on(signum: int, _frame: Any) -> None:
+        sent.append(signum)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signum)
+
+    for signum in _FORWARDED:
+        signal.signal(signum, pass_on)
+    sock.settimeout(None)
+    while True:
+        try:
+            answer = _read_line(sock)
+            break
+        except InterruptedError:
+            continue
+        except (OSError, ValueError):
+            answer = None
+            break
+    if answer is not None and isinstance(answer.get("exit"), int):
+        return int(answer["exit"])
+    if sent:
+        return 128 + sent[-1]
+    print("python -m whileai: the command's process ended without an exit status (killed?)", file=sys.stderr)
+    return 1
+
+
+# ---------------------------------------------------------------------------
+# The warm process's side
+# ---------------------------------------------------------------------------
+
+
+def _watch_caller(conn: socket.socket) -> None:
+    """End this command (SIGTERM) when the command line that asked for it is gone (its socket closed)."""
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            while conn.recv(4096):
+                pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="whileai-cli-caller", daemon=True).start()
+
+
+def child(request: dict[str, Any], fds: list[int], conn: socket.socket, keep_out: list[int], go: int) -> None:
+    """The forked command: take the caller's streams, folder and environment, run ``whileai.__main__``, send the
+    exit code back and exit. Never returns. It starts once ``go`` is written (its pid has gone out first)."""
+    from . import _warm
+
+    code = 1
+    try:
+        for fd in keep_out:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        os.read(go, 1)
+        os.close(go)
+        os.setsid()
+        for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with contextlib.suppress(ValueError, OSError):
+            _warm._rename(["-m", "whileai", *request["argv"]], cut=True)  # what ps and /proc show
+        for target, fd in enumerate(fds[:3]):
+            os.dup2(fd, target)
+        for fd in fds:
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.environ[defaults.WARM_CLI_ENV] = "0"  # this process is the command: it hands itself to nobody
+        sys.stdout.reconfigure(line_buffering=os.isatty(1), write_through=bool(os.environ.get("PYTHONUNBUFFERED")))  # type: ignore[union-attr]
+        sys.argv = ["whileai", *request["argv"]]
+        for name in [m for m in sys.modules if m == "whileai" or m.startswith("whileai.")]:
+            del sys.modules[name]  # the command imports whileai afresh: the code on disk now, not at warm-up
+        _watch_caller(conn)
+        code = _warm._run_module("whileai")
+    except BaseException:  # noqa: BLE001 - the caller's terminal says why
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        with contextlib.suppress(BaseException):
+            conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
+        os._exit(code)
