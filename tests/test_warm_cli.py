@@ -78,6 +78,19 @@ def test_a_forked_command_says_and_exits_exactly_what_the_in_process_one_does(wa
     assert ok.returncode == 0 and "# valid: recipe=sft_tooluse" in ok.stderr and ok.stdout.startswith("name: sft_tooluse")
 
 
+def test_a_forked_command_finds_a_reward_module_in_the_folder_it_was_run_from(warm, tmp_path):
+    """``python -m`` puts the caller's folder first on sys.path; the fork does too, not the warm process's."""
+    (tmp_path / "local_reward_mod.py").write_text("def score(prompts, completions, **kwargs):\n    return [0.0] * len(completions)\n")
+    found = subprocess.run([sys.executable, "-m", "whileai", "validate", "recipe=grpo_tooluse",
+                            "reward=python:local_reward_mod:score"], capture_output=True, text=True, cwd=tmp_path,
+                           timeout=300)
+    assert found.returncode == 0, found.stderr
+    missing = subprocess.run([sys.executable, "-m", "whileai", "validate", "recipe=grpo_tooluse",
+                              "reward=python:local_reward_mod:nope"], capture_output=True, text=True, cwd=tmp_path,
+                             timeout=300)
+    assert missing.returncode == 2 and "local_reward_mod has no function 'nope'" in missing.stderr
+
+
 def test_ctrl_c_reaches_the_forked_run_which_stops_its_job_and_names_what_resume_can_do(warm):
     proc = _start_run("warmcli_ctrl_c")
     lines = []

@@ -71,7 +71,7 @@ def forward(argv: list[str]) -> int | None:
     try:
         path, _ = _warm._paths(_warm._home())
         request = {"op": "cli", "fingerprint": _warm.fingerprint(_warm.launch_env()), "argv": argv,
-                   "env": dict(os.environ), "cwd": os.getcwd()}
+                   "env": dict(os.environ), "cwd": os.getcwd(), "path0": sys.path[0] if sys.path else ""}
         sock.settimeout(defaults.WARM_REPLY_S)
         sock.connect(str(path))
         socket.send_fds(sock, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
@@ -159,6 +159,8 @@ def child(request: dict[str, Any], fds: list[int], conn: socket.socket, keep_out
         os.environ[defaults.WARM_CLI_ENV] = "0"  # this process is the command: it hands itself to nobody
         sys.stdout.reconfigure(line_buffering=os.isatty(1), write_through=bool(os.environ.get("PYTHONUNBUFFERED")))  # type: ignore[union-attr]
         sys.argv = ["whileai", *request["argv"]]
+        if sys.path:  # ``python -m`` puts the caller's folder first (a python: reward's module is found there)
+            sys.path[0] = str(request.get("path0") or request["cwd"])
         for name in [m for m in sys.modules if m == "whileai" or m.startswith("whileai.")]:
             del sys.modules[name]  # the command imports whileai afresh: the code on disk now, not at warm-up
         _watch_caller(conn)
