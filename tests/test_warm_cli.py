@@ -122,6 +122,12 @@ def test_a_killed_command_line_takes_its_fork_with_it(warm):
     assert _commands("name=warmcli_killed", proc.pid) == []
 
 
+def test_a_command_of_another_import_environment_runs_in_its_own_interpreter_and_leaves_the_warm_process(warm):
+    other = _whileai("validate", "recipe=sft_tooluse", "processes=2", TOKENIZERS_PARALLELISM="true")
+    assert other.returncode == 2 and "did you mean target.processes=2?" in other.stderr
+    assert _warm.warm_pid() == warm  # the jobs' launches decide when it is replaced, not a command line
+
+
 def test_without_a_warm_process_the_command_runs_in_its_own_interpreter(home, tmp_path):
     empty = tmp_path / "no-warm-here"
     empty.mkdir()

@@ -412,8 +412,11 @@ def _answer(request: dict[str, Any], mine: str, conn: socket.socket, keep_out: l
     if op == "ping":
         conn.sendall(json.dumps({"warm": os.getpid(), "fingerprint": mine}).encode() + b"\n")
         return None
-    if op == "stop" or (op in ("start", "cli") and request.get("fingerprint") != mine):
-        conn.sendall(json.dumps({"stale": op != "stop", "warm": os.getpid()}).encode() + b"\n")
+    if op == "cli" and request.get("fingerprint") != mine:  # the command runs in its own interpreter; the jobs decide
+        conn.sendall(json.dumps({"stale": True, "warm": os.getpid()}).encode() + b"\n")  # whether this process stays
+        return None
+    if op == "stop" or (op == "start" and request.get("fingerprint") != mine):
+        conn.sendall(json.dumps({"stale": op == "start", "warm": os.getpid()}).encode() + b"\n")
         return "exit"
     if op == "cli" and len(fds) == 3 and isinstance(request.get("argv"), list) and isinstance(request.get("env"), dict):
         _fork_command(request, conn, keep_out, children, fds)
