@@ -12,7 +12,7 @@ apart), in the same run:
    the call to its first stored training point, the job forked from the warm worker. Target: at most TARGET_WARM of the baseline. The same job started
    cold (WHILEAI_WARM_WORKER=0) is reported beside it.
 3. a quick recipe: ``python -m whileai run recipe=sft_tooluse quick=true`` end to end from a fresh command line,
-   which hands itself to a fork of the ready warm worker (whileai/platform/launcher/_warm_cli.py) as a user's does
+   which hands itself to a fork of the ready warm worker (whileai/platform/launcher/warm_cli.py) as a user's does
    (at the tiny size on the untrained tiny base, ``base_model=``, so the kit's base need not be pre-trained).
    Target: at most TARGET_QUICK of the baseline.
 

@@ -1,4 +1,4 @@
-"""``python -m whileai run|validate|...`` handed to a fork of the warm process (whileai/platform/launcher/_warm_cli.py).
+"""``python -m whileai run|validate|...`` handed to a fork of the warm process (whileai/platform/launcher/warm_cli.py).
 
 Real command lines in subprocesses against the session's real warm process: the forked command writes to the
 caller's own streams, its exit code is the command's, Ctrl-C reaches it and stops the run as in-process, a

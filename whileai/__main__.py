@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown command {command!r}; accepted: {', '.join(COMMANDS)}\n\n{_usage()}", file=sys.stderr)
         return 2
     if from_command_line:  # a fork of the warm process runs it, when one is ready (its exit code); else here
-        from whileai.platform.launcher._warm_cli import forward
+        from whileai.platform.launcher.warm_cli import forward
 
         forwarded = forward(argv)
         if forwarded is not None:

@@ -328,7 +328,7 @@ WARM_WORKER_ENV = "WHILEAI_WARM_WORKER"
 WARM_HOME_ENV = "WHILEAI_WARM_HOME"
 
 #: The commands a ``python -m whileai`` command line hands to a fork of the warm process
-#: (whileai/platform/launcher/_warm_cli.py) when one of this install is ready: the ones
+#: (whileai/platform/launcher/warm_cli.py) when one of this install is ready: the ones
 #: that import Hydra, the platform and a tokenizer. ``run recipe=sft_tooluse quick=true``
 #: took 4.4-5.3 s in-process against 4.1 s for ``import trl, peft`` (2026-12-04, 2 cores
 #: with one busy); about 1.5 s of it was imports the warm process already holds.

@@ -443,15 +443,13 @@ def _answer(request: dict[str, Any], mine: str, conn: socket.socket, keep_out: l
 
 def _fork_command(request: dict[str, Any], conn: socket.socket, keep_out: list[int], children: set[int],
                   fds: list[int]) -> None:
-    """Fork a ``python -m whileai`` command (_warm_cli.py); it starts once its pid has gone to the caller."""
-    from . import _warm_cli
-
+    """Fork a ``python -m whileai`` command (warm_cli.py); it starts once its pid has gone to the caller."""
     sys.stdout.flush()
     sys.stderr.flush()
     go, started = os.pipe()
     pid = os.fork()
     if pid == 0:
-        _warm_cli.child(request, fds, conn, [k for k in keep_out if k != conn.fileno()] + [started], go)
+        _command_child(request, fds, conn, [k for k in keep_out if k != conn.fileno()] + [started], go)
     children.add(pid)
     os.close(go)
     try:
@@ -460,6 +458,63 @@ def _fork_command(request: dict[str, Any], conn: socket.socket, keep_out: list[i
         os.write(started, b"1")
         os.close(started)
     print(f"warm worker: command `whileai {' '.join(map(str, request['argv'][:1]))}` started as pid {pid}", flush=True)
+
+
+def _watch_caller(conn: socket.socket) -> None:
+    """End this command (SIGTERM) when the command line that asked for it is gone (its socket closed)."""
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            while conn.recv(4096):
+                pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="whileai-cli-caller", daemon=True).start()
+
+
+def _command_child(request: dict[str, Any], fds: list[int], conn: socket.socket, keep_out: list[int], go: int) -> None:
+    """The forked command: take the caller's streams, folder and environment, run ``whileai.__main__``, send the
+    exit code back and exit. Never returns. It starts once ``go`` is written (its pid has gone out first)."""
+    code = 1
+    try:
+        for fd in keep_out:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        os.read(go, 1)
+        os.close(go)
+        os.setsid()
+        for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with contextlib.suppress(ValueError, OSError):
+            _rename(["-m", "whileai", *request["argv"]], cut=True)  # what ps and /proc show
+        for target, fd in enumerate(fds[:3]):
+            os.dup2(fd, target)
+        for fd in fds:
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.environ[defaults.WARM_CLI_ENV] = "0"  # this process is the command: it hands itself to nobody
+        sys.stdout.reconfigure(line_buffering=os.isatty(1), write_through=bool(os.environ.get("PYTHONUNBUFFERED")))  # type: ignore[union-attr]
+        sys.argv = ["whileai", *request["argv"]]
+        if sys.path:  # ``python -m`` puts the caller's folder first (a python: reward's module is found there)
+            sys.path[0] = str(request.get("path0") or request["cwd"])
+        for name in [m for m in sys.modules if m == "whileai" or m.startswith("whileai.")]:
+            del sys.modules[name]  # the command imports whileai afresh: the code on disk now, not at warm-up
+        conn.settimeout(None)  # the warm process's reply deadline is not the command's: it runs as long as it needs
+        _watch_caller(conn)
+        code = _run_module("whileai")
+    except BaseException:  # noqa: BLE001 - the caller's terminal says why
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        with contextlib.suppress(BaseException):
+            conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
+        os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""``python -m whileai run ...`` answered by a fork of the data root's warm process (WARM_CLI_COMMANDS).
+"""``python -m whileai run ...`` answered by a fork of the data root's warm process (WARM_CLI_COMMANDS): the command
+line's side. The warm process's side (the fork, its streams, its exit code) is ``_warm._fork_command``.
 
 A ``run`` spends most of a short recipe importing Hydra, the platform (SQLAlchemy, FastAPI) and transformers for
 the base's tokenizer. The warm process (_warm.py) has them imported already, so the command line hands itself
@@ -24,12 +25,11 @@ import os
 import signal
 import socket
 import sys
-import threading
 from typing import Any
 
 from whileai.platform import defaults
 
-__all__ = ["forward", "child"]
+__all__ = ["forward"]
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -113,66 +113,3 @@ def _follow(sock: socket.socket, pid: int) -> int:
         return 128 + sent[-1]
     print("python -m whileai: the command's process ended without an exit status (killed?)", file=sys.stderr)
     return 1
-
-
-# ---------------------------------------------------------------------------
-# The warm process's side
-# ---------------------------------------------------------------------------
-
-
-def _watch_caller(conn: socket.socket) -> None:
-    """End this command (SIGTERM) when the command line that asked for it is gone (its socket closed)."""
-    def watch() -> None:
-        with contextlib.suppress(OSError):
-            while conn.recv(4096):
-                pass
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="whileai-cli-caller", daemon=True).start()
-
-
-def child(request: dict[str, Any], fds: list[int], conn: socket.socket, keep_out: list[int], go: int) -> None:
-    """The forked command: take the caller's streams, folder and environment, run ``whileai.__main__``, send the
-    exit code back and exit. Never returns. It starts once ``go`` is written (its pid has gone out first)."""
-    from . import _warm
-
-    code = 1
-    try:
-        for fd in keep_out:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        os.read(go, 1)
-        os.close(go)
-        os.setsid()
-        for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        with contextlib.suppress(ValueError, OSError):
-            _warm._rename(["-m", "whileai", *request["argv"]], cut=True)  # what ps and /proc show
-        for target, fd in enumerate(fds[:3]):
-            os.dup2(fd, target)
-        for fd in fds:
-            os.close(fd)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        os.environ[defaults.WARM_CLI_ENV] = "0"  # this process is the command: it hands itself to nobody
-        sys.stdout.reconfigure(line_buffering=os.isatty(1), write_through=bool(os.environ.get("PYTHONUNBUFFERED")))  # type: ignore[union-attr]
-        sys.argv = ["whileai", *request["argv"]]
-        if sys.path:  # ``python -m`` puts the caller's folder first (a python: reward's module is found there)
-            sys.path[0] = str(request.get("path0") or request["cwd"])
-        for name in [m for m in sys.modules if m == "whileai" or m.startswith("whileai.")]:
-            del sys.modules[name]  # the command imports whileai afresh: the code on disk now, not at warm-up
-        _watch_caller(conn)
-        code = _warm._run_module("whileai")
-    except BaseException:  # noqa: BLE001 - the caller's terminal says why
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        with contextlib.suppress(BaseException):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        with contextlib.suppress(BaseException):
-            conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
-        os._exit(code)
