@@ -26,6 +26,10 @@ fresh one starts. It exits on its own after WARM_IDLE_S with no job running, or 
 WARM_HOME_ENV lets several data roots share one warm process (each job's environment, its data root included,
 comes with its launch).
 
+It forks ``python -m whileai`` commands too (``op: cli``, sent by warm_cli.py with the caller's three standard
+streams as descriptors): ``_fork_command`` and ``_command_child`` set such a fork up as the caller's own process
+(its streams, folder, environment and ``sys.path[0]``) and send its exit code back over the caller's socket.
+
 The first launch in a data root starts the warm process in the background and starts that job cold (the launch
 does not wait for the imports: a launch answers within the client's deadline); later launches fork. WARM_WORKER_ENV
 turns it off. Only one-process jobs are forked: torchrun starts each rank itself, as ``python -m`` of the worker
