@@ -272,6 +272,21 @@ def _rename(words: list[str], cut: bool = False) -> None:
         mem.write(line.ljust(end - start, b"\0"))
 
 
+def _own_session() -> None:
+    """A fork's start: a session and process group of its own (a stop's ``killpg`` reaches it alone), and the
+    default signal handlers back (the warm process's own are not the fork's)."""
+    os.setsid()
+    for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _drop_own_modules() -> None:
+    """Forget whileai's modules, so the fork imports them afresh: the code on disk now, not at warm-up."""
+    for name in [m for m in sys.modules if m == "whileai" or m.startswith("whileai.")]:
+        del sys.modules[name]
+
+
 def _child(request: dict[str, Any], keep_out: list[int], renamed: int) -> None:
     """The forked job: set up as a cold worker would be, run the worker module, exit. Never returns.
 
@@ -282,13 +297,8 @@ def _child(request: dict[str, Any], keep_out: list[int], renamed: int) -> None:
 
     code = 1
     try:
-        for fd in keep_out:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        os.setsid()
-        for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _close(keep_out)
+        _own_session()
         _rename(["-m", WORKER_MODULE, *request["args"]])
         os.write(renamed, b"1")
         os.close(renamed)
@@ -305,8 +315,7 @@ def _child(request: dict[str, Any], keep_out: list[int], renamed: int) -> None:
         if os.environ.get("PYTHONUNBUFFERED"):
             sys.stdout.reconfigure(write_through=True)  # type: ignore[union-attr]
         sys.argv = [WORKER_MODULE, *request["args"]]
-        for name in [m for m in sys.modules if m == "whileai" or m.startswith("whileai.")]:
-            del sys.modules[name]  # the job imports whileai afresh: the code on disk now, not at warm-up
+        _drop_own_modules()
         code = _run_module(WORKER_MODULE)
     except BaseException:  # noqa: BLE001 - the job's log says why it could not start
         import traceback
@@ -480,15 +489,10 @@ def _command_child(request: dict[str, Any], fds: list[int], conn: socket.socket,
     exit code back and exit. Never returns. It starts once ``go`` is written (its pid has gone out first)."""
     code = 1
     try:
-        for fd in keep_out:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        _close(keep_out)
         os.read(go, 1)
         os.close(go)
-        os.setsid()
-        for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _own_session()
         with contextlib.suppress(ValueError, OSError):
             _rename(["-m", "whileai", *request["argv"]], cut=True)  # what ps and /proc show
         for target, fd in enumerate(fds[:3]):
@@ -503,8 +507,7 @@ def _command_child(request: dict[str, Any], fds: list[int], conn: socket.socket,
         sys.argv = ["whileai", *request["argv"]]
         if sys.path:  # ``python -m`` puts the caller's folder first (a python: reward's module is found there)
             sys.path[0] = str(request.get("path0") or request["cwd"])
-        for name in [m for m in sys.modules if m == "whileai" or m.startswith("whileai.")]:
-            del sys.modules[name]  # the command imports whileai afresh: the code on disk now, not at warm-up
+        _drop_own_modules()
         conn.settimeout(None)  # the warm process's reply deadline is not the command's: it runs as long as it needs
         _watch_caller(conn)
         code = _run_module("whileai")
