@@ -57,12 +57,23 @@ def _commands(token: str, excluding: int) -> list[int]:
     return found
 
 
-def _start_run(name: str) -> subprocess.Popen[str]:
+def _start_run(name: str, **popen: object) -> subprocess.Popen[str]:
     """A long run of the main recipe on the tiny base, started and followed up to its ``wai.train`` line."""
     proc = subprocess.Popen([sys.executable, "-m", "whileai", "run", f"name={name}", "recipe=sft_tooluse", "steps=300",
                              "holdout_rows=4", f"base_model={_tiny()}"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, **popen)  # type: ignore[call-overload]
     return proc
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _until(check, seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return bool(check())
 
 
 def test_a_forked_command_says_and_exits_exactly_what_the_in_process_one_does(warm):
@@ -107,6 +118,24 @@ def test_ctrl_c_reaches_the_forked_run_which_stops_its_job_and_names_what_resume
     assert "status     interrupted" in text
 
 
+def test_ctrl_z_stops_the_forked_run_with_its_command_line_and_a_continue_resumes_both(warm):
+    # a process group of its own in this session, as a shell's job is (an orphaned group would drop SIGTSTP)
+    proc = _start_run("warmcli_ctrl_z", process_group=0)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "wai.train on local" in line:
+            break
+    (fork,) = _commands("name=warmcli_ctrl_z", proc.pid)
+    proc.send_signal(signal.SIGTSTP)
+    assert _until(lambda: _state(proc.pid) == "T" and _state(fork) == "T"), (_state(proc.pid), _state(fork))
+    proc.send_signal(signal.SIGCONT)  # what a shell's fg or bg sends
+    assert _until(lambda: _state(proc.pid) != "T" and _state(fork) != "T"), (_state(proc.pid), _state(fork))
+    proc.send_signal(signal.SIGINT)
+    text = proc.stdout.read()
+    assert proc.wait(timeout=120) == 130
+    assert "status     interrupted" in text
+
+
 def test_a_killed_command_line_takes_its_fork_with_it(warm):
     proc = _start_run("warmcli_killed")
     assert proc.stdout is not None
@@ -116,10 +145,7 @@ def test_a_killed_command_line_takes_its_fork_with_it(warm):
     assert len(_commands("name=warmcli_killed", proc.pid)) == 1
     proc.kill()
     proc.wait()
-    deadline = time.monotonic() + 30
-    while _commands("name=warmcli_killed", proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _commands("name=warmcli_killed", proc.pid) == []
+    assert _until(lambda: _commands("name=warmcli_killed", proc.pid) == [])
 
 
 def test_a_command_of_another_import_environment_runs_in_its_own_interpreter_and_leaves_the_warm_process(warm):

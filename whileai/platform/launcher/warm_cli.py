@@ -12,7 +12,7 @@ code comes back over the socket and is the command's.
 
 The command line stays the process a person and a shell see: Ctrl-C (SIGINT), SIGTERM and SIGHUP sent to it are
 passed to the child, which handles them as the in-process runner does (a Ctrl-C stops the run and names the
-resume); if the command line itself dies, the child sees its socket close and ends too (SIGTERM). Where no warm
+resume); Ctrl-Z stops the child with the command line, and ``fg``/``bg`` continue both; if the command line itself dies, the child sees its socket close and ends too (SIGTERM). Where no warm
 process of this install is ready, or anything in the hand-over fails before the child starts, the command runs
 in-process as before; WARM_CLI_ENV=0 turns the hand-over off.
 """
@@ -86,6 +86,21 @@ def forward(argv: list[str]) -> int | None:
         return _follow(sock, answer["pid"])
 
 
+def _suspender(pid: int) -> Any:
+    """Ctrl-Z (SIGTSTP): stop the child's process group, stop this process as a shell expects, and on ``fg`` or
+    ``bg`` (SIGCONT, which resumes this process) continue the child."""
+    def suspend(_signum: int, _frame: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGSTOP)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # stops here until continued
+        signal.signal(signal.SIGTSTP, suspend)
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGCONT)
+
+    return suspend
+
+
 def _follow(sock: socket.socket, pid: int) -> int:
     """Pass signals to the child until its exit code arrives."""
     sent: list[int] = []
@@ -97,6 +112,7 @@ def _follow(sock: socket.socket, pid: int) -> int:
 
     for signum in _FORWARDED:
         signal.signal(signum, pass_on)
+    signal.signal(signal.SIGTSTP, _suspender(pid))
     sock.settimeout(None)
     while True:
         try:
