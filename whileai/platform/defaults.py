@@ -312,7 +312,7 @@ JOB_START_GRACE_S = 120.0
 JOB_STOP_WAIT_S = 10.0
 
 # ---------------------------------------------------------------------------
-# The warm worker (whileai/platform/launcher/_warm.py)
+# The warm worker (whileai/platform/launcher/_warm.py, the process itself in _warm_process.py)
 # ---------------------------------------------------------------------------
 
 #: Set to 0 (or ``warm_worker: false`` in the data root's config.json) to start every

@@ -1,5 +1,5 @@
 """``python -m whileai run ...`` answered by a fork of the data root's warm process (WARM_CLI_COMMANDS): the command
-line's side. The warm process's side (the fork, its streams, its exit code) is ``_warm._fork_command``.
+line's side. The warm process's side (the fork, its streams, its exit code) is ``_warm_process._fork_command``.
 
 A ``run`` spends most of a short recipe importing Hydra, the platform (SQLAlchemy, FastAPI) and transformers for
 the base's tokenizer. The warm process (_warm.py) has them imported already, so the command line hands itself
