@@ -145,6 +145,9 @@ def test_diff_of_two_sweep_runs_names_exactly_the_swept_keys(sweep):
     assert section[0] == "spec keys that differ (2):"
     assert sorted(line.split()[0] for line in section[2:]) == ["learning_rate", "seed"]
     assert "results:" in done.stdout and "held-out" in done.stdout and "cost" in done.stdout
+    # both jobs recorded which held-out prompts they measured: the two runs are paired, or said to differ in them
+    versus = next(line for line in done.stdout.splitlines() if line.startswith("head to head: "))
+    assert versus.startswith(("head to head: on the same ", "head to head: not paired: they measured different")), versus
     results = done.stdout.split("results:")[1]
     status = next(line for line in results.splitlines() if line.startswith("status"))
     assert status.split(None, 1)[1].split("  ")[0] == "done · expect failed", status

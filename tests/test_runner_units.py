@@ -253,3 +253,25 @@ def test_the_sweep_closing_lines_show_the_expect_verdict_and_the_result():
     text = "\n".join(job_lines(job))
     assert "run_b  done · expect failed grpo" in text and "run_a  stage" in text
     assert "held-out pass_rate 0.000 -> 0.900, significant gain (36/40" in text and "paired p" in text
+
+
+def _measured(outcomes, digest):
+    return {"summary": {"training": {"outcomes": {"before": [0] * len(outcomes), "after": outcomes},
+                                     "after": sum(outcomes) / len(outcomes), "holdout_digest": digest}}}
+
+
+def test_diff_pairs_two_runs_head_to_head_only_on_the_same_held_out_prompts():
+    from whileai.runner.compare import head_to_head
+
+    control = _measured([1, 0, 0, 1, 0, 0, 0, 0, 0, 0], "3f2a")
+    method = _measured([1, 1, 1, 1, 1, 1, 1, 1, 0, 0], "3f2a")
+    assert head_to_head(["run_c", "run_m"], [control, method]) == (
+        "on the same 10 held-out prompts, 0.200 -> 0.800: run_m passes 6 that run_c fails, run_c passes 0 that "
+        "run_m fails (exact McNemar p = 0.031)")
+    other = _measured([1, 1, 1, 1, 1, 1, 1, 1, 0, 0], "9c01")
+    assert head_to_head(["run_c", "run_o"], [control, other]).startswith(
+        "not paired: they measured different held-out prompts (10 and 10 prompts, 0.200 -> 0.800)")
+    older = _measured([1, 1, 1, 1, 1, 1, 1, 1, 0, 0], None)  # a run measured before the digest was recorded
+    assert head_to_head(["run_c", "run_x"], [control, older]).startswith("not paired: one run does not record which")
+    assert head_to_head(["run_c", "run_n"], [control, {"summary": {"training": {"after": None}}}]).startswith(
+        "not paired: a run without per-prompt held-out outcomes")

@@ -23,7 +23,7 @@ from whileai.core.spec import RunSpec
 from whileai.jobs._trainer_data import export_training
 from whileai.simulations.rows import prompt_messages
 
-__all__ = ["distinct_prompts", "encode_prompt", "left_padded", "generate_replies", "policy_pass_rate", "gold_reply_tokens", "heldout_loss"]
+__all__ = ["distinct_prompts", "encode_prompt", "left_padded", "generate_replies", "policy_pass_rate", "prompt_digest", "gold_reply_tokens", "heldout_loss"]
 
 
 def distinct_prompts(rows: Sequence[Mapping[str, Any]], limit: int | None, seed: int) -> list[Mapping[str, Any]]:
@@ -117,7 +117,7 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
     outcomes = [int(bool(judge_reply(text, row, tool_format=fmt)["passed"]))
                 for row, text in zip(prompts, replies, strict=True)]
     out = {"value": sum(outcomes) / len(prompts), "prompts": len(prompts), "gold_over_cap": over,
-           "outcomes": outcomes}
+           "outcomes": outcomes, "prompt_digest": prompt_digest(prompts)}
     field = HOLDOUT_GROUP_FIELD  # each prompt's group (a BFCL row's category), for the per-group figures
     if any(row.get(field) is not None for row in prompts):
         out["groups"] = [row.get(field) for row in prompts]
@@ -127,6 +127,15 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
                        row_tools=[json.dumps(row.get("tools") or []) for row in prompts])
         out["proxy_scores"] = [float(s) if s is not None else 0.0 for s in scores]
     return out
+
+
+def prompt_digest(prompts: Sequence[Mapping[str, Any]]) -> str:
+    """Which held-out prompts were measured, in which order: two runs' outcomes pair prompt by prompt only when
+    their digests are equal (``python -m whileai diff``'s head to head)."""
+    import hashlib
+
+    keys = [[prompt_messages(row), row.get("tools"), row.get("gold")] for row in prompts]
+    return hashlib.sha256(json.dumps(keys, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def gold_reply_tokens(tokenizer: Any, gold: Any) -> int:

@@ -453,6 +453,7 @@ def _summary(job: _Job, trained: _Trained, tokenizer: Any, before: dict[str, Any
         "metric": (before or after or {}).get("metric", "pass_rate"),
         "holdout": spec.holdout,
         "holdout_prompts": (after or {}).get("prompts"),
+        "holdout_digest": (after or before or {}).get("prompt_digest"),  # which prompts, in which order
         "holdout_rows_given": len(holdout_rows or []),
         "seconds": round(time.time() - job.started, 2),
         "train_seconds": round(trained.seconds, 2),

@@ -2,7 +2,9 @@
 
 ``diff`` prints the spec keys whose values differ in what each run ran (its own
 resolved config: a stage compares as the stage it trained, not as its recipe's
-root), then their held-out result and cost side by side. ``wait``
+root), then their held-out result and cost side by side, and, where both measured the same held-out prompts
+(their ``holdout_digest``), the two runs head to head: the prompts one passes and the other fails, with an
+exact McNemar test (a method against its control, two settings of one recipe). ``wait``
 follows every run of a sweep (its id, ``sweep_...``, or its multirun folder)
 to its end and prints one table: the swept knobs, held-out before -> after with
 its count, interval and paired p, n, delta verdict, alarms, cost, the expect verdict
@@ -27,7 +29,7 @@ from . import defaults
 from .trainer_diff import trainer_differences
 from .provenance import record_of
 
-__all__ = ["flatten", "spec_differences", "ran", "diff_main", "wait_main", "sweep_runs", "table"]
+__all__ = ["flatten", "spec_differences", "ran", "head_to_head", "diff_main", "wait_main", "sweep_runs", "table"]
 
 _MISSING = "<absent>"
 
@@ -109,6 +111,33 @@ def _result(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _after_side(record: dict[str, Any]) -> tuple[list[Any] | None, Any, Any]:
+    """A run's per-prompt held-out outcomes after training, its rate, and the digest of the prompts measured."""
+    training = (record.get("summary") or {}).get("training")
+    training = training if isinstance(training, dict) else {}
+    outcomes = training.get("outcomes")
+    after = outcomes.get("after") if isinstance(outcomes, dict) else None
+    return (list(after) if isinstance(after, list) else None), training.get("after"), training.get("holdout_digest")
+
+
+def head_to_head(names: list[str], records: list[dict[str, Any]]) -> str:
+    """The two runs' held-out results after training, prompt by prompt: which passes what the other fails, and
+    the exact McNemar p of that split; or why they cannot be paired (not the same prompts, no outcomes)."""
+    from whileai.core.stats import change_text, holdout_result, p_text
+
+    (a, rate_a, digest_a), (b, rate_b, digest_b) = (_after_side(r) for r in records)
+    if a is None or b is None:
+        return "not paired: a run without per-prompt held-out outcomes (no held-out set, or a loss metric)"
+    if digest_a is None or digest_b is None or digest_a != digest_b or len(a) != len(b):
+        why = "one run does not record which" if digest_a is None or digest_b is None else "they measured different"
+        return (f"not paired: {why} held-out prompts ({len(a)} and {len(b)} prompts, {change_text(rate_a, rate_b)}); "
+                "runs of one dataset, cut and holdout_rows (and seed, where holdout_rows samples) pair")
+    paired = (holdout_result(a, b) or {}).get("paired") or {}
+    return (f"on the same {len(a)} held-out prompts, {change_text(rate_a, rate_b)}: {names[1]} passes "
+            f"{paired.get('improved')} that {names[0]} fails, {names[0]} passes {paired.get('worsened')} that "
+            f"{names[1]} fails (exact McNemar {p_text(float(paired.get('p', 1.0)))})")
+
+
 def _expect_cell(expect: dict[str, Any] | None) -> str:
     """``passed (3 lines)``, ``failed (2 of 3 lines)``, or ``-`` (none asked); ``diff`` prints each line."""
     if not expect or not expect.get("lines"):
@@ -184,6 +213,7 @@ def diff_main(argv: list[str] | None = None) -> int:
     results = [_result(r) for r in records]
     print("\nresults:")
     print(table(["", args[0], args[1]], [[k, results[0][k], results[1][k]] for k in results[0]]))
+    print(f"\nhead to head: {head_to_head(args, records)}")
     for run_id, record, result in zip(args, records, results):
         lines = _expect_lines(record)
         if lines:
