@@ -26,14 +26,18 @@ from whileai.simulations.rows import prompt_messages
 __all__ = ["distinct_prompts", "encode_prompt", "left_padded", "generate_replies", "policy_pass_rate", "prompt_digest", "gold_reply_tokens", "heldout_loss"]
 
 
+def _prompt_key(row: Mapping[str, Any]) -> str:
+    """What makes a held-out prompt itself: its messages, its tools and its gold."""
+    return json.dumps([prompt_messages(row), row.get("tools"), row.get("gold")], sort_keys=True, default=str)
+
+
 def distinct_prompts(rows: Sequence[Mapping[str, Any]], limit: int | None, seed: int) -> list[Mapping[str, Any]]:
     """One row per distinct (prompt, tools, gold), at most ``limit`` of them, sampled with ``seed``."""
     seen: dict[str, Mapping[str, Any]] = {}
     for row in rows:
         if row.get("gold") is None:
             continue
-        key = json.dumps([prompt_messages(row), row.get("tools"), row.get("gold")], sort_keys=True, default=str)
-        seen.setdefault(key, row)
+        seen.setdefault(_prompt_key(row), row)
     chosen = list(seen.values())
     if limit is not None and len(chosen) > limit:
         chosen = random.Random(seed).sample(chosen, limit)
@@ -134,8 +138,10 @@ def prompt_digest(prompts: Sequence[Mapping[str, Any]]) -> str:
     their digests are equal (``python -m whileai diff``'s head to head)."""
     import hashlib
 
-    keys = [[prompt_messages(row), row.get("tools"), row.get("gold")] for row in prompts]
-    return hashlib.sha256(json.dumps(keys, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    digest = hashlib.sha256()
+    for row in prompts:
+        digest.update(_prompt_key(row).encode() + b"\n")
+    return digest.hexdigest()[:16]
 
 
 def gold_reply_tokens(tokenizer: Any, gold: Any) -> int:

@@ -29,7 +29,7 @@ from . import defaults
 from .trainer_diff import trainer_differences
 from .provenance import record_of
 
-__all__ = ["flatten", "spec_differences", "ran", "head_to_head", "diff_main", "wait_main", "sweep_runs", "table"]
+__all__ = ["flatten", "spec_differences", "ran", "after_side", "head_to_head", "diff_main", "wait_main", "sweep_runs", "table"]
 
 _MISSING = "<absent>"
 
@@ -111,7 +111,7 @@ def _result(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _after_side(record: dict[str, Any]) -> tuple[list[Any] | None, Any, Any]:
+def after_side(record: dict[str, Any]) -> tuple[list[Any] | None, Any, Any]:
     """A run's per-prompt held-out outcomes after training, its rate, and the digest of the prompts measured."""
     training = (record.get("summary") or {}).get("training")
     training = training if isinstance(training, dict) else {}
@@ -125,7 +125,7 @@ def head_to_head(names: list[str], records: list[dict[str, Any]]) -> str:
     the exact McNemar p of that split; or why they cannot be paired (not the same prompts, no outcomes)."""
     from whileai.core.stats import change_text, holdout_result, p_text
 
-    (a, rate_a, digest_a), (b, rate_b, digest_b) = (_after_side(r) for r in records)
+    (a, rate_a, digest_a), (b, rate_b, digest_b) = (after_side(r) for r in records)
     if a is None or b is None:
         return "not paired: a run without per-prompt held-out outcomes (no held-out set, or a loss metric)"
     if digest_a is None or digest_b is None or digest_a != digest_b or len(a) != len(b):

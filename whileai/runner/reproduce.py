@@ -23,12 +23,9 @@ def matched(original: dict[str, Any], new: dict[str, Any]) -> str:
     of them differ (and the two rates), read off both runs' ``training`` summaries."""
     from whileai.core.stats import change_text
 
-    def side(record: dict[str, Any]) -> tuple[list[Any] | None, Any]:
-        training = (record.get("summary") or {}).get("training") or {}
-        outcomes = (training.get("outcomes") or {}).get("after") if isinstance(training.get("outcomes"), dict) else None
-        return (list(outcomes) if isinstance(outcomes, list) else None), training.get("after")
+    from .compare import after_side
 
-    (a, rate_a), (b, rate_b) = side(original), side(new)
+    (a, rate_a, _), (b, rate_b, _) = after_side(original), after_side(new)
     rates = change_text(rate_a, rate_b, "->")
     if a is None or b is None:
         return f"held-out after: original {rates} reproduction (no per-prompt outcomes on one of them to compare)"
