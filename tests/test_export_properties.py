@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import whileai.simulations as wai
@@ -93,6 +93,15 @@ def _calls(rows: list[dict], encoding: str) -> set[str]:
     return out
 
 
+def _keys_named(name: str, value) -> bool:
+    """Whether any mapping inside value has the key name (generated keys are at most 6 characters)."""
+    if isinstance(value, dict):
+        return name in value or any(_keys_named(name, v) for v in value.values())
+    if isinstance(value, list):
+        return any(_keys_named(name, v) for v in value)
+    return False
+
+
 def _expected(expected: list, validate: bool) -> set[str]:
     return {_canon(meant) for meant in expected if meant is not None} | (
         set() if validate or all(m is not None for m in expected) else {"invalid"}
@@ -117,6 +126,15 @@ _options = st.fixed_dictionaries(
     options=_options,
     source_kind=st.sampled_from(["list", "data", "path"]),
     output_kind=st.sampled_from(["new", "same", "relative", "symlink", "default"]),
+)
+@example(  # a tool's reply that happens to say "privileged" is user text, not the dropped block
+    generated=[({"messages": [{"role": "user", "content": ""},
+                              {"role": "assistant", "content": None, "tool_calls": [
+                                  {"id": "c10", "type": "function", "function": {"name": "f", "arguments": {}}}]},
+                              {"role": "tool", "tool_call_id": "c10", "content": "privileged"}]}, [{}])],
+    options={"format": "openai", "mask_mode": "assistant", "unroll": False, "strip_think": False,
+             "max_tool_output_chars": None, "validate": False},
+    source_kind="list", output_kind="new",
 )
 def test_export_dataset_properties(generated, options, source_kind, output_kind):
     rows = [row for row, _ in generated]
@@ -154,7 +172,7 @@ def test_export_dataset_properties(generated, options, source_kind, output_kind)
             encoding = report["argument_encoding"]
             assert encoding == {"openai": "json_string", "trl": "dict"}[options["format"]]
             assert _calls(written, encoding) == _expected(expected, options["validate"])
-            assert "privileged" not in json.dumps(written)
+            assert not _keys_named("privileged", written)  # the block is dropped; its words may still be user text
         if source_kind == "path":
             assert path.read_bytes() == before
 
