@@ -19,6 +19,16 @@ def train(sets: dict, method: str, **kwargs: Any) -> Any:
         return wai.train(data, method=method, base_model=sets["base"], holdout=sets["holdout"], **kwargs)
 
 
+def warm_ready(seconds: float = 240) -> int:
+    """The pid of the data root's warm process once it is ready; importing its modules takes about 15-25 s on a
+    loaded 2-core machine, so the default wait is generous."""
+    from whileai.platform.launcher import _warm
+
+    pid = _warm.wait_ready(seconds)
+    assert pid is not None, "the warm worker did not become ready"
+    return pid
+
+
 def job_of(run_id: str) -> dict:
     """The (first) job record of hosted run ``run_id``, read through the platform."""
     from whileai.simulations.client import get_client

@@ -42,10 +42,6 @@ def sets(push_tiny_sample):
     return push_tiny_sample("resume-sample", tasks=60)
 
 
-def _wait_for(predicate, timeout: float, what: str, every: float = 0.05) -> None:
-    wait_for(predicate, timeout, what, every)
-
-
 def _sft(sets, **config):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -84,7 +80,7 @@ def uninterrupted(sets):
 def test_a_stopped_run_resumes_from_its_checkpoint_to_the_uninterrupted_end(sets, uninterrupted):
     run = _sft(sets)
     folder = checkpoint_dir(run.id)
-    _wait_for(lambda: last_checkpoint(folder) is not None, 120, "the first checkpoint")
+    wait_for(lambda: last_checkpoint(folder) is not None, 120, "the first checkpoint")
     with pytest.raises(PlatformError) as running:
         wai.resume(run)
     assert running.value.status == 409 and "still running" in str(running.value)
@@ -111,7 +107,7 @@ def test_a_stopped_run_resumes_from_its_checkpoint_to_the_uninterrupted_end(sets
     # one run on the platform, with the two jobs that trained it
     assert [r["id"] for r in wai.list_runs(limit=50)].count(run.id) == 1
     # the worker finishes its run, then reports its job's end, which the resume command need not wait for
-    _wait_for(lambda: all(j["status"] != "running" for j in _jobs(run.id)), 60, "the jobs to report their ends")
+    wait_for(lambda: all(j["status"] != "running" for j in _jobs(run.id)), 60, "the jobs to report their ends")
     first, second = sorted(_jobs(run.id), key=lambda j: j["created_at"])
     assert first["status"] == "stopped" and second["status"] == "done"
     log = job_log(second["id"]).read_text()
@@ -171,9 +167,9 @@ def test_a_killed_dpo_worker_resumes_through_the_sdk(sets):
         warnings.simplefilter("ignore")
         run = wai.train(sets["train"], method="dpo", steps=8, base_model=sets["base"],
                         config={"save_steps": 2, "batch_size": 2})
-    _wait_for(lambda: last_checkpoint(checkpoint_dir(run.id)) is not None, 180, "the first checkpoint")
+    wait_for(lambda: last_checkpoint(checkpoint_dir(run.id)) is not None, 180, "the first checkpoint")
     os.kill(_jobs(run.id)[0]["pid"], signal.SIGKILL)  # a crash: the worker ends without a word
-    _wait_for(lambda: run.refresh().status != "running", 30, "the kill to be noticed", every=0.2)
+    wait_for(lambda: run.refresh().status != "running", 30, "the kill to be noticed", every=0.2)
     if run.status == "done":
         pytest.fail("the DPO run ended before its worker was killed; give it more steps")
     assert run.status == "crashed"  # no error was recorded: it vanished

@@ -28,6 +28,7 @@ from whileai.simulations import defaults
 from whileai.simulations.client import get_client
 from whileai.core.errors import NotFoundError
 from whileai.simulations.training import delete_run, get_run, list_runs, training_run
+from _job_helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,14 +65,6 @@ def _count(run_id: str, account: str) -> int:
         store.close()
 
 
-def _wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.02)
-
-
 def _env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WHILEAI_")}
     env.update(WHILEAI_HOME=str(home), PYTHONPATH=str(ROOT), **extra)
@@ -87,10 +80,10 @@ def test_server_stopped_and_restarted_mid_run_stores_every_point_once(server, fa
     for step in range(300):
         run.log(step=step, loss=1.0 / (step + 1), learning_rate=1e-3)
         if step == 100:
-            _wait_for(lambda: _count(run.id, server["account"]) > 0)  # the background thread has been sending
+            wait_for(lambda: _count(run.id, server["account"]) > 0, 10, "the first points to arrive", every=0.02)  # the background thread has been sending
             server["handle"].stop()
         if step == 200:
-            _wait_for(lambda: run.errors > 0)  # sends fail while the loop goes on logging
+            wait_for(lambda: run.errors > 0, 10, "a failed send", every=0.02)  # sends fail while the loop goes on logging
             server["handle"] = serve_in_thread("127.0.0.1", server["port"], store_url())
         time.sleep(0.001)
     run.note(outage="simulated")

@@ -18,18 +18,15 @@ import pytest
 
 from whileai.platform import defaults
 from whileai.platform.launcher import _warm
+from _job_helpers import warm_ready
 
 pytestmark = pytest.mark.slow
-
-READY_S = 240
 
 
 @pytest.fixture
 def warm(home) -> int:
     """The session's warm process (WARM_HOME_ENV), ready; ``home`` is the test's own data root."""
-    pid = _warm.wait_ready(READY_S)
-    assert pid is not None, "the warm worker did not become ready"
-    return pid
+    return warm_ready()
 
 
 def _warm_log() -> Path:

@@ -18,20 +18,15 @@ import whileai.simulations as wai
 from whileai.platform import defaults
 from whileai.platform.launcher import _warm
 from whileai.platform.launcher.jobs import job_dir, job_log, job_processes
-from _job_helpers import job_of as _job_of, train as _train, wait_for as _wait_for
+from _job_helpers import job_of as _job_of, train as _train, wait_for as _wait_for, warm_ready
 
 pytestmark = pytest.mark.slow
-
-#: how long the warm process may take to import its modules on a loaded 2-core machine (about 15-25 s)
-READY_S = 240
 
 
 @pytest.fixture
 def warm(tiny_sample) -> int:
     """The pid of the session data root's warm process, ready."""
-    pid = _warm.wait_ready(READY_S)
-    assert pid is not None, "the warm worker did not become ready"
-    return pid
+    return warm_ready()
 
 
 def _parent(pid: int) -> int:
@@ -152,7 +147,7 @@ def test_a_new_install_starts_a_fresh_warm_process(tiny_sample, warm, monkeypatc
     assert "started cold: the warm worker was of an older install" in _started(moved)
     moved.stop()
     _wait_for(lambda: not _alive(warm), 30, "the old warm process to exit")
-    fresh = _warm.wait_ready(READY_S)
+    fresh = warm_ready()
     assert fresh is not None and fresh != warm
     again = _train(tiny_sample, "sft", steps=2, wait=True, config={"holdout_rows": 4, "metric": "loss"})
     assert f"forked from the warm worker (pid {fresh})" in _started(again)
