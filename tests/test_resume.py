@@ -73,6 +73,8 @@ def uninterrupted(sets):
     """The same SFT run, never interrupted: what a resumed run must end as."""
     run = _sft(sets)
     assert run.wait(poll=0.5, timeout=300) == "done", run.error
+    # the job drops the folder just after it marks the run done: read it once the job has ended
+    wait_for(lambda: all(j["status"] != "running" for j in _jobs(run.id)), 60, "the job to report its end")
     assert not checkpoint_dir(run.id).exists(), "a done run keeps no checkpoint"
     return run
 

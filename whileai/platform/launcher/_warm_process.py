@@ -63,8 +63,10 @@ def _drop_own_modules() -> None:
 def _child(request: dict[str, Any], keep_out: list[int], renamed: int) -> None:
     """The forked job: set up as a cold worker would be, run the worker module, exit. Never returns.
 
-    It writes to ``renamed`` once its command line names the job: the warm process hands out its pid only
-    then, so no reader of /proc takes a job that is still starting for a dead one.
+    It writes to ``renamed`` once it is the job to a reader of /proc (its command line, streams, folder and
+    environment): the warm process hands out its pid only then, so no reader takes a job that is still starting
+    for a dead one or reads the warm process's folder as the job's. A child that fails before then exits, which
+    closes ``renamed`` and hands the pid out all the same (its log says why).
     """
     from whileai.core.launch import WORKER_MODULE
 
@@ -73,8 +75,6 @@ def _child(request: dict[str, Any], keep_out: list[int], renamed: int) -> None:
         _close(keep_out)
         _own_session()
         _rename(["-m", WORKER_MODULE, *request["args"]])
-        os.write(renamed, b"1")
-        os.close(renamed)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         out = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -85,6 +85,8 @@ def _child(request: dict[str, Any], keep_out: list[int], renamed: int) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        os.write(renamed, b"1")
+        os.close(renamed)
         if os.environ.get("PYTHONUNBUFFERED"):
             sys.stdout.reconfigure(write_through=True)  # type: ignore[union-attr]
         sys.argv = [WORKER_MODULE, *request["args"]]
