@@ -157,6 +157,22 @@ def test_a_stale_heartbeat_fails_a_job_whose_process_cannot_be_checked(tiny_samp
     assert client.request("GET", f"/jobs/{job['id']}")["status"] == "failed"
 
 
+def test_a_stale_jobs_error_reaches_its_run_when_the_run_already_reads_crashed(tiny_sample, monkeypatch):
+    """A job is settled when it is read; on a stalled machine that can be after its run went silent past
+    RUN_STALE_S and reads crashed with only a guess. The job's end still fails the run with the job's error."""
+    from whileai.platform import defaults
+
+    monkeypatch.setenv(defaults.RUN_STALE_ENV, "1")
+    client = get_client()
+    record, job = hosted_run_with_a_job("stalled", kind="sft", target="local", status="running", pid=4242,
+                                        spec={"host": "another-host", "launched_at": time.time()},
+                                        heartbeat_at=time.time() - defaults.JOB_STALE_S - 1)
+    time.sleep(1.5)  # the run is silent past RUN_STALE_S before its job is read
+    run = TrainingRun(record, client).refresh()
+    assert run.status == "failed" and "no heartbeat for" in run.error, run.error
+    assert client.request("GET", f"/jobs/{job['id']}")["error"] == run.error
+
+
 def test_rm_end_to_end_gives_a_judge(tiny_sample):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

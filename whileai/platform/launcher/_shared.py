@@ -30,12 +30,11 @@ def end_job(store: Any, account_id: str, job: dict[str, Any], status: str, error
     record = store.update_job(account_id, job["id"], changes)
     _revoke_keys(store, job)
     if status != "done" and job.get("run_id"):
-        try:
-            run = store.get_run(account_id, job["run_id"], series=False)
+        try:  # the stored status, not the shown one: a run silent past RUN_STALE_S reads crashed with only a guess
+            store.update_run(account_id, job["run_id"], {"status": status, "error": error or f"the job ended {status}"},
+                             if_stored="running")
         except LookupError:
             return record
-        if run["status"] == "running":
-            store.update_run(account_id, job["run_id"], {"status": status, "error": error or f"the job ended {status}"})
     return record
 
 

@@ -341,13 +341,17 @@ def _limit(limit: Any) -> int:
     return limit
 
 
-def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any], *,
+               if_stored: str | None = None) -> dict[str, Any]:
     """Apply the given fields: status, error, summary (merged key by key), step, total_steps, name, config.
 
     A finishing status sets ``finished_at``; ``running`` clears it. Nothing
     changes when any field is refused. A run stopped on request (RUN_STOP_MARK
     on its summary) keeps its status and error: what its stopped job still
-    sends cannot turn it done or failed.
+    sends cannot turn it done or failed. With ``if_stored``, nothing changes
+    unless the stored status is that one, checked under the row's lock: a
+    silent ``running`` run reads ``crashed`` (RUN_STALE_S) but is still stored
+    ``running``, and its job's end must still settle it.
     """
     allowed = ("status", "error", "summary", "step", "total_steps", "name", "config", "kind")
     unknown = sorted(set(changes) - set(allowed))
@@ -376,6 +380,8 @@ def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any]
 
     def work(s: Session) -> dict[str, Any]:
         r = store._run(s, account_id, run_id, lock=True)
+        if if_stored is not None and r.status != if_stored:
+            return run_record(r)
         now = time.time()
         if r.status == "stopped" and values.get("status", "stopped") != "stopped" \
                 and RUN_STOP_MARK in json.loads(r.summary_json):
