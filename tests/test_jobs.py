@@ -173,6 +173,53 @@ def test_a_stale_jobs_error_reaches_its_run_when_the_run_already_reads_crashed(t
     assert client.request("GET", f"/jobs/{job['id']}")["error"] == run.error
 
 
+def _silent_job(name: str, code: str, silent_s: float) -> tuple[dict, dict, subprocess.Popen]:
+    """A running hosted run whose job's process on this host runs ``code`` (its command line names the worker
+    module and the job, as a real worker's does) and whose last heartbeat was ``silent_s`` ago."""
+    import socket
+
+    record, job = hosted_run_with_a_job(name, kind="sft", target="local", status="running",
+                                        spec={"host": socket.gethostname(), "launched_at": time.time()})
+    proc = subprocess.Popen([sys.executable, "-c", code, "whileai.jobs.worker", job["id"]], start_new_session=True)
+    account = get_client().request("GET", "/me")["account_id"]
+    with data_root_store() as store:
+        store.update_job(account, job["id"], {"pid": proc.pid, "heartbeat_at": time.time() - silent_s})
+    return record, job, proc
+
+
+def _beat(job: dict, silent_s: float) -> None:
+    account = get_client().request("GET", "/me")["account_id"]
+    with data_root_store() as store:
+        store.update_job(account, job["id"], {"heartbeat_at": time.time() - silent_s})
+
+
+def test_a_silent_job_whose_process_is_blocked_is_stopped_as_hung(tiny_sample):
+    record, job, proc = _silent_job("blocked", "import time; time.sleep(600)", platform_defaults.JOB_STALE_S + 1)
+    try:
+        run = TrainingRun(record, get_client()).refresh()
+        assert run.status == "failed" and "is hung; it was stopped" in run.error, run.error
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        proc.kill()
+
+
+def test_a_silent_job_that_still_computes_is_left_running_until_its_grace_ends(tiny_sample):
+    """A machine that stalls for minutes silences every job at once; a job that computes again once it recovers
+    is not stopped as hung (JOB_BUSY_GRACE_S), and one that stays silent past the grace is."""
+    stale = platform_defaults.JOB_STALE_S
+    record, job, proc = _silent_job("computing", "while True: pass", stale + 184)
+    try:
+        run = TrainingRun(record, get_client()).refresh()
+        assert run.status == "running" and proc.poll() is None
+        assert get_client().request("GET", f"/jobs/{job['id']}")["status"] == "running"
+        _beat(job, stale + platform_defaults.JOB_BUSY_GRACE_S + 1)
+        run = run.refresh()
+        assert run.status == "failed" and "no heartbeat for" in run.error, run.error
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        proc.kill()
+
+
 def test_rm_end_to_end_gives_a_judge(tiny_sample):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -295,6 +295,14 @@ SIGNIN_THROTTLE_MAX_CLIENTS = 10_000
 JOB_HEARTBEAT_S = 5.0
 JOB_STALE_S = 100.0
 
+#: A silent job whose process on this host is still computing (its processes' CPU time rises over
+#: JOB_BUSY_SAMPLE_S) is not stopped as hung until it has been silent JOB_BUSY_GRACE_S past JOB_STALE_S.
+#: Measured here: a 2-core machine stalled about five minutes under memory pressure (two DPO trainings beside
+#: the test suite) and two live jobs, silent 284 s, were stopped as hung the moment it recovered. A rank spinning
+#: in a hung collective also computes, so the grace ends: 10 minutes is NCCL's own collective timeout.
+JOB_BUSY_GRACE_S = 600.0
+JOB_BUSY_SAMPLE_S = 0.25
+
 #: Environment every job's worker gets unless the user's own environment sets the variable.
 #: TOKENIZERS_PARALLELISM: the Rust tokenizer's thread pool warns and deadlocks after a fork.
 #: OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning. On a loaded 2-core

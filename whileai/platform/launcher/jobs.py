@@ -538,6 +538,9 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
             "out-of-memory killer) or crashed before it could record an error." + _ranks_after(job["id"])
             + _log_tail(job["id"])
         ), status="crashed")
+    if stale and alive and silent_for <= defaults.JOB_STALE_S + defaults.JOB_BUSY_GRACE_S \
+            and _computing(job["id"], job.get("pid")):
+        return job  # silent but computing: a stalled machine, or beats that cannot get through (JOB_BUSY_GRACE_S)
     if stale:
         how = "its process is gone" if alive is None else "its process still exists but is hung; it was stopped"
         if alive:
@@ -550,6 +553,24 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
             + _log_tail(job["id"])
         ))
     return job
+
+
+def _cpu_ticks(pids: set[int]) -> int:
+    """The CPU time (user and system, in clock ticks) the processes ``pids`` have used so far; gone ones count 0."""
+    total = 0
+    for pid in pids:
+        fields = _stat_fields(pid)
+        if fields and len(fields) > 12:
+            total += int(fields[11]) + int(fields[12])  # utime and stime: fields 14 and 15 of /proc/PID/stat
+    return total
+
+
+def _computing(job_id: str, pid: int | None) -> bool:
+    """Whether the job's processes on this host (its launcher and ranks) used CPU over JOB_BUSY_SAMPLE_S."""
+    pids = {*job_processes(job_id), *([pid] if pid else [])}
+    first = _cpu_ticks(pids)
+    time.sleep(defaults.JOB_BUSY_SAMPLE_S)
+    return _cpu_ticks(pids) > first
 
 
 def _settle_dead(store: Any, account_id: str, job: dict[str, Any], error: str,
