@@ -180,7 +180,9 @@ def _silent_job(name: str, code: str, silent_s: float) -> tuple[dict, dict, subp
 
     record, job = hosted_run_with_a_job(name, kind="sft", target="local", status="running",
                                         spec={"host": socket.gethostname(), "launched_at": time.time()})
-    proc = subprocess.Popen([sys.executable, "-c", code, "whileai.jobs.worker", job["id"]], start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-c", f"print('ready', flush=True)\n{code}", "whileai.jobs.worker",
+                             job["id"]], start_new_session=True, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"  # past the interpreter's start, which computes
     account = get_client().request("GET", "/me")["account_id"]
     with data_root_store() as store:
         store.update_job(account, job["id"], {"pid": proc.pid, "heartbeat_at": time.time() - silent_s})
