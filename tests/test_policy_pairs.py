@@ -49,3 +49,20 @@ def test_a_prompt_without_a_passing_row_gets_none(tokenizer, rows):
     from whileai.jobs._policy_pairs import _gold_replies
 
     assert _gold_replies(tokenizer, [dict(r, passed=False) for r in rows]) == {}
+
+
+def test_the_held_out_digest_is_the_one_runs_have_recorded():
+    """``holdout_digest`` pairs a new run with an older one in ``diff``: it stays the SHA-256 of the JSON list of
+    each prompt's (messages, tools, gold), however the code builds it."""
+    import hashlib
+    import json
+
+    from whileai.jobs._evaluation import prompt_digest
+    from whileai.simulations.rows import prompt_messages
+
+    rows = [{"messages": [{"role": "user", "content": 'hé "x"'}], "tools": [{"a": 1}],
+             "gold": {"name": "f", "arguments": {"b": 2.5}}},
+            {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}], "gold": [1, None]}]
+    keys = [[prompt_messages(r), r.get("tools"), r.get("gold")] for r in rows]
+    assert prompt_digest(rows) == hashlib.sha256(json.dumps(keys, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    assert prompt_digest(rows) != prompt_digest(rows[::-1])  # the order is part of what was measured

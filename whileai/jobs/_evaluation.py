@@ -138,10 +138,8 @@ def prompt_digest(prompts: Sequence[Mapping[str, Any]]) -> str:
     their digests are equal (``python -m whileai diff``'s head to head)."""
     import hashlib
 
-    digest = hashlib.sha256()
-    for row in prompts:
-        digest.update(_prompt_key(row).encode() + b"\n")
-    return digest.hexdigest()[:16]
+    keys = "[" + ", ".join(_prompt_key(row) for row in prompts) + "]"  # json.dumps of the list of keys, byte for byte
+    return hashlib.sha256(keys.encode()).hexdigest()[:16]
 
 
 def gold_reply_tokens(tokenizer: Any, gold: Any) -> int:
