@@ -183,16 +183,15 @@ def _silent_job(name: str, code: str, silent_s: float) -> tuple[dict, dict, subp
     proc = subprocess.Popen([sys.executable, "-c", f"print('ready', flush=True)\n{code}", "whileai.jobs.worker",
                              job["id"]], start_new_session=True, stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "ready\n"  # past the interpreter's start, which computes
-    account = get_client().request("GET", "/me")["account_id"]
-    with data_root_store() as store:
-        store.update_job(account, job["id"], {"pid": proc.pid, "heartbeat_at": time.time() - silent_s})
+    _beat(job, silent_s, pid=proc.pid)
     return record, job, proc
 
 
-def _beat(job: dict, silent_s: float) -> None:
+def _beat(job: dict, silent_s: float, **changes: object) -> None:
+    """Write the job's last heartbeat as ``silent_s`` ago (and any other ``changes``) straight into the store."""
     account = get_client().request("GET", "/me")["account_id"]
     with data_root_store() as store:
-        store.update_job(account, job["id"], {"heartbeat_at": time.time() - silent_s})
+        store.update_job(account, job["id"], {**changes, "heartbeat_at": time.time() - silent_s})
 
 
 def test_a_silent_job_whose_process_is_blocked_is_stopped_as_hung(tiny_sample):

@@ -80,7 +80,8 @@ def test_server_stopped_and_restarted_mid_run_stores_every_point_once(server, fa
     for step in range(300):
         run.log(step=step, loss=1.0 / (step + 1), learning_rate=1e-3)
         if step == 100:
-            wait_for(lambda: _count(run.id, server["account"]) > 0, 10, "the first points to arrive", every=0.02)  # the background thread has been sending
+            # the background thread has been sending
+            wait_for(lambda: _count(run.id, server["account"]) > 0, 10, "the first points to arrive", every=0.02)
             server["handle"].stop()
         if step == 200:
             wait_for(lambda: run.errors > 0, 10, "a failed send", every=0.02)  # sends fail while the loop goes on logging

@@ -13,8 +13,9 @@ code comes back over the socket and is the command's.
 The command line stays the process a person and a shell see: Ctrl-C (SIGINT), SIGTERM and SIGHUP sent to it are
 passed to the child, which handles them as the in-process runner does (a Ctrl-C stops the run and names the
 resume); Ctrl-Z stops the child with the command line, and ``fg``/``bg`` continue both; if the command line itself
-dies, the child sees its socket close and ends too (SIGTERM). Where no warm process of this install is ready, or anything in the hand-over fails before the child starts, the command runs
-in-process as before; WARM_CLI_ENV=0 turns the hand-over off.
+dies, the child sees its socket close and ends too (SIGTERM). Where no warm process of this install is ready, or
+anything in the hand-over fails before the child starts, the command runs in-process as before; WARM_CLI_ENV=0
+turns the hand-over off.
 """
 
 from __future__ import annotations
