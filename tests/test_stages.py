@@ -106,6 +106,7 @@ def test_grpo_continues_the_sft_adapter_and_moves_it(sets, kit_sft_stage):
                   max_completion_length=48, config={"holdout_rows": 4, "monitor": False})
     assert grpo.wait(poll=1, timeout=600) == "done", grpo.error
     assert grpo.config["init_from"] == sft.id and grpo.training["init_from"] == sft.id
+    assert "before_read_back" not in grpo.training, "GRPO's measurement adds its proxy's scores: measured again"
     assert grpo.config["lora_rank"] == sft.config["lora_rank"]
     start = _lora_weights(sft.adapter)
     moved, size = _moved(grpo, start)
@@ -162,6 +163,26 @@ def test_dpo_on_policy_pairs_sample_the_sft_adapter_and_train_it(sets, kit_sft_s
     assert len(trained) == said["pairs"]
     assert all(p["prompt"].endswith("<|im_start|>assistant\n") and p["chosen"] != p["rejected"] for p in trained)
     assert all(p[side].endswith("<|im_end|>") for p in trained for side in ("chosen", "rejected"))
+    # its "before" is the SFT run's own "after", read back from the SFT adapter's folder, not measured again
+    assert dpo.training["before_read_back"] == sft.id
+    assert dpo.training["outcomes"]["before"] == sft.training["outcomes"]["after"]
+
+
+def test_the_kept_after_is_what_measuring_the_saved_adapter_again_gives(sets, kit_sft_stage):
+    """What reading the start run's "after" back rests on: its saved adapter, measured again, passes the same prompts."""
+    from whileai.jobs import _kept_measure, dpo
+    from whileai.jobs.body import job_spec
+    from whileai.simulations.datagate import gate_rows
+
+    sft = kit_sft_stage
+    spec = job_spec({"method": "dpo", "base_model": sft.config["base_model"], "init_from": sft.id,
+                     "init_adapter": sft.adapter, "holdout_rows": 4})
+    rows, _ = gate_rows(wai.datasets.load_rows(sets["holdout"]))
+    model, tokenizer = dpo.load(spec)
+    key = _kept_measure.measure_key(spec, tokenizer, rows)
+    kept = _kept_measure.read_back(Path(sft.adapter), key)
+    assert kept is not None and kept["outcomes"] == sft.training["outcomes"]["after"]
+    assert dpo.evaluate(spec, model, tokenizer, rows)["outcomes"] == kept["outcomes"]
 
 
 def test_dpo_on_policy_pairs_from_a_policy_that_never_passes_fail_with_the_fix(sets):

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from whileai.core.spec import RunSpec, read_job_spec
+from whileai.jobs import _kept_measure
 from whileai.simulations.training import TrainingRun
 
 if TYPE_CHECKING:
@@ -185,6 +186,9 @@ class JobBody(Protocol):
         """Train; returns the trained model and the fields it adds to the run's ``training`` summary."""
         ...
 
+    # Optional: ``keeps_measure(spec) -> bool``, True when ``evaluate`` is the plain first-action pass rate, which
+    # is then kept beside the adapter and read back as the "before" of a stage started from it (_kept_measure).
+
 
 def _method(name: str) -> JobBody:
     if name not in METHOD_MODULES:
@@ -294,13 +298,16 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
     rows, holdout_rows, gates = _setup_data(job, rows, holdout_rows)
     model, tokenizer = _setup_model(job, folder)
     resumed = _resume(job, checkpoints, logged)
-    before = _measure_before(job, model, tokenizer, holdout_rows, checkpoints, resumed is not None)
+    key = _kept_key(job, tokenizer, holdout_rows)
+    before = _measure_before(job, model, tokenizer, holdout_rows, checkpoints, resumed is not None, key)
     trained = _train(job, model, tokenizer, rows, holdout_rows, folder, checkpoints, on_checkpoint)
     if not job.place.first:  # rank 0 measures, saves the adapter and finishes the run
         job.say(f"rank {job.place.rank} of {job.place.size}: trained its share ({trained.extra.get('steps')} steps)")
         return {}
     after = _measure_after(job, trained, tokenizer, holdout_rows)
     saved = _loading.save_adapter(trained.model, tokenizer, adapter_path)
+    if after is not None and key is not None:  # a stage started from this adapter reads it back as its "before"
+        _kept_measure.keep(saved, key, after)
     training = _summary(job, trained, tokenizer, before, after, holdout_rows, gates, resumed)
     _finish(job, training, saved, checkpoints)
     return training
@@ -373,9 +380,18 @@ def _resume(job: _Job, checkpoints: Path | None,
     return resumed
 
 
+def _kept_key(job: _Job, tokenizer: Any, holdout_rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """What this job's held-out measurement depends on, when its method keeps it beside the adapter (else None)."""
+    keeps = getattr(job.method, "keeps_measure", None)
+    if not holdout_rows or keeps is None or not keeps(job.spec):
+        return None
+    return _kept_measure.measure_key(job.spec, tokenizer, holdout_rows)
+
+
 def _measure_before(job: _Job, model: Any, tokenizer: Any, holdout_rows: list[dict[str, Any]] | None,
-                    checkpoints: Path | None, resuming: bool) -> dict[str, Any] | None:
-    """The held-out rate before training: read back from BEFORE_FILE when resuming, else measured (and kept)."""
+                    checkpoints: Path | None, resuming: bool, key: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The held-out rate before training: read back from BEFORE_FILE when resuming, or from the start run's own
+    "after" when it was measured the same way on the same adapter (``_kept_measure``), else measured (and kept)."""
     from whileai.jobs import _trainer_setup
 
     spec, before = job.spec, None
@@ -383,6 +399,12 @@ def _measure_before(job: _Job, model: Any, tokenizer: Any, holdout_rows: list[di
     if resuming and holdout_rows and kept is not None and kept.is_file():
         before = json.loads(kept.read_text())
         job.say(f"held-out before: read back from the interrupted job ({kept}), not measured again")
+    if before is None and key is not None and spec.init_adapter:
+        before = _kept_measure.read_back(Path(spec.init_adapter), key)
+        if before is not None:
+            before = {**before, "read_back_from": spec.init_from}
+            job.say(f"held-out before: the start run {spec.init_from}'s own held-out after, read back (the same "
+                    "adapter, prompts, reply cap, chat template and device), not measured again")
     if before is None:
         job.say("measuring the held-out set before training" if holdout_rows else "no held-out set: nothing to measure")
         if holdout_rows:
@@ -486,8 +508,10 @@ def _note_case(training: dict[str, Any], spec: RunSpec, tokenizer: Any, before: 
     if versus is not None:
         training["reward_vs_exact"] = versus
     training.update(_loading.base_notes(spec, tokenizer))  # the tool convention used, a GGUF base's import
-    if spec.init_from:  # a stage: before is the start run's policy, measured again here
+    if spec.init_from:  # a stage: before is the start run's policy, measured here or read back from its "after"
         training["init_from"] = spec.init_from
+        if before and before.get("read_back_from"):
+            training["before_read_back"] = before["read_back_from"]
     if resumed is not None:  # continued from a checkpoint of an interrupted job of this run
         training["resumed"] = resumed
         # the run's time (and so its cost) counts the interrupted jobs' time too

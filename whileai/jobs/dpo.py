@@ -23,13 +23,18 @@ from whileai.core.spec import DPOSpec
 
 from whileai.jobs import _evaluation, _loading, _policy_pairs, _trainer_data, _trainer_setup
 
-__all__ = ["fit", "load", "evaluate", "preference_pairs"]
+__all__ = ["fit", "load", "evaluate", "keeps_measure", "preference_pairs"]
 
 load = _loading.load_policy
 
 
 def evaluate(spec: DPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
+
+
+def keeps_measure(spec: DPOSpec) -> bool:
+    """DPO's held-out measurement is the plain pass rate: kept beside the adapter for a stage that starts from it."""
+    return True
 
 
 def preference_pairs(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from whileai.core.spec import SFTSpec
 
 from whileai.jobs import _evaluation, _loading, _trainer_data, _trainer_setup
 
-__all__ = ["fit", "load", "evaluate"]
+__all__ = ["fit", "load", "evaluate", "keeps_measure"]
 
 load = _loading.load_policy
 
@@ -24,6 +24,11 @@ def evaluate(spec: SFTSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any
     if spec.metric == "loss":
         return {**_evaluation.heldout_loss(model, tokenizer, rows, spec), "metric": "loss"}
     return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
+
+
+def keeps_measure(spec: SFTSpec) -> bool:
+    """The pass rate is kept beside the adapter for a stage that starts from it; held-out loss is not."""
+    return spec.metric != "loss"
 
 
 def fit(spec: SFTSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
