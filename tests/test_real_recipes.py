@@ -52,7 +52,8 @@ def test_the_dpo_recipe_trains_smollm2_on_pairs_of_its_own_samples_through_the_r
     # SmolLM2 without its SFT stage ends few replies inside the cap, and a reply the cap cut pairs with nothing:
     # 4 samples of up to 96 tokens (the held-out cap) a question give it replies to pair with the gold
     run, training, said = _run("dpo_smollm2_bfcl", "dpo", "real-dpo", smollm2, "policy_samples=4",
-                         "max_completion_length=96", "batch_size=2", "holdout_rows=2")
+                         "max_completion_length=96", "batch_size=2", "holdout_rows=2",
+                         "expect.holdout_gain_significant=null")
     assert run["config"]["pair_source"] == "policy_gold"
     assert training["pairs"] >= 1 and training["policy_pairs"], sorted(training)  # pairs of its own samples
     # sampling is most of a CPU DPO run: the progress line names it (and its count), not the held-out measurement
