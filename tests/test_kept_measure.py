@@ -39,8 +39,7 @@ def test_a_missing_or_broken_file_measures_again(tmp_path):
     assert _kept_measure.read_back(folder, KEY) is None
     (folder / _kept_measure.MEASURED_FILE).write_text("{cut short")
     assert _kept_measure.read_back(folder, KEY) is None
-    kept = json.loads(json.dumps({"key": KEY, "weights": "x", "measured": AFTER}))
-    (folder / _kept_measure.MEASURED_FILE).write_text(json.dumps(kept))
+    (folder / _kept_measure.MEASURED_FILE).write_text(json.dumps({"key": KEY, "weights": "x", "measured": AFTER}))
     assert _kept_measure.read_back(folder, KEY) is None
 
 

@@ -297,9 +297,9 @@ JOB_STALE_S = 100.0
 
 #: A silent job whose process on this host is still computing (its processes' CPU time rises over
 #: JOB_BUSY_SAMPLE_S) is not stopped as hung until it has been silent JOB_BUSY_GRACE_S past JOB_STALE_S.
-#: Measured here: a 2-core machine stalled about five minutes under memory pressure (two DPO trainings beside
-#: the test suite) and two live jobs, silent 284 s, were stopped as hung the moment it recovered. A rank spinning
-#: in a hung collective also computes, so the grace ends: 10 minutes is NCCL's own collective timeout.
+#: A machine that stalls under memory pressure silences every job at once (a 2-core machine was seen silent for
+#: 284 s), and live jobs must not be stopped as hung when it recovers. A rank spinning in a hung collective also
+#: computes, so the grace ends: 10 minutes is NCCL's own collective timeout.
 JOB_BUSY_GRACE_S = 600.0
 JOB_BUSY_SAMPLE_S = 0.25
 
