@@ -375,10 +375,11 @@ WARM_FINGERPRINT_DISTS = ("whileai", "torch", "transformers", "trl", "peft", "ac
                           "huggingface_hub", "tokenizers", "numpy")
 
 #: Environment variables read when those modules are imported (the hub's offline switch,
-#: cache folders, OpenMP/BLAS thread counts fixed when the library loads): a launch whose
-#: values differ from the warm process's gets a fresh one. Matched by prefix.
+#: cache folders, OpenMP/BLAS thread counts fixed when the library loads, and torch's CPU kernel path,
+#: ATEN_CPU_CAPABILITY, fixed at its first dispatch): a launch whose values differ from the warm process's
+#: gets a fresh one. Matched by prefix.
 WARM_IMPORT_ENV_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "DATASETS_", "OMP_", "MKL_",
-                            "OPENBLAS_", "KMP_", "CUDA_", "PYTORCH_", "TORCH", "NCCL_", "PYTHON", "TRACKIO_",
+                            "ATEN_", "OPENBLAS_", "KMP_", "CUDA_", "PYTORCH_", "TORCH", "NCCL_", "PYTHON", "TRACKIO_",
                             "WANDB_", "ACCELERATE_", "TRL_", "LD_")
 
 #: Variables of those prefixes that the libraries set themselves as they import, so a process that has imported
