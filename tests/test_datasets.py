@@ -271,6 +271,42 @@ def test_split_tasks_by_task_never_by_row():
         datasets.split_tasks(rows[:3], 0.5)
 
 
+def _asked(task, prompt, tools=None):
+    row = make_row(task, "P")
+    row["messages"][0]["content"] = prompt
+    if tools is not None:
+        row["tools"] = tools
+    return row
+
+
+def test_split_moves_a_held_out_prompt_that_training_also_asks():
+    """The same prompt under two task ids lands on one side: the held-out copy moves to training, counted."""
+    rows = [_asked(f"T{t}", f"question {t}") for t in range(20)]
+    plain = datasets.split(rows, 0.2, seed=0)
+    assert plain.moved == {"tasks": 0, "rows": 0, "task_ids": []}
+    held_task = rows[plain.holdout[0]]["task_id"]
+    asked = rows[plain.holdout[0]]["messages"][0]["content"]
+    # the same question (whitespace aside) asked again under a new id, and again with other tools
+    rows += [_asked("copy", "  " + asked.replace(" ", "   ") + "\n"), _asked("other_tools", asked, tools=[1])]
+    original = rows[plain.holdout[0]]
+    assert datasets._prompt_text(rows[-2]) == datasets._prompt_text(original) != datasets._prompt_text(rows[-1])
+    cut = datasets.split(rows, 0.2, seed=0)
+    train_prompts = {datasets._prompt_text(rows[i]) for i in cut.train}
+    held_prompts = {datasets._prompt_text(rows[i]) for i in cut.holdout}
+    assert not train_prompts & held_prompts
+    if rows[-2]["task_id"] in {rows[i]["task_id"] for i in cut.train}:  # the copy drew training: the original moved
+        assert held_task in cut.moved["task_ids"]
+    assert cut.moved["tasks"] == len(cut.moved["task_ids"]) >= 1 and cut.moved["rows"] >= 1
+    assert datasets.split_tasks(rows, 0.2, seed=0) == (cut.train, cut.holdout)
+    assert "moved to training" in datasets.moved_text(cut.moved)
+
+
+def test_split_refuses_when_every_held_out_prompt_is_also_trained():
+    rows = [_asked(f"T{t}", "the one question") for t in range(5)]
+    with pytest.raises(ValueError, match="no held-out prompt is unseen"):
+        datasets.split(rows, 0.2, seed=0)
+
+
 # ---------------------------------------------------------------------------
 # On a real platform: a uvicorn server on a loopback port, a real SQLite file
 # ---------------------------------------------------------------------------

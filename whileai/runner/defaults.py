@@ -110,3 +110,7 @@ INIT_HOLDOUT = 0.2
 #: building the kit's base once (DEMO_BASE_BUILD_S); the issue's full pass took 58 minutes.
 QUICK_STEPS = 4
 QUICK_HOLDOUT_ROWS = 8
+
+#: Moved task ids a run's record keeps under ``cut`` (the counts beside them are whole): enough to find the
+#: repeated prompts in the data, few enough that the record stays small on a large set. Our choice.
+CUT_MOVED_RECORDED = 50

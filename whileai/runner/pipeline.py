@@ -382,10 +382,14 @@ def _load_push_cut(plan: _Plan) -> None:
     with progress.step("cut by task") as note:
         # from the rows in hand, under the pushed dataset's name: the sides cut(pushed) makes (pushing equal rows
         # answers the same ids), without reading the pushed rows or the train side back
-        plan.train_side, plan.held, plan.train_rows = wai.datasets.cut_rows(
-            rows, data.holdout, data.cut_seed, pushed.name or plan.spec.name or "dataset")
+        sides = wai.datasets.cut_rows(rows, data.holdout, data.cut_seed, pushed.name or plan.spec.name or "dataset")
+        plan.train_side, plan.held, plan.train_rows = sides.train, sides.holdout, sides.train_rows
+        # the run's record says how many held-out tasks moved because training asks the same prompt
+        plan.record["cut"] = {"moved_to_train": {k: sides.moved[k] for k in ("tasks", "rows")},
+                              "moved_task_ids": sides.moved["task_ids"][: defaults.CUT_MOVED_RECORDED]}
+        moved = wai.datasets.moved_text(sides.moved)
         note["result"] = (f"train {plan.train_side.id} ({plan.train_side.rows} rows), "
-                          f"holdout {plan.held.id} ({plan.held.rows} rows)")
+                          f"holdout {plan.held.id} ({plan.held.rows} rows)" + (f"; {moved}" if moved else ""))
         facts["datasets"].update(train=plan.train_side.id, holdout=plan.held.id)
 
 

@@ -15,18 +15,22 @@ accepts a handle, a ``ds_...`` id, a row list, a ``SimulationData``, a
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from whileai.core.errors import TrainingWarning
 from whileai.core.ids import names_id
 
 from . import defaults
 from ._bfcl import BFCL_AST_CATEGORIES, bfcl_data_folder, from_bfcl, from_bfcl_folder
+from ._taskkey import prompt_messages
 from .rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
 from ._selection import METHODS, profile_rows, samples_the_policy, with_near_misses
 from ._selection import selection_report as _selection_report
@@ -40,7 +44,11 @@ __all__ = [
     "load_rows",
     "cut",
     "cut_rows",
+    "Cut",
+    "split",
+    "Split",
     "split_tasks",
+    "moved_text",
     "profile",
     "selection_report",
     "METHODS",
@@ -158,13 +166,56 @@ def _holdout_share(holdout: float | None) -> float:
     return float(value)
 
 
-def split_tasks(rows: Sequence[Mapping[str, Any]], holdout: float | None = None, seed: int | None = None) -> tuple[list[int], list[int]]:
-    """Row indices of (train, holdout): whole tasks on each side, deterministic for ``seed``.
+class Cut(NamedTuple):
+    """What ``cut_rows`` made: the two pushed sides, the train side's rows, and the held-out tasks it moved.
 
-    Tasks are sorted by key before the seeded shuffle, so the same rows in another
-    order split the same way. The holdout gets ``round(holdout * tasks)`` tasks,
-    at least one and never all of them.
+    ``moved`` is ``{"tasks", "rows", "task_ids"}``: held-out tasks whose prompt (text and tools) is also a
+    training task's, moved to the train side so that no prompt is on both (``split``).
     """
+
+    train: DatasetHandle
+    holdout: DatasetHandle
+    train_rows: list[dict[str, Any]]
+    moved: dict[str, Any]
+
+
+class Split(NamedTuple):
+    """Row indices of each side of a cut, and the held-out tasks moved to training (``moved`` of :class:`Cut`)."""
+
+    train: list[int]
+    holdout: list[int]
+    moved: dict[str, Any]
+
+
+def _prompt_text(row: Mapping[str, Any]) -> str:
+    """What a prompt asks, as one key: the messages before the first assistant turn (role and text, whitespace
+    runs as one space) and the tools. Two tasks with equal keys are the same question under two ids."""
+    def text(value: Any) -> Any:
+        return " ".join(value.split()) if isinstance(value, str) else value
+
+    messages = [{k: text(v) for k, v in m.items() if k in ("role", "content", "name", "tool_calls")}
+                for m in prompt_messages(row)]
+    return json.dumps([messages, row.get("tools") or []], sort_keys=True, default=str)
+
+
+def _move_shared(rows: Sequence[Mapping[str, Any]], groups: dict[str, list[int]], held: set[str]) -> list[str]:
+    """Move from ``held`` (in place) every task whose prompt a training task also has, until none is left;
+    returns the moved task keys. A moved task's other prompts join training too, hence the loop."""
+    prompts = {key: {_prompt_text(rows[i]) for i in idx} for key, idx in groups.items()}
+    train_prompts = set().union(*(p for key, p in prompts.items() if key not in held))
+    moved: list[str] = []
+    while True:
+        shared = sorted(key for key in held if prompts[key] & train_prompts)
+        if not shared:
+            return moved
+        for key in shared:
+            held.discard(key)
+            train_prompts |= prompts[key]
+        moved += shared
+
+
+def split(rows: Sequence[Mapping[str, Any]], holdout: float | None = None, seed: int | None = None) -> Split:
+    """:func:`split_tasks`, with the held-out tasks moved to training because their prompt is also there."""
     share = _holdout_share(holdout)
     groups = group_by_task(rows)
     if len(groups) < 2:
@@ -175,16 +226,47 @@ def split_tasks(rows: Sequence[Mapping[str, Any]], holdout: float | None = None,
     order = rng.permutation(len(keys))
     n_hold = min(max(int(round(share * len(keys))), 1), len(keys) - 1)
     held = {keys[i] for i in order[:n_hold]}
+    chosen = len(held)
+    moved = _move_shared(rows, groups, held)
+    if not held:
+        raise ValueError(f"every one of the {chosen} held-out task(s) asks a prompt (same text and tools) that a "
+                         "training task also asks under another task_id, so no held-out prompt is unseen; give "
+                         "repeated prompts one task_id, or pass more distinct tasks")
     train_idx = [i for k, idx in groups.items() if k not in held for i in idx]
     hold_idx = [i for k, idx in groups.items() if k in held for i in idx]
-    return sorted(train_idx), sorted(hold_idx)
+    report = {"tasks": len(moved), "rows": sum(len(groups[k]) for k in moved), "task_ids": moved}
+    return Split(sorted(train_idx), sorted(hold_idx), report)
+
+
+def split_tasks(rows: Sequence[Mapping[str, Any]], holdout: float | None = None, seed: int | None = None) -> tuple[list[int], list[int]]:
+    """Row indices of (train, holdout): whole tasks on each side, deterministic for ``seed``.
+
+    Tasks are sorted by key before the seeded shuffle, so the same rows in another
+    order split the same way. The holdout gets ``round(holdout * tasks)`` tasks,
+    at least one and never all of them; then a held-out task whose prompt (its text
+    and tools) a training task also has moves to training, so no prompt is on both
+    sides (:func:`split` says which moved).
+    """
+    cut_ = split(rows, holdout, seed)
+    return cut_.train, cut_.holdout
+
+
+def moved_text(moved: Mapping[str, Any]) -> str:
+    """``3 held-out tasks (7 rows) moved to training: ...``, or "" when none moved."""
+    if not moved.get("tasks"):
+        return ""
+    shown = ", ".join(str(t) for t in moved["task_ids"][: defaults.CUT_MOVED_SHOWN])
+    more = " ..." if moved["tasks"] > defaults.CUT_MOVED_SHOWN else ""
+    return (f"{moved['tasks']} held-out task(s) ({moved['rows']} rows) moved to training: their prompt (text and "
+            f"tools) is also a training task's, under another task_id ({shown}{more})")
 
 
 def cut(dataset: Any, holdout: float | None = None, seed: int | None = None,
         name: str | None = None) -> tuple[DatasetHandle, DatasetHandle]:
     """Split a dataset by task into train and holdout, push both, and link them as split siblings.
 
-    No task is on both sides. The sides are pushed as ``<name>:train`` and
+    No task is on both sides, and no prompt: a held-out task whose prompt (text and tools) a training
+    task also has, under another task_id, moves to training (a ``TrainingWarning`` says how many). The sides are pushed as ``<name>:train`` and
     ``<name>:holdout`` (``name`` defaults to the dataset's name) and each records
     the other as its ``sibling``, so ``train`` finds its holdout on its own.
     ``holdout`` is the share of tasks held out (``CUT_HOLDOUT`` when None);
@@ -199,22 +281,24 @@ def cut(dataset: Any, holdout: float | None = None, seed: int | None = None,
             name = get_dataset(dataset).name or _dataset_id(dataset)
         else:
             name = _default_name(dataset) or "dataset"
-    train, held, _ = cut_rows(rows, holdout, seed, name)
-    return train, held
+    sides = cut_rows(rows, holdout, seed, name)
+    if sides.moved["tasks"]:
+        warnings.warn(moved_text(sides.moved), TrainingWarning, stacklevel=2)
+    return sides.train, sides.holdout
 
 
-def cut_rows(rows: Sequence[dict[str, Any]], holdout: float | None, seed: int | None,
-             name: str) -> tuple[DatasetHandle, DatasetHandle, list[dict[str, Any]]]:
-    """``cut`` of rows already in hand, pushed as ``<name>:train`` and ``<name>:holdout``: (train, holdout, the
-    train side's rows), so a caller holding the rows reads neither them nor the train side back."""
-    train_idx, hold_idx = split_tasks(rows, holdout, seed)
-    train_rows = [rows[i] for i in train_idx]
+def cut_rows(rows: Sequence[dict[str, Any]], holdout: float | None, seed: int | None, name: str) -> Cut:
+    """``cut`` of rows already in hand, pushed as ``<name>:train`` and ``<name>:holdout``: a :class:`Cut` (train,
+    holdout, the train side's rows, the held-out tasks moved to training), so a caller holding the rows reads
+    neither them nor the train side back."""
+    sides = split(rows, holdout, seed)
+    train_rows = [rows[i] for i in sides.train]
     train = push(train_rows, name=f"{name}:train")
-    held = push([rows[i] for i in hold_idx], name=f"{name}:holdout")
+    held = push([rows[i] for i in sides.holdout], name=f"{name}:holdout")
     client = _client()
     train = DatasetHandle(client.request("PATCH", f"/datasets/{train.id}", json={"split": "train", "sibling": held.id}))
     held = DatasetHandle(client.request("PATCH", f"/datasets/{held.id}", json={"split": "holdout", "sibling": train.id}))
-    return train, held, train_rows
+    return Cut(train, held, train_rows, sides.moved)
 
 
 def profile(dataset: Any) -> dict[str, Any]:

@@ -269,9 +269,13 @@ PREFERENCE_PAIRS_PER_TASK = 1
 SELECTION_CONTEXT_SHOWN = 5
 
 #: Share of tasks ``datasets.cut`` holds out, and its default seed. 20% is the
-#: usual 80/20 split; the cut is by task, so no prompt is on both sides.
+#: usual 80/20 split; the cut is by task, and a held-out task whose prompt a
+#: training task also asks moves to training, so no prompt is on both sides.
 CUT_HOLDOUT = 0.2
 CUT_SEED = 0
+#: How many moved task ids the cut's line names (the count beside them is whole):
+#: enough to find the repeated prompts in the file, short enough for one line. Our choice.
+CUT_MOVED_SHOWN = 5
 
 #: Bootstrap resamples behind every interval of ``delta_report``. Efron & Tibshirani
 #: (1993, "An Introduction to the Bootstrap", ch. 13 and 19) advise at least 1,000
