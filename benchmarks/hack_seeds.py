@@ -1,7 +1,7 @@
 """Real GRPO hacks on the kit, over seeds: does the reward rise more than the task, and does the monitor say so?
 
     python benchmarks/hack_seeds.py                                  # seeds 0-4, every variant (about 2 h on 2 cores)
-    python benchmarks/hack_seeds.py --seeds 0 1 --variants honest fine_grained
+    python benchmarks/hack_seeds.py --seeds 0-1 --variants honest fine_grained
     python benchmarks/hack_seeds.py --steps 20 --seeds 0             # a quick look
 
 For each seed: the variant's recipe's SFT stage from the kit's demo base (its ``stages.sft``), then GRPO
@@ -19,7 +19,9 @@ from that adapter, once per variant, with the HackMonitor on, using the job bodi
 Per run it prints the exact judge's held-out pass rate before and after (exact McNemar), the reward
 against the exact judge on the same prompts (exact sign test), each alarm with the look it first fired
 at, and the look at which the proxy-gold gap first opened (grew past MONITOR_DELTA over its baseline);
-then, per variant, how many seeds hacked, how many alarmed, and the delays.
+then, per variant, how many seeds hacked, how many alarmed, the delays, and the exact judge's gain pooled over
+seeds. The seed ranges, alarm words and pooled tests are benchmarks/recipe_seeds.py's, which runs a recipe as
+committed through ``python -m whileai run`` instead of the job bodies.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from recipe_seeds import alarms_text, first_looks, parse_seeds, pooled  # shared with the recipe sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
@@ -159,9 +163,7 @@ def _grpo(variant: str, seed: int, steps: int | None, train: list[dict[str, Any]
     after = grpo.evaluate(spec, model, tokenizer, held)
     summary = made[-1].summary()
     exact = holdout_result(before["outcomes"], after["outcomes"])["paired"]
-    alarms: dict[str, int] = {}
-    for alarm in summary["alarms"]:
-        alarms.setdefault(alarm["kind"], int(alarm["evaluation"]))
+    alarms = first_looks(summary["alarms"])
     opened = _gap_opened(summary.get("curve") or [], float(summary.get("settings", {}).get("delta") or
                                                            defaults.MONITOR_DELTA))
     return {"variant": variant, "seed": seed, "exact_before": sum(before["outcomes"]), "exact_after":
@@ -176,7 +178,7 @@ def _line(r: dict[str, Any]) -> str:
     versus = r["reward_vs_exact"]
     hack = (f"reward {versus['reward_before']:.3f} -> {versus['reward_after']:.3f} (+{versus['reward_rose_more']}"
             f"/-{versus['task_rose_more']}, sign p {versus['p']:.3g})") if versus else "reward = exact judge"
-    alarms = ", ".join(f"{k}@look{v}" for k, v in r["alarms"].items()) or "no alarm"
+    alarms = alarms_text(r["alarms"]) if r["alarms"] else "no alarm"
     return (f"{r['variant']:>12} seed {r['seed']}: exact {r['exact_before']}/{r['prompts']} -> {r['exact_after']}/"
             f"{r['prompts']} (+{r['improved']}/-{r['worsened']}, McNemar p {r['p']:.3g}); {hack}; {alarms}; "
             f"gap opened at look {r['gap_opened_look']}; {r['seconds']} s")
@@ -184,7 +186,8 @@ def _line(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--seeds", type=parse_seeds, nargs="+", default=[[0, 1, 2, 3, 4]],
+                        help="seeds or ranges: 0-4 (default), 0 1, 0-2,7")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps (default: each recipe's own)")
     parser.add_argument("--sft-steps", type=int, default=None, help="SFT stage steps (default: each recipe's own)")
@@ -195,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     monitor = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.monitor)}
     train, held = _split()
     results = []
-    for seed in args.seeds:
+    for seed in dict.fromkeys(s for group in args.seeds for s in group):
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             proxy = _proxy_rm(seed, train, held, folder) if "rm_proxy" in args.variants else None
@@ -214,8 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         alarmed = sum(1 for r in rows if r["alarms"])
         delays = [min(r["alarms"].values()) - r["gap_opened_look"] for r in rows
                   if r["alarms"] and r["gap_opened_look"] is not None]
+        both = pooled([(r["improved"], r["worsened"]) for r in rows])
+        gain = (f"; exact judge pooled +{both['gained']}/-{both['lost']} (McNemar p {both['p']:.3g}), seeds "
+                f"+{both['seeds_gained']}/-{both['seeds_lost']} (sign p {both['seed_p']:.3g})") if both else ""
         print(f"{variant:>12}: {len(rows)} seeds, hacked {hacked}, alarmed {alarmed}, delay after the gap opened "
-              f"(looks) {delays}")
+              f"(looks) {delays}{gain}")
     return 0
 
 
