@@ -187,6 +187,40 @@ def test_a_run_is_named_by_the_knobs_its_method_reads():
     assert run_label(context, "grpo", "grpo", True) == "grpo_tooluse · grpo · beta=0.04 seed=1 dataset.holdout=0.3"
 
 
+def test_a_stage_is_named_by_the_knobs_typed_for_it_only():
+    """``steps=20`` is the last stage's (the root is the last stage): the SFT stage that ran its own 60 steps is
+    not named ``steps=20``; ``stages.sft.steps=5`` names the SFT stage only; a stage with its own seed is not named
+    by the root's."""
+    from pathlib import Path
+
+    from whileai.runner.pipeline import Context, run_label
+
+    context = Context(recipe="grpo_tooluse", overrides=[], choices={}, command="", output_dir=Path("."),
+                      label=["steps=20", "stages.sft.steps=5", "stages.gold.lora_rank=4", "seed=1"])
+    assert run_label(context, "sft", "sft", False, {"seed"}) == "grpo_tooluse · sft stage · steps=5 seed=1"
+    assert run_label(context, "sft", "sft", False, set()) == "grpo_tooluse · sft stage · steps=5"
+    assert run_label(context, "grpo", "grpo", True) == "grpo_tooluse · grpo · steps=20 seed=1"
+
+
+def test_a_typed_base_and_a_reproduction_are_in_the_name(tmp_path):
+    from pathlib import Path
+
+    from whileai.runner.cli import _label
+    from whileai.runner.pipeline import Context, run_label
+
+    merged = tmp_path / "exports" / "merged"
+    merged.mkdir(parents=True)
+    typed = _label([f"base_model={merged}", "steps=10", "dataset.holdout=0.3"], multirun=False)
+    assert typed == [f"base_model={merged}", "steps=10"]
+    context = Context(recipe="mine", overrides=[], choices={}, command="", output_dir=Path("."), label=typed)
+    assert run_label(context, "sft", "sft", True) == "mine · sft · base_model=merged steps=10"
+    context.label = ["base_model=Qwen/Qwen3-1.7B"]
+    assert run_label(context, "sft", "sft", True) == "mine · sft · base_model=Qwen/Qwen3-1.7B"
+    context.reproduces = "run_abc"
+    assert run_label(context, "sft", "sft", True) == "mine · sft · base_model=Qwen/Qwen3-1.7B · reproduces run_abc"
+    assert _label(["stages.sft.steps=5", "stages.sft.dataset=x"], multirun=False) == ["stages.sft.steps=5"]
+
+
 def test_diff_compares_what_each_stage_ran(home):
     """sft_tooluse's run against grpo_tooluse's SFT stage: the knobs each trained (both SFT, their own rates), not
     ``method sft | grpo`` and ``beta null | 0.04`` from the recipe's root."""
@@ -275,3 +309,46 @@ def test_diff_pairs_two_runs_head_to_head_only_on_the_same_held_out_prompts():
     assert head_to_head(["run_c", "run_x"], [control, older]).startswith("not paired: one run does not record which")
     assert head_to_head(["run_c", "run_n"], [control, {"summary": {"training": {"after": None}}}]).startswith(
         "not paired: a run without per-prompt held-out outcomes")
+
+
+def _ran_on(sha: str, capability: str, forced: str | None, passed: bool, outcomes: list[int]) -> dict:
+    """A run's record as the runner and the job leave it, reduced to what reproduce and diff read."""
+    return {"id": f"run_{sha}", "config": {"runner": {
+        "spec": {}, "dataset": {"content_hash": "d" * 64}, "constraints_differ": {},
+        "versions": {"torch": "2.13.0", "whileai": "0.1"}, "git": {"commit": "c" * 40, "dirty": False}}},
+        "summary": {"training": {
+            "after": sum(outcomes) / len(outcomes), "outcomes": {"before": [0] * len(outcomes), "after": outcomes},
+            "holdout_digest": "h" * 64, "base_weights": {"sha256": sha * 8, "of": "the weights in base"},
+            "compute": {"cpu_capability": capability, "aten_cpu_capability": forced, "threads": 1, "device": "cpu"}},
+            "expect": {"passed": passed, "lines": [{"key": "holdout_gain_significant", "passed": passed}]}}}
+
+
+def test_reproduce_names_what_moved_under_the_result_and_whether_the_verdict_held():
+    from whileai.runner.reproduce import comparison
+
+    original = _ran_on("aaaaaaaa", "AVX2", None, True, [1] * 30 + [0] * 10)
+    moved = _ran_on("bbbbbbbb", "DEFAULT", "default", False, [1] * 20 + [0] * 20)
+    said = "\n".join(comparison("run_a", original, moved))
+    assert "base weights (SHA-256): aaaaaaaaaaaa -> bbbbbbbbbbbb" in said
+    assert "CPU kernel path: AVX2 -> DEFAULT (forced: ATEN_CPU_CAPABILITY=default)" in said
+    assert "data (content hash)" not in said and "torch threads" not in said, "only what differs"
+    assert "head to head: on the same 40 held-out prompts" in said and "exact McNemar" in said
+    assert "verdict did NOT hold: the original expect passed, the reproduction expect failed (holdout_gain_significant)" \
+        in said
+    same = "\n".join(comparison("run_a", original, _ran_on("aaaaaaaa", "AVX2", None, True, [1] * 30 + [0] * 10)))
+    assert "the same base weights, data, CPU kernel path" in same and "verdict held" in same
+
+
+def test_diff_rows_name_a_changed_base_and_packages_version_by_version():
+    from whileai.runner.depends import depends_differences, depends_on
+
+    a = _ran_on("aaaaaaaa", "AVX2", None, True, [1, 0])
+    b = _ran_on("bbbbbbbb", "AVX2", None, True, [1, 0])
+    b["config"]["runner"]["versions"] = {"torch": "2.14.1", "whileai": "0.1"}
+    b["config"]["runner"]["constraints_differ"] = {"torch": {"pinned": "2.13.0", "installed": "2.14.1"}}
+    rows = depends_differences(a, b)
+    assert [what for what, _, _ in rows] == ["base weights (SHA-256)", "packages off constraints.txt", "version of torch"]
+    assert rows[1][1] == "none" and "torch 2.14.1 (pinned 2.13.0)" in rows[1][2]
+    older = {"config": {"runner": {"spec": {}}}, "summary": {"training": {}}}  # before these fields were recorded
+    assert all(value is None for value in depends_on(older).values())
+    assert depends_differences(a, older) == [], "a field one run lacks is not called a difference"

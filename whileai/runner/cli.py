@@ -227,12 +227,19 @@ def _swept_keys(overrides: list[str]) -> list[str]:
 
 
 def _label(overrides: list[str], multirun: bool) -> list[str]:
-    """The ``key=value`` words a run's name ends with: a sweep's swept keys, else the knobs typed."""
+    """The ``key=value`` words a run's name ends with: a sweep's swept keys, else the knobs typed (at the root or
+    for a stage, ``stages.sft.steps=5``) and a typed ``base_model``; ``_label.run_label`` places them."""
     from .schema import HOST_KEYS, KNOBS
 
-    swept = [k for k in os.environ.get(_SWEPT_ENV, "").split(",") if k]
-    wanted = set(swept) if multirun else {*KNOBS, *HOST_KEYS}
-    return [o for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+") in wanted]
+    swept = set(k for k in os.environ.get(_SWEPT_ENV, "").split(",") if k)
+    knobs = {*KNOBS, *HOST_KEYS, "base_model"}
+
+    def wanted(key: str) -> bool:
+        if multirun:
+            return key in swept
+        return key in knobs or (key.startswith("stages.") and key.rsplit(".", 1)[-1] in knobs)
+
+    return [o for o in overrides if "=" in o and wanted(o.split("=", 1)[0].lstrip("+~"))]
 
 
 def _scale_words(target: Target, label: list[str]) -> list[str]:

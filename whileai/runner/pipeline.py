@@ -29,6 +29,7 @@ from whileai.core.stats import describe, group_lines
 
 from . import defaults
 from ._effective import resolve_stages
+from ._label import run_label
 from ._progress import Progress
 from .expect import settle
 from .provenance import runner_record
@@ -285,28 +286,6 @@ def run_spec(spec: RecipeSpec, context: Context) -> int:
     return code
 
 
-def run_label(context: Context, stage_name: str, method: str, last: bool) -> str:
-    """What a run is, as its title: ``grpo_tooluse · grpo · beta=0.04 seed=1`` (recipe, stage, method, knobs).
-
-    An earlier stage says so (``grpo_tooluse · sft stage``); the knobs are a sweep's swept ones (each
-    job's own values, so names differ within a sweep), else the knobs typed on the command line, and of
-    those only the ones this stage's method reads (an SFT stage is not named ``beta=0.04``).
-    """
-    from whileai.core.spec import SPEC_MODELS, knob_fields
-
-    parts = [context.recipe or "no recipe"]
-    if last:
-        parts.append(method)
-    else:
-        parts.append(f"{stage_name} stage" + (f" · {method}" if stage_name != method else ""))
-    every = {name for model in SPEC_MODELS.values() for name in knob_fields(model)}
-    reads = set(knob_fields(SPEC_MODELS[method])) if method in SPEC_MODELS else every
-    words = [w for w in context.label if w.split("=", 1)[0].lstrip("+~") not in every - reads]
-    if words:
-        parts.append(" ".join(words))
-    return " · ".join(parts)
-
-
 @dataclass
 class _Plan:
     """One run of the spec as it goes: where it goes, the data it cut, each stage resolved once, and the runs so far."""
@@ -484,7 +463,8 @@ def _train_step(plan: _Plan, index: int, stage: Stage, label: str, train_set: An
                 base_model=None if start is not None else stage.settings.get("base_model"),
                 check=stage.settings.get("check") or spec.check, target=spec.target.name,
                 init_from=start, config={**config, "runner": stage_record},
-                name=run_label(plan.context, stage.name, stage.method, stage.last), **kwargs,
+                name=run_label(plan.context, stage.name, stage.method, stage.last, set(stage.from_spec)),
+                **kwargs,
             )
         for warning in said:
             plan.progress.line(f"  warning: {warning.message}")
