@@ -329,7 +329,7 @@ def test_reproduce_names_what_moved_under_the_result_and_whether_the_verdict_hel
     original = _ran_on("aaaaaaaa", "AVX2", None, True, [1] * 30 + [0] * 10)
     moved = _ran_on("bbbbbbbb", "DEFAULT", "default", False, [1] * 20 + [0] * 20)
     said = "\n".join(comparison("run_a", original, moved))
-    assert "base weights (SHA-256): aaaaaaaaaaaa -> bbbbbbbbbbbb" in said
+    assert "base weights (SHA-256): aaaaaaaaaaaaaaaa -> bbbbbbbbbbbbbbbb" in said
     assert "CPU kernel path: AVX2 -> DEFAULT (forced: ATEN_CPU_CAPABILITY=default)" in said
     assert "data (content hash)" not in said and "torch threads" not in said, "only what differs"
     assert "head to head: on the same 40 held-out prompts" in said and "exact McNemar" in said

@@ -10,7 +10,7 @@ from whileai.core.spec import RunSpec
 from whileai.jobs import defaults as job_defaults
 from whileai.simulations import defaults
 
-__all__ = ["seed_all", "cpu_threads", "device", "gpu_name", "with_count", "price_key"]
+__all__ = ["seed_all", "cpu_threads", "device", "compute_path", "gpu_name", "with_count", "price_key"]
 
 
 def seed_all(seed: int) -> None:
@@ -38,6 +38,19 @@ def device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def compute_path() -> dict[str, object]:
+    """What decides this job's float sums beyond its inputs: torch's CPU kernel path (``cpu_capability``, as
+    torch chose it; ``aten_cpu_capability``, the variable that forces it, None when unset), its threads and the
+    device. A result that moves between two runs of one spec moves with these first."""
+    import os
+
+    import torch
+
+    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY") or None,
+            "threads": torch.get_num_threads(), "device": device(), "torch": torch.__version__}
 
 
 def gpu_name(spec: RunSpec) -> str | None:

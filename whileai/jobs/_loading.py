@@ -186,7 +186,28 @@ def base_notes(spec: RunSpec, tokenizer: Any) -> dict[str, Any]:
     record = gguf_record(spec.base_model)
     if record is not None:
         notes["base_import"] = record
+    notes["base_weights"] = base_weights(spec, record)
     return notes
+
+
+def base_weights(spec: RunSpec, gguf: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The bytes this job's base is: ``{"sha256", "of"}``, the SHA-256 of a GGUF base's file or of a folder's
+    weights (``whileai.kit.weights_digest``: the kit base's packaged weights, a merged export, a hub snapshot in
+    the local cache). ``sha256`` is None, with ``why``, where the bytes cannot be read; a run is never stopped
+    over its record."""
+    if gguf is not None:
+        return {"sha256": gguf.get("sha256"), "of": "the GGUF file " + Path(str(gguf.get("source"))).name}
+    from whileai.kit import weights_digest
+
+    try:
+        folder = Path(base_path(base_of(spec), spec))
+        if not folder.is_dir():  # a hub name: its snapshot in the local cache, never fetched
+            from huggingface_hub import snapshot_download
+
+            folder = Path(snapshot_download(str(folder), local_files_only=True))
+        return {"sha256": weights_digest(folder), "of": "the weights in " + folder.name}
+    except Exception as exc:  # noqa: BLE001 - a provenance field, not a reason to fail the job
+        return {"sha256": None, "why": f"{type(exc).__name__}: {exc}"[:300]}
 
 
 def load_adapter(model: Any, spec: RunSpec) -> Any:

@@ -481,6 +481,7 @@ def _summary(job: _Job, trained: _Trained, tokenizer: Any, before: dict[str, Any
         "train_seconds": round(trained.seconds, 2),
         "gpu": _environment.gpu_name(spec),
         "device": _environment.device(),
+        "compute": _environment.compute_path(),  # the CPU kernel path and threads the float sums took
         "target": spec.target or "local",
         **{k: v for k, v in trained.setup.items()
            if k in ("lora_rank", "batch_size", "batch_per_device", "gradient_accumulation")},

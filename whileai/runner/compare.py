@@ -26,6 +26,7 @@ from whileai.core.stats import judged_text, status_text
 from whileai.core.spec import BOOKKEEPING
 
 from . import defaults
+from .depends import depends_differences
 from .trainer_diff import trainer_differences
 from .provenance import record_of
 
@@ -201,11 +202,13 @@ def diff_main(argv: list[str] | None = None) -> int:
     print(f"spec keys that differ ({len(differing)}):")
     print(table(["key", args[0], args[1]], [[k, a, b] for k, (a, b) in differing.items()]) if differing
           else "  (none: the same spec)")
-    other = {k: (kept[0].get(k), kept[1].get(k)) for k in ("recipe", "versions", "git")
-             if kept[0].get(k) != kept[1].get(k)}
+    other = [("recipe", kept[0].get("recipe"), kept[1].get("recipe"))] if kept[0].get("recipe") != kept[1].get("recipe") else []
+    other += depends_differences(records[0], records[1])  # base bytes, data, CPU kernel path, packages, commit
     if other:
-        print("\nprovenance that differs:")
-        print(table(["what", args[0], args[1]], [[k, a, b] for k, (a, b) in other.items()]))
+        print("\nwhat the results depend on that differs:")
+        print(table(["what", args[0], args[1]], [list(row) for row in other]))
+        if any(what.startswith("base weights") for what, _, _ in other):
+            print("  (the two runs started from different base weights: their results are not of the same model)")
     trainer = trainer_differences(records[0], records[1])
     if trainer:
         print(f"\ntrainer settings that differ ({len(trainer)}):")

@@ -8,7 +8,9 @@ package runs from a checkout, the dataset's content hash, the sweep id, the
 Hydra output folder, and for a reproduction the run it reproduces. When the
 package runs from a checkout that holds the committed ``constraints.txt``, the
 record also names the packages installed at another version than the one pinned
-there (``constraints_differ``).
+there (``constraints_differ``). What a held-out figure also depends on, the base's weights digest and the CPU
+kernel path with its threads, the job records itself (``training["base_weights"]``, ``training["compute"]``):
+they are the job's machine's, not the runner's. ``reproduce`` and ``diff`` compare all of these.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from whileai.core.stats import constraints_text  # noqa: F401  (re-exported: rep
 
 from . import defaults
 
-__all__ = ["versions", "git_state", "runner_record", "spec_of", "read_pins", "pin_matches", "constraints_differ",
+__all__ = ["versions", "installed_versions", "git_state", "runner_record", "spec_of", "read_pins", "pin_matches", "constraints_differ",
            "constraints_text"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
@@ -69,10 +71,31 @@ def pin_matches(pinned: str, installed: str | None) -> bool:
     return installed == pinned or ("+" not in pinned and installed.split("+", 1)[0] == pinned)
 
 
+def installed_versions() -> dict[str, str]:
+    """``{canonical name: version}`` of every distribution on ``sys.path``, read from the ``NAME-VERSION.dist-info``
+    folder names (the wheel spec escapes ``-`` in both parts), the first found winning as in imports: a listing of
+    each folder instead of parsing some 160 metadata files."""
+    import os
+    import sys
+
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            names = [e.name for e in os.scandir(entry or ".") if e.name.endswith(".dist-info")]
+        except OSError:
+            continue
+        for folder in names:
+            name, _, version = folder[: -len(".dist-info")].partition("-")
+            if version:
+                found.setdefault(canonical_name(name), version)
+    return found
+
+
 def constraints_differ(path: Path | None = None) -> dict[str, dict[str, str | None]] | None:
-    """The packages of VERSIONED_PACKAGES installed at another version than constraints.txt pins:
-    ``{name: {"pinned", "installed"}}``, empty when all match. None when there is no such file (an
-    installed wheel has none next to it): then nothing is known to compare with. ``path`` is for tests."""
+    """The packages installed at another version than constraints.txt pins: ``{name: {"pinned", "installed"}}``,
+    empty when all match. Every pinned package counts that is installed; of those not installed, the ones whose
+    code computes a result (VERSIONED_PACKAGES; a missing test tool changes no figure). None when there is no such
+    file (an installed wheel has none next to it): then nothing is known to compare with. ``path`` is for tests."""
     path = path if path is not None else _PACKAGE.parent / defaults.CONSTRAINTS_FILE
     if not path.is_file():
         return None
@@ -80,12 +103,13 @@ def constraints_differ(path: Path | None = None) -> dict[str, dict[str, str | No
         pins = read_pins(path)
     except (OSError, UnicodeDecodeError):
         return None
-    found = versions()
+    installed = installed_versions()
+    computing = {canonical_name(name): name for name in defaults.VERSIONED_PACKAGES}
     differ: dict[str, dict[str, str | None]] = {}
-    for name in defaults.VERSIONED_PACKAGES:
-        pinned = pins.get(canonical_name(name))
-        if pinned is not None and not pin_matches(pinned, found.get(name)):
-            differ[name] = {"pinned": pinned, "installed": found.get(name)}
+    for name, pinned in sorted(pins.items()):
+        found = installed.get(name)
+        if (found is not None or name in computing) and not pin_matches(pinned, found):
+            differ[computing.get(name, name)] = {"pinned": pinned, "installed": found}
     return differ
 
 

@@ -15,7 +15,7 @@ from . import defaults
 if TYPE_CHECKING:
     from .schema import RecipeSpec
 
-__all__ = ["reproduce_main", "matched"]
+__all__ = ["reproduce_main", "matched", "comparison", "verdict_text"]
 
 
 def matched(original: dict[str, Any], new: dict[str, Any]) -> str:
@@ -125,5 +125,34 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     written = out / defaults.RUN_FILE
     runs = json.loads(written.read_text()).get("runs") if written.exists() else None
     if runs:  # the reproduction's last stage against the original run: did the result come back?
-        print(f"reproduce: {matched(original, wai.get_run(runs[-1]['id']))}", file=sys.stderr)
+        print("\n".join(comparison(run_id, original, wai.get_run(runs[-1]["id"]))), file=sys.stderr)
     return code
+
+
+def verdict_text(record: dict[str, Any]) -> str:
+    """``expect passed``, ``expect failed (stage_gain_min)``, or ``no expect checked``, from a run's summary."""
+    expect = (record.get("summary") or {}).get("expect")
+    if not isinstance(expect, dict) or not expect.get("lines"):
+        return "no expect checked"
+    failed = [str(line.get("key")) for line in expect["lines"] if isinstance(line, dict) and not line.get("passed")]
+    return f"expect failed ({', '.join(failed)})" if failed else "expect passed"
+
+
+def comparison(run_id: str, original: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What ``reproduce`` says once the run ends: what the result depends on that differs from the original's
+    (base weights, data, CPU kernel path and threads, packages, versions, commit), the two runs head to head on
+    the same held-out prompts, and whether the verdict held."""
+    from .compare import head_to_head
+    from .depends import depends_differences
+
+    lines = [f"reproduce: {matched(original, new)}"]
+    differ = depends_differences(original, new)
+    lines += ([f"reproduce: what the result depends on that differs from {run_id}:"]
+              + [f"  {what}: {a} -> {b}" for what, a, b in differ]
+              if differ else ["reproduce: the same base weights, data, CPU kernel path, threads, packages and commit "
+                              "as far as both runs recorded them"])
+    lines.append(f"reproduce: head to head: {head_to_head([run_id, str(new.get('id') or 'reproduction')], [original, new])}")
+    was, now = verdict_text(original), verdict_text(new)
+    held = "held" if was == now else "did NOT hold"
+    lines.append(f"reproduce: verdict {held}: the original {was}, the reproduction {now}")
+    return lines

@@ -1,0 +1,81 @@
+"""What a run's result depends on beyond its spec, read off its record, and where two runs differ in it.
+
+A held-out figure is a function of the spec and of these: the base's weights (their SHA-256, which the job
+records: ``training["base_weights"]``), the data (the pushed dataset's content hash, and the held-out prompts'
+digest), torch's CPU kernel path and thread count (``training["compute"]``: float sums are split differently by
+the AVX2 and the scalar kernels, so a trained adapter follows them), the packages installed off
+``constraints.txt``, the versions of what computes and the commit. ``diff`` prints the ones two runs differ in
+and ``reproduce`` the ones a reproduction differs in from its original, so a moved result says first what moved
+under it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from whileai.core.stats import constraints_text
+
+from . import defaults
+from .provenance import record_of
+
+__all__ = ["depends_on", "depends_differences"]
+
+
+def _short(value: Any) -> str | None:
+    return str(value)[: defaults.HASH_SHOWN_CHARS] if value else None
+
+
+def _training(record: dict[str, Any]) -> dict[str, Any]:
+    summary = record.get("summary")
+    training = summary.get("training") if isinstance(summary, dict) else None
+    return training if isinstance(training, dict) else {}
+
+
+def _kernel_path(compute: dict[str, Any]) -> str | None:
+    """``AVX2``, or ``DEFAULT (forced: ATEN_CPU_CAPABILITY=default)``; None for a run that did not record it."""
+    chosen = compute.get("cpu_capability")
+    if chosen is None:
+        return None
+    forced = compute.get("aten_cpu_capability")
+    return f"{chosen} (forced: ATEN_CPU_CAPABILITY={forced})" if forced else str(chosen)
+
+
+def depends_on(record: dict[str, Any]) -> dict[str, Any]:
+    """``{what: value}`` for one run, in the words ``diff`` and ``reproduce`` print; a value the run did not
+    record is None (a run from before the field existed)."""
+    runner = record_of(record) or {}
+    training = _training(record)
+    base = training.get("base_weights") if isinstance(training.get("base_weights"), dict) else {}
+    compute = training.get("compute") if isinstance(training.get("compute"), dict) else {}
+    dataset = runner.get("dataset") if isinstance(runner.get("dataset"), dict) else {}
+    git = runner.get("git") if isinstance(runner.get("git"), dict) else {}
+    return {
+        "base weights (SHA-256)": _short(base.get("sha256")),
+        "data (content hash)": _short(dataset.get("content_hash")),
+        "held-out prompts (digest)": _short(training.get("holdout_digest")),
+        "CPU kernel path": _kernel_path(compute),
+        "torch threads": compute.get("threads"),
+        "device": compute.get("device") or training.get("device"),
+        "packages off constraints.txt": (constraints_text(runner.get("constraints_differ")) or "none")
+        if runner.get("constraints_differ") is not None else None,
+        "versions": runner.get("versions"),
+        "commit": (f"{_short(git.get('commit'))}" + (" (uncommitted changes)" if git.get("dirty") else ""))
+        if git.get("commit") else None,
+    }
+
+
+def depends_differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``[(what, a's, b's)]`` for each of ``depends_on``'s entries the two runs differ in. Versions compare
+    package by package; an entry one run did not record is left out (nothing is known to differ)."""
+    da, db = depends_on(a), depends_on(b)
+    out: list[tuple[str, Any, Any]] = []
+    for what in da:
+        x, y = da[what], db[what]
+        if x is None or y is None or x == y:
+            continue
+        if what == "versions" and isinstance(x, dict) and isinstance(y, dict):
+            out.extend((f"version of {name}", x.get(name), y.get(name)) for name in sorted(set(x) | set(y))
+                       if x.get(name) != y.get(name))
+        else:
+            out.append((what, x, y))
+    return out
