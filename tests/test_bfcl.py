@@ -73,6 +73,66 @@ def test_from_bfcl_refuses_a_missing_file(tmp_path):
     assert str(err.value).count(str(tmp_path)) == 4 and "possible_answer/BFCL_v4_irrelevance" not in str(err.value)
 
 
+#: The categories bfcl-eval ships (its data/BFCL_v4_<category>.json, 2026.3.23), read from the wheel when installed
+SHIPPED = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
+           "irrelevance", "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance",
+           "live_relevance", "multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
+           "multi_turn_long_context", "web_search", "memory", "format_sensitivity")
+
+
+def _multi_turn_files(folder):
+    """A multi-turn question and answer as BFCL writes them: turns of user messages, calls as Python strings."""
+    (folder / "possible_answer").mkdir(parents=True, exist_ok=True)
+    question = {"id": "multi_turn_base_0", "question": [[{"role": "user", "content": "Go to the docs folder."}],
+                                                        [{"role": "user", "content": "List its files."}]],
+                "initial_config": {"GorillaFileSystem": {}}, "path": [], "involved_classes": ["GorillaFileSystem"]}
+    answer = {"id": "multi_turn_base_0", "ground_truth": [["cd(folder='docs')"], ["ls()"]]}
+    (folder / "BFCL_v4_multi_turn_base.json").write_text(json.dumps(question) + "\n")
+    (folder / "possible_answer" / "BFCL_v4_multi_turn_base.json").write_text(json.dumps(answer) + "\n")
+    return folder / "BFCL_v4_multi_turn_base.json", folder / "possible_answer" / "BFCL_v4_multi_turn_base.json"
+
+
+def test_every_category_bfcl_eval_ships_is_converted_or_refused_by_name(tmp_path):
+    from whileai.simulations._bfcl import bfcl_category
+
+    installed = wai.datasets.bfcl_data_folder()
+    shipped = set(SHIPPED) if installed is None else {
+        bfcl_category(p) for p in installed.glob("BFCL_v*_*.json")}
+    converted, refused = set(wai.datasets.BFCL_AST_CATEGORIES), set(wai.datasets.BFCL_REFUSED_CATEGORIES)
+    assert shipped <= converted | refused and not converted & refused, shipped - converted - refused
+    questions, answers = _multi_turn_files(tmp_path)
+    with pytest.raises(ValueError, match="not converted: multi-turn") as err:  # not an AttributeError
+        wai.datasets.from_bfcl(questions, answers)
+    assert "simple_python, multiple" in str(err.value), "the refusal lists what is converted"
+    for category in ("web_search", "memory", "live_relevance", "format_sensitivity", "simple_java"):
+        with pytest.raises(ValueError, match=f"BFCL category '{category}' is not converted: .*simple_python"):
+            wai.datasets.from_bfcl_folder(_bfcl.SAMPLE, [category])
+
+
+def test_a_misspelt_category_gets_the_nearest_name_and_the_list():
+    with pytest.raises(ValueError, match="'simple_pyton' is not a BFCL category \\(did you mean 'simple_python'\\?\\)"
+                                         ".*the categories converted: simple_python"):
+        wai.datasets.from_bfcl_folder(_bfcl.SAMPLE, ["simple_pyton", "multiple"])
+    said = wai.datasets.bfcl_categories_problem(["live_relevence", "multi_turn_base", "irrelevance"])
+    assert "did you mean 'live_relevance'" in said and "'multi_turn_base' is not converted: multi-turn" in said
+    assert said.count("the categories converted") == 1 and "irrelevance'" not in said.split("; the categories")[0]
+
+
+def test_validate_refuses_an_unconverted_category_by_name(tmp_path):
+    from _runner_helpers import whileai
+
+    done = whileai("validate", "recipe=sft_tooluse", "dataset=bfcl", f"dataset.folder={_bfcl.SAMPLE}",
+                   "dataset.categories=[multi_turn_base,live_relevence,simple_python]")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "'multi_turn_base' is not converted: multi-turn" in done.stderr
+    assert "did you mean 'live_relevance'" in done.stderr and "is this the question file" not in done.stderr
+    questions, answers = _multi_turn_files(tmp_path)
+    done = whileai("validate", "recipe=sft_tooluse", "dataset=bfcl", f"dataset.questions={questions}",
+                   f"dataset.answers={answers}")
+    assert done.returncode == 2 and "not converted: multi-turn" in done.stderr, done.stderr
+    assert "is this the question file" not in done.stderr
+
+
 def test_from_bfcl_folder_reads_a_mix_with_each_rows_category():
     rows = wai.datasets.from_bfcl_folder(_bfcl.SAMPLE, ["multiple", "irrelevance", "parallel_multiple"])
     counts = collections.Counter(r["category"] for r in rows)

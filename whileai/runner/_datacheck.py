@@ -146,17 +146,31 @@ def _bfcl_categories(data: Dataset, where: Any) -> list[Problem]:
     """Each named category's question file (and answer file, but for irrelevance) in the BFCL data folder."""
     from ._bfcl_data import bfcl_folder
 
+    from whileai.simulations._bfcl import bfcl_category_problem
+
     key = "dataset.categories"
     try:
         folder, _ = bfcl_folder(data)
     except FileNotFoundError as exc:
         return [Problem(key, str(exc), where(key))]
+    named = [bfcl_category_problem(str(c), folder) for c in data.categories or []]
+    if any(named):  # refused by name (multi-turn, Java, a misspelling): the files are beside the point
+        return [Problem(key, f"{key}: {text}", where(key)) for text in named if text]
     out = []
     for category in data.categories or []:
         out += _bfcl_file(key, str(folder / f"BFCL_v4_{category}.json"), "questions", where)
         if "irrelevance" not in str(category):  # BFCL scores irrelevance by the no-call rule: no answer file
             out += _bfcl_file(key, str(folder / "possible_answer" / f"BFCL_v4_{category}.json"), "answers", where)
     return out
+
+
+def _refused_file(questions: str | None) -> str | None:
+    """Why a BFCL question file's category (read from its name) is not converted, or None."""
+    from whileai.simulations._bfcl import BFCL_REFUSED_CATEGORIES, bfcl_category, bfcl_category_problem
+
+    if questions is None or questions == "???" or bfcl_category(questions) not in BFCL_REFUSED_CATEGORIES:
+        return None
+    return bfcl_category_problem(bfcl_category(questions))
 
 
 def data_problems(spec: RecipeSpec, where: Any, whole: bool = False) -> list[Problem]:
@@ -173,6 +187,9 @@ def data_problems(spec: RecipeSpec, where: Any, whole: bool = False) -> list[Pro
                           judged=spec.method != "rm")  # a reward model learns from pass/fail pairs, no gold
     if data.source == "bfcl" and data.categories:
         out += _bfcl_categories(data, where)
+    elif data.source == "bfcl" and _refused_file(data.questions):
+        out.append(Problem("dataset.questions", f"dataset.questions: {_refused_file(data.questions)}",
+                           where("dataset.questions")))
     elif data.source == "bfcl":
         for key, named in (("questions", data.questions), ("answers", data.answers)):
             if named is not None and named != "???":

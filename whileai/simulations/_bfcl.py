@@ -30,12 +30,66 @@ from . import defaults
 from .datagate import TOOL_NAME, map_schema, wire_name
 
 __all__ = ["from_bfcl", "from_bfcl_folder", "bfcl_data_folder", "bfcl_category", "BfclRows", "bfcl_tool",
-           "bfcl_gold", "BFCL_AST_CATEGORIES"]
+           "bfcl_gold", "BFCL_AST_CATEGORIES", "BFCL_REFUSED_CATEGORIES", "bfcl_category_problem",
+           "bfcl_categories_problem"]
 
 #: BFCL's single-turn Python categories that its AST checker (or, for irrelevance, its no-call rule) scores
 BFCL_AST_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance",
                        "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance")
 _FILE = re.compile(r"^BFCL_v\d+_(?P<category>.+)\.json$")
+
+_MULTI_TURN = ("multi-turn: each question is several user turns against BFCL's stateful APIs (file system, "
+               "trading bot, ...), which a one-reply row cannot hold, so it is not yet trainable here")
+_JAVA_JS = ("BFCL scores it by reading each argument string with its {} type converter, which the judge here "
+            "(Python values under BFCL's rule) does not do")
+#: Every category bfcl-eval ships (its data/BFCL_v4_<category>.json) that whileai does not convert, and why
+BFCL_REFUSED_CATEGORIES: dict[str, str] = {
+    "multi_turn_base": _MULTI_TURN,
+    "multi_turn_miss_func": _MULTI_TURN,
+    "multi_turn_miss_param": _MULTI_TURN,
+    "multi_turn_long_context": _MULTI_TURN,
+    "web_search": ("agentic and multi-turn: its questions are answered by searching the live web through BFCL's "
+                   "search tools over several turns, so it is not yet trainable here"),
+    "memory": ("agentic and multi-turn: its questions are answered from a memory backend that earlier "
+               "conversations filled, over several turns, so it is not yet trainable here"),
+    "simple_java": _JAVA_JS.format("Java"),
+    "simple_javascript": _JAVA_JS.format("JavaScript"),
+    "java": _JAVA_JS.format("Java"),  # the names of bfcl-eval releases before simple_java / simple_javascript
+    "javascript": _JAVA_JS.format("JavaScript"),
+    "live_relevance": ("BFCL scores it by the relevance rule (any call passes, and it has no possible-answer file), "
+                       "which no gold here expresses"),
+    "format_sensitivity": ("it asks other categories' questions under varied prompt formats to measure a "
+                           "prompting model's format sensitivity, and it has no possible-answer file of its own"),
+}
+
+
+def bfcl_categories_problem(categories: list[str] | tuple[str, ...],
+                            folder: str | os.PathLike | None = None) -> str | None:
+    """Every category of ``categories`` that cannot be read, in one message ending with the categories converted;
+    None when all can (:func:`bfcl_category_problem`)."""
+    said = [text for c in categories if (text := bfcl_category_problem(c, folder, listed=False)) is not None]
+    return "; ".join(said) + f"; the categories converted: {', '.join(BFCL_AST_CATEGORIES)}" if said else None
+
+
+def bfcl_category_problem(category: str, folder: str | os.PathLike | None = None, listed: bool = True) -> str | None:
+    """Why ``category`` cannot be read as rows, in a user's words, or None when it can.
+
+    A category bfcl-eval ships that is not converted is refused by name with the reason; a name that is not a
+    BFCL category, and whose question file ``folder`` (when given) lacks, gets the nearest names. Both list the
+    categories converted (BFCL_AST_CATEGORIES).
+    """
+    import difflib
+
+    supported = f"; the categories converted: {', '.join(BFCL_AST_CATEGORIES)}" if listed else ""
+    if category in BFCL_REFUSED_CATEGORIES:
+        return f"BFCL category {category!r} is not converted: {BFCL_REFUSED_CATEGORIES[category]}{supported}"
+    if category in BFCL_AST_CATEGORIES:
+        return None
+    if folder is not None and (Path(folder).expanduser() / f"BFCL_v4_{category}.json").is_file():
+        return None  # a category of the user's own in BFCL's format
+    near = difflib.get_close_matches(category, [*BFCL_AST_CATEGORIES, *BFCL_REFUSED_CATEGORIES], n=1, cutoff=0.6)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return f"{category!r} is not a BFCL category{hint}{supported}"
 
 
 class BfclRows(list):
@@ -209,6 +263,8 @@ def from_bfcl(questions: str | os.PathLike, answers: str | os.PathLike | None = 
     """
     cap = defaults.BFCL_EXPANSION_CAP
     category = category or bfcl_category(questions)
+    if category in BFCL_REFUSED_CATEGORIES:
+        raise ValueError(f"from_bfcl: {bfcl_category_problem(category)}")
     counts: dict[str, int] = {}
     if "irrelevance" in category:  # BFCL's own test: its irrelevance categories are scored by the no-call rule
         rows = _no_call_rows(questions, category, counts)
@@ -278,6 +334,9 @@ def from_bfcl_folder(folder: str | os.PathLike, categories: list[str] | tuple[st
     if not categories:
         raise ValueError(f"from_bfcl_folder: name at least one category; BFCL's AST categories: "
                          f"{', '.join(BFCL_AST_CATEGORIES)}")
+    refused = bfcl_categories_problem(categories, base)
+    if refused:
+        raise ValueError(f"from_bfcl_folder: {refused}")
     missing = []
     for category in categories:
         needed = [base / f"BFCL_v4_{category}.json"]

@@ -29,7 +29,8 @@ from whileai.core.errors import TrainingWarning
 from whileai.core.ids import names_id
 
 from . import defaults
-from ._bfcl import BFCL_AST_CATEGORIES, bfcl_data_folder, from_bfcl, from_bfcl_folder
+from ._bfcl import (BFCL_AST_CATEGORIES, BFCL_REFUSED_CATEGORIES, bfcl_categories_problem, bfcl_data_folder,
+                    from_bfcl, from_bfcl_folder)
 from ._taskkey import prompt_messages
 from .rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
 from ._selection import METHODS, profile_rows, samples_the_policy, with_near_misses
@@ -56,6 +57,8 @@ __all__ = [
     "from_bfcl_folder",
     "bfcl_data_folder",
     "BFCL_AST_CATEGORIES",
+    "BFCL_REFUSED_CATEGORIES",
+    "bfcl_categories_problem",
 ]
 
 
