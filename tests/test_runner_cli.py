@@ -116,3 +116,18 @@ def test_cfg_job_and_validate_show_the_values_the_job_will_use():
     rm = yaml.safe_load(whileai("validate", "recipe=rm_tooluse").stdout)
     assert rm["lora_rank"] == sdk.TRAIN_LORA_R and rm["batch_size"] == sdk.TRAIN_BATCH_SIZE
     assert rm["base_model"] == sdk.KIT_BASE_NAME and rm["learning_rate"] is not None
+
+
+def test_reproduce_help_prints_the_usage_and_exits_0(capsys):
+    from whileai.runner.reproduce import reproduce_main
+
+    assert reproduce_main(["--help"]) == 0 and reproduce_main(["-h"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m whileai reproduce RUN_ID") and "--processes N" in out
+    assert reproduce_main([]) == 2 and "usage:" in capsys.readouterr().err
+
+
+def test_platform_help_names_upgrade():
+    from whileai.platform.server import _parser
+
+    assert "python -m whileai platform upgrade" in _parser().format_help()

@@ -17,6 +17,14 @@ if TYPE_CHECKING:
 
 __all__ = ["reproduce_main", "matched", "comparison", "verdict_text"]
 
+_USAGE = "usage: python -m whileai reproduce RUN_ID [--processes N] [--nodes M] [key=value ...]"
+_HELP = """Run a run's stored spec again (not today's recipe) and say whether the result came back.
+
+  RUN_ID           a run that `python -m whileai run` made
+  --processes N    target.processes=N (batch sizes are effective: the same training, divided)
+  --nodes M        target.nodes=M
+  key=value        an override of the stored spec (no +/~)"""
+
 
 def matched(original: dict[str, Any], new: dict[str, Any]) -> str:
     """Whether a reproduction's held-out result matches the original's: the same per-prompt outcomes, or how many
@@ -87,8 +95,11 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     from .provenance import _differences, constraints_differ, constraints_text, git_state, record_of, versions
 
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in (["--help"], ["-h"]):  # asked for: the usage on stdout, exit 0
+        print(f"{_USAGE}\n\n{_HELP}")
+        return 0
     if not args or args[0].startswith("-"):
-        print("usage: python -m whileai reproduce RUN_ID [--processes N] [--nodes M] [key=value ...]", file=sys.stderr)
+        print(_USAGE, file=sys.stderr)
         return 2
     run_id, overrides = args[0], _placement(args[1:])
     original = wai.get_run(run_id)
