@@ -38,7 +38,9 @@ __all__ = ["main", "upgrade_main", "open_main", "serve_in_thread", "ServerHandle
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m whileai platform", description="Start the whileai platform server.")
+    p = argparse.ArgumentParser(prog="python -m whileai platform", description="Start the whileai platform server.",
+                                epilog="python -m whileai platform upgrade [--store-url URL]: bring a store an older "
+                                       "whileai made to this version's schema (see upgrade --help)")
     p.add_argument("--host", default=defaults.PLATFORM_HOST, help="address to bind (PLATFORM_HOST: loopback only)")
     p.add_argument("--port", type=int, default=defaults.PLATFORM_PORT, help="port (PLATFORM_PORT)")
     p.add_argument("--store-url", default=None, help="SQLAlchemy URL of the store (default: $WHILEAI_STORE_URL or SQLite under the data root)")
