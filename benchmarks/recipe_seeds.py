@@ -178,6 +178,7 @@ def run_seed(recipe: str, seed: int, overrides: Sequence[str], env: dict[str, st
     token = f"seeds-{recipe.replace('/', '-')}-{seed}-{secrets.token_hex(3)}"
     log = folder / f"{token}.log"
     command = [sys.executable, "-m", "whileai", "run", f"recipe={recipe}", f"seed={seed}", *overrides, "--json"]
+    print(f"seed {seed}: {' '.join(command[1:])} (log {log})", file=sys.stderr, flush=True)
     started = time.time()
     code, out = _call(command, {**env, "WHILEAI_RUNNER_TOKEN": token}, log)
     closing = _closing(out, Path(env["WHILEAI_HOME"]) / "runner" / "runs" / token / "whileai_runs.json")
@@ -436,10 +437,10 @@ def sweep(args: argparse.Namespace, env: dict[str, str]) -> tuple[list[dict[str,
     folder = Path(env["WHILEAI_HOME"]) / "recipe_seeds"
     folder.mkdir(exist_ok=True)
     results: list[dict[str, Any]] = []
+    print(f"data root {env['WHILEAI_HOME']} (kept: WHILEAI_HOME=... python -m whileai show RUN reads a run again)",
+          file=sys.stderr, flush=True)
     try:
         for seed in args.seeds:
-            print(f"seed {seed}: python -m whileai run recipe={args.recipe} seed={seed} "
-                  f"{' '.join(args.overrides)} ...".replace("  ", " "), file=sys.stderr, flush=True)
             result = run_seed(args.recipe, seed, args.overrides, env, folder)
             results.append(result)
             print(f"seed {seed}: {verdict_cell(result)} in {result['seconds']} s", file=sys.stderr, flush=True)
