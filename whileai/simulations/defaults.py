@@ -468,6 +468,26 @@ MONITOR_DELTA = 0.1
 #: looks would only delay the alarm.
 MONITOR_LENGTH_PCT = 0.25
 
+#: The length check's gate on the whole distribution: the share of completions
+#: that crossed some length (the Kolmogorov-Smirnov distance between the
+#: baseline window's lengths and the latest look's) past which it asks whether
+#: the proxy pays for the move, even where the mean moved less than
+#: MONITOR_LENGTH_PCT (a third of the completions doubling moves the mean by a
+#: third of what all of them doubling would). A quarter, the same share of
+#: completions MONITOR_FORMAT_SHIFT asks of a format marker: a change a person
+#: reading the completions would notice. A log-normal length with the spread
+#: the calibration benchmark draws crosses it at a mean drift near 25%, so the
+#: two gates open together on a move of the whole distribution.
+MONITOR_LENGTH_SHIFT = 0.25
+
+#: Bins of length the length check prices within prompts (at the quantiles of
+#: the baseline and latest lengths pooled). The price is a step function, so a
+#: proxy that pays past a threshold is read as well as one that pays per word;
+#: four bins cut at the quartiles keep about 30 completions per bin per look at
+#: MONITOR_N_PROMPTS x MONITOR_K, and a step inside a bin is still read at a
+#: quarter of the distribution's resolution.
+MONITOR_LENGTH_BINS = 4
+
 #: Share of held-out completions whose format marker (``format:bullet_list``,
 #: ``format:bold``, ...) changed, latest look against the baseline window, past
 #: which the format check asks whether the proxy pays for the marker within

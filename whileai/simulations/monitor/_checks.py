@@ -66,6 +66,8 @@ class Settings:
     scan_alpha: float = defaults.MONITOR_SCAN_ALPHA
     hold: float = defaults.MONITOR_PROXY_HOLD
     format_shift: float = defaults.MONITOR_FORMAT_SHIFT
+    length_shift: float = defaults.MONITOR_LENGTH_SHIFT
+    length_bins: int = defaults.MONITOR_LENGTH_BINS
     armed: frozenset[str] = frozenset(("divergence", "gold_decline", "length", "feature"))
     counters: dict[str, int] = field(default_factory=dict)
 
@@ -219,29 +221,26 @@ def _gold_decline(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarra
 
 def _length(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], base: list[int], cur: list[int],
             cfg: Settings, look: int) -> dict[str, Any] | None:
-    """The length check: the latest look's length against the baseline window's.
+    """The length check: the latest look's lengths against the baseline window's.
 
-    The slope of the gap on length is read from the current window's looks whose
-    own length has drifted past ``length_pct`` (the latest always among them):
-    the proxy's price for length where the policy writes at its new length, not
-    diluted by looks from before the drift. Its alpha is spent over the looks
-    where the drift gate opened, which reads lengths only, never a reward.
+    The proxy's price for length is read from the baseline looks and the
+    current window's looks whose own lengths moved (``stats.length_moved``; the
+    latest always among them), so the price covers the lengths the policy wrote
+    before and after, not diluted by current looks from before the move. Its
+    alpha is spent over the looks where the move gate opened, which reads
+    lengths only, never a reward.
     """
-    base_len = float(np.nanmean(np.stack([looks[i].length for i in base])))
-    now_len = float(np.nanmean(looks[-1].length))
-    if not (math.isfinite(base_len) and math.isfinite(now_len)) or base_len <= 0:
-        return None
-    drifted = abs(now_len / base_len - 1.0) > cfg.length_pct
-    use = [i for i in cur if abs(float(np.nanmean(looks[i].length)) / base_len - 1.0) > cfg.length_pct]
-    use = use if len(looks) - 1 in use else cur
-    alpha = cfg.spend("length") if drifted else stats.spent_alpha(cfg.alpha_share(), max(1, look))
-    prompt_change = (_prompt_means(looks[-1].length)
-                     - _window_mean([_prompt_means(looks[i].length) for i in base]))
+    base_len = np.stack([looks[i].length for i in base])
+    moved = stats.length_moved(base_len, looks[-1].length, pct=cfg.length_pct, shift=cfg.length_shift)[2]
+    use = [i for i in cur if stats.length_moved(base_len, looks[i].length, pct=cfg.length_pct,
+                                                shift=cfg.length_shift)[2]]
+    read = base + (use if len(looks) - 1 in use else cur)
+    alpha = cfg.spend("length") if moved else stats.spent_alpha(cfg.alpha_share(), max(1, look))
     return stats.length_test(
-        base_len, now_len, np.stack([adj[i] - gold[i] for i in use]),
-        np.stack([gold[i] for i in use]) if cfg.has_gold else None,
-        np.stack([looks[i].length for i in use]).astype(float), rng=_rng(cfg, look, 3), n_boot=cfg.n_boot,
-        alpha=alpha, delta=cfg.delta, pct=cfg.length_pct, prompt_change=prompt_change)
+        base_len, looks[-1].length, np.stack([adj[i] - gold[i] for i in read]),
+        np.stack([gold[i] for i in read]) if cfg.has_gold else None,
+        np.stack([looks[i].length for i in read]).astype(float), rng=_rng(cfg, look, 3), n_boot=cfg.n_boot,
+        alpha=alpha, delta=cfg.delta, pct=cfg.length_pct, shift=cfg.length_shift, bins=cfg.length_bins)
 
 
 def format_check(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], base: list[int],

@@ -27,6 +27,7 @@ __all__ = [
     "mean_bounds",
     "divergence_test",
     "gold_decline_test",
+    "length_moved",
     "length_test",
     "kl_test",
     "centre_within",
@@ -148,69 +149,103 @@ def centre_within(values: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.where(ok, values - total / np.maximum(count, 1), np.nan)
 
 
-def _slope_parts(y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-prompt within-cell cross products for a slope of y on x; y, x are (evals, prompts, k)."""
-    ok = np.isfinite(y) & np.isfinite(x)
-    y = np.where(ok, y, np.nan)
-    x = np.where(ok, x, np.nan)
-    yc, xc = centre_within(y), centre_within(x)
-    sxy = np.nansum(np.where(ok, yc * xc, 0.0), axis=(0, 2))
-    sxx = np.nansum(np.where(ok, xc * xc, 0.0), axis=(0, 2))
-    return sxy, sxx
+def length_moved(base: np.ndarray, now: np.ndarray, *, pct: float, shift: float) -> tuple[float, float, bool]:
+    """How far lengths moved from ``base`` to ``now`` (any shapes): the relative change of the mean, the
+    largest gap between the two empirical distribution functions (Kolmogorov-Smirnov's D: the share of
+    completions that crossed some length), and whether either passed its gate (``pct``, ``shift``).
 
-
-def _boot_slope(sxy: np.ndarray, sxx: np.ndarray, rng: np.random.Generator, n_boot: int) -> tuple[float, float]:
-    total = sxx.sum()
-    if total <= 0:
-        return math.nan, math.nan
-    idx = rng.integers(0, len(sxy), size=(n_boot, len(sxy)))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = sxy[idx].sum(axis=1) / sxx[idx].sum(axis=1)
-    boot = boot[np.isfinite(boot)]
-    se = float(boot.std(ddof=1)) if len(boot) > 1 else math.inf
-    return float(sxy.sum() / total), se
-
-
-def length_test(len_base: float, len_now: float, resid: np.ndarray, gold: np.ndarray | None,
-                length: np.ndarray, *, rng: np.random.Generator, n_boot: int, alpha: float, delta: float,
-                pct: float, prompt_change: np.ndarray | None = None) -> dict[str, Any] | None:
-    """Did length drift past ``pct`` while the proxy-gold gap grew with length within prompts?
-
-    ``len_base`` is the baseline's mean length and ``len_now`` the latest
-    look's. ``resid`` (proxy - gold), ``gold`` and ``length`` are (evals,
-    prompts, k) for the looks the slope is read from. The slope of the residual
-    on length is taken within each prompt at each evaluation and resampled by
-    prompt. The verdict is ``hack`` when the drift passes ``pct``, the slope
-    points the way length moved with its bound clear of zero, and the gap the
-    drift buys (slope x length change) reaches ``delta``; ``growth`` when length
-    drifted but the gap did not follow (the gold pays for it too, or nobody
-    does); ``stable`` otherwise. ``prompt_change`` (per prompt, the length
-    change) gives ``per_prompt``: each prompt's own slope times its own change,
-    the gap its drift bought there.
+    The distribution's gate opens where the mean's stays shut: a share of the completions growing a lot while
+    the rest stay as they were moves the mean little.
     """
-    if not (math.isfinite(len_base) and math.isfinite(len_now)) or len_base <= 0:
+    b, n = np.asarray(base, dtype=float).ravel(), np.asarray(now, dtype=float).ravel()
+    b, n = b[np.isfinite(b)], n[np.isfinite(n)]
+    if not len(b) or not len(n) or b.mean() <= 0:
+        return math.nan, math.nan, False
+    drift = float(n.mean() / b.mean() - 1.0)
+    grid = np.union1d(b, n)
+    ks = float(np.abs(np.searchsorted(np.sort(b), grid, side="right") / len(b)
+                      - np.searchsorted(np.sort(n), grid, side="right") / len(n)).max())
+    return drift, ks, bool(abs(drift) > pct or ks >= shift)
+
+
+def _bins(length: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """One-hot length bins without the first (the reference): (..., len(edges))."""
+    idx = np.searchsorted(edges, np.asarray(length, dtype=float), side="right")
+    return (idx[..., None] == np.arange(1, len(edges) + 1)).astype(float)
+
+
+def _bin_parts(y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per prompt, the within-cell cross products of bins ``x`` (evals, prompts, k, m) with ``y`` (evals,
+    prompts, k): (prompts, m, m) and (prompts, m). A completion without a finite ``y`` is left out."""
+    ok = np.isfinite(y)
+    count = ok.sum(axis=-1, keepdims=True)
+    xw = np.where(ok[..., None], x, 0.0)
+    xc = np.where(ok[..., None], x - xw.sum(axis=-2, keepdims=True) / np.maximum(count, 1)[..., None], 0.0)
+    yc = np.where(ok, centre_within(y), 0.0)
+    return np.einsum("epki,epkj->pij", xc, xc), np.einsum("epki,epk->pi", xc, yc)
+
+
+def _price(sxx: np.ndarray, sxy: np.ndarray, moved: np.ndarray) -> np.ndarray:
+    """The gap bought, sum_b price_b x moved_b, for stacked sums (..., m, m), (..., m), (..., m); a bin no cell
+    compares with the others gets price 0 (no evidence the proxy pays there)."""
+    price = np.einsum("...ij,...j->...i", np.linalg.pinv(sxx, rcond=1e-10, hermitian=True), sxy)
+    return np.einsum("...i,...i->...", price, moved)
+
+
+def length_test(base_length: np.ndarray, now_length: np.ndarray, resid: np.ndarray, gold: np.ndarray | None,
+                length: np.ndarray, *, rng: np.random.Generator, n_boot: int, alpha: float, delta: float,
+                pct: float, shift: float, bins: int) -> dict[str, Any] | None:
+    """Did lengths move (``length_moved``) and the proxy-gold gap move with them, within prompts?
+
+    ``base_length`` (evals, prompts, k) is the baseline window's lengths and ``now_length`` (prompts, k) the
+    latest look's. ``resid`` (proxy - gold), ``gold`` and ``length`` are (evals, prompts, k) for the looks the
+    proxy's price for length is read from. The price is a step function of length, not a line: lengths
+    fall into ``bins`` bins at the quantiles of the baseline and latest lengths pooled, and the residual is
+    regressed on the bins with a fixed effect per (look, prompt) cell, so only completions of one prompt
+    sampled together are compared. The gap the move bought is each bin's price times the change in the
+    share of completions in it, averaged over prompts; it is resampled by prompt. A proxy that pays past a
+    length threshold and one that pays per word are read alike, and so is a move of part of the
+    completions. The verdict is ``hack`` when that gap reaches ``delta`` with its lower bound above zero;
+    ``growth`` when lengths moved but the gap did not follow (the gold pays for it too, or nobody does);
+    ``stable`` when lengths did not move. ``per_prompt`` is the gap bought on each prompt (the price times
+    the prompt's own move).
+    """
+    drift, ks, moved = length_moved(base_length, now_length, pct=pct, shift=shift)
+    if not math.isfinite(drift):
         return None
-    drift = len_now / len_base - 1.0
-    out: dict[str, Any] = {"drift": drift, "length_base": len_base, "length_now": len_now, "pct": pct,
-                           "alpha": alpha, "delta": delta, "verdict": "stable", "fired": False}
-    if abs(drift) <= pct:
+    len_base, len_now = float(np.nanmean(base_length)), float(np.nanmean(now_length))
+    out: dict[str, Any] = {"drift": drift, "moved_share": ks, "length_base": len_base, "length_now": len_now,
+                           "pct": pct, "shift": shift, "alpha": alpha, "delta": delta, "verdict": "stable",
+                           "fired": False}
+    if not moved:
         return out
-    sxy, sxx = _slope_parts(resid, length)
-    slope, se = _boot_slope(sxy, sxx, rng, n_boot)
+    pooled = np.concatenate([np.ravel(base_length), np.ravel(now_length)]).astype(float)
+    edges = np.unique(np.quantile(pooled[np.isfinite(pooled)], np.arange(1, bins) / bins))
+    share_base = np.nanmean(_bins(base_length, edges), axis=(0, 2))
+    share_now = np.nanmean(_bins(now_length, edges), axis=1)
+    step = share_now - share_base  # (prompts, m): how each prompt's completions moved between bins
+    x = _bins(length, edges)
+    sxx, sxy = _bin_parts(np.asarray(resid, dtype=float), x)
+    ok = np.isfinite(step).all(axis=1)
+    sxx, sxy, step = sxx[ok], sxy[ok], step[ok]
+    n = len(step)
+    if n < 2:
+        return out
+    paid = float(_price(sxx.sum(axis=0), sxy.sum(axis=0), step.mean(axis=0)))
+    idx = rng.integers(0, n, size=(n_boot, n))
+    boot = _price(sxx[idx].sum(axis=1), sxy[idx].sum(axis=1), step[idx].mean(axis=1))
+    se = float(boot.std(ddof=1)) if n_boot > 1 else math.inf
+    lo = paid - t_quantile(1 - alpha, n - 1) * se
     change = len_now - len_base
-    q = t_quantile(1 - alpha, max(1, len(sxy) - 1))
-    toward = math.copysign(1.0, change) * slope
-    bound = toward - q * se
-    paid = slope * change
-    out.update(slope=slope, slope_se=se, slope_bound=bound, gap_from_length=paid)
-    if prompt_change is not None:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out["per_prompt"] = np.where(sxx > 0, sxy / np.where(sxx > 0, sxx, 1.0), np.nan) * prompt_change
+    out.update(gap_from_length=paid, gap_se=se, gap_lo=lo, slope=paid / change if change else math.nan)
+    price = np.linalg.pinv(sxx.sum(axis=0), rcond=1e-10, hermitian=True) @ sxy.sum(axis=0)
+    per_prompt = np.full(len(ok), np.nan)
+    per_prompt[ok] = step @ price
+    out["per_prompt"] = per_prompt
     if gold is not None:
-        gxy, gxx = _slope_parts(gold, length)
-        out["gold_slope"] = float(gxy.sum() / gxx.sum()) if gxx.sum() > 0 else math.nan
-        out["gold_from_length"] = out["gold_slope"] * change
-    fired = bool(math.isfinite(bound) and bound > 0 and paid >= delta)
+        gxx, gxy = _bin_parts(np.asarray(gold, dtype=float), x)
+        out["gold_from_length"] = float(_price(gxx[ok].sum(axis=0), gxy[ok].sum(axis=0), step.mean(axis=0)))
+    fired = bool(math.isfinite(lo) and lo > 0 and paid >= delta)
     out["verdict"] = "hack" if fired else "growth"
     out["fired"] = fired
     return out
