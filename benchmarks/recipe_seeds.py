@@ -3,6 +3,7 @@
     python benchmarks/recipe_seeds.py grpo_tooluse --seeds 0-9
     python benchmarks/recipe_seeds.py grpo_tooluse --seeds 0-4 --cpu-path avx2 -- beta=0.04
     python benchmarks/recipe_seeds.py hack/rm_proxy --seeds 0,3,5 --markdown     # the table for MEASUREMENTS.md
+    python benchmarks/recipe_seeds.py grpo_tooluse --from-json sweep.json --markdown  # a kept sweep (--json) again
 
 Each seed is one ``python -m whileai run recipe=RECIPE seed=S [overrides] --json`` in its own process, exactly
 what a user types (``--cpu-path X`` runs it under ``ATEN_CPU_CAPABILITY=X``). Every seed shares one data root
@@ -107,6 +108,8 @@ def _args(argv: Sequence[str]) -> argparse.Namespace:
                    help="the data root every seed shares (default: a new folder, kept after the sweep)")
     p.add_argument("--markdown", action="store_true", help="print the table for recipes/MEASUREMENTS.md")
     p.add_argument("--json", type=Path, default=None, help="also write every seed's figures to this file")
+    p.add_argument("--from-json", type=Path, default=None, metavar="FILE",
+                   help="run nothing: print the table of a sweep --json wrote (e.g. again with --markdown)")
     args = p.parse_args(own)
     problem = _refused(overrides)
     if problem:
@@ -183,7 +186,8 @@ def run_seed(recipe: str, seed: int, overrides: Sequence[str], env: dict[str, st
     code, out = _call(command, {**env, "WHILEAI_RUNNER_TOKEN": token}, log)
     closing = _closing(out, Path(env["WHILEAI_HOME"]) / "runner" / "runs" / token / "whileai_runs.json")
     result: dict[str, Any] = {"seed": seed, "exit_code": code, "seconds": round(time.time() - started),
-                              "log": str(log), "command": " ".join(shlex.quote(c) for c in command[1:])}
+                              "log": str(log), "home": env["WHILEAI_HOME"],
+                              "command": " ".join(shlex.quote(c) for c in command[1:])}
     if code not in VERDICT_CODES or closing is None:
         result["crashed"] = {"error": (closing or {}).get("error"), "tail": _tail(log)}
         return result
@@ -478,8 +482,20 @@ def exit_code(results: Sequence[dict[str, Any]], interrupted: bool) -> int:
     return 0 if all(r["expect"]["verdict"] == "passed" for r in results) else 3
 
 
+def _read(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """A sweep's results as ``--json`` wrote them, and the environment they ran in (for the heading)."""
+    results = json.loads(args.from_json.read_text(encoding="utf-8"))
+    args.seeds = [r["seed"] for r in results]
+    env = {"WHILEAI_HOME": str(results[0].get("home") or "-") if results else "-"}
+    return results, {**env, **({CPU_ENV: args.cpu_path} if args.cpu_path else {})}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _args(sys.argv[1:] if argv is None else argv)
+    if args.from_json:
+        results, env = _read(args)
+        report(args, env, results, False)
+        return exit_code(results, False)
     env = _environment(args)
     results, interrupted = sweep(args, env)
     report(args, env, results, interrupted)

@@ -170,8 +170,11 @@ def test_the_tool_runs_a_recipe_at_two_seeds_and_reports_a_crash(bench, capsys, 
     assert re.search(r"^over seeds: \d gained, \d lost, \d even; exact sign test p ", out, re.M)
     results = json.loads(figures.read_text())
     assert [r["seed"] for r in results] == [0, 1] and all(r["stages"][0]["run"].startswith("run_") for r in results)
-    assert re.match(r"\| 0 \| - \| \d -> \d/4 \(\d/\d, p = [\d.]+\) \| none \| passed \| ",
-                    bench.markdown_table(results)[2])
+    assert bench.main(["sft_tooluse", "--from-json", str(figures), "--markdown"]) == 0  # the table again, as markdown
+    markdown = capsys.readouterr().out
+    assert "`python benchmarks/recipe_seeds.py sft_tooluse --seeds 0-1`" in markdown
+    assert re.search(r"^\| 1 \| - \| \d -> \d/4 \(\d/\d, p = [\d.]+\) \| none \| passed \| \S+ \|$", markdown, re.M)
+    assert "expect passed at 2/2 seeds" in markdown
 
     code = bench.main(["sft_tooluse", "--seeds", "0", "--home", str(tmp_path / "home"), "--", "steps=-1"])
     out = capsys.readouterr().out
