@@ -322,3 +322,23 @@ def test_a_spec_recorded_before_the_typed_spec_still_validates_for_reproduce():
     assert "holdoutRows" in old and "holdout_rows" not in old
     again = schema.canonical_spec(old)
     assert again == plain and schema.check(again) == []
+
+
+def test_a_command_line_mistake_is_blamed_on_the_command_line(tmp_path):
+    """``base_model=`` and ``reward=python:...`` typed wrong are the command line's, not the recipe file's."""
+    done = run_cli("validate", "recipe=grpo_tooluse", f"base_model={tmp_path / 'nope'}", "reward=python:nomod:fn",
+                   home=tmp_path / "home")
+    assert done.returncode == 2
+    said = [line for line in done.stderr.splitlines() if line.startswith("  - ")]
+    assert said and all(line.startswith("  - command line: ") for line in said), done.stderr
+    assert any("base_model=" in line for line in said) and any("nomod" in line for line in said)
+
+
+def test_a_stage_knob_its_recipe_does_not_set_needs_no_plus(tmp_path):
+    """``stages.proxy.lora_rank=4`` on hack/rm_proxy (whose proxy stage sets no lora_rank) works as a root knob
+    does; a misspelt stage knob is still caught with its nearest name."""
+    done = run_cli("validate", "recipe=hack/rm_proxy", "stages.proxy.lora_rank=4", home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load(done.stdout)["stages"]["proxy"]["lora_rank"] == 4
+    done = run_cli("validate", "recipe=hack/rm_proxy", "stages.proxy.lora_rnk=4", home=tmp_path / "home")
+    assert done.returncode == 2 and "did you mean lora_rank" in done.stderr and "not in struct" not in done.stderr

@@ -53,9 +53,25 @@ def resolution_problems(spec: RecipeSpec, origin: Callable[[str], str] | None = 
     out = []
     for stage, result in resolve_stages(spec, origin):
         for problem in result.problems:
-            key = f"{stage.prefix}{stage.method}" if not stage.prefix else stage.prefix.rstrip(".")
+            key = _problem_key(stage, problem)
             out.append(Problem(key, f"{stage.prefix or 'the spec: '}{problem}", where(key)))
     return out
+
+
+_NAMED = re.compile(r"^(?P<name>[a-z_]+)=")
+
+
+def _problem_key(stage: Stage, problem: str) -> str:
+    """The spec key a resolution problem is about, so that its origin is where that key was set (``base_model=``
+    typed on the command line is the command line's, not the recipe's): the key the message opens with
+    (``base_model='...' does not exist``), else the stage itself."""
+    named = _NAMED.match(problem)
+    name = named["name"] if named else None
+    if name is not None and name in stage.from_spec:
+        return stage.from_spec[name]
+    if name is not None and name in (*KNOBS, *HOST_KEYS, "base_model", "check"):
+        return f"{stage.prefix}{name}"
+    return f"{stage.prefix}{stage.method}" if not stage.prefix else stage.prefix.rstrip(".")
 
 
 def validated(plain: dict[str, Any], origin: Callable[[str], str] | None = None) -> tuple[RecipeSpec | None, list[Problem]]:

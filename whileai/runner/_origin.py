@@ -85,6 +85,9 @@ class Origins:
             local = parts[1:] if package and parts[0] == package else (None if package else parts)
             if local is not None and _has(tree, local):
                 return self.show(path, key)
+        parent = key.rsplit(".", 1)[0] + "." if "." in key else None
+        if parent is not None and any(k.startswith(parent) for k in self.cli_keys):
+            return "command line"  # a node no file writes that the command line made (stages.new.lora_rank=4)
         return self.show(self.layers[-1][0]) if self.recipe is not None else ""
 
 
@@ -141,7 +144,9 @@ def check_overrides(overrides: list[str], found: Sources) -> tuple[list[str], li
                 message = schema.unknown_key_message(key, accepted, _typed(text))
             problems.append(schema.Problem(key, message, "command line"))
             continue
-        keep.append(text)
+        # a stage's knob its recipe does not set is added, as a root knob is set: a stage node holds only the
+        # keys its recipe writes, and Hydra refuses a new key without "+" ("++" adds it or overrides it)
+        keep.append(f"++{text}" if lookup == "stages.*" else text)
     return keep, problems
 
 

@@ -201,13 +201,14 @@ def _prepare(argv: list[str], mode: str) -> list[str]:
     flag_values = {argv[i + 1] for i, a in enumerate(argv[:-1]) if a in takes_value}
     overrides = [o for o in overrides if o not in flag_values]
     kept, problems = check_overrides(overrides, found)
-    dropped = set(overrides) - set(kept)
+    added = {k.removeprefix("++"): k for k in kept if k.startswith("++") and k.removeprefix("++") in overrides}
+    dropped = set(overrides) - {k.removeprefix("++") for k in kept}
     os.environ[_SWEPT_ENV] = ",".join(_swept_keys(kept))
     _STATE.update(mode=mode, problems=problems, found=found, argv=list(argv))
     if problems and ("-m" in flags or "--multirun" in flags or "--help" in flags or "-h" in flags):
         report_problems(problems)
         raise SystemExit(2)
-    return [a for a in argv if a not in dropped]
+    return [added.get(a, a) for a in argv if a not in dropped]
 
 
 def _swept_keys(overrides: list[str]) -> list[str]:
