@@ -136,3 +136,18 @@ def test_runs_reads_a_platform_server_on_postgresql_scoped_to_its_key(home, pg_d
         assert shown.returncode == 0 and f"page       {handle.base_url}/runs/{mine}" in shown.stdout
     finally:
         handle.stop()
+
+
+def test_show_prints_the_values_a_run_used_in_place_of_its_specs_nulls():
+    from whileai.runner.runs import _used_spec
+
+    spec = {"method": "grpo", "lora_rank": None, "beta": 0.04, "learning_rate": None,
+            "stages": {"sft": {"method": "sft", "lora_rank": None, "steps": 60}}}
+    last = {"lora_rank": 16, "learning_rate": 5e-4, "beta": 0.04, "runner": {"spec": spec}}
+    filled, notes = _used_spec(spec, last, {"stage": "grpo", "stages": ["sft", "grpo"]})
+    assert filled["lora_rank"] == 16 and filled["learning_rate"] == 5e-4 and filled["stages"]["sft"]["lora_rank"] is None
+    assert notes == {"lora_rank": "the value this run used", "learning_rate": "the value this run used"}
+    assert spec["lora_rank"] is None, "the stored spec is left as stored"
+    filled, notes = _used_spec(spec, {"lora_rank": 8}, {"stage": "sft", "stages": ["sft", "grpo"]})
+    assert filled["stages"]["sft"]["lora_rank"] == 8 and filled["lora_rank"] is None
+    assert list(notes) == ["stages.sft.lora_rank"]

@@ -199,12 +199,34 @@ def show_lines(record: dict[str, Any]) -> list[str]:
         lines += ["", "expect:", *[f"  {line}" for line in expect]]
     spec = kept.get("spec")
     if isinstance(spec, dict):
-        import yaml
+        from ._effective import annotated_yaml
 
-        lines += ["", "spec:", *["  " + s for s in yaml.safe_dump(spec, sort_keys=False).rstrip().splitlines()]]
+        shown = annotated_yaml(*_used_spec(spec, config, kept)).rstrip().splitlines()
+        lines += ["", "spec:", *["  " + s for s in shown]]  # a null this run filled: its value, "# the value this run used"
     elif config:
         lines += ["", "config:", *[f"  {k}: {json.dumps(v, default=str)}" for k, v in config.items()]]
     return lines
+
+
+def _used_spec(spec: dict[str, Any], config: dict[str, Any], kept: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                                             dict[str, str]]:
+    """The stored spec with each null of this run's stage (the root for the last stage, ``stages.NAME`` for an
+    earlier one) set to the value the run used (its config, what ``wai.train`` resolved), and a note per key."""
+    import copy
+
+    filled = copy.deepcopy(spec)
+    stage = kept.get("stage")
+    stages = kept.get("stages") or []
+    earlier = isinstance(stage, str) and stages and stage != stages[-1]
+    node = (filled.get("stages") or {}).get(stage) if earlier else filled
+    prefix = f"stages.{stage}." if earlier else ""
+    notes: dict[str, str] = {}
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if value is None and config.get(key) is not None and not isinstance(config[key], dict):
+                node[key] = config[key]
+                notes[f"{prefix}{key}"] = "the value this run used"
+    return filled, notes
 
 
 def show_main(argv: list[str] | None = None) -> int:
