@@ -4,6 +4,7 @@
 - ``tiny_model(tokenizer, seed=0, **overrides)``: a randomly initialised tiny Llama.
 - ``demo_base()`` / ``load_base(name_or_path)`` / ``KIT_BASE_NAME``: the cached
   pre-trained tiny base that learns the sample task with LoRA.
+- ``weights_digest(folder)``: the SHA-256 of a saved model's weights (what a run records of its base).
 - ``tiny_model_dir(seed=0)``: a cached saved (tokenizer, random tiny model) pair for plumbing tests.
 - ``parse_tool_calls(text)``: generated text back to OpenAI wire tool calls.
 - ``import_gguf(name)`` / ``gguf_record(name)``: a GGUF file (or ``smollm2-135m``) as a base, imported once.
@@ -38,6 +39,7 @@ __all__ = [
     "tiny_model",
     "tiny_model_dir",
     "use_tool_format",
+    "weights_digest",
 ]
 
 _LAZY = {
@@ -51,6 +53,7 @@ _LAZY = {
     "demo_base_built": "whileai.kit._base",
     "load_base": "whileai.kit._base",
     "tiny_model_dir": "whileai.kit._base",
+    "weights_digest": "whileai.kit._base",
     "load_sample": "whileai.kit.sample_task",
     "import_gguf": "whileai.kit._gguf",
     "gguf_record": "whileai.kit._gguf",

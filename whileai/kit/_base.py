@@ -1,10 +1,15 @@
-"""The cached demo base and base-model resolution.
+"""The demo base, its weights' digest, and base-model resolution.
 
-``demo_base()`` builds the kit's tokenizer and tiny model, pre-trains it
-(``kit._pretrain``, recipe ``defaults.KIT_BASE_*``) and saves both under
-``<data_root>/models/``; later calls, in any process, reuse the directory. A
-file lock keeps two processes from building it at once, and the build lands
-through a rename, so a crash never leaves a half-written base.
+The demo base ships with the package (``kit/data/base``: the tokenizer and the
+tiny model, pre-trained once by ``scripts/build_kit_base.py`` under torch's
+portable CPU kernel path). ``demo_base()`` copies it into ``<data_root>/models/``
+and checks its weights against ``defaults.BASE_WEIGHTS_SHA256``, so every
+machine starts every kit recipe from the same bytes. Pre-training in code
+(``kit._pretrain``, recipe ``defaults.KIT_BASE_*``) is what builds that file and
+what a base of another seed still uses; its float sums follow the CPU's kernel
+path (``ATEN_CPU_CAPABILITY``), which is why the default base is not rebuilt on
+each machine. A file lock keeps two processes from setting a base up at once,
+and it lands through a rename, so a crash never leaves a half-written base.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,18 +29,26 @@ from whileai.kit._cache import models_dir
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["KIT_BASE_NAME", "demo_base", "demo_base_built", "load_base", "models_dir", "tiny_model_dir"]
+__all__ = ["KIT_BASE_NAME", "PACKAGED_BASE", "demo_base", "demo_base_built", "demo_base_trains", "load_base",
+           "models_dir", "pretrained_base", "tiny_model_dir", "weights_digest"]
 
 #: The name recipes and ``train(base_model=...)`` use for the demo base.
 KIT_BASE_NAME = defaults.KIT_BASE_NAME
 
-#: Bumped when the kit's code changes what a cached directory holds.
-_KIT_FORMAT = 2
+#: Bumped when the kit's code changes what a cached directory holds (3: the default base is the packaged one).
+_KIT_FORMAT = 3
+
+#: The packaged demo base (``scripts/build_kit_base.py`` writes it; its ``whileai_kit.json`` names the recipe).
+PACKAGED_BASE = Path(__file__).resolve().parent / "data" / "base"
+
+#: The weights file a saved base holds (``save_pretrained``'s safetensors).
+WEIGHTS_FILE = "model.safetensors"
 
 
 def _recipe() -> dict[str, Any]:
     """Everything that decides the base's weights; its hash names the cache directory."""
-    names = sorted(n for n in dir(defaults) if n.startswith("KIT_") and not n.startswith(("KIT_SFT_", "KIT_SAMPLE_")))
+    names = sorted(n for n in dir(defaults)
+                   if n.startswith("KIT_") and not n.startswith(("KIT_SFT_", "KIT_SAMPLE_", "KIT_PROXY_")))
     return {"format": _KIT_FORMAT, **{n: getattr(defaults, n) for n in names}}
 
 
@@ -67,20 +81,103 @@ def _demo_base_name(seed: int | None) -> str:
 
 
 def demo_base_built(seed: int | None = None) -> bool:
-    """Whether this data root already holds the demo base (else the next ``demo_base()`` pre-trains it,
-    about DEMO_BASE_BUILD_S on a CPU)."""
+    """Whether this data root already holds the demo base of ``seed`` (``demo_base_trains`` says whether setting
+    it up pre-trains one)."""
     from whileai.core.paths import data_root
 
     return (data_root() / "models" / _demo_base_name(seed) / _DONE).exists()
 
 
-def demo_base(seed: int | None = None) -> Path:
-    """The directory of the cached pre-trained demo base (model + tokenizer), built on first use.
+def _packaged_recipe() -> dict[str, Any] | None:
+    """The recipe the packaged base was pre-trained by, None when the package holds none."""
+    try:
+        return dict(json.loads((PACKAGED_BASE / _DONE).read_text())["recipe"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
-    The first call in a fresh data root pre-trains the tiny model (recipe
-    ``defaults.KIT_BASE_*``, about a minute on 2 CPU cores) and caches it under
-    ``<data_root>/models/``; every later call, in any process, returns at once.
-    Its ``whileai_kit.json`` records the recipe and the pre-training figures.
+
+def _serves_packaged(seed: int, recipe: dict[str, Any]) -> bool:
+    """Whether the packaged base is this seed's base under this code's recipe (else it is pre-trained here)."""
+    return seed == defaults.KIT_BASE_SEED and _packaged_recipe() == json.loads(json.dumps(recipe, default=str))
+
+
+def demo_base_trains(seed: int | None = None) -> bool:
+    """Whether the next ``demo_base(seed)`` pre-trains a base (about DEMO_BASE_BUILD_S on a CPU): not for the
+    packaged base, which is copied, nor once this data root holds the base."""
+    seed = defaults.KIT_BASE_SEED if seed is None else seed
+    return not demo_base_built(seed) and not _serves_packaged(seed, {**_recipe(), "seed": seed, "what": "base"})
+
+
+def weights_digest(folder: str | os.PathLike[str]) -> str:
+    """SHA-256 of a saved model's weights: its ``model.safetensors``, or, for weights in other or sharded files,
+    of each weights file's name and digest in name order. What a run records as its base's bytes."""
+    folder = Path(folder)
+    if (folder / WEIGHTS_FILE).is_file():
+        return _file_digest(folder / WEIGHTS_FILE)
+    names = sorted(p.name for p in folder.iterdir() if p.suffix in defaults.WEIGHTS_SUFFIXES and p.is_file())
+    if not names:
+        raise FileNotFoundError(f"{folder} holds no weights file ({', '.join(defaults.WEIGHTS_SUFFIXES)})")
+    listing = "\n".join(f"{name} {_file_digest(folder / name)}" for name in names)
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _copy_packaged(tmp: Path) -> dict[str, Any]:
+    """The packaged base's files into ``tmp``, its weights checked against BASE_WEIGHTS_SHA256."""
+    for item in PACKAGED_BASE.iterdir():
+        if item.is_file() and item.name != _DONE:
+            shutil.copyfile(item, tmp / item.name)
+    found = weights_digest(tmp)
+    if found != defaults.BASE_WEIGHTS_SHA256:
+        raise RuntimeError(
+            f"the packaged kit base's weights ({PACKAGED_BASE / WEIGHTS_FILE}) have SHA-256 {found}, not the "
+            f"{defaults.BASE_WEIGHTS_SHA256} this version of whileai ships; the install is damaged: reinstall "
+            "whileai (pip install --force-reinstall --no-deps whileai, or from a clean checkout)")
+    info = json.loads((PACKAGED_BASE / _DONE).read_text())
+    return {**info, "packaged": True}
+
+
+def pretrained_base(tmp: Path, seed: int) -> dict[str, Any]:
+    """Pre-train the demo base of ``seed`` in code and save it (tokenizer and model) into ``tmp``; returns its
+    record. Its float sums follow this process's CPU kernel path: the packaged base is built by this under
+    ``ATEN_CPU_CAPABILITY=default`` (``scripts/build_kit_base.py``)."""
+    import torch
+
+    from whileai.kit._model import tiny_model
+    from whileai.kit._pretrain import pretrain
+    from whileai.kit._tokenizer import build_tokenizer
+
+    tok = build_tokenizer(seed)
+    model = tiny_model(tok, seed=seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(defaults.KIT_BASE_THREADS)  # the same weights whoever builds it (KIT_BASE_THREADS)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            figures = pretrain(model, tok, seed=seed)
+    finally:
+        torch.set_num_threads(threads)
+    tok.save_pretrained(tmp)
+    model.save_pretrained(tmp)
+    return {"name": KIT_BASE_NAME, "recipe": {**_recipe(), "seed": seed, "what": "base"}, "pretraining": figures,
+            "built_with": {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}}
+
+
+def demo_base(seed: int | None = None) -> Path:
+    """The directory of the demo base (model + tokenizer) in this data root, set up on first use.
+
+    The default base (seed ``KIT_BASE_SEED``) is the packaged one, copied and
+    checked against ``BASE_WEIGHTS_SHA256``: the same bytes on every machine. A
+    base of another seed is pre-trained here (recipe ``defaults.KIT_BASE_*``,
+    about a minute on 2 CPU cores), and its bytes follow this CPU's kernel path.
+    Either way later calls, in any process, return at once. Its
+    ``whileai_kit.json`` records the recipe and the pre-training figures.
 
     >>> from transformers import AutoModelForCausalLM
     >>> model = AutoModelForCausalLM.from_pretrained(demo_base())
@@ -89,24 +186,9 @@ def demo_base(seed: int | None = None) -> Path:
     recipe = {**_recipe(), "seed": seed, "what": "base"}
 
     def build(tmp: Path) -> dict[str, Any]:
-        import torch
-
-        from whileai.kit._model import tiny_model
-        from whileai.kit._pretrain import pretrain
-        from whileai.kit._tokenizer import build_tokenizer
-
-        tok = build_tokenizer(seed)
-        model = tiny_model(tok, seed=seed)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(defaults.KIT_BASE_THREADS)  # the same weights whoever builds it (KIT_BASE_THREADS)
-        try:
-            with torch.random.fork_rng(devices=[]):
-                figures = pretrain(model, tok, seed=seed)
-        finally:
-            torch.set_num_threads(threads)
-        tok.save_pretrained(tmp)
-        model.save_pretrained(tmp)
-        return {"name": KIT_BASE_NAME, "recipe": recipe, "pretraining": figures}
+        if _serves_packaged(seed, recipe):
+            return _copy_packaged(tmp)
+        return pretrained_base(tmp, seed)
 
     return _build_once(_demo_base_name(seed), build)
 

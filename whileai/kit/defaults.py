@@ -71,10 +71,18 @@ KIT_SAMPLE_HOLDOUT = 0.2
 #: task's 73 held-out prompts (first action), so what a run learns is the fine-tuning's.
 #: 1000 steps gave no better LoRA result (0.875 vs 0.887 held-out).
 KIT_BASE_NAME = "whileai/tiny-tooluse-base"
-#: What the first run on a data root says the base build takes (once per data root): demo_base()
-#: took 74 s on a 2-core CPU and 79 s from a fresh clone on a laptop CPU. Not a KIT_ name: KIT_* values
-#: fingerprint the cached base (_base._recipe), and a time estimate does not change its weights.
+#: What a run says pre-training a base in code takes (a base of another seed than KIT_BASE_SEED; the
+#: default one ships). Not a KIT_ name: KIT_* values fingerprint the cached base (_base._recipe), and a
+#: time estimate does not change its weights.
 DEMO_BASE_BUILD_S = 80
+#: SHA-256 of the packaged demo base's weights (kit/data/base/model.safetensors), checked whenever a data
+#: root takes its copy. Pre-training the same recipe gives other bytes under another CPU kernel path (torch's
+#: float sums are split differently by its AVX2 and scalar kernels), so the base is built once, by
+#: scripts/build_kit_base.py under ATEN_CPU_CAPABILITY=default, and shipped: every machine then starts every
+#: kit recipe from these bytes. Rebuild it (and update this) whenever a KIT_BASE_* value changes.
+BASE_WEIGHTS_SHA256 = "02ca9786900a0d586093cb02542b60774a930fe4f8db1f86a67f1e63aeee6615"
+#: Files a model folder keeps its weights in, for a folder's weights digest (_base.weights_digest).
+WEIGHTS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 KIT_BASE_SEED = 0
 #: Torch threads the base is pre-trained on, whatever the process had set. A float sum splits
 #: differently over another thread count, and 600 steps carry the difference: a base built on 2
