@@ -144,10 +144,10 @@ def _builds_kit_base(spec: RunSpec) -> str | None:
 
     if spec.base_model != defaults.KIT_BASE_NAME or spec.target == "modal":
         return None
-    from whileai.kit import demo_base_built
+    from whileai.kit._base import demo_base_trains
     from whileai.kit.defaults import DEMO_BASE_BUILD_S
 
-    if demo_base_built():
+    if not demo_base_trains():  # the packaged base is copied in a moment
         return None
     return (f"building the kit's base (once per data root, about {DEMO_BASE_BUILD_S} s on a laptop CPU; "
             "later runs load it at once)")

@@ -513,12 +513,12 @@ def _exported(report: dict[str, Any]) -> str:
 
 
 def _say_base_build(first: RunSpec, progress: Progress) -> None:
-    """On a data root without the kit's base, say once that the first job builds it, and how long that takes."""
-    from whileai.kit import demo_base_built
+    """When the first job pre-trains the kit's base (a base the package does not ship), say so, and how long."""
+    from whileai.kit._base import demo_base_trains
     from whileai.kit.defaults import DEMO_BASE_BUILD_S
     from whileai.simulations import defaults as sdk
 
-    if first.base_model == sdk.KIT_BASE_NAME and not demo_base_built():
+    if first.base_model == sdk.KIT_BASE_NAME and demo_base_trains():
         progress.line(f"- first run on this data root: the job builds the kit's base first (once per data root, "
                       f"about {DEMO_BASE_BUILD_S} s on a laptop CPU); later runs load it at once")
 
