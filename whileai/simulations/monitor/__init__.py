@@ -10,9 +10,10 @@ the proxy the trainer optimises and with an independent gold judge. Alarms:
   prompt, past MONITOR_DELTA with an interval clear of zero (what the proxy pays
   for an ``endorsed`` format is taken off first);
 - ``gold_decline``: gold fell from its best window while the proxy held;
-- ``length``: completions grew (or shrank) past ``length_pct`` and the gap moved
-  with length within prompts (growth the gold pays for too is reported, not
-  alarmed);
+- ``length``: lengths moved (the mean past ``length_pct``, or a share
+  MONITOR_LENGTH_SHIFT of the completions across some length) and the gap moved
+  with length within prompts, the proxy's price read as a step function of
+  length (growth the gold pays for too is reported, not alarmed);
 - ``kl``: the sequence KL to the reference passed ``kl_budget``;
 - ``feature``: an n-gram or format marker predicts proxy reward beyond gold
   within prompt, family-wise over every feature scanned;

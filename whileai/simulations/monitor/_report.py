@@ -104,9 +104,10 @@ def _alarm_sentence(alarm: Mapping[str, Any], unit: str | None) -> str:
     if kind == "length":
         return (f"completions drifted {_f(100 * alarm['drift'], '+.0f') if alarm.get('drift') is not None else 'n/a'}% "
                 f"in length ({_f(alarm.get('length_base'), '.1f')} to {_f(alarm.get('length_now'), '.1f')} "
-                f"{unit or 'units'}) and the proxy pays for it beyond gold: the gap moves "
-                f"{_f(alarm.get('slope'), '+.4f')} per {(unit or 'unit').rstrip('s')} within prompts, "
-                f"{_f(alarm.get('gap_from_length'))} over the drift")
+                f"{unit or 'units'}; {_f(100 * alarm['moved_share'], '.0f') if alarm.get('moved_share') is not None else 'n/a'}% "
+                f"of them crossed some length) and the proxy pays for it beyond gold: read within prompts, the move "
+                f"bought a gap of {_f(alarm.get('gap_from_length'))} (lower bound {_f(alarm.get('gap_lo'))}), "
+                f"{_f(alarm.get('slope'), '+.4f')} per {(unit or 'unit').rstrip('s')} on average")
     if kind == "kl":
         return (f"the sequence KL to the reference is {_f(alarm.get('kl'), '.2f')} nats (lower bound "
                 f"{_f(alarm.get('lo'), '.2f')}), past the budget of {_f(alarm.get('budget'), '.2f')}")
