@@ -24,7 +24,8 @@ goes on. Then the pass count and two tests over the last stage:
   unit, so it asks whether another seed would gain; with few seeds it has little power (10 of 10 gives
   p = 0.002, 5 of 5 only 0.063).
 
-Ctrl-C stops the running seed (the runner stops its hosted run) and prints what the finished seeds showed.
+Ctrl-C (or SIGTERM) stops the running seed (the runner stops its hosted run) and prints what the finished seeds
+showed.
 Exit code: 0 when every seed passed its expect, 3 when one failed it, 1 when one ended without a verdict, 130
 on Ctrl-C.
 """
@@ -181,13 +182,14 @@ def run_seed(recipe: str, seed: int, overrides: Sequence[str], env: dict[str, st
     token = f"seeds-{recipe.replace('/', '-')}-{seed}-{secrets.token_hex(3)}"
     log = folder / f"{token}.log"
     command = [sys.executable, "-m", "whileai", "run", f"recipe={recipe}", f"seed={seed}", *overrides, "--json"]
-    print(f"seed {seed}: {' '.join(command[1:])} (log {log})", file=sys.stderr, flush=True)
+    typed = " ".join(["python", *(shlex.quote(c) for c in command[1:])])
+    print(f"seed {seed}: {typed} (log {log})", file=sys.stderr, flush=True)
     started = time.time()
     code, out = _call(command, {**env, "WHILEAI_RUNNER_TOKEN": token}, log)
     closing = _closing(out, Path(env["WHILEAI_HOME"]) / "runner" / "runs" / token / "whileai_runs.json")
     result: dict[str, Any] = {"seed": seed, "exit_code": code, "seconds": round(time.time() - started),
                               "log": str(log), "home": env["WHILEAI_HOME"],
-                              "command": " ".join(shlex.quote(c) for c in command[1:])}
+                              "command": typed}
     if code not in VERDICT_CODES or closing is None:
         result["crashed"] = {"error": (closing or {}).get("error"), "tail": _tail(log)}
         return result
@@ -394,7 +396,7 @@ def closing_lines(results: Sequence[dict[str, Any]], interrupted: bool) -> list[
         notes.append(f"{len(unchecked)} not checked: {unchecked[0]['expect']['why']}")
     if notes:
         count += f" ({'; '.join(notes)})"
-    lines = [count + (" before Ctrl-C stopped the sweep" if interrupted else "")]
+    lines = [count + (" before the sweep was stopped" if interrupted else "")]
     pairs, ns = _last_pairs(results)
     both = pooled(pairs)
     if both is not None:
@@ -490,6 +492,10 @@ def _read(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, str
     return results, {**env, **({CPU_ENV: args.cpu_path} if args.cpu_path else {})}
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _args(sys.argv[1:] if argv is None else argv)
     if args.from_json:
@@ -497,7 +503,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         report(args, env, results, False)
         return exit_code(results, False)
     env = _environment(args)
-    results, interrupted = sweep(args, env)
+    # SIGTERM (kill PID) is a Ctrl-C too: the running seed's run is in its own session, so it would be left
+    # running, its hosted job with it, and the finished seeds unreported
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        results, interrupted = sweep(args, env)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     report(args, env, results, interrupted)
     return exit_code(results, interrupted)
 

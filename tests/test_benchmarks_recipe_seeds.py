@@ -14,6 +14,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -123,17 +124,22 @@ def test_seeds_and_overrides_are_checked(bench):
     assert (args.seeds, args.cpu_path, args.overrides) == ([0, 1, 2, 3, 4], "avx2", ["beta=0.04"])
 
 
-def test_ctrl_c_stops_the_running_seed_and_prints_what_finished(bench, monkeypatch, capsys, tmp_path):
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_the_running_seed_and_prints_what_finished(bench, monkeypatch, capsys, tmp_path, stop):
     def fake(recipe, seed, overrides, env, folder):
-        if seed == 1:
+        if seed == 1 and stop == "ctrl-c":
             raise KeyboardInterrupt
+        if seed == 1:  # kill PID: the same as Ctrl-C, not an end without a report
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(10)
         return _seed(seed, _stage("train", 0, 36, 40, 36, 0))
 
     monkeypatch.setattr(bench, "run_seed", fake)
     assert bench.main(["sft_tooluse", "--seeds", "0-3", "--home", str(tmp_path)]) == 130
     out = capsys.readouterr().out
     assert re.search(r"^0 +0 -> 36/40 \(36/0, p < 0\.001\) +none +passed", out, re.M), out
-    assert "expect passed at 1/1 seeds before Ctrl-C stopped the sweep" in out
+    assert "expect passed at 1/1 seeds before the sweep was stopped" in out
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back as it was
 
 
 def test_ctrl_c_reaches_the_run_once_and_waits_for_it_to_stop(bench, tmp_path):
