@@ -42,8 +42,10 @@ def _client(base_url: str, key: str) -> httpx.Client:
 def _stopped_run_with_a_checkpoint(store: Store, acct: str) -> str:
     """A run whose one local job was stopped after saving a checkpoint: what ``resume`` continues."""
     run = store.create_run(acct, name="to resume", status="running", config={"method": "sft"})
+    rows, _ = store.create_dataset(acct, [{"task_id": "t", "passed": True, "messages": []}], name="rows")
     job = store.create_job(acct, run_id=run["id"], kind="sft", target="local", status="running",
-                           spec={"method": "sft", "steps": 4, "save_steps": 2})
+                           spec={"method": "sft", "steps": 4, "save_steps": 2, "dataset": rows["id"],
+                                 "base_model": defaults.KIT_BASE_NAME})
     store.update_job(acct, job["id"], {"status": "stopped", "error": "stopped on request"})
     store.update_run(acct, run["id"], {"status": "stopped", "error": "stopped on request"})
     saved = launcher_jobs.checkpoint_dir(run["id"]) / "checkpoint-2"

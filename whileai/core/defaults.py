@@ -246,6 +246,33 @@ MAX_PROCESSES_PER_NODE = 64
 #: nodes for LoRA fine-tunes; the bound catches a typo, it is not a platform limit.
 MAX_NODES = 256
 
+#: The most GPUs a launch's ``gpu`` may ask for on one node (``"H100:8"``): Modal attaches at most 8 GPUs to a
+#: container (Modal's GPU guide, modal.com/docs/guide/gpu), and 8 is the largest common machine.
+GPU_MAX_COUNT = 8
+
+# ---------------------------------------------------------------------------
+# A step's size (whileai/core/spec.py, step_problem)
+# ---------------------------------------------------------------------------
+
+#: Memory of each GPU the price table names, GiB (NVIDIA's data sheets; B200 as DGX B200 splits its 1,440 GB).
+GPU_MEMORY_GIB: dict[str, int] = {
+    "B200": 180, "H200": 141, "H100": 80, "A100-80GB": 80, "A100-40GB": 40, "L40S": 48, "A10G": 24, "L4": 24,
+    "T4": 16,
+}
+#: Memory assumed per device when a spec names no GPU (or one the table lacks): the largest common single GPU
+#: (H100, A100-80GB), so only a step no such device holds is refused.
+STEP_DEFAULT_GIB = 80
+#: The most tokens one GiB of a device holds in a step (completions sampled, or sequences trained at once).
+#: An upper bound, not a fit: a token costs at least its KV cache while it is sampled, 23 KiB on SmolLM2-135M,
+#: the smallest base served (30 layers x 3 KV heads x 64 dims x K and V x 2 bytes in bf16), and a trained
+#: token costs its activations on top; 64 Ki tokens (16 KiB each) per GiB is more than any base fits, so a
+#: step refused past it could never run, and one under it may still run out of memory.
+STEP_TOKENS_PER_GIB = 65_536
+
+#: Characters of a value a spec's refusal echoes (a huge string sent as a knob is shown cut, with its length), so a
+#: refusal stays readable and fits a run's error.
+SPEC_SHOWN_CHARS = 200
+
 #: The data-parallel and sharding strategies a job may ask for, each mapped onto accelerate's and TRL's
 #: own configuration (``whileai.jobs.trainer_config.strategy_settings``): DDP replicates the model,
 #: FSDP and DeepSpeed ZeRO-2/3 shard optimizer state (and, FSDP and ZeRO-3, the weights).

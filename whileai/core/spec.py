@@ -24,6 +24,7 @@ record without ``spec_version`` is version 1; keys that later versions stopped w
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -293,17 +294,8 @@ class RunSpec(BaseModel):
                                  whole=is_whole(type(self), name))
             if problem:
                 problems.append(problem)
-        batch = getattr(self, "batch_size", None)
-        split = split_problem("batch_size", batch, self.world_size) if isinstance(batch, int) else None
-        if split:
-            problems.append(split)
-        elif isinstance(batch, int) and self.batch_per_device is not None:
-            problems.extend(filter(None, [micro_problem(batch // self.world_size, self.batch_per_device)]))
-        groups = getattr(self, "generations", None)
-        if isinstance(groups, int) and self.batch_per_device is not None and self.batch_per_device < groups:
-            problems.append(f"batch_per_device={self.batch_per_device} is under generations={groups}: a device holds "
-                            f"at least one prompt's group of completions; pass batch_per_device >= {groups} "
-                            "(a multiple of it uses the memory fully), or fewer generations")
+        if not problems:  # the products of knobs are judged once each knob is in its range
+            problems.extend(_batch_problems(self))
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -504,6 +496,75 @@ class RMSpec(RunSpec):
 SPEC_MODELS: dict[str, type[RunSpec]] = {"sft": SFTSpec, "grpo": GRPOSpec, "dpo": DPOSpec, "rm": RMSpec}
 
 
+def _batch_problems(spec: RunSpec) -> list[str]:
+    """What the knobs, each in its range, cannot do together: a batch that does not divide across the processes or
+    into micro-batches, a device that cannot hold one group, a step larger than the target's memory."""
+    problems = []
+    batch, cap = getattr(spec, "batch_size", None), spec.batch_per_device
+    split = split_problem("batch_size", batch, spec.world_size) if isinstance(batch, int) else None
+    if split:
+        problems.append(split)
+    elif isinstance(batch, int) and cap is not None:
+        problems.extend(filter(None, [micro_problem(batch // spec.world_size, cap)]))
+    groups = getattr(spec, "generations", None)
+    if isinstance(groups, int) and cap is not None and cap < groups:
+        problems.append(f"batch_per_device={cap} is under generations={groups}: a device holds at least one "
+                        f"prompt's group of completions; pass batch_per_device >= {groups} (a multiple of it uses "
+                        "the memory fully), or fewer generations")
+    return problems + list(filter(None, [step_problem(spec)]))
+
+
+def step_memory(spec: RunSpec) -> tuple[int, str]:
+    """GiB of one device of ``spec``'s target and how that was decided: its ``gpu`` (GPU_MEMORY_GIB), else
+    STEP_DEFAULT_GIB."""
+    name = spec.gpu.partition(":")[0] if isinstance(spec.gpu, str) else None
+    if name in d.GPU_MEMORY_GIB:
+        return d.GPU_MEMORY_GIB[name], f"{d.GPU_MEMORY_GIB[name]} GiB (a {name}'s)"
+    return d.STEP_DEFAULT_GIB, f"{d.STEP_DEFAULT_GIB} GiB (STEP_DEFAULT_GIB: the spec names no known gpu)"
+
+
+def _step_factors(spec: RunSpec) -> list[tuple[str, int]]:
+    """The factors of the tokens one step holds at once, each named by the knob (or constant) it comes from.
+
+    GRPO samples all of a step's completions in one generation batch; DPO and RM hold a chosen and a rejected
+    sequence per row, for the whole batch or ``batch_per_device`` rows per process. SFT is not bounded here."""
+    if isinstance(spec, GRPOSpec):
+        return [("prompts_per_step", spec.prompts_per_step), ("generations", spec.generations),
+                ("max_completion_length", spec.max_completion_length)]
+    if not isinstance(spec, (DPOSpec, RMSpec)):
+        return []
+    rows = [("batch_size", spec.batch_size)]
+    if spec.batch_per_device is not None and spec.batch_per_device * spec.world_size < spec.batch_size:
+        rows = [("batch_per_device", spec.batch_per_device), ("processes x nodes", spec.world_size)]
+    tokens = (("max_completion_length", spec.max_completion_length) if isinstance(spec, DPOSpec)
+              else ("TRAIN_MAX_LENGTH", d.TRAIN_MAX_LENGTH))
+    return [*rows, ("2 sequences a pair", 2), tokens]
+
+
+def step_problem(spec: RunSpec) -> str | None:
+    """Why one optimizer step of ``spec`` holds more tokens than its target's memory can, else None.
+
+    The bound is STEP_TOKENS_PER_GIB per GiB of each device (:func:`step_memory`) times the processes; the
+    refusal names the product, the bound and the knob to lower. Example: GRPO at prompts_per_step=4096 and
+    generations=64 is refused on any GPU.
+    """
+    factors = _step_factors(spec)
+    if not factors:
+        return None
+    tokens = math.prod(value for _, value in factors)
+    gib, how = step_memory(spec)
+    limit = d.STEP_TOKENS_PER_GIB * gib * spec.world_size
+    if tokens <= limit:
+        return None
+    first, value = factors[0]
+    fits = limit // (tokens // value)
+    knobs = [name for name, _ in factors if name in type(spec).model_fields]
+    product = " x ".join(f"{name}={value}" if name in knobs else f"{value} ({name})" for name, value in factors)
+    return (f"{spec.method}: {product} = {tokens:,} tokens in one step, over the {limit:,} the target's memory can "
+            f"hold (STEP_TOKENS_PER_GIB={d.STEP_TOKENS_PER_GIB:,} a GiB x {how} x {spec.world_size} process"
+            f"{'es' if spec.world_size > 1 else ''}); lower {first} (to {fits} or less)"
+            f"{''.join(f', or {name}' for name in knobs[1:])}, or name a gpu with more memory")
+
 
 def split_problem(name: str, size: int, world: int) -> str | None:
     """Why ``size`` (an effective, global batch) cannot be divided across ``world`` processes, else None.
@@ -538,8 +599,8 @@ def micro_batches(share: int, cap: int | None) -> tuple[int, int]:
 
 def micro_problem(share: int, cap: int) -> str | None:
     """Why a process's ``share`` of the effective batch cannot be accumulated in micro-batches of ``cap``, else None."""
-    if cap >= share or share % cap == 0:
-        return None
+    if cap < 1 or cap >= share or share % cap == 0:
+        return None  # a cap under 1 is its range check's to refuse
     fits = [n for n in range(cap, 0, -1) if share % n == 0][:3]
     return (f"batch_per_device={cap} does not divide a process's share of the effective batch ({share}): its "
             f"micro-batches must add up to the share exactly; pass one that divides {share} "
@@ -629,8 +690,8 @@ def canonical(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def _model(config: Mapping[str, Any]) -> type[RunSpec]:
     method = config.get("method")
-    if method not in SPEC_MODELS:
-        raise ValueError(f"method={method!r} is not a training method; pass one of {', '.join(SPEC_MODELS)}")
+    if not isinstance(method, str) or method not in SPEC_MODELS:  # a list or an object is no method either
+        raise ValueError(f"method={_shown(method)} is not a training method; pass one of {', '.join(SPEC_MODELS)}")
     return SPEC_MODELS[str(method)]
 
 
@@ -652,17 +713,32 @@ def parse_spec(config: Mapping[str, Any]) -> tuple[RunSpec | None, list[str]]:
 
 
 def _worded(exc: ValidationError, model: type[RunSpec], method: str) -> list[str]:
-    out = []
+    """Each problem once, every value cut to SPEC_SHOWN_CHARS; the unknown keys together, in one line."""
+    out, unknown = [], []
     for error in exc.errors():
         key = ".".join(str(p) for p in error["loc"])
         if error["type"] == "extra_forbidden":
-            known = ", ".join(sorted(f for f in model.model_fields if f not in BOOKKEEPING))
-            out.append(f"{key} is not a {method} setting; use one of: {known}")
+            unknown.append(key)
         elif not key:  # the range check: every knob's problem, already worded
             out.extend(str(error.get("ctx", {}).get("error", error["msg"])).split("\n"))
         else:
-            out.append(f"{key}={error.get('input')!r}: {error['msg']}")
+            out.append(f"{_cut(key)}={_shown(error.get('input'))}: {error['msg']}")
+    if unknown:
+        known = ", ".join(sorted(f for f in model.model_fields if f not in BOOKKEEPING))
+        names = _cut(", ".join(unknown))
+        out.insert(0, f"{names} {'is' if len(unknown) == 1 else 'are'} not {'a ' if len(unknown) == 1 else ''}"
+                      f"{method} setting{'' if len(unknown) == 1 else 's'}; use one of: {known}")
     return out
+
+
+def _cut(text: str) -> str:
+    """``text`` cut to SPEC_SHOWN_CHARS, saying how long it was: a refusal echoes what it was sent, never all of it."""
+    return text if len(text) <= d.SPEC_SHOWN_CHARS else text[:d.SPEC_SHOWN_CHARS] + f"... ({len(text):,} characters)"
+
+
+def _shown(value: Any) -> str:
+    """``value``'s repr as a message shows it (:func:`_cut`)."""
+    return _cut(repr(value))
 
 
 def spec_problems(config: Mapping[str, Any]) -> list[str]:

@@ -134,6 +134,11 @@ RUN_SUMMARY_MAX_BYTES = 1024 * 1024
 #: Longest run error text (the "notes" a run carries: a traceback's tail), in characters.
 RUN_ERROR_MAX_CHARS = 100_000
 
+#: Longest refusal of a launch or resume, in characters, as answered and as its run's error: every problem at once
+#: fits (a spec has a few dozen fields and each problem echoes at most SPEC_SHOWN_CHARS of its value), while a body
+#: that names thousands of bad keys cannot make a message the run's error (RUN_ERROR_MAX_CHARS) refuses to hold.
+LAUNCH_REFUSAL_MAX_CHARS = 20_000
+
 #: Distinct metric names one run may log. Each name is a chart on the run's page
 #: and a column in its series; TRL's trainers log 10 to 40, a monitor adds a few
 #: dozen. Past this cap points with new names are refused (422 naming the cap),

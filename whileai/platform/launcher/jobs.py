@@ -27,13 +27,15 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from whileai.core.errors import ResumeRefused
 from whileai.core.spec import JOB_ROW_KEYS, RMSpec, RunSpec, continues_runs, knob_of, read_job_spec, spec_json
 from whileai.platform.store.values import RUN_STOP_MARK
 from whileai.platform import defaults
 from whileai.platform._faults import fault_point
+from whileai.platform._rewards import reward_path
+from whileai.platform.launcher._rules import bounded, launch_problems
 from whileai.platform.launcher._shared import (  # noqa: F401  (re-exported: the launcher's names)
     FINISHED,
     hub_env,
@@ -724,12 +726,15 @@ def _job_seconds(job: dict[str, Any]) -> float:
 def resume_run(store: Any, account_id: str, run_id: str, embedded: bool = False) -> dict[str, Any]:
     """Start a new job for a stopped, failed or crashed run, continuing from its last checkpoint.
 
-    The new job runs the spec of the run's last job; it finds the run's checkpoint folder
+    The new job runs the spec of the run's last job under the rules a launch passes now (``_rules``: the reward
+    modules its operator allows, the account's ids, strict types, the bounds), with the keys only the platform
+    writes (``reward_path``, the adapters) worked out again here, never read from that job's row; it finds the run's checkpoint folder
     (``checkpoint_dir``), resumes the trainer from the newest checkpoint, reuses the held-out
     "before" measured by the interrupted job, and logs no point the run already has. The run
     stays one run: it turns ``running`` again (the stop mark lifted) and its summary counts the
     resumes. Returns the new job's record; raises LookupError for a run that is not the account's and
-    :class:`ResumeRefused` naming why (done, still running, no job, no checkpoint).
+    :class:`ResumeRefused` naming why (done, still running, no job, no checkpoint); a spec the rules refuse fails
+    the run with the reason and raises ValueError with it.
     """
     from whileai.core.paths import last_checkpoint
 
@@ -746,26 +751,48 @@ def resume_run(store: Any, account_id: str, run_id: str, embedded: bool = False)
         raise ResumeRefused(f"{run_id} has no job (a run logged by hand): the platform has nothing to resume; "
                             "train it with wai.train or python -m whileai run")
     last = jobs[0]
-    row = last.get("spec") or {}
-    try:
-        spec = read_job_spec(row)
-    except ValueError as exc:
-        raise ResumeRefused(f"{run_id}'s last job does not hold a run spec ({exc}); run it again with "
-                            f"`python -m whileai reproduce {run_id}`") from None
+    row = last.get("spec") if isinstance(last.get("spec"), dict) else {}
+    sent = {k: v for k, v in row.items() if k not in (*JOB_ROW_KEYS, "init_adapter")}  # the platform's keys: redone
     target = last.get("target") or "local"
     start = last_checkpoint(checkpoint_dir(run_id))
     if target == "local" and start is None:
-        save_steps, steps = spec.save_steps, spec.steps
-        why = ("checkpoints were off" if not save_steps else "the run is not longer than save_steps"
-               if isinstance(steps, int) and steps <= save_steps else "it ended before its first checkpoint")
-        raise ResumeRefused(f"{run_id} saved no checkpoint (save_steps={save_steps}, steps={steps}: {why}); run it "
-                            f"again with `python -m whileai reproduce {run_id}` (a smaller save_steps checkpoints "
-                            "sooner)")
+        raise ResumeRefused(_no_checkpoint(run_id, sent))
     summary = run.get("summary") or {}
     earlier: dict[str, Any] = summary["resumed"] if isinstance(summary.get("resumed"), dict) else {}
     note = {**earlier, "requested_at": time.time(), "from_job": last["id"],
             "from_step": int(start.name.partition("-")[2]) if start is not None else earlier.get("from_step"),
             "earlier_seconds": round(sum(_job_seconds(j) for j in jobs), 2)}
+    checked, problems = launch_problems(store, account_id, run_id, last["kind"], sent, embedded, resolved=False)
     store.reopen_run(account_id, run_id, {"resumed": note, "phase": "resuming from its last checkpoint"})
-    return launch(store, account_id, run_id=run_id, kind=last["kind"], target=target, spec=spec,
-                  reward_path=row.get("reward_path"), embedded=embedded)
+    if checked is None or problems:
+        _refuse_resume(store, account_id, run_id, last, sent, "; ".join(problems))
+    return launch(store, account_id, run_id=run_id, kind=last["kind"], target=target, spec=checked,
+                  reward_path=reward_path(sent, embedded), embedded=embedded)
+
+
+def _no_checkpoint(run_id: str, sent: Mapping[str, Any]) -> str:
+    """Why a local run has nothing to resume from: its spec's save_steps and steps, as its job ran them."""
+    save_steps: Any
+    steps: Any
+    try:
+        spec = read_job_spec(sent)
+        save_steps, steps = spec.save_steps, spec.steps
+    except ValueError:  # a spec the rules of now refuse: what its row says
+        save_steps, steps = sent.get("save_steps"), sent.get("steps")
+    why = ("checkpoints were off" if not save_steps else "the run is not longer than save_steps"
+           if isinstance(steps, int) and isinstance(save_steps, int) and steps <= save_steps
+           else "it ended before its first checkpoint")
+    return (f"{run_id} saved no checkpoint (save_steps={save_steps}, steps={steps}: {why}); run it again with "
+            f"`python -m whileai reproduce {run_id}` (a smaller save_steps checkpoints sooner)")
+
+
+def _refuse_resume(store: Any, account_id: str, run_id: str, last: dict[str, Any], sent: dict[str, Any],
+                   reason: str) -> NoReturn:
+    """End a resume the rules of now refuse (an allow-list that dropped its reward module, a dataset gone, a bound
+    it is past): a job row that records the refusal, failed, and with it the run, so the run says why; raises
+    ValueError with the reason. The run was reopened first: a run stopped on request keeps its status otherwise."""
+    message = bounded(f"{run_id} cannot resume under this platform's rules now: {reason}")
+    job = store.create_job(account_id, run_id=run_id, kind=last["kind"], target=last.get("target") or "local",
+                           status="queued", spec=sent)
+    end_job(store, account_id, job, "failed", f"the resume was refused: {message}")
+    raise ValueError(message)

@@ -13,24 +13,21 @@ with no watcher process.
 from __future__ import annotations
 
 import logging
-import os
 import re
-from typing import Any, get_args
+from collections.abc import Callable
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
+from pydantic import ConfigDict
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from whileai.core.defaults import GPU_USD_PER_HOUR
-from whileai.core.ids import id_shape, is_id
-from whileai.core.launch import split_gpu
-from whileai.core.spec import RunSpec
-from whileai.core.paths import data_root
 from whileai.platform.api.common import ParsedBodyRoute, API_PREFIX, ApiError, Body, account_id, api_key_from, job_account, job_scope, json_response, store
 from whileai.platform.launcher import jobs as launcher_jobs
 from whileai.platform import defaults
-from whileai.platform._rewards import reward_code_problems, reward_path
+from whileai.platform._rewards import reward_path
+from whileai.platform.launcher._rules import bounded, launch_problems
 from whileai.platform.store.values import REPORTED_ENDS
 
 __all__ = ["router", "install"]
@@ -41,12 +38,15 @@ _log = logging.getLogger("whileai.platform.launcher")
 
 class LaunchBody(Body):
     """A launch as a client sends it. ``spec`` is the JSON edge: the client's ``spec_json``, read once into its
-    method's model by the route (``_read_launch``), which is what the job row is written from."""
+    method's model by the route (``launch_problems``), which is what the job row is written from. Beside
+    ``run_id``, every field is checked by the route, so a launch refused for any of them fails its run."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
 
     run_id: str
-    kind: str
-    target: str | None = None
-    spec: dict[str, Any]
+    kind: Any = None
+    target: Any = None
+    spec: Any = None
 
 
 class EndBody(Body):
@@ -61,27 +61,15 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     The spec arrives as JSON from a client the platform does not trust: it is read here, once, into its
     method's model (every problem refused at once), and that model is what the job row is written from.
     """
-    target = _launch_target(body)
     the_store = store(request)
     run = the_store.get_run(acct, body.run_id, series=False)  # the account's run, or 404
-
-    def refuse(message: str) -> ApiError:
-        """The 422 for a launch that cannot start, with its run failed for that reason: a run left running
-        with no job reads as crashed and never ends, so waiting on it (or resubmitting the same config,
-        which answers with that run) would wait for ever."""
-        if run.get("status") == "running":
-            try:
-                the_store.update_run(acct, body.run_id, {"status": "failed", "error": f"the job was refused: {message}"})
-            except Exception:  # noqa: BLE001  the refusal itself is what the caller must see
-                _log.warning("could not mark run %s failed after a refused launch", body.run_id, exc_info=True)
-        return ApiError(422, message, "invalid_value")
-
-    owned = sorted(set(body.spec) & set(launcher_jobs.PLATFORM_SPEC_KEYS))
-    if owned:
-        raise refuse(f"spec fields {owned} are the platform's to write (where a job runs, logs and "
-                     "reports); leave them out of the spec")
+    refuse = _refusal(the_store, acct, run)
+    shape = _body_problems(body)
+    if shape:
+        raise refuse("; ".join(shape))
+    target = body.target or launcher_jobs.default_target()
     embedded = bool(getattr(request.app.state, "embedded", False))
-    spec, problems = _read_launch(body, the_store, acct, embedded)
+    spec, problems = launch_problems(the_store, acct, body.run_id, body.kind, body.spec, embedded)
     if spec is None or problems:  # every problem at once
         raise refuse("; ".join(problems))
     spec = spec.model_copy(update={"target": target})
@@ -89,7 +77,7 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
         the_store.update_run(acct, body.run_id, {"config": {**run["config"], "target": target}})
     try:
         job = launcher_jobs.launch(the_store, acct, run_id=body.run_id, kind=body.kind, target=target, spec=spec,
-                            reward_path=reward_path(body.spec, embedded), embedded=embedded)
+                                   reward_path=reward_path(body.spec, embedded), embedded=embedded)
     except ValueError as exc:
         raise refuse(str(exc)) from exc
     except Exception as exc:  # e.g. no Modal token: the run is already failed with this reason
@@ -98,112 +86,40 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     return json_response(job, 201)
 
 
-def _launch_target(body: LaunchBody) -> str:
-    """Where the launch runs (the platform's default for None), after its kind and target are checked."""
-    if body.kind not in defaults.TRAIN_METHODS:
-        raise ApiError(422, f"kind={body.kind!r} is not a training method; send one of "
-                            f"{', '.join(defaults.TRAIN_METHODS)}", "invalid_value")
-    target = body.target or launcher_jobs.default_target()
-    if target not in defaults.TRAIN_TARGETS:
-        raise ApiError(422, f"target={target!r} is not a place jobs run; send one of "
-                            f"{', '.join(defaults.TRAIN_TARGETS)} (or null for the platform's default)", "invalid_value")
-    return target
+def _refusal(the_store: Any, acct: str, run: dict[str, Any]) -> Callable[[str], ApiError]:
+    """How a launch on ``run`` is refused: a 422 with the reason (bounded, LAUNCH_REFUSAL_MAX_CHARS), and the run
+    failed with it. A run left running with no job reads as crashed and never ends, so waiting on it (or
+    resubmitting the same config, which answers with that run) would wait for ever."""
+
+    def refuse(message: str) -> ApiError:
+        message = bounded(message)
+        if run.get("status") == "running":
+            try:
+                the_store.update_run(acct, run["id"], {"status": "failed", "error": f"the job was refused: {message}"})
+            except Exception:  # noqa: BLE001  the refusal itself is what the caller must see
+                _log.warning("could not mark run %s failed after a refused launch", run["id"], exc_info=True)
+        return ApiError(422, message, "invalid_value")
+
+    return refuse
 
 
-def _read_launch(body: LaunchBody, the_store: Any, acct: str, embedded: bool) -> tuple[RunSpec | None, list[str]]:
-    """The launch's spec read into its method's model, and every problem with it: the model's own (unknown keys,
-    types, ranges), a method that is not the launch's kind, what the model's coercion lets through, ids of other
-    accounts, reward code this platform does not run, and knobs left unresolved."""
-    spec, problems = launcher_jobs.launch_spec({"method": body.kind, **body.spec}, embedded)
-    if body.spec.get("method") != body.kind:
-        problems.insert(0, f"spec method={body.spec.get('method')!r} does not name this launch's kind={body.kind!r}; "
-                           f"send the run's spec with \"method\": {body.kind!r} (wai.train does)")
-    problems += _strict_problems(body.run_id, body.spec)
-    problems += _foreign_ids(the_store, acct, body.spec)
-    problems += reward_code_problems(body.spec, embedded)
-    missing = launcher_jobs.missing_keys({"method": body.kind, **body.spec})
-    if missing:  # the platform trains what it is given and fills nothing: a spec arrives resolved (wai.train's)
-        problems.insert(0, f"the spec is not resolved: it does not name {', '.join(missing)}; send the spec "
-                           "wai.train resolves (every knob of its method with its value), or start the run with "
-                           "wai.train")
-    return spec, problems
-
-
-def _strict_problems(run_id: str, spec: dict[str, Any]) -> list[str]:
-    """What the typed spec's coercion lets through and a job must not get: a bool where a number goes, no
-    dataset, a GPU no price table names, a run id that is not this run's, a base named like a hub id that
-    is a folder of the platform's own data."""
-    from whileai.core.spec import SPEC_MODELS
-
+def _body_problems(body: LaunchBody) -> list[str]:
+    """What is wrong with the launch's own fields: unknown ones, a kind that is no method, a target that is no
+    place jobs run, a spec that is no JSON object."""
     problems = []
-    model = SPEC_MODELS.get(str(spec.get("method")))
-    for key, value in spec.items():
-        field = model.model_fields.get(key) if model is not None else None
-        if isinstance(value, bool) and field is not None and not _takes_bool(field.annotation):
-            problems.append(f"spec {key}={value!r} is a bool where a number goes (a bool is not an int); send a "
-                            "number")
-    if not isinstance(spec.get("dataset"), str):
-        problems.append(f"spec dataset={spec.get('dataset')!r} is not a dataset id; send the id of a dataset of "
-                        "this account (wai.push returns it)")
-    gpu = spec.get("gpu")
-    if gpu is not None and not _known_gpu(gpu):
-        problems.append(f"spec gpu={str(gpu)[:80]!r} is not a GPU jobs run on; send one of "
-                        f"{', '.join(GPU_USD_PER_HOUR)}, optionally with a count (\"H100:8\"), or null for "
-                        "the platform's default")
-    if "run_id" in spec and spec["run_id"] is not None and spec["run_id"] != run_id:
-        problems.append(f"spec run_id={str(spec['run_id'])[:80]!r} is not this launch's run_id={run_id!r}; leave "
-                        f"it out, or send the launch's own ({id_shape('run')})")
-    base = spec.get("base_model")
-    if isinstance(base, str) and _platform_folder(base):
-        problems.append(f"spec base_model={base[:200]!r} names a folder of the platform's own data (a run's "
-                        "adapter, a job's files), not a hub id; send a hub id, the kit's base, or a directory "
-                        "under the platform's model folders")
-    return problems
-
-
-def _takes_bool(annotation: Any) -> bool:
-    return annotation is bool or any(_takes_bool(arg) for arg in get_args(annotation))
-
-
-def _known_gpu(gpu: Any) -> bool:
-    if not isinstance(gpu, str):
-        return False
-    name, count = split_gpu(gpu)
-    return name in GPU_USD_PER_HOUR and (":" not in gpu or count is not None)
-
-
-def _platform_folder(base: str) -> bool:
-    """Whether a relative ``base`` is a path into the platform's data: a run id in it, or a first part that
-    the data root holds (a loader resolves a name that exists on disk before it looks at the hub)."""
-    if os.path.isabs(os.path.expanduser(base)):
-        return False  # an absolute path is launch_base_problem's (under the model folders, never adapters)
-    parts = [part for part in base.replace("\\", "/").split("/") if part]
-    if any(is_id(part, "run") or is_id(part, "job") for part in parts):
-        return True
-    return bool(parts) and (data_root() / parts[0]).exists()
-
-
-def _foreign_ids(the_store: Any, acct: str, spec: dict[str, Any]) -> list[str]:
-    """The datasets and runs a spec names that are not this account's (a worker would only fail on them later)."""
-    problems = []
-    for field in ("dataset", "holdout"):
-        ident = spec.get(field)
-        if ident is None:
-            continue
-        try:
-            the_store.get_dataset(acct, str(ident))
-        except LookupError:
-            problems.append(f"spec {field}={str(ident)[:80]!r} is not a dataset of this account; send the id of one "
-                            "of yours (wai.push returns it)")
-    for field in ("init_from", "gold_judge", "reward_model"):
-        ident = spec.get(field)
-        if ident is None:
-            continue
-        try:
-            the_store.get_run(acct, str(ident), series=False)
-        except LookupError:
-            problems.append(f"spec {field}={str(ident)[:80]!r} is not a run of this account; send the id of one of "
-                            "its finished runs")
+    extra = sorted(body.model_extra or {})
+    if extra:
+        problems.append(f"{bounded(', '.join(extra))[:200]} {'is' if len(extra) == 1 else 'are'} not a field of a "
+                        "launch; send run_id, kind, target and spec")
+    if not isinstance(body.kind, str) or body.kind not in defaults.TRAIN_METHODS:
+        problems.append(f"kind={repr(body.kind)[:80]} is not a training method; send one of "
+                        f"{', '.join(defaults.TRAIN_METHODS)}")
+    if body.target is not None and (not isinstance(body.target, str) or body.target not in defaults.TRAIN_TARGETS):
+        problems.append(f"target={repr(body.target)[:80]} is not a place jobs run; send one of "
+                        f"{', '.join(defaults.TRAIN_TARGETS)} (or null for the platform's default)")
+    if not isinstance(body.spec, dict):
+        problems.append(f"spec is {type(body.spec).__name__}, not a JSON object; send the run's spec (wai.train "
+                        "resolves it)")
     return problems
 
 
