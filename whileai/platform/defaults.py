@@ -373,12 +373,6 @@ WARM_PRELOAD_OWN = ("whileai.platform.embedded", "whileai.platform.store", "whil
                     "whileai.runner.cli", "whileai.runner.pipeline", "whileai.simulations.context",
                     "whileai.simulations.export")
 
-#: Distributions whose version and install time make the warm worker's fingerprint: a
-#: new install of any of them starts a fresh warm process, since what it has imported
-#: would not be the code on disk.
-WARM_FINGERPRINT_DISTS = ("whileai", "torch", "transformers", "trl", "peft", "accelerate", "datasets",
-                          "huggingface_hub", "tokenizers", "numpy")
-
 #: Environment variables read when those modules are imported (the hub's offline switch,
 #: cache folders, OpenMP/BLAS thread counts fixed when the library loads, and torch's CPU kernel path,
 #: ATEN_CPU_CAPABILITY, fixed at its first dispatch): a launch whose values differ from the warm process's

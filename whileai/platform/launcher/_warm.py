@@ -1,9 +1,10 @@
 """The warm worker: one process per data root that has torch, transformers, TRL and PEFT imported and forks each
 local job from there, so a job starts in milliseconds instead of paying those imports (WARM_PRELOAD).
 
-The launcher asks it over a Unix socket in a folder only this user can open (its peer's uid is checked too) for
-one job: the worker module's arguments, the job's environment, its folder and its log. The warm process forks;
-the child, before any job code runs, leads a session of its own (its own pid and process group, so a stop's
+The launcher asks it over a Unix socket for one job: the worker module's arguments, the job's environment, its
+folder and its log. The socket lives in a folder only this user can open; each side checks the other's uid
+(SO_PEERCRED), and the caller sends nothing before its checks have passed (:func:`connect`). The warm process
+forks; the child, before any job code runs, leads a session of its own (its own pid and process group, so a stop's
 ``killpg`` and a SIGKILL reach that job only), points stdin at /dev/null and stdout and stderr at the job's log,
 moves to the job's folder, replaces its whole environment with the job's (threads, the hub's offline switch, the
 job's key), puts back the default signal handlers, and rewrites its command line to ``python -m
@@ -20,9 +21,10 @@ The warm process keeps none of whileai's own modules for a job: the child drops 
 which imports them afresh from disk, so an edited source file is what runs (the warm process imports the job's
 modules once, WARM_PRELOAD_OWN, only so that the libraries they pull in are loaded before the fork). Everything it
 imported is frozen out of the garbage collector before the first fork. It carries a fingerprint
-(:func:`fingerprint`): the versions and install times of WARM_FINGERPRINT_DISTS, the interpreter, and the
-environment read at import time (WARM_IMPORT_ENV_PREFIXES). A launch whose fingerprint differs gets ``stale`` back; the old process exits and a
-fresh one starts. It exits on its own after WARM_IDLE_S with no job running, or when its data root is gone.
+(:func:`fingerprint`): the interpreter and the environment read at import time (WARM_IMPORT_ENV_PREFIXES). A
+launch whose fingerprint differs gets ``stale`` back; the old process exits and a fresh one starts. The same
+happens once any distribution it has imported from is upgraded, removed or reinstalled (``_warm_install``, checked
+on every request). It exits on its own after WARM_IDLE_S with no job running, or when its data root is gone.
 WARM_HOME_ENV lets several data roots share one warm process (each job's environment, its data root included,
 comes with its launch).
 
@@ -41,12 +43,13 @@ under its own elastic agent, which must be each rank's parent to watch and end i
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
-import site
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -73,15 +76,38 @@ def enabled() -> bool:
     return sys.platform.startswith("linux") and value not in ("0", "false", "off", "no")
 
 
-def _folder() -> Path:
-    """``<tmp>/whileai-<uid>/``, this user's only (a socket path must stay under 108 bytes, which a data root's
-    may not)."""
-    folder = Path(tempfile.gettempdir()) / f"whileai-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    info = folder.stat()
+def _folder_path() -> Path:
+    """``<tmp>/whileai-<uid>``: where this user's warm processes listen (a socket path must stay under 108 bytes,
+    which a data root's may not)."""
+    return Path(tempfile.gettempdir()) / f"whileai-{os.getuid()}"
+
+
+def _folder() -> int:
+    """``_folder_path()`` opened, made first where it is missing: an open descriptor the caller closes.
+
+    It is opened without following a link and must then be this user's own with no access for anyone else, so no
+    other account can have put or replaced anything in it; the socket and the lock are reached through this
+    descriptor (``dir_fd``, ``/proc/self/fd/N/``), never by the path again, so a link swapped in after the
+    check leads nowhere. This holds whatever ``fs.protected_symlinks`` says and whoever owns the folders above.
+    """
+    path = _folder_path()
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except NotADirectoryError:  # what O_NOFOLLOW | O_DIRECTORY gives for a link
+        raise PermissionError(f"{path} is not a folder (a link?); remove it") from None
+    info = os.fstat(fd)
     if info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise PermissionError(f"{folder} is not this user's own folder (mode {info.st_mode & 0o777:o}); remove it")
-    return folder
+        os.close(fd)
+        raise PermissionError(f"{path} is not this user's own folder (owner uid {info.st_uid}, mode "
+                              f"{info.st_mode & 0o777:o}; wanted uid {os.getuid()}, mode 700); remove it")
+    return fd
+
+
+def _through(folder: int, name: str) -> str:
+    """The path of ``name`` in the open folder ``folder`` that bind() and connect() take."""
+    return f"/proc/self/fd/{folder}/{name}"
 
 
 def _home() -> Path:
@@ -90,11 +116,34 @@ def _home() -> Path:
     return Path(named).expanduser() if named else data_root()
 
 
-def _paths(root: Path) -> tuple[Path, Path]:
-    """The socket and the lock file of ``root``'s warm process."""
+def _names(root: Path) -> tuple[str, str]:
+    """The names, in ``_folder()``, of ``root``'s warm process's socket and lock file."""
     name = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    return f"warm-{name}.sock", f"warm-{name}.lock"
+
+
+class NotOurs(PermissionError):
+    """What listens at the warm socket is not this user's process: nothing may be sent to it."""
+
+
+def connect(root: Path, timeout: float) -> socket.socket:
+    """A connection to ``root``'s warm process, made only once the listener is proven to be this user's: reached
+    through this user's own folder (``_folder``) and, connected, a process of this uid by its credentials
+    (SO_PEERCRED). Nothing has been sent on it yet. OSError where there is none; NotOurs where it is another's."""
     folder = _folder()
-    return folder / f"warm-{name}.sock", folder / f"warm-{name}.lock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(_through(folder, _names(root)[0]))
+        _, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+        if uid != os.getuid():
+            raise NotOurs(f"the warm socket of {root} is held by uid {uid}, not this user's ({os.getuid()})")
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        os.close(folder)
+    return sock
 
 
 def _import_env(env: dict[str, str]) -> dict[str, str]:
@@ -103,19 +152,10 @@ def _import_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def fingerprint(env: dict[str, str] | None = None) -> str:
-    """What the warm process's imports depend on: WARM_FINGERPRINT_DISTS' versions and install times, the
-    interpreter, and ``env``'s import-time variables. A different value means a fresh warm process."""
-    from importlib import metadata
-
+    """What a warm process's imports depend on that a caller can tell without making them: the interpreter and
+    ``env``'s import-time variables. A different value means another warm process. Whether the libraries it has
+    imported are still the installed ones, the warm process checks itself on every request (``_warm_install``)."""
     parts: list[Any] = [sys.executable, sys.version, _import_env(dict(os.environ if env is None else env))]
-    # the installed distributions only, wherever this process stands: a relative sys.path entry (the cwd, '') would
-    # find a source tree's egg-info from one folder and not from another
-    places = [*site.getsitepackages(), site.getusersitepackages()]
-    for name in defaults.WARM_FINGERPRINT_DISTS:
-        dist = next(iter(metadata.distributions(name=name, path=places)), None)
-        where = getattr(dist, "_path", None)
-        parts.append([name, dist.version if dist else None,
-                      os.stat(where).st_mtime_ns if where and os.path.exists(where) else None])
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
@@ -124,10 +164,8 @@ def fingerprint(env: dict[str, str] | None = None) -> str:
 # ---------------------------------------------------------------------------
 
 
-def _ask(path: Path, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(str(path))
+def _ask(root: Path, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+    with connect(root, timeout) as sock:
         sock.sendall(json.dumps(request).encode() + b"\n")
         data = b""
         while not data.endswith(b"\n"):
@@ -141,9 +179,9 @@ def _ask(path: Path, request: dict[str, Any], timeout: float) -> dict[str, Any]:
     return answer
 
 
-def _starting(lock: Path) -> bool:
-    """Whether a warm process holds ``lock`` (it takes it first thing and keeps it for life)."""
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+def _starting(root: Path) -> bool:
+    """Whether a warm process holds ``root``'s lock (it takes it first thing and keeps it for life)."""
+    fd = open_lock(root)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -151,6 +189,15 @@ def _starting(lock: Path) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def open_lock(root: Path) -> int:
+    """``root``'s warm process's lock file, opened (made where missing) in this user's own folder."""
+    folder = _folder()
+    try:
+        return os.open(_names(root)[1], os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 def _spawn(root: Path, env: dict[str, str], print_to: Path) -> None:
@@ -175,11 +222,10 @@ def start_job(args: list[str], env: dict[str, str], cwd: Path, log: Path) -> tup
         return None, f"the warm worker is off ({defaults.WARM_WORKER_ENV})"
     root = _home()
     try:
-        sock, lock = _paths(root)
         wanted = fingerprint(env)
         request = {"op": "start", "fingerprint": wanted, "args": args, "env": env, "cwd": str(cwd), "log": str(log)}
-        try:
-            answer = _ask(sock, request, defaults.WARM_REPLY_S)
+        try:  # the job's key and store go out only to a warm process proven to be this user's (connect)
+            answer = _ask(root, request, defaults.WARM_REPLY_S)
         except (FileNotFoundError, ConnectionRefusedError):
             answer = {"absent": True}
         if isinstance(answer.get("pid"), int):
@@ -187,11 +233,11 @@ def start_job(args: list[str], env: dict[str, str], cwd: Path, log: Path) -> tup
         if answer.get("stale"):
             why = "the warm worker was of an older install; a fresh one is starting"
             deadline = time.monotonic() + defaults.JOB_STOP_WAIT_S
-            while _starting(lock) and time.monotonic() < deadline:  # the old one lets its lock go as it exits
+            while _starting(root) and time.monotonic() < deadline:  # the old one lets its lock go as it exits
                 time.sleep(0.05)
         else:
             why = answer.get("error") or "no warm worker was running for this data root; one is starting"
-        if not _starting(lock):
+        if not _starting(root):
             _spawn(root, env, root / "warm" / "warm.log")
         return None, str(why)
     except Exception as exc:  # a job always starts: cold where the warm path fails
@@ -200,7 +246,7 @@ def start_job(args: list[str], env: dict[str, str], cwd: Path, log: Path) -> tup
 
 def _ping(root: Path) -> dict[str, Any] | None:
     try:
-        answer = _ask(_paths(root)[0], {"op": "ping"}, defaults.WARM_REPLY_S)
+        answer = _ask(root, {"op": "ping"}, defaults.WARM_REPLY_S)
     except (OSError, ValueError):
         return None
     return answer if isinstance(answer.get("warm"), int) else None
@@ -224,7 +270,6 @@ def wait_ready(timeout: float, env: dict[str, str] | None = None) -> int | None:
     """Start this data root's warm process if none of this install runs (one of an older install is told to exit),
     and wait up to ``timeout`` s for it to be ready; its pid, or None."""
     root = _home()
-    _, lock = _paths(root)
     if env is None:
         env = launch_env()
     wanted = fingerprint(env)
@@ -235,7 +280,7 @@ def wait_ready(timeout: float, env: dict[str, str] | None = None) -> int | None:
             return int(answer["warm"])
         if answer:
             shutdown(root)
-        elif not _starting(lock):
+        elif not _starting(root):
             _spawn(root, env, root / "warm" / "warm.log")
         time.sleep(0.1)
     return None
@@ -244,7 +289,7 @@ def wait_ready(timeout: float, env: dict[str, str] | None = None) -> int | None:
 def shutdown(root: Path | None = None) -> bool:
     """Ask ``root``'s warm process to exit (its running jobs go on); whether one answered."""
     try:
-        _ask(_paths(root or _home())[0], {"op": "stop"}, defaults.WARM_REPLY_S)
+        _ask(root or _home(), {"op": "stop"}, defaults.WARM_REPLY_S)
     except OSError:
         return False
     return True

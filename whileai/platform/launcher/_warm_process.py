@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from whileai.platform import defaults
-from whileai.platform.launcher._warm import _paths
+from whileai.platform.launcher import _warm_install
+from whileai.platform.launcher._warm import _folder, _names, _through, open_lock
 
 __all__ = ["main"]
 
@@ -166,7 +167,19 @@ def _close(fds: list[int]) -> None:
             os.close(fd)
 
 
-def _serve(root: Path, mine: str, server: socket.socket, keep_out: list[int]) -> None:
+def _left_behind(install: _warm_install.Install, conn: socket.socket) -> bool:
+    """Whether a distribution this process has imported from was upgraded, removed or reinstalled since; if so the
+    request gets ``stale`` (a command runs in its own interpreter, a job starts cold and a fresh warm process
+    starts) and this process is to end, so that no fork pairs new code with an old library in memory."""
+    moved = _warm_install.changed(install)
+    if moved is None:
+        return False
+    conn.sendall(json.dumps({"stale": True}).encode() + b"\n")
+    print(f"warm worker: {moved} has changed since it was imported; exiting", flush=True)
+    return True
+
+
+def _serve(root: Path, mine: str, install: _warm_install.Install, server: socket.socket, keep_out: list[int]) -> None:
     children: set[int] = set()
     last = time.monotonic()
     while True:
@@ -185,6 +198,8 @@ def _serve(root: Path, mine: str, server: socket.socket, keep_out: list[int]) ->
                 if not _peer_is_me(conn):
                     continue
                 request, fds = _read(conn)
+                if _left_behind(install, conn):
+                    return
                 if _answer(request, mine, conn, [*keep_out, conn.fileno()], children, fds) == "exit":
                     return
             except (OSError, ValueError) as exc:
@@ -305,8 +320,7 @@ def main(argv: list[str] | None = None) -> int:
 
     root_arg, mine = (sys.argv[1:] if argv is None else argv)[:2]
     root = Path(root_arg)
-    sock_path, lock_path = _paths(root)
-    lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    lock = open_lock(root)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -319,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             getattr(loaded, attribute)
     for module in defaults.WARM_PRELOAD_OWN:  # for the libraries they import; each job imports whileai afresh
         importlib.import_module(module)
+    install = _warm_install.loaded()  # before the freeze: reading the metadata leaves garbage
     # What was imported stays for good: frozen out of the collector, a forked job's full collections (accelerate
     # calls one as each trainer starts; the interpreter runs its own) walk the job's objects only, not the
     # libraries' (0.4 s a collection measured on 2 cores), and touch none of the shared pages (no copy-on-write)
@@ -326,22 +341,23 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()
     threads = len(os.listdir("/proc/self/task"))
     print(f"warm worker {os.getpid()} for {root}: imported {', '.join(defaults.WARM_PRELOAD)} and whileai's job modules in "
-          f"{time.monotonic() - began:.1f} s ({threads} native threads)", flush=True)
+          f"{time.monotonic() - began:.1f} s ({threads} native threads, {len(install)} distributions)", flush=True)
+    folder, sock_name = _folder(), _names(root)[0]  # the folder stays open: the socket is bound and removed through it
     with contextlib.suppress(FileNotFoundError):
-        sock_path.unlink()
+        os.unlink(sock_name, dir_fd=folder)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)
     try:
-        server.bind(str(sock_path))
+        server.bind(_through(folder, sock_name))
     finally:
         os.umask(old)
     server.listen(16)
     server.settimeout(1.0)
     try:
-        _serve(root, mine, server, [server.fileno(), lock])
+        _serve(root, mine, install, server, [server.fileno(), lock, folder])
     finally:
         with contextlib.suppress(FileNotFoundError):
-            sock_path.unlink()  # still ours: a successor binds only once this process has let the lock go
+            os.unlink(sock_name, dir_fd=folder)  # still ours: a successor binds only once this process has let the lock go
         server.close()
         print(f"warm worker {os.getpid()}: exiting", flush=True)
     return 0

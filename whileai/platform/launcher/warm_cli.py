@@ -68,13 +68,13 @@ def forward(argv: list[str]) -> int | None:
 
     if not _warm.enabled():
         return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:  # the environment and the streams go out only to a warm process proven to be this user's (connect)
+        sock = _warm.connect(_warm._home(), defaults.WARM_REPLY_S)
+    except (OSError, ValueError):
+        return None
     try:
-        path, _ = _warm._paths(_warm._home())
         request = {"op": "cli", "fingerprint": _warm.fingerprint(_warm.launch_env()), "argv": argv,
                    "env": dict(os.environ), "cwd": os.getcwd(), "path0": sys.path[0] if sys.path else ""}
-        sock.settimeout(defaults.WARM_REPLY_S)
-        sock.connect(str(path))
         socket.send_fds(sock, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
         answer = _read_line(sock)
     except (OSError, ValueError):
