@@ -27,6 +27,8 @@ def _made(name: str, recipe: str, method: str, before: list[int], after: list[in
     run.note(training={"method": method, "metric": "pass_rate", "before": sum(before) / len(before),
                        "after": sum(after) / len(after), "stats": stats, "holdout_prompts": len(after)},
              adapter=f"/adapters/{name}")
+    if method == "grpo":  # the monitor's alarms, as a GRPO job notes them
+        run.note(monitor={"alarms": [{"kind": "length", "step": 20}, {"kind": "feature", "step": 40}]})
     if passed is not None:
         line = {"key": "holdout_after_min", "want": 0.5, "seen": sum(after) / len(after), "passed": passed,
                 "where": f"recipes/{recipe}.yaml:40"}
@@ -49,7 +51,8 @@ def test_runs_lists_the_page_columns_newest_first(three_runs):
     done = whileai("runs")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["run", "name", "status", "method", "held-out", "before", "->", "after", "took"]
+    assert lines[0].split() == ["run", "name", "status", "method", "held-out", "before", "->", "after", "alarms",
+                                "took"]
     assert [line.split()[0] for line in lines[1:]] == [three_runs["stopped"], three_runs["bad"], three_runs["good"]]
     good = next(line for line in lines if three_runs["good"] in line)
     assert "done · expect passed" in good and " sft " in good
@@ -57,6 +60,8 @@ def test_runs_lists_the_page_columns_newest_first(three_runs):
     assert "pass_rate 0.250 -> 0.750, no significant change (n=4)" in good
     bad = next(line for line in lines if three_runs["bad"] in line)
     assert "done · expect failed" in bad and "grpo" in bad and "0.000 -> 0.250, no significant change (n=4)" in bad
+    assert bad.split()[-3] == "2", "the alarms column counts the monitor's alarms"
+    assert good.split()[-3] == "-", "no monitor, no alarms"
     stopped = next(line for line in lines if three_runs["stopped"] in line)
     assert "stopped" in stopped and "expect" not in stopped
     assert all(line.split()[-1] == "s" for line in lines[1:]), "took: seconds it ran"
@@ -96,7 +101,7 @@ def test_show_prints_one_run_with_its_result_verdict_adapter_page_and_spec(three
     assert "held-out   pass_rate 0.000 -> 0.250, no significant change (1/4; 95% CI 0.05-0.70; paired p = 1.000)" in out
     assert "n          4 held-out prompt(s); 1 improved, 0 worsened" in out
     assert "adapter    /adapters/bad-run" in out
-    assert "alarms     0" in out and "cost       -" in out
+    assert "alarms     2: length, feature" in out and "cost       -" in out
     assert f"/runs/{three_runs['bad']}" in out and f"python -m whileai open {three_runs['bad']}" in out
     assert "FAILED expect.holdout_after_min" in out and "recipes/grpo_tooluse.yaml:40" in out
     assert "spec:\n  method: grpo\n  steps: 2" in out

@@ -352,3 +352,27 @@ def test_diff_rows_name_a_changed_base_and_packages_version_by_version():
     older = {"config": {"runner": {"spec": {}}}, "summary": {"training": {}}}  # before these fields were recorded
     assert all(value is None for value in depends_on(older).values())
     assert depends_differences(a, older) == [], "a field one run lacks is not called a difference"
+
+
+def test_an_alarm_is_printed_the_moment_the_runs_record_shows_it_and_once():
+    import io
+    from types import SimpleNamespace
+
+    from whileai.runner._progress import Progress
+    from whileai.runner.pipeline import _say_alarms
+
+    out = io.StringIO()
+    progress = Progress(out, tty=False)
+    run = SimpleNamespace(id="run_x", summary={"phase": "training"})
+    assert _say_alarms(run, 0, progress) == 0 and out.getvalue() == "", "no monitor yet"
+    first = {"kind": "feature", "step": 10, "message": "the proxy pays for 'city' beyond the gold"}
+    run.summary = {"monitor": {"alarms": [first]}}
+    said = _say_alarms(run, 0, progress)
+    assert said == 1
+    text = out.getvalue()
+    assert text.startswith("! alarm: feature at step 10 of run_x, training goes on")
+    assert "what fired: the proxy pays for 'city' beyond the gold" in text
+    assert "monitor.stop_on=[feature]" in text and "python -m whileai diff run_x OTHER_RUN" in text
+    assert _say_alarms(run, said, progress) == 1 and out.getvalue() == text, "an alarm is printed once"
+    run.summary = {"monitor": {"alarms": [first, {"kind": "length", "step": 20}]}}
+    assert _say_alarms(run, said, progress) == 2 and out.getvalue().count("! alarm:") == 2

@@ -180,6 +180,18 @@ def _alarm_lines(alarm: Any, page: Any) -> list[str]:
     return out
 
 
+def fired_lines(alarm: dict[str, Any], run_id: str) -> list[str]:
+    """What the runner prints the moment an alarm fires, while training goes on: the step and the alarm, what the
+    reward pays for, and what to do (stop such runs with ``monitor.stop_on``; compare with the honest twin)."""
+    kind = str(alarm.get("kind"))
+    out = [f"! alarm: {kind} at step {alarm.get('step')} of {run_id}, training goes on"]
+    out += [f"  {line.strip()}" for line in _alarm_lines(alarm, None)[1:]]
+    out.append(f"  what to do: read the HackMonitor section of the run page; to stop a run at this alarm, run it with "
+               f"monitor.stop_on=[{kind}]; `python -m whileai diff {run_id} OTHER_RUN` against a run of the same recipe "
+               "with a reward you trust (its honest twin) shows what the reward bought")
+    return out
+
+
 def _open_note() -> str:
     """What ``open`` will do: reuse the platform that answers at its address, or start one on this data root."""
     from whileai.platform.server import platform_answers

@@ -194,6 +194,7 @@ def _follow(run: Any, label: str, progress: Progress) -> str:
     Each read is a long poll (``refresh(wait=...)``): it answers when the run's record changes, so a step or the
     end shows at once rather than at the next poll."""
     bar = progress.training(label)
+    said = 0  # the alarms printed so far
     try:
         while True:
             try:
@@ -202,6 +203,7 @@ def _follow(run: Any, label: str, progress: Progress) -> str:
                 progress.line(f"  (could not read {run.id}: {exc}; retrying)")
                 time.sleep(defaults.PROGRESS_POLL_S)
             bar.update(run)
+            said = _say_alarms(run, said, progress)
             if run.status != "running":
                 return cast(str, run.status)
     except KeyboardInterrupt:
@@ -216,6 +218,21 @@ def _follow(run: Any, label: str, progress: Progress) -> str:
         raise
     finally:
         bar.close()
+
+
+def _say_alarms(run: Any, said: int, progress: Progress) -> int:
+    """Print the monitor's alarms that fired since the ``said`` printed ones (``_closing.fired_lines``), the moment
+    the run's record shows them; returns how many are printed now."""
+    from ._closing import fired_lines
+
+    monitor = (run.summary or {}).get("monitor")
+    alarms = monitor.get("alarms") if isinstance(monitor, dict) else None
+    if not isinstance(alarms, list):
+        return said
+    for alarm in alarms[said:]:
+        if isinstance(alarm, dict):
+            progress.line("\n".join(fired_lines(alarm, str(run.id))))
+    return max(said, len(alarms))
 
 
 def _serve(run: Any, serve: Serve, progress: Progress) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from ._said import said as _said  # a platform error in the command line's words
 
 __all__ = ["runs_main", "show_main", "list_rows", "row_cells", "duration_text", "mirror_text", "mirrors_line"]
 
-_HEADER = ["run", "name", "status", "method", "held-out before -> after", "took"]
+_HEADER = ["run", "name", "status", "method", "held-out before -> after", "alarms", "took"]
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -84,8 +84,9 @@ def row_cells(row: dict[str, Any]) -> list[str]:
     expect = row.get("expect")
     status = status_text(row.get("status"), {"passed": expect["passed"], "lines": [None]}
                          if isinstance(expect, dict) else None)
+    alarms = row.get("alarms")  # the HackMonitor's alarm count (the web list's column); "-" where none watched
     return [str(row.get("id")), str(row.get("name") or "-"), status, str(row.get("method") or "-"), cell,
-            duration_text(row.get("duration_s"))]
+            str(alarms) if alarms else "-", duration_text(row.get("duration_s"))]
 
 
 def _table(rows: list[list[str]]) -> str:
