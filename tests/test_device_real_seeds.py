@@ -1,0 +1,67 @@
+"""scripts/device_real_seeds.sh, the prepared GPU run of the real recipes' seeds, checked without a GPU.
+
+The script is valid bash; the recipes it names exist and pass ``python -m whileai validate``; each GPU variant is
+its CPU recipe's setting with only a GPU's batch changed (so what the GPU measures is what the CPU recipe claims,
+at a larger batch); and on a machine without a GPU it stops at once, saying so, before any run starts. Its runs
+themselves need SmolLM2 on a GPU and minutes: the recipes' notes and recipes/MEASUREMENTS.md hold what they gave.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from _runner_helpers import ROOT, whileai
+
+SCRIPT = ROOT / "scripts" / "device_real_seeds.sh"
+#: what a GPU variant may set apart from its CPU recipe: its name and the batch a GPU affords
+GPU_BATCH = {"grpo": {"name", "prompts_per_step", "generations"}, "dpo": {"name", "batch_size"}}
+
+
+def _named() -> list[str]:
+    """The recipes the script runs, read from its RECIPES=(...) line."""
+    found = re.search(r"^RECIPES=\(([^)]*)\)", SCRIPT.read_text(encoding="utf-8"), re.MULTILINE)
+    assert found, "scripts/device_real_seeds.sh names its recipes on one RECIPES=(...) line"
+    return found.group(1).split()
+
+
+def test_the_script_is_valid_bash():
+    done = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_script_runs_both_gpu_variants_at_seeds_0_1_2():
+    assert _named() == ["real/grpo_smollm2_bfcl_gpu", "real/dpo_smollm2_bfcl_gpu"]
+    assert re.search(r"^SEEDS=\(0 1 2\)$", SCRIPT.read_text(encoding="utf-8"), re.MULTILINE)
+
+
+@pytest.mark.parametrize("recipe", _named())
+def test_each_recipe_it_names_exists_and_validates(recipe):
+    assert (ROOT / "recipes" / f"{recipe}.yaml").is_file(), recipe
+    done = whileai("validate", f"recipe={recipe}", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"# valid: recipe={recipe}" in done.stderr, done.stderr[-500:]
+
+
+@pytest.mark.parametrize("recipe", _named())
+def test_each_gpu_variant_is_its_cpu_recipes_setting_at_a_gpus_batch(recipe):
+    from test_runner_validate import compose
+
+    gpu, problems = compose([f"recipe={recipe}"])
+    assert problems == [], [str(p) for p in problems]
+    cpu, problems = compose([f"recipe={recipe.removesuffix('_gpu')}"])
+    assert problems == [], [str(p) for p in problems]
+    apart = {key for key in gpu.keys() | cpu.keys() if gpu.get(key) != cpu.get(key)}
+    assert apart == GPU_BATCH[gpu["method"]], {key: (cpu.get(key), gpu.get(key)) for key in apart}
+
+
+def test_without_a_gpu_it_stops_at_once_saying_why(tmp_path):
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out")], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 2, (done.stdout, done.stderr[-2000:])
+    assert "no CUDA GPU visible to torch" in done.stderr and "NVIDIA GPU" in done.stderr, done.stderr[-2000:]
+    assert "started" not in done.stdout and list((tmp_path / "out").iterdir()) == [], done.stdout
