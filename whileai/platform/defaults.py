@@ -226,6 +226,15 @@ STORE_LOCK_RETRIES = 8
 STORE_LOCK_BACKOFF_S = 0.05
 STORE_LOCK_BACKOFF_MAX_S = 2.0
 
+#: After a deletion, the SQLite write-ahead log is checkpointed and cut to nothing (store/_erase.py), so the
+#: deleted rows' old pages leave the -wal file. The checkpoint waits for readers at most STORE_ERASE_WAIT_S
+#: (the deleting request waits that long at worst: readers hold the log for milliseconds), then is retried on a
+#: thread every STORE_ERASE_RETRY_S for STORE_ERASE_RETRY_FOR_S (past a run page's live reads) before it is
+#: said in the server's log.
+STORE_ERASE_WAIT_S = 2.0
+STORE_ERASE_RETRY_S = 1.0
+STORE_ERASE_RETRY_FOR_S = 120.0
+
 # Page sessions and one-time sign-in links (store/sessions.py: the run pages' sign-in).
 
 #: Name of the cookie that carries a page session's random token (never the API key).

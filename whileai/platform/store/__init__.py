@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 
 from whileai.platform.store import sessions  # noqa: F401  (its page_tokens table joins the schema)
 from whileai.platform.store import _accounts, _admin, _datasets, _jobs, _registry, _runs, _servers, migrate
+from whileai.platform.store._writers import mark_writers
 from whileai.platform.store._servers import ServerBeat, register_server  # the server registers itself on its store
 from whileai.platform.store._engine import WRITE_OPTION, StoreBusyError, is_sqlite, make_engine, store_url, with_lock_retry
 from whileai.platform.store._keyfiles import (
@@ -82,6 +83,7 @@ class Store:
     def __init__(self, url: str | None = None, *, create: bool = True):
         self.url = url or store_url()
         self.engine = make_engine(self.url)
+        mark_writers(self.engine, migrate.HEAD_REVISION)  # this code's writes pass the store's older-writer guard
         self._sqlite = is_sqlite(self.engine)
         self._writer = self.engine.execution_options(**{WRITE_OPTION: True})
         self._check_schema = create  # a store opened at this code's revision writes only while it stays there

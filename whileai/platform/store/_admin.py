@@ -28,6 +28,7 @@ from whileai.platform.store.tables import (
     _not_found,
 )
 from whileai.platform.store.sessions import PageToken
+from whileai.platform.store._erase import erase_deleted
 from whileai.platform.store._runs import retire_run_ids
 from whileai.platform.store._accounts import KEY_TOMBSTONE_PREFIX
 
@@ -114,5 +115,6 @@ def delete_account(store: Any, account_id: str, removed: dict[str, list[str]] | 
     from whileai.core import copies
 
     done = store._tx(work)
+    erase_deleted(store)  # the rows' old bytes out of the SQLite file's write-ahead log
     copies.forget(account_id)  # its report_to copies (W&B, MLflow, trackio) go too
     return done

@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from whileai.platform.store._erase import erase_deleted
 from whileai.platform.store.tables import Dataset, _check_str, _dataset_record, _new_id, _not_found
 from whileai.platform.store.values import InvalidError, check_json_value
 
@@ -154,4 +155,6 @@ def delete_dataset(store: Any, account_id: str, dataset_id: str) -> dict[str, An
         s.delete(d)
         return {"id": d.id, "deleted": True}
 
-    return store._tx(work)
+    done = store._tx(work)
+    erase_deleted(store)  # its rows' old bytes out of the SQLite file's write-ahead log
+    return done

@@ -34,6 +34,7 @@ from whileai.platform.store.tables import (
     run_record,
     run_stale_s,
 )
+from whileai.platform.store._erase import erase_deleted
 from whileai.platform.store.values import (
     FINISHED_STATUSES,
     RUN_STOP_MARK,
@@ -51,7 +52,8 @@ from whileai.core.ids import id_shape, is_id
 from whileai.core.spec import same_run
 
 
-#: the Setting key that retires a deleted run's id for good (its value: when it was deleted)
+#: the Setting key that retires a deleted run's id for good, followed by :func:`tombstone_key`'s hash of the id
+#: (its value: when it was deleted): the id itself is not kept, so nothing of the deleted run stays readable
 RUN_TOMBSTONE_PREFIX = "run_tombstone:"
 #: the Setting key of a job's Modal pull lease (_jobs.py), removed with the job
 _JOB_LEASE_PREFIX = "job_lease:"
@@ -59,17 +61,22 @@ _JOB_LEASE_PREFIX = "job_lease:"
 RUN_REOPEN_PREFIX = "run_reopen:"
 
 
+def tombstone_key(run_id: str) -> str:
+    """The Setting key retiring ``run_id``: its SHA-256, so a create under the id is recognised without the store
+    keeping the id of a deleted run."""
+    return RUN_TOMBSTONE_PREFIX + hashlib.sha256(run_id.encode("utf-8")).hexdigest()
+
+
 def retire_run_ids(s: Session, run_ids: list[str]) -> None:
     """Tombstones for deleted runs' ids, so no account can create a run under one again."""
     now = str(time.time())
-    known = set(s.scalars(select(Setting.key).where(Setting.key.in_([RUN_TOMBSTONE_PREFIX + r for r in run_ids]))))
-    for run_id in run_ids:
-        if RUN_TOMBSTONE_PREFIX + run_id not in known:
-            s.add(Setting(key=RUN_TOMBSTONE_PREFIX + run_id, value=now))
+    keys = {tombstone_key(r) for r in run_ids}
+    known = set(s.scalars(select(Setting.key).where(Setting.key.in_(keys))))
+    s.add_all(Setting(key=key, value=now) for key in sorted(keys - known))
 
 
 def _refuse_retired(s: Session, run_id: str) -> None:
-    if s.get(Setting, RUN_TOMBSTONE_PREFIX + run_id) is not None:
+    if s.get(Setting, tombstone_key(run_id)) is not None:
         raise RetiredIdError(
             f"id={run_id!r} belonged to a run that was deleted, and a run id is never used again (so nothing of the "
             "deleted run can be reached through it); leave id out and the platform names the run, or make a fresh "
@@ -505,6 +512,7 @@ def delete_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
     from whileai.core import copies
 
     done = store._tx(work)
+    erase_deleted(store)  # the rows' old bytes out of the SQLite file's write-ahead log
     copies.forget(account_id, [run_id])  # its report_to copies (W&B, MLflow, trackio) go too
     return done
 

@@ -12,7 +12,9 @@ checks the store's revision when it opens (one query when it is current):
   runs in one transaction; in both one process at a time (SQLite's write lock,
   a PostgreSQL advisory lock), and the others find it done;
 - a store at a revision this code does not know (made by a newer whileai) is
-  refused with :class:`StoreVersionError`, whose message names both revisions.
+  refused with :class:`StoreVersionError`, whose message names both revisions;
+- an upgraded store refuses every write of older whileai code, registered server or not
+  (``_writers``: triggers, and a marker each connection of this code sets).
 
 ``python -m whileai platform upgrade [--store-url URL]`` does it on demand (server.py).
 How to add a revision: docs/architecture.md, "Schema revisions".
@@ -41,12 +43,13 @@ from sqlalchemy.orm import Session
 from whileai.core.errors import StoreVersionError  # re-exported: its old home
 from whileai.platform import defaults
 from whileai.platform.store._engine import _is_lock_error, with_lock_retry
+from whileai.platform.store._writers import refuse_older_writers
 from whileai.platform.store.tables import Setting
 
 __all__ = ["HEAD_REVISION", "StoreVersionError", "ensure_current", "upgrade", "revisions", "store_revision"]
 
 #: The newest revision in whileai/platform/store/migrations/versions (tests check it is the chain's head).
-HEAD_REVISION = "0003_run_metric_names"
+HEAD_REVISION = "0005_older_writers_refused"
 
 #: The PostgreSQL advisory lock that lets one process at a time create or upgrade the schema.
 _PG_SCHEMA_LOCK = 847001
@@ -204,6 +207,7 @@ def _upgrade_locked(store: Any, conn: Connection) -> tuple[str | None, Path | No
             config = alembic_config()
             config.attributes["connection"] = conn
             command.upgrade(config, HEAD_REVISION)
+            refuse_older_writers(conn, HEAD_REVISION)  # every whileai older than this one can no longer write
     except Exception as exc:  # noqa: BLE001 - said with what to do; the transaction rolls every revision back
         if _is_lock_error(exc):
             raise  # with_lock_retry tries the whole upgrade again
