@@ -12,17 +12,18 @@
 # Six runs (2 recipes x 3 seeds) go at once, each with its own data root: SmolLM2-135M leaves a GPU idle between
 # its small kernels, so they share it, and one after another they would take about half an hour (a GRPO seed
 # ~6 min, a DPO seed ~4, estimated from the H200's 107 s SFT stage and 8.5 s GRPO step). A seed still running at
-# the deadline (DEADLINE_S, default 500 s) is stopped and reported as not finished: fewer seeds, never a changed
-# recipe. Writes DIR/<recipe>.md (the table and pooled test over the seeds that finished), DIR/<recipe>.json
-# (every finished seed's figures: recipe_seeds.py --from-json reads it) and each seed's log. Exit 0 when every seed
-# finished, 1 when one did not, 2 when the machine cannot run them (no GPU, no SmolLM2, no BFCL data).
+# the deadline (DEADLINE_S, default 480 s: with the stop's grace and the tables, the whole under ten minutes) is
+# stopped and reported as not finished: fewer seeds, never a changed recipe. Writes DIR/<recipe>.md (the table and
+# pooled test over the seeds that finished), DIR/<recipe>.json (every finished seed's figures: recipe_seeds.py
+# --from-json reads it) and each seed's output and log. Exit 0 when every seed finished, 1 when one did not, 2 when
+# the machine cannot run them (no GPU, no SmolLM2, no BFCL data).
 set -euo pipefail
 set -m  # job control: each seed's sweep runs in its own process group and the deadline's SIGINT reaches it
 
 RECIPES=(real/grpo_smollm2_bfcl_gpu real/dpo_smollm2_bfcl_gpu)
 SEEDS=(0 1 2)
-DEADLINE_S=${DEADLINE_S:-500}
-STOP_GRACE_S=90  # after SIGINT: recipe_seeds.py stops the running job (its own grace is 60 s), then it is killed
+DEADLINE_S=${DEADLINE_S:-480}
+STOP_GRACE_S=75  # after SIGINT: recipe_seeds.py stops the running job (its own grace is 60 s), then it is killed
 
 cd "$(dirname "$0")/.."
 refuse() { echo "device_real_seeds.sh: $*" >&2; exit 2; }
