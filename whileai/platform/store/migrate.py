@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session
 from whileai.core.errors import StoreVersionError  # re-exported: its old home
 from whileai.platform import defaults
 from whileai.platform.store._engine import _is_lock_error, with_lock_retry
+from whileai.platform.store._erase import erase_deleted
 from whileai.platform.store._writers import refuse_older_writers
 from whileai.platform.store.tables import Setting
 
@@ -247,6 +248,8 @@ def upgrade(store: Any, *, announce: bool = True) -> tuple[str | None, str, Path
             return _upgrade_locked(store, conn)
 
     found, backup, had_tables = with_lock_retry(work)
+    if found != HEAD_REVISION:
+        erase_deleted(store)  # what a revision rewrote (a tombstone's id) out of the SQLite write-ahead log
     if announce and had_tables and found != HEAD_REVISION:
         before = f"revision {found!r}" if found else "before schema revisions"
         kept = f"; the file as it was is kept in {backup}" if backup else ""
