@@ -12,7 +12,8 @@ In order, for each HTTP request:
    otherwise 401 before a byte of it is read. Sign-in forms are far smaller.
 4. A JSON body is parsed once and checked (_json_rules.py): NUL, lone
    surrogates, integers past 64 bits and nesting past PLATFORM_MAX_JSON_DEPTH are
-   refused with 4xx naming the field. The parsed value is left in
+   refused with 4xx naming the field (a launch's refusal is passed to its route, which fails the run it
+   names with it). The parsed value is left in
    ``request.state.json_body``, which the routes read instead of parsing again
    (the points route itself, the rest through ``common.ParsedBodyRoute``).
 5. Whatever a route raises that no handler turned into an answer becomes one
@@ -228,8 +229,11 @@ class RequestGuard:
                 else:
                     value = _parse(raw, points)
             except BodyRefused as refused:
-                await _answer(send, refused.status, str(refused), refused.type)
-                return
+                launch = _launch_refused(scope, raw, refused)
+                if launch is None:
+                    await _answer(send, refused.status, str(refused), refused.type)
+                    return
+                scope.setdefault("state", {}).update(json_body=launch, body_refused=refused)
             except ValueError:
                 pass  # not JSON at all: the route says so in its own words
             else:
@@ -242,6 +246,19 @@ class RequestGuard:
             return await receive()
 
         await self.app(scope, replay_receive, send)
+
+
+def _launch_refused(scope: Scope, raw: bytes, refused: BodyRefused) -> dict[str, Any] | None:
+    """The body a refused launch passes on, so the launch route refuses it and fails its run with the reason
+    (``request.state.body_refused``): its run id alone; None for any other route, or a body naming no run."""
+    if scope.get("method") != "POST" or scope.get("path") != "/api/v1/jobs/launch":
+        return None
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    run_id = value.get("run_id") if isinstance(value, dict) else None
+    return {"run_id": run_id} if isinstance(run_id, str) and re.fullmatch(r"run_[0-9a-f]{1,64}", run_id) else None
 
 
 def _parse(raw: bytes, points: bool) -> Any:

@@ -64,6 +64,9 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     the_store = store(request)
     run = the_store.get_run(acct, body.run_id, series=False)  # the account's run, or 404
     refuse = _refusal(the_store, acct, run)
+    refused = getattr(request.state, "body_refused", None)  # the request guard's JSON rules (NUL, 64 bits, ...)
+    if refused is not None:
+        raise refuse(str(refused))
     shape = _body_problems(body)
     if shape:
         raise refuse("; ".join(shape))
