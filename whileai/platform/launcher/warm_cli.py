@@ -3,19 +3,20 @@ line's side. The warm process's side (the fork, its streams, its exit code) is `
 
 A ``run`` spends most of a short recipe importing Hydra, the platform (SQLAlchemy, FastAPI) and transformers for
 the base's tokenizer. The warm process (_warm_process.py) has them imported already, so the command line hands itself
-over: it connects to the warm process's socket and sends its arguments, environment, working folder and its
-three standard streams (the file descriptors themselves, SCM_RIGHTS), and the warm process forks a child that
-becomes the command. The child leads a session of its own, puts the streams on 0, 1 and 2 (a terminal stays a
-terminal: progress bars and colours behave as in-process), moves to the folder, takes the environment whole,
-drops whileai's modules (the code on disk runs, as for a forked job) and runs ``whileai.__main__``. Its exit
-code comes back over the socket and is the command's.
+over: it connects to the warm process's socket and, once the listener is proven to be this user's (``_warm.connect``:
+this user's own folder, reached without following a link, and the listener's uid by SO_PEERCRED), sends its
+arguments, environment, working folder and its three standard streams (the file descriptors themselves,
+SCM_RIGHTS), and the warm process forks a child that becomes the command. The child leads a session of its own,
+puts the streams on 0, 1 and 2 (a terminal stays a terminal: progress bars and colours behave as in-process),
+moves to the folder, takes the environment whole, drops whileai's modules (the code on disk runs, as for a forked
+job) and runs ``whileai.__main__``. Its exit code comes back over the socket and is the command's.
 
 The command line stays the process a person and a shell see: Ctrl-C (SIGINT), SIGTERM and SIGHUP sent to it are
 passed to the child, which handles them as the in-process runner does (a Ctrl-C stops the run and names the
 resume); Ctrl-Z stops the child with the command line, and ``fg``/``bg`` continue both; if the command line itself
-dies, the child sees its socket close and ends too (SIGTERM). Where no warm process of this install is ready, or
-anything in the hand-over fails before the child starts, the command runs in-process as before; WARM_CLI_ENV=0
-turns the hand-over off.
+dies, the child sees its socket close and ends too (SIGTERM). Where no warm process of this install is ready, the
+listener is not this user's, or anything in the hand-over fails before the child starts, the command runs
+in-process as before, saying nothing; WARM_CLI_ENV=0 turns the hand-over off.
 """
 
 from __future__ import annotations
