@@ -336,7 +336,7 @@ def test_the_run_page_shows_headline_delta_charts_alarms_and_config_in_order(pla
     expect(page.locator('li.alarm[data-step="2500"]')).to_contain_text(ALARM_TEXT)
     # the alarm is said where the result is read, with what it means and a link to its chart
     notice = page.locator("#alarm-notice")
-    expect(notice).to_contain_text("The HackMonitor raised 1 alarm")
+    expect(notice).to_contain_text("The HackMonitor raised 1 alarm: the held-out gain above may not be the task learned")
     from whileai.core.alarms import alarm_meaning
 
     kind = page.locator('li.alarm[data-step="2500"]').get_attribute("data-kind")
@@ -377,6 +377,22 @@ def test_a_running_runs_page_takes_new_points_and_stops_polling_when_it_ends(pla
         polls = sum(f"/page-data/runs/{rid}/live" in url for url in visited)
         page.wait_for_timeout(2500)
         assert sum(f"/page-data/runs/{rid}/live" in url for url in visited) == polls  # it stopped asking
+
+
+def test_an_alarm_above_a_held_out_loss_is_read_as_a_loss(platform, seeded, context):
+    """The alarm notice's words follow the direction the held-out figure moved (a fall is not 'a gain')."""
+    from playwright.sync_api import expect
+
+    with _api(platform, seeded["alice"]) as api:
+        rid = api.post("/runs", json={"name": "grpo that fell", "kind": "hosted", "config": {"method": "grpo"}}).json()["id"]
+        api.patch(f"/runs/{rid}", json={"status": "done", "summary": {
+            "holdout_before": 0.5, "holdout_after": 0.25,
+            "monitor": {"alarms": [{"kind": "feature", "step": 20, "message": "pays for 'city'"}]}}})
+    _, page = _sign_in(context, platform, seeded["alice"])
+    _open(page, platform, f"/runs/{rid}")
+    notice = page.locator("#alarm-notice")
+    expect(notice).to_contain_text("the held-out loss above may be the policy learning what the reward pays for")
+    assert "gain" not in notice.inner_text()
 
 
 # --------------------------------------------------------------------------- compare and sweep

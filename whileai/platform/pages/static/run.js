@@ -84,13 +84,23 @@
     return text ? el("p", {class: "notice", id: "constraints-differ"}, String(text)) : null;
   }
 
+  // What an alarm means for the result above, by the direction the held-out figure moved.
+  function alarmReading(v) {
+    const h = v.headline[0];
+    const change = h && typeof h.change === "number" ? (h.better === "lower" ? -h.change : h.change) : null;
+    if (change === null) return "the reward may be paying for something other than the task. ";
+    if (change > 0) return "the held-out gain above may not be the task learned. ";
+    if (change < 0) return "the held-out loss above may be the policy learning what the reward pays for instead of the task. ";
+    return "the held-out figure above did not move while the reward was paying for something else. ";
+  }
+
   // The HackMonitor's alarms, said where the result is read: what each means, and a link to its chart.
   function alarmNotice(v) {
     const alarms = (v.monitor && v.monitor.alarms) || [];
     if (!alarms.length) return null;
     return el("div", {class: "notice bad", id: "alarm-notice"},
       el("p", {}, "The HackMonitor raised " + alarms.length + (alarms.length === 1 ? " alarm" : " alarms") +
-        ": the held-out gain above may not be the task learned. ", el("a", {href: "#monitor"}, "See its chart")),
+        ": " + alarmReading(v), el("a", {href: "#monitor"}, "See its chart")),
       el("ul", {}, alarms.map((a) => el("li", {dataset: {kind: String(a.kind)}},
         String(a.kind) + (a.step === null || a.step === undefined ? "" : " at step " + a.step) + ": " + String(a.meaning || a.text)))));
   }
