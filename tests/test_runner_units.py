@@ -376,3 +376,21 @@ def test_an_alarm_is_printed_the_moment_the_runs_record_shows_it_and_once():
     assert _say_alarms(run, said, progress) == 1 and out.getvalue() == text, "an alarm is printed once"
     run.summary = {"monitor": {"alarms": [first, {"kind": "length", "step": 20}]}}
     assert _say_alarms(run, said, progress) == 2 and out.getvalue().count("! alarm:") == 2
+
+
+def test_a_reward_other_than_the_exact_judge_is_shown_beside_it_with_which_rose_more():
+    from whileai.runner._closing import human_lines
+
+    versus = {"reward_before": 0.667, "reward_after": 0.802, "exact_before": 0.534, "exact_after": 0.493,
+              "prompts": 73, "reward_rose_more": 28, "task_rose_more": 7, "p": 0.0004}
+    closing = {"status": "done", "runs": [], "alarms": [], "cost": {"usd": None, "basis": None}, "verdict": None,
+               "held_out": {"metric": "pass_rate", "before": 0.534, "after": 0.493, "stats": None,
+                            "reward_vs_exact": versus}, "outcome": {}}
+    text = "\n".join(human_lines(closing))
+    assert "reward     0.667 -> 0.802 on the same 73 prompts, exact judge 0.534 -> 0.493" in text
+    assert "the reward rose more on 28 prompts, the task on 7 (sign test p < 0.001): the reward rose more than the task" \
+        in text
+    closing["held_out"]["reward_vs_exact"] = {**versus, "reward_rose_more": 9, "task_rose_more": 8, "p": 1.0}
+    assert "neither rose significantly more" in "\n".join(human_lines(closing))
+    closing["held_out"]["reward_vs_exact"] = None  # the exact judge was the reward: nothing to set beside it
+    assert "reward " not in "\n".join(human_lines(closing))

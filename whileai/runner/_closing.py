@@ -79,7 +79,9 @@ def summary(facts: dict[str, Any], run: Any = None, outcome: dict[str, Any] | No
             "status": outcome.get("status") or out["status"],
             "held_out": {"metric": outcome.get("metric") or "pass_rate", "before": outcome.get("before"),
                          "after": outcome.get("after"), "previous_after": outcome.get("previous_after"),
-                         "stats": outcome.get("stats"), "by_group": outcome.get("by_group")},
+                         "stats": outcome.get("stats"), "by_group": outcome.get("by_group"),
+                         # a reward other than the exact judge: its own before -> after beside the exact judge's
+                         "reward_vs_exact": outcome.get("reward_vs_exact")},
             "verdict": outcome.get("verdict"),
             "alarms": outcome.get("alarms") or [],
             "cost": {"usd": outcome.get("cost_usd"), "basis": basis},
@@ -113,6 +115,7 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
         lines += [
             f"held-out   {held['metric']} {figure}",
             *(f"           {line}" for line in group_lines(held.get("by_group"))),  # per category, when rows name one
+            *reward_lines(held.get("reward_vs_exact")),
             *([f"delta      {closing['verdict']}"] if closing.get("verdict") else []),  # only when dataset.after asked
             f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get('kind') or a) for a in alarms) if alarms else ""),
             *_armed_lines(outcome.get("armed")),
@@ -178,6 +181,25 @@ def _alarm_lines(alarm: Any, page: Any) -> list[str]:
     if page:
         out.append(f"           chart: the HackMonitor section of the run page ({page}, #monitor)")
     return out
+
+
+def reward_lines(versus: Any) -> list[str]:
+    """The run's reward on the held-out prompts beside the exact judge's, and which rose more (the sign test the job
+    kept, ``training["reward_vs_exact"]``); nothing for a run trained on the exact judge itself."""
+    from whileai.core.stats import change_text, p_text
+
+    if not isinstance(versus, dict) or versus.get("p") is None:
+        return []
+    rose, fell, p = versus.get("reward_rose_more"), versus.get("task_rose_more"), float(versus["p"])
+    if p < 0.05 and (rose or 0) > (fell or 0):
+        said = "the reward rose more than the task: it may be paying for something else"
+    elif p < 0.05:
+        said = "the task rose more than the reward"
+    else:
+        said = "neither rose significantly more"
+    return [f"reward     {change_text(versus.get('reward_before'), versus.get('reward_after'))} on the same "
+            f"{versus.get('prompts')} prompts, exact judge {change_text(versus.get('exact_before'), versus.get('exact_after'))}",
+            f"           the reward rose more on {rose} prompts, the task on {fell} (sign test {p_text(p)}): {said}"]
 
 
 def fired_lines(alarm: dict[str, Any], run_id: str) -> list[str]:
