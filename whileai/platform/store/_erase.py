@@ -12,7 +12,7 @@ server's log.
 
 PostgreSQL keeps a deleted row's bytes in its table's pages until VACUUM reuses the space, and in its own
 write-ahead log and backups for as long as the operator keeps them; what an operator does about that is in
-docs/platform.md, "Deleting for good".
+docs/architecture.md, "Deleting for good".
 """
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ DELETE from a connection that does not say it runs this revision or a newer one.
 - SQLite: each connection of this code defines the SQL function ``whileai_writer_revision()`` (the number of its
   revision); the triggers refuse when it is lower than the store's, and older code, which defines no such
   function, cannot even prepare a write ("no such function: whileai_writer_revision").
-- PostgreSQL: each session of this code sets ``whileai.writer_revision``; a statement trigger refuses a write
+- PostgreSQL: each session of this code sets ``whileai_store.writer_revision``; a statement trigger refuses a write
   from a session that left it unset or lower, naming the store's revision.
 
 Every upgrade installs the guard again at the new revision (migrate.py), so each upgrade locks out every older
 whileai, not just those from before the guard. Tools that write to the store by hand (``sqlite3``, ``psql``)
-say the revision first: ``SELECT set_config('whileai.writer_revision', '5', false)`` on PostgreSQL; on SQLite,
+say the revision first: ``SELECT set_config('whileai_store.writer_revision', '5', false)`` on PostgreSQL; on SQLite,
 only through a connection that defines the function.
 """
 
@@ -30,7 +30,7 @@ __all__ = ["WRITER_FUNCTION", "WRITER_SETTING", "mark_writers", "refuse_older_wr
 #: the SQL function a SQLite connection of this code defines: the number of its schema revision
 WRITER_FUNCTION = "whileai_writer_revision"
 #: the session setting a PostgreSQL connection of this code sets to the number of its schema revision
-WRITER_SETTING = "whileai.writer_revision"
+WRITER_SETTING = "whileai_store.writer_revision"
 _TRIGGER = "whileai_older_writer_refused"
 _PG_FUNCTION = "whileai_refuse_older_writer"
 _SQLITE_OPS = ("INSERT", "UPDATE", "DELETE")
