@@ -144,7 +144,7 @@ def _builds_kit_base(spec: RunSpec) -> str | None:
 
     if spec.base_model != defaults.KIT_BASE_NAME or spec.target == "modal":
         return None
-    from whileai.kit._base import demo_base_trains
+    from whileai.kit import demo_base_trains
     from whileai.kit.defaults import DEMO_BASE_BUILD_S
 
     if not demo_base_trains():  # the packaged base is copied in a moment

@@ -146,7 +146,7 @@ def _bfcl_categories(data: Dataset, where: Any) -> list[Problem]:
     """Each named category's question file (and answer file, but for irrelevance) in the BFCL data folder."""
     from ._bfcl_data import bfcl_folder
 
-    from whileai.simulations._bfcl import bfcl_category_problem
+    from whileai.simulations.datasets import bfcl_category_problem
 
     key = "dataset.categories"
     try:
@@ -166,7 +166,7 @@ def _bfcl_categories(data: Dataset, where: Any) -> list[Problem]:
 
 def _refused_file(questions: str | None) -> str | None:
     """Why a BFCL question file's category (read from its name) is not converted, or None."""
-    from whileai.simulations._bfcl import BFCL_REFUSED_CATEGORIES, bfcl_category, bfcl_category_problem
+    from whileai.simulations.datasets import BFCL_REFUSED_CATEGORIES, bfcl_category, bfcl_category_problem
 
     if questions is None or questions == "???" or bfcl_category(questions) not in BFCL_REFUSED_CATEGORIES:
         return None

@@ -13,12 +13,9 @@ Four rules, so that two runs that trained differently never share a name:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from .stages import SPEC_WIDE, STAGE_REF
-
-if TYPE_CHECKING:
-    from .pipeline import Context
 
 __all__ = ["run_label", "base_words"]
 
@@ -54,7 +51,7 @@ def _stage_words(words: list[str], stage_name: str, last: bool, takes: set[str] 
     return out
 
 
-def run_label(context: Context, stage_name: str, method: str, last: bool,
+def run_label(context: Any, stage_name: str, method: str, last: bool,
               takes: set[str] | None = None) -> str:
     """What a run is, as its title: ``grpo_tooluse · grpo · beta=0.04 seed=1`` (recipe, stage, method, knobs).
 

@@ -31,6 +31,11 @@ def _training(record: dict[str, Any]) -> dict[str, Any]:
     return training if isinstance(training, dict) else {}
 
 
+def _part(record: dict[str, Any], key: str) -> dict[str, Any]:
+    found = record.get(key)
+    return found if isinstance(found, dict) else {}
+
+
 def _kernel_path(compute: dict[str, Any]) -> str | None:
     """``AVX2``, or ``DEFAULT (forced: ATEN_CPU_CAPABILITY=default)``; None for a run that did not record it."""
     chosen = compute.get("cpu_capability")
@@ -45,10 +50,8 @@ def depends_on(record: dict[str, Any]) -> dict[str, Any]:
     record is None (a run from before the field existed)."""
     runner = record_of(record) or {}
     training = _training(record)
-    base = training.get("base_weights") if isinstance(training.get("base_weights"), dict) else {}
-    compute = training.get("compute") if isinstance(training.get("compute"), dict) else {}
-    dataset = runner.get("dataset") if isinstance(runner.get("dataset"), dict) else {}
-    git = runner.get("git") if isinstance(runner.get("git"), dict) else {}
+    base, compute = _part(training, "base_weights"), _part(training, "compute")
+    dataset, git = _part(runner, "dataset"), _part(runner, "git")
     return {
         "base weights (SHA-256)": _short(base.get("sha256")),
         "data (content hash)": _short(dataset.get("content_hash")),

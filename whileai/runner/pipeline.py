@@ -531,7 +531,7 @@ def _exported(report: dict[str, Any]) -> str:
 
 def _say_base_build(first: RunSpec, progress: Progress) -> None:
     """When the first job pre-trains the kit's base (a base the package does not ship), say so, and how long."""
-    from whileai.kit._base import demo_base_trains
+    from whileai.kit import demo_base_trains
     from whileai.kit.defaults import DEMO_BASE_BUILD_S
     from whileai.simulations import defaults as sdk
 

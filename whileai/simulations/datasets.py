@@ -29,8 +29,8 @@ from whileai.core.errors import TrainingWarning
 from whileai.core.ids import names_id
 
 from . import defaults
-from ._bfcl import (BFCL_AST_CATEGORIES, BFCL_REFUSED_CATEGORIES, bfcl_categories_problem, bfcl_data_folder,
-                    from_bfcl, from_bfcl_folder)
+from ._bfcl import (BFCL_AST_CATEGORIES, BFCL_REFUSED_CATEGORIES, bfcl_categories_problem, bfcl_category,
+                    bfcl_category_problem, bfcl_data_folder, from_bfcl, from_bfcl_folder)
 from ._taskkey import prompt_messages
 from .rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
 from ._selection import METHODS, profile_rows, samples_the_policy, with_near_misses
@@ -59,6 +59,8 @@ __all__ = [
     "BFCL_AST_CATEGORIES",
     "BFCL_REFUSED_CATEGORIES",
     "bfcl_categories_problem",
+    "bfcl_category",
+    "bfcl_category_problem",
 ]
 
 
