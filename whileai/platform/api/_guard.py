@@ -221,23 +221,8 @@ class RequestGuard:
                 break
         raw = b"".join(chunks)
         del chunks
-        if raw and _is_json(scope):
-            points = _is_points(scope)
-            try:
-                if len(raw) > _THREAD_PARSE_BYTES:
-                    value = await anyio.to_thread.run_sync(_parse, raw, points)
-                else:
-                    value = _parse(raw, points)
-            except BodyRefused as refused:
-                launch = _launch_refused(scope, raw, refused)
-                if launch is None:
-                    await _answer(send, refused.status, str(refused), refused.type)
-                    return
-                scope.setdefault("state", {}).update(json_body=launch, body_refused=refused)
-            except ValueError:
-                pass  # not JSON at all: the route says so in its own words
-            else:
-                scope.setdefault("state", {})["json_body"] = value  # read by the routes, not parsed again
+        if raw and _is_json(scope) and not await _checked_json(scope, raw, send):
+            return
         replay = [{"type": "http.request", "body": raw, "more_body": False}, *messages]
 
         async def replay_receive() -> Message:
@@ -246,6 +231,27 @@ class RequestGuard:
             return await receive()
 
         await self.app(scope, replay_receive, send)
+
+
+async def _checked_json(scope: Scope, raw: bytes, send: Send) -> bool:
+    """Parse and check a JSON body into the request's state (``json_body``); False once its refusal is answered."""
+    points = _is_points(scope)
+    try:
+        if len(raw) > _THREAD_PARSE_BYTES:
+            value = await anyio.to_thread.run_sync(_parse, raw, points)
+        else:
+            value = _parse(raw, points)
+    except BodyRefused as refused:
+        launch = _launch_refused(scope, raw, refused)
+        if launch is None:
+            await _answer(send, refused.status, str(refused), refused.type)
+            return False
+        scope.setdefault("state", {}).update(json_body=launch, body_refused=refused)
+    except ValueError:
+        pass  # not JSON at all: the route says so in its own words
+    else:
+        scope.setdefault("state", {})["json_body"] = value  # read by the routes, not parsed again
+    return True
 
 
 def _launch_refused(scope: Scope, raw: bytes, refused: BodyRefused) -> dict[str, Any] | None:
