@@ -114,3 +114,8 @@ QUICK_HOLDOUT_ROWS = 8
 #: Moved task ids a run's record keeps under ``cut`` (the counts beside them are whole): enough to find the
 #: repeated prompts in the data, few enough that the record stays small on a large set. Our choice.
 CUT_MOVED_RECORDED = 50
+
+#: Held-out prompts ``export --gguf`` asks both the merged folder and the GGUF file read back (greedy),
+#: to show they are the same model: QUICK_HOLDOUT_ROWS' reasoning (a few prompts prove the path; the
+#: generation is most of the check's time on a CPU).
+EXPORT_CHECK_PROMPTS = 8
