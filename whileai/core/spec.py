@@ -644,9 +644,10 @@ NOT_KNOBS = tuple(dict.fromkeys(name for model in SPEC_MODELS.values() for name 
 #: dataset, the start adapter's folder). Left out of the settings a refusal offers and of what a submit compares.
 BOOKKEEPING = ("spec_version", "run_id", "dataset", "init_adapter")
 #: Keys only the platform writes on a job row beside the spec (where the job runs, logs and reports, the judges it
-#: resolved, where a python: reward is imported from); a launch may not send them and the worker reads past them.
-JOB_ROW_KEYS = ("log", "key_hash", "host", "launched_at", "pulled", "pid", "call_id", "gold", "reward_rm",
-                "reward_path")
+#: resolved, where a python: reward is imported from, its process's start time); a launch may not send them and the
+#: worker reads past them.
+JOB_ROW_KEYS = ("log", "key_hash", "host", "launched_at", "pulled", "pid", "pid_started", "call_id", "gold",
+                "reward_rm", "reward_path")
 
 
 def is_whole(model: type[RunSpec], name: str) -> bool:
