@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["GGUF_PACKAGES", "REAL_EXTRA_HINT", "KIT_PRE_TOKENIZER", "is_gguf_base", "gguf_source", "gguf_sha256",
-           "gguf_field", "load_gguf", "import_gguf", "gguf_record", "resolve_base"]
+           "gguf_field", "load_gguf", "load_gguf_tokenizer", "import_gguf", "gguf_record", "resolve_base"]
 
 #: Short names of GGUF files that installed packages ship: name -> (module, file inside it, the pip package).
 GGUF_PACKAGES: dict[str, tuple[str, str, str]] = {
@@ -138,13 +138,20 @@ def _kept_pre_tokenizer(tokenizer: Any, source: Path) -> Any:
     return tokenizer
 
 
+def load_gguf_tokenizer(source: Path) -> Any:
+    """The tokenizer of a GGUF file, as ``base_model=FILE.gguf`` reads it."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name, local_files_only=True)
+    return _kept_pre_tokenizer(tokenizer, source)
+
+
 def load_gguf(source: Path) -> tuple[Any, Any]:
     """(float32 model, tokenizer) of a GGUF file, read as ``base_model=FILE.gguf`` reads it, kept in memory."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name, local_files_only=True)
-    tokenizer = _kept_pre_tokenizer(tokenizer, source)
+    tokenizer = load_gguf_tokenizer(source)
     model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.float32,
                                                  local_files_only=True)
     # transformers keeps a GGUF quantizer on the loaded model and then refuses to save it ("quantized with

@@ -5,7 +5,10 @@ folder (``model.safetensors``, ``config.json``, the tokenizer, ``chat_template.j
 ``AutoModelForCausalLM.from_pretrained(DIR)``, vLLM or the hub take as they take any model.
 ``--gguf FILE`` also writes a GGUF file (llama.cpp, Ollama) when the ``gguf`` package is
 installed (``pip install 'whileai[gguf]'``); without it the export is refused, naming the
-package. Nothing is ever written into a folder that holds something, or over a file.
+package. The file is read back as ``base_model=FILE.gguf`` reads it and kept only when it is the
+same model (``_export_check``: the run's token ids on the committed texts, the same greedy
+held-out replies); a tokenizer GGUF cannot keep is refused, naming what would be lost. Nothing is
+ever written into a folder that holds something, or over a file.
 """
 
 from __future__ import annotations
@@ -130,14 +133,40 @@ def export_main(argv: list[str] | None = None) -> int:
           f"--enable-auto-tool-choice --tool-call-parser {parser}")
     print(f"tool calls {written['tool_format']} format (the chat template it trained with travels in the folder)")
     if args.gguf:
-        from ._gguf import write_gguf
+        return _write_checked_gguf(folder, Path(args.gguf).expanduser().resolve(), record, written["tool_format"])
+    return 0
 
-        try:
-            with quiet_libraries():
-                out = write_gguf(folder, Path(args.gguf).expanduser().resolve())
-        except ValueError as exc:
-            print(f"python -m whileai export: the merged folder is written, the GGUF file is not: {exc}",
-                  file=sys.stderr)
-            return 2
-        print(f"gguf       {out['file']}  ({out['tensors']} tensors, {out['architecture']})")
+
+def _write_checked_gguf(folder: Path, target: Path, record: dict[str, Any], tool_format: str) -> int:
+    """Write the GGUF file, read it back as ``base_model=FILE.gguf`` does and keep it only if it is the same model."""
+    from whileai.kit._gguf import KIT_PRE_TOKENIZER
+
+    from ._export_check import check_gguf
+    from ._gguf import write_gguf
+
+    try:
+        with quiet_libraries():
+            out = write_gguf(folder, target)
+    except ValueError as exc:
+        print(f"python -m whileai export: the merged folder is written, the GGUF file is not: {exc}", file=sys.stderr)
+        return 2
+    print(f"checking   {target} read back as base_model=FILE.gguf reads it ...", file=sys.stderr)
+    with quiet_libraries():
+        checked = check_gguf(folder, target, record, tool_format)
+    if checked["differences"]:
+        target.unlink(missing_ok=True)
+        print("python -m whileai export: the merged folder is written, the GGUF file is not (removed): read back, it "
+              "is a different model:", file=sys.stderr)
+        for line in checked["differences"][:5]:
+            print(f"  - {line}", file=sys.stderr)
+        return 2
+    print(f"gguf       {out['file']}  ({out['tensors']} tensors, {out['architecture']}, float32, pre-tokenizer "
+          f"{out['pre_tokenizer']})")
+    held = (f"held-out: the same greedy replies on {checked['prompts']} prompts ({checked['passed']}/"
+            f"{checked['prompts']} pass in both)" if checked["prompts"] else "held-out: the run has no held-out set "
+            "here to compare replies on")
+    print(f"checked    tokenizer round-trips on {checked['texts']} texts (the run's ids); {held}")
+    if out["pre_tokenizer"] == KIT_PRE_TOKENIZER:
+        print(f"note       llama.cpp and Ollama do not know the kit's pre-tokenizer ({KIT_PRE_TOKENIZER}) and refuse "
+              "the file rather than split text another way; whileai reads it: base_model=FILE.gguf")
     return 0
