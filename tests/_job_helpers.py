@@ -20,10 +20,13 @@ def train(sets: dict, method: str, **kwargs: Any) -> Any:
 
 
 def warm_ready(seconds: float = 240) -> int:
-    """The pid of the data root's warm process once it is ready; importing its modules takes about 15-25 s on a
-    loaded 2-core machine, so the default wait is generous."""
+    """The pid of the data root's warm process once it is ready, started as the command line starts one (with its
+    WARM_PRELOAD); its imports are slow on a loaded machine (benchmarks/job_start.py's warm_ready_s), so the
+    default wait is generous."""
+    from whileai.__main__ import WARM_PRELOAD
     from whileai.platform.launcher import _warm
 
+    _warm.preload(WARM_PRELOAD)
     pid = _warm.wait_ready(seconds)
     assert pid is not None, "the warm worker did not become ready"
     return pid

@@ -2,7 +2,10 @@
 
 Every module under ``whileai/`` is parsed with ``ast``; its imports are read wherever they
 are written (module level, inside functions and methods, ``from . import x`` relative forms,
-and ``importlib.import_module("<literal>")`` calls) and resolved to the modules they load.
+and ``importlib.import_module("<literal>")`` and ``__import__("<literal>")`` calls) and resolved
+to the modules they load. A string that is a whole module name of ours (``"whileai.jobs.sft"``,
+``"whileai.jobs.sft:name"``, alone or in a list a process imports later) counts as well: a
+lower layer may not name an upper one that way either (``test_no_string_names_a_module_up_a_layer``).
 The layers, bottom first, are ``LAYERS`` below; docs/architecture.md draws the same picture.
 A package that does not exist yet (``whileai/runner/`` before the runner lands) is simply
 empty here; a module outside every layer fails the test, so a new part of the tree has to
@@ -12,6 +15,7 @@ take a place in the order.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import whileai
@@ -32,6 +36,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 #: Layers that may not reach each other even downwards: the SDK reaches the platform only
 #: through its client seam (HTTP, or the in-process transport wired from outside the SDK).
 FORBIDDEN: set[tuple[str, str]] = {("simulations", "platform")}
+
+#: Strings naming a module of an upper layer that are no import: (module, the string) -> why. A program another
+#: process runs (``python -m``) is named by whoever starts that process.
+PROCESS_TARGETS: dict[tuple[str, str], str] = {
+    ("whileai.core.launch", "whileai.jobs.worker"): "the job's program, run as python -m in a process of its own",
+}
+
+#: a whole module name of ours, optionally with one of its names (``module:name``)
+_MODULE_STRING = re.compile(r"whileai(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?")
 
 
 def module_name(path: Path) -> str:
@@ -115,7 +128,32 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> list[tuple[
 def _is_import_module(func: ast.expr) -> bool:
     if isinstance(func, ast.Attribute):
         return func.attr == "import_module"
-    return isinstance(func, ast.Name) and func.id == "import_module"
+    return isinstance(func, ast.Name) and func.id in ("import_module", "__import__")
+
+
+def named_modules(path: Path, modules: dict[str, Path]) -> list[tuple[int, str]]:
+    """(line, module) for every string literal in ``path`` that is a whole module name of ours (``whileai.x.y`` or
+    ``whileai.x.y:name``): what a preload list, a ``python -m`` target or an ``import_module(name)`` reads."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_STRING.fullmatch(node.value):
+            name = node.value.partition(":")[0]
+            if name in modules:
+                found.add((node.lineno, name))
+    return sorted(found)
+
+
+def upward(module: str, targets: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The (line, target) of ``targets`` that ``module`` may not reach: a layer above its own, or a forbidden one."""
+    order = {layer: i for i, (layer, _) in enumerate(LAYERS)}
+    here = layer_of(module)
+    bad = []
+    for line, target in targets:
+        there = layer_of(target)
+        if here is not None and there is not None and (order[there] > order[here] or (here, there) in FORBIDDEN):
+            bad.append((line, target))
+    return bad
 
 
 def import_graph() -> dict[str, list[tuple[int, str]]]:
@@ -192,19 +230,53 @@ def test_every_module_has_a_layer():
 
 
 def test_no_import_points_up_a_layer():
-    order = {layer: i for i, (layer, _) in enumerate(LAYERS)}
     modules = all_modules()
     bad = []
     for module, targets in import_graph().items():
-        here = layer_of(module)
-        for line, target in targets:
-            there = layer_of(target)
-            if here is None or there is None:
-                continue
-            if order[there] > order[here] or (here, there) in FORBIDDEN:
-                rel = modules[module].relative_to(PACKAGE_DIR.parent)
-                bad.append(f"{rel}:{line} ({here}) imports {target} ({there})")
+        for line, target in upward(module, targets):
+            rel = modules[module].relative_to(PACKAGE_DIR.parent)
+            bad.append(f"{rel}:{line} ({layer_of(module)}) imports {target} ({layer_of(target)})")
     assert not bad, "imports against the layer order:\n  " + "\n  ".join(bad)
+
+
+def test_no_string_names_a_module_up_a_layer():
+    """A lower layer does not name an upper one in a string either: a preload list, a module to import later.
+    Whoever sits above passes such names down (the warm process's preload comes from the command line)."""
+    modules = all_modules()
+    bad = []
+    for module, path in modules.items():
+        for line, target in upward(module, named_modules(path, modules)):
+            if (module, target) not in PROCESS_TARGETS:
+                rel = path.relative_to(PACKAGE_DIR.parent)
+                bad.append(f"{rel}:{line} ({layer_of(module)}) names {target!r} ({layer_of(target)})")
+    assert not bad, "strings naming a module of a layer above:\n  " + "\n  ".join(bad)
+
+
+def test_the_string_reader_catches_a_preload_list_naming_upper_layers(tmp_path):
+    """The platform's old preload list, as it stood in platform/defaults.py, is caught, and so are __import__ and
+    import_module of an upper layer's module; a docstring, an f-string part and a name of ours that is no module
+    (an MLflow tag) are not."""
+    modules = {name: Path("x.py") for name in (
+        "whileai.platform.defaults", "whileai.platform.embedded", "whileai.jobs.worker", "whileai.jobs.sft",
+        "whileai.runner.cli", "whileai.simulations.export")}
+    source = tmp_path / "defaults.py"
+    source.write_text(
+        '"""Names whileai.jobs.worker in prose."""\n'
+        'WARM_PRELOAD_OWN = ("whileai.platform.embedded",\n'
+        '                    "whileai.jobs.worker", "whileai.jobs.sft",\n'
+        '                    "whileai.runner.cli", "whileai.simulations.export")\n'
+        'TAG = "whileai.run_id"\n'
+        'def f(x):\n'
+        '    __import__("whileai.runner.cli")\n'
+        '    return f"whileai.jobs.{x}"\n',
+        encoding="utf-8",
+    )
+    named = named_modules(source, modules)
+    assert upward("whileai.platform.defaults", named) == [
+        (3, "whileai.jobs.sft"), (3, "whileai.jobs.worker"), (4, "whileai.runner.cli"),
+        (4, "whileai.simulations.export"), (7, "whileai.runner.cli")]
+    assert (7, "whileai.runner.cli") in imports_of("whileai.platform.defaults", source, modules)
+    assert upward("whileai.runner.cli", named) == []  # the same names are allowed from above
 
 
 def test_no_import_cycles():

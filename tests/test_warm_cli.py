@@ -38,19 +38,21 @@ def _whileai(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, **env})
 
 
-def _commands(token: str, excluding: int) -> list[int]:
-    """Forked ``whileai run`` commands alive now whose arguments hold ``token`` (a fork's command line is rewritten
-    to ``python -m whileai run ...``), the caller ``excluding`` aside."""
+def _commands(warm: int, caller: int) -> list[int]:
+    """The forks of the warm process ``warm`` that are the command of command line ``caller``: its children writing to
+    the caller's own standard output (a fork keeps the warm process's command line; a job forked from it writes to its
+    log)."""
+    mine = os.readlink(f"/proc/{caller}/fd/1")
     found = []
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == excluding:
+        if not entry.name.isdigit():
             continue
         try:
-            argv = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
-        except OSError:
+            parent = int(Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == warm and os.readlink(f"/proc/{entry.name}/fd/1") == mine:
+                found.append(int(entry.name))
+        except (OSError, ValueError):
             continue
-        if argv[1:4] == [b"-m", b"whileai", b"run"] and token.encode() in argv:
-            found.append(int(entry.name))
     return found
 
 
@@ -106,7 +108,7 @@ def test_ctrl_c_reaches_the_forked_run_which_stops_its_job_and_names_what_resume
     for line in proc.stdout:
         lines.append(line)
         if "wai.train on local" in line:
-            assert _commands("name=warmcli_ctrl_c", proc.pid), _debug(warm)
+            assert _commands(warm, proc.pid), _debug(warm)
             time.sleep(1)
             proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=120) == 130
@@ -122,7 +124,7 @@ def test_ctrl_z_stops_the_forked_run_with_its_command_line_and_a_continue_resume
     for line in proc.stdout:
         if "wai.train on local" in line:
             break
-    (fork,) = _commands("name=warmcli_ctrl_z", proc.pid)
+    (fork,) = _commands(warm, proc.pid)
     proc.send_signal(signal.SIGTSTP)
     assert _until(lambda: _state(proc.pid) == "T" and _state(fork) == "T"), (_state(proc.pid), _state(fork))
     proc.send_signal(signal.SIGCONT)  # what a shell's fg or bg sends
@@ -139,10 +141,28 @@ def test_a_killed_command_line_takes_its_fork_with_it(warm):
     for line in proc.stdout:
         if "wai.train on local" in line:
             break
-    assert len(_commands("name=warmcli_killed", proc.pid)) == 1
+    assert len(_commands(warm, proc.pid)) == 1
     proc.kill()
     proc.wait()
-    assert _until(lambda: _commands("name=warmcli_killed", proc.pid) == [])
+    assert _until(lambda: _commands(warm, proc.pid) == [])
+
+
+def test_a_forked_command_killed_by_a_signal_says_so_and_exits_as_a_shell_reports_it(warm):
+    proc = _start_run("warmcli_sigkill")
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "wai.train on local" in line:
+            break
+    (fork,) = _commands(warm, proc.pid)
+    os.kill(fork, signal.SIGKILL)
+    text = proc.stdout.read()
+    assert proc.wait(timeout=60) == 128 + signal.SIGKILL
+    assert f"the command's process (pid {fork}) was killed by SIGKILL" in text
+    from whileai.simulations.client import get_client
+
+    for job in get_client().request("GET", "/jobs")["jobs"]:  # the killed runner's job, its own process, trains on
+        if job["status"] == "running" and job.get("pid"):
+            os.killpg(job["pid"], signal.SIGKILL)
 
 
 def test_a_command_of_another_import_environment_runs_in_its_own_interpreter_and_leaves_the_warm_process(warm):

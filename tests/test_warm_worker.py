@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 
 import whileai.simulations as wai
 from whileai.platform import defaults
-from whileai.platform.launcher import _warm
+from whileai.platform.launcher import _pids, _warm
 from whileai.platform.launcher.jobs import job_dir, job_log, job_processes
 from _job_helpers import job_of as _job_of, train as _train, wait_for as _wait_for, warm_ready
 
@@ -57,29 +58,35 @@ def test_a_sigkilled_job_ends_alone_and_the_next_job_forks_from_the_same_warm_pr
     job = _job_of(run.id)
     assert "forked from the warm worker" in _started(run)
     assert _parent(job["pid"]) == warm and os.getpgid(job["pid"]) == job["pid"]  # its own pid, session and group
-    cmdline = Path(f"/proc/{job['pid']}/cmdline").read_bytes().split(b"\0")
-    assert [b"-m", b"whileai.jobs.worker", job["id"].encode()] == cmdline[1:4] and job_processes(job["id"]) == [job["pid"]]
+    # known by its pid and start time on its row, not by its command line (the warm process's)
+    assert job["spec"]["pid_started"] == _pids.start_time(job["pid"]) and job_processes(job["id"]) == []
     _wait_for(lambda: _job_of(run.id)["heartbeat_at"] is not None, 120, "the forked worker's first heartbeat")
     os.kill(job["pid"], signal.SIGKILL)
     _wait_for(lambda: run.refresh().status != "running", 30, "the kill to be noticed")
-    assert run.status == "crashed" and "SIGKILL" in run.error
+    assert run.status == "crashed" and f"(pid {job['pid']}) was killed by SIGKILL" in run.error, run.error
     assert _alive(warm) and _warm.warm_pid() == warm
     after = _train(tiny_sample, "sft", steps=2, wait=True, config={"holdout_rows": 4, "metric": "loss"})
     assert after.status == "done", after.error
     assert f"forked from the warm worker (pid {warm})" in _started(after)
 
 
-def test_a_forked_jobs_pid_is_handed_out_only_once_its_command_line_names_the_job(tiny_sample, warm, tmp_path):
-    """The reconciler finds a job by its id on its /proc command line: read the moment the launch has the pid, a
-    fork that had not yet renamed itself looked dead, and the job was settled crashed with its key revoked."""
+def test_a_forked_job_is_known_by_its_pid_and_start_time_from_the_launchs_answer(tiny_sample, warm, tmp_path):
+    """The answer carries the fork's start time, read before the warm process can reap it: a job that has already
+    failed reads as gone, one that runs as alive, whatever its command line says."""
+    from whileai.core.launch import WORKER_MODULE
     from whileai.platform.launcher.jobs import _pid_alive
 
     env = _warm.launch_env()
-    for i in range(5):  # no job of these ids exists: each worker fails at once, after the check below
+    for i in range(3):  # no job of these ids exists: each worker fails at once and notes how it ended
         job_id = f"job_{i:016x}"
-        pid, how = _warm.start_job([job_id], env, tmp_path, tmp_path / f"{job_id}.log")
-        assert pid is not None, how
-        assert _pid_alive(pid, job_id), Path(f"/proc/{pid}/cmdline").read_bytes()
+        forked, how = _warm.start_job([sys.executable, "-m", WORKER_MODULE, job_id], env, tmp_path,
+                                      tmp_path / f"{job_id}.log")
+        assert forked is not None and forked.started is not None, how
+        row = {"id": job_id, "spec": {"pid_started": forked.started}}
+        pid = forked.pid
+        _wait_for(lambda: not _pid_alive(pid, row), 120, "the worker of no job to end")  # noqa: B023 - waited here
+        _wait_for(lambda: _pids.ended_how(tmp_path, pid) is not None, 30, "its end noted")  # noqa: B023
+        assert _pids.ended_how(tmp_path, forked.pid) == "exited with code 1"
     assert _warm.warm_pid() == warm
 
 
@@ -118,8 +125,8 @@ def test_a_stopped_forked_job_ends_and_the_warm_process_lives_on(tiny_sample, wa
 def test_a_torchrun_job_starts_cold_and_its_log_says_why(tmp_path):
     from whileai.platform.launcher.jobs import _start_warm, local_commands
 
-    pid, how = _start_warm(local_commands("job_0", {"processes": 2}), dict(os.environ), tmp_path, tmp_path / "log")
-    assert pid is None and how.startswith("started cold: torchrun starts each rank")
+    forked, how = _start_warm(local_commands("job_0", {"processes": 2}), dict(os.environ), tmp_path, tmp_path / "log")
+    assert forked is None and how.startswith("started cold: torchrun starts each rank")
 
 
 def test_the_job_start_benchmark_prints_both_ratios_at_its_tiny_size(tiny_sample, warm):

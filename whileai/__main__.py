@@ -29,6 +29,15 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+#: whileai's own modules a warm process started from a command imports (whileai/platform/launcher/_warm.py), for the
+#: libraries they pull in: a job's (the worker and its methods) and a forked command's (Hydra and OmegaConf through
+#: the runner, the SDK's context and export). Named here because the platform, which runs the warm process, may not
+#: name the layers above it.
+WARM_PRELOAD = ("whileai.jobs.worker", "whileai.jobs.body", "whileai.jobs.sft", "whileai.jobs.dpo", "whileai.jobs.grpo",
+                "whileai.jobs.rm", "whileai.runner.cli", "whileai.runner.pipeline", "whileai.simulations.context",
+                "whileai.simulations.export")
+
+
 def _usage() -> str:
     lines = ["usage: python -m whileai <command> [options]", "", "commands:"]
     lines += [f"  {name:<10} {help_}" for name, (_, _, help_) in COMMANDS.items()]
@@ -54,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     if from_command_line:  # a fork of the warm process runs it, when one is ready (its exit code); else here
         from whileai.platform.launcher.warm_cli import forward
 
-        forwarded = forward(argv)
+        forwarded = forward(argv, "whileai", WARM_PRELOAD)
         if forwarded is not None:
             return forwarded
     module, func, _ = COMMANDS[command]
@@ -79,8 +88,8 @@ def _settle_before_exit() -> None:
     """Collect once, then freeze what is left, so the interpreter's teardown does not walk every object again.
 
     Teardown clears each module and runs the cycle collector between the stages, each pass over every object a
-    command with transformers imported holds (~180,000): 0.5 s measured at the end of a ``run``, against 0.1 s
-    for the one collection here, which still finalises the cyclic garbage (files, connections) while every module
+    command with transformers imported holds (hundreds of thousands), several times the cost of the one
+    collection here, which still finalises the cyclic garbage (files, connections) while every module
     is alive. The atexit handlers (the tracker's last flush) run after this, as before. Only for ``python -m
     whileai``: a process that calls ``main`` and goes on (a test) keeps its collector as it was.
     """

@@ -351,36 +351,32 @@ WARM_HOME_ENV = "WHILEAI_WARM_HOME"
 
 #: The commands a ``python -m whileai`` command line hands to a fork of the warm process
 #: (whileai/platform/launcher/warm_cli.py) when one of this install is ready: the ones
-#: that import Hydra, the platform and a tokenizer. ``run recipe=sft_tooluse quick=true``
-#: took 4.4-5.3 s in-process against 4.1 s for ``import trl, peft`` (2026-12-04, 2 cores
-#: with one busy); about 1.5 s of it was imports the warm process already holds.
+#: that import Hydra, the platform and a tokenizer, imports the warm process already holds.
+#: What the hand-off saves: benchmarks/job_start.py's ratio_quick_handoff_over_in_process
+#: (docs/architecture.md, "The warm command line").
 WARM_CLI_COMMANDS = ("run", "validate", "reproduce", "resume")
 
 #: Set to 0 to run every command in its own interpreter, never a fork of the warm process.
 WARM_CLI_ENV = "WHILEAI_WARM_CLI"
 
 #: What the warm worker imports before it forks a job (``module`` or ``module:name``): the
-#: imports a job pays first. ``python -c "import trl, peft"`` took 10-15 s on the shared
-#: 2-core machine, and TRL's trainer classes (lazy attributes of ``trl``) 8 s more. Import
-#: only: no tensor op runs in the warm process, so torch's OpenMP pool is never started
-#: before a fork. whileai's own modules are not kept: a forked job imports them afresh
-#: from disk (half a second), so an edited source file is always what runs.
+#: imports a job pays first, TRL's trainer classes (lazy attributes of ``trl``) included
+#: (benchmarks/job_start.py times ``import trl, peft`` and a job started with and without
+#: them). Import only: no tensor op runs in the warm process, so torch's intra-op pool is
+#: never started before a fork. whileai's own modules are not kept: a forked job imports
+#: them afresh from disk, so an edited source file is always what runs.
 WARM_PRELOAD = ("torch", "transformers", "peft", "trl", "trl:SFTTrainer", "trl:DPOTrainer", "trl:GRPOTrainer",
                 "trl:RewardTrainer", "transformers:AutoModelForCausalLM",
                 "transformers:AutoModelForSequenceClassification", "transformers:AutoTokenizer",
                 "transformers:PreTrainedTokenizerFast")
 
-#: whileai's own modules the warm worker imports after WARM_PRELOAD, for what they import
-#: in turn (SQLAlchemy, Alembic, Mako, FastAPI's models: the embedded platform a job
-#: reports through). Each forked job still drops whileai's modules and imports them afresh
-#: from disk; the libraries they pulled in stay. Measured on the shared 2-core machine: a
-#: job's client and modules took 0.73 s without these, 0.35 s with them.
-WARM_PRELOAD_OWN = ("whileai.platform.embedded", "whileai.platform.store", "whileai.platform.store.migrate",
-                    "whileai.jobs.worker", "whileai.jobs.body", "whileai.jobs.sft", "whileai.jobs.dpo",
-                    "whileai.jobs.grpo", "whileai.jobs.rm",
-                    # a forked command's (WARM_CLI_COMMANDS): Hydra, OmegaConf, the runner's and the export's
-                    "whileai.runner.cli", "whileai.runner.pipeline", "whileai.simulations.context",
-                    "whileai.simulations.export")
+#: The platform's own modules the warm worker imports after WARM_PRELOAD, for what they
+#: import in turn (SQLAlchemy, Alembic, Mako, FastAPI's models: the embedded platform a job
+#: reports through), so that a forked job's client starts without loading them. Each forked
+#: job still drops whileai's modules and imports them afresh from disk; the libraries they
+#: pulled in stay. The modules of the layers above (the jobs', the runner's) are named by
+#: the process that starts the warm worker (``_warm.preload``; whileai/__main__.py).
+WARM_PRELOAD_OWN = ("whileai.platform.embedded", "whileai.platform.store", "whileai.platform.store.migrate")
 
 #: Environment variables read when those modules are imported (the hub's offline switch,
 #: cache folders, OpenMP/BLAS thread counts fixed when the library loads, and torch's CPU kernel path,
@@ -396,27 +392,16 @@ WARM_IMPORT_ENV_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_
 WARM_IMPORT_ENV_IGNORED = ("TORCHINDUCTOR_CACHE_DIR",)
 
 #: Seconds a warm process with no job of its own running waits for the next launch
-#: before it exits and frees its memory (about 0.6 GB resident with the modules above).
-#: A recipe's next stage, a sweep's next run and the next test start within seconds to
-#: minutes of the last job's end; on the shared 2-core machine a quick recipe's data
-#: steps and its runner's own start took over two minutes between two jobs, so five.
+#: before it exits and frees its memory (the libraries above, resident). A recipe's next
+#: stage, a sweep's next run and the next test start within seconds to minutes of the last
+#: job's end; on a loaded machine a quick recipe's data steps and its runner's own start
+#: between two jobs can take minutes, so five.
 WARM_IDLE_S = 300.0
 
-#: Seconds a launch waits for the warm process to answer with the job's pid. A fork of
-#: a ~1 GB process takes tens of milliseconds; 30 s is the platform client's own
-#: request deadline (CLIENT_TIMEOUT_S), far past a loaded machine's scheduling delay.
+#: Seconds a launch waits for the warm process to answer with the job's pid. A fork copies
+#: only page tables, so the answer is quick; 30 s is the platform client's own request
+#: deadline (CLIENT_TIMEOUT_S), far past a loaded machine's scheduling delay.
 WARM_REPLY_S = 30.0
-
-#: Seconds the warm process waits for a forked job to rewrite its command line (which is how the
-#: reconciler finds a job in /proc) before it answers with the pid: a reconcile that read the fork
-#: before then would see the warm process's own command line, take the starting job for a dead one
-#: and revoke its key. A third of WARM_REPLY_S leaves the launch its answer in time.
-WARM_RENAME_S = WARM_REPLY_S / 3
-
-#: Characters of padding on the warm process's command line: the room its forked jobs
-#: rewrite into ``python -m whileai.jobs.worker JOB_ID``, the line ``job_processes`` and
-#: the reconciler find a job's processes by.
-WARM_ARGV_PAD = 96
 
 #: Characters of a dead job's log quoted in its run's error (the log's tail is
 #: where Python prints a traceback and the OOM killer's victim stops).

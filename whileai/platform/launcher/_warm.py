@@ -1,36 +1,43 @@
 """The warm worker: one process per data root that has torch, transformers, TRL and PEFT imported and forks each
-local job from there, so a job starts in milliseconds instead of paying those imports (WARM_PRELOAD).
+local job from there, so a job does not pay those imports (WARM_PRELOAD; benchmarks/job_start.py measures what it
+saves).
 
-The launcher asks it over a Unix socket for one job: the worker module's arguments, the job's environment, its
-folder and its log. The socket lives in a folder only this user can open; each side checks the other's uid
-(SO_PEERCRED), and the caller sends nothing before its checks have passed (:func:`connect`). The warm process
-forks; the child, before any job code runs, leads a session of its own (its own pid and process group, so a stop's
-``killpg`` and a SIGKILL reach that job only), points stdin at /dev/null and stdout and stderr at the job's log,
-moves to the job's folder, replaces its whole environment with the job's (threads, the hub's offline switch, the
-job's key), puts back the default signal handlers, and rewrites its command line to ``python -m
-whileai.jobs.worker JOB_ID``, which is what :func:`whileai.platform.launcher.jobs.job_processes` and the
-reconciler find a job by. It then runs the worker module as ``__main__`` and exits the way an interpreter does
-(non-daemon threads joined, atexit handlers run). A job that crashes or is SIGKILLed ends alone; the warm process
-reaps it and serves the next launch.
+The launcher asks it over a Unix socket for one job: the module to run (the launch command's ``python -m``
+target), its arguments, the job's environment, its folder and its log. The socket lives in a folder only this user
+can open; each side checks the other's uid (SO_PEERCRED), and the caller sends nothing before its checks have
+passed (:func:`connect`). The warm process forks; the child, before any job code runs, leads a session of its own
+(its own pid and process group, so a stop's ``killpg`` and a SIGKILL reach that job only), points stdin at
+/dev/null and stdout and stderr at the job's log, moves to the job's folder, replaces its whole environment with
+the job's (threads, the hub's offline switch, the job's key) and puts back the default signal handlers. It then
+runs the module as ``__main__`` and exits the way an interpreter does (non-daemon threads joined, atexit handlers
+run). The answer carries the child's pid and start time, which the job's row keeps: the reconciler and a stop know
+the job by that pair (``_pids``), not by its command line, which stays the warm process's. A job that crashes or is
+SIGKILLed ends alone; the warm process reaps it, notes how it ended in its folder (``killed by SIGKILL``, which the
+run's error then says) and serves the next launch.
 
-Forking is safe because the warm process only imports: no tensor op runs there, so torch's OpenMP pool is never
-started (the one native thread an import leaves, OpenBLAS's, is re-made after a fork by OpenBLAS itself), and the
-job sets its own torch threads after the fork.
+Forking with threads. The warm process starts no Python thread, so no lock a thread holds is copied held into a
+fork. Importing leaves two native threads besides the main one, each of a library that handles a fork itself:
+numpy's OpenBLAS pool (OpenBLAS shuts it down before a fork and re-makes it on its next call) and pyarrow's
+jemalloc background thread (jemalloc takes its locks across the fork and starts its thread again in the child).
+No tensor op runs in the warm process, so torch's intra-op pool and the tokenizers' Rust pool, both started on
+first use, are never started before a fork. ``tests/test_warm_fork.py`` pins this set and forks with those two
+threads running.
 
-The warm process keeps none of whileai's own modules for a job: the child drops them before it runs the worker,
-which imports them afresh from disk, so an edited source file is what runs (the warm process imports the job's
-modules once, WARM_PRELOAD_OWN, only so that the libraries they pull in are loaded before the fork). Everything it
-imported is frozen out of the garbage collector before the first fork. It carries a fingerprint
-(:func:`fingerprint`): the interpreter and the environment read at import time (WARM_IMPORT_ENV_PREFIXES). A
-launch whose fingerprint differs gets ``stale`` back; the old process exits and a fresh one starts. The same
-happens once any distribution it has imported from is upgraded, removed or reinstalled (``_warm_install``, checked
-on every request). It exits on its own after WARM_IDLE_S with no job running, or when its data root is gone.
-WARM_HOME_ENV lets several data roots share one warm process (each job's environment, its data root included,
-comes with its launch).
+The warm process keeps none of whileai's own modules for a job: the child drops them before it runs the module,
+which imports them afresh from disk, so an edited source file is what runs. It imports whileai's modules once only
+so that the libraries they pull in are loaded before the fork: the platform's own (WARM_PRELOAD_OWN) and those of
+the layers above the platform, which the platform may not name: they name themselves (:func:`preload`, called by
+the command line, ``whileai/__main__.py``, with its WARM_PRELOAD). Everything it imported is frozen out of the
+garbage collector before the first fork. It carries a fingerprint (:func:`fingerprint`): the interpreter and the
+environment read at import time (WARM_IMPORT_ENV_PREFIXES). A launch whose fingerprint differs gets ``stale`` back;
+the old process exits and a fresh one starts. The same happens once any distribution it has imported from is
+upgraded, removed or reinstalled (``_warm_install``, checked on every request). It exits on its own after
+WARM_IDLE_S with no job running, or when its data root is gone. WARM_HOME_ENV lets several data roots share one
+warm process (each job's environment, its data root included, comes with its launch).
 
 It forks ``python -m whileai`` commands too (``op: cli``, sent by warm_cli.py with the caller's three standard
 streams as descriptors), set up as the caller's own process (its streams, folder, environment and ``sys.path[0]``),
-with its exit code sent back over the caller's socket.
+with its exit code sent back over the caller's socket, or, where it was killed, the signal that killed it.
 
 This module is the launcher's side (start a job, ping, wait, stop, the fingerprint); the warm process itself, its
 forks included, is ``_warm_process``.
@@ -55,23 +62,26 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from whileai.core.paths import data_root, setting
 from whileai.platform import defaults
 
-__all__ = ["enabled", "fingerprint", "launch_env", "start_job", "warm_pid", "shutdown", "wait_ready"]
+__all__ = ["Forked", "enabled", "fingerprint", "launch_env", "preload", "start_job", "warm_pid", "shutdown", "wait_ready"]
 
 #: the keys a launch never hands the warm process's own environment (they are the job's)
 _JOB_KEYS = ("WHILEAI_API_KEY", "WHILEAI_JOB_ID", defaults.STORE_URL_ENV, "WHILEAI_BASE_URL")
 #: the warm process itself (_warm_process.py), started as ``python -m`` of it
 _PROCESS_MODULE = "whileai.platform.launcher._warm_process"
+#: whileai modules of the layers above the platform a warm process started from this process imports (:func:`preload`)
+_PRELOAD: list[str] = []
 
 
 def enabled() -> bool:
     """Whether local jobs start from the warm worker: on unless WARM_WORKER_ENV (or ``warm_worker`` in the data
-    root's config.json) says 0, false, off or no; and only on Linux, where the forked job can be renamed."""
+    root's config.json) says 0, false, off or no; and only on Linux, whose /proc gives a forked job's start time."""
     value = setting(defaults.WARM_WORKER_ENV, "warm_worker").lower()
     return sys.platform.startswith("linux") and value not in ("0", "false", "off", "no")
 
@@ -200,36 +210,56 @@ def open_lock(root: Path) -> int:
         os.close(folder)
 
 
+def preload(modules: Iterable[str]) -> None:
+    """Name whileai modules that a warm process this process starts is to import too, for the libraries they pull in
+    (a job's, a forked command's). The platform may not name the layers above it, so they name themselves: the
+    command line (``whileai/__main__.py``) passes its WARM_PRELOAD before it runs any command. A warm process
+    started with none of them still forks every job; each then imports those libraries itself."""
+    _PRELOAD.extend(name for name in modules if name not in _PRELOAD)
+
+
 def _spawn(root: Path, env: dict[str, str], print_to: Path) -> None:
-    """Start ``root``'s warm process in the background (detached, like a cold worker)."""
+    """Start ``root``'s warm process in the background (detached, like a cold worker), with :func:`preload`'s
+    modules."""
     print_to.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     own = {k: v for k, v in env.items() if k not in _JOB_KEYS}
     with open(print_to, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", _PROCESS_MODULE, str(root), fingerprint(env), "-" * defaults.WARM_ARGV_PAD],
+            [sys.executable, "-m", _PROCESS_MODULE, str(root), fingerprint(env), *_PRELOAD],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=own, cwd=str(root),
             start_new_session=True, close_fds=True)
     threading.Thread(target=proc.wait, name="whileai-warm-reap", daemon=True).start()
 
 
-def start_job(args: list[str], env: dict[str, str], cwd: Path, log: Path) -> tuple[int | None, str]:
-    """Start ``python -m whileai.jobs.worker *args`` forked from this data root's warm process.
+class Forked(NamedTuple):
+    """A job forked from the warm process: its pid and start time (``_pids``), which its row keeps."""
 
-    Returns ``(pid, how)``: the job's pid, or None where the caller starts the job cold, with the reason (no warm
-    process yet, and one is now starting; a stale one, which is replaced; switched off; an error).
+    pid: int
+    started: str | None
+
+
+def start_job(command: list[str], env: dict[str, str], cwd: Path, log: Path) -> tuple[Forked | None, str]:
+    """Start ``command`` (``python -m MODULE *args``, the launch's) forked from this data root's warm process.
+
+    Returns ``(forked, how)``: the job's pid and start time, or None where the caller starts the job cold, with the
+    reason (no warm process yet, and one is now starting; a stale one, which is replaced; switched off; an error).
     """
     if not enabled():
         return None, f"the warm worker is off ({defaults.WARM_WORKER_ENV})"
+    if command[1:2] != ["-m"] or len(command) < 3:
+        return None, f"the warm worker runs only a module (python -m MODULE ...), not {command[:3]}"
     root = _home()
     try:
         wanted = fingerprint(env)
-        request = {"op": "start", "fingerprint": wanted, "args": args, "env": env, "cwd": str(cwd), "log": str(log)}
+        request = {"op": "start", "fingerprint": wanted, "module": command[2], "args": command[3:], "env": env,
+                   "cwd": str(cwd), "log": str(log)}
         try:  # the job's key and store go out only to a warm process proven to be this user's (connect)
             answer = _ask(root, request, defaults.WARM_REPLY_S)
         except (FileNotFoundError, ConnectionRefusedError):
             answer = {"absent": True}
         if isinstance(answer.get("pid"), int):
-            return answer["pid"], f"forked from the warm worker (pid {answer.get('warm')})"
+            started = answer.get("started") if isinstance(answer.get("started"), str) else None
+            return Forked(answer["pid"], started), f"forked from the warm worker (pid {answer.get('warm')})"
         if answer.get("stale"):
             why = "the warm worker was of an older install; a fresh one is starting"
             deadline = time.monotonic() + defaults.JOB_STOP_WAIT_S

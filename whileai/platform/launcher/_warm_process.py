@@ -1,7 +1,11 @@
 """The warm process (see ``_warm`` for what it is and how the launcher uses it): preload, serve launches on the
-data root's socket, fork each job (``_child``) and each ``python -m whileai`` command (``_command_child``).
+data root's socket, fork each job (``_child``) and each ``python -m whileai`` command (``_command_child``), reap
+them and say how each ended (``_ended``).
 
-    python -m whileai.platform.launcher._warm_process DATA_ROOT FINGERPRINT PADDING
+    python -m whileai.platform.launcher._warm_process DATA_ROOT FINGERPRINT [MODULE ...]
+
+The MODULEs are whileai's own modules of the layers above the platform, named by whoever started this process
+(``_warm.preload``): imported once for the libraries they pull in.
 """
 
 from __future__ import annotations
@@ -11,7 +15,6 @@ import fcntl
 import gc
 import json
 import os
-import select
 import signal
 import socket
 import struct
@@ -19,31 +22,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from whileai.platform import defaults
-from whileai.platform.launcher import _warm_install
+from whileai.platform.launcher import _pids, _warm_install
 from whileai.platform.launcher._warm import _folder, _names, _through, open_lock
 
 __all__ = ["main"]
 
 _REQUEST_MAX_BYTES = 4 * 2**20
-
-
-def _rename(words: list[str], cut: bool = False) -> None:
-    """Rewrite this process's command line (``/proc/self/cmdline``) to ``python *words`` (the worker's, or a forked
-    command's), in the room the padding left; past it, ValueError, or with ``cut`` the line cut to fit, ``...``
-    at its end."""
-    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-    start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: fields 48 and 49 of proc(5)
-    line = b"\0".join(part.encode() for part in [sys.executable, *words]) + b"\0"
-    if len(line) > end - start and cut:
-        line = line[: end - start - 4] + b"...\0"
-    if len(line) > end - start:
-        raise ValueError(f"the command line ({len(line)} bytes) does not fit in {end - start}")
-    with open("/proc/self/mem", "r+b", buffering=0) as mem:
-        mem.seek(start)
-        mem.write(line.ljust(end - start, b"\0"))
 
 
 def _own_session() -> None:
@@ -61,21 +48,15 @@ def _drop_own_modules() -> None:
         del sys.modules[name]
 
 
-def _child(request: dict[str, Any], keep_out: list[int], renamed: int) -> None:
-    """The forked job: set up as a cold worker would be, run the worker module, exit. Never returns.
-
-    It writes to ``renamed`` once it is the job to a reader of /proc (its command line, streams, folder and
-    environment): the warm process hands out its pid only then, so no reader takes a job that is still starting
-    for a dead one or reads the warm process's folder as the job's. A child that fails before then exits, which
-    closes ``renamed`` and hands the pid out all the same (its log says why).
-    """
-    from whileai.core.launch import WORKER_MODULE
-
+def _child(request: dict[str, Any], keep_out: list[int]) -> None:
+    """The forked job: set up as a cold worker would be, run the job's module (``module`` of the request, the
+    launch's ``python -m`` target), exit. Never returns. The job is known by its pid and start time, not by its
+    command line, which stays the warm process's."""
+    module = str(request["module"])
     code = 1
     try:
         _close(keep_out)
         _own_session()
-        _rename(["-m", WORKER_MODULE, *request["args"]])
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         out = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -86,13 +67,11 @@ def _child(request: dict[str, Any], keep_out: list[int], renamed: int) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        os.write(renamed, b"1")
-        os.close(renamed)
         if os.environ.get("PYTHONUNBUFFERED"):
             sys.stdout.reconfigure(write_through=True)  # type: ignore[union-attr]
-        sys.argv = [WORKER_MODULE, *request["args"]]
+        sys.argv = [module, *request["args"]]
         _drop_own_modules()
-        code = _run_module(WORKER_MODULE)
+        code = _run_module(module)
     except BaseException:  # noqa: BLE001 - the job's log says why it could not start
         import traceback
 
@@ -127,16 +106,40 @@ def _run_module(name: str) -> int:
     return code
 
 
-def _reap(children: set[int]) -> None:
+class _Kept(NamedTuple):
+    """What the warm process keeps of a child until it is reaped: a job's folder (where it notes how the job ended)
+    or a command's socket to its caller (where it says so when the command was killed before it could)."""
+
+    folder: str | None = None
+    caller: socket.socket | None = None
+
+
+def _reap(children: dict[int, _Kept]) -> None:
+    """Reap every child that has ended, and say how each ended (``_ended``)."""
     while children:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             children.clear()
             return
         if pid == 0:
             return
-        children.discard(pid)
+        kept = children.pop(pid, None)
+        if kept is not None:
+            _ended(pid, status, kept)
+
+
+def _ended(pid: int, status: int, kept: _Kept) -> None:
+    """A job's end noted in its folder (``_pids.note_exit``, which the reconciler reads); a command killed by a
+    signal told to its caller (a command that ended on its own has sent its exit code itself)."""
+    if kept.folder is not None:
+        _pids.note_exit(kept.folder, pid, status)
+    if kept.caller is not None:
+        with kept.caller, contextlib.suppress(OSError):
+            if os.WIFSIGNALED(status):
+                answer = {"killed": _pids.exit_words(status), "signal": os.WTERMSIG(status)}
+                kept.caller.sendall(json.dumps(answer).encode() + b"\n")
+    print(f"warm worker: pid {pid} {_pids.exit_words(status)}", flush=True)
 
 
 def _peer_is_me(conn: socket.socket) -> bool:
@@ -180,7 +183,7 @@ def _left_behind(install: _warm_install.Install, conn: socket.socket) -> bool:
 
 
 def _serve(root: Path, mine: str, install: _warm_install.Install, server: socket.socket, keep_out: list[int]) -> None:
-    children: set[int] = set()
+    children: dict[int, _Kept] = {}
     last = time.monotonic()
     while True:
         _reap(children)
@@ -200,7 +203,8 @@ def _serve(root: Path, mine: str, install: _warm_install.Install, server: socket
                 request, fds = _read(conn)
                 if _left_behind(install, conn):
                     return
-                if _answer(request, mine, conn, [*keep_out, conn.fileno()], children, fds) == "exit":
+                held = [kept.caller.fileno() for kept in children.values() if kept.caller is not None]
+                if _answer(request, mine, conn, [*keep_out, *held, conn.fileno()], children, fds) == "exit":
                     return
             except (OSError, ValueError) as exc:
                 print(f"warm worker: a request failed: {type(exc).__name__}: {exc}", flush=True)
@@ -208,12 +212,13 @@ def _serve(root: Path, mine: str, install: _warm_install.Install, server: socket
                 _close(fds)  # a forked command has its own copies
 
 
-def _answer(request: dict[str, Any], mine: str, conn: socket.socket, keep_out: list[int], children: set[int],
+def _answer(request: dict[str, Any], mine: str, conn: socket.socket, keep_out: list[int], children: dict[int, _Kept],
             fds: list[int]) -> str | None:
     """Answer one request: ``exit`` when this warm process should end (asked to, or a launch of another install)."""
     op = request.get("op")
     if op == "ping":
-        conn.sendall(json.dumps({"warm": os.getpid(), "fingerprint": mine}).encode() + b"\n")
+        answer = {"warm": os.getpid(), "fingerprint": mine, **_threads()}
+        conn.sendall(json.dumps(answer).encode() + b"\n")
         return None
     if op == "cli" and request.get("fingerprint") != mine:  # the command runs in its own interpreter; the jobs decide
         conn.sendall(json.dumps({"stale": True, "warm": os.getpid()}).encode() + b"\n")  # whether this process stays
@@ -221,39 +226,49 @@ def _answer(request: dict[str, Any], mine: str, conn: socket.socket, keep_out: l
     if op == "stop" or (op == "start" and request.get("fingerprint") != mine):
         conn.sendall(json.dumps({"stale": op == "start", "warm": os.getpid()}).encode() + b"\n")
         return "exit"
-    if op == "cli" and len(fds) == 3 and isinstance(request.get("argv"), list) and isinstance(request.get("env"), dict):
+    if op == "cli" and len(fds) == 3 and _takes(request, "argv", "module"):
         _fork_command(request, conn, keep_out, children, fds)
         return None
-    if op != "start" or not isinstance(request.get("args"), list) or not isinstance(request.get("env"), dict):
+    if op != "start" or not _takes(request, "args", "module"):
         conn.sendall(json.dumps({"error": f"not a request the warm worker takes: {op!r}"}).encode() + b"\n")
         return None
     sys.stdout.flush()
     sys.stderr.flush()
-    ready, renamed = os.pipe()
     pid = os.fork()
     if pid == 0:
-        _child(request, [*keep_out, ready], renamed)
-    children.add(pid)
-    os.close(renamed)
-    try:  # its pid goes out once its command line names the job (or it has already failed)
-        select.select([ready], [], [], defaults.WARM_RENAME_S)
-    finally:
-        os.close(ready)
-    conn.sendall(json.dumps({"pid": pid, "warm": os.getpid()}).encode() + b"\n")
+        _child(request, keep_out)
+    children[pid] = _Kept(folder=str(request["cwd"]))
+    # the child is not reaped before the next request, so its start time is there to read even if it has ended
+    conn.sendall(json.dumps({"pid": pid, "started": _pids.start_time(pid), "warm": os.getpid()}).encode() + b"\n")
     print(f"warm worker: job {' '.join(request['args'])} started as pid {pid}", flush=True)
     return None
 
 
-def _fork_command(request: dict[str, Any], conn: socket.socket, keep_out: list[int], children: set[int],
+def _takes(request: dict[str, Any], listed: str, module: str) -> bool:
+    """Whether ``request`` has what a fork needs: a list ``listed``, a module name ``module``, an environment."""
+    return (isinstance(request.get(listed), list) and isinstance(request.get(module), str)
+            and isinstance(request.get("env"), dict) and isinstance(request.get("cwd"), str))
+
+
+def _threads() -> dict[str, Any]:
+    """The threads this process runs, which every fork starts from: Python's (only the main one, so no lock a
+    thread holds is copied held), and the native ones by id and name (the libraries' own pools; ``_warm`` says
+    which there are and why forking with them is safe)."""
+    native = {tid: Path(f"/proc/self/task/{tid}/comm").read_text().strip() for tid in os.listdir("/proc/self/task")}
+    return {"python_threads": threading.active_count(), "native_threads": sorted(native.values())}
+
+
+def _fork_command(request: dict[str, Any], conn: socket.socket, keep_out: list[int], children: dict[int, _Kept],
                   fds: list[int]) -> None:
-    """Fork a ``python -m whileai`` command (warm_cli.py); it starts once its pid has gone to the caller."""
+    """Fork a ``python -m whileai`` command (warm_cli.py); it starts once its pid has gone to the caller. The caller's
+    socket is kept until the command is reaped, to say so where it was killed (``_ended``)."""
     sys.stdout.flush()
     sys.stderr.flush()
     go, started = os.pipe()
     pid = os.fork()
     if pid == 0:
         _command_child(request, fds, conn, [k for k in keep_out if k != conn.fileno()] + [started], go)
-    children.add(pid)
+    children[pid] = _Kept(caller=conn.dup())
     os.close(go)
     try:
         conn.sendall(json.dumps({"pid": pid, "warm": os.getpid()}).encode() + b"\n")
@@ -275,16 +290,16 @@ def _watch_caller(conn: socket.socket) -> None:
 
 
 def _command_child(request: dict[str, Any], fds: list[int], conn: socket.socket, keep_out: list[int], go: int) -> None:
-    """The forked command: take the caller's streams, folder and environment, run ``whileai.__main__``, send the
-    exit code back and exit. Never returns. It starts once ``go`` is written (its pid has gone out first)."""
+    """The forked command: take the caller's streams, folder and environment, run the caller's module (``module`` of
+    the request, ``whileai``) as ``python -m`` would, send the exit code back and exit. Never returns. It starts once
+    ``go`` is written (its pid has gone out first)."""
+    module = str(request["module"])
     code = 1
     try:
         _close(keep_out)
         os.read(go, 1)
         os.close(go)
         _own_session()
-        with contextlib.suppress(ValueError, OSError):
-            _rename(["-m", "whileai", *request["argv"]], cut=True)  # what ps and /proc show
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
         for fd in fds:
@@ -294,13 +309,13 @@ def _command_child(request: dict[str, Any], fds: list[int], conn: socket.socket,
         os.environ.update(request["env"])
         os.environ[defaults.WARM_CLI_ENV] = "0"  # this process is the command: it hands itself to nobody
         sys.stdout.reconfigure(line_buffering=os.isatty(1), write_through=bool(os.environ.get("PYTHONUNBUFFERED")))  # type: ignore[union-attr]
-        sys.argv = ["whileai", *request["argv"]]
+        sys.argv = [module, *request["argv"]]
         if sys.path:  # ``python -m`` puts the caller's folder first (a python: reward's module is found there)
             sys.path[0] = str(request.get("path0") or request["cwd"])
         _drop_own_modules()
         conn.settimeout(None)  # the warm process's reply deadline is not the command's: it runs as long as it needs
         _watch_caller(conn)
-        code = _run_module("whileai")
+        code = _run_module(module)
     except BaseException:  # noqa: BLE001 - the caller's terminal says why
         import traceback
 
@@ -314,11 +329,25 @@ def _command_child(request: dict[str, Any], fds: list[int], conn: socket.socket,
         os._exit(code)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m whileai.platform.launcher._warm_process DATA_ROOT FINGERPRINT PADDING``: the warm process."""
+def _preload(asked: list[str]) -> str:
+    """Import the libraries (WARM_PRELOAD), the platform's modules a job reports through (WARM_PRELOAD_OWN) and the
+    modules of the layers above that this process's starter named (``asked``), each job importing whileai afresh.
+    What was imported, in words."""
     import importlib
 
-    root_arg, mine = (sys.argv[1:] if argv is None else argv)[:2]
+    for entry in defaults.WARM_PRELOAD:
+        module, _, attribute = entry.partition(":")
+        loaded = importlib.import_module(module)
+        if attribute:
+            getattr(loaded, attribute)
+    for module in (*defaults.WARM_PRELOAD_OWN, *asked):  # for the libraries they import
+        importlib.import_module(module)
+    return f"{', '.join(defaults.WARM_PRELOAD)}, {', '.join(defaults.WARM_PRELOAD_OWN + tuple(asked))}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m whileai.platform.launcher._warm_process DATA_ROOT FINGERPRINT [MODULE ...]``: the warm process."""
+    root_arg, mine, *asked = sys.argv[1:] if argv is None else argv
     root = Path(root_arg)
     lock = open_lock(root)
     try:
@@ -326,22 +355,15 @@ def main(argv: list[str] | None = None) -> int:
     except BlockingIOError:
         return 0  # another warm process serves this data root
     began = time.monotonic()
-    for entry in defaults.WARM_PRELOAD:
-        module, _, attribute = entry.partition(":")
-        loaded = importlib.import_module(module)
-        if attribute:
-            getattr(loaded, attribute)
-    for module in defaults.WARM_PRELOAD_OWN:  # for the libraries they import; each job imports whileai afresh
-        importlib.import_module(module)
+    imported = _preload(asked)
     install = _warm_install.loaded()  # before the freeze: reading the metadata leaves garbage
     # What was imported stays for good: frozen out of the collector, a forked job's full collections (accelerate
     # calls one as each trainer starts; the interpreter runs its own) walk the job's objects only, not the
-    # libraries' (0.4 s a collection measured on 2 cores), and touch none of the shared pages (no copy-on-write)
+    # libraries' hundreds of thousands, and touch none of the shared pages (no copy-on-write)
     gc.collect()
     gc.freeze()
-    threads = len(os.listdir("/proc/self/task"))
-    print(f"warm worker {os.getpid()} for {root}: imported {', '.join(defaults.WARM_PRELOAD)} and whileai's job modules in "
-          f"{time.monotonic() - began:.1f} s ({threads} native threads, {len(install)} distributions)", flush=True)
+    print(f"warm worker {os.getpid()} for {root}: imported {imported} in {time.monotonic() - began:.1f} s "
+          f"({_threads()}, {len(install)} distributions)", flush=True)
     folder, sock_name = _folder(), _names(root)[0]  # the folder stays open: the socket is bound and removed through it
     with contextlib.suppress(FileNotFoundError):
         os.unlink(sock_name, dir_fd=folder)

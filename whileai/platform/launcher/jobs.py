@@ -35,6 +35,7 @@ from whileai.platform.store.values import RUN_STOP_MARK
 from whileai.platform import defaults
 from whileai.platform._faults import fault_point
 from whileai.platform._rewards import reward_path
+from whileai.platform.launcher import _pids, _warm
 from whileai.platform.launcher._rules import bounded, launch_problems
 from whileai.platform.launcher._shared import (  # noqa: F401  (re-exported: the launcher's names)
     FINISHED,
@@ -296,11 +297,11 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
     env = worker_env(store, key, job_id)
     procs = []
     with os.fdopen(fd, "ab") as log:
-        pid, how = _start_warm(commands, env, folder, log_path)
+        forked, how = _start_warm(commands, env, folder, log_path)
         log.write(f"whileai job {job_id}: {how}\n".encode())
         log.flush()
-        if pid is not None:
-            return store.update_job(account_id, job_id, {"pid": pid, "status": "running"})
+        if forked is not None:
+            return _running(store, account_id, job_id, spec, forked.pid, forked.started)
         # one launcher per node, all on this host (nodes past one meet at a loopback rendezvous); the first is the
         # job's process
         for command in commands:
@@ -314,29 +315,45 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
                 start_new_session=True,  # its own session: a Ctrl-C or exit of the caller does not reach it
                 close_fds=True,
             ))
+    started = _pids.start_time(procs[0].pid)  # not reaped yet: there to read even if it has already exited
     for proc in procs:
         with _CHILDREN_LOCK:
             _CHILDREN[proc.pid] = proc
         # reap it the moment it exits, so a long-lived launcher (a server, a notebook) keeps no zombies
-        threading.Thread(target=proc.wait, name=f"whileai-reap-{job_id}", daemon=True).start()
-    return store.update_job(account_id, job_id, {"pid": procs[0].pid, "status": "running"})
+        threading.Thread(target=_reap, args=(proc, folder), name=f"whileai-reap-{job_id}", daemon=True).start()
+    return _running(store, account_id, job_id, spec, procs[0].pid, started)
 
 
-def _start_warm(commands: list[list[str]], env: dict[str, str], folder: Path, log: Path) -> tuple[int | None, str]:
-    """Fork a one-process job from the warm worker: its pid and how it started; None where it starts cold, and why.
+def _reap(proc: subprocess.Popen, folder: Path) -> None:
+    """Wait for a job's process started cold, and note how it ended in the job's folder (``_pids.note_exit``)."""
+    _, status = os.waitpid(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    _pids.note_exit(folder, proc.pid, status)
+
+
+def _running(store: Any, account_id: str, job_id: str, spec: dict[str, Any], pid: int,
+             started: str | None) -> dict[str, Any]:
+    """The job row running, with its process: the pid and its start time (``pid_started``), the pair the reconciler
+    and a stop know it by."""
+    return store.update_job(account_id, job_id, {"pid": pid, "status": "running",
+                                                 "spec": {**spec, "pid_started": started}})
+
+
+def _start_warm(commands: list[list[str]], env: dict[str, str], folder: Path,
+                log: Path) -> tuple[_warm.Forked | None, str]:
+    """Fork a one-process job from the warm worker: its pid and start time and how it started; None where it starts
+    cold, and why.
 
     torchrun is never forked: its elastic agent starts every rank as a fresh ``python -m`` of the worker and must
     be each rank's parent to watch it, end it and name it when it fails.
     """
     from whileai.core.launch import WORKER_MODULE
 
-    from . import _warm
-
     if len(commands) != 1 or commands[0][1:3] != ["-m", WORKER_MODULE]:
         return None, ("started cold: torchrun starts each rank as a fresh interpreter under its own agent, which "
                       "the warm worker cannot fork for it")
-    pid, how = _warm.start_job(commands[0][3:], env, folder, log)
-    return pid, how if pid is not None else f"started cold: {how}"
+    forked, how = _warm.start_job(commands[0], env, folder, log)
+    return forked, how if forked is not None else f"started cold: {how}"
 
 
 def local_commands(job_id: str, spec: dict[str, Any]) -> list[list[str]]:
@@ -357,11 +374,15 @@ def _free_port() -> int:
 
 
 def job_processes(job_id: str) -> list[int]:
-    """Every process on this host that runs job ``job_id``: its launchers and all their ranks (read from /proc).
+    """The processes on this host whose command line runs job ``job_id``: a torchrun job's launchers and all their
+    ranks (read from /proc). A job forked from the warm process is not among them (its command line stays the warm
+    process's): it is known by its row's pid and start time (``_pids``).
 
     torchrun starts each rank in a session of its own, so a signal to the launcher's group does not reach
     them; the job id on their command line does.
     """
+    from whileai.core.launch import WORKER_MODULE
+
     found: list[int] = []
     proc_root = Path("/proc")
     if not proc_root.is_dir():
@@ -377,7 +398,7 @@ def job_processes(job_id: str) -> list[int]:
         state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""
         if state in ("Z", "X"):
             continue
-        if b"whileai.jobs.worker" in argv and job_id.encode() in argv:
+        if WORKER_MODULE.encode() in argv and job_id.encode() in argv:
             found.append(int(entry.name))
     return found
 
@@ -387,27 +408,23 @@ def job_processes(job_id: str) -> list[int]:
 # ---------------------------------------------------------------------------
 
 
-def _pid_alive(pid: int | None, job_id: str) -> bool:
-    """Whether the worker process for ``job_id`` still runs (a zombie, or a reused pid, counts as gone)."""
+def _pid_alive(pid: int | None, job: dict[str, Any]) -> bool:
+    """Whether the worker process of ``job`` still runs: the process its row names by pid and start time (a zombie,
+    or the pid now another's, counts as gone). A row of before the start time was kept: a process of that pid whose
+    command line names the job."""
     if not pid:
         return False
     with _CHILDREN_LOCK:
         proc = _CHILDREN.get(pid)
-    if proc is not None:
-        if proc.poll() is None:
-            return True
+    if proc is not None and proc.returncode is not None:
         with _CHILDREN_LOCK:
             _CHILDREN.pop(pid, None)
         return False
-    proc_dir = Path(f"/proc/{pid}")
     if Path("/proc/self").exists():
-        try:
-            stat = (proc_dir / "stat").read_text()
-            cmdline = (proc_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            return False
-        state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""
-        return state not in ("Z", "X") and job_id in cmdline
+        started = (job.get("spec") or {}).get("pid_started")
+        if started is None:
+            return _runs_job(pid, job["id"])
+        return _pids.state(pid, str(started)) not in (None, "Z", "X")
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -415,6 +432,15 @@ def _pid_alive(pid: int | None, job_id: str) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _runs_job(pid: int, job_id: str) -> bool:
+    """Whether process ``pid`` lives and its command line names job ``job_id``."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return _pids.state(pid, None) not in (None, "Z", "X") and job_id.encode() in cmdline
 
 
 def _log_tail(job_id: str) -> str:
@@ -526,7 +552,7 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
         return _settle_dead(store, account_id, job, f"the job never started: no worker was launched in "
                             f"{silent_for:.0f} s (JOB_START_GRACE_S)")
     same_host = spec.get("host") in (None, socket.gethostname())
-    alive = _pid_alive(job.get("pid"), job["id"]) if same_host else None
+    alive = _pid_alive(job.get("pid"), job) if same_host else None
     if alive is False:
         if not stale and job_processes(job["id"]):
             return job  # its launcher is gone and its ranks are still saving (RANK_ORPHAN_GRACE_S): settled after
@@ -535,11 +561,7 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
             return _settle_dead(store, account_id, job, failed)
         # nothing reported and no rank named by torchrun: the launcher itself is gone (killed with SIGKILL, by the
         # out-of-memory killer, or with its machine); the run reads crashed, which says no error was ever recorded
-        return _settle_dead(store, account_id, job, (
-            f"the job process (pid {job.get('pid')}) ended without reporting: it was killed (e.g. SIGKILL, or the "
-            "out-of-memory killer) or crashed before it could record an error." + _ranks_after(job["id"])
-            + _log_tail(job["id"])
-        ), status="crashed")
+        return _settle_dead(store, account_id, job, _ended_silently(job), status="crashed")
     if stale and alive and silent_for <= defaults.JOB_STALE_S + defaults.JOB_BUSY_GRACE_S \
             and _computing(job["id"], job.get("pid")):
         return job  # silent but computing: a stalled machine, or beats that cannot get through (JOB_BUSY_GRACE_S)
@@ -555,6 +577,18 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
             + _log_tail(job["id"])
         ))
     return job
+
+
+def _ended_silently(job: dict[str, Any]) -> str:
+    """The error of a job whose process ended without reporting: how it ended where its reaper noted it (``killed by
+    SIGKILL``), what else its ranks did, and its log's tail."""
+    pid = job.get("pid")
+    how = _pids.ended_how(job_dir(job["id"]), pid)
+    said = (f"the job process (pid {pid}) was {how} before it could record an error"
+            + (" (the out-of-memory killer sends SIGKILL too)." if how == "killed by SIGKILL" else ".")) if how else (
+        f"the job process (pid {pid}) ended without reporting: it was killed (e.g. SIGKILL, or the out-of-memory "
+        "killer) or crashed before it could record an error.")
+    return said + _ranks_after(job["id"]) + _log_tail(job["id"])
 
 
 def _cpu_ticks(pids: set[int]) -> int:
@@ -613,19 +647,6 @@ def _stat_fields(pid: int | None) -> list[str] | None:
         return None
 
 
-def _start_time(pid: int | None) -> str | None:
-    """When process ``pid`` started (field 22 of /proc/PID/stat, in clock ticks), None when it is gone."""
-    fields = _stat_fields(pid)
-    return fields[19] if fields and len(fields) > 19 else None
-
-
-def _exited(pid: int | None, started: str | None) -> bool:
-    """Whether the process that was ``pid`` (started at ``started``) has exited: gone, a zombie, or a new process
-    under a reused pid."""
-    fields = _stat_fields(pid) if started is not None else None
-    return fields is None or len(fields) <= 19 or fields[0] in ("Z", "X") or fields[19] != started
-
-
 def _end_process(job: dict[str, Any]) -> str:
     """SIGKILL a local worker's process group and wait (JOB_STOP_WAIT_S at most) until it is gone; what happened."""
     pid = job.get("pid")
@@ -634,10 +655,11 @@ def _end_process(job: dict[str, Any]) -> str:
         return (f"its worker runs on {spec.get('host')}, which this platform cannot signal; its key is revoked, so "
                 "it ends itself at its next heartbeat")
     ranks = [p for p in job_processes(job["id"]) if p != pid]  # torchrun's ranks, node launchers past the first
-    if not _pid_alive(pid, job["id"]) and not ranks:
+    alive = _pid_alive(pid, job)
+    if not alive and not ranks:
         return "its worker had already exited"
-    started = _start_time(pid)
-    for target in [pid, *ranks]:
+    started = spec.get("pid_started") or _pids.start_time(pid)
+    for target in [*([pid] if alive else []), *ranks]:  # a pid now another process's is left alone
         try:
             if target and os.getpgid(target) == target:  # each leads its own session and group
                 os.killpg(target, signal.SIGKILL)
@@ -646,8 +668,7 @@ def _end_process(job: dict[str, Any]) -> str:
         except ProcessLookupError:
             continue
     deadline = time.monotonic() + defaults.JOB_STOP_WAIT_S
-    # a killed process drops its command line before it has exited: wait on its /proc entry, not on its name
-    while _pid_alive(pid, job["id"]) or job_processes(job["id"]) or not _exited(pid, started):
+    while (alive and _pids.state(pid, started) not in (None, "Z", "X")) or job_processes(job["id"]):
         if time.monotonic() > deadline:
             return f"its worker (pid {pid}) was sent SIGKILL but had not exited {defaults.JOB_STOP_WAIT_S:g} s later"
         time.sleep(0.05)

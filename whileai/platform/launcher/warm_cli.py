@@ -1,15 +1,17 @@
 """``python -m whileai run ...`` answered by a fork of the data root's warm process (WARM_CLI_COMMANDS): the command
-line's side. The warm process's side (the fork, its streams, its exit code) is ``_warm_process._fork_command``.
+line's side. What it saves, its lines and its risks are weighed in docs/architecture.md ("The warm command line"). The warm process's side (the fork, its streams, its exit code) is ``_warm_process._fork_command``.
 
-A ``run`` spends most of a short recipe importing Hydra, the platform (SQLAlchemy, FastAPI) and transformers for
-the base's tokenizer. The warm process (_warm_process.py) has them imported already, so the command line hands itself
+A ``run`` of a short recipe spends much of its time importing Hydra, the platform (SQLAlchemy, FastAPI) and
+transformers for the base's tokenizer. The warm process (_warm_process.py) has them imported already, so the command line hands itself
 over: it connects to the warm process's socket and, once the listener is proven to be this user's (``_warm.connect``:
 this user's own folder, reached without following a link, and the listener's uid by SO_PEERCRED), sends its
 arguments, environment, working folder and its three standard streams (the file descriptors themselves,
 SCM_RIGHTS), and the warm process forks a child that becomes the command. The child leads a session of its own,
 puts the streams on 0, 1 and 2 (a terminal stays a terminal: progress bars and colours behave as in-process),
 moves to the folder, takes the environment whole, drops whileai's modules (the code on disk runs, as for a forked
-job) and runs ``whileai.__main__``. Its exit code comes back over the socket and is the command's.
+job) and runs the caller's module (``whileai``, as ``python -m``). Its exit code comes back over the socket and is
+the command's; where the child was killed, the warm process sends the signal instead, and the command line says
+``killed by SIGKILL`` and exits 128 + its number, as a shell reports a killed command.
 
 The command line stays the process a person and a shell see: Ctrl-C (SIGINT), SIGTERM and SIGHUP sent to it are
 passed to the child, which handles them as the in-process runner does (a Ctrl-C stops the run and names the
@@ -61,12 +63,15 @@ def _read_line(sock: socket.socket) -> dict[str, Any] | None:
     return answer
 
 
-def forward(argv: list[str]) -> int | None:
-    """Run ``python -m whileai *argv`` in a fork of the warm process; its exit code, or None to run it here."""
-    if not _wanted(argv) or not _streams_open():
-        return None
+def forward(argv: list[str], module: str, preload: tuple[str, ...] = ()) -> int | None:
+    """Run ``python -m MODULE *argv`` (the command line's own module, ``whileai``) in a fork of the warm process; its
+    exit code, or None to run it here. ``preload``: the modules a warm process this command starts is to import
+    (``_warm.preload``), named by the command line, whose layer may name them."""
     from . import _warm
 
+    _warm.preload(preload)
+    if not _wanted(argv) or not _streams_open():
+        return None
     if not _warm.enabled():
         return None
     try:  # the environment and the streams go out only to a warm process proven to be this user's (connect)
@@ -74,7 +79,7 @@ def forward(argv: list[str]) -> int | None:
     except (OSError, ValueError):
         return None
     try:
-        request = {"op": "cli", "fingerprint": _warm.fingerprint(_warm.launch_env()), "argv": argv,
+        request = {"op": "cli", "fingerprint": _warm.fingerprint(_warm.launch_env()), "module": module, "argv": argv,
                    "env": dict(os.environ), "cwd": os.getcwd(), "path0": sys.path[0] if sys.path else ""}
         socket.send_fds(sock, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
         answer = _read_line(sock)
@@ -127,6 +132,9 @@ def _follow(sock: socket.socket, pid: int) -> int:
             break
     if answer is not None and isinstance(answer.get("exit"), int):
         return int(answer["exit"])
+    if answer is not None and isinstance(answer.get("signal"), int):  # the warm process saw the child killed
+        print(f"python -m whileai: the command's process (pid {pid}) was {answer.get('killed')}", file=sys.stderr)
+        return 128 + int(answer["signal"])
     if sent:
         return 128 + sent[-1]
     print("python -m whileai: the command's process ended without an exit status (killed?)", file=sys.stderr)
