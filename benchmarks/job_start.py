@@ -14,7 +14,8 @@ apart), in the same run:
 3. a quick recipe: ``python -m whileai run recipe=sft_tooluse quick=true`` end to end from a fresh command line,
    which hands itself to a fork of the ready warm worker (whileai/platform/launcher/warm_cli.py) as a user's does
    (at the tiny size on the untrained tiny base, ``base_model=``, so the kit's base need not be pre-trained).
-   Target: at most TARGET_QUICK of the baseline.
+   Target: at most TARGET_QUICK of the baseline. The same command run in its own interpreter (WHILEAI_WARM_CLI=0)
+   is reported beside it: ``ratio_quick_handoff_over_in_process`` is what the hand-off saves.
 
 The medians are compared. It prints one JSON object and exits 1 when a ratio misses its target.
 """
@@ -74,11 +75,14 @@ def _first_step_seconds(dataset, base: str) -> tuple[float, str]:
     return seconds, said[0] if said else ""
 
 
-def _quick_seconds(base: str | None) -> float:
+def _quick_seconds(base: str | None, handoff: bool = True) -> float:
+    """The quick recipe from a fresh command line: handed to the warm process, or (``handoff=False``) run in its own
+    interpreter."""
     began = time.perf_counter()
     more = [f"base_model={base}"] if base else []
+    env = {**os.environ, **({} if handoff else {"WHILEAI_WARM_CLI": "0"})}
     done = subprocess.run([sys.executable, "-m", "whileai", "run", "recipe=sft_tooluse", "quick=true", *more],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"the quick recipe failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     return time.perf_counter() - began
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if warm_pid is None:
         raise RuntimeError("the warm worker did not become ready in 600 s; see <data root>/warm/warm.log")
 
-    imports, warm, cold, quick, how = [], [], [], [], []
+    imports, warm, cold, quick, quick_here, how = [], [], [], [], [], []
     for i in range(rounds):
         imports.append(_import_seconds())
         _warm.wait_ready(600)  # ready before each timed start (it exits after WARM_IDLE_S without a job)
@@ -128,8 +132,11 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.pop(defaults.WARM_WORKER_ENV)
         _warm.wait_ready(600)
         quick.append(_quick_seconds(base if args.size == "tiny" else None))
+        _warm.wait_ready(600)
+        quick_here.append(_quick_seconds(base if args.size == "tiny" else None, handoff=False))
         print(f"round {i + 1}: import trl, peft {imports[-1]:.2f} s; first step warm {warm[-1]:.2f} s, cold "
-              f"{cold[-1]:.2f} s; quick recipe {quick[-1]:.2f} s", flush=True)
+              f"{cold[-1]:.2f} s; quick recipe {quick[-1]:.2f} s handed off, {quick_here[-1]:.2f} s in its own "
+              "interpreter", flush=True)
     baseline = statistics.median(imports)
     warm_ratio = statistics.median(warm) / baseline
     quick_ratio = statistics.median(quick) / baseline
@@ -140,9 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         "first_step_warm_s": [round(x, 2) for x in warm],
         "first_step_cold_s": [round(x, 2) for x in cold],
         "quick_recipe_s": [round(x, 2) for x in quick],
+        "quick_recipe_in_process_s": [round(x, 2) for x in quick_here],
         "warm_started": how[0],
         "ratio_warm_first_step_over_import": round(warm_ratio, 3), "target_warm": TARGET_WARM,
         "ratio_quick_recipe_over_import": round(quick_ratio, 3), "target_quick": TARGET_QUICK,
+        "ratio_quick_handoff_over_in_process": round(statistics.median(quick) / statistics.median(quick_here), 3),
     }, indent=1))
     if not args.home:
         _warm.shutdown()  # a fresh data root's warm process has nothing left to start
