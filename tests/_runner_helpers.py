@@ -145,3 +145,15 @@ def assert_counts(run_id: str) -> dict[str, Any]:
     assert f"held-out after: {training['metric']} {training['after']} on {measured} {what}" in log, log
     assert f"(of {given} held-out rows)" in log and "held-out set (" not in log, log
     return run
+
+
+def cached_hub_base(root: Path, name: str) -> dict[str, str]:
+    """An environment whose Hugging Face cache holds a snapshot of hub id ``name`` (its config.json only), as a
+    pre-fetched base would: ``validate`` accepts a hub base only from the cache, since nothing is downloaded here.
+    The hub itself cannot be reached from this machine, so the cache's layout stands in for a real fetch."""
+    repo = root / "hub" / ("models--" + name.replace("/", "--"))
+    (repo / "snapshots" / "0").mkdir(parents=True, exist_ok=True)
+    (repo / "snapshots" / "0" / "config.json").write_text('{"model_type": "llama"}')
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text("0")
+    return {"HF_HUB_CACHE": str(root / "hub")}

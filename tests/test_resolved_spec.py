@@ -253,6 +253,7 @@ def test_own_data_without_a_recipe_takes_the_defaults_of_the_chosen_base(tmp_pat
 
     import whileai.kit
     from whileai.simulations import defaults
+    from _runner_helpers import cached_hub_base
     from test_runner_validate import run_cli
 
     def sample_path() -> Path:
@@ -264,7 +265,7 @@ def test_own_data_without_a_recipe_takes_the_defaults_of_the_chosen_base(tmp_pat
     assert shown["learning_rate"] == defaults.KIT_SFT_LR and shown["steps"] == defaults.KIT_SFT_STEPS
     assert "learning_rate: 0.003  # the kit base's measured SFT recipe (KIT_SFT_LR)" in kit.stdout
     other = run_cli("validate", "dataset=jsonl", f"dataset.path={sample_path()}", "base_model=Qwen/Qwen3-0.6B",
-                    home=tmp_path)
+                    home=tmp_path, env=cached_hub_base(tmp_path, "Qwen/Qwen3-0.6B"))
     shown = yaml.safe_load(other.stdout)
     assert shown["learning_rate"] == defaults.TRAINING_KNOBS["learning_rate"]["sft"]["default"]
     assert shown["epochs"] == defaults.TRAINING_KNOBS["epochs"]["sft"]["default"] and shown["steps"] is None

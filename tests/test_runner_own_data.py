@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from _runner_helpers import tiny_base, whileai
+from _runner_helpers import cached_hub_base, tiny_base, whileai
 
 
 def _rows_file(folder: Path, n: int, name: str = "mine.jsonl") -> Path:
@@ -47,7 +47,8 @@ def test_init_writes_a_valid_recipe_for_every_method(tmp_path):
         done = whileai("init", f"mine_{method}", "--data", str(data), "--method", method,
                        "--base", "Qwen/Qwen2.5-0.5B-Instruct", "--recipes", str(tmp_path / "r"), cwd=tmp_path)
         assert done.returncode == 0, done.stderr
-        checked = whileai("validate", "--recipes", str(tmp_path / "r"), f"recipe=mine_{method}", cwd=tmp_path)
+        checked = whileai("validate", "--recipes", str(tmp_path / "r"), f"recipe=mine_{method}", cwd=tmp_path,
+                          env=cached_hub_base(tmp_path, "Qwen/Qwen2.5-0.5B-Instruct"))
         assert checked.returncode == 0, (method, checked.stderr)
         shown = yaml.safe_load(checked.stdout)
         assert shown["method"] == method and shown["base_model"] == "Qwen/Qwen2.5-0.5B-Instruct"

@@ -342,3 +342,25 @@ def test_a_stage_knob_its_recipe_does_not_set_needs_no_plus(tmp_path):
     assert yaml.safe_load(done.stdout)["stages"]["proxy"]["lora_rank"] == 4
     done = run_cli("validate", "recipe=hack/rm_proxy", "stages.proxy.lora_rnk=4", home=tmp_path / "home")
     assert done.returncode == 2 and "did you mean lora_rank" in done.stderr and "not in struct" not in done.stderr
+
+
+def test_a_hub_base_not_in_the_cache_is_refused_at_validate_with_the_fix(tmp_path):
+    """A local job never downloads, so validate refuses an uncached hub id instead of a run failing later."""
+    from _runner_helpers import cached_hub_base
+
+    name = "some-org/not-cached-base"
+    refused = run_cli("validate", "recipe=sft_tooluse", f"base_model={name}", home=tmp_path,
+                      env={"HF_HUB_CACHE": str(tmp_path / "empty-hub")})
+    assert refused.returncode == 2, refused.stdout
+    assert f"command line: base_model='{name}' is a hub id that is not in this machine's Hugging Face cache" \
+        in refused.stderr
+    assert f"huggingface-cli download {name}" in refused.stderr and "target=modal" in refused.stderr
+    staged = run_cli("validate", "recipe=grpo_tooluse", f"stages.sft.base_model={name}", home=tmp_path,
+                     env={"HF_HUB_CACHE": str(tmp_path / "empty-hub")})
+    assert staged.returncode == 2 and f"stages.sft.base_model='{name}'" in staged.stderr
+    cached = run_cli("validate", "recipe=sft_tooluse", f"base_model={name}", home=tmp_path,
+                     env=cached_hub_base(tmp_path, name))
+    assert cached.returncode == 0, cached.stderr
+    modal = run_cli("validate", "recipe=sft_tooluse", f"base_model={name}", "target=modal", home=tmp_path,
+                    env={"HF_HUB_CACHE": str(tmp_path / "empty-hub")})
+    assert modal.returncode == 0, "a Modal container fetches its base itself"

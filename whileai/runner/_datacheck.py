@@ -198,7 +198,35 @@ def data_problems(spec: RecipeSpec, where: Any, whole: bool = False) -> list[Pro
         out += _tools_file("dataset.tools", data.tools, where)
     if data.after is not None:
         out += _rows_file("dataset.after", data.after, where)
+    if spec.target.name != "modal":  # a Modal container fetches a hub base itself; a local job never downloads
+        named = [("base_model", spec.base_model), *((f"stages.{n}.base_model", s.base_model)
+                                                    for n, s in spec.stages.items())]
+        out += [_uncached(key, str(value), where) for key, value in named if value and _is_uncached_hub_id(str(value))]
     return out
+
+
+def _is_uncached_hub_id(name: str) -> bool:
+    """Whether ``base_model=name`` is a hub id (``org/name``, not the kit's base, a GGUF or a local path) that is not
+    in this machine's Hugging Face cache: the job would refuse it, since nothing is downloaded here."""
+    from whileai.kit import KIT_BASE_NAME, is_gguf_base
+
+    if name == KIT_BASE_NAME or is_gguf_base(name) or name.startswith((".", "/", "~")) or name.count("/") != 1:
+        return False
+    if Path(name).expanduser().exists():
+        return False
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return not isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except Exception:  # noqa: BLE001 - a name the hub's rules refuse is not cached either
+        return True
+
+
+def _uncached(key: str, name: str, where: Any) -> Problem:
+    return Problem(key, f"{key}={name!r} is a hub id that is not in this machine's Hugging Face cache, and whileai "
+                        "downloads nothing; pass a local folder written by save_pretrained, a .gguf file, fetch it "
+                        f"where a network is available (huggingface-cli download {name}), or run on target=modal, "
+                        "whose container fetches it", where(key))
 
 
 def _data_errors() -> tuple[type[BaseException], ...]:
