@@ -147,9 +147,11 @@ def _ran_here(done: subprocess.CompletedProcess[str]) -> None:
     assert done.returncode == 2 and "did you mean target.processes=2?" in done.stderr, done.stderr[-2000:]
 
 
-def _launch(tmp: Path) -> tuple[int | None, str]:
-    return _warm.start_job(["job_trust"], {**_warm.launch_env(), "WHILEAI_API_KEY": _SECRET}, tmp,
-                           tmp / "job_trust.log")
+def _launch(tmp: Path) -> tuple[_warm.Forked | None, str]:
+    from whileai.core.launch import WORKER_MODULE
+
+    return _warm.start_job([sys.executable, "-m", WORKER_MODULE, "job_trust"],
+                           {**_warm.launch_env(), "WHILEAI_API_KEY": _SECRET}, tmp, tmp / "job_trust.log")
 
 
 def test_a_listener_of_another_uid_in_this_users_folder_is_sent_nothing(tmp_dir, home, listening):
