@@ -112,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         demo_base()  # the quick recipe's base: pre-trained once per data root, not part of its timing
     kit_s = time.perf_counter() - began
     dataset = wai.push([r for r in load_sample() if r["passed"]][:ROWS], name="sample-passes")
+    from whileai.__main__ import WARM_PRELOAD
+
+    _warm.preload(WARM_PRELOAD)  # as a command line starts the warm process: with the jobs' and runner's modules
     began = time.perf_counter()
     warm_pid = _warm.wait_ready(600)
     ready_s = time.perf_counter() - began
