@@ -27,7 +27,8 @@ The whole tree::
     ├── TrainingSelectionError       (ValueError) the dataset cannot teach this method
     │   └── ToolFormatError          tool_format='native' on a base whose template drops tools
     ├── TrainingConfigError          (ValueError) training knobs out of range
-    └── NamespaceImportError         (ImportError) ``whileai`` imported as a namespace package
+    ├── NamespaceImportError         (ImportError) ``whileai`` imported as a namespace package
+    └── WarmSocketNotOurs            (PermissionError) the warm socket's listener is another user's
 
     RankEnded                        (BaseException, like KeyboardInterrupt) a job's rank ended by its launcher
 
@@ -65,6 +66,7 @@ __all__ = [
     "ToolFormatError",
     "TrainingConfigError",
     "NamespaceImportError",
+    "WarmSocketNotOurs",
     "WhileaiWarning",
     "TrainingWarning",
     "ExportWarning",
@@ -212,6 +214,11 @@ class NamespaceImportError(WhileaiError, ImportError):
     """``whileai`` was imported as a namespace package; the message says why and what to do."""
 
 
+class WarmSocketNotOurs(WhileaiError, PermissionError):
+    """What listens at the warm process's socket is not this user's process: nothing may be sent to it (the command
+    runs in its own interpreter instead)."""
+
+
 class WhileaiWarning(UserWarning):
     """Base class of every warning whileai issues: probably a mistake, never fatal."""
 
@@ -247,6 +254,7 @@ class MirrorWarning(TrackingWarning):
 #: The classes a caller of the SDK never meets as themselves, so ``whileai.simulations`` does not
 #: export them (every other class here is a ``wai`` name); the reason beside each.
 NOT_IN_SDK: dict[str, str] = {
+    "WarmSocketNotOurs": "raised and caught inside the warm command line's hand-off, which then runs the command itself",
     "ToolFormatError": "a TrainingSelectionError, met and caught as one (wai.TrainingSelectionError)",
     "RankEnded": "raised inside a job's rank when torchrun ends it; it never leaves the worker process",
     "InvalidError": "raised by the store inside the platform; the SDK meets it as a 422 PlatformError",

@@ -66,6 +66,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from whileai.core.errors import WarmSocketNotOurs
 from whileai.core.paths import data_root, setting
 from whileai.platform import defaults
 
@@ -132,14 +133,10 @@ def _names(root: Path) -> tuple[str, str]:
     return f"warm-{name}.sock", f"warm-{name}.lock"
 
 
-class NotOurs(PermissionError):
-    """What listens at the warm socket is not this user's process: nothing may be sent to it."""
-
-
 def connect(root: Path, timeout: float) -> socket.socket:
     """A connection to ``root``'s warm process, made only once the listener is proven to be this user's: reached
     through this user's own folder (``_folder``) and, connected, a process of this uid by its credentials
-    (SO_PEERCRED). Nothing has been sent on it yet. OSError where there is none; NotOurs where it is another's."""
+    (SO_PEERCRED). Nothing has been sent on it yet. OSError where there is none; WarmSocketNotOurs where it is another's."""
     folder = _folder()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -147,7 +144,7 @@ def connect(root: Path, timeout: float) -> socket.socket:
         sock.connect(_through(folder, _names(root)[0]))
         _, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
         if uid != os.getuid():
-            raise NotOurs(f"the warm socket of {root} is held by uid {uid}, not this user's ({os.getuid()})")
+            raise WarmSocketNotOurs(f"the warm socket of {root} is held by uid {uid}, not this user's ({os.getuid()})")
     except BaseException:
         sock.close()
         raise
