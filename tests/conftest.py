@@ -119,11 +119,23 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip_gpu)
 
 
+def _forked_from_warm(pid: int, argv: bytes) -> bool:
+    """Whether ``pid`` is a fork of a warm process (it has the warm process's command line and a warm process as
+    its parent)."""
+    warm = b"\0-m\0whileai.platform.launcher._warm_process\0"
+    if warm not in argv:
+        return False
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        parent = fh.read().rsplit(b")", 1)[1].split()[1].decode()
+    with open(f"/proc/{parent}/cmdline", "rb") as fh:
+        return warm in fh.read()
+
+
 def _session_jobs() -> dict[int, str]:
     """This session's live job processes (workers and torchrun ranks): pid -> job id.
 
-    A job is any process whose command line runs ``whileai.jobs.worker`` (a forked job rewrites its own
-    to say so) and whose environment names this session's warm home: every process the session starts
+    A job is any process whose command line runs ``-m whileai.jobs.worker``, or a fork of a warm process (a job or
+    a command), and whose environment names this session's warm home: every process the session starts
     inherits it, so another pytest session's jobs are never counted.
     """
     found: dict[int, str] = {}
@@ -134,7 +146,7 @@ def _session_jobs() -> dict[int, str]:
         try:
             with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
                 argv = fh.read()
-            if b"whileai.jobs.worker" not in argv:
+            if b"\0-m\0whileai.jobs.worker\0" not in argv and not _forked_from_warm(int(entry.name), argv):
                 continue
             with open(f"/proc/{entry.name}/environ", "rb") as fh:
                 env = fh.read().split(b"\0")

@@ -38,11 +38,12 @@ def _whileai(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, **env})
 
 
-def _commands(warm: int, caller: int) -> list[int]:
+def _commands(warm: int, caller: subprocess.Popen[str]) -> list[int]:
     """The forks of the warm process ``warm`` that are the command of command line ``caller``: its children writing to
-    the caller's own standard output (a fork keeps the warm process's command line; a job forked from it writes to its
-    log)."""
-    mine = os.readlink(f"/proc/{caller}/fd/1")
+    the pipe this test reads the caller's output from (a fork keeps the warm process's command line; a job forked
+    from it writes to its log)."""
+    assert caller.stdout is not None
+    mine = os.readlink(f"/proc/self/fd/{caller.stdout.fileno()}")
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -108,7 +109,7 @@ def test_ctrl_c_reaches_the_forked_run_which_stops_its_job_and_names_what_resume
     for line in proc.stdout:
         lines.append(line)
         if "wai.train on local" in line:
-            assert _commands(warm, proc.pid), _debug(warm)
+            assert _commands(warm, proc), _debug(warm)
             time.sleep(1)
             proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=120) == 130
@@ -124,7 +125,7 @@ def test_ctrl_z_stops_the_forked_run_with_its_command_line_and_a_continue_resume
     for line in proc.stdout:
         if "wai.train on local" in line:
             break
-    (fork,) = _commands(warm, proc.pid)
+    (fork,) = _commands(warm, proc)
     proc.send_signal(signal.SIGTSTP)
     assert _until(lambda: _state(proc.pid) == "T" and _state(fork) == "T"), (_state(proc.pid), _state(fork))
     proc.send_signal(signal.SIGCONT)  # what a shell's fg or bg sends
@@ -141,10 +142,10 @@ def test_a_killed_command_line_takes_its_fork_with_it(warm):
     for line in proc.stdout:
         if "wai.train on local" in line:
             break
-    assert len(_commands(warm, proc.pid)) == 1
+    assert len(_commands(warm, proc)) == 1
     proc.kill()
     proc.wait()
-    assert _until(lambda: _commands(warm, proc.pid) == [])
+    assert _until(lambda: _commands(warm, proc) == [])
 
 
 def test_a_forked_command_killed_by_a_signal_says_so_and_exits_as_a_shell_reports_it(warm):
@@ -153,9 +154,10 @@ def test_a_forked_command_killed_by_a_signal_says_so_and_exits_as_a_shell_report
     for line in proc.stdout:
         if "wai.train on local" in line:
             break
-    (fork,) = _commands(warm, proc.pid)
+    (fork,) = _commands(warm, proc)
     os.kill(fork, signal.SIGKILL)
-    text = proc.stdout.read()
+    with proc.stdout:
+        text = proc.stdout.read()
     assert proc.wait(timeout=60) == 128 + signal.SIGKILL
     assert f"the command's process (pid {fork}) was killed by SIGKILL" in text
     from whileai.simulations.client import get_client

@@ -378,6 +378,10 @@ WARM_PRELOAD = ("torch", "transformers", "peft", "trl", "trl:SFTTrainer", "trl:D
 #: the process that starts the warm worker (``_warm.preload``; whileai/__main__.py).
 WARM_PRELOAD_OWN = ("whileai.platform.embedded", "whileai.platform.store", "whileai.platform.store.migrate")
 
+#: The variable that hands a starting warm process those modules of the layers above, comma-separated (not its
+#: command line, which readers of /proc match against module names).
+WARM_PRELOAD_ENV = "WHILEAI_WARM_PRELOAD"
+
 #: Environment variables read when those modules are imported (the hub's offline switch,
 #: cache folders, OpenMP/BLAS thread counts fixed when the library loads, and torch's CPU kernel path,
 #: ATEN_CPU_CAPABILITY, fixed at its first dispatch): a launch whose values differ from the warm process's

@@ -220,9 +220,10 @@ def _spawn(root: Path, env: dict[str, str], print_to: Path) -> None:
     modules."""
     print_to.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     own = {k: v for k, v in env.items() if k not in _JOB_KEYS}
+    own[defaults.WARM_PRELOAD_ENV] = ",".join(_PRELOAD)  # not on its command line, which readers of /proc match
     with open(print_to, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", _PROCESS_MODULE, str(root), fingerprint(env), *_PRELOAD],
+            [sys.executable, "-m", _PROCESS_MODULE, str(root), fingerprint(env)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=own, cwd=str(root),
             start_new_session=True, close_fds=True)
     threading.Thread(target=proc.wait, name="whileai-warm-reap", daemon=True).start()

@@ -2,10 +2,10 @@
 data root's socket, fork each job (``_child``) and each ``python -m whileai`` command (``_command_child``), reap
 them and say how each ended (``_ended``).
 
-    python -m whileai.platform.launcher._warm_process DATA_ROOT FINGERPRINT [MODULE ...]
+    WHILEAI_WARM_PRELOAD=MODULE,... python -m whileai.platform.launcher._warm_process DATA_ROOT FINGERPRINT
 
-The MODULEs are whileai's own modules of the layers above the platform, named by whoever started this process
-(``_warm.preload``): imported once for the libraries they pull in.
+The MODULEs (WARM_PRELOAD_ENV) are whileai's own modules of the layers above the platform, named by whoever started
+this process (``_warm.preload``): imported once for the libraries they pull in.
 """
 
 from __future__ import annotations
@@ -346,8 +346,9 @@ def _preload(asked: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m whileai.platform.launcher._warm_process DATA_ROOT FINGERPRINT [MODULE ...]``: the warm process."""
-    root_arg, mine, *asked = sys.argv[1:] if argv is None else argv
+    """``python -m whileai.platform.launcher._warm_process DATA_ROOT FINGERPRINT``: the warm process."""
+    root_arg, mine = (sys.argv[1:] if argv is None else argv)[:2]
+    asked = [name for name in os.environ.pop(defaults.WARM_PRELOAD_ENV, "").split(",") if name]
     root = Path(root_arg)
     lock = open_lock(root)
     try:
