@@ -199,9 +199,9 @@ def data_problems(spec: RecipeSpec, where: Any, whole: bool = False) -> list[Pro
     if data.after is not None:
         out += _rows_file("dataset.after", data.after, where)
     if spec.target.name != "modal":  # a Modal container fetches a hub base itself; a local job never downloads
-        named = [("base_model", spec.base_model), *((f"stages.{n}.base_model", s.base_model)
+        bases = [("base_model", spec.base_model), *((f"stages.{n}.base_model", s.base_model)
                                                     for n, s in spec.stages.items())]
-        out += [_uncached(key, str(value), where) for key, value in named if value and _is_uncached_hub_id(str(value))]
+        out += [_uncached(key, str(value), where) for key, value in bases if value and _is_uncached_hub_id(str(value))]
     return out
 
 
