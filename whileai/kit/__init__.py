@@ -22,6 +22,8 @@ from typing import Any
 
 __all__ = [
     "KIT_BASE_NAME",
+    "KIT_PRE_TOKENIZER",
+    "KIT_SPLIT_PATTERN",
     "build_tokenizer",
     "chat_template",
     "demo_base",
@@ -32,6 +34,7 @@ __all__ = [
     "import_gguf",
     "is_gguf_base",
     "load_base",
+    "load_gguf",
     "load_sample",
     "parse_tool_calls",
     "reply_format",
@@ -58,6 +61,9 @@ _LAZY = {
     "weights_digest": "whileai.kit._base",
     "load_sample": "whileai.kit.sample_task",
     "import_gguf": "whileai.kit._gguf",
+    "load_gguf": "whileai.kit._gguf",
+    "KIT_PRE_TOKENIZER": "whileai.kit._gguf",
+    "KIT_SPLIT_PATTERN": "whileai.kit._tokenizer",
     "gguf_record": "whileai.kit._gguf",
     "is_gguf_base": "whileai.kit._gguf",
     "use_tool_format": "whileai.kit._toolformat",

@@ -130,10 +130,10 @@ def _kept_pre_tokenizer(tokenizer: Any, source: Path) -> Any:
     if gguf_field(GGUFReader(str(source)), "tokenizer.ggml.pre") == KIT_PRE_TOKENIZER:
         from tokenizers import Regex, pre_tokenizers
 
-        from whileai.kit._tokenizer import _SPLIT_PATTERN
+        from whileai.kit._tokenizer import KIT_SPLIT_PATTERN
 
         tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-            [pre_tokenizers.Split(Regex(_SPLIT_PATTERN), behavior="isolated"),
+            [pre_tokenizers.Split(Regex(KIT_SPLIT_PATTERN), behavior="isolated"),
              pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     return tokenizer
 

@@ -43,7 +43,7 @@ ADDED_TOKENS: tuple[str, ...] = (
 )
 
 #: Letter runs (underscore counts as a letter, so tool names stay whole), digit runs, the rest.
-_SPLIT_PATTERN = r"[\p{L}_]+|\p{N}+|[^\p{L}\p{N}_]+"
+KIT_SPLIT_PATTERN = r"[\p{L}_]+|\p{N}+|[^\p{L}\p{N}_]+"
 
 
 def chat_template() -> str:
@@ -128,7 +128,7 @@ def _train(seed: int, vocab_size: int):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(_SPLIT_PATTERN), behavior="isolated"),
+            pre_tokenizers.Split(Regex(KIT_SPLIT_PATTERN), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )

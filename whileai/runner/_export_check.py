@@ -61,7 +61,7 @@ def tokenizer_differences(reference: Any, other: Any, texts: list[str]) -> list[
 def held_out_rows(record: dict[str, Any], limit: int) -> list[dict[str, Any]]:
     """Up to ``limit`` of the rows the run's held-out figure was measured on, in the job's order; [] without a set."""
     import whileai.simulations as wai
-    from whileai.jobs._evaluation import distinct_prompts
+    from whileai.jobs import distinct_prompts
     from whileai.simulations.datagate import gate_rows
 
     config = record.get("config") or {}
@@ -99,7 +99,7 @@ def check_gguf(folder: Path, target: Path, record: dict[str, Any], tool_format: 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from whileai.core.defaults import TRAIN_EVAL_MAX_NEW_TOKENS
-    from whileai.kit._gguf import load_gguf
+    from whileai.kit import load_gguf
     from whileai.simulations.judges import judge_reply
 
     from . import defaults

@@ -48,10 +48,9 @@ def _known_splits() -> dict[str, str]:
         from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_PRE_TOKENIZER_SPLITS
     except ImportError:  # a transformers without the table: only the splits named below
         GGUF_PRE_TOKENIZER_SPLITS = {}
-    from whileai.kit._gguf import KIT_PRE_TOKENIZER
-    from whileai.kit._tokenizer import _SPLIT_PATTERN
+    from whileai.kit import KIT_PRE_TOKENIZER, KIT_SPLIT_PATTERN
 
-    found = {_SPLIT_PATTERN: KIT_PRE_TOKENIZER}
+    found = {KIT_SPLIT_PATTERN: KIT_PRE_TOKENIZER}
     for name, regex in GGUF_PRE_TOKENIZER_SPLITS.items():
         found.setdefault(regex, name)  # the table's first name for a split is the one llama.cpp also knows
     return found

@@ -139,7 +139,7 @@ def export_main(argv: list[str] | None = None) -> int:
 
 def _write_checked_gguf(folder: Path, target: Path, record: dict[str, Any], tool_format: str) -> int:
     """Write the GGUF file, read it back as ``base_model=FILE.gguf`` does and keep it only if it is the same model."""
-    from whileai.kit._gguf import KIT_PRE_TOKENIZER
+    from whileai.kit import KIT_PRE_TOKENIZER
 
     from ._export_check import check_gguf
     from ._gguf import write_gguf
