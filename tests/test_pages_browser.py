@@ -379,20 +379,30 @@ def test_a_running_runs_page_takes_new_points_and_stops_polling_when_it_ends(pla
         assert sum(f"/page-data/runs/{rid}/live" in url for url in visited) == polls  # it stopped asking
 
 
-def test_an_alarm_above_a_held_out_loss_is_read_as_a_loss(platform, seeded, context):
-    """The alarm notice's words follow the direction the held-out figure moved (a fall is not 'a gain')."""
+def test_an_alarm_above_a_held_out_loss_is_read_as_a_loss_beside_the_reward_against_the_exact_judge(platform, seeded,
+                                                                                                     context):
+    """The alarm notice's words follow the direction the held-out figure moved (a fall is not 'a gain'), and the run's
+    reward is shown beside the exact judge with which rose more."""
     from playwright.sync_api import expect
 
     with _api(platform, seeded["alice"]) as api:
         rid = api.post("/runs", json={"name": "grpo that fell", "kind": "hosted", "config": {"method": "grpo"}}).json()["id"]
         api.patch(f"/runs/{rid}", json={"status": "done", "summary": {
             "holdout_before": 0.5, "holdout_after": 0.25,
+            "training": {"method": "grpo", "metric": "pass_rate", "reward_vs_exact": {
+                "reward_before": 0.667, "reward_after": 0.802, "exact_before": 0.5, "exact_after": 0.25, "prompts": 40,
+                "reward_rose_more": 28, "task_rose_more": 7, "p": 0.0004}},
             "monitor": {"alarms": [{"kind": "feature", "step": 20, "message": "pays for 'city'"}]}}})
     _, page = _sign_in(context, platform, seeded["alice"])
     _open(page, platform, f"/runs/{rid}")
     notice = page.locator("#alarm-notice")
     expect(notice).to_contain_text("the held-out loss above may be the policy learning what the reward pays for")
     assert "gain" not in notice.inner_text()
+    # the run's own reward beside the exact judge, as the terminal's closing lines say it
+    expect(page.locator("#reward-vs-exact")).to_have_text(
+        "The run's reward 0.667 → 0.802 on the same 40 held-out prompts; the exact judge 0.500 → 0.250. The reward "
+        "rose more on 28 prompts, the task on 7 (sign test p < 0.001): the reward rose more than the task: it may be "
+        "paying for something else.")
 
 
 # --------------------------------------------------------------------------- compare and sweep

@@ -73,8 +73,25 @@
         WAI.isNum(h.n) ? el("div", {class: "certainty muted small"}, "n = " + h.n) : null,
       // per category (a BFCL mix): the terminal's lines, each with its n and paired p
       (h.groups || []).length ? el("pre", {class: "groups muted small"}, h.groups.join("\n")) : null));
-    return WAI.section("Did it work?", el("div", {class: "headlines"}, cards), alarmNotice(v), constraintsNote(v),
-      setupLine(v));
+    return WAI.section("Did it work?", el("div", {class: "headlines"}, cards), rewardVersusExact(v), alarmNotice(v),
+      constraintsNote(v), setupLine(v));
+  }
+
+  // A reward other than the exact judge, beside it on the same held-out prompts, and which rose more (the job's
+  // sign test): the terminal's closing "reward" lines, in the same words.
+  function rewardVersusExact(v) {
+    const r = v.training && v.training.reward_vs_exact;
+    if (!r || !WAI.isNum(r.p)) return null;
+    const fmt = (x) => WAI.isNum(x) ? Number(x).toFixed(3) : "-";
+    const said = r.p < 0.05 && r.reward_rose_more > r.task_rose_more ?
+      "the reward rose more than the task: it may be paying for something else" :
+      r.p < 0.05 ? "the task rose more than the reward" : "neither rose significantly more";
+    const p = r.p < 0.001 ? "p < 0.001" : "p = " + Number(r.p).toFixed(3);
+    return el("p", {class: "notice" + (r.p < 0.05 && r.reward_rose_more > r.task_rose_more ? " bad" : ""),
+                    id: "reward-vs-exact"},
+      "The run's reward " + fmt(r.reward_before) + " → " + fmt(r.reward_after) + " on the same " + r.prompts +
+      " held-out prompts; the exact judge " + fmt(r.exact_before) + " → " + fmt(r.exact_after) + ". The reward rose more on " +
+      r.reward_rose_more + " prompts, the task on " + r.task_rose_more + " (sign test " + p + "): " + said + ".");
   }
 
   // Beside the result: the packages this run had at another version than constraints.txt pins (the
