@@ -279,3 +279,28 @@ def test_an_exact_reward_arms_only_the_gold_free_alarms_and_says_why(home, push_
     assert armed["length"] == "armed"
     assert "reward_vs_exact" not in run.training
     assert json.dumps(run.config["reward"]) == '["first_action"]'
+
+
+def test_the_docs_worked_reward_validates_and_the_check_passes_the_types_the_trainer_does(tmp_path):
+    """docs/examples/my_rewards.py is the README's worked example: validate imports it and calls it on two sample rows
+    with the columns as GRPO's dataset holds them (gold and the row's tools as JSON text), the types its docstring
+    gives."""
+    root = Path(__file__).resolve().parents[1]
+    examples = root / "docs" / "examples"
+    (tmp_path / "typed.py").write_text(
+        "import json\n"
+        "def typed(prompts, completions, completion_ids=None, gold=None, task=None, row_tools=None, **kwargs):\n"
+        "    assert all(isinstance(p, list) and isinstance(p[-1], dict) for p in prompts), prompts\n"
+        "    assert all(c[0]['role'] == 'assistant' and isinstance(c[0]['content'], str) for c in completions)\n"
+        "    assert all(isinstance(json.loads(g), dict) for g in gold), gold\n"
+        "    assert all(isinstance(t, str) for t in task), task\n"
+        "    assert all(isinstance(json.loads(t), list) for t in row_tools), row_tools\n"
+        "    return [0.0] * len(completions)\n")
+    assert python_reward_problems("python:typed:typed", search_path=str(tmp_path)) == []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(examples), os.environ.get("PYTHONPATH")) if p),
+           "WHILEAI_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-m", "whileai", "validate", "recipe=grpo_tooluse",
+                           "reward=python:my_rewards:brevity"], capture_output=True, text=True, env=env, cwd=root,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "python:my_rewards:brevity" in done.stdout

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import math
 import numbers
 import sys
@@ -186,7 +187,9 @@ def _signature_problem(ref: str, fn: Callable[..., Any]) -> str | None:
 def _sample_call(ref: str, fn: Callable[..., Any], rows: Sequence[Mapping[str, Any]]) -> str | None:
     prompts = [list(r["prompt"]) for r in rows]
     completions = [[{"role": "assistant", "content": r["completion"]}] for r in rows]
-    columns = {"gold": [r.get("gold") for r in rows], "task": [r.get("task") for r in rows]}
+    # the columns as GRPO's dataset holds them (jobs/grpo.py mixed_prompts): gold and the row's tools as JSON text
+    columns = {"gold": [json.dumps(r.get("gold")) for r in rows], "task": [str(r.get("task")) for r in rows],
+               "row_tools": [json.dumps(r.get("tools") or []) for r in rows]}
     try:
         out = fn(prompts=prompts, completions=completions, completion_ids=None, **columns)
     except Exception as exc:  # the user's code failing on sample rows is the problem to report
@@ -225,7 +228,7 @@ def _sample_rows() -> list[dict[str, Any]]:
     from whileai.core.toolcalls import format_tool_call
     from whileai.kit import load_sample
 
-    from ._taskkey import prompt_messages
+    from ._taskkey import prompt_messages, task_key
 
     out: list[dict[str, Any]] = []
     for row in load_sample()[: defaults.REWARD_CHECK_SAMPLE_ROWS]:
@@ -233,7 +236,7 @@ def _sample_rows() -> list[dict[str, Any]]:
         text = (format_tool_call(gold["name"], gold.get("arguments") or {}, "hermes") if "name" in gold
                 else "I cannot help with that.")
         out.append({"prompt": prompt_messages(row), "completion": text if not out else "I am not sure.",
-                    "gold": gold, "task": row.get("task")})
+                    "gold": gold, "task": task_key(row), "tools": row.get("tools") or []})
     return out
 
 
