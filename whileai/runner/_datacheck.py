@@ -202,6 +202,19 @@ def data_problems(spec: RecipeSpec, where: Any, whole: bool = False) -> list[Pro
         bases = [("base_model", spec.base_model), *((f"stages.{n}.base_model", s.base_model)
                                                     for n, s in spec.stages.items())]
         out += [_uncached(key, str(value), where) for key, value in bases if value and _is_uncached_hub_id(str(value))]
+        out += _gguf_problems(bases, where)
+    return out
+
+
+def _gguf_problems(bases: list[tuple[str, str | None]], where: Any) -> list[Problem]:
+    """A GGUF base whose package, file or reader is missing here: one sentence with the fix, before any run."""
+    from whileai.kit import gguf_problem, is_gguf_base
+
+    out = []
+    for key, value in bases:
+        said = gguf_problem(value) if value and is_gguf_base(value) else None
+        if said:
+            out.append(Problem(key, said, where(key)))
     return out
 
 
