@@ -394,3 +394,27 @@ def test_a_reward_other_than_the_exact_judge_is_shown_beside_it_with_which_rose_
     assert "neither rose significantly more" in "\n".join(human_lines(closing))
     closing["held_out"]["reward_vs_exact"] = None  # the exact judge was the reward: nothing to set beside it
     assert "reward " not in "\n".join(human_lines(closing))
+
+
+def test_a_gguf_base_is_imported_as_its_own_step_once_per_data_root(home, tmp_path):
+    """The import of a GGUF base (it dequantises every tensor) has its own line before training, and none once the
+    data root holds it."""
+    import io
+    from types import SimpleNamespace
+
+    from whileai.kit._base import tiny_model_dir
+    from whileai.runner._gguf import write_gguf
+    from whileai.runner._progress import Progress
+    from whileai.runner.pipeline import _import_gguf_bases
+
+    gguf_file = tmp_path / "mine.gguf"
+    write_gguf(tiny_model_dir(), gguf_file)
+    out = io.StringIO()
+    stages = [(None, SimpleNamespace(base_model=str(gguf_file))), (None, SimpleNamespace(base_model=str(gguf_file)))]
+    plan = SimpleNamespace(progress=Progress(out, tty=False), stages=stages)
+    _import_gguf_bases(plan)  # type: ignore[arg-type]
+    said = out.getvalue()
+    assert said.count(f"import the GGUF base {gguf_file} (once per data root)") == 1, said
+    assert "a transformers folder in" in said
+    _import_gguf_bases(plan)  # type: ignore[arg-type]
+    assert out.getvalue() == said, "an imported base is not imported again"

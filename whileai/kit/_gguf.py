@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["GGUF_PACKAGES", "REAL_EXTRA_HINT", "KIT_PRE_TOKENIZER", "is_gguf_base", "gguf_source", "gguf_problem",
-           "gguf_sha256",
+           "gguf_sha256", "gguf_imported",
            "gguf_field", "load_gguf", "load_gguf_tokenizer", "import_gguf", "gguf_record", "resolve_base"]
 
 #: Short names of GGUF files that installed packages ship: name -> (module, file inside it, the pip package).
@@ -172,6 +172,17 @@ def load_gguf(source: Path) -> tuple[Any, Any]:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     return model, tokenizer
+
+
+def _imported_name(name: str | os.PathLike[str]) -> str:
+    return f"gguf-{gguf_sha256(gguf_source(name))[:16]}"
+
+
+def gguf_imported(name: str | os.PathLike[str]) -> bool:
+    """Whether this data root already holds the GGUF file ``name`` imported (else the next use imports it)."""
+    from whileai.kit._cache import DONE, models_dir
+
+    return (models_dir() / _imported_name(name) / DONE).exists()
 
 
 def import_gguf(name: str | os.PathLike[str]) -> Path:

@@ -352,6 +352,7 @@ def _run(spec: RecipeSpec, context: Context, progress: Progress, facts: dict[str
                   + (f" after {', '.join(spec.stages)}" if spec.stages else "")
                   + f", output {context.output_dir}")
     _load_push_cut(plan)
+    _import_gguf_bases(plan)
     last_stage, last_spec = plan.stages[-1]
     plan.record["held_out"] = _say_power(plan, last_spec)
     for index, (stage, resolved) in enumerate(plan.stages):
@@ -387,6 +388,17 @@ def _load_push_cut(plan: _Plan) -> None:
         note["result"] = (f"train {plan.train_side.id} ({plan.train_side.rows} rows), "
                           f"holdout {plan.held.id} ({plan.held.rows} rows)" + (f"; {moved}" if moved else ""))
         facts["datasets"].update(train=plan.train_side.id, holdout=plan.held.id)
+
+
+def _import_gguf_bases(plan: _Plan) -> None:
+    """A GGUF base this data root has not imported yet is imported here, as its own step with its own line (once per
+    file: it dequantises every tensor), not inside the training set's step that first reads its tokenizer."""
+    from whileai.kit import gguf_imported, import_gguf, is_gguf_base
+
+    for name in dict.fromkeys(str(resolved.base_model) for _, resolved in plan.stages if resolved.base_model):
+        if is_gguf_base(name) and not gguf_imported(name):
+            with plan.progress.step(f"import the GGUF base {name} (once per data root)") as note:
+                note["result"] = f"a transformers folder in {import_gguf(name)}"
 
 
 def _say_power(plan: _Plan, last: RunSpec) -> dict[str, Any]:
