@@ -317,3 +317,32 @@ def test_concurrent_requests_share_one_load(platform, weights):
     assert pool.loaded() == [(weights["base"], weights["adapter"])]
     assert pool._entries[(weights["base"], weights["adapter"])].loads == 1
     assert models()[0]["name"] == "agent"
+
+
+def test_the_command_line_serves_a_run_and_a_folder_lists_them_and_unserves_in_its_own_words(platform, weights):
+    """``serve RUN|FOLDER --name``, ``models`` and ``unserve`` against a real server, as a person types them."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "WHILEAI_BASE_URL": platform["url"], "WHILEAI_API_KEY": platform["key"]}
+
+    def whileai(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "whileai", *args], capture_output=True, text=True, env=env,
+                              timeout=300)
+
+    run = _done_run(weights)
+    served = whileai("serve", run.id, "--name", "cli-agent")
+    assert served.returncode == 0, served.stderr
+    assert served.stdout.startswith(f"cli-agent v1: run {run.id}'s adapter on {weights['base']}")
+    assert f"endpoint {platform['url']}/v1" in served.stdout
+    folder = whileai("serve", weights["base"], "--name", "cli-base", "--json")
+    assert folder.returncode == 0, folder.stderr
+    assert json.loads(folder.stdout)["baseModel"] == str(Path(weights["base"]).resolve())
+    listed = whileai("models", "--json")
+    assert sorted(m["name"] for m in json.loads(listed.stdout)["models"]) == ["cli-agent", "cli-base"]
+    assert whileai("unserve", "cli-agent").stdout.strip() == "cli-agent: no longer served"
+    again = whileai("unserve", "cli-agent")
+    assert again.returncode == 2 and again.stderr.startswith("python -m whileai unserve: ")
+    assert "DELETE" not in again.stderr and "-> 404" not in again.stderr, "the command line's words, not HTTP's"
+    neither = whileai("serve", "nothing-here", "--name", "x")
+    assert neither.returncode == 2 and "is neither a run id" in neither.stderr

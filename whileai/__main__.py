@@ -26,6 +26,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "export": ("whileai.runner.export_model", "export_main", "a finished run's model: export RUN_ID --merged DIR [--gguf FILE]"),
     "runs": ("whileai.runner.runs", "runs_main", "the runs, newest first: runs [--status S] [--recipe R] [--sweep S] [--json]"),
     "show": ("whileai.runner.runs", "show_main", "one run: held-out result with n/CI/p, expect, adapter, page, spec: show RUN_ID"),
+    "serve": ("whileai.runner.serving_cli", "serve_main", "serve a run's adapter or a merged export: serve RUN|FOLDER --name NAME"),
+    "unserve": ("whileai.runner.serving_cli", "unserve_main", "stop serving a model name: unserve NAME"),
+    "models": ("whileai.runner.serving_cli", "models_main", "the account's served models and their endpoint"),
 }
 
 
