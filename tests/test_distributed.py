@@ -170,7 +170,7 @@ def test_a_sigkilled_launcher_reads_crashed_and_leaves_no_rank(tiny_sample):
     _wait_for(lambda: run.refresh().status != "running", 60, "the run to be settled")
     assert time.monotonic() - killed < 60
     assert run.status == "crashed", run.error
-    assert "ended without reporting" in run.error and "rank" not in run.error.split(".")[0]
+    assert "was killed by SIGKILL" in run.error and "rank" not in run.error.split(".")[0]
     # each rank ends with its launcher (PR_SET_PDEATHSIG): nothing of the job is left
     _wait_for(lambda: not job_processes(job["id"]), 15, "every rank to end with its launcher")
 

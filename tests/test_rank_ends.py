@@ -71,7 +71,7 @@ def test_a_sigkilled_launcher_leaves_its_ranks_to_flush_and_the_run_names_it(tin
     took = _kill_and_settle(run, job, (None, signal.SIGKILL))
     assert took < job_defaults.RANK_ORPHAN_GRACE_S + 30
     assert run.status == "crashed", run.error
-    assert f"the job process (pid {job['pid']}) ended without reporting" in run.error
+    assert f"the job process (pid {job['pid']}) was killed by SIGKILL" in run.error
     assert "Its launcher ended first: ranks 0, 1 were sent SIGTERM and ended on their own" in run.error
     records = rank_records(job_dir(job["id"]) / "ranks")
     assert all(r["launcher_alive"] is False for r in records.values()), records

@@ -70,8 +70,9 @@ def run_label(context: Any, stage_name: str, method: str, last: bool,
     reads = set(knob_fields(SPEC_MODELS[method])) if method in SPEC_MODELS else every
     words = [w for w in _stage_words(context.label, stage_name, last, takes)
              if w.split("=", 1)[0] not in every - reads]
-    if words:
-        parts.append(" ".join(words))
+    if any("=" in w for w in words):  # the knobs as typed, one part; a bare word (quick) is a part of its own
+        parts.append(" ".join(w for w in words if "=" in w))
+    parts += [w for w in words if "=" not in w]
     if context.reproduces:
         parts.append(f"reproduces {context.reproduces}")
     return " · ".join(parts)

@@ -204,7 +204,7 @@ def _prepare(argv: list[str], mode: str) -> list[str]:
     added = {k.removeprefix("++"): k for k in kept if k.startswith("++") and k.removeprefix("++") in overrides}
     dropped = set(overrides) - {k.removeprefix("++") for k in kept}
     os.environ[_SWEPT_ENV] = ",".join(_swept_keys(kept))
-    _STATE.update(mode=mode, problems=problems, found=found, argv=list(argv))
+    _STATE.update(mode=mode, problems=problems, found=found, argv=list(argv), added=set(added.values()))
     if problems and ("-m" in flags or "--multirun" in flags or "--help" in flags or "-h" in flags):
         report_problems(problems)
         raise SystemExit(2)
@@ -269,7 +269,8 @@ def _task(cfg: Any) -> Any:
     mode = os.environ.get(_MODE_ENV, _STATE["mode"])
     hydra_cfg = HydraConfig.get()
     choices = _choices(hydra_cfg)
-    overrides = list(hydra_cfg.overrides.task)
+    # as typed: the "++" this command line put before a stage knob Hydra would not add is its own, not the user's
+    overrides = [o.removeprefix("++") if o in _STATE.get("added", ()) else o for o in hydra_cfg.overrides.task]
     origin = Origins(_STATE["found"] or sources(), choices, overrides)
     spec = _validated(cfg, origin, whole=mode == "run")
     if is_quick():  # a few steps, expect set aside: what validate shows is what the run runs
