@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from whileai.kit import defaults
 from whileai.kit._cache import DONE as _DONE
 from whileai.kit._cache import build_once as _build_once
+from whileai.kit._cache import file_sha256
 from whileai.kit._cache import models_dir
 
 if TYPE_CHECKING:
@@ -113,20 +114,12 @@ def weights_digest(folder: str | os.PathLike[str]) -> str:
     of each weights file's name and digest in name order. What a run records as its base's bytes."""
     folder = Path(folder)
     if (folder / WEIGHTS_FILE).is_file():
-        return _file_digest(folder / WEIGHTS_FILE)
+        return file_sha256(folder / WEIGHTS_FILE)
     names = sorted(p.name for p in folder.iterdir() if p.suffix in defaults.WEIGHTS_SUFFIXES and p.is_file())
     if not names:
         raise FileNotFoundError(f"{folder} holds no weights file ({', '.join(defaults.WEIGHTS_SUFFIXES)})")
-    listing = "\n".join(f"{name} {_file_digest(folder / name)}" for name in names)
+    listing = "\n".join(f"{name} {file_sha256(folder / name)}" for name in names)
     return hashlib.sha256(listing.encode()).hexdigest()
-
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _copy_packaged(tmp: Path) -> dict[str, Any]:

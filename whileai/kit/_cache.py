@@ -9,6 +9,7 @@ later caller, in any process, finds ``DONE`` and returns at once.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -17,10 +18,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DONE", "models_dir", "build_once"]
+__all__ = ["DONE", "models_dir", "build_once", "file_sha256"]
 
 #: Written last into a finished directory; a directory without it is not a base.
 DONE = "whileai_kit.json"
+
+
+def file_sha256(path: Path) -> str:
+    """A file's SHA-256, read in blocks (a GGUF base is hundreds of MB): what a base's bytes are recorded as."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def models_dir() -> Path:

@@ -15,7 +15,6 @@ quantisation; ``gguf_record`` gives that record for a run.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import time
@@ -75,11 +74,9 @@ def gguf_sha256(path: Path) -> str:
     stat = path.stat()
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     if key not in _HASHES:
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 22), b""):
-                digest.update(chunk)
-        _HASHES[key] = digest.hexdigest()
+        from whileai.kit._cache import file_sha256
+
+        _HASHES[key] = file_sha256(path)
     return _HASHES[key]
 
 
