@@ -96,9 +96,30 @@ def test_a_job_load_of_an_uncached_hub_name_is_refused_without_asking_the_hub_fo
     assert "model files: 0" in out, out
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "huggingface_hub (2.4) builds its request headers even for a local_files_only load and, once a day per HF_HOME, "
-    "fetches its agent-harness registry from huggingface.co unless HF_HUB_OFFLINE is set; a job that set "
-    "HF_HUB_OFFLINE=1 unless the hub is allowed would reach no host"))
 def test_a_job_load_reaches_no_host_at_all():
-    assert "agent registry: 0" in _load_with_the_network_cut()
+    """huggingface_hub builds request headers even for a ``local_files_only`` load and, once a day per HF_HOME,
+    fetches its agent-harness registry unless its offline switch is on: the job's loader turns it on for the load."""
+    out = _load_with_the_network_cut()
+    assert "agent registry: 0" in out and "model files: 0" in out, out
+
+
+def test_the_loaders_offline_switch_is_the_callers_again_afterwards(monkeypatch):
+    from huggingface_hub import constants
+
+    from whileai.core.defaults import HUB_ALLOW_ENV
+    from whileai.jobs import _loading
+
+    seen = []
+
+    class Probe:
+        @staticmethod
+        def from_pretrained(path, **kwargs):
+            seen.append((constants.HF_HUB_OFFLINE, kwargs["local_files_only"]))
+            raise OSError("no such model")
+
+    for allowed, wanted in (("", (True, True)), ("1", (False, False))):
+        monkeypatch.setenv(HUB_ALLOW_ENV, allowed)
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        with pytest.raises(FileNotFoundError):
+            _loading.pretrained(Probe, "whileai-test/no-such-model")
+        assert seen.pop() == wanted and constants.HF_HUB_OFFLINE is False

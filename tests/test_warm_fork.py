@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import pytest
 
@@ -52,8 +53,11 @@ def test_the_warm_process_forks_with_no_python_thread_and_only_the_libraries_for
     alone = subprocess.run([sys.executable, "-c", _LIBRARY_THREADS], capture_output=True, text=True, env=env,
                            timeout=120)
     assert answer["python_threads"] == 1
-    # torch's, transformers', TRL's and PEFT's imports add no thread: their pools start on first use, after a fork
-    assert answer["native_threads"] == alone.stdout.split(), (answer, alone.stderr)
+    # torch's, transformers', TRL's and PEFT's imports add no thread: their pools start on first use, after a fork.
+    # No more than numpy and pyarrow alone start: OpenBLAS's pool (its threads are named like the main one) may be
+    # smaller in a warm process an earlier test started with fewer threads allowed.
+    extra = Counter(answer["native_threads"]) - Counter(alone.stdout.split())
+    assert "python" in answer["native_threads"] and not extra, (answer, alone.stdout, alone.stderr)
 
 
 def test_a_fork_made_while_openblas_and_jemalloc_threads_run_works_in_the_child():

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -55,10 +56,31 @@ def local_only() -> bool:
     return not hub_allowed()
 
 
+@contextmanager
+def _hub_quiet(off: bool) -> Iterator[None]:
+    """While a load runs with the hub off: huggingface_hub's own offline switch on too. ``local_files_only`` stops
+    the model's files being asked for, but the library also fetches on its own (its agent-harness registry, when it
+    builds request headers, even for a load from the cache), which only its offline switch stops. It is read at
+    each call from ``huggingface_hub.constants``; the caller's value comes back afterwards."""
+    if not off:
+        yield
+        return
+    from huggingface_hub import constants
+
+    was = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = was
+
+
 def pretrained(cls: Any, path: str, **kwargs: Any) -> Any:
     """``cls.from_pretrained(path, ...)`` with the job's hub gate (:func:`local_only`); a miss names the fix."""
+    off = local_only()
     try:
-        return cls.from_pretrained(path, local_files_only=local_only(), **kwargs)
+        with _hub_quiet(off):
+            return cls.from_pretrained(path, local_files_only=off, **kwargs)
     except OSError as exc:
         raise FileNotFoundError(
             f"base model {path!r} is not on this machine and the hub is off ({defaults.HUB_ALLOW_ENV} is not 1): "
@@ -220,7 +242,9 @@ def load_adapter(model: Any, spec: RunSpec) -> Any:
             f"the adapter of init_from run {spec.init_from} is not at {folder} (no adapter_config.json); "
             "train that run again, or start this one from another finished run"
         )
-    return PeftModel.from_pretrained(model, str(folder), is_trainable=True, local_files_only=local_only())
+    off = local_only()
+    with _hub_quiet(off):
+        return PeftModel.from_pretrained(model, str(folder), is_trainable=True, local_files_only=off)
 
 
 def peft_config(model: Any, spec: RunSpec, task_type: str = "CAUSAL_LM") -> Any:

@@ -309,6 +309,12 @@ SIGNIN_THROTTLE_MAX_CLIENTS = 10_000
 JOB_HEARTBEAT_S = 5.0
 JOB_STALE_S = 100.0
 
+#: How long the reconciler waits for a dead job's exit note (launcher/_pids.py). Its reaper (the warm process or
+#: the launcher) writes the note right after its waitpid returns, but the reconciler can see the process gone (a
+#: zombie, or reaped) a moment before: a short wait lets the error say "killed by SIGKILL" instead of guessing.
+#: Paid once per dead job, never by a running one; the write itself takes well under 10 ms.
+EXIT_NOTE_WAIT_S = 2.0
+
 #: A silent job whose process on this host is still computing (its processes' CPU time rises over
 #: JOB_BUSY_SAMPLE_S) is not stopped as hung until it has been silent JOB_BUSY_GRACE_S past JOB_STALE_S.
 #: A machine that stalls under memory pressure silences every job at once (a 2-core machine was seen silent for

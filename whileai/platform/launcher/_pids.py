@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 __all__ = ["EXIT_NOTE", "ended_how", "exit_words", "note_exit", "start_time", "state"]
@@ -58,14 +59,29 @@ def exit_words(status: int) -> str:
 def note_exit(folder: str | Path, pid: int, status: int) -> None:
     """Write how process ``pid`` ended (its wait status ``status``) into the job folder ``folder``; best effort."""
     note = {"pid": pid, "how": exit_words(status), "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None}
-    with contextlib.suppress(OSError):
-        Path(folder, EXIT_NOTE).write_text(json.dumps(note))
+    path = Path(folder, EXIT_NOTE)
+    part = path.with_name(f"exit.{pid}.part.jsonl")  # of the same kind (*.jsonl)
+    with contextlib.suppress(OSError):  # written whole, then renamed: a reader never sees half a note
+        part.write_text(json.dumps(note))
+        os.replace(part, path)
 
 
-def ended_how(folder: Path, pid: int | None) -> str | None:
-    """How process ``pid`` of the job in ``folder`` ended (:func:`note_exit`), None where nothing was noted."""
+def _noted(folder: Path, pid: int | None) -> str | None:
     try:
         note = json.loads((folder / EXIT_NOTE).read_text())
     except (OSError, ValueError):
         return None
     return str(note["how"]) if isinstance(note, dict) and note.get("pid") == pid and note.get("how") else None
+
+
+def ended_how(folder: Path, pid: int | None, wait_s: float = 0.0) -> str | None:
+    """How process ``pid`` of the job in ``folder`` ended (:func:`note_exit`), None where nothing was noted.
+
+    ``wait_s``: how long to wait for a note not yet written (its reaper writes it just after the process ends).
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        how = _noted(folder, pid)
+        if how is not None or time.monotonic() >= deadline:
+            return how
+        time.sleep(0.05)

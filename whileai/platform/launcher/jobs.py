@@ -583,7 +583,7 @@ def _ended_silently(job: dict[str, Any]) -> str:
     """The error of a job whose process ended without reporting: how it ended where its reaper noted it (``killed by
     SIGKILL``), what else its ranks did, and its log's tail."""
     pid = job.get("pid")
-    how = _pids.ended_how(job_dir(job["id"]), pid)
+    how = _pids.ended_how(job_dir(job["id"]), pid, wait_s=defaults.EXIT_NOTE_WAIT_S)
     said = (f"the job process (pid {pid}) was {how} before it could record an error"
             + (" (the out-of-memory killer sends SIGKILL too)." if how == "killed by SIGKILL" else ".")) if how else (
         f"the job process (pid {pid}) ended without reporting: it was killed (e.g. SIGKILL, or the out-of-memory "
