@@ -12,9 +12,9 @@ here) with the job bodies themselves (``whileai.jobs.sft`` / ``grpo``: the same
   module), lifts the same held-out prompts above the SFT start;
 - DPO at dpo_tooluse's settings (whose SFT stage is the same), from the same
   adapter, does too;
-- a reward model at rm_tooluse's settings (near misses on), for RM_STEPS of the
-  recipe's steps, lifts the held-out pair accuracy of its fresh head to 0.9 or
-  more and tells a right tool with a wrong value apart (trained on the rows' own
+- a reward model at rm_tooluse's settings (near misses on, its full steps)
+  lifts the held-out pair accuracy of its fresh head to the recipe's floor (0.9)
+  or more and tells a right tool with a wrong value apart (trained on the rows' own
   pairs alone, it stayed near chance).
 
 "Significantly" is the exact McNemar test over the same held-out prompts
@@ -37,15 +37,11 @@ ALPHA = 0.05
 SEED = 0
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 RECIPE = RECIPES / "grpo_tooluse.yaml"
-#: The reward model's steps here: half of rm_tooluse's 1200, to fit the suite's time (about 100 s
-#: on one thread). Measured at seed 0: 0.565 -> 0.957 on 69 held-out pairs (transformers 5.x before 5.24),
-#: and 0.478 -> 0.899 (62/69, 33 gained, 4 lost, paired p < 0.001) on transformers 5.24 / TRL 1.16, whose
-#: tiny base starts elsewhere; the recipe's own 1200 steps reach 1.000 (69/69) on that stack.
-RM_STEPS = 600
-#: the held-out floor at those half steps: below the recipe's 0.9, which is for its full 1200 steps. On the packaged
-#: kit base (2026-12-05) the half steps reached 43/53 (0.811; 22 gained, 5 lost, p = 0.0015), under the 0.85 set on
-#: the earlier per-machine base: the floor follows the base the suite now trains, the significance test is unchanged.
-RM_AFTER_MIN = 0.8
+#: The reward model runs rm_tooluse as committed (1200 steps, about 300 s on one thread) and is held to its own
+#: expect. Half the steps did not hold across CPU kernel paths on the packaged kit base (2026-12-05, seed 0, these
+#: 53 held-out pairs): 43/53 native (AVX-512), 39/53 under avx2, 48/53 under default, and a right tool with a wrong
+#: value 14-19 of 22; the full 1200 steps gave 50/53 on both native and avx2 (27 gained, 3 lost, p < 0.001), the
+#: wrong-value pairs 19/22 and 20/22.
 
 
 def _recipe(path: Path = RECIPE) -> dict[str, Any]:
@@ -194,8 +190,7 @@ def test_rm_at_the_recipe_settings_tells_near_misses_apart(split, tmp_path):
 
     recipe = _recipe(RECIPES / "rm_tooluse.yaml")
     assert recipe["near_misses"] > 0 and recipe["reward_span"] == "first_action"
-    assert RM_STEPS <= int(recipe["steps"])
-    spec = {"method": "rm", "base_model": defaults.KIT_BASE_NAME, "seed": SEED, "steps": RM_STEPS,
+    spec = {"method": "rm", "base_model": defaults.KIT_BASE_NAME, "seed": SEED, "steps": int(recipe["steps"]),
             "learning_rate": float(recipe["learning_rate"]), "holdout_rows": int(recipe["holdout_rows"]),
             "reward_span": recipe["reward_span"], "balance": recipe["balance"], "near_misses": recipe["near_misses"]}
     _environment.cpu_threads()
@@ -206,8 +201,7 @@ def test_rm_at_the_recipe_settings_tells_near_misses_apart(split, tmp_path):
     after = rm.evaluate(read_spec(spec), model, tokenizer, split["held"])
     assert len(after["outcomes"]) >= 40 and extra["near_misses"]["pairs"] > 2 * (extra["pairs"] - extra["near_misses"]["pairs"])
     ok, said = _significant_gain(before["outcomes"], after["outcomes"])
-    assert recipe["expect"]["holdout_after_min"] >= RM_AFTER_MIN
-    assert ok and after["value"] >= RM_AFTER_MIN, (
+    assert ok and after["value"] >= recipe["expect"]["holdout_after_min"], (
         f"rm at rm_tooluse's settings: {said}, by failure kind {after['by_failure']}")
     wrong = after["by_failure"]["wrong_argument"]
     assert wrong["right"] >= 0.8 * wrong["pairs"], f"a right tool with a wrong value: {wrong} (chance is half)"
