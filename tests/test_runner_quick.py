@@ -10,6 +10,7 @@ tiny random base after a few steps: without ``quick`` the same run exits 3 namin
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 from _runner_helpers import record, runner_record, tiny_base, whileai
 
@@ -47,6 +48,13 @@ def test_a_quick_run_caps_its_steps_and_says_expect_was_not_checked(home, monkey
     assert run["summary"]["training"]["holdout_prompts"] <= 8
     shown = whileai("show", run_id)
     assert "status     done · quick run: expect not checked" in shown.stdout, shown.stdout + shown.stderr
+    # the stage left its times for the next estimate on this data root (runner/_estimate.py)
+    from whileai.runner import _estimate
+
+    times = [json.loads(line) for line in _estimate.timings_path().read_text().splitlines()]
+    assert [(t["where"]["method"], t["steps"]) for t in times] == [("sft", 4)] and times[0]["train_s"] > 0, times
+    later = _estimate.estimate(SimpleNamespace(**{**times[0]["where"], **times[0]["size"], "steps": 400}), 8)
+    assert later is not None and later.same_size and later.seconds > later.step_s * 400
 
 
 def test_quick_caps_every_stage_and_validate_shows_it():

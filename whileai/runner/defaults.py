@@ -119,3 +119,20 @@ CUT_MOVED_RECORDED = 50
 #: to show they are the same model: QUICK_HOLDOUT_ROWS' reasoning (a few prompts prove the path; the
 #: generation is most of the check's time on a CPU).
 EXPORT_CHECK_PROMPTS = 8
+
+#: The file in the data root where each stage that ended done leaves its times (runner/_estimate.py): one JSON
+#: line a stage, read back for the next stage's estimate on this machine.
+TIMINGS_FILE = "runner/timings.jsonl"
+
+#: A stage's estimate is said before it starts only when it is at least this long, in seconds: a one-minute
+#: stage needs no warning, a ten-minute one does (issue: a quick SmolLM2 run took 8 min 50 s unannounced).
+ESTIMATE_SAY_S = 60.0
+
+#: The latest stages of the same method, base and target an estimate takes the median rates of: a few, so one
+#: run on a busy machine does not set it, and recent, so a changed machine or install shows within a few runs.
+ESTIMATE_RUNS = 5
+
+#: A stage that has run this many times its estimate (or ESTIMATE_SAY_S, whichever is longer) is said to be over
+#: it, once: twice is past the run-to-run spread of a shared 2-core machine (the suite's timings vary by up to
+#: about 1.6x under load), so the line means something changed.
+ESTIMATE_OVER_FACTOR = 2.0

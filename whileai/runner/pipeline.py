@@ -27,7 +27,7 @@ from typing import Any, cast
 from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec
 from whileai.core.stats import describe, group_lines
 
-from . import defaults
+from . import _estimate, defaults
 from ._effective import resolve_stages
 from ._label import run_label
 from ._progress import Progress
@@ -188,13 +188,14 @@ def _short_export(report: dict[str, Any]) -> dict[str, Any]:
     return {k: report[k] for k in keep if k in report}
 
 
-def _follow(run: Any, label: str, progress: Progress) -> str:
+def _follow(run: Any, label: str, progress: Progress, expected: _estimate.Estimate | None = None) -> str:
     """Follow the run until it ends, showing its steps; Ctrl-C stops it (run.stop()) and re-raises.
 
     Each read is a long poll (``refresh(wait=...)``): it answers when the run's record changes, so a step or the
-    end shows at once rather than at the next poll."""
+    end shows at once rather than at the next poll. Past ESTIMATE_OVER_FACTOR times ``expected``, it says so once."""
     bar = progress.training(label)
     said = 0  # the alarms printed so far
+    began, over_said = time.monotonic(), False
     try:
         while True:
             try:
@@ -204,6 +205,10 @@ def _follow(run: Any, label: str, progress: Progress) -> str:
                 time.sleep(defaults.PROGRESS_POLL_S)
             bar.update(run)
             said = _say_alarms(run, said, progress)
+            over = _estimate.say_over(label, expected, began, over_said)
+            if over is not None:
+                progress.line(over)
+                over_said = True
             if run.status != "running":
                 return cast(str, run.status)
     except KeyboardInterrupt:
@@ -317,6 +322,8 @@ class _Plan:
     train_side: Any = None
     held: Any = None
     train_rows: list[dict[str, Any]] = field(default_factory=list)
+    #: the held-out side's rows, read once (the power note and each stage's estimate count its prompts)
+    held_rows: list[dict[str, Any]] = field(default_factory=list)
     #: stage name -> its run (and its id, which ``stages.NAME`` references resolve to)
     runs: dict[str, Any] = field(default_factory=dict)
     run_ids: dict[str, str] = field(default_factory=dict)
@@ -408,8 +415,8 @@ def _say_power(plan: _Plan, last: RunSpec) -> dict[str, Any]:
 
     from ._power import power_note
 
-    held_rows = wai.datasets.load_rows(plan.held)
-    text, warning = power_note(held_rows, last, plan.spec.expect.holdout_gain_significant)
+    plan.held_rows = wai.datasets.load_rows(plan.held)
+    text, warning = power_note(plan.held_rows, last, plan.spec.expect.holdout_gain_significant)
     plan.progress.line(f"- held-out: {text}" + (f"\n  warning: {warning}" if warning else ""))
     return {"note": text, "warning": warning}
 
@@ -437,7 +444,26 @@ def _run_stage(plan: _Plan, index: int, stage: Stage, resolved: RunSpec) -> int 
                            f"`python -m whileai wait {plan.context.sweep_id}`")
         plan.facts["status"] = "submitted"
         return 0
-    return _follow_to_end(plan, run, label)
+    prompts, expected = _say_estimate(plan, label, resolved)
+    code = _follow_to_end(plan, run, label, expected)
+    if code is None:
+        _estimate.record(resolved, run.training or {}, prompts)
+    return code
+
+
+def _say_estimate(plan: _Plan, label: str, resolved: RunSpec) -> tuple[int, _estimate.Estimate | None]:
+    """Before a stage that will take over ESTIMATE_SAY_S, about how long, from this data root's earlier stages;
+    returns the held-out prompts counted and the estimate (None where there is none)."""
+    from ._power import heldout_prompts
+
+    try:
+        prompts = heldout_prompts(plan.held_rows, getattr(resolved, "holdout_rows", None))
+        expected = _estimate.estimate(resolved, prompts)
+    except Exception:  # an estimate is a courtesy: nothing about it may stop the run
+        return 0, None
+    if expected is not None and expected.seconds >= defaults.ESTIMATE_SAY_S:
+        plan.progress.line(expected.line(label))
+    return prompts, expected
 
 
 def _training_set(plan: _Plan, stage: Stage, label: str, resolved: RunSpec, kwargs: dict[str, Any],
@@ -514,9 +540,9 @@ def _refused(plan: _Plan, said: str, recorded: str, exc: Exception) -> int:
     return EXIT_GATE
 
 
-def _follow_to_end(plan: _Plan, run: Any, label: str) -> int | None:
+def _follow_to_end(plan: _Plan, run: Any, label: str, expected: _estimate.Estimate | None = None) -> int | None:
     """Follow the stage's run to its end: EXIT_FAILED when it did not end done, else None (the held-out line said)."""
-    status = _follow(run, label, plan.progress)
+    status = _follow(run, label, plan.progress, expected)
     if status != "done":
         first = (run.error or "").splitlines()[0] if run.error else None
         plan.progress.line(f"- {run.id} ended {status}: {first or ''}")
