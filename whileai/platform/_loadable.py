@@ -9,9 +9,9 @@ and ``adapters`` folders plus any directory the operator lists in
 SERVE_DIRS_ENV (``serve_dirs`` in config.json). Refusals never say whether a
 path exists: every path outside the roots gets the same answer.
 
-The embedded platform is the exception for training: its one account is the
-local user, who owns the machine, so a job there trains on any folder or
-``.gguf`` file of theirs that holds a model (:mod:`whileai.core.basefolder`),
+The embedded platform is the exception: its one account is the local user, who
+owns the machine, so a job there trains on, and the endpoint serves, any folder
+or ``.gguf`` file of theirs that holds a model (:mod:`whileai.core.basefolder`),
 with no operator setting; a run's adapter folder is still not a base.
 """
 
@@ -65,8 +65,9 @@ def _is_hub_id(name: str) -> bool:
 
 
 def base_problem(base: Any, run_base: Any = None, embedded: bool = False) -> str | None:
-    """Why ``base`` may not be loaded; None when it may. ``run_base`` is the base the adapter's run trained on;
-    on the ``embedded`` platform that base may be a folder or file of the local user's (:func:`_own_base`)."""
+    """Why ``base`` may not be loaded; None when it may. ``run_base`` is the base the adapter's run trained on.
+    On the ``embedded`` platform any folder or file of the local user's that holds a model may be served
+    (:func:`_own_base`), as it may be trained on: a merged export (``export RUN --merged DIR``) serves as a base."""
     if not isinstance(base, str) or not base.strip():
         return f"baseModel={base!r} is not a model name; send one of SERVED_BASES"
     if base in defaults.SERVED_BASES or base == defaults.KIT_BASE_NAME:
@@ -75,7 +76,7 @@ def base_problem(base: Any, run_base: Any = None, embedded: bool = False) -> str
         return None
     if not _is_hub_id(base) and _base_dir_ok(base):
         return None
-    if embedded and base == run_base and _own_base(base):
+    if embedded and _own_base(base):  # the local user's own model folder, a merged export included
         return None
     return (
         f"baseModel={base[:200]!r} is not a base this platform loads; send one of SERVED_BASES "
