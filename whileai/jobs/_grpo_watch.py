@@ -77,27 +77,34 @@ def group_watch(exact_key: str | None = None, tally: list[float] | None = None) 
 
         def summary(self) -> dict[str, Any]:
             """``sampled_pass_rate`` and ``mixed_groups`` (first, last, mean over steps), and a note when unanimous."""
-            if not self.mixed:
-                return {}
-
-            def span(values: list[float]) -> dict[str, float]:
-                return {"first": round(values[0], 3), "last": round(values[-1], 3),
-                        "mean": round(sum(values) / len(values), 3)}
-
-            out: dict[str, Any] = {"mixed_groups": span(self.mixed)}
-            if self.pass_rates:
-                out["sampled_pass_rate"] = span(self.pass_rates)
-            if self.rewards:
-                out["sampled_reward"] = span(self.rewards)
-            mean_mixed = out["mixed_groups"]["mean"]
-            if mean_mixed < defaults.TRAIN_GRPO_MIN_MIXED_SHARE:
-                out["groups_note"] = (
-                    f"almost every sampled group was unanimous: {mean_mixed:.0%} of groups mixed a pass and a fail "
-                    f"(under TRAIN_GRPO_MIN_MIXED_SHARE={defaults.TRAIN_GRPO_MIN_MIXED_SHARE:.0%}), sampled pass rate "
-                    f"{out.get('sampled_pass_rate', {}).get('mean', float('nan')):.2f}; a unanimous group has no advantage, so GRPO had almost "
-                    "nothing to learn from. Start from a policy whose sampled replies sometimes pass and sometimes "
-                    "fail (more SFT steps, or the rows' sampling temperature)"
-                )
-            return out
+            return _summary(self.pass_rates, self.rewards, self.mixed)
 
     return GroupWatch()
+
+
+def _span(values: list[float]) -> dict[str, float]:
+    """The first, last and mean of a per-step series, each to three places."""
+    return {"first": round(values[0], 3), "last": round(values[-1], 3),
+            "mean": round(sum(values) / len(values), 3)}
+
+
+def _summary(pass_rates: list[float], rewards: list[float], mixed: list[float]) -> dict[str, Any]:
+    """The watch's summary of its per-step series (empty before the first logged step): each series' span, and
+    ``groups_note`` when the mean share of mixed groups is under ``defaults.TRAIN_GRPO_MIN_MIXED_SHARE``."""
+    if not mixed:
+        return {}
+    out: dict[str, Any] = {"mixed_groups": _span(mixed)}
+    if pass_rates:
+        out["sampled_pass_rate"] = _span(pass_rates)
+    if rewards:
+        out["sampled_reward"] = _span(rewards)
+    mean_mixed = out["mixed_groups"]["mean"]
+    if mean_mixed < defaults.TRAIN_GRPO_MIN_MIXED_SHARE:
+        out["groups_note"] = (
+            f"almost every sampled group was unanimous: {mean_mixed:.0%} of groups mixed a pass and a fail "
+            f"(under TRAIN_GRPO_MIN_MIXED_SHARE={defaults.TRAIN_GRPO_MIN_MIXED_SHARE:.0%}), sampled pass rate "
+            f"{out.get('sampled_pass_rate', {}).get('mean', float('nan')):.2f}; a unanimous group has no advantage, so GRPO had almost "
+            "nothing to learn from. Start from a policy whose sampled replies sometimes pass and sometimes "
+            "fail (more SFT steps, or the rows' sampling temperature)"
+        )
+    return out

@@ -103,6 +103,92 @@ def _sample(model: Any, tokenizer: Any, encoded: list[list[int]], k: int, max_ne
     return replies
 
 
+def _fitting(tokenizer: Any, prompts: list[Mapping[str, Any]], cap: int,
+             context: int) -> list[tuple[Mapping[str, Any], list[int]]]:
+    """``(row, prompt token ids)`` for each prompt whose tokens plus a ``cap``-token reply fit ``context``; raises,
+    saying what to change, where none does."""
+    # each prompt rendered once, as the held-out measurement renders it; its length decides whether it fits
+    fitting = [(r, ids) for r in prompts if len(ids := _evaluation.encode_prompt(tokenizer, r)) + cap <= context]
+    if not fitting:
+        raise ValueError(f"dpo with pair_source='policy' has no prompt that fits the model's context of {context} "
+                         f"tokens with a {cap}-token reply ({len(prompts)} prompts); shorten the prompts or use a base "
+                         "with a longer context")
+    return fitting
+
+
+def _judged(tokenizer: Any, replies: list[tuple[list[int], bool]], row: Mapping[str, Any],
+            fmt: Any) -> tuple[list[str], list[str], int, int]:
+    """One prompt's samples judged: ``(good, bad, passed, cut)``, the distinct passing and failing replies (decoded,
+    end-of-turn token kept), how many samples passed, and how many the token cap cut (judged neither way)."""
+    from whileai.simulations.judges import judge_reply
+
+    good: list[str] = []
+    bad: list[str] = []
+    passed = cut = 0
+    for seq, ended in replies:
+        if not ended:
+            cut += 1
+            continue
+        text = tokenizer.decode(seq, skip_special_tokens=False)
+        ok = bool(judge_reply(text[: -len(tokenizer.eos_token)], row, tool_format=fmt)["passed"])
+        passed += ok
+        side = good if ok else bad
+        if text not in side:
+            side.append(text)
+    return good, bad, passed, cut
+
+
+def _gold_passes(tokenizer: Any, reply: str, row: Mapping[str, Any], fmt: Any) -> bool:
+    """Whether the dataset's rendered passing reply (``""``: none for this prompt) passes the judge, so it can be
+    the chosen side of a prompt whose samples all failed."""
+    from whileai.simulations.judges import judge_reply
+
+    stripped = reply.removesuffix(tokenizer.eos_token or "")
+    return bool(reply and judge_reply(stripped, row, tool_format=fmt)["passed"])
+
+
+def _prompt_pairs(prompt_text: str, good: list[str], bad: list[str], per_prompt: int) -> list[dict[str, str]]:
+    """Up to ``per_prompt`` pairs for one prompt: each distinct mistake against a pass (none without both sides)."""
+    if not (good and bad):
+        return []
+    # each distinct mistake against a pass (a policy that knows the task often writes one pass)
+    return [{"prompt": prompt_text, "chosen": good[i % len(good)], "rejected": bad[i]}
+            for i in range(min(per_prompt, len(bad)))]
+
+
+def _sampled_pairs(model: Any, tokenizer: Any, fitting: list[tuple[Mapping[str, Any], list[int]]], spec: DPOSpec,
+                   cap: int, fmt: Any, gold_replies: dict[str, str],
+                   on_batch: Callable[[int, int], None] | None) -> tuple[list[dict[str, str]], dict[str, int]]:
+    """Sample, judge and pair every fitting prompt, a batch of prompts at a time: ``(pairs, counts)``, the counts
+    being the samples, passes, cut replies, mixed prompts and prompts whose chosen side is the dataset's pass.
+    ``fmt`` is the run's tool convention, the format the policy's replies are written in."""
+    pairs: list[dict[str, str]] = []
+    counts = {"sampled": 0, "passed": 0, "cut": 0, "mixed": 0, "from_gold": 0}
+    size = defaults.DPO_POLICY_BATCH_PROMPTS
+    for start in range(0, len(fitting), size):
+        if on_batch is not None:
+            on_batch(start, len(fitting))
+        batch = [row for row, _ in fitting[start : start + size]]
+        encoded = [ids for _, ids in fitting[start : start + size]]
+        for row, ids, replies in zip(batch, encoded, _sample(model, tokenizer, encoded, spec.policy_samples, cap,
+                                                             defaults.DPO_POLICY_TEMPERATURE), strict=True):
+            good, bad, passed, cut = _judged(tokenizer, replies, row, fmt)
+            counts["sampled"] += len(replies)
+            counts["passed"] += passed
+            counts["cut"] += cut
+            prompt_text = tokenizer.decode(ids, skip_special_tokens=False)
+            counts["mixed"] += bool(good and bad)
+            if bad and not good and gold_replies:  # every sample failed: the dataset's pass is the chosen side
+                reply = gold_replies.get(prompt_text, "")
+                if _gold_passes(tokenizer, reply, row, fmt):
+                    good.append(reply)
+                    counts["from_gold"] += 1
+            pairs += _prompt_pairs(prompt_text, good, bad, defaults.DPO_POLICY_PAIRS_PER_PROMPT)
+    if on_batch is not None:
+        on_batch(len(fitting), len(fitting))
+    return pairs, counts
+
+
 def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: DPOSpec, context: int,
                  on_batch: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """``(pairs, report)``: TRL text preference rows from the policy's judged samples, and what was sampled.
@@ -111,69 +197,27 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: D
     cap exceed it is left out and counted (``left_out_too_long``).
     ``on_batch(prompts_done, prompts)`` is called before the first batch and after each.
     """
-    from whileai.simulations.judges import judge_reply
-
     k = spec.policy_samples
     cap = min(spec.max_completion_length,
               defaults.DPO_POLICY_MAX_NEW_TOKENS)
     per_prompt = defaults.DPO_POLICY_PAIRS_PER_PROMPT
     prompts = _prompts(rows, spec.seed)
     gold_replies = _gold_replies(tokenizer, rows) if spec.pair_source == "policy_gold" else {}
-    # each prompt rendered once, as the held-out measurement renders it; its length decides whether it fits
-    fitting = [(r, ids) for r in prompts if len(ids := _evaluation.encode_prompt(tokenizer, r)) + cap <= context]
-    if not fitting:
-        raise ValueError(f"dpo with pair_source='policy' has no prompt that fits the model's context of {context} "
-                         f"tokens with a {cap}-token reply ({len(prompts)} prompts); shorten the prompts or use a base "
-                         "with a longer context")
+    fitting = _fitting(tokenizer, prompts, cap, context)
     from whileai.kit import reply_format
 
     fmt = reply_format(tokenizer)  # the run's tool convention: the format the policy's replies are written in
     was_training = model.training
     model.eval()
-    pairs: list[dict[str, str]] = []
-    sampled = passed = cut = mixed = from_gold = 0
     try:
-        size = defaults.DPO_POLICY_BATCH_PROMPTS
-        for start in range(0, len(fitting), size):
-            if on_batch is not None:
-                on_batch(start, len(fitting))
-            batch = [row for row, _ in fitting[start : start + size]]
-            encoded = [ids for _, ids in fitting[start : start + size]]
-            for row, ids, replies in zip(batch, encoded, _sample(model, tokenizer, encoded, k, cap,
-                                                                 defaults.DPO_POLICY_TEMPERATURE), strict=True):
-                good: list[str] = []
-                bad: list[str] = []
-                for seq, ended in replies:
-                    sampled += 1
-                    if not ended:
-                        cut += 1
-                        continue
-                    text = tokenizer.decode(seq, skip_special_tokens=False)
-                    ok = bool(judge_reply(text[: -len(tokenizer.eos_token)], row, tool_format=fmt)["passed"])
-                    passed += ok
-                    side = good if ok else bad
-                    if text not in side:
-                        side.append(text)
-                prompt_text = tokenizer.decode(ids, skip_special_tokens=False)
-                mixed += bool(good and bad)
-                if bad and not good and gold_replies:  # every sample failed: the dataset's pass is the chosen side
-                    reply = gold_replies.get(prompt_text, "")
-                    stripped = reply.removesuffix(tokenizer.eos_token or "")
-                    if reply and judge_reply(stripped, row, tool_format=fmt)["passed"]:
-                        good.append(reply)
-                        from_gold += 1
-                if good and bad:
-                    # each distinct mistake against a pass (a policy that knows the task often writes one pass)
-                    pairs += [{"prompt": prompt_text, "chosen": good[i % len(good)], "rejected": bad[i]}
-                              for i in range(min(per_prompt, len(bad)))]
-        if on_batch is not None:
-            on_batch(len(fitting), len(fitting))
+        pairs, counts = _sampled_pairs(model, tokenizer, fitting, spec, cap, fmt, gold_replies, on_batch)
     finally:
         if was_training:
             model.train()
+    sampled, passed = counts["sampled"], counts["passed"]
     report = {"prompts": len(fitting), "samples_per_prompt": k, "max_new_tokens": cap, "temperature": defaults.DPO_POLICY_TEMPERATURE,
               "samples": sampled, "sampled_pass_rate": round(passed / sampled, 4) if sampled else None,
-              "cut_by_cap": cut, "mixed_prompts": mixed, "gold_chosen_prompts": from_gold, "pairs": len(pairs),
-              "pairs_per_prompt": per_prompt,
+              "cut_by_cap": counts["cut"], "mixed_prompts": counts["mixed"], "gold_chosen_prompts": counts["from_gold"],
+              "pairs": len(pairs), "pairs_per_prompt": per_prompt,
               "left_out_too_long": len(prompts) - len(fitting)}
     return pairs, report

@@ -257,12 +257,8 @@ def _rank_monitor(spec: GRPOSpec, run: Any, holdout: list[dict[str, Any]] | None
     return _monitor(spec, run, held, proxy)
 
 
-def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
-        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
-    from trl import GRPOConfig, GRPOTrainer
-
-    from whileai.simulations.export import to_hf_dataset
-
+def _training_prompts(spec: GRPOSpec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The prompts GRPO trains on (:func:`mixed_prompts`); raises, saying what to push, where there is none."""
     prompts = mixed_prompts(rows, spec.balance, spec.prompt_source)
     if not prompts and spec.prompt_source == "gold":
         raise ValueError("grpo with prompt_source='gold' found no task with a gold first action to train on; grade "
@@ -271,36 +267,45 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
         raise ValueError("grpo found no task with both a pass and a fail (and a gold first action) to train on; "
                          "push rollouts with several samples per task and mixed outcomes, or pass "
                          "prompt_source='gold' to sample every task that has a gold")
-    shared = shared_tools(rows)  # None: the rows' tools differ, and each prompt goes as text with its own
-    tools = [SchemaTool(schema) for schema in shared or []]
+    return prompts
+
+
+def _fitting_prompts(spec: GRPOSpec, model: Any, tokenizer: Any, prompts: list[dict[str, Any]],
+                     shared: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], int]:
+    """The prompts that fit the model's context with a full reply (:func:`_within_context`), each rendered as text
+    with its own row's tools where the rows' tools differ (``shared`` None), and how many were left out."""
     prompts, too_long = _within_context(tokenizer, prompts, shared, _loading.max_length(model),
                                         spec.max_completion_length)
     if shared is None:
         prompts = [_as_text(tokenizer, p) for p in prompts]
-    _ensure_response_parser(tokenizer)
-    generations = spec.generations
-    per_step, per_rank, micro = _batch_shape(spec, len(prompts))
-    args = GRPOConfig(
+    return prompts, too_long
+
+
+def _grpo_config(spec: GRPOSpec, folder: Path, per_rank: int, micro: int) -> Any:
+    """TRL's ``GRPOConfig`` for the run: the shared trainer settings, with ``micro`` prompts' groups per device
+    batch, accumulated to ``per_rank`` prompts a step, stopping at the first action."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
         **_trainer_setup.trainer_settings(spec, folder),
-        per_device_train_batch_size=generations * micro,
+        per_device_train_batch_size=spec.generations * micro,
         gradient_accumulation_steps=per_rank // micro,
         max_tool_calling_iterations=0,
         log_completions=False,
     )
-    stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
-    schemas = [dict(t) for t in tools]
-    funcs, weights = _rewards.reward_functions(spec, tokenizer, schemas, stop_ids)
-    proxy = _rewards.proxy_reward(funcs, weights)
-    monitor, monitor_note = _rank_monitor(spec, run, holdout, proxy)
-    trainer_funcs, exact_key, tally = _exact_verdicts(
-        spec, [monitor.wrap(f) if monitor is not None and f is proxy else f for f in funcs],
-        _rewards.first_action_reward(spec.truncated, stop_ids, tokenizer, schemas))
-    from whileai.jobs.distributed import world
 
-    watch = group_watch(exact_key, tally)  # first, so its figures join each step's log before the run's callback sends it
+
+def _train(spec: GRPOSpec, model: Any, tokenizer: Any, args: Any, prompts: list[dict[str, Any]],
+           reward_funcs: list[Any], tools: list[SchemaTool], callbacks: list[Any]) -> Any:
+    """Build TRL's ``GRPOTrainer`` and train it (with node 0's vLLM server up for the run where the spec serves
+    generation from one); returns the trained trainer."""
     from contextlib import ExitStack
 
+    from trl import GRPOTrainer
+
     from whileai.jobs._vllm_server import VLLMServer, server_mode
+    from whileai.jobs.distributed import world
+    from whileai.simulations.export import to_hf_dataset
 
     ends = ExitStack()
     if server_mode(spec) and world().rank == 0:  # node 0's server, up before the trainer connects to it
@@ -309,16 +314,24 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
         warnings.simplefilter("ignore", UserWarning)
         trainer = GRPOTrainer(
             model=model,
-            reward_funcs=cast(Any, trainer_funcs),
+            reward_funcs=cast(Any, reward_funcs),
             args=args,
             train_dataset=to_hf_dataset(prompts),
             processing_class=tokenizer,
             peft_config=_loading.peft_config(model, spec),
             tools=cast(list[Callable[..., Any]], list(tools)) or None,  # TRL takes callables; a SchemaTool is one
-            callbacks=[watch, *callbacks, *([monitor] if monitor is not None else [])],
+            callbacks=callbacks,
         )
         _trainer_setup.fit_trainer(trainer)
-    extra: dict[str, Any] = {
+    return trainer
+
+
+def _fit_summary(spec: GRPOSpec, trainer: Any, rows: list[dict[str, Any]], prompts: list[dict[str, Any]],
+                 too_long: int, shared: list[dict[str, Any]] | None, per_step: int, weights: Any,
+                 watch: Any) -> dict[str, Any]:
+    """What the run's training summary says of the fit: the prompts trained on and left out, the steps, the tools,
+    the batch shape, the rewards and what the group watch saw."""
+    return {
         "rows": len(prompts),
         "prompts": len(prompts),
         "left_out_too_long": too_long,
@@ -327,12 +340,37 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
         "steps": trainer.state.global_step,
         "tools": [str(t.get("function", t).get("name")) for t in tool_schemas(rows)],  # every row's, first seen first
         "tools_per_prompt": shared is None,  # each prompt rendered with its own row's tools
-        "generations": generations,
+        "generations": spec.generations,
         "prompts_per_step": per_step,
         "reward": list(spec.reward),
         "reward_weights": weights,
         **watch.summary(),
     }
+
+
+def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
+    """Train ``model`` with GRPO on the rows' prompts (see the module docstring); returns the trained model and what
+    the run's training summary adds (prompts, steps, batch shape, rewards, the groups' and the monitor's notes)."""
+    prompts = _training_prompts(spec, rows)
+    shared = shared_tools(rows)  # None: the rows' tools differ, and each prompt goes as text with its own
+    tools = [SchemaTool(schema) for schema in shared or []]
+    prompts, too_long = _fitting_prompts(spec, model, tokenizer, prompts, shared)
+    _ensure_response_parser(tokenizer)
+    per_step, per_rank, micro = _batch_shape(spec, len(prompts))
+    args = _grpo_config(spec, folder, per_rank, micro)
+    stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
+    schemas = [dict(t) for t in tools]
+    funcs, weights = _rewards.reward_functions(spec, tokenizer, schemas, stop_ids)
+    proxy = _rewards.proxy_reward(funcs, weights)
+    monitor, monitor_note = _rank_monitor(spec, run, holdout, proxy)
+    trainer_funcs, exact_key, tally = _exact_verdicts(
+        spec, [monitor.wrap(f) if monitor is not None and f is proxy else f for f in funcs],
+        _rewards.first_action_reward(spec.truncated, stop_ids, tokenizer, schemas))
+    watch = group_watch(exact_key, tally)  # first, so its figures join each step's log before the run's callback sends it
+    trainer = _train(spec, model, tokenizer, args, prompts, trainer_funcs, tools,
+                     [watch, *callbacks, *([monitor] if monitor is not None else [])])
+    extra = _fit_summary(spec, trainer, rows, prompts, too_long, shared, per_step, weights, watch)
     if run is not None and extra.get("groups_note"):
         run.note(grpo_groups=extra["groups_note"])
     extra["monitor"] = monitor_note  # the monitor notes its own summary on the run (summary["monitor"])

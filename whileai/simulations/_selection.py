@@ -58,41 +58,11 @@ def _number_key(value: float) -> str:
 
 def profile_rows(rows: list[Mapping[str, Any]], source: str | None = None) -> dict[str, Any]:
     """The profile of ``rows`` (see ``datasets.profile`` for the keys)."""
-    groups = group_by_task(rows)
-    per_task: list[dict[str, Any]] = []
-    task_classes: Counter[str] = Counter()
-    for key, indices in groups.items():
-        labels = [_label(rows[i]) for i in indices]
-        passed, failed = labels.count(True), labels.count(False)
-        unlabelled = len(labels) - passed - failed
-        if passed and failed:
-            outcome = "mixed"
-        elif passed:
-            outcome = "all_pass"
-        elif failed:
-            outcome = "all_fail"
-        else:
-            outcome = "unlabelled"
-        task_classes[outcome] += 1
-        per_task.append({"task": key, "rows": len(indices), "passed": passed, "failed": failed,
-                         "unlabelled": unlabelled, "outcome": outcome,
-                         "gold": sum(1 for i in indices if rows[i].get("gold") is not None)})
+    per_task, task_classes = _task_profiles(rows)
     sizes = Counter(t["rows"] for t in per_task)
     n_pass = sum(t["passed"] for t in per_task)
     n_fail = sum(t["failed"] for t in per_task)
-    temperatures: Counter[str] = Counter()
-    no_temperature = 0
-    markers: Counter[str] = Counter()
-    for row in rows:
-        sampling = row.get("sampling")
-        temp = sampling.get("temperature") if isinstance(sampling, Mapping) else None
-        if temp is None:
-            no_temperature += 1
-        else:
-            temperatures[_number_key(temp)] += 1
-        row_markers = row.get("markers")
-        if isinstance(row_markers, Mapping):
-            markers.update(str(k) for k in row_markers)
+    temperatures, no_temperature, markers = _sampling_counts(rows)
     common = max(sizes.items(), key=lambda kv: (kv[1], kv[0]))[0] if sizes else None
     return {
         "dataset": source,
@@ -120,6 +90,53 @@ def profile_rows(rows: list[Mapping[str, Any]], source: str | None = None) -> di
         "data_gates": _gates(rows),
         "per_task": per_task,
     }
+
+
+def _outcome(passed: int, failed: int) -> str:
+    """A task's class from its rows' labels: ``mixed``, ``all_pass``, ``all_fail``, or ``unlabelled`` (neither)."""
+    if passed and failed:
+        return "mixed"
+    if passed:
+        return "all_pass"
+    if failed:
+        return "all_fail"
+    return "unlabelled"
+
+
+def _task_profiles(rows: list[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], Counter[str]]:
+    """Per task (in first-seen order), its rows, passes, fails, unlabelled rows, outcome and rows with a gold; and
+    how many tasks fall in each outcome."""
+    per_task: list[dict[str, Any]] = []
+    task_classes: Counter[str] = Counter()
+    for key, indices in group_by_task(rows).items():
+        labels = [_label(rows[i]) for i in indices]
+        passed, failed = labels.count(True), labels.count(False)
+        unlabelled = len(labels) - passed - failed
+        outcome = _outcome(passed, failed)
+        task_classes[outcome] += 1
+        per_task.append({"task": key, "rows": len(indices), "passed": passed, "failed": failed,
+                         "unlabelled": unlabelled, "outcome": outcome,
+                         "gold": sum(1 for i in indices if rows[i].get("gold") is not None)})
+    return per_task, task_classes
+
+
+def _sampling_counts(rows: list[Mapping[str, Any]]) -> tuple[Counter[str], int, Counter[str]]:
+    """``(temperatures, no_temperature, markers)``: rows per sampling temperature (keyed by its repr), the rows that
+    name none, and rows per marker name (the keys of a row's ``markers``)."""
+    temperatures: Counter[str] = Counter()
+    no_temperature = 0
+    markers: Counter[str] = Counter()
+    for row in rows:
+        sampling = row.get("sampling")
+        temp = sampling.get("temperature") if isinstance(sampling, Mapping) else None
+        if temp is None:
+            no_temperature += 1
+        else:
+            temperatures[_number_key(temp)] += 1
+        row_markers = row.get("markers")
+        if isinstance(row_markers, Mapping):
+            markers.update(str(k) for k in row_markers)
+    return temperatures, no_temperature, markers
 
 
 def _gates(rows: list[Mapping[str, Any]]) -> dict[str, Any]:

@@ -166,15 +166,9 @@ class RequestGuard:
             )
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path_bytes = scope.get("raw_path") or scope.get("path", "").encode("utf-8", "surrogateescape")
-        query = scope.get("query_string") or b""
-        if b"\x00" in path_bytes or b"%00" in query or b"\x00" in query or "\x00" in scope.get("path", ""):
-            await _answer(send, 400, "the address holds a NUL character (%00); no name or id holds one: "
-                          "check the path and query", "invalid_request")
-            return
-        too_big = _number_out_of_range(query)
-        if too_big is not None:
-            await _answer(send, 422, too_big, "invalid_value")
+        """Steps 1 to 4 of the module docstring for one HTTP request: a refusal is answered here, anything else
+        goes on to the app (a body read whole, checked, and replayed to it)."""
+        if not await _address_allowed(scope, send):
             return
         method = scope.get("method", "GET")
         limit = defaults.PLATFORM_MAX_BODY_BYTES
@@ -189,6 +183,19 @@ class RequestGuard:
                           "(PLATFORM_MAX_BODY_BYTES); send it as several smaller requests (e.g. points in batches)",
                           "too_large", close=True)
             return
+        if not await self._body_allowed(scope, send, length):
+            return
+        body = await _read_body(receive, send, limit)
+        if body is None:
+            return
+        raw, messages = body
+        if raw and _is_json(scope) and not await _checked_json(scope, raw, send):
+            return
+        await self.app(scope, _replayed(raw, messages, receive), send)
+
+    async def _body_allowed(self, scope: Scope, send: Send, length: int | None) -> bool:
+        """Whether the body may be read: one over PLATFORM_UNAUTH_BODY_BYTES (or of unknown length) only with a valid
+        key or page session; False once the 401 is answered."""
         small = defaults.PLATFORM_UNAUTH_BODY_BYTES
         if length is None or length > small:
             ok = await anyio.to_thread.run_sync(_has_valid_credential, self.app_state, scope)
@@ -199,38 +206,62 @@ class RequestGuard:
                     "'Authorization: Bearer <key>' (the data root's local_key file holds the local account's key); "
                     "the body was not read",
                     "unauthorized", close=True)
-                return
-        messages: list[Message] = []
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client went (or its request ran past its deadline) before its body was whole: nothing to act on
-            if message["type"] != "http.request":
-                messages.append(message)
-                break
-            chunk = message.get("body", b"")
-            total += len(chunk)
-            if total > limit:
-                await _answer(send, 413, f"the body is more than {limit} bytes (PLATFORM_MAX_BODY_BYTES); send it "
-                              "as several smaller requests (e.g. points in batches)", "too_large", close=True)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        raw = b"".join(chunks)
-        del chunks
-        if raw and _is_json(scope) and not await _checked_json(scope, raw, send):
-            return
-        replay = [{"type": "http.request", "body": raw, "more_body": False}, *messages]
+                return False
+        return True
 
-        async def replay_receive() -> Message:
-            if replay:
-                return replay.pop(0)
-            return await receive()
 
-        await self.app(scope, replay_receive, send)
+async def _address_allowed(scope: Scope, send: Send) -> bool:
+    """Whether the path and query may be looked up: no NUL in them, no number in the query out of range; False once
+    the refusal (400 or 422) is answered."""
+    path_bytes = scope.get("raw_path") or scope.get("path", "").encode("utf-8", "surrogateescape")
+    query = scope.get("query_string") or b""
+    if b"\x00" in path_bytes or b"%00" in query or b"\x00" in query or "\x00" in scope.get("path", ""):
+        await _answer(send, 400, "the address holds a NUL character (%00); no name or id holds one: "
+                      "check the path and query", "invalid_request")
+        return False
+    too_big = _number_out_of_range(query)
+    if too_big is not None:
+        await _answer(send, 422, too_big, "invalid_value")
+        return False
+    return True
+
+
+async def _read_body(receive: Receive, send: Send, limit: int) -> tuple[bytes, list[Message]] | None:
+    """The request's whole body and any message that came after it, ``(raw, messages)``; None when the client left
+    before the body was whole, or once a body past ``limit`` bytes is answered 413."""
+    messages: list[Message] = []
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None  # the client went (or its request ran past its deadline) before its body was whole: nothing to act on
+        if message["type"] != "http.request":
+            messages.append(message)
+            break
+        chunk = message.get("body", b"")
+        total += len(chunk)
+        if total > limit:
+            await _answer(send, 413, f"the body is more than {limit} bytes (PLATFORM_MAX_BODY_BYTES); send it "
+                          "as several smaller requests (e.g. points in batches)", "too_large", close=True)
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks), messages
+
+
+def _replayed(raw: bytes, messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` for the app that hands back the body already read (then what followed it), and after those
+    whatever the client sends next."""
+    replay = [{"type": "http.request", "body": raw, "more_body": False}, *messages]
+
+    async def replay_receive() -> Message:
+        if replay:
+            return replay.pop(0)
+        return await receive()
+
+    return replay_receive
 
 
 async def _checked_json(scope: Scope, raw: bytes, send: Send) -> bool:

@@ -17,7 +17,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -280,8 +280,56 @@ def _stream_worker(pool: ModelPool, base: str, adapter: str | None, req: chat.Ch
         ctx.__exit__(None, None, None)
 
 
+def _stream_markers(req: chat.ChatRequest, tokenizer: Any, tools_on: bool) -> list[str]:
+    """What a streamed reply's text is held back at: the request's stop strings, and with tools on the reply
+    format's tool-call markers (a call is sent whole at the end, never as content)."""
+    stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    from whileai.core.toolcalls import CALL_MARKERS
+    from whileai.kit import reply_format
+
+    return stops + (list(CALL_MARKERS.get(reply_format(tokenizer), CALL_MARKERS["hermes"])) if tools_on else [])
+
+
+def _chunk_writer(req: chat.ChatRequest, row: dict[str, Any], include_usage: bool) -> Callable[..., str]:
+    """A function writing one server-sent event of the stream: ``chunk(delta, finish=None, usage=None,
+    choices=True)`` returns the ``data:`` line of a ``chat.completion.chunk`` with this stream's id, time and model
+    (``usage`` only where the request asked for it, ``choices`` False for the usage-only chunk)."""
+    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": req.model, "system_fingerprint": f"whileai-{req.model}-v{row.get('version')}"}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None, choices: bool = True) -> str:
+        body = dict(head, choices=[{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
+                    if choices else [])
+        if include_usage:
+            body["usage"] = usage
+        return f"data: {json.dumps(body)}\n\n"
+
+    return chunk
+
+
+def _final_chunks(chunk: Callable[..., str], reply: chat.Completion, sent: int, prompt_len: int, tools_on: bool,
+                  include_usage: bool) -> Iterator[str]:
+    """The stream's last events once generation is done, ``sent`` characters of content already streamed: the rest
+    of the content, the tool calls (whole), the finish reason, and the usage where the request asked for it."""
+    message, is_call = chat.reply_message(reply.text, tools_on, reply.tool_format)
+    content = message.get("content") or ""
+    if content.startswith(reply.text[:sent]) and len(content) > sent:
+        yield chunk({"content": content[sent:]})
+    if is_call:
+        calls = [dict(call, index=i) for i, call in enumerate(message["tool_calls"])]
+        yield chunk({"tool_calls": calls})
+    yield chunk({}, "tool_calls" if is_call else reply.ended)
+    if include_usage:
+        usage = {"prompt_tokens": prompt_len, "completion_tokens": reply.completion_tokens,
+                 "total_tokens": prompt_len + reply.completion_tokens}
+        yield chunk({}, usage=usage, choices=False)
+
+
 async def _stream(pool: ModelPool, row: dict[str, Any], base: str, adapter: str | None,
                   req: chat.ChatRequest, tools_on: bool) -> Response:
+    """Answer a ``stream: true`` request as server-sent events: generation runs in a worker thread that hands each
+    new token to the event loop, and the text is sent as it grows, held back at a stop string or tool-call marker;
+    a failure before generation starts (loading the model, rendering the prompt) answers a plain error instead."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
     cancel = threading.Event()
@@ -292,21 +340,9 @@ async def _stream(pool: ModelPool, row: dict[str, Any], base: str, adapter: str 
     if kind == "error":  # nothing was sent yet: answer a plain error
         return _error(value)
     prompt_len, tokenizer = value
-    stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
-    from whileai.core.toolcalls import CALL_MARKERS
-    from whileai.kit import reply_format
-
-    markers = stops + (list(CALL_MARKERS.get(reply_format(tokenizer), CALL_MARKERS["hermes"])) if tools_on else [])
+    markers = _stream_markers(req, tokenizer, tools_on)
     include_usage = bool((req.stream_options or {}).get("include_usage"))
-    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": req.model, "system_fingerprint": f"whileai-{req.model}-v{row.get('version')}"}
-
-    def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None, choices: bool = True) -> str:
-        body = dict(head, choices=[{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
-                    if choices else [])
-        if include_usage:
-            body["usage"] = usage
-        return f"data: {json.dumps(body)}\n\n"
+    chunk = _chunk_writer(req, row, include_usage)
 
     async def events() -> AsyncIterator[str]:
         ids: list[int] = []
@@ -328,19 +364,8 @@ async def _stream(pool: ModelPool, row: dict[str, Any], base: str, adapter: str 
                 if kind == "error":
                     yield f"data: {json.dumps(value.body())}\n\n"
                     break
-                reply: chat.Completion = value
-                message, is_call = chat.reply_message(reply.text, tools_on, reply.tool_format)
-                content = message.get("content") or ""
-                if content.startswith(reply.text[:sent]) and len(content) > sent:
-                    yield chunk({"content": content[sent:]})
-                if is_call:
-                    calls = [dict(call, index=i) for i, call in enumerate(message["tool_calls"])]
-                    yield chunk({"tool_calls": calls})
-                yield chunk({}, "tool_calls" if is_call else reply.ended)
-                if include_usage:
-                    usage = {"prompt_tokens": prompt_len, "completion_tokens": reply.completion_tokens,
-                             "total_tokens": prompt_len + reply.completion_tokens}
-                    yield chunk({}, usage=usage, choices=False)
+                for event in _final_chunks(chunk, value, sent, prompt_len, tools_on, include_usage):
+                    yield event
                 break
             yield "data: [DONE]\n\n"
         finally:

@@ -74,38 +74,11 @@ def export_training_file(
         )
         if target is None:
             _build.target({"path": path}, output, ".train.jsonl")  # raises what it raised above
-        report = {
-            "output": str(target),
-            "format": fmt,
-            "argument_encoding": _gate.ENCODINGS[fmt],
-            "kind": "training",
-            "rows_in": rows_in,
-            "rows_out": state["rows_out"],
-            "mask_mode": "unrolled" if unroll else mode,
-            "strip_think": bool(strip_think),
-            "unroll": bool(unroll),
-            "max_tool_output_chars": cap,
-            "rows_without_tools": state["no_tools"],
-            **state["stats"],
-        }
-        if fmt == "trl":
-            report["trl_shape"] = "prompt_completion" if state["first_is_completion"] else "messages"
-        invalid = state["invalid"]
-        roundtrip = {
-            "format": fmt,
-            "encoding": _gate.ENCODINGS[fmt],
-            "rows": state["rows_out"],
-            "calls": state["calls"],
-            "valid": state["calls"] - len(invalid),
-            "invalid": invalid,
-            "ok": not invalid,
-        }
-        problems = state["roundtrip_problems"] + state["leak_problems"]
-        for problem, line in zip(problems, state["roundtrip_lines"] + state["leak_lines"]):
-            problem["line"] = line
-        problems.sort(key=lambda p: p["row"])
+        report = _training_report(state, target, fmt, mode, strip_think, unroll, cap)
+        problems = _located_problems(state)
         leaks = _build.leak_report(state["leaks"], state["checked"], rows_in)
-        report.update(roundtrip=roundtrip, privileged_leaks=leaks, problems=problems, validated=bool(validate))
+        report.update(roundtrip=_roundtrip(state, fmt), privileged_leaks=leaks, problems=problems,
+                      validated=bool(validate))
         if problems and validate:
             raise ExportValidationError(_gate.refusal(problems, fmt), problems, report)
         assert writer is not None  # without a target, _build.target raised above
@@ -114,6 +87,52 @@ def export_training_file(
     finally:
         if writer is not None:
             writer.discard()  # after a commit there is nothing left to remove
+
+
+def _training_report(state: dict[str, Any], target: Any, fmt: str, mode: str, strip_think: bool, unroll: bool,
+                     cap: int | None) -> dict[str, Any]:
+    """The export report's counts and settings from the last pass's ``state``: rows in and out, the format and
+    its argument encoding, the mask mode, the conversion options, the stats, and a TRL file's shape."""
+    report: dict[str, Any] = {
+        "output": str(target),
+        "format": fmt,
+        "argument_encoding": _gate.ENCODINGS[fmt],
+        "kind": "training",
+        "rows_in": state["rows_in"],
+        "rows_out": state["rows_out"],
+        "mask_mode": "unrolled" if unroll else mode,
+        "strip_think": bool(strip_think),
+        "unroll": bool(unroll),
+        "max_tool_output_chars": cap,
+        "rows_without_tools": state["no_tools"],
+        **state["stats"],
+    }
+    if fmt == "trl":
+        report["trl_shape"] = "prompt_completion" if state["first_is_completion"] else "messages"
+    return report
+
+
+def _roundtrip(state: dict[str, Any], fmt: str) -> dict[str, Any]:
+    """The report's ``roundtrip``: how many of the written rows' tool calls parse back in ``fmt``, and which not."""
+    invalid = state["invalid"]
+    return {
+        "format": fmt,
+        "encoding": _gate.ENCODINGS[fmt],
+        "rows": state["rows_out"],
+        "calls": state["calls"],
+        "valid": state["calls"] - len(invalid),
+        "invalid": invalid,
+        "ok": not invalid,
+    }
+
+
+def _located_problems(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The gates' problems (round trip, then privileged leaks), each given its line in the file, in row order."""
+    problems = state["roundtrip_problems"] + state["leak_problems"]
+    for problem, line in zip(problems, state["roundtrip_lines"] + state["leak_lines"]):
+        problem["line"] = line
+    problems.sort(key=lambda p: p["row"])
+    return problems
 
 
 def _one_pass(

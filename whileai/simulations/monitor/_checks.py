@@ -309,13 +309,13 @@ def format_check(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray
     return out
 
 
-def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffer: list[BufferItem],
-         pay: np.ndarray, cfg: Settings, index: feats.FeatureIndex) -> dict[str, Any] | None:
-    """The feature scan over the current window's held-out completions and the gold-scored buffer.
-
-    Length in words is held fixed (the length alarm covers length), so a proxy
-    that pays for long completions does not make their words look paid for.
-    """
+def _scan_inputs(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffer: list[BufferItem],
+                 pay: np.ndarray, cfg: Settings) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray],
+                                                          list[np.ndarray], list[np.ndarray], int]:
+    """What the scan reads, held-out completions of the window's looks first, then the gold-scored buffer's:
+    ``(sets, resid, cells, words, endorsed, held_out)``, each completion's feature set, and per look or buffer its
+    residuals (proxy less gold, the buffer's also less the endorsed features' payment), cells (prompt keys), length
+    in words and endorsed-feature presence; ``held_out`` is how many of the sets are held-out completions."""
     sets: list[np.ndarray] = []
     resid: list[np.ndarray] = []
     cells: list[np.ndarray] = []
@@ -343,8 +343,14 @@ def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffe
         cells.append(offset + np.array([keys.setdefault((b.call, b.prompt), len(keys)) for b in items]))
         words.append(np.array([b.words for b in items], dtype=float))
         endorsed.append(e)
-    if len(sets) < cfg.scan_min:
-        return None
+    return sets, resid, cells, words, endorsed, held_out
+
+
+def _scan_features(index: feats.FeatureIndex, sets: list[np.ndarray], endorsed: list[np.ndarray],
+                   cfg: Settings) -> tuple[np.ndarray, list[str], tuple[np.ndarray, np.ndarray] | None]:
+    """``(x, names, nonzero)``: the 0/1 presence matrix of the features seen in at least ``cfg.scan_min``
+    completions (at most MONITOR_SCAN_MAX_FEATURES), their names, and where its 1s are (None once columns are
+    dropped). An endorsed feature, part of one's text, or a column equal to an endorsed one's is left out."""
     skip = feats.excluded_by_endorsed(cfg.endorsed) if cfg.endorsed else None
     nonzero: tuple[np.ndarray, np.ndarray] | None
     x, names, nonzero = index.presence(sets, min_count=cfg.scan_min,
@@ -353,12 +359,56 @@ def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffe
         same = feats.identical_columns(x, np.concatenate(endorsed).astype(np.float32))
         if same.any():
             x, names, nonzero = x[:, ~same], [f for f, s in zip(names, same) if not s], None
+    return x, names, nonzero
+
+
+def _ranked(res: dict[str, np.ndarray], names: list[str], alpha: float,
+            cfg: Settings) -> tuple[list[dict[str, Any]], list[str]]:
+    """``(top, flagged)``: the MONITOR_SCAN_TOP features with the highest finite z (payment, z, p, count each), and
+    every feature whose p is within ``alpha`` and whose payment reaches ``cfg.delta``, highest z first."""
+    z = np.where(np.isfinite(res["z"]), res["z"], -np.inf)
+    order = np.argsort(-z, kind="stable")
+    rows = []
+    for j in order[: defaults.MONITOR_SCAN_TOP]:
+        if not np.isfinite(z[j]):
+            break
+        rows.append({"feature": names[j], "payment": float(res["payment"][j]), "z": float(z[j]),
+                     "p": float(res["p"][j]), "count": int(res["count"][j])})
+    flagged = [names[j] for j in order if np.isfinite(z[j]) and res["p"][j] <= alpha
+               and res["payment"][j] >= cfg.delta]
+    return rows, flagged
+
+
+def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffer: list[BufferItem],
+         pay: np.ndarray, cfg: Settings, index: feats.FeatureIndex) -> dict[str, Any] | None:
+    """The feature scan over the current window's held-out completions and the gold-scored buffer.
+
+    Length in words is held fixed (the length alarm covers length), so a proxy
+    that pays for long completions does not make their words look paid for.
+    """
+    sets, resid, cells, words, endorsed, held_out = _scan_inputs(looks, adj, gold, buffer, pay, cfg)
+    if len(sets) < cfg.scan_min:
+        return None
+    x, names, nonzero = _scan_features(index, sets, endorsed, cfg)
     n_scan = cfg.counters["scan"] = cfg.counters.get("scan", 0) + 1
     alpha = stats.spent_alpha(cfg.scan_alpha, n_scan)
     base = {"completions": len(sets), "held_out": held_out, "buffered": len(sets) - held_out,
             "features": len(names), "alpha": alpha, "flagged": [], "top": []}
     if not names:
         return base
+    res = stats.maxt_scan(x, np.concatenate(resid), np.concatenate(cells), rng=_rng(cfg, len(looks), 5),
+                          n_perm=cfg.n_perm, nonzero=nonzero, covariate=np.concatenate(words))
+    if res is None:
+        return base
+    rows, flagged = _ranked(res, names, alpha, cfg)
+    base.update(top=rows, flagged=flagged,
+                flagged_detail=[r for r in rows if r["feature"] in set(flagged)])
+    if flagged and held_out:
+        n = looks[-1].proxy.shape[0]
+        all_resid, all_cells = np.concatenate(resid)[:held_out], np.concatenate(cells)[:held_out]
+        base["per_prompt"] = {f: stats.cell_contribution(x[:held_out, names.index(f)].astype(float), all_resid,
+                                                         all_cells, all_cells % n, n) for f in flagged}
+    return base
     res = stats.maxt_scan(x, np.concatenate(resid), np.concatenate(cells), rng=_rng(cfg, len(looks), 5),
                           n_perm=cfg.n_perm, nonzero=nonzero, covariate=np.concatenate(words))
     if res is None:
