@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +25,12 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: idle threads sleep, not spin (JOB_ENV_DEFAULTS)
 os.environ.setdefault("WANDB_DISABLED", "true")
+
+# A suite started in the background of a non-interactive shell (``pytest ... &``) inherits SIGINT ignored, and so
+# would every process it starts: the Ctrl-C tests would then wait for an interrupt that never comes. Python's own
+# handler restores what a terminal gives; an exec'd child then starts with SIGINT at its default, as a user's does.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 _PG_ADMIN_URL = os.environ.get("WHILEAI_TEST_POSTGRES_URL") or "postgresql+psycopg://postgres@127.0.0.1:5432/test"
