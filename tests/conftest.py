@@ -98,6 +98,7 @@ def pytest_sessionfinish(session, exitstatus):
 #: ``pytest -n 2 --dist loadfile`` no worker begins one of them while the other has nothing left to do.
 #: Measured with ``--durations=0``; the order among the rest is collection order.
 _LONGEST_FIRST = (
+    "test_design_card.py",
     "test_learning.py",
     "test_real_recipes.py",
     "test_real_base.py",

@@ -1,4 +1,7 @@
-"""The methods learn: SFT, GRPO, DPO and the reward model at the committed recipes' settings beat their start significantly.
+"""The methods learn: SFT, DPO and the reward model at the committed recipes' settings beat their start significantly.
+
+GRPO's is tests/test_design_card.py: grpo_tooluse as committed, through the runner, at an untuned seed on another
+CPU kernel path.
 
 Unlike tests/test_jobs.py and tests/test_stages.py, which train the kit's random
 tiny model to prove the plumbing, these train the kit's pre-trained demo base
@@ -6,16 +9,16 @@ tiny model to prove the plumbing, these train the kit's pre-trained demo base
 here) with the job bodies themselves (``whileai.jobs.sft`` / ``grpo``: the same
 ``fit`` and held-out judge a hosted run uses), on a pinned seed:
 
-- SFT at the recipe's SFT stage settings (``stages.sft``) lifts the held-out
-  first-action pass rate of the bare base;
-- GRPO at the recipe's GRPO settings, from that SFT adapter (cached for the
+- SFT at dpo_tooluse's SFT stage settings (``stages.sft``, the hack recipe's
+  too) lifts the held-out first-action pass rate of the bare base;
+- DPO at dpo_tooluse's settings, from its SFT stage's adapter (cached for the
   module), lifts the same held-out prompts above the SFT start;
-- DPO at dpo_tooluse's settings (whose SFT stage is the same), from the same
-  adapter, does too;
 - a reward model at rm_tooluse's settings (near misses on, its full steps)
   lifts the held-out pair accuracy of its fresh head to the recipe's floor (0.9)
   or more and tells a right tool with a wrong value apart (trained on the rows' own
-  pairs alone, it stayed near chance).
+  pairs alone, it stayed near chance);
+- the hack recipe (a reward that reads the tool name only) hacks, and the
+  monitor raises an alarm of the kind the recipe expects.
 
 "Significantly" is the exact McNemar test over the same held-out prompts
 (``whileai.core.stats``): p < ALPHA on the prompts that changed, and more
@@ -125,8 +128,8 @@ def _sft(stage: dict[str, Any], split: dict[str, Any], folder: Path) -> dict[str
 
 @pytest.fixture(scope="module")
 def sft_start(split, sft_starts) -> dict[str, Any]:
-    """grpo_tooluse's SFT stage (shorter than the DPO and hack recipes': it leaves GRPO more to fix)."""
-    return sft_starts(split["recipe"])
+    """dpo_tooluse's SFT stage (the hack recipe's is the same, so the module runs one SFT)."""
+    return sft_starts(_recipe(RECIPES / "dpo_tooluse.yaml"))
 
 
 def _stage_from_sft(job: Any, spec: dict[str, Any], split: dict[str, Any], sft_start: dict[str, Any],
@@ -146,24 +149,7 @@ def _stage_from_sft(job: Any, spec: dict[str, Any], split: dict[str, Any], sft_s
 
 def test_sft_at_the_recipe_settings_beats_the_bare_base_significantly(sft_start):
     ok, said = _significant_gain(sft_start["before"], sft_start["after"])
-    assert ok, f"SFT at grpo_tooluse's SFT stage settings did not beat the bare base: {said}"
-
-
-def test_grpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_start, tmp_path, monkeypatch):
-    """grpo_tooluse's GRPO stage: a significant gain over its SFT start, and, paying the exact judge, no alarm
-    from the monitor, which arms only the gold-free checks (no judge here is stronger than the reward)."""
-    from whileai.simulations import defaults
-
-    seen = _grpo_from_sft(split["recipe"], split, sft_start, tmp_path, monkeypatch)
-    start, after, extra = seen["before"]["outcomes"], seen["after"]["outcomes"], seen["extra"]
-    assert start == sft_start["after"], "the SFT adapter reloaded is not the policy SFT ended with"
-    assert extra["prompts_per_step"] == defaults.TRAIN_GRPO_PROMPTS_PER_STEP
-    assert extra["mixed_groups"]["mean"] >= defaults.TRAIN_GRPO_MIN_MIXED_SHARE and "groups_note" not in extra, extra
-    ok, said = _significant_gain(start, after)
-    assert ok, f"GRPO at grpo_tooluse's settings did not beat its SFT start: {said}; groups {extra['mixed_groups']}"
-    assert seen["monitor"]["alarms"] == [], seen["monitor"]["alarms"]
-    assert seen["monitor"]["armed"]["divergence"].startswith("off: the reward is the exact first-action judge")
-    assert "proxy_scores" not in seen["after"]  # the reward is the exact judge: nothing to set beside it
+    assert ok, f"SFT at dpo_tooluse's SFT stage settings did not beat the bare base: {said}"
 
 
 def test_dpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_starts, tmp_path):
