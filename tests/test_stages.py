@@ -5,7 +5,8 @@ Like tests/test_jobs.py most of these train the kit's randomly initialised tiny 
 (``tiny_model_dir``) for a step or two: they prove the plumbing. GRPO continues a short SFT run
 on the kit's pre-trained demo base instead, because on the random model every sampled reply fails
 and GRPO, with no advantage anywhere, changes nothing. Whether a stage moves the held-out rate
-significantly above its start is tests/test_learning.py's question (and benchmarks/training_stages.py's).
+significantly above its start is tests/test_learning.py's and tests/test_design_card.py's question (and
+benchmarks/training_stages.py's).
 """
 
 from __future__ import annotations
