@@ -3,12 +3,14 @@
     python scripts/screenshots.py                 # writes docs/screenshots/*.png
     python scripts/screenshots.py --out /tmp/shots
     python scripts/screenshots.py --real ~/.whileai   # also the real runs of that data root (real-*.png)
+    python scripts/screenshots.py --run /tmp/shots-home  # runs the real recipes there first, then as --real
 
 It seeds a fresh store in a temporary folder (an SFT run, a finished GRPO run
 whose HackMonitor fired an alarm, a failed DPO run, a running run and a
 six-run sweep over beta and seed), starts the platform on a loopback port, signs
 in with a one-time link and writes the runs list, the GRPO run, a comparison and the
-sweep at 1280 px and at 390 px (phone width), light and dark.
+sweep at 1280 px and at 390 px (phone width), light and dark. Each seeded picture carries a banner that
+says it is seeded (SEEDED_BANNER), so none passes for a real run.
 
 With ``--real DATA_ROOT`` it then serves that data root's own store (read only:
 nothing is written to it) and writes its runs list and each of its newest runs
@@ -168,9 +170,26 @@ def seed(store) -> dict[str, str]:
     return ids
 
 
+#: the banner every seeded page carries in its picture: a made-up run must never pass for a real one
+SEEDED_BANNER = ("seeded example: made-up runs written straight into a store by scripts/screenshots.py, "
+                 "not a training run")
+
+
+def _stamp_seeded(page) -> None:
+    """Put SEEDED_BANNER at the top of the page, so the picture itself says it is seeded."""
+    page.evaluate("""text => {
+        const note = document.createElement('div');
+        note.textContent = text;
+        note.setAttribute('style', 'background:#fde68a;color:#111;font:600 14px system-ui;padding:8px 12px;'
+                                   + 'border-bottom:2px solid #b45309');
+        document.body.prepend(note);
+    }""", SEEDED_BANNER)
+
+
 def _shoot(browser, base_url: str, signin: Callable[[], str], pages: dict[str, str], out: Path,
-           dark: tuple[str, ...]) -> None:
-    """Each page at 1280 and 390 px (light), and those named in ``dark`` at 1280 px dark too."""
+           dark: tuple[str, ...], seeded: bool = False) -> None:
+    """Each page at 1280 and 390 px (light), and those named in ``dark`` at 1280 px dark too; ``seeded`` pages
+    carry SEEDED_BANNER in the picture."""
     for width, height, scheme, tag in ((1280, 900, "light", "1280"), (390, 844, "light", "390"),
                                        (1280, 900, "dark", "1280-dark")):
         context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme,
@@ -184,6 +203,8 @@ def _shoot(browser, base_url: str, signin: Callable[[], str], pages: dict[str, s
             page.goto(base_url + path)
             page.wait_for_selector("main h1")
             page.wait_for_timeout(600)
+            if seeded:
+                _stamp_seeded(page)
             target = out / f"{name}-{tag}.png"
             page.screenshot(path=str(target), full_page=True)
             print(f"wrote {target}")
@@ -227,11 +248,29 @@ def _real(browser, home: Path, out: Path) -> None:
             os.environ["WHILEAI_HOME"] = before
 
 
+#: what --run runs, as a user types it: the real pictures are of these runs
+REAL_RECIPES = (["recipe=sft_tooluse", "steps=150"], ["recipe=grpo_tooluse"])
+
+
+def _run_recipes(home: Path) -> None:
+    """``python -m whileai run`` each of REAL_RECIPES with ``home`` as the data root; stops at the first that fails."""
+    import subprocess
+    import sys
+
+    home.mkdir(parents=True, exist_ok=True)
+    for args in REAL_RECIPES:
+        print("running python -m whileai run " + " ".join(args), flush=True)
+        done = subprocess.run([sys.executable, "-m", "whileai", "run", *args], env={**os.environ, "WHILEAI_HOME": str(home)})
+        if done.returncode != 0:
+            raise SystemExit(f"python -m whileai run {' '.join(args)} ended with exit code {done.returncode}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "docs" / "screenshots"))
     p.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     p.add_argument("--real", metavar="DATA_ROOT", help="also shoot the real runs in this data root's store")
+    p.add_argument("--run", metavar="DATA_ROOT", help="first run REAL_RECIPES into this data root, then shoot them")
     args = p.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -248,9 +287,12 @@ def main(argv: list[str] | None = None) -> int:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_FLAGS)
             _shoot(browser, handle.base_url, lambda: signin_link(handle.store, ids["account"], handle.base_url, "/runs"),
-                   pages, out, ("run-grpo",))
-            if args.real:
-                _real(browser, Path(args.real).expanduser(), out)
+                   pages, out, ("run-grpo",), seeded=True)
+            if args.run:
+                _run_recipes(Path(args.run).expanduser())
+            real = args.run or args.real
+            if real:
+                _real(browser, Path(real).expanduser(), out)
             browser.close()
     finally:
         handle.stop()
