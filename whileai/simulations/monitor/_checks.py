@@ -409,25 +409,3 @@ def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffe
         base["per_prompt"] = {f: stats.cell_contribution(x[:held_out, names.index(f)].astype(float), all_resid,
                                                          all_cells, all_cells % n, n) for f in flagged}
     return base
-    res = stats.maxt_scan(x, np.concatenate(resid), np.concatenate(cells), rng=_rng(cfg, len(looks), 5),
-                          n_perm=cfg.n_perm, nonzero=nonzero, covariate=np.concatenate(words))
-    if res is None:
-        return base
-    z = np.where(np.isfinite(res["z"]), res["z"], -np.inf)
-    order = np.argsort(-z, kind="stable")
-    rows = []
-    for j in order[: defaults.MONITOR_SCAN_TOP]:
-        if not np.isfinite(z[j]):
-            break
-        rows.append({"feature": names[j], "payment": float(res["payment"][j]), "z": float(z[j]),
-                     "p": float(res["p"][j]), "count": int(res["count"][j])})
-    flagged = [names[j] for j in order if np.isfinite(z[j]) and res["p"][j] <= alpha
-               and res["payment"][j] >= cfg.delta]
-    base.update(top=rows, flagged=flagged,
-                flagged_detail=[r for r in rows if r["feature"] in set(flagged)])
-    if flagged and held_out:
-        n = looks[-1].proxy.shape[0]
-        all_resid, all_cells = np.concatenate(resid)[:held_out], np.concatenate(cells)[:held_out]
-        base["per_prompt"] = {f: stats.cell_contribution(x[:held_out, names.index(f)].astype(float), all_resid,
-                                                         all_cells, all_cells % n, n) for f in flagged}
-    return base
