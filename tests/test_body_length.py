@@ -59,3 +59,23 @@ def test_the_body_starts_after_the_docstring_and_takes_in_nested_functions():
     assert _body_lines(functions["outer"]) == 5  # x = 1 to return inner, the nested function with its docstring
     assert _body_lines(functions["outer.inner"]) == 1
     assert _body_lines(functions["only_doc"]) == 0
+
+
+def _unreachable(tree: ast.AST) -> list[int]:
+    """Lines of statements that follow a return, raise, continue or break in the same block: code no path runs."""
+    found = []
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                found += [block[i + 1].lineno for i, statement in enumerate(block[:-1])
+                          if isinstance(statement, (ast.Return, ast.Raise, ast.Continue, ast.Break))]
+    return found
+
+
+def test_no_statement_follows_a_return_in_the_same_block():
+    """A body split into steps must not leave its old tail behind the new return."""
+    dead = [f"whileai/{path.relative_to(PACKAGE).as_posix()}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
+            for line in _unreachable(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not dead, f"unreachable statements at: {', '.join(dead)}"
+    assert _unreachable(ast.parse("def f():\n    return 1\n    x = 2\n")) == [3]
