@@ -42,6 +42,7 @@ ALLOWED = {
     "whileai/platform/store/migrations/versions/NNNN_what.py": "the pattern of a schema revision's file name",
     "alembic.ini": "named to say there is none (the revisions run without one)",
     "_private": "the word for any private module or name, not a name",
+    "runner/timings.jsonl": "a file in the user's data root (runner/_estimate.py), not in the repository",
 }
 
 _EXTENSIONS = "py|md|yaml|yml|toml|json|jsonl|js|css|html|jinja|sh|txt|ini|cfg|png"
