@@ -446,21 +446,21 @@ def _run_stage(plan: _Plan, index: int, stage: Stage, resolved: RunSpec) -> int 
         return 0
     prompts, expected = _say_estimate(plan, label, resolved)
     code = _follow_to_end(plan, run, label, expected)
-    if code is None:
+    if code is None and prompts is not None:  # times kept only with the prompt count the next estimate uses
         _estimate.record(resolved, run.training or {}, prompts)
     return code
 
 
-def _say_estimate(plan: _Plan, label: str, resolved: RunSpec) -> tuple[int, _estimate.Estimate | None]:
+def _say_estimate(plan: _Plan, label: str, resolved: RunSpec) -> tuple[int | None, _estimate.Estimate | None]:
     """Before a stage that will take over ESTIMATE_SAY_S, about how long, from this data root's earlier stages;
-    returns the held-out prompts counted and the estimate (None where there is none)."""
+    returns the held-out prompts counted (None where counting failed) and the estimate (None where there is none)."""
     from ._power import heldout_prompts
 
     try:
         prompts = heldout_prompts(plan.held_rows, getattr(resolved, "holdout_rows", None))
         expected = _estimate.estimate(resolved, prompts)
     except Exception:  # an estimate is a courtesy: nothing about it may stop the run
-        return 0, None
+        return None, None
     if expected is not None and expected.seconds >= defaults.ESTIMATE_SAY_S:
         plan.progress.line(expected.line(label))
     return prompts, expected
