@@ -46,8 +46,8 @@ ID_HEX_BYTES = 8
 #: Socket options for every client connection whileai opens (the SDK's client, the
 #: serving forwarder to a remote deployment): Nagle off (TCP_NODELAY), as urllib3
 #: does by default. A request goes out as two writes (headers, then the JSON body);
-#: with Nagle on, the body can wait for the server's delayed ACK of the headers,
-#: ~40 ms a call over a real network.
+#: with Nagle on, the body can wait for the server's delayed ACK of the headers
+#: (Linux's delayed ACK is 40 ms) on every call over a real network.
 NO_NAGLE = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 # ---------------------------------------------------------------------------
@@ -200,9 +200,10 @@ TRAIN_GRPO_MIN_MIXED_SHARE = 0.1
 TRAIN_MAX_LENGTH = 2048
 
 #: Held-out rows the before/after pass rate is measured on (at most; a holdout
-#: bigger than this is subsampled with the run's seed). Greedy generation on a
-#: CPU costs ~0.1 s a row with the kit's base; 200 rows keeps before+after
-#: under a minute there while the rate's standard error stays under 0.04.
+#: bigger than this is subsampled with the run's seed). 200 rows keep the kit
+#: base's greedy before and after under a minute on a CPU
+#: (benchmarks/MEASURED.md#holdout-row-time) while the rate's standard error
+#: stays under 0.04.
 TRAIN_HOLDOUT_MAX_ROWS = 200
 
 #: The row field a held-out measurement is broken down by, before and after per value, when the
@@ -215,8 +216,8 @@ HOLDOUT_GROUP_FIELD = "category"
 #: ``python -m whileai resume RUN_ID`` (or a Modal retry after preemption) continues
 #: from the last one. A LoRA's checkpoint is small (its adapter and an optimizer
 #: state twice its size: a few MB at rank 16 on a 1.5B base), and saving it costs
-#: well under a second; every 50 steps loses at most a few minutes of a GPU run
-#: (a GRPO step of the kit's recipes takes 2-6 s on an A10G). 0 turns them off; a
+#: well under a second; a preempted run loses at most 50 steps, a few minutes of
+#: a GPU run at a step of seconds. 0 turns them off; a
 #: run of this many steps or fewer saves none (it would only resume at its end).
 TRAIN_SAVE_STEPS = 50
 

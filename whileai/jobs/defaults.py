@@ -11,11 +11,11 @@ from __future__ import annotations
 # A job's process
 # ---------------------------------------------------------------------------
 
-#: Torch threads of a job on a CPU (WHILEAI_JOB_THREADS overrides). Measured on a
-#: shared 2-core machine: the kit base's greedy reply of 96 tokens took 2.0 s on
-#: one thread and 9.9 s on two, because a tiny model's ops are too small to split
-#: and the threads fight the other processes for cores. Bigger bases on bigger
-#: CPUs want more: set the variable.
+#: Torch threads of a job on a CPU (WHILEAI_JOB_THREADS overrides). One: on a shared
+#: 2-core machine the kit base's greedy reply was several times faster on one thread
+#: than on two (benchmarks/MEASURED.md#job-threads), because a tiny model's ops are
+#: too small to split and the threads fight the other processes for cores. Bigger
+#: bases on bigger CPUs want more: set the variable.
 JOB_CPU_THREADS = 1
 JOB_CPU_THREADS_ENV = "WHILEAI_JOB_THREADS"
 

@@ -10,7 +10,9 @@ every later use, in any process (runs, serving, ``reproduce``), loads that
 folder. Its ``whileai_kit.json`` records the source file, the full hash and the
 quantisation; ``gguf_record`` gives that record for a run.
 
-    folder = import_gguf("smollm2-135m")      # ~15-70 s the first time, then at once
+    folder = import_gguf("smollm2-135m")      # converted the first time, then at once
+
+The first import reads, dequantises and writes the whole model (benchmarks/MEASURED.md#gguf-import).
 """
 
 from __future__ import annotations

@@ -33,9 +33,9 @@ KIT_MAX_POSITIONS = 512
 #: The tiny model's shape (a Llama config; see whileai.kit.tiny_model). Measured on a
 #: 2-core CPU with torch 2.13 / TRL 1.16: a model of this shape (hidden 128,
 #: 2 layers) learned the sample task reliably (0 -> 0.93 / 1.00 / 1.00 held-out
-#: first-action pass rate over three seeds of full SFT in ~3-4 minutes); a 154k model
-#: was seed-sensitive (0 -> 1.0 with one seed, 0 -> 0.40 with another); a larger 2.9M
-#: candidate was slower and did not learn in 5 minutes. The kit model itself has 524,928
+#: first-action pass rate over three seeds of full SFT, in minutes: benchmarks/MEASURED.md#kit-shape);
+#: a 154k model was seed-sensitive (0 -> 1.0 with one seed, 0 -> 0.40 with another); a larger 2.9M
+#: candidate was slower and had not learned it in the same time. The kit model itself has 524,928
 #: parameters (counted on the built model).
 KIT_HIDDEN_SIZE = 128
 KIT_LAYERS = 2
@@ -72,7 +72,8 @@ KIT_SAMPLE_HOLDOUT = 0.2
 #: 1000 steps gave no better LoRA result (0.875 vs 0.887 held-out).
 KIT_BASE_NAME = "whileai/tiny-tooluse-base"
 #: What a run says pre-training a base in code takes (a base of another seed than KIT_BASE_SEED; the
-#: default one ships). Not a KIT_ name: KIT_* values fingerprint the cached base (_base._recipe), and a
+#: default one ships): the shared-machine figure of benchmarks/MEASURED.md#kit-base-build, so the
+#: message does not promise too little. Not a KIT_ name: KIT_* values fingerprint the cached base (_base._recipe), and a
 #: time estimate does not change its weights.
 DEMO_BASE_BUILD_S = 80
 #: SHA-256 of the packaged demo base's weights (kit/data/base/model.safetensors), checked whenever a data
@@ -88,8 +89,8 @@ KIT_BASE_SEED = 0
 #: differently over another thread count, and 600 steps carry the difference: a base built on 2
 #: threads and one built on 1 (as inside a job, JOB_CPU_THREADS) share a cache name but not their
 #: weights, and their 60-step SFT stages passed 34 and 38 of 73 held-out prompts. One thread is what
-#: a job uses (the first run on a data root builds it there); on a 2-core CPU it costs 48 s of the
-#: 600 steps against 27 s on 2 threads.
+#: a job uses (the first run on a data root builds it there), at about twice the time two threads take
+#: (benchmarks/MEASURED.md#kit-base-build).
 KIT_BASE_THREADS = 1
 KIT_BASE_STEPS = 600
 KIT_BASE_BATCH = 8
@@ -124,9 +125,9 @@ KIT_BASE_COPY_INIT = True
 #: LoRA SFT of the demo base on the sample task: the hosted trainer's defaults for the kit
 #: base. Measured with benchmarks/kit_lora_sft.py (passing rows of the 320 train tasks,
 #: 768 rows; assistant-only loss; gradient checkpointing off; 80 held-out tasks, greedy):
-#: base seed 0: 0.000 -> 0.887, base seed 1: 0.000 -> 0.900; the 300 steps take 146 s on
-#: 2 threads of a 2-core CPU. Through the hosted job (benchmarks/training_sample_learns.py,
-#: 73 held-out prompts): 0.000 -> 0.918, in 87 s of training after a 42 s base build.
+#: base seed 0: 0.000 -> 0.887, base seed 1: 0.000 -> 0.900, in a few minutes of a 2-core CPU
+#: (benchmarks/MEASURED.md#kit-sft-time). Through the hosted job
+#: (benchmarks/training_sample_learns.py, 73 held-out prompts): 0.000 -> 0.918.
 KIT_SFT_STEPS = 300
 KIT_SFT_BATCH = 8
 #: Constant after warmup. 2e-3 and 5e-3 were tried only on bases without the copy init.

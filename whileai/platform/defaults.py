@@ -312,7 +312,7 @@ JOB_STALE_S = 100.0
 #: How long the reconciler waits for a dead job's exit note (launcher/_pids.py). Its reaper (the warm process or
 #: the launcher) writes the note right after its waitpid returns, but the reconciler can see the process gone (a
 #: zombie, or reaped) a moment before: a short wait lets the error say "killed by SIGKILL" instead of guessing.
-#: Paid once per dead job, never by a running one; the write itself takes well under 10 ms.
+#: Paid once per dead job, never by a running one; the note is one small file written and renamed.
 EXIT_NOTE_WAIT_S = 2.0
 
 #: A silent job whose process on this host is still computing (its processes' CPU time rises over
@@ -325,9 +325,9 @@ JOB_BUSY_SAMPLE_S = 0.25
 
 #: Environment every job's worker gets unless the user's own environment sets the variable.
 #: TOKENIZERS_PARALLELISM: the Rust tokenizer's thread pool warns and deadlocks after a fork.
-#: OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning. On a loaded 2-core
-#: machine a tiny model's forward pass took 8.4 s with the default spin and 1.4 s passive
-#: (measured here); on an idle machine the difference is within noise.
+#: OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning, which on a loaded machine
+#: made a tiny model's forward pass about six times faster and on an idle one changed nothing
+#: measurable (benchmarks/MEASURED.md#omp-passive).
 JOB_ENV_DEFAULTS: dict[str, str] = {"TOKENIZERS_PARALLELISM": "false", "OMP_WAIT_POLICY": "PASSIVE"}
 
 #: A local job that has not sent its first heartbeat within this many seconds of

@@ -269,7 +269,7 @@ def serve_in_thread(host: str = "127.0.0.1", port: int = 0, store_url: str | Non
 
     store = Store(store_url)
     # proto=IPPROTO_TCP, not the default 0: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets
-    # whose proto says TCP, and with Nagle on every response waits ~40 ms for the client's delayed ACK
+    # whose proto says TCP, and with Nagle on every response waits for the client's delayed ACK (Linux's is 40 ms)
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))

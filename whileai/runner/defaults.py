@@ -105,9 +105,8 @@ INIT_HOLDOUT = 0.2
 #: ``quick=true`` (whileai/runner/quick.py): steps each stage trains at most, and held-out prompts
 #: measured at most. Four optimizer steps prove that data, gates, the trainer, the adapter and the
 #: held-out measure all work; the held-out measure (generation, before and after) is most of a short
-#: CPU run, so eight prompts instead of the recipes' 40. Measured 2026-12-02 on 2 shared cores:
-#: ``run recipe=sft_tooluse quick=true`` took 2 min 36 s on a fresh data root, about 80 s of it
-#: building the kit's base once (DEMO_BASE_BUILD_S); the issue's full pass took 58 minutes.
+#: CPU run, so eight prompts instead of the recipes' 40. A quick run of the main recipe is then a few
+#: minutes against the better part of an hour for the full checks (benchmarks/MEASURED.md#quick-run).
 QUICK_STEPS = 4
 QUICK_HOLDOUT_ROWS = 8
 
@@ -125,7 +124,8 @@ EXPORT_CHECK_PROMPTS = 8
 TIMINGS_FILE = "runner/timings.jsonl"
 
 #: A stage's estimate is said before it starts only when it is at least this long, in seconds: a one-minute
-#: stage needs no warning, a ten-minute one does (issue: a quick SmolLM2 run took 8 min 50 s unannounced).
+#: stage needs no warning, a ten-minute one does (a quick SmolLM2 run once ran for minutes unannounced:
+#: benchmarks/MEASURED.md#quick-run).
 ESTIMATE_SAY_S = 60.0
 
 #: The latest stages of the same method, base and target an estimate takes the median rates of: a few, so one

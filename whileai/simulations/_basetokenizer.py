@@ -76,7 +76,8 @@ def _folder_limit(path: str) -> int:
     """The context limit of the base at ``path``: config.json's ``max_position_embeddings`` read as JSON where the
     folder has one that names it, else through AutoConfig (which maps other names, GPT-2's ``n_positions``, onto it).
 
-    AutoConfig imports the model registry and torch (~2 s); the runner reads a folder's limit without either."""
+    AutoConfig imports the model registry and torch (benchmarks/MEASURED.md#autoconfig-import); the runner reads a
+    folder's limit without either."""
     found = _json_file(Path(path) / "config.json")
     if isinstance(found.get("max_position_embeddings"), int):
         from types import SimpleNamespace

@@ -180,7 +180,8 @@ def check_context(rows: Sequence[Mapping[str, Any]], method: str, base_model: st
     base = base_model or defaults.KIT_BASE_NAME
     config = config or {}
     # the runner's selection report and wai.train's gate check the same rows under the same spec, one after the
-    # other: the second is answered from the first (tokenizing every row again cost ~1-2 s a run)
+    # other: the second is answered from the first, not by tokenizing every row again
+    # (benchmarks/MEASURED.md#selection-memo)
     memo = _memo_key(rows, method, base, config, per_task)
     if memo is not None and memo in _CHECKED:
         return copy.deepcopy(_CHECKED[memo])

@@ -87,8 +87,8 @@ FLUSH_BATCH_POINTS = 5000
 
 #: Deadline of one tracking send, in seconds. Only the flush thread waits on it,
 #: never the training loop. A 5,000-point batch lands in well under a second on
-#: a healthy server, so a send that takes 10 s means the platform is down or
-#: wedged and the points wait for the next try.
+#: a healthy server, so a send still unanswered after 10 s means the platform is
+#: down or wedged and the points wait for the next try.
 TRACKING_TIMEOUT_S = 10.0
 
 #: Backoff after failed sends: the background thread waits RETRY_BACKOFF_S,
@@ -227,14 +227,12 @@ EXPORT_PROBLEMS_IN_MESSAGE = 10
 
 #: Bytes of whole JSONL lines (rows) that ``export_dataset`` reads, checks,
 #: converts, gates and writes at a time when its source is a file, so its memory
-#: follows the chunk and not the file (at least one row per chunk). Measured on
-#: benchmarks/export_throughput.py's 100,000 rows (1.47 KB each, 2 shared EPYC
-#: cores, 1 MB of L2 each), CPU seconds of the export and peak RSS of the process:
-#: 8-128 KiB all 2.3-2.7 s and 31-32 MB; 256 KiB 2.5-2.8 s; 1 MiB 4.8-6.0 s and
-#: 47 MB; 1,000 rows (1.4 MiB) 6.1-7.2 s; the whole file at once 4.6-6.2 s and
-#: 1.5 GB. Past ~128 KiB a chunk's objects (about ten times its bytes) outgrow the
-#: core's cache and every step slows. 64 KiB is half the last flat point, room
-#: for smaller caches. Counted in bytes, not rows: what costs is the size.
+#: follows the chunk and not the file (at least one row per chunk). The export's
+#: CPU time is flat from 8 to 128 KiB and rises past it, and the whole file at once
+#: costs fifty times the memory (benchmarks/MEASURED.md#export-chunk): past that a
+#: chunk's objects (about ten times its bytes) outgrow the core's cache and every
+#: step slows. 64 KiB is half the last flat point, room for smaller caches.
+#: Counted in bytes, not rows: what costs is the size.
 EXPORT_CHUNK_BYTES = 65536
 
 # ---------------------------------------------------------------------------
@@ -406,7 +404,7 @@ NEAR_MISS_TRIES = 4
 HOLDOUT_NEAR_MISS_SEED = 0
 #: Near misses per held-out row in those pairs: one, so each held-out question counts once in the
 #: paired test (three near misses of one question are not three independent pairs) and the scoring
-#: stays a forward pass per question and per near miss (SmolLM2 on 2 cores: ~2 s a row).
+#: stays a forward pass per question and per near miss (benchmarks/MEASURED.md#smollm2-rm-row).
 HOLDOUT_NEAR_MISSES = 1
 
 #: Rows per forward pass when a reward-model judge scores many rows at once

@@ -44,7 +44,8 @@ __all__ = ["RequestGuard"]
 
 _log = logging.getLogger("whileai.platform")
 
-#: bodies parsed off the event loop (in a worker thread) past this size: a 37 MB batch takes ~0.1 s to parse
+#: bodies parsed off the event loop (in a worker thread) past this size: a large batch's parse would stall every
+#: other request (benchmarks/MEASURED.md#json-parse)
 _THREAD_PARSE_BYTES = 1024 * 1024
 
 

@@ -23,8 +23,8 @@ CHART_MAX_POINTS = 2 * CHART_BUCKETS
 #: Runs whose decoded series the server keeps in memory, newest use first. A
 #: 100,000-point run with 10 metrics is about 9 MB of float arrays; a zoom, a
 #: comparison or a live poll then reads only the points stored since, instead of
-#: decoding the whole run again (measured: ~0.7 s for 100,000 points on a loaded
-#: 2-core machine, against ~30 ms for the incremental read).
+#: decoding the whole run again, over twenty times the work for a long run
+#: (benchmarks/MEASURED.md#series-cache).
 SERIES_CACHE_RUNS = 8
 
 #: Bytes of decoded series the server keeps across those runs (128 MiB). Values
