@@ -110,3 +110,156 @@ def test_one_rate_format_for_every_surface():
 
     assert rate_text(0) == "0.000" and rate_text(0.9) == "0.900" and rate_text(None) == "-" and rate_text(True) == "-"
     assert change_text(0, 0.9) == "0.000 -> 0.900" and describe(0, 0.9, None) == "0.000 -> 0.900"
+
+
+# --------------------------------------------------------------------------- every branch pinned (scripts/mutation.py)
+
+
+def test_the_exact_ends_of_the_interval_are_not_left_to_rounding():
+    # for these n the formula itself lands a hair off 0 and 1: the ends are set, not computed
+    assert wilson(0, 10)[0] == 0.0 and wilson(0, 13)[0] == 0.0
+    assert wilson(13, 13)[1] == 1.0 and wilson(15, 15)[1] == 1.0
+    with pytest.raises(ValueError, match=r"wilson\(k=0, n=-1\)"):
+        wilson(0, -1)
+    with pytest.raises(ValueError, match=r"wilson\(k=-1, n=3\)"):
+        wilson(-1, 3)
+
+
+def test_a_held_out_result_is_this_exact_dict():
+    test = "exact McNemar (two-sided binomial on the prompts that changed)"
+    assert holdout_result([1, 0, 1, 0], [1, 1, 0, 1]) == {
+        "n": 4, "confidence": 0.95,
+        "before": {"passed": 2, "n": 4, "rate": 0.5, "ci95": list(wilson(2, 4))},
+        "after": {"passed": 3, "n": 4, "rate": 0.75, "ci95": list(wilson(3, 4))},
+        "paired": {"test": test, "worsened": 1, "improved": 2, "p": 1.0},
+    }
+    only_before = holdout_result([1, True, 0], None)
+    assert only_before == {"n": 3, "confidence": 0.95, "after": None, "paired": None,
+                           "before": {"passed": 2, "n": 3, "rate": 2 / 3, "ci95": list(wilson(2, 3))}}
+    only_after = holdout_result([], [0, 1])
+    assert only_after["n"] == 2 and only_after["before"] is None and only_after["after"]["passed"] == 1
+    assert holdout_result([], []) is None
+
+
+def test_the_shown_p_and_interval_texts_at_their_edges():
+    from whileai.core.stats import certainty_text, interval_text
+
+    assert p_text(0.001) == "p = 0.001" and p_text(0.000999) == "p < 0.001"
+    assert interval_text(None) is None and interval_text({"n": 0}) is None and interval_text("x") is None
+    assert interval_text({"passed": 1, "n": 2, "ci95": [0.1, 0.9]}) == "1/2; 95% CI 0.10-0.90"
+    before_only = {"before": {"passed": 1, "n": 2, "ci95": [0.1, 0.9]}, "paired": None}
+    assert certainty_text(before_only) == "1/2; 95% CI 0.10-0.90"
+    assert certainty_text({"after": None, "paired": {"p": "x"}}) is None
+    assert certainty_text({"paired": {"p": 0.5}}) == "paired p = 0.500"
+    assert certainty_text([1]) is None
+    assert status_text(None, None) == "unknown" and status_text(None, {"lines": [1], "passed": 1}) == "unknown · expect passed"
+
+
+def test_significance_is_worded_from_the_paired_test_alone():
+    from whileai.core.stats import significance_word
+
+    gain = holdout_result([0] * 40, [1] * 39 + [0])
+    loss = holdout_result([1] * 40, [0] * 39 + [1])
+    assert significance_word(gain) == "significant gain" and significance_word(loss) == "significant loss"
+    assert significance_word(gain, alpha=1e-13) == "no significant change"  # p = 2 / 2^39 = 3.6e-12
+    assert significance_word({"paired": {"p": 0.05, "improved": 9, "worsened": 0}}) == "no significant change"
+    assert significance_word({"paired": {"p": 0.049, "improved": 9, "worsened": 0}}) == "significant gain"
+    assert significance_word({"paired": {"p": 0.01, "improved": 3, "worsened": 3}}) == "no significant change"
+    assert significance_word({"paired": {"p": 0.01, "improved": None, "worsened": 2}}) == "significant loss"
+    assert significance_word({"paired": {"p": 0.01, "improved": 1, "worsened": None}}) == "significant gain"
+    assert significance_word({"paired": {"p": 0.01, "improved": 1, "worsened": 3}}) == "significant loss"
+    assert significance_word({"paired": {"p": 0.01, "improved": 0, "worsened": None}}) == "significant loss"
+    assert significance_word({"paired": {"p": 0.01, "improved": 2, "worsened": 0}}, alpha="0.001") == "no significant change"
+    for nothing in (None, {}, {"paired": None}, {"paired": {"p": None}}, {"paired": {"p": "0.01"}}, [("paired", 1)]):
+        assert significance_word(nothing) is None, nothing
+
+
+def test_the_judged_line_puts_the_verdict_beside_the_figure():
+    from whileai.core.stats import judged_text
+
+    gain = holdout_result([0] * 40, [1] * 39 + [0])
+    assert judged_text(0.0, 0.975, gain) == "0.000 -> 0.975, significant gain (39/40; 95% CI 0.87-1.00; paired p < 0.001)"
+    assert judged_text(0.5, None, None) == "0.500 -> -"
+    assert judged_text(0.5, 0.5, {"paired": None}) == "0.500 -> 0.500"
+
+
+def test_group_results_splits_the_outcomes_by_the_row_field():
+    from whileai.core.stats import group_results
+
+    got = group_results([0, 0, 1, 0], [1, 1, 1, 0], ["a", "a", "b", None], "category")
+    assert got == {"field": "category", "prompts": ["a", "a", "b", "(no category)"], "groups": {
+        "(no category)": holdout_result([0], [0]), "a": holdout_result([0, 0], [1, 1]), "b": holdout_result([1], [1])}}
+    assert list(got["groups"]) == ["(no category)", "a", "b"], "sorted by value"
+    after_only = group_results(None, [1, 0, 1], [2, 1, 2], "level")
+    assert after_only["groups"] == {"1": holdout_result(None, [0]), "2": holdout_result(None, [1, 1])}
+    assert after_only["prompts"] == ["2", "1", "2"]
+    before_only = group_results([1, 0], [], ["x", "y"], "f")
+    assert before_only["groups"]["x"] == holdout_result([1], None)
+    for before, after, groups in (([1], [1], None), ([1], [1], []), ([1, 0], [1, 0], [None, None]),
+                                  (None, None, ["a"]), ([1, 0], [1, 0], ["a"]), ([1], [1, 0], ["a"]),
+                                  ([1, 0], [1], ["a", "b"])):
+        assert group_results(before, after, groups, "f") is None, (before, after, groups)
+    assert group_results([1, 0], [1, 0], [None, "a"], "f")["prompts"] == ["(no f)", "a"]
+
+
+def test_group_lines_are_a_heading_and_one_aligned_line_a_group():
+    from whileai.core.stats import group_lines
+
+    by_group = {"field": "category", "groups": {"x": holdout_result([0] * 12, [1] * 12),
+                                                "longname": holdout_result([1, 0], [1, 1]), "skipped": "not a dict"}}
+    assert group_lines(by_group) == [
+        "per category (3):",
+        "  x         n=12   0.000 -> 1.000, significant gain (12/12; 95% CI 0.76-1.00; paired p < 0.001)",
+        "  longname  n=2    0.500 -> 1.000, no significant change (2/2; 95% CI 0.34-1.00; paired p = 1.000)",
+    ]
+    assert group_lines({"groups": {"a": {}, "skipped": 1, "b": {"n": 3}}}) == [
+        "per group (3):", "  a        n=None - -> -", "  b        n=3    - -> -"]
+    one = {"field": "f", "groups": {"a": holdout_result([0], [1])}}
+    for nothing in (None, [], {"groups": None}, {"groups": []}, one):
+        assert group_lines(nothing) == [], nothing
+
+
+def test_constraints_text_names_each_package_that_differs_in_name_order():
+    from whileai.core.stats import constraints_text
+
+    differ = {"zz": {"pinned": "0", "installed": "1"}, "trl": {"pinned": "1.0", "installed": None},
+              "accelerate": {"pinned": "1", "installed": "2"}, 3: "odd"}
+    assert constraints_text(differ) == ("installed packages differ from constraints.txt: 3 not installed (pinned None), "
+                                        "accelerate 2 (pinned 1), trl not installed (pinned 1.0), zz 1 (pinned 0)")
+    assert constraints_text({}) is None and constraints_text(None) is None and constraints_text([("a", 1)]) is None
+
+
+def test_the_smallest_significant_change_at_its_edges():
+    from whileai.core.stats import smallest_significant_change
+
+    assert smallest_significant_change(10, 0.0625) == 6, "p must be under alpha: 2 / 2^5 = 0.0625 is not"
+    assert smallest_significant_change(3, 1) == 2, "alpha = 1 is accepted: (0, 1]"
+    assert smallest_significant_change(0) is None
+    for n in (True, -1, 1.5, "3"):
+        with pytest.raises(ValueError, match=r"n=.* is not a count of held-out prompts; pass an int >= 0"):
+            smallest_significant_change(n)
+    for alpha in (0, 0.0, -0.1, 1.5, 2):
+        with pytest.raises(ValueError, match=r"alpha=.* is outside \(0, 1\]; pass a significance level"):
+            smallest_significant_change(10, alpha)
+
+
+def test_holdout_power_is_this_exact_dict():
+    from whileai.core.stats import holdout_power
+
+    assert holdout_power(40, unit="pair") == {
+        "n": 40, "unit": "pair", "alpha": 0.05, "min_change": 6, "min_gain": 0.15, "warning": None,
+        "text": "40 held-out pair(s): the smallest change that can be significant at p < 0.05 (exact McNemar) is "
+                "6 pair(s) turning from wrong to right with none the other way (a gain of 0.150)"}
+    assert holdout_power(20, alpha=0.001)["text"] == (
+        "20 held-out prompt(s): the smallest change that can be significant at p < 0.001 (exact McNemar) is "
+        "11 prompt(s) turning from fail to pass with none the other way (a gain of 0.550)")
+    assert holdout_power(20, alpha=0.001)["alpha"] == 0.001 and holdout_power(20, alpha=0.001)["min_change"] == 11
+    assert holdout_power(2) == {
+        "n": 2, "unit": "prompt", "alpha": 0.05, "min_change": None, "min_gain": None,
+        "text": "2 held-out prompt(s): no change on them can be significant at p < 0.05 (exact McNemar)",
+        "warning": "no result on 2 held-out prompt(s) can be significant at p < 0.05: exact McNemar needs at least "
+                   "6 prompts that change the same way. Give the held-out side more prompts (more rows, or a larger "
+                   "dataset.holdout share), or drop expect.holdout_gain_significant"}
+    tiny = holdout_power(50, alpha=1e-30)  # 2 / 2^k < 1e-30 from k = 101 on: more prompts than 50
+    assert tiny["min_change"] is None and "needs at least 101 prompts" in tiny["warning"]
+    assert holdout_power(0)["min_gain"] is None and holdout_power(0)["min_change"] is None
