@@ -150,7 +150,7 @@ def test_a_stale_heartbeat_fails_a_job_whose_process_cannot_be_checked(tiny_samp
 
     client = get_client()
     record, job = hosted_run_with_a_job("elsewhere", kind="sft", target="local", status="running", pid=4242,
-                                        spec={"host": "another-host", "launched_at": time.time()},
+                                        platform={"host": "another-host", "launched_at": time.time()},
                                         heartbeat_at=time.time() - defaults.JOB_STALE_S - 1)
     run = TrainingRun(record, client).refresh()
     assert run.status == "failed" and "no heartbeat for" in run.error
@@ -165,7 +165,7 @@ def test_a_stale_jobs_error_reaches_its_run_when_the_run_already_reads_crashed(t
     monkeypatch.setenv(defaults.RUN_STALE_ENV, "1")
     client = get_client()
     record, job = hosted_run_with_a_job("stalled", kind="sft", target="local", status="running", pid=4242,
-                                        spec={"host": "another-host", "launched_at": time.time()},
+                                        platform={"host": "another-host", "launched_at": time.time()},
                                         heartbeat_at=time.time() - defaults.JOB_STALE_S - 1)
     time.sleep(1.5)  # the run is silent past RUN_STALE_S before its job is read
     run = TrainingRun(record, client).refresh()
@@ -179,7 +179,7 @@ def _silent_job(name: str, code: str, silent_s: float) -> tuple[dict, dict, subp
     import socket
 
     record, job = hosted_run_with_a_job(name, kind="sft", target="local", status="running",
-                                        spec={"host": socket.gethostname(), "launched_at": time.time()})
+                                        platform={"host": socket.gethostname(), "launched_at": time.time()})
     proc = subprocess.Popen([sys.executable, "-c", f"print('ready', flush=True)\n{code}", "whileai.jobs.worker",
                              job["id"]], start_new_session=True, stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "ready\n"  # past the interpreter's start, which computes

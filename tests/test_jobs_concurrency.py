@@ -74,7 +74,7 @@ def test_the_modal_progress_pull_is_exactly_once_under_concurrent_readers(store,
     acct = store.create_account("a")[0]
     run = store.create_run(acct, name="modal")
     job = store.create_job(acct, run_id=run["id"], kind="sft", target="modal", status="running", call_id="fc-0",
-                           spec={"pulled": 0, "target": "modal"})
+                           spec={"target": "modal"}, platform={"pulled": 0})
     backend = SlowProgress(run["id"])
     monkeypatch.setattr(modal_backend, "_BACKEND", backend)
 
@@ -89,7 +89,7 @@ def test_the_modal_progress_pull_is_exactly_once_under_concurrent_readers(store,
     assert all(count == 1 for count in backend.served.values()), backend.served
     assert sorted(backend.served) == list(range(11)), "every entry replayed, each once"
     settled = store.get_job(acct, job["id"])
-    assert settled["spec"]["pulled"] == 11 and settled["status"] == "done"
+    assert settled["platform"]["pulled"] == 11 and settled["status"] == "done"
     record = store.get_run(acct, run["id"])
     assert [p["step"] for p in record["series"]] == [0, 2, 4, 6, 8, 10]
     assert record["summary"] == {f"k{i}": i for i in (1, 3, 5, 7, 9)}

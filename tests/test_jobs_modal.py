@@ -127,7 +127,7 @@ def test_grpo_on_modal_through_the_seam(sets, fake, session_home):
     assert run.cost_usd == round(training["seconds"] / 3600 * defaults.GPU_USD_PER_HOUR["A10G"], 2)
     job = get_client().request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]
     assert job["status"] == "done" and job["call_id"] == "fc-0"
-    assert job["spec"]["pulled"] == fake.progress[modal_app.count_key(job["id"])]
+    assert job["platform"]["pulled"] == fake.progress[modal_app.count_key(job["id"])]
 
 
 def test_dpo_on_modal_through_the_seam(sets, fake):
@@ -288,8 +288,8 @@ def test_grpo_on_modal_scores_with_its_gold_judge_from_the_volume(sets, fake):
                  config={"holdout_rows": 4, "gpu": "A10G", "monitor": monitor, "gold_judge": judge.id})
     payload, _gpu = fake.spawned[-1]
     # the platform resolved the judge and sent its adapter to the Volume; the payload names the Volume's copy
-    assert payload["spec"]["gold"]["run_id"] == judge.id
-    assert payload["spec"]["gold"]["adapter"] == str(fake.volume / judge.id)
+    assert payload["platform"]["gold"]["run_id"] == judge.id
+    assert payload["platform"]["gold"]["adapter"] == str(fake.volume / judge.id)
     assert (fake.volume / judge.id / "adapter_config.json").is_file()
     assert run.wait(poll=2, timeout=300) == "done", run.error
     assert run.training["monitor"].startswith(f"on, gold judge {judge.id}"), run.training["monitor"]

@@ -273,14 +273,15 @@ def test_a_resumed_job_takes_no_path_from_the_row_it_continues(platform, tmp_pat
     job = client.get(f"{API}/jobs", params={"run_id": run_id}).json()["jobs"][0]
     elsewhere = tmp_path / "clients_folder"
     elsewhere.mkdir()
-    handle.store.update_job(acct, job["id"], {"spec": {**job["spec"], "reward_path": str(elsewhere),
-                                                       "init_adapter": str(elsewhere)}})
+    handle.store.update_job(acct, job["id"], {"spec": {**job["spec"], "init_adapter": str(elsewhere)},
+                                              "platform": {**job["platform"], "reward_path": str(elsewhere)}})
     resumed = client.post(f"{API}/runs/{run_id}/resume")
     assert resumed.status_code == 201, resumed.text
     new = resumed.json()["job"]
     assert "reward_path" not in new["spec"] and "init_adapter" not in new["spec"], new["spec"]
     assert "reward_path" not in fake.spawned[-1]["spec"], fake.spawned[-1]["spec"]
     assert str(elsewhere) not in json.dumps(fake.spawned[-1]["spec"])
+    assert "reward_path" not in new["platform"] and str(elsewhere) not in json.dumps(fake.spawned[-1]["platform"])
     client.post(f"{API}/runs/{run_id}/stop")
     own_base = tmp_path / "my_model"
     own_base.mkdir()

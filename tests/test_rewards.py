@@ -132,10 +132,11 @@ def test_every_bad_python_reward_exits_2_with_its_fix(tmp_path):
 
 
 def test_a_shared_server_refuses_a_reward_module_it_does_not_allow(monkeypatch):
+    from whileai.core.spec import GRPOSpec
     from whileai.platform._rewards import reward_code_problems, reward_path
     from whileai.simulations import defaults
 
-    spec = {"reward": ["first_action", "python:team.rewards.tool_use:score"]}
+    spec = GRPOSpec(reward=["first_action", "python:team.rewards.tool_use:score"])
     monkeypatch.delenv(defaults.REWARD_MODULES_ENV, raising=False)
     refused = reward_code_problems(spec, embedded=False)
     assert len(refused) == 1 and "now: none" in refused[0] and defaults.REWARD_MODULES_ENV in refused[0]

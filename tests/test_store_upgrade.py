@@ -95,7 +95,10 @@ def _store_at(url: str, revision: str) -> dict:
     """A store built by the chain up to ``revision``, with an account, a key, a run and 30 points in it."""
     from alembic import command
 
+    from whileai.platform.store._writers import mark_writers
+
     engine = sa.create_engine(url)
+    mark_writers(engine, revision)  # writes as that revision's code does: from 0005 on the store refuses others
     config = migrate.alembic_config()
     key = "wai_" + secrets.token_urlsafe(32)
     now = time.time()

@@ -112,9 +112,10 @@ def test_a_gold_judge_is_resolved_by_the_platform_not_by_a_summary(backend, home
         own = handle.store.create_run(_a, name="own rm", status="done", config={"method": "rm", "base_model": KIT},
                                       summary={"adapter": str(b_adapter), "training": {"threshold": 0.25}})
         folder = _fake_adapter(own["id"])
-        gold = launcher_jobs.gold_judge(handle.store, _a, "grpo", {"gold_judge": own["id"]})
-        assert gold == {"run_id": own["id"], "adapter": str(folder), "base_model": KIT, "threshold": 0.25,
-                        "span": "conversation"}
+        gold = launcher_jobs.gold_judge(handle.store, _a, "grpo", GRPOSpec(gold_judge=own["id"]))
+        assert gold is not None  # the resolution, typed (whileai.core.jobrow.ResolvedJudge)
+        assert gold.model_dump() == {"run_id": own["id"], "adapter": str(folder), "base_model": KIT, "threshold": 0.25,
+                                     "span": "conversation"}
 
 
 class _HubListener:

@@ -70,9 +70,9 @@ def test_a_job_is_its_pid_and_start_time_so_a_reused_pid_is_not_taken_for_it():
     me = os.getpid()
     started = _pids.start_time(me)
     assert started is not None
-    assert _pid_alive(me, {"id": "job_x", "spec": {"pid_started": started}})
+    assert _pid_alive(me, {"id": "job_x", "platform": {"pid_started": started}})
     # the same pid with another start time: the job's process is gone and the pid is now another's
-    assert not _pid_alive(me, {"id": "job_x", "spec": {"pid_started": str(int(started) - 1)}})
+    assert not _pid_alive(me, {"id": "job_x", "platform": {"pid_started": str(int(started) - 1)}})
     assert _pids.state(me, str(int(started) - 1)) is None
 
 

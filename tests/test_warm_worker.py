@@ -59,7 +59,7 @@ def test_a_sigkilled_job_ends_alone_and_the_next_job_forks_from_the_same_warm_pr
     assert "forked from the warm worker" in _started(run)
     assert _parent(job["pid"]) == warm and os.getpgid(job["pid"]) == job["pid"]  # its own pid, session and group
     # known by its pid and start time on its row, not by its command line (the warm process's)
-    assert job["spec"]["pid_started"] == _pids.start_time(job["pid"]) and job_processes(job["id"]) == []
+    assert job["platform"]["pid_started"] == _pids.start_time(job["pid"]) and job_processes(job["id"]) == []
     _wait_for(lambda: _job_of(run.id)["heartbeat_at"] is not None, 120, "the forked worker's first heartbeat")
     os.kill(job["pid"], signal.SIGKILL)
     _wait_for(lambda: run.refresh().status != "running", 30, "the kill to be noticed")
@@ -82,7 +82,7 @@ def test_a_forked_job_is_known_by_its_pid_and_start_time_from_the_launchs_answer
         forked, how = _warm.start_job([sys.executable, "-m", WORKER_MODULE, job_id], env, tmp_path,
                                       tmp_path / f"{job_id}.log")
         assert forked is not None and forked.started is not None, how
-        row = {"id": job_id, "spec": {"pid_started": forked.started}}
+        row = {"id": job_id, "platform": {"pid_started": forked.started}}
         pid = forked.pid
         _wait_for(lambda: not _pid_alive(pid, row), 120, "the worker of no job to end")  # noqa: B023 - waited here
         _wait_for(lambda: _pids.ended_how(tmp_path, pid) is not None, 30, "its end noted")  # noqa: B023

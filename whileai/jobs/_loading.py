@@ -8,14 +8,16 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from whileai.core.spec import RMSpec, RunSpec, knob_of
+from whileai.core.jobrow import JobPlatform, ResolvedJudge
+from whileai.core.spec import RunSpec
 
 from whileai.jobs._environment import device
 from whileai.simulations import defaults
 from whileai.simulations.context import context_limit
 
-__all__ = ["base_path", "local_only", "pretrained", "gold_judge", "reward_model_judge", "job_record", "load_policy", "load_adapter", "peft_config",
-           "lora_config", "max_length", "save_adapter", "use_run_tool_format", "base_notes"]
+__all__ = ["base_path", "local_only", "pretrained", "gold_judge", "reward_model_judge", "JOB_PLATFORM", "job_platform",
+           "load_policy", "load_adapter", "peft_config", "lora_config", "max_length", "save_adapter",
+           "use_run_tool_format", "base_notes"]
 
 
 def base_of(spec: RunSpec) -> str:
@@ -89,47 +91,45 @@ def pretrained(cls: Any, path: str, **kwargs: Any) -> Any:
         ) from exc
 
 
-def job_record() -> dict[str, Any]:
-    """This job's row as the platform holds it (its spec carries what the platform resolved at launch), read once
-    with the job's key; empty outside a platform job."""
-    import os
-
-    from whileai.core.paths import JOB_ID_ENV
-    from whileai.simulations.client import get_client
-
-    job_id = os.environ.get(JOB_ID_ENV)
-    if not job_id:
-        return {}
-    if job_id not in _JOB_ROWS:
-        _JOB_ROWS[job_id] = dict(get_client().request("GET", f"/jobs/{job_id}"))
-    return _JOB_ROWS[job_id]
+#: The platform's fields of the job this process runs (its row's ``platform``: the judges the launch resolved, where a
+#: ``python:`` reward is imported from), typed. :func:`whileai.jobs.body.run_job` sets them for the job it runs, on
+#: every target: the worker read them with the job's row (``GET /jobs/{id}``), a Modal job from its payload. None
+#: outside a platform job.
+JOB_PLATFORM: ContextVar[JobPlatform | None] = ContextVar("whileai_job_platform", default=None)
 
 
-#: the job rows read by :func:`job_record`, by job id (a job reads its own once)
-_JOB_ROWS: dict[str, dict[str, Any]] = {}
+@contextmanager
+def job_platform(platform: JobPlatform | None) -> Iterator[None]:
+    """While the block runs, ``platform`` is this job's platform fields (:data:`JOB_PLATFORM`)."""
+    token = JOB_PLATFORM.set(platform)
+    try:
+        yield
+    finally:
+        JOB_PLATFORM.reset(token)
 
 
 def gold_judge(spec: RunSpec) -> Any:
     """The gold judge a GRPO job's monitor scores with (``gold_judge``), as the platform resolved it; None without one.
 
     The platform checked the run at launch and wrote what to load on the job's own
-    row (its ``gold`` entry: the run's adapter folder, its base, threshold and span);
-    nothing is read from the run's summary. Read through the job's key.
+    row (``platform.gold``: the run's adapter folder, its base, threshold and span);
+    nothing is read from the run's summary.
     """
-    return _resolved_rm(getattr(spec, "gold_judge", None), "gold_judge", "gold", CARRIED_GOLD.get())
+    return _resolved_rm(getattr(spec, "gold_judge", None), "gold_judge")
 
 
 def reward_model_judge(spec: RunSpec) -> Any:
     """The reward model a GRPO job with ``reward=rm`` optimises (``reward_model``), as the platform resolved it
-    at launch (the job row's ``reward_rm``), loaded; never what a run's summary says."""
-    judge = _resolved_rm(getattr(spec, "reward_model", None), "reward_model", "reward_rm", None)
+    at launch (the job row's ``platform.reward_rm``), loaded; never what a run's summary says."""
+    judge = _resolved_rm(getattr(spec, "reward_model", None), "reward_model")
     if judge is None:
         raise ValueError("reward=rm needs reward_model (a finished rm run); the spec names none")
     return judge
 
 
-def _resolved_rm(name: str | None, field: str, key: str, carried: Mapping[str, Any] | None) -> Any:
-    """The rm run ``name`` as the platform resolved it on this job's row under ``key``, loaded; None without one."""
+def _resolved_rm(name: str | None, field: str) -> Any:
+    """The rm run ``name`` as the platform resolved it for spec field ``field`` on this job's row, loaded; None
+    without one."""
     import os
 
     from whileai.core.paths import JOB_ID_ENV
@@ -137,32 +137,24 @@ def _resolved_rm(name: str | None, field: str, key: str, carried: Mapping[str, A
 
     if not name:
         return None
-    resolved = carried  # a Modal job: the platform put it in the payload, its adapter on the Volume
-    job_id = os.environ.get(JOB_ID_ENV) or "of this payload"
-    if resolved is None:
-        if not os.environ.get(JOB_ID_ENV):
-            raise ValueError(f"{field}={name!r} needs the reward model the platform resolved for this job, and this "
-                             f"process is not a platform job ({JOB_ID_ENV} is unset); launch the run through the "
-                             "platform")
-        resolved = (job_record().get("spec") or {}).get(key)
-    if not isinstance(resolved, Mapping) or resolved.get("run_id") != name:
-        raise ValueError(f"{field}={name!r} was not resolved by the platform for job {job_id}; launch the run "
-                         "again (the launch checks the rm run and records it on the job)")
-    which = (str(resolved["adapter"]), str(resolved["base_model"]), float(resolved["threshold"]), str(name),
-             str(resolved.get("span") or knob_of(RMSpec, "reward_span").default))
-    if which not in _JUDGES:  # loaded once a job: a reward model scores the held-out set before, training, and after
-        judge = RewardModelJudge(*which[:4], span=which[4])
-        _JUDGES[which] = judge.load()  # now, so a judge that cannot load fails the job before its training starts
-    return _JUDGES[which]
+    platform = JOB_PLATFORM.get()
+    if platform is None:
+        raise ValueError(f"{field}={name!r} needs the reward model the platform resolved for this job, and this "
+                         "process runs no platform job (no job row's platform fields were given); launch the run "
+                         "through the platform")
+    resolved = platform.judge(field)
+    if resolved is None or resolved.run_id != name:
+        raise ValueError(f"{field}={name!r} was not resolved by the platform for job "
+                         f"{os.environ.get(JOB_ID_ENV) or 'of this payload'}; launch the run again (the launch "
+                         "checks the rm run and records it on the job)")
+    if resolved not in _JUDGES:  # loaded once a job: a reward model scores the held-out set before, training, and after
+        judge = RewardModelJudge(resolved.adapter, resolved.base_model, resolved.threshold, name, span=resolved.span)
+        _JUDGES[resolved] = judge.load()  # now, so a judge that cannot load fails the job before its training starts
+    return _JUDGES[resolved]
 
 
 #: the reward models this job loaded (:func:`_resolved_rm`), by what the platform resolved for them
-_JUDGES: dict[tuple[str, str, float, str, str], Any] = {}
-
-
-#: The gold judge a Modal job's payload carries (the job row's ``gold`` entry, written by the platform at launch, the
-#: adapter's path on the Volume): set by ``modal_app.execute`` for the job it runs, None elsewhere
-CARRIED_GOLD: ContextVar[Mapping[str, Any] | None] = ContextVar("whileai_carried_gold", default=None)
+_JUDGES: dict[ResolvedJudge, Any] = {}
 
 
 def load_policy(spec: RunSpec) -> tuple[Any, Any]:

@@ -211,11 +211,11 @@ def rm_reward(judge: Any, truncated: str, stop_ids: set[int], tokenizer: Any = N
 
 def reward_search_path() -> str | None:
     """The directory a ``python:`` reward's module is imported from in this job: the launching user's working
-    directory, which only the embedded platform records (the job row's ``reward_path``); None elsewhere."""
-    from whileai.jobs._loading import job_record
+    directory, which only the embedded platform records (the job row's ``platform.reward_path``); None elsewhere."""
+    from whileai.jobs._loading import JOB_PLATFORM
 
-    path = (job_record().get("spec") or {}).get("reward_path")
-    return str(path) if isinstance(path, str) and path else None
+    platform = JOB_PLATFORM.get()
+    return platform.reward_path or None if platform is not None else None
 
 
 def reward_functions(spec: GRPOSpec, tokenizer: Any, tools: Any, stop_ids: set[int]) -> tuple[list[Reward], list[float]]:

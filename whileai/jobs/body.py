@@ -21,7 +21,8 @@ from pathlib import Path
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from whileai.core.spec import RunSpec, read_job_spec
+from whileai.core.jobrow import JobPlatform
+from whileai.core.spec import RunSpec, read_spec
 from whileai.jobs import _kept_measure
 from whileai.simulations.training import TrainingRun
 
@@ -131,11 +132,12 @@ def _log_history(run: JobRun, start: Path) -> None:
 
 
 def job_spec(spec: RunSpec | Mapping[str, Any]) -> RunSpec:
-    """The job's typed spec from its job row (the platform's bookkeeping keys left out), or the spec as given.
+    """The job's typed spec from its JSON (a job row's ``spec``, which holds the spec alone: the platform's fields
+    are its ``platform``, ``whileai.core.jobrow``), or the spec as given.
 
-    Raises ``ValueError`` naming every problem when the row is not a spec of its method.
+    Raises ``ValueError`` naming every problem when it is not a spec of its method.
     """
-    return spec if isinstance(spec, RunSpec) else read_job_spec(spec)
+    return spec if isinstance(spec, RunSpec) else read_spec(spec)
 
 
 def _builds_kit_base(spec: RunSpec) -> str | None:
@@ -279,7 +281,7 @@ class _Trained:
 def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
             run: JobRun | OtherRankRun, adapter_path: Path, folder: Path, checkpoints: Path | None = None,
             logged: Callable[[], frozenset[tuple[str, int]]] | None = None,
-            on_checkpoint: Callable[[], None] | None = None) -> dict[str, Any]:
+            on_checkpoint: Callable[[], None] | None = None, platform: JobPlatform | None = None) -> dict[str, Any]:
     """Train ``spec.method`` on ``rows`` and finish ``run``; returns the ``training`` summary.
 
     ``checkpoints`` is the run's checkpoint folder (None: the job saves none): the trainer saves its state
@@ -287,6 +289,9 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
     from the newest; the held-out "before" is then read back from BEFORE_FILE instead of measured again,
     and ``logged()`` (the run's stored ``(metric, step)`` pairs) keeps the re-run steps from storing a point
     twice. ``on_checkpoint`` runs after each save (a Modal Volume's commit). The folder goes once the run is done.
+    ``platform`` is the job row's platform fields (the judges the launch resolved, where a ``python:`` reward is
+    imported from), which the job's loaders read while it runs (``_loading.JOB_PLATFORM``); None outside a
+    platform job.
 
     Raises whatever the trainer raises; the caller fails the run with it.
     """
@@ -294,7 +299,19 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
 
     # The one typed spec: every knob the method reads, with its type, in canonical spelling (a spec
     # recorded before the typed spec reads too). A spec that is not one fails the job here, by name.
-    job = _setup(job_spec(spec), run)
+    with _loading.job_platform(platform):
+        return _run_job(job_spec(spec), rows, holdout_rows, run, adapter_path, folder, checkpoints, logged,
+                        on_checkpoint)
+
+
+def _run_job(spec: RunSpec, rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
+             run: JobRun | OtherRankRun, adapter_path: Path, folder: Path, checkpoints: Path | None,
+             logged: Callable[[], frozenset[tuple[str, int]]] | None,
+             on_checkpoint: Callable[[], None] | None) -> dict[str, Any]:
+    """:func:`run_job`'s steps, in order, for the one typed spec."""
+    from whileai.jobs import _loading
+
+    job = _setup(spec, run)
     rows, holdout_rows, gates = _setup_data(job, rows, holdout_rows)
     model, tokenizer = _setup_model(job, folder)
     resumed = _resume(job, checkpoints, logged)

@@ -4,8 +4,8 @@ Deploy once per Modal workspace (docs/modal.md)::
 
     modal deploy -m whileai.jobs.modal_app
 
-``run_job`` receives everything it needs in its payload (the job's spec, the
-dataset and holdout rows, the run record), because the platform may be on a
+``run_job`` receives everything it needs in its payload (the job's spec and the
+platform's fields of its row, the dataset and holdout rows, the run record), because the platform may be on a
 laptop Modal cannot call. It runs the same job body as a local job; every
 request the run's tracker would send to the platform is recorded, in order, in
 a ``modal.Dict`` under the job id, and the platform pulls and replays them when
@@ -34,12 +34,13 @@ import httpx
 import modal
 import modal.experimental
 
+from whileai.core.jobrow import JobRow, read_job_row
 from whileai.jobs import defaults as job_defaults
 from whileai.platform import defaults
 from whileai.platform.launcher.progress import count_key, progress_key
 
 __all__ = ["app", "run_job", "run_job_clustered", "execute", "execute_ranks", "node_command", "payload_rank",
-           "PAYLOAD_ENV", "RecordingTransport", "progress_key", "count_key"]
+           "payload_row", "PAYLOAD_ENV", "RecordingTransport", "progress_key", "count_key"]
 
 
 class ProgressStore(Protocol):
@@ -82,9 +83,9 @@ def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
             commit: Callable[[], None] = lambda: None) -> dict[str, Any]:
     """Run one job from its payload; returns ``{"status", "error", "adapter", "training"}``.
 
-    ``payload`` is ``{"job_id", "spec", "rows", "holdout_rows", "run"}`` (the
-    run's record as the platform had it), and ``stored`` for a resumed run: the ``(metric, step)`` pairs
-    it holds, which the job does not log again. The adapter goes to
+    ``payload`` is ``{"job_id", "spec", "platform", "rows", "holdout_rows", "run"}`` (the job row's spec and
+    platform fields, :func:`payload_row`; the run's record as the platform had it), and ``stored`` for a resumed
+    run: the ``(metric, step)`` pairs it holds, which the job does not log again. The adapter goes to
     ``volume_root/<run_id>``; ``commit`` makes it durable (the Volume's commit).
     """
     from whileai.jobs._environment import cpu_threads
@@ -99,27 +100,37 @@ def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
     run = JobRun(payload["run"], client)
     adapter = Path(volume_root) / run.id
     status, error, training = "done", None, None
-    from whileai.jobs._loading import CARRIED_GOLD
-
-    carried = CARRIED_GOLD.set((payload["spec"] or {}).get("gold"))  # the gold judge the platform resolved, if any
     with tempfile.TemporaryDirectory() as folder:
         try:
-            training = run_body(payload["spec"], payload["rows"], payload.get("holdout_rows"), run, adapter, Path(folder),
+            row = payload_row(payload)  # the spec and the platform's fields (the judges it resolved), typed
+            training = run_body(row.spec, payload["rows"], payload.get("holdout_rows"), run, adapter, Path(folder),
                                 checkpoints=checkpoint_folder(volume_root, run.id),
                                 logged=lambda: recorded_pairs(progress, job_id, transport.count)
                                 | {(str(n), int(s)) for n, s in payload.get("stored") or []},
-                                on_checkpoint=commit)
+                                on_checkpoint=commit, platform=row.platform)
         except BaseException as exc:  # noqa: BLE001 - reported through the run, then returned
             status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
             error = error_text(exc)
             run.release()
             run.finish(status, error=error)
         finally:
-            CARRIED_GOLD.reset(carried)
             run.flush()
             commit()
     return {"status": status, "error": error, "adapter": str(adapter) if status == "done" else None,
             "training": training}
+
+
+def payload_row(payload: dict[str, Any]) -> JobRow:
+    """The job row a payload carries (its ``spec`` and ``platform``), typed (:func:`whileai.core.jobrow.read_job_row`):
+    ``ValueError`` naming the problem when it is not one."""
+    if "platform" not in payload:
+        raise ValueError(f"the payload of job {payload.get('job_id')} carries no platform fields: the platform that "
+                         "spawned it runs a whileai older than this Modal app's; deploy the app from the platform's "
+                         "whileai (modal deploy -m whileai.jobs.modal_app) and resume the run (python -m whileai "
+                         "resume RUN_ID)")
+    run = payload.get("run")
+    return read_job_row({"id": payload.get("job_id"), "run_id": run.get("id") if isinstance(run, dict) else None,
+                         "target": "modal", "spec": payload.get("spec"), "platform": payload["platform"]})
 
 
 def checkpoint_folder(volume_root: Path, run_id: str) -> Path:
@@ -194,10 +205,12 @@ def payload_rank(path: Path) -> int:
         result = execute(payload, _progress_dict(), Path(defaults.MODAL_VOLUME_MOUNT), commit=_volume.commit)
         Path(path).with_suffix(".result.json").write_text(json.dumps(result, default=str))
         return 0 if result["status"] == "done" else 1
+    row = payload_row(payload)
     with tempfile.TemporaryDirectory() as folder:
-        run_body(payload["spec"], payload["rows"], payload.get("holdout_rows"), OtherRankRun(payload["run"]["id"]),
+        run_body(row.spec, payload["rows"], payload.get("holdout_rows"), OtherRankRun(payload["run"]["id"]),
                  Path(folder) / "adapter", Path(folder),
-                 checkpoints=checkpoint_folder(Path(defaults.MODAL_VOLUME_MOUNT), payload["run"]["id"]))
+                 checkpoints=checkpoint_folder(Path(defaults.MODAL_VOLUME_MOUNT), payload["run"]["id"]),
+                 platform=row.platform)
     return 0
 
 

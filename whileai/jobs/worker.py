@@ -131,16 +131,18 @@ def _other_rank(client: Any, job: dict[str, Any], rank: int) -> int:
     exception ends it with its traceback; torchrun then ends the others and the launcher's
     report names this rank.
     """
-    from whileai.jobs.body import OtherRankRun, job_spec, run_job
+    from whileai.core.jobrow import read_job_row
+    from whileai.jobs.body import OtherRankRun, run_job
     from whileai.core.paths import adapter_dir, checkpoint_dir, job_dir
 
     ranks = job_dir(job["id"]) / "ranks"
     try:
-        spec = job_spec(job["spec"] or {})
+        row = read_job_row(job)  # its spec and the platform's fields, typed: a row that is not one fails here
+        spec, run_id = row.spec, str(row.run_id)
         rows = client.request("GET", f"/datasets/{spec.dataset}/rows")["rows"]
         holdout = client.request("GET", f"/datasets/{spec.holdout}/rows")["rows"] if spec.holdout else None
-        run_job(spec, rows, holdout, OtherRankRun(job["run_id"]), adapter_dir(job["run_id"]),
-                job_dir(job["id"]) / f"rank-{rank}", checkpoints=checkpoint_dir(job["run_id"]))
+        run_job(spec, rows, holdout, OtherRankRun(run_id), adapter_dir(run_id), job_dir(row.id) / f"rank-{rank}",
+                checkpoints=checkpoint_dir(run_id), platform=row.platform)
     except RankEnded as exc:
         _ended(ranks, rank, f"ended: {exc}")
         return 143
@@ -256,11 +258,13 @@ def _first_rank(client: Any, job: dict[str, Any], job_id: str, place: World) -> 
 
 def _train(client: Any, job: dict[str, Any], job_id: str, run: JobRun) -> None:
     """Read the job's spec and rows from the platform and run the job's body on them."""
-    from whileai.jobs.body import job_spec, run_job, stored_pairs
+    from whileai.core.jobrow import read_job_row
+    from whileai.jobs.body import run_job, stored_pairs
     from whileai.core.paths import adapter_dir, checkpoint_dir, job_dir
 
-    # the one typed spec: a job row that is not one fails the job here, by name
-    spec = job_spec(job["spec"] or {})
+    # the one typed row (its spec, the platform's fields): a job row that is not one fails the job here, by name
+    row = read_job_row(job)
+    spec = row.spec
     print(f"whileai job {job_id}: {spec.method} on {spec.dataset} for {run.id}", flush=True)
     rows = client.request("GET", f"/datasets/{spec.dataset}/rows")["rows"]
     holdout = None
@@ -270,7 +274,7 @@ def _train(client: Any, job: dict[str, Any], job_id: str, run: JobRun) -> None:
         return stored_pairs(client.request("GET", f"/runs/{run.id}").get("series"))
 
     run_job(spec, rows, holdout, run, adapter_dir(run.id), job_dir(job_id), checkpoints=checkpoint_dir(run.id),
-            logged=logged)
+            logged=logged, platform=row.platform)
 
 
 if __name__ == "__main__":

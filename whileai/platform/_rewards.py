@@ -12,10 +12,9 @@ none listed, it runs none.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
 
 from whileai.core.paths import setting
+from whileai.core.spec import RunSpec
 from whileai.core import defaults
 
 __all__ = ["allowed_reward_modules", "reward_code_problems", "reward_path"]
@@ -29,13 +28,12 @@ def allowed_reward_modules() -> list[str]:
     return [part.strip() for part in listed.split(",") if part.strip()]
 
 
-def _python_rewards(spec: Mapping[str, Any]) -> list[str]:
-    reward = spec.get("reward")
-    items = reward if isinstance(reward, list) else [reward]
-    return [r for r in items if isinstance(r, str) and r.startswith(_PREFIX)]
+def _python_rewards(spec: RunSpec) -> list[str]:
+    """The spec's ``python:`` rewards (only GRPO's spec has a ``reward``)."""
+    return [r for r in getattr(spec, "reward", None) or [] if r.startswith(_PREFIX)]
 
 
-def reward_code_problems(spec: Mapping[str, Any], embedded: bool) -> list[str]:
+def reward_code_problems(spec: RunSpec, embedded: bool) -> list[str]:
     """Why this platform will not run the spec's ``python:`` rewards; empty when it will (or there are none)."""
     if embedded:
         return []
@@ -51,7 +49,7 @@ def reward_code_problems(spec: Mapping[str, Any], embedded: bool) -> list[str]:
     return problems
 
 
-def reward_path(spec: Mapping[str, Any], embedded: bool) -> str | None:
+def reward_path(spec: RunSpec, embedded: bool) -> str | None:
     """The directory the job imports the user's reward module from (the job row's ``reward_path``) where the
     embedded platform runs one: the working directory of the user's own process, which this code runs in."""
     if embedded and _python_rewards(spec):

@@ -46,28 +46,40 @@ def launch_problems(store: Any, account_id: str, run_id: str, kind: str, spec: M
                     *, resolved: bool = True) -> tuple[RunSpec | None, list[str]]:
     """``spec`` (JSON, as a client or a job row holds it) read for a job of ``kind`` on ``run_id``: ``(spec, [])``,
     or ``(spec or None, every problem)``. ``resolved`` asks for every knob named (a launch: the platform fills
-    none); a resume reads an older job's spec with the declared defaults, as it ran."""
+    none); a resume reads an older job's spec with the declared defaults, as it ran.
+
+    The JSON is read once, into its method's model; what only the JSON shows (keys of the platform's, a method
+    other than ``kind``, values the model's coercion would let through, knobs not named) is checked on it, and
+    every other rule on the model (:func:`_spec_problems`)."""
     owned = sorted(set(spec) & set(JOB_ROW_KEYS))
     if owned:
         return None, [f"spec fields {owned} are the platform's to write (where a job runs, logs and reports); "
                       "leave them out of the spec"]
     full = {"method": kind, **spec}
     typed, problems = parse_spec(full)
-    if isinstance(spec.get("base_model"), str):
-        problems += filter(None, [launch_base_problem(spec["base_model"], embedded)])
     if spec.get("method") != kind:
         problems.insert(0, f"spec method={_shown(spec.get('method'))} does not name this launch's kind={kind!r}; "
                            f"send the run's spec with \"method\": {kind!r} (wai.train does)")
     problems += _loose_values(spec)
-    problems += _strict_problems(run_id, spec)
-    problems += _foreign_ids(store, account_id, spec)
-    problems += reward_code_problems(spec, embedded)
+    if typed is not None:
+        problems += _spec_problems(store, account_id, run_id, typed, embedded)
     missing = missing_keys(full) if resolved else []
     if missing:  # the platform trains what it is given and fills nothing: a spec arrives resolved (wai.train's)
         problems.insert(0, f"the spec is not resolved: it does not name {', '.join(missing)}; send the spec "
                            "wai.train resolves (every knob of its method with its value), or start the run with "
                            "wai.train")
     return typed, problems
+
+
+def _spec_problems(store: Any, account_id: str, run_id: str, spec: RunSpec, embedded: bool) -> list[str]:
+    """What the platform refuses of a spec its model accepts: a base it does not train on, a dataset, GPU or run id
+    that is not this launch's to name, ids of other accounts, reward code its operator does not run."""
+    problems = [problem for problem in [launch_base_problem(spec.base_model, embedded)] if problem] \
+        if spec.base_model is not None else []
+    problems += _strict_problems(run_id, spec)
+    problems += _foreign_ids(store, account_id, spec)
+    problems += reward_code_problems(spec, embedded)
+    return problems
 
 
 def bounded(message: str) -> str:
@@ -156,22 +168,20 @@ def _loose(key: str, value: Any, kinds: tuple[type, ...]) -> str:
 # --------------------------------------------------------------------------- names: GPUs, ids, folders
 
 
-def _strict_problems(run_id: str, spec: Mapping[str, Any]) -> list[str]:
+def _strict_problems(run_id: str, spec: RunSpec) -> list[str]:
     """No dataset, a GPU no price table names or more than a node holds, a run id that is not this run's, a base
     named like a hub id that is a folder of the platform's own data or of a job's."""
     problems = []
-    if not isinstance(spec.get("dataset"), str):
-        problems.append(f"spec dataset={_shown(spec.get('dataset'))} is not a dataset id; send the id of a dataset "
+    if spec.dataset is None:
+        problems.append(f"spec dataset={_shown(spec.dataset)} is not a dataset id; send the id of a dataset "
                         "of this account (wai.push returns it)")
-    gpu = spec.get("gpu")
-    if gpu is not None:
-        problems += filter(None, [_gpu_problem(gpu)])
-    if "run_id" in spec and spec["run_id"] is not None and spec["run_id"] != run_id:
-        problems.append(f"spec run_id={_shown(spec['run_id'])} is not this launch's run_id={run_id!r}; leave it "
+    if spec.gpu is not None:
+        problems += filter(None, [_gpu_problem(spec.gpu)])
+    if spec.run_id is not None and spec.run_id != run_id:
+        problems.append(f"spec run_id={_shown(spec.run_id)} is not this launch's run_id={run_id!r}; leave it "
                         f"out, or send the launch's own ({id_shape('run')})")
-    base = spec.get("base_model")
-    if isinstance(base, str):
-        problems += filter(None, [_base_name_problem(base)])
+    if spec.base_model is not None:
+        problems += filter(None, [_base_name_problem(spec.base_model)])
     return problems
 
 
@@ -216,11 +226,11 @@ def _exists(path: Path) -> bool:
         return False
 
 
-def _foreign_ids(store: Any, account_id: str, spec: Mapping[str, Any]) -> list[str]:
+def _foreign_ids(store: Any, account_id: str, spec: RunSpec) -> list[str]:
     """The datasets and runs a spec names that are not this account's (a worker would only fail on them later)."""
     problems = []
     for field in ("dataset", "holdout"):
-        ident = spec.get(field)
+        ident = getattr(spec, field)
         if ident is None:
             continue
         try:
@@ -229,7 +239,7 @@ def _foreign_ids(store: Any, account_id: str, spec: Mapping[str, Any]) -> list[s
             problems.append(f"spec {field}={_shown(ident)} is not a dataset of this account; send the id of one "
                             "of yours (wai.push returns it)")
     for field in ("init_from", "gold_judge", "reward_model"):
-        ident = spec.get(field)
+        ident = getattr(spec, field, None)  # gold_judge and reward_model are GRPO's
         if ident is None:
             continue
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from whileai.core.jobrow import platform_of
 from whileai.core.paths import JOB_ID_ENV, adapter_dir, checkpoint_dir, data_root, job_dir, job_log
 from whileai.platform.store.values import FINISHED_STATUSES
 
@@ -17,7 +18,7 @@ FINISHED = FINISHED_STATUSES  # done, failed, stopped, crashed
 def _revoke_keys(store: Any, job: dict[str, Any]) -> None:
     """Revoke the job's own keys so they stop authenticating (a no-op when already gone)."""
     store.revoke_job_keys(job["id"])
-    legacy = (job.get("spec") or {}).get("key_hash")  # a job launched before job keys had their own table
+    legacy = platform_of(job).key_hash  # a job launched before job keys had their own table
     if legacy:
         store.revoke_api_key_hash(legacy, end_sessions=False)  # a job's key: its account's page sessions stay
 

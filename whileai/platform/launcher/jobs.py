@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from whileai.core.errors import ResumeRefused
-from whileai.core.spec import JOB_ROW_KEYS, RMSpec, RunSpec, continues_runs, knob_of, read_job_spec, spec_json
+from whileai.core.jobrow import JobPlatform, ResolvedJudge, platform_of
+from whileai.core.spec import JOB_ROW_KEYS, RMSpec, RunSpec, continues_runs, knob_of, read_spec, spec_json
 from whileai.platform.store.values import RUN_STOP_MARK
 from whileai.platform import defaults
 from whileai.platform._faults import fault_point
@@ -149,28 +150,27 @@ def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, 
            reward_path: str | None = None, embedded: bool = False) -> dict[str, Any]:
     """Create the job row for ``run_id`` and start it on ``target`` ("local" or "modal"). Returns the job record.
 
-    ``spec`` is the run's validated spec; the row holds its JSON (:func:`whileai.core.spec.spec_json`) beside the
-    keys only the platform writes (``reward_path``: where the job imports a ``python:`` reward from). A launch
-    that fails marks the job and the run failed with the reason and raises. ``embedded``: the local user's own
-    platform, whose reward-model runs may sit on a base folder of theirs (``_loadable``).
+    ``spec`` is the run's validated spec; the row holds its JSON (:func:`whileai.core.spec.spec_json`) and, apart,
+    what only the platform writes (:class:`whileai.core.jobrow.JobPlatform`: ``reward_path``, where the job imports
+    a ``python:`` reward from; the judges resolved here). A launch that fails marks the job and the run failed with
+    the reason and raises. ``embedded``: the local user's own platform, whose reward-model runs may sit on a base
+    folder of theirs (``_loadable``).
     """
     if target not in defaults.TRAIN_TARGETS:
         raise ValueError(f"target={target!r} is not a place jobs run; pass one of {', '.join(defaults.TRAIN_TARGETS)}")
-    row = {k: v for k, v in spec_json(spec).items() if k != "init_adapter"}  # the platform names that folder
-    if reward_path is not None:
-        row["reward_path"] = reward_path
-    job = store.create_job(account_id, run_id=run_id, kind=kind, target=target, status="queued", spec=row)
+    platform = JobPlatform(reward_path=reward_path)
+    job = store.create_job(account_id, run_id=run_id, kind=kind, target=target, status="queued",
+                           spec=_row_spec(spec), platform=platform)
     fault_point("after_job_row")
     try:
         start = start_adapter(store, account_id, kind, spec, target)
-        resolved = {"gold": gold_judge(store, account_id, kind, spec, embedded),
-                    "reward_rm": reward_model_run(store, account_id, kind, spec, embedded)}
-        resolved = {key: value for key, value in resolved.items() if value is not None}
-        if resolved:
-            job = store.update_job(account_id, job["id"], {"spec": {**job["spec"], **resolved}})
+        resolved = platform.model_copy(update={"gold": gold_judge(store, account_id, kind, spec, embedded),
+                                               "reward_rm": reward_model_run(store, account_id, kind, spec, embedded)})
+        if resolved != platform:
+            job = store.update_job(account_id, job["id"], {"platform": resolved})
         if target == "local":
             if start is not None:
-                job = store.update_job(account_id, job["id"], {"spec": {**job["spec"], "init_adapter": str(start)}})
+                job = store.update_job(account_id, job["id"], {"spec": _row_spec(spec, str(start))})
             return _launch_local(store, account_id, job)
         from .modal_backend import launch_modal
 
@@ -180,13 +180,19 @@ def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, 
         raise
 
 
-def _named(spec: RunSpec | Mapping[str, Any], field: str) -> Any:
-    """The value ``spec`` (a typed spec, or a job row's) holds for ``field``; None when it has no such field."""
-    return spec.get(field) if isinstance(spec, Mapping) else getattr(spec, field, None)
+def _row_spec(spec: RunSpec, init_adapter: str | None = None) -> dict[str, Any]:
+    """The spec a job row holds, as the spec's own JSON: the launch's, its start adapter the folder the platform
+    resolved (``init_adapter``; a caller's is dropped, and a spec without ``init_from`` names none)."""
+    row = {k: v for k, v in spec_json(spec).items() if k != "init_adapter"}
+    return {**row, "init_adapter": init_adapter} if init_adapter else row
 
 
-def start_adapter(store: Any, account_id: str, kind: str, spec: RunSpec | Mapping[str, Any],
-                  target: str) -> Path | None:
+def _named(spec: RunSpec, field: str) -> Any:
+    """The value ``spec`` holds for ``field``; None when its method has no such field."""
+    return getattr(spec, field, None)
+
+
+def start_adapter(store: Any, account_id: str, kind: str, spec: RunSpec, target: str) -> Path | None:
     """The adapter folder a run with ``init_from`` starts from, checked; None without ``init_from``.
 
     The run named must be this account's, finished ``done``, with its adapter in
@@ -218,31 +224,31 @@ def start_adapter(store: Any, account_id: str, kind: str, spec: RunSpec | Mappin
                      "train that run again, or start from another finished run")
 
 
-def gold_judge(store: Any, account_id: str, kind: str,
-               spec: RunSpec | Mapping[str, Any], embedded: bool = False) -> dict[str, Any] | None:
+def gold_judge(store: Any, account_id: str, kind: str, spec: RunSpec,
+               embedded: bool = False) -> ResolvedJudge | None:
     """The gold judge a GRPO job's monitor loads, resolved here; None when the spec names none.
 
     The job never loads what a run's summary says: the run named by ``gold_judge``
     must be this account's, a finished ``rm`` run, with the adapter its own job
     saved (``adapter_dir(run_id)``), and its base must pass the same rule as a
-    launch's base (``_loadable.launch_base_problem``). Returns ``{"run_id",
-    "adapter", "base_model", "threshold", "span"}``, which the platform writes on
-    the job's spec (``gold``, a key only the platform writes); raises ValueError
+    launch's base (``_loadable.launch_base_problem``). Returns the resolution
+    (run id, adapter folder, base, threshold, span), which the platform writes on
+    the job's row (``platform.gold``, only the platform's); raises ValueError
     naming what fails.
     """
     return _reward_model_run(store, account_id, kind, spec, "gold_judge", "gold judge", "its monitor's gold",
                              embedded)
 
 
-def reward_model_run(store: Any, account_id: str, kind: str,
-                     spec: RunSpec | Mapping[str, Any], embedded: bool = False) -> dict[str, Any] | None:
+def reward_model_run(store: Any, account_id: str, kind: str, spec: RunSpec,
+                     embedded: bool = False) -> ResolvedJudge | None:
     """The reward model a GRPO job with ``reward=rm`` optimises (``reward_model``), resolved by the same rule as
-    :func:`gold_judge`; written on the job's spec as ``reward_rm``. None when the spec names none."""
+    :func:`gold_judge`; written on the job's row as ``platform.reward_rm``. None when the spec names none."""
     return _reward_model_run(store, account_id, kind, spec, "reward_model", "reward model", "its reward", embedded)
 
 
-def _reward_model_run(store: Any, account_id: str, kind: str, spec: RunSpec | Mapping[str, Any], field: str, what: str,
-                      role: str, embedded: bool = False) -> dict[str, Any] | None:
+def _reward_model_run(store: Any, account_id: str, kind: str, spec: RunSpec, field: str, what: str,
+                      role: str, embedded: bool = False) -> ResolvedJudge | None:
     from whileai.platform._loadable import launch_base_problem
 
     name = _named(spec, field)
@@ -278,8 +284,8 @@ def _reward_model_run(store: Any, account_id: str, kind: str, spec: RunSpec | Ma
                          "name a finished rm run of this account trained by the platform")
     declared = knob_of(RMSpec, "reward_span")  # a record of before the knob: the declared default, as it ran
     span = config.get("reward_span") if config.get("reward_span") in (declared.choices or ()) else declared.default
-    return {"run_id": record["id"], "adapter": str(folder), "base_model": base, "threshold": float(threshold),
-            "span": span}
+    return ResolvedJudge(run_id=record["id"], adapter=str(folder), base_model=str(base), threshold=float(threshold),
+                         span=str(span))
 
 
 def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
@@ -289,8 +295,8 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
     log_path = job_log(job_id)
     key = store.issue_job_key(account_id, job_id)
     spec = dict(job["spec"] or {})
-    spec.update(host=socket.gethostname(), launched_at=time.time())
-    store.update_job(account_id, job_id, {"spec": spec})
+    platform = platform_of(job).model_copy(update={"host": socket.gethostname(), "launched_at": time.time()})
+    store.update_job(account_id, job_id, {"platform": platform})
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # the owner's only, like the store
     os.fchmod(fd, 0o600)  # a log made looser before is tightened too
     commands = local_commands(job_id, spec)
@@ -301,7 +307,7 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
         log.write(f"whileai job {job_id}: {how}\n".encode())
         log.flush()
         if forked is not None:
-            return _running(store, account_id, job_id, spec, forked.pid, forked.started)
+            return _running(store, account_id, job_id, platform, forked.pid, forked.started)
         # one launcher per node, all on this host (nodes past one meet at a loopback rendezvous); the first is the
         # job's process
         for command in commands:
@@ -321,7 +327,7 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
             _CHILDREN[proc.pid] = proc
         # reap it the moment it exits, so a long-lived launcher (a server, a notebook) keeps no zombies
         threading.Thread(target=_reap, args=(proc, folder), name=f"whileai-reap-{job_id}", daemon=True).start()
-    return _running(store, account_id, job_id, spec, procs[0].pid, started)
+    return _running(store, account_id, job_id, platform, procs[0].pid, started)
 
 
 def _reap(proc: subprocess.Popen, folder: Path) -> None:
@@ -331,12 +337,12 @@ def _reap(proc: subprocess.Popen, folder: Path) -> None:
     _pids.note_exit(folder, proc.pid, status)
 
 
-def _running(store: Any, account_id: str, job_id: str, spec: dict[str, Any], pid: int,
+def _running(store: Any, account_id: str, job_id: str, platform: JobPlatform, pid: int,
              started: str | None) -> dict[str, Any]:
     """The job row running, with its process: the pid and its start time (``pid_started``), the pair the reconciler
     and a stop know it by."""
     return store.update_job(account_id, job_id, {"pid": pid, "status": "running",
-                                                 "spec": {**spec, "pid_started": started}})
+                                                 "platform": platform.model_copy(update={"pid_started": started})})
 
 
 def _start_warm(commands: list[list[str]], env: dict[str, str], folder: Path,
@@ -421,7 +427,7 @@ def _pid_alive(pid: int | None, job: dict[str, Any]) -> bool:
             _CHILDREN.pop(pid, None)
         return False
     if Path("/proc/self").exists():
-        started = (job.get("spec") or {}).get("pid_started")
+        started = platform_of(job).pid_started
         if started is None:
             return _runs_job(pid, job["id"])
         return _pids.state(pid, str(started)) not in (None, "Z", "X")
@@ -537,21 +543,21 @@ def reconcile(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any
 
 
 def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
-    spec = job.get("spec") or {}
+    platform = platform_of(job)
     now = time.time()
     beat = job.get("heartbeat_at")
     if beat is not None:
         silent_for = now - beat
         stale = silent_for > defaults.JOB_STALE_S
     else:
-        silent_for = now - (spec.get("launched_at") or job["created_at"])
+        silent_for = now - (platform.launched_at or job["created_at"])
         stale = silent_for > defaults.JOB_START_GRACE_S
     if job["status"] == "queued" and not job.get("pid"):
         if not stale:
             return job
         return _settle_dead(store, account_id, job, f"the job never started: no worker was launched in "
                             f"{silent_for:.0f} s (JOB_START_GRACE_S)")
-    same_host = spec.get("host") in (None, socket.gethostname())
+    same_host = platform.host in (None, socket.gethostname())
     alive = _pid_alive(job.get("pid"), job) if same_host else None
     if alive is False:
         if not stale and job_processes(job["id"]):
@@ -650,15 +656,15 @@ def _stat_fields(pid: int | None) -> list[str] | None:
 def _end_process(job: dict[str, Any]) -> str:
     """SIGKILL a local worker's process group and wait (JOB_STOP_WAIT_S at most) until it is gone; what happened."""
     pid = job.get("pid")
-    spec = job.get("spec") or {}
-    if spec.get("host") not in (None, socket.gethostname()):
-        return (f"its worker runs on {spec.get('host')}, which this platform cannot signal; its key is revoked, so "
+    platform = platform_of(job)
+    if platform.host not in (None, socket.gethostname()):
+        return (f"its worker runs on {platform.host}, which this platform cannot signal; its key is revoked, so "
                 "it ends itself at its next heartbeat")
     ranks = [p for p in job_processes(job["id"]) if p != pid]  # torchrun's ranks, node launchers past the first
     alive = _pid_alive(pid, job)
     if not alive and not ranks:
         return "its worker had already exited"
-    started = spec.get("pid_started") or _pids.start_time(pid)
+    started = platform.pid_started or _pids.start_time(pid)
     for target in [*([pid] if alive else []), *ranks]:  # a pid now another process's is left alone
         try:
             if target and os.getpgid(target) == target:  # each leads its own session and group
@@ -748,8 +754,9 @@ def resume_run(store: Any, account_id: str, run_id: str, embedded: bool = False)
     """Start a new job for a stopped, failed or crashed run, continuing from its last checkpoint.
 
     The new job runs the spec of the run's last job under the rules a launch passes now (``_rules``: the reward
-    modules its operator allows, the account's ids, strict types, the bounds), with the keys only the platform
-    writes (``reward_path``, the adapters) worked out again here, never read from that job's row; it finds the run's checkpoint folder
+    modules its operator allows, the account's ids, strict types, the bounds), with what only the platform writes
+    (its ``platform`` fields: ``reward_path``, the judges; the start adapter) worked out again here, never read from
+    that job's row; it finds the run's checkpoint folder
     (``checkpoint_dir``), resumes the trainer from the newest checkpoint, reuses the held-out
     "before" measured by the interrupted job, and logs no point the run already has. The run
     stays one run: it turns ``running`` again (the stop mark lifted) and its summary counts the
@@ -773,7 +780,7 @@ def resume_run(store: Any, account_id: str, run_id: str, embedded: bool = False)
                             "train it with wai.train or python -m whileai run")
     last = jobs[0]
     row = last.get("spec") if isinstance(last.get("spec"), dict) else {}
-    sent = {k: v for k, v in row.items() if k not in (*JOB_ROW_KEYS, "init_adapter")}  # the platform's keys: redone
+    sent = {k: v for k, v in row.items() if k != "init_adapter"}  # the platform's start adapter: resolved again
     target = last.get("target") or "local"
     start = last_checkpoint(checkpoint_dir(run_id))
     if target == "local" and start is None:
@@ -788,7 +795,7 @@ def resume_run(store: Any, account_id: str, run_id: str, embedded: bool = False)
     if checked is None or problems:
         _refuse_resume(store, account_id, run_id, last, sent, "; ".join(problems))
     return launch(store, account_id, run_id=run_id, kind=last["kind"], target=target, spec=checked,
-                  reward_path=reward_path(sent, embedded), embedded=embedded)
+                  reward_path=reward_path(checked, embedded), embedded=embedded)
 
 
 def _no_checkpoint(run_id: str, sent: Mapping[str, Any]) -> str:
@@ -796,7 +803,7 @@ def _no_checkpoint(run_id: str, sent: Mapping[str, Any]) -> str:
     save_steps: Any
     steps: Any
     try:
-        spec = read_job_spec(sent)
+        spec = read_spec(sent)
         save_steps, steps = spec.save_steps, spec.steps
     except ValueError:  # a spec the rules of now refuse: what its row says
         save_steps, steps = sent.get("save_steps"), sent.get("steps")

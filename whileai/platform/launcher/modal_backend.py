@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from whileai.core.jobrow import JobPlatform, ResolvedJudge, platform_json, platform_of
 from whileai.platform import defaults
 from whileai.platform.launcher._shared import FINISHED
 
@@ -172,7 +173,9 @@ def launch_modal(store: Any, account_id: str, job: dict[str, Any], start: Path |
 
     ``start`` is the adapter folder of the run it continues (``init_from``): it
     goes to the adapters Volume the way serving's does (uploaded unless there
-    already), and the job reads it there.
+    already), and the job reads it there. So do the adapters of the judges the launch resolved (the job row's
+    ``platform.gold`` and ``platform.reward_rm``): the payload carries the row's platform fields with the Volume's
+    copies named.
     """
     spec = {**(job.get("spec") or {}), "target": "modal"}
     spec["gpu"] = modal_gpu(spec)
@@ -183,21 +186,32 @@ def launch_modal(store: Any, account_id: str, job: dict[str, Any], start: Path |
                          f"nodes={defaults.MODAL_CLUSTER_NODES} or 1, or redeploy with another size")
     if start is not None:
         spec["init_adapter"] = get_backend().put_adapter(str(spec["init_from"]), start)
-    gold = spec.get("gold")
-    if isinstance(gold, dict):  # the gold judge's adapter goes to the Volume too; the job loads it from there
-        spec["gold"] = {**gold, "adapter": get_backend().put_adapter(str(gold["run_id"]), Path(gold["adapter"]))}
+    platform = _judges_on_volume(platform_of(job))
     rows = store.dataset_rows(account_id, spec["dataset"])
     holdout = store.dataset_rows(account_id, spec["holdout"]) if spec.get("holdout") else None
     run = store.get_run(account_id, job["run_id"], series=False)
-    payload = {"job_id": job["id"], "spec": spec, "rows": rows, "holdout_rows": holdout, "run": run}
+    payload = {"job_id": job["id"], "spec": spec, "platform": platform_json(platform),
+               "rows": rows, "holdout_rows": holdout, "run": run}
     if (run.get("summary") or {}).get("resumed"):  # the (metric, step) pairs the run holds: not logged again
         series = store.get_run(account_id, job["run_id"])["series"]
         payload["stored"] = sorted({(name, p["step"]) for p in series if isinstance(p.get("step"), int)
                                     for name in p.get("metrics") or {}})
     # processes per node are GPUs per container ("H100:8"); the spec keeps the GPU's name for its price
     call_id = get_backend().spawn(payload, spec["gpu"] + (f":{processes}" if processes > 1 else ""))
-    spec.update(pulled=0, launched_at=time.time())
-    return store.update_job(account_id, job["id"], {"call_id": call_id, "status": "running", "spec": spec})
+    platform = platform.model_copy(update={"pulled": 0, "launched_at": time.time()})
+    return store.update_job(account_id, job["id"], {"call_id": call_id, "status": "running", "spec": spec,
+                                                    "platform": platform})
+
+
+def _judges_on_volume(platform: JobPlatform) -> JobPlatform:
+    """``platform`` with each resolved judge's adapter put on the adapters Volume, named by its Volume path."""
+    moved = {}
+    for field in ("gold", "reward_rm"):
+        judge: ResolvedJudge | None = getattr(platform, field)
+        if judge is not None:
+            remote = get_backend().put_adapter(judge.run_id, Path(judge.adapter))
+            moved[field] = judge.model_copy(update={"adapter": remote})
+    return platform.model_copy(update=moved)
 
 
 def replay(store: Any, account_id: str, run_id: str, entries: list[dict[str, Any]]) -> None:
@@ -228,7 +242,7 @@ def reconcile_modal(store: Any, account_id: str, job: dict[str, Any]) -> dict[st
     readers ask at the same time.
 
     The reader that takes the job's lease in the store (MODAL_PULL_LEASE_S) pulls,
-    replays and advances ``spec["pulled"]``; the others answer the job as it
+    replays and advances ``platform.pulled``; the others answer the job as it
     stands. Works across server processes on SQLite and PostgreSQL.
 
     While the call runs, what it recorded is replayed up to the request that
@@ -254,9 +268,9 @@ def _pull_and_settle(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
     from whileai.platform.launcher._shared import adapter_dir, end_job
 
     backend = get_backend()
-    spec = dict(job.get("spec") or {})
+    platform = platform_of(job)
     call_id = job["call_id"]
-    start = int(spec.get("pulled") or 0)
+    start = platform.pulled or 0
     try:
         result = backend.poll(call_id)  # polled before pulling: a finished call has recorded everything
         entries = backend.pull(job["id"], start)
@@ -272,8 +286,8 @@ def _pull_and_settle(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
                 _apply(store, account_id, job["run_id"], entry)
                 applied += 1
         finally:  # what was applied stays counted, so the next pull starts after it
-            spec["pulled"] = start + applied
-            job = store.update_job(account_id, job["id"], {"spec": spec, "heartbeat_at": time.time()})
+            job = store.update_job(account_id, job["id"], {
+                "platform": platform.model_copy(update={"pulled": start + applied}), "heartbeat_at": time.time()})
     if result is None:
         return job
     if result.get("status") == "done" and result.get("adapter"):

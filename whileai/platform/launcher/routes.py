@@ -79,8 +79,8 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     if isinstance(run.get("config"), dict) and run["config"].get("target") != target:
         the_store.update_run(acct, body.run_id, {"config": {**run["config"], "target": target}})
     try:
-        job = launcher_jobs.launch(the_store, acct, run_id=body.run_id, kind=body.kind, target=target, spec=spec,
-                                   reward_path=reward_path(body.spec, embedded), embedded=embedded)
+        job = launcher_jobs.launch(the_store, acct, run_id=body.run_id, kind=spec.method, target=target, spec=spec,
+                                   reward_path=reward_path(spec, embedded), embedded=embedded)
     except ValueError as exc:
         raise refuse(str(exc)) from exc
     except Exception as exc:  # e.g. no Modal token: the run is already failed with this reason

@@ -1,4 +1,4 @@
-"""The store's jobs: one row per hosted training job, its status, heartbeat and spec.
+"""The store's jobs: one row per hosted training job, its status, heartbeat, spec and the platform's fields.
 
 Plain functions whose first argument, ``store``, is the :class:`~whileai.platform.store.Store`
 facade that binds them as its methods; every query is scoped to the caller's account.
@@ -13,6 +13,8 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from whileai.core.jobrow import JobPlatform, platform_json, read_platform
+from whileai.core.spec import RunSpec, spec_json
 from whileai.platform.store.tables import Job, Setting, _check_count, _check_status, _check_str, _check_time, _job_record, _new_id, _not_found
 from whileai.platform import defaults
 from whileai.platform.store._runs import RunList, take_reopen
@@ -20,7 +22,7 @@ from whileai.platform.store.values import FINISHED_STATUSES, JOB_STATUSES, Inval
 
 
 #: the fields a job record takes from its creator and its worker
-_JOB_FIELDS = ("run_id", "kind", "target", "status", "pid", "call_id", "spec", "heartbeat_at", "error")
+_JOB_FIELDS = ("run_id", "kind", "target", "status", "pid", "call_id", "spec", "platform", "heartbeat_at", "error")
 
 
 def _job_values(store: Any, fields: dict[str, Any]) -> dict[str, Any]:
@@ -35,13 +37,25 @@ def _job_values(store: Any, fields: dict[str, Any]) -> dict[str, Any]:
         v["status"] = _check_status(fields["status"], JOB_STATUSES, "job")
     if "pid" in fields:
         v["pid"] = _check_count(fields["pid"], "pid")
-    if "spec" in fields:
-        v["spec_json"] = check_json_value(fields["spec"], "spec")
+    if "spec" in fields:  # a launch's validated spec (its own JSON), or what a refused resume was sent
+        spec = fields["spec"]
+        v["spec_json"] = check_json_value(spec_json(spec) if isinstance(spec, RunSpec) else spec, "spec")
+    if "platform" in fields:
+        v["platform_json"] = _platform_json(fields["platform"])
     if "heartbeat_at" in fields:
         v["heartbeat_at"] = _check_time(fields["heartbeat_at"], "heartbeat_at")
     if "error" in fields:
         v["error"] = _check_str(fields["error"], "error", 100_000)
     return v
+
+
+def _platform_json(fields: JobPlatform | dict[str, Any]) -> str:
+    """The platform's fields of a job as stored: the typed model's JSON, only what is set."""
+    try:
+        typed = read_platform(fields, "a job")
+    except ValueError as exc:
+        raise InvalidError(str(exc)) from None
+    return check_json_value(platform_json(typed), "platform")
 
 
 def create_job(store: Any, account_id: str, **fields: Any) -> dict[str, Any]:
@@ -110,7 +124,7 @@ def list_jobs(
         out = RunList()
         budget = defaults.PLATFORM_LIST_MAX_BYTES  # a list is a menu: its answer is bounded in bytes, as runs'
         for j in s.scalars(q.execution_options(yield_per=50)):
-            budget -= len(j.spec_json or "") + len(j.error or "") + 1000
+            budget -= len(j.spec_json or "") + len(j.platform_json or "") + len(j.error or "") + 1000
             if budget < 0 and out:
                 out.truncated = True
                 break

@@ -50,7 +50,7 @@ from whileai.platform.store.tables import Setting
 __all__ = ["HEAD_REVISION", "StoreVersionError", "ensure_current", "upgrade", "revisions", "store_revision"]
 
 #: The newest revision in whileai/platform/store/migrations/versions (tests check it is the chain's head).
-HEAD_REVISION = "0005_older_writers_refused"
+HEAD_REVISION = "0006_job_platform_fields"
 
 #: The PostgreSQL advisory lock that lets one process at a time create or upgrade the schema.
 _PG_SCHEMA_LOCK = 847001

@@ -163,7 +163,10 @@ class Job(Base):
     status: Mapped[str] = mapped_column(String(16))
     pid: Mapped[int | None] = mapped_column(Integer)
     call_id: Mapped[str | None] = mapped_column(String(400))
+    #: the run's spec as the launch validated it (``whileai.core.spec.spec_json``)
     spec_json: Mapped[str] = mapped_column(Text, default="null")
+    #: the platform's bookkeeping beside it (``whileai.core.jobrow.JobPlatform``; revision 0006)
+    platform_json: Mapped[str] = mapped_column(Text, default="{}", server_default="{}")
     heartbeat_at: Mapped[float | None] = mapped_column(Float)
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
@@ -281,6 +284,7 @@ def _job_record(j: Job) -> dict[str, Any]:
         "pid": j.pid,
         "call_id": j.call_id,
         "spec": json.loads(j.spec_json),
+        "platform": json.loads(j.platform_json or "{}"),
         "heartbeat_at": j.heartbeat_at,
         "error": j.error,
         "created_at": j.created_at,
