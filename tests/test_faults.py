@@ -473,10 +473,12 @@ def test_an_upgrade_names_a_live_server_of_the_older_revision_instead_of_upgradi
     from alembic import command
 
     from whileai.platform.store import migrate
+    from whileai.platform.store._writers import mark_writers
 
     url = _url(backend, home, pg_database)
     older = migrate.revisions()[-2]
     engine = sa.create_engine(url)
+    mark_writers(engine, older)  # writes as that revision's code does: from 0005 on the store refuses others
     config = migrate.alembic_config()
     older_server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # stands in for its pid
     try:
