@@ -142,15 +142,18 @@ def test_the_job_reads_its_judges_and_reward_path_as_models(monkeypatch):
     assert _rewards.reward_search_path() is None and len(loaded) == 2
 
 
-def test_a_modal_payload_carries_the_row_and_one_without_platform_fields_is_refused():
+def test_a_modal_payload_carries_the_row_and_one_of_an_older_platform_is_refused():
     from whileai.jobs.modal_app import payload_row
 
     payload = {"job_id": "job_1", "spec": spec_json(_grpo()), "platform": {"gold": _judge().model_dump()},
                "run": {"id": "run_1"}, "rows": []}
     row = payload_row(payload)
     assert row.platform.gold == _judge() and row.spec == _grpo() and row.run_id == "run_1"
-    with pytest.raises(ValueError, match="carries no platform fields.*modal deploy"):
-        payload_row({k: v for k, v in payload.items() if k != "platform"})
+    by_hand = payload_row({k: v for k, v in payload.items() if k != "platform"})  # none given: no judges
+    assert by_hand.platform == JobPlatform() and by_hand.spec == _grpo()
+    older = {**payload, "spec": {**payload["spec"], "gold": payload["platform"]["gold"]}}
+    with pytest.raises(ValueError, match=r"platform's fields inside its spec \(gold\).*modal deploy"):
+        payload_row({k: v for k, v in older.items() if k != "platform"})
 
 
 # --------------------------------------------------------------------------- rows of before the split

@@ -35,6 +35,7 @@ import modal
 import modal.experimental
 
 from whileai.core.jobrow import JobRow, read_job_row
+from whileai.core.spec import JOB_ROW_KEYS
 from whileai.jobs import defaults as job_defaults
 from whileai.platform import defaults
 from whileai.platform.launcher.progress import count_key, progress_key
@@ -122,15 +123,18 @@ def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
 
 def payload_row(payload: dict[str, Any]) -> JobRow:
     """The job row a payload carries (its ``spec`` and ``platform``), typed (:func:`whileai.core.jobrow.read_job_row`):
-    ``ValueError`` naming the problem when it is not one."""
-    if "platform" not in payload:
-        raise ValueError(f"the payload of job {payload.get('job_id')} carries no platform fields: the platform that "
-                         "spawned it runs a whileai older than this Modal app's; deploy the app from the platform's "
-                         "whileai (modal deploy -m whileai.jobs.modal_app) and resume the run (python -m whileai "
-                         "resume RUN_ID)")
+    ``ValueError`` naming the problem when it is not one. A payload made by hand with no ``platform`` runs with none
+    (no judges resolved); one whose spec holds the platform's keys was spawned by an older platform and is refused."""
+    spec = payload.get("spec")
+    platform = payload.get("platform", {})
+    if "platform" not in payload and isinstance(spec, dict) and set(spec) & set(JOB_ROW_KEYS):
+        raise ValueError(f"the payload of job {payload.get('job_id')} carries the platform's fields inside its spec "
+                         f"({', '.join(sorted(set(spec) & set(JOB_ROW_KEYS)))}): the platform that spawned it runs a "
+                         "whileai older than this Modal app's; deploy the app from the platform's whileai (modal "
+                         "deploy -m whileai.jobs.modal_app) and resume the run (python -m whileai resume RUN_ID)")
     run = payload.get("run")
     return read_job_row({"id": payload.get("job_id"), "run_id": run.get("id") if isinstance(run, dict) else None,
-                         "target": "modal", "spec": payload.get("spec"), "platform": payload["platform"]})
+                         "target": "modal", "spec": spec, "platform": platform})
 
 
 def checkpoint_folder(volume_root: Path, run_id: str) -> Path:
