@@ -781,3 +781,65 @@ def test_the_runner_record_and_provenance_are_typed_parts_of_the_run(launches, p
     # wai.train's keyword arguments are the knobs declared with surface argument/export: one list, not two
     params = set(inspect.signature(wai.train).parameters)
     assert set(defaults.TRAINING_KNOBS) <= params
+
+
+# ---------------------------------------------------------------------------
+# One kind of setting: keyword arguments or the spec object
+# ---------------------------------------------------------------------------
+
+
+def test_every_knob_is_a_keyword_argument_and_config_still_takes_the_host_keys(launches):
+    """lora_rank, batch_size, prompt_source, ... are keyword arguments as beta is; config= resolves to the same run."""
+    import inspect
+
+    from whileai.core.spec import knob_table
+
+    assert set(knob_table()) <= set(inspect.signature(wai.train).parameters)  # every method's every knob
+    ds = wai.push(rows(tag="kw"), name="kw")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(ds, method="grpo", steps=3, lora_rank=8, epsilon_high=0.3, prompt_source="mixed",
+                        prompts_per_step=2)
+        again = wai.train(ds, method="grpo", steps=3, config={"loraRank": 8, "epsilon_high": 0.3,
+                                                              "prompt_source": "mixed", "prompts_per_step": 2})
+        alias = wai.train(ds, method="grpo", steps=3, loraRank=8, epsilon_high=0.3, prompt_source="mixed",
+                          prompts_per_step=2)
+    config = run.config
+    assert (config["lora_rank"], config["epsilon_high"], config["prompts_per_step"]) == (8, 0.3, 2)
+    assert config["provenance"]["lora_rank"] == "argument" and config["provenance"]["beta"].startswith("grpo's default")
+    assert again.id == run.id and alias.id == run.id  # the same resolved spec: the one run answers all three
+    assert len(launches) == 1
+
+
+def test_an_unknown_keyword_names_the_nearest_settings_and_a_setting_given_twice_is_refused(launches):
+    ds = wai.push(rows(tag="typo"), name="typo")
+    with pytest.raises(TrainingConfigError) as err:
+        wai.train(ds, method="sft", lora_rnak=8, steps=2)
+    problem = err.value.problems[0]
+    assert problem.startswith("lora_rnak=8 is not a setting of train() (did you mean lora_rank"), problem
+    assert "; pass one of the settings: " in problem and "batch_size" in problem and "prompt_source" in problem
+    with pytest.raises(TrainingConfigError, match=r"lora_rank is given twice: lora_rank=8 and config\['lora_rank'\]=16"):
+        wai.train(ds, method="sft", lora_rank=8, config={"lora_rank": 16})
+    with pytest.raises(TrainingConfigError, match=r"batch_size=4 does not apply to grpo \(it is read by sft, dpo, rm\)"):
+        wai.train(ds, method="grpo", batch_size=4)
+    assert not launches and not _runs_for(ds.id)
+
+
+def test_a_spec_object_is_the_settings_and_a_resolved_spec_resolves_to_itself(launches):
+    """spec= gives every setting at once (keyword arguments beside it change them); the spec a run recorded, handed
+    back, is that same run."""
+    from whileai.core.spec import GRPOSpec, read_spec
+
+    ds = wai.push(rows(tag="obj"), name="obj")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(ds, spec=GRPOSpec(beta=0.02, lora_rank=8, steps=5), steps=3)
+        config = run.config
+        assert (config["method"], config["beta"], config["lora_rank"], config["steps"]) == ("grpo", 0.02, 8, 3)
+        assert config["generations"] == 4 and config["temperature"] == 0.7  # unset on the spec: the dataset decides
+        back = wai.train(ds, spec=read_spec(config))
+    assert back.id == run.id and len(launches) == 1
+    with pytest.raises(TrainingConfigError, match=r"method='sft' differs from the spec's method \('grpo'\)"):
+        wai.train(ds, method="sft", spec=GRPOSpec())
+    with pytest.raises(TrainingConfigError, match="spec=.* is not a run spec"):
+        wai.train(ds, spec={"method": "grpo"})

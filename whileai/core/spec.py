@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -65,7 +65,9 @@ __all__ = [
     "JOB_ROW_KEYS",
     "split_problem",
     "spec_json",
+    "job_json",
     "read_job_spec",
+    "updated",
 ]
 
 #: 3: fully resolved (every knob holds its value), provenance typed; 2: snake_case keys and
@@ -810,3 +812,27 @@ def _json_value(value: Any) -> Any:
         return value.tolist()
     raise TypeError(f"{value!r} ({type(value).__name__}) in a run spec has no JSON form; pass numbers, strings, "
                     "lists or dicts of them (str(...) it first if it is a label)")
+
+
+def job_json(spec: RunSpec, run_id: str, dataset: str | None) -> dict[str, Any]:
+    """The job's own copy of ``spec`` as JSON (:func:`spec_json`), naming its run and dataset: the launch's body.
+
+    ``run_id`` and ``dataset`` are bookkeeping the platform reads (:data:`BOOKKEEPING`), written at the JSON edge
+    rather than on a second spec object; the launch route reads the whole body into the method's model."""
+    return {**spec_json(spec), "run_id": run_id, "dataset": dataset}
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def updated(model: _Model, **changes: Any) -> _Model:
+    """``model`` (a frozen run spec, or the runner's recipe spec) with ``changes`` applied, validated again.
+
+    The one way a validated spec changes: every field it was given, with the changes over them, read by its own
+    model, so a change is checked as the original was (ranges, the knobs together) and the result records the same
+    given fields (:func:`spec_json`). Raises pydantic's ``ValidationError`` naming each problem.
+
+        spec = updated(spec, init_from="run_...", holdout="ds_...")
+    """
+    given = {name: getattr(model, name) for name in model.model_fields_set}
+    return type(model).model_validate({**given, **changes})

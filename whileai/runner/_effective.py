@@ -4,8 +4,9 @@
 nulls (each marked with a comment saying where the value comes from), so a reader
 sees the base model, the LoRA rank, the batch size and every knob the method fills
 before anything runs. Each stage goes through the stage rules (``stages.plan_stages``)
-and the same ``train_spec`` that ``wai.train`` calls with what the pipeline passes it
-(``stages.stage_inputs``), so what is printed is what the jobs get.
+and the same ``train_spec`` that ``wai.train`` calls, once (``validated_stages``): the
+frozen spec it makes is what the pipeline hands ``wai.train``, so what is printed is
+what the jobs get.
 
     filled, notes = effective(spec)      # spec: schema.recipe_spec(plain); notes: dotted key -> why it holds that value
     print(annotated_yaml(filled, notes))
@@ -17,45 +18,58 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from whileai.core.spec import RunSpec
 from whileai.simulations import defaults as sdk
 from whileai.simulations.training import FROM_DATA, Resolved, train_spec
 
 from .schema import HOST_KEYS, KNOBS, Problem, RecipeSpec
 from .stages import Stage, plan_stages, stage_inputs
 
-__all__ = ["effective", "annotated_yaml", "resolve_stages", "resolution_problems", "validated"]
+__all__ = ["effective", "annotated_yaml", "resolve_stages", "stage_specs", "resolution_problems", "validated",
+           "validated_stages"]
 
 
 def resolve_stages(spec: RecipeSpec, origin: Callable[[str], str] | None = None,
                    data: Mapping[str, Any] | None = None) -> list[tuple[Stage, Resolved]]:
-    """Each stage of ``spec`` with what ``wai.train`` resolves it to (no dataset facts unless ``data``); a stage
-    that continues another starts from that one's resolved values."""
+    """Each stage of ``spec`` with what ``wai.train`` resolves it to, once: a stage that continues another starts
+    from that one's spec. Without dataset facts (``data``), the knobs the dataset decides are left unset on the
+    spec, for the submit to fill (``resolve_spec``'s ``data_later``)."""
     resolved: dict[str, Resolved] = {}
     out = []
     for stage in plan_stages(spec):
         if stage.method not in sdk.TRAIN_METHODS:
             continue
         kwargs, config = stage_inputs(stage, spec, origin=origin or (lambda key: ""))
-        start = resolved[stage.start].values if stage.start is not None else None
+        before = resolved[stage.start] if stage.start is not None else None
+        start = None if before is None else before.spec if before.spec is not None else before.values
         result = train_spec(stage.method, kwargs, config, base_model=stage.settings.get("base_model"),
                             target=spec.target.name,
                             holdout=None, start=start, start_label=f"the {stage.start} stage" if start else None,
-                            data=data)
+                            data=data, data_later=data is None)
         resolved[stage.name] = result
         out.append((stage, result))
     return out
 
 
+def stage_specs(results: list[tuple[Stage, Resolved]],
+                origin: Callable[[str], str] | None = None) -> tuple[list[tuple[Stage, RunSpec]], list[Problem]]:
+    """``(each stage with its spec, [])`` from :func:`resolve_stages`' results, or ``([], every problem)``, each
+    named with the stage's key and where it was set (``origin``)."""
+    where = origin or (lambda key: "")
+    problems = []
+    for stage, result in results:
+        for problem in result.problems:
+            key = _problem_key(stage, problem)
+            problems.append(Problem(key, f"{stage.prefix or 'the spec: '}{problem}", where(key)))
+    if problems:
+        return [], problems
+    return [(stage, result.spec) for stage, result in results if result.spec is not None], []
+
+
 def resolution_problems(spec: RecipeSpec, origin: Callable[[str], str] | None = None) -> list[Problem]:
     """What ``wai.train`` would refuse in a spec the schema accepts: rules between knobs (``near_misses`` needs
     ``reward_span=first_action``, ...), checked by the same resolution, each named with the stage's key."""
-    where = origin or (lambda key: "")
-    out = []
-    for stage, result in resolve_stages(spec, origin):
-        for problem in result.problems:
-            key = _problem_key(stage, problem)
-            out.append(Problem(key, f"{stage.prefix or 'the spec: '}{problem}", where(key)))
-    return out
+    return stage_specs(resolve_stages(spec, origin), origin)[1]
 
 
 _NAMED = re.compile(r"^(?P<name>[a-z_]+)=")
@@ -76,15 +90,26 @@ def _problem_key(stage: Stage, problem: str) -> str:
 
 def validated(plain: dict[str, Any], origin: Callable[[str], str] | None = None) -> tuple[RecipeSpec | None, list[Problem]]:
     """``(the typed spec, [])`` for a composed ``plain`` dict, or ``(None, every problem)``: the schema's
-    (:func:`schema.check`), then, on a spec it accepts, the rules between knobs (:func:`resolution_problems`)."""
-    from .schema import check, recipe_spec
+    (:func:`schema.checked`), then, on a spec it accepts, the rules between knobs (:func:`resolution_problems`)."""
+    spec, _stages, problems = validated_stages(plain, origin)
+    return spec, problems
 
-    problems = check(plain, origin)
-    if problems:
-        return None, problems
-    spec = recipe_spec(plain)
-    problems = resolution_problems(spec, origin)
-    return (None if problems else spec), problems
+
+def validated_stages(plain: dict[str, Any], origin: Callable[[str], str] | None = None,
+                     rewrite: Callable[[RecipeSpec], RecipeSpec] | None = None,
+                     ) -> tuple[RecipeSpec | None, list[tuple[Stage, RunSpec]], list[Problem]]:
+    """``(the typed spec, each stage with its resolved spec, [])`` for a composed ``plain`` dict, or
+    ``(None, [], every problem)``: the recipe validated once (:func:`schema.checked`), ``rewrite`` applied to it
+    (a quick run's caps), and each stage resolved once (:func:`resolve_stages`): the objects a run carries."""
+    from .schema import checked
+
+    spec, problems = checked(plain, origin)
+    if spec is None or problems:
+        return None, [], problems
+    if rewrite is not None:
+        spec = rewrite(spec)
+    stages, problems = stage_specs(resolve_stages(spec, origin), origin)
+    return (None if problems else spec), stages, problems
 
 
 def effective(spec: RecipeSpec) -> tuple[dict[str, Any], dict[str, str]]:

@@ -25,7 +25,10 @@ from ._locate import data_root, new_token, register, sources
 from .quick import is_quick, pop_quick
 
 if TYPE_CHECKING:
+    from whileai.core.spec import RunSpec
+
     from .schema import RecipeSpec, Target
+    from .stages import Stage
 
 __all__ = ["run_main", "validate_main", "register_resolvers", "new_token", "report_problems"]
 
@@ -272,14 +275,10 @@ def _task(cfg: Any) -> Any:
     # as typed: the "++" this command line put before a stage knob Hydra would not add is its own, not the user's
     overrides = [o.removeprefix("++") if o in _STATE.get("added", ()) else o for o in hydra_cfg.overrides.task]
     origin = Origins(_STATE["found"] or sources(), choices, overrides)
-    spec = _validated(cfg, origin, whole=mode == "run")
-    if is_quick():  # a few steps, expect set aside: what validate shows is what the run runs
-        from .quick import rewrite
-
-        spec, _note = rewrite(spec)
+    spec, stages = _validated(cfg, origin, whole=mode == "run")
     if mode == "validate":
         return _show(spec, choices)
-    return _run(spec, hydra_cfg, choices, overrides, origin)
+    return _run(spec, stages, hydra_cfg, choices, overrides, origin)
 
 
 def _choices(hydra_cfg: Any) -> dict[str, Any]:
@@ -291,13 +290,16 @@ def _choices(hydra_cfg: Any) -> dict[str, Any]:
             if isinstance(runtime_choices, dict) else {})
 
 
-def _validated(cfg: Any, origin: Any, whole: bool) -> RecipeSpec:
-    """The composed config as the typed spec, once; every problem reported at once and exit 2 when there are any:
-    the schema's, then the rules between knobs (by the resolution wai.train runs), then the data files."""
+def _validated(cfg: Any, origin: Any, whole: bool) -> tuple[RecipeSpec, list[tuple[Stage, RunSpec]]]:
+    """The composed config as the typed spec, once, and each stage as its resolved spec, once (a quick run's caps
+    applied between the two: what validate shows is what the run runs); every problem reported at once and exit 2
+    when there are any: the schema's, then the rules between knobs (by the resolution wai.train runs), then the data
+    files."""
     from omegaconf import OmegaConf
 
     from . import schema
-    from ._effective import validated
+    from ._effective import validated_stages
+    from .quick import rewrite
 
     problems = list(_STATE["problems"])
     try:
@@ -306,7 +308,8 @@ def _validated(cfg: Any, origin: Any, whole: bool) -> RecipeSpec:
         problems.append(schema.Problem("", f"the spec does not resolve: {exc}".splitlines()[0], ""))
         report_problems(problems)
         raise SystemExit(2) from None
-    spec, found = validated(schema.canonical_spec(plain), origin)
+    quick = (lambda spec: rewrite(spec)[0]) if is_quick() else None  # a few steps, expect set aside
+    spec, stages, found = validated_stages(schema.canonical_spec(plain), origin, rewrite=quick)
     problems += found
     if spec is not None and not problems:  # the data files the spec names: they exist and a bounded sample parses
         from ._datacheck import data_problems
@@ -315,7 +318,7 @@ def _validated(cfg: Any, origin: Any, whole: bool) -> RecipeSpec:
     if problems or spec is None:
         report_problems(problems)
         raise SystemExit(2)
-    return spec
+    return spec, stages
 
 
 def _show(spec: RecipeSpec, choices: dict[str, Any]) -> int:
@@ -334,8 +337,10 @@ def _show(spec: RecipeSpec, choices: dict[str, Any]) -> int:
     return 0
 
 
-def _run(spec: RecipeSpec, hydra_cfg: Any, choices: dict[str, Any], overrides: list[str], origin: Any) -> int:
-    """``run``: the pipeline, with where the spec came from; a data error is one message and exit 2."""
+def _run(spec: RecipeSpec, stages: list[tuple[Stage, RunSpec]], hydra_cfg: Any, choices: dict[str, Any],
+         overrides: list[str], origin: Any) -> int:
+    """``run``: the pipeline, with where the spec came from and its stages' resolved specs; a data error is one
+    message and exit 2."""
     from ._datacheck import DATA_ERRORS, data_error_message
     from .pipeline import EXIT_INTERRUPTED, Context, run_spec
 
@@ -354,7 +359,7 @@ def _run(spec: RecipeSpec, hydra_cfg: Any, choices: dict[str, Any], overrides: l
         origin=origin,
     )
     try:
-        code = run_spec(spec, context)
+        code = run_spec(spec, context, stages)
     except DATA_ERRORS as exc:  # one message (file, line, what, fix), not Hydra's traceback
         print(data_error_message(exc), file=sys.stderr)
         _STATE["exit"] = max(_STATE["exit"], 2)

@@ -28,14 +28,14 @@ from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec
 from whileai.core.stats import describe, group_lines
 
 from . import _estimate, defaults
-from ._effective import resolve_stages
+from ._effective import resolve_stages, stage_specs
 from ._label import run_label
 from ._progress import Progress
 from .expect import settle
 from .provenance import runner_record
 from .quick import is_quick, sft_rows
 from .schema import Dataset, Export, RecipeSpec, Serve
-from .stages import Stage, stage_inputs
+from .stages import Stage, stage_refs
 
 __all__ = ["Context", "run_spec", "EXIT_FAILED", "EXIT_EXPECT", "EXIT_GATE", "EXIT_INTERRUPTED"]
 
@@ -281,8 +281,11 @@ def _write_runs(context: Context, runs: list[dict[str, Any]], closing: dict[str,
     (context.output_dir / defaults.RUN_FILE).write_text(json.dumps(written, indent=1, default=str) + "\n")
 
 
-def run_spec(spec: RecipeSpec, context: Context) -> int:
+def run_spec(spec: RecipeSpec, context: Context, stages: list[tuple[Stage, RunSpec]] | None = None) -> int:
     """Run a validated spec; returns the exit code (see the module docstring).
+
+    ``stages`` are its stages as the validation resolved them (``_effective.validated_stages``), each spec carried
+    from there to ``wai.train``; None resolves them here.
 
     Steps and progress go to stderr; the closing summary (``_closing``) to stdout, as lines or,
     with ``context.json``, one JSON object, whatever way the run ended. A job of a sweep run with
@@ -294,7 +297,7 @@ def run_spec(spec: RecipeSpec, context: Context) -> int:
     facts: dict[str, Any] = {"recipe": context.recipe, "sweep_id": context.sweep_id, "runs": [], "datasets": {},
                              "status": "failed"}
     try:
-        code = _run(spec, context, progress, facts)
+        code = _run(spec, context, progress, facts, stages)
     except KeyboardInterrupt:
         progress.line("- interrupted")
         code = EXIT_INTERRUPTED
@@ -341,19 +344,19 @@ def _say_smoke(data: Dataset, progress: Progress) -> None:
         progress.line(note)
 
 
-def _resolved_stages(spec: RecipeSpec) -> list[tuple[Stage, RunSpec]]:
-    """Each stage with its resolved spec, by the resolution ``validate`` checked (a refusal here is a spec
-    that skipped it)."""
-    out = []
-    for stage, result in resolve_stages(spec):
-        if result.spec is None:
-            raise ValueError(f"{stage.prefix or 'the spec: '}{'; '.join(result.problems)}")
-        out.append((stage, result.spec))
-    return out
+def _resolved_stages(spec: RecipeSpec, origin: Callable[[str], str] | None) -> list[tuple[Stage, RunSpec]]:
+    """Each stage with its resolved spec, by the resolution ``validate`` checks, for a caller that hands over none
+    (a refusal here is a spec that skipped validation)."""
+    stages, problems = stage_specs(resolve_stages(spec, origin))
+    if problems:
+        raise ValueError("; ".join(str(p) for p in problems))
+    return stages
 
 
-def _run(spec: RecipeSpec, context: Context, progress: Progress, facts: dict[str, Any]) -> int:
-    plan = _Plan(spec, context, progress, facts, runner_record(spec.plain(), context), _resolved_stages(spec))
+def _run(spec: RecipeSpec, context: Context, progress: Progress, facts: dict[str, Any],
+         stages: list[tuple[Stage, RunSpec]] | None) -> int:
+    plan = _Plan(spec, context, progress, facts, runner_record(spec.plain(), context),
+                 stages if stages is not None else _resolved_stages(spec, context.origin))
     _say_smoke(spec.dataset, progress)  # first: a run on the committed BFCL sample measures nothing
     progress.line(f"whileai run {context.recipe or '(no recipe)'}: {spec.method}"
                   + (f" after {', '.join(spec.stages)}" if spec.stages else "")
@@ -427,14 +430,13 @@ def _run_stage(plan: _Plan, index: int, stage: Stage, resolved: RunSpec) -> int 
     import whileai.simulations as wai
 
     label = f"{stage.name} ({stage.method})" if len(plan.stages) > 1 else stage.method
-    kwargs, config = stage_inputs(stage, plan.spec, plan.run_ids, plan.context.origin)
-    train_set, used_rows = _training_set(plan, stage, label, resolved, kwargs, config)
+    train_set, used_rows = _training_set(plan, stage, label, resolved)
     try:
         export_report = _export_step(plan, stage, label, used_rows, resolved)
     except wai.ExportValidationError as exc:
         return _refused(plan, "export gate", "an export gate", exc)
     try:
-        run = _train_step(plan, index, stage, label, train_set, export_report, kwargs, config)
+        run = _train_step(plan, index, stage, label, train_set, export_report, resolved)
     except wai.TrainingSelectionError as exc:  # the data cannot teach the method (the gate refuses before it warns)
         return _refused(plan, "the selection gate", "the selection gate", exc)
     if index == 0:
@@ -466,8 +468,7 @@ def _say_estimate(plan: _Plan, label: str, resolved: RunSpec) -> tuple[int | Non
     return prompts, expected
 
 
-def _training_set(plan: _Plan, stage: Stage, label: str, resolved: RunSpec, kwargs: dict[str, Any],
-                  config: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+def _training_set(plan: _Plan, stage: Stage, label: str, resolved: RunSpec) -> tuple[Any, list[dict[str, Any]]]:
     """The set the stage trains on (SFT: the passing rows, pushed; the rest: the train side) and its rows, with
     the selection report the base's tokenizer counts (the rows longer than its context, as wai.train will)."""
     import whileai.simulations as wai
@@ -481,7 +482,7 @@ def _training_set(plan: _Plan, stage: Stage, label: str, resolved: RunSpec, kwar
         else:
             train_set, used_rows = plan.train_side, plan.train_rows
         report = wai.selection_report(train_set, stage.method, base_model=resolved.base_model,
-                                      config={**kwargs, **{k: v for k, v in config.items() if k != "provenance"}})
+                                      config=resolved.knobs())  # the knobs, as wai.train's own gate reads them
         fresh = train_set.id != plan.train_side.id
         if fresh:
             plan.facts["datasets"][f"{stage.name}:{stage.method}"] = train_set.id
@@ -501,8 +502,12 @@ def _export_step(plan: _Plan, stage: Stage, label: str, used_rows: list[dict[str
 
 
 def _train_step(plan: _Plan, index: int, stage: Stage, label: str, train_set: Any, export_report: dict[str, Any],
-                kwargs: dict[str, Any], config: dict[str, Any]) -> Any:
-    """``wai.train`` for the stage, its warnings shown, and the run recorded (raises TrainingSelectionError)."""
+                resolved: RunSpec) -> Any:
+    """``wai.train`` for the stage, its warnings shown, and the run recorded (raises TrainingSelectionError).
+
+    The stage's resolved spec goes to ``wai.train`` as it is; what only this run knows goes beside it: the held-out
+    set, the run it continues, the runs a ``stages.NAME`` setting names, and the runner's record. ``wai.train``
+    reads the dataset for what it decides (GRPO's group size and temperature, where the spec leaves them)."""
     import whileai.simulations as wai
 
     spec, start = plan.spec, plan.start_of(stage)
@@ -513,13 +518,10 @@ def _train_step(plan: _Plan, index: int, stage: Stage, label: str, train_set: An
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
             run = wai.train(
-                train_set, method=stage.method, holdout=plan.held,
-                # a stage that continues another keeps that one's base (the resolution's start)
-                base_model=None if start is not None else stage.settings.get("base_model"),
-                check=stage.settings.get("check") or spec.check, target=spec.target.name,
-                init_from=start, config={**config, "runner": stage_record},
+                train_set, spec=resolved, holdout=plan.held, check=stage.settings.get("check") or spec.check,
+                target=spec.target.name, init_from=start, runner=stage_record,
                 name=run_label(plan.context, stage.name, stage.method, stage.last, set(stage.from_spec)),
-                **kwargs,
+                **stage_refs(resolved, plan.run_ids),
             )
         for warning in said:
             plan.progress.line(f"  warning: {warning.message}")

@@ -80,13 +80,17 @@ def rewrite(spec: RecipeSpec) -> tuple[RecipeSpec, dict[str, Any]]:
 
     The root and every stage get ``steps`` capped at QUICK_STEPS and ``epochs`` None (steps decide);
     ``holdout_rows`` is capped at QUICK_HOLDOUT_ROWS; the expect block is emptied (its keys kept,
-    every value None) and the keys it held are named in the note.
+    every value None, a list empty) and the keys it held are named in the note. Each change is validated
+    (``whileai.core.spec.updated``).
     """
+    from whileai.core.spec import updated
+
     asked = spec.expect.model_fields_set
     skipped = sorted(k for k in asked if getattr(spec.expect, k) is not None)
-    stages = {name: stage.model_copy(update=_capped(stage.given(), False)) for name, stage in spec.stages.items()}
-    out = spec.model_copy(update={**_capped(spec.given(), True), "stages": stages, "expect": spec.expect.model_copy(
-        update=dict.fromkeys(asked))})
+    stages = {name: updated(stage, **_capped(stage.given(), False)) for name, stage in spec.stages.items()}
+    # each line asked set to its field's default: None, or an empty list for a list of verdicts (nothing asked)
+    emptied = updated(spec.expect, **{k: type(spec.expect).model_fields[k].get_default() for k in asked})
+    out = updated(spec, **_capped(spec.given(), True), stages=stages, expect=emptied)
     note = {"steps": defaults.QUICK_STEPS, "holdout_rows": defaults.QUICK_HOLDOUT_ROWS,
             "expect_not_checked": skipped}
     _STATE["note"] = note

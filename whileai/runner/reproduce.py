@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any
 from . import defaults
 
 if TYPE_CHECKING:
+    from whileai.core.spec import RunSpec
+
     from .schema import RecipeSpec
+    from .stages import Stage
 
 __all__ = ["reproduce_main", "matched", "comparison", "verdict_text"]
 
@@ -63,13 +66,14 @@ def _placement(args: list[str]) -> list[str]:
     return out
 
 
-def _stored_spec(run_id: str, stored: dict[str, Any], overrides: list[str]) -> RecipeSpec | None:
-    """The stored spec with ``overrides`` applied, validated as ``run`` validates; None (every problem printed)
-    when it is refused."""
+def _stored_spec(run_id: str, stored: dict[str, Any], overrides: list[str]
+                 ) -> tuple[RecipeSpec, list[tuple[Stage, RunSpec]]] | None:
+    """The stored spec with ``overrides`` applied, validated as ``run`` validates, and its stages' resolved specs;
+    None (every problem printed) when it is refused."""
     from omegaconf import OmegaConf
 
     from . import schema
-    from ._effective import validated
+    from ._effective import validated_stages
     from .cli import report_problems
 
     plain = schema.canonical_spec(  # a run recorded before the typed spec reads in canonical form
@@ -78,10 +82,11 @@ def _stored_spec(run_id: str, stored: dict[str, Any], overrides: list[str]) -> R
     def origin(key: str) -> str:
         return "command line" if any(o.startswith(key + "=") for o in overrides) else f"the stored spec of {run_id}"
 
-    spec, problems = validated(plain, origin)
+    spec, stages, problems = validated_stages(plain, origin)
     if spec is None:
         report_problems(problems)
-    return spec
+        return None
+    return spec, stages
 
 
 def reproduce_main(argv: list[str] | None = None) -> int:
@@ -112,9 +117,10 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     if bad:
         print(f"reproduce takes key=value overrides of the stored spec; not: {' '.join(bad)}", file=sys.stderr)
         return 2
-    spec = _stored_spec(run_id, old["spec"], overrides)
-    if spec is None:
+    stored = _stored_spec(run_id, old["spec"], overrides)
+    if stored is None:
         return 2
+    spec, stages = stored
     token = os.environ.setdefault(defaults.TOKEN_ENV, new_token())
     out = data_root() / defaults.RUNNER_DIR / "runs" / token
     out.mkdir(parents=True, exist_ok=True)
@@ -130,7 +136,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     print(f"reproducing {run_id} from its stored spec" + (f"; differs: {', '.join(changed)}" if changed
                                                           else "; same versions and commit")
           + (f"; {pinned}" if pinned else ""), file=sys.stderr)
-    code = run_spec(spec, context)
+    code = run_spec(spec, context, stages)
     import json
 
     written = out / defaults.RUN_FILE

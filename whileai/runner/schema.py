@@ -12,8 +12,7 @@ problem is collected and reported at once:
   citation, read from ``TRAINING_KNOBS`` / ``TRAINING_HOST_KEYS`` (the same
   tables ``wai.train`` checks against: one source of knob ranges).
 
-    problems = check(plain)           # [] when the spec is valid
-    spec = recipe_spec(plain)         # then the one typed model the runner reads
+    spec, problems = checked(plain)   # the one typed model the runner reads, or None and every problem
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from whileai.core.spec import ALIASES, SPEC_MODELS, canonical, is_whole, knob_of
 
 from . import defaults
 
-__all__ = ["Problem", "RecipeSpec", "RecipeStage", "recipe_spec", "check", "canonical_spec", "canonical_override", "KNOBS", "HOST_KEYS", "known_paths", "nearest"]
+__all__ = ["Problem", "RecipeSpec", "RecipeStage", "recipe_spec", "check", "checked", "canonical_spec", "canonical_override", "KNOBS", "HOST_KEYS", "known_paths", "nearest"]
 
 #: the knobs (wai.train's keyword arguments) and host keys (its config=), both flat at the root
 #: (the export settings among TRAINING_KNOBS live in the export group instead: TRAIN_EXPORT_KNOBS)
@@ -351,6 +350,12 @@ def canonical_override(arg: str) -> str:
 
 def check(plain: dict[str, Any], origin: Any = None) -> list[Problem]:
     """Every problem in the resolved spec ``plain`` ([] when valid). ``origin(key)`` names where a key was set."""
+    return checked(plain, origin)[1]
+
+
+def checked(plain: dict[str, Any], origin: Any = None) -> tuple[RecipeSpec | None, list[Problem]]:
+    """``(the typed spec, [])`` for the resolved spec ``plain``, validated once, or ``(None, every problem)``.
+    ``origin(key)`` names where a key was set."""
     where = origin or (lambda key: "")
     problems: list[Problem] = []
 
@@ -358,8 +363,9 @@ def check(plain: dict[str, Any], origin: Any = None) -> list[Problem]:
         problems.append(Problem(key, message, where(key)))
 
     seen: set[str] = set()
+    spec = None
     try:
-        recipe_spec(plain)
+        spec = recipe_spec(plain)
     except ValidationError as exc:
         for err in exc.errors():
             path = _loc_path(err["loc"])
@@ -386,7 +392,7 @@ def check(plain: dict[str, Any], origin: Any = None) -> list[Problem]:
                 add(path, message)
     problems += _export_checks(plain, where, seen)
     problems += _cross_checks(plain, where)
-    return problems
+    return (None if problems else spec), problems
 
 
 def reads_export(name: str, method: str) -> bool:

@@ -1,8 +1,9 @@
 """The stage rules, once: which stages a spec runs, what each takes from the spec, and which run each continues.
 
 ``validate`` (``_effective``), the pipeline and ``reproduce`` all read a spec's stages through
-:func:`plan_stages` and hand a stage to ``wai.train`` through :func:`stage_inputs`, so what
-``validate`` prints is what the pipeline submits:
+:func:`plan_stages` and resolve each once from :func:`stage_inputs` into its frozen spec, which the
+pipeline hands to ``wai.train`` (with :func:`stage_refs` beside it), so what ``validate`` prints is
+what the pipeline submits:
 
 - the stages run in the order written, the spec's root last;
 - a stage takes the spec's ``check``, ``base_model`` and ``seed`` unless it sets its own;
@@ -17,11 +18,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from whileai.core.spec import continues_runs
+from whileai.core.spec import RunSpec, continues_runs
 
 from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, RecipeSpec, reads_export
 
-__all__ = ["Stage", "plan_stages", "stage_inputs", "gold_judge_id", "STAGE_REF", "SPEC_WIDE"]
+__all__ = ["Stage", "plan_stages", "stage_inputs", "stage_refs", "gold_judge_id", "STAGE_REF",
+           "SPEC_WIDE"]
 
 #: How ``monitor.gold_judge`` (and ``reward_model``) names a reward-model stage of the same spec instead of a finished run id.
 STAGE_REF = "stages."
@@ -71,6 +73,17 @@ def gold_judge_id(value: str | None, stage_runs: Mapping[str, str]) -> str | Non
     if value and value.startswith(STAGE_REF):
         return stage_runs.get(value[len(STAGE_REF):], value)
     return value
+
+
+def stage_refs(spec: RunSpec, stage_runs: Mapping[str, str]) -> dict[str, Any]:
+    """The settings of a stage's resolved ``spec`` that name another stage of the recipe (``reward_model``,
+    ``gold_judge``: ``stages.NAME``), as the runs those stages made: what ``wai.train`` is given beside the spec."""
+    out: dict[str, Any] = {}
+    for name in ("reward_model", "gold_judge"):
+        value = getattr(spec, name, None)
+        if isinstance(value, str) and value.startswith(STAGE_REF):
+            out[name] = str(gold_judge_id(value, stage_runs))
+    return out
 
 
 def stage_inputs(stage: Stage, spec: RecipeSpec, stage_runs: Mapping[str, str] | None = None,

@@ -13,18 +13,21 @@ launch its job (``POST /jobs/launch``). The job itself lives in
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import defaults
-from ._resolve import LORA_SHAPE, Resolved, resolve_spec
-from whileai.core.spec import GRPOSpec, RunSpec, canonical, continues_runs, same_run, spec_json
+from ._resolve import INHERITED, LORA_SHAPE, Resolved, resolve_spec
+from whileai.core.spec import ALIASES, BOOKKEEPING, GRPOSpec, RunSpec, canonical, continues_runs, job_json, \
+    same_run, spec_json, updated
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
 
 __all__ = ["train", "train_spec", "selection_gate"]
 
-#: ``train``'s keyword arguments that are knobs (the rest of a run's knobs come in ``config=``)
+#: the knobs that were ``train``'s own keyword arguments before every knob was (TRAINING_KNOBS): ``config=`` refuses
+#: them, since it was never read for them; the other knobs (TRAINING_HOST_KEYS) it still takes
 _KNOB_ARGS = tuple(defaults.TRAINING_KNOBS)
 
 
@@ -209,59 +212,85 @@ def _running_run(client: Any, dataset_id: str, config: Any) -> dict[str, Any] | 
 
 def train_spec(method: str, arguments: Mapping[str, Any], config: Mapping[str, Any] | None, *,
                base_model: str | None, target: str | None, holdout: str | None,
-               start: Mapping[str, Any] | None = None, start_label: str | None = None,
+               start: RunSpec | Mapping[str, Any] | None = None, start_label: str | None = None,
                data: Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None = None,
-               init_from: str | None = None) -> Resolved:
-    """What ``train`` resolves its arguments to: ``resolve_spec`` over its keyword arguments and ``config=``.
+               init_from: str | None = None, spec: RunSpec | None = None, data_later: bool = False) -> Resolved:
+    """What ``train`` resolves its arguments to: ``resolve_spec`` over ``spec``'s settings, ``config=`` and its
+    keyword arguments, each over the one before.
 
-    A knob that is one of ``train``'s arguments is refused inside ``config`` (it would not be read);
-    ``config["provenance"]`` (the runner's origins of the values it passes) names where each came from.
-    ``init_from`` is the id of the run this one continues, recorded on the spec; ``data`` is
-    ``resolve_spec``'s (read only when nothing else is wrong).
+    A knob that is one of ``train``'s documented arguments is refused inside ``config`` (it would not be read);
+    ``config["provenance"]`` (the runner's origins of the values it passes) names where each came from, as
+    ``spec.provenance`` does for the spec's own. ``init_from`` is the id of the run this one continues, recorded
+    on the spec; ``data`` and ``data_later`` are ``resolve_spec``'s (``data`` read only when nothing else is wrong).
     """
     config = canonical(config or {})
-    origin = {k: "argument" for k, v in arguments.items() if v is not None}
+    from_spec, origin = _given_of(spec)
+    if start is not None:  # what the spec took from the stage it continues is taken again from the run it continues
+        from_spec = {k: v for k, v in from_spec.items()
+                     if not (k in LORA_SHAPE and origin.get(k, "").startswith(INHERITED))}
+    origin.update({k: "argument" for k, v in arguments.items() if v is not None})
     given_origins = config.pop("provenance", None)
     if isinstance(given_origins, Mapping):
         origin.update({str(k): str(v) for k, v in given_origins.items()})
     problems = [f"config key {name!r} is a train() argument, not a host key: config={{{name!r}: {value!r}}} would "
                 f"not be read; pass {name}={value!r} to train() instead" for name, value in config.items()
                 if name in _KNOB_ARGS]
-    given = {**{k: v for k, v in config.items() if k not in _KNOB_ARGS}, **arguments}
+    given = {**from_spec, **{k: v for k, v in config.items() if k not in _KNOB_ARGS},
+             **{k: v for k, v in arguments.items() if v is not None}}
     resolution = resolve_spec(method, given, origin=origin, base_model=base_model, target=target, holdout=holdout,
                               start=start, start_label=start_label, data=None if problems else data,
-                              given_label="argument", init_from=init_from)
+                              given_label="argument", init_from=init_from, data_later=data_later)
     if problems:
         return Resolved(None, resolution.values, resolution.provenance, problems + resolution.problems,
                         resolution.notes)
     return resolution
 
 
-def train(dataset: Any, method: str = "sft", steps: int | None = None, epochs: float | None = None, holdout: Any = None,
-          base_model: str | None = None, check: str = "require", min_mixed_tasks: int | None = None,
-          generations: int | None = None, beta: float | None = None, learning_rate: float | None = None,
-          seed: int | None = None, max_completion_length: int | None = None, loss_type: str | None = None,
-          temperature: float | None = None, truncated: str | None = None, config: Mapping[str, Any] | None = None,
-          wait: bool = False, target: str | None = None, init_from: Any = None, mask_mode: str | None = None,
-          unroll: bool | None = None, strip_think: bool | None = None, max_tool_output_chars: int | None = None,
-          name: str | None = None, reward: str | list[str] | None = None, reward_weights: list[float] | None = None,
-          reward_model: Any = None) -> Any:
+#: A spec's fields that are not settings it was given: what it is, where it runs and what it starts from (``train``'s
+#: own arguments), where each value came from, a user's notes (given key by key), and the launcher's bookkeeping.
+_NOT_GIVEN = ("spec_version", "method", "base_model", "target", "holdout", "init_from", "provenance", "extra",
+              *BOOKKEEPING)
+
+
+def _given_of(spec: RunSpec | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """``(the settings spec was given, where each came from)``: its knobs and config keys that were set (a resolved
+    spec sets them all; the knobs the dataset decides stay unset until the submit reads it), its notes key by key."""
+    if spec is None:
+        return {}, {}
+    given = {name: getattr(spec, name) for name in spec.model_fields_set if name not in _NOT_GIVEN}
+    given.update(spec.extra or {})
+    return given, {**(spec.provenance or {})}
+
+
+def train(dataset: Any, method: str | None = None, *, spec: RunSpec | None = None, holdout: Any = None,
+          base_model: str | None = None, check: str = "require", config: Mapping[str, Any] | None = None,
+          wait: bool = False, target: str | None = None, init_from: Any = None, name: str | None = None,
+          **settings: Any) -> Any:
     """Start a hosted LoRA fine-tune on a pushed dataset and return its run at once.
 
-    ``method`` is "sft" (every row as pushed: push ``scored.passes()``), "grpo" (prompts with both a pass and a
-    fail; reward = the first action against the row's gold), "dpo" (a pass against a fail per prompt, length
-    matched) or "rm" (a reward model on those pairs; ``reward_model(run)`` is then a judge). Before any model is
-    loaded, every argument is checked (TrainingConfigError lists each problem with the range and the paper's value
-    from TRAINING_KNOBS; None takes the declared default) and the dataset's ``selection_report`` decides
-    (``check``: "require" refuses what cannot teach with TrainingSelectionError, "warn" says so and starts, "off"
-    skips the read). The report counts the rows longer than the base's context with the base's tokenizer alone
-    (``report["context"]``; a hub base not on this machine is left to the job, and the report says so).
-    Every knob, defaults included, lands on the run's config. Submitting what is already training (the same
-    dataset, method and resolved config: knobs, export settings, base, init_from and target) answers with that run
-    instead of a second, so a double submit trains once; any other config on the same dataset, such as each point
-    of a sweep, starts its own run. ``target`` is "local" (a detached process here) or "modal"; None takes the
-    platform's default (TRAIN_TARGET_ENV). ``wait=True`` blocks until the run ends. ``name`` titles the run on the
-    pages; None names it by the method and the dataset's name.
+    ``method`` is "sft" (every row as pushed: push ``scored.passes()``; the default), "grpo" (prompts with both a
+    pass and a fail; reward = the first action against the row's gold), "dpo" (a pass against a fail per prompt,
+    length matched) or "rm" (a reward model on those pairs; ``reward_model(run)`` is then a judge).
+
+    Every setting is given one way: as a keyword argument named as the spec names it (``steps``, ``beta``,
+    ``learning_rate``, ``lora_rank``, ``batch_size``, ``prompt_source``, ``gpu``, ... every knob of
+    ``whileai.core.spec``, listed in ``inspect.signature(wai.train)`` and docs/knobs.md), or as a run spec object,
+    ``spec=GRPOSpec(beta=0.02)`` (its method is the run's; the runner hands over the frozen spec it resolved), with
+    keyword arguments beside it changing its settings. An unknown keyword is refused naming the nearest settings.
+    ``config=`` still takes the host keys (``{"lora_rank": 8}``, ``{"epsilonHigh": 0.3}``: the reference's
+    spellings are aliases) and notes kept on the run. Before any model is loaded, every setting is checked
+    (TrainingConfigError lists each problem with the range and the paper's value from TRAINING_KNOBS; None takes the
+    declared default) and the dataset's ``selection_report`` decides (``check``: "require" refuses what cannot
+    teach with TrainingSelectionError, "warn" says so and starts, "off" skips the read). The report counts the
+    rows longer than the base's context with the base's tokenizer alone (``report["context"]``; a hub base not on
+    this machine is left to the job, and the report says so). Every knob, defaults included, lands on the run's
+    config. Submitting what is already training (the same dataset, method and resolved config: knobs, export
+    settings, base, init_from and target) answers with that run instead of a second, so a double submit trains
+    once; any other config on the same dataset, such as each point of a sweep, starts its own run. ``target`` is
+    "local" (a detached process here) or "modal"; None takes the platform's default (TRAIN_TARGET_ENV).
+    ``wait=True`` blocks until the run ends. ``name`` titles the run on the pages; None names it by the method and
+    the dataset's name. ``holdout`` names the held-out set (None: the train set's split sibling from
+    ``datasets.cut``).
 
     ``init_from`` (a finished run: the TrainingRun, its record or its id) makes this run a stage after that one: it
     loads that run's adapter on its base, trainable, and keeps training it, so the result is one adapter that
@@ -278,44 +307,107 @@ def train(dataset: Any, method: str = "sft", steps: int | None = None, epochs: f
     tried on two sample rows before the run exists); a list sums several, weighted by ``reward_weights``. Any reward
     but the exact judge is watched by the HackMonitor against the exact judge.
 
-        run = wai.train(ds, method="sft", wait=True)
-        grpo = wai.train(ds_mixed, method="grpo", init_from=run, wait=True)
+        run = wai.train(ds, method="sft", lora_rank=8, wait=True)
+        grpo = wai.train(ds_mixed, method="grpo", init_from=run, beta=0.02, wait=True)
+        again = wai.train(ds_mixed, spec=GRPOSpec(beta=0.02, prompt_source="gold"), init_from=run)
     """
     from .client import get_client
 
-    problems = _argument_problems(method, check, target, wait, name, base_model, config)
+    method, problems = _method_of(method, spec)
+    problems += _argument_problems(method, check, target, wait, name, base_model, config)
+    knobs = _settings_of(settings, config, problems)
     config = canonical(config) if isinstance(config, Mapping) else None  # camelCase host keys recorded in snake_case
+    holdout, base_model, target, init_from = _placement(spec, holdout, base_model, target, init_from)
     dataset_id = _id_or_problem(dataset, "dataset", problems)
     holdout_id = _id_or_problem(holdout, "holdout", problems) if holdout is not None else None
-    knobs = {"steps": steps, "epochs": epochs, "generations": generations, "beta": beta,
-             "learning_rate": learning_rate, "seed": seed, "max_completion_length": max_completion_length,
-             "loss_type": loss_type, "temperature": temperature, "truncated": truncated,
-             "min_mixed_tasks": min_mixed_tasks, "mask_mode": mask_mode, "unroll": unroll,
-             "strip_think": strip_think, "max_tool_output_chars": max_tool_output_chars, "reward": reward,
-             "reward_weights": reward_weights, "reward_model": _run_id(reward_model)}
     client = start = None
     if init_from is not None and method in defaults.TRAIN_METHODS:
         client = get_client()
-        start = _start_run(client, init_from, method, base_model, config, problems)
+        start = _start_run(client, init_from, method, base_model, {**_given_of(spec)[0], **(config or {}), **knobs},
+                           problems)
     data = _DatasetRows(dataset_id)
-    spec, notes = _resolved_or_refused(method, knobs, config, problems, base_model=base_model, target=target,
-                                       holdout=holdout_id, start=start,
-                                       data=data.facts if method == "grpo" and check != "off" else None)
+    resolved, notes = _resolved_or_refused(method, knobs, config, problems, base_model=base_model, target=target,
+                                           holdout=holdout_id, start=start, spec=spec,
+                                           data=data.facts if method == "grpo" and check != "off" else None)
     client = client or get_client()
     record = client.request("GET", f"/datasets/{data.dataset_id}")
     if holdout_id is None and record.get("split") == "train" and record.get("sibling"):
-        spec = spec.model_copy(update={"holdout": record["sibling"]})  # the split's held-out half
-    report = _gate(spec, check, data) if check != "off" else None
+        resolved = updated(resolved, holdout=record["sibling"])  # the split's held-out half
+    report = _gate(resolved, check, data) if check != "off" else None
     for note in notes:
         _warn(note)
-    _warn_unserved(spec.base_model)
-    run, found = _make_or_find_run(client, spec, name or f"{method} {record.get('name') or data.dataset_id}",
+    _warn_unserved(resolved.base_model)
+    run, found = _make_or_find_run(client, resolved, name or f"{method} {record.get('name') or data.dataset_id}",
                                    data.dataset_id, report)
     if not found:
-        _launch(client, run, spec, data.dataset_id, target)
+        _launch(client, run, resolved, data.dataset_id, target)
     if wait:
         run.wait()
     return run
+
+
+#: What ``train`` takes as keyword arguments: every knob of every method, as declared (whileai.core.spec), and the
+#: config keys the platform reads (TRAINING_CONFIG_KEYS); the older spellings (ALIASES) are read as these.
+SETTINGS: tuple[str, ...] = tuple(dict.fromkeys([*defaults.TRAINING_KNOBS, *defaults.TRAINING_HOST_KEYS,
+                                                  *defaults.TRAINING_CONFIG_KEYS]))
+
+
+def _signature() -> inspect.Signature:
+    """``train``'s signature as help() and IDEs show it: its own arguments, then every setting as a keyword argument
+    (None: the declared default), in place of ``**settings``."""
+    own = inspect.signature(train)
+    named = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    settings = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in SETTINGS]
+    return own.replace(parameters=[*named, *settings])
+
+
+setattr(train, "__signature__", _signature())  # noqa: B010  (a function's signature is not a declared attribute)
+
+
+def _method_of(method: Any, spec: Any) -> tuple[str, list[str]]:
+    """The run's method (``spec``'s, else ``method``, else "sft") and what is wrong with the two together."""
+    if spec is None:
+        return ("sft" if method is None else method), []
+    if not isinstance(spec, RunSpec):
+        return ("sft" if method is None else method), [
+            f"spec={spec!r} is not a run spec; pass a method's spec object (SFTSpec, GRPOSpec, DPOSpec or RMSpec "
+            "of whileai.core.spec), or leave spec None and give the settings as keyword arguments"]
+    if method is not None and method != spec.method:
+        return spec.method, [f"method={method!r} differs from the spec's method ({spec.method!r}); leave method out, "
+                             f"or pass a {method} spec"]
+    return spec.method, []
+
+
+def _settings_of(settings: Mapping[str, Any], config: Any, problems: list[str]) -> dict[str, Any]:
+    """``train``'s keyword settings in canonical form, a run named by its handle or record as its id; each unknown
+    name (with the nearest settings) and each setting also given in ``config`` with another value is a problem."""
+    import difflib
+
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        name = ALIASES.get(key, key)
+        if name not in SETTINGS:
+            near = difflib.get_close_matches(name, SETTINGS, n=3, cutoff=0.6)
+            problems.append(f"{key}={value!r} is not a setting of train()"
+                            + (f" (did you mean {' or '.join(near)}?)" if near else "")
+                            + f"; pass one of the settings: {', '.join(sorted(SETTINGS))}")
+            continue
+        out[name] = _run_id(value) if name in ("reward_model", "gold_judge") else value
+    given = canonical(config) if isinstance(config, Mapping) else {}
+    for name, value in out.items():
+        if name in given and given[name] is not None and value is not None and given[name] != value:
+            problems.append(f"{name} is given twice: {name}={value!r} and config[{name!r}]={given[name]!r}; pass it "
+                            "once, as the keyword argument")
+    return out
+
+
+def _placement(spec: RunSpec | None, holdout: Any, base_model: str | None, target: str | None,
+               init_from: Any) -> tuple[Any, str | None, str | None, Any]:
+    """``(holdout, base_model, target, init_from)``: each as given to ``train``, else as ``spec`` names it."""
+    if not isinstance(spec, RunSpec):
+        return holdout, base_model, target, init_from
+    return (spec.holdout if holdout is None else holdout, base_model or spec.base_model,
+            spec.target if target is None else target, spec.init_from if init_from is None else init_from)
 
 
 def _argument_problems(method: str, check: str, target: str | None, wait: Any, name: Any, base_model: Any,
@@ -363,7 +455,7 @@ class _DatasetRows:
 
 def _resolved_or_refused(method: str, knobs: Mapping[str, Any], config: Mapping[str, Any] | None,
                          problems: list[str], *, base_model: str | None, target: str | None, holdout: str | None,
-                         start: Mapping[str, Any] | None,
+                         start: Mapping[str, Any] | None, spec: RunSpec | None,
                          data: Callable[[], Mapping[str, Any]] | None) -> tuple[RunSpec, list[str]]:
     """The resolved spec and its notes; raises TrainingConfigError listing ``problems`` with the resolution's own
     and what this machine cannot run (a local job runs here)."""
@@ -371,7 +463,8 @@ def _resolved_or_refused(method: str, knobs: Mapping[str, Any], config: Mapping[
     if method in defaults.TRAIN_METHODS:
         resolution = train_spec(method, knobs, config, base_model=base_model, target=target, holdout=holdout,
                                 start=_start_config(start), start_label=start["id"] if start is not None else None,
-                                data=None if problems else data, init_from=start["id"] if start is not None else None)
+                                data=None if problems else data, init_from=start["id"] if start is not None else None,
+                                spec=spec if isinstance(spec, RunSpec) else None)
         problems = problems + resolution.problems
         if target != "modal":
             problems += _machine_problems(method, resolution)
@@ -470,10 +563,9 @@ def _make_or_find_run(client: Any, spec: RunSpec, title: str, dataset_id: str | 
 
 def _launch(client: Any, run: Any, spec: RunSpec, dataset_id: str | None, target: str | None) -> None:
     """Ask the platform to start the run's job with the job's own copy of ``spec`` (its run and dataset named)."""
-    job_spec = spec.model_copy(update={"run_id": run.id, "dataset": dataset_id})
     try:
         client.request("POST", "/jobs/launch", json={"run_id": run.id, "kind": spec.method, "target": target,
-                                                     "spec": spec_json(job_spec)})
+                                                     "spec": job_json(spec, run.id, dataset_id)})
     except Exception:
         try:  # the platform failed the run with the reason; show it on the handle too
             run.refresh()

@@ -26,10 +26,12 @@ from whileai.core.spec import SPEC_MODELS, SPEC_VERSION, RunSpec, canonical, is_
 from . import defaults
 from ._basecheck import base_problems
 
-__all__ = ["Resolved", "resolve_spec", "LORA_SHAPE", "FROM_DATA", "KIT_SFT"]
+__all__ = ["Resolved", "resolve_spec", "LORA_SHAPE", "INHERITED", "FROM_DATA", "KIT_SFT"]
 
 #: the LoRA shape a run started from another inherits (the adapter keeps its shape)
 LORA_SHAPE = ("lora_rank", "lora_alpha")
+#: how the provenance of a value taken from the run (or stage) this one continues begins
+INHERITED = "inherited from "
 #: GRPO knobs the dataset decides when left unset (so ``validate``, which reads no data, cannot know them), with how
 FROM_DATA = {
     "generations": "null: the dataset's rollouts per task (its common group size), clipped to the knob's range",
@@ -83,22 +85,24 @@ class _Draft:
 
 def resolve_spec(method: str, given: Mapping[str, Any], *, origin: Mapping[str, str] | None = None,
                  base_model: str | None = None, target: str | None = None, holdout: str | None = None,
-                 start: Mapping[str, Any] | None = None, start_label: str | None = None,
+                 start: RunSpec | Mapping[str, Any] | None = None, start_label: str | None = None,
                  data: Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None = None,
-                 given_label: str = "given", init_from: str | None = None) -> Resolved:
+                 given_label: str = "given", init_from: str | None = None, data_later: bool = False) -> Resolved:
     """The spec ``method`` runs with, from ``given`` (knobs and config keys, None = unset), every problem at once.
 
     ``origin`` names where each given key came from (``given_label`` otherwise); ``start`` is the
-    config of the run (or stage) this one continues, whose base and LoRA shape it inherits, and
-    ``init_from`` its id, recorded on the spec; ``data`` holds the dataset facts GRPO fills its unset
-    group size and temperature from (``repeats``: the common rollouts per task, ``temperatures``: the
-    rows' distinct ones), or is a function that reads them, called only when a fact is wanted and
-    nothing else is wrong.
+    spec of the stage this one continues, or the config of the run it continues, whose base and LoRA
+    shape it inherits, and ``init_from`` its id, recorded on the spec; ``data`` holds the dataset facts
+    GRPO fills its unset group size and temperature from (``repeats``: the common rollouts per task,
+    ``temperatures``: the rows' distinct ones), or is a function that reads them, called only when a
+    fact is wanted and nothing else is wrong. ``data_later`` (with no ``data``) leaves those two unset
+    on the spec, for the submit that reads the dataset (``wai.train(spec=...)``) to fill; ``values``
+    holds their defaults meanwhile.
     """
     if method not in SPEC_MODELS:
         return Resolved(None, {}, {}, [f"method={method!r} is not a training method; pass one of "
                                        f"{', '.join(SPEC_MODELS)}"])
-    origin, given, start_config = origin or {}, canonical(given), canonical(start or {})
+    origin, given, start_config = origin or {}, canonical(given), _start_shape(start)
     started = start_label or "the run it starts from"
     base, why = _base(start_config, base_model, started, origin.get("base_model", given_label))
     draft = _Draft(method, SPEC_MODELS[method], {"spec_version": SPEC_VERSION, "method": method, "base_model": base,
@@ -115,17 +119,25 @@ def resolve_spec(method: str, given: Mapping[str, Any], *, origin: Mapping[str, 
     draft.values["provenance"] = draft.provenance
     spec = None
     if not draft.problems:
+        later = wanted if data is None and data_later else []
         try:
-            spec = draft.model.model_validate(draft.values)
+            spec = draft.model.model_validate({k: v for k, v in draft.values.items() if k not in later})
         except ValidationError:
             draft.problems += spec_problems(draft.values)
     return Resolved(spec, draft.values, draft.provenance, draft.problems, draft.notes)
 
 
+def _start_shape(start: RunSpec | Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a run takes from the one it continues: its base and LoRA shape, from a stage's spec or a run's config."""
+    if isinstance(start, RunSpec):
+        return {"base_model": start.base_model, **{name: getattr(start, name, None) for name in LORA_SHAPE}}
+    return canonical(start or {})
+
+
 def _base(start: Mapping[str, Any], base_model: str | None, started: str, given_as: str) -> tuple[str, str]:
     """The base the run trains on, and why: the start run's, the one named, or the kit's demo base."""
     if start.get("base_model"):
-        return str(start["base_model"]), f"inherited from {started}"
+        return str(start["base_model"]), f"{INHERITED}{started}"
     if base_model:
         return base_model, given_as
     return defaults.KIT_BASE_NAME, "default (the kit's demo base, KIT_BASE_NAME)"
@@ -148,7 +160,7 @@ def _fill_knobs(draft: _Draft, given: Mapping[str, Any], origin: Mapping[str, st
                 value = many_value(value, numbers="range" in table[name][method])
             draft.values[name], draft.provenance[name] = value, origin.get(name, given_label)
         elif name in LORA_SHAPE and start.get(name) is not None:
-            draft.values[name], draft.provenance[name] = start[name], f"inherited from {started} (its adapter's shape)"
+            draft.values[name], draft.provenance[name] = start[name], f"{INHERITED}{started} (its adapter's shape)"
         else:
             draft.values[name], draft.provenance[name] = _default(method, name, str(draft.values["base_model"]), model)
             if method == "grpo" and name in FROM_DATA:

@@ -1,0 +1,152 @@
+"""A run validates each spec once per trust boundary: the runner's process resolves each stage once and carries it.
+
+``python -m whileai run recipe=grpo_tooluse`` (an SFT stage, then GRPO from its adapter) is run in a process of its
+own whose spec models count the validations made on its main thread (the embedded platform's launch route, the
+server's own boundary, answers on another thread and is not counted). The jobs are replaced by a stub that finishes
+each run at once with an adapter folder, so nothing trains: what is counted is everything up to each submit.
+
+The pinned count, for the client's process:
+
+- the recipe (the runner's schema): once;
+- each stage's run spec: once when the runner resolves it (before anything is loaded), and once more at its
+  submit, where ``wai.train`` fills in what only the run knows (the held-out set, the run it continues, the
+  dataset's group size and temperature, the runner's record).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from _runner_helpers import ROOT
+
+#: Runs the runner with every spec model's validator wrapped in a counter and the local job launch stubbed out.
+_SCRIPT = '''
+import collections, json, sys, threading
+
+from whileai.core.paths import adapter_dir
+from whileai.core.spec import SPEC_MODELS
+from whileai.platform.launcher import jobs
+from whileai.runner import schema
+from whileai.runner.cli import run_main
+
+counts = collections.Counter()
+
+
+class Counting:
+    """A model's validator that counts its calls on the main thread (the runner's own)."""
+
+    def __init__(self, inner, name):
+        self._inner, self._name = inner, name
+
+    def _count(self):
+        if threading.current_thread() is threading.main_thread():
+            counts[self._name] += 1
+
+    def validate_python(self, *args, **kwargs):
+        self._count()
+        return self._inner.validate_python(*args, **kwargs)
+
+    def validate_json(self, *args, **kwargs):
+        self._count()
+        return self._inner.validate_json(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+for model in (*SPEC_MODELS.values(), schema._RECIPE_MODEL):
+    model.__pydantic_validator__ = Counting(model.__pydantic_validator__, model.__name__)
+launched = []
+
+
+def finished_at_once(store, account_id, job):
+    """The job as if it had trained: its run done, with an adapter folder the next stage can start from."""
+    launched.append(job["spec"])
+    folder = adapter_dir(job["run_id"])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "adapter_config.json").write_text("{}")
+    store.update_run(account_id, job["run_id"], {"status": "done", "summary": {
+        "adapter": str(folder), "training": {"metric": "pass_rate", "before": 0.0, "after": 0.0}}})
+    return store.update_job(account_id, job["id"], {"status": "done"})
+
+
+jobs._launch_local = finished_at_once
+try:
+    code = run_main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"exit": code, "counts": dict(counts), "launched": launched}, default=str))
+'''
+
+#: the recipe's two stages on a few tasks of the shipped sample, its expect lines about learning set aside
+_ARGS = ["recipe=grpo_tooluse", "dataset.sample_tasks=null", "dataset.tasks=24", "holdout_rows=4",
+         "stages.sft.holdout_rows=4", "expect.stage_gain_min=null", "expect.holdout_gain_significant=null",
+         "expect.no_alarm=null"]
+
+
+def _counted_run(home: Path, tmp_path: Path) -> dict:
+    script = tmp_path / "counted_run.py"
+    script.write_text(_SCRIPT)
+    env = {**os.environ, "WHILEAI_HOME": str(home), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    env.pop("WHILEAI_RUNNER_TOKEN", None)
+    done = subprocess.run([sys.executable, str(script), *_ARGS], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=600)
+    assert done.returncode == 0 and done.stdout.strip(), done.stdout + done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_staged_grpo_run_validates_each_spec_once_and_once_more_at_its_submit(home, tmp_path):
+    found = _counted_run(home, tmp_path)
+    assert found["exit"] == 0, found
+    assert found["counts"] == {"RecipeSpec": 1, "SFTSpec": 2, "GRPOSpec": 2}, found["counts"]
+    sft, grpo = found["launched"]
+    assert (sft["method"], grpo["method"]) == ("sft", "grpo")
+    # what the submit filled in: the held-out set, the stage it continues, the dataset's facts, the runner's record
+    assert sft["holdout"] and grpo["holdout"] == sft["holdout"]
+    assert "init_from" not in sft and grpo["init_from"] == sft["run_id"]
+    assert grpo["provenance"]["temperature"].startswith("the rows' own sampling.temperature")
+    assert grpo["provenance"]["lora_rank"] == f"inherited from {sft['run_id']} (its adapter's shape)"
+    assert grpo["runner"]["stage"] == "grpo" and grpo["runner"]["previous_run"] == sft["run_id"]
+    # the values the runner resolved are the values the job got
+    assert (grpo["generations"], grpo["beta"], grpo["steps"], grpo["holdout_rows"]) == (4, 0.04, 120, 4)
+    assert (sft["steps"], sft["holdout_rows"], sft["lora_rank"]) == (80, 4, grpo["lora_rank"])
+
+
+PACKAGE = ROOT / "whileai"
+#: Folders whose models are the server's, validated at its own boundary: the launch route's job row and its platform
+#: record. The client's side (the SDK, the runner, the jobs, core) changes a spec only through ``updated``.
+_SERVER_SIDE = ("platform/",)
+
+
+def _copies_with_update(path: Path) -> list[int]:
+    import ast
+
+    return [node.lineno for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "model_copy"
+            and any(keyword.arg == "update" for keyword in node.keywords)]
+
+
+def test_a_validated_spec_changes_only_through_the_one_function_that_validates_it():
+    """``model_copy(update=...)`` changes a frozen model without checking the change; ``whileai.core.spec.updated``
+    applies the change and validates the result."""
+    found = [f"whileai/{path.relative_to(PACKAGE).as_posix()}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
+             if not path.relative_to(PACKAGE).as_posix().startswith(_SERVER_SIDE) for line in _copies_with_update(path)]
+    assert not found, f"change a spec with whileai.core.spec.updated(spec, **changes), not model_copy: {found}"
+
+
+def test_updated_validates_the_change_and_keeps_what_was_given():
+    import pytest
+    from pydantic import ValidationError
+
+    from whileai.core.spec import GRPOSpec, spec_json, updated
+
+    spec = GRPOSpec(beta=0.02, steps=5)
+    changed = updated(spec, holdout="ds_0123456789abcdef", steps=7)
+    assert (changed.beta, changed.steps, changed.holdout) == (0.02, 7, "ds_0123456789abcdef") and spec.steps == 5
+    assert set(spec_json(changed)) == {"beta", "steps", "holdout"}  # the fields given, and only those
+    with pytest.raises(ValidationError, match=r"beta=2 is outside \[0, 1\] for grpo"):
+        updated(spec, beta=2)
