@@ -9,7 +9,7 @@ mutmut (pinned in pyproject.toml's test extra) changes one thing at a time in a 
 ``and`` to ``or``, a number plus one, a string with ``XX`` around it, an argument dropped) and runs the
 module's tests against each change; a test that fails "kills" the mutant. A mutant no test kills is a
 check whose behaviour no test pins. Each module runs in a scratch copy of the package and of tests/
-(mutmut writes its ``mutants/`` folder there, never in the checkout), with the test files MODULES gives
+(mutmut writes its ``mutants/`` folder there, never in the checkout; the copy holds what git lists, new files included), with the test files MODULES gives
 it, so a module's score says what its own tests catch.
 
 It prints, per module, the mutants, how many were killed (a timeout counts: the change hung the tests),
@@ -49,16 +49,15 @@ SURVIVORS = ROOT / "tests" / "mutation_survivors.md"
 MIN_SCORE = 0.90
 #: module -> the test files that are its own; only these run against its mutants
 MODULES: dict[str, tuple[str, ...]] = {
-    "whileai/core/spec.py": ("tests/test_spec.py", "tests/test_spec_wire.py", "tests/test_resolved_spec.py"),
+    "whileai/core/spec.py": ("tests/test_spec.py", "tests/test_spec_checks.py"),
     "whileai/core/stats.py": ("tests/test_stats.py",),
     "whileai/core/alarms.py": ("tests/test_alarms.py",),
-    "whileai/simulations/monitor/_arming.py": ("tests/test_monitor_alarms.py",),
-    "whileai/simulations/monitor/_checks.py": ("tests/test_monitor.py", "tests/test_monitor_alarms.py",
-                                               "tests/test_monitor_length.py"),
-    "whileai/simulations/monitor/_stats.py": ("tests/test_monitor.py", "tests/test_monitor_length.py"),
-    "whileai/platform/store/_accounts.py": ("tests/test_store.py",),
-    "whileai/platform/api/_guard.py": ("tests/test_platform_hardening.py",),
-    "whileai/platform/_loadable.py": ("tests/test_loadable.py",),
+    "whileai/simulations/monitor/_arming.py": ("tests/test_monitor_arming.py",),
+    "whileai/simulations/monitor/_checks.py": ("tests/test_monitor_checks_values.py",),
+    "whileai/simulations/monitor/_stats.py": ("tests/test_monitor_stats_values.py",),
+    "whileai/platform/store/_accounts.py": ("tests/test_store_accounts.py",),
+    "whileai/platform/api/_guard.py": ("tests/test_guard.py",),
+    "whileai/platform/_loadable.py": ("tests/test_loadable.py", "tests/test_loadable_rules.py"),
 }
 #: mutmut's statuses that count as killed (a timeout or a crash is the tests noticing the change)
 KILLED = ("killed", "timeout", "segfault", "caught by type check")
@@ -66,7 +65,6 @@ KILLED = ("killed", "timeout", "segfault", "caught by type check")
 MUTMUT = [sys.executable, "-c", "from mutmut.__main__ import cli; cli()"]
 #: characters kept on each side of a change when a survivor is shown (enough to tell two changes of one line apart)
 CONTEXT_CHARS = 12
-_COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis")
 
 
 @dataclass(frozen=True)
@@ -128,35 +126,36 @@ def unlisted(found: list[Survivor], listed: list[Survivor]) -> tuple[list[Surviv
 # --------------------------------------------------------------------------- one module's run
 
 
-def pyproject(module: str, tests: tuple[str, ...]) -> str:
-    """The scratch copy's pyproject.toml: the markers the tests use, and mutmut told what to mutate and run."""
-    repo = _toml(ROOT / "pyproject.toml")["tool"]["pytest"]["ini_options"]
-    lines = ["[tool.pytest.ini_options]",
-             f"markers = {json.dumps(repo.get('markers', []))}",
-             f"filterwarnings = {json.dumps(repo.get('filterwarnings', []))}",
-             "",
-             "[tool.mutmut]",
+def _files() -> list[str]:
+    """The checkout's files as git sees them (tracked and new, not ignored): what a scratch copy holds."""
+    done = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                          capture_output=True, check=True)
+    return [name for name in done.stdout.decode().split("\0") if name and (ROOT / name).is_file()]
+
+
+def pyproject(module: str, tests: tuple[str, ...], also_copy: list[str]) -> str:
+    """The scratch copy's pyproject.toml: the checkout's (its pytest settings) with mutmut told what to mutate and
+    run, and to copy ``also_copy`` (what the tests read besides the package: tests/, benchmarks/, recipes/, ...)."""
+    lines = ["", "[tool.mutmut]",
              'source_paths = ["whileai"]',
              f"only_mutate = {json.dumps([module])}",
              f"pytest_add_cli_args_test_selection = {json.dumps(list(tests))}",
              'pytest_add_cli_args = ["-p", "no:cacheprovider"]',
+             f"also_copy = {json.dumps(also_copy)}",
              "use_git_change_detection = false",
              ""]
-    return "\n".join(lines)
-
-
-def _toml(path: Path) -> dict:
-    import tomllib
-
-    return tomllib.loads(path.read_text(encoding="utf-8"))
+    return (ROOT / "pyproject.toml").read_text(encoding="utf-8").rstrip("\n") + "\n" + "\n".join(lines)
 
 
 def scratch_copy(module: str, tests: tuple[str, ...], where: Path) -> Path:
-    """A copy of the package and tests/ under ``where`` with a pyproject.toml that mutates ``module`` alone."""
+    """A copy of the checkout under ``where`` whose pyproject.toml has mutmut mutate ``module`` alone."""
     work = Path(tempfile.mkdtemp(prefix=Path(module).stem + "-", dir=where))
-    shutil.copytree(ROOT / "whileai", work / "whileai", ignore=_COPY_IGNORE)
-    shutil.copytree(ROOT / "tests", work / "tests", ignore=_COPY_IGNORE)
-    (work / "pyproject.toml").write_text(pyproject(module, tests), encoding="utf-8")
+    files = _files()
+    for name in files:
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, work / name)
+    tops = sorted({name.split("/")[0] for name in files} - {"whileai", "pyproject.toml"})
+    (work / "pyproject.toml").write_text(pyproject(module, tests, tops), encoding="utf-8")
     return work
 
 

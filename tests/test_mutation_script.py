@@ -80,12 +80,20 @@ def test_the_changed_part_of_a_line_is_shown_with_some_context(script):
 
 
 def test_the_scratch_config_mutates_the_one_module_with_its_own_tests(script):
-    config = tomllib.loads(script.pyproject("whileai/core/stats.py", ("tests/test_stats.py",)))
+    config = tomllib.loads(script.pyproject("whileai/core/stats.py", ("tests/test_stats.py",), ["benchmarks", "tests"]))
     mutmut = config["tool"]["mutmut"]
     assert mutmut["only_mutate"] == ["whileai/core/stats.py"] and mutmut["source_paths"] == ["whileai"]
     assert mutmut["pytest_add_cli_args_test_selection"] == ["tests/test_stats.py"]
-    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
-    assert config["tool"]["pytest"]["ini_options"]["markers"] == markers
+    assert mutmut["also_copy"] == ["benchmarks", "tests"]
+    repo = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert config["tool"]["pytest"] == repo["tool"]["pytest"], "the tests run with the checkout's pytest settings"
+    assert "mutmut" not in repo["tool"], "the script writes mutmut's settings into each scratch copy"
+
+
+def test_a_scratch_copy_holds_the_files_git_lists_new_ones_included(script):
+    files = script._files()
+    assert "scripts/mutation.py" in files and "tests/test_mutation_script.py" in files and "whileai/core/stats.py" in files
+    assert not any("__pycache__" in name or name.endswith(".pyc") for name in files)
 
 
 def test_mutmut_is_pinned_in_the_test_extra_and_in_constraints(script):

@@ -1,0 +1,179 @@
+"""The monitor's alarm checks (whileai/simulations/monitor/_checks.py) over a fixed, seeded run of looks in which the
+proxy pays for length and for a "great answer!" phrase and a bold marker that spread, while gold holds: every check's
+answer at every look pinned to the value it gives now (to 1e-9), and the settings' alpha shares checked by hand.
+A change to what a check reads or how it decides moves one of these answers; a change that should move them is
+recorded on purpose (``python tests/test_monitor_checks_values.py --record`` rewrites EXPECTED_FILE), with the
+reason in its commit. Fast: six prompts, a few hundred resamples.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from whileai.simulations.monitor import _checks as ch
+from whileai.simulations.monitor import _features as feats
+
+#: what each case gives, recorded from the code as it is (JSON; NaN as NaN)
+EXPECTED_FILE = Path(__file__).resolve().parent / "fixtures" / "monitor_checks_expected.json"
+P, K = 6, 4
+WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
+
+
+def _texts(r: np.random.Generator, t: int) -> list[list[str]]:
+    """Completions at look ``t``: longer, with more "great answer!" and **bold** as the run goes on."""
+    out = []
+    for _ in range(P):
+        row = []
+        for _ in range(K):
+            words = list(r.choice(WORDS, size=int(r.integers(4, 8)) + 3 * t))
+            if r.random() < 0.15 * t:
+                words += ["great", "answer!"]
+            if r.random() < 0.15 * t:
+                words[0] = f"**{words[0]}**"
+            row.append(" ".join(words))
+        out.append(row)
+    return out
+
+
+def _run(kl: bool = True, markers: bool = True, features: bool = True, endorsed: tuple[str, ...] = ("kappa",),
+         has_gold: bool = True) -> tuple[list[ch.Look], list[ch.BufferItem], feats.FeatureIndex]:
+    r = np.random.default_rng(11)
+    index = feats.FeatureIndex()
+    looks, buffer = [], []
+    for t in range(6):
+        texts = _texts(r, t)
+        flat = [s for row in texts for s in row]
+        length = np.array([[len(s.split()) for s in row] for row in texts], dtype=float)
+        phrase = np.array([["great answer" in s for s in row] for row in texts], dtype=float)
+        bold = np.array([["**" in s for s in row] for row in texts], dtype=float)
+        gold = 0.5 + r.normal(0, 0.05, (P, K))
+        proxy = gold + 0.01 * length + 0.3 * phrase + 0.2 * bold + r.normal(0, 0.02, (P, K))
+        endorsed_p = np.array([[[w in s for w in endorsed] for s in row] for row in texts], dtype=float)
+        looks.append(ch.Look(
+            step=10 * t, proxy=proxy, gold=gold, length=length, endorsed=endorsed_p.reshape(P, K, len(endorsed)),
+            features=[index.encode(s) for s in flat] if features else None,
+            kl=(0.02 * t + r.gamma(2.0, 0.01, (P, K))) if kl else None,
+            words=length.copy(),
+            markers=feats.marker_presence(flat).reshape(P, K, -1) if markers else None))
+        for i in range(2):
+            s = flat[i]
+            buffer.append(ch.BufferItem(call=t, prompt=f"p{i}", proxy=float(proxy.flat[i]), gold=float(gold.flat[i]),
+                                        endorsed=endorsed_p.reshape(P * K, -1)[i], features=index.encode(s),
+                                        words=len(s.split())))
+    return looks, buffer, index
+
+
+def _settings(**changes) -> ch.Settings:
+    base = dict(window=2, delta=0.05, length_pct=0.2, kl_budget=0.05, n_boot=200, n_perm=200, scan_min=3, seed=0,
+                has_gold=True, endorsed=("kappa",),
+                armed=frozenset(("divergence", "gold_decline", "length", "feature", "format", "kl")))
+    base.update(changes)
+    return ch.Settings(**base)
+
+
+def _all(cfg: ch.Settings, at: tuple[int, ...] = (3, 6), **run) -> list:
+    """check_all after each look in ``at`` (counted from 1), the settings' counters carried as in a run."""
+    looks, buffer, index = _run(endorsed=cfg.endorsed, has_gold=cfg.has_gold, **run)
+    return [ch.check_all(looks[:t], buffer[: 2 * t], cfg, index) for t in range(1, len(looks) + 1) if t in at]
+
+
+#: name -> the check_all answers (one per look) pinned below
+CASES = {
+    "armed": lambda: _all(_settings(), at=(1, 3, 4, 6)),
+    "no_gold": lambda: _all(_settings(has_gold=False, armed=frozenset(("length", "format", "kl")))),
+    "no_endorsed": lambda: _all(_settings(endorsed=(), armed=frozenset(("divergence", "length", "format")))),
+    "no_kl_budget": lambda: _all(_settings(kl_budget=None, armed=frozenset(("gold_decline", "feature")))),
+    "window_three": lambda: _all(_settings(window=3, scan_min=5)),
+    "bare_looks": lambda: _all(_settings(), kl=False, markers=False, features=False),
+}
+
+
+def _plain(value):
+    """``value`` as plain lists, floats and dicts; a long list as its length, sum (of numbers) and first items."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        items = [_plain(v) for v in value]
+        if len(items) <= 4:
+            return items
+        numbers = [v for v in items if isinstance(v, float | int) and not isinstance(v, bool) and math.isfinite(v)]
+        return {"n": len(items), "sum": float(sum(numbers)), "first": items[:2]}
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer, int)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return float(value)
+    return value
+
+
+def _same(got, want, where: str = "") -> None:
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and set(got) == set(want), (where, got)
+        for key in want:
+            _same(got[key], want[key], f"{where}.{key}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), (where, got)
+        for i, (g, w) in enumerate(zip(got, want)):
+            _same(g, w, f"{where}[{i}]")
+    elif isinstance(want, float) and not isinstance(got, bool):
+        assert isinstance(got, float | int), (where, got)
+        assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want, rel=1e-9, abs=1e-12), (where, got, want)
+    else:
+        assert got == want, (where, got, want)
+
+
+@pytest.fixture(scope="module")
+def expected() -> dict:
+    return json.loads(EXPECTED_FILE.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_look_of_the_run_gives_its_recorded_checks(name, expected):
+    _same(_plain(CASES[name]()), expected[name], name)
+
+
+def test_the_run_raises_the_alarms_it_was_built_to_raise():
+    last = CASES["armed"]()[-1]
+    assert last["divergence"]["fired"] and last["length"]["fired"] and last["kl"]["fired"]
+    assert last["length"]["verdict"] == "hack" and not last["gold_decline"]["fired"], "gold held"
+    assert "great answer" in last["scan"]["flagged"] and "kappa" not in last["scan"]["flagged"], "kappa is endorsed"
+
+
+def test_the_alpha_is_shared_by_the_armed_checks_and_spent_over_their_looks():
+    cfg = _settings(alpha=0.06, armed=frozenset(("divergence", "length", "format", "kl")))
+    assert cfg.alpha_share() == pytest.approx(0.02), "kl spends its own: three share"
+    assert _settings(alpha=0.06, armed=frozenset(("kl",))).alpha_share() == pytest.approx(0.06), "none: the whole"
+    first, second = cfg.spend("length"), cfg.spend("length")
+    assert (first, second) == (pytest.approx(0.02 / 2), pytest.approx(0.02 / 6)) and cfg.counters == {"length": 2}
+    assert cfg.spend("format") == pytest.approx(0.01) and cfg.counters == {"length": 2, "format": 1}
+
+
+def test_the_window_mean_and_prompt_mean_skip_nan():
+    np.testing.assert_allclose(ch._prompt_means(np.array([[1.0, 3.0], [np.nan, 2.0], [np.nan, np.nan]])),
+                               [2.0, 2.0, np.nan])
+    np.testing.assert_allclose(ch._window_mean([np.array([1.0, np.nan]), np.array([3.0, np.nan])]), [2.0, np.nan])
+    rolled = ch._rolling_means(np.array([[1.0, 1.0], [3.0, np.nan], [5.0, np.nan]]), 2, 2)
+    np.testing.assert_allclose(rolled, [[2.0, 1.0], [4.0, np.nan]])
+
+
+def main(argv: list[str]) -> int:
+    """``--record``: write EXPECTED_FILE from the code as it is (after a change that should move the answers)."""
+    if argv != ["--record"]:
+        print("usage: python tests/test_monitor_checks_values.py --record", file=sys.stderr)
+        return 2
+    EXPECTED_FILE.write_text(json.dumps({name: _plain(call()) for name, call in CASES.items()}, indent=1,
+                                        sort_keys=True) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
