@@ -63,9 +63,9 @@ def knobs_markdown() -> str:
     out = ["# Knobs", "",
            "Generated from the declarations in `whileai/core/spec.py` by `python -m whileai.runner.knobs_doc --write`;",
            "edit the declarations, not this file. A value outside the accepted range is refused naming the range,",
-           "the paper's value and the citation. Where a knob comes from: `argument` is a keyword argument of",
-           "`wai.train`, `config` a key of its `config=`, `export` an export setting (in a recipe: `export.NAME`);",
-           "in a recipe every knob is flat at the root or in a stage.", ""]
+           "the paper's value and the citation. Every knob is a keyword argument of `wai.train` (or a field of the",
+           "spec object it takes as `spec=`); `config` marks one its `config=` also takes, `export` an export",
+           "setting (in a recipe: `export.NAME`); in a recipe every knob is flat at the root or in a stage.", ""]
     for method, model in SPEC_MODELS.items():
         out += [f"## {method}", "", (model.__doc__ or "").strip().splitlines()[0], "",
                 "| knob | given as | default | accepted | paper | why the default | what it does |",
