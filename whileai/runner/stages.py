@@ -88,7 +88,8 @@ def stage_refs(spec: RunSpec, stage_runs: Mapping[str, str]) -> dict[str, Any]:
 
 def stage_inputs(stage: Stage, spec: RecipeSpec, stage_runs: Mapping[str, str] | None = None,
                  origin: Callable[[str], str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(keyword arguments of wai.train, its config=)`` for ``stage``; ``config["provenance"]`` names each value's origin.
+    """``(knobs, config keys)`` of ``stage``: what its one resolution starts from (``train_spec``'s arguments and
+    ``config``, as ``wai.train`` takes them); ``config["provenance"]`` names each value's origin.
 
     ``origin(dotted key)`` says where a key of the spec was set (a recipe file and line, the command
     line); a value the stage takes from the spec names the spec's key.

@@ -272,12 +272,12 @@ def train(dataset: Any, method: str | None = None, *, spec: RunSpec | None = Non
     pass and a fail; reward = the first action against the row's gold), "dpo" (a pass against a fail per prompt,
     length matched) or "rm" (a reward model on those pairs; ``reward_model(run)`` is then a judge).
 
-    Every setting is given one way: as a keyword argument named as the spec names it (``steps``, ``beta``,
-    ``learning_rate``, ``lora_rank``, ``batch_size``, ``prompt_source``, ``gpu``, ... every knob of
-    ``whileai.core.spec``, listed in ``inspect.signature(wai.train)`` and docs/knobs.md), or as a run spec object,
-    ``spec=GRPOSpec(beta=0.02)`` (its method is the run's; the runner hands over the frozen spec it resolved), with
-    keyword arguments beside it changing its settings. An unknown keyword is refused naming the nearest settings.
-    ``config=`` still takes the host keys (``{"lora_rank": 8}``, ``{"epsilonHigh": 0.3}``: the reference's
+    Every setting is given the same way, whichever it is: as a keyword argument named as the spec names it
+    (``steps``, ``beta``, ``learning_rate``, ``lora_rank``, ``batch_size``, ``prompt_source``, ``gpu``, ... every
+    knob of ``whileai.core.spec``, listed in ``inspect.signature(wai.train)`` and docs/knobs.md), or in a run spec
+    object, ``spec=GRPOSpec(beta=0.02)`` (``from whileai.core.spec import GRPOSpec``; its method is the run's; the
+    runner hands over the frozen spec it resolved), with keyword arguments beside it changing its settings. An
+    unknown keyword is refused naming the nearest settings and every accepted one. ``config=`` still takes the host keys (``{"lora_rank": 8}``, ``{"epsilonHigh": 0.3}``: the reference's
     spellings are aliases) and notes kept on the run. Before any model is loaded, every setting is checked
     (TrainingConfigError lists each problem with the range and the paper's value from TRAINING_KNOBS; None takes the
     declared default) and the dataset's ``selection_report`` decides (``check``: "require" refuses what cannot
@@ -314,10 +314,10 @@ def train(dataset: Any, method: str | None = None, *, spec: RunSpec | None = Non
     from .client import get_client
 
     method, problems = _method_of(method, spec)
+    holdout, base_model, target, init_from = _placement(spec, holdout, base_model, target, init_from)
     problems += _argument_problems(method, check, target, wait, name, base_model, config)
     knobs = _settings_of(settings, config, problems)
     config = canonical(config) if isinstance(config, Mapping) else None  # camelCase host keys recorded in snake_case
-    holdout, base_model, target, init_from = _placement(spec, holdout, base_model, target, init_from)
     dataset_id = _id_or_problem(dataset, "dataset", problems)
     holdout_id = _id_or_problem(holdout, "holdout", problems) if holdout is not None else None
     client = start = None
