@@ -8,9 +8,9 @@
 mutmut (pinned in pyproject.toml's test extra) changes one thing at a time in a module (``<`` to ``<=``,
 ``and`` to ``or``, a number plus one, a string with ``XX`` around it, an argument dropped) and runs the
 module's tests against each change; a test that fails "kills" the mutant. A mutant no test kills is a
-check whose behaviour no test pins. Each module runs in a scratch copy of the package and of tests/
-(mutmut writes its ``mutants/`` folder there, never in the checkout; the copy holds what git lists, new files included), with the test files MODULES gives
-it, so a module's score says what its own tests catch.
+check whose behaviour no test pins. Each module runs in a scratch copy of the checkout (what git lists, new
+files included; mutmut writes its ``mutants/`` folder there, never in the checkout), with the test files
+MODULES gives it, so a module's score says what its own tests catch.
 
 It prints, per module, the mutants, how many were killed (a timeout counts: the change hung the tests),
 how many survived (no test failed, or no test of the module ran the function) and the score. It exits 1
@@ -18,7 +18,7 @@ when a module's score is under MIN_SCORE or when a survivor is not listed in SUR
 is equivalent or not worth a test; it prints such survivors as rows to paste there once the reason is
 written. A survivor is matched by module, function and the mutation itself (the line is shown for the
 reader and not compared, so an edit elsewhere in the module does not unlist it). Run it before a change
-to one of these modules lands (CONTRIBUTING.md); tests/test_mutation_script.py keeps MODULES and
+to one of these modules lands (README.md, Development); tests/test_mutation_script.py keeps MODULES and
 SURVIVORS consistent without running mutmut, which takes minutes a module.
 
 mutmut mutates the bodies of functions and methods only: module-level code, class bodies (a pydantic
@@ -47,7 +47,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SURVIVORS = ROOT / "tests" / "mutation_survivors.md"
 #: the share of a module's mutants its tests must kill: the few left are listed in SURVIVORS, one reason each
 MIN_SCORE = 0.90
-#: module -> the test files that are its own; only these run against its mutants
+#: module -> the test files that are its own; only these run against its mutants. The key hashing and account
+#: scoping are the store's (store/_accounts.py); platform/accounts.py is the command line over them and holds no
+#: rule. Suites that start servers, train or run the whole monitor (test_platform_hardening, test_monitor,
+#: test_resolved_spec) are left out: mutmut runs a module's tests once per mutant, so its own tests must be fast.
 MODULES: dict[str, tuple[str, ...]] = {
     "whileai/core/spec.py": ("tests/test_spec.py", "tests/test_spec_checks.py"),
     "whileai/core/stats.py": ("tests/test_stats.py",),
@@ -61,7 +64,8 @@ MODULES: dict[str, tuple[str, ...]] = {
 }
 #: mutmut's statuses that count as killed (a timeout or a crash is the tests noticing the change)
 KILLED = ("killed", "timeout", "segfault", "caught by type check")
-#: what ``mutmut run`` starts (its console script, in this interpreter)
+#: what ``mutmut run`` starts: its console script's entry in this interpreter (``python -m mutmut`` would import
+#: mutmut.__main__ twice, and its second set_start_method call fails)
 MUTMUT = [sys.executable, "-c", "from mutmut.__main__ import cli; cli()"]
 #: characters kept on each side of a change when a survivor is shown (enough to tell two changes of one line apart)
 CONTEXT_CHARS = 12

@@ -43,7 +43,7 @@ class App:
 
     async def __call__(self, scope, receive, send):
         got = []
-        if scope["type"] == "http" and scope.get("method") != "GET":
+        if scope["type"] != "http" or scope.get("method") != "GET":
             got.append(await receive())
         self.calls.append({"scope": scope, "received": got, "receive": receive})
         if self.start_then_fail:
@@ -95,8 +95,8 @@ def test_a_request_without_a_body_goes_straight_to_the_app():
                   _scope("OPTIONS"), _scope("DELETE", headers=[_length(5)], type="websocket")):
         status, answer, _, app, _ = _call(scope, chunks=())
         assert status == 200 and answer is None and len(app.calls) == 1, scope
-    lifespan = {"type": "lifespan"}
-    assert len(_call(lifespan, chunks=())[3].calls) == 1
+    lifespan = _call({"type": "lifespan"}, chunks=({"type": "lifespan.startup"},))[3]
+    assert lifespan.calls[0]["received"] == [{"type": "lifespan.startup"}], "its own receive, untouched"
 
 
 def test_a_nul_anywhere_in_the_address_is_refused_400():
@@ -213,8 +213,9 @@ def test_a_json_body_is_parsed_once_into_the_request_state(monkeypatch):
     monkeypatch.setattr(_guard, "_THREAD_PARSE_BYTES", 4)
     status, _, _, app, _ = _call(_scope(headers=[_length(8), JSON], state={"x": 1}), chunks=(b'{"a": 2}',))
     assert app.calls[0]["scope"]["state"] == {"x": 1, "json_body": {"a": 2}}, "parsed in a thread past the size"
-    status, answer, _, _, _ = _call(_scope(headers=[_length(14), JSON]), chunks=(b'{"a": "x\\u0000"}',))
+    status, answer, _, app, _ = _call(_scope(headers=[_length(14), JSON]), chunks=(b'{"a": "x\\u0000"}',))
     assert status == 422 and answer["error"]["type"] == "invalid_value" and "NUL" in answer["error"]["message"]
+    assert not app.calls, "a refused body never reaches the app"
 
 
 def test_a_refused_launch_body_is_passed_on_with_its_run_id_alone():
@@ -274,3 +275,60 @@ def test_the_parse_keeps_the_strict_checks(points):
     assert _guard._parse(b'{"a": [1, 2.5]}', points) == {"a": [1, 2.5]}
     with pytest.raises(ValueError):
         _guard._parse(b"{", points)
+
+
+def test_a_points_body_is_parsed_the_fast_way_and_any_other_strictly():
+    body = b'{"points": [{"v": 1180591620717411303424}]}'  # 2**70: past 64 bits
+    points = _scope(path="/api/v1/runs/run_1/points", headers=[_length(len(body)), JSON])
+    status, _, _, app, _ = _call(points, chunks=(body,))
+    assert status == 200 and app.calls[0]["scope"]["state"]["json_body"] == {"points": [{"v": 2.0 ** 70}]}
+    status, answer, _, app, _ = _call(_scope(headers=[_length(len(body)), JSON]), chunks=(body,))
+    assert status == 422 and not app.calls
+
+
+def test_a_scope_missing_its_optional_keys_is_read_with_their_defaults(caplog):
+    bare = {"type": "http", "headers": [_length(0)]}
+    status, _, _, app, _ = _call(bare, chunks=({"type": "http.disconnect"},))
+    assert status == 200 and len(app.calls) == 1, "no method reads as GET: an empty body is not read"
+    options = _scope("OPTIONS", headers=[_length(0)])
+    assert len(_call(options, chunks=({"type": "http.disconnect"},))[3].calls) == 1
+    app, state = App(), SimpleNamespace()
+    sent: list = []
+
+    big = defaults.PLATFORM_UNAUTH_BODY_BYTES + 1
+
+    async def receive():
+        return {"type": "http.request", "body": b"x" * big}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(RequestGuard(app, state)({"type": "http", "method": "POST", "headers": [_length(big)]}, receive, send))
+    assert sent[0]["status"] == 200 and app.calls[0]["received"][0]["body"] == b"x" * big, "no store, no path: let in"
+    asyncio.run(RequestGuard(App(fail=RuntimeError("loud")), state)(_scope("GET"), receive, send))
+    record = [r for r in caplog.records if r.name == "whileai.platform"][-1]
+    assert record.exc_info and record.exc_info[1].args == ("loud",), "not quiet unless the app state says so"
+
+
+def test_a_nul_in_the_decoded_path_alone_is_refused_and_an_undecodable_path_is_let_in():
+    clean_raw = _scope(raw_path=b"/api/v1/runs/a", path="/api/v1/runs/a\x00")
+    assert _call(clean_raw, chunks=())[0] == 400
+    assert _call(_scope("GET", path="/api/v1/runs/\udcff"), chunks=())[0] == 200
+
+
+def test_every_number_in_the_query_is_read_past_a_word():
+    assert _guard._number_out_of_range(b"name=abc&limit=1e999").startswith("limit='1e999' is out of range")
+
+
+def test_the_body_read_stops_at_another_message_and_hands_it_on():
+    chunks = ({"type": "http.request", "body": b"ab", "more_body": True}, {"type": "http.trailers"})
+    status, _, _, app, _ = _call(_scope(headers=[_length(2)]), chunks=chunks)
+    assert status == 200 and app.calls[0]["received"] == [{"type": "http.request", "body": b"ab", "more_body": False}]
+
+    async def next_message():
+        return await app.calls[0]["receive"]()
+
+    assert asyncio.run(next_message()) == {"type": "http.trailers"}
+    status, _, _, app, _ = _call(_scope(headers=[_length(0), (b"transfer-encoding", b"chunked")]),
+                                 chunks=({"type": "http.request"},), store=False)
+    assert status == 200 and app.calls[0]["received"] == [{"type": "http.request", "body": b"", "more_body": False}]

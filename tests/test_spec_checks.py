@@ -253,3 +253,53 @@ def test_each_method_has_its_model_and_rm_and_dpo_are_told_apart():
                                                                     "rm": RMSpec}
     with pytest.raises(ValueError, match="method=3 is not a training method"):
         S._model({"method": 3})
+
+
+def test_a_knob_declaration_is_a_field_carrying_every_part_of_it():
+    field = knob(7, help="h", surface="argument", reason="r", range=(1, 9), open_low=True, paper=8, source="s", many=True,
+                 pattern="p", pattern_hint="ph")
+    assert field.default == 7 and field.description == "h"
+    assert field.json_schema_extra == {"knob": S.Knob(help="h", surface="argument", default=7, reason="r", range=(1, 9),
+                                                      choices=None, open_low=True, paper=8, source="s", many=True,
+                                                      pattern="p", pattern_hint="ph")}
+    plain = knob(None, help="h", choices=("a", "b")).json_schema_extra["knob"]
+    assert plain == S.Knob(help="h", surface="config", default=None, choices=("a", "b"))
+    assert (plain.reason, plain.source, plain.pattern_hint, plain.open_low, plain.many) == ("", "", "", False, False)
+    assert knob(1, help="h", range=(0, 2)).json_schema_extra["knob"].range == (0, 2)
+    with pytest.raises(TypeError, match=r"^a knob has a range, choices or a pattern: not a range with choices, and not "
+                                        r"none$"):
+        knob(1, help="h")
+
+
+def test_the_step_bound_admits_a_step_of_exactly_the_targets_tokens():
+    limit = d.STEP_TOKENS_PER_GIB * 80
+    at = read_spec({"method": "grpo", "prompts_per_step": 1024, "generations": 64, "max_completion_length": 80})
+    assert 1024 * 64 * 80 == limit and step_problem(at) is None
+    assert split_problem("batch_size", 31, 2) == (
+        "batch_size=31 does not divide across 2 processes (processes x nodes): it is the effective batch, split evenly "
+        "over the processes; pass a multiple of 2 (30, 32, 34, ...), or a world size that divides 31")
+
+
+def test_an_alias_set_first_keeps_its_value_and_the_keys_after_it_are_read():
+    assert canonical({"loraRank": 8, "lora_rank": None, "seed": 1}) == {"lora_rank": 8, "seed": 1}
+    assert S._unset(SFTSpec, "no_such_field") is False and S._unset(SFTSpec, "processes") is False, "not a knob"
+
+
+def test_a_nested_key_is_named_by_its_path():
+    assert spec_problems({"method": "sft", "runner": {"stage_index": "x"}}) == [
+        "runner.stage_index='x': Input should be a valid integer, unable to parse string as an integer"]
+
+
+def test_the_json_form_holds_json_types_only_and_a_jobs_copy_names_its_run_and_dataset():
+    spec = read_spec({"method": "sft", "base_model": "b", "extra": {"t": (1, 2)}})
+    assert spec_json(spec)["extra"] == {"t": [1, 2]} and isinstance(spec_json(spec)["extra"]["t"], list)
+    assert S.job_json(spec, "run_1", "ds_1") == {**spec_json(spec), "run_id": "run_1", "dataset": "ds_1"}
+
+
+def test_an_update_is_validated_again_over_the_fields_the_spec_was_given():
+    spec = read_spec({"method": "sft", "base_model": "b", "seed": 3})
+    changed = S.updated(spec, seed=5, holdout="ds_h")
+    assert (changed.seed, changed.holdout, changed.base_model) == (5, "ds_h", "b") and type(changed) is SFTSpec
+    assert changed.model_fields_set == spec.model_fields_set | {"holdout"}
+    with pytest.raises(Exception, match="lora_rank=0 is outside"):
+        S.updated(spec, lora_rank=0)

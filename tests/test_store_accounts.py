@@ -181,3 +181,115 @@ def test_a_key_of_exactly_200_characters_is_read_and_one_longer_is_not(store):
                                      key_hash=_accounts.hash_key(key), created_at=1.0)))
     assert store.job_key_scope(key)["job_id"] == job
     assert store.job_key_scope(key + "j") is None
+
+
+def test_names_are_strings_of_at_most_200_characters_and_a_missing_account_is_named(store):
+    store.create_account("a" * 200)
+    for bad, said in (("a" * 201, "name is 201 characters; send at most 200"),
+                      (5, "name=5 is not accepted; send a non-empty string")):
+        with pytest.raises(Exception) as raised:
+            store.create_account(bad)
+        assert str(raised.value) == said
+    account, _ = store.create_account("alice")
+    store.issue_api_key(account, "k" * 200)
+    with pytest.raises(Exception) as raised:
+        store.issue_api_key(account, "k" * 201)
+    assert str(raised.value) == "key name is 201 characters; send at most 200"
+    with pytest.raises(Exception) as raised:
+        store.rotate_api_key(account, ["laptop"])
+    assert str(raised.value) == "key name=['laptop'] is not accepted; send a non-empty string"
+    missing = "account 'acct_missing' not found in this account; check the id (list them to see yours)"
+    for call in (store.issue_api_key, store.list_keys, store.rotate_api_key, store.get_account):
+        with pytest.raises(Exception) as raised:
+            call("acct_missing")
+        assert str(raised.value) == missing, call
+    assert store.get_account(account) == {"account_id": account, "name": "alice",
+                                          "created_at": store.list_accounts()[-1]["created_at"]}
+
+
+def test_a_fresh_store_counts_no_accounts(store):
+    assert store.count_accounts() == 0 and store.list_accounts() == [] and store.local_account_id() is None
+
+
+def test_reads_never_take_the_writer(store):
+    alice, key = store.create_account("alice")
+    job_key = store.issue_job_key(alice, _job(store, alice))
+    flags: list[object] = []
+    real = store._tx
+
+    def spy(fn, *, write=True):
+        flags.append(write)
+        return real(fn, write=write)
+
+    store._tx = spy
+    reads = (lambda: store.account_for_key(key), lambda: store.deleted_account_key(key), lambda: store.list_keys(alice),
+             lambda: store.get_account(alice), store.count_accounts, store.local_account_id, store.list_accounts,
+             lambda: store.job_key_scope(job_key))
+    for read in reads:
+        flags.clear()
+        read()
+        assert flags == [False], read
+
+
+def test_sessions_end_as_of_the_change_and_one_made_after_it_lives(store, monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(_accounts.time, "time", lambda: now[0])
+    alice, key = store.create_account("alice")
+    same_instant = sessions.create_session(store, alice)
+    now[0] = 2000.0
+    later = sessions.create_session(store, alice)
+    now[0] = 1000.0
+    store.rotate_api_key(alice)
+    now[0] = 1500.0
+    assert sessions.account_for_session(store, same_instant) is None, "made at the very instant of the change: ended"
+    now[0] = 2500.0
+    assert sessions.account_for_session(store, later) == alice, "made after the change: kept"
+    ended = store._tx(lambda s: _accounts._end_sessions(s, alice))
+    assert ended == 1 and store._tx(lambda s: _accounts._end_sessions(s, alice)) == 0
+
+
+def test_a_201_character_key_is_never_read_even_when_stored(store):
+    alice, _ = store.create_account("alice")
+    long_key = "wai_" + "k" * 197
+    store._tx(lambda s: s.add(ApiKey(account_id=alice, prefix=long_key[:12], key_hash=_accounts.hash_key(long_key),
+                                     created_at=1.0)))
+    store._tx(lambda s: s.add(Setting(key=_accounts.KEY_TOMBSTONE_PREFIX + _accounts.hash_key(long_key), value="1")))
+    assert store.account_for_key(long_key) is None and store.deleted_account_key(long_key) is False
+    job = _job(store, alice)
+    long_job = "waijob_" + "j" * 194
+    store._tx(lambda s: s.add(JobKey(account_id=alice, job_id=job, prefix=long_job[:12],
+                                     key_hash=_accounts.hash_key(long_job), created_at=1.0)))
+    assert store.job_key_scope(long_job) is None
+
+
+def test_a_job_key_must_say_it_is_one_match_its_hash_and_belong_to_its_jobs_account(store):
+    alice, _ = store.create_account("alice")
+    bob, _ = store.create_account("bob")
+    job = _job(store, alice)
+    plain = "wai_" + "p" * 40  # an account key's shape, stored as a job's: never read as one
+    store._tx(lambda s: s.add(JobKey(account_id=alice, job_id=job, prefix=plain[:12], key_hash=_accounts.hash_key(plain),
+                                     created_at=1.0)))
+    assert store.job_key_scope(plain) is None
+    twin = "waijob_" + "t" * 40
+    for owner, text in ((alice, "waijob_" + "t" * 39 + "u"), (alice, twin)):  # one prefix, the wrong hash first
+        store._tx(lambda s, owner=owner, text=text: s.add(JobKey(account_id=owner, job_id=job, prefix=twin[:12],
+                                                                 key_hash=_accounts.hash_key(text), created_at=1.0)))
+    assert store.job_key_scope(twin)["job_id"] == job
+    stolen = "waijob_" + "s" * 40  # a key row naming bob for alice's job: it reaches nothing
+    store._tx(lambda s: s.add(JobKey(account_id=bob, job_id=job, prefix=stolen[:12], key_hash=_accounts.hash_key(stolen),
+                                     created_at=1.0)))
+    assert store.job_key_scope(stolen) is None
+
+
+def test_a_job_with_an_empty_spec_gives_its_key_no_datasets(store):
+    from whileai.platform.store.tables import Job
+
+    alice, _ = store.create_account("alice")
+    job = _job(store, alice, dataset="ds_1")
+    key = store.issue_job_key(alice, job)
+
+    def clear(s):
+        s.scalar(select(Job).where(Job.id == job)).spec_json = ""
+
+    store._tx(clear)
+    assert store.job_key_scope(key)["datasets"] == () and store.job_key_scope(key)["reads"] == ()
