@@ -122,14 +122,18 @@ def test_the_job_reads_its_judges_and_reward_path_as_models(monkeypatch):
     monkeypatch.setattr(_loading, "_JUDGES", {})
     seen: dict[str, Any] = {}
 
-    def steps(spec: Any, *args: Any) -> dict[str, Any]:
+    class Read(Exception):
+        """What the job's first step read: the run ends here."""
+
+    def first_step(spec: Any, run: Any) -> None:
         seen.update(gold=_loading.gold_judge(spec), reward=_loading.reward_model_judge(spec),
                     path=_rewards.reward_search_path(), platform=_loading.JOB_PLATFORM.get())
-        return {}
+        raise Read
 
-    monkeypatch.setattr(body, "_run_job", steps)
+    monkeypatch.setattr(body, "_setup", first_step)
     platform = _platform()
-    body.run_job(spec_json(_grpo()), [], None, None, None, None, platform=platform)  # type: ignore[arg-type]
+    with pytest.raises(Read):
+        body.run_job(spec_json(_grpo()), [], None, None, None, None, platform=platform)  # type: ignore[arg-type]
     assert seen["platform"] is platform and seen["path"] == "/home/me/project"
     assert seen["gold"].which == ("/data/adapters/run_00000000000000aa", KIT, 0.25, "run_00000000000000aa",
                                   "first_action")

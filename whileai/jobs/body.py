@@ -300,34 +300,24 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
     # The one typed spec: every knob the method reads, with its type, in canonical spelling (a spec
     # recorded before the typed spec reads too). A spec that is not one fails the job here, by name.
     with _loading.job_platform(platform):
-        return _run_job(job_spec(spec), rows, holdout_rows, run, adapter_path, folder, checkpoints, logged,
-                        on_checkpoint)
-
-
-def _run_job(spec: RunSpec, rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
-             run: JobRun | OtherRankRun, adapter_path: Path, folder: Path, checkpoints: Path | None,
-             logged: Callable[[], frozenset[tuple[str, int]]] | None,
-             on_checkpoint: Callable[[], None] | None) -> dict[str, Any]:
-    """:func:`run_job`'s steps, in order, for the one typed spec."""
-    from whileai.jobs import _loading
-
-    job = _setup(spec, run)
-    rows, holdout_rows, gates = _setup_data(job, rows, holdout_rows)
-    model, tokenizer = _setup_model(job, folder)
-    resumed = _resume(job, checkpoints, logged)
-    key = _kept_key(job, tokenizer, holdout_rows)
-    before = _measure_before(job, model, tokenizer, holdout_rows, checkpoints, resumed is not None, key)
-    trained = _train(job, model, tokenizer, rows, holdout_rows, folder, checkpoints, on_checkpoint)
-    if not job.place.first:  # rank 0 measures, saves the adapter and finishes the run
-        job.say(f"rank {job.place.rank} of {job.place.size}: trained its share ({trained.extra.get('steps')} steps)")
-        return {}
-    after = _measure_after(job, trained, tokenizer, holdout_rows)
-    saved = _loading.save_adapter(trained.model, tokenizer, adapter_path)
-    if after is not None and key is not None:  # a stage started from this adapter reads it back as its "before"
-        _kept_measure.keep(saved, key, after)
-    training = _summary(job, trained, tokenizer, before, after, holdout_rows, gates, resumed)
-    _finish(job, training, saved, checkpoints)
-    return training
+        job = _setup(job_spec(spec), run)
+        rows, holdout_rows, gates = _setup_data(job, rows, holdout_rows)
+        model, tokenizer = _setup_model(job, folder)
+        resumed = _resume(job, checkpoints, logged)
+        key = _kept_key(job, tokenizer, holdout_rows)
+        before = _measure_before(job, model, tokenizer, holdout_rows, checkpoints, resumed is not None, key)
+        trained = _train(job, model, tokenizer, rows, holdout_rows, folder, checkpoints, on_checkpoint)
+        if not job.place.first:  # rank 0 measures, saves the adapter and finishes the run
+            job.say(f"rank {job.place.rank} of {job.place.size}: trained its share "
+                    f"({trained.extra.get('steps')} steps)")
+            return {}
+        after = _measure_after(job, trained, tokenizer, holdout_rows)
+        saved = _loading.save_adapter(trained.model, tokenizer, adapter_path)
+        if after is not None and key is not None:  # a stage started from this adapter reads it back as its "before"
+            _kept_measure.keep(saved, key, after)
+        training = _summary(job, trained, tokenizer, before, after, holdout_rows, gates, resumed)
+        _finish(job, training, saved, checkpoints)
+        return training
 
 
 def _setup(spec: RunSpec, run: JobRun | OtherRankRun) -> _Job:
