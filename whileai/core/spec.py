@@ -826,7 +826,8 @@ _Model = TypeVar("_Model", bound=BaseModel)
 
 
 def updated(model: _Model, **changes: Any) -> _Model:
-    """``model`` (a frozen run spec, or the runner's recipe spec) with ``changes`` applied, validated again.
+    """``model`` (a frozen run spec, the runner's recipe spec, or a job row's platform fields) with ``changes`` applied,
+    validated again.
 
     The one way a validated spec changes: every field it was given, with the changes over them, read by its own
     model, so a change is checked as the original was (ranges, the knobs together) and the result records the same

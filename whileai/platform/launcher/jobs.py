@@ -31,7 +31,7 @@ from typing import Any, NoReturn
 
 from whileai.core.errors import ResumeRefused
 from whileai.core.jobrow import JobPlatform, ResolvedJudge, platform_of
-from whileai.core.spec import JOB_ROW_KEYS, RMSpec, RunSpec, continues_runs, knob_of, read_spec, spec_json
+from whileai.core.spec import JOB_ROW_KEYS, RMSpec, RunSpec, continues_runs, knob_of, read_spec, spec_json, updated
 from whileai.platform.store.values import RUN_STOP_MARK
 from whileai.platform import defaults
 from whileai.platform._faults import fault_point
@@ -164,8 +164,8 @@ def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, 
     fault_point("after_job_row")
     try:
         start = start_adapter(store, account_id, kind, spec, target)
-        resolved = platform.model_copy(update={"gold": gold_judge(store, account_id, kind, spec, embedded),
-                                               "reward_rm": reward_model_run(store, account_id, kind, spec, embedded)})
+        resolved = updated(platform, gold=gold_judge(store, account_id, kind, spec, embedded),
+                           reward_rm=reward_model_run(store, account_id, kind, spec, embedded))
         if resolved != platform:
             job = store.update_job(account_id, job["id"], {"platform": resolved})
         if target == "local":
@@ -295,7 +295,7 @@ def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str,
     log_path = job_log(job_id)
     key = store.issue_job_key(account_id, job_id)
     spec = dict(job["spec"] or {})
-    platform = platform_of(job).model_copy(update={"host": socket.gethostname(), "launched_at": time.time()})
+    platform = updated(platform_of(job), host=socket.gethostname(), launched_at=time.time())
     store.update_job(account_id, job_id, {"platform": platform})
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # the owner's only, like the store
     os.fchmod(fd, 0o600)  # a log made looser before is tightened too
@@ -342,7 +342,7 @@ def _running(store: Any, account_id: str, job_id: str, platform: JobPlatform, pi
     """The job row running, with its process: the pid and its start time (``pid_started``), the pair the reconciler
     and a stop know it by."""
     return store.update_job(account_id, job_id, {"pid": pid, "status": "running",
-                                                 "platform": platform.model_copy(update={"pid_started": started})})
+                                                 "platform": updated(platform, pid_started=started)})
 
 
 def _start_warm(commands: list[list[str]], env: dict[str, str], folder: Path,

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from whileai.core.spec import updated
 from whileai.core.jobrow import JobPlatform, ResolvedJudge, platform_json, platform_of
 from whileai.platform import defaults
 from whileai.platform.launcher._shared import FINISHED
@@ -198,7 +199,7 @@ def launch_modal(store: Any, account_id: str, job: dict[str, Any], start: Path |
                                     for name in p.get("metrics") or {}})
     # processes per node are GPUs per container ("H100:8"); the spec keeps the GPU's name for its price
     call_id = get_backend().spawn(payload, spec["gpu"] + (f":{processes}" if processes > 1 else ""))
-    platform = platform.model_copy(update={"pulled": 0, "launched_at": time.time()})
+    platform = updated(platform, pulled=0, launched_at=time.time())
     return store.update_job(account_id, job["id"], {"call_id": call_id, "status": "running", "spec": spec,
                                                     "platform": platform})
 
@@ -210,8 +211,8 @@ def _judges_on_volume(platform: JobPlatform) -> JobPlatform:
         judge: ResolvedJudge | None = getattr(platform, field)
         if judge is not None:
             remote = get_backend().put_adapter(judge.run_id, Path(judge.adapter))
-            moved[field] = judge.model_copy(update={"adapter": remote})
-    return platform.model_copy(update=moved)
+            moved[field] = updated(judge, adapter=remote)
+    return updated(platform, **moved)
 
 
 def replay(store: Any, account_id: str, run_id: str, entries: list[dict[str, Any]]) -> None:
@@ -287,7 +288,7 @@ def _pull_and_settle(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
                 applied += 1
         finally:  # what was applied stays counted, so the next pull starts after it
             job = store.update_job(account_id, job["id"], {
-                "platform": platform.model_copy(update={"pulled": start + applied}), "heartbeat_at": time.time()})
+                "platform": updated(platform, pulled=start + applied), "heartbeat_at": time.time()})
     if result is None:
         return job
     if result.get("status") == "done" and result.get("adapter"):

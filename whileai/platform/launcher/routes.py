@@ -23,6 +23,7 @@ from pydantic import ConfigDict
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from whileai.core.spec import updated
 from whileai.platform.api.common import ParsedBodyRoute, API_PREFIX, ApiError, Body, account_id, api_key_from, job_account, job_scope, json_response, store
 from whileai.platform.launcher import jobs as launcher_jobs
 from whileai.platform import defaults
@@ -75,7 +76,7 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     spec, problems = launch_problems(the_store, acct, body.run_id, body.kind, body.spec, embedded)
     if spec is None or problems:  # every problem at once
         raise refuse("; ".join(problems))
-    spec = spec.model_copy(update={"target": target})
+    spec = updated(spec, target=target)
     if isinstance(run.get("config"), dict) and run["config"].get("target") != target:
         the_store.update_run(acct, body.run_id, {"config": {**run["config"], "target": target}})
     try:
