@@ -104,7 +104,7 @@ def main() -> None:
     import warnings
 
     import whileai.simulations as wai
-    from whileai.simulations.jsonl import JSONL_CODEC, write_jsonl
+    from whileai.domain.rows.jsonl import JSONL_CODEC, write_jsonl
 
     with tempfile.TemporaryDirectory(prefix="whileai-bench-") as tmp:
         src = Path(tmp) / "rollouts.jsonl"

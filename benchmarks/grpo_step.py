@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     from whileai.jobs.grpo import mixed_prompts
     from whileai.kit import load_sample
     from whileai.kit._base import tiny_model_dir
-    from whileai.simulations import defaults
+    from whileai.core import defaults as core_defaults
 
     threads = int(os.environ.get(job_defaults.JOB_CPU_THREADS_ENV) or job_defaults.JOB_CPU_THREADS)
     base = str(tiny_model_dir())
@@ -151,12 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     with open(rows_path, "w") as f:  # the sample's tasks share one tool list
         for prompt in prompts:
             f.write(json.dumps({**prompt, "tools": train_rows[0]["tools"]}) + "\n")
-    per_step = defaults.TRAIN_GRPO_PROMPTS_PER_STEP
-    micro = min(per_step, defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)
+    per_step = core_defaults.TRAIN_GRPO_PROMPTS_PER_STEP
+    micro = min(per_step, core_defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)
     settings = {"steps": args.steps, "generations": args.generations, "max_len": args.max_len,
                 "temperature": args.temperature, "beta": args.beta, "lr": args.lr,
                 "micro_batch": args.generations * micro, "accumulation": per_step // micro,
-                "rank": defaults.TRAIN_LORA_R, "alpha": defaults.TRAIN_LORA_ALPHA}
+                "rank": core_defaults.TRAIN_LORA_R, "alpha": core_defaults.TRAIN_LORA_ALPHA}
 
     framework, bare, framework_steady, bare_steady = [], [], [], []
     for i in range(args.rounds):

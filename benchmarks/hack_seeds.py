@@ -45,16 +45,16 @@ VARIANTS = ("honest", "tool_name", "rm_proxy", "design_card", "fine_grained")
 def _recipe(path: Path) -> dict[str, Any]:
     import yaml
 
-    from whileai.simulations import defaults
+    from whileai.runner.cli import _const
 
-    text = re.sub(r"\$\{wai\.const:([A-Z0-9_]+)\}", lambda m: repr(getattr(defaults, m.group(1))),
+    text = re.sub(r"\$\{wai\.const:([A-Z0-9_]+)\}", lambda m: repr(_const(m.group(1))),
                   path.read_text(encoding="utf-8"))
     return dict(yaml.safe_load(text))
 
 
 def _split() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     from whileai.kit import load_sample
-    from whileai.simulations import defaults
+    from whileai.domain import defaults
     from whileai.simulations.datasets import split_tasks
 
     rows = load_sample()
@@ -72,14 +72,14 @@ def _sft(seed: int, train: list[dict[str, Any]], folder: Path, variant: str, ste
     """The variant's recipe's SFT stage at ``seed`` (``steps`` overrides its steps); made once per step count."""
     from whileai.core.spec import read_spec
     from whileai.jobs import _environment, _loading, sft
-    from whileai.simulations import defaults
+    from whileai.kit import defaults as kit_defaults
 
     stage = _recipe(_recipe_of(variant))["stages"]["sft"]
     steps = int(steps or stage["steps"])
     saved = folder / f"sft-{steps}"
     if saved.is_dir():
         return saved
-    spec = read_spec({"method": "sft", "base_model": defaults.KIT_BASE_NAME, "seed": seed,
+    spec = read_spec({"method": "sft", "base_model": kit_defaults.KIT_BASE_NAME, "seed": seed,
                       "steps": steps, "learning_rate": float(stage["learning_rate"]),
                       "batch_size": int(stage.get("batch_size") or 8)})
     _environment.cpu_threads()
@@ -93,10 +93,10 @@ def _proxy_rm(seed: int, train: list[dict[str, Any]], held: list[dict[str, Any]]
     """rm_proxy's reward model, trained as its ``stages.proxy`` says; what the platform would resolve for it."""
     from whileai.core.spec import read_spec
     from whileai.jobs import _environment, _loading, rm
-    from whileai.simulations import defaults
+    from whileai.kit import defaults as kit_defaults
 
     stage = _recipe(RECIPES / "hack" / "rm_proxy.yaml")["stages"]["proxy"]
-    spec = read_spec({"method": "rm", "base_model": defaults.KIT_BASE_NAME, "seed": seed, "steps": int(stage["steps"]),
+    spec = read_spec({"method": "rm", "base_model": kit_defaults.KIT_BASE_NAME, "seed": seed, "steps": int(stage["steps"]),
                       "learning_rate": float(stage["learning_rate"]), "reward_span": stage["reward_span"],
                       "holdout_rows": int(stage["holdout_rows"])})
     _environment.cpu_threads()
@@ -105,7 +105,7 @@ def _proxy_rm(seed: int, train: list[dict[str, Any]], held: list[dict[str, Any]]
     model, _ = rm.fit(spec, model, tokenizer, train, folder / "rm-job", [], holdout=held)
     after = rm.evaluate(spec, model, tokenizer, held)
     adapter = _loading.save_adapter(model, tokenizer, folder / "rm")
-    return {"run_id": "run_" + "0" * 16, "adapter": str(adapter), "base_model": defaults.KIT_BASE_NAME,
+    return {"run_id": "run_" + "0" * 16, "adapter": str(adapter), "base_model": kit_defaults.KIT_BASE_NAME,
             "threshold": float(after["threshold"]), "span": stage["reward_span"], "pair_accuracy": after["value"]}
 
 
@@ -123,8 +123,9 @@ def _grpo(variant: str, seed: int, steps: int | None, train: list[dict[str, Any]
     from whileai.jobs import _environment, _loading, grpo
     from whileai.jobs._rewards import proxy_vs_gold
     from whileai.kit import defaults as kit_defaults
-    from whileai.simulations import defaults
-    from whileai.simulations import monitor as monitor_module
+    from whileai.domain import defaults
+    from whileai.core import defaults as core_defaults
+    from whileai.domain import monitor as monitor_module
 
     recipe = _recipe(_recipe_of(variant))
     reward = {"honest": "first_action", "design_card": "first_action", "fine_grained": "fine_grained"}.get(
@@ -137,11 +138,11 @@ def _grpo(variant: str, seed: int, steps: int | None, train: list[dict[str, Any]
             made.append(self)
 
     monitor_module.HackMonitor = Kept  # type: ignore[misc]  # the job's own monitor, kept to read its summary
-    raw = {"method": "grpo", "base_model": defaults.KIT_BASE_NAME, "seed": seed,
+    raw = {"method": "grpo", "base_model": kit_defaults.KIT_BASE_NAME, "seed": seed,
            "steps": int(steps or recipe["steps"]), "learning_rate": float(recipe["learning_rate"]),
            "generations": int(recipe["generations"]), "beta": float(recipe.get("beta", 0.04)),
            "temperature": float(recipe.get("temperature") or kit_defaults.KIT_SAMPLE_TEMPERATURE),
-           "loss_type": "bnpo", "max_completion_length": defaults.TRAIN_EVAL_MAX_NEW_TOKENS,
+           "loss_type": "bnpo", "max_completion_length": core_defaults.TRAIN_EVAL_MAX_NEW_TOKENS,
            "holdout_rows": int(recipe["holdout_rows"]), "reward": [reward],
            "monitor": {**dict(recipe["monitor"]), **(monitor or {})},
            "init_adapter": str(adapter), "init_from": "sft-start"}

@@ -68,7 +68,7 @@ def _first_step_seconds(dataset, base: str) -> tuple[float, str]:
     seconds = time.perf_counter() - began
     if run.wait(poll=0.5) != "done":
         raise RuntimeError(f"the job failed: {run.error}")
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
 
     job_id = get_client().request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]["id"]
     said = [line for line in job_log(job_id).read_text().splitlines() if line.startswith(f"whileai job {job_id}: ")]

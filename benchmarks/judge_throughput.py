@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 def main() -> None:
     import _bfcl
 
-    from whileai.simulations.judges import judge_reply
+    from whileai.domain.judges.judging import judge_reply
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)

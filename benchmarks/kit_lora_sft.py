@@ -26,8 +26,8 @@ def heldout_pass_rate(model, tokenizer, rows, batch: int = 32, max_new_tokens: i
     """First-action pass rate over one row per held-out task (greedy); prints ``show`` misses."""
     import torch
 
-    from whileai.simulations.judges import judge_reply
-    from whileai.simulations.rows import prompt_messages
+    from whileai.domain.judges.judging import judge_reply
+    from whileai.domain.rows.rollouts import prompt_messages
 
     tasks = {}
     for r in rows:

@@ -90,15 +90,15 @@ def _base_model(rng: random.Random) -> Any:
 def bodies(seed: int, n: int, dataset: str, run_ids: Iterator[str]) -> Iterator[dict[str, Any]]:
     """``n`` launch bodies drawn with ``seed``: a resolved spec of a random method on ``dataset``, mutated."""
     from whileai.core.spec import SPEC_MODELS
-    from whileai.platform import defaults
+    from whileai.kit import defaults as kit_defaults
 
     rng = random.Random(seed)
     methods = list(SPEC_MODELS)
     for _ in range(n):
         method = rng.choice(methods)
         model = SPEC_MODELS[method]
-        spec: dict[str, Any] = {**model(base_model=defaults.KIT_BASE_NAME).knobs(), "method": method,
-                                "base_model": defaults.KIT_BASE_NAME, "dataset": dataset}
+        spec: dict[str, Any] = {**model(base_model=kit_defaults.KIT_BASE_NAME).knobs(), "method": method,
+                                "base_model": kit_defaults.KIT_BASE_NAME, "dataset": dataset}
         body: dict[str, Any] = {"run_id": next(run_ids), "kind": method, "target": "modal", "spec": spec}
         fields = list(_schema_fields(method))
         for _ in range(rng.choice([0, 1, 1, 2, 3, 5])):

@@ -362,7 +362,7 @@ class Sim:
 
 def simulate(kind: Kind, seed: int, n_prompts: int, k: int, fresh: bool = True) -> dict:
     """One run of the class; the first look each alarm fired at, the hack's onset, the monitor's own time."""
-    from whileai.simulations.monitor import HackMonitor
+    from whileai.domain.monitor import HackMonitor
 
     sim = Sim(kind, seed, n_prompts, fresh)
     monitor = HackMonitor(holdout=sim.holdout, proxy=sim.proxy, gold=sim.gold, sample=sim.sample, k=k,

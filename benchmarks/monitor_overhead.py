@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 
 def first_action_reward(prompts, completions, gold, **_):
     """The proxy GRPO trains with: the completion's first action against the row's gold."""
-    from whileai.simulations.judges import first_action_judge
+    from whileai.domain.judges.judging import first_action_judge
 
     out = []
     for prompt, completion in zip(prompts, completions):
@@ -56,7 +56,7 @@ def _message(completion):
 
 def held_out(n: int) -> list[dict]:
     from whileai.kit import load_sample
-    from whileai.simulations.rows import prompt_messages
+    from whileai.domain.rows.rollouts import prompt_messages
 
     rows, seen = [], set()
     for row in load_sample():
@@ -74,9 +74,9 @@ def look_costs(args) -> None:
     from peft import LoraConfig, get_peft_model
 
     from whileai.kit import build_tokenizer, tiny_model
-    from whileai.simulations import defaults
-    from whileai.simulations.judges import first_action_judge
-    from whileai.simulations.monitor import HackMonitor
+    from whileai.domain import defaults
+    from whileai.domain.judges.judging import first_action_judge
+    from whileai.domain.monitor import HackMonitor
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     tokenizer = build_tokenizer()
@@ -105,7 +105,7 @@ def look_costs(args) -> None:
 
 
 def wrap_cost(args) -> None:
-    from whileai.simulations.monitor import HackMonitor
+    from whileai.domain.monitor import HackMonitor
 
     rows = held_out(16)
     batch = [r for r in rows for _ in range(4)]
@@ -139,7 +139,7 @@ def wrap_cost(args) -> None:
 
 
 def main() -> None:
-    from whileai.simulations import defaults
+    from whileai.domain import defaults
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--looks", type=int, default=4)

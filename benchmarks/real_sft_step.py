@@ -66,7 +66,7 @@ def _plain_generate(model, tokenizer, rows, cap: int, batch: int) -> list[list[i
     """The baseline: each prompt rendered by the chat template, left-padded batches, greedy ``generate``."""
     import torch
 
-    from whileai.simulations.rows import prompt_messages
+    from whileai.domain.rows.rollouts import prompt_messages
 
     pad = tokenizer.pad_token_id
     out_ids = []

@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from whileai.simulations import defaults
-from whileai.simulations.report import delta_report
+from whileai.domain import defaults
+from whileai.domain.report import delta_report
 
 
 def make_rows(tasks: int, per_task: int, p: float, seed: int) -> list[dict]:

@@ -38,7 +38,9 @@ def _by_hand(steps: int, out: Path) -> dict:
     import whileai.simulations as wai
     from whileai.kit import load_sample
     from whileai.runner import defaults as runner_defaults
-    from whileai.simulations import defaults
+    from whileai.domain import defaults
+    from whileai.core import defaults as core_defaults
+    from whileai.kit import defaults as kit_defaults
 
     started, cpu = time.perf_counter(), time.process_time()
     rows = load_sample()
@@ -50,9 +52,9 @@ def _by_hand(steps: int, out: Path) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         wai.export_dataset(passes, out / "train.trl.jsonl", format="trl", validate=True)
-        run = wai.train(train_set, method="sft", holdout=held, steps=steps, learning_rate=defaults.KIT_SFT_LR,
-                        seed=0, min_mixed_tasks=defaults.TRAIN_MIN_MIXED_TASKS,
-                        config={"batch_size": defaults.KIT_SFT_BATCH, "holdout_rows": 40})
+        run = wai.train(train_set, method="sft", holdout=held, steps=steps, learning_rate=kit_defaults.KIT_SFT_LR,
+                        seed=0, min_mixed_tasks=core_defaults.TRAIN_MIN_MIXED_TASKS,
+                        config={"batch_size": kit_defaults.KIT_SFT_BATCH, "holdout_rows": 40})
     run.wait(poll=runner_defaults.PROGRESS_POLL_S)
     total = time.perf_counter() - started
     return {"wall_s": total, "cpu_s": time.process_time() - cpu, "job_s": (run.training or {}).get("seconds"),

@@ -116,9 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["WHILEAI_HOME"] = str(Path(tmp) / "client")
         os.environ.pop("WHILEAI_BASE_URL", None)
         os.environ.pop("WHILEAI_API_KEY", None)
-        from whileai.simulations import defaults
-        from whileai.simulations.client import get_client
-        from whileai.simulations.training import TrainingRun
+        from whileai.domain import defaults
+        from whileai.domain.client import get_client
+        from whileai.domain.tracking import TrainingRun
 
         defaults.FLUSH_INTERVAL_S = 3600.0  # the timed flush sends everything; no background send competes
         defaults.TRACKING_TIMEOUT_S = 120.0

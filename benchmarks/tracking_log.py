@@ -55,9 +55,9 @@ def bench_log(batches: int) -> None:
     import numpy as np
     import torch
 
-    from whileai.simulations import defaults
-    from whileai.simulations.client import Client
-    from whileai.simulations.training import TrainingRun
+    from whileai.domain import defaults
+    from whileai.domain.client import Client
+    from whileai.domain.tracking import TrainingRun
 
     defaults.FLUSH_INTERVAL_S = 3600.0  # measure log alone; sending is the background thread's job
     client = Client("http://bench.test", "k", transport=httpx.MockTransport(lambda r: httpx.Response(200, json={})))
@@ -104,7 +104,7 @@ def bench_trainer(steps: int, repeat: int) -> None:
 
     import whileai.simulations as wai
     from whileai.kit import build_tokenizer, tiny_model
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from tracking_ingest import _start_server
@@ -249,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop("WHILEAI_API_KEY", None)
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         bench_log(args.batches)
-        from whileai.simulations import defaults
+        from whileai.domain import defaults
 
-        from whileai.simulations.tracking import _tracker as _tracking
+        from whileai.domain.tracking import _tracker as _tracking
 
         defaults.FLUSH_INTERVAL_S = 2.0  # the trainer part runs with the real background sends
         _tracking._FLUSHER.wake.set()

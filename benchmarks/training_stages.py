@@ -73,15 +73,16 @@ def _outcomes(wai: Any, run_id: str | None, held: Any, holdout_rows: int | None,
     from whileai.jobs import _evaluation
     from whileai.kit import load_base
     from whileai.platform.launcher.jobs import adapter_dir
-    from whileai.simulations import defaults
-    from whileai.simulations.judges import judge_reply
+    from whileai.core import defaults as core_defaults
+    from whileai.kit import defaults as kit_defaults
+    from whileai.domain.judges.judging import judge_reply
 
-    model, tokenizer = load_base(defaults.KIT_BASE_NAME)
+    model, tokenizer = load_base(kit_defaults.KIT_BASE_NAME)
     if run_id is not None:
         model = PeftModel.from_pretrained(model, str(adapter_dir(run_id)))
     rows = wai.datasets.load_rows(held)
-    prompts = _evaluation.distinct_prompts(rows, holdout_rows or defaults.TRAIN_HOLDOUT_MAX_ROWS, seed)
-    replies = _evaluation.generate_replies(model, tokenizer, prompts, defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
+    prompts = _evaluation.distinct_prompts(rows, holdout_rows or core_defaults.TRAIN_HOLDOUT_MAX_ROWS, seed)
+    replies = _evaluation.generate_replies(model, tokenizer, prompts, core_defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
     return [int(bool(judge_reply(text, row)["passed"])) for row, text in zip(prompts, replies, strict=True)]
 
 

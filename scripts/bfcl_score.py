@@ -39,7 +39,7 @@ def held_out_questions(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows the run's held-out figure was measured on, in the job's order."""
     import whileai.simulations as wai
     from whileai.jobs._evaluation import distinct_prompts
-    from whileai.simulations.datagate import gate_rows
+    from whileai.domain.rows.datagate import gate_rows
 
     config = record.get("config") or {}
     if not config.get("holdout"):
@@ -53,7 +53,7 @@ def generate(merged: Path, rows: list[dict[str, Any]], max_new_tokens: int) -> l
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from whileai.simulations.rows import prompt_messages
+    from whileai.domain.rows.rollouts import prompt_messages
 
     tokenizer = AutoTokenizer.from_pretrained(str(merged), local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(str(merged), local_files_only=True, torch_dtype=torch.float32)
@@ -75,7 +75,7 @@ def generate(merged: Path, rows: list[dict[str, Any]], max_new_tokens: int) -> l
 def score(run_id: str, merged: Path) -> dict[str, Any]:
     """``{"bfcl": [0/1 per question], "run": [the run's after outcomes], "questions": [...], "replies": [...]}``."""
     import whileai.simulations as wai
-    from whileai.simulations import defaults
+    from whileai.core import defaults as core_defaults
 
     bfcl = _bfcl()
     record = wai.get_run(run_id)
@@ -85,7 +85,7 @@ def score(run_id: str, merged: Path) -> dict[str, Any]:
         raise SystemExit(f"run {run_id} has no held-out 'after' outcomes to compare with (a finished policy run "
                          "with a held-out set has them)")
     rows = held_out_questions(record)
-    replies = generate(merged, rows, defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
+    replies = generate(merged, rows, core_defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
     checker, no_call_rule = bfcl.load_checker(), bfcl.load_no_call_rule()
     files: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
     verdicts = []

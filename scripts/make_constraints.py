@@ -28,11 +28,11 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from whileai.runner import defaults
+from whileai.core import defaults as core_defaults
 from whileai.runner.provenance import canonical_name, pin_matches, read_pins
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / defaults.CONSTRAINTS_FILE
+OUT = ROOT / core_defaults.CONSTRAINTS_FILE
 #: the extra of pyproject.toml whose packages are pinned besides the main dependencies
 EXTRA = "test"
 #: installed by the README with --no-deps: pinned on its own when present, its requirements not followed
@@ -147,7 +147,7 @@ def check(path: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--out", "--path", dest="out", type=Path, default=OUT,
-                        help=f"the constraints file (default: {defaults.CONSTRAINTS_FILE} at the checkout's root)")
+                        help=f"the constraints file (default: {core_defaults.CONSTRAINTS_FILE} at the checkout's root)")
     parser.add_argument("--force", action="store_true", help="overwrite the file when it exists")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; print where the file and the installed versions differ, exit 1 if they do")

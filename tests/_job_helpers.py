@@ -34,7 +34,7 @@ def warm_ready(seconds: float = 240) -> int:
 
 def job_of(run_id: str) -> dict:
     """The (first) job record of hosted run ``run_id``, read through the platform."""
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
 
     return get_client().request("GET", "/jobs", params={"run_id": run_id})["jobs"][0]
 
@@ -54,7 +54,7 @@ def hosted_run_with_a_job(name: str, run: dict | None = None, **job: Any) -> tup
     """A hosted run made through the platform and a job of it written straight into the store, as a worker
     elsewhere (or one that failed before this test) leaves it: ``(the run's record, the job's row)``. ``run``:
     fields the run is then updated with."""
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
     from _stores import data_root_store
 
     client = get_client()

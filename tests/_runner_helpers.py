@@ -121,7 +121,7 @@ def assert_counts(run_id: str) -> dict[str, Any]:
     rows (SFT), prompts (GRPO) or pairs (DPO, RM) the TRL trainer was given.
     """
     from whileai.platform.launcher.jobs import job_log
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
 
     run = record(run_id)
     summary = run["summary"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from whileai.core.alarms import ALARM_MEANINGS, alarm_meaning
-from whileai.simulations.monitor._report import ALARM_KINDS
+from whileai.domain.monitor._report import ALARM_KINDS
 
 
 def test_every_alarm_kind_has_its_own_sentence():

@@ -18,9 +18,10 @@ from whileai.platform.api import create_app
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store
 from whileai.platform import defaults
+from whileai.kit import defaults as kit_defaults
 
 API = "/api/v1"
-KIT = defaults.KIT_BASE_NAME
+KIT = kit_defaults.KIT_BASE_NAME
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import whileai.simulations as wai
-from whileai.simulations.judges import judge_reply
-from whileai.simulations.rows import RolloutRow, check_rows, row_problems
+from whileai.domain.judges.judging import judge_reply
+from whileai.domain.rows.rollouts import RolloutRow, check_rows, row_problems
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _bfcl  # noqa: E402
@@ -93,7 +93,7 @@ def _multi_turn_files(folder):
 
 
 def test_every_category_bfcl_eval_ships_is_converted_or_refused_by_name(tmp_path):
-    from whileai.simulations._bfcl import bfcl_category
+    from whileai.domain.rows.bfcl import bfcl_category
 
     installed = wai.datasets.bfcl_data_folder()
     shipped = set(SHIPPED) if installed is None else {
@@ -242,7 +242,7 @@ def test_the_schema_decides_numbers_and_a_plain_gold_keeps_its_verdicts():
 
 
 def test_the_data_gates_map_or_refuse_with_their_report():
-    from whileai.simulations.datagate import gate_rows
+    from whileai.domain.rows.datagate import gate_rows
 
     def row(name, params, gold):
         return {"messages": [{"role": "user", "content": "q"}], "task_id": "t",
@@ -281,7 +281,7 @@ def test_the_data_gates_map_or_refuse_with_their_report():
 
 def test_bfcl_gates_counts(converted):
     """What the gates find on the four categories (all mapped, none refused); printed for the report."""
-    from whileai.simulations.datagate import gate_rows
+    from whileai.domain.rows.datagate import gate_rows
 
     for category, rows in converted.items():
         _, report = gate_rows(rows)
@@ -358,7 +358,7 @@ def test_rows_longer_than_the_context_are_counted_and_left_out(converted):
     """Parallel BFCL rows against the kit's 512-token context: the long ones are left out, counted, never cut."""
     from whileai.jobs import _evaluation, _trainer_data
     from whileai.kit import build_tokenizer
-    from whileai.simulations import defaults
+    from whileai.core import defaults as core_defaults
 
     tokenizer = build_tokenizer()
     rows = converted["parallel"]
@@ -369,7 +369,7 @@ def test_rows_longer_than_the_context_are_counted_and_left_out(converted):
         ids = tokenizer.apply_chat_template(example["messages"], tools=example["tools"], tokenize=True,
                                             return_dict=True)["input_ids"]
         assert len(ids) <= 512
-    over = sum(_evaluation.gold_reply_tokens(tokenizer, r["gold"]) > defaults.TRAIN_EVAL_MAX_NEW_TOKENS for r in rows)
+    over = sum(_evaluation.gold_reply_tokens(tokenizer, r["gold"]) > core_defaults.TRAIN_EVAL_MAX_NEW_TOKENS for r in rows)
     print(f"\nparallel: {too_long} of {len(examples)} rows longer than 512 tokens; {over} golds over the reply cap")
     assert over > 0
 

@@ -8,8 +8,9 @@ import threading
 import httpx
 import pytest
 
-from whileai.simulations import client as _client, defaults
-from whileai.simulations.client import Client, embedded_base_url, get_client
+from whileai.domain import client as _client
+from whileai.core import defaults as core_defaults
+from whileai.domain.client import Client, embedded_base_url, get_client
 from whileai.core.errors import NotFoundError, PlatformError
 
 
@@ -117,7 +118,7 @@ def test_chain_explicit_beats_environment_beats_config(home, monkeypatch):
 def test_nothing_configured_means_embedded(home):
     client = get_client()
     assert client.embedded and client.base_url == embedded_base_url()
-    assert client.base_url == f"http://127.0.0.1:{defaults.PLATFORM_PORT}"
+    assert client.base_url == f"http://127.0.0.1:{core_defaults.PLATFORM_PORT}"
     me = client.request("GET", "/me")
     assert me["account_id"].startswith("acct_")
     assert (home / "local_key").read_text().strip() == client.api_key

@@ -15,6 +15,7 @@ import pytest
 
 from whileai.platform.pages import _views
 from whileai.runner import defaults, provenance
+from whileai.core import defaults as core_defaults
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,7 +102,7 @@ def test_the_words_name_the_installed_and_the_pinned_version():
 
 
 def test_the_committed_file_pins_every_versioned_package():
-    pins = provenance.read_pins(ROOT / defaults.CONSTRAINTS_FILE)
+    pins = provenance.read_pins(ROOT / core_defaults.CONSTRAINTS_FILE)
     for name in defaults.VERSIONED_PACKAGES:
         if name != "whileai":  # installed from the checkout itself, never pinned
             assert name in pins, name

@@ -19,8 +19,9 @@ import warnings
 import pytest
 
 from whileai.kit import defaults as kit_defaults
-from whileai.simulations import defaults
-from whileai.simulations.context import base_tokenizer, check_context
+from whileai.domain import defaults
+from whileai.core import defaults as core_defaults
+from whileai.domain.rows.context import base_tokenizer, check_context
 
 LIMIT = kit_defaults.KIT_MAX_POSITIONS
 
@@ -63,12 +64,12 @@ def test_sft_and_dpo_count_what_their_jobs_leave_out(padded, tokenizer, options)
     from whileai.jobs import _trainer_data
     from whileai.jobs.dpo import preference_pairs
 
-    sft = check_context(padded, "sft", defaults.KIT_BASE_NAME, options)
+    sft = check_context(padded, "sft", kit_defaults.KIT_BASE_NAME, options)
     examples = _trainer_data.export_training([r for r in padded if r["passed"]], None,
                                              _trainer_data.export_options(read_spec({"method": "sft", **options}), "sft"))
     _, left_out = _trainer_data.within_context(tokenizer, examples, LIMIT)
     assert sft["checked"] and sft["limit"] == LIMIT and sft["too_long"] == left_out > 0
-    dpo = check_context(padded, "dpo", defaults.KIT_BASE_NAME, options)
+    dpo = check_context(padded, "dpo", kit_defaults.KIT_BASE_NAME, options)
     pairs = _trainer_data.export_pairs(preference_pairs(padded, True), None, _trainer_data.export_options(read_spec({"method": "dpo", **{k: v for k, v in options.items() if k != "mask_mode"}}), "dpo"))
     _, left_out = _trainer_data.within_context(tokenizer, pairs, LIMIT)
     assert dpo["too_long"] == left_out > 0 and dpo["unit"] == "pairs"
@@ -80,26 +81,26 @@ def test_sft_and_dpo_count_what_their_jobs_leave_out(padded, tokenizer, options)
 
 
 def test_the_export_settings_change_the_count_as_they_change_the_rows(padded):
-    stripped = check_context(padded, "sft", defaults.KIT_BASE_NAME)["too_long"]
-    assert check_context(padded, "sft", defaults.KIT_BASE_NAME, {"strip_think": False})["too_long"] > stripped
-    assert check_context(padded, "sft", defaults.KIT_BASE_NAME, {"max_tool_output_chars": 100})["too_long"] < stripped
+    stripped = check_context(padded, "sft", kit_defaults.KIT_BASE_NAME)["too_long"]
+    assert check_context(padded, "sft", kit_defaults.KIT_BASE_NAME, {"strip_think": False})["too_long"] > stripped
+    assert check_context(padded, "sft", kit_defaults.KIT_BASE_NAME, {"max_tool_output_chars": 100})["too_long"] < stripped
 
 
 def test_a_second_check_of_the_same_rows_and_knobs_is_answered_from_the_first(padded, monkeypatch):
     """The runner's selection report and wai.train's gate check the same rows one after the other: the second is
     not tokenized again; a knob the check reads, or other rows, are counted afresh; the answer is the caller's."""
-    from whileai.simulations import context
+    from whileai.domain.rows import context
 
     counted = []
     real = context._check_context
     monkeypatch.setattr(context, "_check_context", lambda *a: counted.append(a[1]) or real(*a))
     monkeypatch.setattr(context, "_CHECKED", {})
-    first = check_context(padded, "grpo", defaults.KIT_BASE_NAME, {"max_completion_length": 64, "seed": 0})
+    first = check_context(padded, "grpo", kit_defaults.KIT_BASE_NAME, {"max_completion_length": 64, "seed": 0})
     first["left_out"].clear()  # the caller's copy: changing it changes nothing kept
-    again = check_context(padded, "grpo", defaults.KIT_BASE_NAME, {"max_completion_length": 64, "lora_rank": 4})
+    again = check_context(padded, "grpo", kit_defaults.KIT_BASE_NAME, {"max_completion_length": 64, "lora_rank": 4})
     assert counted == ["grpo"] and again["left_out"] and again["too_long"] > 0  # knobs it never reads: the same
-    check_context(padded, "grpo", defaults.KIT_BASE_NAME, {"max_completion_length": 32})
-    check_context(padded[1:], "grpo", defaults.KIT_BASE_NAME, {"max_completion_length": 64})
+    check_context(padded, "grpo", kit_defaults.KIT_BASE_NAME, {"max_completion_length": 32})
+    check_context(padded[1:], "grpo", kit_defaults.KIT_BASE_NAME, {"max_completion_length": 64})
     assert counted == ["grpo"] * 3
 
 
@@ -107,11 +108,11 @@ def test_rm_and_grpo_count_what_their_jobs_leave_out(padded, tokenizer):
     from whileai.jobs import _trainer_data, grpo
     from whileai.jobs.rm import pair_examples
 
-    rm = check_context(padded, "rm", defaults.KIT_BASE_NAME)
+    rm = check_context(padded, "rm", kit_defaults.KIT_BASE_NAME)
     _, left_out = _trainer_data.within_context(tokenizer, pair_examples(padded, True), LIMIT)
     assert rm["too_long"] == left_out > 0
     cap = 64
-    found = check_context(padded, "grpo", defaults.KIT_BASE_NAME, {"max_completion_length": cap})
+    found = check_context(padded, "grpo", kit_defaults.KIT_BASE_NAME, {"max_completion_length": cap})
     prompts = grpo.mixed_prompts(padded, True)
     kept, left_out = grpo._within_context(tokenizer, prompts, grpo.shared_tools(padded), LIMIT, cap)
     assert found["too_long"] == left_out == len(prompts) - len(kept) > 0 and found["unit"] == "prompts"
@@ -124,7 +125,7 @@ def test_the_kit_base_is_read_without_pre_training_it_and_a_folder_base_reads_it
     from whileai.kit import demo_base_built
     from whileai.kit._base import tiny_model_dir
 
-    tokenizer, limit = base_tokenizer(defaults.KIT_BASE_NAME)
+    tokenizer, limit = base_tokenizer(kit_defaults.KIT_BASE_NAME)
     assert limit == LIMIT and not demo_base_built(), "counting tokens never pre-trains the demo base"
     folder = tiny_model_dir(kit_defaults.KIT_BASE_SEED)  # a saved kit tokenizer and a model config, built in seconds
     saved = AutoTokenizer.from_pretrained(folder)
@@ -132,7 +133,7 @@ def test_the_kit_base_is_read_without_pre_training_it_and_a_folder_base_reads_it
     ids = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=True, return_dict=True)
     assert ids["input_ids"] == saved.apply_chat_template(row["messages"], tools=row["tools"], tokenize=True,
                                                          return_dict=True)["input_ids"]
-    by_name = check_context(padded, "sft", defaults.KIT_BASE_NAME)
+    by_name = check_context(padded, "sft", kit_defaults.KIT_BASE_NAME)
     by_folder = check_context(padded, "sft", str(folder))
     assert by_folder["checked"] and by_folder["limit"] == LIMIT
     assert {k: v for k, v in by_folder.items() if k != "base_model"} == {k: v for k, v in by_name.items()
@@ -152,7 +153,7 @@ def test_a_folder_base_is_counted_without_torch_and_as_transformers_auto_classes
     from whileai.kit._base import tiny_model_dir
 
     folder = tiny_model_dir(kit_defaults.KIT_BASE_SEED)
-    code = ("import sys; from whileai.simulations.context import base_tokenizer; "
+    code = ("import sys; from whileai.domain.rows.context import base_tokenizer; "
             f"t, limit = base_tokenizer({str(folder)!r}); print(limit, 'torch' in sys.modules)")
     said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert said.returncode == 0, said.stderr
@@ -170,7 +171,7 @@ def test_a_folder_base_is_counted_without_torch_and_as_transformers_auto_classes
     config = json.loads((gpt2_shaped / "config.json").read_text())
     config = {"model_type": "gpt2", "n_positions": 256, "vocab_size": config["vocab_size"]}
     (gpt2_shaped / "config.json").write_text(json.dumps(config))
-    assert base_tokenizer(str(gpt2_shaped))[1] == min(defaults.TRAIN_MAX_LENGTH, 256)
+    assert base_tokenizer(str(gpt2_shaped))[1] == min(core_defaults.TRAIN_MAX_LENGTH, 256)
 
 
 def test_a_hub_base_not_in_the_local_cache_is_left_to_the_job(padded, tmp_path):
@@ -235,7 +236,7 @@ def test_rows_with_their_own_tools_are_each_rendered_with_their_own_in_the_job_a
     description past the context: only that question is left out (under a union every prompt would be)."""
     from whileai.jobs import grpo
     from whileai.kit._base import tiny_model_dir
-    from whileai.simulations.context import shared_tools
+    from whileai.domain.rows.context import shared_tools
 
     def tool(name: str, words: int = 3) -> dict:
         return {"type": "function", "function": {"name": name, "description": "does it " * words,

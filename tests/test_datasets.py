@@ -7,6 +7,7 @@ import json
 import pytest
 
 import whileai.simulations as wai
+from whileai.kit.defaults import KIT_BASE_NAME
 from whileai.simulations import datasets
 
 # ---------------------------------------------------------------------------
@@ -179,7 +180,7 @@ def test_rows_longer_than_the_context_are_counted_by_hand(method):
     from whileai.kit import defaults as kit_defaults
 
     rows = _long_asks(fixture_rows(), "A")
-    rep = wai.selection_report(rows, method, base_model=wai.defaults.KIT_BASE_NAME)
+    rep = wai.selection_report(rows, method, base_model=KIT_BASE_NAME)
     used, too_long, named = _TOO_LONG_BY_HAND[method]
     assert (rep["rows"], rep["tasks"]) == used and dropped(rep)["too_long"] == too_long
     assert rep["rows"] + sum(d["rows"] for d in rep["dropped"]) == rep["rows_given"] == 16
@@ -195,13 +196,13 @@ def test_rows_longer_than_the_context_are_counted_by_hand(method):
         f"exceeds the context of {context['limit']} tokens" in rep["summary"])
     if method == "dpo":
         assert rep["pairs"] == 1 and dropped(rep)["unpaired"] == (3, 0)
-    fits = wai.selection_report(fixture_rows(), method, base_model=wai.defaults.KIT_BASE_NAME)
+    fits = wai.selection_report(fixture_rows(), method, base_model=KIT_BASE_NAME)
     assert "too_long" not in dropped(fits) and fits["context"]["too_long"] == 0
 
 
 def test_the_context_check_needs_the_rows_not_a_profile():
     with pytest.raises(ValueError, match="pass the dataset itself"):
-        wai.selection_report(wai.profile(fixture_rows()), "sft", base_model=wai.defaults.KIT_BASE_NAME)
+        wai.selection_report(wai.profile(fixture_rows()), "sft", base_model=KIT_BASE_NAME)
 
 
 def test_all_rows_failing():
@@ -368,7 +369,7 @@ def test_push_survives_a_restart_byte_for_byte_and_stays_in_its_account(platform
 
     _other, other_key = platform["server"].store.create_account("someone else")
     assert raw_rows(platform["server"].base_url, other_key, ds.id)[0] == 404
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
     from whileai.core.errors import NotFoundError
 
     other = get_client(api_key=other_key, base_url=platform["server"].base_url)
@@ -441,7 +442,7 @@ def test_embedded_platform_push(home):
 
 def test_balance_false_counts_every_length_matched_pair_as_the_job_uses_them():
     from whileai.jobs.dpo import preference_pairs
-    from whileai.simulations._selection import pairs_per_task, profile_rows, selection_report
+    from whileai.domain.rows.selection import pairs_per_task, profile_rows, selection_report
 
     rows = []
     for t, (passes, fails) in enumerate([(2, 2), (3, 1), (1, 3), (4, 0)]):

@@ -96,10 +96,10 @@ def test_the_wandb_services_log_is_in_the_accounts_folder_and_goes_with_the_run(
     """A real W&B (offline): its service's debug log, which names the run, is written under the data root and not
     in the user's cache, and deleting the run deletes it with the run's folder."""
     pytest.importorskip("wandb")
-    from whileai.simulations.mirror import forget_mirrors
-    from whileai.simulations.mirror._offline import keep_local
-    from whileai.simulations.mirror._place import account_folder
-    from whileai.simulations.mirror._wandb import SERVICE_FOLDER, open_wandb
+    from whileai.domain.tracking.mirror import forget_mirrors
+    from whileai.domain.tracking.mirror._offline import keep_local
+    from whileai.domain.tracking.mirror._place import account_folder
+    from whileai.domain.tracking.mirror._wandb import SERVICE_FOLDER, open_wandb
 
     user_home = tmp_path / "user-home"  # where W&B writes by default (~/.cache/wandb, ~/.local/share, ~/.config)
     user_home.mkdir()

@@ -28,7 +28,7 @@ OTHER_PATH = "default"
 
 def test_grpo_tooluse_as_committed_passes_its_expect_at_an_untuned_seed_on_another_kernel_path(home):
     from whileai.kit.defaults import BASE_WEIGHTS_SHA256
-    from whileai.simulations import defaults
+    from whileai.core import defaults as core_defaults
 
     done = whileai("run", "recipe=grpo_tooluse", f"seed={UNTUNED_SEED}", "--json",
                    env={"ATEN_CPU_CAPABILITY": OTHER_PATH}, timeout=3600)
@@ -50,8 +50,8 @@ def test_grpo_tooluse_as_committed_passes_its_expect_at_an_untuned_seed_on_anoth
     assert grpo["monitor"]["alarms"] == [], grpo["monitor"]["alarms"]
     assert grpo["monitor"]["armed"]["divergence"].startswith("off: the reward is the exact first-action judge")
     # GRPO's groups carried signal: enough of them mixed passes and failures
-    assert stages["grpo"]["prompts_per_step"] == defaults.TRAIN_GRPO_PROMPTS_PER_STEP
-    assert stages["grpo"]["mixed_groups"]["mean"] >= defaults.TRAIN_GRPO_MIN_MIXED_SHARE
+    assert stages["grpo"]["prompts_per_step"] == core_defaults.TRAIN_GRPO_PROMPTS_PER_STEP
+    assert stages["grpo"]["mixed_groups"]["mean"] >= core_defaults.TRAIN_GRPO_MIN_MIXED_SHARE
     assert not stages["grpo"].get("groups_note"), stages["grpo"]["groups_note"]
     assert closing["expect"]["passed"] and done.returncode == 0, (
         f"grpo_tooluse at seed {UNTUNED_SEED} under ATEN_CPU_CAPABILITY={OTHER_PATH} failed its expect: "

@@ -2,7 +2,7 @@
 
 Such a base trains on whileai's hermes convention. An export names the base,
 and beside the rows it writes the template the job renders with and a manifest
-naming the convention (whileai/simulations/export/_template.py); rendered with
+naming the convention (whileai/domain/export/_template.py); rendered with
 that template, an exported row is byte for byte the text the trainer sees,
 ``<tools>`` block and ``<tool_call>`` calls included. A reward model on BFCL's
 all-passing rows is measured on near misses of the held-out rows, scored with
@@ -127,7 +127,7 @@ def test_the_runners_preference_export_carries_the_template_and_an_unreadable_ba
 def test_a_reward_model_on_all_passing_bfcl_rows_is_measured_on_near_misses_in_the_hermes_convention(
         dropping_base, monkeypatch):
     import whileai.simulations as wai
-    import whileai.simulations.serving as serving
+    import whileai.domain.judges.reward_model as serving
     from whileai.jobs import rm
     from whileai.simulations._hosting import train_spec
 
@@ -203,7 +203,7 @@ def test_the_merged_export_and_its_gguf_render_tools_as_the_run_trained_and_the_
 
     again = run(merged)  # the export is a base of the user's own: it trains with no operator setting
     assert again["config"]["base_model"] == str(merged)
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
 
     # and the embedded platform serves that run's adapter on it: the run's own base, the user's folder
     model = get_client().request("POST", "/models", json={"name": "own-base", "baseModel": str(merged),

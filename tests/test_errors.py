@@ -23,7 +23,7 @@ BUILTIN_EXCEPTIONS = frozenset(
 
 #: Exception classes allowed outside whileai/core/errors.py, each with its reason.
 PRIVATE_CLASSES = {
-    "simulations/tracking/_spool.py:_SpoolWriteError": (
+    "domain/tracking/_spool.py:_SpoolWriteError": (
         "control flow inside the tracker: raised by the spool, caught by the tracker and its flusher, never "
         "reaching a caller (an OSError so the spool's own `except OSError` paths keep working)"
     ),
@@ -31,7 +31,7 @@ PRIVATE_CLASSES = {
 
 #: Raises of a class that is neither ours nor a builtin, each with its reason.
 FOREIGN_RAISES = {
-    "simulations/client.py:httpx.ReadTimeout": (
+    "domain/client.py:httpx.ReadTimeout": (
         "the embedded platform is an httpx transport, and a transport reports a timeout with httpx's own "
         "class; Client.request turns it into PlatformError(status=0) like any remote timeout"
     ),

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import whileai.simulations as wai
-from whileai.simulations import jsonl
-from whileai.simulations import rows as rows_module
-from whileai.simulations.export import MissingPolicyWarning, to_hf_dataset
+from whileai.domain.rows import jsonl
+from whileai.domain.rows import rollouts as rows_module
+from whileai.domain.export import MissingPolicyWarning, to_hf_dataset
 
 SYSTEM = "You are a weather agent. Use the tools."
 TOOLS = [
@@ -121,7 +121,7 @@ def test_strip_think(data):
     ],
 )
 def test_strip_think_text(text, expected):
-    from whileai.simulations.export._shape import strip_think_text
+    from whileai.domain.export._shape import strip_think_text
 
     assert strip_think_text(text) == expected
 
@@ -136,7 +136,7 @@ def test_unroll_makes_one_sample_per_assistant_turn(data):
         assert len(assistant) == k and sample["messages"][-1]["role"] == "assistant"
         assert [m["weight"] for m in assistant] == [0] * (k - 1) + [1]
         assert sample["unroll"] == {"turn": k, "turns": 3}
-        assert sample["lineage"] == {"unrolled_from": {"prompt_hash": wai.rows.prompt_hash(source["messages"]),
+        assert sample["lineage"] == {"unrolled_from": {"prompt_hash": rows_module.prompt_hash(source["messages"]),
                                                        "rollout_index": 1}}
         for group_field in ("task_id", "prompt_hash", "rollout_index"):
             assert group_field not in sample
@@ -494,7 +494,7 @@ def test_preference_rejects_malformed_pairs():
         wai.export_preference([{"chosen": multi_turn(), "rejected": [{"role": "bot"}]}], "p.jsonl")
 
 
-@pytest.mark.filterwarnings("ignore::whileai.simulations.export.MissingPolicyWarning")
+@pytest.mark.filterwarnings("ignore::whileai.domain.export.MissingPolicyWarning")
 def test_to_trl_matches_the_trl_exports(tmp_path, data):
     wai.export_dataset(data, tmp_path / "t.jsonl", format="trl")
     assert wai.to_trl(wai.training_rows(data)) == read(tmp_path / "t.jsonl")
@@ -601,7 +601,7 @@ def chunked_rows() -> list[dict]:
     ],
 )
 def test_a_file_exports_the_same_in_chunks_of_any_size(tmp_path, monkeypatch, options):
-    from whileai.simulations import defaults
+    from whileai.domain import defaults
 
     source = tmp_path / "rows.jsonl"
     jsonl.write_jsonl(source, chunked_rows())
@@ -625,7 +625,7 @@ def test_a_file_exports_the_same_in_chunks_of_any_size(tmp_path, monkeypatch, op
 
 
 def test_problems_in_a_later_chunk_count_rows_over_the_whole_file(tmp_path, monkeypatch):
-    from whileai.simulations import defaults
+    from whileai.domain import defaults
 
     monkeypatch.setattr(defaults, "EXPORT_CHUNK_BYTES", 1)  # one row per chunk
     source = tmp_path / "rows.jsonl"
@@ -654,7 +654,7 @@ def test_problems_in_a_later_chunk_count_rows_over_the_whole_file(tmp_path, monk
 
 
 def test_validate_failing_in_a_later_chunk_writes_nothing(tmp_path, monkeypatch):
-    from whileai.simulations import defaults
+    from whileai.domain import defaults
 
     monkeypatch.setattr(defaults, "EXPORT_CHUNK_BYTES", 1)
     rows = [multi_turn(i) for i in range(6)]

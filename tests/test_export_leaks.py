@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import whileai.simulations as wai
-from whileai.simulations.export._gate import find_leaks
-from whileai.simulations.defaults import LEAK_MIN_CHARS, LEAK_MIN_WORDS
+from whileai.domain.export._gate import find_leaks
+from whileai.domain.defaults import LEAK_MIN_CHARS, LEAK_MIN_WORDS
 
 SECRET = "The grader accepts 18 degrees for Paris today"
 

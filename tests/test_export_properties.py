@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import whileai.simulations as wai
-from whileai.simulations.export import to_hf_dataset
+from whileai.domain.export import to_hf_dataset
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
@@ -236,7 +236,7 @@ def test_to_hf_dataset_gives_trl_rows_back_exactly(generated):
 def _decoded(row: dict) -> dict:
     import json
 
-    from whileai.simulations.export._hf import _decoded_arguments
+    from whileai.domain.export._hf import _decoded_arguments
 
     out = {k: _decoded_arguments(v) if k in ("messages", "prompt", "completion") else v for k, v in row.items()}
     if isinstance(out.get("tools"), str):

@@ -18,7 +18,7 @@ import textwrap
 import pytest
 
 import whileai.simulations as wai
-from whileai.simulations.export import to_hf_dataset
+from whileai.domain.export import to_hf_dataset
 
 pytestmark = pytest.mark.slow
 

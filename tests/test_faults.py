@@ -21,6 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from whileai.platform import defaults
+from whileai.kit import defaults as kit_defaults
 from whileai.platform.launcher import jobs as launcher_jobs
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store
@@ -45,7 +46,7 @@ def _stopped_run_with_a_checkpoint(store: Store, acct: str) -> str:
     rows, _ = store.create_dataset(acct, [{"task_id": "t", "passed": True, "messages": []}], name="rows")
     job = store.create_job(acct, run_id=run["id"], kind="sft", target="local", status="running",
                            spec={"method": "sft", "steps": 4, "save_steps": 2, "dataset": rows["id"],
-                                 "base_model": defaults.KIT_BASE_NAME})
+                                 "base_model": kit_defaults.KIT_BASE_NAME})
     store.update_job(acct, job["id"], {"status": "stopped", "error": "stopped on request"})
     store.update_run(acct, run["id"], {"status": "stopped", "error": "stopped on request"})
     saved = launcher_jobs.checkpoint_dir(run["id"]) / "checkpoint-2"
@@ -256,7 +257,7 @@ def test_a_launch_refuses_loose_types_unknown_gpus_foreign_run_ids_and_data_fold
     """Each of these was answered 201 and handed to a worker; each is a 422 naming the field now, before any job."""
     from whileai.core.spec import SFTSpec
 
-    kit = defaults.KIT_BASE_NAME
+    kit = kit_defaults.KIT_BASE_NAME
     with serve_in_thread(store_url=_url(backend, home, pg_database)) as handle:
         _a, key_a = handle.store.create_account("a")
         acct_b, _key_b = handle.store.create_account("b")
@@ -313,8 +314,8 @@ def test_spooled_records_of_a_deleted_run_or_account_are_dropped_with_one_line(b
     are dropped now, saying so in one line, while a live run's record lands."""
     from whileai.core.errors import TrackingWarning
     from whileai.core.ids import new_id
-    from whileai.simulations.client import Client
-    from whileai.simulations.tracking import _spool
+    from whileai.domain.client import Client
+    from whileai.domain.tracking import _spool
 
     with serve_in_thread(store_url=_url(backend, home, pg_database)) as handle:
         acct_a, key_a = handle.store.create_account("a")
@@ -375,7 +376,7 @@ def test_export_and_reward_model_load_what_the_platform_resolves_not_a_summary(b
     import whileai.simulations as wai
     from whileai.runner.export_model import export_main
 
-    kit = defaults.KIT_BASE_NAME
+    kit = kit_defaults.KIT_BASE_NAME
     with serve_in_thread(store_url=_url(backend, home, pg_database)) as handle:
         acct_a, key_a = handle.store.create_account("a")
         acct_b, _key_b = handle.store.create_account("b")

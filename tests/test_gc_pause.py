@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from whileai.simulations.jsonl import gc_paused
+from whileai.domain.rows.jsonl import gc_paused
 
 
 @pytest.fixture(autouse=True)

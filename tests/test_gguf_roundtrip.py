@@ -76,7 +76,7 @@ def test_the_gguf_file_replies_to_held_out_prompts_as_the_run_does(exported):
     from whileai.core.defaults import TRAIN_EVAL_MAX_NEW_TOKENS
     from whileai.kit._gguf import import_gguf
     from whileai.runner._export_check import greedy_replies, held_out_rows
-    from whileai.simulations.judges import judge_reply
+    from whileai.domain.judges.judging import judge_reply
 
     record = wai.get_run(exported["run"])
     rows = held_out_rows(record, 3)

@@ -13,7 +13,7 @@ import warnings
 import pytest
 
 from whileai.jobs._environment import price_key
-from whileai.simulations import defaults
+from whileai.core import defaults as core_defaults
 
 GIB = 2**30
 
@@ -32,7 +32,7 @@ GIB = 2**30
 ])
 def test_a_cuda_device_name_finds_its_price_row(device, memory, key):
     assert price_key(device, memory) == key
-    assert (key in defaults.GPU_USD_PER_HOUR) == (key != "NVIDIA GeForce RTX 4090")
+    assert (key in core_defaults.GPU_USD_PER_HOUR) == (key != "NVIDIA GeForce RTX 4090")
 
 
 @pytest.mark.parametrize("gpu, processes, nodes, counted", [
@@ -69,7 +69,7 @@ def test_a_hosted_sft_job_trains_on_the_local_gpu_in_bf16_and_prices_it(session_
     assert training["device"] == "cuda"
     name = torch.cuda.get_device_name(0)
     assert training["gpu"] == price_key(name, torch.cuda.get_device_properties(0).total_memory)
-    if training["gpu"] in defaults.GPU_USD_PER_HOUR:
+    if training["gpu"] in core_defaults.GPU_USD_PER_HOUR:
         assert run.cost_usd is not None and run.cost_basis["gpu"] == training["gpu"]
     else:
         assert run.cost_usd is None and run.cost_basis

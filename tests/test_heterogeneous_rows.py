@@ -87,7 +87,7 @@ def test_the_trainer_renders_each_row_as_its_own_json(base, tmp_path):
     import trl
 
     from whileai.jobs import _loading, _trainer_data, _trainer_setup
-    from whileai.simulations.export import decoding_chat_template, to_hf_dataset
+    from whileai.domain.export import decoding_chat_template, to_hf_dataset
 
     spec = _spec(base, "sft")
     rows = [r for r in _rows([1, "v0", {"p": [1, "a"]}, ["a", 2]] * 2, [False, "false", 0, "x"] * 2)]

@@ -14,8 +14,10 @@ import pytest
 
 import whileai.simulations as wai
 from whileai.platform.launcher import jobs as launcher_jobs
-from whileai.simulations import defaults
-from whileai.simulations.client import get_client
+from whileai.domain import defaults
+from whileai.core import defaults as core_defaults
+from whileai.kit import defaults as kit_defaults
+from whileai.domain.client import get_client
 from whileai.core.knobs import check_knob
 from whileai.simulations.training import train_spec
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError
@@ -135,7 +137,7 @@ def test_a_knob_given_in_config_is_refused_with_the_argument_to_use(launches):
 
 
 def test_dpo_accepts_every_trl_loss_and_grpo_only_three():
-    for loss in defaults.TRL_DPO_LOSS_TYPES:
+    for loss in core_defaults.TRL_DPO_LOSS_TYPES:
         assert check_knob("loss_type", loss, "dpo", defaults.TRAINING_KNOBS["loss_type"]) is None
     assert check_knob("loss_type", "dapo", "grpo", defaults.TRAINING_KNOBS["loss_type"]) is not None
     for loss in ("bnpo", "grpo", "dr_grpo"):
@@ -149,7 +151,7 @@ def test_every_knob_has_a_range_default_and_reference():
     for table in (defaults.TRAINING_KNOBS, defaults.TRAINING_HOST_KEYS):
         for name, per_method in table.items():
             for method, spec in per_method.items():
-                assert method in defaults.TRAIN_METHODS, (name, method)
+                assert method in core_defaults.TRAIN_METHODS, (name, method)
                 # a range or choices, not both; or, for a free-text knob (reward_model), the pattern alone
                 assert ("range" in spec) + ("choices" in spec) + ("pattern" in spec and "choices" not in spec) == 1, (
                     name, method)
@@ -170,7 +172,7 @@ def test_train_resolves_a_frozen_spec_with_where_each_value_came_from():
     assert spec.learning_rate == defaults.TRAINING_KNOBS["learning_rate"]["grpo"]["default"]
     assert spec.loss_type == "bnpo" and spec.beta == 0.02 and spec.epsilon_high == 0.2 and spec.scale_rewards == "group"
     assert spec.extra == {"mystery": 1} and "mystery" in resolved.notes[0]
-    assert spec.base_model == defaults.KIT_BASE_NAME
+    assert spec.base_model == kit_defaults.KIT_BASE_NAME
     assert resolved.provenance["beta"] == "argument" and resolved.provenance["epsilon_high"] == "argument"
     assert resolved.provenance["loss_type"].startswith("grpo's default")
     # what we hand TRL differs from TRL's own defaults where we chose otherwise, read from TRL's class
@@ -284,7 +286,7 @@ def test_a_set_whose_every_row_is_too_long_is_refused_naming_the_limit(launches)
     with pytest.raises(TrainingSelectionError) as err:
         wai.train(sft, method="sft")
     message = str(err.value)
-    assert f"every row sft would train on is longer than the context of {limit} tokens of {defaults.KIT_BASE_NAME}" in message
+    assert f"every row sft would train on is longer than the context of {limit} tokens of {kit_defaults.KIT_BASE_NAME}" in message
     assert "4 rows longer than the context" in message and "a base with a longer context" in message
     assert err.value.report["context"]["too_long"] == 4 and err.value.report["rows"] == 0
     grpo = wai.push([_long(_row(f"g-{t}", i % 2 == 0, i)) for t in range(2) for i in range(4)], name="all-long-grpo")
@@ -299,8 +301,8 @@ def test_a_set_whose_every_row_is_too_long_is_refused_naming_the_limit(launches)
 def test_grpo_counts_its_prompt_with_room_for_the_reply(launches):
     from whileai.kit import build_tokenizer
     from whileai.kit import defaults as kit_defaults
-    from whileai.simulations.context import prompt_length
-    from whileai.simulations.rows import prompt_messages
+    from whileai.domain.rows.context import prompt_length
+    from whileai.domain.rows.rollouts import prompt_messages
 
     data = rows(mixed=3, all_pass=0, tag="room")
     data[:4] = [_long(r, words=100) for r in data[:4]]  # one task's ask, each of its rows
@@ -417,7 +419,7 @@ def test_target_comes_from_the_platform_configuration(launches, monkeypatch):
             raise AssertionError("not finished")
 
     monkeypatch.setattr(modal_backend, "_BACKEND", Recorder())
-    monkeypatch.setenv(defaults.TRAIN_TARGET_ENV, "modal")
+    monkeypatch.setenv(core_defaults.TRAIN_TARGET_ENV, "modal")
     ds = wai.push(rows(tag="modal"), name="modal")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -516,7 +518,7 @@ def _finished(name: str, config: dict | None = None, summary: dict | None = None
     return client.request("PATCH", f"/runs/{record['id']}", json={"status": status})
 
 
-def _with_adapter(name: str, base: str = defaults.KIT_BASE_NAME, method: str = "sft") -> dict:
+def _with_adapter(name: str, base: str = kit_defaults.KIT_BASE_NAME, method: str = "sft") -> dict:
     """A done run whose adapter folder exists where the platform keeps adapters."""
     record = _finished(name, {"method": method, "base_model": base, "lora_rank": 8, "lora_alpha": 16})
     folder = launcher_jobs.adapter_dir(record["id"])
@@ -537,7 +539,7 @@ def test_init_from_refusals_name_the_run_and_the_fix(launches):
     theirs = _finished("theirs", client=get_client(api_key=other_key))
     running = get_client().request("POST", "/runs", json={"name": "running", "kind": defaults.TRAIN_RUN_KIND})
     failed = _finished("failed", status="failed")
-    bare = _finished("no adapter", {"method": "sft", "base_model": defaults.KIT_BASE_NAME})
+    bare = _finished("no adapter", {"method": "sft", "base_model": kit_defaults.KIT_BASE_NAME})
     reward = _with_adapter("reward", method="rm")
     good = _with_adapter("good")
     cases = [
@@ -566,7 +568,7 @@ def test_init_from_a_finished_run_inherits_its_base_and_lora_shape(launches):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run = wai.train(ds, method="grpo", init_from=start)  # the record, as get_run returns it
-    assert run.config["init_from"] == start["id"] and run.config["base_model"] == defaults.KIT_BASE_NAME
+    assert run.config["init_from"] == start["id"] and run.config["base_model"] == kit_defaults.KIT_BASE_NAME
     assert run.config["lora_rank"] == 8 and run.config["lora_alpha"] == 16
     spec = launches[-1]["spec"]
     assert spec["init_from"] == start["id"] and spec["init_adapter"] == str(launcher_jobs.adapter_dir(start["id"]))
@@ -581,7 +583,7 @@ def test_the_platform_resolves_the_start_adapter_itself(launches):
     run = client.request("POST", "/runs", json={"name": "stage", "kind": defaults.TRAIN_RUN_KIND, "config": {}})
     from whileai.core.spec import DPOSpec, SFTSpec
 
-    dpo = {**DPOSpec(base_model=defaults.KIT_BASE_NAME).knobs(), "base_model": defaults.KIT_BASE_NAME}  # resolved
+    dpo = {**DPOSpec(base_model=kit_defaults.KIT_BASE_NAME).knobs(), "base_model": kit_defaults.KIT_BASE_NAME}  # resolved
     data = client.request("POST", "/datasets", json={"name": "d", "rows": [
         {"messages": [{"role": "user", "content": "hi"}]}]})["id"]  # a launch names its dataset
     client.request("POST", "/jobs/launch", json={"run_id": run["id"], "kind": "dpo", "spec": {
@@ -594,7 +596,7 @@ def test_the_platform_resolves_the_start_adapter_itself(launches):
     other = client.request("POST", "/runs", json={"name": "stage2", "kind": defaults.TRAIN_RUN_KIND})
     with pytest.raises(PlatformError, match="has no adapter on this platform") as err:
         client.request("POST", "/jobs/launch", json={"run_id": other["id"], "kind": "sft",
-                                                      "spec": {**SFTSpec().knobs(), "base_model": defaults.KIT_BASE_NAME,
+                                                      "spec": {**SFTSpec().knobs(), "base_model": kit_defaults.KIT_BASE_NAME,
                                                                "method": "sft", "init_from": gone["id"],
                                                                "dataset": data}})
     assert err.value.status == 422
@@ -603,7 +605,7 @@ def test_the_platform_resolves_the_start_adapter_itself(launches):
 
 def test_stop_marks_a_run_stopped_once_and_keeps_it_so(launches):
     from whileai.core.errors import NotFoundError
-    from whileai.simulations.training import TrainingRun
+    from whileai.domain.tracking import TrainingRun
 
     client = get_client()
     run = wai.training_run(name="by hand")

@@ -18,10 +18,10 @@ import sqlalchemy as sa
 
 from whileai.core.jobrow import JobPlatform, JobRow, ResolvedJudge, platform_of, read_job_row
 from whileai.core.spec import GRPOSpec, RunSpec, read_spec, spec_json
-from whileai.platform import defaults
+from whileai.kit import defaults as kit_defaults
 from whileai.platform.store import InvalidError, Store, migrate
 
-KIT = defaults.KIT_BASE_NAME
+KIT = kit_defaults.KIT_BASE_NAME
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
@@ -105,8 +105,8 @@ def test_the_reader_refuses_a_malformed_platform_entry_naming_it_and_the_fix():
 
 def test_the_job_reads_its_judges_and_reward_path_as_models(monkeypatch):
     """``run_job`` hands the loaders the row's platform fields; the judge loaded is what the launch resolved."""
+    from whileai.domain.judges import reward_model
     from whileai.jobs import _loading, _rewards, body
-    from whileai.simulations import serving
 
     loaded: list[tuple[Any, ...]] = []
 
@@ -118,7 +118,7 @@ def test_the_job_reads_its_judges_and_reward_path_as_models(monkeypatch):
             loaded.append(self.which)
             return self
 
-    monkeypatch.setattr(serving, "RewardModelJudge", Judge)
+    monkeypatch.setattr(reward_model, "RewardModelJudge", Judge)
     monkeypatch.setattr(_loading, "_JUDGES", {})
     seen: dict[str, Any] = {}
 

@@ -27,8 +27,8 @@ from whileai.core.stats import holdout_result
 from whileai.platform import defaults as platform_defaults
 from whileai.platform.launcher.jobs import job_log
 from whileai.platform.store import store_url
-from whileai.simulations.client import get_client
-from whileai.simulations.training import TrainingRun
+from whileai.domain.client import get_client
+from whileai.domain.tracking import TrainingRun
 from _job_helpers import hosted_run_with_a_job, job_of as _job_of, wait_for as _wait_for
 from _stores import data_root_store
 
@@ -247,7 +247,7 @@ def test_rm_end_to_end_gives_a_judge(tiny_sample):
 
 def test_job_datasets_keep_tool_call_arguments_exact():
     """What a hosted job hands TRL: no float rounded, no argument dict given the keys of another."""
-    from whileai.simulations.export import to_hf_dataset
+    from whileai.domain.export import to_hf_dataset
 
     def call(arguments):
         return {"role": "assistant", "content": None,
@@ -319,7 +319,7 @@ def test_an_rm_run_records_its_near_misses(tiny_sample):
 def test_an_rm_trained_on_the_first_action_is_a_judge_that_reads_the_first_action(tiny_sample):
     """reward_span="first_action": the pairs end at the first assistant turn, and reward_model(run) scores that span."""
     from whileai.jobs import rm
-    from whileai.simulations.serving import reward_text_messages
+    from whileai.domain.judges.reward_model import reward_text_messages
 
     rows = wai.datasets.load_rows(tiny_sample["holdout"])
     called = next(r for r in rows if len(r["messages"]) > 3)  # a call, its tool response and a final reply

@@ -22,9 +22,9 @@ import whileai.simulations as wai
 from whileai.kit import load_sample
 from whileai.jobs import _environment, modal_app
 from whileai.platform.launcher import modal_backend
-from whileai.simulations import defaults
+from whileai.core import defaults as core_defaults
 from whileai.platform import defaults as platform_defaults
-from whileai.simulations.client import get_client
+from whileai.domain.client import get_client
 
 pytestmark = pytest.mark.slow
 
@@ -124,7 +124,7 @@ def test_grpo_on_modal_through_the_seam(sets, fake, session_home):
     assert training["monitor"].startswith("on with the alarms that need no gold judge") and "monitor" in run.summary
     assert any(k.startswith("monitor/") for p in record["series"] for k in p["metrics"])
     assert run.cost_usd is not None and run.cost_basis["gpu"] == "A10G"
-    assert run.cost_usd == round(training["seconds"] / 3600 * defaults.GPU_USD_PER_HOUR["A10G"], 2)
+    assert run.cost_usd == round(training["seconds"] / 3600 * core_defaults.GPU_USD_PER_HOUR["A10G"], 2)
     job = get_client().request("GET", "/jobs", params={"run_id": run.id})["jobs"][0]
     assert job["status"] == "done" and job["call_id"] == "fc-0"
     assert job["platform"]["pulled"] == fake.progress[modal_app.count_key(job["id"])]

@@ -9,8 +9,8 @@ import math
 import pytest
 
 import whileai.simulations as wai
-from whileai.simulations import defaults
-from whileai.simulations.judges import ScoredData, completion_chars, normalise_judgement
+from whileai.domain import defaults
+from whileai.domain.judges.judging import ScoredData, completion_chars, normalise_judgement
 
 GOLD = {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius", "days": 1}}
 
@@ -266,7 +266,7 @@ def test_judge_pairs_orients_and_marks_ties():
 
 
 def test_make_first_action_judge_options():
-    from whileai.simulations.judges import make_first_action_judge
+    from whileai.domain.judges.judging import make_first_action_judge
 
     plain = make_first_action_judge()
     row = call_row('{"city": "Paris", "unit": "celsius", "days": 1, "request_id": "r1"}')
@@ -310,7 +310,7 @@ def test_a_judge_with_judge_many_scores_every_row_in_one_call():
 
 def test_judge_reply_scores_generated_text_like_the_first_action_judge():
     """Generated text is parsed into a reply and judged against the row's gold (the jobs' and benchmarks' figure)."""
-    from whileai.simulations.judges import judge_reply
+    from whileai.domain.judges.judging import judge_reply
 
     prompt = [{"role": "system", "content": "convert units"}, {"role": "user", "content": "12 km in miles?"}]
     row = {"messages": prompt, "gold": {"name": "convert", "arguments": {"amount": 12, "from_unit": "km", "to_unit": "miles"}}}

@@ -8,8 +8,8 @@ import pytest
 
 from whileai import kit
 from whileai.kit import build_tokenizer, parse_tool_calls, tiny_model
-from whileai.simulations.judges import judge_reply
-from whileai.simulations.rows import prompt_messages
+from whileai.domain.judges.judging import judge_reply
+from whileai.domain.rows.rollouts import prompt_messages
 
 TOOLS = [
     {

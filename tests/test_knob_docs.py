@@ -54,7 +54,7 @@ def test_the_export_group_is_generated_from_the_export_model_one_file_per_format
     import yaml
 
     from whileai.runner.schema import Export
-    from whileai.simulations import defaults as sdk
+    from whileai.domain import defaults as sdk
 
     files = {path.name: text for path, text in generated_files().items() if path.parent.name == "export"}
     assert set(files) == {"trl.yaml", "openai.yaml"}

@@ -22,11 +22,12 @@ import pytest
 from whileai.core import defaults as core_defaults
 from whileai.core.spec import SPEC_MODELS, knob_fields, knob_of, parse_spec
 from whileai.platform import defaults
+from whileai.kit import defaults as kit_defaults
 from whileai.platform.launcher import modal_backend
 from whileai.platform.server import serve_in_thread
 
 API = "/api/v1"
-KIT = defaults.KIT_BASE_NAME
+KIT = kit_defaults.KIT_BASE_NAME
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = "team_rewards.tool_calls"
 REWARD = f"python:{MODULE}:score"

@@ -26,6 +26,7 @@ PACKAGE_DIR = Path(whileai.__file__).resolve().parent
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("whileai.core",)),
     ("kit", ("whileai.kit",)),
+    ("domain", ("whileai.domain",)),
     ("platform", ("whileai.platform",)),
     ("simulations", ("whileai.simulations",)),
     ("jobs", ("whileai.jobs",)),
@@ -34,8 +35,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 #: Layers that may not reach each other even downwards: the SDK reaches the platform only
-#: through its client seam (HTTP, or the in-process transport wired from outside the SDK).
-FORBIDDEN: set[tuple[str, str]] = {("simulations", "platform")}
+#: through its client seam (HTTP, or the in-process transport wired from outside the SDK); the jobs use
+#: the domain, never the SDK that users call (a job is not a client of the SDK's surface).
+FORBIDDEN: set[tuple[str, str]] = {("simulations", "platform"), ("jobs", "simulations")}
 
 #: Strings naming a module of an upper layer that are no import: (module, the string) -> why. A program another
 #: process runs (``python -m``) is named by whoever starts that process.
@@ -258,13 +260,13 @@ def test_the_string_reader_catches_a_preload_list_naming_upper_layers(tmp_path):
     (an MLflow tag) are not."""
     modules = {name: Path("x.py") for name in (
         "whileai.platform.defaults", "whileai.platform.embedded", "whileai.jobs.worker", "whileai.jobs.sft",
-        "whileai.runner.cli", "whileai.simulations.export")}
+        "whileai.runner.cli", "whileai.simulations.training")}
     source = tmp_path / "defaults.py"
     source.write_text(
         '"""Names whileai.jobs.worker in prose."""\n'
         'WARM_PRELOAD_OWN = ("whileai.platform.embedded",\n'
         '                    "whileai.jobs.worker", "whileai.jobs.sft",\n'
-        '                    "whileai.runner.cli", "whileai.simulations.export")\n'
+        '                    "whileai.runner.cli", "whileai.simulations.training")\n'
         'TAG = "whileai.run_id"\n'
         'def f(x):\n'
         '    __import__("whileai.runner.cli")\n'
@@ -274,7 +276,7 @@ def test_the_string_reader_catches_a_preload_list_naming_upper_layers(tmp_path):
     named = named_modules(source, modules)
     assert upward("whileai.platform.defaults", named) == [
         (3, "whileai.jobs.sft"), (3, "whileai.jobs.worker"), (4, "whileai.runner.cli"),
-        (4, "whileai.simulations.export"), (7, "whileai.runner.cli")]
+        (4, "whileai.simulations.training"), (7, "whileai.runner.cli")]
     assert (7, "whileai.runner.cli") in imports_of("whileai.platform.defaults", source, modules)
     assert upward("whileai.runner.cli", named) == []  # the same names are allowed from above
 
@@ -343,7 +345,7 @@ def test_importing_the_sdk_loads_no_platform_module_until_the_embedded_platform_
         "import sys, whileai.simulations as wai\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('whileai.platform'))\n"
         "assert not loaded, loaded\n"
-        "from whileai.simulations.client import get_client\n"
+        "from whileai.domain.client import get_client\n"
         "print(get_client().request('GET', '/me')['name'])\n"
         "assert 'whileai.platform.embedded' in sys.modules\n"
     )
@@ -429,16 +431,16 @@ def test_the_private_import_reader(tmp_path):
     modules = {
         "whileai.simulations": Path("s/__init__.py"),
         "whileai.simulations._hosting": Path("s/_hosting.py"),
-        "whileai.simulations.export": Path("s/export/__init__.py"),
-        "whileai.simulations.export._gate": Path("s/export/_gate.py"),
+        "whileai.domain.export": Path("s/export/__init__.py"),
+        "whileai.domain.export._gate": Path("s/export/_gate.py"),
         "whileai.runner": Path("r/__init__.py"),
         "whileai.runner.schema": Path("r/schema.py"),
     }
     source = tmp_path / "schema.py"
     source.write_text(
         "from whileai.simulations._hosting import check\n"
-        "from whileai.simulations.export import _gate\n"
-        "from whileai.simulations.export import export_dataset, _helper\n"
+        "from whileai.domain.export import _gate\n"
+        "from whileai.domain.export import export_dataset, _helper\n"
         "from whileai.simulations import export\n",
         encoding="utf-8",
     )
@@ -446,4 +448,4 @@ def test_the_private_import_reader(tmp_path):
     assert [f.split(":")[0] for f in found] == ["1", "2", "3"]
     inside = tmp_path / "_build.py"
     inside.write_text("from . import _gate\nfrom .._hosting import _x\n", encoding="utf-8")
-    assert private_imports("whileai.simulations.export._build", inside, modules) == []
+    assert private_imports("whileai.domain.export._build", inside, modules) == []

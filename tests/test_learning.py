@@ -48,22 +48,22 @@ RECIPE = RECIPES / "grpo_tooluse.yaml"
 
 
 def _recipe(path: Path = RECIPE) -> dict[str, Any]:
-    """The committed recipe's values, ``${wai.const:NAME}`` read from the SDK's defaults."""
+    """The committed recipe's values, ``${wai.const:NAME}`` read where the runner reads them."""
     import yaml
 
-    from whileai.simulations import defaults
+    from whileai.runner.cli import _const
 
-    text = re.sub(r"\$\{wai\.const:([A-Z0-9_]+)\}", lambda m: repr(getattr(defaults, m.group(1))),
+    text = re.sub(r"\$\{wai\.const:([A-Z0-9_]+)\}", lambda m: repr(_const(m.group(1))),
                   path.read_text(encoding="utf-8"))
     return yaml.safe_load(text)
 
 
 def _outcomes(model: Any, tokenizer: Any, prompts: list[dict[str, Any]]) -> list[int]:
     from whileai.jobs import _evaluation
-    from whileai.simulations import defaults
-    from whileai.simulations.judges import judge_reply
+    from whileai.core import defaults as core_defaults
+    from whileai.domain.judges.judging import judge_reply
 
-    replies = _evaluation.generate_replies(model, tokenizer, prompts, defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
+    replies = _evaluation.generate_replies(model, tokenizer, prompts, core_defaults.TRAIN_EVAL_MAX_NEW_TOKENS)
     return [int(bool(judge_reply(text, row)["passed"])) for row, text in zip(prompts, replies, strict=True)]
 
 
@@ -81,7 +81,7 @@ def split(session_home) -> dict[str, Any]:
     """The sample cut by task as the runner cuts it, and the held-out prompts the recipe measures."""
     from whileai.jobs import _evaluation
     from whileai.kit import load_sample
-    from whileai.simulations import defaults
+    from whileai.domain import defaults
     from whileai.simulations.datasets import split_tasks
 
     recipe = _recipe()
@@ -112,9 +112,9 @@ def sft_starts(split, tmp_path_factory) -> Any:
 
 def _sft(stage: dict[str, Any], split: dict[str, Any], folder: Path) -> dict[str, Any]:
     from whileai.jobs import _environment, _loading, sft
-    from whileai.simulations import defaults
+    from whileai.kit import defaults as kit_defaults
 
-    spec = {"method": "sft", "base_model": defaults.KIT_BASE_NAME, "seed": SEED, "steps": int(stage["steps"]),
+    spec = {"method": "sft", "base_model": kit_defaults.KIT_BASE_NAME, "seed": SEED, "steps": int(stage["steps"]),
             "learning_rate": float(stage["learning_rate"]), "batch_size": int(stage.get("batch_size") or 8)}
     _environment.cpu_threads()
     _environment.seed_all(SEED)
@@ -154,14 +154,16 @@ def test_sft_at_the_recipe_settings_beats_the_bare_base_significantly(sft_start)
 
 def test_dpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sft_starts, tmp_path):
     from whileai.jobs import dpo
-    from whileai.simulations import defaults
+    from whileai.domain import defaults
+    from whileai.core import defaults as core_defaults
+    from whileai.kit import defaults as kit_defaults
 
     recipe = _recipe(RECIPES / "dpo_tooluse.yaml")
     sft_start = sft_starts(recipe)
-    spec = {"method": "dpo", "base_model": defaults.KIT_BASE_NAME, "seed": SEED,
+    spec = {"method": "dpo", "base_model": kit_defaults.KIT_BASE_NAME, "seed": SEED,
             "steps": int(recipe["steps"]), "learning_rate": float(recipe["learning_rate"]),
             "beta": float(recipe.get("beta") or defaults.TRAINING_KNOBS["beta"]["dpo"]["default"]),
-            "loss_type": "sigmoid", "max_completion_length": defaults.TRAIN_EVAL_MAX_NEW_TOKENS,
+            "loss_type": "sigmoid", "max_completion_length": core_defaults.TRAIN_EVAL_MAX_NEW_TOKENS,
             "pair_source": recipe["pair_source"], "policy_samples": int(recipe["policy_samples"]),
             "nll_weight": float(recipe["nll_weight"])}
     start, after, extra = _stage_from_sft(dpo, spec, split, sft_start, tmp_path)
@@ -172,11 +174,11 @@ def test_dpo_from_the_cached_sft_adapter_beats_its_start_significantly(split, sf
 
 def test_rm_at_the_recipe_settings_tells_near_misses_apart(split, tmp_path):
     from whileai.jobs import _environment, rm
-    from whileai.simulations import defaults
+    from whileai.kit import defaults as kit_defaults
 
     recipe = _recipe(RECIPES / "rm_tooluse.yaml")
     assert recipe["near_misses"] > 0 and recipe["reward_span"] == "first_action"
-    spec = {"method": "rm", "base_model": defaults.KIT_BASE_NAME, "seed": SEED, "steps": int(recipe["steps"]),
+    spec = {"method": "rm", "base_model": kit_defaults.KIT_BASE_NAME, "seed": SEED, "steps": int(recipe["steps"]),
             "learning_rate": float(recipe["learning_rate"]), "holdout_rows": int(recipe["holdout_rows"]),
             "reward_span": recipe["reward_span"], "balance": recipe["balance"], "near_misses": recipe["near_misses"]}
     _environment.cpu_threads()
@@ -207,8 +209,8 @@ def _grpo_from_sft(recipe: dict[str, Any], split: dict[str, Any], sft_start: dic
     before and after (the job's own ``evaluate``, the reward beside the exact judge) and the monitor's summary."""
     from whileai.jobs import _environment, grpo
     from whileai.kit import defaults as kit_defaults
-    from whileai.simulations import defaults
-    from whileai.simulations import monitor as monitor_module
+    from whileai.core import defaults as core_defaults
+    from whileai.domain import monitor as monitor_module
 
     made: list[Any] = []
 
@@ -218,11 +220,11 @@ def _grpo_from_sft(recipe: dict[str, Any], split: dict[str, Any], sft_start: dic
             made.append(self)
 
     monkeypatch.setattr(monitor_module, "HackMonitor", Kept)
-    spec = {"method": "grpo", "base_model": defaults.KIT_BASE_NAME, "seed": SEED,
+    spec = {"method": "grpo", "base_model": kit_defaults.KIT_BASE_NAME, "seed": SEED,
             "steps": int(recipe["steps"]), "learning_rate": float(recipe["learning_rate"]),
             "generations": int(recipe["generations"]), "beta": float(recipe.get("beta", 0.04)),
             "temperature": float(recipe.get("temperature") or kit_defaults.KIT_SAMPLE_TEMPERATURE),
-            "loss_type": "bnpo", "max_completion_length": defaults.TRAIN_EVAL_MAX_NEW_TOKENS,
+            "loss_type": "bnpo", "max_completion_length": core_defaults.TRAIN_EVAL_MAX_NEW_TOKENS,
             "holdout_rows": int(recipe["holdout_rows"]), "reward": [recipe.get("reward") or "first_action"],
             "monitor": dict(recipe["monitor"]), "init_adapter": str(sft_start["adapter"]), "init_from": "sft-start",
             **over}

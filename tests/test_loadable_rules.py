@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from whileai.platform import _loadable, defaults
+from whileai.core import defaults as core_defaults
+from whileai.kit import defaults as kit_defaults
 from whileai.platform._loadable import adapter_problem, allowed_roots, base_problem, launch_base_problem
 
 
@@ -70,7 +72,7 @@ def test_an_operators_folder_around_the_data_root_still_leaves_out_the_adapters(
 
 def test_a_base_is_a_served_name_the_runs_own_hub_base_or_a_directory_under_the_roots(roots):
     home, extra, _ = roots
-    for name in (*defaults.SERVED_BASES, defaults.KIT_BASE_NAME):
+    for name in (*defaults.SERVED_BASES, kit_defaults.KIT_BASE_NAME):
         assert base_problem(name) is None, name
     assert base_problem("org/model-1.5b", run_base="org/model-1.5b") is None
     assert base_problem("org/model-1.5b", run_base="org/other") is not None, "a hub id only as the run's own base"
@@ -85,7 +87,7 @@ def test_a_base_is_a_served_name_the_runs_own_hub_base_or_a_directory_under_the_
 def test_a_refused_base_is_told_what_is_accepted_and_never_whether_it_exists(roots, tmp_path):
     home, _, _ = roots
     expected = (f"baseModel={str(tmp_path / 'nowhere')!r} is not a base this platform loads; send one of SERVED_BASES "
-                f"({', '.join(defaults.SERVED_BASES)}), {defaults.KIT_BASE_NAME!r}, the base the run was trained on, "
+                f"({', '.join(defaults.SERVED_BASES)}), {kit_defaults.KIT_BASE_NAME!r}, the base the run was trained on, "
                 "or a directory under the platform's model folders, not a run's adapter folder (its operator adds "
                 f"folders with {defaults.SERVE_DIRS_ENV})")
     assert base_problem(str(tmp_path / "nowhere")) == expected
@@ -110,14 +112,14 @@ def test_the_embedded_platform_serves_a_model_folder_of_the_users_own_but_not_an
 
 def test_a_job_trains_on_a_hub_id_a_directory_under_the_roots_or_embedded_a_model_of_the_users(roots, tmp_path):
     home, extra, _ = roots
-    assert launch_base_problem("org/model") is None and launch_base_problem(defaults.KIT_BASE_NAME) is None
+    assert launch_base_problem("org/model") is None and launch_base_problem(kit_defaults.KIT_BASE_NAME) is None
     assert launch_base_problem(str(home / "models" / "m")) is None and launch_base_problem(str(extra)) is None
     own = _model(tmp_path / "mine")
     assert launch_base_problem(own, embedded=True) is None
     refusal = launch_base_problem(own)
     assert refusal == (
         f"spec base_model={own!r} is not a base this platform trains on; send a hub id such as "
-        f"{defaults.SERVED_HUB_BASES[0]!r}, {defaults.KIT_BASE_NAME!r}, or a directory under the platform's model "
+        f"{core_defaults.SERVED_HUB_BASES[0]!r}, {kit_defaults.KIT_BASE_NAME!r}, or a directory under the platform's model "
         f"folders, not a run's adapter folder (its operator adds folders with {defaults.SERVE_DIRS_ENV}; the "
         "embedded platform, with no server configured, trains on a model folder of your own as it is)")
     empty = tmp_path / "empty"

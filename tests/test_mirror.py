@@ -222,9 +222,9 @@ def test_a_mirror_failing_mid_run_leaves_the_run_done_with_a_warning(tmp_path, m
     from mlflow.tracking import MlflowClient
 
     from whileai.core.errors import MirrorWarning
-    from whileai.simulations.mirror import open_mirrors
+    from whileai.domain.tracking.mirror import open_mirrors
 
-    from whileai.simulations.mirror._offline import QUIET_ENV, WANDB_LOCAL_ENV
+    from whileai.domain.tracking.mirror._offline import QUIET_ENV, WANDB_LOCAL_ENV
 
     for name, value in {**QUIET_ENV, **WANDB_LOCAL_ENV}.items():  # the mirror sets them here: restored after
         monkeypatch.setenv(name, os.environ.get(name) or value)

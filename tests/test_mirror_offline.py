@@ -123,14 +123,14 @@ def probe(tmp_path_factory):
 
 def _keep_env_scoped(monkeypatch) -> None:
     """An in-process mirror sets the trackers' switches in os.environ: here they are restored after the test."""
-    from whileai.simulations.mirror._offline import QUIET_ENV, WANDB_LOCAL_ENV
+    from whileai.domain.tracking.mirror._offline import QUIET_ENV, WANDB_LOCAL_ENV
 
     for name, value in {**QUIET_ENV, **WANDB_LOCAL_ENV}.items():
         monkeypatch.setenv(name, os.environ.get(name) or value)
 
 
 def _clean_tracker_env(mp) -> None:
-    from whileai.simulations.mirror._offline import QUIET_ENV, WANDB_LOCAL_ENV
+    from whileai.domain.tracking.mirror._offline import QUIET_ENV, WANDB_LOCAL_ENV
 
     for name in ("WANDB_DISABLED", "WANDB_MODE", "WANDB_API_KEY", "WANDB_DIR", "MLFLOW_TRACKING_URI", "TRACKIO_DIR",
                  "TRACKIO_SPACE_ID", "TRACKIO_SERVER_URL", *QUIET_ENV, *WANDB_LOCAL_ENV, *_TEST_SIGNS):
@@ -181,7 +181,7 @@ def test_a_job_mirroring_to_every_tracker_reaches_no_host(offline_job):
 
 
 def _local_account() -> str:
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
 
     return get_client().request("GET", "/me")["account_id"]
 
@@ -217,7 +217,7 @@ def _rows_naming(db: Path, *needles: str) -> list[tuple[str, tuple]]:
 
 def _mirror_in_process(monkeypatch, name: str, client=None) -> tuple[str, dict]:
     """A run made here and mirrored to all three trackers from this process (the SDK's own path); its locations."""
-    from whileai.simulations.mirror import open_mirrors
+    from whileai.domain.tracking.mirror import open_mirrors
 
     _keep_env_scoped(monkeypatch)
     for var in ("WANDB_DISABLED", "WANDB_DIR", "MLFLOW_TRACKING_URI", "TRACKIO_DIR"):
@@ -271,7 +271,7 @@ def test_deleting_a_run_deletes_its_copies_and_no_other(offline_job, monkeypatch
 
 def test_each_account_has_its_own_stores_and_deleting_it_deletes_them(offline_job, monkeypatch):
     from whileai.core.paths import data_root
-    from whileai.simulations.client import _embedded_app, embedded_client
+    from whileai.domain.client import _embedded_app, embedded_client
 
     store = _embedded_app(data_root())[0].state.store
     account, key = store.create_account("mirror-owner")
@@ -290,7 +290,7 @@ def test_each_account_has_its_own_stores_and_deleting_it_deletes_them(offline_jo
 
 
 def test_the_users_own_tracker_settings_win(monkeypatch):
-    from whileai.simulations.mirror._offline import keep_local, wandb_online
+    from whileai.domain.tracking.mirror._offline import keep_local, wandb_online
 
     _keep_env_scoped(monkeypatch)
     for name in ("WANDB_MODE", "WANDB_API_KEY", "MLFLOW_DISABLE_TELEMETRY", "WANDB_DISABLE_GIT"):

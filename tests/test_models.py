@@ -13,12 +13,14 @@ import math
 
 import pytest
 
-from whileai.simulations import serving as _models, defaults, training
+from whileai.simulations import serving as _models, training
+
+from whileai.kit import defaults as kit_defaults
 from whileai.simulations.serving import delete_model, models, reward_model, serve, unserve
 from whileai.core.errors import NotFoundError, PlatformError
 from whileai.platform import defaults as platform_defaults
 
-BASE = defaults.KIT_BASE_NAME
+BASE = kit_defaults.KIT_BASE_NAME
 
 
 @pytest.fixture(autouse=True)

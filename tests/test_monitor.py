@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from whileai.simulations.monitor import _features as feats
-from whileai.simulations.monitor import _stats as stats
-from whileai.simulations import defaults
-from whileai.simulations.monitor import HackMonitor, format_hack_monitor
+from whileai.domain.monitor import _features as feats
+from whileai.domain.monitor import _stats as stats
+from whileai.domain import defaults
+from whileai.domain.monitor import HackMonitor, format_hack_monitor
 
 WORDS = [f"w{i}" for i in range(200)]
 
@@ -147,7 +147,7 @@ def test_holdout_rows_and_columns_reach_proxy_and_gold():
 
 
 def test_first_action_gold_held_as_json_text_is_judged():
-    from whileai.simulations.judges import first_action_judge
+    from whileai.domain.judges.judging import first_action_judge
 
     call = '<tool_call>{"name": "get_time", "arguments": {"city": "Tokyo"}}</tool_call>'
     rows = [{"prompt": [{"role": "user", "content": "Time in Tokyo?"}],

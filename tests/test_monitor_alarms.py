@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from test_monitor import Policy, make_proxy, monitor_for, run_looks
 from whileai.core.errors import MonitorWarning
-from whileai.simulations import defaults
-from whileai.simulations.monitor import HackMonitor, format_hack_monitor
-from whileai.simulations.monitor._report import prompt_text
+from whileai.domain import defaults
+from whileai.domain.monitor import HackMonitor, format_hack_monitor
+from whileai.domain.monitor._report import prompt_text
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_GOLD_DIVERGENCE = "off: no gold judge, so divergence would compare the reward with itself"

@@ -1,11 +1,11 @@
-"""Which HackMonitor checks are armed (whileai/simulations/monitor/_arming.py): the gold checks need a gold judge, the
+"""Which HackMonitor checks are armed (whileai/domain/monitor/_arming.py): the gold checks need a gold judge, the
 KL check a budget, the format check stands down while the feature scan runs, and a caller's ``disarm`` reason wins.
 Each state and each refusal of a bad ``disarm`` in its exact words."""
 
 from __future__ import annotations
 
-from whileai.simulations.monitor._arming import ARMED, GOLD_CHECKS, SHARED_ALPHA, armed_state, check_disarm
-from whileai.simulations.monitor._report import ALARM_KINDS
+from whileai.domain.monitor._arming import ARMED, GOLD_CHECKS, SHARED_ALPHA, armed_state, check_disarm
+from whileai.domain.monitor._report import ALARM_KINDS
 
 NO_KL = ("off: no kl_budget, so the KL is measured and logged but never alarmed; pass kl_budget= in nats of sequence "
          "KL to arm it")

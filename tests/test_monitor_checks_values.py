@@ -1,4 +1,4 @@
-"""The monitor's alarm checks (whileai/simulations/monitor/_checks.py) over a fixed, seeded run of looks in which the
+"""The monitor's alarm checks (whileai/domain/monitor/_checks.py) over a fixed, seeded run of looks in which the
 proxy pays for length and for a "great answer!" phrase and a bold marker that spread, while gold holds: every check's
 answer at every look pinned to the value it gives now (to 1e-9), and the settings' alpha shares checked by hand.
 A change to what a check reads or how it decides moves one of these answers; a change that should move them is
@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from whileai.simulations.monitor import _checks as ch
-from whileai.simulations.monitor import _features as feats
+from whileai.domain.monitor import _checks as ch
+from whileai.domain.monitor import _features as feats
 
 #: what each case gives, recorded from the code as it is (JSON; NaN as NaN)
 EXPECTED_FILE = Path(__file__).resolve().parent / "fixtures" / "monitor_checks_expected.json"

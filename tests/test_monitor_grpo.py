@@ -47,7 +47,7 @@ def test_default_sampler_and_kl_on_the_tiny_model(kit):
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from whileai.simulations.monitor import HackMonitor
+    from whileai.domain.monitor import HackMonitor
 
     tokenizer, base = kit
     model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
@@ -73,7 +73,7 @@ def test_default_sampler_and_kl_on_the_tiny_model(kit):
 def test_left_padded_log_probs_match_one_sequence_at_a_time(kit):
     import torch
 
-    from whileai.simulations.monitor import _sampling as sampling_
+    from whileai.domain.monitor import _sampling as sampling_
 
     tokenizer, model = kit
     held = sampling_.held_out_rows(rows()[:3] + ["a plain text prompt"])
@@ -99,7 +99,7 @@ def test_grpo_run_with_the_monitor_wrapped_in_and_stopping_on_an_alarm(kit, home
 
     import whileai.simulations as wai
     from whileai.kit import tiny_model
-    from whileai.simulations.monitor import HackMonitor
+    from whileai.domain.monitor import HackMonitor
 
     tokenizer, _ = kit
     model = tiny_model(tokenizer, seed=1)

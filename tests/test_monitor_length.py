@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from whileai.simulations import defaults
-from whileai.simulations.monitor import _stats as stats
+from whileai.domain import defaults
+from whileai.domain.monitor import _stats as stats
 
 PROMPTS, K, BASE = 32, 4, 15.0
 

@@ -1,4 +1,4 @@
-"""The monitor's statistics (whileai/simulations/monitor/_stats.py) on fixed, seeded inputs, each answer pinned to
+"""The monitor's statistics (whileai/domain/monitor/_stats.py) on fixed, seeded inputs, each answer pinned to
 the value it gives now (to 1e-9), beside the few closed forms that can be checked by hand: the alpha-spending series,
 Student's t quantiles, a centred row. A change to any formula moves one of these numbers; a change that should move
 them is made here on purpose, with the reason in its commit. Fast: small inputs, a few hundred resamples.
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from whileai.simulations.monitor import _stats as st
+from whileai.domain.monitor import _stats as st
 
 nan = math.nan
 

@@ -9,7 +9,7 @@ import pytest
 import whileai.simulations as wai
 from whileai.jobs import rm
 from whileai.kit.sample_task import load_sample
-from whileai.simulations.judges import near_miss_pairs
+from whileai.domain.judges.judging import near_miss_pairs
 
 
 def call_row(args, task, passed=True, gold=None, name="convert", as_text=True):
@@ -180,7 +180,7 @@ def test_all_passing_rows_teach_a_reward_model_only_through_near_misses():
     """BFCL's rows are all reference calls: the selection gate refuses rm on them unless near misses give pairs."""
     from whileai.core.errors import TrainingSelectionError
     from whileai.simulations._hosting import selection_gate
-    from whileai.simulations._selection import near_miss_count
+    from whileai.domain.rows.selection import near_miss_count
 
     rows = list(wai.datasets.from_bfcl("tests/data/bfcl/BFCL_v4_simple_python.json",
                                        "tests/data/bfcl/possible_answer/BFCL_v4_simple_python.json"))
@@ -208,8 +208,8 @@ def test_a_reward_models_power_line_counts_the_held_out_pairs_it_will_measure():
     """The line a run prints before training counts what the job measures: for rm, pairs (here near misses)."""
     from whileai.core.spec import RMSpec, SFTSpec
     from whileai.runner._power import power_note
-    from whileai.simulations import defaults
-    from whileai.simulations.judges import near_miss_pairs
+    from whileai.domain import defaults
+    from whileai.domain.judges.judging import near_miss_pairs
 
     rows = list(wai.datasets.from_bfcl("tests/data/bfcl/BFCL_v4_simple_python.json",
                                        "tests/data/bfcl/possible_answer/BFCL_v4_simple_python.json"))

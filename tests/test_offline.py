@@ -18,9 +18,10 @@ import pytest
 import whileai.simulations as wai
 from whileai.core.ids import is_id
 from whileai.core.paths import data_root
-from whileai.simulations import client as _client, defaults, training
-from whileai.simulations.tracking import _flush, _offline, _spool, _tracker
-from whileai.simulations.client import Client
+from whileai.simulations import training
+from whileai.domain import client as _client, defaults
+from whileai.domain.tracking import _flush, _offline, _spool, _tracker
+from whileai.domain.client import Client
 
 
 class Switch(httpx.BaseTransport):

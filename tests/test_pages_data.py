@@ -8,7 +8,8 @@ import pytest
 
 from whileai.platform.store import sessions
 from whileai.platform import defaults as platform_defaults
-from whileai.platform.pages import _list, _series, _views, defaults
+from whileai.platform import defaults
+from whileai.platform.pages import _list, _series, _views
 from _stores import postgres_store, sqlite_store
 
 from whileai.platform.store import InvalidError

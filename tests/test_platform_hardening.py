@@ -44,7 +44,7 @@ def test_the_data_root_is_0700_and_the_store_wal_spool_and_key_files_0600(tmp_pa
     run = store.create_run(account, name="r")
     store.add_points(account, run["id"], "b", [{"step": 1, "metrics": {"loss": 1.0}}])
     try:
-        from whileai.simulations.tracking import _spool  # after the package reorganisation
+        from whileai.domain.tracking import _spool  # after the package reorganisation
     except ImportError:
         from whileai.simulations import _spool
     assert _spool.write([{"target": {}, "run_id": run["id"], "kind": "points", "body": {"points": []}}])[0] == 1

@@ -31,7 +31,7 @@ def rows():
 def test_each_prompt_with_a_pass_gets_its_rendered_passing_reply(tokenizer, rows):
     from whileai.jobs import _evaluation
     from whileai.jobs._policy_pairs import _gold_replies
-    from whileai.simulations.judges import judge_reply
+    from whileai.domain.judges.judging import judge_reply
 
     replies = _gold_replies(tokenizer, rows)
     prompts = {tokenizer.decode(_evaluation.encode_prompt(tokenizer, r), skip_special_tokens=False): r
@@ -58,7 +58,7 @@ def test_the_held_out_digest_is_the_one_runs_have_recorded():
     import json
 
     from whileai.jobs._evaluation import prompt_digest
-    from whileai.simulations.rows import prompt_messages
+    from whileai.domain.rows.rollouts import prompt_messages
 
     rows = [{"messages": [{"role": "user", "content": 'hé "x"'}], "tools": [{"a": 1}],
              "gold": {"name": "f", "arguments": {"b": 2.5}}},

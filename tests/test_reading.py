@@ -269,7 +269,7 @@ def test_a_broken_jsonl_line_is_named_by_file_line_and_column_of_the_file(tmp_pa
 
     from _runner_helpers import whileai
     from whileai.core.errors import RowFormatError
-    from whileai.simulations.jsonl import read_jsonl
+    from whileai.domain.rows.jsonl import read_jsonl
 
     lines = [json.dumps(r) for r in _sample(8)]
     lines[5] = lines[5][:40]  # cut short inside a string

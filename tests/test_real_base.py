@@ -119,7 +119,7 @@ def _bfcl_scores_the_export_as_the_run_did(run_id: str, merged: Path) -> None:
     gives the run's held-out figure to within one question, and every reply gets the same verdict from our judge."""
     import importlib.util
 
-    from whileai.simulations.judges import judge_reply
+    from whileai.domain.judges.judging import judge_reply
 
     spec = importlib.util.spec_from_file_location("bfcl_score", Path(__file__).resolve().parents[1] / "scripts" / "bfcl_score.py")
     module = importlib.util.module_from_spec(spec)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import whileai.simulations as wai
-from whileai.simulations import defaults
+from whileai.domain import defaults
 
 
 def rollouts(tasks, per_task, p_pass, seed, proxy_shift=0.0, proxy_name="proxy_reward", task_prefix="t"):

@@ -157,15 +157,15 @@ def test_each_recipe_as_committed(recipe):
 def test_a_reward_model_stage_s_lora_rank_is_its_own():
     """``+stages.proxy.lora_rank=4``: the rm stage continues nothing and nothing continues it, so the SFT stage keeps
     its own rank (the kit recipe's) and GRPO inherits the SFT stage's; validate once printed 4 for both."""
-    from whileai.simulations import defaults
+    from whileai.kit import defaults as kit_defaults
 
     overrides = ["recipe=hack/rm_proxy", "+stages.proxy.lora_rank=4"]  # an rm stage, then SFT, then GRPO
     plain, problems = compose(overrides)
     assert problems == []
     filled, notes = effective(recipe_spec(plain))
     assert filled["stages"]["proxy"]["lora_rank"] == 4
-    assert filled["stages"]["sft"]["lora_rank"] == defaults.KIT_SFT_LORA_R
-    assert filled["lora_rank"] == defaults.KIT_SFT_LORA_R
+    assert filled["stages"]["sft"]["lora_rank"] == kit_defaults.KIT_SFT_LORA_R
+    assert filled["lora_rank"] == kit_defaults.KIT_SFT_LORA_R
     assert "inherited" not in notes["stages.sft.lora_rank"]
     assert notes["lora_rank"].startswith("inherited from the sft stage")
     _check_validate_equals_what_runs(overrides)
@@ -195,8 +195,8 @@ def test_the_expect_verdict_is_kept_on_the_run_record(home):
     lines notes nothing. On the embedded platform, read back from the store."""
     import whileai.simulations as wai
     from whileai.runner.expect import settle
-    from whileai.simulations.client import get_client
-    from whileai.simulations.training import TrainingRun
+    from whileai.domain.client import get_client
+    from whileai.domain.tracking import TrainingRun
 
     client = get_client()
     run = TrainingRun(client.request("POST", "/runs", json={"name": "verdict", "kind": "hosted"}), client)
@@ -252,7 +252,8 @@ def test_own_data_without_a_recipe_takes_the_defaults_of_the_chosen_base(tmp_pat
     from pathlib import Path
 
     import whileai.kit
-    from whileai.simulations import defaults
+    from whileai.domain import defaults
+    from whileai.kit import defaults as kit_defaults
     from _runner_helpers import cached_hub_base
     from test_runner_validate import run_cli
 
@@ -262,7 +263,7 @@ def test_own_data_without_a_recipe_takes_the_defaults_of_the_chosen_base(tmp_pat
     kit = run_cli("validate", "dataset=jsonl", f"dataset.path={sample_path()}", home=tmp_path)
     assert kit.returncode == 0, kit.stderr
     shown = yaml.safe_load(kit.stdout)
-    assert shown["learning_rate"] == defaults.KIT_SFT_LR and shown["steps"] == defaults.KIT_SFT_STEPS
+    assert shown["learning_rate"] == kit_defaults.KIT_SFT_LR and shown["steps"] == kit_defaults.KIT_SFT_STEPS
     assert "learning_rate: 0.003  # the kit base's measured SFT recipe (KIT_SFT_LR)" in kit.stdout
     other = run_cli("validate", "dataset=jsonl", f"dataset.path={sample_path()}", "base_model=Qwen/Qwen3-0.6B",
                     home=tmp_path, env=cached_hub_base(tmp_path, "Qwen/Qwen3-0.6B"))

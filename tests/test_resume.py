@@ -24,7 +24,7 @@ import whileai.simulations as wai
 from whileai.core.errors import PlatformError
 from whileai.core.paths import last_checkpoint
 from whileai.platform.launcher.jobs import adapter_dir, checkpoint_dir, job_log
-from whileai.simulations.client import get_client
+from whileai.domain.client import get_client
 from _job_helpers import hosted_run_with_a_job, wait_for
 from _stores import data_root_store
 

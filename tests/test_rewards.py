@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from whileai.simulations._resolve import resolve_spec
-from whileai.simulations.rewards import fine_grained_score, python_reward_problems, reward_strength
+from whileai.domain.judges.rewards import fine_grained_score, python_reward_problems, reward_strength
 from whileai.kit._base import tiny_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,15 +134,15 @@ def test_every_bad_python_reward_exits_2_with_its_fix(tmp_path):
 def test_a_shared_server_refuses_a_reward_module_it_does_not_allow(monkeypatch):
     from whileai.core.spec import GRPOSpec
     from whileai.platform._rewards import reward_code_problems, reward_path
-    from whileai.simulations import defaults
+    from whileai.core import defaults as core_defaults
 
     spec = GRPOSpec(reward=["first_action", "python:team.rewards.tool_use:score"])
-    monkeypatch.delenv(defaults.REWARD_MODULES_ENV, raising=False)
+    monkeypatch.delenv(core_defaults.REWARD_MODULES_ENV, raising=False)
     refused = reward_code_problems(spec, embedded=False)
-    assert len(refused) == 1 and "now: none" in refused[0] and defaults.REWARD_MODULES_ENV in refused[0]
-    monkeypatch.setenv(defaults.REWARD_MODULES_ENV, "team.rewards")  # a package and everything under it
+    assert len(refused) == 1 and "now: none" in refused[0] and core_defaults.REWARD_MODULES_ENV in refused[0]
+    monkeypatch.setenv(core_defaults.REWARD_MODULES_ENV, "team.rewards")  # a package and everything under it
     assert reward_code_problems(spec, embedded=False) == []
-    monkeypatch.setenv(defaults.REWARD_MODULES_ENV, "team.rewardsx,other")
+    monkeypatch.setenv(core_defaults.REWARD_MODULES_ENV, "team.rewardsx,other")
     assert reward_code_problems(spec, embedded=False)  # a prefix of a name is not the package
     assert reward_code_problems(spec, embedded=True) == []  # the local user's own platform runs their module
     assert reward_path(spec, embedded=True) == os.getcwd()
@@ -154,11 +154,11 @@ def test_the_launch_route_of_a_real_server_refuses_an_unallowed_module(tmp_path)
     """Through a real ``python -m whileai platform`` server on loopback: 422 naming the setting, and the run failed."""
     import httpx
 
-    from whileai.simulations import defaults
+    from whileai.core import defaults as core_defaults
     from _platform_server import platform_process
 
     home = tmp_path / "home"
-    with platform_process(home, tmp_path / "server.out", unset=(defaults.REWARD_MODULES_ENV,)) as (_, url):
+    with platform_process(home, tmp_path / "server.out", unset=(core_defaults.REWARD_MODULES_ENV,)) as (_, url):
         base = f"{url}/api/v1"
         headers = {"Authorization": f"Bearer {(home / 'local_key').read_text().strip()}"}
         data = httpx.post(f"{base}/datasets", headers=headers, timeout=30,
@@ -170,7 +170,7 @@ def test_the_launch_route_of_a_real_server_refuses_an_unallowed_module(tmp_path)
         answer = httpx.post(f"{base}/jobs/launch", headers=headers, timeout=30,
                             json={"run_id": run["id"], "kind": "grpo", "target": "local", "spec": spec})
         assert answer.status_code == 422, answer.text
-        assert defaults.REWARD_MODULES_ENV in answer.text and "python:evil:f" in answer.text
+        assert core_defaults.REWARD_MODULES_ENV in answer.text and "python:evil:f" in answer.text
         assert httpx.get(f"{base}/jobs", headers=headers, timeout=30).json().get("jobs") in ([], None)
 
 
@@ -252,7 +252,7 @@ def test_every_reward_value_trains_grpo_on_the_kit_and_is_recorded(home, push_sa
     assert training["reward"] == rewards and training["reward_weights"] == [1.0, 0.5, 0.5, 0.25]
     versus = training["reward_vs_exact"]  # measured beside the exact judge on the same held-out prompts
     assert versus["prompts"] == training["holdout_prompts"] and 0.0 <= versus["p"] <= 1.0
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
 
     series = get_client().request("GET", f"/runs/{run.id}")["series"]
     names = {key for point in series for key in point.get("metrics", {})}

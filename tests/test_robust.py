@@ -27,7 +27,7 @@ from whileai.core.errors import TrackingWarning
 from whileai.platform import defaults as platform_defaults
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store
-from whileai.simulations import defaults as sdk_defaults
+from whileai.domain import defaults as sdk_defaults
 
 API = "/api/v1"
 JSON = {"Content-Type": "application/json"}
@@ -102,8 +102,8 @@ def test_no_input_makes_a_500_and_the_connection_stays_usable(server):
 
 def test_a_poisoned_run_stores_everything_else_and_ends_done(server):
     """3,000 points, one with a lone-surrogate name (what os.fsdecode gives), 7,000 more: 9,999 stored, done."""
-    from whileai.simulations.client import get_client
-    from whileai.simulations.tracking import TrainingRun
+    from whileai.domain.client import get_client
+    from whileai.domain.tracking import TrainingRun
 
     client = get_client(server.key, server.base_url)
     record = client.request("POST", "/runs", json={"name": "poisoned"})
@@ -122,9 +122,9 @@ def test_a_poisoned_run_stores_everything_else_and_ends_done(server):
 
 
 def test_a_batch_that_keeps_failing_moves_to_the_spool_and_the_rest_land(server, monkeypatch):
-    from whileai.simulations.tracking import _spool
-    from whileai.simulations.client import get_client
-    from whileai.simulations.tracking import TrainingRun, _flush
+    from whileai.domain.tracking import _spool
+    from whileai.domain.client import get_client
+    from whileai.domain.tracking import TrainingRun, _flush
 
     monkeypatch.setattr(sdk_defaults, "RETRY_BACKOFF_S", 0.01)
     # The delivery a good send starts may run on the background flush thread while this test restores the server,
@@ -158,8 +158,8 @@ def test_a_batch_that_keeps_failing_moves_to_the_spool_and_the_rest_land(server,
 
 
 def test_sync_exits_non_zero_with_the_reason_when_it_cannot_deliver(server, home, capsys):
-    from whileai.simulations.tracking import _spool
-    from whileai.simulations.client import get_client
+    from whileai.domain.tracking import _spool
+    from whileai.domain.client import get_client
 
     client = get_client(server.key, server.base_url)
     run = client.request("POST", "/runs", json={"name": "spooled"})["id"]
@@ -177,8 +177,8 @@ def test_sync_exits_non_zero_with_the_reason_when_it_cannot_deliver(server, home
 
 
 def test_the_metric_name_cap_refuses_past_it_and_the_sdk_says_so_once(server, monkeypatch):
-    from whileai.simulations.client import get_client
-    from whileai.simulations.tracking import TrainingRun
+    from whileai.domain.client import get_client
+    from whileai.domain.tracking import TrainingRun
 
     monkeypatch.setattr(platform_defaults, "RUN_METRIC_NAMES_MAX", 50)
     client = httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {server.key}"}, timeout=60)
@@ -343,9 +343,9 @@ def test_sigterm_and_sigint_flush_what_is_buffered(platform, tmp_path):
 
 
 def test_an_idle_run_sends_heartbeats_that_keep_it_running(server, monkeypatch):
-    from whileai.simulations.tracking import _flush
-    from whileai.simulations.client import get_client
-    from whileai.simulations.tracking import TrainingRun
+    from whileai.domain.tracking import _flush
+    from whileai.domain.client import get_client
+    from whileai.domain.tracking import TrainingRun
 
     client = get_client(server.key, server.base_url)
     run = TrainingRun(client.request("POST", "/runs", json={"name": "idle"}), client)
@@ -413,8 +413,8 @@ def test_a_full_spool_disk_is_said_once_with_counts_that_sync_delivers(tmp_path)
 
 @pytest.mark.slow
 def test_soak_8_writers_with_the_server_killed_and_restarted_twice(platform, monkeypatch):
-    from whileai.simulations.client import get_client
-    from whileai.simulations.tracking import TrainingRun
+    from whileai.domain.client import get_client
+    from whileai.domain.tracking import TrainingRun
 
     monkeypatch.setattr(sdk_defaults, "RETRY_BACKOFF_MAX_S", 1.0)
     monkeypatch.setattr(sdk_defaults, "FLUSH_INTERVAL_S", 0.2)

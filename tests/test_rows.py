@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from whileai.simulations import rows as R
+from whileai.domain.rows import rollouts as R
 from whileai.core.errors import RowFormatError
 
 TOOLS = [

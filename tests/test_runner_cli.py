@@ -91,7 +91,9 @@ def test_cfg_job_fails_on_a_typo_like_validate():
 
 
 def test_cfg_job_and_validate_show_the_values_the_job_will_use():
-    from whileai.simulations import defaults as sdk
+    from whileai.domain import defaults as sdk
+    from whileai.core import defaults as core_defaults
+    from whileai.kit import defaults as kit_defaults
 
     done = whileai("run", "--cfg", "job", "recipe=grpo_tooluse")
     assert done.returncode == 0, done.stderr
@@ -99,8 +101,8 @@ def test_cfg_job_and_validate_show_the_values_the_job_will_use():
     assert done.stdout == whileai("validate", "recipe=grpo_tooluse").stdout
     spec = yaml.safe_load(done.stdout)
     sft = spec["stages"]["sft"]
-    assert spec["base_model"] == sft["base_model"] == sdk.KIT_BASE_NAME
-    assert sft["lora_rank"] == sdk.KIT_SFT_LORA_R and sft["batch_size"] == sdk.KIT_SFT_BATCH
+    assert spec["base_model"] == sft["base_model"] == kit_defaults.KIT_BASE_NAME
+    assert sft["lora_rank"] == kit_defaults.KIT_SFT_LORA_R and sft["batch_size"] == kit_defaults.KIT_SFT_BATCH
     assert spec["lora_rank"] == sft["lora_rank"], "a stage inherits its start's LoRA shape"
     assert spec["beta"] == sdk.TRAINING_KNOBS["beta"]["grpo"]["default"]
     assert spec["epsilon_high"] == sdk.TRAINING_HOST_KEYS["epsilon_high"]["grpo"]["default"]
@@ -110,12 +112,12 @@ def test_cfg_job_and_validate_show_the_values_the_job_will_use():
         if ":" in line:
             lines.setdefault(line.split(":")[0].strip(), line)
     assert "# default (the kit's demo base, KIT_BASE_NAME)" in done.stdout
-    assert f"\nbase_model: {sdk.KIT_BASE_NAME}  # inherited from the sft stage" in done.stdout
+    assert f"\nbase_model: {kit_defaults.KIT_BASE_NAME}  # inherited from the sft stage" in done.stdout
     assert "# grpo's default (DAPO's value)" in lines["epsilon_high"]
     assert "rows' own sampling.temperature" in lines["temperature"]
     rm = yaml.safe_load(whileai("validate", "recipe=rm_tooluse").stdout)
-    assert rm["lora_rank"] == sdk.TRAIN_LORA_R and rm["batch_size"] == sdk.TRAIN_BATCH_SIZE
-    assert rm["base_model"] == sdk.KIT_BASE_NAME and rm["learning_rate"] is not None
+    assert rm["lora_rank"] == core_defaults.TRAIN_LORA_R and rm["batch_size"] == core_defaults.TRAIN_BATCH_SIZE
+    assert rm["base_model"] == kit_defaults.KIT_BASE_NAME and rm["learning_rate"] is not None
 
 
 def test_reproduce_help_prints_the_usage_and_exits_0(capsys):

@@ -197,7 +197,7 @@ def test_serve_platform_serves_the_run_and_the_endpoint_answers_one_chat_complet
 
 def test_serve_platform_on_the_embedded_default_answers_one_chat_completion_in_process():
     """No server running: the completion goes through the SDK's client seam to the embedded app's /v1."""
-    from whileai.simulations.client import embedded_base_url, get_client
+    from whileai.domain.client import embedded_base_url, get_client
 
     assert not os.environ.get("WHILEAI_BASE_URL") and not os.environ.get("WHILEAI_API_KEY")
     args = ["recipe=sft_tooluse", *TINY, f"base_model={tiny_base()}", "serve=platform", "serve.name=runner-embedded",

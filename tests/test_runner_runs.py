@@ -117,7 +117,7 @@ def test_show_names_an_unknown_run(home):
 def test_runs_reads_a_platform_server_on_postgresql_scoped_to_its_key(home, pg_database, monkeypatch):
     """WHILEAI_BASE_URL names a real server on PostgreSQL: the list comes over HTTP, only the key's account."""
     from whileai.platform.server import serve_in_thread
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
 
     handle = serve_in_thread(store_url=pg_database())
     try:

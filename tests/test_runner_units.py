@@ -228,7 +228,7 @@ def test_diff_compares_what_each_stage_ran(home):
     import io
 
     from whileai.runner.compare import diff_main
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
     from whileai.simulations.training import train_spec
 
     client = get_client()

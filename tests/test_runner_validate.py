@@ -19,7 +19,9 @@ from whileai.runner import schema
 from whileai.runner._locate import register, sources
 from whileai.runner._origin import Origins
 from whileai.runner.cli import register_resolvers
-from whileai.simulations import defaults as sdk
+from whileai.domain import defaults as sdk
+from whileai.core import defaults as core_defaults
+from whileai.kit import defaults as kit_defaults
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted(p.relative_to(ROOT / "recipes").with_suffix("").as_posix() for p in (ROOT / "recipes").rglob("*.yaml"))
@@ -80,7 +82,7 @@ def test_every_recipe_opens_with_the_command_that_runs_it(recipe):
     assert head.count("python -m whileai run") >= 2, "and one override example"
 
 
-@pytest.mark.parametrize("method", sdk.TRAIN_METHODS)
+@pytest.mark.parametrize("method", core_defaults.TRAIN_METHODS)
 def test_each_method_group_sets_its_knobs_from_training_knobs(method):
     plain, problems = compose([f"method={method}"])
     assert problems == []
@@ -192,7 +194,7 @@ def test_cli_validate_prints_the_resolved_spec_and_loads_nothing(tmp_path):
     done = run_cli("validate", "recipe=sft_tooluse", "seed=3", home=home)
     assert done.returncode == 0, done.stderr
     spec = yaml.safe_load(done.stdout)
-    assert spec["seed"] == 3 and spec["method"] == "sft" and spec["learning_rate"] == sdk.KIT_SFT_LR
+    assert spec["seed"] == 3 and spec["method"] == "sft" and spec["learning_rate"] == kit_defaults.KIT_SFT_LR
     assert not (home / "platform.db").exists()
 
 

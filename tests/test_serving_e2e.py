@@ -20,6 +20,7 @@ import pytest
 openai = pytest.importorskip("openai")
 
 import whileai.simulations as wai  # noqa: E402
+from whileai.kit.defaults import KIT_BASE_NAME  # noqa: E402
 from whileai.platform.server import serve_in_thread  # noqa: E402
 from whileai.platform.store import ensure_local_account, store_url  # noqa: E402
 
@@ -48,7 +49,7 @@ def test_the_finished_run_carries_its_adapter_holdout_and_cost_basis(sft_run, se
     assert 0.0 <= training["before"] <= 1.0 and 0.0 <= training["after"] <= 1.0
     assert training["holdout_prompts"] == 8 and training["rows"] > 0 and training["seconds"] > 0
     assert training["gpu"] is None and training["cost_basis"]  # CPU: the basis says why there is no estimate
-    assert run.config["base_model"] == wai.defaults.KIT_BASE_NAME and run.config["method"] == "sft"
+    assert run.config["base_model"] == KIT_BASE_NAME and run.config["method"] == "sft"
 
 
 def _ask(row):

@@ -31,7 +31,9 @@ from whileai.platform import serving  # noqa: E402
 from whileai.platform.serving._chat import ChatRequestError  # noqa: E402
 from whileai.platform.serving._remote import ModalServeCloud, RemoteServing, serve_target, vllm_adapter_name  # noqa: E402
 from whileai.platform.server import serve_in_thread  # noqa: E402
-from whileai.simulations import defaults  # noqa: E402
+from whileai.domain import defaults  # noqa: E402
+from whileai.core import defaults as core_defaults  # noqa: E402
+from whileai.kit import defaults as kit_defaults  # noqa: E402
 from whileai.platform import defaults as platform_defaults  # noqa: E402
 
 BASE = "Qwen/Qwen3-0.6B"
@@ -338,7 +340,7 @@ def test_the_deployment_runs_vllm_with_lora_tool_parsing_and_the_key(monkeypatch
     argv = serving_modal.vllm_argv("Qwen/Qwen3-0.6B")
     assert argv[:3] == ["vllm", "serve", "Qwen/Qwen3-0.6B"] and "--enable-lora" in argv
     flag = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
-    assert int(flag["--max-lora-rank"]) >= max(defaults.TRAIN_LORA_R, defaults.KIT_SFT_LORA_R)
+    assert int(flag["--max-lora-rank"]) >= max(core_defaults.TRAIN_LORA_R, kit_defaults.KIT_SFT_LORA_R)
     assert flag["--tool-call-parser"] == "hermes" and "--enable-auto-tool-choice" in argv
     assert flag["--port"] == str(platform_defaults.MODAL_SERVE_PORT) and flag["--host"] == "0.0.0.0"
     assert KEY not in " ".join(argv)  # the key travels in the environment, not on a command line

@@ -17,7 +17,7 @@ from whileai.core.spec import (
     same_run,
     spec_problems,
 )
-from whileai.simulations import defaults
+from whileai.domain import defaults
 
 
 def _table_knobs(method: str) -> set[str]:

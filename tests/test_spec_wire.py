@@ -16,7 +16,7 @@ import pytest
 
 from whileai.core.spec import GRPOSpec, SFTSpec, read_job_spec, spec_json
 from whileai.platform.server import serve_in_thread
-from whileai.simulations import defaults
+from whileai.domain import defaults
 from whileai.simulations.training import train_spec
 from test_hosting import launches, rows  # noqa: F401  (launches: the fixture that records launches instead of starting them)
 
@@ -31,8 +31,8 @@ EDGES = {
     ("platform/api/_datasets.py", "update_dataset"): "a dataset PATCH body, not a spec",
     ("platform/api/runs.py", "create_run"): "a run POST body, not a spec",
     ("platform/api/runs.py", "update_run"): "a run PATCH body, not a spec",
-    ("simulations/rows.py", "as_row"): "a row model a user pushes, not a spec",
-    ("simulations/_bfcl.py", "bfcl_tool"): "a BFCL tool's JSON schema, not a run spec",
+    ("domain/rows/rollouts.py", "as_row"): "a row model a user pushes, not a spec",
+    ("domain/rows/bfcl.py", "bfcl_tool"): "a BFCL tool's JSON schema, not a run spec",
     ("runner/schema.py", "given"): "the recipe's knobs as wai.train's keyword arguments: the input a resolution starts from",
     ("runner/schema.py", "plain"): "the recipe as given, for the run's record (JSON) that reproduce reads back",
     ("runner/stages.py", "_monitor_config"): "the monitor group's settings as wai.train's monitor config (its input)",

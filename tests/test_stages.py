@@ -22,7 +22,7 @@ import pytest
 import whileai.simulations as wai
 from whileai.platform.launcher.jobs import adapter_dir, job_dir
 from whileai.platform import defaults as platform_defaults
-from whileai.simulations.client import get_client
+from whileai.domain.client import get_client
 from _job_helpers import job_of as _job_of
 
 pytestmark = pytest.mark.slow
@@ -93,10 +93,10 @@ def kit_sft_stage(sets):
     (GRPO from the random tiny model's adapter learns nothing by construction: every sampled reply
     fails, so every group is unanimous and carries no advantage.)
     """
-    from whileai.simulations import defaults
+    from whileai.kit import defaults as kit_defaults
 
-    run = _train(sets["passes"], method="sft", steps=40, learning_rate=defaults.KIT_SFT_LR,
-                 base_model=defaults.KIT_BASE_NAME, holdout=sets["holdout"], config={"holdout_rows": 4})
+    run = _train(sets["passes"], method="sft", steps=40, learning_rate=kit_defaults.KIT_SFT_LR,
+                 base_model=kit_defaults.KIT_BASE_NAME, holdout=sets["holdout"], config={"holdout_rows": 4})
     assert run.wait(poll=1, timeout=900) == "done", run.error
     return run
 
@@ -116,9 +116,9 @@ def test_grpo_continues_the_sft_adapter_and_moves_it(sets, kit_sft_stage):
     groups = grpo.training["mixed_groups"]
     assert groups["mean"] > 0 and "groups_note" not in grpo.training, grpo.training
     assert 0 < moved < 0.5 * size, (moved, size)
-    from whileai.simulations import defaults
+    from whileai.core import defaults as core_defaults
 
-    assert grpo.training["prompts_per_step"] == defaults.TRAIN_GRPO_PROMPTS_PER_STEP
+    assert grpo.training["prompts_per_step"] == core_defaults.TRAIN_GRPO_PROMPTS_PER_STEP
     logged = [p["metrics"] for p in wai.get_run(grpo.id)["series"]]
     assert any("mixed_groups" in m and "sampled_pass_rate" in m for m in logged), "the group watch's figures are logged"
 
@@ -173,7 +173,7 @@ def test_the_kept_after_is_what_measuring_the_saved_adapter_again_gives(sets, ki
     """What reading the start run's "after" back rests on: its saved adapter, measured again, passes the same prompts."""
     from whileai.jobs import _kept_measure, dpo
     from whileai.jobs.body import job_spec
-    from whileai.simulations.datagate import gate_rows
+    from whileai.domain.rows.datagate import gate_rows
 
     sft = kit_sft_stage
     spec = job_spec({"method": "dpo", "base_model": sft.config["base_model"], "init_from": sft.id,

@@ -28,7 +28,7 @@ from whileai.platform.store import (
     run_cost,
     store_url,
 )
-from whileai.simulations import defaults
+from whileai.core import defaults as core_defaults
 from whileai.platform import defaults as platform_defaults
 
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -319,9 +319,9 @@ def test_cost_from_summary_or_training():
     assert cost == 0.02
     assert basis["text"] == "estimate: A10G at $1.10/h, modal.com/pricing 2026-09-20"
     assert basis["usd_per_hour"] == 1.10 and basis["estimate"] is True and basis["seconds"] == 56
-    assert basis["source"] == defaults.GPU_PRICE_SOURCE and basis["read_on"] == defaults.GPU_PRICE_READ_ON
-    assert run_cost({"training": {"gpu": "h100", "seconds": 1800}})[0] == round(0.5 * defaults.GPU_USD_PER_HOUR["H100"], 2)
-    assert run_cost({"training": {"gpu": "H100:2", "seconds": 3600}})[0] == round(2 * defaults.GPU_USD_PER_HOUR["H100"], 2)
+    assert basis["source"] == core_defaults.GPU_PRICE_SOURCE and basis["read_on"] == core_defaults.GPU_PRICE_READ_ON
+    assert run_cost({"training": {"gpu": "h100", "seconds": 1800}})[0] == round(0.5 * core_defaults.GPU_USD_PER_HOUR["H100"], 2)
+    assert run_cost({"training": {"gpu": "H100:2", "seconds": 3600}})[0] == round(2 * core_defaults.GPU_USD_PER_HOUR["H100"], 2)
     unknown_cost, unknown = run_cost({"gpu": "TPU-v9", "seconds": 60})
     assert unknown_cost is None and "no list price" in unknown["text"] and "'TPU-v9'" in unknown["text"]
     assert run_cost({"seconds": 60}) == (None, None) and run_cost({}) == (None, None)

@@ -78,7 +78,7 @@ def test_a_templates_markers_name_its_format():
 
 def test_the_judge_and_the_serving_parser_read_the_named_format():
     from whileai.platform.serving._chat import reply_message
-    from whileai.simulations.judges import judge_reply
+    from whileai.domain.judges.judging import judge_reply
 
     row = {"messages": [{"role": "user", "content": "weather?"}], "gold": {"name": "get_weather", "arguments": ARGS}}
     text = format_tool_call("get_weather", ARGS, tool_format="llama3")
@@ -160,9 +160,9 @@ def test_a_real_templates_tool_call_parses_back_with_its_format_and_not_as_herme
 
 def test_the_monitors_gold_row_reads_the_policys_format():
     """HackMonitor's gold judge sees the call a Llama 3.1-templated policy wrote; a hermes-only parse saw none."""
-    from whileai.simulations.judges import first_action_judge
-    from whileai.simulations.monitor import HackMonitor
-    from whileai.simulations.monitor._sampling import gold_row
+    from whileai.domain.judges.judging import first_action_judge
+    from whileai.domain.monitor import HackMonitor
+    from whileai.domain.monitor._sampling import gold_row
 
     tokenizer = _real_tokenizer("llama3")
     reply = _rendered_reply(tokenizer, "llama3")

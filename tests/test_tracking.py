@@ -22,10 +22,11 @@ import pytest
 import torch
 
 from whileai.core.paths import data_root
-from whileai.simulations import client as _client, defaults
-from whileai.simulations.tracking import _flush, _spool, _tracker
-from whileai.simulations.client import Client
-from whileai.simulations.training import TrainingRun, attach_delta, attach_holdout
+from whileai.domain import client as _client, defaults
+from whileai.domain.tracking import _flush, _spool, _tracker
+from whileai.domain.client import Client
+from whileai.simulations.training import attach_delta, attach_holdout
+from whileai.domain.tracking import TrainingRun
 
 
 class FaultyTransport(httpx.BaseTransport):

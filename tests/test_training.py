@@ -23,9 +23,10 @@ import pytest
 
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store, ensure_local_account, store_url
-from whileai.simulations.tracking import _run, _tracker
-from whileai.simulations import defaults
-from whileai.simulations.client import get_client
+from whileai.domain.tracking import _run, _tracker
+from whileai.domain import defaults
+from whileai.core import defaults as core_defaults
+from whileai.domain.client import get_client
 from whileai.core.errors import NotFoundError
 from whileai.simulations.training import delete_run, get_run, list_runs, training_run
 from _job_helpers import wait_for
@@ -322,7 +323,7 @@ def test_get_list_delete_and_the_printed_line_with_cost(server):
     assert "about $0.02 (A10G, 56 s, estimate)" in str(run)
     record = get_run(run)
     assert record["config"] == {"lr": 2e-4, "cmd": ["python", "train.py"]}
-    assert record["cost_basis"]["read_on"] == defaults.GPU_PRICE_READ_ON
+    assert record["cost_basis"]["read_on"] == core_defaults.GPU_PRICE_READ_ON
     assert [r["id"] for r in list_runs(dataset="ds_0123456789abcdef")] == [run.id]
     newer = training_run(name="newer")
     assert [r["id"] for r in list_runs(limit=2)] == [newer.id, run.id]
@@ -336,7 +337,7 @@ def test_get_list_delete_and_the_printed_line_with_cost(server):
 def test_embedded_run_url_is_the_servers_address_and_says_how_to_see_it(home, monkeypatch, capsys):
     monkeypatch.setattr(_run, "_HINTED", False)
     run = training_run(name="embedded")
-    assert run.url == f"http://127.0.0.1:{defaults.PLATFORM_PORT}/runs/{run.id}"
+    assert run.url == f"http://127.0.0.1:{core_defaults.PLATFORM_PORT}/runs/{run.id}"
     print(run)
     err = capsys.readouterr().err
     assert err.count(f"python -m whileai open {run.id}") == 1 and run.url in err

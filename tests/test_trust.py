@@ -22,11 +22,12 @@ from whileai.platform.api import create_app
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store, ensure_local_account, local_key_name, local_key_path
 from whileai.platform import defaults
+from whileai.kit import defaults as kit_defaults
 from _platform_server import platform_process
 
 API = "/api/v1"
 MARK = "alpha-private-7f3"  # in every name and value of account A's; never in a reply to B
-KIT = defaults.KIT_BASE_NAME
+KIT = kit_defaults.KIT_BASE_NAME
 SWEEP = "sweep-of-a"  # A's sweep id: B must send it to ask
 MODEL = "a-served"  # A's model name: B must send it to ask, so a 404 may name it back
 

@@ -35,6 +35,7 @@ import sqlalchemy as sa
 
 from whileai.core.paths import data_root
 from whileai.platform import defaults
+from whileai.kit import defaults as kit_defaults
 from whileai.platform.launcher import jobs as launcher_jobs
 from whileai.platform.server import serve_in_thread
 from whileai.platform.store import Store
@@ -42,7 +43,7 @@ from _job_helpers import wait_for as _wait_for
 from _platform_server import platform_process
 
 API = "/api/v1"
-KIT = defaults.KIT_BASE_NAME
+KIT = kit_defaults.KIT_BASE_NAME
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -157,7 +158,7 @@ def test_no_job_and_no_gold_judge_reaches_the_hub(sample_sets, monkeypatch):
     HF_ENDPOINT (an rm job made 6, a gold judge 90) and fail saying the base is not on this machine."""
     import whileai.simulations as wai
     from whileai.platform.store import ensure_local_account, store_url
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
 
     hub = _HubListener()
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "WHILEAI_ALLOW_HUB"):

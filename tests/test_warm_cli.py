@@ -160,7 +160,7 @@ def test_a_forked_command_killed_by_a_signal_says_so_and_exits_as_a_shell_report
         text = proc.stdout.read()
     assert proc.wait(timeout=60) == 128 + signal.SIGKILL
     assert f"the command's process (pid {fork}) was killed by SIGKILL" in text
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
 
     for job in get_client().request("GET", "/jobs")["jobs"]:  # the killed runner's job, its own process, trains on
         if job["status"] == "running" and job.get("pid"):

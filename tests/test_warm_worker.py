@@ -17,6 +17,7 @@ import pytest
 
 import whileai.simulations as wai
 from whileai.platform import defaults
+from whileai.core import defaults as core_defaults
 from whileai.platform.launcher import _pids, _warm
 from whileai.platform.launcher.jobs import job_dir, job_log, job_processes
 from _job_helpers import job_of as _job_of, train as _train, wait_for as _wait_for, warm_ready
@@ -46,6 +47,19 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")
+
+
+def _cwd_settles(pid: int, folder: str, timeout: float = 30.0) -> bool:
+    """Whether process ``pid`` runs in ``folder`` within ``timeout`` seconds (or ended first, having been there)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if os.readlink(f"/proc/{pid}/cwd") == folder:
+                return True
+        except OSError:
+            return not _alive(pid)  # it ended before it could be read: nothing left to check
+        time.sleep(0.05)
+    return False
 
 
 def _losses(run) -> list[float]:
@@ -96,9 +110,9 @@ def test_concurrent_forked_jobs_share_no_state_and_train_as_a_cold_job_does(tiny
     second = _train(tiny_sample, "sft", steps=3, seed=3, learning_rate=1e-3, config=config)  # another config: another run
     jobs = [_job_of(first.id), _job_of(second.id)]
     assert jobs[0]["pid"] != jobs[1]["pid"] and all(_parent(j["pid"]) == warm for j in jobs if _alive(j["pid"]))
-    for job in jobs:  # each in its own folder while it runs (read before it can end)
-        if _alive(job["pid"]):
-            assert os.readlink(f"/proc/{job['pid']}/cwd") == str(job_dir(job["id"]))
+    for job in jobs:  # each in its own folder while it runs (the fork's first step: on a loaded machine the row can
+        # name the pid a moment before the child has moved there, so its folder is awaited, not read once)
+        assert _cwd_settles(job["pid"], str(job_dir(job["id"]))), f"job {job['id']} never ran in its own folder"
     assert first.wait(poll=1, timeout=600) == "done", first.error
     assert second.wait(poll=1, timeout=600) == "done", second.error
     assert first.adapter != second.adapter
@@ -170,7 +184,7 @@ def test_another_data_root_naming_the_same_warm_home_forks_from_that_process_int
     started), and the forked job's store, folders and records are its own data root's, not the warm home's."""
     other = tmp_path / "other-root"
     other.mkdir()
-    monkeypatch.setenv(defaults.HOME_ENV, str(other))
+    monkeypatch.setenv(core_defaults.HOME_ENV, str(other))
     monkeypatch.setenv(defaults.SERVE_DIRS_ENV, str(Path(tiny_sample["base"]).parent))  # the base built in the session's root
     assert os.environ[defaults.WARM_HOME_ENV] != str(other)
     moved = push_sample("other-root", tasks=100)

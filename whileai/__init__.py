@@ -28,7 +28,7 @@ if _embedded.provider() is None:
 
 def _forget_mirrors(account_id, run_ids):
     """Delete an account's mirrored copies (the SDK's mirror package), after the platform deleted its rows."""
-    from whileai.simulations.mirror import forget_mirrors
+    from whileai.domain.tracking.mirror import forget_mirrors
 
     forget_mirrors(account_id, run_ids, then=None)
 

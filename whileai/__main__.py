@@ -15,7 +15,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "platform": ("whileai.platform.server", "main", "start the platform server (store, API, pages, serving)"),
     "open": ("whileai.platform.server", "open_main", "open the run pages (or one run's page) in the browser, signed in"),
     "accounts": ("whileai.platform.accounts", "main", "add, list and rotate the platform's accounts and API keys"),
-    "sync": ("whileai.simulations.tracking", "sync_main", "deliver what was spooled while the platform was unreachable or offline"),
+    "sync": ("whileai.domain.tracking", "sync_main", "deliver what was spooled while the platform was unreachable or offline"),
     "run": ("whileai.runner.cli", "run_main", "run an experiment: python -m whileai run recipe=sft_tooluse [knob=value ...]"),
     "validate": ("whileai.runner.cli", "validate_main", "compose and validate a spec only (nothing is loaded or run)"),
     "reproduce": ("whileai.runner.reproduce", "reproduce_main", "re-run a run from its stored spec: reproduce RUN_ID [overrides]"),
@@ -37,8 +37,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 #: the runner, the SDK's context and export). Named here because the platform, which runs the warm process, may not
 #: name the layers above it.
 WARM_PRELOAD = ("whileai.jobs.worker", "whileai.jobs.body", "whileai.jobs.sft", "whileai.jobs.dpo", "whileai.jobs.grpo",
-                "whileai.jobs.rm", "whileai.runner.cli", "whileai.runner.pipeline", "whileai.simulations.context",
-                "whileai.simulations.export")
+                "whileai.jobs.rm", "whileai.runner.cli", "whileai.runner.pipeline", "whileai.domain.rows.context",
+                "whileai.domain.export")
 
 
 def _usage() -> str:

@@ -4,7 +4,7 @@ The bottom layer's settings: where the data root is named, the platform's
 address, the GPU price table both the platform (a run's cost) and the SDK (its
 cost text) read, and the training methods, targets and LoRA shape that the SDK
 asks for and the platform launches and serves. Everything else lives with its
-owner: whileai/simulations/defaults.py (the SDK's knobs), whileai/platform/
+owner: whileai/domain/defaults.py (the SDK's knobs), whileai/platform/
 defaults.py (limits, ports, serving), whileai/kit/defaults.py (the kit's recipe),
 whileai/jobs/defaults.py (a job's process and the Modal image).
 """
@@ -298,7 +298,7 @@ TRAIN_GENERATION_BACKENDS = ("hf", "vllm")
 #: training and generation do not fit one GPU together (TRL docs, "vLLM integration").
 TRAIN_VLLM_MODES = ("colocate", "server")
 
-#: The trackers ``report_to`` can mirror a run to (``whileai.simulations.mirror``): the three that teams
+#: The trackers ``report_to`` can mirror a run to (``whileai.domain.tracking.mirror``): the three that teams
 #: already read results in and that run without a server of their own (W&B offline, an MLflow SQLite file,
 #: trackio's local store). transformers' ``report_to`` knows more; these are the ones tested offline here.
 MIRROR_TRACKERS = ("wandb", "mlflow", "trackio")

@@ -5,7 +5,7 @@ annotation), our default and the reason for it, its accepted range or choices, t
 paper it comes from used and the citation, and a line of help. Everything else that names a
 knob is read from these fields:
 
-- ``TRAINING_KNOBS`` / ``TRAINING_HOST_KEYS`` (``whileai.simulations.defaults``), the tables the
+- ``TRAINING_KNOBS`` / ``TRAINING_HOST_KEYS`` (``whileai.domain.defaults``), the tables the
   one knob checker (:func:`whileai.core.knobs.check_knob`) reads, are :func:`knob_table`;
 - the runner's schema, ``conf/method/*.yaml``'s ``${wai.knob:...}`` values, ``run --help`` and
   ``docs/knobs.md`` (``scripts/knobs_doc.py``) read the same table;

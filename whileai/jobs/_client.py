@@ -11,7 +11,7 @@ __all__ = ["job_client", "error_text"]
 
 def job_client() -> Any:
     """The client a job reports through: the embedded platform on the launcher's store, with the job's key."""
-    from whileai.simulations.client import embedded_client, get_client
+    from whileai.domain.client import embedded_client, get_client
 
     key = os.environ.get("WHILEAI_API_KEY")
     if not key:

@@ -8,7 +8,7 @@ from whileai.core.launch import split_gpu
 from whileai.core.spec import RunSpec
 
 from whileai.jobs import defaults as job_defaults
-from whileai.simulations import defaults
+from whileai.core import defaults as core_defaults
 
 __all__ = ["seed_all", "cpu_threads", "device", "compute_path", "gpu_name", "with_count", "price_key"]
 
@@ -86,7 +86,7 @@ def price_key(device_name: str, memory_bytes: int) -> str:
     device's memory picks the row.
     """
     upper = device_name.upper()
-    matches = [key for key in defaults.GPU_USD_PER_HOUR if key.split("-")[0].upper() in upper]
+    matches = [key for key in core_defaults.GPU_USD_PER_HOUR if key.split("-")[0].upper() in upper]
     if len(matches) > 1:
         gib = memory_bytes / 2**30
         sized = [k for k in matches if "-" in k and k.split("-")[1].upper().endswith("GB")]

@@ -21,7 +21,7 @@ from whileai.core.errors import TrainingWarning
 from whileai.core.spec import RunSpec
 
 from whileai.jobs._trainer_data import export_training
-from whileai.simulations.rows import prompt_messages
+from whileai.domain.rows.rollouts import prompt_messages
 
 __all__ = ["distinct_prompts", "encode_prompt", "left_padded", "generate_replies", "policy_pass_rate", "prompt_digest", "gold_reply_tokens", "heldout_loss"]
 
@@ -102,7 +102,7 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
     the HOLDOUT_GROUP_FIELD field) is each prompt's value of it, in the same order. ``proxy`` (a TRL-shaped reward) scores the same greedy
     replies too: ``proxy_scores``, per prompt in the same order.
     """
-    from whileai.simulations.judges import judge_reply
+    from whileai.domain.judges.judging import judge_reply
 
     prompts = distinct_prompts(rows, spec.holdout_rows, spec.seed)
     if not prompts:
@@ -145,7 +145,7 @@ def prompt_digest(prompts: Sequence[Mapping[str, Any]]) -> str:
 def gold_reply_tokens(tokenizer: Any, gold: Any) -> int:
     """Tokens of the shortest reply that satisfies ``gold`` as the template writes it (its reference call(s))."""
     from whileai.core.toolcalls import format_tool_call
-    from whileai.simulations.datagate import gold_calls
+    from whileai.domain.rows.datagate import gold_calls
 
     if not isinstance(gold, Mapping):
         return 0

@@ -16,14 +16,14 @@ reward's mean is logged beside it as ``sampled_reward``: a graded reward's mean
 is not a pass rate, and the two part when the policy learns to please the reward
 instead of doing the task.
 Its ``summary()`` goes on the run's training summary, with a note when nearly
-every group was unanimous (``defaults.TRAIN_GRPO_MIN_MIXED_SHARE``).
+every group was unanimous (``core_defaults.TRAIN_GRPO_MIN_MIXED_SHARE``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from whileai.simulations import defaults
+from whileai.core import defaults as core_defaults
 
 __all__ = ["group_watch"]
 
@@ -90,7 +90,7 @@ def _span(values: list[float]) -> dict[str, float]:
 
 def _summary(pass_rates: list[float], rewards: list[float], mixed: list[float]) -> dict[str, Any]:
     """The watch's summary of its per-step series (empty before the first logged step): each series' span, and
-    ``groups_note`` when the mean share of mixed groups is under ``defaults.TRAIN_GRPO_MIN_MIXED_SHARE``."""
+    ``groups_note`` when the mean share of mixed groups is under ``core_defaults.TRAIN_GRPO_MIN_MIXED_SHARE``."""
     if not mixed:
         return {}
     out: dict[str, Any] = {"mixed_groups": _span(mixed)}
@@ -99,10 +99,10 @@ def _summary(pass_rates: list[float], rewards: list[float], mixed: list[float]) 
     if rewards:
         out["sampled_reward"] = _span(rewards)
     mean_mixed = out["mixed_groups"]["mean"]
-    if mean_mixed < defaults.TRAIN_GRPO_MIN_MIXED_SHARE:
+    if mean_mixed < core_defaults.TRAIN_GRPO_MIN_MIXED_SHARE:
         out["groups_note"] = (
             f"almost every sampled group was unanimous: {mean_mixed:.0%} of groups mixed a pass and a fail "
-            f"(under TRAIN_GRPO_MIN_MIXED_SHARE={defaults.TRAIN_GRPO_MIN_MIXED_SHARE:.0%}), sampled pass rate "
+            f"(under TRAIN_GRPO_MIN_MIXED_SHARE={core_defaults.TRAIN_GRPO_MIN_MIXED_SHARE:.0%}), sampled pass rate "
             f"{out.get('sampled_pass_rate', {}).get('mean', float('nan')):.2f}; a unanimous group has no advantage, so GRPO had almost "
             "nothing to learn from. Start from a policy whose sampled replies sometimes pass and sometimes "
             "fail (more SFT steps, or the rows' sampling temperature)"

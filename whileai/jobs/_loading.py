@@ -12,8 +12,9 @@ from whileai.core.jobrow import JobPlatform, ResolvedJudge
 from whileai.core.spec import RunSpec
 
 from whileai.jobs._environment import device
-from whileai.simulations import defaults
-from whileai.simulations.context import context_limit
+from whileai.core import defaults as core_defaults
+from whileai.kit import defaults as kit_defaults
+from whileai.domain.rows.context import context_limit
 
 __all__ = ["base_path", "local_only", "pretrained", "gold_judge", "reward_model_judge", "JOB_PLATFORM", "job_platform",
            "load_policy", "load_adapter", "peft_config", "lora_config", "max_length", "save_adapter",
@@ -35,7 +36,7 @@ def base_path(name: str, spec: RunSpec | None = None) -> str:
     secret for gated models); everywhere else nothing is downloaded, so a hub
     base must already be in the local cache.
     """
-    if name == defaults.KIT_BASE_NAME:
+    if name == kit_defaults.KIT_BASE_NAME:
         from whileai.kit import demo_base
 
         return str(demo_base())
@@ -85,9 +86,9 @@ def pretrained(cls: Any, path: str, **kwargs: Any) -> Any:
             return cls.from_pretrained(path, local_files_only=off, **kwargs)
     except OSError as exc:
         raise FileNotFoundError(
-            f"base model {path!r} is not on this machine and the hub is off ({defaults.HUB_ALLOW_ENV} is not 1): "
+            f"base model {path!r} is not on this machine and the hub is off ({core_defaults.HUB_ALLOW_ENV} is not 1): "
             "pass a local directory, a hub name already in the local cache, or the kit's base; or let the "
-            f"platform's operator set {defaults.HUB_ALLOW_ENV}=1"
+            f"platform's operator set {core_defaults.HUB_ALLOW_ENV}=1"
         ) from exc
 
 
@@ -133,7 +134,7 @@ def _resolved_rm(name: str | None, field: str) -> Any:
     import os
 
     from whileai.core.paths import JOB_ID_ENV
-    from whileai.simulations.serving import RewardModelJudge
+    from whileai.domain.judges.reward_model import RewardModelJudge
 
     if not name:
         return None

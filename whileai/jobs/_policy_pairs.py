@@ -33,7 +33,7 @@ from typing import Any
 from whileai.core.spec import DPOSpec
 
 from whileai.jobs import _evaluation
-from whileai.simulations import defaults
+from whileai.domain import defaults
 
 __all__ = ["policy_pairs"]
 
@@ -56,8 +56,8 @@ def _gold_replies(tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, str]:
     reply ends with). A template that does not render the prompt as a prefix of the
     whole gives no reply for that prompt.
     """
-    from whileai.simulations.export import decoding_chat_template
-    from whileai.simulations.rows import prompt_messages
+    from whileai.domain.export import decoding_chat_template
+    from whileai.domain.rows.rollouts import prompt_messages
 
     eos = tokenizer.eos_token or ""
     out: dict[str, str] = {}
@@ -120,7 +120,7 @@ def _judged(tokenizer: Any, replies: list[tuple[list[int], bool]], row: Mapping[
             fmt: Any) -> tuple[list[str], list[str], int, int]:
     """One prompt's samples judged: ``(good, bad, passed, cut)``, the distinct passing and failing replies (decoded,
     end-of-turn token kept), how many samples passed, and how many the token cap cut (judged neither way)."""
-    from whileai.simulations.judges import judge_reply
+    from whileai.domain.judges.judging import judge_reply
 
     good: list[str] = []
     bad: list[str] = []
@@ -141,7 +141,7 @@ def _judged(tokenizer: Any, replies: list[tuple[list[int], bool]], row: Mapping[
 def _gold_passes(tokenizer: Any, reply: str, row: Mapping[str, Any], fmt: Any) -> bool:
     """Whether the dataset's rendered passing reply (``""``: none for this prompt) passes the judge, so it can be
     the chosen side of a prompt whose samples all failed."""
-    from whileai.simulations.judges import judge_reply
+    from whileai.domain.judges.judging import judge_reply
 
     stripped = reply.removesuffix(tokenizer.eos_token or "")
     return bool(reply and judge_reply(stripped, row, tool_format=fmt)["passed"])

@@ -5,7 +5,7 @@ and a ``__name__`` that becomes TRL's ``rewards/<name>`` curve on the run page:
 
 - ``first_action``: 1.0 when the reply's first action satisfies the row's gold, else 0.0 (the exact judge,
   decided as the held-out measurement decides, ``judge_reply``);
-- ``fine_grained``: ``whileai.simulations.rewards.fine_grained_score`` of the same parsed reply;
+- ``fine_grained``: ``whileai.domain.judges.rewards.fine_grained_score`` of the same parsed reply;
 - ``reward_model``: the rm run named by ``reward_model``, resolved by the platform at launch (the job row's
   ``reward_rm``), its score mapped to (0, 1) around the rm's own threshold (REWARD_RM_TEMPERATURE);
 - ``python:MODULE:FUNCTION``: the user's function as it is, under its own name.
@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from whileai.core.spec import GRPOSpec
-from whileai.simulations import defaults
+from whileai.domain import defaults
 
 __all__ = ["first_action_reward", "reward_functions", "proxy_reward", "reply_text", "proxy_vs_gold",
            "reward_search_path"]
@@ -142,7 +142,7 @@ def first_action_reward(truncated: str, stop_ids: set[int], tokenizer: Any = Non
     run's tool-call parser, and the first-action judge reads every gold form with the tools' JSON schemas.
     TRL's own response parsing is not used for the verdict, so a reply cannot pass one and fail the other.
     """
-    from whileai.simulations.judges import judge_reply
+    from whileai.domain.judges.judging import judge_reply
 
     fmt = _format(tokenizer)
     return _scored("first_action", lambda text, row: float(judge_reply(text, row, tool_format=fmt)["reward"]),
@@ -150,9 +150,9 @@ def first_action_reward(truncated: str, stop_ids: set[int], tokenizer: Any = Non
 
 
 def fine_grained_reward(truncated: str, stop_ids: set[int], tokenizer: Any = None, tools: Any = None) -> Reward:
-    """ToolRL's decomposed reward (``whileai.simulations.rewards.fine_grained_score``) of each reply."""
+    """ToolRL's decomposed reward (``whileai.domain.judges.rewards.fine_grained_score``) of each reply."""
     from whileai.core.toolcalls import parse_tool_call_objects
-    from whileai.simulations.rewards import fine_grained_score
+    from whileai.domain.judges.rewards import fine_grained_score
 
     fmt = _format(tokenizer)
 
@@ -220,7 +220,7 @@ def reward_search_path() -> str | None:
 
 def reward_functions(spec: GRPOSpec, tokenizer: Any, tools: Any, stop_ids: set[int]) -> tuple[list[Reward], list[float]]:
     """The run's reward functions in ``reward``'s order, and their weights (``reward_weights``; 1.0 each)."""
-    from whileai.simulations.rewards import PYTHON_PREFIX, load_python_reward
+    from whileai.domain.judges.rewards import PYTHON_PREFIX, load_python_reward
 
     funcs: list[Reward] = []
     for name in spec.reward:

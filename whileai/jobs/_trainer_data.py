@@ -10,7 +10,7 @@ from typing import Any
 
 from whileai.core.spec import RunSpec
 
-from whileai.simulations import context
+from whileai.domain.rows import context
 
 __all__ = ["within_context", "export_options", "export_training", "export_pairs"]
 
@@ -21,7 +21,7 @@ def within_context(tokenizer: Any, examples: list[dict[str, Any]], limit: int) -
     A longer example is left out and counted, never truncated: a cut row would
     teach a conversation that was never had (or, cut inside the assistant turn,
     a call that never closes). The selection report counts the same examples
-    before the run (``whileai.simulations.context``, one rendering for both).
+    before the run (``whileai.domain.rows.context``, one rendering for both).
     """
     kept = [example for example in examples if context.longest_sequence(tokenizer, example) <= limit]
     return kept, len(examples) - len(kept)
@@ -53,7 +53,7 @@ def export_training(rows: Sequence[Mapping[str, Any]], folder: Path | None,
     """
     import tempfile
 
-    from whileai.simulations.export import export_dataset
+    from whileai.domain.export import export_dataset
 
     with tempfile.TemporaryDirectory() as tmp:
         target = (folder or Path(tmp)) / "train.trl.jsonl"
@@ -73,7 +73,7 @@ def export_pairs(pairs: list[dict[str, Any]], folder: Path | None,
     """
     import tempfile
 
-    from whileai.simulations.export import export_preference
+    from whileai.domain.export import export_preference
 
     with tempfile.TemporaryDirectory() as tmp:
         target = (folder or Path(tmp)) / "pairs.trl.jsonl"

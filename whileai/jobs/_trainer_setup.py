@@ -102,7 +102,7 @@ def train_lora(trainer_cls: Any, config_cls: Any, spec: RunSpec, folder: Path, m
     the rows reach TRL through ``export.to_hf_dataset``. SFT, DPO and RM differ only
     in the trainer, their config keys and (RM) the LoRA task type.
     """
-    from whileai.simulations.export import decoding_chat_template, to_hf_dataset
+    from whileai.domain.export import decoding_chat_template, to_hf_dataset
 
     args = config_cls(
         **trainer_settings(spec, folder),

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from whileai.core.jobrow import JobPlatform
 from whileai.core.spec import RunSpec, read_spec
 from whileai.jobs import _kept_measure
-from whileai.simulations.training import TrainingRun
+from whileai.domain.tracking import TrainingRun
 
 if TYPE_CHECKING:
     from whileai.jobs.distributed import World
@@ -142,9 +142,9 @@ def job_spec(spec: RunSpec | Mapping[str, Any]) -> RunSpec:
 
 def _builds_kit_base(spec: RunSpec) -> str | None:
     """What to say when this job pre-trains the kit's demo base first (once per data root), else None."""
-    from whileai.simulations import defaults
+    from whileai.kit import defaults as kit_defaults
 
-    if spec.base_model != defaults.KIT_BASE_NAME or spec.target == "modal":
+    if spec.base_model != kit_defaults.KIT_BASE_NAME or spec.target == "modal":
         return None
     from whileai.kit import demo_base_trains
     from whileai.kit.defaults import DEMO_BASE_BUILD_S
@@ -239,7 +239,7 @@ def _mirror(spec: RunSpec, run: TrainingRun) -> str:
 
     Raises TrainingConfigError naming the extra when a tracker's package is not installed.
     """
-    from whileai.simulations.mirror import open_mirrors
+    from whileai.domain.tracking.mirror import open_mirrors
 
     mirrors = open_mirrors(spec.report_to, run_id=run.id, name=run.name, url=run.url,
                            config=spec.model_dump(mode="json", exclude={"provenance"}),
@@ -338,7 +338,7 @@ def _setup(spec: RunSpec, run: JobRun | OtherRankRun) -> _Job:
 def _setup_data(job: _Job, rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None, dict[str, Any]]:
     """The rows through the data gates, and the held-out rows this rank measures (rank 0 only)."""
-    from whileai.simulations.datagate import gate_rows
+    from whileai.domain.rows.datagate import gate_rows
 
     # the data gates' unambiguous mappings (wire tool names, JSON-Schema types): what the selection gate counted
     rows, gates = gate_rows(rows)
@@ -434,7 +434,7 @@ def _train(job: _Job, model: Any, tokenizer: Any, rows: list[dict[str, Any]],
     from whileai.jobs import _trainer_setup
     from whileai.jobs.system import SystemMetrics
     from whileai.jobs.trainer_record import TrainerRecord
-    from whileai.simulations.training import TrainerCallback
+    from whileai.domain.tracking.callback import TrainerCallback
 
     spec, run = job.spec, job.run
     job.say(f"training {spec.method}: {len(rows)} train-side rows given, the method selects what it trains on")

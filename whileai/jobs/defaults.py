@@ -1,7 +1,7 @@
 """The job bodies' own settings: a job's CPU threads and the Modal training image.
 
 The training knobs a job reads (TRAIN_*, TRAINING_KNOBS) are the SDK's
-(whileai/simulations/defaults.py); the names the launcher calls the Modal app by
+(whileai/domain/defaults.py); the names the launcher calls the Modal app by
 are the platform's (whileai/platform/defaults.py).
 """
 

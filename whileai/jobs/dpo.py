@@ -39,14 +39,14 @@ def keeps_measure(spec: DPOSpec) -> bool:
 
 def preference_pairs(rows: list[dict[str, Any]], balance: bool) -> list[dict[str, Any]]:
     """Pass-vs-fail pairs per task (PREFERENCE_PAIRS_PER_TASK per task when balanced, else every length-matched pair)."""
-    from whileai.simulations.judges import build_preference_pairs
+    from whileai.domain.judges.judging import build_preference_pairs
 
     return build_preference_pairs(rows, per_task=None if balance else len(rows) or 1)
 
 
 def _longest_prompt(tokenizer: Any, examples: list[dict[str, Any]]) -> int:
     """Tokens of the longest prompt: the chat template's rendering, or a text prompt's own tokens."""
-    from whileai.simulations.context import prompt_length
+    from whileai.domain.rows.context import prompt_length
 
     return max(
         len(tokenizer(ex["prompt"], add_special_tokens=False)["input_ids"]) if isinstance(ex["prompt"], str)

@@ -29,10 +29,10 @@ from whileai.core.spec import GRPOSpec
 from whileai.jobs import _evaluation, _loading, _rewards, _trainer_setup
 from whileai.jobs._grpo_watch import group_watch
 from whileai.jobs._rewards import first_action_reward
-from whileai.simulations.context import prompt_length, prompt_tools, shared_tools, tool_schemas
-from whileai.simulations.rewards import reward_strength
-from whileai.simulations.rows import prompt_messages
-from whileai.simulations import defaults
+from whileai.domain.rows.context import prompt_length, prompt_tools, shared_tools, tool_schemas
+from whileai.domain.judges.rewards import reward_strength
+from whileai.domain.rows.rollouts import prompt_messages
+from whileai.core import defaults as core_defaults
 
 __all__ = ["fit", "load", "evaluate", "mixed_rows", "mixed_prompts", "first_action_reward", "SchemaTool"]
 
@@ -89,7 +89,7 @@ def mixed_rows(rows: list[dict[str, Any]], balance: bool,
     row of those tasks. The runner exports these same rows beside the run, so its
     count is the trainer's.
     """
-    from whileai.simulations.rowsource import task_key
+    from whileai.domain.rows.rowsource import task_key
 
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -157,7 +157,7 @@ def _monitor(spec: GRPOSpec, run: Any, held: list[dict[str, Any]], proxy: Any) -
         return None, "off (config['monitor'] is False)"
     if not held:
         return None, "off: no held-out prompts to watch (pass holdout= or cut the dataset)"
-    from whileai.simulations.monitor import HackMonitor
+    from whileai.domain.monitor import HackMonitor
 
     kwargs = dict(settings) if isinstance(settings, dict) else {}
     # the monitor samples the held-out prompts at the trainer's temperature, so its gold reads the policy being
@@ -178,7 +178,7 @@ def _monitor_gold(spec: GRPOSpec) -> tuple[Any, str, dict[str, str]]:
     itself, no judge here is stronger: a reward model named as gold is weaker, and its alarms could only be
     false, so the alarms that need a gold judge are off and the gold-free ones (length, KL, format) stay on.
     """
-    from whileai.simulations.judges import first_action_judge
+    from whileai.domain.judges.judging import first_action_judge
 
     if reward_strength(spec.reward) != "exact":
         if spec.gold_judge:
@@ -211,7 +211,7 @@ def _within_context(tokenizer: Any, prompts: list[dict[str, Any]], shared: list[
 
 
 def _prompts_per_rank(per_step: int, world_size: int, prompts: int,
-                      configured: int = int(defaults.TRAIN_GRPO_PROMPTS_PER_STEP)) -> int:
+                      configured: int = int(core_defaults.TRAIN_GRPO_PROMPTS_PER_STEP)) -> int:
     """Each process's prompts per optimizer step: the effective ``per_step`` divided across ``world_size``.
 
     A step's worth capped by the data (fewer prompts than ``configured``, the spec's ``prompts_per_step``) is
@@ -237,7 +237,7 @@ def _batch_shape(spec: GRPOSpec, prompts: int) -> tuple[int, int, int]:
     # a set with fewer prompts than a step's worth steps on all of them (accumulating past the data makes no step)
     per_step = max(1, min(spec.prompts_per_step, prompts))
     per_rank = _prompts_per_rank(per_step, spec.world_size, prompts, spec.prompts_per_step)
-    micro = max(1, min(per_rank, int(defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)))
+    micro = max(1, min(per_rank, int(core_defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)))
     if spec.batch_per_device is not None:  # a device holds at most this many completions: whole groups of them
         micro = max(1, min(micro, spec.batch_per_device // spec.generations))
     if per_rank % micro:
@@ -305,7 +305,7 @@ def _train(spec: GRPOSpec, model: Any, tokenizer: Any, args: Any, prompts: list[
 
     from whileai.jobs._vllm_server import VLLMServer, server_mode
     from whileai.jobs.distributed import world
-    from whileai.simulations.export import to_hf_dataset
+    from whileai.domain.export import to_hf_dataset
 
     ends = ExitStack()
     if server_mode(spec) and world().rank == 0:  # node 0's server, up before the trainer connects to it

@@ -92,7 +92,7 @@ def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
     from whileai.jobs._environment import cpu_threads
     from whileai.jobs.body import JobRun, run_job as run_body
     from whileai.jobs._client import error_text
-    from whileai.simulations.client import Client
+    from whileai.domain.client import Client
 
     cpu_threads()
     job_id = payload["job_id"]

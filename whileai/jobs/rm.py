@@ -25,7 +25,7 @@ from typing import Any
 from whileai.core.spec import RMSpec, knob_of
 
 from whileai.jobs import _environment, _loading, _trainer_data, _trainer_setup
-from whileai.simulations import defaults
+from whileai.domain import defaults
 
 __all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_examples", "near_miss_examples", "span_of",
            "near_misses_of", "by_failure"]
@@ -54,7 +54,7 @@ def span_of(spec: RMSpec) -> str:
 
 def near_misses_of(spec: RMSpec) -> int:
     """Near-miss pairs per passing row the run adds to its training pairs (config ``near_misses``; 0: none)."""
-    from whileai.simulations.serving import near_miss_problem
+    from whileai.domain.judges.reward_model import near_miss_problem
 
     value = spec.near_misses
     problem = near_miss_problem(value, span_of(spec))
@@ -66,7 +66,7 @@ def near_misses_of(spec: RMSpec) -> int:
 def pair_examples(rows: list[dict[str, Any]], balance: bool, span: str = REWARD_SPAN_DEFAULT) -> list[dict[str, Any]]:
     """``{"chosen": messages, "rejected": messages, "tools": [...]}`` per pass-vs-fail pair (TRL's implicit prompt)."""
     from whileai.jobs.dpo import preference_pairs
-    from whileai.simulations.serving import reward_pair_example
+    from whileai.domain.judges.reward_model import reward_pair_example
 
     return [reward_pair_example(pair, span) for pair in preference_pairs(rows, balance)]
 
@@ -74,8 +74,8 @@ def pair_examples(rows: list[dict[str, Any]], balance: bool, span: str = REWARD_
 def near_miss_examples(rows: list[dict[str, Any]], per_row: int, seed: int = 0,
                        span: str = "first_action") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``per_row`` near-miss pairs per passing row (``judges.near_miss_pairs``) as the trainer reads them, and their summary."""
-    from whileai.simulations.judges import near_miss_pairs
-    from whileai.simulations.serving import reward_pair_example
+    from whileai.domain.judges.judging import near_miss_pairs
+    from whileai.domain.judges.reward_model import reward_pair_example
 
     pairs, summary = near_miss_pairs(rows, per_row, seed)
     return [reward_pair_example(pair, span) for pair in pairs], summary
@@ -86,7 +86,7 @@ def score_rows(model: Any, tokenizer: Any, rows: list[dict[str, Any]], batch_siz
     """The head's score for each row (chat template over its conversation, or up to its first action, and tools)."""
     import torch
 
-    from whileai.simulations.serving import reward_text_messages, score_token_batches
+    from whileai.domain.judges.reward_model import reward_text_messages, score_token_batches
 
     size = batch_size or defaults.REWARD_MODEL_BATCH_SIZE
     was_training = model.training
@@ -136,7 +136,7 @@ def _holdout_rows(rows: list[dict[str, Any]], spec: RMSpec) -> tuple[list[dict[s
     import random
 
     from whileai.jobs.dpo import preference_pairs
-    from whileai.simulations.rowsource import task_key
+    from whileai.domain.rows.rowsource import task_key
 
     labelled = [r for r in rows if isinstance(r.get("passed"), bool)]
     limit = spec.holdout_rows
@@ -164,7 +164,7 @@ def holdout_pairs(rows: list[dict[str, Any]], spec: RMSpec) -> tuple[list[dict[s
     labelled, pairs = _holdout_rows(rows, spec)
     if pairs or not labelled or not near_misses_of(spec):
         return labelled, pairs, None
-    from whileai.simulations.judges import near_miss_pairs
+    from whileai.domain.judges.judging import near_miss_pairs
 
     pairs, near = near_miss_pairs(labelled, defaults.HOLDOUT_NEAR_MISSES, defaults.HOLDOUT_NEAR_MISS_SEED)
     return labelled + [p["rejected"] for p in pairs], pairs, near

@@ -15,7 +15,7 @@ from typing import Any
 
 from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec, SFTSpec, micro_batches
 from whileai.jobs import defaults as job_defaults
-from whileai.simulations import defaults
+from whileai.core import defaults as core_defaults
 
 __all__ = ["trl_settings", "lora_settings", "vllm_server_host", "strategy_settings", "TRL_NAMES", "LORA_NAMES", "trl_defaults"]
 
@@ -35,7 +35,7 @@ def trl_settings(spec: RunSpec) -> dict[str, Any]:
     """The TRL config arguments ``spec`` decides: TRL's name -> value."""
     fields = type(spec).model_fields
     out: dict[str, Any] = {trl: getattr(spec, knob) for knob, trl in TRL_NAMES.items() if knob in fields}
-    out["warmup_steps"] = defaults.TRAIN_WARMUP_RATIO  # a float under 1 is a share of the steps
+    out["warmup_steps"] = core_defaults.TRAIN_WARMUP_RATIO  # a float under 1 is a share of the steps
     if spec.steps is None:  # epochs decide
         del out["max_steps"]
     # the effective batch is split per process (_micro); GRPO's per-device batch follows its group size (the job)
@@ -110,8 +110,8 @@ def strategy_settings(spec: RunSpec) -> dict[str, Any]:
 
 def lora_settings(spec: RunSpec) -> dict[str, Any]:
     """PEFT ``LoraConfig`` arguments ``spec`` decides (the task type and saved modules are the method's)."""
-    return {"r": spec.lora_rank, "lora_alpha": spec.lora_alpha, "lora_dropout": defaults.TRAIN_LORA_DROPOUT,
-            "target_modules": defaults.TRAIN_LORA_TARGETS}
+    return {"r": spec.lora_rank, "lora_alpha": spec.lora_alpha, "lora_dropout": core_defaults.TRAIN_LORA_DROPOUT,
+            "target_modules": core_defaults.TRAIN_LORA_TARGETS}
 
 
 def trl_defaults(method: str) -> dict[str, Any]:

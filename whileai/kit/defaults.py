@@ -1,7 +1,7 @@
 """The kit's recipe: tokenizer, tiny model shape, sample task, pre-trained base and its LoRA SFT, each beside its reason.
 
 Read by whileai.kit; the SDK's defaults re-export the names it uses
-(KIT_BASE_NAME, KIT_SFT_*), so ``whileai.simulations.defaults.KIT_BASE_NAME`` still reads.
+(KIT_BASE_NAME, KIT_SFT_*), so ``whileai.domain.defaults.KIT_BASE_NAME`` still reads.
 """
 
 from __future__ import annotations

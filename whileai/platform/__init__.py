@@ -1,5 +1,5 @@
 """The whileai platform: the store, the HTTP API, the job runner, run pages and the serving endpoint.
 
 It imports nothing of the SDK; the SDK reaches it only through its client seam
-(:mod:`whileai.simulations.client`: HTTP, or the embedded app from :mod:`whileai.platform.embedded`).
+(:mod:`whileai.domain.client`: HTTP, or the embedded app from :mod:`whileai.platform.embedded`).
 """

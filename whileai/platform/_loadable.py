@@ -25,6 +25,8 @@ from typing import Any
 from whileai.core.basefolder import base_folder_problem, names_a_path
 from whileai.core.paths import adapter_dir, data_root, setting
 from whileai.platform import defaults
+from whileai.core import defaults as core_defaults
+from whileai.kit import defaults as kit_defaults
 
 __all__ = ["allowed_roots", "base_problem", "launch_base_problem", "adapter_problem"]
 
@@ -70,7 +72,7 @@ def base_problem(base: Any, run_base: Any = None, embedded: bool = False) -> str
     (:func:`_own_base`), as it may be trained on: a merged export (``export RUN --merged DIR``) serves as a base."""
     if not isinstance(base, str) or not base.strip():
         return f"baseModel={base!r} is not a model name; send one of SERVED_BASES"
-    if base in defaults.SERVED_BASES or base == defaults.KIT_BASE_NAME:
+    if base in defaults.SERVED_BASES or base == kit_defaults.KIT_BASE_NAME:
         return None
     if _is_hub_id(base) and base == run_base:
         return None
@@ -80,7 +82,7 @@ def base_problem(base: Any, run_base: Any = None, embedded: bool = False) -> str
         return None
     return (
         f"baseModel={base[:200]!r} is not a base this platform loads; send one of SERVED_BASES "
-        f"({', '.join(defaults.SERVED_BASES)}), {defaults.KIT_BASE_NAME!r}, the base the run was trained on, or a "
+        f"({', '.join(defaults.SERVED_BASES)}), {kit_defaults.KIT_BASE_NAME!r}, the base the run was trained on, or a "
         f"directory under the platform's model folders, not a run's adapter folder (its operator adds folders with {defaults.SERVE_DIRS_ENV})"
     )
 
@@ -100,7 +102,7 @@ def launch_base_problem(base: Any, embedded: bool = False) -> str | None:
             return None
     return (
         f"spec base_model={str(base)[:200]!r} is not a base this platform trains on; send a hub id such as "
-        f"{defaults.SERVED_HUB_BASES[0]!r}, {defaults.KIT_BASE_NAME!r}, or a directory under the platform's model "
+        f"{core_defaults.SERVED_HUB_BASES[0]!r}, {kit_defaults.KIT_BASE_NAME!r}, or a directory under the platform's model "
         f"folders, not a run's adapter folder (its operator adds folders with {defaults.SERVE_DIRS_ENV}; the "
         "embedded platform, with no server configured, trains on a model folder of your own as it is)"
     )

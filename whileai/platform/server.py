@@ -32,6 +32,7 @@ from whileai.platform.store import ServerBeat, register_server
 from whileai.platform.store.migrate import StoreVersionError, upgrade
 from whileai.platform.store import Store, ensure_local_account, local_key_path, store_url
 from whileai.platform import defaults
+from whileai.core import defaults as core_defaults
 
 __all__ = ["main", "upgrade_main", "open_main", "serve_in_thread", "ServerHandle", "ensure_local_account",
            "signin_link", "platform_answers"]
@@ -41,8 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m whileai platform", description="Start the whileai platform server.",
                                 epilog="python -m whileai platform upgrade [--store-url URL]: bring a store an older "
                                        "whileai made to this version's schema (see upgrade --help)")
-    p.add_argument("--host", default=defaults.PLATFORM_HOST, help="address to bind (PLATFORM_HOST: loopback only)")
-    p.add_argument("--port", type=int, default=defaults.PLATFORM_PORT, help="port (PLATFORM_PORT)")
+    p.add_argument("--host", default=core_defaults.PLATFORM_HOST, help="address to bind (PLATFORM_HOST: loopback only)")
+    p.add_argument("--port", type=int, default=core_defaults.PLATFORM_PORT, help="port (PLATFORM_PORT)")
     p.add_argument("--store-url", default=None, help="SQLAlchemy URL of the store (default: $WHILEAI_STORE_URL or SQLite under the data root)")
     p.add_argument("--public-url", default=None, help="address written into run urls and model endpoints (default: "
                                                       "the address the server is bound to, never a request's Host)")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .schema import Dataset
+    from whileai.runner.schema import Dataset
 
 __all__ = ["bfcl_folder", "smoke_note", "SAMPLE"]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from whileai.core.stats import group_lines, judged_text, status_text
 
-from .expect import line_text
+from whileai.runner.expect import line_text
 
 __all__ = ["summary", "human_lines", "emit", "page_of", "reader_left"]
 
@@ -31,7 +31,7 @@ __all__ = ["summary", "human_lines", "emit", "page_of", "reader_left"]
 def _status_text(status: Any, checked: dict[str, Any] | None, quick: dict[str, Any] | None = None) -> str:
     """``done · expect failed (2 of 3 lines failed)``; the status alone when the spec expects nothing."""
     if quick is not None:
-        from .quick import status_line
+        from whileai.runner.quick import status_line
 
         return status_line(status, quick)
     lines = (checked or {}).get("lines") or []
@@ -63,7 +63,7 @@ def summary(facts: dict[str, Any], run: Any = None, outcome: dict[str, Any] | No
     }
     if facts.get("error"):
         out["error"] = facts["error"]
-    from .quick import note as quick_note
+    from whileai.runner.quick import note as quick_note
 
     quick = quick_note()
     if quick is not None:  # quick=true: expect was set aside, and the summary says so instead of a verdict
@@ -140,7 +140,7 @@ def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
         else:  # the embedded platform: `open` reuses a server that answers, else starts one on this data root
             lines.append(f"page       {closing['page']}   ({_open_note()})")
     if closing.get("mirrors"):
-        from ._mirrored import mirrors_line
+        from whileai.runner._mirrored import mirrors_line
 
         lines.append(mirrors_line(closing["mirrors"]))
     for alarm in (closing.get("alarms") or []) if outcome is not None else []:
@@ -217,7 +217,7 @@ def fired_lines(alarm: dict[str, Any], run_id: str) -> list[str]:
 def _open_note() -> str:
     """What ``open`` will do: reuse the platform that answers at its address, or start one on this data root."""
     from whileai.platform.server import platform_answers
-    from whileai.simulations.client import embedded_base_url
+    from whileai.domain.client import embedded_base_url
 
     address = embedded_base_url()
     if platform_answers(address):

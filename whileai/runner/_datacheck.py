@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import defaults
-from .schema import Dataset, Problem, RecipeSpec
+from whileai.runner import defaults
+from whileai.runner.schema import Dataset, Problem, RecipeSpec
 
 __all__ = ["data_problems", "data_error_message", "DATA_ERRORS"]
 
@@ -36,7 +36,7 @@ def _sample_lines(path: Path, limit: int | None) -> list[tuple[int, str]]:
 
 def _at(value: str, number: int, exc: ValueError, line: str) -> str:
     """``FILE, line 6: not valid JSON (... at column 41)``: where in the file a line stopped parsing, and why."""
-    from whileai.simulations.jsonl import json_column
+    from whileai.domain.rows.jsonl import json_column
 
     return f"{value}, line {number}: not valid JSON ({json_column(exc, line)[1]})"
 
@@ -56,7 +56,7 @@ def _missing(key: str, value: str, what: str, where: Any) -> Problem:
 def _rows_file(key: str, value: str, where: Any, limit: int | None = defaults.RUNNER_VALIDATE_SAMPLE_ROWS,
                judged: bool = False) -> list[Problem]:
     """Each line parses and follows the row contract, and the rows pass the data gates; problems name file:line."""
-    from whileai.simulations.rows import row_problems
+    from whileai.domain.rows.rollouts import row_problems
 
     path = Path(value).expanduser()
     if not path.is_file():
@@ -90,10 +90,10 @@ def _rows_file(key: str, value: str, where: Any, limit: int | None = defaults.RU
 def _gate_problems(key: str, value: str, numbered: list[tuple[int, dict[str, Any]]], where: Any) -> list[Problem]:
     """The data gates (tool names, schema types, gold against the tools) on rows read from a file, by file line.
 
-    The same gates the selection report runs after the push (``whileai.simulations.datagate``), run here
+    The same gates the selection report runs after the push (``whileai.domain.rows.datagate``), run here
     first so a refused row is named by its line of the user's file, with the fix in the file's terms.
     """
-    from whileai.simulations.datagate import gate_rows
+    from whileai.domain.rows.datagate import gate_rows
 
     _, report = gate_rows([row for _, row in numbered])
     out = []
@@ -106,7 +106,7 @@ def _gate_problems(key: str, value: str, numbered: list[tuple[int, dict[str, Any
 
 
 def _tools_file(key: str, value: Any, where: Any) -> list[Problem]:
-    from whileai.simulations.rows import tools_problems
+    from whileai.domain.rows.rollouts import tools_problems
 
     if not isinstance(value, str):
         return [Problem(key, p, where(key)) for p in tools_problems(value)[:3]]
@@ -144,7 +144,7 @@ def _bfcl_file(key: str, value: str, what: str, where: Any) -> list[Problem]:
 
 def _bfcl_categories(data: Dataset, where: Any) -> list[Problem]:
     """Each named category's question file (and answer file, but for irrelevance) in the BFCL data folder."""
-    from ._bfcl_data import bfcl_folder
+    from whileai.runner._bfcl_data import bfcl_folder
 
     from whileai.simulations.datasets import bfcl_category_problem
 

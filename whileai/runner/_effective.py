@@ -19,11 +19,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from whileai.core.spec import RunSpec
-from whileai.simulations import defaults as sdk
+from whileai.core import defaults as core_defaults
 from whileai.simulations.training import FROM_DATA, Resolved, train_spec
 
-from .schema import HOST_KEYS, KNOBS, Problem, RecipeSpec
-from .stages import Stage, plan_stages, stage_inputs
+from whileai.runner.schema import HOST_KEYS, KNOBS, Problem, RecipeSpec
+from whileai.runner.stages import Stage, plan_stages, stage_inputs
 
 __all__ = ["effective", "annotated_yaml", "resolve_stages", "stage_specs", "resolution_problems", "validated",
            "validated_stages"]
@@ -37,7 +37,7 @@ def resolve_stages(spec: RecipeSpec, origin: Callable[[str], str] | None = None,
     resolved: dict[str, Resolved] = {}
     out = []
     for stage in plan_stages(spec):
-        if stage.method not in sdk.TRAIN_METHODS:
+        if stage.method not in core_defaults.TRAIN_METHODS:
             continue
         kwargs, config = stage_inputs(stage, spec, origin=origin or (lambda key: ""))
         before = resolved[stage.start] if stage.start is not None else None
@@ -101,7 +101,7 @@ def validated_stages(plain: dict[str, Any], origin: Callable[[str], str] | None 
     """``(the typed spec, each stage with its resolved spec, [])`` for a composed ``plain`` dict, or
     ``(None, [], every problem)``: the recipe validated once (:func:`schema.checked`), ``rewrite`` applied to it
     (a quick run's caps), and each stage resolved once (:func:`resolve_stages`): the objects a run carries."""
-    from .schema import checked
+    from whileai.runner.schema import checked
 
     spec, problems = checked(plain, origin)
     if spec is None or problems:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import defaults
+from whileai.runner import defaults
 
 __all__ = ["Estimate", "estimate", "record", "say_over", "timings_path"]
 
@@ -61,7 +61,7 @@ class Estimate:
     same_size: bool
 
     def line(self, label: str) -> str:
-        from ._progress import _clock
+        from whileai.runner._progress import _clock
 
         basis = (f"{self.runs} earlier stage{'s' if self.runs != 1 else ''} of this method on this base here"
                  + ("" if self.same_size else ", of other step sizes, so rougher"))
@@ -123,7 +123,7 @@ def record(spec: Any, training: Mapping[str, Any], prompts: int) -> None:
 
 def say_over(label: str, expected: Estimate | None, began: float, said: bool) -> str | None:
     """The line to say once a stage has run ``ESTIMATE_OVER_FACTOR`` times its estimate (None otherwise)."""
-    from ._progress import _clock
+    from whileai.runner._progress import _clock
 
     if expected is None or said:
         return None

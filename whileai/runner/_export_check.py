@@ -62,7 +62,7 @@ def held_out_rows(record: dict[str, Any], limit: int) -> list[dict[str, Any]]:
     """Up to ``limit`` of the rows the run's held-out figure was measured on, in the job's order; [] without a set."""
     import whileai.simulations as wai
     from whileai.jobs import distinct_prompts
-    from whileai.simulations.datagate import gate_rows
+    from whileai.domain.rows.datagate import gate_rows
 
     config = record.get("config") or {}
     if not config.get("holdout"):
@@ -79,7 +79,7 @@ def greedy_replies(model: Any, tokenizer: Any, rows: list[dict[str, Any]], max_n
     """Each row's greedy reply as token ids (one prompt at a time, the job's reply cap), up to the end of turn."""
     import torch
 
-    from whileai.simulations.rows import prompt_messages
+    from whileai.domain.rows.rollouts import prompt_messages
 
     out = []
     for row in rows:
@@ -100,9 +100,9 @@ def check_gguf(folder: Path, target: Path, record: dict[str, Any], tool_format: 
 
     from whileai.core.defaults import TRAIN_EVAL_MAX_NEW_TOKENS
     from whileai.kit import load_gguf
-    from whileai.simulations.judges import judge_reply
+    from whileai.domain.judges.judging import judge_reply
 
-    from . import defaults
+    from whileai.runner import defaults
 
     texts = roundtrip_texts()
     run_tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .stages import SPEC_WIDE, STAGE_REF
+from whileai.runner.stages import SPEC_WIDE, STAGE_REF
 
 __all__ = ["run_label", "base_words"]
 
@@ -30,7 +30,7 @@ def base_words(value: str) -> str:
 def _stage_words(words: list[str], stage_name: str, last: bool, takes: set[str] | None) -> list[str]:
     """The words that describe this stage: its own ``stages.NAME.`` keys (without the prefix), the root's knobs
     when it is the last stage, and the spec-wide keys and groups (``dataset.holdout``) it shares."""
-    from .schema import HOST_KEYS, KNOBS
+    from whileai.runner.schema import HOST_KEYS, KNOBS
 
     own = f"{STAGE_REF}{stage_name}."
     out = []

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import defaults
+from whileai.runner import defaults
 
 __all__ = ["Sources", "sources", "data_root"]
 
@@ -29,9 +29,9 @@ _PACKAGE = Path(__file__).resolve().parents[1]  # .../whileai
 
 def data_root() -> Path:
     """The data root the SDK uses: ``$WHILEAI_HOME``, else ``~/.whileai`` (the SDK's own rule)."""
-    from whileai.simulations import defaults as sdk_defaults
+    from whileai.core import defaults as core_defaults
 
-    return Path(os.environ.get(sdk_defaults.HOME_ENV) or Path.home() / ".whileai").expanduser()
+    return Path(os.environ.get(core_defaults.HOME_ENV) or Path.home() / ".whileai").expanduser()
 
 
 def _shipped() -> tuple[Path, Path]:

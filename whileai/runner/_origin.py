@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import defaults, schema
-from ._locate import Sources
+from whileai.runner import defaults, schema
+from whileai.runner._locate import Sources
 
 __all__ = ["Origins", "check_overrides", "line_of"]
 
@@ -92,7 +92,7 @@ class Origins:
 
 
 def _is_global(path: Path) -> bool:
-    from ._locate import _global_header
+    from whileai.runner._locate import _global_header
 
     return _global_header(path)
 

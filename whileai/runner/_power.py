@@ -21,7 +21,7 @@ __all__ = ["heldout_prompts", "heldout_pairs", "power_note", "unjudged_cause"]
 
 def heldout_prompts(rows: Sequence[Mapping[str, Any]], limit: int | None) -> int:
     """The distinct (prompt, tools, gold) of the held-out rows that carry a gold, at most ``limit``: what the job measures."""
-    from whileai.simulations.rows import prompt_messages
+    from whileai.domain.rows.rollouts import prompt_messages
 
     seen = {json.dumps([prompt_messages(r), r.get("tools"), r.get("gold")], sort_keys=True, default=str)
             for r in rows if isinstance(r, Mapping) and r.get("gold") is not None}

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from . import defaults
+from whileai.runner import defaults
 
 __all__ = ["Progress", "interrupted_line"]
 

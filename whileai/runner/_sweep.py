@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from . import defaults
+from whileai.runner import defaults
 
 __all__ = ["announce", "close", "wait_command"]
 
@@ -28,7 +28,7 @@ def announce(sweep_id: str) -> None:
 
 
 def _jobs(sweep_id: str) -> list[dict[str, Any]]:
-    from .compare import sweep_folder
+    from whileai.runner.compare import sweep_folder
 
     folder = sweep_folder(sweep_id)
     found = []

@@ -20,15 +20,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import defaults
-from ._locate import data_root, new_token, register, sources
-from .quick import is_quick, pop_quick
+from whileai.runner import defaults
+from whileai.runner._locate import data_root, new_token, register, sources
+from whileai.runner.quick import is_quick, pop_quick
 
 if TYPE_CHECKING:
     from whileai.core.spec import RunSpec
 
-    from .schema import RecipeSpec, Target
-    from .stages import Stage
+    from whileai.runner.schema import RecipeSpec, Target
+    from whileai.runner.stages import Stage
 
 __all__ = ["run_main", "validate_main", "register_resolvers", "new_token", "report_problems"]
 
@@ -49,7 +49,7 @@ VALIDATE_HYDRA_OVERRIDES = ("hydra.output_subdir=null", "hydra.run.dir=.")
 
 
 def _knob_default(name: str, *, _root_: Any) -> Any:
-    from whileai.simulations import defaults as sdk
+    from whileai.domain import defaults as sdk
 
     table = sdk.TRAINING_KNOBS if name in sdk.TRAINING_KNOBS else sdk.TRAINING_HOST_KEYS
     method = _root_.get("method")
@@ -60,7 +60,7 @@ def _knob_default(name: str, *, _root_: Any) -> Any:
 
 
 #: where ``${wai.const:NAME}`` looks, in order: settings live with their owner (docs/architecture.md)
-_CONST_HOMES = ("whileai.simulations.defaults", "whileai.kit.defaults", "whileai.platform.defaults",
+_CONST_HOMES = ("whileai.domain.defaults", "whileai.kit.defaults", "whileai.platform.defaults",
                 "whileai.jobs.defaults", "whileai.core.defaults")
 
 
@@ -69,7 +69,7 @@ def _const(name: str) -> Any:
     from whileai.jobs import defaults as jobs
     from whileai.kit import defaults as kit
     from whileai.platform import defaults as platform
-    from whileai.simulations import defaults as sdk
+    from whileai.domain import defaults as sdk
 
     for home in (sdk, kit, platform, jobs, core):
         if hasattr(home, name):
@@ -83,8 +83,8 @@ def register_resolvers() -> None:
     """``${wai.knob:NAME}`` (the method's default from TRAINING_KNOBS), ``${wai.const:NAME}`` (a constant of a defaults module, _CONST_HOMES)."""
     from omegaconf import OmegaConf
 
-    from .knobs_doc import help_lines
-    from .schema import HOST_KEYS, KNOBS
+    from whileai.runner.knobs_doc import help_lines
+    from whileai.runner.schema import HOST_KEYS, KNOBS
 
     OmegaConf.register_new_resolver("wai.knob", _knob_default, replace=True)
     OmegaConf.register_new_resolver("wai.const", _const, replace=True)
@@ -181,16 +181,16 @@ def _cfg_job(argv: list[str]) -> tuple[list[str], bool]:
 
 def _prepare(argv: list[str], mode: str) -> list[str]:
     """Environment, resolvers, recipes; returns the argv Hydra should parse."""
-    from whileai.simulations import defaults as sdk
+    from whileai.core import defaults as core_defaults
 
-    from . import schema
-    from ._origin import check_overrides
+    from whileai.runner import schema
+    from whileai.runner._origin import check_overrides
 
     argv, user = _pop_recipes_flag(list(argv))
     argv = [schema.canonical_override(a) for a in argv]  # loraRank=8 means lora_rank=8 (whileai.core.spec.ALIASES)
     if user:
         os.environ[defaults.RECIPES_ENV] = str(Path(user).expanduser().resolve())  # joblib workers read it too
-    os.environ.setdefault(sdk.HOME_ENV, str(data_root()))  # Hydra's folders go under the data root
+    os.environ.setdefault(core_defaults.HOME_ENV, str(data_root()))  # Hydra's folders go under the data root
     os.environ.setdefault(defaults.TOKEN_ENV, new_token())
     os.environ[_MODE_ENV] = mode
     found = sources()
@@ -233,7 +233,7 @@ def _swept_keys(overrides: list[str]) -> list[str]:
 def _label(overrides: list[str], multirun: bool) -> list[str]:
     """The ``key=value`` words a run's name ends with: a sweep's swept keys, else the knobs typed (at the root or
     for a stage, ``stages.sft.steps=5``) and a typed ``base_model``; ``_label.run_label`` places them."""
-    from .schema import HOST_KEYS, KNOBS
+    from whileai.runner.schema import HOST_KEYS, KNOBS
 
     swept = set(k for k in os.environ.get(_SWEPT_ENV, "").split(",") if k)
     knobs = {*KNOBS, *HOST_KEYS, "base_model"}
@@ -265,7 +265,7 @@ def _task(cfg: Any) -> Any:
 
     from hydra.core.hydra_config import HydraConfig
 
-    from ._origin import Origins
+    from whileai.runner._origin import Origins
 
     register_resolvers()  # a joblib worker is a fresh process
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per platform request is noise here
@@ -297,9 +297,9 @@ def _validated(cfg: Any, origin: Any, whole: bool) -> tuple[RecipeSpec, list[tup
     files."""
     from omegaconf import OmegaConf
 
-    from . import schema
-    from ._effective import validated_stages
-    from .quick import rewrite
+    from whileai.runner import schema
+    from whileai.runner._effective import validated_stages
+    from whileai.runner.quick import rewrite
 
     problems = list(_STATE["problems"])
     try:
@@ -312,7 +312,7 @@ def _validated(cfg: Any, origin: Any, whole: bool) -> tuple[RecipeSpec, list[tup
     spec, stages, found = validated_stages(schema.canonical_spec(plain), origin, rewrite=quick)
     problems += found
     if spec is not None and not problems:  # the data files the spec names: they exist and a bounded sample parses
-        from ._datacheck import data_problems
+        from whileai.runner._datacheck import data_problems
 
         problems += data_problems(spec, origin, whole=whole)
     if problems or spec is None:
@@ -323,12 +323,12 @@ def _validated(cfg: Any, origin: Any, whole: bool) -> tuple[RecipeSpec, list[tup
 
 def _show(spec: RecipeSpec, choices: dict[str, Any]) -> int:
     """``validate``: the spec with the values the job will use, and a line saying it is valid."""
-    from ._effective import annotated_yaml, effective
+    from whileai.runner._effective import annotated_yaml, effective
 
     try:
         print(annotated_yaml(*effective(spec)), end="", flush=True)
     except BrokenPipeError:  # `python -m whileai validate ... | head`
-        from ._closing import reader_left
+        from whileai.runner._closing import reader_left
 
         reader_left()
         return 0
@@ -341,8 +341,8 @@ def _run(spec: RecipeSpec, stages: list[tuple[Stage, RunSpec]], hydra_cfg: Any, 
          overrides: list[str], origin: Any) -> int:
     """``run``: the pipeline, with where the spec came from and its stages' resolved specs; a data error is one
     message and exit 2."""
-    from ._datacheck import DATA_ERRORS, data_error_message
-    from .pipeline import EXIT_INTERRUPTED, Context, run_spec
+    from whileai.runner._datacheck import DATA_ERRORS, data_error_message
+    from whileai.runner.pipeline import EXIT_INTERRUPTED, Context, run_spec
 
     multirun = str(hydra_cfg.mode) == "RunMode.MULTIRUN"
     context = Context(
@@ -397,7 +397,7 @@ def _hydra(argv: list[str], mode: str) -> int:
         argv = [*argv, *VALIDATE_HYDRA_OVERRIDES]
     sweep_id = f"sweep_{os.environ[defaults.TOKEN_ENV]}" if mode == "run" and _is_multirun(argv) else None
     if sweep_id:
-        from ._sweep import announce
+        from whileai.runner._sweep import announce
 
         announce(sweep_id)
     main = hydra.main(version_base=None, config_path=str(found.conf), config_name="config")(_task)
@@ -408,7 +408,7 @@ def _hydra(argv: list[str], mode: str) -> int:
     finally:
         sys.argv = saved
     if sweep_id:
-        from ._sweep import close
+        from whileai.runner._sweep import close
 
         close(sweep_id, as_json=os.environ.get(_JSON_ENV) == "1")
     return int(_STATE["exit"])

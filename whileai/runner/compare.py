@@ -25,10 +25,10 @@ from typing import Any
 from whileai.core.stats import judged_text, status_text
 from whileai.core.spec import BOOKKEEPING
 
-from . import defaults
-from .depends import depends_differences
-from .trainer_diff import trainer_differences
-from .provenance import record_of
+from whileai.runner import defaults
+from whileai.runner.depends import depends_differences
+from whileai.runner.trainer_diff import trainer_differences
+from whileai.runner.provenance import record_of
 
 __all__ = ["flatten", "spec_differences", "ran", "after_side", "head_to_head", "diff_main", "wait_main", "sweep_runs", "table"]
 
@@ -150,7 +150,7 @@ def _expect_cell(expect: dict[str, Any] | None) -> str:
 
 def _expect_lines(record: dict[str, Any]) -> list[str]:
     """The run's expect lines as the runner printed them (passed and failed), [] when none was checked."""
-    from .expect import line_text
+    from whileai.runner.expect import line_text
 
     expect = (record.get("summary") or {}).get("expect")
     if not isinstance(expect, dict):
@@ -164,7 +164,7 @@ def _records(command: str, ids: list[str]) -> list[dict[str, Any]] | None:
     import whileai.simulations as wai
     from whileai.core.errors import NotFoundError, PlatformError
 
-    from ._said import said as _said
+    from whileai.runner._said import said as _said
 
     out = []
     for run_id in ids:
@@ -232,7 +232,7 @@ def diff_main(argv: list[str] | None = None) -> int:
 
 def sweep_folder(sweep: str) -> Path:
     """The multirun folder of a sweep id (``sweep_<token>``), or the folder itself."""
-    from ._locate import data_root
+    from whileai.runner._locate import data_root
 
     path = Path(sweep).expanduser()
     if path.is_dir():
@@ -265,7 +265,7 @@ def _settle_expect(record: dict[str, Any]) -> dict[str, Any]:
     """
     import whileai.simulations as wai
 
-    from .expect import settle
+    from whileai.runner.expect import settle
 
     summary = record.get("summary") or {}
     kept = record_of(record) or {}
@@ -319,7 +319,7 @@ def wait_main(argv: list[str] | None = None) -> int:
     print(table(header, rows))
     if not all(r.get("status") == "done" for r in records):
         return 1
-    from .pipeline import EXIT_EXPECT
+    from whileai.runner.pipeline import EXIT_EXPECT
 
     expects = [(r.get("summary") or {}).get("expect") for r in records]
     return EXIT_EXPECT if any(isinstance(e, dict) and e.get("lines") and not e.get("passed") for e in expects) else 0

@@ -1,13 +1,12 @@
 """Every tunable number of the experiment runner, each beside its reason and its source.
 
 The training knobs themselves (ranges, defaults, the papers' values) are not
-here: they live once in ``whileai.simulations.defaults.TRAINING_KNOBS`` and the
+here: they live once in ``whileai.domain.defaults.TRAINING_KNOBS`` and the
 runner's schema reads them from there.
 """
 
 from __future__ import annotations
 
-from whileai.core.defaults import CONSTRAINTS_FILE as CONSTRAINTS_FILE  # the committed pins a run is checked against
 
 #: Environment variable naming a folder of the user's own recipes, searched before the committed
 #: ones (a recipe there with a committed recipe's name wins). ``--recipes DIR`` does the same.
@@ -94,7 +93,7 @@ RUNNER_VALIDATE_MAX_PROBLEMS = 5
 #: shows RUNS_PER_PAGE, 50, because a page scrolls; a terminal reads best under ~25 lines).
 RUNS_LIST_LIMIT = 20
 #: Runs asked for per request while ``runs --limit N`` pages through the list: the pages' own
-#: RUNS_PER_PAGE_MAX (whileai/platform/pages/defaults.py), the most one request may ask for.
+#: RUNS_PER_PAGE_MAX (whileai/platform/defaults.py), the most one request may ask for.
 RUNS_PER_REQUEST = 200
 
 #: The held-out share ``python -m whileai init`` writes into a new recipe: CUT_HOLDOUT's 0.2 (the

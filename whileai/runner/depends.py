@@ -15,8 +15,8 @@ from typing import Any
 
 from whileai.core.stats import constraints_text
 
-from . import defaults
-from .provenance import record_of
+from whileai.runner import defaults
+from whileai.runner.provenance import record_of
 
 __all__ = ["depends_on", "depends_differences"]
 

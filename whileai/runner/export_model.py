@@ -34,14 +34,14 @@ def _dict(value: Any) -> dict[str, Any]:
 def _record(run_id: str) -> dict[str, Any]:
     from urllib.parse import quote
 
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
 
     found = get_client().request("GET", f"/runs/{quote(run_id, safe='')}", params={"series": "false"})
     return found if isinstance(found, dict) else {}
 
 
 def _problems(args: argparse.Namespace) -> list[str]:
-    from ._merged import occupied
+    from whileai.runner._merged import occupied
 
     out = []
     if not args.merged and not args.gguf:
@@ -55,7 +55,7 @@ def _problems(args: argparse.Namespace) -> list[str]:
             out.append(f"--gguf {args.gguf!r} exists; export never overwrites a file: pass a new file name")
         elif not target.parent.is_dir():
             out.append(f"--gguf {args.gguf!r}: its folder {str(target.parent)!r} does not exist; create it first")
-        from ._gguf import gguf_missing
+        from whileai.runner._gguf import gguf_missing
 
         missing = gguf_missing()
         if missing:
@@ -75,7 +75,7 @@ def _adapter_and_base(record: dict[str, Any]) -> tuple[Path, str]:
     if (config.get("method") or training.get("method")) == "rm":
         raise ValueError(f"run {run_id} is a reward model (method rm): it scores rows and generates nothing, so it has "
                          "no merged causal LM; export a policy run (sft, grpo, dpo)")
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
     from whileai.simulations.serving import platform_adapter
 
     # the folder the platform resolves for this run of the caller's account, never the path its summary names
@@ -110,7 +110,7 @@ def export_main(argv: list[str] | None = None) -> int:
         for problem in problems:
             print(f"  - {problem}", file=sys.stderr)
         return 2
-    from ._merged import write_merged
+    from whileai.runner._merged import write_merged
 
     print(f"merging the adapter of {args.run_id} into {base} ...", file=sys.stderr)
     folder = Path(args.merged).expanduser().resolve() if args.merged else None
@@ -141,8 +141,8 @@ def _write_checked_gguf(folder: Path, target: Path, record: dict[str, Any], tool
     """Write the GGUF file, read it back as ``base_model=FILE.gguf`` does and keep it only if it is the same model."""
     from whileai.kit import KIT_PRE_TOKENIZER
 
-    from ._export_check import check_gguf
-    from ._gguf import write_gguf
+    from whileai.runner._export_check import check_gguf
+    from whileai.runner._gguf import write_gguf
 
     try:
         with quiet_libraries():

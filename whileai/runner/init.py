@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from . import defaults
+from whileai.runner import defaults
 
 __all__ = ["init_main", "recipe_text"]
 

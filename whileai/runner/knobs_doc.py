@@ -26,7 +26,7 @@ from typing import Any, get_args
 from whileai.core.knobs import fmt_num, knob_interval
 from whileai.core.spec import SPEC_MODELS, knob_fields, knob_of
 
-from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, Export
+from whileai.runner.schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, Export
 
 __all__ = ["knobs_markdown", "method_yaml", "root_knobs_yaml", "config_yaml", "export_yaml", "help_lines",
            "generated_files", "main"]

@@ -27,15 +27,15 @@ from typing import Any, cast
 from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec
 from whileai.core.stats import describe, group_lines
 
-from . import _estimate, defaults
-from ._effective import resolve_stages, stage_specs
-from ._label import run_label
-from ._progress import Progress
-from .expect import settle
-from .provenance import runner_record
-from .quick import is_quick, sft_rows
-from .schema import Dataset, Export, RecipeSpec, Serve
-from .stages import Stage, stage_refs
+from whileai.runner import _estimate, defaults
+from whileai.runner._effective import resolve_stages, stage_specs
+from whileai.runner._label import run_label
+from whileai.runner._progress import Progress
+from whileai.runner.expect import settle
+from whileai.runner.provenance import runner_record
+from whileai.runner.quick import is_quick, sft_rows
+from whileai.runner.schema import Dataset, Export, RecipeSpec, Serve
+from whileai.runner.stages import Stage, stage_refs
 
 __all__ = ["Context", "run_spec", "EXIT_FAILED", "EXIT_EXPECT", "EXIT_GATE", "EXIT_INTERRUPTED"]
 
@@ -97,7 +97,7 @@ def load_rows(data: Dataset) -> tuple[list[dict[str, Any]], str]:
                                         tools=tools if tools is not None else loaded.tools, name=loaded.name)
         rows, what = loaded.rows(), str(data.path)
     elif data.source == "bfcl" and data.categories:
-        from ._bfcl_data import bfcl_folder
+        from whileai.runner._bfcl_data import bfcl_folder
 
         folder = bfcl_folder(data)[0]
         rows, what = list(wai.datasets.from_bfcl_folder(folder, data.categories)), (
@@ -150,7 +150,7 @@ def _export(rows: list[dict[str, Any]], spec: RunSpec, export: Export, path: Pat
     """
     report = _export_rows(rows, spec, export, path)
     if spec.base_model:
-        from whileai.simulations.export import write_template_files
+        from whileai.domain.export import write_template_files
 
         try:
             report.update(write_template_files(path, spec.base_model, spec.tool_format))
@@ -173,7 +173,7 @@ def _export_rows(rows: list[dict[str, Any]], spec: RunSpec, export: Export, path
 
             pairs = preference_pairs(rows, _balance(spec))
             if isinstance(spec, RMSpec) and spec.near_misses:
-                from whileai.simulations.judges import near_miss_pairs
+                from whileai.domain.judges.judging import near_miss_pairs
 
                 pairs += near_miss_pairs(rows, spec.near_misses, spec.seed)[0]
             return wai.export_preference(pairs, path, **shape)
@@ -228,7 +228,7 @@ def _follow(run: Any, label: str, progress: Progress, expected: _estimate.Estima
 def _say_alarms(run: Any, said: int, progress: Progress) -> int:
     """Print the monitor's alarms that fired since the ``said`` printed ones (``_closing.fired_lines``), the moment
     the run's record shows them; returns how many are printed now."""
-    from ._closing import fired_lines
+    from whileai.runner._closing import fired_lines
 
     monitor = (run.summary or {}).get("monitor")
     alarms = monitor.get("alarms") if isinstance(monitor, dict) else None
@@ -291,7 +291,7 @@ def run_spec(spec: RecipeSpec, context: Context, stages: list[tuple[Stage, RunSp
     with ``context.json``, one JSON object, whatever way the run ended. A job of a sweep run with
     ``--json`` leaves its summary in its runs file instead: the sweep prints one object for all jobs.
     """
-    from ._closing import emit, summary
+    from whileai.runner._closing import emit, summary
 
     progress = context.progress or Progress()
     facts: dict[str, Any] = {"recipe": context.recipe, "sweep_id": context.sweep_id, "runs": [], "datasets": {},
@@ -337,7 +337,7 @@ class _Plan:
 
 
 def _say_smoke(data: Dataset, progress: Progress) -> None:
-    from ._bfcl_data import smoke_note
+    from whileai.runner._bfcl_data import smoke_note
 
     note = smoke_note(data)
     if note:
@@ -416,7 +416,7 @@ def _say_power(plan: _Plan, last: RunSpec) -> dict[str, Any]:
     spec whose expect asks for significance on too few prompts hears so before its first step."""
     import whileai.simulations as wai
 
-    from ._power import power_note
+    from whileai.runner._power import power_note
 
     plan.held_rows = wai.datasets.load_rows(plan.held)
     text, warning = power_note(plan.held_rows, last, plan.spec.expect.holdout_gain_significant)
@@ -456,7 +456,7 @@ def _run_stage(plan: _Plan, index: int, stage: Stage, resolved: RunSpec) -> int 
 def _say_estimate(plan: _Plan, label: str, resolved: RunSpec) -> tuple[int | None, _estimate.Estimate | None]:
     """Before a stage that will take over ESTIMATE_SAY_S, about how long, from this data root's earlier stages;
     returns the held-out prompts counted (None where counting failed) and the estimate (None where there is none)."""
-    from ._power import heldout_prompts
+    from whileai.runner._power import heldout_prompts
 
     try:
         prompts = heldout_prompts(plan.held_rows, getattr(resolved, "holdout_rows", None))
@@ -573,9 +573,9 @@ def _say_base_build(first: RunSpec, progress: Progress) -> None:
     """When the first job pre-trains the kit's base (a base the package does not ship), say so, and how long."""
     from whileai.kit import demo_base_trains
     from whileai.kit.defaults import DEMO_BASE_BUILD_S
-    from whileai.simulations import defaults as sdk
+    from whileai.kit import defaults as kit_defaults
 
-    if first.base_model == sdk.KIT_BASE_NAME and demo_base_trains():
+    if first.base_model == kit_defaults.KIT_BASE_NAME and demo_base_trains():
         progress.line(f"- first run on this data root: the job builds the kit's base first (once per data root, "
                       f"about {DEMO_BASE_BUILD_S} s on a laptop CPU); later runs load it at once")
 
@@ -583,7 +583,7 @@ def _say_base_build(first: RunSpec, progress: Progress) -> None:
 def _finish(plan: _Plan, run: Any, previous: Any) -> int:
     import whileai.simulations as wai
 
-    from ._closing import summary
+    from whileai.runner._closing import summary
 
     spec, progress = plan.spec, plan.progress
     if spec.dataset.after:

@@ -25,7 +25,8 @@ from typing import Any
 
 from whileai.core.stats import constraints_text  # noqa: F401  (re-exported: reproduce prints it)
 
-from . import defaults
+from whileai.runner import defaults
+from whileai.core import defaults as core_defaults
 
 __all__ = ["versions", "installed_versions", "git_state", "runner_record", "spec_of", "read_pins", "pin_matches", "constraints_differ",
            "constraints_text"]
@@ -96,7 +97,7 @@ def constraints_differ(path: Path | None = None) -> dict[str, dict[str, str | No
     empty when all match. Every pinned package counts that is installed; of those not installed, the ones whose
     code computes a result (VERSIONED_PACKAGES; a missing test tool changes no figure). None when there is no such
     file (an installed wheel has none next to it): then nothing is known to compare with. ``path`` is for tests."""
-    path = path if path is not None else _PACKAGE.parent / defaults.CONSTRAINTS_FILE
+    path = path if path is not None else _PACKAGE.parent / core_defaults.CONSTRAINTS_FILE
     if not path.is_file():
         return None
     try:
@@ -136,7 +137,7 @@ def git_state() -> dict[str, Any] | None:
 
 def runner_record(spec: dict[str, Any], context: Any) -> dict[str, Any]:
     """The record a run's config carries under ``runner`` (the stage fields are added per stage)."""
-    from .quick import note as quick_note
+    from whileai.runner.quick import note as quick_note
 
     return {
         "spec": spec,

@@ -21,10 +21,10 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from . import defaults
+from whileai.runner import defaults
 
 if TYPE_CHECKING:
-    from .schema import RecipeSpec
+    from whileai.runner.schema import RecipeSpec
 
 __all__ = ["QUICK_ENV", "pop_quick", "is_quick", "rewrite", "note", "sft_rows", "status_line"]
 

@@ -10,13 +10,13 @@ import sys
 
 from typing import TYPE_CHECKING, Any
 
-from . import defaults
+from whileai.runner import defaults
 
 if TYPE_CHECKING:
     from whileai.core.spec import RunSpec
 
-    from .schema import RecipeSpec
-    from .stages import Stage
+    from whileai.runner.schema import RecipeSpec
+    from whileai.runner.stages import Stage
 
 __all__ = ["reproduce_main", "matched", "comparison", "verdict_text"]
 
@@ -34,7 +34,7 @@ def matched(original: dict[str, Any], new: dict[str, Any]) -> str:
     of them differ (and the two rates), read off both runs' ``training`` summaries."""
     from whileai.core.stats import change_text
 
-    from .compare import after_side
+    from whileai.runner.compare import after_side
 
     (a, rate_a, _), (b, rate_b, _) = after_side(original), after_side(new)
     rates = change_text(rate_a, rate_b, "->")
@@ -72,9 +72,9 @@ def _stored_spec(run_id: str, stored: dict[str, Any], overrides: list[str]
     None (every problem printed) when it is refused."""
     from omegaconf import OmegaConf
 
-    from . import schema
-    from ._effective import validated_stages
-    from .cli import report_problems
+    from whileai.runner import schema
+    from whileai.runner._effective import validated_stages
+    from whileai.runner.cli import report_problems
 
     plain = schema.canonical_spec(  # a run recorded before the typed spec reads in canonical form
         OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(stored), OmegaConf.from_dotlist(overrides))))
@@ -95,9 +95,9 @@ def reproduce_main(argv: list[str] | None = None) -> int:
 
     import whileai.simulations as wai
 
-    from ._locate import data_root, new_token
-    from .pipeline import Context, run_spec
-    from .provenance import _differences, constraints_differ, constraints_text, git_state, record_of, versions
+    from whileai.runner._locate import data_root, new_token
+    from whileai.runner.pipeline import Context, run_spec
+    from whileai.runner.provenance import _differences, constraints_differ, constraints_text, git_state, record_of, versions
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["--help"], ["-h"]):  # asked for: the usage on stdout, exit 0
@@ -159,8 +159,8 @@ def comparison(run_id: str, original: dict[str, Any], new: dict[str, Any]) -> li
     """What ``reproduce`` says once the run ends: what the result depends on that differs from the original's
     (base weights, data, CPU kernel path and threads, packages, versions, commit), the two runs head to head on
     the same held-out prompts, and whether the verdict held."""
-    from .compare import head_to_head
-    from .depends import depends_differences
+    from whileai.runner.compare import head_to_head
+    from whileai.runner.depends import depends_differences
 
     lines = [f"reproduce: {matched(original, new)}"]
     differ = depends_differences(original, new)

@@ -17,7 +17,7 @@ __all__ = ["resume_main"]
 
 def _previous(client: Any, run: Any) -> Any:
     """The run a stage started from (``init_from``), as ``settle`` compares against; None for a first stage."""
-    from whileai.simulations.training import TrainingRun
+    from whileai.domain.tracking import TrainingRun
 
     config = run.config if isinstance(run.config, dict) else {}
     source = config.get("init_from")
@@ -35,15 +35,15 @@ def resume_main(argv: list[str] | None = None) -> int:
     from urllib.parse import quote
 
     from whileai.core.errors import PlatformError
-    from whileai.simulations.training import TrainingRun
+    from whileai.domain.tracking import TrainingRun
 
-    from ._closing import emit, summary
-    from ._progress import Progress
-    from .expect import settle
-    from .pipeline import EXIT_EXPECT, EXIT_FAILED, EXIT_INTERRUPTED, _follow
-    from .provenance import record_of
-    from ._said import said as _said
-    from .runs import _client
+    from whileai.runner._closing import emit, summary
+    from whileai.runner._progress import Progress
+    from whileai.runner.expect import settle
+    from whileai.runner.pipeline import EXIT_EXPECT, EXIT_FAILED, EXIT_INTERRUPTED, _follow
+    from whileai.runner.provenance import record_of
+    from whileai.runner._said import said as _said
+    from whileai.runner.runs import _client
 
     p = argparse.ArgumentParser(prog="python -m whileai resume",
                                 description="Continue a stopped, failed or crashed run from its last checkpoint.")

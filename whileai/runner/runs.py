@@ -21,9 +21,9 @@ from typing import Any
 
 from whileai.core.stats import change_text, group_lines, judged_text, status_text
 
-from . import defaults
-from ._mirrored import mirror_text, mirrors_line  # the mirrored line, shared with the closing summary
-from ._said import said as _said  # a platform error in the command line's words
+from whileai.runner import defaults
+from whileai.runner._mirrored import mirror_text, mirrors_line  # the mirrored line, shared with the closing summary
+from whileai.runner._said import said as _said  # a platform error in the command line's words
 
 __all__ = ["runs_main", "show_main", "list_rows", "row_cells", "duration_text", "mirror_text", "mirrors_line"]
 
@@ -46,7 +46,7 @@ def duration_text(seconds: Any) -> str:
 
 
 def _client() -> Any:
-    from whileai.simulations.client import get_client
+    from whileai.domain.client import get_client
 
     return get_client()
 
@@ -139,7 +139,7 @@ def runs_main(argv: list[str] | None = None) -> int:
 def _status(status: Any, expect: Any, quick: Any) -> str:
     """The status with its expect verdict, or that a quick run's expect was not checked."""
     if isinstance(quick, dict) and not (isinstance(expect, dict) and expect.get("lines")):
-        from .quick import status_line
+        from whileai.runner.quick import status_line
 
         return status_line(status, quick)
     return status_text(status, expect)
@@ -147,9 +147,9 @@ def _status(status: Any, expect: Any, quick: Any) -> str:
 
 def show_lines(record: dict[str, Any]) -> list[str]:
     """``show``'s lines for one run record (``GET /runs/{id}``, without its series)."""
-    from ._closing import page_of
-    from .compare import _expect_lines, _result
-    from .provenance import record_of
+    from whileai.runner._closing import page_of
+    from whileai.runner.compare import _expect_lines, _result
+    from whileai.runner.provenance import record_of
 
     summary: dict[str, Any] = _dict(record.get("summary"))
     training: dict[str, Any] = _dict(summary.get("training"))
@@ -200,7 +200,7 @@ def show_lines(record: dict[str, Any]) -> list[str]:
         lines += ["", "expect:", *[f"  {line}" for line in expect]]
     spec = kept.get("spec")
     if isinstance(spec, dict):
-        from ._effective import annotated_yaml
+        from whileai.runner._effective import annotated_yaml
 
         shown = annotated_yaml(*_used_spec(spec, config, kept)).rstrip().splitlines()
         lines += ["", "spec:", *["  " + s for s in shown]]  # a null this run filled: its value, "# the value this run used"

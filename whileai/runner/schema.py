@@ -25,13 +25,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import ErrorDetails
 
 from whileai.kit import defaults as kit_defaults
-from whileai.simulations import defaults as sdk
-# One knob checker for wai.train and the runner, so both word a refusal alike.
+from whileai.domain import defaults as sdk
 from whileai.core import defaults as core_defaults
+# One knob checker for wai.train and the runner, so both word a refusal alike.
 from whileai.core.knobs import check_knob, many_value
 from whileai.core.spec import ALIASES, SPEC_MODELS, canonical, is_whole, knob_of
 
-from . import defaults
+from whileai.runner import defaults
 
 __all__ = ["Problem", "RecipeSpec", "RecipeStage", "recipe_spec", "check", "checked", "canonical_spec", "canonical_override", "KNOBS", "HOST_KEYS", "known_paths", "nearest"]
 
@@ -97,7 +97,7 @@ class Export(_Strict):
     format: Literal["openai", "trl"] = Field(default="trl", description="trl | openai: the artifact's row shape")
     validate_: bool = Field(default=True, alias="validate", description=(
         "the gates: tool-call arguments round-trip, no privileged recital; a failure stops the run"))
-    mask_mode: Literal[tuple(sdk.EXPORT_MASK_MODES)] = _export_knob("mask_mode")  # type: ignore[valid-type]
+    mask_mode: Literal[tuple(core_defaults.EXPORT_MASK_MODES)] = _export_knob("mask_mode")  # type: ignore[valid-type]
     unroll: bool = _export_knob("unroll")
     strip_think: bool = _export_knob("strip_think")
     max_tool_output_chars: int | None = _export_knob("max_tool_output_chars")  # range: checked per method below
@@ -127,7 +127,7 @@ class Serve(_Strict):
 
 class Target(_Strict):
     name: Literal["local", "modal"] = "local"
-    gpu: Literal[tuple(sdk.GPU_USD_PER_HOUR)] | None = None  # type: ignore[valid-type]
+    gpu: Literal[tuple(core_defaults.GPU_USD_PER_HOUR)] | None = None  # type: ignore[valid-type]
     #: processes per node and nodes: the job's world size (batch sizes stay effective, divided across it)
     processes: int = Field(default=1, ge=1, le=core_defaults.MAX_PROCESSES_PER_NODE)
     nodes: int = Field(default=1, ge=1, le=core_defaults.MAX_NODES)
@@ -208,8 +208,8 @@ class RecipeSpec(_Settings):
 _KNOB_FIELDS: dict[str, Any] = {name: (_knob_type(name) | None, None) for name in (*KNOBS, *HOST_KEYS)}
 # Literals computed from the method and check tables at import: a runtime value, not a type mypy can read,
 # so they are held as Any (the fields they make are checked by pydantic).
-_METHOD: Any = Literal[tuple(sdk.TRAIN_METHODS)]
-_CHECK: Any = Literal[tuple(sdk.TRAIN_CHECKS)]
+_METHOD: Any = Literal[tuple(core_defaults.TRAIN_METHODS)]
+_CHECK: Any = Literal[tuple(core_defaults.TRAIN_CHECKS)]
 
 _STAGE_MODEL = create_model(
     "RecipeStage", __base__=RecipeStage, method=(_METHOD, ...), check=(_CHECK | None, None), **_KNOB_FIELDS,
@@ -380,7 +380,7 @@ def checked(plain: dict[str, Any], origin: Any = None) -> tuple[RecipeSpec | Non
         if not isinstance(node, dict):
             continue
         method = node.get("method")
-        if method not in sdk.TRAIN_METHODS:
+        if method not in core_defaults.TRAIN_METHODS:
             continue
         for name in (*KNOBS, *HOST_KEYS):
             value = node.get(name)
@@ -405,7 +405,7 @@ def _export_checks(plain: dict[str, Any], where: Any, seen: set[str]) -> list[Pr
     out: list[Problem] = []
     export: dict[str, Any] = plain["export"] if isinstance(plain.get("export"), dict) else {}
     stages = [s for s in (plain.get("stages") or {}).values() if isinstance(s, dict)] + [plain]
-    methods = [s.get("method") for s in stages if s.get("method") in sdk.TRAIN_METHODS]
+    methods = [s.get("method") for s in stages if s.get("method") in core_defaults.TRAIN_METHODS]
     for name in EXPORT_KNOBS:
         path = f"export.{name}"
         value = export.get(name)

@@ -25,7 +25,7 @@ def _parse(prog: str, description: str, argv: list[str] | None, add: Any) -> arg
 
 
 def _refused(command: str, exc: Exception) -> int:
-    from ._said import said
+    from whileai.runner._said import said
 
     print(f"python -m whileai {command}: {said(exc)}", file=sys.stderr)
     return 2

@@ -20,7 +20,7 @@ from typing import Any
 
 from whileai.core.spec import RunSpec, continues_runs
 
-from .schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, RecipeSpec, reads_export
+from whileai.runner.schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, RecipeSpec, reads_export
 
 __all__ = ["Stage", "plan_stages", "stage_inputs", "stage_refs", "gold_judge_id", "STAGE_REF",
            "SPEC_WIDE"]

@@ -21,8 +21,8 @@ check_root()  # a namespace-imported whileai (a clone named whileai/ in the cwd)
 # public name -> the module that defines it (relative to this package, or absolute)
 _EXPORTS: dict[str, str] = {
     # run tracking and hosted training
-    "TrainerCallback": "training",
-    "TrainingRun": "training",
+    "TrainerCallback": "whileai.domain.tracking.callback",
+    "TrainingRun": "whileai.domain.tracking",
     "training_run": "training",
     "get_run": "training",
     "list_runs": "training",
@@ -37,37 +37,37 @@ _EXPORTS: dict[str, str] = {
     "models": "training",
     "reward_model": "training",
     # rollout rows and export
-    "SimulationData": "rows",
-    "training_rows": "export",
-    "export_dataset": "export",
-    "export_training": "export",
-    "export_preference": "export",
-    "to_trl": "export",
-    "tool_call_roundtrip": "export",
-    "loss_mask": "export",
+    "SimulationData": "whileai.domain.rows.rollouts",
+    "training_rows": "whileai.domain.export",
+    "export_dataset": "whileai.domain.export",
+    "export_training": "whileai.domain.export",
+    "export_preference": "whileai.domain.export",
+    "to_trl": "whileai.domain.export",
+    "tool_call_roundtrip": "whileai.domain.export",
+    "loss_mask": "whileai.domain.export",
     # datasets on the platform, profile and selection
     "push": "datasets",
     "delete_dataset": "datasets",
     "profile": "datasets",
     "selection_report": "datasets",
     # judges, scoring and preference pairs
-    "first_action_judge": "judges",
-    "evaluate": "judges",
-    "ScoredData": "judges",
-    "judge_trust": "judges",
-    "judge_pairs": "judges",
-    "build_preference_pairs": "judges",
+    "first_action_judge": "whileai.domain.judges.judging",
+    "evaluate": "whileai.domain.judges.judging",
+    "ScoredData": "whileai.domain.judges.judging",
+    "judge_trust": "whileai.domain.judges.judging",
+    "judge_pairs": "whileai.domain.judges.judging",
+    "build_preference_pairs": "whileai.domain.judges.judging",
     # did training move the behaviour?
-    "delta_report": "report",
+    "delta_report": "whileai.domain.report",
     # reward-hacking monitor
-    "HackMonitor": "monitor",
-    "format_hack_monitor": "monitor",
+    "HackMonitor": "whileai.domain.monitor",
+    "format_hack_monitor": "whileai.domain.monitor",
     # named exceptions and warnings (one hierarchy: whileai.core.errors; NOT_IN_SDK never reach a caller)
     **{name: "whileai.core.errors" for name in _errors.__all__ if name not in _errors.NOT_IN_SDK},
 }
 
-# submodules reachable as attributes: wai.datasets.cut(...), wai.defaults.GPU_USD_PER_HOUR
-_SUBMODULES = ("datasets", "defaults")
+# submodules reachable as attributes: wai.datasets.cut(...), wai.defaults.MONITOR_ALPHA
+_SUBMODULES: dict[str, str] = {"datasets": "whileai.simulations.datasets", "defaults": "whileai.domain.defaults"}
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES])
 
@@ -91,9 +91,11 @@ if TYPE_CHECKING:  # what the lazy loader below resolves, spelled out for type c
         WhileaiWarning,
     )
 
-    from . import datasets, defaults
-    from .datasets import delete_dataset, profile, push, selection_report
-    from .export import (
+    from whileai.simulations import datasets
+
+    from whileai.domain import defaults
+    from whileai.simulations.datasets import delete_dataset, profile, push, selection_report
+    from whileai.domain.export import (
         export_dataset,
         export_preference,
         export_training,
@@ -102,13 +104,11 @@ if TYPE_CHECKING:  # what the lazy loader below resolves, spelled out for type c
         tool_call_roundtrip,
         training_rows,
     )
-    from .judges import ScoredData, build_preference_pairs, evaluate, first_action_judge, judge_pairs, judge_trust
-    from .monitor import HackMonitor, format_hack_monitor
-    from .report import delta_report
-    from .rows import SimulationData
-    from .training import (
-        TrainerCallback,
-        TrainingRun,
+    from whileai.domain.judges.judging import ScoredData, build_preference_pairs, evaluate, first_action_judge, judge_pairs, judge_trust
+    from whileai.domain.monitor import HackMonitor, format_hack_monitor
+    from whileai.domain.report import delta_report
+    from whileai.domain.rows.rollouts import SimulationData
+    from whileai.simulations.training import (
         attach_delta,
         attach_holdout,
         delete_model,
@@ -123,6 +123,8 @@ if TYPE_CHECKING:  # what the lazy loader below resolves, spelled out for type c
         training_run,
         unserve,
     )
+    from whileai.domain.tracking.callback import TrainerCallback
+    from whileai.domain.tracking import TrainingRun
 
 
 def __getattr__(name: str) -> Any:
@@ -130,7 +132,7 @@ def __getattr__(name: str) -> Any:
         home = _EXPORTS[name]
         value = getattr(importlib.import_module(home if home.startswith("whileai.") else f".{home}", __name__), name)
     elif name in _SUBMODULES:
-        value = importlib.import_module(f".{name}", __name__)
+        value = importlib.import_module(_SUBMODULES[name])
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value

@@ -17,7 +17,7 @@ __all__ = ["base_problems"]
 
 def base_problems(base: object) -> list[str]:
     """What the path ``base`` lacks as a base when the platform is this machine's; empty otherwise."""
-    from .client import embedded_platform
+    from whileai.domain.client import embedded_platform
 
     if not isinstance(base, str) or not embedded_platform():  # a non-string base is the type check's problem
         return []

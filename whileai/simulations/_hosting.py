@@ -18,8 +18,9 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import defaults
-from ._resolve import INHERITED, LORA_SHAPE, Resolved, resolve_spec
+from whileai.domain import defaults
+from whileai.core import defaults as core_defaults
+from whileai.simulations._resolve import INHERITED, LORA_SHAPE, Resolved, resolve_spec
 from whileai.core.spec import ALIASES, BOOKKEEPING, GRPOSpec, RunSpec, canonical, continues_runs, job_json, \
     same_run, spec_json, updated
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
@@ -37,7 +38,7 @@ _KNOB_ARGS = tuple(defaults.TRAINING_KNOBS)
 
 
 def _dropped_text(report: Mapping[str, Any]) -> str:
-    from ._selection import dropped_phrase  # the selection report's own wording of each count
+    from whileai.domain.rows.selection import dropped_phrase  # the selection report's own wording of each count
 
     parts = [f"{d['class']}: {dropped_phrase(d, report)} ({d['reason']})" for d in report.get("dropped") or []]
     return "; ".join(parts)
@@ -58,7 +59,7 @@ def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixe
     its pairs; nor does GRPO or DPO drawing on the policy's own samples
     (``policy_samples``), which needs a gold on the tasks instead.
     """
-    from ._selection import selection_report
+    from whileai.domain.rows.selection import selection_report
 
     report = selection_report(profile, method, per_task=per_task, context=context, policy_samples=policy_samples)
     grouped = method in ("grpo", "dpo", "rm") and not policy_samples
@@ -86,7 +87,7 @@ def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixe
                    f"{report['tasks_given']} tasks carries a gold first action; grade the rows with a gold "
                    "(docs/rows.md)")
     elif not report["rows"] and (too_long := _too_long(report)) is not None:
-        from ._selection import dropped_phrase
+        from whileai.domain.rows.selection import dropped_phrase
 
         limit = report["context"]["limit"]
         refusal = (f"every {report['context']['unit'][:-1]} {method} would train on is longer than the context of "
@@ -311,7 +312,7 @@ def train(dataset: Any, method: str | None = None, *, spec: RunSpec | None = Non
         grpo = wai.train(ds_mixed, method="grpo", init_from=run, beta=0.02, wait=True)
         again = wai.train(ds_mixed, spec=GRPOSpec(beta=0.02, prompt_source="gold"), init_from=run)
     """
-    from .client import get_client
+    from whileai.domain.client import get_client
 
     method, problems = _method_of(method, spec)
     holdout, base_model, target, init_from = _placement(spec, holdout, base_model, target, init_from)
@@ -321,7 +322,7 @@ def train(dataset: Any, method: str | None = None, *, spec: RunSpec | None = Non
     dataset_id = _id_or_problem(dataset, "dataset", problems)
     holdout_id = _id_or_problem(holdout, "holdout", problems) if holdout is not None else None
     client = start = None
-    if init_from is not None and method in defaults.TRAIN_METHODS:
+    if init_from is not None and method in core_defaults.TRAIN_METHODS:
         client = get_client()
         start = _start_run(client, init_from, method, base_model, {**_given_of(spec)[0], **(config or {}), **knobs},
                            problems)
@@ -414,9 +415,9 @@ def _argument_problems(method: str, check: str, target: str | None, wait: Any, n
                        config: Any) -> list[str]:
     """What is wrong with ``train``'s plain arguments (the knobs are resolve_spec's)."""
     problems: list[str] = []
-    _closed("method", method, defaults.TRAIN_METHODS, problems)
-    _closed("check", check, defaults.TRAIN_CHECKS, problems)
-    _closed("target", target, defaults.TRAIN_TARGETS, problems, none_ok=True)
+    _closed("method", method, core_defaults.TRAIN_METHODS, problems)
+    _closed("check", check, core_defaults.TRAIN_CHECKS, problems)
+    _closed("target", target, core_defaults.TRAIN_TARGETS, problems, none_ok=True)
     if not isinstance(wait, bool):
         problems.append(f"wait={wait!r} is not True or False")
     if name is not None and (not isinstance(name, str) or not name.strip()):
@@ -438,8 +439,8 @@ class _DatasetRows:
     def rows(self) -> tuple[list[Any], dict[str, Any]]:
         """``(rows, profile)``."""
         if self._read is None:
-            from ._selection import profile_rows
-            from .rowsource import rows_of
+            from whileai.domain.rows.selection import profile_rows
+            from whileai.domain.rows.rowsource import rows_of
 
             rows = rows_of(self.dataset_id)
             self._read = rows, profile_rows(rows, source=self.dataset_id)
@@ -460,7 +461,7 @@ def _resolved_or_refused(method: str, knobs: Mapping[str, Any], config: Mapping[
     """The resolved spec and its notes; raises TrainingConfigError listing ``problems`` with the resolution's own
     and what this machine cannot run (a local job runs here)."""
     resolution = None
-    if method in defaults.TRAIN_METHODS:
+    if method in core_defaults.TRAIN_METHODS:
         resolution = train_spec(method, knobs, config, base_model=base_model, target=target, holdout=holdout,
                                 start=_start_config(start), start_label=start["id"] if start is not None else None,
                                 data=None if problems else data, init_from=start["id"] if start is not None else None,
@@ -499,7 +500,7 @@ def _machine_problems(method: str, resolution: Resolved) -> list[str]:
     except (TypeError, AttributeError):  # placement itself malformed: already among the problems
         pass
     if resolution.spec is not None and resolution.spec.report_to:  # the job mirrors from here: its packages
-        from .mirror import mirror_problems
+        from whileai.domain.tracking.mirror import mirror_problems
 
         problems += mirror_problems(resolution.spec.report_to)
     return problems
@@ -508,8 +509,8 @@ def _machine_problems(method: str, resolution: Resolved) -> list[str]:
 def _gate(spec: RunSpec, check: str, data: _DatasetRows) -> dict[str, Any]:
     """The selection gate on the dataset's rows as the job will use them under ``spec``; warns when GRPO samples
     at another temperature than the rollouts were measured at."""
-    from ._selection import near_miss_count, pairs_per_task, samples_the_policy, with_near_misses
-    from .context import check_context
+    from whileai.domain.rows.selection import near_miss_count, pairs_per_task, samples_the_policy, with_near_misses
+    from whileai.domain.rows.context import check_context
 
     rows, prof = data.rows()
     method, knobs = spec.method, spec.knobs()  # the knob values, as the readers of a user's config take them
@@ -542,7 +543,7 @@ def _make_or_find_run(client: Any, spec: RunSpec, title: str, dataset_id: str | 
                       report: dict[str, Any] | None) -> tuple[Any, bool]:
     """``(run, found)``: the run already training this dataset with this config (found, with a warning), else a
     new one. The platform looks again in the same transaction as its insert."""
-    from .tracking import TrainingRun, jsonable
+    from whileai.domain.tracking import TrainingRun, jsonable
 
     body: dict[str, Any] = {"name": title, "dataset": dataset_id, "config": spec_json(spec),
                             "kind": defaults.TRAIN_RUN_KIND}

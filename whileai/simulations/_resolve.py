@@ -23,8 +23,9 @@ from whileai.core.knobs import check_knob, many_value
 from whileai.core.spec import SPEC_MODELS, SPEC_VERSION, RunSpec, canonical, is_whole, knob_fields, knob_of, \
     spec_problems
 
-from . import defaults
-from ._basecheck import base_problems
+from whileai.domain import defaults
+from whileai.kit import defaults as kit_defaults
+from whileai.simulations._basecheck import base_problems
 
 __all__ = ["Resolved", "resolve_spec", "LORA_SHAPE", "INHERITED", "FROM_DATA", "KIT_SFT"]
 
@@ -54,8 +55,8 @@ class Resolved:
 
 
 def _default(method: str, name: str, base: str, model: type[RunSpec]) -> tuple[Any, str]:
-    if base == defaults.KIT_BASE_NAME and method == "sft" and name in KIT_SFT:
-        return getattr(defaults, KIT_SFT[name]), f"the kit base's measured SFT recipe ({KIT_SFT[name]})"
+    if base == kit_defaults.KIT_BASE_NAME and method == "sft" and name in KIT_SFT:
+        return getattr(kit_defaults, KIT_SFT[name]), f"the kit base's measured SFT recipe ({KIT_SFT[name]})"
     meta = knob_of(model, name)
     return meta.default, f"{method}'s default" + (f" ({meta.reason})" if meta.reason else "")
 
@@ -140,7 +141,7 @@ def _base(start: Mapping[str, Any], base_model: str | None, started: str, given_
         return str(start["base_model"]), f"{INHERITED}{started}"
     if base_model:
         return base_model, given_as
-    return defaults.KIT_BASE_NAME, "default (the kit's demo base, KIT_BASE_NAME)"
+    return kit_defaults.KIT_BASE_NAME, "default (the kit's demo base, KIT_BASE_NAME)"
 
 
 def _fill_knobs(draft: _Draft, given: Mapping[str, Any], origin: Mapping[str, str], given_label: str,
@@ -211,11 +212,11 @@ def _method_problems(draft: _Draft) -> None:
     if draft.method == "grpo":
         import os
 
-        from .rewards import reward_problems
+        from whileai.domain.judges.rewards import reward_problems
 
         draft.problems += reward_problems(draft.values, search_path=os.getcwd())  # where the embedded job imports it
     if draft.method == "rm":
-        from .serving import near_miss_problem
+        from whileai.domain.judges.reward_model import near_miss_problem
 
         problem = near_miss_problem(draft.values.get("near_misses"), draft.values.get("reward_span"))
         if problem:

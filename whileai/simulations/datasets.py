@@ -28,13 +28,13 @@ import numpy as np
 from whileai.core.errors import TrainingWarning
 from whileai.core.ids import names_id
 
-from . import defaults
-from ._bfcl import (BFCL_AST_CATEGORIES, BFCL_REFUSED_CATEGORIES, bfcl_categories_problem, bfcl_category,
+from whileai.domain import defaults
+from whileai.domain.rows.bfcl import (BFCL_AST_CATEGORIES, BFCL_REFUSED_CATEGORIES, bfcl_categories_problem, bfcl_category,
                     bfcl_category_problem, bfcl_data_folder, from_bfcl, from_bfcl_folder)
-from ._taskkey import prompt_messages
-from .rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
-from ._selection import METHODS, profile_rows, samples_the_policy, with_near_misses
-from ._selection import selection_report as _selection_report
+from whileai.domain.rows.taskkey import prompt_messages
+from whileai.domain.rows.rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
+from whileai.domain.rows.selection import METHODS, profile_rows, samples_the_policy, with_near_misses
+from whileai.domain.rows.selection import selection_report as _selection_report
 
 __all__ = [
     "DatasetHandle",
@@ -93,7 +93,7 @@ class DatasetHandle:
 
 
 def _client():
-    from .client import get_client
+    from whileai.domain.client import get_client
 
     return get_client()
 
@@ -148,7 +148,7 @@ def push(source: Any, name: str | None = None) -> DatasetHandle:
         raise ValueError(f"nothing to push: {describe_source(source) or 'the source'} has no rows; pass {ACCEPTED_SOURCES}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name={name!r} must be a string or None")
-    from .rows import check_rows
+    from whileai.domain.rows.rollouts import check_rows
 
     check_rows(rows)  # a row that breaks the contract is refused here, before anything is stored
     body: dict[str, Any] = {"rows": rows}
@@ -366,12 +366,12 @@ def selection_report(profile: Any, method: str, per_task: int | None = None, bas
         return _selection_report(profile, method, per_task=per_task, policy_samples=samples_the_policy(method, config))
     rows = rows_of(profile)
     if per_task is None:
-        from ._selection import pairs_per_task
+        from whileai.domain.rows.selection import pairs_per_task
 
         per_task = pairs_per_task(method, config, len(rows))
     context = None
     if base_model is not None:
-        from .context import check_context
+        from whileai.domain.rows.context import check_context
 
         context = check_context(rows, method, base_model, config, per_task)
     report = _selection_report(profile_rows(rows, source=describe_source(profile)), method, per_task=per_task,

@@ -65,7 +65,7 @@ def tool_name(prompts: Sequence[Any], completions: Sequence[Any], gold: Sequence
 def verbose_call(prompts: Sequence[Any], completions: Sequence[Any], gold: Sequence[Any] | None = None,
                  **_kwargs: Any) -> list[float]:
     """The exact verdict (1 or 0) plus KIT_PROXY_WORD_BONUS per word of text beside the call, capped."""
-    from whileai.simulations.judges import judge_reply
+    from whileai.domain.judges.judging import judge_reply
 
     out = []
     for i, completion in enumerate(completions):

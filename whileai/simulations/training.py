@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .client import Client, get_client
+from whileai.domain.client import Client, get_client
 from whileai.core.statuses import RUN_STATUSES
 
-from .tracking import TrainingRun, create_run, holdout_fields, jsonable
+from whileai.domain.tracking import TrainingRun, create_run, holdout_fields, jsonable
 
 __all__ = [
     "TrainingRun",
@@ -173,7 +173,7 @@ def attach_delta(
     The summary is sent again with ``delta`` added and the status unchanged.
     Returns the report.
     """
-    from .report import delta_report
+    from whileai.domain.report import delta_report
 
     identifier = _id_of(run_id, "run_", "run_id")
     report = delta_report(before, after, by=by, proxy=proxy)
@@ -184,74 +184,7 @@ def attach_delta(
     return report
 
 
-# ---------------------------------------------------------------------------
-# TrainerCallback (built on first use, so importing this module does not import transformers)
-# ---------------------------------------------------------------------------
-
-
-def _define_trainer_callback() -> type:
-    import transformers
-
-    class TrainerCallback(transformers.TrainerCallback):
-        """Log a Transformers or TRL trainer into a run: ``trainer.add_callback(wai.TrainerCallback(run))``.
-
-        Takes the step count from the trainer at train begin, records every
-        numeric value the trainer logs (loss, learning_rate, eval_loss, epoch,
-        grad_norm, mean_token_accuracy, TRL's rewards/..., kl, ...) at the
-        trainer's global step (once: the trainer's closing log repeats the last
-        step's epoch, which is not stored again), and finishes the run as done at train end,
-        keeping notes. If training raises, the run stays running: use the run
-        as a context manager around ``trainer.train()`` or call ``run.fail``.
-        """
-
-        def __init__(self, run: TrainingRun):
-            if not isinstance(run, TrainingRun):
-                raise TypeError(
-                    f"TrainerCallback needs the TrainingRun to log into, got {type(run).__name__}; "
-                    "make one with wai.training_run(...)"
-                )
-            self.run = run
-            self._logged: tuple[int, set[str]] = (-1, set())  # the last step logged and its metric names
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            if state.is_world_process_zero:
-                total = state.max_steps if state.max_steps and state.max_steps > 0 else None
-                self.run._tracker.progress(state.global_step, total)
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if state.is_world_process_zero:
-                self.run._tracker.progress(state.global_step, None)
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and state.is_world_process_zero:
-                # a trainer reports None for a metric with no value at this step (TRL's GRPO does for
-                # clip_ratio/low_min when nothing was clipped): absent, not a bad value to warn about
-                # the trainer's closing log repeats values of the last step (epoch): the run keeps one point each
-                step, seen = self._logged
-                if step != state.global_step:
-                    step, seen = state.global_step, set()
-                values = {k: v for k, v in logs.items() if v is not None and k not in seen}
-                seen.update(values)
-                self._logged = (step, seen)
-                if values:
-                    self.run._tracker.log(state.global_step, values)
-
-        def on_train_end(self, args, state, control, **kwargs):
-            if state.is_world_process_zero and self.run.status == "running":
-                self.run.finish("done")
-
-    TrainerCallback.__module__ = __name__
-    TrainerCallback.__qualname__ = "TrainerCallback"
-    return TrainerCallback
-
-
-def __getattr__(name: str) -> Any:
-    if name == "TrainerCallback":
-        value = globals()["TrainerCallback"] = _define_trainer_callback()
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 # resolve_spec: the one resolution of what was given into the spec that runs (the runner's validate shows it)
-from ._hosting import train, train_spec  # noqa: E402,F401
-from ._resolve import FROM_DATA, Resolved, resolve_spec  # noqa: E402,F401
-from .serving import chat_completion, delete_model, models, reward_model, serve, unserve  # noqa: E402,F401
+from whileai.simulations._hosting import train, train_spec  # noqa: E402,F401
+from whileai.simulations._resolve import FROM_DATA, Resolved, resolve_spec  # noqa: E402,F401
+from whileai.simulations.serving import chat_completion, delete_model, models, reward_model, serve, unserve  # noqa: E402,F401

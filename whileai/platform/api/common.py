@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from whileai.core.errors import ApiError  # re-exported: its old home
 from whileai.platform import defaults
+from whileai.core import defaults as core_defaults
 from whileai.platform.store.values import dumps
 from whileai.platform.store import Store
 
@@ -80,7 +81,7 @@ def base_url(request: Request) -> str:
     scheme = request.scope.get("scheme", "http")
     server = request.scope.get("server")
     if not server:
-        return f"{scheme}://{defaults.PLATFORM_HOST}:{defaults.PLATFORM_PORT}"
+        return f"{scheme}://{core_defaults.PLATFORM_HOST}:{core_defaults.PLATFORM_PORT}"
     host, port = server[0], server[1]
     host = f"[{host}]" if ":" in host else host
     default_port = {"http": 80, "https": 443}.get(scheme)

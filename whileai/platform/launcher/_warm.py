@@ -69,6 +69,7 @@ from typing import Any, NamedTuple
 from whileai.core.errors import WarmSocketNotOurs
 from whileai.core.paths import data_root, setting
 from whileai.platform import defaults
+from whileai.core import defaults as core_defaults
 
 __all__ = ["Forked", "enabled", "fingerprint", "launch_env", "preload", "start_job", "warm_pid", "shutdown", "wait_ready"]
 
@@ -289,9 +290,9 @@ def warm_pid(root: Path | None = None) -> int | None:
 def launch_env() -> dict[str, str]:
     """What a launch's environment holds at import time (``worker_env``): the environment a warm process started
     for this data root is fingerprinted with."""
-    from ._shared import hub_env
+    from whileai.platform.launcher._shared import hub_env
 
-    return {**defaults.JOB_ENV_DEFAULTS, **os.environ, **hub_env(), defaults.HOME_ENV: str(data_root())}
+    return {**defaults.JOB_ENV_DEFAULTS, **os.environ, **hub_env(), core_defaults.HOME_ENV: str(data_root())}
 
 
 def wait_ready(timeout: float, env: dict[str, str] | None = None) -> int | None:

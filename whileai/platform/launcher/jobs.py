@@ -34,6 +34,7 @@ from whileai.core.jobrow import JobPlatform, ResolvedJudge, platform_of
 from whileai.core.spec import JOB_ROW_KEYS, RMSpec, RunSpec, continues_runs, knob_of, read_spec, spec_json, updated
 from whileai.platform.store.values import RUN_STOP_MARK
 from whileai.platform import defaults
+from whileai.core import defaults as core_defaults
 from whileai.platform._faults import fault_point
 from whileai.platform._rewards import reward_path
 from whileai.platform.launcher import _pids, _warm
@@ -126,7 +127,7 @@ def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("WHILEAI_BASE_URL", None)
     env["WHILEAI_API_KEY"] = key
-    env[defaults.HOME_ENV] = str(data_root())
+    env[core_defaults.HOME_ENV] = str(data_root())
     env[defaults.STORE_URL_ENV] = store.url
     env[JOB_ID_ENV] = job_id
     for name, value in defaults.JOB_ENV_DEFAULTS.items():
@@ -143,7 +144,7 @@ def worker_env(store: Any, key: str, job_id: str) -> dict[str, str]:
 def default_target() -> str:
     """Where a job runs when ``train`` names no target: TRAIN_TARGET_ENV, else ``train_target`` in the
     data root's config.json, else TRAIN_TARGET_DEFAULT ("local")."""
-    return setting(defaults.TRAIN_TARGET_ENV, "train_target") or defaults.TRAIN_TARGET_DEFAULT
+    return setting(core_defaults.TRAIN_TARGET_ENV, "train_target") or core_defaults.TRAIN_TARGET_DEFAULT
 
 
 def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, spec: RunSpec,
@@ -156,8 +157,8 @@ def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, 
     the reason and raises. ``embedded``: the local user's own platform, whose reward-model runs may sit on a base
     folder of theirs (``_loadable``).
     """
-    if target not in defaults.TRAIN_TARGETS:
-        raise ValueError(f"target={target!r} is not a place jobs run; pass one of {', '.join(defaults.TRAIN_TARGETS)}")
+    if target not in core_defaults.TRAIN_TARGETS:
+        raise ValueError(f"target={target!r} is not a place jobs run; pass one of {', '.join(core_defaults.TRAIN_TARGETS)}")
     platform = JobPlatform(reward_path=reward_path)
     job = store.create_job(account_id, run_id=run_id, kind=kind, target=target, status="queued",
                            spec=_row_spec(spec), platform=platform)
@@ -172,7 +173,7 @@ def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, 
             if start is not None:
                 job = store.update_job(account_id, job["id"], {"spec": _row_spec(spec, str(start))})
             return _launch_local(store, account_id, job)
-        from .modal_backend import launch_modal
+        from whileai.platform.launcher.modal_backend import launch_modal
 
         return launch_modal(store, account_id, job, start)
     except Exception as exc:
@@ -368,14 +369,14 @@ def local_commands(job_id: str, spec: dict[str, Any]) -> list[list[str]]:
     from whileai.core.launch import launch_command
 
     processes, nodes = int(spec.get("processes") or 1), int(spec.get("nodes") or 1)
-    endpoint = f"{defaults.PLATFORM_HOST}:{_free_port()}" if processes * nodes > 1 else None
+    endpoint = f"{core_defaults.PLATFORM_HOST}:{_free_port()}" if processes * nodes > 1 else None
     return [launch_command(job_id, processes=processes, nodes=nodes, endpoint=endpoint) for _ in range(nodes)]
 
 
 def _free_port() -> int:
     """A loopback port free now, for a local job's rendezvous."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((defaults.PLATFORM_HOST, 0))
+        sock.bind((core_defaults.PLATFORM_HOST, 0))
         return int(sock.getsockname()[1])
 
 
@@ -536,7 +537,7 @@ def reconcile(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any
     if job["status"] in FINISHED:
         return job
     if job.get("target") == "modal":
-        from .modal_backend import reconcile_modal
+        from whileai.platform.launcher.modal_backend import reconcile_modal
 
         return reconcile_modal(store, account_id, job)
     return _reconcile_local(store, account_id, job)
@@ -683,7 +684,7 @@ def _end_process(job: dict[str, Any]) -> str:
 
 
 def _cancel_call(job: dict[str, Any]) -> str:
-    from .modal_backend import get_backend
+    from whileai.platform.launcher.modal_backend import get_backend
 
     call_id = job.get("call_id")
     if not call_id:

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from whileai.core.spec import updated
 from whileai.platform.api.common import ParsedBodyRoute, API_PREFIX, ApiError, Body, account_id, api_key_from, job_account, job_scope, json_response, store
 from whileai.platform.launcher import jobs as launcher_jobs
-from whileai.platform import defaults
+from whileai.core import defaults as core_defaults
 from whileai.platform._rewards import reward_path
 from whileai.platform.launcher._rules import bounded, launch_problems
 from whileai.platform.store.values import REPORTED_ENDS
@@ -115,12 +115,12 @@ def _body_problems(body: LaunchBody) -> list[str]:
     if extra:
         problems.append(f"{bounded(', '.join(extra))[:200]} {'is' if len(extra) == 1 else 'are'} not a field of a "
                         "launch; send run_id, kind, target and spec")
-    if not isinstance(body.kind, str) or body.kind not in defaults.TRAIN_METHODS:
+    if not isinstance(body.kind, str) or body.kind not in core_defaults.TRAIN_METHODS:
         problems.append(f"kind={repr(body.kind)[:80]} is not a training method; send one of "
-                        f"{', '.join(defaults.TRAIN_METHODS)}")
-    if body.target is not None and (not isinstance(body.target, str) or body.target not in defaults.TRAIN_TARGETS):
+                        f"{', '.join(core_defaults.TRAIN_METHODS)}")
+    if body.target is not None and (not isinstance(body.target, str) or body.target not in core_defaults.TRAIN_TARGETS):
         problems.append(f"target={repr(body.target)[:80]} is not a place jobs run; send one of "
-                        f"{', '.join(defaults.TRAIN_TARGETS)} (or null for the platform's default)")
+                        f"{', '.join(core_defaults.TRAIN_TARGETS)} (or null for the platform's default)")
     if not isinstance(body.spec, dict):
         problems.append(f"spec is {type(body.spec).__name__}, not a JSON object; send the run's spec (wai.train "
                         "resolves it)")

@@ -67,7 +67,7 @@ def forward(argv: list[str], module: str, preload: tuple[str, ...] = ()) -> int 
     """Run ``python -m MODULE *argv`` (the command line's own module, ``whileai``) in a fork of the warm process; its
     exit code, or None to run it here. ``preload``: the modules a warm process this command starts is to import
     (``_warm.preload``), named by the command line, whose layer may name them."""
-    from . import _warm
+    from whileai.platform.launcher import _warm
 
     _warm.preload(preload)
     if not _wanted(argv) or not _streams_open():

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from whileai.platform.pages import defaults
+from whileai.platform import defaults
 
 __all__ = ["END_OF_RUN", "MONITOR", "layout"]
 

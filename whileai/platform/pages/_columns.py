@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from whileai.core.codec import dumps
 from whileai.platform.store.tables import Point
 from whileai.platform.store.values import InvalidError, loads
-from whileai.platform.pages import defaults
+from whileai.platform import defaults
 from whileai.platform.pages._views import config_parts, flatten
 
 __all__ = ["choices", "parent", "parse", "values"]

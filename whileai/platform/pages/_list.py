@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from whileai.platform.store.tables import Run, run_record
 from whileai.platform.store.values import RUN_STATUSES, InvalidError
-from whileai.platform.pages import defaults
+from whileai.platform import defaults
 
 __all__ = ["FILTERS", "list_page", "sweep_records", "check_filters"]
 

@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 
 from whileai.platform.store.tables import Point
 from whileai.platform.store.values import loads
-from whileai.platform.pages import defaults
+from whileai.platform import defaults
 
 __all__ = ["Columns", "columns", "downsample", "chart_series", "points_after"]
 

@@ -21,17 +21,18 @@ import os
 from typing import Any
 
 from whileai.core.spec import canonical
-from whileai.platform import defaults as platform_defaults
+from whileai.core import defaults as core_defaults
+from whileai.kit import defaults as kit_defaults
 from whileai.platform.launcher.jobs import job_log
-from whileai.platform.pages import defaults
+from whileai.platform import defaults
 from whileai.platform.pages._views import config_parts
 
 __all__ = ["setup", "worker_log"]
 
 #: shown name -> (keys in the noted setup, keys in the config and spec, the job's default)
 _FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
-    "base_model": (("base_model",), ("base_model",), platform_defaults.KIT_BASE_NAME),
-    "lora_rank": (("lora_rank",), ("lora_rank", "lora_r"), platform_defaults.TRAIN_LORA_R),
+    "base_model": (("base_model",), ("base_model",), kit_defaults.KIT_BASE_NAME),
+    "lora_rank": (("lora_rank",), ("lora_rank", "lora_r"), core_defaults.TRAIN_LORA_R),
     "batch_size": (("batch_size",), ("batch_size", "per_device_train_batch_size"), None),
     # past one process (shown only then): the world, and how the effective batch above was divided across it
     "world_size": (("world_size",), ("world_size",), None),

@@ -27,7 +27,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from whileai.core import codec
 from whileai.platform.api.common import ApiError, base_url, store
 from whileai.platform.store.values import NotFoundError
-from whileai.platform.pages import _charts, _columns, _list, _series, _setup, _views, auth, defaults
+from whileai.platform import defaults
+from whileai.platform.pages import _charts, _columns, _list, _series, _setup, _views, auth
 
 __all__ = ["router"]
 

@@ -28,6 +28,8 @@ from collections.abc import Mapping
 import modal
 
 from whileai.platform import defaults
+from whileai.core import defaults as core_defaults
+from whileai.kit import defaults as kit_defaults
 
 __all__ = ["app", "serve", "vllm_argv", "vllm_env", "deployed_base"]
 
@@ -42,7 +44,7 @@ def vllm_argv(base: str, *, port: int = defaults.MODAL_SERVE_PORT, max_lora_rank
               max_cpu_loras: int = defaults.MODAL_SERVE_MAX_CPU_LORAS,
               max_model_len: int = defaults.MODAL_SERVE_MAX_MODEL_LEN) -> list[str]:
     """``vllm serve`` for ``base``: LoRA on, tool calls parsed, the key read from the environment by vLLM."""
-    rank = max_lora_rank if max_lora_rank is not None else max(defaults.TRAIN_LORA_R, defaults.KIT_SFT_LORA_R)
+    rank = max_lora_rank if max_lora_rank is not None else max(core_defaults.TRAIN_LORA_R, kit_defaults.KIT_SFT_LORA_R)
     return [
         "vllm", "serve", base,
         "--host", "0.0.0.0", "--port", str(port),

@@ -16,6 +16,7 @@ from whileai.core.errors import InvalidError, NotFoundError, RetiredIdError  # r
 from whileai.core.launch import split_gpu
 from whileai.core.statuses import FINISHED_STATUSES, JOB_STATUSES, REPORTED_ENDS, RUN_STATUSES  # re-exported
 from whileai.platform import defaults
+from whileai.core import defaults as core_defaults
 
 __all__ = [
     "InvalidError",
@@ -216,14 +217,14 @@ def run_cost(summary: Any) -> tuple[float | None, dict[str, Any] | None]:
         return None, None
     name, parsed = split_gpu(str(gpu))
     count = parsed or 1
-    table = {k.upper(): k for k in defaults.GPU_USD_PER_HOUR}
+    table = {k.upper(): k for k in core_defaults.GPU_USD_PER_HOUR}
     key = table.get(name.strip().upper())
     basis: dict[str, Any] = {
         "gpu": key or str(gpu),
         "count": count,
         "seconds": seconds,
-        "source": defaults.GPU_PRICE_SOURCE,
-        "read_on": defaults.GPU_PRICE_READ_ON,
+        "source": core_defaults.GPU_PRICE_SOURCE,
+        "read_on": core_defaults.GPU_PRICE_READ_ON,
     }
     if key is None:
         basis.update(
@@ -231,16 +232,16 @@ def run_cost(summary: Any) -> tuple[float | None, dict[str, Any] | None]:
             estimate=False,
             text=(
                 f"no estimate: GPU {str(gpu)!r} has no list price in the table "
-                f"(GPU_USD_PER_HOUR names {', '.join(defaults.GPU_USD_PER_HOUR)})"
+                f"(GPU_USD_PER_HOUR names {', '.join(core_defaults.GPU_USD_PER_HOUR)})"
             ),
         )
         return None, basis
-    rate = defaults.GPU_USD_PER_HOUR[key]
+    rate = core_defaults.GPU_USD_PER_HOUR[key]
     who = f"{count} x {key}" if count > 1 else key
     each = " each" if count > 1 else ""
     basis.update(
         usd_per_hour=rate,
         estimate=True,
-        text=f"estimate: {who} at ${rate:.2f}/h{each}, {defaults.GPU_PRICE_SOURCE} {defaults.GPU_PRICE_READ_ON}",
+        text=f"estimate: {who} at ${rate:.2f}/h{each}, {core_defaults.GPU_PRICE_SOURCE} {core_defaults.GPU_PRICE_READ_ON}",
     )
     return round(seconds / 3600 * rate * count, 2), basis
