@@ -25,45 +25,58 @@ P, K = 6, 4
 WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
 
 
-def _texts(r: np.random.Generator, t: int) -> list[list[str]]:
-    """Completions at look ``t``: longer, with more "great answer!" and **bold** as the run goes on."""
+def _texts(r: np.random.Generator, t: int, grow: int = 3, ask: bool = False) -> list[list[str]]:
+    """Completions at look ``t``: longer, with more "great answer!" and **bold** as the run goes on; with ``ask``, a
+    trailing question mark that most early completions have and late ones lose."""
     out = []
     for _ in range(P):
         row = []
         for _ in range(K):
-            words = list(r.choice(WORDS, size=int(r.integers(4, 8)) + 3 * t))
+            words = list(r.choice(WORDS, size=int(r.integers(4, 8)) + grow * t))
             if r.random() < 0.15 * t:
                 words += ["great", "answer!"]
             if r.random() < 0.15 * t:
                 words[0] = f"**{words[0]}**"
+            if ask and r.random() < 0.9 - 0.12 * t:
+                words[-1] += "?"
             row.append(" ".join(words))
         out.append(row)
     return out
 
 
-def _run(kl: bool = True, markers: bool = True, features: bool = True, endorsed: tuple[str, ...] = ("kappa",),
-         has_gold: bool = True) -> tuple[list[ch.Look], list[ch.BufferItem], feats.FeatureIndex]:
+def _run(kl: bool = True, markers: bool = True, features: bool | str = True, endorsed: tuple[str, ...] = ("kappa",),
+         has_gold: bool = True, grow: int = 3, variant: bool = False, n_looks: int = 6,
+         ) -> tuple[list[ch.Look], list[ch.BufferItem], feats.FeatureIndex]:
+    """``n_looks`` looks and two buffered completions a look. ``variant``: lengths in characters beside words, a falling
+    question mark, a prompt the proxy could not score at look 5, a buffered completion without gold; ``features``
+    "odd": only every other look carries its feature sets."""
     r = np.random.default_rng(11)
     index = feats.FeatureIndex()
     looks, buffer = [], []
-    for t in range(6):
-        texts = _texts(r, t)
+    for t in range(n_looks):
+        texts = _texts(r, t, grow, ask=variant)
         flat = [s for row in texts for s in row]
-        length = np.array([[len(s.split()) for s in row] for row in texts], dtype=float)
+        words = np.array([[len(s.split()) for s in row] for row in texts], dtype=float)
+        length = np.array([[len(s) for s in row] for row in texts], dtype=float) / 6 if variant else words
         phrase = np.array([["great answer" in s for s in row] for row in texts], dtype=float)
         bold = np.array([["**" in s for s in row] for row in texts], dtype=float)
         gold = 0.5 + r.normal(0, 0.05, (P, K))
         proxy = gold + 0.01 * length + 0.3 * phrase + 0.2 * bold + r.normal(0, 0.02, (P, K))
+        if variant and t == 4:
+            proxy[0] = np.nan
         endorsed_p = np.array([[[w in s for w in endorsed] for s in row] for row in texts], dtype=float)
+        carries = features is True or (features == "odd" and t % 2 == 1)
         looks.append(ch.Look(
             step=10 * t, proxy=proxy, gold=gold, length=length, endorsed=endorsed_p.reshape(P, K, len(endorsed)),
-            features=[index.encode(s) for s in flat] if features else None,
+            features=[index.encode(s) for s in flat] if carries else None,
             kl=(0.02 * t + r.gamma(2.0, 0.01, (P, K))) if kl else None,
-            words=length.copy(),
+            words=words.copy(),
             markers=feats.marker_presence(flat).reshape(P, K, -1) if markers else None))
         for i in range(2):
             s = flat[i]
-            buffer.append(ch.BufferItem(call=t, prompt=f"p{i}", proxy=float(proxy.flat[i]), gold=float(gold.flat[i]),
+            no_gold = variant and i == 1 and t % 2 == 0
+            buffer.append(ch.BufferItem(call=t, prompt=f"p{i}", proxy=float(proxy.flat[i]),
+                                        gold=math.nan if no_gold else float(gold.flat[i]),
                                         endorsed=endorsed_p.reshape(P * K, -1)[i], features=index.encode(s),
                                         words=len(s.split())))
     return looks, buffer, index
@@ -91,6 +104,12 @@ CASES = {
     "no_kl_budget": lambda: _all(_settings(kl_budget=None, armed=frozenset(("gold_decline", "feature")))),
     "window_three": lambda: _all(_settings(window=3, scan_min=5)),
     "bare_looks": lambda: _all(_settings(), kl=False, markers=False, features=False),
+    "variant": lambda: _all(_settings(endorsed=("kappa", "**")), at=(3, 5, 8), variant=True, n_looks=8),
+    "variant_no_gold": lambda: _all(_settings(endorsed=("kappa", "**"), has_gold=False,
+                                              armed=frozenset(("length", "format", "kl", "feature"))), variant=True),
+    "steady": lambda: _all(_settings(length_pct=0.5), at=(3, 4, 6), grow=0, variant=True),
+    "odd_features": lambda: _all(_settings(scan_min=2), at=(4, 5, 6), features="odd"),
+    "format_gate_exact": lambda: _all(_settings(format_shift=0.25, endorsed=("**",)), at=(6,), variant=True),
 }
 
 

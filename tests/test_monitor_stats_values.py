@@ -1,12 +1,16 @@
 """The monitor's statistics (whileai/domain/monitor/_stats.py) on fixed, seeded inputs, each answer pinned to
 the value it gives now (to 1e-9), beside the few closed forms that can be checked by hand: the alpha-spending series,
 Student's t quantiles, a centred row. A change to any formula moves one of these numbers; a change that should move
-them is made here on purpose, with the reason in its commit. Fast: small inputs, a few hundred resamples.
+them is recorded on purpose (``python tests/test_monitor_stats_values.py --record`` rewrites EXPECTED_FILE), with the
+reason in its commit. Fast: small inputs, a few hundred resamples.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -49,6 +53,21 @@ def _inputs() -> dict[str, np.ndarray]:
     v["pres"] = (r.random((n, 2)) < 0.5).astype(float)
     v["res2"] = 0.2 * v["pres"][:, 0] + r.normal(0, 0.05, n)
     v["across"] = np.repeat((np.arange(12) % 2)[:, None], 4, axis=0).astype(float)
+    # NaN residuals: one completion of most cells, three of one cell, all of prompt 5 at the latest look
+    v["resid_nan"] = v["resid"].copy()
+    v["resid_nan"][:, :, 0] = np.nan
+    v["resid_nan"][0, 1, 1:] = np.nan
+    v["resid_nan"][3, 5, :] = np.nan
+    v["res_nan"] = v["res"].copy()
+    v["res_nan"][[0, 4, 5, 6]] = np.nan
+    # endorsed features: A varies within the cells (eval, prompt), B is constant within each and turns on at eval 1
+    ev = np.repeat(np.arange(2), 12)
+    v["e_cells"] = ev * 3 + np.repeat(np.tile(np.arange(3), 2), 4)
+    v["e_groups"] = v["e_cells"] % 3
+    a = (r.random(24) < 0.5).astype(float)
+    b = (ev == 1).astype(float)
+    v["e_presence"] = np.stack([a, b], axis=1)
+    v["e_resid"] = 0.2 * a + 0.3 * b + r.normal(0, 0.02, 24)
     return v
 
 
@@ -101,6 +120,77 @@ CASES = {
     "maxt_nonzero": lambda: st.maxt_scan(V["x"], V["res"], V["cells"], rng=_rng(6), n_perm=200,
                                          nonzero=np.nonzero(V["x"])),
     "maxt_none": lambda: st.maxt_scan(V["x"][:3], V["res"][:3], np.arange(3), rng=_rng(6), n_perm=50),
+    # edges: the t quantile's guards, two prompts, exact boundaries, NaN, one resample, an empty or flat input
+    "t_quantile_edges": lambda: [st.t_quantile(1.0, 5), st.t_quantile(0.0, 5), st.t_quantile(0.975, math.inf),
+                                 st.t_quantile(0.975, 0), st.t_quantile(0.975, -1), st.t_quantile(0.975, 0.5),
+                                 st.t_quantile(0.975, 1.0)],
+    "mean_bounds_two": lambda: st.mean_bounds(V["now"][:2, None], rng=_rng(1), n_boot=300, alpha=0.1),
+    "divergence_at_delta": lambda: st.divergence_test(np.zeros(6), np.full(6, 0.25), rng=_rng(2), n_boot=50,
+                                                      alpha=0.05, delta=0.25),
+    "divergence_flat_no_delta": lambda: st.divergence_test(np.zeros(6), np.zeros(6), rng=_rng(2), n_boot=50,
+                                                           alpha=0.05, delta=0.0),
+    "gold_decline_one_window": lambda: st.gold_decline_test(V["gw"][:1], V["gn"], V["pw"][:1], V["pn"], rng=_rng(3),
+                                                            n_boot=300, alpha=0.05, delta=0.1, hold=0.05),
+    "gold_decline_at_bounds": lambda: st.gold_decline_test(np.full((1, 6), 0.5), np.full(6, 0.25),
+                                                           np.full((1, 6), 0.5), np.full(6, 0.375), rng=_rng(3),
+                                                           n_boot=50, alpha=0.05, delta=0.25, hold=0.5),
+    "gold_decline_flat_no_delta": lambda: st.gold_decline_test(np.full((2, 6), 0.5), np.full(6, 0.5),
+                                                               np.full((2, 6), 0.5), np.full(6, 0.5), rng=_rng(3),
+                                                               n_boot=50, alpha=0.05, delta=0.0, hold=0.5),
+    "gold_decline_best_window_not_ok": lambda: st.gold_decline_test(
+        np.array([np.full(6, 0.9), np.full(6, 0.75)]), np.full(6, 0.5), np.array([np.full(6, 0.9), np.full(6, 0.5)]),
+        np.full(6, 0.5), rng=_rng(3), n_boot=50, alpha=0.05, delta=0.1, hold=0.5),
+    "gold_decline_none_ok": lambda: st.gold_decline_test(
+        np.array([np.full(6, 0.6), np.full(6, 0.9)]), np.full(6, 0.5), np.array([np.full(6, 0.9), np.full(6, 0.9)]),
+        np.full(6, 0.1), rng=_rng(3), n_boot=50, alpha=0.05, delta=0.1, hold=0.5),
+    "length_moved_edges": lambda: [st.length_moved([], [1.0], pct=0.2, shift=0.3),
+                                   st.length_moved([1.0], [np.nan], pct=0.2, shift=0.3),
+                                   st.length_moved([0.0, 0.0], [1.0], pct=0.2, shift=0.3),
+                                   st.length_moved([0.5, 0.5], [0.5, 1.5], pct=5.0, shift=0.5),
+                                   st.length_moved([1.0, 1.0], [1.0, 2.0], pct=0.5, shift=0.9),
+                                   st.length_moved([1, 2], [1, 2], pct=0.0, shift=1.0)],
+    "length_nan": lambda: st.length_test(V["lb"], V["ln"], V["resid_nan"], V["gold"], V["length"], rng=_rng(4),
+                                         bins=4, **LENGTH),
+    "length_two_prompts": lambda: st.length_test(V["lb"][:, :2], V["ln"][:2], V["resid"][:, :2], V["gold"][:, :2],
+                                                 V["length"][:, :2], rng=_rng(4), bins=3, **LENGTH),
+    "length_one_resample": lambda: st.length_test(V["lb"], V["ln"], V["resid"], None, V["length"], rng=_rng(4), bins=4,
+                                                  **{**LENGTH, "n_boot": 1}),
+    "length_two_resamples": lambda: st.length_test(V["lb"], V["ln"], V["resid"], None, V["length"], rng=_rng(4),
+                                                   bins=4, **{**LENGTH, "n_boot": 2}),
+    "length_unchanged": lambda: st.length_test(np.stack([V["lb"][0]] * 3), V["lb"][0], V["resid"], V["gold"],
+                                               V["length"], rng=_rng(4), bins=4, **{**LENGTH, "shift": 0.0}),
+    "kl_at_budget": lambda: st.kl_test(V["kl"], rng=_rng(5), n_boot=300, alpha=0.05,
+                                       budget=st.kl_test(V["kl"], rng=_rng(5), n_boot=300, alpha=0.05, budget=None)["lo"]),
+    "cell_contribution_nan": lambda: st.cell_contribution(V["x"][:, 1], V["res_nan"], V["cells"], V["groups"], 8),
+    "cell_centre": lambda: [st._cell_centre(np.array([1.0, 3.0, 5.0, 4.0]), np.array([0, 0, 2, 2]), 4),
+                            st._cell_centre(np.array([[1.0, 2.0], [3.0, 6.0], [5.0, 5.0]]), np.array([1, 1, 3]), 5)],
+    "endorsed_both_ways": lambda: st.endorsed_payment(V["e_resid"], V["e_presence"], V["e_cells"], V["e_groups"],
+                                                      min_support=4),
+    "endorsed_support_at_min": lambda: [st.endorsed_payment(V["e_resid"], V["e_presence"], V["e_cells"], V["e_groups"],
+                                                            min_support=s) for s in (19, 20, 21)],
+    "endorsed_two_finite": lambda: st.endorsed_payment(np.array([0.1, 0.4, np.nan]), np.array([[0.0], [1.0], [1.0]]),
+                                                       np.array([0, 0, 0]), np.array([0, 0, 0]), min_support=1),
+    "endorsed_no_features": lambda: st.endorsed_payment(V["res2"], np.zeros((48, 0)), V["cells"], V["groups"],
+                                                        min_support=4),
+    "gumbel_tail": lambda: [st._gumbel_tail(np.array([1.0]), np.array([0.5, 1.0, 2.0])),
+                            st._gumbel_tail(np.array([1.0, 1.0, 1.0]), np.array([0.5, 1.0, 2.0])),
+                            st._gumbel_tail(np.array([]), np.array([0.5])),
+                            st._gumbel_tail(np.array([0.0, 1.0, 2.0, 3.0]), np.array([-1.0, 1.5, 4.0, 50.0]))],
+    "maxt_flat_columns": lambda: st.maxt_scan(np.column_stack([V["x"][:, 1], np.ones(48), np.zeros(48)]), V["res"],
+                                              V["cells"], rng=_rng(6), n_perm=100),
+    "maxt_one_perm": lambda: st.maxt_scan(V["x"], V["res"], V["cells"], rng=_rng(6), n_perm=1),
+    "maxt_untestable": lambda: st.maxt_scan(np.ones((48, 2)), V["res"], V["cells"], rng=_rng(6), n_perm=20),
+    "maxt_nan_nonzero": lambda: st.maxt_scan(V["x"], V["res_nan"], V["cells"] + 3, rng=_rng(6), n_perm=100,
+                                             nonzero=np.nonzero(V["x"])),
+    "maxt_pairs": lambda: st.maxt_scan(V["x"][:10], V["res"][:10], np.array([0, 0, 1, 1, 2, 2, 3, 4, 5, 5]),
+                                       rng=_rng(6), n_perm=100),
+    "maxt_two_rows": lambda: st.maxt_scan(V["x"][:3], V["res"][:3], np.array([0, 0, 1]), rng=_rng(6), n_perm=20),
+    "maxt_cov_flat": lambda: st.maxt_scan(V["x"], V["res"], V["cells"], rng=_rng(6), n_perm=100,
+                                          covariate=np.repeat(np.arange(12.0), 4)),
+    "maxt_cov_small": lambda: st.maxt_scan(V["x"], V["res"] + 0.5 * V["cov"] / 500, V["cells"], rng=_rng(6),
+                                           n_perm=100, covariate=V["cov"] / 500),
+    "maxt_cov_nan": lambda: st.maxt_scan(V["x"], V["res"], V["cells"], rng=_rng(6), n_perm=100,
+                                         covariate=np.where(np.arange(48) % 7 == 0, np.nan, V["cov"])),
 }
 
 
@@ -127,174 +217,8 @@ def _summary(values) -> dict[str, float]:
             "max": float(values.max()), "first": [float(v) for v in values[:3]]}
 
 
-#: what each case gives (recorded from the code as it is; see the module docstring)
-EXPECTED = {'cell_contribution': [0.07621064773206936, 0.28027462638052947, 0.2363394267898153, 0.24495001184532883,
-                       0.1808255301893202, 0.024620528904241656],
- 'centre_within': [[-2.0, -1.0, nan, 3.0], [nan, nan, nan, nan]],
- 'centre_within_axis0': [[-1.0, 0.0], [1.0, nan]],
- 'divergence': {'alpha': 0.05,
-                'change': 0.31890677480209934,
-                'delta': 0.1,
-                'fired': True,
-                'hi': 0.3738737085386882,
-                'lo': 0.2639398410655105,
-                'n_prompts': 6,
-                'se': 0.02727923013393904},
- 'divergence_none': None,
- 'divergence_small': {'alpha': 0.05,
-                      'change': 0.010000000000000004,
-                      'delta': 0.1,
-                      'fired': False,
-                      'hi': 0.010000000000000007,
-                      'lo': 0.01,
-                      'n_prompts': 6,
-                      'se': 2.1328675119401857e-18},
- 'endorsed_payment': [[0.178485602380942, 0.016783388045603604], ['within prompt', 'within prompt']],
- 'endorsed_payment_across': [[0.0], ['none']],
- 'endorsed_payment_none': [[0.023458360213297943], ['across evaluations']],
- 'gold_decline': {'alpha': 0.0125,
-                  'delta': 0.1,
-                  'drop': 0.2886145644720698,
-                  'fired': True,
-                  'hi': 0.34359648984377006,
-                  'lo': 0.23363263910036952,
-                  'n_prompts': 6,
-                  'proxy_drop': -0.011364522142988795,
-                  'window': 0,
-                  'windows': 4},
- 'gold_decline_held': {'alpha': 0.0125,
-                       'delta': 0.1,
-                       'drop': 0.0,
-                       'fired': False,
-                       'hi': 0.0,
-                       'lo': 0.0,
-                       'n_prompts': 6,
-                       'proxy_drop': -0.011364522142988795,
-                       'window': 0,
-                       'windows': 4},
- 'gold_decline_proxy_fell': {'alpha': 0.0125,
-                             'delta': 0.1,
-                             'drop': 0.2886145644720698,
-                             'fired': False,
-                             'hi': 0.34359648984377006,
-                             'lo': 0.23363263910036952,
-                             'n_prompts': 6,
-                             'proxy_drop': 0.18863547785701118,
-                             'window': 0,
-                             'windows': 4},
- 'kl': {'alpha': 0.05,
-        'budget': 0.05,
-        'fired': True,
-        'hi': 0.27518262486065886,
-        'kl': 0.20028496246580796,
-        'lo': 0.12538730007095705},
- 'kl_no_budget': {'alpha': 0.05,
-                  'budget': None,
-                  'fired': False,
-                  'hi': 0.27518262486065886,
-                  'kl': 0.20028496246580796,
-                  'lo': 0.12538730007095705},
- 'kl_under': {'alpha': 0.05,
-              'budget': 0.2,
-              'fired': False,
-              'hi': 0.27518262486065886,
-              'kl': 0.20028496246580796,
-              'lo': 0.12538730007095705},
- 'length_growth': {'alpha': 0.05,
-                   'delta': 0.02,
-                   'drift': 0.7033162073797292,
-                   'fired': False,
-                   'gap_from_length': 0.0008317413528361254,
-                   'gap_lo': 0.00021834171039167988,
-                   'gap_se': 0.0003044206557074069,
-                   'length_base': 29.73611111111111,
-                   'length_now': 50.650000000000006,
-                   'moved_share': 0.8472222222222222,
-                   'pct': 0.2,
-                   'per_prompt': [0.0008973956306495272, 0.0006744132069070286, 0.0008300067134826393,
-                                  0.0009078034667704444, 0.0008973956306495272, 0.0007834334685575855],
-                   'shift': 0.3,
-                   'slope': 3.976980834387104e-05,
-                   'verdict': 'growth'},
- 'length_hack': {'alpha': 0.05,
-                 'delta': 0.02,
-                 'drift': 0.7033162073797292,
-                 'fired': True,
-                 'gap_from_length': 0.10092266905245487,
-                 'gap_lo': 0.07397297822507662,
-                 'gap_se': 0.01337471036026142,
-                 'gold_from_length': -0.06249965063778316,
-                 'length_base': 29.73611111111111,
-                 'length_now': 50.650000000000006,
-                 'moved_share': 0.8472222222222222,
-                 'pct': 0.2,
-                 'per_prompt': [0.07824639277208116, 0.08937543522167418, 0.10855257739279459, 0.10300642271397856,
-                                0.11851642122726444, 0.10783876498693631],
-                 'shift': 0.3,
-                 'slope': 0.00482562901565729,
-                 'verdict': 'hack'},
- 'length_moved': [[0.7033162073797292, 0.8472222222222222, True], [0.010275572162540936, 0.06944444444444453, False],
-                  [0.11130312937879516, 0.29166666666666663, False],
-                  [0.11130312937879516, 0.29166666666666663, True]],
- 'length_stable': {'alpha': 0.05,
-                   'delta': 0.02,
-                   'drift': 0.010275572162540936,
-                   'fired': False,
-                   'length_base': 29.73611111111111,
-                   'length_now': 30.041666666666668,
-                   'moved_share': 0.06944444444444453,
-                   'pct': 0.2,
-                   'shift': 0.3,
-                   'verdict': 'stable'},
- 'maxt': {'count': [16.0, 15.0, 21.0, 18.0, 22.0],
-          'null_max': {'first': [-0.060522146451470825, 0.5088375710612216, 0.5349531328878269],
-                       'max': 3.1295792173547383,
-                       'mean': 1.2209962993035743,
-                       'min': -0.4777816476801943,
-                       'n': 200,
-                       'sd': 0.6447594867937738},
-          'p': [0.6948369436945075, 0.0012556954314228378, 0.9853432337282851, 0.3, 1.0],
-          'payment': [0.04588342044088575, 0.3097679901123047, 0.010360423571024185, 0.0782061517238617,
-                      -0.038010326027870175],
-          'z': [0.8437340987115106, 4.296384533648806, 0.204105568350744, 1.6004297832720722, -0.7675272362952975]},
- 'maxt_cov': {'count': [16.0, 15.0, 21.0, 18.0, 22.0],
-              'null_max': {'first': [-0.05127758229540174, 0.5560921762541423, 0.5464422018758969],
-                           'max': 3.151581458683073,
-                           'mean': 1.2237636011164834,
-                           'min': -0.40480185151664727,
-                           'n': 200,
-                           'sd': 0.6498944019250619},
-              'p': [0.695, 0.0014040229601831454, 0.98594639527938, 0.295, 1.0],
-              'payment': [0.05016435384756817, 0.31026767008591266, 0.010109924533620984, 0.07867545490030597,
-                          -0.03800695977310116],
-              'z': [0.8987777190079039, 4.266888355294468, 0.19374404350630245, 1.597814594810396,
-                    -0.7677833089550649]},
- 'maxt_none': None,
- 'maxt_nonzero': {'count': [16.0, 15.0, 21.0, 18.0, 22.0],
-                  'null_max': {'first': [-0.060522146451470825, 0.5088375710612216, 0.5349531328878269],
-                               'max': 3.1295792173547383,
-                               'mean': 1.2209962993035743,
-                               'min': -0.4777816476801943,
-                               'n': 200,
-                               'sd': 0.6447594867937738},
-                  'p': [0.6948369436945075, 0.0012556954314228378, 0.9853432337282851, 0.3, 1.0],
-                  'payment': [0.04588342044088575, 0.3097679901123047, 0.010360423571024185, 0.0782061517238617,
-                              -0.038010326027870175],
-                  'z': [0.8437340987115106, 4.296384533648806, 0.204105568350744, 1.6004297832720722,
-                        -0.7675272362952975]},
- 'mean_bounds': {'estimate': [0.24187106335470854],
-                 'hi': [0.3494144778830024],
-                 'lo': [0.13432764882641468],
-                 'n': 6,
-                 'se': [0.053372115831778866]},
- 'mean_bounds_nan': {'estimate': [0.2510549206111655],
-                     'hi': [0.34935792053181614],
-                     'lo': [0.1527519206905149],
-                     'n': 5,
-                     'se': [0.06411914504126363]},
- 'mean_bounds_one': None,
- 'spent_alpha': [0.025, 0.008333333333333333, 0.004166666666666667, 0.00045454545454545455],
- 't_quantile': [2.2281308968121527, 2.3523409703937346, 0.0, 10.456310323260771, -2.042272425276678]}
+#: what each case gives, recorded from the code as it is (JSON; NaN as NaN)
+EXPECTED_FILE = Path(__file__).resolve().parent / "fixtures" / "monitor_stats_expected.json"
 
 
 def _same(got, want, where: str = "") -> None:
@@ -313,9 +237,14 @@ def _same(got, want, where: str = "") -> None:
         assert got == want and type(got) is type(want), (where, got, want)
 
 
+@pytest.fixture(scope="module")
+def expected() -> dict:
+    return json.loads(EXPECTED_FILE.read_text(encoding="utf-8"))
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_each_statistic_gives_its_recorded_answer(name):
-    _same(_plain(CASES[name]()), EXPECTED[name], name)
+def test_each_statistic_gives_its_recorded_answer(name, expected):
+    _same(_plain(CASES[name]()), expected[name], name)
 
 
 def test_the_closed_forms_by_hand():
@@ -326,3 +255,17 @@ def test_the_closed_forms_by_hand():
     np.testing.assert_array_equal(st._finite_rows(np.array([[1.0, 2.0], [nan, 1.0], [3.0, np.inf]])), [[1.0, 2.0]])
     np.testing.assert_array_equal(st._bins(np.array([1.0, 5.0, 9.0]), np.array([4.0, 8.0])),
                                   [[0, 0], [1, 0], [0, 1]])
+
+
+def main(argv: list[str]) -> int:
+    """``--record``: write EXPECTED_FILE from the code as it is (after a change that should move the answers)."""
+    if argv != ["--record"]:
+        print("usage: python tests/test_monitor_stats_values.py --record", file=sys.stderr)
+        return 2
+    EXPECTED_FILE.write_text(json.dumps({name: _plain(call()) for name, call in CASES.items()}, indent=1,
+                                        sort_keys=True) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
