@@ -277,13 +277,16 @@ def test_the_parse_keeps_the_strict_checks(points):
         _guard._parse(b"{", points)
 
 
-def test_a_points_body_is_parsed_the_fast_way_and_any_other_strictly():
+def test_a_points_body_is_parsed_the_fast_way_and_any_other_strictly(monkeypatch):
     body = b'{"points": [{"v": 1180591620717411303424}]}'  # 2**70: past 64 bits
     points = _scope(path="/api/v1/runs/run_1/points", headers=[_length(len(body)), JSON])
     status, _, _, app, _ = _call(points, chunks=(body,))
     assert status == 200 and app.calls[0]["scope"]["state"]["json_body"] == {"points": [{"v": 2.0 ** 70}]}
     status, answer, _, app, _ = _call(_scope(headers=[_length(len(body)), JSON]), chunks=(body,))
     assert status == 422 and not app.calls
+    monkeypatch.setattr(_guard, "_THREAD_PARSE_BYTES", 8)
+    status, _, _, app, _ = _call(points, chunks=(body,))
+    assert status == 200 and app.calls[0]["scope"]["state"]["json_body"] == {"points": [{"v": 2.0 ** 70}]}, "in a thread"
 
 
 def test_a_scope_missing_its_optional_keys_is_read_with_their_defaults(caplog):

@@ -293,3 +293,16 @@ def test_a_job_with_an_empty_spec_gives_its_key_no_datasets(store):
 
     store._tx(clear)
     assert store.job_key_scope(key)["datasets"] == () and store.job_key_scope(key)["reads"] == ()
+
+
+def test_keys_list_oldest_first_and_accounts_made_at_one_instant_by_id(store, monkeypatch):
+    now = [2000.0]
+    monkeypatch.setattr(_accounts.time, "time", lambda: now[0])
+    alice, _ = store.create_account("alice")
+    now[0] = 1000.0
+    store.issue_api_key(alice, "older")
+    assert [k["name"] for k in store.list_keys(alice)] == ["older", None], "by date, not by the order made"
+    now[0] = 3000.0
+    made = [store.create_account(f"same-{i}")[0] for i in range(6)]
+    listed = [a["account_id"] for a in store.list_accounts()]
+    assert listed[0] == alice and listed[1:] == sorted(made), "one instant: by id"
