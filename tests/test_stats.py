@@ -214,6 +214,8 @@ def test_group_lines_are_a_heading_and_one_aligned_line_a_group():
     ]
     assert group_lines({"groups": {"a": {}, "skipped": 1, "b": {"n": 3}}}) == [
         "per group (3):", "  a        n=None - -> -", "  b        n=3    - -> -"]
+    assert group_lines({"groups": {"a": {}, "b": {"n": 3}}}) == ["per group (2):", "  a  n=None - -> -",
+                                                                "  b  n=3    - -> -"], "two groups are enough"
     one = {"field": "f", "groups": {"a": holdout_result([0], [1])}}
     for nothing in (None, [], {"groups": None}, {"groups": []}, one):
         assert group_lines(nothing) == [], nothing
