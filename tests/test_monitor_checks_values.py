@@ -47,7 +47,7 @@ def _texts(r: np.random.Generator, t: int, grow: int = 3, ask: bool = False) -> 
 def _run(kl: bool = True, markers: bool = True, features: bool | str = True, endorsed: tuple[str, ...] = ("kappa",),
          has_gold: bool = True, grow: int = 3, variant: bool = False, n_looks: int = 6,
          ) -> tuple[list[ch.Look], list[ch.BufferItem], feats.FeatureIndex]:
-    """``n_looks`` looks and two buffered completions a look. ``variant``: lengths in characters beside words, a falling
+    """``n_looks`` looks and K buffered completions a look. ``variant``: lengths in characters beside words, a falling
     question mark, a prompt the proxy could not score at look 5, a buffered completion without gold; ``features``
     "odd": only every other look carries its feature sets."""
     r = np.random.default_rng(11)
@@ -72,12 +72,13 @@ def _run(kl: bool = True, markers: bool = True, features: bool | str = True, end
             kl=(0.02 * t + r.gamma(2.0, 0.01, (P, K))) if kl else None,
             words=words.copy(),
             markers=feats.marker_presence(flat).reshape(P, K, -1) if markers else None))
-        for i in range(2):
-            s = flat[i]
+        for i in range(K):  # one training call scored the K completions of prompt 0 (or of 1 and 2, alternately)
+            j = (t % 2) * K + i if variant else i
+            s = flat[j]
             no_gold = variant and i == 1 and t % 2 == 0
-            buffer.append(ch.BufferItem(call=t, prompt=f"p{i}", proxy=float(proxy.flat[i]),
-                                        gold=math.nan if no_gold else float(gold.flat[i]),
-                                        endorsed=endorsed_p.reshape(P * K, -1)[i], features=index.encode(s),
+            buffer.append(ch.BufferItem(call=t, prompt=f"p{j // K}", proxy=float(proxy.flat[j]),
+                                        gold=math.nan if no_gold else float(gold.flat[j]),
+                                        endorsed=endorsed_p.reshape(P * K, -1)[j], features=index.encode(s),
                                         words=len(s.split())))
     return looks, buffer, index
 
@@ -91,9 +92,11 @@ def _settings(**changes) -> ch.Settings:
 
 
 def _all(cfg: ch.Settings, at: tuple[int, ...] = (3, 6), **run) -> list:
-    """check_all after each look in ``at`` (counted from 1), the settings' counters carried as in a run."""
+    """check_all after each look in ``at`` (counted from 1), the settings' counters carried as in a run; last, the
+    counters themselves (how many looks each check has spent alpha on)."""
     looks, buffer, index = _run(endorsed=cfg.endorsed, has_gold=cfg.has_gold, **run)
-    return [ch.check_all(looks[:t], buffer[: 2 * t], cfg, index) for t in range(1, len(looks) + 1) if t in at]
+    out: list = [ch.check_all(looks[:t], buffer[: K * t], cfg, index) for t in range(1, len(looks) + 1) if t in at]
+    return [*out, dict(sorted(cfg.counters.items()))]
 
 
 #: name -> the check_all answers (one per look) pinned below
@@ -110,6 +113,8 @@ CASES = {
     "steady": lambda: _all(_settings(length_pct=0.5), at=(3, 4, 6), grow=0, variant=True),
     "odd_features": lambda: _all(_settings(scan_min=2), at=(4, 5, 6), features="odd"),
     "format_gate_exact": lambda: _all(_settings(format_shift=0.25, endorsed=("**",)), at=(6,), variant=True),
+    "lengths_held": lambda: _all(_settings(length_pct=5.0, length_shift=1.1), at=(3, 4, 6), grow=0),
+    "lengths_held_then_moved": lambda: _all(_settings(length_pct=0.3, length_shift=0.6), at=(3, 4, 5, 6), grow=1),
 }
 
 
@@ -161,7 +166,7 @@ def test_each_look_of_the_run_gives_its_recorded_checks(name, expected):
 
 
 def test_the_run_raises_the_alarms_it_was_built_to_raise():
-    last = CASES["armed"]()[-1]
+    last = CASES["armed"]()[-2]
     assert last["divergence"]["fired"] and last["length"]["fired"] and last["kl"]["fired"]
     assert last["length"]["verdict"] == "hack" and not last["gold_decline"]["fired"], "gold held"
     assert "great answer" in last["scan"]["flagged"] and "kappa" not in last["scan"]["flagged"], "kappa is endorsed"
