@@ -86,7 +86,10 @@ class Survivor:
         return self.module, self.function, self.mutation
 
     def row(self) -> str:
-        cells = [self.module, str(self.line), self.function, f"`{self.mutation}`", self.reason or "TODO: why"]
+        """The survivors file's row; the mutation in <code> (a backticked ``mod.name(...)`` would read to
+        tests/test_docs_paths.py as a name the docs claim), with ``&`` and ``<`` escaped and ``|`` too."""
+        code = self.mutation.replace("&", "&amp;").replace("<", "&lt;")
+        cells = [self.module, str(self.line), self.function, f"<code>{code}</code>", self.reason or "TODO: why"]
         return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
 
@@ -97,19 +100,21 @@ _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 
 
 def read_survivors(path: Path = SURVIVORS) -> list[Survivor]:
-    """The rows of the survivors file's table(s): ``| module | line | function | `mutation` | reason |``."""
+    """The rows of the survivors file's table(s): ``| module | line | function | <code>mutation</code> | reason |``."""
     found = []
     for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not text.startswith("| whileai/"):
             continue
         cells = [cell.strip().replace("\\|", "|") for cell in _CELL_SPLIT.split(text.strip())[1:-1]]
-        if len(cells) != 5 or not cells[1].isdigit() or not (cells[3].startswith("`") and cells[3].endswith("`")):
-            raise ValueError(f"{path.name}:{number}: {text!r} is not a row | module | line | function | `mutation` | "
-                             "reason |; write it as the script prints it")
+        if len(cells) != 5 or not cells[1].isdigit() or not (cells[3].startswith("<code>")
+                                                              and cells[3].endswith("</code>")):
+            raise ValueError(f"{path.name}:{number}: {text!r} is not a row | module | line | function | "
+                             "<code>mutation</code> | reason |; write it as the script prints it")
         if not cells[4] or cells[4].startswith("TODO"):
             raise ValueError(f"{path.name}:{number}: the survivor has no reason; say in one line why it is equivalent "
                              "or not worth a test, or write the test that kills it")
-        found.append(Survivor(cells[0], int(cells[1]), cells[2], cells[3][1:-1], cells[4]))
+        code = cells[3].removeprefix("<code>").removesuffix("</code>").replace("&lt;", "<").replace("&amp;", "&")
+        found.append(Survivor(cells[0], int(cells[1]), cells[2], code, cells[4]))
     return found
 
 

@@ -47,7 +47,7 @@ def test_the_survivors_file_parses_and_names_only_modules_of_the_mapping(script)
 
 
 def test_a_row_reads_back_as_the_survivor_it_was_printed_from(script, tmp_path):
-    one = script.Survivor("whileai/core/stats.py", 56, "wilson", "min(1.0, a | b) -> min(2.0, a | b)", "the same float")
+    one = script.Survivor("whileai/core/stats.py", 56, "wilson", "min(1.0, a | b) -> min(2.0, a < b & c &lt;)", "the same")
     path = tmp_path / "survivors.md"
     path.write_text("# Surviving mutants\n\n| module | line | function | mutation | reason |\n|---|---|---|---|---|\n"
                     + one.row() + "\n")
