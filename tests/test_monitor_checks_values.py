@@ -8,13 +8,13 @@ reason in its commit. Fast: six prompts, a few hundred resamples.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _recorded import load, record_main, same
 
 from whileai.domain.monitor import _checks as ch
 from whileai.domain.monitor import _features as feats
@@ -140,24 +140,12 @@ def _plain(value):
 
 
 def _same(got, want, where: str = "") -> None:
-    if isinstance(want, dict):
-        assert isinstance(got, dict) and set(got) == set(want), (where, got)
-        for key in want:
-            _same(got[key], want[key], f"{where}.{key}")
-    elif isinstance(want, list):
-        assert isinstance(got, list) and len(got) == len(want), (where, got)
-        for i, (g, w) in enumerate(zip(got, want)):
-            _same(g, w, f"{where}[{i}]")
-    elif isinstance(want, float) and not isinstance(got, bool):
-        assert isinstance(got, float | int), (where, got)
-        assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want, rel=1e-9, abs=1e-12), (where, got, want)
-    else:
-        assert got == want, (where, got, want)
+    same(got, want, where, strict_types=False)
 
 
 @pytest.fixture(scope="module")
 def expected() -> dict:
-    return json.loads(EXPECTED_FILE.read_text(encoding="utf-8"))
+    return load(EXPECTED_FILE)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -190,13 +178,7 @@ def test_the_window_mean_and_prompt_mean_skip_nan():
 
 
 def main(argv: list[str]) -> int:
-    """``--record``: write EXPECTED_FILE from the code as it is (after a change that should move the answers)."""
-    if argv != ["--record"]:
-        print("usage: python tests/test_monitor_checks_values.py --record", file=sys.stderr)
-        return 2
-    EXPECTED_FILE.write_text(json.dumps({name: _plain(call()) for name, call in CASES.items()}, indent=1,
-                                        sort_keys=True) + "\n", encoding="utf-8")
-    return 0
+    return record_main(argv, EXPECTED_FILE, CASES, _plain)
 
 
 if __name__ == "__main__":

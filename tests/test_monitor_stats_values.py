@@ -7,13 +7,13 @@ reason in its commit. Fast: small inputs, a few hundred resamples.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _recorded import load, record_main, same
 
 from whileai.domain.monitor import _stats as st
 
@@ -222,24 +222,12 @@ EXPECTED_FILE = Path(__file__).resolve().parent / "fixtures" / "monitor_stats_ex
 
 
 def _same(got, want, where: str = "") -> None:
-    if isinstance(want, dict):
-        assert isinstance(got, dict) and set(got) == set(want), (where, got)
-        for key in want:
-            _same(got[key], want[key], f"{where}.{key}")
-    elif isinstance(want, list):
-        assert isinstance(got, list) and len(got) == len(want), (where, got)
-        for i, (g, w) in enumerate(zip(got, want)):
-            _same(g, w, f"{where}[{i}]")
-    elif isinstance(want, float) and not isinstance(got, bool):
-        assert isinstance(got, float), (where, got)
-        assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want, rel=1e-9, abs=1e-12), (where, got, want)
-    else:
-        assert got == want and type(got) is type(want), (where, got, want)
+    same(got, want, where, strict_types=True)
 
 
 @pytest.fixture(scope="module")
 def expected() -> dict:
-    return json.loads(EXPECTED_FILE.read_text(encoding="utf-8"))
+    return load(EXPECTED_FILE)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -258,13 +246,7 @@ def test_the_closed_forms_by_hand():
 
 
 def main(argv: list[str]) -> int:
-    """``--record``: write EXPECTED_FILE from the code as it is (after a change that should move the answers)."""
-    if argv != ["--record"]:
-        print("usage: python tests/test_monitor_stats_values.py --record", file=sys.stderr)
-        return 2
-    EXPECTED_FILE.write_text(json.dumps({name: _plain(call()) for name, call in CASES.items()}, indent=1,
-                                        sort_keys=True) + "\n", encoding="utf-8")
-    return 0
+    return record_main(argv, EXPECTED_FILE, CASES, _plain)
 
 
 if __name__ == "__main__":
