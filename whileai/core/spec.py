@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from whileai.core import defaults as d
 from whileai.core.knobs import many_value
@@ -60,8 +60,6 @@ __all__ = [
     "knob_fields",
     "knob_of",
     "is_whole",
-    "is_final",
-    "mark_final",
     "NOT_KNOBS",
     "BOOKKEEPING",
     "JOB_ROW_KEYS",
@@ -209,10 +207,6 @@ class RunSpec(BaseModel):
     provenance: dict[str, str] | None = None
     #: the experiment runner's record of the recipe and stage that started this run
     runner: RunnerRecord | None = None
-    #: True on a spec the resolution finished (every knob filled, each with its origin, the dataset's facts read):
-    #: ``wai.train`` hands such a spec on as it is when it has nothing to fill in, instead of resolving it again.
-    #: Not a field: a copy read back from JSON, or changed by :func:`updated`, is resolved again.
-    _final: bool = PrivateAttr(default=False)
     #: set by the job launcher for the job's own copy of the spec
     run_id: str | None = None
     dataset: str | None = None
@@ -843,14 +837,3 @@ def updated(model: _Model, **changes: Any) -> _Model:
     """
     given = {name: getattr(model, name) for name in model.model_fields_set}
     return type(model).model_validate({**given, **changes})
-
-
-def mark_final(spec: RunSpec) -> RunSpec:
-    """``spec`` marked as the resolution's finished result (``RunSpec._final``); only the resolution calls this."""
-    spec._final = True
-    return spec
-
-
-def is_final(spec: Any) -> bool:
-    """Whether ``spec`` is a run spec the resolution finished (and nothing changed since)."""
-    return isinstance(spec, RunSpec) and spec._final
