@@ -155,6 +155,16 @@ REWARD_MODULES_ENV = "WHILEAI_REWARD_MODULES"
 TRAIN_REWARD_PYTHON_PATTERN = r"python:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*"
 #: What ``reward_model`` names: a run id, or ``stages.NAME`` (an rm stage of the same recipe, resolved by the runner).
 TRAIN_REWARD_MODEL_PATTERN = rf"run_[0-9a-f]{{{2 * ID_HEX_BYTES}}}|stages\.[A-Za-z_][A-Za-z0-9_-]*"
+#: The environments GRPO can play whole episodes in (the ``environment`` field of a GRPO spec): the kit's
+#: own tool world, BFCL's multi-turn APIs (``bfcl`` or ``bfcl:CATEGORY``), or a user's class
+#: (``python:MODULE:CLASS``). whileai.domain.episodes resolves each name to TRL's ``environment_factory``.
+TRAIN_ENVIRONMENT_PATTERN = (r"kit|bfcl(:[a-z_]+)?|python:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+                             r":[A-Za-z_][A-Za-z0-9_]*")
+#: The range of an episode's turn cap (``max_turns``: tool-calling rounds, TRL's ``max_tool_calling_iterations``).
+#: At least one round, or no tool result ever reaches the model. 64 is a bound against typos, not a measured
+#: limit: BFCL's own inference stops a user turn after 20 steps (bfcl_eval ``MAXIMUM_STEP_LIMIT``), and every
+#: round's tool output shares one completion budget (TRL's ``max_completion_length``).
+TRAIN_MAX_TURNS_RANGE = (1, 64)
 #: The loss masks export.loss_mask accepts (its "assistant" and "final"), for the
 #: ``mask_mode`` knob of a hosted run.
 EXPORT_MASK_MODES = ("assistant", "final")

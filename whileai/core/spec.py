@@ -427,6 +427,12 @@ class GRPOSpec(RunSpec):
     #: the HackMonitor: True (on, its defaults), its settings, or False (off); None in a record of before version 3
     #: reads as on, as it ran
     monitor: dict[str, Any] | bool | None = True
+    #: the environment whole episodes are played in (TRL's ``environment_factory``, resolved by
+    #: whileai.domain.episodes): kit, bfcl or bfcl:CATEGORY, or python:MODULE:CLASS; None: single-turn prompts
+    environment: str | None = Field(None, pattern=rf"^(?:{d.TRAIN_ENVIRONMENT_PATTERN})$")
+    #: an episode's tool-calling rounds (TRL's ``max_tool_calling_iterations``); None: the domain's
+    #: EPISODE_MAX_TURNS. Read only with an environment.
+    max_turns: int | None = Field(None, ge=d.TRAIN_MAX_TURNS_RANGE[0], le=d.TRAIN_MAX_TURNS_RANGE[1])
 
     @property
     def vllm_server(self) -> bool:

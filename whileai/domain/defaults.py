@@ -576,3 +576,32 @@ MIRROR_SCRUB_BUSY_TIMEOUT_S = 10.0
 #: The longest config value MLflow is given as a param (its limit is 6,000 characters since MLflow 2.x; 500
 #: keeps the params table readable). Longer values are cut, with "..." at the end; W&B and trackio get them whole.
 MIRROR_PARAM_MAX_CHARS = 500
+
+# ---------------------------------------------------------------------------
+# Episodes (whileai.domain.episodes): environments played over several tool-calling rounds
+# ---------------------------------------------------------------------------
+
+#: An episode's turn cap when the spec leaves ``max_turns`` None: tool-calling rounds, as TRL's
+#: ``max_tool_calling_iterations`` counts them (TRL's own default is no cap). The kit's hardest task needs 4
+#: calls made one a round (each reads the previous result) and then a reply, so 6 leaves two rounds for
+#: recovering from a tool error; a runaway policy stops there instead of filling the completion budget.
+#: Our choice; within TRAIN_MAX_TURNS_RANGE (core defaults).
+EPISODE_MAX_TURNS = 6
+
+#: Accounts in one kit world, drawn from the kit's name list. Four are enough that a task names two or three
+#: and leaves others to confuse them with, and few enough that every name stays a short, frequent token for
+#: a tiny model. Our choice.
+EPISODE_KIT_ACCOUNTS = 4
+#: A kit account opens with a whole number of steps of this size, from 1 to EPISODE_KIT_BALANCE_STEPS steps
+#: (10..90): two-digit amounts a tiny model copies from a tool result; the tasks keep every amount the agent
+#: reads or writes under 100 (a deposit is drawn so the sum it leaves does). Our choice.
+EPISODE_KIT_BALANCE_STEP = 10
+EPISODE_KIT_BALANCE_STEPS = 9
+#: Kit tasks generated when no count is given, and the seed that draws them. 500 tasks hold out about 100 at
+#: CUT_HOLDOUT: enough that a pass rate's 95% interval is about +-10 points, and generated in milliseconds.
+EPISODE_KIT_TASKS = 500
+EPISODE_KIT_SEED = 0
+#: Differences a failed episode's verdict names (each key of the state that differs from the gold replay's,
+#: with both values); the count beside them is whole. Three find the mistake and keep the reason one line.
+#: Our choice.
+EPISODE_DIFFS_SHOWN = 3

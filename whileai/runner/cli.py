@@ -278,6 +278,13 @@ def _task(cfg: Any) -> Any:
     spec, stages = _validated(cfg, origin, whole=mode == "run")
     if mode == "validate":
         return _show(spec, choices)
+    if spec.environment.name != "none":  # shown by validate, not yet played by a run: refused, not ignored
+        from whileai.runner._environment import RUN_REFUSAL
+        from whileai.runner.schema import Problem
+
+        report_problems([Problem("environment.name", RUN_REFUSAL.format(name=spec.environment.name),
+                                 origin("environment.name"))])
+        raise SystemExit(2)
     return _run(spec, stages, hydra_cfg, choices, overrides, origin)
 
 
@@ -324,9 +331,12 @@ def _validated(cfg: Any, origin: Any, whole: bool) -> tuple[RecipeSpec, list[tup
 def _show(spec: RecipeSpec, choices: dict[str, Any]) -> int:
     """``validate``: the spec with the values the job will use, and a line saying it is valid."""
     from whileai.runner._effective import annotated_yaml, effective
+    from whileai.runner._environment import environment_lines
 
     try:
         print(annotated_yaml(*effective(spec)), end="", flush=True)
+        for line in environment_lines(spec):  # the environment's tools and turn cap, as YAML comments
+            print(line, flush=True)
     except BrokenPipeError:  # `python -m whileai validate ... | head`
         from whileai.runner._closing import reader_left
 

@@ -18,6 +18,7 @@ problem is collected and reported at once:
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -133,6 +134,17 @@ class Target(_Strict):
     nodes: int = Field(default=1, ge=1, le=core_defaults.MAX_NODES)
 
 
+class Environment(_Strict):
+    """The tool world whole episodes are played in (whileai.domain.episodes): its name (none, kit, bfcl or
+    python:MODULE:CLASS), BFCL's category, and the turn cap (None: EPISODE_MAX_TURNS). The name, the category
+    and a python: class are checked by :func:`_environment_checks`, with the words of the domain's refusal."""
+
+    name: str = "none"
+    category: str | None = None
+    max_turns: int | None = Field(default=None, ge=core_defaults.TRAIN_MAX_TURNS_RANGE[0],
+                                  le=core_defaults.TRAIN_MAX_TURNS_RANGE[1])
+
+
 class Expect(_Strict):
     holdout_after_min: float | None = Field(default=None, ge=0.0, le=1.0)
     holdout_gain_min: float | None = Field(default=None, ge=-1.0, le=1.0)
@@ -177,12 +189,12 @@ class RecipeStage(_Settings):
 
 #: the order a recorded spec lists its keys in, as conf/config.yaml composes them
 _ROOT_ORDER = ("name", "base_model", "check", "method", *KNOBS, *HOST_KEYS, "stages", "expect",
-               "dataset", "export", "monitor", "serve", "target")
+               "dataset", "export", "monitor", "serve", "target", "environment")
 
 
 class RecipeSpec(_Settings):
     """The runner's spec, composed by Hydra and validated once: the last stage's keys at the root, the
-    earlier stages, and the dataset, export, monitor, serve, target and expect groups.
+    earlier stages, and the dataset, export, monitor, serve, target, environment and expect groups.
 
     Built by :func:`recipe_spec`; every step of a run reads its typed attributes, and :meth:`plain`
     is its JSON form, as recorded on the run.
@@ -196,6 +208,7 @@ class RecipeSpec(_Settings):
     monitor: Monitor = Monitor()
     serve: Serve = Serve()
     target: Target = Target()
+    environment: Environment = Environment()
     stages: dict[str, RecipeStage] = {}
     expect: Expect = Expect()
 
@@ -228,7 +241,7 @@ def recipe_spec(plain: dict[str, Any]) -> RecipeSpec:
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {"dataset": Dataset, "export": Export, "monitor": Monitor, "serve": Serve,
-                                        "target": Target, "expect": Expect}
+                                        "target": Target, "environment": Environment, "expect": Expect}
 
 
 def _field_names(model: type[BaseModel]) -> list[str]:
@@ -392,6 +405,7 @@ def checked(plain: dict[str, Any], origin: Any = None) -> tuple[RecipeSpec | Non
                 add(path, message)
     problems += _export_checks(plain, where, seen)
     problems += _cross_checks(plain, where)
+    problems += _environment_checks(plain, where, seen)
     return (None if problems else spec), problems
 
 
@@ -460,4 +474,32 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
     if monitor.get("enabled") and plain.get("method") != "grpo":
         out.append(Problem("monitor.enabled", f"the HackMonitor watches GRPO only, and method={plain.get('method')}; "
                            "pick monitor=off or method=grpo", where("monitor.enabled")))
+    return out
+
+
+def _environment_checks(plain: dict[str, Any], where: Any, seen: set[str]) -> list[Problem]:
+    """The environment group: a name the domain resolves (a python: class imported from the working directory and
+    checked against the protocol), BFCL's category, a GRPO stage to play it, and a turn cap only with an
+    environment."""
+    env: dict[str, Any] = plain["environment"] if isinstance(plain.get("environment"), dict) else {}
+    name, category, max_turns = env.get("name", "none"), env.get("category"), env.get("max_turns")
+    if not isinstance(name, str) or "environment.name" in seen or "environment.category" in seen:
+        return []
+    from whileai.domain.episodes import environment_problems
+
+    out = []
+    for message in environment_problems(name, category, search_path=os.getcwd()):  # where a python: class imports
+        key = "environment.category" if message.startswith("environment.category=") else "environment.name"
+        out.append(Problem(key, message, where(key)))
+    if name == "none":
+        if max_turns is not None:
+            out.append(Problem("environment.max_turns", f"environment.max_turns={max_turns} is read only with an "
+                               "environment; pick environment=kit or bfcl (or environment.name=python:MODULE:CLASS), "
+                               "or drop it", where("environment.max_turns")))
+        return out
+    nodes = [plain, *(s for s in (plain.get("stages") or {}).values() if isinstance(s, dict))]
+    if not any(node.get("method") == "grpo" for node in nodes):
+        out.append(Problem("environment.name", f"environment={name} is played by GRPO, and no stage of this spec is "
+                           f"grpo (method={plain.get('method')}); pick method=grpo (or a recipe with a grpo stage), "
+                           "or environment=none", where("environment.name")))
     return out

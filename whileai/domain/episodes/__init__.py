@@ -1,0 +1,34 @@
+"""Episodes: an agent and a stateful tool world taking turns, judged by the world they leave behind.
+
+One job: give GRPO (TRL's ``GRPOTrainer(environment_factory=...)``) and held-out measurement whole
+episodes instead of a first call. The parts:
+
+- ``protocol.py``: what an environment is (TRL's contract: ``reset(**row)``, public methods as typed,
+  documented tools, optional ``get_reward``), checked with every problem listed at once;
+- ``loader.py``: a user's environment, ``python:MODULE:CLASS``;
+- ``kit.py``: the built-in environment, a small bank with four tools, and its seeded tasks and split;
+- ``loop.py``: one episode played with any policy, as TRL's tool-calling loop plays it;
+- ``judge.py``: the verdict: the end state against the gold calls replayed, and what the reply must say;
+- ``registry.py``: a name (``kit``, ``bfcl``, ``python:...``) to TRL's environment factory.
+"""
+
+from whileai.domain.episodes.judge import Verdict, judge_episode, replay, state_differences
+from whileai.domain.episodes.kit import KitEnvironment, KitTask, kit_rows, kit_split, kit_tasks
+from whileai.domain.episodes.loader import load_environment
+from whileai.domain.episodes.loop import Episode, Policy, play_episode
+from whileai.domain.episodes.protocol import (Environment, EnvironmentFactory, end_state, protocol_problems,
+                                              tool_methods, tool_schemas)
+from whileai.domain.episodes.registry import (BFCL_CATEGORIES, ENVIRONMENT_NAMES, EnvironmentInfo, Factories,
+                                              WorldInfo, describe_environment, environment_factory,
+                                              environment_problems, environment_ref, parse_environment_ref)
+
+__all__ = [
+    "Environment", "EnvironmentFactory", "protocol_problems", "tool_methods", "tool_schemas", "end_state",
+    "load_environment",
+    "KitEnvironment", "KitTask", "kit_tasks", "kit_split", "kit_rows",
+    "Episode", "Policy", "play_episode",
+    "Verdict", "replay", "judge_episode", "state_differences",
+    "ENVIRONMENT_NAMES", "BFCL_CATEGORIES", "Factories", "EnvironmentInfo", "WorldInfo", "environment_factory",
+    "environment_problems",
+    "describe_environment", "environment_ref", "parse_environment_ref",
+]

@@ -1,0 +1,100 @@
+"""The state judge: an episode passes when it leaves the world as the gold actions leave it, and says what it must.
+
+The gold is replayed, not stored: a fresh environment from the same factory, reset with the same row, then
+the gold calls in order (:func:`replay`). The episode's end state (every public attribute of the
+environment, :func:`~whileai.domain.episodes.protocol.end_state`) must equal the replay's, key by key.
+A task may also ask for something to be said (``responses``): each must appear in the episode's final
+reply as a whole word or number. The verdict says why, naming the first differences.
+
+    gold = replay(KitEnvironment, row, task.gold)
+    verdict = judge_episode(episode, gold, task.responses)   # Verdict(passed=True, reason="...")
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from whileai.domain import defaults
+from whileai.domain.episodes.loop import Episode, _arguments
+from whileai.domain.episodes.protocol import end_state
+
+__all__ = ["Verdict", "replay", "state_differences", "judge_episode"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether an episode passed, and why (the differences from the gold replay, or the reply's missing words)."""
+
+    passed: bool
+    reason: str
+
+
+def replay(factory: Callable[[], Any], row: Mapping[str, Any], calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The end state the gold ``calls`` (``{"name", "arguments"}`` each) leave on a fresh environment reset with
+    ``row``. A gold call that raises is the task's error, raised as ValueError naming the call."""
+    environment = factory()
+    environment.reset(**row)
+    for index, call in enumerate(calls):
+        name = str(call.get("name"))
+        try:
+            getattr(environment, name)(**_arguments(call.get("arguments")))
+        except Exception as exc:  # a gold that does not run is a broken task, said as such
+            raise ValueError(f"gold call {index} ({name} with {call.get('arguments')!r}) raised "
+                             f"{type(exc).__name__}: {exc}; the task's gold must run on a fresh environment: fix "
+                             "the task's gold actions") from exc
+    return end_state(environment)
+
+
+def _differences(key: str, got: Any, want: Any) -> list[str]:
+    if got == want:
+        return []
+    if isinstance(got, Mapping) and isinstance(want, Mapping):
+        out = []
+        for sub in sorted({*got, *want}, key=str):
+            shown_got = repr(got[sub]) if sub in got else "absent"
+            shown_want = repr(want[sub]) if sub in want else "absent"
+            if got.get(sub, ...) != want.get(sub, ...):
+                out.append(f"{key}[{sub!r}] is {shown_got}, gold {shown_want}")
+        return out
+    return [f"{key} is {got!r}, gold {want!r}"]
+
+
+def state_differences(state: Mapping[str, Any], gold: Mapping[str, Any]) -> list[str]:
+    """Each place ``state`` differs from ``gold``: a key of either, one level into a mapping, with both values."""
+    out = []
+    for key in sorted({*state, *gold}):
+        if key not in state or key not in gold:
+            out.append(f"{key} is {'absent' if key not in state else repr(state[key])}, gold "
+                       f"{'absent' if key not in gold else repr(gold[key])}")
+        else:
+            out += _differences(key, state[key], gold[key])
+    return out
+
+
+def _says(reply: str, text: str) -> bool:
+    """Whether ``reply`` contains ``text`` as a whole word or number ("30" is not said by "130" or "3.0")."""
+    return re.search(rf"(?<![\w.]){re.escape(text)}(?![\w]|\.\d)", reply, flags=re.IGNORECASE) is not None
+
+
+def judge_episode(episode: Episode, gold_state: Mapping[str, Any], responses: Sequence[str] = ()) -> Verdict:
+    """Pass when ``episode``'s end state equals ``gold_state`` and its final reply says each of ``responses`` (as a
+    whole word or number, case aside)."""
+    reasons = []
+    differences = state_differences(episode.end_state, gold_state)
+    if differences:
+        shown = differences[: defaults.EPISODE_DIFFS_SHOWN]
+        more = len(differences) - len(shown)
+        reasons.append("the end state differs from the gold replay's: " + "; ".join(shown)
+                       + (f" (and {more} more)" if more else ""))
+    reply = episode.final_reply
+    missing = [text for text in responses if not _says(reply, text)]
+    if missing:
+        reasons.append(f"the final reply does not say {', '.join(repr(m) for m in missing)} (it says {reply!r})")
+    if reasons:
+        return Verdict(False, "; ".join(reasons))
+    said = f", and the final reply says {', '.join(repr(r) for r in responses)}" if responses else ""
+    capped = f" (stopped at the turn cap of {episode.rounds} rounds)" if episode.stopped == "cap" else ""
+    return Verdict(True, f"the end state equals the gold replay's{said}{capped}")
