@@ -548,6 +548,16 @@ BFCL_EXPANSION_CAP = 256
 #: has no reference text for these and passes any reply that makes no call; one short sentence
 #: teaches the answer without a call in a few tokens, well inside the held-out reply cap.
 BFCL_NO_CALL_REPLY = "None of the available functions can do this, so I will not call one."
+#: BFCL's multi-turn categories: the share of its 200 scenarios held out (each in all four categories, chosen
+#: by a hash of the scenario number, rows/bfcl_multi_turn.is_held_out). CUT_HOLDOUT's 80/20; the hash holds
+#: out 35 scenarios (140 entries of bfcl-eval 2026.3.23), so a held-out pass rate near 50% has a 95%
+#: interval of about +-8 points.
+BFCL_MULTI_TURN_HOLDOUT = 0.2
+#: benchmarks/bfcl_multi_turn_agreement.py: the seed its model-like trajectories are drawn with, and the
+#: chance that a turn's calls are cut into another step at each gap (a model that sends one call a round
+#: as often as one that sends them together, so the steps BFCL reads vary). Our choice.
+BFCL_AGREEMENT_SEED = 0
+BFCL_AGREEMENT_STEP_SPLIT = 0.5
 
 # ---------------------------------------------------------------------------
 # report_to mirrors (whileai.domain.tracking.mirror)

@@ -27,6 +27,7 @@ from typing import Any
 from whileai.core.errors import RowFormatError
 
 from whileai.domain import defaults
+from whileai.domain.rows.bfcl_multi_turn import multi_turn_shape
 from whileai.domain.rows.datagate import TOOL_NAME, map_schema, wire_name
 
 __all__ = ["from_bfcl", "from_bfcl_folder", "bfcl_data_folder", "bfcl_category", "BfclRows", "bfcl_tool",
@@ -39,7 +40,8 @@ BFCL_AST_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multip
 _FILE = re.compile(r"^BFCL_v\d+_(?P<category>.+)\.json$")
 
 _MULTI_TURN = ("multi-turn: each question is several user turns against BFCL's stateful APIs (file system, "
-               "trading bot, ...), which a one-reply row cannot hold, so it is not yet trainable here")
+               "trading bot, ...), which a one-reply row cannot hold; read it as episodes with read_multi_turn "
+               "(whileai.domain.rows.bfcl_multi_turn), played in whileai.domain.episodes.bfcl")
 _JAVA_JS = ("BFCL scores it by reading each argument string with its {} type converter, which the judge here "
             "(Python values under BFCL's rule) does not do")
 #: Every category bfcl-eval ships (its data/BFCL_v4_<category>.json) that whileai does not convert, and why
@@ -278,6 +280,10 @@ def from_bfcl(questions: str | os.PathLike, answers: str | os.PathLike | None = 
     left_out: list[dict[str, Any]] = []
     for line_no, entry in _read(questions, "questions"):
         answer = truth.get(entry["id"])
+        if multi_turn_shape(entry, answer):  # a multi-turn file under a name that does not say so
+            raise ValueError(f"from_bfcl: {questions}:{line_no} ({entry['id']!r}) is a multi-turn question (it names "
+                             f"backends and its answer is turns of calls), not category {category!r}; "
+                             f"{_MULTI_TURN}")
         if answer is None or not answer.get("ground_truth"):
             left_out.append({"id": entry["id"], "line": line_no, "why": "no possible answer with this id"})
             continue
