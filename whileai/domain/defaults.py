@@ -615,3 +615,14 @@ EPISODE_KIT_SEED = 0
 #: with both values); the count beside them is whole. Three find the mistake and keep the reason one line.
 #: Our choice.
 EPISODE_DIFFS_SHOWN = 3
+#: Characters of one message's text (or one call's arguments) a held-out episode's record keeps
+#: (whileai.domain.episodes.record); the rest is cut, saying how much. A kit tool answer is a few dozen
+#: characters; 2,000 keep a BFCL directory listing's or file's first screen, so one long answer cannot take a
+#: run's summary. Our choice.
+EPISODE_RECORD_TEXT_CHARS = 2000
+#: Bytes of JSON the held-out episodes may take in a run's summary, both sides together. Half of the platform's
+#: 1 MiB cap on a whole summary (RUN_SUMMARY_MAX_BYTES, whileai/platform/defaults.py), so the training record
+#: beside them always fits: about 200 kit episodes before and after (a kit record measured 1.0-1.6 KB, 1.2 KB on
+#: average, over 50 tasks played by their gold calls), a few dozen BFCL ones. Pairs past it are left out, changed
+#: verdicts kept first. Our choice.
+EPISODE_RECORDS_MAX_BYTES = 512 * 1024

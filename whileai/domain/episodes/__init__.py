@@ -9,6 +9,7 @@ episodes instead of a first call. The parts:
 - ``kit.py``: the built-in environment, a small bank with four tools, and its seeded tasks and split;
 - ``loop.py``: one episode played with any policy, as TRL's tool-calling loop plays it;
 - ``judge.py``: the verdict: the end state against the gold calls replayed, and what the reply must say;
+- ``record.py``: a judged episode as a run's summary keeps it (``summary["episodes"]``), turn by turn;
 - ``registry.py``: a name (``kit``, ``bfcl``, ``python:...``) to TRL's environment factory.
 """
 
@@ -16,6 +17,8 @@ from whileai.domain.episodes.judge import Verdict, judge_episode, replay, state_
 from whileai.domain.episodes.kit import KitEnvironment, KitTask, kit_rows, kit_split, kit_tasks
 from whileai.domain.episodes.loader import load_environment
 from whileai.domain.episodes.loop import Episode, Policy, play_episode
+from whileai.domain.episodes.record import (EPISODES_KEY, EpisodeRecord, EpisodesSummary, episode_record,
+                                            episodes_summary, tool_error)
 from whileai.domain.episodes.protocol import (Environment, EnvironmentFactory, end_state, protocol_problems,
                                               tool_methods, tool_schemas)
 from whileai.domain.episodes.registry import (BFCL_CATEGORIES, ENVIRONMENT_NAMES, EnvironmentInfo, Factories,
@@ -28,6 +31,7 @@ __all__ = [
     "KitEnvironment", "KitTask", "kit_tasks", "kit_split", "kit_rows",
     "Episode", "Policy", "play_episode",
     "Verdict", "replay", "judge_episode", "state_differences",
+    "EPISODES_KEY", "EpisodeRecord", "EpisodesSummary", "episode_record", "episodes_summary", "tool_error",
     "ENVIRONMENT_NAMES", "BFCL_CATEGORIES", "Factories", "EnvironmentInfo", "WorldInfo", "environment_factory",
     "environment_problems",
     "describe_environment", "environment_ref", "parse_environment_ref",
