@@ -28,7 +28,7 @@ from whileai.core import codec
 from whileai.platform.api.common import ApiError, base_url, store
 from whileai.platform.store.values import NotFoundError
 from whileai.platform import defaults
-from whileai.platform.pages import _charts, _columns, _list, _series, _setup, _views, auth
+from whileai.platform.pages import _charts, _columns, _episodes, _list, _series, _setup, _views, auth
 
 __all__ = ["router"]
 
@@ -219,7 +219,7 @@ def _run_view(request: Request, acct: str, record: dict[str, Any], cols: _series
     parts = _views.config_parts(record)
     delta = summary.get("delta") if isinstance(summary.get("delta"), dict) else None
     shown = ("holdout_before", "holdout_after", "holdout_loss_before", "holdout_loss_after", "delta",
-             "monitor", "selection", "export", "export_report", "adapter", "setup", "expect")
+             "monitor", "selection", "export", "export_report", "adapter", "setup", "expect", "episodes")
     return {
         "run": {k: v for k, v in record.items() if k not in ("config", "summary")},
         "facts": _views.facts(record),
@@ -237,6 +237,7 @@ def _run_view(request: Request, acct: str, record: dict[str, Any], cols: _series
                               (record.get("config") or {}).get("export_report")
                               if isinstance(record.get("config"), dict) else None),
         "training": summary.get("training") if isinstance(summary.get("training"), dict) else None,
+        "episodes": _episodes.episodes_view(summary),
         "adapter": summary.get("adapter"),
         "served": _served(request, acct, record["id"]),
         "config": {**parts, "reproduce": _views.reproduce_commands(record)},

@@ -1,5 +1,6 @@
 "use strict";
-// A run's page, top to bottom: status and progress, the held-out headline, the delta verdict,
+// A run's page, top to bottom: status and progress, the held-out headline, the held-out episodes turn by
+// turn (episodes.js), the delta verdict,
 // every logged series (loss first), the HackMonitor with its alarms, the selection and export
 // reports, cost, the served endpoint, the config with the command that reproduces it, the error.
 // A running run polls for the points past the last step it has (about once a second) and stops
@@ -405,7 +406,7 @@
     for (const k of Object.keys(byMetric)) delete byMetric[k];
     document.title = (v.run.name || v.run.id) + " · whileai";
     const charts = chartsSection(v), monitor = monitorSection(v);
-    const nodes = [header(v), headline(v), expectSection(v), failureKinds(v), delta(v),
+    const nodes = [header(v), headline(v), expectSection(v), failureKinds(v), WAI.episodesSection(v), delta(v),
       Array.isArray(charts) ? charts[0] : charts, monitor && monitor[0], scalarsSection(v), ...reports(v), cost(v), served(v), logSection(), config(v), other(v), error(v)];
     WAI.main().replaceChildren(...nodes.filter(Boolean));
     if (Array.isArray(charts)) charts[1]();
