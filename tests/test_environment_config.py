@@ -1,6 +1,6 @@
 """The runner's environment group (conf/environment/): none by default, kit and bfcl by name, a class of the user's
-by environment.name=python:MODULE:CLASS; validated once with the other groups, shown by ``validate`` with its
-tools and turn cap, and refused by ``run`` until the pipeline plays episodes. And the run spec's two fields.
+by environment.name=python:MODULE:CLASS; validated once with the other groups (with data that carries episodes
+and GRPO sampling every task's), shown by ``validate`` with its tools and turn cap. And the run spec's two fields.
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ def test_every_option_composes_and_says_what_it_is(option):
 
 
 def test_kit_validates_with_grpo_and_is_refused_without_it():
-    _, problems = compose(["recipe=grpo_tooluse", "environment=kit", "environment.max_turns=4"])
+    _, problems = compose(["recipe=agent_tooluse", "environment.max_turns=4"])
     assert problems == []
     _, problems = compose(["recipe=sft_tooluse", "environment=kit"])
-    assert _messages(problems) == {"environment.name": (
+    assert {k: v for k, v in _messages(problems).items() if k == "environment.name"} == {"environment.name": (
         "environment=kit is played by GRPO, and no stage of this spec is grpo (method=sft); pick method=grpo (or a "
         "recipe with a grpo stage), or environment=none")}
 
@@ -57,7 +57,7 @@ def test_bfcl_takes_a_multi_turn_category():
     _, problems = compose(["recipe=grpo_tooluse", "environment=bfcl", "environment.category=simple_python"])
     assert _messages(problems)["environment.category"].startswith(
         "environment.category='simple_python' is not a BFCL multi-turn category; pass one of multi_turn_base")
-    _, problems = compose(["recipe=grpo_tooluse", "environment=kit", "environment.category=multi_turn_base"])
+    _, problems = compose(["recipe=agent_tooluse", "environment.category=multi_turn_base"])
     assert _messages(problems) == {"environment.category": (
         "environment.category='multi_turn_base' is read only by environment=bfcl (environment=kit); drop it")}
 
@@ -65,7 +65,7 @@ def test_bfcl_takes_a_multi_turn_category():
 def test_the_turn_cap_is_checked_against_its_range_and_needs_an_environment():
     low, high = core_defaults.TRAIN_MAX_TURNS_RANGE
     for bad in (low - 1, high + 1):
-        _, problems = compose(["recipe=grpo_tooluse", "environment=kit", f"environment.max_turns={bad}"])
+        _, problems = compose(["recipe=agent_tooluse", f"environment.max_turns={bad}"])
         assert list(_messages(problems)) == ["environment.max_turns"]
     _, problems = compose(["recipe=grpo_tooluse", "environment.max_turns=4"])
     assert _messages(problems) == {"environment.max_turns": (
@@ -105,17 +105,18 @@ def test_a_python_environment_is_imported_and_checked_at_validate(tmp_path, monk
     '''))
     monkeypatch.chdir(tmp_path)  # the runner imports a python: class from where it runs
     sys.modules.pop("wai_cfg_envs", None)
-    _, problems = compose(["recipe=grpo_tooluse", "environment.name=python:wai_cfg_envs:Shelf"])
+    own_rows = ["method=grpo", "dataset=jsonl", "dataset.path=episodes.jsonl", "prompt_source=gold"]  # its episodes
+    _, problems = compose([*own_rows, "environment.name=python:wai_cfg_envs:Shelf"])
     assert problems == []
-    _, problems = compose(["recipe=grpo_tooluse", "environment.name=python:wai_cfg_envs:Loose"])
+    _, problems = compose([*own_rows, "environment.name=python:wai_cfg_envs:Loose"])
     (message,) = _messages(problems).values()
     assert "(2 problem(s))" in message and "Loose.reset(self) does not take **kwargs" in message
     assert "tool Loose.put has no docstring" in message
     assert str(tmp_path) not in sys.path
 
 
-def test_validate_prints_the_tools_and_the_turn_cap_and_run_refuses(tmp_path):
-    done = run_cli("validate", "recipe=grpo_tooluse", "environment=kit", "environment.max_turns=4", home=tmp_path)
+def test_validate_prints_the_tools_and_the_turn_cap_and_run_refuses_what_it_cannot_play(tmp_path):
+    done = run_cli("validate", "recipe=agent_tooluse", "environment.max_turns=4", home=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     start = lines.index("# environment kit (whileai.domain.episodes.kit.KitEnvironment): 4 tools, turn cap 4 "
@@ -128,9 +129,9 @@ def test_validate_prints_the_tools_and_the_turn_cap_and_run_refuses(tmp_path):
     assert yaml.safe_load(done.stdout)["environment"] == {"name": "kit", "category": None, "max_turns": 4}
     plain = run_cli("validate", "recipe=grpo_tooluse", home=tmp_path)
     assert "# environment" not in plain.stdout, "environment=none prints nothing more"
-    refused = run_cli("run", "recipe=grpo_tooluse", "environment=kit", home=tmp_path)
+    refused = run_cli("run", "recipe=grpo_tooluse", "environment=kit", home=tmp_path)  # single-turn rows
     assert refused.returncode == 2
-    assert "environment=kit: the runner does not play episodes in a run yet" in refused.stderr
+    assert "the rows of dataset.source=sample carry none; pick dataset=episodes" in refused.stderr
 
 
 def test_the_run_spec_carries_the_environment_and_its_turn_cap():

@@ -133,7 +133,7 @@ def test_a_batch_that_does_not_divide_is_refused_naming_the_sizes_that_do():
 
 
 def test_grpo_prompts_per_step_are_divided_across_processes():
-    from whileai.jobs.grpo import _prompts_per_rank
+    from whileai.jobs._grpo_batch import prompts_per_rank as _prompts_per_rank
 
     per_step = int(core_defaults.TRAIN_GRPO_PROMPTS_PER_STEP)
     assert _prompts_per_rank(per_step, 1, 100) == per_step

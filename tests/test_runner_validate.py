@@ -263,7 +263,7 @@ def test_a_user_recipe_is_found_before_the_committed_one(tmp_path):
 def test_help_lists_recipes_and_groups_and_cfg_job_is_hydras(tmp_path):
     done = run_cli("run", "--help", home=tmp_path / "home")
     assert done.returncode == 0, done.stderr
-    for name in ("recipe: dpo_tooluse, grpo_tooluse, rm_tooluse, sft_tooluse", "recipe/gpu: dpo_qwen3",
+    for name in ("recipe: agent_tooluse, dpo_tooluse, grpo_tooluse, rm_tooluse, sft_tooluse", "recipe/gpu: dpo_qwen3",
                  "method: dpo, grpo, rm, sft", "dataset:", "export:", "monitor:", "serve:", "target:"):
         assert name in done.stdout
     cfg = run_cli("run", "--cfg", "job", "recipe=dpo_tooluse", home=tmp_path / "home")

@@ -168,6 +168,12 @@ _MAX_TOOL_OUTPUT = knob(None, surface="export", range=(1, 100_000_000),
                         source="Lambert 2025, RLHF, chapter Tool Use (context cost of tool output)")
 
 
+#: A policy's environment (SFT and GRPO): where its held-out episodes are played (both methods) and its rollouts
+#: sampled (GRPO); None: single-turn prompts judged by their first call
+_ENVIRONMENT: Any = Field(None, pattern=rf"^(?:{d.TRAIN_ENVIRONMENT_PATTERN})$")
+_MAX_TURNS: Any = Field(None, ge=d.TRAIN_MAX_TURNS_RANGE[0], le=d.TRAIN_MAX_TURNS_RANGE[1])
+
+
 class RunnerRecord(BaseModel):
     """Where a run came from when the experiment runner started it: recipe, overrides, stage, export.
 
@@ -338,6 +344,10 @@ class SFTSpec(RunSpec):
                         help="one example per assistant turn", reason="the exporter's own default")
     strip_think: bool = _STRIP_THINK
     max_tool_output_chars: int | None = _MAX_TOOL_OUTPUT
+    #: the environment the held-out episodes are played in (the rows are its gold episodes); None: the first action
+    environment: str | None = _ENVIRONMENT
+    #: a held-out episode's tool-calling rounds; None: the domain's EPISODE_MAX_TURNS. Read only with an environment.
+    max_turns: int | None = _MAX_TURNS
 
 
 class GRPOSpec(RunSpec):
@@ -429,10 +439,10 @@ class GRPOSpec(RunSpec):
     monitor: dict[str, Any] | bool | None = True
     #: the environment whole episodes are played in (TRL's ``environment_factory``, resolved by
     #: whileai.domain.episodes): kit, bfcl or bfcl:CATEGORY, or python:MODULE:CLASS; None: single-turn prompts
-    environment: str | None = Field(None, pattern=rf"^(?:{d.TRAIN_ENVIRONMENT_PATTERN})$")
+    environment: str | None = _ENVIRONMENT
     #: an episode's tool-calling rounds (TRL's ``max_tool_calling_iterations``); None: the domain's
     #: EPISODE_MAX_TURNS. Read only with an environment.
-    max_turns: int | None = Field(None, ge=d.TRAIN_MAX_TURNS_RANGE[0], le=d.TRAIN_MAX_TURNS_RANGE[1])
+    max_turns: int | None = _MAX_TURNS
 
     @property
     def vllm_server(self) -> bool:

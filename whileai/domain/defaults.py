@@ -334,8 +334,9 @@ TRAIN_EXPORT_DEFAULTS = {name: next(iter(rows.values()))["default"] for name, ro
 #: Keys ``config`` may carry that are not knobs but are read: ``monitor`` (False,
 #: or HackMonitor settings for GRPO), ``gold_judge`` (the independent judge the
 #: monitor's divergence alarm compares against), ``gpu`` (Modal GPU type), ``processes`` and ``nodes``
-#: (processes per node and nodes: the job's world size; batch sizes stay effective, divided across it).
-TRAINING_CONFIG_KEYS = ("monitor", "gold_judge", "gpu", "processes", "nodes", "runner")
+#: (processes per node and nodes: the job's world size; batch sizes stay effective, divided across it),
+#: ``environment`` and ``max_turns`` (SFT and GRPO: the environment whole episodes are played in, and its turn cap).
+TRAINING_CONFIG_KEYS = ("monitor", "gold_judge", "gpu", "processes", "nodes", "runner", "environment", "max_turns")
 
 #: The fine-grained reward's terms and weights (``reward=fine_grained``). ToolRL (arXiv:2504.13958, its reward
 #: design section) pays a format reward in {0, 1} and a correctness reward in [-3, 3] made of three equal parts:
@@ -611,6 +612,10 @@ EPISODE_KIT_BALANCE_STEPS = 9
 #: CUT_HOLDOUT: enough that a pass rate's 95% interval is about +-10 points, and generated in milliseconds.
 EPISODE_KIT_TASKS = 500
 EPISODE_KIT_SEED = 0
+#: The most kit tasks ``dataset.episode_tasks`` draws (the runner's dataset=episodes): each is a row of a few
+#: hundred tokens, so 10,000 rows are a few tens of MB of JSON, far past what a CPU recipe reads. Our choice, the
+#: same bound as the sample task's (KIT_SAMPLE_MAX_TASKS).
+EPISODE_KIT_MAX_TASKS = 10_000
 #: Differences a failed episode's verdict names (each key of the state that differs from the gold replay's,
 #: with both values); the count beside them is whole. Three find the mistake and keep the reason one line.
 #: Our choice.

@@ -8,7 +8,7 @@ measurement takes about ten minutes. The first job writes its measurement to
 (``measure_key``); the next job reads it back only when every part of its own key
 is equal, the adapter's weights included, and measures again otherwise.
 
-Only the plain first-action pass rate is kept: greedy replies, so the same
+Only the plain first-action pass rate and the held-out episode pass rate are kept: greedy replies, so the same
 adapter, prompts, reply cap, chat template, parser and device give the same
 outcomes. A method whose measurement adds more (GRPO's proxy scores, a reward
 model's pair accuracy, held-out loss) says so with ``keeps_measure`` and is
@@ -42,6 +42,8 @@ def measure_key(spec: RunSpec, tokenizer: Any, holdout_rows: list[dict[str, Any]
     from whileai.kit import reply_format
 
     template = getattr(tokenizer, "chat_template", None)
+    if getattr(spec, "environment", None) is not None:
+        return _episode_key(spec, holdout_rows, template)
     return {
         "measure": "first_action_pass_rate",
         "base_model": spec.base_model,
@@ -49,6 +51,26 @@ def measure_key(spec: RunSpec, tokenizer: Any, holdout_rows: list[dict[str, Any]
         "eval_max_new_tokens": spec.eval_max_new_tokens,
         "template": _digest(json.dumps(template, sort_keys=True).encode()),
         "parser": reply_format(tokenizer),
+        "device": _device(),
+    }
+
+
+def _episode_key(spec: RunSpec, holdout_rows: list[dict[str, Any]], template: Any) -> dict[str, Any]:
+    """What a held-out episode measurement depends on: the environment and its turn cap, which episodes, the reply
+    cap, the template, the batch the replies are generated in, and the device."""
+    from whileai.jobs import defaults
+    from whileai.domain.episodes.rows import episode_digest, held_out_episodes
+    from whileai.jobs._episodes import turn_cap
+
+    return {
+        "measure": "episode_pass_rate",
+        "base_model": spec.base_model,
+        "environment": getattr(spec, "environment", None),
+        "max_turns": turn_cap(spec),
+        "prompt_digest": episode_digest(held_out_episodes(holdout_rows, spec.holdout_rows, spec.seed)),
+        "eval_max_new_tokens": spec.eval_max_new_tokens,
+        "template": _digest(json.dumps(template, sort_keys=True).encode()),
+        "batch": defaults.EPISODE_EVAL_BATCH,
         "device": _device(),
     }
 

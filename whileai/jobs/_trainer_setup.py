@@ -15,7 +15,7 @@ from whileai.jobs._loading import peft_config
 from whileai.jobs.trainer_config import trl_settings
 
 __all__ = ["trainer_settings", "train_lora", "checkpointing", "checkpoints_on", "last_checkpoint", "fit_trainer",
-           "on_save"]
+           "on_save", "ensure_response_parser"]
 
 #: the run's checkpoint folder while its job trains (``checkpointing``); None: the job keeps no checkpoint
 _CHECKPOINTS: ContextVar[Path | None] = ContextVar("whileai_checkpoints", default=None)
@@ -121,3 +121,18 @@ def train_lora(trainer_cls: Any, config_cls: Any, spec: RunSpec, folder: Path, m
         )
         fit_trainer(trainer)
     return trainer
+
+
+def ensure_response_parser(tokenizer: Any) -> None:
+    """TRL parses replies into tool calls with the tokenizer's response template; the kit's needs one set."""
+    if getattr(tokenizer, "response_template", None) is not None or getattr(tokenizer, "response_schema", None) is not None:
+        return
+    template = tokenizer.chat_template or ""
+    if "<tool_call>" in template and "<|im_start|>" in template:
+        from trl.chat_template_utils import qwen3_template
+
+        tokenizer.response_template = qwen3_template  # same markup: ChatML turns, JSON in <tool_call> blocks
+        return
+    from trl.chat_template_utils import add_response_schema
+
+    add_response_schema(tokenizer)

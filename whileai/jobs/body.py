@@ -162,6 +162,8 @@ def _measured(result: dict[str, Any], holdout_rows: list[dict[str, Any]] | None)
         return f"{result.get('rows')} rows ({given})"
     if result.get("metric") in ("pair_accuracy", "row_accuracy"):
         return f"{result.get('prompts')} pairs of {result.get('rows')} rows ({given})"
+    if result.get("metric") == "episode_pass_rate":
+        return f"{result.get('prompts')} distinct episodes played whole ({given})"
     return f"{result.get('prompts', result.get('rows'))} distinct prompts ({given})"
 
 
@@ -316,6 +318,7 @@ def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdo
         if after is not None and key is not None:  # a stage started from this adapter reads it back as its "before"
             _kept_measure.keep(saved, key, after)
         training = _summary(job, trained, tokenizer, before, after, holdout_rows, gates, resumed)
+        _note_episodes(job, before, after)
         _finish(job, training, saved, checkpoints)
         return training
 
@@ -538,6 +541,17 @@ def _note_case(training: dict[str, Any], spec: RunSpec, tokenizer: Any, before: 
         )
     elif before and before["value"] is None:
         training["holdout_note"] = before.get("why")
+
+
+def _note_episodes(job: _Job, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
+    """Held-out episodes played before and after: each one's verdict and conversation under the summary's
+    ``episodes`` (``whileai.domain.episodes.record``), for the run's page to show turn by turn."""
+    sides = [side.get("records") if side else None for side in (before, after)]
+    if not any(isinstance(records, list) for records in sides):
+        return
+    from whileai.domain.episodes import EPISODES_KEY, episodes_summary
+
+    job.run.note(**{EPISODES_KEY: episodes_summary(sides[0] or [], sides[1] or [])})
 
 
 def _finish(job: _Job, training: dict[str, Any], saved: Any, checkpoints: Path | None) -> None:

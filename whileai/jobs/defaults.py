@@ -90,3 +90,13 @@ VLLM_SERVER_PORT = 8000
 #: Seconds a rank 0 gives its vLLM server to end after SIGTERM before SIGKILL (vLLM frees its GPU memory on a
 #: clean exit; the same grace as a rank's, RANK_TERM_GRACE_S).
 VLLM_SERVER_END_S = 30
+
+# ---------------------------------------------------------------------------
+# Held-out episodes (whileai/jobs/_episode_play.py)
+# ---------------------------------------------------------------------------
+
+#: Conversations generated together in one greedy batch while held-out episodes are played. Every episode waiting
+#: on a reply is answered in the same round, sorted by length so a batch pads little; 32 keeps a batch's padded
+#: prompts of the kit (about 500 tokens at most) small on a CPU while a few hundred episodes take a handful of
+#: batches a turn. Our choice.
+EPISODE_EVAL_BATCH = 32

@@ -26,15 +26,17 @@ from typing import Any, cast
 
 from whileai.core.spec import GRPOSpec
 
-from whileai.jobs import _evaluation, _loading, _rewards, _trainer_setup
+from whileai.jobs import _episode_play, _evaluation, _loading, _rewards, _trainer_setup
+from whileai.jobs._grpo_batch import batch_shape
+from whileai.jobs._trainer_setup import ensure_response_parser
 from whileai.jobs._grpo_watch import group_watch
 from whileai.jobs._rewards import first_action_reward
 from whileai.domain.rows.context import prompt_length, prompt_tools, shared_tools, tool_schemas
 from whileai.domain.judges.rewards import reward_strength
 from whileai.domain.rows.rollouts import prompt_messages
-from whileai.core import defaults as core_defaults
 
-__all__ = ["fit", "load", "evaluate", "mixed_rows", "mixed_prompts", "first_action_reward", "SchemaTool"]
+__all__ = ["fit", "load", "evaluate", "keeps_measure", "mixed_rows", "mixed_prompts", "first_action_reward",
+           "SchemaTool"]
 
 load = _loading.load_policy
 
@@ -55,13 +57,22 @@ def _exact_verdicts(spec: GRPOSpec, funcs: list[Any], exact: Any) -> tuple[list[
 
 def evaluate(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The exact judge's held-out pass rate; where the reward is another, that reward on the same greedy replies
-    too (``proxy_scores``, per prompt), so the run can say whether the reward rose more than the task."""
+    too (``proxy_scores``, per prompt), so the run can say whether the reward rose more than the task. In an
+    environment: the held-out episodes played whole and judged (``_episode_play.episode_pass_rate``)."""
+    if spec.environment is not None:
+        return _episode_play.episode_pass_rate(spec, model, tokenizer, rows)
     proxy = None
     if reward_strength(spec.reward) != "exact":
         stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
         tools = shared_tools(rows) or []  # rows whose tools differ: each judged without a shared schema
         proxy = _rewards.proxy_reward(*_rewards.reward_functions(spec, tokenizer, tools, stop_ids))
     return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec, proxy=proxy), "metric": "pass_rate"}
+
+
+def keeps_measure(spec: GRPOSpec) -> bool:
+    """The held-out episode pass rate is kept beside the adapter (a greedy measure with nothing added); the
+    single-turn measure adds the proxy's scores where the reward is not the exact judge, so it is measured again."""
+    return spec.environment is not None
 
 
 class SchemaTool(dict[str, Any]):
@@ -121,21 +132,6 @@ def _as_text(tokenizer: Any, prompt: dict[str, Any]) -> dict[str, Any]:
     own = json.loads(prompt["row_tools"]) or None
     return {**prompt, "prompt": tokenizer.apply_chat_template(prompt["prompt"], tools=own, add_generation_prompt=True,
                                                               tokenize=False)}
-
-
-def _ensure_response_parser(tokenizer: Any) -> None:
-    """TRL parses replies into tool calls with the tokenizer's response template; the kit's needs one set."""
-    if getattr(tokenizer, "response_template", None) is not None or getattr(tokenizer, "response_schema", None) is not None:
-        return
-    template = tokenizer.chat_template or ""
-    if "<tool_call>" in template and "<|im_start|>" in template:
-        from trl.chat_template_utils import qwen3_template
-
-        tokenizer.response_template = qwen3_template  # same markup: ChatML turns, JSON in <tool_call> blocks
-        return
-    from trl.chat_template_utils import add_response_schema
-
-    add_response_schema(tokenizer)
 
 
 def _gold_judge(spec: GRPOSpec) -> Any:
@@ -208,41 +204,6 @@ def _within_context(tokenizer: Any, prompts: list[dict[str, Any]], shared: list[
                          f"max_completion_length={reply_cap} is longer than the model's context of {limit} tokens; "
                          "shorten the prompts, lower max_completion_length, or use a base with a longer context")
     return kept, len(prompts) - len(kept)
-
-
-def _prompts_per_rank(per_step: int, world_size: int, prompts: int,
-                      configured: int = int(core_defaults.TRAIN_GRPO_PROMPTS_PER_STEP)) -> int:
-    """Each process's prompts per optimizer step: the effective ``per_step`` divided across ``world_size``.
-
-    A step's worth capped by the data (fewer prompts than ``configured``, the spec's ``prompts_per_step``) is
-    rounded down to a multiple of the world size; the configured size that does not divide is refused, naming
-    those that do.
-    """
-    if world_size <= 1:
-        return per_step
-    if per_step % world_size and per_step == configured:
-        from whileai.core.spec import split_problem
-
-        raise ValueError(str(split_problem("prompts_per_step", per_step, world_size)))
-    if per_step < world_size:
-        raise ValueError(f"grpo has {prompts} prompts to train on, fewer than the {world_size} processes that each "
-                         f"need one per step; push more tasks with mixed outcomes, or use {max(1, prompts)} "
-                         "processes or fewer")
-    return (per_step - per_step % world_size) // world_size
-
-
-def _batch_shape(spec: GRPOSpec, prompts: int) -> tuple[int, int, int]:
-    """``(per_step, per_rank, micro)``: the prompts per optimizer step over all processes, per process, and per
-    micro-batch on a device (a divisor of ``per_rank``, whole groups of ``generations`` completions)."""
-    # a set with fewer prompts than a step's worth steps on all of them (accumulating past the data makes no step)
-    per_step = max(1, min(spec.prompts_per_step, prompts))
-    per_rank = _prompts_per_rank(per_step, spec.world_size, prompts, spec.prompts_per_step)
-    micro = max(1, min(per_rank, int(core_defaults.TRAIN_GRPO_PROMPTS_PER_MICROBATCH)))
-    if spec.batch_per_device is not None:  # a device holds at most this many completions: whole groups of them
-        micro = max(1, min(micro, spec.batch_per_device // spec.generations))
-    if per_rank % micro:
-        micro = max(n for n in range(micro, 0, -1) if per_rank % n == 0)  # whole micro-batches of prompts
-    return per_rank * spec.world_size, per_rank, micro
 
 
 def _rank_monitor(spec: GRPOSpec, run: Any, holdout: list[dict[str, Any]] | None,
@@ -351,13 +312,18 @@ def _fit_summary(spec: GRPOSpec, trainer: Any, rows: list[dict[str, Any]], promp
 def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
         callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
     """Train ``model`` with GRPO on the rows' prompts (see the module docstring); returns the trained model and what
-    the run's training summary adds (prompts, steps, batch shape, rewards, the groups' and the monitor's notes)."""
+    the run's training summary adds (prompts, steps, batch shape, rewards, the groups' and the monitor's notes).
+    In an environment, whole episodes are rolled out and judged instead (``_episodes.fit_episodes``)."""
+    if spec.environment is not None:
+        from whileai.jobs._episodes import fit_episodes
+
+        return fit_episodes(spec, model, tokenizer, rows, folder, callbacks, run=run)
     prompts = _training_prompts(spec, rows)
     shared = shared_tools(rows)  # None: the rows' tools differ, and each prompt goes as text with its own
     tools = [SchemaTool(schema) for schema in shared or []]
     prompts, too_long = _fitting_prompts(spec, model, tokenizer, prompts, shared)
-    _ensure_response_parser(tokenizer)
-    per_step, per_rank, micro = _batch_shape(spec, len(prompts))
+    ensure_response_parser(tokenizer)
+    per_step, per_rank, micro = batch_shape(spec, len(prompts))
     args = _grpo_config(spec, folder, per_rank, micro)
     stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
     schemas = [dict(t) for t in tools]

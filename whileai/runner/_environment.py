@@ -9,12 +9,7 @@ import os
 
 from whileai.runner.schema import RecipeSpec
 
-__all__ = ["environment_lines", "RUN_REFUSAL"]
-
-#: Why ``run`` refuses a spec with an environment until the pipeline plays episodes: validate shows the
-#: environment, but a run would train on single-turn prompts without it.
-RUN_REFUSAL = ("environment={name}: the runner does not play episodes in a run yet (validate checks and shows the "
-               "environment; training with it is not wired into the pipeline); run with environment=none")
+__all__ = ["environment_lines"]
 
 
 def environment_lines(spec: RecipeSpec) -> list[str]:

@@ -20,8 +20,15 @@ __all__ = ["heldout_prompts", "heldout_pairs", "power_note", "unjudged_cause"]
 
 
 def heldout_prompts(rows: Sequence[Mapping[str, Any]], limit: int | None) -> int:
-    """The distinct (prompt, tools, gold) of the held-out rows that carry a gold, at most ``limit``: what the job measures."""
+    """The distinct (prompt, tools, gold) of the held-out rows that carry a gold, at most ``limit``: what the job measures.
+    Episode rows count their distinct episodes (two worlds may ask one prompt), as the job plays them."""
+    from whileai.domain.episodes.rows import has_episode
     from whileai.domain.rows.rollouts import prompt_messages
+
+    if any(isinstance(r, Mapping) and has_episode(r) for r in rows):
+        from whileai.domain.episodes.rows import held_out_episodes
+
+        return len(held_out_episodes(rows, limit, 0))
 
     seen = {json.dumps([prompt_messages(r), r.get("tools"), r.get("gold")], sort_keys=True, default=str)
             for r in rows if isinstance(r, Mapping) and r.get("gold") is not None}

@@ -278,13 +278,6 @@ def _task(cfg: Any) -> Any:
     spec, stages = _validated(cfg, origin, whole=mode == "run")
     if mode == "validate":
         return _show(spec, choices)
-    if spec.environment.name != "none":  # shown by validate, not yet played by a run: refused, not ignored
-        from whileai.runner._environment import RUN_REFUSAL
-        from whileai.runner.schema import Problem
-
-        report_problems([Problem("environment.name", RUN_REFUSAL.format(name=spec.environment.name),
-                                 origin("environment.name"))])
-        raise SystemExit(2)
     return _run(spec, stages, hydra_cfg, choices, overrides, origin)
 
 

@@ -104,6 +104,11 @@ def load_rows(data: Dataset) -> tuple[list[dict[str, Any]], str]:
             f"BFCL {', '.join(data.categories)} ({folder})")
     elif data.source == "bfcl":
         rows, what = list(wai.datasets.from_bfcl(str(data.questions), str(data.answers))), str(data.questions)
+    elif data.source == "episodes":
+        from whileai.domain.episodes import kit_episode_rows, kit_tasks
+
+        tasks = kit_tasks(data.episode_tasks)
+        rows, what = kit_episode_rows(tasks), f"the kit environment's gold episodes, {len(tasks)} tasks"
     else:
         rows, what = wai.datasets.load_rows(str(data.id)), str(data.id)
     if data.tasks:

@@ -62,7 +62,7 @@ class _Strict(BaseModel):
 
 
 class Dataset(_Strict):
-    source: Literal["sample", "jsonl", "pushed", "bfcl"] = "sample"
+    source: Literal["sample", "jsonl", "pushed", "bfcl", "episodes"] = "sample"
     path: str | None = None
     questions: str | None = None
     answers: str | None = None
@@ -75,6 +75,7 @@ class Dataset(_Strict):
     reward_model: str | None = None
     tasks: int | None = Field(default=None, ge=2)
     sample_tasks: int | None = Field(default=None, ge=2, le=kit_defaults.KIT_SAMPLE_MAX_TASKS)
+    episode_tasks: int | None = Field(default=None, ge=2, le=sdk.EPISODE_KIT_MAX_TASKS)
     holdout: float = Field(default=sdk.CUT_HOLDOUT, gt=0.0, lt=1.0)
     cut_seed: int = Field(default=sdk.CUT_SEED, ge=0)
     after: str | None = None
@@ -463,6 +464,10 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
         out.append(Problem("dataset.sample_tasks", f"dataset.sample_tasks generates the kit's sample task and "
                            f"does not apply to dataset.source={source}; drop it, or keep the first N tasks of "
                            "any source with dataset.tasks=N", where("dataset.sample_tasks")))
+    if data.get("episode_tasks") is not None and source != "episodes":
+        out.append(Problem("dataset.episode_tasks", f"dataset.episode_tasks draws the environment's tasks and does not "
+                           f"apply to dataset.source={source}; drop it, or pick dataset=episodes",
+                           where("dataset.episode_tasks")))
     if data.get("grade") == "reward_model" and not data.get("reward_model"):
         out.append(Problem("dataset.reward_model", "dataset.grade=reward_model needs dataset.reward_model=run_... "
                            "(a finished rm run)", where("dataset.reward_model")))
@@ -497,9 +502,37 @@ def _environment_checks(plain: dict[str, Any], where: Any, seen: set[str]) -> li
                                "environment; pick environment=kit or bfcl (or environment.name=python:MODULE:CLASS), "
                                "or drop it", where("environment.max_turns")))
         return out
-    nodes = [plain, *(s for s in (plain.get("stages") or {}).values() if isinstance(s, dict))]
-    if not any(node.get("method") == "grpo" for node in nodes):
+    nodes = [("", plain), *((f"stages.{k}.", s) for k, s in (plain.get("stages") or {}).items() if isinstance(s, dict))]
+    if not any(node.get("method") == "grpo" for _, node in nodes):
         out.append(Problem("environment.name", f"environment={name} is played by GRPO, and no stage of this spec is "
                            f"grpo (method={plain.get('method')}); pick method=grpo (or a recipe with a grpo stage), "
                            "or environment=none", where("environment.name")))
+    return out + _episode_data_checks(plain, name, nodes, where)
+
+
+#: The dataset sources whose rows are never episode rows (the rows a user writes or pushed may be: the job says so)
+_SINGLE_TURN_SOURCES = ("sample", "bfcl")
+
+
+def _episode_data_checks(plain: dict[str, Any], name: str, nodes: list[tuple[str, dict[str, Any]]],
+                         where: Any) -> list[Problem]:
+    """An environment's data: rows that carry episodes (dataset=episodes draws the kit's; a JSONL or pushed set of
+    episode rows serves any environment), and GRPO sampling the policy's own episodes of every task
+    (prompt_source=gold: the gold episodes all pass, so no task mixes outcomes)."""
+    data: dict[str, Any] = plain["dataset"] if isinstance(plain.get("dataset"), dict) else {}
+    source, out = data.get("source"), []
+    if source in _SINGLE_TURN_SOURCES:
+        out.append(Problem("dataset.source", f"environment={name} plays episodes reset from each row's episode, and "
+                           f"the rows of dataset.source={source} carry none; pick dataset=episodes (the kit's gold "
+                           "episodes), or rows of your own with an 'episode' field (docs/rows.md)", where("dataset.source")))
+    elif source == "episodes" and name != "kit":
+        out.append(Problem("dataset.source", f"dataset=episodes draws the kit environment's tasks, and environment="
+                           f"{name} is another; pick environment=kit, or load rows of your own with an 'episode' "
+                           "field (dataset=jsonl)", where("dataset.source")))
+    for prefix, node in nodes:
+        if node.get("method") == "grpo" and node.get("prompt_source") != "gold":
+            key = f"{prefix}prompt_source"
+            out.append(Problem(key, f"{key}={node.get('prompt_source')}: in environment={name} GRPO samples the "
+                               "policy's own episodes of every task with a gold (the gold episodes all pass, so no "
+                               f"task mixes outcomes); pass {key}=gold", where(key)))
     return out

@@ -23,7 +23,7 @@ from whileai.core.spec import RunSpec, continues_runs
 from whileai.runner.schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, RecipeSpec, reads_export
 
 __all__ = ["Stage", "plan_stages", "stage_inputs", "stage_refs", "gold_judge_id", "STAGE_REF",
-           "SPEC_WIDE"]
+           "SPEC_WIDE", "EPISODE_METHODS"]
 
 #: How ``monitor.gold_judge`` (and ``reward_model``) names a reward-model stage of the same spec instead of a finished run id.
 STAGE_REF = "stages."
@@ -103,6 +103,7 @@ def stage_inputs(stage: Stage, spec: RecipeSpec, stage_runs: Mapping[str, str] |
     config: dict[str, Any] = {k: node[k] for k in HOST_KEYS if node.get(k) is not None}
     if stage.method == "grpo":
         config.update(_monitor_config(spec, stage, stage_runs or {}))
+    config.update(_environment_config(spec, stage))
     target = spec.target
     if target.gpu and target.name == "modal":
         config["gpu"] = target.gpu
@@ -120,6 +121,23 @@ def stage_inputs(stage: Stage, spec: RecipeSpec, stage_runs: Mapping[str, str] |
                 where[key] = origin(f"{stage.prefix}{key}") or f"{stage.prefix}{key}"
         config["provenance"] = where
     return kwargs, config
+
+
+#: The methods whose jobs play the spec's environment: SFT measures its held-out episodes, GRPO also trains in it.
+EPISODE_METHODS = ("sft", "grpo")
+
+
+def _environment_config(spec: RecipeSpec, stage: Stage) -> dict[str, Any]:
+    """A policy stage's ``environment`` (the domain's one string for the environment group) and ``max_turns`` config
+    keys, when the spec names an environment: every SFT and GRPO stage plays the same episodes, so an SFT stage's
+    held-out "after" is the next stage's "before"."""
+    from whileai.domain.episodes import environment_ref
+
+    env = spec.environment
+    ref = environment_ref(env.name, env.category)
+    if ref is None or stage.method not in EPISODE_METHODS:
+        return {}
+    return {"environment": ref, **({"max_turns": env.max_turns} if env.max_turns is not None else {})}
 
 
 def _monitor_config(spec: RecipeSpec, stage: Stage, stage_runs: Mapping[str, str]) -> dict[str, Any]:

@@ -198,7 +198,8 @@ def _other_keys(draft: _Draft, given: Mapping[str, Any]) -> None:
             if value is not None:
                 values[name] = value
         elif name in defaults.TRAINING_CONFIG_KEYS:
-            draft.problems.append(f"{name}={value!r} does not apply to {method} (it is read by grpo); leave it out")
+            readers = " and ".join(m for m, spec_model in SPEC_MODELS.items() if name in spec_model.model_fields)
+            draft.problems.append(f"{name}={value!r} does not apply to {method} (it is read by {readers}); leave it out")
         else:
             values.setdefault("extra", {})[name] = value
             readers = ", ".join(k for k, v in defaults.TRAINING_HOST_KEYS.items() if method in v)

@@ -9,6 +9,8 @@ episodes instead of a first call. The parts:
 - ``kit.py``: the built-in environment, a small bank with four tools, and its seeded tasks and split;
 - ``loop.py``: one episode played with any policy, as TRL's tool-calling loop plays it;
 - ``judge.py``: the verdict: the end state against the gold calls replayed, and what the reply must say;
+- ``rows.py``: gold episodes as rollout rows (the kit's tasks for the runner's dataset=episodes), each carrying
+  its environment's reset arguments and gold calls;
 - ``record.py``: a judged episode as a run's summary keeps it (``summary["episodes"]``), turn by turn;
 - ``registry.py``: a name (``kit``, ``bfcl``, ``python:...``) to TRL's environment factory.
 """
@@ -21,6 +23,8 @@ from whileai.domain.episodes.record import (EPISODES_KEY, EpisodeRecord, Episode
                                             episodes_summary, tool_error)
 from whileai.domain.episodes.protocol import (Environment, EnvironmentFactory, end_state, protocol_problems,
                                               tool_methods, tool_schemas)
+from whileai.domain.episodes.rows import (EPISODE_FIELD, EpisodeGold, episode_gold, gold_messages, has_episode,
+                                          kit_episode_rows, kit_reply)
 from whileai.domain.episodes.registry import (BFCL_CATEGORIES, ENVIRONMENT_NAMES, EnvironmentInfo, Factories,
                                               WorldInfo, describe_environment, environment_factory,
                                               environment_problems, environment_ref, parse_environment_ref)
@@ -30,6 +34,7 @@ __all__ = [
     "load_environment",
     "KitEnvironment", "KitTask", "kit_tasks", "kit_split", "kit_rows",
     "Episode", "Policy", "play_episode",
+    "EPISODE_FIELD", "EpisodeGold", "episode_gold", "gold_messages", "has_episode", "kit_episode_rows", "kit_reply",
     "Verdict", "replay", "judge_episode", "state_differences",
     "EPISODES_KEY", "EpisodeRecord", "EpisodesSummary", "episode_record", "episodes_summary", "tool_error",
     "ENVIRONMENT_NAMES", "BFCL_CATEGORIES", "Factories", "EnvironmentInfo", "WorldInfo", "environment_factory",

@@ -92,7 +92,7 @@ def config_parts(record: dict[str, Any]) -> dict[str, Any]:
 
 
 _HOLDOUT_LABELS = {"pair_accuracy": "held-out pair accuracy", "row_accuracy": "held-out row accuracy",
-                   "loss": "held-out loss"}
+                   "loss": "held-out loss", "episode_pass_rate": "held-out episode pass rate"}
 
 
 def headline(summary: Any) -> list[dict[str, Any]]:
@@ -103,7 +103,8 @@ def headline(summary: Any) -> list[dict[str, Any]]:
     metric = training.get("metric") or "pass_rate"
     found: list[dict[str, Any]] = []
     if "holdout_before" in summary or "holdout_after" in summary:
-        rate = metric if metric in ("pair_accuracy", "row_accuracy") else "pass_rate"  # a reward model's is an accuracy
+        # a reward model's is an accuracy; an episode's pass rate is one, of whole episodes
+        rate = metric if metric in ("pair_accuracy", "row_accuracy", "episode_pass_rate") else "pass_rate"
         found.append({"label": _HOLDOUT_LABELS.get(rate, "held-out pass rate"), "metric": rate,
                       "before": summary.get("holdout_before"), "after": summary.get("holdout_after"),
                       "better": "higher"})

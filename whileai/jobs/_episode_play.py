@@ -1,0 +1,287 @@
+"""Held-out episodes: each held-out task played greedily by the policy, whole, and judged by the world it leaves.
+
+Each distinct held-out episode (one per task: its environment's reset arguments and gold calls) is played
+through :func:`~whileai.domain.episodes.loop.play_episode`, the loop that plays an episode as TRL's
+``GRPOTrainer`` plays a rollout, and judged by :func:`~whileai.domain.episodes.judge.judge_episode` against the
+gold calls replayed on a fresh environment. The result has the first-action measurement's shape (``value``,
+``prompts``, per-episode ``outcomes`` in a fixed order, ``prompt_digest``, ``groups`` by the rows' category), so
+the run's before/after, its paired test and ``diff`` read it alike; its metric is ``episode_pass_rate``.
+
+The policy's token ids are built as TRL builds a rollout's: the prompt rendered once with the environment's tools,
+then each sampled reply (up to and including its end of turn) and each tool answer's suffix appended, never the
+conversation rendered again; each reply is parsed by TRL's own ``parse_response``. Every reply is greedy and capped
+at ``eval_max_new_tokens``; an episode that would outgrow the model's context gets an empty reply there and ends.
+
+Episodes are played at once, one thread each, and the policy's replies for all episodes waiting on one are
+generated together in batches (:func:`play_together`), so a held-out set of hundreds of episodes costs a few
+batched generations a turn instead of one generation per reply.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from whileai.core.spec import RunSpec
+from whileai.domain.episodes.rows import episode_digest, held_out_episodes
+
+from whileai.jobs import defaults
+
+__all__ = ["EPISODE_METRIC", "tool_suffix_ids", "play_together", "episode_pass_rate", "environment_name",
+           "factory_of"]
+
+#: The held-out metric of a run played in an environment.
+EPISODE_METRIC = "episode_pass_rate"
+
+
+def environment_name(spec: RunSpec) -> str | None:
+    """The environment the spec plays its episodes in (None: single-turn prompts, judged by their first call)."""
+    return getattr(spec, "environment", None)
+
+
+def factory_of(name: str) -> Any:
+    """TRL's environment factory for the spec's environment string (``kit``, ``bfcl:CATEGORY``, ``python:...``)."""
+    import os
+
+    from whileai.domain.episodes import environment_factory, parse_environment_ref
+
+    env, category = parse_environment_ref(name)
+    return environment_factory(env, category, search_path=os.getcwd())
+
+
+def tool_suffix_ids(tokenizer: Any, tool_messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The ids the chat template writes for ``tool_messages`` and the next assistant header, after an assistant turn's
+    end: what TRL appends to a rollout's ids after running its tools (``GRPOTrainer._get_tool_suffix_ids``)."""
+    calls = [{"type": "function", "function": {"name": tool_messages[0].get("name"), "arguments": {}}}]
+    dummy = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "", "tool_calls": calls}]
+    prefix = list(tokenizer.apply_chat_template(dummy, add_generation_prompt=False, tokenize=True, return_dict=False))
+    full = list(tokenizer.apply_chat_template(dummy + [dict(m) for m in tool_messages], add_generation_prompt=True,
+                                              tokenize=True, return_dict=False))
+    ends = [i for i, token in enumerate(prefix) if token == tokenizer.eos_token_id]
+    if ends:
+        prefix = prefix[: ends[-1] + 1]
+    if full[: len(prefix)] != prefix:
+        raise ValueError("the chat template renders an assistant turn differently once tool messages follow it; "
+                         "its tool results cannot be appended to a rollout's ids as TRL appends them")
+    return full[len(prefix):]
+
+
+class _Tokens:
+    """One episode's ids as TRL builds them: the prompt rendered once, then each reply and each tool suffix."""
+
+    def __init__(self, tokenizer: Any, tools: list[Any]):
+        self.tokenizer, self.tools = tokenizer, tools
+        self.ids: list[int] = []
+        self.seen = 0  # messages of the conversation already in ``ids``
+
+    def before_reply(self, conversation: Sequence[Mapping[str, Any]]) -> list[int]:
+        """The ids the next reply continues, the conversation's new messages (tool answers) appended."""
+        if not self.ids:
+            self.ids = list(self.tokenizer.apply_chat_template(
+                [dict(m) for m in conversation], tools=self.tools or None, add_generation_prompt=True, tokenize=True,
+                return_dict=False))
+        elif len(conversation) > self.seen:
+            self.ids += tool_suffix_ids(self.tokenizer, conversation[self.seen:])
+        self.seen = len(conversation)
+        return self.ids
+
+    def after_reply(self, reply_ids: list[int]) -> None:
+        self.ids += reply_ids
+        self.seen += 1  # the assistant message play_episode appends
+
+
+class _Rendezvous:
+    """Where the episodes' threads hand their conversations to the one generator and wait for their replies."""
+
+    def __init__(self, live: int):
+        self.lock = threading.Condition()
+        self.live = live
+        self.waiting: dict[int, Any] = {}
+        self.answers: dict[int, Any] = {}
+        self.failed: BaseException | None = None
+
+    def ask(self, index: int, request: Any) -> Any:
+        with self.lock:
+            self.waiting[index] = request
+            self.lock.notify_all()
+            self.lock.wait_for(lambda: index in self.answers or self.failed is not None)
+            if index not in self.answers:
+                raise RuntimeError("the batched policy failed") from self.failed
+            return self.answers.pop(index)
+
+    def done(self) -> None:
+        with self.lock:
+            self.live -= 1
+            self.lock.notify_all()
+
+    def next_batch(self) -> dict[int, Any] | None:
+        """Every live episode's request, once each has asked (None when every episode has ended)."""
+        with self.lock:
+            self.lock.wait_for(lambda: len(self.waiting) >= self.live)
+            if not self.live:
+                return None
+            batch, self.waiting = self.waiting, {}
+            return batch
+
+    def answer(self, replies: Mapping[int, Any]) -> None:
+        with self.lock:
+            self.answers.update(replies)
+            self.lock.notify_all()
+
+    def fail(self, exc: BaseException) -> None:
+        with self.lock:
+            self.failed = exc
+            self.lock.notify_all()
+
+
+def play_together(plays: Sequence[Callable[[Callable[[Any], Any]], Any]],
+                  respond: Callable[[list[Any]], list[Any]]) -> list[Any]:
+    """Run each of ``plays`` in its own thread and return their results in order.
+
+    A play is given an ``ask(request) -> reply`` function; the requests of all the plays still running are answered
+    together by one call of ``respond`` (in the calling thread), so a batched generator serves every episode at
+    once. An exception in a play or in ``respond`` is raised here once every thread has stopped."""
+    meeting = _Rendezvous(len(plays))
+    results: list[Any] = [None] * len(plays)
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            results[index] = plays[index](lambda request: meeting.ask(index, request))
+        except BaseException as exc:  # handed to the caller, which raises it after the threads stop
+            errors.append(exc)
+        finally:
+            meeting.done()
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(plays))]
+    for thread in threads:
+        thread.start()
+    try:
+        while (batch := meeting.next_batch()) is not None:
+            order = sorted(batch)
+            meeting.answer(dict(zip(order, respond([batch[i] for i in order]), strict=True)))
+    except BaseException as exc:  # the generator failed: every waiting play stops, and the error is raised
+        meeting.fail(exc)
+        errors.insert(0, exc)
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def _generate(model: Any, tokenizer: Any, prompts: list[list[int]], cap: int, limit: int) -> list[list[int]]:
+    """Greedy continuations of ``prompts`` (each cut after its first end of turn, at most ``cap`` tokens and never
+    past ``limit`` tokens in all), in batches of EPISODE_EVAL_BATCH sorted by length."""
+    import torch
+
+    from whileai.jobs._evaluation import left_padded
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    device = next(model.parameters()).device
+    out: list[list[int]] = [[] for _ in prompts]
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    for start in range(0, len(order), defaults.EPISODE_EVAL_BATCH):
+        chunk = [i for i in order[start: start + defaults.EPISODE_EVAL_BATCH] if limit - len(prompts[i]) > 0]
+        if not chunk:
+            continue
+        room = {i: min(cap, limit - len(prompts[i])) for i in chunk}
+        input_ids, mask, width = left_padded([prompts[i] for i in chunk], pad, device)
+        with torch.no_grad():
+            sampled = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max(room.values()),
+                                     do_sample=False, pad_token_id=pad, eos_token_id=tokenizer.eos_token_id)
+        for i, seq in zip(chunk, sampled[:, width:].tolist(), strict=True):
+            seq = seq[: room[i]]
+            if tokenizer.eos_token_id in seq:
+                seq = seq[: seq.index(tokenizer.eos_token_id) + 1]
+            out[i] = seq
+    return out
+
+
+def _replier(model: Any, tokenizer: Any, cap: int, limit: int) -> Callable[[list[Any]], list[Any]]:
+    """The batched policy: each request is ``(tokens, conversation)``; each reply the parsed assistant message."""
+    from trl.chat_template_utils import parse_response
+
+    def respond(requests: list[tuple[_Tokens, Sequence[Mapping[str, Any]]]]) -> list[dict[str, Any]]:
+        prompts = [tokens.before_reply(conversation) for tokens, conversation in requests]
+        sampled = _generate(model, tokenizer, prompts, cap, limit)
+        replies = []
+        for (tokens, _), prompt, ids in zip(requests, prompts, sampled, strict=True):
+            prefix = list(prompt)
+            tokens.after_reply(ids)
+            parsed = parse_response(tokenizer, ids, prefix=prefix, tools=list(tokens.tools)) if ids else {}
+            replies.append({"role": "assistant", "content": parsed.get("content") or "",
+                            **({"tool_calls": parsed["tool_calls"]} if parsed.get("tool_calls") else {})})
+        return replies
+
+    return respond
+
+
+def _play(factory: Any, row: Mapping[str, Any], tokenizer: Any, max_turns: int | None) -> Callable[..., Any]:
+    """One held-out episode as a play for :func:`play_together`: reset from the row's gold, played, judged."""
+    from whileai.domain.episodes import judge_episode, play_episode, replay, tool_methods
+    from whileai.domain.episodes.rows import episode_gold
+    from whileai.domain.rows.taskkey import prompt_messages
+
+    gold = episode_gold(row)
+    start = {"prompt": prompt_messages(row), **gold.reset}
+
+    def play(ask: Callable[[Any], Any]) -> tuple[Any, Any]:
+        environment = factory()
+        tokens = _Tokens(tokenizer, tool_methods(environment))  # bound to this instance, as TRL offers them
+        episode = play_episode(lambda conversation: ask((tokens, conversation)), environment, start,
+                               max_turns=max_turns)
+        return episode, judge_episode(episode, replay(factory, start, gold.calls), gold.responses)
+
+    return play
+
+
+def episode_pass_rate(spec: RunSpec, model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"value", "prompts", "outcomes", ...}``: the share of held-out episodes the greedy policy passes.
+
+    ``outcomes`` is each episode's pass (1) or fail (0) in a fixed order (drawn with the run's seed), so before and
+    after pair episode by episode; ``stopped`` counts how the episodes ended (answered, or at the turn cap);
+    ``records`` keeps each episode's verdict and conversation (``whileai.domain.episodes.record``)."""
+    from whileai.jobs._loading import max_length
+
+    name = environment_name(spec)
+    chosen = held_out_episodes(rows, spec.holdout_rows, spec.seed)
+    if not name or not chosen:
+        return {"value": None, "prompts": 0, "metric": EPISODE_METRIC,
+                "why": "no held-out row carries an episode (make the rows with dataset=episodes)"}
+    from whileai.jobs._trainer_setup import ensure_response_parser
+
+    ensure_response_parser(tokenizer)  # each reply is parsed as TRL parses a rollout's
+    factory = factory_of(name)
+    was_training = model.training
+    model.eval()
+    try:
+        played = play_together([_play(factory, row, tokenizer, getattr(spec, "max_turns", None)) for row in chosen],
+                               _replier(model, tokenizer, spec.eval_max_new_tokens, max_length(model)))
+    finally:
+        if was_training:
+            model.train()
+    return _result(chosen, played)
+
+
+def _result(chosen: Sequence[Mapping[str, Any]], played: list[tuple[Any, Any]]) -> dict[str, Any]:
+    from whileai.core.defaults import HOLDOUT_GROUP_FIELD
+    from whileai.domain.episodes import episode_record
+    from whileai.domain.rows.rowsource import task_key
+
+    outcomes = [int(verdict.passed) for _, verdict in played]
+    stopped = {"answered": 0, "cap": 0}
+    for episode, _ in played:
+        stopped[episode.stopped] += 1
+    out: dict[str, Any] = {
+        "value": sum(outcomes) / len(outcomes), "prompts": len(outcomes), "outcomes": outcomes,
+        "prompt_digest": episode_digest(chosen), "metric": EPISODE_METRIC, "stopped": stopped,
+        "mean_rounds": round(sum(episode.rounds for episode, _ in played) / len(played), 3),
+        # each episode's verdict and conversation, for the summary's "episodes" (the run page shows them)
+        "records": [episode_record(task_key(row), episode, verdict)
+                    for row, (episode, verdict) in zip(chosen, played, strict=True)],
+    }
+    if any(row.get(HOLDOUT_GROUP_FIELD) is not None for row in chosen):
+        out["groups"] = [row.get(HOLDOUT_GROUP_FIELD) for row in chosen]
+    return out

@@ -1,0 +1,179 @@
+"""GRPO over whole episodes: TRL's ``GRPOTrainer(environment_factory=...)`` rolls each prompt out in the spec's
+environment, and the episode judge's verdict is the reward.
+
+``grpo.fit`` hands over here when the spec names an environment. The steps:
+
+- the prompts (:func:`episode_prompts`): one per distinct training episode, each row of TRL's dataset carrying
+  the prompt, the environment's ``reset`` arguments (TRL passes every column to ``reset``), the episode's gold
+  (``episode_gold``, JSON) and its task; a prompt whose tokens plus ``max_completion_length`` exceed the model's
+  context is left out and counted;
+- the trainer: TRL's tool-calling loop plays each rollout for at most ``max_turns`` rounds
+  (``max_tool_calling_iterations``; None: EPISODE_MAX_TURNS); a tool that raises is answered with the error as the
+  tool's message; the tool answers' tokens get no loss (TRL's ``tool_mask``);
+- the reward (:func:`episode_reward`): 1.0 when the rollout's end state equals the gold calls replayed on a fresh
+  environment and its final reply says what the task asks (``judge_episode``), else 0.0. It is the only reward:
+  an environment's own ``get_reward``, which TRL would add beside it, is hidden (:func:`judge_only`).
+
+The HackMonitor watches single-turn replies, so it is off here, and the summary says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from whileai.core.spec import GRPOSpec
+
+__all__ = ["EPISODE_GOLD_COLUMN", "episode_prompts", "episode_reward", "judge_only", "fit_episodes", "turn_cap"]
+
+#: TRL's dataset column carrying an episode's gold (EpisodeGold's JSON) to the reward.
+EPISODE_GOLD_COLUMN = "episode_gold"
+
+
+def turn_cap(spec: Any) -> int:
+    """The spec's tool-calling rounds per episode: its ``max_turns``, else the domain's EPISODE_MAX_TURNS."""
+    from whileai.domain import defaults
+
+    given = getattr(spec, "max_turns", None)
+    return defaults.EPISODE_MAX_TURNS if given is None else int(given)
+
+
+def episode_prompts(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """TRL's rows: one per distinct episode of ``rows`` (see the module). Raises when no row is an episode row."""
+    from whileai.domain.episodes.rows import episode_gold, has_episode
+    from whileai.domain.rows.rowsource import task_key
+    from whileai.domain.rows.taskkey import prompt_messages
+
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if not has_episode(row):
+            continue
+        gold = episode_gold(row)
+        out.setdefault(gold.to_json(), {"prompt": prompt_messages(row), **gold.reset,
+                                        EPISODE_GOLD_COLUMN: gold.to_json(), "task": task_key(row)})
+    if not out:
+        raise ValueError(f"grpo in an environment found no episode row among {len(rows)} rows (a row with an "
+                         "'episode' field); load the environment's gold episodes (dataset=episodes), or train "
+                         "without an environment")
+    return list(out.values())
+
+
+def judge_only(factory: Callable[[], Any]) -> Callable[[], Any]:
+    """``factory``'s class with its own ``get_reward`` hidden, so TRL adds no reward beside the episode judge (TRL
+    adds a class's ``get_reward`` as a reward of weight 1); its tools, state and ``reset`` are the class's own."""
+    if not isinstance(factory, type) or not callable(getattr(factory, "get_reward", None)):
+        return factory
+    return type(factory.__name__, (factory,), {"get_reward": None, "__module__": factory.__module__,
+                                               "__doc__": factory.__doc__})
+
+
+def _episode(prompt: Sequence[Mapping[str, Any]], completion: Sequence[Mapping[str, Any]], environment: Any) -> Any:
+    """A TRL rollout as the episode judge reads it: the conversation, the environment's end state, the rounds."""
+    from whileai.domain.episodes import Episode, end_state
+
+    messages = [dict(m) for m in prompt] + [dict(m) for m in completion]
+    rounds = sum(1 for m in completion if m.get("role") == "assistant" and m.get("tool_calls"))
+    capped = messages[-1].get("role") == "assistant" and bool(messages[-1].get("tool_calls"))  # calls never run
+    return Episode(messages=messages, end_state=end_state(environment), rounds=rounds - int(capped),
+                   stopped="cap" if capped else "answered")
+
+
+def episode_reward(factory: Callable[[], Any]) -> Callable[..., list[float]]:
+    """A TRL reward function: each rollout's episode verdict (1.0 pass, 0.0 fail) against its gold replayed on a
+    fresh environment from ``factory`` (each task's replay kept, it never changes)."""
+    from whileai.domain.episodes import judge_episode, replay
+    from whileai.domain.episodes.rows import episode_gold
+
+    replays: dict[str, dict[str, Any]] = {}
+
+    def episode_judge(prompts: list[Any], completions: list[Any], environments: list[Any],
+                      **columns: Any) -> list[float]:
+        golds = columns[EPISODE_GOLD_COLUMN]
+        scores = []
+        for prompt, completion, environment, text in zip(prompts, completions, environments, golds, strict=True):
+            gold = episode_gold(text)
+            if text not in replays:
+                replays[text] = replay(factory, {"prompt": prompt, **gold.reset}, gold.calls)
+            verdict = judge_episode(_episode(prompt, completion, environment), replays[text], gold.responses)
+            scores.append(1.0 if verdict.passed else 0.0)
+        return scores
+
+    return episode_judge
+
+
+def _fitting(tokenizer: Any, prompts: list[dict[str, Any]], tools: list[Any], limit: int,
+             reply_cap: int) -> tuple[list[dict[str, Any]], int]:
+    """The prompts whose tokens (with the environment's tools and the generation prompt) plus ``reply_cap`` fit
+    ``limit``, and how many were left out (counted, never cut)."""
+    from whileai.domain.rows.context import prompt_length
+
+    kept = [p for p in prompts if prompt_length(tokenizer, p["prompt"], tools) + reply_cap <= limit]
+    if not kept:
+        raise ValueError(f"grpo has no episode to train on: each of the {len(prompts)} prompts plus "
+                         f"max_completion_length={reply_cap} is longer than the model's context of {limit} tokens; "
+                         "lower max_completion_length, or use a base with a longer context")
+    return kept, len(prompts) - len(kept)
+
+
+def _config(spec: GRPOSpec, folder: Path, per_rank: int, micro: int) -> Any:
+    """TRL's ``GRPOConfig``: the shared trainer settings, the batch shape, and the turn cap."""
+    from trl import GRPOConfig
+
+    from whileai.jobs import _trainer_setup
+
+    return GRPOConfig(**_trainer_setup.trainer_settings(spec, folder),
+                      per_device_train_batch_size=spec.generations * micro,
+                      gradient_accumulation_steps=per_rank // micro,
+                      max_tool_calling_iterations=turn_cap(spec), log_completions=False)
+
+
+def _trainer(spec: GRPOSpec, model: Any, tokenizer: Any, args: Any, prompts: list[dict[str, Any]],
+             factory: Callable[[], Any], callbacks: list[Any]) -> Any:
+    """TRL's ``GRPOTrainer`` over the episodes, the episode judge its one reward."""
+    import os
+    import warnings
+
+    from trl import GRPOTrainer
+
+    from whileai.domain.export import to_hf_dataset
+    from whileai.jobs import _loading
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is experimental in TRL 1.x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return GRPOTrainer(model=model, reward_funcs=[cast(Any, episode_reward(factory))], args=args,
+                           train_dataset=to_hf_dataset(prompts), processing_class=tokenizer,
+                           peft_config=_loading.peft_config(model, spec), environment_factory=judge_only(factory),
+                           callbacks=callbacks)
+
+
+def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
+                 callbacks: list[Any], run: Any = None) -> tuple[Any, dict[str, Any]]:
+    """GRPO over ``rows``' episodes in ``spec.environment`` (see the module); returns the trained model and what the
+    run's training summary adds."""
+    from whileai.domain.episodes import tool_methods
+    from whileai.jobs import _loading, _trainer_setup
+    from whileai.jobs._episode_play import factory_of
+    from whileai.jobs._grpo_watch import group_watch
+    from whileai.jobs._grpo_batch import batch_shape
+
+    factory = factory_of(str(spec.environment))
+    tools = tool_methods(factory())
+    prompts, too_long = _fitting(tokenizer, episode_prompts(rows), tools, _loading.max_length(model),
+                                 spec.max_completion_length)
+    _trainer_setup.ensure_response_parser(tokenizer)
+    per_step, per_rank, micro = batch_shape(spec, len(prompts))
+    watch = group_watch()  # the reward is the episode verdict: its mean is the sampled pass rate
+    trainer = _trainer(spec, model, tokenizer, _config(spec, folder, per_rank, micro), prompts, factory,
+                       [watch, *callbacks])
+    _trainer_setup.fit_trainer(trainer)
+    extra = {"rows": len(prompts), "prompts": len(prompts), "left_out_too_long": too_long,
+             "trainer_received": int(getattr(trainer.train_dataset, "num_rows", -1)), "unit": "episodes",
+             "steps": trainer.state.global_step, "tools": [t.__name__ for t in tools],
+             "environment": spec.environment, "max_turns": turn_cap(spec), "generations": spec.generations,
+             "prompts_per_step": per_step, "reward": ["episode"], "reward_weights": None, **watch.summary(),
+             "monitor": "off: the HackMonitor watches single-turn replies; these rollouts are whole episodes"}
+    if run is not None and extra.get("groups_note"):
+        run.note(grpo_groups=extra["groups_note"])
+    return trainer.model, extra
