@@ -166,8 +166,9 @@ def play_together(plays: Sequence[Callable[[Callable[[Any], Any]], Any]],
         errors.insert(0, exc)
     for thread in threads:
         thread.join()
-    if errors:
-        raise errors[0]
+    if errors:  # the first failure, raised again in the caller's thread
+        first = errors[0]
+        raise first
     return results
 
 
