@@ -55,7 +55,7 @@ def test_wheel_install_outside_the_repo_lists_recipes_and_validates(tmp_path):
 
     shown = _run([str(python), "-m", "whileai", "run", "--help"], cwd=outside, env=env)
     assert shown.returncode == 0, shown.stderr
-    assert "recipe: dpo_tooluse, grpo_tooluse, rm_tooluse, sft_tooluse" in shown.stdout
+    assert "recipe: agent_tooluse, dpo_tooluse, grpo_tooluse, rm_tooluse, sft_tooluse" in shown.stdout
     assert "recipe/gpu: dpo_qwen3, grpo_qwen3, rm_qwen3, sft_qwen3" in shown.stdout
 
     valid = _run([str(python), "-m", "whileai", "validate", "recipe=sft_tooluse"], cwd=outside, env=env)
