@@ -26,6 +26,7 @@ from whileai.domain import defaults
 from whileai.domain.episodes.kit import KitEnvironment
 from whileai.domain.episodes.loader import is_python_ref, load_environment
 from whileai.domain.episodes.protocol import EnvironmentFactory, protocol_problems, shown_signature, tool_methods
+from whileai.domain.rows.bfcl_multi_turn import BFCL_MULTI_TURN_CATEGORIES
 
 __all__ = ["ENVIRONMENT_NAMES", "BFCL_CATEGORIES", "BFCL_DEFAULT_CATEGORY", "LAZY_MODULES", "LAZY_FACTORY",
            "Factories", "ToolInfo", "WorldInfo", "EnvironmentInfo", "environment_factory", "environment_problems", "describe_environment",
@@ -33,8 +34,8 @@ __all__ = ["ENVIRONMENT_NAMES", "BFCL_CATEGORIES", "BFCL_DEFAULT_CATEGORY", "LAZ
 
 #: The environments named by a word (a user's class is named python:MODULE:CLASS).
 ENVIRONMENT_NAMES = ("kit", "bfcl")
-#: BFCL's multi-turn categories (bfcl_eval.constants.category_mapping.MULTI_TURN_CATEGORY), each an environment.
-BFCL_CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
+#: BFCL's multi-turn categories, each an environment: the ones its rows are read from (one list, kept there).
+BFCL_CATEGORIES = BFCL_MULTI_TURN_CATEGORIES
 BFCL_DEFAULT_CATEGORY = "multi_turn_base"
 #: Environments whose module is imported only when named, and the function each module defines.
 LAZY_MODULES: dict[str, str] = {"bfcl": "whileai.domain.episodes.bfcl"}
