@@ -11,18 +11,14 @@ import json
 
 import pytest
 
+from _episodes import MOVE_ALL
 from whileai.domain import defaults
-from whileai.domain.episodes import KitEnvironment, KitTask, judge_episode, kit_rows, play_episode, replay
+from whileai.domain.episodes import KitEnvironment, judge_episode, kit_rows, play_episode, replay
 from whileai.domain.episodes.record import (CUT_MARKER, EPISODES_KEY, episode_record, episodes_summary, tool_error,
                                             wire_messages)
 from whileai.domain.rows.rollouts import row_problems
 
-TASK = KitTask(task_id="kit-move-all", kind="move_all",
-               instruction="Move all of alice's money to bob, then tell me bob's balance.",
-               balances={"alice": 30, "bob": 20, "carol": 10, "dave": 40},
-               gold=({"name": "get_balance", "arguments": {"account": "alice"}},
-                     {"name": "transfer", "arguments": {"source": "alice", "target": "bob", "amount": 30}}),
-               responses=("50",))
+TASK = MOVE_ALL
 
 
 def _call(name, arguments, call_id=None):

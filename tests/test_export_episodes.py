@@ -16,18 +16,14 @@ import re
 import pytest
 
 import whileai.simulations as wai
-from whileai.domain.episodes import KitEnvironment, KitTask, judge_episode, kit_rows, play_episode, replay, tool_schemas
+from _episodes import MOVE_ALL
+from whileai.domain.episodes import KitEnvironment, judge_episode, kit_rows, play_episode, replay, tool_schemas
 from whileai.domain.episodes.record import wire_messages
 from whileai.domain.export import to_hf_dataset
 
 pytestmark = pytest.mark.slow
 
-TASK = KitTask(task_id="kit-move-all", kind="move_all",
-               instruction="Move all of alice's money to bob, then tell me bob's balance.",
-               balances={"alice": 30, "bob": 20, "carol": 10, "dave": 40},
-               gold=({"name": "get_balance", "arguments": {"account": "alice"}},
-                     {"name": "transfer", "arguments": {"source": "alice", "target": "bob", "amount": 30}}),
-               responses=("50",))
+TASK = MOVE_ALL
 SCRIPT = [
     {"role": "assistant", "content": "Reading alice first.", "tool_calls": [
         {"type": "function", "function": {"name": "get_balance", "arguments": {"account": "alic"}}}]},

@@ -17,7 +17,8 @@ import shutil
 import httpx
 import pytest
 
-from whileai.domain.episodes import KitEnvironment, KitTask, judge_episode, kit_rows, play_episode, replay
+from _episodes import MOVE_ALL
+from whileai.domain.episodes import KitEnvironment, judge_episode, kit_rows, play_episode, replay
 from whileai.domain.episodes.record import EPISODES_KEY, episode_record, episodes_summary
 from whileai.platform.pages._episodes import CHANGES, episodes_view
 from whileai.platform.server import serve_in_thread, signin_link
@@ -31,12 +32,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 API = "/api/v1"
 EVIL = "<img src=x onerror=\"window.__pwned=1;document.title='pwned'\"><script>window.__pwned=2</script>"
 
-TASK = KitTask(task_id="kit-move-all", kind="move_all",
-               instruction="Move all of alice's money to bob, then tell me bob's balance.",
-               balances={"alice": 30, "bob": 20, "carol": 10, "dave": 40},
-               gold=({"name": "get_balance", "arguments": {"account": "alice"}},
-                     {"name": "transfer", "arguments": {"source": "alice", "target": "bob", "amount": 30}}),
-               responses=("50",))
+TASK = MOVE_ALL
 
 
 def _calls(name, **arguments):
