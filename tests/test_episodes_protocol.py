@@ -163,6 +163,25 @@ _GOOD = """
 """
 
 
+def test_a_job_imports_a_user_environment_only_from_the_folder_its_platform_recorded(tmp_path, monkeypatch):
+    """The job side of the user-code rule: the embedded platform records the launching user's folder on the row
+    (``platform.reward_path``) and the job imports the class from there; a server's row records none, so a module
+    that sits only in the job's working folder does not import."""
+    from whileai.core.jobrow import JobPlatform
+    from whileai.jobs._episode_play import factory_of
+    from whileai.jobs._loading import job_platform
+
+    users = tmp_path / "user"
+    users.mkdir()
+    _module(users, "wai_env_job", _GOOD)
+    with job_platform(JobPlatform(reward_path=str(users))):
+        assert factory_of("python:wai_env_job:Counter").__name__ == "Counter"
+    sys.modules.pop("wai_env_job", None)
+    monkeypatch.chdir(users)  # as a server's job sits in a folder it writes
+    with job_platform(JobPlatform()), pytest.raises(ValueError, match="module 'wai_env_job' does not import"):
+        factory_of("python:wai_env_job:Counter")
+
+
 def test_a_user_environment_loads_from_the_search_path(tmp_path):
     path = _module(tmp_path, "wai_env_good", _GOOD)
     cls = load_environment("python:wai_env_good:Counter", search_path=path)

@@ -232,7 +232,7 @@ def test_a_resume_the_allow_list_now_refuses_fails_its_run_with_the_reason(platf
     assert len(fake.spawned) == 1
     monkeypatch.setenv(core_defaults.REWARD_MODULES_ENV, "team_rewards.other")
     fresh, answer = _launch(client, "grpo", _spec("grpo", dataset, reward=[REWARD]))
-    _refused(client, answer, fresh, f"reward={REWARD!r}: this server runs only the reward modules")
+    _refused(client, answer, fresh, f"reward={REWARD!r}: this server runs only the code modules")
     resumed = client.post(f"{API}/runs/{run_id}/resume")
     assert resumed.status_code == 422, resumed.text
     assert f"reward={REWARD!r}" in resumed.text and core_defaults.REWARD_MODULES_ENV in resumed.text
@@ -244,6 +244,46 @@ def test_a_resume_the_allow_list_now_refuses_fails_its_run_with_the_reason(platf
     again = client.post(f"{API}/runs/{run_id}/resume")
     assert again.status_code == 201, again.text
     assert again.json()["run"]["status"] == "running" and len(fake.spawned) == 2
+
+
+def test_a_python_environment_is_user_code_under_the_rewards_rule(platform, monkeypatch):
+    """An environment's class is code the job runs on every turn, as a reward's function is on every completion:
+    a shared server launches a ``python:`` environment only from a module its operator allows (the reward
+    modules' list), for SFT's held-out episodes and GRPO's alike, and names the knob and the fix otherwise."""
+    _handle, client, _acct, dataset, fake = platform
+    env = f"python:{MODULE}:Bank"
+    for kind in ("sft", "grpo"):
+        run_id, answer = _launch(client, kind, _spec(kind, dataset, environment=env))
+        assert answer.status_code == 201, answer.text
+        assert not answer.json()["platform"].get("reward_path"), answer.json()
+    monkeypatch.setenv(core_defaults.REWARD_MODULES_ENV, "team_rewards.other")
+    for kind in ("sft", "grpo"):
+        run_id, answer = _launch(client, kind, _spec(kind, dataset, environment=env))
+        _refused(client, answer, run_id, f"environment={env!r}: this server runs only the code modules",
+                 f"ask the operator to add {MODULE!r}, or play environment=kit or bfcl")
+    run_id, answer = _launch(client, "grpo", _spec("grpo", dataset, environment="kit"))
+    assert answer.status_code == 201, answer.text
+    assert len(fake.spawned) == 3
+
+
+def test_the_rule_names_every_piece_of_user_code_a_spec_carries(monkeypatch):
+    """The inner check, without a server: a spec with a python: reward and a python: environment has two
+    problems on a server with none allowed, none embedded; the embedded row records where both import from."""
+    from whileai.platform._rewards import reward_code_problems, reward_path, user_code
+
+    monkeypatch.delenv(core_defaults.REWARD_MODULES_ENV, raising=False)
+    spec = SPEC_MODELS["grpo"](base_model=KIT, reward=[REWARD], environment="python:team_envs:Bank")
+    assert user_code(spec) == [("reward", REWARD), ("environment", "python:team_envs:Bank")]
+    problems = reward_code_problems(spec, embedded=False)
+    assert len(problems) == 2 and problems[1].startswith("environment='python:team_envs:Bank'"), problems
+    assert "now: none" in problems[0] and "now: none" in problems[1]
+    assert reward_code_problems(spec, embedded=True) == []
+    assert reward_path(spec, embedded=True) == os.getcwd() and reward_path(spec, embedded=False) is None
+    only_env = SPEC_MODELS["sft"](base_model=KIT, environment="python:team_envs.bank:Bank")
+    assert reward_path(only_env, embedded=True) == os.getcwd()
+    monkeypatch.setenv(core_defaults.REWARD_MODULES_ENV, "team_envs")
+    assert reward_code_problems(only_env, embedded=False) == []
+    assert reward_path(SPEC_MODELS["sft"](base_model=KIT, environment="kit"), embedded=True) is None
 
 
 def test_a_resume_applies_the_bounds_and_ids_of_now(platform):

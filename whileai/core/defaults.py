@@ -148,8 +148,8 @@ TRAIN_TRUNCATED = ("mask", "zero")
 #: (arXiv:2504.13958), rm a learned reward model (Gao et al., arXiv:2210.10760).
 TRAIN_REWARDS = ("first_action", "fine_grained", "rm")
 #: The setting (an environment variable of the platform's server, or ``reward_modules`` in config.json) that lists
-#: the modules a shared server may run as ``python:`` rewards, comma-separated (a module, or a package and
-#: everything under it). Unset: none; the embedded platform runs the local user's own modules.
+#: the modules a shared server may run as user code (``python:`` rewards and environments), comma-separated (a
+#: module, or a package and everything under it). Unset: none; the embedded platform runs the local user's own.
 REWARD_MODULES_ENV = "WHILEAI_REWARD_MODULES"
 #: A user's reward function: ``python:`` then an importable module path and a function name in it.
 TRAIN_REWARD_PYTHON_PATTERN = r"python:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*"

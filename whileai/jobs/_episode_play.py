@@ -41,13 +41,16 @@ def environment_name(spec: RunSpec) -> str | None:
 
 
 def factory_of(name: str) -> Any:
-    """TRL's environment factory for the spec's environment string (``kit``, ``bfcl:CATEGORY``, ``python:...``)."""
-    import os
+    """TRL's environment factory for the spec's environment string (``kit``, ``bfcl:CATEGORY``, ``python:...``).
 
+    A ``python:`` class imports from where a ``python:`` reward does: the launching user's directory on the
+    embedded platform (the row's ``platform.reward_path``); on a server, only from the server's own environment,
+    whose modules its operator allowed at launch (whileai/platform/_rewards.py)."""
     from whileai.domain.episodes import environment_factory, parse_environment_ref
+    from whileai.jobs._rewards import reward_search_path
 
     env, category = parse_environment_ref(name)
-    return environment_factory(env, category, search_path=os.getcwd())
+    return environment_factory(env, category, search_path=reward_search_path())
 
 
 def tool_suffix_ids(tokenizer: Any, tool_messages: Sequence[Mapping[str, Any]]) -> list[int]:
