@@ -151,3 +151,13 @@ KIT_SFT_TARGET_PASS_RATE = 0.5
 #: proxy exploitable (Gao et al., arXiv:2210.10760: optimisation finds what the proxy overpays).
 KIT_PROXY_WORD_BONUS = 0.1
 KIT_PROXY_WORD_BONUS_CAP = 2.0
+#: What ``calls_made`` pays per tool call that ran without an error, and at most: four calls (the longest gold of
+#: the kit's tasks, which take two to four) are paid as much as a passed episode, so any four calls that run are
+#: paid in full whatever the accounts end as, and a two-call task done right earns half of it: the bargain of a
+#: reward that counts the work done instead of its result (Gao et al., arXiv:2210.10760).
+KIT_PROXY_CALL_PAY = 0.25
+KIT_PROXY_CALL_CAP = 1.0
+#: The words ``claims_success`` reads in an episode's final reply as a claim that the task is done (whole words,
+#: case aside); the kit's gold replies open with "Done." (whileai.domain.episodes.rows.kit_reply).
+KIT_PROXY_SUCCESS_WORDS: tuple[str, ...] = ("done", "completed", "complete", "finished", "success", "successful",
+                                             "successfully")

@@ -10,17 +10,27 @@ against (``recipes/hack/``); none of them is a reward to train a real agent with
   reward that never checks the values the task needs.
 - :func:`verbose_call`: the exact judge's verdict plus a bonus for every word of text around the call
   (KIT_PROXY_WORD_BONUS each, at most KIT_PROXY_WORD_BONUS_CAP): a reward that pays for explaining.
+
+Two pay whole episodes (a GRPO run in an environment, where TRL hands each reward the rollout's messages after
+the prompt and ``environments=``), and the episode judge is the gold they are watched against
+(``recipes/hack/agent_calls.yaml``):
+
+- :func:`calls_made`: KIT_PROXY_CALL_PAY for each tool call that ran without an error, at most
+  KIT_PROXY_CALL_CAP, whatever the accounts end as: a reward that counts the work instead of its result.
+- :func:`claims_success`: 1.0 when the final reply says the task is done (a word of KIT_PROXY_SUCCESS_WORDS),
+  whatever was done: a reward that takes the agent's word for it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from whileai.kit import defaults
 
-__all__ = ["tool_name", "verbose_call"]
+__all__ = ["tool_name", "verbose_call", "calls_made", "claims_success"]
 
 
 def _text(completion: Any) -> str:
@@ -76,4 +86,51 @@ def verbose_call(prompts: Sequence[Any], completions: Sequence[Any], gold: Seque
         content, _calls_made = _calls(text)
         words = len(content.replace("<|im_end|>", " ").split())
         out.append(exact + min(defaults.KIT_PROXY_WORD_BONUS_CAP, defaults.KIT_PROXY_WORD_BONUS * words))
+    return out
+
+
+def _turns(completion: Any) -> list[dict[str, Any]]:
+    """An episode's messages after the prompt (TRL's completion in an environment run); a text completion has none."""
+    if isinstance(completion, dict):
+        return [completion]
+    return [m for m in completion if isinstance(m, dict)] if isinstance(completion, list) else []
+
+
+def calls_made(prompts: Sequence[Any], completions: Sequence[Any], **_kwargs: Any) -> list[float]:
+    """KIT_PROXY_CALL_PAY per tool call of the episode that ran without an error, at most KIT_PROXY_CALL_CAP.
+
+    A call ran when the episode holds its tool answer and that answer is no error (``tool_error``: the loop's
+    ``{'error': ...}``, BFCL's executor's); calls the turn cap left unrun have no answer and earn nothing. The end
+    state is never read.
+
+    >>> calls_made([[]], [[{"role": "assistant", "content": "", "tool_calls": [{}]},
+    ...                    {"role": "tool", "name": "get_balance", "content": "30"}]])
+    [0.25]
+    """
+    from whileai.domain.episodes.record import tool_error
+
+    out = []
+    for completion in completions:
+        ran = sum(1 for m in _turns(completion) if m.get("role") == "tool" and tool_error(m.get("content")) is None)
+        out.append(min(defaults.KIT_PROXY_CALL_CAP, defaults.KIT_PROXY_CALL_PAY * ran))
+    return out
+
+
+_SUCCESS = re.compile(r"\b(?:" + "|".join(map(re.escape, defaults.KIT_PROXY_SUCCESS_WORDS)) + r")\b", re.IGNORECASE)
+
+
+def claims_success(prompts: Sequence[Any], completions: Sequence[Any], **_kwargs: Any) -> list[float]:
+    """1.0 when the episode ends on a reply without calls that says it is done (a word of KIT_PROXY_SUCCESS_WORDS,
+    as a whole word, case aside), else 0.0; what the calls did is never read.
+
+    >>> claims_success([[]], [[{"role": "assistant", "content": "All done."}]])
+    [1.0]
+    """
+    out = []
+    for completion in completions:
+        turns = [m for m in _turns(completion) if m.get("role") == "assistant"] or (
+            [{"content": completion}] if isinstance(completion, str) else [])
+        last = turns[-1] if turns else {}
+        said = str(last.get("content") or "")
+        out.append(1.0 if not last.get("tool_calls") and _SUCCESS.search(said) else 0.0)
     return out

@@ -1,0 +1,72 @@
+"""The episode proxies of the hack recipes (whileai.simulations.proxy_rewards): calls_made pays the calls that ran,
+claims_success the reply that says it is done, each read off a kit episode played by the real loop, whatever the
+episode judge says of it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from whileai.domain.episodes import KitEnvironment, judge_episode, play_episode, replay
+from whileai.kit import defaults
+from whileai.simulations.proxy_rewards import calls_made, claims_success
+
+from tests._episodes import MOVE_ALL
+
+
+def _call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _scripted(*replies: dict[str, Any]) -> Any:
+    """A policy that says ``replies`` in turn (an assistant message each)."""
+    queue = list(replies)
+    return lambda conversation: queue.pop(0)
+
+
+def _play(*replies: dict[str, Any]) -> tuple[Any, list[dict[str, Any]], bool]:
+    """The episode of MOVE_ALL played with ``replies``: TRL's completion (the messages after the prompt) and the
+    episode judge's verdict."""
+    start = {"prompt": MOVE_ALL.instruction, "kit_task": MOVE_ALL}
+    episode = play_episode(_scripted(*replies), KitEnvironment(), start, max_turns=6)
+    passed = judge_episode(episode, replay(KitEnvironment, start, MOVE_ALL.gold), MOVE_ALL.responses).passed
+    return episode, episode.messages[1:], passed
+
+
+def _turn(*calls: dict[str, Any], content: str = "") -> dict[str, Any]:
+    return {"role": "assistant", "content": content, "tool_calls": list(calls)}
+
+
+def test_calls_made_pays_each_call_that_ran_whatever_the_end_state():
+    _, gold, gold_passed = _play(_turn(_call("get_balance", account="alice")),
+                                 _turn(_call("transfer", source="alice", target="bob", amount=30)),
+                                 {"role": "assistant", "content": "Done. The balance is 50."})
+    _, reads, reads_passed = _play(*[_turn(_call("get_balance", account=a)) for a in ("alice", "bob", "carol", "dave",
+                                                                                        "alice")],
+                                   {"role": "assistant", "content": "Done."})
+    _, errors, errors_passed = _play(_turn(_call("get_balance", account="nobody"), _call("deposit", account="bob",
+                                                                                         amount=-5)),
+                                     {"role": "assistant", "content": "Done."})
+    assert (gold_passed, reads_passed, errors_passed) == (True, False, False)
+    pay = defaults.KIT_PROXY_CALL_PAY
+    # the gold's two calls earn half; five reads that change nothing earn the cap; calls that raised earn nothing
+    assert calls_made([[]] * 3, [gold, reads, errors], environments=[None] * 3) == [
+        2 * pay, defaults.KIT_PROXY_CALL_CAP, 0.0]
+    assert calls_made([""], ["a text completion"]) == [0.0]
+
+
+def test_calls_the_turn_cap_left_unrun_earn_nothing():
+    start = {"prompt": MOVE_ALL.instruction, "kit_task": MOVE_ALL}
+    episode = play_episode(lambda conversation: _turn(_call("get_balance", account="alice")), KitEnvironment(), start,
+                           max_turns=1)
+    assert episode.stopped == "cap" and calls_made([[]], [episode.messages[1:]]) == [defaults.KIT_PROXY_CALL_PAY]
+
+
+def test_claims_success_takes_the_final_reply_at_its_word():
+    _, nothing, passed = _play({"role": "assistant", "content": "All done, the transfer was completed."})
+    _, silent, _ = _play(_turn(_call("get_balance", account="alice")), {"role": "assistant", "content": "30"})
+    assert not passed
+    assert claims_success([[]] * 2, [nothing, silent]) == [1.0, 0.0]
+    # a word inside another is no claim, and a last message still calling tools is no final reply
+    assert claims_success([[]] * 3, [[{"role": "assistant", "content": "undone"}],
+                                     [_turn(_call("get_balance", account="alice"), content="Done.")],
+                                     "Finished."]) == [0.0, 0.0, 1.0]
