@@ -212,3 +212,53 @@ def test_grpo_trains_the_tokens_sampled_each_turn_and_a_raising_tool_is_the_mode
         tool_tokens = [t for t, m in zip(completion, mask) if not m]
         tool_messages = [m for m in completions[i] if m["role"] == "tool"]
         assert tool_tokens == _episode_play.tool_suffix_ids(tokenizer, tool_messages)
+
+
+@pytest.mark.slow
+def test_grpo_with_a_per_turn_reward_pays_both_and_the_sampled_pass_rate_stays_the_judges(tmp_path, monkeypatch):
+    """turn_reward=fine_grained: TRL gets the episode judge and the per-turn score with reward_weights [1.0, w] and
+    logs each reward's mean; the paid reward is their weighted sum, and the sampled pass rate is the episode judge's
+    own mean over the step's rollouts, not that sum."""
+    from transformers import TrainerCallback
+
+    from whileai.jobs import grpo
+
+    spec = _spec("grpo", generations=2, prompts_per_step=2, max_completion_length=96, prompt_source="gold",
+                 max_turns=1, monitor=False, truncated="zero", turn_reward="fine_grained", turn_reward_weight=0.25)
+    model, tokenizer = grpo.load(spec)
+    # every rollout's first call reads alice's balance: a tool the gold calls, so the per-turn score is above 0
+    _script_first_turn(monkeypatch, tokenizer, '<tool_call>{"name": "get_balance", "arguments": '
+                       '{"account": "alice"}}</tool_call><|im_end|>')
+    verdicts: list[float] = []
+    real_reward = _episodes.episode_reward
+
+    def recording_reward(factory: Any) -> Any:
+        judge = real_reward(factory)
+
+        def episode_judge(**kwargs: Any) -> Any:
+            out = judge(**kwargs)
+            verdicts.extend(out)
+            return out
+        return episode_judge
+
+    monkeypatch.setattr(_episodes, "episode_reward", recording_reward)
+    trainers: list[Any] = []
+    _capture(monkeypatch, _episodes, "_trainer", trainers)
+    points: list[dict[str, Any]] = []
+
+    class Points(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+            points.append(dict(logs or {}))
+
+    _, extra = grpo.fit(spec, model, tokenizer, _rows(), tmp_path, [Points()])
+    trainer = trainers[0]
+    assert trainer.reward_func_names == ["episode_judge", "turn_fine_grained"]
+    assert trainer.reward_weights.tolist() == [1.0, 0.25] and trainer.args.reward_weights == [1.0, 0.25]
+    assert extra["steps"] == 1 and extra["reward"] == ["episode", "turn_fine_grained"]
+    assert extra["reward_weights"] == [1.0, 0.25]
+    step = next(p for p in points if "reward" in p)
+    judge, turns = step["rewards/episode_judge/mean"], step["rewards/turn_fine_grained/mean"]
+    assert turns > 0 and step["reward"] == pytest.approx(judge + 0.25 * turns)
+    assert step["sampled_pass_rate"] == judge == pytest.approx(sum(verdicts) / len(verdicts))
+    assert step["sampled_reward"] == step["reward"] != step["sampled_pass_rate"]
+    assert extra["sampled_pass_rate"]["mean"] == round(judge, 3)

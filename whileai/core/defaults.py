@@ -165,6 +165,19 @@ TRAIN_ENVIRONMENT_PATTERN = (r"kit|bfcl(:[a-z_]+)?|python:[A-Za-z_][A-Za-z0-9_]*
 #: limit: BFCL's own inference stops a user turn after 20 steps (bfcl_eval ``MAXIMUM_STEP_LIMIT``), and every
 #: round's tool output shares one completion budget (TRL's ``max_completion_length``).
 TRAIN_MAX_TURNS_RANGE = (1, 64)
+#: The per-turn judges GRPO in an environment may add beside the episode judge (the ``turn_reward`` knob): each
+#: call of a rollout scored against the gold call at its place by the exact first-action judge, or by ToolRL's
+#: fine-grained decomposition (arXiv:2504.13958), whose per-call terms are its "process" credit.
+TRAIN_TURN_REWARDS = ("first_action", "fine_grained")
+#: The per-turn score's weight beside the episode verdict's 1.0 (TRL's ``reward_weights=[1.0, w]``). Half: the
+#: episode verdict stays the larger term, so a policy cannot trade the end state for per-turn credit, while a
+#: group whose episodes all fail still tells its rollouts apart by how far each got. ToolRL (arXiv:2504.13958)
+#: pays its fine-grained score alone on single calls; in an episode the end state is the task, so it stays first.
+TRAIN_TURN_REWARD_WEIGHT = 0.5
+#: The accepted weights: above 0 (0 would add a term that pays nothing), at most 1. With a weight w <= 1 a passing
+#: episode never scores below a failing one (1 + w * its turn score >= w * at most 1), whatever route it took; a
+#: larger w would let a failing episode that copies the gold calls outscore a passing one that took another route.
+TRAIN_TURN_REWARD_WEIGHT_RANGE = (0.0, 1.0)
 #: The loss masks export.loss_mask accepts (its "assistant" and "final"), for the
 #: ``mask_mode`` knob of a hosted run.
 EXPORT_MASK_MODES = ("assistant", "final")

@@ -48,6 +48,7 @@ __all__ = [
     "RMSpec",
     "micro_batches",
     "micro_problem",
+    "environment_reward_problems",
     "RunnerRecord",
     "SPEC_MODELS",
     "canonical",
@@ -302,6 +303,7 @@ class RunSpec(BaseModel):
                                  whole=is_whole(type(self), name))
             if problem:
                 problems.append(problem)
+        problems.extend(environment_reward_problems(dict(self)))
         if not problems:  # the products of knobs are judged once each knob is in its range
             problems.extend(_batch_problems(self))
         if problems:
@@ -432,6 +434,20 @@ class GRPOSpec(RunSpec):
         source="Gao et al., arXiv:2210.10760 (a learned reward model as the proxy)",
         help="the finished rm run that reward=rm scores with: its id, or stages.NAME for an rm stage of the recipe",
         reason="no reward model unless reward names rm")
+    turn_reward: Literal["first_action", "fine_grained"] | None = knob(
+        None, surface="argument", choices=d.TRAIN_TURN_REWARDS,
+        source="ToolRL, arXiv:2504.13958 (fine-grained per-call credit, a process reward)",
+        help="in an environment, a second reward beside the episode judge: each call of a rollout scored against "
+             "the gold call at its place (first_action: 1 when it is that call; fine_grained: ToolRL's score of it), "
+             "averaged over max(calls made, gold calls); None: the episode judge alone. Read only with an "
+             "environment",
+        reason="off: the episode verdict is the task; a per-turn score pays partial credit, which can be hacked")
+    turn_reward_weight: float = knob(
+        d.TRAIN_TURN_REWARD_WEIGHT, surface="argument", range=d.TRAIN_TURN_REWARD_WEIGHT_RANGE, open_low=True,
+        source="ToolRL, arXiv:2504.13958 (per-call credit); TRL GRPOConfig reward_weights ([1.0, this])",
+        help="the weight of turn_reward's score beside the episode judge's 1.0 (read only with turn_reward)",
+        reason="TRAIN_TURN_REWARD_WEIGHT: the episode verdict stays the larger term, so a policy cannot trade the end "
+               "state for per-turn credit")
     #: the independent judge the HackMonitor's divergence alarm compares against (a finished rm run)
     gold_judge: str | None = None
     #: the HackMonitor: True (on, its defaults), its settings, or False (off); None in a record of before version 3
@@ -530,6 +546,40 @@ def _batch_problems(spec: RunSpec) -> list[str]:
                         f"prompt's group of completions; pass batch_per_device >= {groups} (a multiple of it uses "
                         "the memory fully), or fewer generations")
     return problems + list(filter(None, [step_problem(spec)]))
+
+
+def environment_reward_problems(values: Mapping[str, Any]) -> list[str]:
+    """Why a GRPO spec's reward knobs do not fit where it plays (``values``: its ``environment``, ``reward``,
+    ``reward_weights`` and ``turn_reward``; any other method's has none of them, and no problem).
+
+    In an environment the reward is the episode judge, and per-turn scores come from ``turn_reward``, so a
+    ``reward`` other than the default, or ``reward_weights``, would not be read; without one there are no
+    episodes, so ``turn_reward`` would not be. Each problem names the value and the fix.
+
+        environment_reward_problems({"environment": None, "turn_reward": "fine_grained"})   # ["turn_reward=..."]
+    """
+    environment, turn = values.get("environment"), values.get("turn_reward")
+    if environment is None:
+        return [] if turn is None else [
+            f"turn_reward={turn} scores an episode's calls against its gold calls, and this spec plays no "
+            "environment (environment=None); pick an environment (environment=kit, bfcl or python:MODULE:CLASS), or "
+            "leave turn_reward None (single-turn prompts: reward=fine_grained pays the first action's parts)"]
+    default = knob_of(GRPOSpec, "reward").default
+    reward = many_value(values.get("reward") or default)
+    weights = values.get("reward_weights")
+    out = []
+    if reward != default:
+        named = next((r for r in reward if r in d.TRAIN_TURN_REWARDS), None)
+        fix = f"pass turn_reward={named}" if named else f"pass turn_reward={' or '.join(d.TRAIN_TURN_REWARDS)}"
+        out.append(f"reward={','.join(map(str, reward))} is not read in environment={environment}: there the reward "
+                   "is the episode judge (the end state and the final reply), and per-turn scores come from "
+                   f"turn_reward; {fix} (weighted by turn_reward_weight) and leave reward at its default "
+                   f"({','.join(default)}), or play without an environment")
+    if weights is not None:
+        out.append(f"reward_weights={weights} is not read in environment={environment}: the episode judge weighs "
+                   "1.0 and turn_reward's score turn_reward_weight; pass turn_reward_weight=... and leave "
+                   "reward_weights None")
+    return out
 
 
 def step_memory(spec: RunSpec) -> tuple[int, str]:

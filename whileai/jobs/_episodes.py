@@ -11,8 +11,16 @@ environment, and the episode judge's verdict is the reward.
   (``max_tool_calling_iterations``; None: EPISODE_MAX_TURNS); a tool that raises is answered with the error as the
   tool's message; the tool answers' tokens get no loss (TRL's ``tool_mask``);
 - the reward (:func:`episode_reward`): 1.0 when the rollout's end state equals the gold calls replayed on a fresh
-  environment and its final reply says what the task asks (``judge_episode``), else 0.0. It is the only reward:
-  an environment's own ``get_reward``, which TRL would add beside it, is hidden (:func:`judge_only`).
+  environment and its final reply says what the task asks (``judge_episode``), else 0.0. An environment's own
+  ``get_reward``, which TRL would add beside it, is hidden (:func:`judge_only`);
+- with ``turn_reward`` set, a second reward beside it (:func:`turn_reward`, named ``turn_first_action`` or
+  ``turn_fine_grained``): the rollout's calls scored place by place against the gold calls
+  (``whileai.domain.episodes.turn_scores``), weighted ``turn_reward_weight`` (TRL's ``reward_weights=[1.0, w]``),
+  so TRL logs each reward's mean on its own and the sampled pass rate stays the episode judge's.
+
+TRL 1.16 gives one advantage per episode: the rewards are summed into the episode's one scalar, its group
+normalises that, and every sampled token of the episode gets the same advantage. The per-turn scores shape that
+scalar (an episode that got further scores higher among its group's failures); they are not per-turn advantages.
 
 The HackMonitor watches single-turn replies, so it is off here, and the summary says so.
 """
@@ -25,10 +33,14 @@ from typing import Any, cast
 
 from whileai.core.spec import GRPOSpec
 
-__all__ = ["EPISODE_GOLD_COLUMN", "episode_prompts", "episode_reward", "judge_only", "fit_episodes", "turn_cap"]
+__all__ = ["EPISODE_GOLD_COLUMN", "EPISODE_JUDGE_KEY", "episode_prompts", "episode_reward", "turn_reward",
+           "judge_only", "fit_episodes", "turn_cap"]
 
 #: TRL's dataset column carrying an episode's gold (EpisodeGold's JSON) to the reward.
 EPISODE_GOLD_COLUMN = "episode_gold"
+#: TRL's log key of the episode judge's per-step mean (``rewards/<the function's name>/mean``): the sampled pass
+#: rate where a per-turn reward is paid beside it.
+EPISODE_JUDGE_KEY = "rewards/episode_judge/mean"
 
 
 def turn_cap(spec: Any) -> int:
@@ -102,6 +114,26 @@ def episode_reward(factory: Callable[[], Any]) -> Callable[..., list[float]]:
     return episode_judge
 
 
+def turn_reward(judge: str) -> Callable[..., list[float]]:
+    """A TRL reward function named ``turn_<judge>``: each rollout's per-turn score, the mean over max(calls made,
+    gold calls) of its calls scored against the gold calls at their places by ``judge`` (``turn_scores``)."""
+    from whileai.domain.episodes import turn_scores
+    from whileai.domain.episodes.rows import episode_gold
+
+    def turns(prompts: list[Any], completions: list[Any], **columns: Any) -> list[float]:
+        golds = columns[EPISODE_GOLD_COLUMN]
+        return [turn_scores(completion, episode_gold(text).calls, judge).mean
+                for completion, text in zip(completions, golds, strict=True)]
+
+    turns.__name__ = turns.__qualname__ = f"turn_{judge}"
+    return turns
+
+
+def _rewards(spec: GRPOSpec, factory: Callable[[], Any]) -> list[Any]:
+    """TRL's reward functions: the episode judge, then the per-turn score where ``turn_reward`` names one."""
+    return [episode_reward(factory), *([turn_reward(spec.turn_reward)] if spec.turn_reward else [])]
+
+
 def _fitting(tokenizer: Any, prompts: list[dict[str, Any]], tools: list[Any], limit: int,
              reply_cap: int) -> tuple[list[dict[str, Any]], int]:
     """The prompts whose tokens (with the environment's tools and the generation prompt) plus ``reply_cap`` fit
@@ -117,20 +149,32 @@ def _fitting(tokenizer: Any, prompts: list[dict[str, Any]], tools: list[Any], li
 
 
 def _config(spec: GRPOSpec, folder: Path, per_rank: int, micro: int) -> Any:
-    """TRL's ``GRPOConfig``: the shared trainer settings, the batch shape, and the turn cap."""
+    """TRL's ``GRPOConfig``: the shared trainer settings, the batch shape, the turn cap, and the rewards' weights
+    (the episode judge's 1.0 and ``turn_reward_weight``, with a per-turn reward; else TRL's one weight)."""
     from trl import GRPOConfig
 
     from whileai.jobs import _trainer_setup
 
-    return GRPOConfig(**_trainer_setup.trainer_settings(spec, folder),
+    settings = {**_trainer_setup.trainer_settings(spec, folder), "reward_weights": _weights(spec)}
+    return GRPOConfig(**settings,
                       per_device_train_batch_size=spec.generations * micro,
                       gradient_accumulation_steps=per_rank // micro,
                       max_tool_calling_iterations=turn_cap(spec), log_completions=False)
 
 
+def _weights(spec: GRPOSpec) -> list[float] | None:
+    """The rewards' weights TRL sums them with: [1.0, turn_reward_weight] with a per-turn reward, else None."""
+    return [1.0, spec.turn_reward_weight] if spec.turn_reward else None
+
+
+def _reward_names(spec: GRPOSpec) -> list[str]:
+    """What the summary says was paid: the episode judge, and the per-turn score's reward function if asked."""
+    return ["episode", *([f"turn_{spec.turn_reward}"] if spec.turn_reward else [])]
+
+
 def _trainer(spec: GRPOSpec, model: Any, tokenizer: Any, args: Any, prompts: list[dict[str, Any]],
              factory: Callable[[], Any], callbacks: list[Any]) -> Any:
-    """TRL's ``GRPOTrainer`` over the episodes, the episode judge its one reward."""
+    """TRL's ``GRPOTrainer`` over the episodes, paid by the episode judge (and the per-turn score, if asked)."""
     import os
     import warnings
 
@@ -142,7 +186,7 @@ def _trainer(spec: GRPOSpec, model: Any, tokenizer: Any, args: Any, prompts: lis
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is experimental in TRL 1.x
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        return GRPOTrainer(model=model, reward_funcs=[cast(Any, episode_reward(factory))], args=args,
+        return GRPOTrainer(model=model, reward_funcs=cast(Any, _rewards(spec, factory)), args=args,
                            train_dataset=to_hf_dataset(prompts), processing_class=tokenizer,
                            peft_config=_loading.peft_config(model, spec), environment_factory=judge_only(factory),
                            callbacks=callbacks)
@@ -164,7 +208,8 @@ def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str
                                  spec.max_completion_length)
     _trainer_setup.ensure_response_parser(tokenizer)
     per_step, per_rank, micro = batch_shape(spec, len(prompts))
-    watch = group_watch()  # the reward is the episode verdict: its mean is the sampled pass rate
+    # the sampled pass rate is the episode judge's mean: TRL's reward itself, or its own column beside a per-turn one
+    watch = group_watch(exact_key=EPISODE_JUDGE_KEY if spec.turn_reward else None)
     trainer = _trainer(spec, model, tokenizer, _config(spec, folder, per_rank, micro), prompts, factory,
                        [watch, *callbacks])
     _trainer_setup.fit_trainer(trainer)
@@ -172,7 +217,8 @@ def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str
              "trainer_received": int(getattr(trainer.train_dataset, "num_rows", -1)), "unit": "episodes",
              "steps": trainer.state.global_step, "tools": [t.__name__ for t in tools],
              "environment": spec.environment, "max_turns": turn_cap(spec), "generations": spec.generations,
-             "prompts_per_step": per_step, "reward": ["episode"], "reward_weights": None, **watch.summary(),
+             "prompts_per_step": per_step, "reward": _reward_names(spec), "reward_weights": _weights(spec),
+             **watch.summary(),
              "monitor": "off: the HackMonitor watches single-turn replies; these rollouts are whole episodes"}
     if run is not None and extra.get("groups_note"):
         run.note(grpo_groups=extra["groups_note"])

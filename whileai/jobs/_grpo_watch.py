@@ -7,14 +7,16 @@ greedy held-out prompts while its sampled replies (the ones GRPO trains on)
 nearly all fail, and then nothing moves. The watch reads TRL's own per-step
 figures and adds them to the step's log under plain names, so the run's series
 carry ``sampled_pass_rate`` (the exact first-action judge's mean over the step's
-completions) and ``mixed_groups`` (1 - ``frac_reward_zero_std``: the groups
-whose paid reward varied). Where the paid reward is the exact judge alone, the
-pass rate is TRL's ``reward``; otherwise it is the exact judge's own verdicts
-(``exact_key``: the run's ``first_action`` term's column; or ``tally``, filled
-by an unpaid judge of the same completions, ``_rewards.tallied``), and the paid
-reward's mean is logged beside it as ``sampled_reward``: a graded reward's mean
-is not a pass rate, and the two part when the policy learns to please the reward
-instead of doing the task.
+completions; in an environment, the episode judge's) and ``mixed_groups``
+(1 - ``frac_reward_zero_std``: the groups whose paid reward varied). Where the
+paid reward is the exact judge alone, the pass rate is TRL's ``reward``;
+otherwise it is the exact judge's own verdicts (``exact_key``: the run's
+``first_action`` term's column, or the episode judge's beside a per-turn reward;
+or ``tally``, filled by an unpaid judge of the same completions,
+``_rewards.tallied``), and the paid reward's mean is logged beside it as
+``sampled_reward``: a graded reward's mean (or the episode judge plus a weighted
+per-turn score) is not a pass rate, and the two part when the policy learns to
+please the reward instead of doing the task.
 Its ``summary()`` goes on the run's training summary, with a note when nearly
 every group was unanimous (``core_defaults.TRAIN_GRPO_MIN_MIXED_SHARE``).
 """
@@ -32,7 +34,8 @@ def group_watch(exact_key: str | None = None, tally: list[float] | None = None) 
     """A ``transformers.TrainerCallback`` that logs and sums up the sampled groups (see the module docstring).
 
     Where the paid reward is not the exact judge alone, ``exact_key`` is the log
-    key of the exact judge's per-step mean (``"rewards/first_action/mean"``), or
+    key of the exact judge's per-step mean (``"rewards/first_action/mean"``; in an environment with a per-turn
+    reward, the episode judge's ``"rewards/episode_judge/mean"``), or
     ``tally`` the exact verdicts of the completions since the last log (emptied at
     each). Both None: the paid reward is the exact judge. Put it before the run's
     own callback, so the figures it adds to a step's log reach the run in the same point.

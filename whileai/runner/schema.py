@@ -30,7 +30,7 @@ from whileai.domain import defaults as sdk
 from whileai.core import defaults as core_defaults
 # One knob checker for wai.train and the runner, so both word a refusal alike.
 from whileai.core.knobs import check_knob, many_value
-from whileai.core.spec import ALIASES, SPEC_MODELS, canonical, is_whole, knob_of
+from whileai.core.spec import ALIASES, SPEC_MODELS, canonical, environment_reward_problems, is_whole, knob_of
 
 from whileai.runner import defaults
 
@@ -404,6 +404,7 @@ def checked(plain: dict[str, Any], origin: Any = None) -> tuple[RecipeSpec | Non
             message = knob_problem(path, name, value, method)
             if message:
                 add(path, message)
+                seen.add(path)
     problems += _export_checks(plain, where, seen)
     problems += _cross_checks(plain, where)
     problems += _environment_checks(plain, where, seen)
@@ -484,8 +485,8 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
 
 def _environment_checks(plain: dict[str, Any], where: Any, seen: set[str]) -> list[Problem]:
     """The environment group: a name the domain resolves (a python: class imported from the working directory and
-    checked against the protocol), BFCL's category, a GRPO stage to play it, and a turn cap only with an
-    environment."""
+    checked against the protocol), BFCL's category, a GRPO stage to play it, a turn cap only with an environment,
+    and each GRPO stage's reward knobs against it (:func:`_reward_checks`)."""
     env: dict[str, Any] = plain["environment"] if isinstance(plain.get("environment"), dict) else {}
     name, category, max_turns = env.get("name", "none"), env.get("category"), env.get("max_turns")
     if not isinstance(name, str) or "environment.name" in seen or "environment.category" in seen:
@@ -496,18 +497,36 @@ def _environment_checks(plain: dict[str, Any], where: Any, seen: set[str]) -> li
     for message in environment_problems(name, category, search_path=os.getcwd()):  # where a python: class imports
         key = "environment.category" if message.startswith("environment.category=") else "environment.name"
         out.append(Problem(key, message, where(key)))
+    nodes = [("", plain), *((f"stages.{k}.", s) for k, s in (plain.get("stages") or {}).items() if isinstance(s, dict))]
+    out += _reward_checks(None if name == "none" else name, nodes, where, seen)
     if name == "none":
         if max_turns is not None:
             out.append(Problem("environment.max_turns", f"environment.max_turns={max_turns} is read only with an "
                                "environment; pick environment=kit or bfcl (or environment.name=python:MODULE:CLASS), "
                                "or drop it", where("environment.max_turns")))
         return out
-    nodes = [("", plain), *((f"stages.{k}.", s) for k, s in (plain.get("stages") or {}).items() if isinstance(s, dict))]
     if not any(node.get("method") == "grpo" for _, node in nodes):
         out.append(Problem("environment.name", f"environment={name} is played by GRPO, and no stage of this spec is "
                            f"grpo (method={plain.get('method')}); pick method=grpo (or a recipe with a grpo stage), "
                            "or environment=none", where("environment.name")))
     return out + _episode_data_checks(plain, name, nodes, where)
+
+
+def _reward_checks(name: str | None, nodes: list[tuple[str, dict[str, Any]]], where: Any,
+                   seen: set[str]) -> list[Problem]:
+    """Each GRPO stage's reward knobs against the environment (the spec's own rule,
+    ``environment_reward_problems``): in one the reward is the episode judge and turn_reward adds per-turn scores;
+    without one turn_reward is not read. A knob whose value was already refused is not named again."""
+    out = []
+    for prefix, node in nodes:
+        if node.get("method") != "grpo":
+            continue
+        values = {key: node.get(key) for key in ("reward", "reward_weights", "turn_reward")}
+        for message in environment_reward_problems({**values, "environment": name}):
+            key = f"{prefix}{message.partition('=')[0]}"
+            if key not in seen:
+                out.append(Problem(key, f"{prefix}{message}", where(key)))
+    return out
 
 
 #: The dataset sources whose rows are never episode rows (the rows a user writes or pushed may be: the job says so)

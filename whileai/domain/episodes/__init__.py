@@ -9,6 +9,8 @@ episodes instead of a first call. The parts:
 - ``kit.py``: the built-in environment, a small bank with four tools, and its seeded tasks and split;
 - ``loop.py``: one episode played with any policy, as TRL's tool-calling loop plays it;
 - ``judge.py``: the verdict: the end state against the gold calls replayed, and what the reply must say;
+- ``turns.py``: per-turn scores: each call of an episode against the gold call at its place, by the exact
+  first-action judge or ToolRL's fine-grained score, and their mean (GRPO's optional ``turn_reward``);
 - ``rows.py``: gold episodes as rollout rows (the kit's tasks for the runner's dataset=episodes), each carrying
   its environment's reset arguments and gold calls;
 - ``record.py``: a judged episode as a run's summary keeps it (``summary["episodes"]``), turn by turn;
@@ -25,6 +27,7 @@ from whileai.domain.episodes.protocol import (Environment, EnvironmentFactory, e
                                               tool_methods, tool_schemas)
 from whileai.domain.episodes.rows import (EPISODE_FIELD, EpisodeGold, episode_gold, gold_messages, has_episode,
                                           kit_episode_rows, kit_reply)
+from whileai.domain.episodes.turns import TurnScores, turn_calls, turn_scores
 from whileai.domain.episodes.registry import (BFCL_CATEGORIES, ENVIRONMENT_NAMES, EnvironmentInfo, Factories,
                                               WorldInfo, describe_environment, environment_factory,
                                               environment_problems, environment_ref, parse_environment_ref)
@@ -36,6 +39,7 @@ __all__ = [
     "Episode", "Policy", "play_episode",
     "EPISODE_FIELD", "EpisodeGold", "episode_gold", "gold_messages", "has_episode", "kit_episode_rows", "kit_reply",
     "Verdict", "replay", "judge_episode", "state_differences",
+    "TurnScores", "turn_calls", "turn_scores",
     "EPISODES_KEY", "EpisodeRecord", "EpisodesSummary", "episode_record", "episodes_summary", "tool_error",
     "ENVIRONMENT_NAMES", "BFCL_CATEGORIES", "Factories", "EnvironmentInfo", "WorldInfo", "environment_factory",
     "environment_problems",
