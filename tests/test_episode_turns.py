@@ -137,3 +137,13 @@ def test_the_runner_refuses_the_same_at_validate_naming_the_stage_key():
     plain, problems = compose(["recipe=agent_tooluse", "turn_reward=fine_grained", "turn_reward_weight=0.25"])
     assert problems == [], [str(p) for p in problems]
     assert (plain["turn_reward"], plain["turn_reward_weight"]) == ("fine_grained", 0.25)
+
+
+def test_wai_train_names_a_knobs_range_and_the_environments_reward_rule_in_one_refusal():
+    """The resolution wai.train runs reports the rule between the reward knobs beside a knob's own range problem,
+    not on the next try."""
+    from whileai.simulations._resolve import resolve_spec
+
+    problems = resolve_spec("grpo", {"environment": "kit", "reward": ["fine_grained"], "turn_reward": "first_action",
+                                     "turn_reward_weight": 0.0}).problems
+    assert [p.split(" ", 1)[0] for p in problems] == ["turn_reward_weight=0", "reward=fine_grained"], problems

@@ -209,13 +209,16 @@ def _other_keys(draft: _Draft, given: Mapping[str, Any]) -> None:
 
 def _method_problems(draft: _Draft) -> None:
     """What only the knobs together say: GRPO's rewards (weights per reward, rm's run, a python: function that
-    works), a reward model's near misses against its span."""
+    works, what an environment reads of them), a reward model's near misses against its span. Reported beside
+    every knob's own problem, so one refusal names them all."""
     if draft.method == "grpo":
         import os
 
+        from whileai.core.spec import environment_reward_problems
         from whileai.domain.judges.rewards import reward_problems
 
         draft.problems += reward_problems(draft.values, search_path=os.getcwd())  # where the embedded job imports it
+        draft.problems += environment_reward_problems(draft.values)
     if draft.method == "rm":
         from whileai.domain.judges.reward_model import near_miss_problem
 
