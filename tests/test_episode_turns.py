@@ -147,3 +147,19 @@ def test_wai_train_names_a_knobs_range_and_the_environments_reward_rule_in_one_r
     problems = resolve_spec("grpo", {"environment": "kit", "reward": ["fine_grained"], "turn_reward": "first_action",
                                      "turn_reward_weight": 0.0}).problems
     assert [p.split(" ", 1)[0] for p in problems] == ["turn_reward_weight=0", "reward=fine_grained"], problems
+
+
+def test_the_turn_weight_reaches_trls_config_through_the_one_mapping_validate_is_checked_against():
+    """The weights TRL sums the episode judge and the per-turn score with come from trainer_config.trl_settings
+    (the mapping tests/test_resolved_spec.py holds equal to what validate prints), not from a second place."""
+    import trl
+
+    from whileai.jobs.trainer_config import trl_settings
+
+    spec = GRPOSpec(environment="kit", turn_reward="fine_grained", turn_reward_weight=0.25)
+    config = trl.GRPOConfig(output_dir="/tmp/unused", use_cpu=True, report_to=[], per_device_train_batch_size=spec.generations,
+                            **trl_settings(spec))
+    assert config.reward_weights == [1.0, 0.25]
+    assert trl_settings(GRPOSpec(environment="kit"))["reward_weights"] is None
+    assert trl_settings(GRPOSpec(reward=["first_action", "fine_grained"], reward_weights=[1.0, 0.5]))[
+        "reward_weights"] == [1.0, 0.5]

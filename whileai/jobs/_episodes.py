@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from whileai.core.spec import GRPOSpec
+from whileai.jobs.trainer_config import grpo_reward_weights
 
 __all__ = ["EPISODE_GOLD_COLUMN", "EPISODE_JUDGE_KEY", "episode_prompts", "episode_reward", "turn_reward",
            "judge_only", "fit_episodes", "turn_cap"]
@@ -155,16 +156,11 @@ def _config(spec: GRPOSpec, folder: Path, per_rank: int, micro: int) -> Any:
 
     from whileai.jobs import _trainer_setup
 
-    settings = {**_trainer_setup.trainer_settings(spec, folder), "reward_weights": _weights(spec)}
+    settings = _trainer_setup.trainer_settings(spec, folder)  # reward_weights: trainer_config.grpo_reward_weights
     return GRPOConfig(**settings,
                       per_device_train_batch_size=spec.generations * micro,
                       gradient_accumulation_steps=per_rank // micro,
                       max_tool_calling_iterations=turn_cap(spec), log_completions=False)
-
-
-def _weights(spec: GRPOSpec) -> list[float] | None:
-    """The rewards' weights TRL sums them with: [1.0, turn_reward_weight] with a per-turn reward, else None."""
-    return [1.0, spec.turn_reward_weight] if spec.turn_reward else None
 
 
 def _reward_names(spec: GRPOSpec) -> list[str]:
@@ -217,7 +213,7 @@ def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str
              "trainer_received": int(getattr(trainer.train_dataset, "num_rows", -1)), "unit": "episodes",
              "steps": trainer.state.global_step, "tools": [t.__name__ for t in tools],
              "environment": spec.environment, "max_turns": turn_cap(spec), "generations": spec.generations,
-             "prompts_per_step": per_step, "reward": _reward_names(spec), "reward_weights": _weights(spec),
+             "prompts_per_step": per_step, "reward": _reward_names(spec), "reward_weights": grpo_reward_weights(spec),
              **watch.summary(),
              "monitor": "off: the HackMonitor watches single-turn replies; these rollouts are whole episodes"}
     if run is not None and extra.get("groups_note"):

@@ -17,7 +17,7 @@ from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec, SFTSpec, micro
 from whileai.jobs import defaults as job_defaults
 from whileai.core import defaults as core_defaults
 
-__all__ = ["trl_settings", "lora_settings", "vllm_server_host", "strategy_settings", "TRL_NAMES", "LORA_NAMES", "trl_defaults"]
+__all__ = ["trl_settings", "grpo_reward_weights", "lora_settings", "vllm_server_host", "strategy_settings", "TRL_NAMES", "LORA_NAMES", "trl_defaults"]
 
 #: knob -> the TRL config argument it sets (where the names differ, e.g. ``steps`` -> ``max_steps``); trl_settings
 #: copies each knob of the spec's method under this name, then shapes the few TRL reads otherwise
@@ -45,8 +45,7 @@ def trl_settings(spec: RunSpec) -> dict[str, Any]:
         out["num_train_epochs"] = spec.epochs if spec.epochs is not None else job_defaults.SFT_EPOCHS_UNREAD
         out.update(_micro(spec))
     elif isinstance(spec, GRPOSpec):
-        out.update(mask_truncated_completions=spec.truncated == "mask",
-                   reward_weights=list(spec.reward_weights) if spec.reward_weights is not None else None)
+        out.update(mask_truncated_completions=spec.truncated == "mask", reward_weights=grpo_reward_weights(spec))
         if spec.generation_backend == "vllm":  # colocated in the trainer's processes, or node 0's own server
             out.update(use_vllm=True, vllm_mode=spec.vllm_mode)
             if spec.vllm_server:
@@ -63,6 +62,14 @@ def trl_settings(spec: RunSpec) -> dict[str, Any]:
         out.update(_micro(spec))
     out.update(strategy_settings(spec))
     return out
+
+
+def grpo_reward_weights(spec: GRPOSpec) -> list[float] | None:
+    """The weights TRL sums GRPO's rewards with: in an environment with a per-turn reward, the episode judge's 1.0
+    and ``turn_reward_weight``; else ``reward_weights`` (None: TRL's 1.0 each)."""
+    if spec.environment is not None and spec.turn_reward:
+        return [1.0, spec.turn_reward_weight]
+    return list(spec.reward_weights) if spec.reward_weights is not None else None
 
 
 def vllm_server_host(spec: RunSpec) -> str:
