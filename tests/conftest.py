@@ -194,6 +194,14 @@ def _no_job_outlives_its_test():
         warnings.warn(f"killed job processes this test left running: {sorted(left.items())}", stacklevel=1)
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium (Debian's, driven by Playwright) for a module of page tests (tests/_chromium.py)."""
+    from _chromium import launch_browser
+
+    yield from launch_browser()
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
     """A fresh, empty data root for one test (the embedded store, spool and config live here)."""

@@ -14,21 +14,15 @@ Chromium is installed (.ci/run installs Debian's ``chromium`` and requires it).
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 
 import httpx
 import pytest
 
+from _chromium import needs_chromium, require_chromium
 from whileai.core.stats import group_lines, group_results
 from whileai.platform.server import serve_in_thread, signin_link
 
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
-REQUIRED = os.environ.get("WHILEAI_REQUIRE_CHROMIUM") == "1"  # CI sets it: a missing browser fails, not skips
-pytestmark = pytest.mark.skipif(CHROMIUM is None and not REQUIRED,
-                                reason="no Chromium on this machine (apt-get install chromium)")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
+pytestmark = needs_chromium
 API = "/api/v1"
 EVIL = "<img src=x onerror=\"window.__pwned=1;document.title='pwned'\"><script>window.__pwned=2</script>"
 SPIKE_STEP, SPIKE = 3333, 50.0
@@ -43,8 +37,7 @@ console: list[str] = []  # every console error and uncaught page error
 
 @pytest.fixture(scope="module")
 def platform(tmp_path_factory):
-    if CHROMIUM is None:
-        pytest.fail("WHILEAI_REQUIRE_CHROMIUM=1 but no chromium is installed; apt-get install chromium")
+    require_chromium()
     handle = serve_in_thread(store_url=f"sqlite:///{tmp_path_factory.mktemp('pages') / 'platform.db'}")
     yield handle
     handle.stop()
@@ -145,16 +138,6 @@ def seeded(platform):
     with _api(platform, bob) as api:
         ids["bobs"] = api.post("/runs", json={"name": "bob's only run", "config": {"sweep": "sw_bob"}}).json()["id"]
     return ids
-
-
-@pytest.fixture(scope="module")
-def browser(platform):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -11,24 +11,18 @@ changed pairs first, the turns side by side, the tool error marked, the payload 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 
 import httpx
 import pytest
 
+from _chromium import needs_chromium, page_opener
 from _episodes import MOVE_ALL
 from whileai.domain.episodes import KitEnvironment, judge_episode, kit_rows, play_episode, replay
 from whileai.domain.episodes.record import EPISODES_KEY, episode_record, episodes_summary
 from whileai.platform.pages._episodes import CHANGES, episodes_view
 from whileai.platform.server import serve_in_thread, signin_link
 
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
-REQUIRED = os.environ.get("WHILEAI_REQUIRE_CHROMIUM") == "1"  # CI sets it: a missing browser fails, not skips
-browser_test = pytest.mark.skipif(CHROMIUM is None and not REQUIRED,
-                                  reason="no Chromium on this machine (apt-get install chromium)")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
+browser_test = needs_chromium
 API = "/api/v1"
 EVIL = "<img src=x onerror=\"window.__pwned=1;document.title='pwned'\"><script>window.__pwned=2</script>"
 
@@ -155,38 +149,12 @@ def test_the_page_data_carries_every_turn_and_the_shell_none_of_them(platform, s
 # --------------------------------------------------------------------------- in a browser
 
 
-@pytest.fixture(scope="module")
-def browser(platform):
-    if CHROMIUM is None:
-        pytest.fail("WHILEAI_REQUIRE_CHROMIUM=1 but no chromium is installed; apt-get install chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
-
-
 @pytest.fixture
 def page_for(browser, platform, seeded):
-    contexts, errors = [], []
-
-    def make(path: str, width: int = 1280):
-        ctx = browser.new_context(viewport={"width": width, "height": 900})
-        ctx.set_default_timeout(15_000)
-        contexts.append(ctx)
-        page = ctx.new_page()
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
-        page.goto(signin_link(platform.store, seeded["account"], platform.base_url, path))
-        page.wait_for_selector("main h1")
-        return page
-
+    make, close = page_opener(browser, lambda path: signin_link(platform.store, seeded["account"],
+                                                                platform.base_url, path), dialogs=True)
     yield make
-    for ctx in contexts:
-        ctx.close()
-    assert not errors, errors
+    close()
 
 
 @browser_test

@@ -16,21 +16,15 @@ route's account scoping is checked over HTTP.
 from __future__ import annotations
 
 import math
-import os
-import shutil
 
 import httpx
 import pytest
 
+from _chromium import needs_chromium, page_opener, require_chromium
 from whileai.platform.launcher.jobs import job_log
 from whileai.platform.server import serve_in_thread, signin_link
 
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
-REQUIRED = os.environ.get("WHILEAI_REQUIRE_CHROMIUM") == "1"  # CI sets it: a missing browser fails, not skips
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
-pytestmark = pytest.mark.skipif(CHROMIUM is None and not REQUIRED,
-                                reason="no Chromium on this machine (apt-get install chromium)")
+pytestmark = needs_chromium
 API = "/api/v1"
 STEPS = 40
 EVIL_LINE = "<script>window.__pwned=1</script> step 12 <b>not bold</b>"
@@ -70,8 +64,7 @@ def _runner_config(method: str, **extra) -> dict:
 
 @pytest.fixture(scope="module")
 def platform(tmp_path_factory):
-    if CHROMIUM is None:
-        pytest.fail("WHILEAI_REQUIRE_CHROMIUM=1 but no chromium is installed; apt-get install chromium")
+    require_chromium()
     mp = pytest.MonkeyPatch()
     home = tmp_path_factory.mktemp("layout_home")
     mp.setenv("WHILEAI_HOME", str(home))  # the launcher's data root: where job_log(job id) is
@@ -124,35 +117,12 @@ def seeded(platform):
     return ids
 
 
-@pytest.fixture(scope="module")
-def browser(platform):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
-
-
 @pytest.fixture
 def page_for(browser, platform, seeded):
-    contexts, errors = [], []
-
-    def make(path: str, width: int = 1280):
-        ctx = browser.new_context(viewport={"width": width, "height": 900})
-        ctx.set_default_timeout(15_000)
-        contexts.append(ctx)
-        page = ctx.new_page()
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.goto(signin_link(platform.store, seeded["alice_id"], platform.base_url, path))
-        page.wait_for_selector("main h1")
-        return page
-
+    make, close = page_opener(browser, lambda path: signin_link(platform.store, seeded["alice_id"],
+                                                                platform.base_url, path))
     yield make
-    for ctx in contexts:
-        ctx.close()
-    assert not errors, errors
+    close()
 
 
 def test_the_run_page_groups_its_charts_draws_duplicates_once_and_tables_the_totals(seeded, page_for):

@@ -10,13 +10,12 @@ failed expect exits non-zero naming its line, and that the verdict lives on the 
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
+from _chromium import FLAGS, require_chromium
 from _runner_helpers import TINY, assert_counts, record, runner_record, runs_file, tiny_base, whileai
 
 pytestmark = pytest.mark.slow
@@ -159,11 +158,7 @@ def test_diff_of_two_sweep_runs_names_exactly_the_swept_keys(sweep):
 
 
 def test_the_runs_list_and_the_run_page_show_the_failed_expect_in_chromium(sweep):
-    chromium = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
-    if chromium is None:
-        if os.environ.get("WHILEAI_REQUIRE_CHROMIUM") == "1":  # CI: a missing browser fails, not skips
-            pytest.fail("WHILEAI_REQUIRE_CHROMIUM=1 but no chromium is installed; apt-get install chromium")
-        pytest.skip("no Chromium on this machine (apt-get install chromium)")
+    chromium = require_chromium()
     from playwright.sync_api import expect, sync_playwright
 
     from whileai.platform.server import serve_in_thread
@@ -174,7 +169,7 @@ def test_the_runs_list_and_the_run_page_show_the_failed_expect_in_chromium(sweep
     try:
         _, key = ensure_local_account(handle.store)
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
+            browser = pw.chromium.launch(executable_path=chromium, args=FLAGS)
             page = browser.new_context().new_page()
             page.set_default_timeout(15_000)
             page.goto(handle.base_url + "/signin")

@@ -7,17 +7,12 @@ The real pictures come from ``--run DATA_ROOT`` (it runs the recipes the README 
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 
-import pytest
 
+from _chromium import needs_chromium, require_chromium
 from _runner_helpers import ROOT
 
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
-REQUIRED = os.environ.get("WHILEAI_REQUIRE_CHROMIUM") == "1"  # CI sets it: a missing browser fails, not skips
-pytestmark = pytest.mark.skipif(CHROMIUM is None and not REQUIRED,
-                                reason="no Chromium on this machine (apt-get install chromium)")
+pytestmark = needs_chromium
 
 
 def _script():
@@ -28,8 +23,7 @@ def _script():
 
 
 def test_every_seeded_picture_says_it_is_seeded(home, tmp_path, monkeypatch):
-    if CHROMIUM is None:
-        pytest.fail("WHILEAI_REQUIRE_CHROMIUM=1 but no chromium is installed; apt-get install chromium")
+    chromium = require_chromium()
     shots = _script()
     stamped = []
     real_stamp = shots._stamp_seeded
@@ -39,7 +33,7 @@ def test_every_seeded_picture_says_it_is_seeded(home, tmp_path, monkeypatch):
         stamped.append(page.locator("body > div").first.text_content())
 
     monkeypatch.setattr(shots, "_stamp_seeded", stamp)
-    assert shots.main(["--out", str(tmp_path), "--chromium", CHROMIUM]) == 0
+    assert shots.main(["--out", str(tmp_path), "--chromium", chromium]) == 0
     written = sorted(p.name for p in tmp_path.glob("*.png"))
     assert written == sorted([f"{name}-{tag}.png" for name in ("runs", "run-grpo", "compare", "sweep")
                               for tag in ("1280", "390")] + ["run-grpo-1280-dark.png"]), written
