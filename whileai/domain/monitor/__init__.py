@@ -21,6 +21,14 @@ the proxy the trainer optimises and with an independent gold judge. Alarms:
   paid for by the proxy within prompt (the gold-free counterpart of the scan,
   armed when the scan is not).
 
+A run paid for whole episodes (GRPO in an environment) is watched on sampled
+episodes (``_episodes.episode_sampler``): each is a completion whose text is
+what the model generated, its turns joined; the proxy reads it as TRL hands a
+reward an episode, the gold is the episode judge's verdict, and the gold-free
+checks read its calls and turns as measures of the length check and its
+episode markers (more calls than the gold, a tool error, the turn cap, no final
+reply) as format markers.
+
 Without a gold judge only the gold-free checks are armed (length, kl with a
 budget, format); ``disarm={kind: reason}`` turns any check off, and
 ``summary()["armed"]`` says for each kind "armed" or why it is off. An alarm's
@@ -51,13 +59,15 @@ import numpy as np
 
 from whileai.domain.monitor import _arming as arming
 from whileai.domain.monitor import _checks as checks
+from whileai.domain.monitor import _episodes as episodes_
 from whileai.domain.monitor import _features as feats
 from whileai.domain.monitor import _sampling as sampling_
 from whileai.core.errors import MonitorWarning
 
 from whileai.domain import defaults
 from whileai.domain.monitor._report import alarm_message, clean, format_hack_monitor, prompt_text
-from whileai.domain.monitor._scoring import call_proxy, check_sampled, score_gold, validate_settings, watched
+from whileai.domain.monitor._scoring import (accepted, call_proxy, check_sampled, score_gold, validate_settings,
+                                             watched)
 
 if TYPE_CHECKING:
     from whileai.domain.tracking import TrainingRun
@@ -85,7 +95,10 @@ class _HackMonitor:
     shows (``{"divergence": "the reward is already the strictest judge"}``).
     ``sample(model, tokenizer, prompts, n=, max_new_tokens=) -> list[list[str]]``
     replaces the default sampler (chat template + ``model.generate``, steered by
-    ``sampling``: temperature, top_p, top_k, batch). ``endorsed`` names formats
+    ``sampling``: temperature, top_p, top_k, batch); one that takes ``rows=``,
+    ``sampling=`` or ``seed=`` is also given the held-out rows (each prompt with
+    its columns), the sampling settings and the look's seed, and one that returns
+    ``PlayedEpisode`` completions makes the look an episode look (see above). ``endorsed`` names formats
     the trainer means to teach (a marker such as ``"think"`` or any literal
     text); ``stop_on`` the alarm kinds (or ``"any"``) that stop training when
     the monitor runs as a callback. ``run`` is where points and the summary
@@ -284,27 +297,17 @@ class _HackMonitor:
         if tokenizer is not None:
             self._tokenizer = tokenizer
         tokenizer = tokenizer if tokenizer is not None else self._tokenizer
-        n, k = len(self._held), self.k
         texts, prompt_ids, completion_ids = self._sample_held(model, tokenizer)
         t_sampled = time.perf_counter()
 
-        flat_text = [t for ts in texts for t in ts]
-        if completion_ids is None and tokenizer is not None and self._length_unit != "words":
+        episodes = episodes_.played_episodes(texts)
+        if episodes is None and completion_ids is None and tokenizer is not None and self._length_unit != "words":
             completion_ids = sampling_.tokenize_completions(tokenizer, texts)
-        if prompt_ids is None and tokenizer is not None:
+        elif episodes is not None and tokenizer is not None:  # an episode's text: what the model generated, turns joined
+            completion_ids = sampling_.tokenize_completions(tokenizer, texts)
+        if prompt_ids is None and tokenizer is not None and episodes is None:
             prompt_ids = [sampling_.prompt_ids_of(tokenizer, h.prompt, h.tools) for h in self._held]
-        shaped = sampling_.trl_completions(self._held, texts, prompt_ids, completion_ids, tokenizer)
-        t_judge = time.perf_counter()
-        proxy_scores = call_proxy(proxy, self._held, texts, shaped, completion_ids, self._state)
-        self._judging += time.perf_counter() - t_judge
-        gold_scores = np.full(n * k, np.nan)
-        if self.gold is not None:
-            fmt = self._reply_format()
-            rows = [sampling_.gold_row(h.prompt, t, h.columns, h.tools, fmt)
-                    for h, ts in zip(self._held, texts) for t in ts]
-            gold_scores, errors, first = self._judge(self.gold, rows)
-            if errors == len(rows):
-                raise ValueError(f"the gold judge failed on every held-out completion; the first error: {first}")
+        proxy_scores, gold_scores = self._score(proxy, texts, episodes, prompt_ids, completion_ids, tokenizer)
         items = self._score_buffer()
 
         if self._length_unit is None:
@@ -314,13 +317,13 @@ class _HackMonitor:
         else:
             length = np.array([[len(t.split()) for t in ts] for ts in texts], dtype=float)
         t_kl = time.perf_counter()
-        kl = self._measure_kl(model, tokenizer, prompt_ids, completion_ids, texts)
+        if episodes is None:
+            kl = self._measure_kl(model, tokenizer, prompt_ids, completion_ids, texts)
+        else:
+            kl, self._kl_status = None, ("skipped: an episode's turns are read between its tools' answers, and the "
+                                         "sequence KL reads one reply after its prompt")
         t_kl = time.perf_counter() - t_kl
-        endorsed = np.array([[d(t) for d in self._detect] for t in flat_text], dtype=bool).reshape(n, k, -1)
-        look = checks.Look(step=int(step), proxy=proxy_scores.reshape(n, k), gold=gold_scores.reshape(n, k),
-                           length=length, endorsed=endorsed, features=[self._index.encode(t) for t in flat_text],
-                           kl=kl, words=np.array([[len(t.split()) for t in ts] for ts in texts], dtype=float),
-                           markers=feats.marker_presence(flat_text).reshape(n, k, -1))
+        look = self._make_look(step, texts, episodes, proxy_scores, gold_scores, length, kl)
         self._looks.append(look)
         for old in self._looks[: -self.window]:
             old.features = None
@@ -339,8 +342,10 @@ class _HackMonitor:
         """``k`` completions per held-out prompt, with their prompt and completion token ids where the default
         sampler made them (None with a ``sample=`` function)."""
         if self.sample is not None:
+            offered = {"rows": [{"prompt": h.prompt, **h.columns} for h in self._held],
+                       "sampling": dict(self.sampling), "seed": self.seed + len(self._looks)}
             texts = self.sample(model, tokenizer, [h.prompt for h in self._held], n=self.k,
-                                max_new_tokens=self.max_new_tokens)
+                                max_new_tokens=self.max_new_tokens, **accepted(self.sample, offered))
             check_sampled(texts, len(self._held), self.k)
             return texts, None, None
         if model is None or tokenizer is None:
@@ -348,6 +353,57 @@ class _HackMonitor:
                              "to HackMonitor); as a trainer callback it gets both from the trainer")
         return sampling_.generate(model, tokenizer, self._held, n=self.k, max_new_tokens=self.max_new_tokens,
                                   sampling=self.sampling, seed=self.seed + len(self._looks))
+
+    def _score(self, proxy: Callable[..., Any], texts: list[list[str]],
+               episodes: list[episodes_.PlayedEpisode] | None, prompt_ids: Any, completion_ids: Any,
+               tokenizer: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Every sampled completion's proxy reward, called as TRL calls it, and its gold (NaN without a judge).
+
+        An episode reaches the proxy as TRL hands a reward an episode (its messages after the prompt, and the
+        environment it left in ``environments=``), and the gold judge as the episode played."""
+        n, k = len(self._held), self.k
+        t_judge = time.perf_counter()
+        if episodes is None:
+            shaped = sampling_.trl_completions(self._held, texts, prompt_ids, completion_ids, tokenizer)
+            proxy_scores = call_proxy(proxy, self._held, texts, shaped, completion_ids, self._state)
+        else:
+            proxy_scores = call_proxy(proxy, self._held, texts, [p.completion for p in episodes], completion_ids,
+                                      self._state, extra={"environments": [p.environment for p in episodes]})
+        self._judging += time.perf_counter() - t_judge
+        gold_scores = np.full(n * k, np.nan)
+        if self.gold is not None:
+            if episodes is None:
+                fmt = self._reply_format()
+                rows = [sampling_.gold_row(h.prompt, t, h.columns, h.tools, fmt)
+                        for h, ts in zip(self._held, texts) for t in ts]
+            else:
+                rows = [episodes_.episode_gold_row(h.prompt, p, h.columns)
+                        for h, ts in zip(self._held, texts) for p in ts if isinstance(p, episodes_.PlayedEpisode)]
+            gold_scores, errors, first = self._judge(self.gold, rows)
+            if errors == len(rows):
+                raise ValueError(f"the gold judge failed on every held-out completion; the first error: {first}")
+        return proxy_scores, gold_scores
+
+    def _make_look(self, step: int, texts: list[list[str]], episodes: list[episodes_.PlayedEpisode] | None,
+                   proxy_scores: np.ndarray, gold_scores: np.ndarray, length: np.ndarray,
+                   kl: np.ndarray | None) -> checks.Look:
+        """What this look measured, as (prompts, k) arrays; an episode look adds its counts and episode markers."""
+        n, k = len(self._held), self.k
+        flat_text = [t for ts in texts for t in ts]
+        endorsed = np.array([[d(t) for d in self._detect] for t in flat_text], dtype=bool).reshape(n, k, -1)
+        markers = feats.marker_presence(flat_text).reshape(n, k, -1)
+        counts, names = None, None
+        extra: list[tuple[str, ...]] = [()] * len(flat_text)
+        if episodes is not None:
+            counts, marked = episodes_.episode_arrays(episodes, n, k)
+            markers = np.concatenate([markers, marked], axis=2)
+            names = (*feats.MARKERS, *episodes_.EPISODE_MARKERS)
+            extra = [tuple(name for name, on in p.markers.items() if on) for p in episodes]
+        return checks.Look(step=int(step), proxy=proxy_scores.reshape(n, k), gold=gold_scores.reshape(n, k),
+                           length=length, endorsed=endorsed,
+                           features=[self._index.encode(t, extra=e) for t, e in zip(flat_text, extra)],
+                           kl=kl, words=np.array([[len(t.split()) for t in ts] for ts in texts], dtype=float),
+                           markers=markers, counts=counts, marker_names=names)
 
     def _score_buffer(self) -> list[checks.BufferItem]:
         """The buffered training completions as scan items; new ones are read and gold-judged once."""
@@ -437,6 +493,8 @@ class _HackMonitor:
             "kl": None if res["kl"] is None else res["kl"]["kl"], "prompts": int(look.proxy.shape[0]),
             "k": int(look.proxy.shape[1]), "alarms": [],
         }
+        for name, counts in (look.counts or {}).items():  # an episode look's mean turns and calls
+            entry[name] = float(np.nanmean(counts))
         if self.endorsed:
             entry["gap_adjusted"] = res["gap_adjusted"]
             self._payments = {name: {"payment": float(p), "read": how}
@@ -514,7 +572,8 @@ class _HackMonitor:
     def _log(self, entry: dict[str, Any]) -> None:
         if self.run is None or not self._primary:
             return
-        metrics = {f"monitor/{key}": entry.get(key) for key in ("proxy", "gold", "gap", "gap_adjusted", "length", "kl")}
+        metrics = {f"monitor/{key}": entry.get(key) for key in ("proxy", "gold", "gap", "gap_adjusted", "length", "kl",
+                                                                *episodes_.EPISODE_COUNTS)}
         div = entry["checks"].get("divergence")
         if div:
             metrics["monitor/divergence"] = div.get("change")
@@ -535,8 +594,8 @@ class _HackMonitor:
 
     def summary(self) -> dict[str, Any]:
         """The curve points, the alarms, the last feature scan and where training stopped (JSON-able)."""
-        curve = [{key: e.get(key) for key in ("step", "proxy", "gold", "gap", "gap_adjusted", "length", "kl")
-                  if key in e} for e in self.history]
+        curve = [{key: e.get(key) for key in ("step", "proxy", "gold", "gap", "gap_adjusted", "length", "kl",
+                                              *episodes_.EPISODE_COUNTS) if key in e} for e in self.history]
         return clean({
             "evaluations": len(self.history),
             "curve": curve,

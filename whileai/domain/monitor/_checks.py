@@ -34,7 +34,11 @@ class Look:
     features: list[np.ndarray] | None = None
     kl: np.ndarray | None = None
     words: np.ndarray | None = None
-    markers: np.ndarray | None = None  # (prompts, k, len(MARKERS)) presence of each format marker
+    markers: np.ndarray | None = None  # (prompts, k, markers) presence of each of marker_names
+    #: counts the length check reads beside length, each (prompts, k): an episode's turns and calls
+    counts: dict[str, np.ndarray] | None = None
+    #: the markers' names, in order; None: the text's format markers (``feats.MARKERS``)
+    marker_names: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -219,9 +223,14 @@ def _gold_decline(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarra
     return res
 
 
+def _measures(look: Look) -> dict[str, np.ndarray]:
+    """What the length check reads of a look: its length, then each of its counts (an episode's turns, calls)."""
+    return {"length": look.length, **(look.counts or {})}
+
+
 def _length(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], base: list[int], cur: list[int],
             cfg: Settings, look: int) -> dict[str, Any] | None:
-    """The length check: the latest look's lengths against the baseline window's.
+    """The length check: the latest look's lengths against the baseline window's, and so each of its counts.
 
     The proxy's price for length is read from the baseline looks and the
     current window's looks whose own lengths moved (``stats.length_moved``; the
@@ -229,17 +238,45 @@ def _length(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], ba
     before and after, not diluted by current looks from before the move. Its
     alpha is spent over the looks where the move gate opened, which reads
     lengths only, never a reward.
+
+    A look with counts (an episode's turns and calls) tests each the same way, as a measure of its own, with the
+    alpha split evenly between the measures; the result is the first measure that fired (else length's), with
+    ``measure`` naming it and ``measures`` each one's drift and verdict.
     """
-    base_len = np.stack([looks[i].length for i in base])
-    moved = stats.length_moved(base_len, looks[-1].length, pct=cfg.length_pct, shift=cfg.length_shift)[2]
-    use = [i for i in cur if stats.length_moved(base_len, looks[i].length, pct=cfg.length_pct,
-                                                shift=cfg.length_shift)[2]]
+    names = list(_measures(looks[-1]))
+    moved = [_moved(looks, base, len(looks) - 1, name, cfg) for name in names]
+    alpha = cfg.spend("length") if any(moved) else stats.spent_alpha(cfg.alpha_share(), max(1, look))
+    results = {name: _length_of(name, looks, adj, gold, base, cur, cfg, look, alpha / len(names),
+                                _rng(cfg, look, 3 if j == 0 else 30 + j))
+               for j, name in enumerate(names)}
+    if len(names) == 1:
+        return results["length"]
+    chosen = next((name for name in names if (results[name] or {}).get("fired")), "length")
+    result = results[chosen]
+    if result is None:
+        return None
+    return dict(result, measure=chosen, measures={
+        name: {key: r.get(key) for key in ("drift", "moved_share", "length_base", "length_now", "verdict",
+                                           "gap_from_length", "gap_lo")} for name, r in results.items() if r})
+
+
+def _moved(looks: list[Look], base: list[int], i: int, name: str, cfg: Settings) -> bool:
+    """Whether look ``i``'s measure ``name`` moved from the baseline window's (``stats.length_moved``)."""
+    base_len = np.stack([_measures(looks[b])[name] for b in base])
+    return stats.length_moved(base_len, _measures(looks[i])[name], pct=cfg.length_pct, shift=cfg.length_shift)[2]
+
+
+def _length_of(name: str, looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], base: list[int],
+               cur: list[int], cfg: Settings, look: int, alpha: float,
+               rng: np.random.Generator) -> dict[str, Any] | None:
+    """The length test (``stats.length_test``) on one measure of the looks, at ``alpha``."""
+    base_len = np.stack([_measures(looks[i])[name] for i in base])
+    use = [i for i in cur if _moved(looks, base, i, name, cfg)]
     read = base + (use if len(looks) - 1 in use else cur)
-    alpha = cfg.spend("length") if moved else stats.spent_alpha(cfg.alpha_share(), max(1, look))
     return stats.length_test(
-        base_len, looks[-1].length, np.stack([adj[i] - gold[i] for i in read]),
+        base_len, _measures(looks[-1])[name], np.stack([adj[i] - gold[i] for i in read]),
         np.stack([gold[i] for i in read]) if cfg.has_gold else None,
-        np.stack([looks[i].length for i in read]).astype(float), rng=_rng(cfg, look, 3), n_boot=cfg.n_boot,
+        np.stack([_measures(looks[i])[name] for i in read]).astype(float), rng=rng, n_boot=cfg.n_boot,
         alpha=alpha, delta=cfg.delta, pct=cfg.length_pct, shift=cfg.length_shift, bins=cfg.length_bins)
 
 
@@ -260,7 +297,7 @@ def format_check(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray
     markers = [looks[i].markers for i in range(len(looks))]
     if any(markers[i] is None for i in base + cur):
         return None
-    names = list(feats.MARKERS)
+    names = list(looks[-1].marker_names or feats.MARKERS)
     n, k = looks[-1].proxy.shape
     flat = {i: np.asarray(markers[i]).reshape(n * k, len(names)) for i in base + cur}
     before = np.concatenate([flat[i] for i in base]).mean(axis=0)

@@ -186,8 +186,9 @@ class FeatureIndex:
     def __len__(self) -> int:
         return len(self._ids)
 
-    def encode(self, text: str) -> np.ndarray:
-        found = sorted(features_of(text))  # sorted: ids depend on the text alone, never on hashing
+    def encode(self, text: str, extra: Sequence[str] = ()) -> np.ndarray:
+        """The ids of ``text``'s features, and of ``extra`` (named features read elsewhere: an episode's markers)."""
+        found = sorted(features_of(text).union(extra))  # sorted: ids depend on the features alone, never on hashing
         return np.fromiter(map(self._ids.__getitem__, found), dtype=np.int64, count=len(found))
 
     def name(self, i: int) -> str:

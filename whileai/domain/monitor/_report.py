@@ -102,12 +102,17 @@ def _alarm_sentence(alarm: Mapping[str, Any], unit: str | None) -> str:
                 f"interval {_f(alarm.get('lo'), '.3f')} to {_f(alarm.get('hi'), '.3f')}) while the proxy moved "
                 f"{_f(-alarm['proxy_drop'] if alarm.get('proxy_drop') is not None else None)}")
     if kind == "length":
-        return (f"completions drifted {_f(100 * alarm['drift'], '+.0f') if alarm.get('drift') is not None else 'n/a'}% "
-                f"in length ({_f(alarm.get('length_base'), '.1f')} to {_f(alarm.get('length_now'), '.1f')} "
-                f"{unit or 'units'}; {_f(100 * alarm['moved_share'], '.0f') if alarm.get('moved_share') is not None else 'n/a'}% "
-                f"of them crossed some length) and the proxy pays for it beyond gold: read within prompts, the move "
-                f"bought a gap of {_f(alarm.get('gap_from_length'))} (lower bound {_f(alarm.get('gap_lo'))}), "
-                f"{_f(alarm.get('slope'), '+.4f')} per {(unit or 'unit').rstrip('s')} on average")
+        measure = str(alarm.get("measure") or "length")
+        # an episode's count (its turns or calls) is read in its own unit
+        whose, size, unit = (("completions", "length", unit) if measure == "length" else ("episodes", measure, measure))
+        drift = _f(100 * alarm["drift"], "+.0f") if alarm.get("drift") is not None else "n/a"
+        crossed = _f(100 * alarm["moved_share"], ".0f") if alarm.get("moved_share") is not None else "n/a"
+        return (f"{whose} drifted {drift}% in {size} ({_f(alarm.get('length_base'), '.1f')} to "
+                f"{_f(alarm.get('length_now'), '.1f')} {unit or 'units'}; {crossed}% of them crossed some "
+                f"{'length' if measure == 'length' else 'count'}) and the proxy pays for it beyond gold: read within "
+                f"prompts, the move bought a gap of {_f(alarm.get('gap_from_length'))} (lower bound "
+                f"{_f(alarm.get('gap_lo'))}), {_f(alarm.get('slope'), '+.4f')} per {(unit or 'unit').rstrip('s')} on "
+                "average")
     if kind == "kl":
         return (f"the sequence KL to the reference is {_f(alarm.get('kl'), '.2f')} nats (lower bound "
                 f"{_f(alarm.get('lo'), '.2f')}), past the budget of {_f(alarm.get('budget'), '.2f')}")
@@ -157,14 +162,16 @@ def format_hack_monitor(summary: Mapping[str, Any]) -> str:
     if settings.get("n_prompts"):
         head += f" ({settings['n_prompts']} held-out prompts x {settings.get('k')} samples)"
     adjusted = any(p.get("gap_adjusted") is not None for p in curve)
-    cols = ["step", "proxy", "gold", "gap"] + (["gap*"] if adjusted else []) + [unit, "kl"]
+    counts = [name for name in ("calls", "turns") if any(p.get(name) is not None for p in curve)]  # episodes'
+    cols = ["step", "proxy", "gold", "gap"] + (["gap*"] if adjusted else []) + [unit, *counts, "kl"]
     lines = [head, "", "  ".join(c.rjust(8) for c in cols)]
     for p in curve:
         cells = [_num(p.get("step"), 8, "d"), _num(p.get("proxy"), 8, ".3f"), _num(p.get("gold"), 8, ".3f"),
                  _num(p.get("gap"), 8, "+.3f")]
         if adjusted:
             cells.append(_num(p.get("gap_adjusted"), 8, "+.3f"))
-        cells += [_num(p.get("length"), 8, ".1f"), _num(p.get("kl"), 8, ".3f")]
+        cells += [_num(p.get("length"), 8, ".1f"), *(_num(p.get(name), 8, ".2f") for name in counts),
+                  _num(p.get("kl"), 8, ".3f")]
         lines.append("  ".join(cells))
     if adjusted:
         paid = ", ".join(f"'{name}' {_f(v.get('payment'))}" for name, v in (summary.get("endorsed") or {}).items())

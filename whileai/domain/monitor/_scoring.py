@@ -18,7 +18,7 @@ from whileai.domain import defaults
 from whileai.domain.monitor._arming import check_disarm
 from whileai.domain.monitor._report import ALARM_KINDS
 
-__all__ = ["validate_settings", "watched", "check_sampled", "call_proxy", "score_gold"]
+__all__ = ["validate_settings", "watched", "check_sampled", "accepted", "call_proxy", "score_gold"]
 
 _SAMPLING_KEYS = ("temperature", "top_p", "top_k", "batch")
 
@@ -184,7 +184,8 @@ def _noop(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
-def _accepted(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+def accepted(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of ``kwargs`` that ``fn`` takes (all of them when it takes ``**kwargs``)."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
@@ -213,10 +214,12 @@ def _number(value: Any) -> float:
 
 
 def call_proxy(proxy: Callable[..., Any], held: Sequence[sampling_.HeldOut], texts: list[list[str]],
-               completions: list[Any], completion_ids: list[list[list[int]]] | None, state: Any) -> np.ndarray:
+               completions: list[Any], completion_ids: list[list[list[int]]] | None, state: Any,
+               extra: Mapping[str, list[Any]] | None = None) -> np.ndarray:
     """The proxy's rewards for every held-out completion, called the way TRL calls a reward function.
 
-    ``completions`` are the flattened completions in TRL's shape (``trl_completions``).
+    ``completions`` are the flattened completions in TRL's shape (``trl_completions``); ``extra`` holds what else
+    TRL passes per completion (``environments=`` in an environment run).
     """
     prompts = [h.prompt for h, ts in zip(held, texts) for _ in ts]
     names = sorted({key for h in held for key in h.columns})
@@ -224,8 +227,9 @@ def call_proxy(proxy: Callable[..., Any], held: Sequence[sampling_.HeldOut], tex
     kwargs.update(prompts=prompts, completions=completions, trainer_state=state, log_extra=_noop, log_metric=_noop)
     if completion_ids is not None:
         kwargs["completion_ids"] = [c for cs in completion_ids for c in cs]
+    kwargs.update(extra or {})
     name = getattr(proxy, "__name__", type(proxy).__name__)
-    out = _resolve(proxy(**_accepted(proxy, kwargs)))
+    out = _resolve(proxy(**accepted(proxy, kwargs)))
     try:
         values = np.array([_number(v) for v in out], dtype=float)
     except (TypeError, ValueError) as exc:
