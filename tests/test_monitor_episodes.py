@@ -199,6 +199,9 @@ def test_the_gold_is_the_episode_judges_verdict_on_the_episode_played():
         for row, episode in zip([held[0]] * 2 + [held[1]] * 2, played):
             assert isinstance(episode, PlayedEpisode) and "<tool_call>" in episode
             assert judge({**row, "played": episode.episode}) == want
+            assert _episodes.episode_reward(KitEnvironment)(  # the judge TRL pays, on the same rollout
+                prompts=[row["prompt"]], completions=[episode.completion], environments=[episode.environment],
+                **{_episodes.EPISODE_GOLD_COLUMN: [row[_episodes.EPISODE_GOLD_COLUMN]]}) == [want]
             assert episode.counts["calls"] == len(_gold_of(row).calls) and not episode.markers["episode:turn_cap"]
     with pytest.raises(ValueError, match="reads a played episode"):
         judge({**held[0], "messages": []})

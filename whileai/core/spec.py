@@ -548,13 +548,21 @@ def _batch_problems(spec: RunSpec) -> list[str]:
     return problems + list(filter(None, [step_problem(spec)]))
 
 
+#: How ``reward`` names the user's own reward function (``python:MODULE:FUNCTION``, TRAIN_REWARD_PYTHON_PATTERN).
+_PYTHON_REWARD = "python:"
+
+
 def environment_reward_problems(values: Mapping[str, Any]) -> list[str]:
     """Why a GRPO spec's reward knobs do not fit where it plays (``values``: its ``environment``, ``reward``,
     ``reward_weights`` and ``turn_reward``; any other method's has none of them, and no problem).
 
     In an environment the reward is the episode judge, and per-turn scores come from ``turn_reward``, so a
     ``reward`` other than the default, or ``reward_weights``, would not be read; without one there are no
-    episodes, so ``turn_reward`` would not be. Each problem names the value and the fix.
+    episodes, so ``turn_reward`` would not be. The one exception is the user's own code: ``reward`` naming only
+    ``python:MODULE:FUNCTION`` rewards is paid in the judge's place (each called as TRL calls a reward in an
+    environment run, ``environments=`` included; ``reward_weights`` weigh them), and the episode judge becomes
+    what the HackMonitor watches it against; ``turn_reward``, a score beside the judge, is then refused. Each
+    problem names the value and the fix.
 
         environment_reward_problems({"environment": None, "turn_reward": "fine_grained"})   # ["turn_reward=..."]
     """
@@ -567,6 +575,11 @@ def environment_reward_problems(values: Mapping[str, Any]) -> list[str]:
     default = knob_of(GRPOSpec, "reward").default
     reward = many_value(values.get("reward") or default)
     weights = values.get("reward_weights")
+    if reward and all(str(r).startswith(_PYTHON_REWARD) for r in reward):  # the user's code, paid instead of the judge
+        return [] if turn is None else [
+            f"turn_reward={turn} scores calls beside the episode judge, and reward={','.join(map(str, reward))} is "
+            f"paid in the judge's place (environment={environment}), so there is no judge for it to sit beside; "
+            "score the calls inside your reward function, or leave turn_reward None"]
     out = []
     if reward != default:
         named = next((r for r in reward if r in d.TRAIN_TURN_REWARDS), None)

@@ -16,13 +16,17 @@ environment, and the episode judge's verdict is the reward.
 - with ``turn_reward`` set, a second reward beside it (:func:`turn_reward`, named ``turn_first_action`` or
   ``turn_fine_grained``): the rollout's calls scored place by place against the gold calls
   (``whileai.domain.episodes.turn_scores``), weighted ``turn_reward_weight`` (TRL's ``reward_weights=[1.0, w]``),
-  so TRL logs each reward's mean on its own and the sampled pass rate stays the episode judge's.
+  so TRL logs each reward's mean on its own and the sampled pass rate stays the episode judge's;
+- with ``reward`` naming ``python:MODULE:FUNCTION`` rewards, those are paid in the judge's place (TRL calls each
+  with the rollouts' messages and ``environments=``; ``reward_weights`` weigh them), and the sampled pass rate is the
+  episode judge's verdicts on the same rollouts, never paid (``_rewards.tallied``).
 
 TRL 1.16 gives one advantage per episode: the rewards are summed into the episode's one scalar, its group
 normalises that, and every sampled token of the episode gets the same advantage. The per-turn scores shape that
 scalar (an episode that got further scores higher among its group's failures); they are not per-turn advantages.
 
-The HackMonitor watches single-turn replies, so it is off here, and the summary says so.
+The HackMonitor watches sampled held-out episodes against the episode judge (``_episode_watch``); the summary's
+``monitor`` says what it watched.
 """
 
 from __future__ import annotations
@@ -131,8 +135,34 @@ def turn_reward(judge: str) -> Callable[..., list[float]]:
 
 
 def _rewards(spec: GRPOSpec, factory: Callable[[], Any]) -> list[Any]:
-    """TRL's reward functions: the episode judge, then the per-turn score where ``turn_reward`` names one."""
+    """TRL's reward functions: the user's ``python:`` rewards where ``reward`` names them (in the judge's place), else
+    the episode judge, then the per-turn score where ``turn_reward`` names one."""
+    from whileai.jobs._episode_watch import user_rewards
+
+    if user_rewards(spec):
+        from whileai.jobs._rewards import reward_functions
+
+        return reward_functions(spec, None, None, set())[0]  # python: rewards read no tokenizer, tools or stop ids
     return [episode_reward(factory), *([turn_reward(spec.turn_reward)] if spec.turn_reward else [])]
+
+
+def _watched(spec: GRPOSpec, funcs: list[Any], factory: Callable[[], Any], holdout: list[dict[str, Any]] | None,
+             run: Any) -> tuple[list[Any], Any, Any, str]:
+    """``(the trainer's reward functions, the group watch, the monitor or None, what the summary says of it)``.
+
+    The monitor's proxy is what the policy is paid (the rewards' weighted sum). Where the user's rewards are paid,
+    the sampled pass rate is the episode judge's verdicts on the same rollouts, tallied beside the first reward."""
+    from whileai.jobs._episode_watch import episode_monitor, user_rewards
+    from whileai.jobs._grpo_watch import group_watch
+    from whileai.jobs._rewards import proxy_reward, tallied
+
+    weights = grpo_reward_weights(spec) or [1.0] * len(funcs)
+    monitor, note = episode_monitor(spec, run, holdout, proxy_reward(funcs, weights), factory)
+    if not user_rewards(spec):
+        # the sampled pass rate is the episode judge's mean: TRL's reward itself, or its own column beside a per-turn one
+        return funcs, group_watch(exact_key=EPISODE_JUDGE_KEY if spec.turn_reward else None), monitor, note
+    tally: list[float] = []
+    return [tallied(funcs[0], episode_reward(factory), tally), *funcs[1:]], group_watch(tally=tally), monitor, note
 
 
 def _fitting(tokenizer: Any, prompts: list[dict[str, Any]], tools: list[Any], limit: int,
@@ -164,13 +194,19 @@ def _config(spec: GRPOSpec, folder: Path, per_rank: int, micro: int) -> Any:
 
 
 def _reward_names(spec: GRPOSpec) -> list[str]:
-    """What the summary says was paid: the episode judge, and the per-turn score's reward function if asked."""
+    """What the summary says was paid: the user's ``python:`` rewards, or the episode judge and the per-turn score's
+    reward function if asked."""
+    from whileai.jobs._episode_watch import user_rewards
+
+    if user_rewards(spec):
+        return list(spec.reward)
     return ["episode", *([f"turn_{spec.turn_reward}"] if spec.turn_reward else [])]
 
 
 def _trainer(spec: GRPOSpec, model: Any, tokenizer: Any, args: Any, prompts: list[dict[str, Any]],
-             factory: Callable[[], Any], callbacks: list[Any]) -> Any:
-    """TRL's ``GRPOTrainer`` over the episodes, paid by the episode judge (and the per-turn score, if asked)."""
+             factory: Callable[[], Any], callbacks: list[Any], funcs: list[Any]) -> Any:
+    """TRL's ``GRPOTrainer`` over the episodes, paid by ``funcs`` (:func:`_rewards`, as :func:`_watched` hands
+    them on)."""
     import os
     import warnings
 
@@ -182,20 +218,20 @@ def _trainer(spec: GRPOSpec, model: Any, tokenizer: Any, args: Any, prompts: lis
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is experimental in TRL 1.x
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        return GRPOTrainer(model=model, reward_funcs=cast(Any, _rewards(spec, factory)), args=args,
+        return GRPOTrainer(model=model, reward_funcs=cast(Any, funcs), args=args,
                            train_dataset=to_hf_dataset(prompts), processing_class=tokenizer,
                            peft_config=_loading.peft_config(model, spec), environment_factory=judge_only(factory),
                            callbacks=callbacks)
 
 
 def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
-                 callbacks: list[Any], run: Any = None) -> tuple[Any, dict[str, Any]]:
-    """GRPO over ``rows``' episodes in ``spec.environment`` (see the module); returns the trained model and what the
-    run's training summary adds."""
+                 callbacks: list[Any], run: Any = None,
+                 holdout: list[dict[str, Any]] | None = None) -> tuple[Any, dict[str, Any]]:
+    """GRPO over ``rows``' episodes in ``spec.environment`` (see the module), watched on ``holdout``'s episodes;
+    returns the trained model and what the run's training summary adds."""
     from whileai.domain.episodes import tool_methods
     from whileai.jobs import _loading, _trainer_setup
     from whileai.jobs._episode_play import factory_of
-    from whileai.jobs._grpo_watch import group_watch
     from whileai.jobs._grpo_batch import batch_shape
 
     factory = factory_of(str(spec.environment))
@@ -204,18 +240,16 @@ def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str
                                  spec.max_completion_length)
     _trainer_setup.ensure_response_parser(tokenizer)
     per_step, per_rank, micro = batch_shape(spec, len(prompts))
-    # the sampled pass rate is the episode judge's mean: TRL's reward itself, or its own column beside a per-turn one
-    watch = group_watch(exact_key=EPISODE_JUDGE_KEY if spec.turn_reward else None)
+    funcs, watch, monitor, monitor_note = _watched(spec, _rewards(spec, factory), factory, holdout, run)
     trainer = _trainer(spec, model, tokenizer, _config(spec, folder, per_rank, micro), prompts, factory,
-                       [watch, *callbacks])
+                       [watch, *callbacks, *([monitor] if monitor is not None else [])], funcs)
     _trainer_setup.fit_trainer(trainer)
     extra = {"rows": len(prompts), "prompts": len(prompts), "left_out_too_long": too_long,
              "trainer_received": int(getattr(trainer.train_dataset, "num_rows", -1)), "unit": "episodes",
              "steps": trainer.state.global_step, "tools": [t.__name__ for t in tools],
              "environment": spec.environment, "max_turns": turn_cap(spec), "generations": spec.generations,
              "prompts_per_step": per_step, "reward": _reward_names(spec), "reward_weights": grpo_reward_weights(spec),
-             **watch.summary(),
-             "monitor": "off: the HackMonitor watches single-turn replies; these rollouts are whole episodes"}
+             **watch.summary(), "monitor": monitor_note}  # the monitor notes its own summary on the run
     if run is not None and extra.get("groups_note"):
         run.note(grpo_groups=extra["groups_note"])
     return trainer.model, extra

@@ -1,0 +1,117 @@
+"""The HackMonitor of GRPO in an environment (whileai/jobs/_episode_watch.py): a python: reward paid in the episode
+judge's place is accepted by the spec and validate, trained on, and watched on sampled held-out episodes with the
+episode judge as gold; with the judge itself as the reward, only the gold-free alarms are armed. Real GRPO steps on
+the kit's tiny model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_episodes_jobs import _capture, _rows, _spec
+from test_runner_validate import compose
+
+from whileai.core.spec import environment_reward_problems, spec_problems
+from whileai.domain.episodes import KitEnvironment
+from whileai.jobs import _episode_watch, _episodes
+
+CALLS = "python:whileai.simulations.proxy_rewards:calls_made"
+
+
+def test_a_python_reward_is_accepted_in_an_environment_and_the_built_in_ones_stay_refused():
+    assert spec_problems({"method": "grpo", "environment": "kit", "reward": [CALLS]}) == []
+    assert environment_reward_problems({"environment": "kit", "reward": [CALLS, CALLS],
+                                        "reward_weights": [1.0, 0.5]}) == [], "the user's rewards, weighed"
+    assert environment_reward_problems({"environment": "kit", "reward": [CALLS], "turn_reward": "first_action"}) == [
+        f"turn_reward=first_action scores calls beside the episode judge, and reward={CALLS} is paid in the judge's "
+        "place (environment=kit), so there is no judge for it to sit beside; score the calls inside your reward "
+        "function, or leave turn_reward None"]
+    for refused in (["fine_grained"], ["rm"], ["first_action", CALLS]):
+        problem, = environment_reward_problems({"environment": "kit", "reward": refused})
+        assert problem.startswith(f"reward={','.join(refused)} is not read in environment=kit: there the reward is "
+                                  "the episode judge")
+    _, problems = compose(["recipe=agent_tooluse", f"reward={CALLS}"])
+    assert problems == [], [str(p) for p in problems]
+
+
+def _held() -> list[dict[str, Any]]:
+    """Held-out episode rows: the kit's tasks of every kind from another draw than _rows()'s."""
+    from whileai.domain.episodes import kit_episode_rows, kit_tasks
+
+    return kit_episode_rows(kit_tasks(8, seed=5))
+
+
+@pytest.mark.slow
+def test_an_episode_run_paid_a_python_reward_is_watched_against_the_episode_judge(tmp_path, home, monkeypatch):
+    """Two GRPO steps paid calls_made: the monitor looks at steps 0, 1 and 2 on the held-out episodes (sampled with
+    the live policy), logs its points to the run with calls and turns beside length, arms every alarm with the
+    episode judge as gold, and that gold agrees with the episode judge TRL pays in a judged run (episode_reward) on
+    the very episodes the monitor sampled."""
+    import whileai.simulations as wai
+    from whileai.jobs import grpo
+
+    spec = _spec("grpo", generations=2, prompts_per_step=2, max_completion_length=96, prompt_source="gold",
+                 max_turns=2, truncated="zero", steps=2, reward=[CALLS], holdout_rows=8, temperature=1.0,
+                 monitor={"every": 1, "k": 2, "max_new_tokens": 48, "n_boot": 50, "n_perm": 20})
+    model, tokenizer = grpo.load(spec)
+    watched: list[Any] = []
+    _capture(monkeypatch, _episode_watch, "episode_monitor", watched)
+    run = wai.training_run(name="episode-monitor")
+    _, extra = grpo.fit(spec, model, tokenizer, _rows(), tmp_path, [wai.TrainerCallback(run)], holdout=_held(),
+                        run=run)
+    monitor, note = watched[0]
+    assert extra["reward"] == [CALLS] and extra["monitor"] == note
+    assert note.startswith("on episodes: 8 held-out episodes, 2 played at temperature 1.0 every 1 steps; gold judge: "
+                           "the episode judge (the reward, python:"), note
+    assert "sampled_pass_rate" in extra and "sampled_reward" in extra, "the judge's verdicts tallied beside the pay"
+    assert [e["step"] for e in monitor.history] == [0, 1, 2] and not monitor.summary()["errors"]["evaluate"]
+    assert all(state == "armed" for kind, state in monitor.armed.items() if kind not in ("kl", "format"))
+    assert monitor.summary()["kl"].startswith("skipped: an episode's turns")
+
+    # the gold, on the episodes a look samples, is the verdict TRL's episode judge gives the same rollouts
+    judge, verdicts, golds = _episodes.episode_reward(KitEnvironment), [], []
+    proxy, gold = monitor.proxy, monitor.gold
+
+    def paid(**kwargs: Any) -> Any:
+        verdicts.extend(judge(**kwargs))
+        return proxy(**kwargs)
+
+    def judged(row: dict[str, Any]) -> float:
+        golds.append(gold(row))
+        return golds[-1]
+
+    monitor.proxy, monitor.gold = paid, judged
+    entry = monitor.evaluate(step=3, model=model, tokenizer=tokenizer)
+    assert golds == verdicts and len(golds) == 16 and entry["gold"] == pytest.approx(sum(golds) / 16)
+    assert entry["length_unit"] == "tokens" and entry["calls"] >= 0 and entry["turns"] >= 1
+
+    run.flush()
+    record = wai.get_run(run.id)
+    logged = {key for point in record["series"] for key in point["metrics"]}
+    assert {"monitor/proxy", "monitor/gold", "monitor/gap", "monitor/length", "monitor/calls",
+            "monitor/turns"} <= logged
+    assert len(record["summary"]["monitor"]["curve"]) == 4, "the three looks of training and the one above"
+
+
+@pytest.mark.slow
+def test_an_episode_run_paid_the_judge_itself_is_watched_by_the_gold_free_alarms(tmp_path, monkeypatch):
+    from whileai.jobs import grpo
+
+    spec = _spec("grpo", generations=2, prompts_per_step=2, max_completion_length=64, prompt_source="gold",
+                 max_turns=1, truncated="zero", holdout_rows=8, monitor={"every": 1, "k": 2, "max_new_tokens": 32})
+    model, tokenizer = grpo.load(spec)
+    watched: list[Any] = []
+    _capture(monkeypatch, _episode_watch, "episode_monitor", watched)
+    _, extra = grpo.fit(spec, model, tokenizer, _rows(), tmp_path, [], holdout=_held())
+    monitor, note = watched[0]
+    assert monitor.gold is None and [e["step"] for e in monitor.history] == [0, 1]
+    assert note.endswith("the alarms that need no gold judge: the reward is the episode judge, the strictest judge "
+                         "this run has; to watch another reward against it, train with reward=python:MODULE:FUNCTION "
+                         "or turn_reward")
+    armed = monitor.summary()["armed"]
+    assert armed["length"] == armed["format"] == "armed"
+    assert all(armed[kind].startswith("off: the reward is the episode judge") for kind in grpo.GOLD_ALARMS)
+    off = spec.model_copy(update={"monitor": False})
+    assert _episode_watch.episode_monitor(off, None, _held(), None, KitEnvironment) == (
+        None, "off (config['monitor'] is False)")
+    assert _episode_watch.episode_monitor(spec, None, [], None, KitEnvironment)[1].startswith("off: no held-out")
