@@ -106,7 +106,7 @@ def _proxy_rm(seed: int, train: list[dict[str, Any]], held: list[dict[str, Any]]
     after = rm.evaluate(spec, model, tokenizer, held)
     adapter = _loading.save_adapter(model, tokenizer, folder / "rm")
     return {"run_id": "run_" + "0" * 16, "adapter": str(adapter), "base_model": kit_defaults.KIT_BASE_NAME,
-            "threshold": float(after["threshold"]), "span": stage["reward_span"], "pair_accuracy": after["value"]}
+            "threshold": float(after.threshold), "span": stage["reward_span"], "pair_accuracy": after.value}
 
 
 def _gap_opened(curve: list[dict[str, Any]], delta: float) -> int | None:
@@ -163,15 +163,15 @@ def _grpo(variant: str, seed: int, steps: int | None, train: list[dict[str, Any]
     model, _extra = grpo.fit(spec, model, tokenizer, train, folder / f"grpo-{variant}", [], holdout=held)
     after = grpo.evaluate(spec, model, tokenizer, held)
     summary = made[-1].summary()
-    exact = holdout_result(before["outcomes"], after["outcomes"])["paired"]
+    exact = holdout_result(before.outcomes, after.outcomes)["paired"]
     alarms = first_looks(summary["alarms"])
     opened = _gap_opened(summary.get("curve") or [], float(summary.get("settings", {}).get("delta") or
                                                            defaults.MONITOR_DELTA))
-    return {"variant": variant, "seed": seed, "exact_before": sum(before["outcomes"]), "exact_after":
-            sum(after["outcomes"]), "prompts": len(after["outcomes"]), "improved": exact["improved"],
+    return {"variant": variant, "seed": seed, "exact_before": sum(before.outcomes), "exact_after":
+            sum(after.outcomes), "prompts": len(after.outcomes), "improved": exact["improved"],
             "worsened": exact["worsened"], "p": exact["p"], "reward_vs_exact": proxy_vs_gold(before, after),
             "alarms": alarms, "gap_opened_look": opened, "seconds": round(time.time() - started, 1),
-            "outcomes_after": list(after["outcomes"]),  # per prompt: two variants' runs can be paired afterwards
+            "outcomes_after": list(after.outcomes),  # per prompt: two variants' runs can be paired afterwards
             **({"rm_pair_accuracy": rm_proxy["pair_accuracy"]} if reward == "rm" and rm_proxy else {})}
 
 

@@ -394,12 +394,12 @@ def test_the_held_out_reply_cap_is_a_knob_and_its_warning_names_the_cap_that_fit
     with pytest.warns(wai.TrainingWarning, match=rf"\(eval_max_new_tokens=96\): they cannot pass; "
                                                  rf"eval_max_new_tokens={longest} fits every one"):
         capped = _evaluation.policy_pass_rate(model, tokenizer, rows, spec)
-    assert capped["gold_over_cap"] > 0 and capped["prompts"] == 6
+    assert capped.gold_over_cap > 0 and capped.prompts == 6
     spec = read_spec({"method": "sft", "holdout_rows": 6, "eval_max_new_tokens": longest})
     with warnings.catch_warnings():
         warnings.simplefilter("error", wai.TrainingWarning)
         fitting = _evaluation.policy_pass_rate(model, tokenizer, rows, spec)
-    assert fitting["gold_over_cap"] == 0
+    assert fitting.gold_over_cap == 0
     assert read_spec({"method": "grpo"}).eval_max_new_tokens == 96  # the default: one call or a short answer
     with pytest.raises(ValueError, match="eval_max_new_tokens"):
         read_spec({"method": "sft", "eval_max_new_tokens": 0})

@@ -143,13 +143,13 @@ def test_a_reward_model_on_all_passing_bfcl_rows_is_measured_on_near_misses_in_t
     monkeypatch.setattr(serving, "score_token_batches", lambda m, ids, pad, size: seen.extend(ids) or scoring(m, ids, pad, size))
     result = rm.evaluate(resolved.spec, model, tokenizer, rows)
     # every held-out row passes, so the pairs are one near miss per row, judged to fail by BFCL's rule
-    assert result["metric"] == "pair_accuracy" and 10 <= result["prompts"] == len(result["outcomes"]) <= 12
-    assert result["near_misses"]["pairs"] == result["prompts"] and result["rows"] == 12 + result["prompts"]
-    assert sum(v["pairs"] for v in result["by_failure"].values()) == result["prompts"]
+    assert result.metric == "pair_accuracy" and 10 <= result.prompts == len(result.outcomes) <= 12
+    assert result.near_misses["pairs"] == result.prompts and result.rows == 12 + result.prompts
+    assert sum(v["pairs"] for v in result.by_failure.values()) == result.prompts
     texts = [tokenizer.decode(ids) for ids in seen]
-    assert len(texts) == result["rows"] and all("<tools>" in t and "<tool_call>{" in t for t in texts)
+    assert len(texts) == result.rows and all("<tools>" in t and "<tool_call>{" in t for t in texts)
     # the same pairs on every call: before and after score the same held-out set
-    assert rm.evaluate(resolved.spec, model, tokenizer, rows)["near_misses"] == result["near_misses"]
+    assert rm.evaluate(resolved.spec, model, tokenizer, rows).near_misses == result.near_misses
 
 
 def _rendered(tokenizer, messages, tools, prompt: bool) -> str:

@@ -116,15 +116,15 @@ def test_the_measure_has_the_first_action_measures_shape(tmp_path):
                       "environment": "kit", "max_turns": 2, "eval_max_new_tokens": 24, "holdout_rows": 200})
     model, tokenizer = grpo.load(spec)
     first = play.episode_pass_rate(spec, model, tokenizer, rows)
-    assert first["metric"] == play.EPISODE_METRIC and first["prompts"] == len(rows) == len(first["outcomes"])
-    assert first["groups"] == [row["category"] for row in held_out_episodes(rows, 200, spec.seed)]
-    assert first["value"] == sum(first["outcomes"]) / len(rows) == 0.0, "an untrained model passes nothing"
-    assert sum(first["stopped"].values()) == len(rows)
-    assert [(r["task_id"], r["passed"]) for r in first["records"]] == [
+    assert first.metric == play.EPISODE_METRIC and first.prompts == len(rows) == len(first.outcomes)
+    assert list(first.groups) == [row["category"] for row in held_out_episodes(rows, 200, spec.seed)]
+    assert first.value == sum(first.outcomes) / len(rows) == 0.0, "an untrained model passes nothing"
+    assert sum(first.stopped.values()) == len(rows)
+    assert [(r["task_id"], r["passed"]) for r in first.records] == [
         (row["task_id"], False) for row in held_out_episodes(rows, 200, spec.seed)]
     assert first == play.episode_pass_rate(spec, model, tokenizer, rows), "greedy: the same outcomes again"
     none = play.episode_pass_rate(read_spec({**spec.model_dump(), "environment": None}), model, tokenizer, rows)
-    assert none["value"] is None and "dataset=episodes" in none["why"]
+    assert none.value is None and "dataset=episodes" in none.why
 
 
 def test_the_kit_environment_factory_is_the_kit_class():

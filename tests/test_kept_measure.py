@@ -5,12 +5,14 @@ tests/test_stages.py's; that a fresh measurement of the saved adapter gives the 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from whileai.jobs import _kept_measure
+from whileai.jobs._measure import HeldOutMeasure
 
-KEY = {"measure": "first_action_pass_rate", "base_model": "b", "prompt_digest": "d", "eval_max_new_tokens": 64,
-       "template": "t", "parser": "hermes", "device": "cpu"}
-AFTER = {"value": 0.5, "prompts": 2, "outcomes": [1, 0], "metric": "pass_rate", "prompt_digest": "d"}
+KEY = _kept_measure.MeasureKey(measure="first_action_pass_rate", base_model="b", prompt_digest="d",
+                               eval_max_new_tokens=64, template="t", parser="hermes", device="cpu")
+AFTER = HeldOutMeasure(value=0.5, prompts=2, outcomes=(1, 0), metric="pass_rate", prompt_digest="d")
 
 
 def _adapter(tmp_path, weights: bytes = b"weights"):
@@ -21,15 +23,15 @@ def _adapter(tmp_path, weights: bytes = b"weights"):
 def test_the_kept_after_reads_back_under_the_same_key_and_weights(tmp_path):
     folder = _adapter(tmp_path)
     _kept_measure.keep(folder, KEY, AFTER)
-    assert _kept_measure.read_back(folder, dict(KEY)) == AFTER
+    assert _kept_measure.read_back(folder, replace(KEY)) == AFTER
     assert (folder / _kept_measure.MEASURED_FILE).stat().st_mode & 0o777 == 0o600
 
 
 def test_any_other_key_part_or_other_weights_measure_again(tmp_path):
     folder = _adapter(tmp_path)
     _kept_measure.keep(folder, KEY, AFTER)
-    for part in KEY:
-        assert _kept_measure.read_back(folder, {**KEY, part: "other"}) is None, part
+    for part in KEY.to_json():
+        assert _kept_measure.read_back(folder, replace(KEY, **{part: "other"})) is None, part
     _adapter(tmp_path, b"trained further")
     assert _kept_measure.read_back(folder, KEY) is None
 
@@ -39,7 +41,7 @@ def test_a_missing_or_broken_file_measures_again(tmp_path):
     assert _kept_measure.read_back(folder, KEY) is None
     (folder / _kept_measure.MEASURED_FILE).write_text("{cut short")
     assert _kept_measure.read_back(folder, KEY) is None
-    (folder / _kept_measure.MEASURED_FILE).write_text(json.dumps({"key": KEY, "weights": "x", "measured": AFTER}))
+    (folder / _kept_measure.MEASURED_FILE).write_text(json.dumps({"key": KEY.to_json(), "weights": "x", "measured": AFTER.to_json()}))
     assert _kept_measure.read_back(folder, KEY) is None
 
 

@@ -187,11 +187,11 @@ def test_rm_at_the_recipe_settings_tells_near_misses_apart(split, tmp_path):
     before = rm.evaluate(read_spec(spec), model, tokenizer, split["held"])
     model, extra = rm.fit(read_spec(spec), model, tokenizer, split["train"], tmp_path, [], holdout=split["held"])
     after = rm.evaluate(read_spec(spec), model, tokenizer, split["held"])
-    assert len(after["outcomes"]) >= 40 and extra["near_misses"]["pairs"] > 2 * (extra["pairs"] - extra["near_misses"]["pairs"])
-    ok, said = _significant_gain(before["outcomes"], after["outcomes"])
-    assert ok and after["value"] >= recipe["expect"]["holdout_after_min"], (
-        f"rm at rm_tooluse's settings: {said}, by failure kind {after['by_failure']}")
-    wrong = after["by_failure"]["wrong_argument"]
+    assert len(after.outcomes) >= 40 and extra["near_misses"]["pairs"] > 2 * (extra["pairs"] - extra["near_misses"]["pairs"])
+    ok, said = _significant_gain(list(before.outcomes), list(after.outcomes))
+    assert ok and after.value >= recipe["expect"]["holdout_after_min"], (
+        f"rm at rm_tooluse's settings: {said}, by failure kind {after.by_failure}")
+    wrong = after.by_failure["wrong_argument"]
     assert wrong["right"] >= 0.8 * wrong["pairs"], f"a right tool with a wrong value: {wrong} (chance is half)"
 
 

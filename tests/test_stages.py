@@ -182,8 +182,8 @@ def test_the_kept_after_is_what_measuring_the_saved_adapter_again_gives(sets, ki
     model, tokenizer = dpo.load(spec)
     key = _kept_measure.measure_key(spec, tokenizer, rows)
     kept = _kept_measure.read_back(Path(sft.adapter), key)
-    assert kept is not None and kept["outcomes"] == sft.training["outcomes"]["after"]
-    assert dpo.evaluate(spec, model, tokenizer, rows)["outcomes"] == kept["outcomes"]
+    assert kept is not None and list(kept.outcomes) == sft.training["outcomes"]["after"]
+    assert dpo.evaluate(spec, model, tokenizer, rows).outcomes == kept.outcomes
 
 
 def test_dpo_on_policy_pairs_from_a_policy_that_never_passes_fail_with_the_fix(sets):

@@ -27,6 +27,7 @@ from whileai.core.spec import RunSpec
 from whileai.domain.episodes.rows import episode_digest, held_out_episodes
 
 from whileai.jobs import defaults
+from whileai.jobs._measure import HeldOutMeasure
 
 __all__ = ["EPISODE_METRIC", "tool_suffix_ids", "play_together", "episode_pass_rate", "environment_name",
            "factory_of"]
@@ -241,8 +242,9 @@ def _play(factory: Any, row: Mapping[str, Any], tokenizer: Any, max_turns: int |
     return play
 
 
-def episode_pass_rate(spec: RunSpec, model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """``{"value", "prompts", "outcomes", ...}``: the share of held-out episodes the greedy policy passes.
+def episode_pass_rate(spec: RunSpec, model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]]) -> HeldOutMeasure:
+    """The share of held-out episodes the greedy policy passes (metric EPISODE_METRIC): ``value``, ``prompts``,
+    ``outcomes`` and the rest of a :class:`~whileai.jobs._measure.HeldOutMeasure`.
 
     ``outcomes`` is each episode's pass (1) or fail (0) in a fixed order (drawn with the run's seed), so before and
     after pair episode by episode; ``stopped`` counts how the episodes ended (answered, or at the turn cap);
@@ -252,8 +254,8 @@ def episode_pass_rate(spec: RunSpec, model: Any, tokenizer: Any, rows: Sequence[
     name = environment_name(spec)
     chosen = held_out_episodes(rows, spec.holdout_rows, spec.seed)
     if not name or not chosen:
-        return {"value": None, "prompts": 0, "metric": EPISODE_METRIC,
-                "why": "no held-out row carries an episode (make the rows with dataset=episodes)"}
+        return HeldOutMeasure(metric=EPISODE_METRIC, value=None, prompts=0,
+                              why="no held-out row carries an episode (make the rows with dataset=episodes)")
     from whileai.jobs._trainer_setup import ensure_response_parser
 
     ensure_response_parser(tokenizer)  # each reply is parsed as TRL parses a rollout's
@@ -269,7 +271,7 @@ def episode_pass_rate(spec: RunSpec, model: Any, tokenizer: Any, rows: Sequence[
     return _result(chosen, played)
 
 
-def _result(chosen: Sequence[Mapping[str, Any]], played: list[tuple[Any, Any]]) -> dict[str, Any]:
+def _result(chosen: Sequence[Mapping[str, Any]], played: list[tuple[Any, Any]]) -> HeldOutMeasure:
     from whileai.core.defaults import HOLDOUT_GROUP_FIELD
     from whileai.domain.episodes import episode_record
     from whileai.domain.rows.rowsource import task_key
@@ -278,14 +280,13 @@ def _result(chosen: Sequence[Mapping[str, Any]], played: list[tuple[Any, Any]]) 
     stopped = {"answered": 0, "cap": 0}
     for episode, _ in played:
         stopped[episode.stopped] += 1
-    out: dict[str, Any] = {
-        "value": sum(outcomes) / len(outcomes), "prompts": len(outcomes), "outcomes": outcomes,
-        "prompt_digest": episode_digest(chosen), "metric": EPISODE_METRIC, "stopped": stopped,
-        "mean_rounds": round(sum(episode.rounds for episode, _ in played) / len(played), 3),
+    grouped = any(row.get(HOLDOUT_GROUP_FIELD) is not None for row in chosen)
+    return HeldOutMeasure(
+        metric=EPISODE_METRIC, value=sum(outcomes) / len(outcomes), prompts=len(outcomes), outcomes=tuple(outcomes),
+        prompt_digest=episode_digest(chosen), stopped=stopped,
+        mean_rounds=round(sum(episode.rounds for episode, _ in played) / len(played), 3),
         # each episode's verdict and conversation, for the summary's "episodes" (the run page shows them)
-        "records": [episode_record(task_key(row), episode, verdict)
-                    for row, (episode, verdict) in zip(chosen, played, strict=True)],
-    }
-    if any(row.get(HOLDOUT_GROUP_FIELD) is not None for row in chosen):
-        out["groups"] = [row.get(HOLDOUT_GROUP_FIELD) for row in chosen]
-    return out
+        records=tuple(episode_record(task_key(row), episode, verdict)
+                      for row, (episode, verdict) in zip(chosen, played, strict=True)),
+        groups=tuple(row.get(HOLDOUT_GROUP_FIELD) for row in chosen) if grouped else None,
+    )

@@ -20,6 +20,7 @@ from whileai.core.defaults import HOLDOUT_GROUP_FIELD
 from whileai.core.errors import TrainingWarning
 from whileai.core.spec import RunSpec
 
+from whileai.jobs._measure import HeldOutMeasure
 from whileai.jobs._trainer_data import export_training
 from whileai.domain.rows.rollouts import prompt_messages
 
@@ -91,8 +92,9 @@ def generate_replies(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
 
 
 def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], spec: RunSpec,
-                     proxy: Any = None) -> dict[str, Any]:
-    """``{"value": pass rate, "prompts": n, "outcomes": [1, 0, ...]}`` of the first-action judge on greedy replies.
+                     proxy: Any = None) -> HeldOutMeasure:
+    """The first-action judge's pass rate on greedy replies (metric ``pass_rate``): its ``value``, ``prompts`` and
+    per-prompt ``outcomes`` (``[1, 0, ...]``).
 
     ``outcomes`` is each prompt's pass (1) or fail (0) in prompt order, the same order before and
     after training (the prompts are drawn with the run's seed), so a paired test can be computed
@@ -106,7 +108,8 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
 
     prompts = distinct_prompts(rows, spec.holdout_rows, spec.seed)
     if not prompts:
-        return {"value": None, "prompts": 0, "why": "no held-out row carries a gold first action"}
+        return HeldOutMeasure(metric="pass_rate", value=None, prompts=0,
+                              why="no held-out row carries a gold first action")
     cap = spec.eval_max_new_tokens
     lengths = [gold_reply_tokens(tokenizer, row.get("gold")) for row in prompts]
     over = sum(1 for n in lengths if n > cap)
@@ -120,17 +123,21 @@ def policy_pass_rate(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any
     fmt = reply_format(tokenizer)  # the parser of the convention the prompts were rendered in
     outcomes = [int(bool(judge_reply(text, row, tool_format=fmt)["passed"]))
                 for row, text in zip(prompts, replies, strict=True)]
-    out = {"value": sum(outcomes) / len(prompts), "prompts": len(prompts), "gold_over_cap": over,
-           "outcomes": outcomes, "prompt_digest": prompt_digest(prompts)}
     field = HOLDOUT_GROUP_FIELD  # each prompt's group (a BFCL row's category), for the per-group figures
-    if any(row.get(field) is not None for row in prompts):
-        out["groups"] = [row.get(field) for row in prompts]
-    if proxy is not None:
-        scores = proxy(prompts=[prompt_messages(row) for row in prompts], completions=list(replies),
-                       completion_ids=None, gold=[json.dumps(row.get("gold")) for row in prompts],
-                       row_tools=[json.dumps(row.get("tools") or []) for row in prompts])
-        out["proxy_scores"] = [float(s) if s is not None else 0.0 for s in scores]
-    return out
+    groups = tuple(row.get(field) for row in prompts) if any(row.get(field) is not None for row in prompts) else None
+    return HeldOutMeasure(metric="pass_rate", value=sum(outcomes) / len(prompts), prompts=len(prompts),
+                          gold_over_cap=over, outcomes=tuple(outcomes), prompt_digest=prompt_digest(prompts),
+                          groups=groups, proxy_scores=_proxy_scores(proxy, prompts, replies))
+
+
+def _proxy_scores(proxy: Any, prompts: Sequence[Mapping[str, Any]], replies: list[str]) -> tuple[float, ...] | None:
+    """``proxy`` (a TRL-shaped reward) on each prompt's greedy reply, in prompt order; None without a proxy."""
+    if proxy is None:
+        return None
+    scores = proxy(prompts=[prompt_messages(row) for row in prompts], completions=list(replies),
+                   completion_ids=None, gold=[json.dumps(row.get("gold")) for row in prompts],
+                   row_tools=[json.dumps(row.get("tools") or []) for row in prompts])
+    return tuple(float(s) if s is not None else 0.0 for s in scores)
 
 
 def prompt_digest(prompts: Sequence[Mapping[str, Any]]) -> str:
@@ -158,8 +165,9 @@ def gold_reply_tokens(tokenizer: Any, gold: Any) -> int:
     return len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 1  # + the end of turn
 
 
-def heldout_loss(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], spec: RunSpec) -> dict[str, Any]:
-    """``{"value": mean assistant-token loss, "rows": n}`` over the held-out rows that passed (all when unlabelled)."""
+def heldout_loss(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], spec: RunSpec) -> HeldOutMeasure:
+    """The mean assistant-token loss (metric ``loss``: its ``value``, and the ``rows`` read) over the held-out rows
+    that passed (all when unlabelled)."""
     import torch
 
     chosen = [r for r in rows if r.get("passed") is True] or list(rows)
@@ -189,4 +197,4 @@ def heldout_loss(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], 
     finally:
         if was_training:
             model.train()
-    return {"value": total / count if count else None, "rows": len(trl_rows)}
+    return HeldOutMeasure(metric="loss", value=total / count if count else None, rows=len(trl_rows))

@@ -27,6 +27,7 @@ from typing import Any, cast
 
 from whileai.core.spec import GRPOSpec
 from whileai.domain import defaults
+from whileai.jobs._measure import HeldOutMeasure
 
 __all__ = ["first_action_reward", "reward_functions", "proxy_reward", "reply_text", "proxy_vs_gold",
            "reward_search_path"]
@@ -256,7 +257,7 @@ def proxy_reward(funcs: Sequence[Reward], weights: Sequence[float]) -> Reward:
     return reward
 
 
-def proxy_vs_gold(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def proxy_vs_gold(before: HeldOutMeasure | None, after: HeldOutMeasure | None) -> dict[str, Any] | None:
     """The held-out reward against the exact judge, before and after, on the same prompts; None without both.
 
     Per prompt, ``gap_change`` is (reward after - before) - (exact after - before): how much more the reward
@@ -264,12 +265,10 @@ def proxy_vs_gold(before: Mapping[str, Any] | None, after: Mapping[str, Any] | N
     reward that rises more than the task on most prompts reads as significant. A hacked run shows a positive
     ``gap_change`` with a small ``p``; an honest one a change near zero.
     """
-    if not before or not after:
+    if before is None or after is None:
         return None
-    pb, pa = before.get("proxy_scores"), after.get("proxy_scores")
-    gb, ga = before.get("outcomes"), after.get("outcomes")
-    if not (isinstance(pb, list) and isinstance(pa, list) and isinstance(gb, list) and isinstance(ga, list)) \
-            or not len(pb) == len(pa) == len(gb) == len(ga) or not pb:
+    pb, pa, gb, ga = before.proxy_scores, after.proxy_scores, before.outcomes, after.outcomes
+    if pb is None or pa is None or gb is None or ga is None or not len(pb) == len(pa) == len(gb) == len(ga) or not pb:
         return None
     from whileai.core.stats import mcnemar_exact
 

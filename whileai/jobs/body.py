@@ -16,7 +16,7 @@ import importlib
 import json
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from whileai.core.jobrow import JobPlatform
 from whileai.core.spec import RunSpec, read_spec
 from whileai.jobs import _kept_measure
+from whileai.jobs._measure import HeldOutMeasure
 from whileai.domain.tracking import TrainingRun
 
 if TYPE_CHECKING:
@@ -155,16 +156,16 @@ def _builds_kit_base(spec: RunSpec) -> str | None:
             "later runs load it at once)")
 
 
-def _measured(result: dict[str, Any], holdout_rows: list[dict[str, Any]] | None) -> str:
+def _measured(result: HeldOutMeasure, holdout_rows: list[dict[str, Any]] | None) -> str:
     """What a held-out measurement counted: its prompts (or pairs and rows), of the held-out rows given."""
     given = f"of {len(holdout_rows or [])} held-out rows"
-    if result.get("metric") == "loss":
-        return f"{result.get('rows')} rows ({given})"
-    if result.get("metric") in ("pair_accuracy", "row_accuracy"):
-        return f"{result.get('prompts')} pairs of {result.get('rows')} rows ({given})"
-    if result.get("metric") == "episode_pass_rate":
-        return f"{result.get('prompts')} distinct episodes played whole ({given})"
-    return f"{result.get('prompts', result.get('rows'))} distinct prompts ({given})"
+    if result.metric == "loss":
+        return f"{result.rows} rows ({given})"
+    if result.metric in ("pair_accuracy", "row_accuracy"):
+        return f"{result.prompts} pairs of {result.rows} rows ({given})"
+    if result.metric == "episode_pass_rate":
+        return f"{result.prompts} distinct episodes played whole ({given})"
+    return f"{result.prompts if result.prompts is not None else result.rows} distinct prompts ({given})"
 
 
 @runtime_checkable
@@ -179,9 +180,8 @@ class JobBody(Protocol):
         """``(model, tokenizer)``: the base, with the start run's adapter when the spec has ``init_from``."""
         ...
 
-    def evaluate(self, spec: Any, model: Any, tokenizer: Any,
-                 rows: list[dict[str, Any]]) -> dict[str, Any]:
-        """The held-out measurement: ``{"value", "metric", ...}`` with per-prompt outcomes where there are prompts."""
+    def evaluate(self, spec: Any, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> HeldOutMeasure:
+        """The held-out measurement: its metric and value, with per-prompt outcomes where there are prompts."""
         ...
 
     def fit(self, spec: Any, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
@@ -205,7 +205,7 @@ def _method(name: str) -> JobBody:
     return module
 
 
-def _held_out_stats(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
+def _held_out_stats(before: HeldOutMeasure | None, after: HeldOutMeasure | None) -> dict[str, Any]:
     """The per-prompt (rm: per-pair) outcomes before and after, and how sure the result is.
 
     ``outcomes`` keeps both sides in prompt order so the test can be recomputed;
@@ -216,8 +216,8 @@ def _held_out_stats(before: dict[str, Any] | None, after: dict[str, Any] | None)
     """
     from whileai.core.stats import holdout_result
 
-    sides = {name: list(side["outcomes"]) for name, side in (("before", before), ("after", after))
-             if side and isinstance(side.get("outcomes"), list)}
+    sides = {name: list(side.outcomes) for name, side in (("before", before), ("after", after))
+             if side is not None and side.outcomes is not None}
     result = holdout_result(sides.get("before"), sides.get("after"))
     if result is None:
         return {}
@@ -225,13 +225,13 @@ def _held_out_stats(before: dict[str, Any] | None, after: dict[str, Any] | None)
     return {**out, **_by_group(before, after, sides)}
 
 
-def _by_group(before: dict[str, Any] | None, after: dict[str, Any] | None,
-              sides: dict[str, list[Any]]) -> dict[str, Any]:
+def _by_group(before: HeldOutMeasure | None, after: HeldOutMeasure | None,
+              sides: dict[str, list[int]]) -> dict[str, Any]:
     """``by_group``: the before/after of each group of held-out prompts (``groups``: a BFCL row's category)."""
     from whileai.core.defaults import HOLDOUT_GROUP_FIELD
     from whileai.core.stats import group_results
 
-    found = (after or {}).get("groups") or (before or {}).get("groups")
+    found = (after.groups if after is not None else None) or (before.groups if before is not None else None)
     by_group = group_results(sides.get("before"), sides.get("after"), found, HOLDOUT_GROUP_FIELD)
     return {"by_group": by_group} if by_group else {}
 
@@ -390,7 +390,8 @@ def _resume(job: _Job, checkpoints: Path | None,
     return resumed
 
 
-def _kept_key(job: _Job, tokenizer: Any, holdout_rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+def _kept_key(job: _Job, tokenizer: Any,
+              holdout_rows: list[dict[str, Any]] | None) -> _kept_measure.MeasureKey | None:
     """What this job's held-out measurement depends on, when its method keeps it beside the adapter (else None)."""
     keeps = getattr(job.method, "keeps_measure", None)
     if not holdout_rows or keeps is None or not keeps(job.spec):
@@ -399,7 +400,8 @@ def _kept_key(job: _Job, tokenizer: Any, holdout_rows: list[dict[str, Any]] | No
 
 
 def _measure_before(job: _Job, model: Any, tokenizer: Any, holdout_rows: list[dict[str, Any]] | None,
-                    checkpoints: Path | None, resuming: bool, key: dict[str, Any] | None) -> dict[str, Any] | None:
+                    checkpoints: Path | None, resuming: bool,
+                    key: _kept_measure.MeasureKey | None) -> HeldOutMeasure | None:
     """The held-out rate before training: read back from BEFORE_FILE when resuming, or from the start run's own
     "after" when it was measured the same way on the same adapter (``_kept_measure``), else measured (and kept)."""
     from whileai.jobs import _trainer_setup
@@ -407,12 +409,12 @@ def _measure_before(job: _Job, model: Any, tokenizer: Any, holdout_rows: list[di
     spec, before = job.spec, None
     kept = checkpoints / BEFORE_FILE if checkpoints is not None else None
     if resuming and holdout_rows and kept is not None and kept.is_file():
-        before = json.loads(kept.read_text())
+        before = HeldOutMeasure.from_json(json.loads(kept.read_text()))
         job.say(f"held-out before: read back from the interrupted job ({kept}), not measured again")
     if before is None and key is not None and spec.init_adapter:
         before = _kept_measure.read_back(Path(spec.init_adapter), key)
         if before is not None:
-            before = {**before, "read_back_from": spec.init_from}
+            before = replace(before, read_back_from=spec.init_from)
             job.say(f"held-out before: the start run {spec.init_from}'s own held-out after, read back (the same "
                     "adapter, prompts, reply cap, chat template and device), not measured again")
     if before is None:
@@ -422,10 +424,10 @@ def _measure_before(job: _Job, model: Any, tokenizer: Any, holdout_rows: list[di
         before = job.method.evaluate(spec, model, tokenizer, holdout_rows) if holdout_rows else None
         if before is not None and kept is not None and _trainer_setup.checkpoints_on(spec):
             kept.parent.mkdir(parents=True, exist_ok=True)
-            kept.write_text(json.dumps(before))
+            kept.write_text(json.dumps(before.to_json()))
     if before is not None:  # shown on the page while the trainer runs
-        job.say(f"held-out before: {before.get('metric')} {before['value']} on {_measured(before, holdout_rows)}")
-        job.run.note(training={"method": spec.method, "before": before["value"], "metric": before.get("metric")})
+        job.say(f"held-out before: {before.metric} {before.value} on {_measured(before, holdout_rows)}")
+        job.run.note(training={"method": spec.method, "before": before.value, "metric": before.metric})
     return before
 
 
@@ -455,7 +457,7 @@ def _train(job: _Job, model: Any, tokenizer: Any, rows: list[dict[str, Any]],
 
 
 def _measure_after(job: _Job, trained: _Trained, tokenizer: Any,
-                   holdout_rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+                   holdout_rows: list[dict[str, Any]] | None) -> HeldOutMeasure | None:
     """What the trainer received, then the held-out rate after training (None without a held-out set)."""
     spec, extra = job.spec, trained.extra
     too_long = extra.get("left_out_too_long") or 0
@@ -466,26 +468,27 @@ def _measure_after(job: _Job, trained: _Trained, tokenizer: Any,
         job.run.note(phase="measuring the held-out set after training")
     after = job.method.evaluate(spec, trained.model, tokenizer, holdout_rows) if holdout_rows else None
     if after is not None:
-        job.say(f"held-out after: {after.get('metric')} {after['value']} on {_measured(after, holdout_rows)}")
+        job.say(f"held-out after: {after.metric} {after.value} on {_measured(after, holdout_rows)}")
     return after
 
 
-def _summary(job: _Job, trained: _Trained, tokenizer: Any, before: dict[str, Any] | None,
-             after: dict[str, Any] | None, holdout_rows: list[dict[str, Any]] | None, gates: dict[str, Any],
+def _summary(job: _Job, trained: _Trained, tokenizer: Any, before: HeldOutMeasure | None,
+             after: HeldOutMeasure | None, holdout_rows: list[dict[str, Any]] | None, gates: dict[str, Any],
              resumed: dict[str, Any] | None) -> dict[str, Any]:
     """The run's ``training`` summary: the result, where and how long it trained, and the trainer's fields."""
     from whileai.jobs import _environment
 
     spec, place = job.spec, job.place
+    first, last = before or after, after or before  # the metric is the first side's, the prompts the last side's
     training: dict[str, Any] = {
         "method": spec.method,
         "base_model": spec.base_model,
-        "before": before["value"] if before else None,
-        "after": after["value"] if after else None,
-        "metric": (before or after or {}).get("metric", "pass_rate"),
+        "before": before.value if before else None,
+        "after": after.value if after else None,
+        "metric": first.metric if first else "pass_rate",
         "holdout": spec.holdout,
-        "holdout_prompts": (after or {}).get("prompts"),
-        "holdout_digest": (after or before or {}).get("prompt_digest"),  # which prompts, in which order
+        "holdout_prompts": after.prompts if after else None,
+        "holdout_digest": last.prompt_digest if last else None,  # which prompts, in which order
         "holdout_rows_given": len(holdout_rows or []),
         "seconds": round(time.time() - job.started, 2),
         "train_seconds": round(trained.seconds, 2),
@@ -507,8 +510,8 @@ def _summary(job: _Job, trained: _Trained, tokenizer: Any, before: dict[str, Any
     return training
 
 
-def _note_case(training: dict[str, Any], spec: RunSpec, tokenizer: Any, before: dict[str, Any] | None,
-               after: dict[str, Any] | None, holdout_rows: list[dict[str, Any]] | None,
+def _note_case(training: dict[str, Any], spec: RunSpec, tokenizer: Any, before: HeldOutMeasure | None,
+               after: HeldOutMeasure | None, holdout_rows: list[dict[str, Any]] | None,
                resumed: dict[str, Any] | None) -> None:
     """Add the summary's fields that depend on the case: a proxy reward against the exact judge, the base's
     notes, the start run, a resume, the reward model's cut, the cost basis, why before/after is missing."""
@@ -521,33 +524,33 @@ def _note_case(training: dict[str, Any], spec: RunSpec, tokenizer: Any, before: 
     training.update(_loading.base_notes(spec, tokenizer))  # the tool convention used, a GGUF base's import
     if spec.init_from:  # a stage: before is the start run's policy, measured here or read back from its "after"
         training["init_from"] = spec.init_from
-        if before and before.get("read_back_from"):
-            training["before_read_back"] = before["read_back_from"]
+        if before and before.read_back_from:
+            training["before_read_back"] = before.read_back_from
     if resumed is not None:  # continued from a checkpoint of an interrupted job of this run
         training["resumed"] = resumed
         # the run's time (and so its cost) counts the interrupted jobs' time too
         training["job_seconds"] = training["seconds"]
         training["seconds"] = round(training["seconds"] + float(resumed.get("earlier_seconds") or 0.0), 2)
-    if after and after.get("threshold") is not None:  # rm: the cut that best separates the held-out rows
-        training["threshold"] = after["threshold"]
-        training["threshold_row_accuracy"] = after.get("row_accuracy")
-    if after and after.get("by_failure"):  # rm: held-out pairs right per failure kind, before and after
-        training["pairs_by_failure"] = {"before": (before or {}).get("by_failure"), "after": after["by_failure"]}
+    if after and after.threshold is not None:  # rm: the cut that best separates the held-out rows
+        training["threshold"] = after.threshold
+        training["threshold_row_accuracy"] = after.row_accuracy
+    if after and after.by_failure:  # rm: held-out pairs right per failure kind, before and after
+        training["pairs_by_failure"] = {"before": before.by_failure if before else None, "after": after.by_failure}
     if training["gpu"] is None:
         training["cost_basis"] = "no estimate: the job ran on a CPU, which has no GPU price (GPU_USD_PER_HOUR)"
     if not holdout_rows:
         training["holdout_note"] = (
             "no held-out set: pass holdout= or cut the dataset with wai.datasets.cut to measure before/after"
         )
-    elif before and before["value"] is None:
-        training["holdout_note"] = before.get("why")
+    elif before and before.value is None:
+        training["holdout_note"] = before.why
 
 
-def _note_episodes(job: _Job, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
+def _note_episodes(job: _Job, before: HeldOutMeasure | None, after: HeldOutMeasure | None) -> None:
     """Held-out episodes played before and after: each one's verdict and conversation under the summary's
     ``episodes`` (``whileai.domain.episodes.record``), for the run's page to show turn by turn."""
-    sides = [side.get("records") if side else None for side in (before, after)]
-    if not any(isinstance(records, list) for records in sides):
+    sides = [side.records if side else None for side in (before, after)]
+    if all(records is None for records in sides):
         return
     from whileai.domain.episodes import EPISODES_KEY, episodes_summary
 

@@ -22,14 +22,16 @@ from typing import Any
 from whileai.core.spec import DPOSpec
 
 from whileai.jobs import _evaluation, _loading, _policy_pairs, _trainer_data, _trainer_setup
+from whileai.jobs._measure import HeldOutMeasure
 
 __all__ = ["fit", "load", "evaluate", "keeps_measure", "preference_pairs"]
 
 load = _loading.load_policy
 
 
-def evaluate(spec: DPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
+def evaluate(spec: DPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> HeldOutMeasure:
+    """The held-out first-action pass rate of the policy (``_evaluation.policy_pass_rate``)."""
+    return _evaluation.policy_pass_rate(model, tokenizer, rows, spec)
 
 
 def keeps_measure(spec: DPOSpec) -> bool:

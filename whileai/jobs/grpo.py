@@ -28,6 +28,7 @@ from whileai.core.spec import GRPOSpec
 
 from whileai.jobs import _episode_play, _evaluation, _loading, _rewards, _trainer_setup
 from whileai.jobs._grpo_batch import batch_shape
+from whileai.jobs._measure import HeldOutMeasure
 from whileai.jobs._trainer_setup import ensure_response_parser
 from whileai.jobs._grpo_watch import group_watch
 from whileai.jobs._rewards import first_action_reward
@@ -55,7 +56,7 @@ def _exact_verdicts(spec: GRPOSpec, funcs: list[Any], exact: Any) -> tuple[list[
     return [_rewards.tallied(funcs[0], exact, tally), *funcs[1:]], None, tally
 
 
-def evaluate(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def evaluate(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> HeldOutMeasure:
     """The exact judge's held-out pass rate; where the reward is another, that reward on the same greedy replies
     too (``proxy_scores``, per prompt), so the run can say whether the reward rose more than the task. In an
     environment: the held-out episodes played whole and judged (``_episode_play.episode_pass_rate``)."""
@@ -66,7 +67,7 @@ def evaluate(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, An
         stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
         tools = shared_tools(rows) or []  # rows whose tools differ: each judged without a shared schema
         proxy = _rewards.proxy_reward(*_rewards.reward_functions(spec, tokenizer, tools, stop_ids))
-    return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec, proxy=proxy), "metric": "pass_rate"}
+    return _evaluation.policy_pass_rate(model, tokenizer, rows, spec, proxy=proxy)
 
 
 def keeps_measure(spec: GRPOSpec) -> bool:

@@ -19,12 +19,14 @@ pass and fail rows, which ``reward_model`` uses as its pass line.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from whileai.core.spec import RMSpec, knob_of
 
 from whileai.jobs import _environment, _loading, _trainer_data, _trainer_setup
+from whileai.jobs._measure import HeldOutMeasure
 from whileai.domain import defaults
 
 __all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_examples", "near_miss_examples", "span_of",
@@ -198,31 +200,23 @@ def _by_rule(pairs: list[dict[str, Any]], outcomes: list[int]) -> dict[str, dict
     return dict(sorted(kinds.items())) or None
 
 
-def evaluate(spec: RMSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Held-out pair accuracy (pass outscores fail), plus the best-separating threshold on the held-out rows."""
+def evaluate(spec: RMSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> HeldOutMeasure:
+    """Held-out pair accuracy (pass outscores fail), plus the best-separating threshold on the held-out rows; where
+    the held-out rows make no pair, the row accuracy at that threshold (metric ``row_accuracy``)."""
     labelled, pairs, near = holdout_pairs(rows, spec)
     if not labelled:
-        return {"value": None, "metric": "pair_accuracy", "why": "no held-out row carries a passed label"}
+        return HeldOutMeasure(metric="pair_accuracy", value=None, why="no held-out row carries a passed label")
     scores = score_rows(model, tokenizer, labelled, span=span_of(spec))
     threshold, accuracy = best_threshold(scores, [bool(r["passed"]) for r in labelled])
-    result: dict[str, Any] = {"metric": "pair_accuracy", "threshold": threshold, "row_accuracy": accuracy,
-                              "reward_span": span_of(spec),
-                              "prompts": len(pairs), "rows": len(labelled)}
-    if near is not None:
-        result["near_misses"] = near
-    if pairs:
-        index = {id(r): s for r, s in zip(labelled, scores, strict=True)}
-        # each pair's outcome (1: the pass outscores its fail), in pair order, kept for the paired test
-        outcomes = [int(index[id(p["chosen"])] > index[id(p["rejected"])]) for p in pairs]
-        result["value"] = sum(outcomes) / len(pairs)
-        result["outcomes"] = outcomes
-        kinds = by_failure(pairs, outcomes) or _by_rule(pairs, outcomes)
-        if kinds:
-            result["by_failure"] = kinds
-    else:
-        result["value"] = accuracy
-        result["metric"] = "row_accuracy"
-    return result
+    rows_only = HeldOutMeasure(metric="row_accuracy", value=accuracy, threshold=threshold, row_accuracy=accuracy,
+                               reward_span=span_of(spec), prompts=len(pairs), rows=len(labelled), near_misses=near)
+    if not pairs:
+        return rows_only
+    index = {id(r): s for r, s in zip(labelled, scores, strict=True)}
+    # each pair's outcome (1: the pass outscores its fail), in pair order, kept for the paired test
+    outcomes = [int(index[id(p["chosen"])] > index[id(p["rejected"])]) for p in pairs]
+    return replace(rows_only, metric="pair_accuracy", value=sum(outcomes) / len(pairs), outcomes=tuple(outcomes),
+                   by_failure=by_failure(pairs, outcomes) or _by_rule(pairs, outcomes))
 
 
 def fit(spec: RMSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,

@@ -13,20 +13,21 @@ from typing import Any
 from whileai.core.spec import SFTSpec
 
 from whileai.jobs import _episode_play, _evaluation, _loading, _trainer_data, _trainer_setup
+from whileai.jobs._measure import HeldOutMeasure
 
 __all__ = ["fit", "load", "evaluate", "keeps_measure"]
 
 load = _loading.load_policy
 
 
-def evaluate(spec: SFTSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def evaluate(spec: SFTSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> HeldOutMeasure:
     """Held-out first-action pass rate, or held-out loss when the run's config says ``metric="loss"``; in an
     environment, the held-out episodes played whole and judged (``_episode_play.episode_pass_rate``)."""
     if spec.metric == "loss":
-        return {**_evaluation.heldout_loss(model, tokenizer, rows, spec), "metric": "loss"}
+        return _evaluation.heldout_loss(model, tokenizer, rows, spec)
     if spec.environment is not None:
         return _episode_play.episode_pass_rate(spec, model, tokenizer, rows)
-    return {**_evaluation.policy_pass_rate(model, tokenizer, rows, spec), "metric": "pass_rate"}
+    return _evaluation.policy_pass_rate(model, tokenizer, rows, spec)
 
 
 def keeps_measure(spec: SFTSpec) -> bool:
