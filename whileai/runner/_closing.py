@@ -19,10 +19,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from whileai.core.stats import group_lines, judged_text, status_text
 
+from whileai.runner._facts import RunFacts
 from whileai.runner.expect import line_text
 
 __all__ = ["summary", "human_lines", "emit", "page_of", "reader_left"]
@@ -49,20 +51,22 @@ def page_of(run_id: str, url: str) -> str:
     return f"python -m whileai open {run_id}"
 
 
-def summary(facts: dict[str, Any], run: Any = None, outcome: dict[str, Any] | None = None,
+def summary(facts: RunFacts | Mapping[str, Any], run: Any = None, outcome: dict[str, Any] | None = None,
             served: dict[str, Any] | None = None, checked: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The closing summary as a plain JSON-able dict (``facts``: what the pipeline gathered on its way)."""
+    """The closing summary as a plain JSON-able dict (``facts``: what the pipeline gathered on its way, or a plain
+    record of the same fields, ``RunFacts.of``)."""
+    known = RunFacts.of(facts)
     out: dict[str, Any] = {
-        "status": facts.get("status"),
-        "exit_code": facts.get("exit_code"),
-        "recipe": facts.get("recipe"),
-        "sweep_id": facts.get("sweep_id"),
+        "status": known.status,
+        "exit_code": known.exit_code,
+        "recipe": known.recipe,
+        "sweep_id": known.sweep_id,
         "run": run.id if run is not None else None,
-        "runs": list(facts.get("runs") or []),
-        "datasets": dict(facts.get("datasets") or {}),
+        "runs": [entry.to_json() for entry in known.runs],
+        "datasets": dict(known.datasets),
     }
-    if facts.get("error"):
-        out["error"] = facts["error"]
+    if known.error:
+        out["error"] = known.error
     from whileai.runner.quick import note as quick_note
 
     quick = quick_note()

@@ -29,6 +29,7 @@ from whileai.core.stats import describe, group_lines
 
 from whileai.runner import _estimate, defaults
 from whileai.runner._effective import resolve_stages, stage_specs
+from whileai.runner._facts import RunFact, RunFacts
 from whileai.runner._label import run_label
 from whileai.runner._progress import Progress
 from whileai.runner.expect import settle
@@ -278,9 +279,10 @@ def _serve(run: Any, serve: Serve, progress: Progress) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
-def _write_runs(context: Context, runs: list[dict[str, Any]], closing: dict[str, Any] | None = None) -> None:
+def _write_runs(context: Context, runs: list[RunFact], closing: dict[str, Any] | None = None) -> None:
     context.output_dir.mkdir(parents=True, exist_ok=True)
-    written: dict[str, Any] = {"sweep_id": context.sweep_id, "runs": runs, "overrides": context.overrides}
+    written: dict[str, Any] = {"sweep_id": context.sweep_id, "runs": [entry.to_json() for entry in runs],
+                               "overrides": context.overrides}
     if closing is not None:
         written["summary"] = closing
     (context.output_dir / defaults.RUN_FILE).write_text(json.dumps(written, indent=1, default=str) + "\n")
@@ -299,20 +301,19 @@ def run_spec(spec: RecipeSpec, context: Context, stages: list[tuple[Stage, RunSp
     from whileai.runner._closing import emit, summary
 
     progress = context.progress or Progress()
-    facts: dict[str, Any] = {"recipe": context.recipe, "sweep_id": context.sweep_id, "runs": [], "datasets": {},
-                             "status": "failed"}
+    facts = RunFacts(recipe=context.recipe, sweep_id=context.sweep_id, status="failed")
     try:
         code = _run(spec, context, progress, facts, stages)
     except KeyboardInterrupt:
         progress.line("- interrupted")
         code = EXIT_INTERRUPTED
-        facts.update(status="interrupted", error="interrupted (Ctrl-C); the hosted run was stopped")
-    facts["exit_code"] = code
-    closing = facts.get("closing") or summary(facts)
+        facts.status, facts.error = "interrupted", "interrupted (Ctrl-C); the hosted run was stopped"
+    facts.exit_code = code
+    closing = facts.closing or summary(facts)
     closing["exit_code"] = code
-    _write_runs(context, facts["runs"], closing)
+    _write_runs(context, facts.runs, closing)
     if not (context.json and context.sweep_id):
-        emit(closing, as_json=context.json, run=facts.get("run"))
+        emit(closing, as_json=context.json, run=facts.run)
     return code
 
 
@@ -323,7 +324,9 @@ class _Plan:
     spec: RecipeSpec
     context: Context
     progress: Progress
-    facts: dict[str, Any]
+    facts: RunFacts
+    #: the runner's record each stage's run carries (``provenance.runner_record``, plus the data's cut and held-out
+    #: note): JSON the platform stores as it is
     record: dict[str, Any]
     #: the stages in order, each with its resolved spec (what ``wai.train`` resolves it to)
     stages: list[tuple[Stage, RunSpec]]
@@ -335,6 +338,9 @@ class _Plan:
     #: stage name -> its run (and its id, which ``stages.NAME`` references resolve to)
     runs: dict[str, Any] = field(default_factory=dict)
     run_ids: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.facts = RunFacts.of(self.facts)  # a plain record of the same fields (a test's) is read as facts
 
     def start_of(self, stage: Stage) -> Any:
         """The run ``stage`` continues (init_from), None for a first stage or one that continues nothing."""
@@ -358,7 +364,7 @@ def _resolved_stages(spec: RecipeSpec, origin: Callable[[str], str] | None) -> l
     return stages
 
 
-def _run(spec: RecipeSpec, context: Context, progress: Progress, facts: dict[str, Any],
+def _run(spec: RecipeSpec, context: Context, progress: Progress, facts: RunFacts,
          stages: list[tuple[Stage, RunSpec]] | None) -> int:
     plan = _Plan(spec, context, progress, facts, runner_record(spec.plain(), context),
                  stages if stages is not None else _resolved_stages(spec, context.origin))
@@ -390,7 +396,7 @@ def _load_push_cut(plan: _Plan) -> None:
         pushed = wai.push(rows, name=plan.spec.name or "dataset")
         plan.record["dataset"] = {"id": pushed.id, "content_hash": pushed.content_hash, "rows": pushed.rows}
         note["result"] = f"{pushed.id} ({pushed.rows} rows, content {str(pushed.content_hash)[: defaults.HASH_SHOWN_CHARS]})"
-        facts["datasets"]["pushed"] = pushed.id
+        facts.datasets["pushed"] = pushed.id
     with progress.step("cut by task") as note:
         # from the rows in hand, under the pushed dataset's name: the sides cut(pushed) makes (pushing equal rows
         # answers the same ids), without reading the pushed rows or the train side back
@@ -402,7 +408,7 @@ def _load_push_cut(plan: _Plan) -> None:
         moved = wai.datasets.moved_text(sides.moved)
         note["result"] = (f"train {plan.train_side.id} ({plan.train_side.rows} rows), "
                           f"holdout {plan.held.id} ({plan.held.rows} rows)" + (f"; {moved}" if moved else ""))
-        facts["datasets"].update(train=plan.train_side.id, holdout=plan.held.id)
+        facts.datasets.update(train=plan.train_side.id, holdout=plan.held.id)
 
 
 def _import_gguf_bases(plan: _Plan) -> None:
@@ -449,7 +455,7 @@ def _run_stage(plan: _Plan, index: int, stage: Stage, resolved: RunSpec) -> int 
     if stage.last and plan.spec.target.name == "modal" and plan.context.sweep_id is not None:
         plan.progress.line(f"- submitted {run.id} (sweep {plan.context.sweep_id}); follow it with "
                            f"`python -m whileai wait {plan.context.sweep_id}`")
-        plan.facts["status"] = "submitted"
+        plan.facts.status = "submitted"
         return 0
     prompts, expected = _say_estimate(plan, label, resolved)
     code = _follow_to_end(plan, run, label, expected)
@@ -490,7 +496,7 @@ def _training_set(plan: _Plan, stage: Stage, label: str, resolved: RunSpec) -> t
                                       config=resolved.knobs())  # the knobs, as wai.train's own gate reads them
         fresh = train_set.id != plan.train_side.id
         if fresh:
-            plan.facts["datasets"][f"{stage.name}:{stage.method}"] = train_set.id
+            plan.facts.datasets[f"{stage.name}:{stage.method}"] = train_set.id
         note["result"] = (f"{train_set.id}; " if fresh else "") + (
             report.get("summary") or f"{report.get('rows')} of {report.get('rows_given')} rows")
     return train_set, used_rows
@@ -532,18 +538,18 @@ def _train_step(plan: _Plan, index: int, stage: Stage, label: str, train_set: An
             plan.progress.line(f"  warning: {warning.message}")
         run.note(export=_short_export(export_report))
         note["result"] = f"{run.id} \"{run.name}\" {run.url}"
-    plan.facts["runs"].append({"id": run.id, "stage": stage.name, "method": stage.method, "name": run.name})
+    plan.facts.runs.append(RunFact(id=run.id, stage=stage.name, method=stage.method, name=run.name))
     plan.run_ids[stage.name] = run.id
     plan.runs[stage.name] = run
-    plan.facts["run"] = run
-    _write_runs(plan.context, plan.facts["runs"])
+    plan.facts.run = run
+    _write_runs(plan.context, plan.facts.runs)
     return run
 
 
 def _refused(plan: _Plan, said: str, recorded: str, exc: Exception) -> int:
     """A gate refused the stage's data: say so (``said``), record why (``recorded``), end the run with EXIT_GATE."""
     plan.progress.line(f"- {said} refused the data; nothing was trained:\n{exc}")
-    plan.facts.update(status="refused", error=f"{recorded} refused the data: {str(exc).splitlines()[0]}")
+    plan.facts.status, plan.facts.error = "refused", f"{recorded} refused the data: {str(exc).splitlines()[0]}"
     return EXIT_GATE
 
 
@@ -553,7 +559,7 @@ def _follow_to_end(plan: _Plan, run: Any, label: str, expected: _estimate.Estima
     if status != "done":
         first = (run.error or "").splitlines()[0] if run.error else None
         plan.progress.line(f"- {run.id} ended {status}: {first or ''}")
-        plan.facts.update(status=status, error=first)
+        plan.facts.status, plan.facts.error = status, first
         return EXIT_FAILED
     training = run.training or {}
     plan.progress.line(f"- {label}: held-out {training.get('metric') or 'pass_rate'} "
@@ -603,6 +609,6 @@ def _finish(plan: _Plan, run: Any, previous: Any) -> int:
             served = _serve(run, spec.serve, progress)
             note["result"] = f"{served['name']} v{served['version']} at {served['endpoint']}; reply: {served['chat']}"
     outcome, checked = settle(run, previous, spec.expect.model_dump(), plan.context.expect_lines, plan.context.recipe)
-    plan.facts["status"] = run.status
-    plan.facts["closing"] = summary(plan.facts, run, outcome, served, checked)
+    plan.facts.status = run.status
+    plan.facts.closing = summary(plan.facts, run, outcome, served, checked)
     return 0 if checked["passed"] else EXIT_EXPECT

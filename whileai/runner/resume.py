@@ -38,6 +38,7 @@ def resume_main(argv: list[str] | None = None) -> int:
     from whileai.domain.tracking import TrainingRun
 
     from whileai.runner._closing import emit, summary
+    from whileai.runner._facts import RunFact, RunFacts
     from whileai.runner._progress import Progress
     from whileai.runner.expect import settle
     from whileai.runner.pipeline import EXIT_EXPECT, EXIT_FAILED, EXIT_INTERRUPTED, _follow
@@ -67,25 +68,24 @@ def resume_main(argv: list[str] | None = None) -> int:
     progress.line(f"- resuming {run.id} from its checkpoint at step {note.get('from_step')} "
                   f"(job {(answer.get('job') or {}).get('id')})")
     record = record_of(answer["run"]) or {}
-    facts: dict[str, Any] = {"recipe": record.get("recipe"), "sweep_id": None, "datasets": {},
-                             "runs": [{"id": run.id, "stage": record.get("stage"), "name": run.name,
-                                       "method": (run.config or {}).get("method") if isinstance(run.config, dict)
-                                       else None}]}
+    method = (run.config or {}).get("method") if isinstance(run.config, dict) else None
+    facts = RunFacts(recipe=record.get("recipe"),
+                     runs=[RunFact(id=run.id, stage=record.get("stage"), method=method, name=run.name)])
     try:
         status = _follow(run, f"resume {run.id}", progress)
     except KeyboardInterrupt:
-        facts.update(status=run.status, exit_code=EXIT_INTERRUPTED)
+        facts.status, facts.exit_code = run.status, EXIT_INTERRUPTED
         emit(summary(facts, run), as_json=args.json, run=run)
         return EXIT_INTERRUPTED
     if status != "done":
         error = (run.error or "").splitlines()[0] if run.error else None
-        facts.update(status=status, error=error, exit_code=EXIT_FAILED)
+        facts.status, facts.error, facts.exit_code = status, error, EXIT_FAILED
         emit(summary(facts, run), as_json=args.json, run=run)
         return EXIT_FAILED
     stored = record.get("spec")
     spec: dict[str, Any] = stored if isinstance(stored, dict) else {}
     outcome, checked = settle(run, _previous(client, run), spec.get("expect") or {}, {}, record.get("recipe"))
     code = 0 if checked["passed"] else EXIT_EXPECT
-    facts.update(status=run.status, exit_code=code)
+    facts.status, facts.exit_code = run.status, code
     emit(summary(facts, run, outcome, None, checked), as_json=args.json, run=run)
     return code
