@@ -12,7 +12,7 @@ import pytest
 from whileai.core.spec import read_spec
 from whileai.domain.episodes import KitEnvironment, episode_gold, kit_episode_rows, kit_tasks
 from whileai.domain.episodes.kit import KIT_KINDS
-from whileai.jobs import _episodes
+from whileai.jobs import _episode_prompts, _episodes
 
 
 def _rows(n: int = 60) -> list[dict[str, Any]]:
@@ -51,12 +51,12 @@ def _played(row: dict[str, Any], turns: list[dict[str, Any]]) -> KitEnvironment:
 
 def test_the_prompts_carry_the_reset_columns_and_the_gold_once_per_episode():
     rows = _rows()
-    prompts = _episodes.episode_prompts(rows + rows)
+    prompts = _episode_prompts.episode_prompts(rows + rows)
     assert len(prompts) == len(rows)
-    assert set(prompts[0]) == {"prompt", "kit_task", _episodes.EPISODE_GOLD_COLUMN, "task"}
+    assert set(prompts[0]) == {"prompt", "kit_task", _episode_prompts.EPISODE_GOLD_COLUMN, "task"}
     assert prompts[0]["prompt"] == [rows[0]["messages"][0]] and prompts[0]["task"] == rows[0]["task_id"]
     with pytest.raises(ValueError, match="no episode row among 1 rows"):
-        _episodes.episode_prompts([{"messages": [{"role": "user", "content": "x"}]}])
+        _episode_prompts.episode_prompts([{"messages": [{"role": "user", "content": "x"}]}])
 
 
 def test_the_reward_is_the_episode_verdict_state_and_reply():
@@ -75,14 +75,14 @@ def test_the_reward_is_the_episode_verdict_state_and_reply():
             golds.append(gold.to_json())
             want.append(passed)
     assert reward(prompts=prompts, completions=completions, environments=envs,
-                  **{_episodes.EPISODE_GOLD_COLUMN: golds, "trainer_state": None}) == want
+                  **{_episode_prompts.EPISODE_GOLD_COLUMN: golds, "trainer_state": None}) == want
 
 
 def test_only_the_judge_pays_the_environments_own_reward_is_hidden():
     hidden = _episodes.judge_only(KitEnvironment)
     assert issubclass(hidden, KitEnvironment) and hidden.get_reward is None
     assert _episodes.judge_only(hidden) is hidden and _episodes.judge_only(lambda: KitEnvironment()) is not None
-    assert _episodes.turn_cap(read_spec({"method": "grpo", "environment": "kit", "max_turns": 3})) == 3
+    assert _episode_prompts.turn_cap(read_spec({"method": "grpo", "environment": "kit", "max_turns": 3})) == 3
 
 
 def _spec(method: str, **extra: Any) -> Any:

@@ -17,7 +17,7 @@ from whileai.domain.monitor import _checks as ch
 from whileai.domain.monitor import _features as feats
 from whileai.domain.monitor._episodes import (EPISODE_MARKERS, PlayedEpisode, episode_gold_judge, episode_sampler,
                                               played_episodes)
-from whileai.jobs import _episodes
+from whileai.jobs import _episode_prompts, _episodes
 from whileai.simulations.proxy_rewards import calls_made
 
 P, K, LOOKS = 16, 4, 6
@@ -121,11 +121,11 @@ def _policy(task: KitTask, way: str) -> Any:
 
 def _held() -> list[dict[str, Any]]:
     """P held-out episodes as TRL's dataset holds them (prompt, reset arguments, gold, task)."""
-    return _episodes.episode_prompts(kit_episode_rows(kit_tasks(P, seed=3)))
+    return _episode_prompts.episode_prompts(kit_episode_rows(kit_tasks(P, seed=3)))
 
 
 def _gold_of(row: Any) -> Any:
-    return episode_gold(row[_episodes.EPISODE_GOLD_COLUMN])
+    return episode_gold(row[_episode_prompts.EPISODE_GOLD_COLUMN])
 
 
 def _play(choose: Any, seen: dict[str, Any]) -> Any:
@@ -161,7 +161,7 @@ def test_a_monitor_watching_kit_episodes_reads_them_as_training_does_and_alarms_
 
     def proxy(prompts: Any, completions: Any, environments: Any = None, **columns: Any) -> Any:
         left.extend(environments)
-        assert set(columns) >= {"kit_task", _episodes.EPISODE_GOLD_COLUMN, "task"}, "the rows' columns, as TRL passes"
+        assert set(columns) >= {"kit_task", _episode_prompts.EPISODE_GOLD_COLUMN, "task"}, "the rows' columns, as TRL passes"
         return calls_made(prompts, completions)
 
     def choose(seed: int, rng: random.Random) -> str:
@@ -201,7 +201,7 @@ def test_the_gold_is_the_episode_judges_verdict_on_the_episode_played():
             assert judge({**row, "played": episode.episode}) == want
             assert _episodes.episode_reward(KitEnvironment)(  # the judge TRL pays, on the same rollout
                 prompts=[row["prompt"]], completions=[episode.completion], environments=[episode.environment],
-                **{_episodes.EPISODE_GOLD_COLUMN: [row[_episodes.EPISODE_GOLD_COLUMN]]}) == [want]
+                **{_episode_prompts.EPISODE_GOLD_COLUMN: [row[_episode_prompts.EPISODE_GOLD_COLUMN]]}) == [want]
             assert episode.counts["calls"] == len(_gold_of(row).calls) and not episode.markers["episode:turn_cap"]
     with pytest.raises(ValueError, match="reads a played episode"):
         judge({**held[0], "messages": []})

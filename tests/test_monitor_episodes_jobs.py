@@ -13,6 +13,7 @@ from test_runner_validate import compose
 
 from whileai.core.spec import environment_reward_problems, spec_problems
 from whileai.domain.episodes import KitEnvironment
+from whileai.domain.monitor import GOLD_CHECKS
 from whileai.jobs import _episode_watch, _episodes
 
 CALLS = "python:whileai.simulations.proxy_rewards:calls_made"
@@ -110,7 +111,7 @@ def test_an_episode_run_paid_the_judge_itself_is_watched_by_the_gold_free_alarms
                          "or turn_reward")
     armed = monitor.summary()["armed"]
     assert armed["length"] == armed["format"] == "armed"
-    assert all(armed[kind].startswith("off: the reward is the episode judge") for kind in grpo.GOLD_ALARMS)
+    assert all(armed[kind].startswith("off: the reward is the episode judge") for kind in GOLD_CHECKS)
     off = spec.model_copy(update={"monitor": False})
     assert _episode_watch.episode_monitor(off, None, _held(), None, KitEnvironment) == (
         None, "off (config['monitor'] is False)")

@@ -40,9 +40,9 @@ def paid_by_judge(spec: GRPOSpec) -> bool:
 
 
 def _gold_of(row: Mapping[str, Any]) -> Any:
-    """A held-out row's gold, from TRL's dataset column (``_episodes.EPISODE_GOLD_COLUMN``)."""
+    """A held-out row's gold, from TRL's dataset column (``_episode_prompts.EPISODE_GOLD_COLUMN``)."""
     from whileai.domain.episodes.rows import episode_gold
-    from whileai.jobs._episodes import EPISODE_GOLD_COLUMN
+    from whileai.jobs._episode_prompts import EPISODE_GOLD_COLUMN
 
     return episode_gold(row[EPISODE_GOLD_COLUMN])
 
@@ -99,8 +99,8 @@ def _player(factory: Callable[[], Any], max_turns: int) -> Callable[..., list[tu
 
 def _gold(spec: GRPOSpec, factory: Callable[[], Any]) -> tuple[Any, str, dict[str, str]]:
     """The monitor's gold judge, what the run says of it, and the alarms left off with why (see the module)."""
-    from whileai.domain.monitor._episodes import episode_gold_judge
-    from whileai.jobs.grpo import GOLD_ALARMS
+    from whileai.domain.monitor import episode_gold_judge
+    from whileai.domain.monitor import GOLD_CHECKS
 
     if not paid_by_judge(spec):
         paid = ",".join(spec.reward) if not spec.turn_reward else f"the episode judge with turn_{spec.turn_reward}"
@@ -109,7 +109,7 @@ def _gold(spec: GRPOSpec, factory: Callable[[], Any]) -> tuple[Any, str, dict[st
             "not)"), {}
     why = ("the reward is the episode judge, the strictest judge this run has; to watch another reward against it, "
            "train with reward=python:MODULE:FUNCTION or turn_reward")
-    return None, f"the alarms that need no gold judge: {why}", {kind: f"off: {why}" for kind in GOLD_ALARMS}
+    return None, f"the alarms that need no gold judge: {why}", {kind: f"off: {why}" for kind in GOLD_CHECKS}
 
 
 def episode_monitor(spec: GRPOSpec, run: Any, holdout: list[dict[str, Any]] | None, proxy: Any,
@@ -120,7 +120,7 @@ def episode_monitor(spec: GRPOSpec, run: Any, holdout: list[dict[str, Any]] | No
     for single-turn GRPO; ``spec.monitor`` holds its settings (HackMonitor's keyword arguments, ``temperature``
     among them) or False to turn it off."""
     from whileai.domain.episodes.rows import held_out_episodes
-    from whileai.jobs._episodes import episode_prompts, turn_cap
+    from whileai.jobs._episode_prompts import episode_prompts, turn_cap
     from whileai.jobs.distributed import world
 
     if spec.monitor is False:
@@ -131,7 +131,7 @@ def episode_monitor(spec: GRPOSpec, run: Any, holdout: list[dict[str, Any]] | No
     if not world().first:  # the monitor's looks are rank 0's: one set of looks, written once
         return None, "on rank 0"
     from whileai.domain.monitor import HackMonitor
-    from whileai.domain.monitor._episodes import episode_sampler
+    from whileai.domain.monitor import episode_sampler
 
     kwargs = dict(spec.monitor) if isinstance(spec.monitor, dict) else {}
     # the trainer's temperature unless the recipe's monitor.temperature (or HackMonitor's sampling=) says otherwise,

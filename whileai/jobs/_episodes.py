@@ -36,44 +36,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from whileai.core.spec import GRPOSpec
+from whileai.jobs._episode_prompts import EPISODE_GOLD_COLUMN, episode_prompts, turn_cap
 from whileai.jobs.trainer_config import grpo_reward_weights
 
-__all__ = ["EPISODE_GOLD_COLUMN", "EPISODE_JUDGE_KEY", "episode_prompts", "episode_reward", "turn_reward",
-           "judge_only", "fit_episodes", "turn_cap"]
+__all__ = ["EPISODE_JUDGE_KEY", "episode_reward", "turn_reward", "judge_only", "fit_episodes"]
 
-#: TRL's dataset column carrying an episode's gold (EpisodeGold's JSON) to the reward.
-EPISODE_GOLD_COLUMN = "episode_gold"
 #: TRL's log key of the episode judge's per-step mean (``rewards/<the function's name>/mean``): the sampled pass
 #: rate where a per-turn reward is paid beside it.
 EPISODE_JUDGE_KEY = "rewards/episode_judge/mean"
-
-
-def turn_cap(spec: Any) -> int:
-    """The spec's tool-calling rounds per episode: its ``max_turns``, else the domain's EPISODE_MAX_TURNS."""
-    from whileai.domain import defaults
-
-    given = getattr(spec, "max_turns", None)
-    return defaults.EPISODE_MAX_TURNS if given is None else int(given)
-
-
-def episode_prompts(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """TRL's rows: one per distinct episode of ``rows`` (see the module). Raises when no row is an episode row."""
-    from whileai.domain.episodes.rows import episode_gold, has_episode
-    from whileai.domain.rows.rowsource import task_key
-    from whileai.domain.rows.taskkey import prompt_messages
-
-    out: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        if not has_episode(row):
-            continue
-        gold = episode_gold(row)
-        out.setdefault(gold.to_json(), {"prompt": prompt_messages(row), **gold.reset,
-                                        EPISODE_GOLD_COLUMN: gold.to_json(), "task": task_key(row)})
-    if not out:
-        raise ValueError(f"grpo in an environment found no episode row among {len(rows)} rows (a row with an "
-                         "'episode' field); load the environment's gold episodes (dataset=episodes), or train "
-                         "without an environment")
-    return list(out.values())
 
 
 def judge_only(factory: Callable[[], Any]) -> Callable[[], Any]:

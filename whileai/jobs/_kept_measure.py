@@ -92,7 +92,7 @@ def _episode_key(spec: RunSpec, environment: str, holdout_rows: list[dict[str, A
     cap, the template, the batch the replies are generated in, and the device."""
     from whileai.jobs import defaults
     from whileai.domain.episodes.rows import episode_digest, held_out_episodes
-    from whileai.jobs._episodes import turn_cap
+    from whileai.jobs._episode_prompts import turn_cap
 
     return MeasureKey(
         measure="episode_pass_rate",

@@ -176,6 +176,7 @@ def _monitor_gold(spec: GRPOSpec) -> tuple[Any, str, dict[str, str]]:
     false, so the alarms that need a gold judge are off and the gold-free ones (length, KL, format) stay on.
     """
     from whileai.domain.judges.judging import first_action_judge
+    from whileai.domain.monitor import GOLD_CHECKS
 
     if reward_strength(spec.reward) != "exact":
         if spec.gold_judge:
@@ -186,12 +187,10 @@ def _monitor_gold(spec: GRPOSpec) -> tuple[Any, str, dict[str, str]]:
            (f"; gold_judge={spec.gold_judge} is a learned reward model, weaker than it, so its alarms could only be "
             "false" if spec.gold_judge else "") +
            "; to watch another reward against it, train with reward=fine_grained, rm or python:MODULE:FUNCTION")
-    off = {kind: f"off: {why}" for kind in GOLD_ALARMS}
+    off = {kind: f"off: {why}" for kind in GOLD_CHECKS}
     return None, f"on with the alarms that need no gold judge (length, kl, format): {why}", off
 
 
-#: the HackMonitor's alarms that compare the reward with a gold judge
-GOLD_ALARMS = ("divergence", "gold_decline", "feature")
 
 
 def _within_context(tokenizer: Any, prompts: list[dict[str, Any]], shared: list[dict[str, Any]] | None, limit: int,

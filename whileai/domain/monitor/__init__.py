@@ -65,6 +65,8 @@ from whileai.domain.monitor import _sampling as sampling_
 from whileai.core.errors import MonitorWarning
 
 from whileai.domain import defaults
+from whileai.domain.monitor._arming import GOLD_CHECKS
+from whileai.domain.monitor._episodes import PlayedEpisode, episode_gold_judge, episode_sampler
 from whileai.domain.monitor._report import alarm_message, clean, format_hack_monitor, prompt_text
 from whileai.domain.monitor._scoring import (accepted, call_proxy, check_sampled, score_gold, validate_settings,
                                              watched)
@@ -72,7 +74,8 @@ from whileai.domain.monitor._scoring import (accepted, call_proxy, check_sampled
 if TYPE_CHECKING:
     from whileai.domain.tracking import TrainingRun
 
-__all__ = ["HackMonitor", "format_hack_monitor"]
+__all__ = ["HackMonitor", "format_hack_monitor", "episode_sampler", "episode_gold_judge", "PlayedEpisode",
+           "GOLD_CHECKS"]
 
 
 def _mean(values: np.ndarray) -> float:
