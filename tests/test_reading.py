@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from whileai.core.stats import holdout_result
+from whileai.runner._facts import RunFacts
 
 
 def _record(before: list[int], after: list[int]) -> dict[str, Any]:
@@ -36,7 +37,7 @@ def test_the_closing_summary_words_the_paired_test_beside_the_figure():
         training = _record(before, after)["summary"]["training"]
         outcome = {"status": "done", "metric": "pass_rate", "before": training["before"], "after": training["after"],
                    "stats": training["stats"], "verdict": None}
-        lines = human_lines(summary({"status": "done", "exit_code": 0}, outcome=outcome))
+        lines = human_lines(summary(RunFacts(status="done", exit_code=0), outcome=outcome))
         held = next(line for line in lines if line.startswith("held-out"))
         assert held.startswith(f"held-out   pass_rate {training['before']:.3f} -> {training['after']:.3f}, {word} (")
 
@@ -190,7 +191,7 @@ def _closing_lines(**outcome: Any) -> list[str]:
     from whileai.runner._closing import human_lines, summary
 
     base = {"status": "done", "metric": "pass_rate", "before": 0.0, "after": 0.5, "stats": None, "verdict": None}
-    return human_lines(summary({"status": "done", "exit_code": 0}, outcome={**base, **outcome}))
+    return human_lines(summary(RunFacts(status="done", exit_code=0), outcome={**base, **outcome}))
 
 
 def test_no_delta_line_when_nothing_asked_for_a_delta_report():
@@ -255,7 +256,7 @@ def test_the_closing_summary_says_where_a_mirrored_copy_went():
                                "wandb": {"to": "https://wandb.ai/team/proj/runs/run_1", "status": "closed",
                                          "points": 41, "errors": 0}}}
 
-    closing = summary({"status": "done", "exit_code": 0}, run=Mirrored())
+    closing = summary(RunFacts(status="done", exit_code=0), run=Mirrored())
     assert closing["mirrors"]["wandb"]["to"] == "https://wandb.ai/team/proj/runs/run_1"
     [line] = [line for line in human_lines(closing) if line.startswith("mirrored")]
     assert line == ("mirrored   mlflow (closed, 41 points) at sqlite:////data/mirrors/acct/mlflow.db, "
@@ -342,7 +343,7 @@ def test_the_closing_summary_ends_quietly_on_a_closed_pipe():
     read, write = os.pipe()
     os.close(read)  # `python -m whileai run ... | head` after head has exited
     with os.fdopen(write, "w") as stream:
-        emit(summary({"status": "done", "exit_code": 0}), as_json=False, stream=stream)  # no BrokenPipeError
+        emit(summary(RunFacts(status="done", exit_code=0)), as_json=False, stream=stream)  # no BrokenPipeError
         stream.write("x" * 100_000)
         stream.flush()  # the descriptor now leads to /dev/null
 

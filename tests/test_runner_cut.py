@@ -15,6 +15,7 @@ from test_runner_validate import compose
 
 from whileai.runner import schema
 from whileai.runner._progress import Progress
+from whileai.runner._facts import RunFacts
 from whileai.runner.pipeline import Context, _load_push_cut, _Plan
 from whileai.simulations.datasets import _prompt_text
 
@@ -27,7 +28,7 @@ def _cut(overrides: list[str], tmp_path: Path) -> tuple[_Plan, str]:
     spec = schema.recipe_spec(plain)
     out = io.StringIO()
     context = Context(recipe="r", overrides=[], choices={}, command="", output_dir=tmp_path)
-    plan = _Plan(spec, context, Progress(out, tty=False), {"datasets": {}}, {}, [])
+    plan = _Plan(spec, context, Progress(out, tty=False), RunFacts(), {}, [])
     _load_push_cut(plan)
     return plan, out.getvalue()
 

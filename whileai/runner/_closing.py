@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 from whileai.core.stats import group_lines, judged_text, status_text
@@ -51,11 +50,9 @@ def page_of(run_id: str, url: str) -> str:
     return f"python -m whileai open {run_id}"
 
 
-def summary(facts: RunFacts | Mapping[str, Any], run: Any = None, outcome: dict[str, Any] | None = None,
+def summary(known: RunFacts, run: Any = None, outcome: dict[str, Any] | None = None,
             served: dict[str, Any] | None = None, checked: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The closing summary as a plain JSON-able dict (``facts``: what the pipeline gathered on its way, or a plain
-    record of the same fields, ``RunFacts.of``)."""
-    known = RunFacts.of(facts)
+    """The closing summary as a plain JSON-able dict (``known``: what the pipeline gathered on its way)."""
     out: dict[str, Any] = {
         "status": known.status,
         "exit_code": known.exit_code,

@@ -7,7 +7,6 @@ into plain JSON there, at the edge, through :meth:`RunFact.to_json`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,14 +48,3 @@ class RunFacts:
     run: TrainingRun | None = None
     #: the closing summary, once the last stage's expect lines are settled (``_closing.summary``: JSON out)
     closing: dict[str, Any] | None = None
-
-    @classmethod
-    def of(cls, given: RunFacts | Mapping[str, Any]) -> RunFacts:
-        """``given`` as facts: itself, or a plain record with these fields' names (what a caller writes by hand)."""
-        if isinstance(given, RunFacts):
-            return given
-        runs = [r if isinstance(r, RunFact) else RunFact(r["id"], r.get("stage"), r.get("method"), r.get("name"))
-                for r in given.get("runs") or []]
-        return cls(recipe=given.get("recipe"), sweep_id=given.get("sweep_id"), runs=runs,
-                   datasets=dict(given.get("datasets") or {}), status=given.get("status"), error=given.get("error"),
-                   exit_code=given.get("exit_code"), run=given.get("run"), closing=given.get("closing"))

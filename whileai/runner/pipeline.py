@@ -339,9 +339,6 @@ class _Plan:
     runs: dict[str, Any] = field(default_factory=dict)
     run_ids: dict[str, str] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self.facts = RunFacts.of(self.facts)  # a plain record of the same fields (a test's) is read as facts
-
     def start_of(self, stage: Stage) -> Any:
         """The run ``stage`` continues (init_from), None for a first stage or one that continues nothing."""
         return self.runs.get(stage.start) if stage.start is not None else None
