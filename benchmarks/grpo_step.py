@@ -28,11 +28,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import textwrap
-import warnings
+
+from _step_timing import alternate, run_bare  # the rounds and the steady state, shared with episode_step.py
 
 TARGET_RATIO = 1.05
 
@@ -105,19 +105,9 @@ _BARE = textwrap.dedent("""
 """)
 
 
-def _steady(step_ts: list[float]) -> float:
-    """Seconds per optimizer step between the first step's log and the last one's (set-up and step 1 excluded)."""
-    return (step_ts[-1] - step_ts[0]) / (len(step_ts) - 1)
-
-
 def _bare(base: str, rows_path: str, settings: dict, threads: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
-        code = _BARE.format(base=base, rows_path=rows_path, out=out, threads=threads, **settings)
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    if done.returncode != 0:
-        raise RuntimeError(f"the bare TRL script failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        return run_bare(_BARE.format(base=base, rows_path=rows_path, out=out, threads=threads, **settings))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,36 +148,19 @@ def main(argv: list[str] | None = None) -> int:
                 "micro_batch": args.generations * micro, "accumulation": per_step // micro,
                 "rank": core_defaults.TRAIN_LORA_R, "alpha": core_defaults.TRAIN_LORA_ALPHA}
 
-    framework, bare, framework_steady, bare_steady = [], [], [], []
-    for i in range(args.rounds):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            run = wai.train(train_side, method="grpo", base_model=base, steps=args.steps,
-                            generations=args.generations, max_completion_length=args.max_len,
-                            temperature=args.temperature, beta=args.beta, learning_rate=args.lr, check="off",
-                            config={"monitor": False})
-        if run.wait(poll=2) != "done":
-            raise RuntimeError(f"the framework's job failed: {run.error}")
-        series = wai.get_run(run.id)["series"]
-        framework.append(run.training["train_seconds"] / args.steps)
-        framework_steady.append(_steady([p["ts"] for p in series if "loss" in p["metrics"]]))
-        done = _bare(base, rows_path, settings, threads)
-        bare.append(done["train_seconds"] / args.steps)
-        bare_steady.append(_steady(done["step_ts"]))
-        print(f"round {i + 1}: framework {framework[-1]:.2f} s/step over its span, {framework_steady[-1]:.2f} "
-              f"between steps ({len(series)} points logged); bare TRL {bare[-1]:.2f} and {bare_steady[-1]:.2f}",
-              flush=True)
-    ratio = min(framework_steady) / min(bare_steady)
+    timings = alternate(
+        args.rounds, args.steps,
+        start_run=lambda: wai.train(train_side, method="grpo", base_model=base, steps=args.steps,
+                                    generations=args.generations, max_completion_length=args.max_len,
+                                    temperature=args.temperature, beta=args.beta, learning_rate=args.lr,
+                                    check="off", config={"monitor": False}),
+        bare=lambda: _bare(base, rows_path, settings, threads))
     print(json.dumps({
         "steps": args.steps, "prompts": len(prompts), "prompts_per_step": per_step, "threads": threads,
         "settings": settings, "model": "the kit's tiny model (kit._base.tiny_model_dir)",
-        "framework_seconds_per_step": [round(x, 3) for x in framework_steady],
-        "bare_trl_seconds_per_step": [round(x, 3) for x in bare_steady],
-        "ratio_min_over_min": round(ratio, 3), "target": TARGET_RATIO,
-        "span_seconds_per_step": {"framework": [round(x, 3) for x in framework], "bare_trl": [round(x, 3) for x in bare],
-                                  "ratio_min_over_min": round(min(framework) / min(bare), 3)},
+        **timings.figures(TARGET_RATIO),
     }, indent=1))
-    return 0 if ratio <= TARGET_RATIO else 1
+    return 0 if timings.ratio() <= TARGET_RATIO else 1
 
 
 if __name__ == "__main__":
