@@ -67,13 +67,14 @@ def test_the_per_category_lines_give_n_and_a_paired_p_each():
 def test_the_closing_summary_shows_the_per_category_lines_under_the_overall_one():
     from whileai.core.stats import holdout_result
     from whileai.runner._closing import human_lines, summary
+    from whileai.runner._facts import RunFacts
 
     before, after = [0, 0, 0, 1], [1, 1, 0, 1]
     groups = ["multiple", "multiple", "parallel", "parallel"]
     outcome = {"status": "done", "metric": "pass_rate", "before": 0.25, "after": 0.75,
                "stats": holdout_result(before, after), "by_group": group_results(before, after, groups, "category"),
                "alarms": [], "cost_usd": None, "cost_basis": "a CPU"}
-    closing = summary({"status": "done", "runs": [], "datasets": {}}, None, outcome)
+    closing = summary(RunFacts(status="done"), None, outcome)
     assert closing["held_out"]["by_group"]["groups"]["multiple"]["paired"]["improved"] == 2
     lines = human_lines(closing)
     at = next(i for i, line in enumerate(lines) if line.startswith("held-out   pass_rate 0.250 -> 0.750"))
