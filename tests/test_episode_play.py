@@ -93,8 +93,8 @@ def test_a_policy_that_plays_the_gold_passes_every_episode_and_one_that_stops_ea
 
     tokenizer = SimpleNamespace()  # the scripted policies read no ids
     for respond, passed in ((gold_policy, True), (stops, False)):
-        plays = [_tagged(play._play(factory, row, tokenizer, None), row) for row in rows]
-        results = play.play_together(plays, respond)
+        plays = [_tagged(play._play(factory, play._start_of(row), tokenizer, None), row) for row in rows]
+        results = play._judged(factory, rows, play.play_together(plays, respond))
         assert [verdict.passed for _, verdict in results] == [passed] * len(rows)
         assert {episode.stopped for episode, _ in results} == {"answered"}
 

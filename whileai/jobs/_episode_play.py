@@ -29,8 +29,8 @@ from whileai.domain.episodes.rows import episode_digest, held_out_episodes
 from whileai.jobs import defaults
 from whileai.jobs._measure import HeldOutMeasure
 
-__all__ = ["EPISODE_METRIC", "tool_suffix_ids", "play_together", "episode_pass_rate", "environment_name",
-           "factory_of"]
+__all__ = ["EPISODE_METRIC", "tool_suffix_ids", "play_together", "play_episodes", "episode_pass_rate",
+           "environment_name", "factory_of"]
 
 #: The held-out metric of a run played in an environment.
 EPISODE_METRIC = "episode_pass_rate"
@@ -223,23 +223,54 @@ def _replier(model: Any, tokenizer: Any, cap: int, limit: int) -> Callable[[list
     return respond
 
 
-def _play(factory: Any, row: Mapping[str, Any], tokenizer: Any, max_turns: int | None) -> Callable[..., Any]:
-    """One held-out episode as a play for :func:`play_together`: reset from the row's gold, played, judged."""
-    from whileai.domain.episodes import judge_episode, play_episode, replay, tool_methods
-    from whileai.domain.episodes.rows import episode_gold
-    from whileai.domain.rows.taskkey import prompt_messages
+class _Sampled:
+    """The policy with each ``generate`` call sampled at ``sampling`` (temperature, top_p, top_k) instead of greedy."""
 
-    gold = episode_gold(row)
-    start = {"prompt": prompt_messages(row), **gold.reset}
+    def __init__(self, model: Any, sampling: Mapping[str, Any]):
+        self.model, self.sampling = model, sampling
+
+    def parameters(self) -> Any:
+        return self.model.parameters()
+
+    def generate(self, **kwargs: Any) -> Any:
+        s = self.sampling
+        return self.model.generate(**{**kwargs, "do_sample": True, "temperature": float(s["temperature"]),
+                                      "top_p": float(s["top_p"]), "top_k": int(s["top_k"])})
+
+
+def _play(factory: Any, start: Mapping[str, Any], tokenizer: Any, max_turns: int | None) -> Callable[..., Any]:
+    """One episode as a play for :func:`play_together`: a fresh environment reset from ``start``, played; the play
+    returns ``(the episode, the environment it left)``."""
+    from whileai.domain.episodes import play_episode, tool_methods
 
     def play(ask: Callable[[Any], Any]) -> tuple[Any, Any]:
         environment = factory()
         tokens = _Tokens(tokenizer, tool_methods(environment))  # bound to this instance, as TRL offers them
-        episode = play_episode(lambda conversation: ask((tokens, conversation)), environment, start,
+        episode = play_episode(lambda conversation: ask((tokens, conversation)), environment, dict(start),
                                max_turns=max_turns)
-        return episode, judge_episode(episode, replay(factory, start, gold.calls), gold.responses)
+        return episode, environment
 
     return play
+
+
+def play_episodes(model: Any, tokenizer: Any, factory: Any, starts: Sequence[Mapping[str, Any]],
+                  max_turns: int | None, max_new_tokens: int,
+                  sampling: Mapping[str, Any] | None = None) -> list[tuple[Any, Any]]:
+    """Every start row (the environment's ``reset`` arguments and the prompt) played at once by the policy, in eval
+    mode (its mode put back after): each reply greedy, or sampled at ``sampling``; ``(episode, environment it
+    left)`` for each, in order. The held-out measure and the HackMonitor's looks both play episodes through it."""
+    from whileai.jobs._loading import max_length
+    from whileai.jobs._trainer_setup import ensure_response_parser
+
+    ensure_response_parser(tokenizer)  # each reply is parsed as TRL parses a rollout's
+    policy = _Sampled(model, sampling) if sampling is not None else model
+    was_training = model.training
+    model.eval()
+    try:
+        return play_together([_play(factory, start, tokenizer, max_turns) for start in starts],
+                             _replier(policy, tokenizer, max_new_tokens, max_length(model)))
+    finally:
+        model.train(was_training)
 
 
 def episode_pass_rate(spec: RunSpec, model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]]) -> HeldOutMeasure:
@@ -249,26 +280,36 @@ def episode_pass_rate(spec: RunSpec, model: Any, tokenizer: Any, rows: Sequence[
     ``outcomes`` is each episode's pass (1) or fail (0) in a fixed order (drawn with the run's seed), so before and
     after pair episode by episode; ``stopped`` counts how the episodes ended (answered, or at the turn cap);
     ``records`` keeps each episode's verdict and conversation (``whileai.domain.episodes.record``)."""
-    from whileai.jobs._loading import max_length
-
     name = environment_name(spec)
     chosen = held_out_episodes(rows, spec.holdout_rows, spec.seed)
     if not name or not chosen:
         return HeldOutMeasure(metric=EPISODE_METRIC, value=None, prompts=0,
                               why="no held-out row carries an episode (make the rows with dataset=episodes)")
-    from whileai.jobs._trainer_setup import ensure_response_parser
-
-    ensure_response_parser(tokenizer)  # each reply is parsed as TRL parses a rollout's
     factory = factory_of(name)
-    was_training = model.training
-    model.eval()
-    try:
-        played = play_together([_play(factory, row, tokenizer, getattr(spec, "max_turns", None)) for row in chosen],
-                               _replier(model, tokenizer, spec.eval_max_new_tokens, max_length(model)))
-    finally:
-        if was_training:
-            model.train()
-    return _result(chosen, played)
+    played = play_episodes(model, tokenizer, factory, [_start_of(row) for row in chosen],
+                           getattr(spec, "max_turns", None), spec.eval_max_new_tokens)
+    return _result(chosen, _judged(factory, chosen, played))
+
+
+def _start_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What an episode row's episode starts from: its prompt and its environment's ``reset`` arguments."""
+    from whileai.domain.episodes.rows import episode_gold
+    from whileai.domain.rows.taskkey import prompt_messages
+
+    return {"prompt": prompt_messages(row), **episode_gold(row).reset}
+
+
+def _judged(factory: Any, rows: Sequence[Mapping[str, Any]], played: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """Each played ``(episode, environment)`` of ``rows`` as ``(episode, verdict)``: judged against the row's gold
+    calls replayed on a fresh environment, and the words its final reply must say."""
+    from whileai.domain.episodes import judge_episode, replay
+    from whileai.domain.episodes.rows import episode_gold
+
+    out = []
+    for row, (episode, _) in zip(rows, played, strict=True):
+        gold = episode_gold(row)
+        out.append((episode, judge_episode(episode, replay(factory, _start_of(row), gold.calls), gold.responses)))
+    return out
 
 
 def _result(chosen: Sequence[Mapping[str, Any]], played: list[tuple[Any, Any]]) -> HeldOutMeasure:

@@ -3,7 +3,7 @@
 ``_episodes.fit_episodes`` adds it as a callback (on rank 0, as ``grpo.fit`` does its own). Every ``every`` steps it
 plays ``k`` episodes of each of ``n_prompts`` held-out episodes with the live policy
 (``whileai.domain.monitor._episodes.episode_sampler``): the held-out play's batched machinery
-(``_episode_play.play_together`` with its token bookkeeping and TRL's reply parsing), each reply sampled at the
+(``_episode_play.play_episodes``: ``play_together`` with its token bookkeeping and TRL's reply parsing), each reply sampled at the
 monitor's temperature instead of greedily, at most ``max_new_tokens`` tokens a reply (the spec's
 ``eval_max_new_tokens`` unless the monitor's settings say otherwise). The proxy is what the policy is paid (the
 rewards' weighted sum, called as TRL calls them, ``environments=`` included); the gold:
@@ -47,52 +47,19 @@ def _gold_of(row: Mapping[str, Any]) -> Any:
     return episode_gold(row[EPISODE_GOLD_COLUMN])
 
 
-class _Sampled:
-    """The policy with each ``generate`` call sampled at the monitor's settings (the held-out play's are greedy)."""
-
-    def __init__(self, model: Any, sampling: Mapping[str, Any]):
-        self.model, self.sampling = model, sampling
-
-    def parameters(self) -> Any:
-        return self.model.parameters()
-
-    def generate(self, **kwargs: Any) -> Any:
-        s = self.sampling
-        return self.model.generate(**{**kwargs, "do_sample": True, "temperature": float(s["temperature"]),
-                                      "top_p": float(s["top_p"]), "top_k": int(s["top_k"])})
-
-
 def _player(factory: Callable[[], Any], max_turns: int) -> Callable[..., list[tuple[Any, Any]]]:
-    """``play`` for ``episode_sampler``: every start row played at once by the held-out play's machinery, each reply
-    sampled; returns each ``(episode, the environment it left)``, in order."""
+    """``play`` for ``episode_sampler``: every start row played at once by the held-out play's machinery
+    (``_episode_play.play_episodes``), each reply sampled; returns each ``(episode, the environment it left)``, in
+    order."""
 
     def play(model: Any, tokenizer: Any, starts: list[dict[str, Any]], *, max_new_tokens: int,
              sampling: Mapping[str, Any], seed: int) -> list[tuple[Any, Any]]:
         import torch
 
-        from whileai.domain.episodes import play_episode, tool_methods
-        from whileai.jobs._episode_play import _replier, _Tokens, play_together
-        from whileai.jobs._loading import max_length
-        from whileai.jobs._trainer_setup import ensure_response_parser
+        from whileai.jobs._episode_play import play_episodes
 
-        def one(start: dict[str, Any]) -> Callable[[Callable[[Any], Any]], tuple[Any, Any]]:
-            def run(ask: Callable[[Any], Any]) -> tuple[Any, Any]:
-                environment = factory()
-                tokens = _Tokens(tokenizer, tool_methods(environment))  # bound to this instance, as TRL offers them
-                episode = play_episode(lambda conversation: ask((tokens, conversation)), environment, start,
-                                       max_turns=max_turns)
-                return episode, environment
-            return run
-
-        ensure_response_parser(tokenizer)
-        was_training = model.training
-        model.eval()
         torch.manual_seed(seed)  # the monitor keeps the trainer's random state around its looks
-        try:
-            return play_together([one(start) for start in starts],
-                                 _replier(_Sampled(model, sampling), tokenizer, max_new_tokens, max_length(model)))
-        finally:
-            model.train(was_training)
+        return play_episodes(model, tokenizer, factory, starts, max_turns, max_new_tokens, sampling=sampling)
 
     return play
 
