@@ -302,14 +302,13 @@ def _start_of(row: Mapping[str, Any]) -> dict[str, Any]:
 def _judged(factory: Any, rows: Sequence[Mapping[str, Any]], played: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     """Each played ``(episode, environment)`` of ``rows`` as ``(episode, verdict)``: judged against the row's gold
     calls replayed on a fresh environment, and the words its final reply must say."""
-    from whileai.domain.episodes import judge_episode, replay
+    from whileai.domain.episodes import GoldJudge
     from whileai.domain.episodes.rows import episode_gold
+    from whileai.domain.rows.taskkey import prompt_messages
 
-    out = []
-    for row, (episode, _) in zip(rows, played, strict=True):
-        gold = episode_gold(row)
-        out.append((episode, judge_episode(episode, replay(factory, _start_of(row), gold.calls), gold.responses)))
-    return out
+    judge = GoldJudge(factory)
+    return [(episode, judge(episode, episode_gold(row), prompt_messages(row)))
+            for row, (episode, _) in zip(rows, played, strict=True)]
 
 
 def _result(chosen: Sequence[Mapping[str, Any]], played: list[tuple[Any, Any]]) -> HeldOutMeasure:

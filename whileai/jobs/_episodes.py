@@ -69,22 +69,17 @@ def _episode(prompt: Sequence[Mapping[str, Any]], completion: Sequence[Mapping[s
 def episode_reward(factory: Callable[[], Any]) -> Callable[..., list[float]]:
     """A TRL reward function: each rollout's episode verdict (1.0 pass, 0.0 fail) against its gold replayed on a
     fresh environment from ``factory`` (each task's replay kept, it never changes)."""
-    from whileai.domain.episodes import judge_episode, replay
+    from whileai.domain.episodes import GoldJudge
     from whileai.domain.episodes.rows import episode_gold
 
-    replays: dict[str, dict[str, Any]] = {}
+    judge = GoldJudge(factory)
 
     def episode_judge(prompts: list[Any], completions: list[Any], environments: list[Any],
                       **columns: Any) -> list[float]:
         golds = columns[EPISODE_GOLD_COLUMN]
-        scores = []
-        for prompt, completion, environment, text in zip(prompts, completions, environments, golds, strict=True):
-            gold = episode_gold(text)
-            if text not in replays:
-                replays[text] = replay(factory, {"prompt": prompt, **gold.reset}, gold.calls)
-            verdict = judge_episode(_episode(prompt, completion, environment), replays[text], gold.responses)
-            scores.append(1.0 if verdict.passed else 0.0)
-        return scores
+        return [1.0 if judge(_episode(prompt, completion, environment), episode_gold(text), prompt).passed else 0.0
+                for prompt, completion, environment, text in zip(prompts, completions, environments, golds,
+                                                                 strict=True)]
 
     return episode_judge
 

@@ -17,7 +17,7 @@ episodes instead of a first call. The parts:
 - ``registry.py``: a name (``kit``, ``bfcl``, ``python:...``) to TRL's environment factory.
 """
 
-from whileai.domain.episodes.judge import Verdict, judge_episode, replay, state_differences
+from whileai.domain.episodes.judge import GoldJudge, Verdict, judge_episode, replay, state_differences
 from whileai.domain.episodes.kit import KitEnvironment, KitTask, kit_rows, kit_split, kit_tasks
 from whileai.domain.episodes.loader import load_environment
 from whileai.domain.episodes.loop import Episode, Policy, play_episode
@@ -38,7 +38,7 @@ __all__ = [
     "KitEnvironment", "KitTask", "kit_tasks", "kit_split", "kit_rows",
     "Episode", "Policy", "play_episode",
     "EPISODE_FIELD", "EpisodeGold", "episode_gold", "gold_messages", "has_episode", "kit_episode_rows", "kit_reply",
-    "Verdict", "replay", "judge_episode", "state_differences",
+    "Verdict", "replay", "judge_episode", "state_differences", "GoldJudge",
     "TurnScores", "turn_calls", "turn_scores",
     "EPISODES_KEY", "EpisodeRecord", "EpisodesSummary", "episode_record", "episodes_summary", "tool_error",
     "ENVIRONMENT_NAMES", "BFCL_CATEGORIES", "Factories", "EnvironmentInfo", "WorldInfo", "environment_factory",

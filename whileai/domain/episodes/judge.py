@@ -15,13 +15,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from whileai.domain import defaults
 from whileai.domain.episodes.loop import Episode, _arguments
 from whileai.domain.episodes.protocol import end_state
 
-__all__ = ["Verdict", "replay", "state_differences", "judge_episode"]
+__all__ = ["Verdict", "replay", "state_differences", "judge_episode", "GoldJudge"]
 
 
 @dataclass(frozen=True)
@@ -98,3 +98,39 @@ def judge_episode(episode: Episode, gold_state: Mapping[str, Any], responses: Se
     said = f", and the final reply says {', '.join(repr(r) for r in responses)}" if responses else ""
     capped = f" (stopped at the turn cap of {episode.rounds} rounds)" if episode.stopped == "cap" else ""
     return Verdict(True, f"the end state equals the gold replay's{said}{capped}")
+
+
+class _Gold(Protocol):
+    """What the judge reads of an episode's gold (``rows.EpisodeGold`` is one)."""
+
+    @property
+    def reset(self) -> dict[str, Any]: ...
+
+    @property
+    def calls(self) -> tuple[dict[str, Any], ...]: ...
+
+    @property
+    def responses(self) -> tuple[str, ...]: ...
+
+    def to_json(self) -> str: ...
+
+
+class GoldJudge:
+    """:func:`judge_episode` against an episode's gold (an :class:`~whileai.domain.episodes.rows.EpisodeGold`), its
+    calls replayed on a fresh environment from ``factory`` once per gold and kept (a gold's replay never changes):
+    the one judge the reward, the held-out measure and the HackMonitor's gold all call.
+
+        judge = GoldJudge(KitEnvironment)
+        judge(episode, gold, prompt).passed
+    """
+
+    def __init__(self, factory: Callable[[], Any]):
+        self.factory = factory
+        self._replays: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, episode: Episode, gold: _Gold, prompt: Any) -> Verdict:
+        """``episode``'s verdict against ``gold`` (the environment reset with ``prompt`` and the gold's arguments)."""
+        key = gold.to_json()
+        if key not in self._replays:
+            self._replays[key] = replay(self.factory, {"prompt": prompt, **gold.reset}, gold.calls)
+        return judge_episode(episode, self._replays[key], gold.responses)

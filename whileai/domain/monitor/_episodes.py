@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from whileai.domain.episodes.judge import judge_episode, replay
+from whileai.domain.episodes.judge import GoldJudge
 from whileai.domain.episodes.loop import Episode
 from whileai.domain.episodes.record import tool_error
 from whileai.domain.episodes.rows import EpisodeGold
@@ -120,18 +120,14 @@ def episode_gold_judge(factory: Callable[[], Any], gold_of: GoldOf) -> Callable[
     """The episode judge as HackMonitor's gold: 1.0 when the played episode's end state equals its gold calls replayed
     on a fresh environment from ``factory`` (each task's replay kept) and its final reply says what the task asks,
     else 0.0. Raises ValueError for a row with no played episode (a reply, not an episode)."""
-    replays: dict[str, dict[str, Any]] = {}
+    judge = GoldJudge(factory)
 
     def episode_judge(row: Mapping[str, Any]) -> float:
         episode = row.get(_PLAYED)
         if not isinstance(episode, Episode):
             raise ValueError("the episode judge reads a played episode, and this row has none (a single reply); "
                              "judge episodes sampled by episode_sampler")
-        gold = gold_of(row)
-        key = gold.to_json()
-        if key not in replays:
-            replays[key] = replay(factory, {"prompt": row.get("prompt"), **gold.reset}, gold.calls)
-        return 1.0 if judge_episode(episode, replays[key], gold.responses).passed else 0.0
+        return 1.0 if judge(episode, gold_of(row), row.get("prompt")).passed else 0.0
 
     return episode_judge
 
