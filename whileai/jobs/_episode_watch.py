@@ -31,7 +31,9 @@ __all__ = ["episode_monitor", "paid_by_judge", "user_rewards"]
 def user_rewards(spec: GRPOSpec) -> bool:
     """Whether ``reward`` names the user's ``python:`` rewards, paid in the episode judge's place (the spec accepts
     them alone, and without ``turn_reward``, in an environment)."""
-    return any(str(r).startswith("python:") for r in spec.reward)
+    from whileai.domain.judges.rewards import PYTHON_PREFIX
+
+    return any(str(r).startswith(PYTHON_PREFIX) for r in spec.reward)
 
 
 def paid_by_judge(spec: GRPOSpec) -> bool:
