@@ -304,9 +304,8 @@ class _HackMonitor:
         t_sampled = time.perf_counter()
 
         episodes = episodes_.played_episodes(texts)
-        if episodes is None and completion_ids is None and tokenizer is not None and self._length_unit != "words":
-            completion_ids = sampling_.tokenize_completions(tokenizer, texts)
-        elif episodes is not None and tokenizer is not None:  # an episode's text: what the model generated, turns joined
+        # an episode's text is what the model generated, turns joined: its length is counted in tokens too
+        if completion_ids is None and tokenizer is not None and (episodes is not None or self._length_unit != "words"):
             completion_ids = sampling_.tokenize_completions(tokenizer, texts)
         if prompt_ids is None and tokenizer is not None and episodes is None:
             prompt_ids = [sampling_.prompt_ids_of(tokenizer, h.prompt, h.tools) for h in self._held]
@@ -380,8 +379,8 @@ class _HackMonitor:
                 rows = [sampling_.gold_row(h.prompt, t, h.columns, h.tools, fmt)
                         for h, ts in zip(self._held, texts) for t in ts]
             else:
-                rows = [episodes_.episode_gold_row(h.prompt, p, h.columns)
-                        for h, ts in zip(self._held, texts) for p in ts if isinstance(p, episodes_.PlayedEpisode)]
+                held = [h for h in self._held for _ in range(k)]  # each prompt's k episodes, in the order played
+                rows = [episodes_.episode_gold_row(h.prompt, p, h.columns) for h, p in zip(held, episodes, strict=True)]
             gold_scores, errors, first = self._judge(self.gold, rows)
             if errors == len(rows):
                 raise ValueError(f"the gold judge failed on every held-out completion; the first error: {first}")
