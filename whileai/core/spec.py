@@ -36,6 +36,8 @@ from whileai.core.knobs import many_value
 
 __all__ = [
     "SPEC_VERSION",
+    "PYTHON_PREFIX",
+    "is_python_ref",
     "ALIASES",
     "RETIRED",
     "Knob",
@@ -63,6 +65,7 @@ __all__ = [
     "is_whole",
     "NOT_KNOBS",
     "BOOKKEEPING",
+    "BESIDE",
     "JOB_ROW_KEYS",
     "split_problem",
     "spec_json",
@@ -548,8 +551,15 @@ def _batch_problems(spec: RunSpec) -> list[str]:
     return problems + list(filter(None, [step_problem(spec)]))
 
 
-#: How ``reward`` names the user's own reward function (``python:MODULE:FUNCTION``, TRAIN_REWARD_PYTHON_PATTERN).
-_PYTHON_REWARD = "python:"
+#: How a spec names the user's own code: a reward ``python:MODULE:FUNCTION`` (TRAIN_REWARD_PYTHON_PATTERN) or an
+#: environment ``python:MODULE:CLASS``. Spelled here once; the rewards, the environments' loader, the platform's
+#: governance of user code and the jobs read it from here.
+PYTHON_PREFIX = "python:"
+
+
+def is_python_ref(name: object) -> bool:
+    """Whether ``name`` names the user's own code (it starts with ``python:``; its form is checked where it loads)."""
+    return isinstance(name, str) and name.startswith(PYTHON_PREFIX)
 
 
 def environment_reward_problems(values: Mapping[str, Any]) -> list[str]:
@@ -575,7 +585,7 @@ def environment_reward_problems(values: Mapping[str, Any]) -> list[str]:
     default = knob_of(GRPOSpec, "reward").default
     reward = many_value(values.get("reward") or default)
     weights = values.get("reward_weights")
-    if reward and all(str(r).startswith(_PYTHON_REWARD) for r in reward):  # the user's code, paid instead of the judge
+    if reward and all(is_python_ref(str(r)) for r in reward):  # the user's code, paid instead of the judge
         return [] if turn is None else [
             f"turn_reward={turn} scores calls beside the episode judge, and reward={','.join(map(str, reward))} is "
             f"paid in the judge's place (environment={environment}), so there is no judge for it to sit beside; "
@@ -724,6 +734,10 @@ NOT_KNOBS = tuple(dict.fromkeys(name for model in SPEC_MODELS.values() for name 
 #: Fields no user writes: the record's version, and what the launcher sets on the job's own copy (which run and
 #: dataset, the start adapter's folder). Left out of the settings a refusal offers and of what a submit compares.
 BOOKKEEPING = ("spec_version", "run_id", "dataset", "init_adapter")
+#: Fields a submit writes beside a resolved spec it sends as it is, rather than on a second, validated spec object:
+#: the held-out set it names and the runner's record. No rule of the spec reads them (its validators read the knobs),
+#: so each is checked by its own type alone (:func:`spec_json` writes them; the launch route reads the whole).
+BESIDE = ("holdout", "runner")
 #: Keys only the platform writes on a job row beside the spec (where the job runs, logs and reports, the judges it
 #: resolved, where a python: reward is imported from, its process's start time); a launch may not send them and the
 #: worker reads past them.
@@ -877,13 +891,22 @@ def read_job_spec(row: Mapping[str, Any]) -> RunSpec:
     return read_spec({k: v for k, v in row.items() if k not in JOB_ROW_KEYS})
 
 
-def spec_json(spec: RunSpec) -> dict[str, Any]:
+def spec_json(spec: RunSpec, *, holdout: str | None = None, runner: RunnerRecord | None = None) -> dict[str, Any]:
     """``spec`` as JSON, for the HTTP request, the run's config and the job row: the one place a spec becomes a dict.
 
     The fields its resolution set, and only those, so a record reads back (:func:`read_spec`) as the same spec.
+    ``holdout`` and ``runner`` are what a submit writes beside a resolved spec it sends as it is (:data:`BESIDE`):
+    each over the spec's own, in the spec's field order, as a spec validated with them would read.
     Raises ``TypeError`` naming a value a user kept in ``extra`` that has no JSON form.
     """
-    return spec.model_dump(mode="json", exclude_unset=True, fallback=_json_value)
+    out = spec.model_dump(mode="json", exclude_unset=True, fallback=_json_value)
+    if holdout is None and runner is None:
+        return out
+    if holdout is not None:
+        out["holdout"] = holdout
+    if runner is not None:
+        out["runner"] = runner.model_dump(mode="json", exclude_unset=True, fallback=_json_value)
+    return {name: out[name] for name in type(spec).model_fields if name in out}
 
 
 def _json_value(value: Any) -> Any:
@@ -893,12 +916,14 @@ def _json_value(value: Any) -> Any:
                     "lists or dicts of them (str(...) it first if it is a label)")
 
 
-def job_json(spec: RunSpec, run_id: str, dataset: str | None) -> dict[str, Any]:
-    """The job's own copy of ``spec`` as JSON (:func:`spec_json`), naming its run and dataset: the launch's body.
+def job_json(spec: RunSpec, run_id: str, dataset: str | None, *, holdout: str | None = None,
+             runner: RunnerRecord | None = None) -> dict[str, Any]:
+    """The job's own copy of ``spec`` as JSON (:func:`spec_json`, with what the submit wrote beside it), naming its
+    run and dataset: the launch's body.
 
     ``run_id`` and ``dataset`` are bookkeeping the platform reads (:data:`BOOKKEEPING`), written at the JSON edge
     rather than on a second spec object; the launch route reads the whole body into the method's model."""
-    return {**spec_json(spec), "run_id": run_id, "dataset": dataset}
+    return {**spec_json(spec, holdout=holdout, runner=runner), "run_id": run_id, "dataset": dataset}
 
 
 _Model = TypeVar("_Model", bound=BaseModel)

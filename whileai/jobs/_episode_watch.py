@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from whileai.core.spec import GRPOSpec
+from whileai.core.spec import GRPOSpec, is_python_ref
 
 __all__ = ["episode_monitor", "paid_by_judge", "user_rewards"]
 
@@ -31,9 +31,7 @@ __all__ = ["episode_monitor", "paid_by_judge", "user_rewards"]
 def user_rewards(spec: GRPOSpec) -> bool:
     """Whether ``reward`` names the user's ``python:`` rewards, paid in the episode judge's place (the spec accepts
     them alone, and without ``turn_reward``, in an environment)."""
-    from whileai.domain.judges.rewards import PYTHON_PREFIX
-
-    return any(str(r).startswith(PYTHON_PREFIX) for r in spec.reward)
+    return any(is_python_ref(str(r)) for r in spec.reward)
 
 
 def paid_by_judge(spec: GRPOSpec) -> bool:

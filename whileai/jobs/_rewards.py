@@ -221,7 +221,8 @@ def reward_search_path() -> str | None:
 
 def reward_functions(spec: GRPOSpec, tokenizer: Any, tools: Any, stop_ids: set[int]) -> tuple[list[Reward], list[float]]:
     """The run's reward functions in ``reward``'s order, and their weights (``reward_weights``; 1.0 each)."""
-    from whileai.domain.judges.rewards import PYTHON_PREFIX, load_python_reward
+    from whileai.core.spec import PYTHON_PREFIX
+    from whileai.domain.judges.rewards import load_python_reward
 
     funcs: list[Reward] = []
     for name in spec.reward:

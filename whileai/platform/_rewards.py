@@ -13,12 +13,10 @@ from __future__ import annotations
 import os
 
 from whileai.core.paths import setting
-from whileai.core.spec import RunSpec
+from whileai.core.spec import PYTHON_PREFIX, RunSpec, is_python_ref
 from whileai.core import defaults
 
 __all__ = ["allowed_reward_modules", "reward_code_problems", "reward_path", "user_code"]
-
-_PREFIX = "python:"
 
 
 def allowed_reward_modules() -> list[str]:
@@ -30,9 +28,9 @@ def allowed_reward_modules() -> list[str]:
 def user_code(spec: RunSpec) -> list[tuple[str, str]]:
     """The spec's user code as ``(knob, value)``: each ``python:`` reward (GRPO's ``reward``) and a ``python:``
     environment (SFT's and GRPO's ``environment``)."""
-    refs = [("reward", r) for r in getattr(spec, "reward", None) or [] if r.startswith(_PREFIX)]
+    refs = [("reward", r) for r in getattr(spec, "reward", None) or [] if is_python_ref(r)]
     environment = getattr(spec, "environment", None)
-    if isinstance(environment, str) and environment.startswith(_PREFIX):
+    if is_python_ref(environment):
         refs.append(("environment", environment))
     return refs
 
@@ -44,7 +42,7 @@ def reward_code_problems(spec: RunSpec, embedded: bool) -> list[str]:
     allowed = allowed_reward_modules()
     problems = []
     for knob, ref in user_code(spec):
-        module = ref[len(_PREFIX):].rpartition(":")[0]
+        module = ref[len(PYTHON_PREFIX):].rpartition(":")[0]
         if not any(module == a or module.startswith(a + ".") for a in allowed):
             now = ", ".join(allowed) if allowed else "none"
             instead = ("train with reward=first_action, fine_grained or rm" if knob == "reward"

@@ -20,16 +20,10 @@ from whileai.core import defaults as core_defaults
 
 from whileai.domain.episodes.protocol import protocol_problems
 
-__all__ = ["PYTHON_PREFIX", "is_python_ref", "load_environment"]
+__all__ = ["load_environment"]
 
-PYTHON_PREFIX = "python:"
 _REF = re.compile(r"python:(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<cls>[A-Za-z_]\w*)")
 _EXAMPLE = "python:my_envs:Inventory (a class Inventory in my_envs.py, importable from where you run)"
-
-
-def is_python_ref(name: object) -> bool:
-    """Whether ``name`` means a user's environment (it starts with ``python:``; its form is checked on load)."""
-    return isinstance(name, str) and name.startswith(PYTHON_PREFIX)
 
 
 def _import(ref: str, module_name: str, search_path: str | None) -> ModuleType:

@@ -24,7 +24,8 @@ from typing import Any
 
 from whileai.domain import defaults
 from whileai.domain.episodes.kit import KitEnvironment
-from whileai.domain.episodes.loader import is_python_ref, load_environment
+from whileai.core.spec import is_python_ref
+from whileai.domain.episodes.loader import load_environment
 from whileai.domain.episodes.protocol import EnvironmentFactory, protocol_problems, shown_signature, tool_methods
 from whileai.domain.rows.bfcl_multi_turn import BFCL_MULTI_TURN_CATEGORIES
 

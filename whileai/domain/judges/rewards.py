@@ -30,15 +30,13 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from whileai.core.spec import PYTHON_PREFIX
 from whileai.domain import defaults
 from whileai.domain.rows.gold import no_call_verdict, gold_options, value_ok, first_turn
 from whileai.domain.rows.actions import parse_arguments
 
 __all__ = ["fine_grained_score", "load_python_reward", "python_reward_problems", "reward_problems",
-           "PYTHON_PREFIX", "reward_strength"]
-
-#: How a reward names the user's own function.
-PYTHON_PREFIX = "python:"
+           "reward_strength"]
 
 
 # ---------------------------------------------------------------------------
