@@ -8,9 +8,11 @@ each run at once with an adapter folder, so nothing trains: what is counted is e
 The pinned count, for the client's process:
 
 - the recipe (the runner's schema): once;
-- each stage's run spec: once when the runner resolves it (before anything is loaded), and once more at its
-  submit, where ``wai.train`` fills in what only the run knows (the held-out set, the run it continues, the
-  dataset's group size and temperature, the runner's record).
+- each stage's run spec: once when the runner resolves it (before anything is loaded). Its submit sends it as it
+  is, with what only the submit knows (the held-out set, the runner's record, each checked by its own type)
+  written beside it at the JSON edge (``simulations/_sent.py``);
+- once more only where the submit fills in what a rule of the spec reads: the GRPO stage's start run (its base and
+  LoRA shape come from the SFT stage's adapter, and the dataset gives its group size and temperature).
 """
 
 from __future__ import annotations
@@ -99,10 +101,10 @@ def _counted_run(home: Path, tmp_path: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_a_staged_grpo_run_validates_each_spec_once_and_once_more_at_its_submit(home, tmp_path):
+def test_a_staged_grpo_run_validates_each_spec_once_and_once_more_where_its_start_run_is_filled_in(home, tmp_path):
     found = _counted_run(home, tmp_path)
     assert found["exit"] == 0, found
-    assert found["counts"] == {"RecipeSpec": 1, "SFTSpec": 2, "GRPOSpec": 2}, found["counts"]
+    assert found["counts"] == {"RecipeSpec": 1, "SFTSpec": 1, "GRPOSpec": 2}, found["counts"]
     sft, grpo = found["launched"]
     assert (sft["method"], grpo["method"]) == ("sft", "grpo")
     # what the submit filled in: the held-out set, the stage it continues, the dataset's facts, the runner's record
@@ -133,6 +135,49 @@ def test_a_validated_spec_changes_only_through_the_one_function_that_validates_i
     found = [f"whileai/{path.relative_to(PACKAGE).as_posix()}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
              for line in _copies_with_update(path)]
     assert not found, f"change a spec with whileai.core.spec.updated(spec, **changes), not model_copy: {found}"
+
+
+def test_what_a_submit_writes_beside_a_resolved_spec_reads_as_the_spec_validated_with_it():
+    """The held-out set and the runner's record written beside a spec sent as it is (``spec_json``'s ``holdout``
+    and ``runner``) give the JSON of the spec validated with them: the same keys, values and order."""
+    from whileai.core.spec import SPEC_MODELS, RunnerRecord, job_json, spec_json, updated
+    from whileai.simulations.training import train_spec
+
+    runner = RunnerRecord.model_validate({"recipe": "r", "stage": "sft", "stage_index": 0, "stages": ["sft", "grpo"],
+                                          "previous_run": None, "export": {"rows_out": 3}, "spec": {"steps": 4}})
+    for method in SPEC_MODELS:
+        spec = train_spec(method, {"steps": 4}, None, base_model=None, target="local", holdout=None).spec
+        assert spec is not None, method
+        whole = updated(spec, holdout="ds_0123456789abcdef", runner=runner)
+        assert spec_json(spec, holdout="ds_0123456789abcdef", runner=runner) == spec_json(whole), method
+        assert list(spec_json(spec, holdout="ds_0123456789abcdef", runner=runner)) == list(spec_json(whole)), method
+        assert job_json(spec, "run_1", "ds_1", holdout="ds_0123456789abcdef", runner=runner) == \
+            job_json(whole, "run_1", "ds_1"), method
+
+
+def test_only_a_spec_a_resolution_made_is_sent_as_it_is():
+    """A hand-made spec, a GRPO spec whose group size and temperature the dataset decides, a job's own copy and a
+    spec with a user's notes are resolved again at the submit; a resolved spec with only the held-out set and the
+    runner's record beside it is sent as it is, and anything else beside it resolves again."""
+    from whileai.core.spec import GRPOSpec, read_job_spec, spec_json
+    from whileai.simulations._resolve import is_resolved
+    from whileai.simulations._sent import sent_as_is
+    from whileai.simulations.training import train_spec
+
+    sft = train_spec("sft", {"steps": 4}, None, base_model=None, target="local", holdout=None).spec
+    later = train_spec("grpo", {}, None, base_model=None, target="local", holdout=None, data_later=True).spec
+    noted = train_spec("sft", {"steps": 4}, {"note": 1}, base_model=None, target="local", holdout=None).spec
+    assert sft is not None and later is not None and noted is not None
+    job_copy = read_job_spec({**spec_json(sft), "run_id": "run_1", "dataset": "ds_1"})
+    assert is_resolved(sft) and not any(map(is_resolved, (GRPOSpec(beta=0.02), later, noted, job_copy)))
+    place = {"holdout": "ds_0123456789abcdef", "base_model": sft.base_model, "target": "local"}
+    sent = sent_as_is(sft, {"runner": {"stage": "sft"}, "gpu": None}, None, **place)
+    assert sent is not None and sent.spec is sft and sent.runner is not None and sent.runner.stage == "sft"
+    assert sent.holdout == "ds_0123456789abcdef"
+    for settings, config, changed in (({"steps": 5}, None, {}), ({}, {"gpu": "A100"}, {}),
+                                      ({}, None, {"base_model": "other"}), ({}, None, {"target": "modal"}),
+                                      ({"runner": {"stage_index": "first"}}, None, {})):
+        assert sent_as_is(sft, settings, config, **{**place, **changed}) is None, (settings, config, changed)
 
 
 def test_updated_validates_the_change_and_keeps_what_was_given():

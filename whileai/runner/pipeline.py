@@ -515,7 +515,8 @@ def _train_step(plan: _Plan, index: int, stage: Stage, label: str, train_set: An
 
     The stage's resolved spec goes to ``wai.train`` as it is; what only this run knows goes beside it: the held-out
     set, the run it continues, the runs a ``stages.NAME`` setting names, and the runner's record. ``wai.train``
-    reads the dataset for what it decides (GRPO's group size and temperature, where the spec leaves them)."""
+    reads the dataset for what it decides (GRPO's group size and temperature, where the spec leaves them). A stage
+    that continues no run and names none is sent as it is, validated once (``simulations/_sent.py``)."""
     import whileai.simulations as wai
 
     spec, start = plan.spec, plan.start_of(stage)

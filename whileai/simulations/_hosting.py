@@ -16,13 +16,14 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from whileai.domain import defaults
 from whileai.core import defaults as core_defaults
-from whileai.simulations._resolve import INHERITED, LORA_SHAPE, Resolved, resolve_spec
-from whileai.core.spec import ALIASES, BOOKKEEPING, GRPOSpec, RunSpec, canonical, continues_runs, job_json, \
-    same_run, spec_json, updated
+from whileai.simulations._resolve import INHERITED, LORA_SHAPE, Resolved, resolve_spec, standing_problems
+from whileai.simulations._sent import Sent, sent_as_is
+from whileai.core.spec import ALIASES, BOOKKEEPING, GRPOSpec, RunSpec, canonical, continues_runs, same_run
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
 
 __all__ = ["train", "train_spec", "selection_gate"]
@@ -327,21 +328,21 @@ def train(dataset: Any, method: str | None = None, *, spec: RunSpec | None = Non
         start = _start_run(client, init_from, method, base_model, {**_given_of(spec)[0], **(config or {}), **knobs},
                            problems)
     data = _DatasetRows(dataset_id)
-    resolved, notes = _resolved_or_refused(method, knobs, config, problems, base_model=base_model, target=target,
-                                           holdout=holdout_id, start=start, spec=spec,
-                                           data=data.facts if method == "grpo" and check != "off" else None)
+    sent, notes = _resolved_or_refused(method, knobs, config, problems, base_model=base_model, target=target,
+                                       holdout=holdout_id, start=start, spec=spec,
+                                       data=data.facts if method == "grpo" and check != "off" else None)
     client = client or get_client()
     record = client.request("GET", f"/datasets/{data.dataset_id}")
     if holdout_id is None and record.get("split") == "train" and record.get("sibling"):
-        resolved = updated(resolved, holdout=record["sibling"])  # the split's held-out half
-    report = _gate(resolved, check, data) if check != "off" else None
+        sent = replace(sent, holdout=record["sibling"])  # the split's held-out half, written beside the spec
+    report = _gate(sent.spec, check, data) if check != "off" else None
     for note in notes:
         _warn(note)
-    _warn_unserved(resolved.base_model)
-    run, found = _make_or_find_run(client, resolved, name or f"{method} {record.get('name') or data.dataset_id}",
+    _warn_unserved(sent.spec.base_model)
+    run, found = _make_or_find_run(client, sent, name or f"{method} {record.get('name') or data.dataset_id}",
                                    data.dataset_id, report)
     if not found:
-        _launch(client, run, resolved, data.dataset_id, target)
+        _launch(client, run, sent, data.dataset_id, target)
     if wait:
         run.wait()
     return run
@@ -457,11 +458,17 @@ class _DatasetRows:
 def _resolved_or_refused(method: str, knobs: Mapping[str, Any], config: Mapping[str, Any] | None,
                          problems: list[str], *, base_model: str | None, target: str | None, holdout: str | None,
                          start: Mapping[str, Any] | None, spec: RunSpec | None,
-                         data: Callable[[], Mapping[str, Any]] | None) -> tuple[RunSpec, list[str]]:
-    """The resolved spec and its notes; raises TrainingConfigError listing ``problems`` with the resolution's own
-    and what this machine cannot run (a local job runs here)."""
-    resolution = None
-    if method in core_defaults.TRAIN_METHODS:
+                         data: Callable[[], Mapping[str, Any]] | None) -> tuple[Sent, list[str]]:
+    """What the submit sends and the resolution's notes: a resolved ``spec`` it fills nothing of as it is
+    (``_sent.sent_as_is``, asked again what its model cannot check: ``standing_problems``), else the spec resolved
+    from everything given; raises TrainingConfigError listing ``problems`` with the resolution's own and what this
+    machine cannot run (a local job runs here)."""
+    resolution = sent = None
+    if not problems and start is None:
+        sent = sent_as_is(spec, knobs, config, holdout=holdout, base_model=base_model, target=target)
+    if sent is not None:
+        resolution = Resolved(sent.spec, {}, {}, standing_problems(sent.spec))
+    elif method in core_defaults.TRAIN_METHODS:
         resolution = train_spec(method, knobs, config, base_model=base_model, target=target, holdout=holdout,
                                 start=_start_config(start), start_label=start["id"] if start is not None else None,
                                 data=None if problems else data, init_from=start["id"] if start is not None else None,
@@ -472,7 +479,7 @@ def _resolved_or_refused(method: str, knobs: Mapping[str, Any], config: Mapping[
     if problems or resolution is None or resolution.spec is None:  # a dataset without an id is among the problems
         listed = "\n".join(f"  - {p}" for p in problems)
         raise TrainingConfigError(f"train() cannot start: {len(problems)} problem(s)\n{listed}", problems)
-    return resolution.spec, resolution.notes
+    return sent or Sent(resolution.spec), resolution.notes
 
 
 def _start_config(start: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -539,13 +546,13 @@ def _warn_unserved(base: str | None) -> None:
               f"served afterwards; the served bases are {', '.join(defaults.SERVED_BASES)}", depth=1)
 
 
-def _make_or_find_run(client: Any, spec: RunSpec, title: str, dataset_id: str | None,
+def _make_or_find_run(client: Any, sent: Sent, title: str, dataset_id: str | None,
                       report: dict[str, Any] | None) -> tuple[Any, bool]:
     """``(run, found)``: the run already training this dataset with this config (found, with a warning), else a
     new one. The platform looks again in the same transaction as its insert."""
     from whileai.domain.tracking import TrainingRun, jsonable
 
-    body: dict[str, Any] = {"name": title, "dataset": dataset_id, "config": spec_json(spec),
+    body: dict[str, Any] = {"name": title, "dataset": dataset_id, "config": sent.config(),
                             "kind": defaults.TRAIN_RUN_KIND}
     if report is not None:
         body["summary"] = {"selection": jsonable(report, "selection")}
@@ -555,18 +562,19 @@ def _make_or_find_run(client: Any, spec: RunSpec, title: str, dataset_id: str | 
         if not made.pop("created", True):
             existing = made
     if existing is not None:
-        _warn(f"{dataset_id} is already training in {existing['id']} with this same config ({spec.method}); returning "
-              "that run instead of starting a second (change a knob to start another)", depth=1)
+        _warn(f"{dataset_id} is already training in {existing['id']} with this same config ({sent.spec.method}); "
+              "returning that run instead of starting a second (change a knob to start another)", depth=1)
     run = TrainingRun(existing if existing is not None else made, client)
     run.selection = report
     return run, existing is not None
 
 
-def _launch(client: Any, run: Any, spec: RunSpec, dataset_id: str | None, target: str | None) -> None:
-    """Ask the platform to start the run's job with the job's own copy of ``spec`` (its run and dataset named)."""
+def _launch(client: Any, run: Any, sent: Sent, dataset_id: str | None, target: str | None) -> None:
+    """Ask the platform to start the run's job with the job's own copy of the spec ``sent`` (its run and dataset
+    named)."""
     try:
-        client.request("POST", "/jobs/launch", json={"run_id": run.id, "kind": spec.method, "target": target,
-                                                     "spec": job_json(spec, run.id, dataset_id)})
+        client.request("POST", "/jobs/launch", json={"run_id": run.id, "kind": sent.spec.method, "target": target,
+                                                     "spec": sent.job(run.id, dataset_id)})
     except Exception:
         try:  # the platform failed the run with the reason; show it on the handle too
             run.refresh()

@@ -20,14 +20,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from whileai.core.knobs import check_knob, many_value
-from whileai.core.spec import SPEC_MODELS, SPEC_VERSION, RunSpec, canonical, is_whole, knob_fields, knob_of, \
-    spec_problems
+from whileai.core.spec import BOOKKEEPING, SPEC_MODELS, SPEC_VERSION, RunSpec, canonical, is_whole, knob_fields, \
+    knob_of, spec_problems
 
 from whileai.domain import defaults
 from whileai.kit import defaults as kit_defaults
 from whileai.simulations._basecheck import base_problems
 
-__all__ = ["Resolved", "resolve_spec", "LORA_SHAPE", "INHERITED", "FROM_DATA", "KIT_SFT"]
+__all__ = ["Resolved", "resolve_spec", "is_resolved", "standing_problems", "LORA_SHAPE", "INHERITED",
+           "FROM_DATA", "KIT_SFT"]
 
 #: the LoRA shape a run started from another inherits (the adapter keeps its shape)
 LORA_SHAPE = ("lora_rank", "lora_alpha")
@@ -126,6 +127,29 @@ def resolve_spec(method: str, given: Mapping[str, Any], *, origin: Mapping[str, 
         except ValidationError:
             draft.problems += spec_problems(draft.values)
     return Resolved(spec, draft.values, draft.provenance, draft.problems, draft.notes)
+
+
+def is_resolved(spec: RunSpec) -> bool:
+    """Whether ``spec`` is what :func:`resolve_spec` makes, so that resolving it again with nothing beside it gives
+    the same spec: this version's, its base and every knob set, each with where it came from (none left for the
+    dataset to decide), no user's notes under ``extra`` (a resolution says each again), and none of the launcher's
+    bookkeeping (a job's own copy names its run, dataset and start adapter; a resolution drops them)."""
+    knobs = knob_fields(type(spec))
+    return (spec.spec_version == SPEC_VERSION and not spec.extra and bool(spec.base_model)
+            and set(spec.provenance or {}) == {"base_model", *knobs}
+            and all(name in spec.model_fields_set for name in knobs)
+            and all(getattr(spec, name) is None for name in BOOKKEEPING if name != "spec_version"))
+
+
+def standing_problems(spec: RunSpec) -> list[str]:
+    """What a resolution checks beyond the spec's model, asked again of a resolved ``spec`` a submit sends as it is:
+    the base on this machine (a path that holds no model) and the rules between knobs that read more than the
+    knobs (a ``python:`` reward imported and tried, ...)."""
+    model = type(spec)
+    draft = _Draft(spec.method, model, {name: getattr(spec, name) for name in model.model_fields}, {})
+    draft.problems += base_problems(spec.base_model)
+    _method_problems(draft)
+    return draft.problems
 
 
 def _start_shape(start: RunSpec | Mapping[str, Any] | None) -> dict[str, Any]:
