@@ -16,6 +16,7 @@ import random
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -326,6 +327,175 @@ def test_without_bfcl_eval_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(module.importlib, "import_module", absent)
     with pytest.raises(ImportError, match="pip install --no-deps bfcl-eval==2026.3.23"):
         module.backend_classes.__wrapped__()
+
+
+# ---------------------------------------------------------------------------
+# Whole episodes: every user turn played through the episode loop
+# ---------------------------------------------------------------------------
+
+
+def _calls_reply(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]}
+
+
+def _replier(turns: list[list[dict[str, Any]]], one_a_round: bool = False):
+    """A scripted policy: each user turn's calls (in one reply, or one reply a call), then a reply without calls."""
+    script: list[Any] = []
+    for calls in turns:
+        script += [_calls_reply([c]) for c in calls] if one_a_round else [_calls_reply(calls)] if calls else []
+        script.append("Done.")
+    replies = iter(script)
+    return lambda conversation: next(replies)
+
+
+def _whole(entry: MultiTurnEntry, policy, **caps: Any):
+    from whileai.domain.episodes import play_episode
+    from whileai.domain.episodes.bfcl import environment_class
+
+    environment = environment_class(entry, bfcl.SAMPLE)()
+    episode = play_episode(policy, environment, episode_rows([entry], training=False)[0], **caps)
+    return episode, environment
+
+
+def test_an_entry_played_whole_by_its_gold_calls_passes_over_every_user_turn(entries):
+    """Each user turn's messages come after the reply that ended the turn before; a function withheld until a later
+    turn is callable from that turn on; the verdict judges every turn."""
+    from whileai.domain.episodes.bfcl import ADDED_FUNCTIONS_PROMPT
+    from whileai.domain.episodes.record import tool_error
+
+    bench = _benchmark()
+    for entry in entries:
+        truth = bench.reference(entry)
+        episode, environment = _whole(entry, _replier(truth, one_a_round=entry.category == "multi_turn_base"))
+        assert (episode.stopped, environment.get_reward()) == ("answered", 1.0), entry.id
+        assert environment.episode.turn == len(entry.turns) and environment.episode.verdict().passed
+        assert [[(c.name, dict(c.arguments)) for c in t] for t in environment.episode.calls] == \
+            [[(c["name"], c["arguments"]) for c in t] for t in truth], entry.id
+        users = [m["content"] for m in episode.messages if m["role"] == "user"]
+        assert users == [m["content"] if entry.turns[t] else ADDED_FUNCTIONS_PROMPT
+                         for t in range(len(entry.turns)) for m in (entry.turns[t] or [{}])], entry.id
+        assert [tool_error(m["content"]) for m in episode.messages if m["role"] == "tool"] == [None] * sum(
+            map(len, truth)), entry.id
+        assert episode.final_reply == "Done." and episode.rounds == sum(
+            len(calls) if entry.category == "multi_turn_base" else bool(calls) for calls in truth)
+
+
+def test_a_later_turns_wrong_calls_fail_the_whole_episode_though_its_first_turn_passes(entries):
+    from whileai.domain.episodes.bfcl import environment_class
+
+    bench = _benchmark()
+    failed = 0
+    for entry in entries:
+        truth = bench.reference(entry)
+        later = max((t for t, calls in enumerate(truth) if calls and t > 0), default=None)
+        if later is None:
+            continue
+        for wrong in (truth[:later] + [[]] + truth[later + 1:],  # the turn's calls left out
+                      truth[:later] + [[{**truth[later][0], "name": "pwd", "arguments": {}}, *truth[later][1:]]]
+                      + truth[later + 1:]):  # a call of the wrong function
+            episode, environment = _whole(entry, _replier(wrong))
+            verdict = environment.episode.verdict()
+            assert (episode.stopped, verdict.passed, verdict.turn) == ("answered", False, later), entry.id
+            assert environment.get_reward() == 0.0
+            failed += 1
+        first = environment_class(entry, bfcl.SAMPLE)()  # as TRL plays it: the first turn's calls, then judged
+        first.reset(**episode_rows([entry], training=False)[0])
+        for call in truth[0]:
+            first.episode.call(call["name"], call["arguments"])
+        assert first.get_reward() == 1.0, "TRL's rollout, the first turn alone, passes where the whole fails"
+    assert failed >= len(entries)
+
+
+def test_a_turn_at_its_cap_or_the_episode_at_its_cap_ends_the_episode_and_fails_it(entries):
+    """BFCL force-quits an entry whose turn runs out of steps; EPISODE_MAX_ROUNDS ends a long episode the same way,
+    its reason on the record."""
+    from whileai.domain.episodes.record import episode_record
+
+    bench = _benchmark()
+    entry = _entry(entries, lambda e: e.id == "multi_turn_base_90")  # 5, 3, 1, 1 calls over four turns
+    truth = bench.reference(entry)
+    looping = _calls_reply(truth[0][:1])
+    episode, environment = _whole(entry, lambda conversation: looping, max_turns=3)
+    assert (episode.stopped, episode.rounds, len(environment.episode.calls)) == ("cap", 3, 1)
+    assert environment.episode.verdict().error_type == "multi_turn:force_terminated"
+    assert [m["role"] for m in episode.messages].count("user") == 1, "no later turn is played after a forced quit"
+    episode, environment = _whole(entry, _replier(truth, one_a_round=True), max_rounds=7)
+    assert (episode.stopped, episode.rounds, environment.get_reward()) == ("episode_cap", 7, 0.0)
+    assert environment.episode.turn == 1 and environment.episode.forced_end
+    verdict = environment.episode.verdict()
+    record = episode_record(entry.id, episode, SimpleNamespace(passed=verdict.passed, reason=verdict.detail))
+    assert record["stopped"] == "episode_cap" and "has 2 turn(s); the entry has 4" in record["reason"]
+    episode, environment = _whole(entry, _replier(truth, one_a_round=True), max_turns=5, max_rounds=10)
+    assert (episode.stopped, episode.rounds, environment.get_reward()) == ("answered", 10, 1.0), "caps that fit"
+
+
+def test_the_record_and_the_run_page_show_every_user_turn(entries):
+    from whileai.domain.episodes.record import episode_record, episodes_summary
+    from whileai.platform.pages._episodes import episodes_view
+
+    bench = _benchmark()
+    entry = _entry(entries, lambda e: e.id == "multi_turn_miss_func_20")  # its second turn only adds cd
+    episode, environment = _whole(entry, _replier(bench.reference(entry)))
+    verdict = environment.episode.verdict()
+    record = episode_record(entry.id, episode, SimpleNamespace(passed=verdict.passed, reason="BFCL's check"))
+    assert [m["role"] for m in record["messages"]] == [
+        "user", "assistant", "user", "assistant", "tool", "tool", "assistant", "user", "assistant", "tool", "tool",
+        "tool", "assistant"]
+    view = episodes_view({"episodes": episodes_summary([record], [record])})
+    steps = view["pairs"][0]["after"]["steps"]
+    assert [s["text"] for s in steps if s["role"] == "user"] == [
+        m["content"] for m in episode.messages if m["role"] == "user"]
+    assert len([s for s in steps if s["role"] == "user"]) == len(entry.turns) == 3
+    assert [s["calls"][0]["name"] for s in steps if s["role"] == "assistant" and s["calls"]][0] == "cd"
+
+
+def test_held_out_plays_render_a_later_turn_as_its_suffix_and_added_tools_by_rendering_again(entries):
+    """_episode_play's ids: a later user turn appended after the reply's end of turn (as a tool answer is), and at a
+    turn that offers a withheld function the conversation rendered again with it in the tool list."""
+    from whileai.domain.episodes.bfcl import environment_class
+    from whileai.jobs import _episode_play as play
+    from whileai.kit import build_tokenizer
+
+    tokenizer = build_tokenizer(0)
+    bench = _benchmark()
+    seen: list[tuple[list[int], list[str], list[dict[str, Any]]]] = []
+    for entry in (_entry(entries, lambda e: e.id == "multi_turn_base_100"),
+                  _entry(entries, lambda e: e.id == "multi_turn_miss_func_100")):  # turn 1 only adds get_stock_info
+        scripted = _replier(bench.reference(entry))
+
+        def respond(requests: list[Any], scripted=scripted) -> list[Any]:
+            out = []
+            for tokens, conversation in requests:
+                ids = tokens.before_reply(conversation)
+                seen.append((list(ids), play._tool_names(tokens.tools), [dict(m) for m in conversation]))
+                reply = scripted(conversation)
+                reply = {"role": "assistant", "content": reply} if isinstance(reply, str) else reply
+                sampled = list(tokenizer.apply_chat_template([*conversation, reply], tools=tokens.tools, tokenize=True,
+                                                             return_dict=False))[len(ids):]
+                tokens.after_reply(sampled[: sampled.index(tokenizer.eos_token_id) + 1])  # cut as _generate cuts
+                out.append(reply)
+            return out
+
+        (episode, environment), = play.play_together([play._play(environment_class(entry, bfcl.SAMPLE),
+                                                                  episode_rows([entry], training=False)[0],
+                                                                  tokenizer, None)], respond)
+        assert environment.get_reward() == 1.0 and episode.stopped == "answered"
+        for ids, names, conversation in seen:
+            assert ids == list(tokenizer.apply_chat_template(conversation, tools=offered(environment, names),
+                                                             add_generation_prompt=True,
+                                                             tokenize=True, return_dict=False)), entry.id
+        if entry.missed_functions:
+            assert "get_stock_info" not in seen[0][1] and seen[-1][1][-1] == "get_stock_info"
+        seen.clear()
+
+
+def offered(environment, names: list[str]) -> list[Any]:
+    """The tools named ``names``, as the environment offers them now (methods, then added schemas)."""
+    from whileai.domain.episodes import offered_tools
+
+    by_name = {(t["function"]["name"] if isinstance(t, dict) else t.__name__): t for t in offered_tools(environment)}
+    return [by_name[name] for name in names]
 
 
 @pytest.mark.slow

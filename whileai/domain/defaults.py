@@ -598,6 +598,13 @@ MIRROR_PARAM_MAX_CHARS = 500
 #: recovering from a tool error; a runaway policy stops there instead of filling the completion budget.
 #: Our choice; within TRAIN_MAX_TURNS_RANGE (core defaults).
 EPISODE_MAX_TURNS = 6
+#: An episode's cap over all its user turns: tool-calling rounds, counted as EPISODE_MAX_TURNS counts them in one
+#: turn. It ends a runaway episode of many user turns (a user's environment may offer turns without end); the
+#: episode then stops as ``episode_cap`` and, where it had user turns left, is forced to end (judged as BFCL judges
+#: a forced quit). At the top of TRAIN_MAX_TURNS_RANGE (64), so an episode of one user turn (the kit's) stops by its
+#: turn cap alone, as before. The committed BFCL sample's longest entry has 7 user turns (at most 10 gold calls in
+#: an entry), so at EPISODE_MAX_TURNS rounds a turn (7 x 6 = 42 at most) it never binds there. Our choice.
+EPISODE_MAX_ROUNDS = 64
 
 #: Accounts in one kit world, drawn from the kit's name list. Four are enough that a task names two or three
 #: and leaves others to confuse them with, and few enough that every name stays a short, frequent token for

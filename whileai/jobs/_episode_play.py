@@ -12,6 +12,12 @@ then each sampled reply (up to and including its end of turn) and each tool answ
 conversation rendered again; each reply is parsed by TRL's own ``parse_response``. Every reply is greedy and capped
 at ``eval_max_new_tokens``; an episode that would outgrow the model's context gets an empty reply there and ends.
 
+An episode of several user turns (BFCL's) is played whole, past where TRL's loop stops (``play_episode``): a later
+user turn's messages are appended as a tool answer is (their suffix after the reply's end of turn), and at a turn that
+offers more functions (BFCL's withheld ones) the conversation is rendered again with the tools now offered, as BFCL
+sends the whole conversation with its tool list at each request. ``stopped`` counts ``episode_cap`` beside
+``answered`` and ``cap`` only where an episode reached EPISODE_MAX_ROUNDS.
+
 Episodes are played at once, one thread each, and the policy's replies for all episodes waiting on one are
 generated together in batches (:func:`play_together`), so a held-out set of hundreds of episodes costs a few
 batched generations a turn instead of one generation per reply.
@@ -29,8 +35,8 @@ from whileai.domain.episodes.rows import episode_digest, held_out_episodes
 from whileai.jobs import defaults
 from whileai.jobs._measure import HeldOutMeasure
 
-__all__ = ["EPISODE_METRIC", "tool_suffix_ids", "play_together", "play_episodes", "episode_pass_rate",
-           "environment_name", "factory_of"]
+__all__ = ["EPISODE_METRIC", "tool_suffix_ids", "user_suffix_ids", "play_together", "play_episodes",
+           "episode_pass_rate", "environment_name", "factory_of"]
 
 #: The held-out metric of a run played in an environment.
 EPISODE_METRIC = "episode_pass_rate"
@@ -54,39 +60,65 @@ def factory_of(name: str) -> Any:
     return environment_factory(env, category, search_path=reward_search_path())
 
 
-def tool_suffix_ids(tokenizer: Any, tool_messages: Sequence[Mapping[str, Any]]) -> list[int]:
-    """The ids the chat template writes for ``tool_messages`` and the next assistant header, after an assistant turn's
-    end: what TRL appends to a rollout's ids after running its tools (``GRPOTrainer._get_tool_suffix_ids``)."""
-    calls = [{"type": "function", "function": {"name": tool_messages[0].get("name"), "arguments": {}}}]
-    dummy = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "", "tool_calls": calls}]
+def _suffix_ids(tokenizer: Any, dummy: list[dict[str, Any]], messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The ids the chat template writes for ``messages`` and the next assistant header after ``dummy``'s last
+    (assistant) turn ends: the full rendering less ``dummy``'s, cut after its last end of turn."""
     prefix = list(tokenizer.apply_chat_template(dummy, add_generation_prompt=False, tokenize=True, return_dict=False))
-    full = list(tokenizer.apply_chat_template(dummy + [dict(m) for m in tool_messages], add_generation_prompt=True,
+    full = list(tokenizer.apply_chat_template(dummy + [dict(m) for m in messages], add_generation_prompt=True,
                                               tokenize=True, return_dict=False))
     ends = [i for i, token in enumerate(prefix) if token == tokenizer.eos_token_id]
     if ends:
         prefix = prefix[: ends[-1] + 1]
     if full[: len(prefix)] != prefix:
-        raise ValueError("the chat template renders an assistant turn differently once tool messages follow it; "
-                         "its tool results cannot be appended to a rollout's ids as TRL appends them")
+        raise ValueError(f"the chat template renders an assistant turn differently once {messages[0].get('role')} "
+                         "messages follow it; they cannot be appended to a rollout's ids as TRL appends tool results")
     return full[len(prefix):]
 
 
-class _Tokens:
-    """One episode's ids as TRL builds them: the prompt rendered once, then each reply and each tool suffix."""
+def tool_suffix_ids(tokenizer: Any, tool_messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The ids the chat template writes for ``tool_messages`` and the next assistant header, after an assistant turn's
+    end: what TRL appends to a rollout's ids after running its tools (``GRPOTrainer._get_tool_suffix_ids``)."""
+    calls = [{"type": "function", "function": {"name": tool_messages[0].get("name"), "arguments": {}}}]
+    dummy: list[dict[str, Any]] = [{"role": "user", "content": "dummy"},
+                                   {"role": "assistant", "content": "", "tool_calls": calls}]
+    return _suffix_ids(tokenizer, dummy, tool_messages)
 
-    def __init__(self, tokenizer: Any, tools: list[Any]):
-        self.tokenizer, self.tools = tokenizer, tools
+
+def user_suffix_ids(tokenizer: Any, user_messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The ids the chat template writes for a later user turn's messages and the next assistant header, after a reply
+    without calls: appended as :func:`tool_suffix_ids` appends a tool answer's."""
+    dummy = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "dummy"}]
+    return _suffix_ids(tokenizer, dummy, user_messages)
+
+
+def _tool_names(tools: Sequence[Any]) -> list[str]:
+    return [tool["function"]["name"] if isinstance(tool, Mapping) else tool.__name__ for tool in tools]
+
+
+class _Tokens:
+    """One episode's ids as TRL builds them: the prompt rendered once, then each reply and each tool (or later user
+    turn's) suffix; rendered again only where a later turn offers more tools."""
+
+    def __init__(self, tokenizer: Any, environment: Any):
+        self.tokenizer, self.environment = tokenizer, environment
+        self.tools: list[Any] = []  # what the ids were rendered with, read once the environment is reset
         self.ids: list[int] = []
         self.seen = 0  # messages of the conversation already in ``ids``
 
     def before_reply(self, conversation: Sequence[Mapping[str, Any]]) -> list[int]:
-        """The ids the next reply continues, the conversation's new messages (tool answers) appended."""
-        if not self.ids:
+        """The ids the next reply continues, the conversation's new messages (tool answers, a user turn) appended."""
+        from whileai.domain.episodes import offered_tools
+
+        offered = offered_tools(self.environment)  # bound to this instance, as TRL offers them
+        if not self.ids or _tool_names(offered) != _tool_names(self.tools):
+            self.tools = offered
             self.ids = list(self.tokenizer.apply_chat_template(
                 [dict(m) for m in conversation], tools=self.tools or None, add_generation_prompt=True, tokenize=True,
                 return_dict=False))
         elif len(conversation) > self.seen:
-            self.ids += tool_suffix_ids(self.tokenizer, conversation[self.seen:])
+            new = conversation[self.seen:]
+            suffix = user_suffix_ids if new[0].get("role") == "user" else tool_suffix_ids
+            self.ids += suffix(self.tokenizer, new)
         self.seen = len(conversation)
         return self.ids
 
@@ -241,11 +273,11 @@ class _Sampled:
 def _play(factory: Any, start: Mapping[str, Any], tokenizer: Any, max_turns: int | None) -> Callable[..., Any]:
     """One episode as a play for :func:`play_together`: a fresh environment reset from ``start``, played; the play
     returns ``(the episode, the environment it left)``."""
-    from whileai.domain.episodes import play_episode, tool_methods
+    from whileai.domain.episodes import play_episode
 
     def play(ask: Callable[[Any], Any]) -> tuple[Any, Any]:
         environment = factory()
-        tokens = _Tokens(tokenizer, tool_methods(environment))  # bound to this instance, as TRL offers them
+        tokens = _Tokens(tokenizer, environment)
         episode = play_episode(lambda conversation: ask((tokens, conversation)), environment, dict(start),
                                max_turns=max_turns)
         return episode, environment
@@ -319,7 +351,7 @@ def _result(chosen: Sequence[Mapping[str, Any]], played: list[tuple[Any, Any]]) 
     outcomes = [int(verdict.passed) for _, verdict in played]
     stopped = {"answered": 0, "cap": 0}
     for episode, _ in played:
-        stopped[episode.stopped] += 1
+        stopped[episode.stopped] = stopped.get(episode.stopped, 0) + 1
     grouped = any(row.get(HOLDOUT_GROUP_FIELD) is not None for row in chosen)
     return HeldOutMeasure(
         metric=EPISODE_METRIC, value=sum(outcomes) / len(outcomes), prompts=len(outcomes), outcomes=tuple(outcomes),

@@ -9,7 +9,9 @@ environment, and the episode judge's verdict is the reward.
   context is left out and counted;
 - the trainer: TRL's tool-calling loop plays each rollout for at most ``max_turns`` rounds
   (``max_tool_calling_iterations``; None: EPISODE_MAX_TURNS); a tool that raises is answered with the error as the
-  tool's message; the tool answers' tokens get no loss (TRL's ``tool_mask``);
+  tool's message; the tool answers' tokens get no loss (TRL's ``tool_mask``). An episode of several user turns
+  (BFCL's) is trained on its first user turn only: TRL's loop has no next user turn (``whileai.domain.episodes.bfcl``
+  says why), where the held-out measure plays every turn (``_episode_play``);
 - the reward (:func:`episode_reward`): 1.0 when the rollout's end state equals the gold calls replayed on a fresh
   environment and its final reply says what the task asks (``judge_episode``), else 0.0. An environment's own
   ``get_reward``, which TRL would add beside it, is hidden (:func:`judge_only`);

@@ -20,9 +20,20 @@ bfcl-eval is imported when the first episode starts; without it the error says h
     envs = bfcl_environments(entries, bfcl_data_folder())   # or environment_factory("multi_turn_base")
     trainer = GRPOTrainer(model, environment_factory=envs, train_dataset=Dataset.from_list(episode_rows(entries)))
 
-Under TRL's own loop (and ``whileai.domain.episodes.loop``), a rollout is the first user turn, and a call of a
-function the class does not offer is refused by the loop before it reaches the backends (BFCL would run it);
-``get_reward`` judges the turns played, so that first turn.
+What is played: ``whileai.domain.episodes.loop.play_episode`` (and ``whileai.jobs._episode_play.play_episodes``,
+the held-out measure's and the HackMonitor's player, built on it) plays every user turn of the entry, as BFCL's own
+inference does: after a reply without calls the next turn's user messages follow (BFCL's added-functions prompt at a
+turn that only adds functions, which are callable from then on), the episode ends after the last turn, and
+``get_reward`` judges all of them. A turn that reaches the loop's turn cap ends the entry (``force_end``; BFCL
+force-quits it and fails it).
+
+GRPO under TRL's own loop (``environment_factory``) plays the first user turn only: TRL 1.16's
+``GRPOTrainer._tool_call_loop`` ends a rollout at a reply without calls and has no hook for a next user turn, and its
+``rollout_func`` does not combine with ``environment_factory`` (with an environment's tools TRL runs its own tool loop
+on what ``rollout_func`` returns and builds an all-ones tool mask, dropping the ``env_mask`` that would keep user and
+tool turns out of the loss). So a training rollout is the first user turn and ``get_reward`` judges the turns played,
+that first turn. Either loop refuses a call of a function not offered (yet) before it reaches the backends; BFCL
+would run it.
 """
 
 from __future__ import annotations

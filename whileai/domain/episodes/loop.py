@@ -11,6 +11,14 @@ loop, trl/trainer/grpo_trainer.py), so an episode measured here is the one train
   answered with ``str({"error": "<the message>"})`` as the tool's content; the episode goes on;
 - after ``max_turns`` rounds of tool calls the loop stops, and the last reply's calls are not run.
 
+An environment whose episode has several user turns (``environment.episode`` a
+:class:`~whileai.domain.episodes.protocol.TurnByTurn`, as BFCL's is) is played past TRL's loop, as BFCL's own
+inference plays it: after a reply without calls, the next user turn's messages are appended (and the functions it
+offers become callable) and the policy answers again; the episode ends after the last user turn. A turn that reaches
+``max_turns`` ends the whole episode (BFCL force-quits an entry whose turn runs out of steps, and fails it), and so
+does ``max_rounds`` rounds over all the turns (EPISODE_MAX_ROUNDS: a runaway episode of many turns), each with its
+reason in ``stopped``. An environment of one user turn (the kit's) is played exactly as TRL plays it.
+
     episode = play_episode(policy, KitEnvironment(), row, max_turns=6)
     episode.messages, episode.end_state, episode.stopped   # the conversation, the state, "answered" or "cap"
 
@@ -21,29 +29,34 @@ A policy is any callable from the conversation so far to the next assistant mess
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from whileai.domain import defaults
-from whileai.domain.episodes.protocol import end_state, tool_methods
+from whileai.domain.episodes.protocol import TurnByTurn, end_state, tool_methods, turn_by_turn
 
-__all__ = ["Policy", "Episode", "play_episode", "run_tool_call"]
+__all__ = ["Policy", "Episode", "Stopped", "play_episode", "run_tool_call"]
 
 #: The conversation so far -> the next assistant message.
 Policy = Callable[[list[dict[str, Any]]], Mapping[str, Any] | str]
 
+#: Why an episode stopped: ``answered``, a reply without calls in its last user turn; ``cap``, ``max_turns`` rounds
+#: reached in one user turn; ``episode_cap``, ``max_rounds`` rounds reached over all its user turns.
+Stopped = Literal["answered", "cap", "episode_cap"]
+
 
 @dataclass(frozen=True)
 class Episode:
-    """A played episode: the whole conversation (prompt included), the environment's end state, the tool-calling
-    rounds that ran, and why it stopped (``answered``: a reply without calls; ``cap``: ``max_turns`` reached)."""
+    """A played episode: the whole conversation (prompt and later user turns included), the environment's end state,
+    the tool-calling rounds that ran (over all user turns), and why it stopped (:data:`Stopped`)."""
 
     messages: list[dict[str, Any]]
     end_state: dict[str, Any]
     rounds: int
-    stopped: Literal["answered", "cap"]
+    stopped: Stopped
 
     @property
     def final_reply(self) -> str:
@@ -107,22 +120,58 @@ def _start(environment: Any, row: Mapping[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
-def play_episode(policy: Policy, environment: Any, row: Mapping[str, Any], *,
-                 max_turns: int | None = None) -> Episode:
-    """Play one episode of ``environment`` from the dataset ``row`` with ``policy``.
-
-    ``max_turns`` caps the rounds of tool calls (None: ``EPISODE_MAX_TURNS``): the policy is asked at
-    most ``max_turns + 1`` times. Returns the :class:`Episode`; only the policy's own exceptions escape.
-    """
-    cap = defaults.EPISODE_MAX_TURNS if max_turns is None else max_turns
-    tools = {method.__name__: method for method in tool_methods(environment)}
-    messages = _start(environment, row)
+def _play_turn(policy: Policy, tools: Mapping[str, Callable[..., Any]], messages: list[dict[str, Any]], cap: int,
+               left: int) -> int:
+    """One user turn: the policy answers, its calls run, until a reply without calls, ``cap`` rounds in the turn or
+    ``left`` rounds in the episode; the rounds that ran (the last reply's calls, at a cap, never run)."""
     messages.append(_assistant(policy(list(messages))))
     rounds = 0
-    while messages[-1].get("tool_calls") and rounds < cap:
+    while messages[-1].get("tool_calls") and rounds < min(cap, left):
         calls: Sequence[Mapping[str, Any]] = messages[-1]["tool_calls"]
         messages.extend(run_tool_call(tools, call) for call in calls)
         rounds += 1
         messages.append(_assistant(policy(list(messages))))
-    stopped: Literal["answered", "cap"] = "cap" if messages[-1].get("tool_calls") else "answered"
+    return rounds
+
+
+def _run_by_name(turns: TurnByTurn, name: str, **arguments: Any) -> Any:
+    return turns.call(name, arguments)
+
+
+def _offer(tools: dict[str, Callable[..., Any]], turns: TurnByTurn) -> None:
+    """Make each function the episode offers from this turn on callable (BFCL's withheld functions, at their turn)."""
+    for schema in turns.tools():
+        name = str(schema["function"]["name"])
+        if name not in tools:
+            tools[name] = functools.partial(_run_by_name, turns, name)
+
+
+def play_episode(policy: Policy, environment: Any, row: Mapping[str, Any], *,
+                 max_turns: int | None = None, max_rounds: int | None = None) -> Episode:
+    """Play one episode of ``environment`` from the dataset ``row`` with ``policy``, every user turn of it.
+
+    ``max_turns`` caps the rounds of tool calls in one user turn (None: ``EPISODE_MAX_TURNS``): in an episode of one
+    user turn the policy is asked at most ``max_turns + 1`` times. ``max_rounds`` caps them over all its user turns
+    (None: ``EPISODE_MAX_ROUNDS``). Returns the :class:`Episode`; only the policy's own exceptions escape.
+    """
+    cap = defaults.EPISODE_MAX_TURNS if max_turns is None else max_turns
+    total = defaults.EPISODE_MAX_ROUNDS if max_rounds is None else max_rounds
+    tools = {method.__name__: method for method in tool_methods(environment)}
+    messages = _start(environment, row)
+    turns = turn_by_turn(environment)
+    rounds = 0
+    while True:
+        played = _play_turn(policy, tools, messages, cap, total - rounds)
+        rounds += played
+        if messages[-1].get("tool_calls"):  # a cap: the turn's, or the episode's over all its turns
+            if turns is not None:
+                turns.force_end()
+            stopped: Stopped = "cap" if played >= cap else "episode_cap"
+            break
+        following = turns.next_turn() if turns is not None else None
+        if turns is None or following is None:
+            stopped = "answered"
+            break
+        messages.extend(dict(m) for m in following)
+        _offer(tools, turns)
     return Episode(messages=messages, end_state=end_state(environment), rounds=rounds, stopped=stopped)

@@ -13,6 +13,10 @@ An environment is a class; each instance holds one episode's state (TRL makes on
 - The class is built with no arguments: TRL calls the factory with none.
 - Its public attributes are the episode's state, which the judge compares with the gold replay's.
 
+Beyond TRL's contract, an episode may have several user turns (BFCL's multi-turn entries): an environment whose
+``episode`` attribute is a :class:`TurnByTurn` (``next_turn``, ``tools``, ``call``, ``force_end``) is played turn
+after turn by whileai's own loop (``loop.py``); TRL's loop plays its first user turn only.
+
     problems = protocol_problems(MyEnvironment)   # [] when TRL can use it unchanged; else every problem
     schemas = tool_schemas(MyEnvironment())       # the tools as the model is shown them
 """
@@ -22,11 +26,11 @@ from __future__ import annotations
 import copy
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Environment", "EnvironmentFactory", "NOT_TOOLS", "tool_methods", "tool_schemas", "end_state",
-           "shown_signature", "protocol_problems"]
+__all__ = ["Environment", "EnvironmentFactory", "TurnByTurn", "NOT_TOOLS", "tool_methods", "tool_schemas",
+           "end_state", "turn_by_turn", "offered_tools", "shown_signature", "protocol_problems"]
 
 #: The public methods TRL does not offer as tools (grpo_trainer.py: the episode's start and its score).
 NOT_TOOLS = ("reset", "get_reward")
@@ -45,6 +49,24 @@ class Environment(Protocol):
 
 #: What TRL's ``environment_factory`` is: called with no arguments, once per rollout.
 EnvironmentFactory = Callable[[], Environment]
+
+
+@runtime_checkable
+class TurnByTurn(Protocol):
+    """An episode of several user turns, as an environment's ``episode`` attribute (BFCL's ``BfclEpisode`` is one):
+    what the episode loop drives after a reply without calls."""
+
+    def next_turn(self) -> list[dict[str, Any]] | None:
+        """Close the current user turn; the next one's user messages, or None when every turn is played."""
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The tools offered in the current turn, as JSON schemas (a later turn may offer more)."""
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        """Run a call of any offered function by name in the current turn; its result."""
+
+    def force_end(self) -> None:
+        """End the episode before its last user turn (the judge then fails it, as BFCL fails a forced quit)."""
 
 
 def _functions(cls: type) -> dict[str, Callable[..., Any]]:
@@ -69,6 +91,25 @@ def end_state(environment: object) -> dict[str, Any]:
     """The episode's state: a copy of every public attribute of ``environment``, by name (what the judge compares)."""
     attributes = getattr(environment, "__dict__", {})
     return {name: copy.deepcopy(value) for name, value in sorted(attributes.items()) if not name.startswith("_")}
+
+
+def turn_by_turn(environment: object) -> TurnByTurn | None:
+    """``environment.episode`` where it is a :class:`TurnByTurn` (read after ``reset``), else None: an environment of
+    one user turn, as TRL plays every environment."""
+    episode = getattr(environment, "episode", None)
+    return episode if isinstance(episode, TurnByTurn) else None
+
+
+def offered_tools(environment: object) -> list[Any]:
+    """The tools ``environment`` offers now, as a chat template takes them: its tool methods (bound, what TRL renders),
+    then, in a turn-by-turn episode, the JSON schema of each function offered since (BFCL adds a withheld function at
+    its turn, after the others)."""
+    methods: list[Any] = tool_methods(environment)
+    turns = turn_by_turn(environment)
+    if turns is None:
+        return methods
+    names = {method.__name__ for method in methods}
+    return [*methods, *(schema for schema in turns.tools() if schema["function"]["name"] not in names)]
 
 
 def shown_signature(func: Callable[..., Any]) -> inspect.Signature:

@@ -14,11 +14,13 @@ beside its after:
         "passed": False,            # the judge's verdict
         "reason": "the end state differs from the gold replay's: ...",
         "turns": 3,                 # the policy's replies (assistant messages) in the episode
-        "stopped": "answered",      # "answered" (a reply without calls) or "cap" (the turn cap)
+        "stopped": "answered",      # "answered" (a reply without calls), "cap" (the turn cap) or "episode_cap"
+                                    # (the cap over all user turns, EPISODE_MAX_ROUNDS)
         "messages": [...],          # the whole conversation, as OpenAI's wire writes it (below)
     }
 
-The messages are OpenAI chat-completions messages: ``{"role": "system" | "user", "content"}``;
+The messages are OpenAI chat-completions messages (an episode of several user turns, BFCL's, holds each later user
+turn's messages where it began): ``{"role": "system" | "user", "content"}``;
 ``{"role": "assistant", "content": text or None, "tool_calls": [{"id", "type": "function", "function":
 {"name", "arguments": JSON text}}]}`` (``tool_calls`` only on a reply that calls); ``{"role": "tool",
 "tool_call_id", "name", "content"}``, each answering the call with that id. A call the policy gave no id gets
@@ -34,11 +36,11 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from typing import Any, TypedDict
 
 from whileai.domain import defaults
 from whileai.domain.episodes.judge import Verdict
-from whileai.domain.episodes.loop import Episode
+from whileai.domain.episodes.loop import Episode, Stopped
 
 __all__ = ["EPISODES_KEY", "EpisodeRecord", "EpisodesSummary", "episode_record", "wire_messages",
            "episodes_summary", "tool_error", "CUT_MARKER"]
@@ -60,7 +62,7 @@ class EpisodeRecord(TypedDict):
     passed: bool
     reason: str
     turns: int
-    stopped: Literal["answered", "cap"]
+    stopped: Stopped
     messages: list[dict[str, Any]]
 
 

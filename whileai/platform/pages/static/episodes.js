@@ -45,7 +45,8 @@
     const label = name + " training";
     if (!s) return el("div", {class: "ep-side", dataset: {side: name}}, el("h4", {}, label + ": not played"));
     const how = [s.turns !== null ? s.turns + (s.turns === 1 ? " reply" : " replies") : null,
-      s.stopped === "cap" ? "stopped at the turn cap" : s.stopped === "answered" ? "ended with an answer" : null];
+      s.stopped === "cap" ? "stopped at the turn cap" : s.stopped === "episode_cap" ? "stopped at the episode's cap" :
+        s.stopped === "answered" ? "ended with an answer" : null];
     return el("div", {class: "ep-side", dataset: {side: name}},
       el("h4", {}, label + ": ", verdict(s)), el("p", {class: "ep-reason"}, s.reason),
       el("p", {class: "muted small"}, how.filter(Boolean).join(" · ")),
