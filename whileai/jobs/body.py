@@ -19,12 +19,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from whileai.core.jobrow import JobPlatform
 from whileai.core.spec import RunSpec, read_spec
 from whileai.jobs import _kept_measure
 from whileai.jobs._measure import HeldOutMeasure
+from whileai.jobs._training_fields import DataGates, FitFields, HeldOutStats, ResumedNote
 from whileai.domain.tracking import TrainingRun
 
 if TYPE_CHECKING:
@@ -112,12 +113,13 @@ def stored_pairs(series: Any) -> frozenset[tuple[str, int]]:
     return frozenset(pairs)
 
 
-def _resume_note(run: JobRun | OtherRankRun, start: Path) -> dict[str, Any]:
-    """The run's ``resumed`` note: from which checkpoint's step, and how many times it was resumed."""
+def _resume_note(run: JobRun | OtherRankRun, start: Path) -> ResumedNote:
+    """The run's ``resumed`` note: from which checkpoint's step, and how many times it was resumed; the fields
+    the platform wrote into the note the run holds (its JSON, read back as that note) are kept."""
     earlier = getattr(run, "summary", {}).get("resumed")
     times = int(earlier.get("times") or 0) if isinstance(earlier, dict) else 0
     kept = {k: v for k, v in earlier.items() if k not in ("from_step", "times")} if isinstance(earlier, dict) else {}
-    return {**kept, "from_step": int(start.name.partition("-")[2]), "times": times + 1}
+    return cast(ResumedNote, {**kept, "from_step": int(start.name.partition("-")[2]), "times": times + 1})
 
 
 def _log_history(run: JobRun, start: Path) -> None:
@@ -186,8 +188,9 @@ class JobBody(Protocol):
 
     def fit(self, spec: Any, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
             callbacks: list[Any], holdout: list[dict[str, Any]] | None = None,
-            run: Any = None) -> tuple[Any, dict[str, Any]]:
-        """Train; returns the trained model and the fields it adds to the run's ``training`` summary."""
+            run: Any = None) -> tuple[Any, FitFields]:
+        """Train; returns the trained model and the fields it adds to the run's ``training`` summary (those every
+        method adds, and its own beside them)."""
         ...
 
     # Optional: ``keeps_measure(spec) -> bool``, True when ``evaluate`` is the plain first-action pass rate, which
@@ -205,7 +208,7 @@ def _method(name: str) -> JobBody:
     return module
 
 
-def _held_out_stats(before: HeldOutMeasure | None, after: HeldOutMeasure | None) -> dict[str, Any]:
+def _held_out_stats(before: HeldOutMeasure | None, after: HeldOutMeasure | None) -> HeldOutStats:
     """The per-prompt (rm: per-pair) outcomes before and after, and how sure the result is.
 
     ``outcomes`` keeps both sides in prompt order so the test can be recomputed;
@@ -221,12 +224,13 @@ def _held_out_stats(before: HeldOutMeasure | None, after: HeldOutMeasure | None)
     result = holdout_result(sides.get("before"), sides.get("after"))
     if result is None:
         return {}
-    out = {"outcomes": {"before": sides.get("before"), "after": sides.get("after")}, "stats": result}
-    return {**out, **_by_group(before, after, sides)}
+    out: HeldOutStats = {"outcomes": {"before": sides.get("before"), "after": sides.get("after")}, "stats": result}
+    out.update(_by_group(before, after, sides))
+    return out
 
 
 def _by_group(before: HeldOutMeasure | None, after: HeldOutMeasure | None,
-              sides: dict[str, list[int]]) -> dict[str, Any]:
+              sides: dict[str, list[int]]) -> HeldOutStats:
     """``by_group``: the before/after of each group of held-out prompts (``groups``: a BFCL row's category)."""
     from whileai.core.defaults import HOLDOUT_GROUP_FIELD
     from whileai.core.stats import group_results
@@ -275,7 +279,7 @@ class _Trained:
     """What the trainer hands back: the trained model, its ``training`` fields, its time and its setup."""
 
     model: Any
-    extra: dict[str, Any]
+    extra: FitFields
     seconds: float
     setup: dict[str, Any]
 
@@ -339,12 +343,15 @@ def _setup(spec: RunSpec, run: JobRun | OtherRankRun) -> _Job:
 
 
 def _setup_data(job: _Job, rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
-                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None, dict[str, Any]]:
-    """The rows through the data gates, and the held-out rows this rank measures (rank 0 only)."""
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None, DataGates]:
+    """The rows through the data gates, what the gates did to them, and the held-out rows this rank measures
+    (rank 0 only)."""
     from whileai.domain.rows.datagate import gate_rows
 
     # the data gates' unambiguous mappings (wire tool names, JSON-Schema types): what the selection gate counted
-    rows, gates = gate_rows(rows)
+    rows, report = gate_rows(rows)
+    gates: DataGates = {"tool_names_mapped": report["tool_names_mapped"], "types_mapped": report["types_mapped"],
+                        "refused_rows": report["refused_rows"]}
     if holdout_rows:
         holdout_rows, _ = gate_rows(holdout_rows)
     if not job.place.first:  # the held-out set is measured once, on rank 0
@@ -369,7 +376,7 @@ def _setup_model(job: _Job, folder: Path) -> tuple[Any, Any]:
 
 
 def _resume(job: _Job, checkpoints: Path | None,
-            logged: Callable[[], frozenset[tuple[str, int]]] | None) -> dict[str, Any] | None:
+            logged: Callable[[], frozenset[tuple[str, int]]] | None) -> ResumedNote | None:
     """The run's ``resumed`` note when the run holds a checkpoint of an interrupted job, else None.
 
     The points the interrupted job logged are logged again, and the run's stored ones kept from being
@@ -473,9 +480,10 @@ def _measure_after(job: _Job, trained: _Trained, tokenizer: Any,
 
 
 def _summary(job: _Job, trained: _Trained, tokenizer: Any, before: HeldOutMeasure | None,
-             after: HeldOutMeasure | None, holdout_rows: list[dict[str, Any]] | None, gates: dict[str, Any],
-             resumed: dict[str, Any] | None) -> dict[str, Any]:
-    """The run's ``training`` summary: the result, where and how long it trained, and the trainer's fields."""
+             after: HeldOutMeasure | None, holdout_rows: list[dict[str, Any]] | None, gates: DataGates,
+             resumed: ResumedNote | None) -> dict[str, Any]:
+    """The run's ``training`` summary: the result, where and how long it trained, and the trainer's fields; the
+    JSON the run is noted with and ``run_job`` returns, put together from the typed pieces (``_training_fields``)."""
     from whileai.jobs import _environment
 
     spec, place = job.spec, job.place
@@ -502,7 +510,7 @@ def _summary(job: _Job, trained: _Trained, tokenizer: Any, before: HeldOutMeasur
         "processes": spec.processes,
         "nodes": spec.nodes,
         **({"strategy": spec.strategy} if place.size > 1 else {}),
-        "data_gates": {k: gates[k] for k in ("tool_names_mapped", "types_mapped", "refused_rows")},
+        "data_gates": dict(gates),
         **trained.extra,
     }
     training.update(_held_out_stats(before, after))
@@ -512,7 +520,7 @@ def _summary(job: _Job, trained: _Trained, tokenizer: Any, before: HeldOutMeasur
 
 def _note_case(training: dict[str, Any], spec: RunSpec, tokenizer: Any, before: HeldOutMeasure | None,
                after: HeldOutMeasure | None, holdout_rows: list[dict[str, Any]] | None,
-               resumed: dict[str, Any] | None) -> None:
+               resumed: ResumedNote | None) -> None:
     """Add the summary's fields that depend on the case: a proxy reward against the exact judge, the base's
     notes, the start run, a resume, the reward model's cut, the cost basis, why before/after is missing."""
     from whileai.jobs import _loading

@@ -1,0 +1,63 @@
+"""The pieces of a run's ``training`` summary that the job hands from one step to the next, typed.
+
+``body.run_job`` writes the summary as JSON (``run.note(training=...)``) and returns it. Each piece here goes
+into that JSON as it is, key for key, so each is a TypedDict: what a method's ``fit`` adds (:class:`FitFields`;
+``rm.RMFit`` and ``grpo.GRPOFit`` add their own beside it), the held-out outcomes and how sure the result is
+(:class:`HeldOutStats`), what the data gates mapped (:class:`DataGates`) and the ``resumed`` note of a run
+continued from a checkpoint (:class:`ResumedNote`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+__all__ = ["FitFields", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote"]
+
+
+class FitFields(TypedDict, total=False):
+    """What every method's ``fit`` adds to the summary, which the job reads back for its log line.
+
+    A method adds its own fields beside these (a reward model's pairs and threshold, GRPO's rewards and
+    sampled groups); the summary keeps them all, in the order the method wrote them.
+    """
+
+    rows: int  # the train-side rows the trainer's examples hold (a pair counts both of its rows)
+    steps: int  # the optimizer steps the trainer took
+    left_out_too_long: int  # examples left out for being longer than the model's context (never cut)
+    trainer_received: int  # the examples the trainer's dataset held
+    unit: str  # what one example is: rows, pairs, prompts or episodes (rows where a method says nothing)
+
+
+class Outcomes(TypedDict):
+    """Each side's per-prompt outcomes (1: passed), in prompt order; None for a side without them."""
+
+    before: list[int] | None
+    after: list[int] | None
+
+
+class HeldOutStats(TypedDict, total=False):
+    """The held-out outcomes before and after and how sure the result is; empty without per-prompt outcomes."""
+
+    outcomes: Outcomes
+    stats: dict[str, Any]  # whileai.core.stats.holdout_result over the outcomes, as its JSON
+    by_group: dict[str, Any]  # whileai.core.stats.group_results, where the held-out prompts name a group
+
+
+class DataGates(TypedDict):
+    """What the data gates changed or refused in the train-side rows (``domain.rows.datagate.gate_rows``)."""
+
+    tool_names_mapped: int  # tool names the OpenAI wire refuses, renamed
+    types_mapped: dict[str, int]  # JSON-Schema types mapped to the wire's, by type
+    refused_rows: int  # rows with a problem no mapping fixes
+
+
+class ResumedNote(TypedDict, total=False):
+    """The run's ``resumed`` note: the platform's fields from when it resumed the run
+    (``platform.launcher.jobs``), then the job's: the checkpoint step it continued from and how many times
+    the run was resumed."""
+
+    requested_at: float
+    from_job: str
+    earlier_seconds: float  # the interrupted jobs' time, which the run's seconds (and so its cost) count
+    from_step: int
+    times: int
