@@ -23,11 +23,29 @@ every group was unanimous (``core_defaults.TRAIN_GRPO_MIN_MIXED_SHARE``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.core import defaults as core_defaults
 
-__all__ = ["group_watch"]
+__all__ = ["group_watch", "GroupStats", "Span"]
+
+
+class Span(TypedDict):
+    """A per-step series summed up: its first, last and mean value, each to three places."""
+
+    first: float
+    last: float
+    mean: float
+
+
+class GroupStats(TypedDict, total=False):
+    """What the watch adds to the run's training summary: each series' span, and ``groups_note`` when nearly
+    every group was unanimous. Empty before the first logged step."""
+
+    mixed_groups: Span
+    sampled_pass_rate: Span
+    sampled_reward: Span  # where the paid reward is not the exact judge alone
+    groups_note: str
 
 
 def group_watch(exact_key: str | None = None, tally: list[float] | None = None) -> Any:
@@ -78,25 +96,25 @@ def group_watch(exact_key: str | None = None, tally: list[float] | None = None) 
             except (KeyError, TypeError, ValueError):
                 return None
 
-        def summary(self) -> dict[str, Any]:
+        def summary(self) -> GroupStats:
             """``sampled_pass_rate`` and ``mixed_groups`` (first, last, mean over steps), and a note when unanimous."""
             return _summary(self.pass_rates, self.rewards, self.mixed)
 
     return GroupWatch()
 
 
-def _span(values: list[float]) -> dict[str, float]:
+def _span(values: list[float]) -> Span:
     """The first, last and mean of a per-step series, each to three places."""
     return {"first": round(values[0], 3), "last": round(values[-1], 3),
             "mean": round(sum(values) / len(values), 3)}
 
 
-def _summary(pass_rates: list[float], rewards: list[float], mixed: list[float]) -> dict[str, Any]:
+def _summary(pass_rates: list[float], rewards: list[float], mixed: list[float]) -> GroupStats:
     """The watch's summary of its per-step series (empty before the first logged step): each series' span, and
     ``groups_note`` when the mean share of mixed groups is under ``core_defaults.TRAIN_GRPO_MIN_MIXED_SHARE``."""
     if not mixed:
         return {}
-    out: dict[str, Any] = {"mixed_groups": _span(mixed)}
+    out: GroupStats = {"mixed_groups": _span(mixed)}
     if pass_rates:
         out["sampled_pass_rate"] = _span(pass_rates)
     if rewards:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from whileai.core.spec import GRPOSpec
 
@@ -30,16 +30,52 @@ from whileai.jobs import _episode_play, _evaluation, _loading, _rewards, _traine
 from whileai.jobs._grpo_batch import batch_shape
 from whileai.jobs._measure import HeldOutMeasure
 from whileai.jobs._trainer_setup import ensure_response_parser
-from whileai.jobs._grpo_watch import group_watch
+from whileai.jobs._grpo_watch import GroupStats, group_watch
 from whileai.jobs._rewards import first_action_reward
+from whileai.jobs._training_fields import FitFields
 from whileai.domain.rows.context import prompt_length, prompt_tools, shared_tools, tool_schemas
 from whileai.domain.judges.rewards import reward_strength
 from whileai.domain.rows.rollouts import prompt_messages
 
 __all__ = ["fit", "load", "evaluate", "keeps_measure", "mixed_rows", "mixed_prompts", "first_action_reward",
-           "SchemaTool"]
+           "SchemaTool", "GRPOPrompt", "GRPOTextPrompt", "GRPOFit"]
 
 load = _loading.load_policy
+
+
+class GRPOPrompt(TypedDict):
+    """One prompt GRPO trains on, as its dataset's columns hold it (TRL passes each column to every reward
+    function by name): the conversation up to the first action, the gold first action and the row's tools as
+    JSON text, and the task it came from."""
+
+    prompt: list[dict[str, Any]]
+    gold: str
+    task: str
+    row_tools: str
+
+
+class GRPOTextPrompt(TypedDict):
+    """A :class:`GRPOPrompt` whose conversation is rendered to text with its own row's tools (:func:`_as_text`)."""
+
+    prompt: str
+    gold: str
+    task: str
+    row_tools: str
+
+
+class GRPOFit(FitFields, GroupStats, total=False):
+    """What GRPO's fit adds to the run's training summary, beside every method's fields and the group watch's."""
+
+    prompts: int
+    tools: list[str]  # every row's tool names, first seen first (an environment's: its tool methods)
+    tools_per_prompt: bool  # each prompt rendered with its own row's tools
+    environment: str  # in an environment (``_episodes.fit_episodes``): its name and turn cap
+    max_turns: int
+    generations: int
+    prompts_per_step: int
+    reward: list[str]
+    reward_weights: list[float] | None
+    monitor: str  # what the run's summary says of the hack monitor (it notes its own summary apart)
 
 
 def _exact_verdicts(spec: GRPOSpec, funcs: list[Any], exact: Any) -> tuple[list[Any], str | None, list[float] | None]:
@@ -119,20 +155,21 @@ def mixed_rows(rows: list[dict[str, Any]], balance: bool,
     return out
 
 
-def mixed_prompts(rows: list[dict[str, Any]], balance: bool, source: str = "mixed") -> list[dict[str, Any]]:
+def mixed_prompts(rows: list[dict[str, Any]], balance: bool, source: str = "mixed") -> list[GRPOPrompt]:
     """GRPO's prompts: from each task :func:`mixed_rows` keeps, its prompt and gold (once per task when balanced)."""
     return [{"prompt": prompt_messages(row), "gold": json.dumps(gold), "task": key,
              "row_tools": json.dumps(row.get("tools") or [])}
             for key, row, gold in mixed_rows(rows, balance, source)]
 
 
-def _as_text(tokenizer: Any, prompt: dict[str, Any]) -> dict[str, Any]:
+def _as_text(tokenizer: Any, prompt: GRPOPrompt) -> GRPOTextPrompt:
     """``prompt`` rendered to text with its own row's tools and the generation prompt: TRL gives one ``tools=`` to
     every prompt, so rows whose tools differ reach the trainer as text (completions are judged from their token
     ids either way)."""
     own = json.loads(prompt["row_tools"]) or None
-    return {**prompt, "prompt": tokenizer.apply_chat_template(prompt["prompt"], tools=own, add_generation_prompt=True,
-                                                              tokenize=False)}
+    return {"prompt": tokenizer.apply_chat_template(prompt["prompt"], tools=own, add_generation_prompt=True,
+                                                    tokenize=False),
+            "gold": prompt["gold"], "task": prompt["task"], "row_tools": prompt["row_tools"]}
 
 
 def _gold_judge(spec: GRPOSpec) -> Any:
@@ -193,8 +230,8 @@ def _monitor_gold(spec: GRPOSpec) -> tuple[Any, str, dict[str, str]]:
 
 
 
-def _within_context(tokenizer: Any, prompts: list[dict[str, Any]], shared: list[dict[str, Any]] | None, limit: int,
-                    reply_cap: int) -> tuple[list[dict[str, Any]], int]:
+def _within_context(tokenizer: Any, prompts: list[GRPOPrompt], shared: list[dict[str, Any]] | None, limit: int,
+                    reply_cap: int) -> tuple[list[GRPOPrompt], int]:
     """The prompts whose tokens (with their tools and the generation prompt) plus ``reply_cap`` fit ``limit``, and how
     many were left out: a longer prompt is counted, never cut, like a too-long row in the other methods."""
     kept = [p for p in prompts if prompt_length(tokenizer, p["prompt"], prompt_tools(
@@ -218,7 +255,7 @@ def _rank_monitor(spec: GRPOSpec, run: Any, holdout: list[dict[str, Any]] | None
     return _monitor(spec, run, held, proxy)
 
 
-def _training_prompts(spec: GRPOSpec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _training_prompts(spec: GRPOSpec, rows: list[dict[str, Any]]) -> list[GRPOPrompt]:
     """The prompts GRPO trains on (:func:`mixed_prompts`); raises, saying what to push, where there is none."""
     prompts = mixed_prompts(rows, spec.balance, spec.prompt_source)
     if not prompts and spec.prompt_source == "gold":
@@ -231,15 +268,15 @@ def _training_prompts(spec: GRPOSpec, rows: list[dict[str, Any]]) -> list[dict[s
     return prompts
 
 
-def _fitting_prompts(spec: GRPOSpec, model: Any, tokenizer: Any, prompts: list[dict[str, Any]],
-                     shared: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], int]:
+def _fitting_prompts(spec: GRPOSpec, model: Any, tokenizer: Any, prompts: list[GRPOPrompt],
+                     shared: list[dict[str, Any]] | None) -> tuple[Sequence[GRPOPrompt | GRPOTextPrompt], int]:
     """The prompts that fit the model's context with a full reply (:func:`_within_context`), each rendered as text
     with its own row's tools where the rows' tools differ (``shared`` None), and how many were left out."""
-    prompts, too_long = _within_context(tokenizer, prompts, shared, _loading.max_length(model),
+    fitting, too_long = _within_context(tokenizer, prompts, shared, _loading.max_length(model),
                                         spec.max_completion_length)
     if shared is None:
-        prompts = [_as_text(tokenizer, p) for p in prompts]
-    return prompts, too_long
+        return [_as_text(tokenizer, p) for p in fitting], too_long
+    return fitting, too_long
 
 
 def _grpo_config(spec: GRPOSpec, folder: Path, per_rank: int, micro: int) -> Any:
@@ -256,7 +293,7 @@ def _grpo_config(spec: GRPOSpec, folder: Path, per_rank: int, micro: int) -> Any
     )
 
 
-def _train(spec: GRPOSpec, model: Any, tokenizer: Any, args: Any, prompts: list[dict[str, Any]],
+def _train(spec: GRPOSpec, model: Any, tokenizer: Any, args: Any, prompts: Sequence[GRPOPrompt | GRPOTextPrompt],
            reward_funcs: list[Any], tools: list[SchemaTool], callbacks: list[Any]) -> Any:
     """Build TRL's ``GRPOTrainer`` and train it (with node 0's vLLM server up for the run where the spec serves
     generation from one); returns the trained trainer."""
@@ -287,9 +324,9 @@ def _train(spec: GRPOSpec, model: Any, tokenizer: Any, args: Any, prompts: list[
     return trainer
 
 
-def _fit_summary(spec: GRPOSpec, trainer: Any, rows: list[dict[str, Any]], prompts: list[dict[str, Any]],
-                 too_long: int, shared: list[dict[str, Any]] | None, per_step: int, weights: Any,
-                 watch: Any) -> dict[str, Any]:
+def _fit_summary(spec: GRPOSpec, trainer: Any, rows: list[dict[str, Any]], prompts: Sequence[GRPOPrompt | GRPOTextPrompt],
+                 too_long: int, shared: list[dict[str, Any]] | None, per_step: int, weights: list[float],
+                 groups: GroupStats) -> GRPOFit:
     """What the run's training summary says of the fit: the prompts trained on and left out, the steps, the tools,
     the batch shape, the rewards and what the group watch saw."""
     return {
@@ -305,23 +342,24 @@ def _fit_summary(spec: GRPOSpec, trainer: Any, rows: list[dict[str, Any]], promp
         "prompts_per_step": per_step,
         "reward": list(spec.reward),
         "reward_weights": weights,
-        **watch.summary(),
+        **groups,
     }
 
 
 def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
-        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
+        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, GRPOFit]:
     """Train ``model`` with GRPO on the rows' prompts (see the module docstring); returns the trained model and what
     the run's training summary adds (prompts, steps, batch shape, rewards, the groups' and the monitor's notes).
     In an environment, whole episodes are rolled out and judged instead (``_episodes.fit_episodes``)."""
     if spec.environment is not None:
         from whileai.jobs._episodes import fit_episodes
 
-        return fit_episodes(spec, model, tokenizer, rows, folder, callbacks, run=run, holdout=holdout)
-    prompts = _training_prompts(spec, rows)
+        trained, fields = fit_episodes(spec, model, tokenizer, rows, folder, callbacks, run=run, holdout=holdout)
+        return trained, cast(GRPOFit, fields)  # these fields: fit_episodes' module gives them as a plain dict
+    chosen = _training_prompts(spec, rows)
     shared = shared_tools(rows)  # None: the rows' tools differ, and each prompt goes as text with its own
     tools = [SchemaTool(schema) for schema in shared or []]
-    prompts, too_long = _fitting_prompts(spec, model, tokenizer, prompts, shared)
+    prompts, too_long = _fitting_prompts(spec, model, tokenizer, chosen, shared)
     ensure_response_parser(tokenizer)
     per_step, per_rank, micro = batch_shape(spec, len(prompts))
     args = _grpo_config(spec, folder, per_rank, micro)
@@ -336,7 +374,7 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
     watch = group_watch(exact_key, tally)  # first, so its figures join each step's log before the run's callback sends it
     trainer = _train(spec, model, tokenizer, args, prompts, trainer_funcs, tools,
                      [watch, *callbacks, *([monitor] if monitor is not None else [])])
-    extra = _fit_summary(spec, trainer, rows, prompts, too_long, shared, per_step, weights, watch)
+    extra = _fit_summary(spec, trainer, rows, prompts, too_long, shared, per_step, weights, watch.summary())
     if run is not None and extra.get("groups_note"):
         run.note(grpo_groups=extra["groups_note"])
     extra["monitor"] = monitor_note  # the monitor notes its own summary on the run (summary["monitor"])
