@@ -27,13 +27,27 @@ from whileai.core.spec import RMSpec, knob_of
 
 from whileai.jobs import _environment, _loading, _trainer_data, _trainer_setup
 from whileai.jobs._measure import HeldOutMeasure
+from whileai.jobs._training_fields import FitFields
 from whileai.domain import defaults
 
 __all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_examples", "near_miss_examples", "span_of",
-           "near_misses_of", "by_failure"]
+           "near_misses_of", "by_failure", "RMFit"]
 
 #: what a reward model reads of a row when its spec names no reward_span: the knob's declared default
 REWARD_SPAN_DEFAULT: str = knob_of(RMSpec, "reward_span").default
+
+
+class RMFit(FitFields, total=False):
+    """What a reward model's fit adds to the run's training summary, beside every method's fields: its pairs,
+    what of a row it read, the near-miss pairs it added, and (without a held-out set) the pass line it chose on
+    the training rows."""
+
+    pairs: int
+    reward_span: str
+    near_misses: dict[str, Any]  # the near-miss pairs' summary (judges.near_miss_pairs), where the run adds them
+    threshold: float | None
+    threshold_row_accuracy: float | None
+    threshold_note: str
 
 
 def load(spec: RMSpec) -> tuple[Any, Any]:
@@ -220,7 +234,7 @@ def evaluate(spec: RMSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]
 
 
 def fit(spec: RMSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
-        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
+        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, RMFit]:
     from trl import RewardConfig, RewardTrainer
 
     examples = pair_examples(rows, spec.balance, span_of(spec))
@@ -238,10 +252,10 @@ def fit(spec: RMSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], fo
         task_type="SEQ_CLS",
         max_length=_loading.max_length(model),
     )
-    extra: dict[str, Any] = {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step,
-                             "reward_span": span_of(spec),
-                             "left_out_too_long": too_long, "trainer_received": len(trainer.train_dataset),
-                             "unit": "pairs"}
+    extra: RMFit = {"rows": 2 * len(examples), "pairs": len(examples), "steps": trainer.state.global_step,
+                    "reward_span": span_of(spec),
+                    "left_out_too_long": too_long, "trainer_received": len(trainer.train_dataset),
+                    "unit": "pairs"}
     if near is not None:  # how many of the pairs are near misses, by rule
         extra["near_misses"] = near
     if not holdout:  # with a held-out set the job's after-measurement picks the threshold there
