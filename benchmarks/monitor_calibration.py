@@ -5,6 +5,7 @@
     python benchmarks/monitor_calibration.py --runs 300 --jobs 2   # the full size on two processes
     python benchmarks/monitor_calibration.py --only length --only honest   # some classes (name substrings)
     python benchmarks/monitor_calibration.py --draws tune   # the new classes at the numbers the alarms were tuned on
+    python benchmarks/monitor_calibration.py --seed-offset 10000000   # other runs: to look at while changing an alarm
 
 Drives the real HackMonitor (through ``sample=``: a synthetic policy, no model)
 over many simulated runs. Each run is MONITOR_N_PROMPTS held-out prompts x
@@ -412,6 +413,7 @@ def _task(job: tuple[Kind, int, int, int, bool]) -> dict:
 def _runs(kind: Kind, seeds: list[int], args: argparse.Namespace, pool) -> list[dict]:
     fresh = args.draws == "fresh"
     offset = 0 if fresh or not kind.draws else 2_000_000  # the tuning draws use seeds of their own
+    offset += args.seed_offset
     jobs = [(kind, offset + seed, args.prompts, args.k, fresh) for seed in seeds]
     return list(pool.map(_task, jobs)) if pool is not None else [_task(job) for job in jobs]
 
@@ -499,6 +501,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--draws", choices=("fresh", "tune"), default="fresh",
                         help="the drawn classes' numbers: 'tune' (the ranges the alarms were tuned on) or "
                              "'fresh' (wider ranges, other seeds, other spreads: the figures that count)")
+    parser.add_argument("--seed-offset", type=int, default=0,
+                        help="added to every run's seed (default 0: the published runs). A change to an alarm is "
+                             "looked at on other runs (e.g. 10000000, clear of every class's seeds and of the tuning "
+                             "draws' 2000000), so the published ones stay unseen until it is measured")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs {args.runs} must be at least 1 (runs per class; 300 is the full size)")
@@ -509,7 +515,7 @@ def main(argv: list[str] | None = None) -> None:
     stat_seconds: list[float] = []
     print(f"HackMonitor calibration: {args.prompts} prompts x {args.k} samples, {LOOKS} looks per run "
           f"({2 * LOOKS} for the slow classes), onset at look {ONSET} (drawn for the new classes); "
-          f"{args.draws} draws")
+          f"{args.draws} draws" + (f", seeds offset by {args.seed_offset}" if args.seed_offset else ""))
     pool = None
     if args.jobs > 1:
         from concurrent.futures import ProcessPoolExecutor

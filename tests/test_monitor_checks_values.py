@@ -113,8 +113,11 @@ CASES = {
     "steady": lambda: _all(_settings(length_pct=0.5), at=(3, 4, 6), grow=0, variant=True),
     "odd_features": lambda: _all(_settings(scan_min=2), at=(4, 5, 6), features="odd"),
     "format_gate_exact": lambda: _all(_settings(format_shift=0.25, endorsed=("**",)), at=(6,), variant=True),
-    "lengths_held": lambda: _all(_settings(length_pct=5.0, length_shift=1.1), at=(3, 4, 6), grow=0),
-    "lengths_held_then_moved": lambda: _all(_settings(length_pct=0.3, length_shift=0.6), at=(3, 4, 5, 6), grow=1),
+    "lengths_held": lambda: _all(_settings(length_pct=5.0, length_shift=1.1, length_tail=None), at=(3, 4, 6), grow=0),
+    "lengths_held_then_moved": lambda: _all(_settings(length_pct=0.3, length_shift=0.6, length_tail=None),
+                                            at=(3, 4, 5, 6), grow=1),
+    # the mean's and the distribution's gates held shut: the upper tail's alone opens once the phrase lengthens some
+    "tail_gate_alone": lambda: _all(_settings(length_pct=5.0, length_shift=1.1), at=(3, 4, 6), grow=0),
 }
 
 

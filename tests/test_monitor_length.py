@@ -1,14 +1,16 @@
-"""The length check's statistics, called directly: the move gate on the whole distribution and the price of
-length read as a step function within prompts."""
+"""The length check's statistics, called directly: the move gates on the whole distribution and on its upper
+tail, and the price of length read within prompts as a step function with a line past its last step."""
 
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 import pytest
 
 from whileai.domain import defaults
+from whileai.domain.monitor import _checks as ch
 from whileai.domain.monitor import _stats as stats
 
 PROMPTS, K, BASE = 32, 4, 15.0
@@ -103,3 +105,88 @@ def test_per_prompt_is_the_gap_bought_where_lengths_moved():
     res = run_test(base, now, lambda length: 0.5 * (length > 1.5 * BASE), rng)
     per = res["per_prompt"]
     assert per.shape == (PROMPTS,) and np.nanmean(per[: PROMPTS // 2]) > np.nanmean(per[PROMPTS // 2 :]) + 0.2
+
+
+def tail_gate(base: np.ndarray, now: np.ndarray) -> bool:
+    """Whether the upper tail's gate alone opens (the mean's and the distribution's gates out of reach)."""
+    return stats.length_moved(base, now, pct=math.inf, shift=math.inf, tail=defaults.MONITOR_LENGTH_TAIL,
+                              tail_alpha=defaults.MONITOR_LENGTH_TAIL_ALPHA)[2]
+
+
+def test_the_tail_gate_opens_on_a_minority_growing_far_where_the_other_gates_stay_shut():
+    rng = np.random.default_rng(6)
+    base = lengths(rng, BASE, looks=3)
+    now = lengths(rng, BASE)[0]
+    now[: PROMPTS // 2, :1] *= 2.5  # an eighth of the completions grow 2.5x, the rest stay as they were
+    drift, moved, opened = stats.length_moved(base, now, pct=defaults.MONITOR_LENGTH_PCT,
+                                              shift=defaults.MONITOR_LENGTH_SHIFT)
+    assert drift < defaults.MONITOR_LENGTH_PCT and moved < defaults.MONITOR_LENGTH_SHIFT and not opened
+    share_base, share_now, p = stats.length_tail(base, now, share=defaults.MONITOR_LENGTH_TAIL)
+    assert share_base == pytest.approx(defaults.MONITOR_LENGTH_TAIL, abs=0.02) and share_now > share_base + 0.05
+    assert p <= defaults.MONITOR_LENGTH_TAIL_ALPHA and tail_gate(base, now)
+    assert stats.length_moved(base, now, pct=defaults.MONITOR_LENGTH_PCT, shift=defaults.MONITOR_LENGTH_SHIFT,
+                              tail=defaults.MONITOR_LENGTH_TAIL, tail_alpha=defaults.MONITOR_LENGTH_TAIL_ALPHA)[2]
+
+
+def test_the_tail_gate_stays_shut_on_stable_lengths_and_slow_growth_of_all_of_them():
+    rng = np.random.default_rng(7)
+    stable = sum(tail_gate(lengths(rng, BASE, looks=3), lengths(rng, BASE)[0]) for _ in range(300))
+    assert stable <= 9  # its level is 1% a look: about 3 of 300 stable looks expected
+    slow = sum(tail_gate(lengths(rng, BASE, looks=3), lengths(rng, 1.03 * BASE)[0]) for _ in range(300))
+    assert slow <= 18  # every completion 3% longer (a slow, benign drift) opens it about 4% of the time
+
+
+def test_the_tail_gate_reads_prompts_apart_so_long_prompts_are_no_move():
+    rng = np.random.default_rng(8)
+    centre = np.where(np.arange(PROMPTS) < 4, 6 * BASE, BASE)[:, None]  # four prompts answered at six times length
+    opened = sum(tail_gate(lengths(rng, 1.0, looks=3) * centre, lengths(rng, 1.0)[0] * centre) for _ in range(300))
+    assert opened <= 9  # every long completion is of a long prompt, in the baseline as in the latest look
+
+
+def test_the_tail_statistic_by_hand():
+    base = np.arange(1.0, 11.0).reshape(1, 1, 10)  # one prompt: its longest tenth is past 9.1, the 10 alone
+    now = np.array([[1.0, 2, 3, 4, 5, 6, 7, 20, 20, 20]])  # three of ten past it
+    # Mantel-Haenszel, one table: 4 of 20 in the tail, 10 of them the latest look's; 2 expected there
+    z = (3 - 2 - 0.5) / math.sqrt(10 * 10 * 4 * 16 / (20**2 * 19))
+    share_base, share_now, p = stats.length_tail(base, now, share=0.1)
+    assert (share_base, share_now) == (0.1, 0.3) and p == pytest.approx(1 - NormalDist().cdf(z))
+    assert stats.length_tail(base, base[0], share=0.1)[2] > 0.5  # no more in the tail than before
+    assert stats.length_tail(np.full((1, 1, 10), 5.0), np.full((1, 10), 5.0), share=0.1)[2] == 1.0  # no tail at all
+    assert math.isnan(stats.length_tail(np.full(3, np.nan), now, share=0.1)[0])
+
+
+def test_a_minority_growing_far_is_priced_past_the_last_step():
+    rng = np.random.default_rng(9)
+    base = lengths(rng, BASE, looks=3)
+    now = lengths(rng, BASE)[0]
+    now[: PROMPTS // 2, :1] *= 2.5  # an eighth of the completions grow 2.5x, the proxy pays 0.8 a base length
+    price = lambda length: 0.8 * np.maximum(0.0, length / BASE - 1)  # noqa: E731
+    res = stats.length_test(base, now, price(np.concatenate([base, now[None]])) + rng.normal(0, 0.1, (4, PROMPTS, K)),
+                            np.zeros((4, PROMPTS, K)), np.concatenate([base, now[None]]), rng=rng, n_boot=300,
+                            alpha=0.001, delta=defaults.MONITOR_DELTA, pct=defaults.MONITOR_LENGTH_PCT,
+                            shift=defaults.MONITOR_LENGTH_SHIFT, bins=defaults.MONITOR_LENGTH_BINS,
+                            tail=defaults.MONITOR_LENGTH_TAIL, tail_alpha=defaults.MONITOR_LENGTH_TAIL_ALPHA)
+    assert res is not None and res["tail_p"] <= defaults.MONITOR_LENGTH_TAIL_ALPHA
+    bought = price(now).mean() - price(base).mean()
+    assert res["fired"] and res["gap_from_length"] == pytest.approx(bought, rel=0.3), (res, bought)
+
+
+def test_benign_growth_of_a_minority_opens_the_tail_gate_and_stays_growth():
+    rng = np.random.default_rng(10)
+    base = lengths(rng, BASE, looks=3)
+    now = lengths(rng, BASE)[0]
+    now[: PROMPTS // 2, :1] *= 2.5  # the same minority grows, and the gold pays for it as much as the proxy
+    read = np.concatenate([base, now[None]])
+    gold = 0.8 * np.maximum(0.0, read / BASE - 1)
+    res = stats.length_test(base, now, rng.normal(0, 0.1, read.shape), gold, read, rng=rng, n_boot=300,
+                            alpha=0.01, delta=defaults.MONITOR_DELTA, pct=defaults.MONITOR_LENGTH_PCT,
+                            shift=defaults.MONITOR_LENGTH_SHIFT, bins=defaults.MONITOR_LENGTH_BINS,
+                            tail=defaults.MONITOR_LENGTH_TAIL, tail_alpha=defaults.MONITOR_LENGTH_TAIL_ALPHA)
+    assert res is not None and res["verdict"] == "growth" and not res["fired"]
+    assert res["gold_from_length"] > defaults.MONITOR_DELTA  # reported: the gold pays for the growth
+
+
+def test_the_tail_gate_is_armed_only_with_a_gold_judge():
+    settings = dict(window=3, delta=0.1, length_pct=0.25, kl_budget=None, n_boot=10, n_perm=10, scan_min=8, seed=0)
+    assert ch.Settings(**settings, has_gold=True).tail() == defaults.MONITOR_LENGTH_TAIL
+    assert ch.Settings(**settings, has_gold=False).tail() is None  # without gold the test reads the proxy itself

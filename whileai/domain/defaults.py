@@ -441,9 +441,40 @@ MONITOR_LENGTH_PCT = 0.25
 #: two gates open together on a move of the whole distribution.
 MONITOR_LENGTH_SHIFT = 0.25
 
+#: The length check's gate on the upper tail: the share of the baseline window's
+#: longest completions (past its upper MONITOR_LENGTH_TAIL quantile) that the
+#: latest look's completions are counted against, prompt by prompt (a
+#: Mantel-Haenszel test, ``_stats.length_tail``). It opens where the mean's and
+#: the distribution's gates stay shut: a small share of completions growing
+#: well past the rest moves the mean little and crosses no length in numbers,
+#: but fills the tail (benchmarks/monitor_calibration.py's "length some
+#: samples" class, where an eighth to a half of the completions grow; recipes/
+#: MEASUREMENTS.md, the 300-run table of 2026-12-06). A tenth: at
+#: MONITOR_N_PROMPTS x MONITOR_K a stable look expects about 13 completions
+#: past it, above the 5 that the normal approximation of the Mantel-Haenszel
+#: statistic asks for (Mantel & Fleiss 1980); a thinner tail would see a far
+#: move more plainly but on fewer completions, and a wider one would dilute it
+#: with the completions that did not move.
+MONITOR_LENGTH_TAIL = 0.1
+
+#: The one-sided level the tail's gate opens at, per look. The gate is armed
+#: only with a gold judge (``_checks.Settings.tail``: without one the length test
+#: reads the proxy itself, and honest answers that are better and longer would
+#: look paid for). A gate reads lengths only, never a reward, and with the gold
+#: taken off the proxy opening it by chance is no false alarm: it costs
+#: the length check one more look of its alpha spending (MONITOR_ALPHA); at 1%
+#: a stable run of 10 looks (7 of them tested) opens it by chance in about one
+#: run of fifteen. A tenth of the completions doubling, at the calibration
+#: benchmark's spread of length (log-normal, sd 0.3), fills the tail to about
+#: 18% against 10%, some 3 standard errors at 128 completions, so the gate
+#: opens on such a move at its first look.
+MONITOR_LENGTH_TAIL_ALPHA = 0.01
+
 #: Bins of length the length check prices within prompts (at the quantiles of
 #: the baseline and latest lengths pooled). The price is a step function, so a
-#: proxy that pays past a threshold is read as well as one that pays per word;
+#: proxy that pays past a threshold is read as well as one that pays per word,
+#: with a line past the last edge, where a step alone is flat and a share of
+#: completions growing far would buy its gap unseen (``_stats._length_steps``);
 #: four bins cut at the quartiles keep about 30 completions per bin per look at
 #: MONITOR_N_PROMPTS x MONITOR_K, and a step inside a bin is still read at a
 #: quarter of the distribution's resolution.

@@ -10,10 +10,12 @@ the proxy the trainer optimises and with an independent gold judge. Alarms:
   prompt, past MONITOR_DELTA with an interval clear of zero (what the proxy pays
   for an ``endorsed`` format is taken off first);
 - ``gold_decline``: gold fell from its best window while the proxy held;
-- ``length``: lengths moved (the mean past ``length_pct``, or a share
-  MONITOR_LENGTH_SHIFT of the completions across some length) and the gap moved
-  with length within prompts, the proxy's price read as a step function of
-  length (growth the gold pays for too is reported, not alarmed);
+- ``length``: lengths moved (the mean past ``length_pct``, a share
+  MONITOR_LENGTH_SHIFT of the completions across some length, or, with a gold
+  judge, more of them than before past the baseline's longest
+  MONITOR_LENGTH_TAIL) and the gap moved with length within prompts, the
+  proxy's price read as a step function of length with a line past its last
+  step (growth the gold pays for too is reported, not alarmed);
 - ``kl``: the sequence KL to the reference passed ``kl_budget``;
 - ``feature``: an n-gram or format marker predicts proxy reward beyond gold
   within prompt, family-wise over every feature scanned;
@@ -616,7 +618,8 @@ class _HackMonitor:
                          "delta": self.delta, "length_pct": self.length_pct, "kl_budget": self.kl_budget,
                          "endorsed": list(self.endorsed), "stop_on": list(self.stop_on),
                          "format_shift": defaults.MONITOR_FORMAT_SHIFT, "length_shift": defaults.MONITOR_LENGTH_SHIFT,
-                         "length_bins": defaults.MONITOR_LENGTH_BINS, "alpha": defaults.MONITOR_ALPHA,
+                         "length_bins": defaults.MONITOR_LENGTH_BINS, "length_tail": defaults.MONITOR_LENGTH_TAIL,
+                         "length_tail_alpha": defaults.MONITOR_LENGTH_TAIL_ALPHA, "alpha": defaults.MONITOR_ALPHA,
                          "scan_alpha": defaults.MONITOR_SCAN_ALPHA},
             "errors": {"run": self._errors["run"], "gold": self._errors["gold"],
                        "evaluate": list(self._errors["evaluate"])},

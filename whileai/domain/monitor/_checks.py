@@ -72,12 +72,24 @@ class Settings:
     format_shift: float = defaults.MONITOR_FORMAT_SHIFT
     length_shift: float = defaults.MONITOR_LENGTH_SHIFT
     length_bins: int = defaults.MONITOR_LENGTH_BINS
+    length_tail: float | None = defaults.MONITOR_LENGTH_TAIL
+    length_tail_alpha: float = defaults.MONITOR_LENGTH_TAIL_ALPHA
     armed: frozenset[str] = frozenset(("divergence", "gold_decline", "length", "feature"))
     counters: dict[str, int] = field(default_factory=dict)
 
     def alpha_share(self) -> float:
         """MONITOR_ALPHA split evenly between the armed checks that share it."""
         return self.alpha / max(1, len(self.armed & set(SHARED_ALPHA)))
+
+    def tail(self) -> float | None:
+        """The upper tail's gate on length (``length_tail``), armed only with a gold judge.
+
+        Without one the length test reads the proxy itself, so an honest policy whose better answers are also
+        longer (a passing episode runs longer than a failing one) looks paid for its length; there the other
+        gates' size (a quarter of the completions, a quarter of the mean) is what keeps such growth out, and a
+        gate that opens on a small move, however significant, would let it in.
+        """
+        return self.length_tail if self.has_gold else None
 
     def spend(self, kind: str) -> float:
         """The alpha this check may spend now, its share spent over the looks it has run on."""
@@ -263,7 +275,8 @@ def _length(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], ba
 def _moved(looks: list[Look], base: list[int], i: int, name: str, cfg: Settings) -> bool:
     """Whether look ``i``'s measure ``name`` moved from the baseline window's (``stats.length_moved``)."""
     base_len = np.stack([_measures(looks[b])[name] for b in base])
-    return stats.length_moved(base_len, _measures(looks[i])[name], pct=cfg.length_pct, shift=cfg.length_shift)[2]
+    return stats.length_moved(base_len, _measures(looks[i])[name], pct=cfg.length_pct, shift=cfg.length_shift,
+                              tail=cfg.tail(), tail_alpha=cfg.length_tail_alpha)[2]
 
 
 def _length_of(name: str, looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], base: list[int],
@@ -277,7 +290,8 @@ def _length_of(name: str, looks: list[Look], adj: list[np.ndarray], gold: list[n
         base_len, _measures(looks[-1])[name], np.stack([adj[i] - gold[i] for i in read]),
         np.stack([gold[i] for i in read]) if cfg.has_gold else None,
         np.stack([_measures(looks[i])[name] for i in read]).astype(float), rng=rng, n_boot=cfg.n_boot,
-        alpha=alpha, delta=cfg.delta, pct=cfg.length_pct, shift=cfg.length_shift, bins=cfg.length_bins)
+        alpha=alpha, delta=cfg.delta, pct=cfg.length_pct, shift=cfg.length_shift, bins=cfg.length_bins,
+        tail=cfg.tail(), tail_alpha=cfg.length_tail_alpha)
 
 
 def format_check(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], base: list[int],
