@@ -221,6 +221,12 @@ TRAIN_GRPO_MIN_MIXED_SHARE = 0.1
 #: A rendered tool-use conversation of the sample task is under 200 tokens; real
 #: agent traces are longer, and 2048 keeps a 1.5B model's batch on an A10G.
 TRAIN_MAX_LENGTH = 2048
+#: Token cap of an episode in an environment (its prompt with the environment's tools, and every turn played after
+#: it) for SFT's gold episodes, GRPO's prompts and the held-out play, in TRAIN_MAX_LENGTH's place; the model's own
+#: context still bounds it. BFCL's multi-turn prompts carry 20-39 functions: 2,645-5,867 tokens with the kit's tokenizer on the committed
+#: sample's multi_turn_base entries (measured), all over TRAIN_MAX_LENGTH, so at 2048 no entry could be played.
+#: 8192 holds the longest with room for its turns; the kit's episodes (KIT_MAX_POSITIONS) are bounded by the model.
+EPISODE_MAX_LENGTH = 8192
 
 #: Held-out rows the before/after pass rate is measured on (at most; a holdout
 #: bigger than this is subsampled with the run's seed). 200 rows keep the kit

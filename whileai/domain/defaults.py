@@ -585,6 +585,12 @@ BFCL_NO_CALL_REPLY = "None of the available functions can do this, so I will not
 #: out 35 scenarios (140 entries of bfcl-eval 2026.3.23), so a held-out pass rate near 50% has a 95%
 #: interval of about +-8 points.
 BFCL_MULTI_TURN_HOLDOUT = 0.2
+#: The gold episode of a BFCL multi-turn entry as a rollout row (episodes/bfcl_rows.py): the reply that closes a user
+#: turn after its answer's calls, and the reply of a turn whose answer makes no call (a miss_param turn lacks a
+#: detail, a miss_func turn a function: the model should ask, not act). BFCL's answers are calls only and its
+#: checker reads no reply text, so these are our words: short, so an SFT row spends its tokens on the calls.
+BFCL_GOLD_TURN_REPLY = "Done."
+BFCL_GOLD_ASK_REPLY = "I cannot do that with the functions and details I have. Could you tell me more?"
 #: benchmarks/bfcl_multi_turn_agreement.py: the seed its model-like trajectories are drawn with, and the
 #: chance that a turn's calls are cut into another step at each gap (a model that sends one call a round
 #: as often as one that sends them together, so the steps BFCL reads vary). Our choice.

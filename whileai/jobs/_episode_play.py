@@ -36,7 +36,7 @@ from whileai.jobs import defaults
 from whileai.jobs._measure import HeldOutMeasure
 
 __all__ = ["EPISODE_METRIC", "tool_suffix_ids", "user_suffix_ids", "play_together", "play_episodes",
-           "episode_pass_rate", "environment_name", "factory_of"]
+           "episode_pass_rate", "environment_name", "factory_of", "routed"]
 
 #: The held-out metric of a run played in an environment.
 EPISODE_METRIC = "episode_pass_rate"
@@ -47,17 +47,26 @@ def environment_name(spec: RunSpec) -> str | None:
     return getattr(spec, "environment", None)
 
 
-def factory_of(name: str) -> Any:
-    """TRL's environment factory for the spec's environment string (``kit``, ``bfcl:CATEGORY``, ``python:...``).
+def factory_of(name: str, rows: Sequence[Mapping[str, Any]] | None = None) -> Any:
+    """TRL's environment factory for the spec's environment string (``kit``, ``bfcl:CATEGORY``, ``python:...``):
+    one factory, or TRL's dict of them (BFCL's: given ``rows``, one entry per environment name their golds name, so
+    each row finds its class whatever category it was read from).
 
     A ``python:`` class imports from where a ``python:`` reward does: the launching user's directory on the
     embedded platform (the row's ``platform.reward_path``); on a server, only from the server's own environment,
     whose modules its operator allowed at launch (whileai/platform/_rewards.py)."""
     from whileai.domain.episodes import environment_factory, parse_environment_ref
+    from whileai.domain.episodes.rows import episode_gold, has_episode
     from whileai.jobs._rewards import reward_search_path
 
     env, category = parse_environment_ref(name)
-    return environment_factory(env, category, search_path=reward_search_path())
+    names = None if rows is None else sorted({episode_gold(row).environment for row in rows if has_episode(row)})
+    return environment_factory(env, category, search_path=reward_search_path(), names=names)
+
+
+def routed(factory: Any) -> bool:
+    """Whether ``factory`` is TRL's dict of factories, each row picking its own by its environment's name."""
+    return isinstance(factory, Mapping)
 
 
 def _suffix_ids(tokenizer: Any, dummy: list[dict[str, Any]], messages: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -271,14 +280,18 @@ class _Sampled:
 
 
 def _play(factory: Any, start: Mapping[str, Any], tokenizer: Any, max_turns: int | None) -> Callable[..., Any]:
-    """One episode as a play for :func:`play_together`: a fresh environment reset from ``start``, played; the play
-    returns ``(the episode, the environment it left)``."""
+    """One episode as a play for :func:`play_together`: a fresh environment from the factory ``start`` routes to
+    (TRL's rule: a dict's entry for its environment column, which reset does not get), reset from ``start``, played;
+    the play returns ``(the episode, the environment it left)``."""
     from whileai.domain.episodes import play_episode
+    from whileai.domain.episodes.protocol import route
+
+    make, reset = route(factory, start)
 
     def play(ask: Callable[[Any], Any]) -> tuple[Any, Any]:
-        environment = factory()
+        environment = make()
         tokens = _Tokens(tokenizer, environment)
-        episode = play_episode(lambda conversation: ask((tokens, conversation)), environment, dict(start),
+        episode = play_episode(lambda conversation: ask((tokens, conversation)), environment, reset,
                                max_turns=max_turns)
         return episode, environment
 
@@ -288,9 +301,10 @@ def _play(factory: Any, start: Mapping[str, Any], tokenizer: Any, max_turns: int
 def play_episodes(model: Any, tokenizer: Any, factory: Any, starts: Sequence[Mapping[str, Any]],
                   max_turns: int | None, max_new_tokens: int,
                   sampling: Mapping[str, Any] | None = None) -> list[tuple[Any, Any]]:
-    """Every start row (the environment's ``reset`` arguments and the prompt) played at once by the policy, in eval
-    mode (its mode put back after): each reply greedy, or sampled at ``sampling``; ``(episode, environment it
-    left)`` for each, in order. The held-out measure and the HackMonitor's looks both play episodes through it."""
+    """Every start row (the environment's ``reset`` arguments and the prompt; its environment's name too where
+    ``factory`` is TRL's dict) played at once by the policy, in eval mode (its mode put back after): each reply greedy,
+    or sampled at ``sampling``; ``(episode, environment it left)`` for each, in order. The held-out measure and the
+    HackMonitor's looks both play episodes through it."""
     from whileai.jobs._loading import max_length
     from whileai.jobs._trainer_setup import ensure_response_parser
 
@@ -300,7 +314,7 @@ def play_episodes(model: Any, tokenizer: Any, factory: Any, starts: Sequence[Map
     model.eval()
     try:
         return play_together([_play(factory, start, tokenizer, max_turns) for start in starts],
-                             _replier(policy, tokenizer, max_new_tokens, max_length(model)))
+                             _replier(policy, tokenizer, max_new_tokens, max_length(model, episodes=True)))
     finally:
         model.train(was_training)
 
@@ -317,30 +331,34 @@ def episode_pass_rate(spec: RunSpec, model: Any, tokenizer: Any, rows: Sequence[
     if not name or not chosen:
         return HeldOutMeasure(metric=EPISODE_METRIC, value=None, prompts=0,
                               why="no held-out row carries an episode (make the rows with dataset=episodes)")
-    factory = factory_of(name)
-    played = play_episodes(model, tokenizer, factory, [_start_of(row) for row in chosen],
+    factory = factory_of(name, chosen)
+    played = play_episodes(model, tokenizer, factory, [_start_of(row, routed(factory)) for row in chosen],
                            getattr(spec, "max_turns", None), spec.eval_max_new_tokens)
     return _result(chosen, _judged(factory, chosen, played))
 
 
-def _start_of(row: Mapping[str, Any]) -> dict[str, Any]:
-    """What an episode row's episode starts from: its prompt and its environment's ``reset`` arguments."""
+def _start_of(row: Mapping[str, Any], named: bool = False) -> dict[str, Any]:
+    """What an episode row's episode starts from: its prompt and its environment's ``reset`` arguments, and with
+    ``named`` its environment's name (the column a dict of factories routes by)."""
+    from whileai.domain.episodes.protocol import ROUTE_COLUMN
     from whileai.domain.episodes.rows import episode_gold
     from whileai.domain.rows.taskkey import prompt_messages
 
-    return {"prompt": prompt_messages(row), **episode_gold(row).reset}
+    gold = episode_gold(row)
+    return {"prompt": prompt_messages(row), **gold.reset, **({ROUTE_COLUMN: gold.environment} if named else {})}
 
 
 def _judged(factory: Any, rows: Sequence[Mapping[str, Any]], played: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
-    """Each played ``(episode, environment)`` of ``rows`` as ``(episode, verdict)``: judged against the row's gold
-    calls replayed on a fresh environment, and the words its final reply must say."""
-    from whileai.domain.episodes import GoldJudge
+    """Each played ``(episode, environment)`` of ``rows`` as ``(episode, verdict)``: the environment's own verdict
+    where its episode judges itself (BFCL's multi-turn check), else judged against the row's gold calls replayed on
+    a fresh environment, and the words its final reply must say (``EpisodeJudge``)."""
+    from whileai.domain.episodes.judge import EpisodeJudge
     from whileai.domain.episodes.rows import episode_gold
     from whileai.domain.rows.taskkey import prompt_messages
 
-    judge = GoldJudge(factory)
-    return [(episode, judge(episode, episode_gold(row), prompt_messages(row)))
-            for row, (episode, _) in zip(rows, played, strict=True)]
+    judge = EpisodeJudge(factory)
+    return [(episode, judge(episode, environment, episode_gold(row), prompt_messages(row)))
+            for row, (episode, environment) in zip(rows, played, strict=True)]
 
 
 def _result(chosen: Sequence[Mapping[str, Any]], played: list[tuple[Any, Any]]) -> HeldOutMeasure:

@@ -16,6 +16,9 @@ rewards' weighted sum, called as TRL calls them, ``environments=`` included); th
 
 Training episodes are not buffered (``buffer`` 0 unless set): the gold judge reads an episode it can replay, and a
 training rollout reaches a reward as messages, not as one.
+
+An environment that is TRL's dict of factories (BFCL's, whose episodes judge themselves) is not watched yet: the
+monitor's gold judge replays a gold on one factory, and its looks play every episode in it.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def _gold(spec: GRPOSpec, factory: Callable[[], Any]) -> tuple[Any, str, dict[st
 
 
 def episode_monitor(spec: GRPOSpec, run: Any, holdout: list[dict[str, Any]] | None, proxy: Any,
-                    factory: Callable[[], Any]) -> tuple[Any, str]:
+                    factory: Any) -> tuple[Any, str]:
     """The HackMonitor callback for an episode run (or None) and what the run's summary says of it.
 
     ``holdout`` are the run's held-out rows (episode rows); ``proxy`` the reward the policy is paid. On by default, as
@@ -92,6 +95,9 @@ def episode_monitor(spec: GRPOSpec, run: Any, holdout: list[dict[str, Any]] | No
 
     if spec.monitor is False:
         return None, "off (config['monitor'] is False)"
+    if isinstance(factory, Mapping):
+        return None, ("off: the HackMonitor does not watch an environment of several classes yet (TRL's dict of "
+                      "factories, as environment=bfcl is); the held-out episodes before and after are measured as ever")
     chosen = held_out_episodes(holdout or [], spec.holdout_rows, spec.seed)
     if not chosen:
         return None, "off: no held-out episode to watch (cut the episode rows, or pass holdout=)"

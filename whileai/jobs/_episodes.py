@@ -7,14 +7,17 @@ environment, and the episode judge's verdict is the reward.
   the prompt, the environment's ``reset`` arguments (TRL passes every column to ``reset``), the episode's gold
   (``episode_gold``, JSON) and its task; a prompt whose tokens plus ``max_completion_length`` exceed the model's
   context is left out and counted;
+- the environment: the spec's factory, or TRL's dict of them (BFCL's: one class per environment name the rows' golds
+  name, each TRL row routed by its ``environment`` column and shown its own class's tools);
 - the trainer: TRL's tool-calling loop plays each rollout for at most ``max_turns`` rounds
   (``max_tool_calling_iterations``; None: EPISODE_MAX_TURNS); a tool that raises is answered with the error as the
   tool's message; the tool answers' tokens get no loss (TRL's ``tool_mask``). An episode of several user turns
   (BFCL's) is trained on its first user turn only: TRL's loop has no next user turn (``whileai.domain.episodes.bfcl``
   says why), where the held-out measure plays every turn (``_episode_play``);
 - the reward (:func:`episode_reward`): 1.0 when the rollout's end state equals the gold calls replayed on a fresh
-  environment and its final reply says what the task asks (``judge_episode``), else 0.0. An environment's own
-  ``get_reward``, which TRL would add beside it, is hidden (:func:`judge_only`);
+  environment and its final reply says what the task asks (``judge_episode``), else 0.0; where the environment's
+  episode judges itself (BFCL's multi-turn check on the turn played), its verdict (``EpisodeJudge``). An
+  environment's own ``get_reward``, which TRL would add beside it, is hidden (:func:`judge_only`);
 - with ``turn_reward`` set, a second reward beside it (:func:`turn_reward`, named ``turn_first_action`` or
   ``turn_fine_grained``): the rollout's calls scored place by place against the gold calls
   (``whileai.domain.episodes.turn_scores``), weighted ``turn_reward_weight`` (TRL's ``reward_weights=[1.0, w]``),
@@ -48,9 +51,12 @@ __all__ = ["EPISODE_JUDGE_KEY", "episode_reward", "turn_reward", "judge_only", "
 EPISODE_JUDGE_KEY = "rewards/episode_judge/mean"
 
 
-def judge_only(factory: Callable[[], Any]) -> Callable[[], Any]:
+def judge_only(factory: Any) -> Any:
     """``factory``'s class with its own ``get_reward`` hidden, so TRL adds no reward beside the episode judge (TRL
-    adds a class's ``get_reward`` as a reward of weight 1); its tools, state and ``reset`` are the class's own."""
+    adds a class's ``get_reward`` as a reward of weight 1); its tools, state and ``reset`` are the class's own.
+    TRL's dict of factories: each entry so."""
+    if isinstance(factory, Mapping):
+        return {name: judge_only(entry) for name, entry in factory.items()}
     if not isinstance(factory, type) or not callable(getattr(factory, "get_reward", None)):
         return factory
     return type(factory.__name__, (factory,), {"get_reward": None, "__module__": factory.__module__,
@@ -68,18 +74,20 @@ def _episode(prompt: Sequence[Mapping[str, Any]], completion: Sequence[Mapping[s
                    stopped="cap" if capped else "answered")
 
 
-def episode_reward(factory: Callable[[], Any]) -> Callable[..., list[float]]:
-    """A TRL reward function: each rollout's episode verdict (1.0 pass, 0.0 fail) against its gold replayed on a
-    fresh environment from ``factory`` (each task's replay kept, it never changes)."""
-    from whileai.domain.episodes import GoldJudge
+def episode_reward(factory: Any) -> Callable[..., list[float]]:
+    """A TRL reward function: each rollout's episode verdict (1.0 pass, 0.0 fail): the environment's own where it
+    judges itself, else against its gold replayed on a fresh environment from ``factory`` (TRL's dict: the gold's
+    environment's entry; each task's replay kept, it never changes)."""
+    from whileai.domain.episodes.judge import EpisodeJudge
     from whileai.domain.episodes.rows import episode_gold
 
-    judge = GoldJudge(factory)
+    judge = EpisodeJudge(factory)
 
     def episode_judge(prompts: list[Any], completions: list[Any], environments: list[Any],
                       **columns: Any) -> list[float]:
         golds = columns[EPISODE_GOLD_COLUMN]
-        return [1.0 if judge(_episode(prompt, completion, environment), episode_gold(text), prompt).passed else 0.0
+        return [1.0 if judge(_episode(prompt, completion, environment), environment, episode_gold(text),
+                             prompt).passed else 0.0
                 for prompt, completion, environment, text in zip(prompts, completions, environments, golds,
                                                                  strict=True)]
 
@@ -101,7 +109,7 @@ def turn_reward(judge: str) -> Callable[..., list[float]]:
     return turns
 
 
-def _rewards(spec: GRPOSpec, factory: Callable[[], Any]) -> list[Any]:
+def _rewards(spec: GRPOSpec, factory: Any) -> list[Any]:
     """TRL's reward functions: the user's ``python:`` rewards where ``reward`` names them (in the judge's place), else
     the episode judge, then the per-turn score where ``turn_reward`` names one."""
     from whileai.jobs._episode_watch import user_rewards
@@ -113,7 +121,7 @@ def _rewards(spec: GRPOSpec, factory: Callable[[], Any]) -> list[Any]:
     return [episode_reward(factory), *([turn_reward(spec.turn_reward)] if spec.turn_reward else [])]
 
 
-def _watched(spec: GRPOSpec, funcs: list[Any], factory: Callable[[], Any], holdout: list[dict[str, Any]] | None,
+def _watched(spec: GRPOSpec, funcs: list[Any], factory: Any, holdout: list[dict[str, Any]] | None,
              run: Any) -> tuple[list[Any], Any, Any, str]:
     """``(the trainer's reward functions, the group watch, the monitor or None, what the summary says of it)``.
 
@@ -132,13 +140,30 @@ def _watched(spec: GRPOSpec, funcs: list[Any], factory: Callable[[], Any], holdo
     return [tallied(funcs[0], episode_reward(factory), tally), *funcs[1:]], group_watch(tally=tally), monitor, note
 
 
-def _fitting(tokenizer: Any, prompts: list[dict[str, Any]], tools: list[Any], limit: int,
+def _tools_by_prompt(factory: Any, prompts: list[dict[str, Any]]) -> list[list[Any]]:
+    """The tools each prompt is shown, as TRL renders them: its environment's tool methods (TRL's dict: those of the
+    class its environment column routes to), each class made once."""
+    from whileai.domain.episodes import tool_methods
+    from whileai.domain.episodes.protocol import route
+
+    made: dict[int, list[Any]] = {}
+    out = []
+    for prompt in prompts:
+        make, _ = route(factory, prompt)
+        if id(make) not in made:
+            made[id(make)] = tool_methods(make())
+        out.append(made[id(make)])
+    return out
+
+
+def _fitting(tokenizer: Any, prompts: list[dict[str, Any]], tools: list[list[Any]], limit: int,
              reply_cap: int) -> tuple[list[dict[str, Any]], int]:
-    """The prompts whose tokens (with the environment's tools and the generation prompt) plus ``reply_cap`` fit
-    ``limit``, and how many were left out (counted, never cut)."""
+    """The prompts whose tokens (with their environment's tools, ``tools`` in the same order, and the generation
+    prompt) plus ``reply_cap`` fit ``limit``, and how many were left out (counted, never cut)."""
     from whileai.domain.rows.context import prompt_length
 
-    kept = [p for p in prompts if prompt_length(tokenizer, p["prompt"], tools) + reply_cap <= limit]
+    kept = [p for p, shown in zip(prompts, tools, strict=True)
+            if prompt_length(tokenizer, p["prompt"], shown) + reply_cap <= limit]
     if not kept:
         raise ValueError(f"grpo has no episode to train on: each of the {len(prompts)} prompts plus "
                          f"max_completion_length={reply_cap} is longer than the model's context of {limit} tokens; "
@@ -171,7 +196,7 @@ def _reward_names(spec: GRPOSpec) -> list[str]:
 
 
 def _trainer(spec: GRPOSpec, model: Any, tokenizer: Any, args: Any, prompts: list[dict[str, Any]],
-             factory: Callable[[], Any], callbacks: list[Any], funcs: list[Any]) -> Any:
+             factory: Any, callbacks: list[Any], funcs: list[Any]) -> Any:
     """TRL's ``GRPOTrainer`` over the episodes, paid by ``funcs`` (:func:`_rewards`, as :func:`_watched` hands
     them on)."""
     import os
@@ -196,14 +221,14 @@ def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str
                  holdout: list[dict[str, Any]] | None = None) -> tuple[Any, dict[str, Any]]:
     """GRPO over ``rows``' episodes in ``spec.environment`` (see the module), watched on ``holdout``'s episodes;
     returns the trained model and what the run's training summary adds."""
-    from whileai.domain.episodes import tool_methods
     from whileai.jobs import _loading, _trainer_setup
-    from whileai.jobs._episode_play import factory_of
+    from whileai.jobs._episode_play import factory_of, routed
     from whileai.jobs._grpo_batch import batch_shape
 
-    factory = factory_of(str(spec.environment))
-    tools = tool_methods(factory())
-    prompts, too_long = _fitting(tokenizer, episode_prompts(rows), tools, _loading.max_length(model),
+    factory = factory_of(str(spec.environment), rows)
+    every = episode_prompts(rows, routed=routed(factory))
+    shown = _tools_by_prompt(factory, every)
+    prompts, too_long = _fitting(tokenizer, every, shown, _loading.max_length(model, episodes=True),
                                  spec.max_completion_length)
     _trainer_setup.ensure_response_parser(tokenizer)
     per_step, per_rank, micro = batch_shape(spec, len(prompts))
@@ -211,9 +236,10 @@ def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str
     trainer = _trainer(spec, model, tokenizer, _config(spec, folder, per_rank, micro), prompts, factory,
                        [watch, *callbacks, *([monitor] if monitor is not None else [])], funcs)
     _trainer_setup.fit_trainer(trainer)
+    tools = list(dict.fromkeys(t.__name__ for methods in shown for t in methods))  # every environment's, first seen first
     extra = {"rows": len(prompts), "prompts": len(prompts), "left_out_too_long": too_long,
              "trainer_received": int(getattr(trainer.train_dataset, "num_rows", -1)), "unit": "episodes",
-             "steps": trainer.state.global_step, "tools": [t.__name__ for t in tools],
+             "steps": trainer.state.global_step, "tools": tools,
              "environment": spec.environment, "max_turns": turn_cap(spec), "generations": spec.generations,
              "prompts_per_step": per_step, "reward": _reward_names(spec), "reward_weights": grpo_reward_weights(spec),
              **watch.summary(), "monitor": monitor_note}  # the monitor notes its own summary on the run

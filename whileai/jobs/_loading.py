@@ -259,9 +259,10 @@ def lora_config(spec: RunSpec, task_type: str = "CAUSAL_LM") -> Any:
     return LoraConfig(**lora_settings(spec), task_type=task_type, **kwargs)
 
 
-def max_length(model: Any) -> int:
-    """TRAIN_MAX_LENGTH, or the model's own context length when that is shorter (the selection report's rule too)."""
-    return context_limit(model.config)
+def max_length(model: Any, episodes: bool = False) -> int:
+    """TRAIN_MAX_LENGTH (with ``episodes``, a GRPO prompt or held-out play in an environment: EPISODE_MAX_LENGTH), or
+    the model's own context length when that is shorter (the selection report's rule too)."""
+    return context_limit(model.config, core_defaults.EPISODE_MAX_LENGTH if episodes else None)
 
 
 def save_adapter(model: Any, tokenizer: Any, path: Path) -> Path:

@@ -42,17 +42,19 @@ def fit(spec: SFTSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], f
 
     options = _trainer_data.export_options(spec, "sft")
     examples = _trainer_data.export_training(rows, folder, options)
-    examples, too_long = _trainer_data.within_context(tokenizer, examples, _loading.max_length(model))
+    # in an environment each row is a whole gold episode, capped as one (EPISODE_MAX_LENGTH)
+    limit = _loading.max_length(model, episodes=spec.environment is not None)
+    examples, too_long = _trainer_data.within_context(tokenizer, examples, limit)
     if not examples:
         raise ValueError(f"sft has no row to train on after the export settings {options}; every row was left out "
                          f"(no trained assistant turn, or {too_long} longer than the model's context of "
-                         f"{_loading.max_length(model)} tokens): check mask_mode, the rows' weights and their length")
+                         f"{limit} tokens): check mask_mode, the rows' weights and their length")
     trainer = _trainer_setup.train_lora(
         SFTTrainer, SFTConfig, spec, folder, model, tokenizer, examples, callbacks,
         # the messages shape trains its assistant turns; prompt/completion rows (a mask that trains only
         # some turns) train the completion, which TRL does on its own for that shape
         assistant_only_loss="messages" in examples[0],
-        max_length=_loading.max_length(model),
+        max_length=limit,
         packing=False,
         dataset_num_proc=None,
     )

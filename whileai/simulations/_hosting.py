@@ -522,7 +522,9 @@ def _gate(spec: RunSpec, check: str, data: _DatasetRows) -> dict[str, Any]:
     rows, prof = data.rows()
     method, knobs = spec.method, spec.knobs()  # the knob values, as the readers of a user's config take them
     per_task = pairs_per_task(method, knobs, len(rows))  # balance=False: every length-matched pair
-    context = check_context(rows, method, spec.base_model, knobs, per_task)  # tokenizer only
+    # tokenizer only; in an environment a GRPO prompt is an episode's, capped as one (EPISODE_MAX_LENGTH)
+    context = check_context(rows, method, spec.base_model, {**knobs, "environment": getattr(spec, "environment", None)},
+                            per_task)
     near = near_miss_count(rows, method, knobs)  # rm: the pairs its job adds
     report = selection_gate(prof, method, check, spec.min_mixed_tasks, context, per_task, near,
                             policy_samples=samples_the_policy(method, knobs))

@@ -15,7 +15,9 @@ episodes instead of a first call. The parts:
 - ``rows.py``: gold episodes as rollout rows (the kit's tasks for the runner's dataset=episodes), each carrying
   its environment's reset arguments and gold calls;
 - ``record.py``: a judged episode as a run's summary keeps it (``summary["episodes"]``), turn by turn;
-- ``registry.py``: a name (``kit``, ``bfcl``, ``python:...``) to TRL's environment factory.
+- ``registry.py``: a name (``kit``, ``bfcl``, ``python:...``) to TRL's environment factory;
+- ``bfcl.py`` and ``bfcl_rows.py``: BFCL's multi-turn entries as environments (TRL's dict of factories, one class per
+  set of backends) and as gold episode rows cut by BFCL's own split; imported when named (bfcl-eval's backends).
 """
 
 from whileai.domain.episodes.judge import GoldJudge, Verdict, judge_episode, replay, state_differences

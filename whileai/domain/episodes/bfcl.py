@@ -38,6 +38,7 @@ would run it.
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import os
@@ -48,10 +49,10 @@ from whileai.domain.judges.bfcl_multi_turn import (INSTALL_HINT, BfclBackends, M
                                                    backend_classes, judge_multi_turn)
 from whileai.domain.rows.bfcl import bfcl_data_folder
 from whileai.domain.rows.bfcl_multi_turn import (BFCL_MULTI_TURN_CATEGORIES, MultiTurnEntry, environment_name,
-                                                 read_func_docs, read_multi_turn)
+                                                 parse_environment_name, read_func_docs, read_multi_turn)
 
-__all__ = ["environment_factory", "bfcl_environments", "environment_class", "BfclEnvironment", "BfclEpisode",
-           "ADDED_FUNCTIONS_PROMPT"]
+__all__ = ["environment_factory", "bfcl_environments", "environment_class", "environment_named", "gold_calls",
+           "BfclEnvironment", "BfclEpisode", "ADDED_FUNCTIONS_PROMPT"]
 
 #: The user's message at a turn that only adds withheld functions (bfcl-eval 2026.3.23,
 #: constants/default_prompts.py DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC)
@@ -86,10 +87,8 @@ class BfclEpisode:
 
     def tools(self) -> list[dict[str, Any]]:
         """The tools offered in the current turn, as JSON schemas (what TRL renders for the first turn)."""
-        from transformers.utils import get_json_schema
-
         withheld = self.entry.withheld(self.turn)
-        return [get_json_schema(tool) for name, tool in self._tools.items() if name not in withheld]
+        return [copy.deepcopy(_schema(tool)) for name, tool in self._tools.items() if name not in withheld]
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> str:
         """Run a call in the current turn, record it, and return BFCL's response text."""
@@ -112,6 +111,14 @@ class BfclEpisode:
     def verdict(self) -> MultiTurnVerdict:
         """BFCL's multi-turn verdict on the turns played so far (all of them once the episode is done)."""
         return judge_multi_turn(self.entry, self.calls, played=None if self.forced_end else len(self.calls))
+
+
+@functools.cache
+def _schema(tool: Callable[..., Any]) -> dict[str, Any]:
+    """A tool's JSON schema, made once per tool (an episode asks for its turn's tools at every reply)."""
+    from transformers.utils import get_json_schema
+
+    return get_json_schema(tool)
 
 
 class BfclEnvironment:
@@ -210,6 +217,13 @@ def environment_class(entry: MultiTurnEntry, folder: str | os.PathLike[str]) -> 
     return _environment_class(entry.involved_classes, frozenset(entry.withheld(0)), os.fspath(folder))
 
 
+def environment_named(name: str, folder: str | os.PathLike[str]) -> type[BfclEnvironment]:
+    """The environment class an :func:`~whileai.domain.rows.bfcl_multi_turn.environment_name` names (its backends, less
+    the functions withheld at the first turn), without its entry: what a row's ``environment`` column routes to."""
+    classes, withheld = parse_environment_name(name)
+    return _environment_class(classes, frozenset(withheld), os.fspath(folder))
+
+
 def bfcl_environments(entries: Sequence[MultiTurnEntry],
                       folder: str | os.PathLike[str]) -> dict[str, type[BfclEnvironment]]:
     """TRL's ``environment_factory`` for ``entries``: ``{environment name: class}``, one per name the entries use
@@ -217,15 +231,45 @@ def bfcl_environments(entries: Sequence[MultiTurnEntry],
     return {environment_name(e): environment_class(e, folder) for e in entries}
 
 
-def environment_factory(category: str = BFCL_MULTI_TURN_CATEGORIES[0],
-                        folder: str | os.PathLike[str] | None = None) -> dict[str, type[BfclEnvironment]]:
-    """TRL's ``environment_factory`` for every entry of BFCL's ``category`` (both splits), read from ``folder``
-    (default: the installed bfcl-eval's data): what ``environment=bfcl`` names (episodes/registry.py)."""
-    if category not in BFCL_MULTI_TURN_CATEGORIES:
-        raise ValueError(f"BFCL category {category!r} is not a multi-turn one; pass one of "
-                         f"{', '.join(BFCL_MULTI_TURN_CATEGORIES)}")
+def _data_folder(folder: str | os.PathLike[str] | None) -> str | os.PathLike[str]:
     base = folder if folder is not None else bfcl_data_folder()
     if base is None:
         raise FileNotFoundError(f"BFCL's multi-turn data was not found: {INSTALL_HINT}, or pass the folder of "
                                 "BFCL_v4_<category>.json, possible_answer/ and multi_turn_func_doc/")
+    return base
+
+
+def environment_factory(category: str = BFCL_MULTI_TURN_CATEGORIES[0], folder: str | os.PathLike[str] | None = None,
+                        names: Sequence[str] | None = None) -> dict[str, type[BfclEnvironment]]:
+    """TRL's ``environment_factory`` for every entry of BFCL's ``category`` (both splits), read from ``folder``
+    (default: the installed bfcl-eval's data): what ``environment=bfcl`` names (episodes/registry.py).
+
+    With ``names`` (the environment names a job's rows route to, their ``environment`` column) the dict holds exactly
+    those, each class built from its name (:func:`environment_named`), whatever category or data folder the rows were
+    read from; the function docs still come from ``folder``."""
+    if category not in BFCL_MULTI_TURN_CATEGORIES:
+        raise ValueError(f"BFCL category {category!r} is not a multi-turn one; pass one of "
+                         f"{', '.join(BFCL_MULTI_TURN_CATEGORIES)}")
+    base = _data_folder(folder)
+    if names is not None:
+        return {name: environment_named(name, base) for name in names}
     return bfcl_environments(read_multi_turn(base, [category]), base)
+
+
+def gold_calls(entry: MultiTurnEntry) -> list[list[dict[str, Any]]]:
+    """The entry's ground truth as a model sends it: each turn's calls as ``{"name", "arguments"}``, every argument
+    named (BFCL's answers sometimes pass one by position: it is named from the backend method's signature)."""
+    classes, _ = backend_classes()
+    out = []
+    for turn in entry.ground_truth:
+        calls = []
+        for text in turn:
+            call = ToolCall.parse(text)
+            owner = next((classes[n] for n in reversed(entry.involved_classes) if hasattr(classes[n], call.name)), None)
+            if owner is None:
+                raise ValueError(f"{entry.id}: the ground truth calls {call.name!r}, which none of its backends "
+                                 f"({', '.join(entry.involved_classes)}) has")
+            bound = inspect.signature(getattr(owner, call.name)).bind(None, *call.positional, **call.arguments)
+            calls.append({"name": call.name, "arguments": {k: v for k, v in bound.arguments.items() if k != "self"}})
+        out.append(calls)
+    return out

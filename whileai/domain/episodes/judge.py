@@ -6,6 +6,10 @@ environment, :func:`~whileai.domain.episodes.protocol.end_state`) must equal the
 A task may also ask for something to be said (``responses``): each must appear in the episode's final
 reply as a whole word or number. The verdict says why, naming the first differences.
 
+An environment whose episode judges itself (``protocol.JudgesItself``: BFCL's, by BFCL's multi-turn check on the
+turns played) is judged by that instead (:func:`own_verdict`); :class:`EpisodeJudge` is the one verdict the
+reward and the held-out measure take, either way, for one factory or TRL's dict of them.
+
     gold = replay(KitEnvironment, row, task.gold)
     verdict = judge_episode(episode, gold, task.responses)   # Verdict(passed=True, reason="...")
 """
@@ -19,9 +23,9 @@ from typing import Any, Protocol
 
 from whileai.domain import defaults
 from whileai.domain.episodes.loop import Episode, _arguments
-from whileai.domain.episodes.protocol import end_state
+from whileai.domain.episodes.protocol import ROUTE_COLUMN, Factories, JudgesItself, end_state, route
 
-__all__ = ["Verdict", "replay", "state_differences", "judge_episode", "GoldJudge"]
+__all__ = ["Verdict", "replay", "state_differences", "judge_episode", "GoldJudge", "own_verdict", "EpisodeJudge"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,9 @@ class _Gold(Protocol):
     """What the judge reads of an episode's gold (``rows.EpisodeGold`` is one)."""
 
     @property
+    def environment(self) -> str: ...
+
+    @property
     def reset(self) -> dict[str, Any]: ...
 
     @property
@@ -134,3 +141,37 @@ class GoldJudge:
         if key not in self._replays:
             self._replays[key] = replay(self.factory, {"prompt": prompt, **gold.reset}, gold.calls)
         return judge_episode(episode, self._replays[key], gold.responses)
+
+
+def own_verdict(environment: object) -> Verdict | None:
+    """The environment's own verdict on the episode it played, where its ``episode`` judges itself
+    (:class:`~whileai.domain.episodes.protocol.JudgesItself`: BFCL's multi-turn check on the turns played); None
+    for an environment the gold replay judges."""
+    episode = getattr(environment, "episode", None)
+    if not isinstance(episode, JudgesItself):
+        return None
+    said = episode.verdict()
+    return Verdict(bool(said.passed), str(said.reason))
+
+
+class EpisodeJudge:
+    """The verdict on a played episode: the environment's own (:func:`own_verdict`) where its episode judges itself,
+    else :class:`GoldJudge`'s against the row's gold, replayed on a fresh environment from the factory the gold's
+    environment routes to (one GoldJudge per factory, each keeping its replays). ``factories`` is TRL's
+    ``environment_factory``: one factory, or a dict of them by environment name.
+
+        judge = EpisodeJudge(factories)
+        judge(episode, environment, gold, prompt).passed
+    """
+
+    def __init__(self, factories: Factories):
+        self.factories = factories
+        self._judges: dict[int, GoldJudge] = {}
+
+    def __call__(self, episode: Episode, environment: object, gold: _Gold, prompt: Any) -> Verdict:
+        own = own_verdict(environment)
+        if own is not None:
+            return own
+        factory, _ = route(self.factories, {ROUTE_COLUMN: gold.environment})
+        judge = self._judges.setdefault(id(factory), GoldJudge(factory))
+        return judge(episode, gold, prompt)

@@ -15,7 +15,11 @@ An environment is a class; each instance holds one episode's state (TRL makes on
 
 Beyond TRL's contract, an episode may have several user turns (BFCL's multi-turn entries): an environment whose
 ``episode`` attribute is a :class:`TurnByTurn` (``next_turn``, ``tools``, ``call``, ``force_end``) is played turn
-after turn by whileai's own loop (``loop.py``); TRL's loop plays its first user turn only.
+after turn by whileai's own loop (``loop.py``); TRL's loop plays its first user turn only. Where that episode also has
+a ``verdict()`` (:class:`JudgesItself`, BFCL's multi-turn check), the episode judge takes it instead of replaying a gold.
+
+TRL's ``environment_factory`` is one factory, or a dict of them (:data:`Factories`) that each dataset row picks from
+by its ``environment`` column, which ``reset`` then does not get (:func:`route`).
 
     problems = protocol_problems(MyEnvironment)   # [] when TRL can use it unchanged; else every problem
     schemas = tool_schemas(MyEnvironment())       # the tools as the model is shown them
@@ -29,8 +33,9 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Environment", "EnvironmentFactory", "TurnByTurn", "NOT_TOOLS", "tool_methods", "tool_schemas",
-           "end_state", "turn_by_turn", "offered_tools", "shown_signature", "protocol_problems"]
+__all__ = ["Environment", "EnvironmentFactory", "Factories", "ROUTE_COLUMN", "TurnByTurn", "JudgesItself", "NOT_TOOLS",
+           "tool_methods", "tool_schemas", "end_state", "turn_by_turn", "offered_tools", "shown_signature",
+           "protocol_problems", "route"]
 
 #: The public methods TRL does not offer as tools (grpo_trainer.py: the episode's start and its score).
 NOT_TOOLS = ("reset", "get_reward")
@@ -49,6 +54,24 @@ class Environment(Protocol):
 
 #: What TRL's ``environment_factory`` is: called with no arguments, once per rollout.
 EnvironmentFactory = Callable[[], Environment]
+#: TRL's ``environment_factory``: one factory, or a dict of them chosen by each row's ``environment`` column.
+Factories = EnvironmentFactory | Mapping[str, EnvironmentFactory]
+#: The dataset column a dict of factories routes each row by (TRL 1.16's ``GRPOTrainer``).
+ROUTE_COLUMN = "environment"
+
+
+def route(factories: Factories, row: Mapping[str, Any]) -> tuple[EnvironmentFactory, dict[str, Any]]:
+    """``(the factory row plays in, what its reset gets)``, as TRL routes a dataset row: one factory takes every row
+    and every column; a dict picks by the row's :data:`ROUTE_COLUMN`, which reset does not get. Raises ValueError
+    naming the row's environment and the ones there are."""
+    if not isinstance(factories, Mapping):
+        return factories, dict(row)
+    name = row.get(ROUTE_COLUMN)
+    if not isinstance(name, str) or name not in factories:
+        known = ", ".join(sorted(map(str, factories)))
+        raise ValueError(f"the row's {ROUTE_COLUMN}={name!r} is not among the environments of the factory ({known}); "
+                         f"each row names its environment in its {ROUTE_COLUMN!r} column, one of the factory's keys")
+    return factories[name], {k: v for k, v in row.items() if k != ROUTE_COLUMN}
 
 
 @runtime_checkable
@@ -67,6 +90,15 @@ class TurnByTurn(Protocol):
 
     def force_end(self) -> None:
         """End the episode before its last user turn (the judge then fails it, as BFCL fails a forced quit)."""
+
+
+@runtime_checkable
+class JudgesItself(Protocol):
+    """An episode that gives its own verdict on what was played (BFCL's ``BfclEpisode``: its multi-turn check), as an
+    environment's ``episode`` attribute: the episode judge takes it instead of replaying a gold."""
+
+    def verdict(self) -> Any:
+        """The verdict on the turns played so far: an object with ``passed`` (bool) and ``reason`` (text)."""
 
 
 def _functions(cls: type) -> dict[str, Callable[..., Any]]:

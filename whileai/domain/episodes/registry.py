@@ -10,15 +10,16 @@ A run spec carries one string (GRPOSpec.environment): the name, with BFCL's cate
 
 The ``bfcl`` module (``whileai.domain.episodes.bfcl``) is imported only when named: it defines
 ``environment_factory(category: str)``, returning that category's factory, or TRL's dict of factories
-keyed by the rows' ``environment`` column (BFCL's entries use different backends). Where the module is
-missing, naming ``bfcl`` is refused with the fix, and ``kit`` and ``python:`` still work.
+keyed by the rows' ``environment`` column (BFCL's entries use different backends); given ``names=`` (the
+environment names a job's rows route to), it returns the dict of exactly those. Where the module is missing, naming
+``bfcl`` is refused with the fix, and ``kit`` and ``python:`` still work.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,8 @@ from whileai.domain import defaults
 from whileai.domain.episodes.kit import KitEnvironment
 from whileai.core.spec import is_python_ref
 from whileai.domain.episodes.loader import load_environment
-from whileai.domain.episodes.protocol import EnvironmentFactory, protocol_problems, shown_signature, tool_methods
+from whileai.domain.episodes.protocol import (EnvironmentFactory, Factories, protocol_problems, shown_signature,
+                                              tool_methods)
 from whileai.domain.rows.bfcl_multi_turn import BFCL_MULTI_TURN_CATEGORIES
 
 __all__ = ["ENVIRONMENT_NAMES", "BFCL_CATEGORIES", "BFCL_DEFAULT_CATEGORY", "LAZY_MODULES", "LAZY_FACTORY",
@@ -42,8 +44,6 @@ BFCL_DEFAULT_CATEGORY = "multi_turn_base"
 LAZY_MODULES: dict[str, str] = {"bfcl": "whileai.domain.episodes.bfcl"}
 LAZY_FACTORY = "environment_factory"
 _ACCEPTED = "kit, bfcl (with a category) or python:MODULE:CLASS"
-#: TRL's ``environment_factory``: one factory, or a dict of them chosen by each row's ``environment`` column.
-Factories = EnvironmentFactory | Mapping[str, EnvironmentFactory]
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def parse_environment_ref(ref: str) -> tuple[str, str | None]:
     return ref, None
 
 
-def _lazy_factory(name: str, category: str | None) -> Factories:
+def _lazy_factory(name: str, category: str | None, names: Sequence[str] | None = None) -> Factories:
     module_name = LAZY_MODULES[name]
     try:
         module = importlib.import_module(module_name)
@@ -105,7 +105,7 @@ def _lazy_factory(name: str, category: str | None) -> Factories:
         raise ValueError(f"environment={name}: {module_name} defines no {LAZY_FACTORY}(category) returning the "
                          f"environment's factory (or TRL's dict of them); define it there, or pick environment=kit")
     try:
-        factory: Factories = make(category or BFCL_DEFAULT_CATEGORY)
+        factory: Factories = make(category or BFCL_DEFAULT_CATEGORY, **({"names": list(names)} if names is not None else {}))
     except Exception as exc:  # its data or its dependency missing: the module's own words, with ours around them
         raise ValueError(f"environment={name}: {module_name}.{LAZY_FACTORY}({category or BFCL_DEFAULT_CATEGORY!r}) "
                          f"raised {type(exc).__name__}: {exc}") from exc
@@ -122,17 +122,19 @@ def _category_problem(name: str, category: str | None) -> str | None:
     return None
 
 
-def environment_factory(name: str, category: str | None = None, search_path: str | None = None) -> Factories:
+def environment_factory(name: str, category: str | None = None, search_path: str | None = None,
+                        names: Sequence[str] | None = None) -> Factories:
     """What ``name`` means as TRL's ``environment_factory``: a class (kit, python:MODULE:CLASS), or what the
-    bfcl module returns for ``category`` (a factory, or a dict of them by the rows' ``environment`` column).
-    Raises ValueError naming what is accepted and the fix."""
+    bfcl module returns for ``category`` (a factory, or a dict of them by the rows' ``environment`` column; with
+    ``names``, the rows' environment names, the dict of exactly those). Raises ValueError naming what is accepted
+    and the fix."""
     problem = _category_problem(name, category)
     if problem:
         raise ValueError(problem)
     if name == "kit":
         return KitEnvironment
     if name in LAZY_MODULES:
-        return _lazy_factory(name, category)
+        return _lazy_factory(name, category, names)
     if is_python_ref(name):
         cls: EnvironmentFactory = load_environment(name, search_path)
         return cls

@@ -33,8 +33,8 @@ from whileai.domain.episodes.kit import KitEnvironment, KitTask
 from whileai.domain.episodes.loop import run_tool_call
 from whileai.domain.episodes.protocol import tool_methods, tool_schemas
 
-__all__ = ["EPISODE_FIELD", "EpisodeGold", "episode_gold", "gold_messages", "kit_reply", "kit_episode_rows",
-           "has_episode", "held_out_episodes", "episode_digest"]
+__all__ = ["EPISODE_FIELD", "EpisodeGold", "episode_gold", "gold_messages", "wire_call", "kit_reply",
+           "kit_episode_rows", "has_episode", "held_out_episodes", "episode_digest"]
 
 #: The row field that makes a rollout row an episode row.
 EPISODE_FIELD = "episode"
@@ -79,7 +79,7 @@ def episode_gold(row: Mapping[str, Any] | str) -> EpisodeGold:
                        responses=tuple(str(r) for r in data.get("responses") or ()))
 
 
-def _wire_call(index: int, call: Mapping[str, Any]) -> dict[str, Any]:
+def wire_call(index: int, call: Mapping[str, Any]) -> dict[str, Any]:
     """A gold call as an OpenAI-wire tool call (arguments as JSON text), numbered within its episode."""
     return {"id": f"call_{index}", "type": "function",
             "function": {"name": str(call["name"]), "arguments": json.dumps(call.get("arguments") or {})}}
@@ -96,7 +96,7 @@ def gold_messages(factory: Callable[[], Any], gold: EpisodeGold, prompt: Sequenc
     tools = {method.__name__: method for method in tool_methods(environment)}
     messages = [dict(m) for m in prompt]
     for index, call in enumerate(gold.calls):
-        wire = _wire_call(index, call)
+        wire = wire_call(index, call)
         answer = run_tool_call(tools, wire)
         if str(answer["content"]).startswith("{'error'"):
             raise ValueError(f"gold call {index} ({call['name']} with {call.get('arguments')!r}) was answered "

@@ -207,6 +207,13 @@ class MultiTurnVerdict:
     turn: int | None = None
     detail: str = ""
 
+    @property
+    def reason(self) -> str:
+        """Why, in one line: what the episode judge's verdict says (``whileai.domain.episodes.judge.own_verdict``)."""
+        if self.passed:
+            return "every turn played passes BFCL's multi-turn check"
+        return f"{self.error_type}: {self.detail}" if self.detail else str(self.error_type)
+
 
 def backend_differences(model: BfclBackends, truth: BfclBackends) -> dict[str, dict[str, tuple[Any, Any]]]:
     """``{class: {attribute: (model's value, answer's value)}}`` for every public attribute that differs,

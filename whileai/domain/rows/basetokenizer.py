@@ -17,13 +17,15 @@ from whileai.kit import defaults as kit_defaults
 __all__ = ["base_tokenizer", "context_limit"]
 
 
-def context_limit(config: Any) -> int:
-    """TRAIN_MAX_LENGTH, or the model's own context length (``max_position_embeddings``) when that is shorter."""
+def context_limit(config: Any, cap: int | None = None) -> int:
+    """``cap`` (None: TRAIN_MAX_LENGTH; an episode's: EPISODE_MAX_LENGTH), or the model's own context length
+    (``max_position_embeddings``) when that is shorter."""
+    cap = core_defaults.TRAIN_MAX_LENGTH if cap is None else cap
     limit = int(getattr(config, "max_position_embeddings", 0) or 0)
-    return min(core_defaults.TRAIN_MAX_LENGTH, limit) if limit else core_defaults.TRAIN_MAX_LENGTH
+    return min(cap, limit) if limit else cap
 
 
-def base_tokenizer(base_model: str, tool_format: str | None = None) -> tuple[Any, int]:
+def base_tokenizer(base_model: str, tool_format: str | None = None, cap: int | None = None) -> tuple[Any, int]:
     """The tokenizer and context limit of ``base_model``, read without its weights and without a download.
 
     The kit's demo base reads its cached folder when it is built, else builds
@@ -32,8 +34,8 @@ def base_tokenizer(base_model: str, tool_format: str | None = None) -> tuple[Any
     use, as the job would). A folder or a hub name loads with
     ``local_files_only``. The tokenizer carries the run's tool convention
     (``tool_format``; ``whileai.kit.use_tool_format``), so lengths are counted on
-    what the job renders. Raises LookupError saying why when the base's files are
-    not on this machine (a hub base that a Modal container fetches for itself).
+    what the job renders. The limit is :func:`context_limit`'s under ``cap``. Raises LookupError saying why when the
+    base's files are not on this machine (a hub base that a Modal container fetches for itself).
     """
     from whileai.kit import import_gguf, is_gguf_base, use_tool_format
 
@@ -47,7 +49,7 @@ def base_tokenizer(base_model: str, tool_format: str | None = None) -> tuple[Any
             shape = SimpleNamespace(max_position_embeddings=kit_defaults.KIT_MAX_POSITIONS)
             tokenizer = build_tokenizer(kit_defaults.KIT_BASE_SEED)
             use_tool_format(tokenizer, tool_format)
-            return _counting(tokenizer), context_limit(shape)
+            return _counting(tokenizer), context_limit(shape, cap)
         path = str(demo_base())
     elif is_gguf_base(base_model):  # imported into the data root on first use, as the job would
         path = str(import_gguf(base_model))
@@ -55,7 +57,7 @@ def base_tokenizer(base_model: str, tool_format: str | None = None) -> tuple[Any
         folder = Path(base_model).expanduser()
         path = str(folder) if folder.is_dir() else base_model
     try:
-        limit = _folder_limit(path)
+        limit = _folder_limit(path, cap)
         tokenizer = _folder_tokenizer(path)
     except Exception as exc:  # whatever stops the read here, the job loads the base itself and checks there
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
@@ -72,7 +74,7 @@ def base_tokenizer(base_model: str, tool_format: str | None = None) -> tuple[Any
 _PLAIN_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
 
 
-def _folder_limit(path: str) -> int:
+def _folder_limit(path: str, cap: int | None = None) -> int:
     """The context limit of the base at ``path``: config.json's ``max_position_embeddings`` read as JSON where the
     folder has one that names it, else through AutoConfig (which maps other names, GPT-2's ``n_positions``, onto it).
 
@@ -82,10 +84,10 @@ def _folder_limit(path: str) -> int:
     if isinstance(found.get("max_position_embeddings"), int):
         from types import SimpleNamespace
 
-        return context_limit(SimpleNamespace(max_position_embeddings=found["max_position_embeddings"]))
+        return context_limit(SimpleNamespace(max_position_embeddings=found["max_position_embeddings"]), cap)
     from transformers import AutoConfig
 
-    return context_limit(AutoConfig.from_pretrained(path, local_files_only=True))
+    return context_limit(AutoConfig.from_pretrained(path, local_files_only=True), cap)
 
 
 def _folder_tokenizer(path: str) -> Any:

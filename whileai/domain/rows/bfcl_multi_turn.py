@@ -32,7 +32,8 @@ from whileai.core.errors import RowFormatError
 from whileai.domain import defaults
 
 __all__ = ["BFCL_MULTI_TURN_CATEGORIES", "BFCL_BACKEND_CLASSES", "MultiTurnEntry", "read_multi_turn",
-           "read_func_docs", "is_held_out", "episode_rows", "environment_name", "multi_turn_shape"]
+           "read_func_docs", "is_held_out", "episode_rows", "environment_name", "parse_environment_name",
+           "multi_turn_shape", "categories_problem"]
 
 #: BFCL's executable multi-turn categories (bfcl-eval 2026.3.23, data/BFCL_v4_<category>.json)
 BFCL_MULTI_TURN_CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
@@ -159,7 +160,9 @@ def _lines(path: Path, what: str) -> list[dict[str, Any]]:
     return out
 
 
-def _category_problem(categories: Sequence[str]) -> str | None:
+def categories_problem(categories: Sequence[str]) -> str | None:
+    """Why ``categories`` cannot be read as multi-turn episodes (none named, or one that is not a multi-turn category,
+    with the nearest name), or None."""
     import difflib
 
     if not categories:
@@ -185,7 +188,7 @@ def read_multi_turn(folder: str | os.PathLike[str], categories: Sequence[str] = 
 
         entries = read_multi_turn(bfcl_data_folder(), ["multi_turn_base", "multi_turn_miss_func"], "holdout")
     """
-    problem = _category_problem(categories)
+    problem = categories_problem(categories)
     if problem:
         raise ValueError(f"read_multi_turn: {problem}")
     if split not in ("train", "holdout", "all"):
@@ -225,6 +228,22 @@ def environment_name(entry: MultiTurnEntry) -> str:
     and the functions withheld at its first turn, e.g. ``bfcl:GorillaFileSystem+TwitterAPI-sort``."""
     withheld = sorted(entry.withheld(0))
     return "bfcl:" + "+".join(entry.involved_classes) + "".join(f"-{name}" for name in withheld)
+
+
+def parse_environment_name(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(backend classes, functions withheld at the first turn)`` of an :func:`environment_name`: its inverse, so an
+    environment class can be built from a row's ``environment`` column alone. Raises ValueError naming what is wrong.
+
+        parse_environment_name("bfcl:GorillaFileSystem+TwitterAPI-sort")   # (("GorillaFileSystem", "TwitterAPI"), ("sort",))
+    """
+    head, _, rest = name.partition(":")
+    parts = rest.split("-")
+    classes = tuple(parts[0].split("+")) if parts[0] else ()
+    unknown = [c for c in classes if c not in BFCL_BACKEND_CLASSES]
+    if head != "bfcl" or not classes or unknown or not all(parts[1:]):
+        raise ValueError(f"{name!r} is not a BFCL environment name: bfcl:<backend>+<backend>...-<withheld function>... "
+                         f"(environment_name), the backends among {', '.join(BFCL_BACKEND_CLASSES)}")
+    return classes, tuple(parts[1:])
 
 
 def episode_rows(entries: Sequence[MultiTurnEntry], training: bool = True) -> list[dict[str, Any]]:

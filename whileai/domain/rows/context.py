@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from whileai.core import defaults as core_defaults
 from whileai.domain import defaults
 from whileai.kit import defaults as kit_defaults
 from whileai.domain.rows.basetokenizer import base_tokenizer, context_limit
@@ -198,7 +199,7 @@ def check_context(rows: Sequence[Mapping[str, Any]], method: str, base_model: st
 _CHECKED: dict[str, dict[str, Any]] = {}
 _CHECKED_MAX = 8
 #: the knobs check_context reads besides the export ones (TRAIN_EXPORT_KNOBS)
-_CONTEXT_KNOBS = ("tool_format", "max_completion_length", "prompt_source", "reward_span")
+_CONTEXT_KNOBS = ("tool_format", "max_completion_length", "prompt_source", "reward_span", "environment")
 
 
 def _memo_key(rows: Sequence[Mapping[str, Any]], method: str, base: str, config: Mapping[str, Any],
@@ -222,7 +223,9 @@ def _check_context(rows: Sequence[Mapping[str, Any]], method: str, base: str, co
     found: dict[str, Any] = {"checked": False, "base_model": base, "limit": None, "unit": UNITS[method],
                              "too_long": 0, "left_out": [], "by_task": {}, "why": None}
     try:
-        tokenizer, limit = base_tokenizer(base, config.get("tool_format"))
+        # in an environment an SFT row and a GRPO prompt are an episode's, capped at EPISODE_MAX_LENGTH as the job caps them
+        cap = core_defaults.EPISODE_MAX_LENGTH if method in ("sft", "grpo") and config.get("environment") else None
+        tokenizer, limit = base_tokenizer(base, config.get("tool_format"), cap)
     except LookupError as exc:
         found["why"] = str(exc)
         return found
