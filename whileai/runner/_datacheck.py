@@ -2,7 +2,8 @@
 
 ``data_problems(spec)`` reads at most RUNNER_VALIDATE_SAMPLE_ROWS lines of
 each data file the spec names (``dataset.path``, ``dataset.tools``,
-``dataset.questions``/``dataset.answers`` or ``dataset.categories``' files,
+``dataset.questions``/``dataset.answers`` or ``dataset.categories``' files (single-turn, or
+``dataset=bfcl_episodes``' multi-turn ones),
 ``dataset.after``): each must exist,
 and each sampled line must be JSON following its contract (a rollout row, a
 BFCL entry); the tools file must be a JSON list of function schemas.
@@ -121,12 +122,14 @@ def _tools_file(key: str, value: Any, where: Any) -> list[Problem]:
     return [Problem(key, f"{value}: {p}", where(key)) for p in tools_problems(tools)[:3]]
 
 
-def _bfcl_file(key: str, value: str, what: str, where: Any) -> list[Problem]:
+def _bfcl_file(key: str, value: str, what: str, where: Any, field: str | None = None) -> list[Problem]:
+    """A BFCL file exists and its sampled lines are JSON with ``id`` and ``field`` (questions: ``function``, a
+    multi-turn one's ``involved_classes``; answers: ``ground_truth``)."""
     path = Path(value).expanduser()
     if not path.is_file():
         return [_missing(key, value, f"a BFCL {what} file (bfcl_eval/data/...BFCL_v4_<category>.json)", where)]
     out = []
-    field = "function" if what == "questions" else "ground_truth"
+    field = field or ("function" if what == "questions" else "ground_truth")
     for number, line in _sample_lines(path, defaults.RUNNER_VALIDATE_SAMPLE_ROWS):
         try:
             entry = json.loads(line.rstrip("\r\n"))
@@ -164,6 +167,28 @@ def _bfcl_categories(data: Dataset, where: Any) -> list[Problem]:
     return out
 
 
+def _bfcl_episodes(spec: RecipeSpec, where: Any) -> list[Problem]:
+    """``dataset=bfcl_episodes``: multi-turn categories, and each one's question and answer files in the data folder
+    (``dataset.folder``, else the installed bfcl-eval's)."""
+    from whileai.domain.rows.bfcl_multi_turn import categories_problem
+    from whileai.runner._bfcl_data import episode_categories, episode_folder
+
+    key = "dataset.categories"
+    categories = episode_categories(spec.dataset, spec.environment)
+    named = categories_problem(categories)
+    if named:
+        return [Problem(key, f"{key}: {named}", where(key))]
+    try:
+        folder = episode_folder(spec.dataset)
+    except FileNotFoundError as exc:
+        return [Problem("dataset.folder", str(exc), where("dataset.folder"))]
+    out = []
+    for category in categories:
+        out += _bfcl_file(key, str(folder / f"BFCL_v4_{category}.json"), "questions", where, "involved_classes")
+        out += _bfcl_file(key, str(folder / "possible_answer" / f"BFCL_v4_{category}.json"), "answers", where)
+    return out
+
+
 def _refused_file(questions: str | None) -> str | None:
     """Why a BFCL question file's category (read from its name) is not converted, or None."""
     from whileai.simulations.datasets import BFCL_REFUSED_CATEGORIES, bfcl_category, bfcl_category_problem
@@ -194,6 +219,8 @@ def data_problems(spec: RecipeSpec, where: Any, whole: bool = False) -> list[Pro
         for key, named in (("questions", data.questions), ("answers", data.answers)):
             if named is not None and named != "???":
                 out += _bfcl_file(f"dataset.{key}", named, key, where)
+    if data.source == "bfcl_episodes":
+        out += _bfcl_episodes(spec, where)
     if data.tools is not None:
         out += _tools_file("dataset.tools", data.tools, where)
     if data.after is not None:

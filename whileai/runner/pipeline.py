@@ -35,7 +35,7 @@ from whileai.runner._progress import Progress
 from whileai.runner.expect import settle
 from whileai.runner.provenance import runner_record
 from whileai.runner.quick import is_quick, sft_rows
-from whileai.runner.schema import Dataset, Export, RecipeSpec, Serve
+from whileai.runner.schema import Dataset, Environment, Export, RecipeSpec, Serve
 from whileai.runner.stages import Stage, stage_refs
 
 __all__ = ["Context", "run_spec", "EXIT_FAILED", "EXIT_EXPECT", "EXIT_GATE", "EXIT_INTERRUPTED"]
@@ -76,8 +76,9 @@ def _read_tools(value: Any) -> Any:
     return value
 
 
-def load_rows(data: Dataset) -> tuple[list[dict[str, Any]], str]:
-    """The dataset's rows, graded as ``data.grade`` says, and a one-line description."""
+def load_rows(data: Dataset, environment: Environment | None = None) -> tuple[list[dict[str, Any]], str]:
+    """The dataset's rows, graded as ``data.grade`` says, and a one-line description. ``environment`` is the spec's
+    (``dataset=bfcl_episodes`` reads its category when ``dataset.categories`` names none)."""
     import whileai.simulations as wai
 
     if data.source == "sample":
@@ -110,6 +111,10 @@ def load_rows(data: Dataset) -> tuple[list[dict[str, Any]], str]:
 
         tasks = kit_tasks(data.episode_tasks)
         rows, what = kit_episode_rows(tasks), f"the kit environment's gold episodes, {len(tasks)} tasks"
+    elif data.source == "bfcl_episodes":
+        from whileai.runner._bfcl_data import load_bfcl_episodes
+
+        rows, what = load_bfcl_episodes(data, environment)
     else:
         rows, what = wai.datasets.load_rows(str(data.id)), str(data.id)
     if data.tasks:
@@ -387,7 +392,7 @@ def _load_push_cut(plan: _Plan) -> None:
 
     progress, data, facts = plan.progress, plan.spec.dataset, plan.facts
     with progress.step("load and grade the dataset") as note:
-        rows, what = load_rows(data)
+        rows, what = load_rows(data, plan.spec.environment)
         note["result"] = f"{len(rows)} rows of {what}, graded by {data.grade}"
     with progress.step("push") as note:
         pushed = wai.push(rows, name=plan.spec.name or "dataset")
@@ -397,15 +402,28 @@ def _load_push_cut(plan: _Plan) -> None:
     with progress.step("cut by task") as note:
         # from the rows in hand, under the pushed dataset's name: the sides cut(pushed) makes (pushing equal rows
         # answers the same ids), without reading the pushed rows or the train side back
-        sides = wai.datasets.cut_rows(rows, data.holdout, data.cut_seed, pushed.name or plan.spec.name or "dataset")
+        own = _own_split(data, rows)
+        sides = wai.datasets.cut_rows(rows, data.holdout, data.cut_seed, pushed.name or plan.spec.name or "dataset",
+                                      held_out=own)
         plan.train_side, plan.held, plan.train_rows = sides.train, sides.holdout, sides.train_rows
         # the run's record says how many held-out tasks moved because training asks the same prompt
         plan.record["cut"] = {"moved_to_train": {k: sides.moved[k] for k in ("tasks", "rows")},
                               "moved_task_ids": sides.moved["task_ids"][: defaults.CUT_MOVED_RECORDED]}
         moved = wai.datasets.moved_text(sides.moved)
         note["result"] = (f"train {plan.train_side.id} ({plan.train_side.rows} rows), "
-                          f"holdout {plan.held.id} ({plan.held.rows} rows)" + (f"; {moved}" if moved else ""))
+                          f"holdout {plan.held.id} ({plan.held.rows} rows)" + (f"; {moved}" if moved else "")
+                          + ("; BFCL's own split by scenario (BFCL_MULTI_TURN_HOLDOUT)" if own is not None else ""))
         facts.datasets.update(train=plan.train_side.id, holdout=plan.held.id)
+
+
+def _own_split(data: Dataset, rows: list[dict[str, Any]]) -> list[bool] | None:
+    """A dataset's own held-out side, row by row, where it fixes one (BFCL's multi-turn scenarios, so a held-out
+    entry never trains in any category); None where the cut draws ``dataset.holdout`` of the tasks."""
+    if data.source != "bfcl_episodes":
+        return None
+    from whileai.domain.episodes.bfcl_rows import held_out_flags
+
+    return held_out_flags(rows)
 
 
 def _import_gguf_bases(plan: _Plan) -> None:
@@ -489,8 +507,9 @@ def _training_set(plan: _Plan, stage: Stage, label: str, resolved: RunSpec) -> t
             train_set = wai.push(used_rows, name=f"{plan.spec.name or 'dataset'}:train:passes")
         else:
             train_set, used_rows = plan.train_side, plan.train_rows
+        # the knobs and the environment, as wai.train's own gate reads them
         report = wai.selection_report(train_set, stage.method, base_model=resolved.base_model,
-                                      config=resolved.knobs())  # the knobs, as wai.train's own gate reads them
+                                      config={**resolved.knobs(), "environment": getattr(resolved, "environment", None)})
         fresh = train_set.id != plan.train_side.id
         if fresh:
             plan.facts.datasets[f"{stage.name}:{stage.method}"] = train_set.id

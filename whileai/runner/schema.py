@@ -62,7 +62,7 @@ class _Strict(BaseModel):
 
 
 class Dataset(_Strict):
-    source: Literal["sample", "jsonl", "pushed", "bfcl", "episodes"] = "sample"
+    source: Literal["sample", "jsonl", "pushed", "bfcl", "episodes", "bfcl_episodes"] = "sample"
     path: str | None = None
     questions: str | None = None
     answers: str | None = None
@@ -469,6 +469,7 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
         out.append(Problem("dataset.episode_tasks", f"dataset.episode_tasks draws the environment's tasks and does not "
                            f"apply to dataset.source={source}; drop it, or pick dataset=episodes",
                            where("dataset.episode_tasks")))
+    out += _own_split_checks(data, source, where)
     if data.get("grade") == "reward_model" and not data.get("reward_model"):
         out.append(Problem("dataset.reward_model", "dataset.grade=reward_model needs dataset.reward_model=run_... "
                            "(a finished rm run)", where("dataset.reward_model")))
@@ -481,6 +482,15 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
         out.append(Problem("monitor.enabled", f"the HackMonitor watches GRPO only, and method={plain.get('method')}; "
                            "pick monitor=off or method=grpo", where("monitor.enabled")))
     return out
+
+
+def _own_split_checks(data: dict[str, Any], source: Any, where: Any) -> list[Problem]:
+    """A source cut by its own split (``bfcl_episodes``: BFCL's scenarios) reads no share or seed of a drawn cut."""
+    if source != "bfcl_episodes":
+        return []
+    return [Problem(f"dataset.{key}", f"dataset.{key} is not read by dataset=bfcl_episodes: its cut is BFCL's own split "
+                    "by scenario (BFCL_MULTI_TURN_HOLDOUT), so a held-out entry never trains in any category; drop it",
+                    where(f"dataset.{key}")) for key in ("holdout", "cut_seed") if key in data]
 
 
 def _environment_checks(plain: dict[str, Any], where: Any, seen: set[str]) -> list[Problem]:
@@ -541,13 +551,20 @@ def _episode_data_checks(plain: dict[str, Any], name: str, nodes: list[tuple[str
     data: dict[str, Any] = plain["dataset"] if isinstance(plain.get("dataset"), dict) else {}
     source, out = data.get("source"), []
     if source in _SINGLE_TURN_SOURCES:
+        own = ("dataset=bfcl_episodes (BFCL's entries as gold episodes)" if name == "bfcl"
+               else "dataset=episodes (the kit's gold episodes)")
         out.append(Problem("dataset.source", f"environment={name} plays episodes reset from each row's episode, and "
-                           f"the rows of dataset.source={source} carry none; pick dataset=episodes (the kit's gold "
-                           "episodes), or rows of your own with an 'episode' field (docs/rows.md)", where("dataset.source")))
+                           f"the rows of dataset.source={source} carry none; pick {own}, or rows of your own with "
+                           "an 'episode' field (docs/rows.md)", where("dataset.source")))
     elif source == "episodes" and name != "kit":
+        also = ", or dataset=bfcl_episodes for BFCL's entries" if name == "bfcl" else ""
         out.append(Problem("dataset.source", f"dataset=episodes draws the kit environment's tasks, and environment="
-                           f"{name} is another; pick environment=kit, or load rows of your own with an 'episode' "
-                           "field (dataset=jsonl)", where("dataset.source")))
+                           f"{name} is another; pick environment=kit{also}, or load rows of your own with an "
+                           "'episode' field (dataset=jsonl)", where("dataset.source")))
+    elif source == "bfcl_episodes" and name != "bfcl":
+        out.append(Problem("dataset.source", f"dataset=bfcl_episodes reads BFCL's multi-turn entries, played in "
+                           f"environment=bfcl, and environment={name} is another; pick environment=bfcl (with "
+                           "environment.category), or dataset=episodes for the kit's tasks", where("dataset.source")))
     for prefix, node in nodes:
         if node.get("method") == "grpo" and node.get("prompt_source") != "gold":
             key = f"{prefix}prompt_source"

@@ -47,6 +47,7 @@ __all__ = [
     "cut_rows",
     "Cut",
     "split",
+    "fixed_split",
     "Split",
     "split_tasks",
     "moved_text",
@@ -243,6 +244,26 @@ def split(rows: Sequence[Mapping[str, Any]], holdout: float | None = None, seed:
     return Split(sorted(train_idx), sorted(hold_idx), report)
 
 
+def fixed_split(rows: Sequence[Mapping[str, Any]], held_out: Sequence[bool]) -> Split:
+    """The cut a benchmark fixes itself (BFCL's multi-turn scenarios): each row's side given by ``held_out``, whole
+    tasks on each side, nothing drawn and nothing moved. Raises ValueError when a task has rows on both sides or a
+    side is empty."""
+    if len(held_out) != len(rows):
+        raise ValueError(f"fixed_split: {len(held_out)} sides for {len(rows)} rows; give one per row")
+    groups = group_by_task(rows)
+    straddling = sorted(k for k, idx in groups.items() if len({bool(held_out[i]) for i in idx}) > 1)
+    if straddling:
+        raise ValueError(f"fixed_split: task(s) {straddling[:5]} have rows on both sides; a task is held out whole")
+    held = {k for k, idx in groups.items() if held_out[idx[0]]}
+    if not held or len(held) == len(groups):
+        side = "held-out" if not held else "training"
+        raise ValueError(f"the dataset's own split leaves the {side} side empty: all {len(groups)} task(s) are on one "
+                         "side; read more of it (a larger dataset.tasks, or more categories)")
+    train_idx = [i for k, idx in groups.items() if k not in held for i in idx]
+    hold_idx = [i for k, idx in groups.items() if k in held for i in idx]
+    return Split(sorted(train_idx), sorted(hold_idx), {"tasks": 0, "rows": 0, "task_ids": []})
+
+
 def split_tasks(rows: Sequence[Mapping[str, Any]], holdout: float | None = None, seed: int | None = None) -> tuple[list[int], list[int]]:
     """Row indices of (train, holdout): whole tasks on each side, deterministic for ``seed``.
 
@@ -292,11 +313,13 @@ def cut(dataset: Any, holdout: float | None = None, seed: int | None = None,
     return sides.train, sides.holdout
 
 
-def cut_rows(rows: Sequence[dict[str, Any]], holdout: float | None, seed: int | None, name: str) -> Cut:
+def cut_rows(rows: Sequence[dict[str, Any]], holdout: float | None, seed: int | None, name: str,
+             held_out: Sequence[bool] | None = None) -> Cut:
     """``cut`` of rows already in hand, pushed as ``<name>:train`` and ``<name>:holdout``: a :class:`Cut` (train,
     holdout, the train side's rows, the held-out tasks moved to training), so a caller holding the rows reads
-    neither them nor the train side back."""
-    sides = split(rows, holdout, seed)
+    neither them nor the train side back. ``held_out`` (one flag per row) is a dataset's own split, taken as it is
+    (:func:`fixed_split`) instead of drawing ``holdout`` of the tasks with ``seed``."""
+    sides = split(rows, holdout, seed) if held_out is None else fixed_split(rows, held_out)
     train_rows = [rows[i] for i in sides.train]
     train = push(train_rows, name=f"{name}:train")
     held = push([rows[i] for i in sides.holdout], name=f"{name}:holdout")
