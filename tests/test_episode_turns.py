@@ -163,3 +163,14 @@ def test_the_turn_weight_reaches_trls_config_through_the_one_mapping_validate_is
     assert trl_settings(GRPOSpec(environment="kit"))["reward_weights"] is None
     assert trl_settings(GRPOSpec(reward=["first_action", "fine_grained"], reward_weights=[1.0, 0.5]))[
         "reward_weights"] == [1.0, 0.5]
+
+
+def test_turn_reward_is_refused_where_grpo_plays_only_the_first_of_several_user_turns():
+    """BFCL's GRPO rollouts are the entry's first user turn: a per-turn score against every turn's gold would
+    count each later turn's calls as missed, so the spec refuses it and says what to do instead."""
+    said = environment_reward_problems({"environment": "bfcl:multi_turn_base", "turn_reward": "fine_grained"})
+    assert len(said) == 1 and said[0].startswith("turn_reward=fine_grained scores a rollout's calls")
+    assert "only the entry's first user turn" in said[0] and "leave turn_reward None" in said[0]
+    assert environment_reward_problems({"environment": "bfcl", "turn_reward": "first_action"})
+    assert environment_reward_problems({"environment": "kit", "turn_reward": "fine_grained"}) == []
+    assert environment_reward_problems({"environment": "bfcl:multi_turn_base", "turn_reward": None}) == []

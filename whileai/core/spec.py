@@ -582,6 +582,11 @@ def environment_reward_problems(values: Mapping[str, Any]) -> list[str]:
             f"turn_reward={turn} scores an episode's calls against its gold calls, and this spec plays no "
             "environment (environment=None); pick an environment (environment=kit, bfcl or python:MODULE:CLASS), or "
             "leave turn_reward None (single-turn prompts: reward=fine_grained pays the first action's parts)"]
+    if turn is not None and str(environment).partition(":")[0] == "bfcl":
+        return [f"turn_reward={turn} scores a rollout's calls against the gold calls of the whole entry, and in "
+                f"environment={environment} GRPO's rollouts play only the entry's first user turn (TRL's tool loop "
+                "has no next user turn), so every later turn's gold call would count as missed; leave turn_reward "
+                "None (the episode judge, BFCL's check of the turns played, pays it), or play environment=kit"]
     default = knob_of(GRPOSpec, "reward").default
     reward = many_value(values.get("reward") or default)
     weights = values.get("reward_weights")
