@@ -52,12 +52,21 @@ def on_save(action: Callable[[], None]) -> Any:
 
 
 def fit_trainer(trainer: Any) -> Any:
-    """``trainer.train()``, from the run's newest checkpoint when there is one; returns the trainer."""
+    """``trainer.train()``, from the run's newest checkpoint when there is one; returns the trainer.
+
+    Raises ``_finite_guard.NonFiniteTraining`` when the trainer's finite guard stopped it at a step whose loss or
+    gradient norm was not finite: the weights are then not finite, and nothing may go on to use them.
+    """
+    from whileai.jobs._finite_guard import tripped_guard
+
     start = last_checkpoint(_CHECKPOINTS.get())
     if start is not None:
         print(f"resuming from {start.name} (the trainer's weights, optimizer, scheduler, RNG and data position)",
               flush=True)
     trainer.train(resume_from_checkpoint=str(start) if start is not None else None)
+    guard = tripped_guard(trainer.callback_handler.callbacks)
+    if guard is not None:
+        raise guard.failure(_CHECKPOINTS.get())
     return trainer
 
 

@@ -441,9 +441,10 @@ def _measure_before(job: _Job, model: Any, tokenizer: Any, holdout_rows: list[di
 def _train(job: _Job, model: Any, tokenizer: Any, rows: list[dict[str, Any]],
            holdout_rows: list[dict[str, Any]] | None, folder: Path, checkpoints: Path | None,
            on_checkpoint: Callable[[], None] | None) -> _Trained:
-    """The method's trainer, with the run's callbacks: points (rank 0), the trainer's record, system metrics,
-    and the checkpoint commit."""
+    """The method's trainer, with the run's callbacks: the finite guard, points (rank 0), the trainer's record,
+    system metrics, and the checkpoint commit."""
     from whileai.jobs import _trainer_setup
+    from whileai.jobs._finite_guard import FiniteGuard
     from whileai.jobs.system import SystemMetrics
     from whileai.jobs.trainer_record import TrainerRecord
     from whileai.domain.tracking.callback import TrainerCallback
@@ -456,9 +457,10 @@ def _train(job: _Job, model: Any, tokenizer: Any, rows: list[dict[str, Any]],
     # a rank past the first logs nothing: its run is an OtherRankRun, which TrainerCallback does not take
     logging = [TrainerCallback(run)] if job.place.first else []
     committing = [_trainer_setup.on_save(on_checkpoint)] if on_checkpoint is not None else []
+    guard = FiniteGuard(spec, run.id)  # every rank: each stops at the same non-finite step (fit_trainer raises)
     with _trainer_setup.checkpointing(checkpoints):
         model, extra = job.method.fit(spec, model, tokenizer, rows, folder,
-                                      [*logging, TrainerRecord(run), system, *committing],
+                                      [guard, *logging, TrainerRecord(run), system, *committing],
                                       holdout=holdout_rows, run=run)
     return _Trained(model, extra, time.time() - train_started, system.setup)
 
