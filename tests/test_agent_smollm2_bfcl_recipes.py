@@ -8,6 +8,7 @@ CPU or one GPU: the recipes' notes and recipes/MEASUREMENTS.md hold what they ga
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -23,10 +24,31 @@ GPU_BATCH = {"name", "prompts_per_step", "generations", "batch_per_device", "sta
 
 
 def _composed(recipe: str, monkeypatch) -> dict:
+    """The recipe composed and validated here. Where bfcl-eval is not installed (CI installs no BFCL wheel),
+    validate's one problem is that its backends are missing, and it says how to install them; the whole
+    validation with the backends present runs in a process of its own (below), against the committed copies."""
     monkeypatch.setenv("BFCL_DATA", str(bfcl.SAMPLE))  # the recipes read dataset.folder from BFCL_DATA
     plain, problems = compose([f"recipe={recipe}"])
+    if importlib.util.find_spec("bfcl_eval") is None:
+        missing = [p for p in problems if "pip install --no-deps bfcl-eval==" in str(p)]
+        assert len(missing) == 1 and str(missing[0]).startswith(f"recipes/{recipe}.yaml: environment=bfcl"), \
+            [str(p) for p in problems]
+        problems = [p for p in problems if p not in missing]
     assert problems == [], [str(p) for p in problems]
     return plain
+
+
+def test_the_cpu_recipe_validates_with_bfcl_evals_backends_and_entries(tmp_path):
+    """With bfcl-eval's backends importable (the committed copies laid out as the installed package, its data the
+    sample's entries: tests/test_runner_bfcl_episodes.py), ``validate`` passes and names the environment."""
+    from _runner_helpers import whileai
+    from test_runner_bfcl_episodes import stand_in_bfcl_eval
+
+    env = {"PYTHONPATH": str(stand_in_bfcl_eval(tmp_path)), "BFCL_DATA": str(bfcl.SAMPLE)}
+    done = whileai("validate", f"recipe={RECIPES[0]}", env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"# valid: recipe={RECIPES[0]}" in done.stderr, done.stderr[-500:]
+    assert "# environment bfcl:multi_turn_base" in done.stdout + done.stderr
 
 
 def _flat(plain: dict, prefix: str = "") -> dict:
