@@ -12,7 +12,8 @@ import pytest
 from transformers import TrainerControl, TrainerState
 
 from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, SFTSpec
-from whileai.jobs._finite_guard import FiniteGuard, NonFiniteTraining, first_not_finite, tripped_guard
+from whileai.core.errors import NonFiniteTraining
+from whileai.jobs._finite_guard import FiniteGuard, first_not_finite, tripped_guard
 
 
 def _step(guard: FiniteGuard, step: int, logs: dict[str, Any]) -> TrainerControl:
@@ -52,7 +53,7 @@ def test_the_reason_names_the_step_value_causes_fixes_and_the_checkpoint_to_resu
         (checkpoints / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
     guard = FiniteGuard(GRPOSpec(temperature=0.1, beta=0.04, learning_rate=1e-5), "run_00000000000000aa")
     _step(guard, 23, {"grad_norm": float("nan")})
-    text = str(guard.failure(checkpoints))
+    text = str(guard.explain(checkpoints))
     for said in ("grpo training stopped at step 23", "grad_norm was nan", "already applied",
                  "temperature=0.1", "beta=0.04", "exp(ref_logp - logp)", "learning_rate (1e-05)",
                  "raise temperature", "set beta=0", "lower learning_rate",
@@ -60,14 +61,14 @@ def test_the_reason_names_the_step_value_causes_fixes_and_the_checkpoint_to_resu
         assert said in text, (said, text)
     no_kl = FiniteGuard(GRPOSpec(temperature=0.1, beta=0.0))
     _step(no_kl, 5, {"loss": float("inf")})
-    text = str(no_kl.failure(None))
+    text = str(no_kl.explain(None))
     assert "loss was inf" in text and "policy ratio" in text and "set beta=0" not in text
     assert "No checkpoint was saved before that step" in text
     for spec, said in ((SFTSpec(learning_rate=1e-2), "learning_rate (0.01)"), (DPOSpec(beta=0.5), "lower beta"),
                        (RMSpec(), "reward head")):
         guard = FiniteGuard(spec)
         _step(guard, 1, {"grad_norm": float("inf")})
-        assert said in str(guard.failure(None)) and f"{spec.method} training stopped at step 1" in str(guard.failure(None))
+        assert said in str(guard.explain(None)) and f"{spec.method} training stopped at step 1" in str(guard.explain(None))
 
 
 def test_a_real_sft_job_whose_loss_turns_nan_stops_at_that_step_and_fails_its_run_with_the_reason(tmp_path, monkeypatch):

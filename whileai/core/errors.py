@@ -27,6 +27,7 @@ The whole tree::
     ├── TrainingSelectionError       (ValueError) the dataset cannot teach this method
     │   └── ToolFormatError          tool_format='native' on a base whose template drops tools
     ├── TrainingConfigError          (ValueError) training knobs out of range
+    ├── NonFiniteTraining            (RuntimeError) a training step's loss or grad_norm not finite (the job's)
     ├── NamespaceImportError         (ImportError) ``whileai`` imported as a namespace package
     └── WarmSocketNotOurs            (PermissionError) the warm socket's listener is another user's
 
@@ -49,6 +50,7 @@ from typing import Any
 __all__ = [
     "RankEnded",
     "WhileaiError",
+    "NonFiniteTraining",
     "PlatformError",
     "NotFoundError",
     "InvalidError",
@@ -210,6 +212,11 @@ class TrainingConfigError(WhileaiError, ValueError):
         self.problems = problems or []
 
 
+class NonFiniteTraining(WhileaiError, RuntimeError):
+    """A training step's loss or gradient norm was not finite (``jobs._finite_guard``); the message names the step,
+    the method's likely causes and fixes, and what ``resume`` would continue from."""
+
+
 class NamespaceImportError(WhileaiError, ImportError):
     """``whileai`` was imported as a namespace package; the message says why and what to do."""
 
@@ -257,6 +264,7 @@ NOT_IN_SDK: dict[str, str] = {
     "WarmSocketNotOurs": "raised and caught inside the warm command line's hand-off, which then runs the command itself",
     "ToolFormatError": "a TrainingSelectionError, met and caught as one (wai.TrainingSelectionError)",
     "RankEnded": "raised inside a job's rank when torchrun ends it; it never leaves the worker process",
+    "NonFiniteTraining": "raised inside the job; the run fails with its message, which the SDK meets as the run's error",
     "InvalidError": "raised by the store inside the platform; the SDK meets it as a 422 PlatformError",
     "StoreBusyError": "raised by the store inside the platform; the SDK meets it as a 503 PlatformError",
     "RetiredIdError": "raised by the store inside the platform; the SDK meets it as a 409 PlatformError",

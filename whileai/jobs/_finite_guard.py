@@ -3,7 +3,7 @@
 One optimizer step with a NaN or infinite gradient makes every LoRA weight NaN. Left alone, the trainer goes on: the
 next GRPO step samples from those weights and torch's sampler fails with "probability tensor contains either inf,
 nan or element < 0", which names neither the step nor the cause. :class:`FiniteGuard` is a trainer callback every
-job installs (every method, every rank); ``_trainer_setup.fit_trainer`` raises its :class:`NonFiniteTraining` once
+job installs (every method, every rank); ``_trainer_setup.fit_trainer`` raises ``core.errors.NonFiniteTraining`` once
 the trainer has stopped, before the method's fit reads the model again.
 
 What transformers does (5.x, ``Trainer._inner_training_loop``), and so what the guard can and cannot do:
@@ -36,18 +36,13 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from whileai.core.errors import WhileaiError
 from whileai.core.paths import last_checkpoint
 
-__all__ = ["FiniteGuard", "NonFiniteTraining", "NotFinite", "first_not_finite", "tripped_guard", "WATCHED"]
+__all__ = ["FiniteGuard", "NotFinite", "first_not_finite", "tripped_guard", "WATCHED"]
 
 #: The logged values whose being NaN or infinite means the update of that step was not finite. ``loss`` alone is
 #: not enough: ``logging_nan_inf_filter`` hides a NaN step loss from the log (see the module docstring).
 WATCHED = ("loss", "grad_norm")
-
-
-class NonFiniteTraining(WhileaiError, RuntimeError):
-    """A training step's loss or gradient norm was not finite; the message names the step, the causes and fixes."""
 
 
 @dataclass(frozen=True)
@@ -104,10 +99,11 @@ class FiniteGuard(TrainerCallback):
             control.should_evaluate = False
         return control
 
-    def failure(self, checkpoints: Path | None) -> NonFiniteTraining:
-        """The error the job fails with; ``checkpoints`` is the run's checkpoint folder (None: it keeps none)."""
-        assert self.tripped is not None, "failure() is asked of a guard that tripped"
-        return NonFiniteTraining(failure_text(self.spec, self.tripped, last_checkpoint(checkpoints), self.run_id))
+    def explain(self, checkpoints: Path | None) -> str:
+        """What the job fails with (``core.errors.NonFiniteTraining``'s message); ``checkpoints`` is the run's
+        checkpoint folder (None: it keeps none)."""
+        assert self.tripped is not None, "explain() is asked of a guard that tripped"
+        return failure_text(self.spec, self.tripped, last_checkpoint(checkpoints), self.run_id)
 
 
 def tripped_guard(callbacks: list[Any]) -> FiniteGuard | None:

@@ -8,6 +8,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from whileai.core.errors import NonFiniteTraining
 from whileai.core.paths import last_checkpoint
 from whileai.core.spec import RunSpec
 
@@ -54,7 +55,7 @@ def on_save(action: Callable[[], None]) -> Any:
 def fit_trainer(trainer: Any) -> Any:
     """``trainer.train()``, from the run's newest checkpoint when there is one; returns the trainer.
 
-    Raises ``_finite_guard.NonFiniteTraining`` when the trainer's finite guard stopped it at a step whose loss or
+    Raises ``core.errors.NonFiniteTraining`` when the trainer's finite guard stopped it at a step whose loss or
     gradient norm was not finite: the weights are then not finite, and nothing may go on to use them.
     """
     from whileai.jobs._finite_guard import tripped_guard
@@ -66,7 +67,7 @@ def fit_trainer(trainer: Any) -> Any:
     trainer.train(resume_from_checkpoint=str(start) if start is not None else None)
     guard = tripped_guard(trainer.callback_handler.callbacks)
     if guard is not None:
-        raise guard.failure(_CHECKPOINTS.get())
+        raise NonFiniteTraining(guard.explain(_CHECKPOINTS.get()))
     return trainer
 
 
