@@ -8,7 +8,6 @@ CPU or one GPU: the recipes' notes and recipes/MEASUREMENTS.md hold what they ga
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _bfcl_multi_turn as bfcl  # noqa: E402
-from test_runner_validate import compose  # noqa: E402
+from test_runner_validate import compose_recipe  # noqa: E402
 
 RECIPES = ("real/agent_smollm2_bfcl", "real/agent_smollm2_bfcl_gpu")
 #: what the GPU variant sets apart from the CPU recipe: its name and the batch each device's memory holds
@@ -24,16 +23,10 @@ GPU_BATCH = {"name", "prompts_per_step", "generations", "batch_per_device", "sta
 
 
 def _composed(recipe: str, monkeypatch) -> dict:
-    """The recipe composed and validated here. Where bfcl-eval is not installed (CI installs no BFCL wheel),
-    validate's one problem is that its backends are missing, and it says how to install them; the whole
-    validation with the backends present runs in a process of its own (below), against the committed copies."""
+    """The recipe composed and validated here (where bfcl-eval is not installed, less its one problem that the
+    backends are missing: test_runner_validate.compose_recipe); validated whole, the backends present, below."""
     monkeypatch.setenv("BFCL_DATA", str(bfcl.SAMPLE))  # the recipes read dataset.folder from BFCL_DATA
-    plain, problems = compose([f"recipe={recipe}"])
-    if importlib.util.find_spec("bfcl_eval") is None:
-        missing = [p for p in problems if "pip install --no-deps bfcl-eval==" in str(p)]
-        assert len(missing) == 1 and str(missing[0]).startswith(f"recipes/{recipe}.yaml: environment=bfcl"), \
-            [str(p) for p in problems]
-        problems = [p for p in problems if p not in missing]
+    plain, problems = compose_recipe(recipe)
     assert problems == [], [str(p) for p in problems]
     return plain
 

@@ -164,11 +164,11 @@ def test_recipes_are_found_by_walking_the_tree():
 
 @pytest.mark.parametrize("name", [name for name, _ in RECIPES])
 def test_every_expect_key_is_known_and_the_block_composes(name):
-    from test_runner_validate import compose
+    from test_runner_validate import compose_recipe
 
     asked = _asked(dict(RECIPES)[name]["expect"])
     assert set(asked) <= set(KEYS), f"{name}: {sorted(set(asked) - set(KEYS))} not expect keys; accepted: {KEYS}"
-    plain, problems = compose([f"recipe={name}"])
+    plain, problems = compose_recipe(name)
     assert problems == [], [str(p) for p in problems]
     assert set(_asked(plain["expect"])) == set(asked), "the composed expect block is the recipe's"
 

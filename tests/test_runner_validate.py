@@ -7,6 +7,7 @@ Composition in-process uses Hydra's compose API (tests only); the command-line c
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -48,6 +49,18 @@ def compose(overrides: list[str]) -> tuple[dict, list[schema.Problem]]:
     return plain, schema.check(plain, Origins(found, choices, overrides))
 
 
+def compose_recipe(recipe: str) -> tuple[dict, list[schema.Problem]]:
+    """``compose`` of ``recipe=RECIPE``, less the one problem a recipe played in ``environment=bfcl`` has where
+    bfcl-eval is not installed (CI installs no BFCL wheel): its backends are missing, named with the install line.
+    Those recipes are validated whole, their backends present, in a process of their own
+    (tests/test_agent_smollm2_bfcl_recipes.py, tests/test_device_real_seeds.py)."""
+    plain, problems = compose([f"recipe={recipe}"])
+    if importlib.util.find_spec("bfcl_eval") is None:
+        problems = [p for p in problems if not (str(p).startswith(f"recipes/{recipe}.yaml: environment=bfcl")
+                                                and "pip install --no-deps bfcl-eval==" in str(p))]
+    return plain, problems
+
+
 def run_cli(*args: str, home: Path, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "WHILEAI_HOME": str(home), **(env or {})}
     full_env.pop("WHILEAI_RUNNER_TOKEN", None)
@@ -57,7 +70,7 @@ def run_cli(*args: str, home: Path, cwd: Path | None = None, env: dict | None = 
 
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_every_recipe_composes_and_validates(recipe):
-    plain, problems = compose([f"recipe={recipe}"])
+    plain, problems = compose_recipe(recipe)
     assert problems == [], [str(p) for p in problems]
     assert plain["name"], f"{recipe} names its run"
     spec = schema.recipe_spec(plain)
