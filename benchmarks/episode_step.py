@@ -143,8 +143,9 @@ def _episodes(base: str, max_len: int) -> tuple[object, list[dict]]:
     rows = kit_episode_rows(kit_tasks(EPISODE_TASKS))
     cut = wai.datasets.cut_rows(rows, None, None, "episodes")
     model, tokenizer = load_base(base)
-    prompts, _ = _fitting(tokenizer, episode_prompts(cut.train_rows), tool_methods(KitEnvironment()),
-                          max_length(model), max_len)
+    every = episode_prompts(cut.train_rows)
+    tools = tool_methods(KitEnvironment())  # one environment: every prompt is shown the same tools
+    prompts, _ = _fitting(tokenizer, every, [tools] * len(every), max_length(model, episodes=True), max_len)
     return cut.train, prompts
 
 
