@@ -66,20 +66,11 @@ class Case:
 
 
 def reference(entry: MultiTurnEntry) -> list[list[Call]]:
-    """The entry's answer as keyword calls (BFCL's answers sometimes pass an argument by position)."""
-    from whileai.domain.judges.bfcl_multi_turn import ToolCall, backend_classes
+    """The entry's answer as keyword calls (BFCL's answers sometimes pass an argument by position): the episode
+    environment's own reading of it, ``whileai.domain.episodes.bfcl.gold_calls``."""
+    from whileai.domain.episodes.bfcl import gold_calls
 
-    classes, _ = backend_classes()
-    out = []
-    for turn in entry.ground_truth:
-        calls = []
-        for text in turn:
-            call = ToolCall.parse(text)
-            owner = next(classes[n] for n in reversed(entry.involved_classes) if hasattr(classes[n], call.name))
-            bound = inspect.signature(getattr(owner, call.name)).bind(None, *call.positional, **call.arguments)
-            calls.append({"name": call.name, "arguments": {k: v for k, v in bound.arguments.items() if k != "self"}})
-        out.append(calls)
-    return out
+    return gold_calls(entry)
 
 
 def _steps(turns: list[list[Call]], rng: random.Random | None) -> Turns:
