@@ -18,30 +18,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _bfcl_multi_turn as bfcl  # noqa: E402
+from _bfcl_multi_turn import checker_fixture, entries_fixture, rows_fixture  # noqa: E402,F401  (checker, entries, rows)
 
-from whileai.domain.rows.bfcl_multi_turn import (MultiTurnEntry, environment_name,  # noqa: E402
-                                                 parse_environment_name, read_multi_turn)
-
-#: The sample's entries of two categories (a miss_func entry's class withholds a function until a later turn).
-CATEGORIES = ("multi_turn_base", "multi_turn_miss_func")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def checker() -> Any:
-    """BFCL's checker and backends in this process (the wheel's, else the committed copies)."""
-    return bfcl.load_checker()
-
-
-@pytest.fixture(scope="module")
-def entries() -> list[MultiTurnEntry]:
-    return read_multi_turn(bfcl.SAMPLE, CATEGORIES)
-
-
-@pytest.fixture(scope="module")
-def rows(entries) -> list[dict[str, Any]]:
-    from whileai.domain.episodes.bfcl_rows import bfcl_episode_rows
-
-    return bfcl_episode_rows(entries, bfcl.SAMPLE)
+from whileai.domain.rows.bfcl_multi_turn import environment_name, parse_environment_name  # noqa: E402
 
 
 # ---------------------------------------------------------------------------

@@ -14,43 +14,22 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _bfcl_multi_turn as bfcl  # noqa: E402
+from _bfcl_multi_turn import checker_fixture, entries_fixture, rows_fixture  # noqa: E402,F401  (checker, entries, rows)
 from _runner_helpers import record, runs_file, whileai  # noqa: E402
 from test_runner_validate import compose  # noqa: E402
 
-from whileai.domain.rows.bfcl_multi_turn import MultiTurnEntry, read_multi_turn  # noqa: E402
-
-#: Two scenarios of two categories, all of one backend (TradingBot: the sample's shortest prompts): scenario 100 is
-#: on BFCL's held-out side, 120 on the training side.
+#: Two scenarios of the two categories (bfcl.EPISODE_CATEGORIES), all of one backend (TradingBot: the sample's
+#: shortest prompts): scenario 100 is on BFCL's held-out side, 120 on the training side.
 SCENARIOS = (100, 120)
-CATEGORIES = ("multi_turn_base", "multi_turn_miss_func")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def checker() -> Any:
-    """BFCL's checker and backends in this process (the wheel's, else the committed copies)."""
-    return bfcl.load_checker()
-
-
-@pytest.fixture(scope="module")
-def entries() -> list[MultiTurnEntry]:
-    return read_multi_turn(bfcl.SAMPLE, CATEGORIES)
-
-
-@pytest.fixture(scope="module")
-def rows(entries) -> list[dict[str, Any]]:
-    from whileai.domain.episodes.bfcl_rows import bfcl_episode_rows
-
-    return bfcl_episode_rows(entries, bfcl.SAMPLE)
 
 
 def stand_in_bfcl_eval(root: Path, scenarios: tuple[int, ...] = SCENARIOS,
-                       categories: tuple[str, ...] = CATEGORIES) -> Path:
+                       categories: tuple[str, ...] = bfcl.EPISODE_CATEGORIES) -> Path:
     """``root/site/bfcl_eval``: the committed copies of bfcl-eval's backends laid out as the installed package, its
     ``data`` holding the sample's entries of ``scenarios`` in ``categories`` and every function doc. Returns the
     folder to put on PYTHONPATH."""
@@ -151,7 +130,8 @@ def test_sft_then_grpo_on_bfcl_episodes_runs_and_measures_held_out_entries_per_c
     site = stand_in_bfcl_eval(tmp_path)
     model = long_context_model(tmp_path / "model")
     env = {"PYTHONPATH": str(site), "BFCL_DATA": ""}
-    args = ["method=grpo", "environment=bfcl", "dataset=bfcl_episodes", f"dataset.categories=[{','.join(CATEGORIES)}]",
+    args = ["method=grpo", "environment=bfcl", "dataset=bfcl_episodes",
+            f"dataset.categories=[{','.join(bfcl.EPISODE_CATEGORIES)}]",
             "prompt_source=gold", f"base_model={model}", "steps=1", "generations=2", "max_completion_length=24",
             "eval_max_new_tokens=8", "+stages.sft.method=sft", "+stages.sft.steps=1"]
     checked = whileai("validate", *args, env=env)
@@ -166,9 +146,9 @@ def test_sft_then_grpo_on_bfcl_episodes_runs_and_measures_held_out_entries_per_c
         training = run["summary"]["training"]
         assert run["config"]["environment"] == "bfcl:multi_turn_base" and training["metric"] == "episode_pass_rate"
         held = [e["task_id"] for e in run["summary"]["episodes"]["before"]]
-        assert sorted(held) == [f"{c}_100" for c in CATEGORIES], "BFCL's held-out side, played whole"
+        assert sorted(held) == [f"{c}_100" for c in bfcl.EPISODE_CATEGORIES], "BFCL's held-out side, played whole"
         assert training["stats"]["n"] == 2 and "paired" in training["stats"]
-        assert sorted(training["by_group"]["groups"]) == list(CATEGORIES)
+        assert sorted(training["by_group"]["groups"]) == list(bfcl.EPISODE_CATEGORIES)
         assert all(e["reason"].startswith("multi_turn:") for e in run["summary"]["episodes"]["after"])
     grpo = record(runs[1]["id"])["summary"]["training"]
     assert grpo["unit"] == "episodes" and grpo["prompts"] == 2 and grpo["reward"] == ["episode"]
