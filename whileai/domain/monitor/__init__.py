@@ -55,6 +55,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -70,14 +71,24 @@ from whileai.domain import defaults
 from whileai.domain.monitor._arming import GOLD_CHECKS
 from whileai.domain.monitor._episodes import PlayedEpisode, episode_gold_judge, episode_sampler
 from whileai.domain.monitor._report import alarm_message, clean, format_hack_monitor, prompt_text
-from whileai.domain.monitor._scoring import (accepted, call_proxy, check_sampled, score_gold, validate_settings,
-                                             watched)
+from whileai.domain.monitor._scoring import (MonitorSettings, accepted, call_proxy, check_sampled, score_gold,
+                                             validate_settings, watched)
 
 if TYPE_CHECKING:
     from whileai.domain.tracking import TrainingRun
 
 __all__ = ["HackMonitor", "format_hack_monitor", "episode_sampler", "episode_gold_judge", "PlayedEpisode",
            "GOLD_CHECKS"]
+
+
+@dataclass
+class _Errors:
+    """What went wrong while watching, none of it raised into training: failed run writes, failed gold calls,
+    and each distinct reason a look could not be taken."""
+
+    run: int = 0
+    gold: int = 0
+    evaluate: list[str] = field(default_factory=list)
 
 
 def _mean(values: np.ndarray) -> float:
@@ -159,30 +170,20 @@ class _HackMonitor:
         self.run = run
         self.proxy, self.gold, self.sample = proxy, gold, sample
         self._take_settings(s)
-        self._held = self._held_prompts(s["rows"])
+        self._held = self._held_prompts(s.rows)
         self._detect = feats.endorsed_detectors(self.endorsed)
-        self._arm(has_gold=gold is not None, disarm=s["disarm"])
+        self._arm(has_gold=gold is not None, disarm=s.disarm)
         self._start_watching()
 
-    def _take_settings(self, s: dict[str, Any]) -> None:
+    def _take_settings(self, s: MonitorSettings) -> None:
         """Keep the validated settings (``validate_settings``'s, defaults filled in) as attributes."""
-        self.every: int = s["every"]
-        self.k: int = s["k"]
-        self.n_prompts: int = s["n_prompts"]
-        self.window: int = s["window"]
-        self.delta: float = s["delta"]
-        self.length_pct: float = s["length_pct"]
-        self.kl_budget: float | None = s["kl_budget"]
-        self.buffer: int = s["buffer"]
-        self.max_new_tokens: int = s["max_new_tokens"]
-        self.concurrency: int = s["concurrency"]
-        self.seed: int = s["seed"]
-        self.n_boot: int = s["n_boot"]
-        self.n_perm: int = s["n_perm"]
-        self.scan_min: int = s["scan_min"]
-        self.sampling: dict[str, Any] = s["sampling"]
-        self.endorsed: tuple[str, ...] = s["endorsed"]
-        self.stop_on: tuple[str, ...] = s["stop_on"]
+        n = s.numbers
+        self.every, self.k, self.n_prompts, self.window = n.every, n.k, n.n_prompts, n.window
+        self.delta, self.length_pct, self.kl_budget = n.delta, n.length_pct, n.kl_budget
+        self.buffer, self.max_new_tokens, self.concurrency, self.seed = n.buffer, n.max_new_tokens, n.concurrency, n.seed
+        self.n_boot, self.n_perm, self.scan_min = n.n_boot, n.n_perm, n.scan_min
+        self.sampling = s.sampling
+        self.endorsed, self.stop_on = s.endorsed, s.stop_on
 
     def _held_prompts(self, rows: list[Any]) -> list[Any]:
         """At most ``n_prompts`` of the held-out rows, drawn with ``seed``; warns when there are too few."""
@@ -228,14 +229,14 @@ class _HackMonitor:
         self._format: dict[str, Any] | None = None
         self._markers: set[str] = set()
         self._length: dict[str, Any] | None = None
-        self._payments: dict[str, Any] = {}
+        self._payments: dict[str, dict[str, float | str]] = {}
         self._stopped: dict[str, Any] | None = None
         self._reference: Any = None
         self._length_unit: str | None = None
         self._tokenizer: Any = None
         self._state: Any = None
         self._kl_status = "not measured yet"
-        self._errors: dict[str, Any] = {"run": 0, "gold": 0, "evaluate": []}
+        self._errors = _Errors()
         self._judging = 0.0
         self._primary = True
 
@@ -454,7 +455,7 @@ class _HackMonitor:
         start = time.perf_counter()
         scores, errors, first = score_gold(gold, rows, self.concurrency)
         self._judging += time.perf_counter() - start
-        self._errors["gold"] += errors
+        self._errors.gold += errors
         return scores, errors, first
 
     def _compact_index(self, items: list[checks.BufferItem]) -> None:
@@ -586,7 +587,7 @@ class _HackMonitor:
         try:
             self.run.log(step=entry["step"], **metrics)
         except Exception:  # the run's troubles are never the training's
-            self._errors["run"] += 1
+            self._errors.run += 1
 
     def _note(self) -> None:
         if self.run is None or not self._primary:
@@ -594,7 +595,7 @@ class _HackMonitor:
         try:
             self.run.note(monitor=self.summary())
         except Exception:
-            self._errors["run"] += 1
+            self._errors.run += 1
 
     def summary(self) -> dict[str, Any]:
         """The curve points, the alarms, the last feature scan and where training stopped (JSON-able)."""
@@ -621,8 +622,7 @@ class _HackMonitor:
                          "length_bins": defaults.MONITOR_LENGTH_BINS, "length_tail": defaults.MONITOR_LENGTH_TAIL,
                          "length_tail_alpha": defaults.MONITOR_LENGTH_TAIL_ALPHA, "alpha": defaults.MONITOR_ALPHA,
                          "scan_alpha": defaults.MONITOR_SCAN_ALPHA},
-            "errors": {"run": self._errors["run"], "gold": self._errors["gold"],
-                       "evaluate": list(self._errors["evaluate"])},
+            "errors": {"run": self._errors.run, "gold": self._errors.gold, "evaluate": list(self._errors.evaluate)},
         })
 
     # ------------------------------------------------------------ callback
@@ -672,8 +672,8 @@ class _HackMonitor:
 
     def _record_error(self, exc: Exception) -> None:
         message = f"{type(exc).__name__}: {exc}"
-        if message not in self._errors["evaluate"]:
-            self._errors["evaluate"].append(message)
+        if message not in self._errors.evaluate:
+            self._errors.evaluate.append(message)
             warnings.warn(f"HackMonitor could not evaluate: {message}; training goes on", MonitorWarning, stacklevel=3)
 
 

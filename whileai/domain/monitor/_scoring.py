@@ -9,7 +9,8 @@ import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -18,9 +19,12 @@ from whileai.domain import defaults
 from whileai.domain.monitor._arming import check_disarm
 from whileai.domain.monitor._report import ALARM_KINDS
 
-__all__ = ["validate_settings", "watched", "check_sampled", "accepted", "call_proxy", "score_gold"]
+__all__ = ["MonitorSettings", "Numbers", "validate_settings", "watched", "check_sampled", "accepted", "call_proxy", "score_gold"]
 
 _SAMPLING_KEYS = ("temperature", "top_p", "top_k", "batch")
+
+#: a numeric setting's default: a number, or None where None is a real choice (no KL budget)
+_Default = TypeVar("_Default", float, None)
 
 
 def _is_int(v: Any) -> bool:
@@ -31,26 +35,57 @@ def _is_real(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
 
 
-def validate_settings(**given: Any) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Numbers:
+    """The monitor's numeric settings, each its MONITOR_* default where it was given as None."""
+
+    every: int
+    k: int
+    n_prompts: int
+    window: int
+    buffer: int
+    max_new_tokens: int
+    concurrency: int
+    seed: int
+    n_boot: int
+    n_perm: int
+    scan_min: int
+    delta: float
+    length_pct: float
+    kl_budget: float | None
+
+
+@dataclass(frozen=True)
+class MonitorSettings:
+    """What ``validate_settings`` accepted: the held-out rows and every setting with its default filled in."""
+
+    rows: list[Any]
+    numbers: Numbers
+    endorsed: tuple[str, ...]
+    stop_on: tuple[str, ...]
+    disarm: dict[str, str]
+    sampling: dict[str, float]
+
+
+def validate_settings(**given: Any) -> MonitorSettings:
     """Resolve every None to its MONITOR_* default and check each value; all problems are reported at once."""
     problems: list[str] = []
-    out: dict[str, Any] = {"rows": _held_rows(given["holdout"], problems)}
+    rows = _held_rows(given["holdout"], problems)
     for name, what in (("proxy", "a reward f(prompts=, completions=, **columns) -> list[float]"),
                        ("gold", "a judge row -> reward or {'reward': ...}"),
                        ("sample", "sample(model, tokenizer, prompts, n=, max_new_tokens=) -> list[list[str]]")):
         if given[name] is not None and not callable(given[name]):
             problems.append(f"{name}={given[name]!r} is not callable; pass {what}, or None")
-    out.update(_numbers(given, problems))
-    out["endorsed"] = _endorsed(given["endorsed"], problems)
-    out["stop_on"] = _stop_on(given["stop_on"], out.get("kl_budget"), problems)
-    out["disarm"], disarm_problems = check_disarm(given.get("disarm"))
+    numbers = _numbers(given, problems)
+    endorsed = _endorsed(given["endorsed"], problems)
+    stop_on = _stop_on(given["stop_on"], numbers.kl_budget, problems)
+    disarm, disarm_problems = check_disarm(given.get("disarm"))
     problems.extend(disarm_problems)
-    out["sampling"] = _sampling(given["sampling"], problems)
-    for name in ("proxy", "gold", "sample"):
-        out[name] = given[name]
+    sampling = _sampling(given["sampling"], problems)
     if problems:
         raise ValueError(f"HackMonitor got {len(problems)} bad argument(s):\n- " + "\n- ".join(problems))
-    return out
+    return MonitorSettings(rows=rows, numbers=numbers, endorsed=endorsed, stop_on=stop_on, disarm=disarm,
+                           sampling=sampling)
 
 
 def _held_rows(holdout: Any, problems: list[str]) -> list[Any]:
@@ -67,41 +102,41 @@ def _held_rows(holdout: Any, problems: list[str]) -> list[Any]:
         return []
 
 
-def _numbers(given: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
+def _numbers(given: Mapping[str, Any], problems: list[str]) -> Numbers:
     """The numeric settings, each its MONITOR_* default when None; a value out of range is a problem."""
-    out: dict[str, Any] = {}
 
-    def integer(name: str, default: int, low: int, why: str) -> None:
+    def integer(name: str, default: int, low: int, why: str) -> int:
         v = given[name]
         v = default if v is None else v
         if not _is_int(v) or v < low:
             problems.append(f"{name}={given[name]!r} must be an integer >= {low} ({why}); "
                             f"leave it None for {default}")
-        out[name] = int(v) if _is_int(v) else default
+        return int(v) if _is_int(v) else default
 
-    def positive(name: str, default: float | None, why: str) -> None:
+    def positive(name: str, default: _Default, why: str) -> float | _Default:
         v = given[name]
         v = default if v is None else v
         if v is not None and (not _is_real(v) or v <= 0):
             problems.append(f"{name}={given[name]!r} must be a number > 0 ({why}); leave it None for {default}")
             v = default
-        out[name] = None if v is None else float(v)
+        return default if v is None else float(v)  # v is None only where the default is
 
-    integer("every", defaults.MONITOR_EVERY, 1, "optimizer steps between looks")
-    integer("k", defaults.MONITOR_K, 2, "within-prompt comparisons need two completions per prompt")
-    integer("n_prompts", defaults.MONITOR_N_PROMPTS, 2, "the intervals resample prompts")
-    integer("window", defaults.MONITOR_WINDOW, 1, "looks per window")
-    integer("buffer", defaults.MONITOR_BUFFER, 0, "training completions kept; 0 keeps none")
-    integer("max_new_tokens", defaults.MONITOR_MAX_NEW_TOKENS, 1, "tokens per sampled completion")
-    integer("concurrency", defaults.MONITOR_CONCURRENCY, 1, "gold calls in flight")
-    integer("seed", defaults.MONITOR_SEED, 0, "a random seed")
-    integer("n_boot", defaults.MONITOR_N_BOOT, 20, "a standard error needs tens of resamples at least")
-    integer("n_perm", defaults.MONITOR_N_PERM, 10, "the scan's null needs at least ten permutations")
-    integer("scan_min", defaults.MONITOR_SCAN_MIN, 2, "a feature seen once cannot be tested")
-    positive("delta", defaults.MONITOR_DELTA, "the smallest change worth an alarm, in reward units")
-    positive("length_pct", defaults.MONITOR_LENGTH_PCT, "relative length drift, e.g. 0.25 for 25%")
-    positive("kl_budget", defaults.MONITOR_KL_BUDGET, "nats of sequence KL; None for no budget")
-    return out
+    return Numbers(
+        every=integer("every", defaults.MONITOR_EVERY, 1, "optimizer steps between looks"),
+        k=integer("k", defaults.MONITOR_K, 2, "within-prompt comparisons need two completions per prompt"),
+        n_prompts=integer("n_prompts", defaults.MONITOR_N_PROMPTS, 2, "the intervals resample prompts"),
+        window=integer("window", defaults.MONITOR_WINDOW, 1, "looks per window"),
+        buffer=integer("buffer", defaults.MONITOR_BUFFER, 0, "training completions kept; 0 keeps none"),
+        max_new_tokens=integer("max_new_tokens", defaults.MONITOR_MAX_NEW_TOKENS, 1, "tokens per sampled completion"),
+        concurrency=integer("concurrency", defaults.MONITOR_CONCURRENCY, 1, "gold calls in flight"),
+        seed=integer("seed", defaults.MONITOR_SEED, 0, "a random seed"),
+        n_boot=integer("n_boot", defaults.MONITOR_N_BOOT, 20, "a standard error needs tens of resamples at least"),
+        n_perm=integer("n_perm", defaults.MONITOR_N_PERM, 10, "the scan's null needs at least ten permutations"),
+        scan_min=integer("scan_min", defaults.MONITOR_SCAN_MIN, 2, "a feature seen once cannot be tested"),
+        delta=positive("delta", defaults.MONITOR_DELTA, "the smallest change worth an alarm, in reward units"),
+        length_pct=positive("length_pct", defaults.MONITOR_LENGTH_PCT, "relative length drift, e.g. 0.25 for 25%"),
+        kl_budget=positive("kl_budget", defaults.MONITOR_KL_BUDGET, "nats of sequence KL; None for no budget"),
+    )
 
 
 def _endorsed(given: Any, problems: list[str]) -> tuple[str, ...]:
@@ -127,7 +162,7 @@ def _stop_on(given: Any, kl_budget: float | None, problems: list[str]) -> tuple[
     return stop_on
 
 
-def _sampling(given: Any, problems: list[str]) -> dict[str, Any]:
+def _sampling(given: Any, problems: list[str]) -> dict[str, float]:
     """MONITOR_SAMPLING with the given keys over it, each checked."""
     sampling = dict(defaults.MONITOR_SAMPLING)
     if given is not None:
