@@ -334,7 +334,7 @@ def test_spooled_records_of_a_deleted_run_or_account_are_dropped_with_one_line(b
         clients = {"a": Client(handle.base_url, key_a), "b": Client(handle.base_url, key_b)}
         with pytest.warns(TrackingWarning) as said:
             report = _spool.deliver(lambda t: clients[t["key_id"]])
-        assert report["runs"] == 1 and report["left"] == 0 and report["dropped"] == 2, report
+        assert report.runs == 1 and report.left == 0 and report.dropped == 2, report
         (line,) = [str(w.message) for w in said if "can never store" in str(w.message)]
         assert "1 because its run was deleted" in line and "1 because its account was deleted" in line, line
         assert _spool.pending_files() == []

@@ -126,8 +126,8 @@ def test_a_run_that_ends_before_the_platform_is_back_is_spooled_with_its_create_
     assert records[0]["body"]["id"] == run.id and not any(r.get("held") for r in records)
     platform.switch.down = False
     report = _spool.deliver(platform.client_for)
-    assert (report["runs"], report["points"], report["updates"], report["left"]) == (1, 3, 1, 0)
-    assert _spool.deliver(platform.client_for)["files"] == 0
+    assert (report.runs, report.points, report.updates, report.left) == (1, 3, 1, 0)
+    assert _spool.deliver(platform.client_for).files == 0
     record = platform.record(run.id)
     assert len(record["series"]) == 3 and record["summary"] == {"k": 1} and record["status"] == "done"
 
@@ -155,7 +155,7 @@ def test_offline_mode_sends_nothing_until_sync(platform, monkeypatch, capsys):
     assert [r["id"] for r in platform.runs()] == [online.id]
 
     report = _spool.deliver(platform.client_for, include_held=True)  # what python -m whileai sync does
-    assert (report["runs"], report["points"], report["left"]) == (1, 4, 0)
+    assert (report.runs, report.points, report.left) == (1, 4, 0)
     record = platform.record(run.id)
     assert len(record["series"]) == 4 and record["summary"] == {"best": 3.0} and record["status"] == "done"
 
@@ -246,4 +246,4 @@ def test_an_unwritable_spool_never_stops_the_loop_and_the_next_flush_writes_it(p
     records = _spooled()
     assert [r["kind"] for r in records][::len(records) - 1] == ["create", "patch"], "the create outlived the failed write"
     assert [p["step"] for r in records if r["kind"] == "points" for p in r["points"]] == [0, 1]
-    assert _spool.deliver(platform.client_for, include_held=True)["points"] == 2
+    assert _spool.deliver(platform.client_for, include_held=True).points == 2

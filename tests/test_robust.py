@@ -153,7 +153,7 @@ def test_a_batch_that_keeps_failing_moves_to_the_spool_and_the_rest_land(server,
     assert run._tracker.pending_points() == 0 and _spool.pending_files()
     monkeypatch.setattr(type(store), "add_points", real)  # the server is fixed: the spool delivers the rest
     report = _spool.deliver(lambda target: client)
-    assert report["points"] == 5 and report["left"] == 0, report
+    assert report.points == 5 and report.left == 0, report
     assert len(client.request("GET", f"/runs/{run.id}")["series"]) == 20
 
 

@@ -552,7 +552,7 @@ def test_spool_then_deliver_exactly_once(fake):
     assert fake.key not in json.dumps(records)  # the key itself never reaches the disk
     client = other._client
     report = _spool.deliver(lambda target: client if target == client.target else None)
-    assert (report["points"], report["updates"], report["left"]) == (3, 1, 0)
+    assert (report.points, report.updates, report.left) == (3, 1, 0)
     assert fake.steps(other.id) == [0, 1, 2] and fake.record(other.id)["status"] == "done"
     assert _spool.pending_files() == []
 
@@ -564,11 +564,11 @@ def test_spool_keeps_what_cannot_be_delivered_yet(fake):
     fake.fail_next = ["refused"]
     client = run._client
     report = _spool.deliver(lambda target: client)
-    assert report["left"] == 1 and "cannot reach" in report["reasons"][0]
+    assert report.left == 1 and "cannot reach" in report.reasons[0]
     report = _spool.deliver(lambda target: None)
-    assert report["left"] == 1 and "no credentials" in report["reasons"][0]
+    assert report.left == 1 and "no credentials" in report.reasons[0]
     report = _spool.deliver(lambda target: client)
-    assert report["points"] == 1 and fake.steps(run.id) == [0]
+    assert report.points == 1 and fake.steps(run.id) == [0]
 
 
 def test_a_long_outage_spills_to_disk_instead_of_memory(fake, monkeypatch):

@@ -33,6 +33,7 @@ import secrets
 import threading
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from whileai.core.paths import data_root
 from whileai.core.errors import NotFoundError, PlatformError, TrackingWarning
 
 __all__ = [
-    "spool_dir", "write", "write_each", "deliver", "pending_files", "send_create", "sync_main",
+    "spool_dir", "write", "write_each", "Delivery", "deliver", "pending_files", "send_create", "sync_main",
 ]
 
 _KINDS = ("create", "points", "patch")
@@ -316,12 +317,28 @@ def _send_points(client: Any, run_id: str, batch_id: str, points: list[Any], rec
                 + _send_points(client, run_id, f"{batch_id}.1", points[half:], record))
 
 
+@dataclass
+class Delivery:
+    """What one delivery of the spool did, counted as it goes."""
+
+    runs: int = 0  #: runs created (made while the platform could not be reached, or offline)
+    points: int = 0
+    updates: int = 0  #: run updates (patches) sent
+    dropped: int = 0  #: records for what the platform no longer has (deleted), dropped
+    left: int = 0  #: records still spooled
+    files: int = 0
+    unreadable: int = 0  #: lines cut short by a crash while writing, skipped
+    refused: int = 0  #: points the platform refused (nothing can store them), dropped
+    reasons: list[str] = field(default_factory=list)  #: why records were left or refused, each once
+    gone: dict[str, int] = field(default_factory=dict)  #: dropped records by why they can never land
+
+
 def deliver(
     client_for: Callable[[dict[str, Any]], Any],
     *,
     only_target: dict[str, Any] | None = None,
     include_held: bool = False,
-) -> dict[str, Any]:
+) -> Delivery:
     """Send spooled records to the platform and remove what landed.
 
     ``client_for(target)`` returns the client for a record's target, or None
@@ -331,13 +348,9 @@ def deliver(
     the platform no longer has (deleted) are dropped and counted. Records held
     by offline mode are sent only with ``include_held`` (``python -m whileai sync``).
 
-    Returns counts: ``runs`` (created), ``points``, ``updates``, ``dropped``, ``left``
-    (records still spooled), ``files``, and ``reasons`` (why records were left).
+    Returns the counts as a :class:`Delivery`.
     """
-    report: dict[str, Any] = {
-        "runs": 0, "points": 0, "updates": 0, "dropped": 0, "left": 0, "files": 0, "unreadable": 0, "reasons": [],
-        "refused": 0, "gone": {},
-    }
+    report = Delivery()
     down: set[tuple[Any, Any, Any]] = set()  # targets that failed to answer in this delivery
     with _LOCK:
         for path in pending_files(include_live=False):
@@ -346,24 +359,24 @@ def deliver(
                 if claimed is None:
                     continue
                 path = claimed
-            report["files"] += 1
+            report.files += 1
             try:
                 records, unreadable = _read(path)
             except OSError as exc:
-                report["reasons"].append(f"{path.name}: unreadable ({exc})")
+                report.reasons.append(f"{path.name}: unreadable ({exc})")
                 continue
-            report["unreadable"] += unreadable
+            report.unreadable += unreadable
             keep = _deliver_records(records, client_for, report, down, only_target=only_target,
                                     include_held=include_held)
-            report["left"] += len(keep)
+            report.left += len(keep)
             _replace(path, keep)
-    if report["gone"]:
-        warnings.warn(gone_line(report["gone"]), TrackingWarning, stacklevel=2)
+    if report.gone:
+        warnings.warn(gone_line(report.gone), TrackingWarning, stacklevel=2)
     return report
 
 
 def _deliver_records(records: list[dict[str, Any]], client_for: Callable[[dict[str, Any]], Any],
-                     report: dict[str, Any], down: set[tuple[Any, Any, Any]], *,
+                     report: Delivery, down: set[tuple[Any, Any, Any]], *,
                      only_target: dict[str, Any] | None, include_held: bool) -> list[dict[str, Any]]:
     """Send one file's records in order, counting into ``report``; returns the records to keep spooled.
 
@@ -395,41 +408,41 @@ def _deliver_records(records: list[dict[str, Any]], client_for: Callable[[dict[s
     return keep
 
 
-def _deliver_one(client: Any, record: dict[str, Any], where: tuple[Any, Any, Any], report: dict[str, Any],
+def _deliver_one(client: Any, record: dict[str, Any], where: tuple[Any, Any, Any], report: Delivery,
                  down: set[tuple[Any, Any, Any]]) -> bool:
     """Send one record and count it into ``report``; False when it must stay spooled (it failed and may land
     later). A record for what the platform deleted is dropped; a target that is down joins ``down``."""
     try:
         sent = _send(client, record)
     except NotFoundError:
-        report["dropped"] += 1
+        report.dropped += 1
         return True
     except PlatformError as exc:
         gone = _gone(exc)
         if gone is not None:  # deleted on the platform: no retry can ever land it
-            report["dropped"] += 1
-            report["gone"][gone] = report["gone"].get(gone, 0) + 1
+            report.dropped += 1
+            report.gone[gone] = report.gone.get(gone, 0) + 1
             return True
         if exc.status == 0 or exc.status >= 500:  # the platform is down: do not ask it again now
             down.add(where)
         _add_reason(report, str(exc))
         return False
     if record.get("refused"):
-        report["refused"] += record["refused"]
+        report.refused += record["refused"]
         _add_reason(report, f"refused by the platform: {record.get('why')}")
     if record["kind"] == "points":
-        report["points"] += sent
+        report.points += sent
     elif record["kind"] == "create":
-        report["runs"] += 1
+        report.runs += 1
     else:
-        report["updates"] += 1
+        report.updates += 1
     return True
 
 
-def _add_reason(report: dict[str, Any], reason: str) -> None:
+def _add_reason(report: Delivery, reason: str) -> None:
     """Add why records were left to the delivery's report, once."""
-    if reason not in report["reasons"]:
-        report["reasons"].append(reason)
+    if reason not in report.reasons:
+        report.reasons.append(reason)
 
 
 #: the platform's error types for what was deleted there, and how a dropped record's reason reads
@@ -520,23 +533,23 @@ def sync_main(argv: list[str] | None = None) -> int:
         print(f"nothing to sync: no spooled points in {directory}{note}")
         return 0
     report = deliver(_client_for(args.api_key, args.base_url), include_held=True)
-    made = f"created {report['runs']} runs made offline, " if report["runs"] else ""
+    made = f"created {report.runs} runs made offline, " if report.runs else ""
     print(
-        f"{made}delivered {report['points']} points and {report['updates']} run updates "
-        f"from {report['files']} spool files in {directory}"
+        f"{made}delivered {report.points} points and {report.updates} run updates "
+        f"from {report.files} spool files in {directory}"
     )
-    if report["dropped"]:
-        print(f"dropped {report['dropped']} records whose run is not in this account on the platform "
+    if report.dropped:
+        print(f"dropped {report.dropped} records whose run is not in this account on the platform "
               "(deleted, or its id is another account's)")
-    if report["unreadable"]:
-        print(f"skipped {report['unreadable']} unreadable lines (cut short by a crash while writing)")
-    if report["refused"]:
-        refusals = [r for r in report["reasons"] if r.startswith("refused by the platform")]
-        print(f"{report['refused']} points were refused by the platform and dropped (nothing can store them): "
+    if report.unreadable:
+        print(f"skipped {report.unreadable} unreadable lines (cut short by a crash while writing)")
+    if report.refused:
+        refusals = [r for r in report.reasons if r.startswith("refused by the platform")]
+        print(f"{report.refused} points were refused by the platform and dropped (nothing can store them): "
               + "; ".join(refusals))
-    if report["left"]:
-        others = [r for r in report["reasons"] if not r.startswith("refused by the platform")]
-        print(f"{report['left']} records are still spooled: " + "; ".join(others))
+    if report.left:
+        others = [r for r in report.reasons if not r.startswith("refused by the platform")]
+        print(f"{report.left} records are still spooled: " + "; ".join(others))
         print("fix that (start the platform, or set WHILEAI_BASE_URL / WHILEAI_API_KEY) and run sync again")
         return 1
-    return 1 if report["refused"] else 0
+    return 1 if report.refused else 0
