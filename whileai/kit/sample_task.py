@@ -24,6 +24,7 @@ import json
 import random
 import zlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -128,7 +129,29 @@ def _fmt(x: float) -> int | float:
 # ---------------------------------------------------------------------------
 
 
-def _make_task(rng: random.Random, index: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _World:
+    """What the simulator knows and the tools report; a value a task's kind does not draw reads as its default."""
+
+    temp_c: int = 20
+    conditions: str = "cloudy"
+    hour: int = 12
+    minute: int = 0
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One ask: its id and kind, the text and its difficulty, the gold action (a row's ``gold``) and the world."""
+
+    task_id: str
+    kind: str
+    ask: str
+    difficulty: str
+    gold: dict[str, Any]
+    world: _World
+
+
+def _make_task(rng: random.Random, index: int) -> _Task:
     r = rng.random()
     kind = "talk"
     for name, weight in _KIND_WEIGHTS:
@@ -136,26 +159,25 @@ def _make_task(rng: random.Random, index: int) -> dict[str, Any]:
             kind = name
             break
         r -= weight
-    world: dict[str, Any] = {}
+    world = _World()
     if kind == "talk":
         ask, answer, difficulty = rng.choice(_SMALL_TALK)
-        return {"task_id": f"talk-{index:04d}", "kind": kind, "ask": ask, "difficulty": difficulty,
-                "gold": {"answer": answer}, "world": world}
+        return _Task(task_id=f"talk-{index:04d}", kind=kind, ask=ask, difficulty=difficulty,
+                     gold={"answer": answer}, world=world)
     template, difficulty = rng.choice(_PHRASINGS[kind])
-    args: dict[str, Any]
-    fields: dict[str, Any]
+    args: dict[str, str | int]
+    fields: dict[str, str | int]
     if kind == "weather":
         args = {"city": rng.choice(_vocab.CITIES), "unit": rng.choice(_vocab.TEMPERATURE_UNITS)}
-        world = {"temp_c": rng.randint(-10, 38), "conditions": rng.choice(_CONDITIONS)}
+        world = _World(temp_c=rng.randint(-10, 38), conditions=rng.choice(_CONDITIONS))
         gold = {"name": "get_weather", "arguments": args}
         fields = dict(args)
     elif kind == "convert":
-        a, b, factor = rng.choice(_vocab.CONVERSIONS)
+        a, b, _factor = rng.choice(_vocab.CONVERSIONS)
         if rng.random() < 0.5:
-            a, b, factor = b, a, 1 / factor
+            a, b = b, a
         amount = rng.randint(1, 250)
         args = {"amount": amount, "from_unit": a, "to_unit": b}
-        world = {"factor": factor}
         gold = {"name": "convert", "arguments": args}
         fields = {"amount": amount, "src": a, "dst": b}
     elif kind == "timer":
@@ -164,25 +186,23 @@ def _make_task(rng: random.Random, index: int) -> dict[str, Any]:
         fields = dict(args)
     else:
         args = {"city": rng.choice(_vocab.CITIES)}
-        world = {"hour": rng.randint(0, 23), "minute": rng.randint(0, 59)}
+        world = _World(hour=rng.randint(0, 23), minute=rng.randint(0, 59))
         gold = {"name": "get_time", "arguments": args}
         fields = dict(args)
-    return {"task_id": f"{kind}-{index:04d}", "kind": kind, "ask": template.format(**fields),
-            "difficulty": difficulty, "gold": gold, "world": world}
+    return _Task(task_id=f"{kind}-{index:04d}", kind=kind, ask=template.format(**fields), difficulty=difficulty,
+                 gold=gold, world=world)
 
 
-def _run_tool(task: dict[str, Any], name: str, args: dict[str, Any]) -> dict[str, Any]:
+def _run_tool(task: _Task, name: str, args: dict[str, Any]) -> dict[str, Any]:
     """What the simulated tool answers to a call (right or wrong) in this task's world."""
     required = TOOLS[[t["function"]["name"] for t in TOOLS].index(name)]["function"]["parameters"]["required"]
     missing = [k for k in required if k not in args]
     if missing:
         return {"error": f"missing argument: {missing[0]}"}
-    world = task["world"]
+    world = task.world
     if name == "get_weather":
-        temp_c = world.get("temp_c", 20)
-        temp = temp_c if args["unit"] == "celsius" else _fmt(temp_c * 9 / 5 + 32)
-        return {"city": args["city"], "temp": temp, "unit": args["unit"],
-                "conditions": world.get("conditions", "cloudy")}
+        temp = world.temp_c if args["unit"] == "celsius" else _fmt(world.temp_c * 9 / 5 + 32)
+        return {"city": args["city"], "temp": temp, "unit": args["unit"], "conditions": world.conditions}
     if name == "convert":
         factor = dict(((a, b), f) for a, b, f in _vocab.CONVERSIONS)
         factor.update({(b, a): 1 / f for a, b, f in _vocab.CONVERSIONS})
@@ -191,12 +211,11 @@ def _run_tool(task: dict[str, Any], name: str, args: dict[str, Any]) -> dict[str
             return {"error": f"cannot convert {args['from_unit']} to {args['to_unit']}"}
         return {"result": _fmt(args["amount"] * f), "unit": args["to_unit"]}
     if name == "set_timer":
-        return {"status": "set", "minutes": args["minutes"], "timer_id": f"t{zlib.crc32(task['task_id'].encode()) % 90 + 10}"}
-    hour, minute = world.get("hour", 12), world.get("minute", 0)
-    return {"city": args["city"], "time": f"{hour:02d}:{minute:02d}"}
+        return {"status": "set", "minutes": args["minutes"], "timer_id": f"t{zlib.crc32(task.task_id.encode()) % 90 + 10}"}
+    return {"city": args["city"], "time": f"{world.hour:02d}:{world.minute:02d}"}
 
 
-def _reply(task: dict[str, Any], name: str, result: dict[str, Any]) -> str:
+def _reply(name: str, result: dict[str, Any]) -> str:
     if "error" in result:
         return f"Sorry, I could not do that: {result['error']}."
     if name == "get_weather":
@@ -228,9 +247,9 @@ def _wrong_argument(rng: random.Random, gold: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
-def _mistake(rng: random.Random, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _mistake(rng: random.Random, task: _Task) -> tuple[str, dict[str, Any]]:
     """A wrong first action: ``(failure kind, action)``; an action is a call or an answer."""
-    gold = task["gold"]
+    gold = task.gold
     if "answer" in gold:
         if rng.random() < 0.5:
             return "unneeded_tool", {"name": "get_time", "arguments": {"city": rng.choice(_vocab.CITIES)}}
@@ -283,11 +302,11 @@ def _score(action: dict[str, Any], gold: dict[str, Any]) -> float:
     return round(0.4 * right / len(want), 3)
 
 
-def _row(task: dict[str, Any], action: dict[str, Any], failure: str, index: int,
+def _row(task: _Task, action: dict[str, Any], failure: str, index: int,
          rng: random.Random, temperature: float) -> dict[str, Any]:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": task["ask"]},
+        {"role": "user", "content": task.ask},
     ]
     if "answer" in action:
         messages.append({"role": "assistant", "content": action["answer"]})
@@ -299,11 +318,11 @@ def _row(task: dict[str, Any], action: dict[str, Any], failure: str, index: int,
              "function": {"name": action["name"], "arguments": json.dumps(action["arguments"])}}]})
         result = _run_tool(task, action["name"], action["arguments"])
         messages.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)})
-        reply = _reply(task, action["name"], result)
+        reply = _reply(action["name"], result)
         messages.append({"role": "assistant", "content": reply})
-    reward = _score(action, task["gold"])
+    reward = _score(action, task.gold)
     proxy = 0.6 * ("name" in action) + 0.4 * min(1.0, len(reply) / 60) + rng.uniform(-0.05, 0.05)
-    gold = task["gold"]
+    gold = task.gold
     truth = (_run_tool(task, gold["name"], gold["arguments"]) if "name" in gold
              else {"answer": gold["answer"]})
     return {
@@ -313,8 +332,8 @@ def _row(task: dict[str, Any], action: dict[str, Any], failure: str, index: int,
         "passed": reward == 1.0,
         "gold": gold,
         "markers": {"proxy_reward": round(min(1.0, max(0.0, proxy)), 3),
-                    "difficulty": task["difficulty"], "failure": failure},
-        "task_id": task["task_id"],
+                    "difficulty": task.difficulty, "failure": failure},
+        "task_id": task.task_id,
         "rollout_index": index,
         "sampling": {"temperature": temperature},
         "privileged": {"tool_result": json.dumps(truth, sort_keys=True),
@@ -345,11 +364,11 @@ def generate(n_tasks: int | None = None, k: int | None = None, seed: int = 0,
     rows: list[dict[str, Any]] = []
     for t in range(n_tasks):
         task = _make_task(rng, t)
-        chance = _PASS_CHANCE[task["difficulty"]]
+        chance = _PASS_CHANCE[task.difficulty]
         for i in range(k):
             skill = _POLICY_SKILL[i % len(_POLICY_SKILL)]
             if rng.random() < chance + skill:
-                failure, action = "none", task["gold"]
+                failure, action = "none", task.gold
             else:
                 failure, action = _mistake(rng, task)
             rows.append(_row(task, action, failure, i, rng, temperature))
