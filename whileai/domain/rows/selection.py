@@ -9,14 +9,33 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from whileai.domain import defaults
 from whileai.domain.rows.rowsource import group_by_task
 
-__all__ = ["profile_rows", "selection_report", "dropped_phrase", "pairs_per_task", "samples_the_policy", "METHODS"]
+__all__ = ["TaskProfile", "Dropped", "profile_rows", "selection_report", "dropped_phrase", "pairs_per_task", "samples_the_policy", "METHODS"]
 
 METHODS = ("sft", "grpo", "dpo", "rm")
+
+
+class TaskProfile(TypedDict):
+    """One task of a profile's ``per_task``: its rows, passes, fails, unlabelled rows, outcome, and rows with a gold."""
+
+    task: str
+    rows: int
+    passed: int
+    failed: int
+    unlabelled: int
+    outcome: str  #: ``mixed``, ``all_pass``, ``all_fail`` or ``unlabelled``
+    gold: NotRequired[int]  #: absent from a profile stored before the gold count was kept
+
+
+#: One class of what a method leaves out: its name (``class``), its rows and tasks, and why.
+Dropped = TypedDict("Dropped", {"class": str, "rows": int, "tasks": int, "reason": str})
+
+#: What a method's selection adds to the report beside the rows and tasks (groups, prompts, pairs, the source).
+_Extra = dict[str, int | str]
 
 # Dropped classes, in the order they are attributed: a task falls in the first class that fits.
 _REASONS = {
@@ -103,10 +122,10 @@ def _outcome(passed: int, failed: int) -> str:
     return "unlabelled"
 
 
-def _task_profiles(rows: list[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], Counter[str]]:
+def _task_profiles(rows: list[Mapping[str, Any]]) -> tuple[list[TaskProfile], Counter[str]]:
     """Per task (in first-seen order), its rows, passes, fails, unlabelled rows, outcome and rows with a gold; and
     how many tasks fall in each outcome."""
-    per_task: list[dict[str, Any]] = []
+    per_task: list[TaskProfile] = []
     task_classes: Counter[str] = Counter()
     for key, indices in group_by_task(rows).items():
         labels = [_label(rows[i]) for i in indices]
@@ -157,11 +176,11 @@ def _is_float(text: str) -> bool:
     return True
 
 
-def _drop(name: str, rows: int, tasks: int, reason: str | None = None) -> dict[str, Any]:
+def _drop(name: str, rows: int, tasks: int, reason: str | None = None) -> Dropped:
     return {"class": name, "rows": rows, "tasks": tasks, "reason": reason or _REASONS[name]}
 
 
-def _sft(per_task: list[dict[str, Any]], too_long: Mapping[str, int]) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
+def _sft(per_task: list[TaskProfile], too_long: Mapping[str, int]) -> tuple[int, int, list[Dropped], _Extra]:
     long = {t["task"]: min(int(too_long.get(t["task"], 0)), t["passed"]) for t in per_task}
     used_rows = sum(t["passed"] - long[t["task"]] for t in per_task)
     used_tasks = sum(1 for t in per_task if t["passed"] > long[t["task"]])
@@ -178,8 +197,8 @@ def _sft(per_task: list[dict[str, Any]], too_long: Mapping[str, int]) -> tuple[i
     return used_rows, used_tasks, dropped, {}
 
 
-def _grouped(per_task: list[dict[str, Any]], too_long: Mapping[str, int]) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
-    classes: dict[str, list[dict[str, Any]]] = {"single_row": [], "unanimous_pass": [], "unanimous_fail": [],
+def _grouped(per_task: list[TaskProfile], too_long: Mapping[str, int]) -> tuple[int, int, list[Dropped], _Extra]:
+    classes: dict[str, list[TaskProfile]] = {"single_row": [], "unanimous_pass": [], "unanimous_fail": [],
                                                 "unlabelled_tasks": [], "too_long": []}
     used = []
     for t in per_task:
@@ -201,10 +220,10 @@ def _grouped(per_task: list[dict[str, Any]], too_long: Mapping[str, int]) -> tup
     return sum(t["rows"] for t in used), len(used), dropped, {"groups": len(used), "prompts": len(used)}
 
 
-def _gold(per_task: list[dict[str, Any]], too_long: Mapping[str, int]) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
+def _gold(per_task: list[TaskProfile], too_long: Mapping[str, int]) -> tuple[int, int, list[Dropped], _Extra]:
     """Every task with a gold first action: the policy's own samples, judged against it, make the group or the
     pair (GRPO's ``prompt_source="gold"``, DPO's ``pair_source="policy"``/``"policy_gold"``)."""
-    classes: dict[str, list[dict[str, Any]]] = {"no_gold": [], "too_long": []}
+    classes: dict[str, list[TaskProfile]] = {"no_gold": [], "too_long": []}
     used = []
     for t in per_task:
         # a profile stored before the gold count was kept: its passing rows are the ones a judge has a gold for
@@ -227,9 +246,9 @@ def samples_the_policy(method: str, knobs: Mapping[str, Any] | None) -> bool:
             or (method == "dpo" and knobs.get("pair_source") in ("policy", "policy_gold")))
 
 
-def _paired(per_task: list[dict[str, Any]], per_task_pairs: int,
-            too_long: Mapping[str, int]) -> tuple[int, int, list[dict[str, Any]], dict[str, Any]]:
-    classes: dict[str, list[dict[str, Any]]] = {"no_pass": [], "no_fail": [], "unlabelled_tasks": []}
+def _paired(per_task: list[TaskProfile], per_task_pairs: int,
+            too_long: Mapping[str, int]) -> tuple[int, int, list[Dropped], _Extra]:
+    classes: dict[str, list[TaskProfile]] = {"no_pass": [], "no_fail": [], "unlabelled_tasks": []}
     pairs = used_tasks = unpaired_rows = long_pairs = long_tasks = 0
     for t in per_task:
         if t["outcome"] == "mixed":
