@@ -1,15 +1,17 @@
 """A run validates each spec once per trust boundary: the runner's process resolves each stage once and carries it.
 
-``python -m whileai run recipe=grpo_tooluse`` (an SFT stage, then GRPO from its adapter) is run in a process of its
-own whose spec models count the validations made on its main thread (the embedded platform's launch route, the
-server's own boundary, answers on another thread and is not counted). The jobs are replaced by a stub that finishes
-each run at once with an adapter folder, so nothing trains: what is counted is everything up to each submit.
+``python -m whileai run recipe=grpo_tooluse`` (an SFT stage, then GRPO from its adapter) and a single-stage GRPO run
+(``recipe=none method=grpo``) are each run in a process of their own whose spec models count the validations made
+on its main thread (the embedded platform's launch route, the server's own boundary, answers on another thread and
+is not counted). The jobs are replaced by a stub that finishes each run at once with an adapter folder, so nothing
+trains: what is counted is everything up to each submit.
 
 The pinned count, for the client's process:
 
 - the recipe (the runner's schema): once;
-- each stage's run spec: once when the runner resolves it (before anything is loaded). Its submit sends it as it
-  is, with what only the submit knows (the held-out set, the runner's record, each checked by its own type)
+- each stage's run spec: once when the runner resolves it (before anything trains; a GRPO stage that starts from no
+  other reads its group size and temperature from the run's rows first, ``runner/_rundata.py``). Its submit sends
+  it as it is, with what only the submit knows (the held-out set, the runner's record, each checked by its own type)
   written beside it at the JSON edge (``simulations/_sent.py``);
 - once more only where the submit fills in what a rule of the spec reads: the GRPO stage's start run (its base and
   LoRA shape come from the SFT stage's adapter, and the dataset gives its group size and temperature).
@@ -90,19 +92,23 @@ _ARGS = ["recipe=grpo_tooluse", "dataset.sample_tasks=null", "dataset.tasks=24",
          "expect.no_alarm=null"]
 
 
-def _counted_run(home: Path, tmp_path: Path) -> dict:
+#: GRPO alone on the same few tasks, every knob left to its resolution (the group size and temperature the data's)
+_SINGLE_ARGS = ["recipe=none", "method=grpo", "dataset.tasks=24", "holdout_rows=4"]
+
+
+def _counted_run(home: Path, tmp_path: Path, args: list[str]) -> dict:
     script = tmp_path / "counted_run.py"
     script.write_text(_SCRIPT)
     env = {**os.environ, "WHILEAI_HOME": str(home), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     env.pop("WHILEAI_RUNNER_TOKEN", None)
-    done = subprocess.run([sys.executable, str(script), *_ARGS], capture_output=True, text=True, env=env, cwd=ROOT,
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env, cwd=ROOT,
                           timeout=600)
     assert done.returncode == 0 and done.stdout.strip(), done.stdout + done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_a_staged_grpo_run_validates_each_spec_once_and_once_more_where_its_start_run_is_filled_in(home, tmp_path):
-    found = _counted_run(home, tmp_path)
+    found = _counted_run(home, tmp_path, _ARGS)
     assert found["exit"] == 0, found
     assert found["counts"] == {"RecipeSpec": 1, "SFTSpec": 1, "GRPOSpec": 2}, found["counts"]
     sft, grpo = found["launched"]
@@ -116,6 +122,22 @@ def test_a_staged_grpo_run_validates_each_spec_once_and_once_more_where_its_star
     # the values the runner resolved are the values the job got
     assert (grpo["generations"], grpo["beta"], grpo["steps"], grpo["holdout_rows"]) == (4, 0.04, 120, 4)
     assert (sft["steps"], sft["holdout_rows"], sft["lora_rank"]) == (80, 4, grpo["lora_rank"])
+
+
+def test_a_single_stage_grpo_run_validates_its_spec_once_with_the_datasets_group_size_and_temperature(home, tmp_path):
+    """No stage before it: the runner reads the group size and temperature from its own cut of the rows before it
+    resolves the stage, so the submit fills in nothing and sends the spec as it is."""
+    found = _counted_run(home, tmp_path, _SINGLE_ARGS)
+    assert found["exit"] == 0, found
+    assert found["counts"] == {"RecipeSpec": 1, "GRPOSpec": 1}, found["counts"]
+    (grpo,) = found["launched"]
+    assert grpo["method"] == "grpo" and grpo["holdout"] and "init_from" not in grpo
+    # the values wai.train would have read of the train side: the sample's 4 rollouts per task and their temperature
+    assert (grpo["generations"], grpo["temperature"]) == (4, 0.7)
+    assert grpo["provenance"]["generations"] == "the dataset's rollouts per task (clipped to range)"
+    assert grpo["provenance"]["temperature"] == "the rows' own sampling.temperature (like for like)"
+    assert grpo["runner"]["stage"] == "train" and grpo["runner"]["previous_run"] is None
+    assert grpo["holdout_rows"] == 4
 
 
 PACKAGE = ROOT / "whileai"

@@ -30,10 +30,13 @@ __all__ = ["effective", "annotated_yaml", "resolve_stages", "stage_specs", "reso
 
 
 def resolve_stages(spec: RecipeSpec, origin: Callable[[str], str] | None = None,
-                   data: Mapping[str, Any] | None = None) -> list[tuple[Stage, Resolved]]:
+                   data: Mapping[str, Any] | None = None,
+                   facts: Callable[[RecipeSpec], Mapping[str, Any] | None] | None = None,
+                   ) -> list[tuple[Stage, Resolved]]:
     """Each stage of ``spec`` with what ``wai.train`` resolves it to, once: a stage that continues another starts
-    from that one's spec. Without dataset facts (``data``), the knobs the dataset decides are left unset on the
-    spec, for the submit to fill (``resolve_spec``'s ``data_later``)."""
+    from that one's spec. The knobs the dataset decides come from ``data``, else, for a stage that starts from no
+    other, from ``facts(spec)`` (a run's own rows, read only when a stage wants them and nothing else is wrong with
+    it); otherwise they are left unset on the spec, for the submit to fill (``resolve_spec``'s ``data_later``)."""
     resolved: dict[str, Resolved] = {}
     out = []
     for stage in plan_stages(spec):
@@ -42,13 +45,31 @@ def resolve_stages(spec: RecipeSpec, origin: Callable[[str], str] | None = None,
         kwargs, config = stage_inputs(stage, spec, origin=origin or (lambda key: ""))
         before = resolved[stage.start] if stage.start is not None else None
         start = None if before is None else before.spec if before.spec is not None else before.values
+        read, later = _data_of(stage, spec, data, facts)
         result = train_spec(stage.method, kwargs, config, base_model=stage.settings.get("base_model"),
                             target=spec.target.name,
                             holdout=None, start=start, start_label=f"the {stage.start} stage" if start else None,
-                            data=data, data_later=data is None)
+                            data=read, data_later=later)
         resolved[stage.name] = result
         out.append((stage, result))
     return out
+
+
+def _data_of(stage: Stage, spec: RecipeSpec, data: Mapping[str, Any] | None,
+             facts: Callable[[RecipeSpec], Mapping[str, Any] | None] | None,
+             ) -> tuple[Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None, bool]:
+    """``(what the stage's resolution reads the dataset facts from, whether they are left for the submit)``.
+
+    A stage that continues another is resolved again at its submit (its start run is filled in there), which
+    reads the facts; one that starts from no other is sent as it is, so it takes them now: from the run's own rows
+    (``facts``), or none at all where its selection gate is off (``wai.train`` reads none then: the defaults)."""
+    if data is not None:
+        return data, False
+    if stage.start is not None or facts is None:
+        return None, True
+    if (stage.settings.get("check") or spec.check) == "off":
+        return None, False
+    return (lambda: facts(spec)), False
 
 
 def stage_specs(results: list[tuple[Stage, Resolved]],
@@ -97,10 +118,12 @@ def validated(plain: dict[str, Any], origin: Callable[[str], str] | None = None)
 
 def validated_stages(plain: dict[str, Any], origin: Callable[[str], str] | None = None,
                      rewrite: Callable[[RecipeSpec], RecipeSpec] | None = None,
+                     facts: Callable[[RecipeSpec], Mapping[str, Any] | None] | None = None,
                      ) -> tuple[RecipeSpec | None, list[tuple[Stage, RunSpec]], list[Problem]]:
     """``(the typed spec, each stage with its resolved spec, [])`` for a composed ``plain`` dict, or
     ``(None, [], every problem)``: the recipe validated once (:func:`schema.checked`), ``rewrite`` applied to it
-    (a quick run's caps), and each stage resolved once (:func:`resolve_stages`): the objects a run carries."""
+    (a quick run's caps), and each stage resolved once (:func:`resolve_stages`, with ``facts``): the objects a run
+    carries."""
     from whileai.runner.schema import checked
 
     spec, problems = checked(plain, origin)
@@ -108,7 +131,7 @@ def validated_stages(plain: dict[str, Any], origin: Callable[[str], str] | None 
         return None, [], problems
     if rewrite is not None:
         spec = rewrite(spec)
-    stages, problems = stage_specs(resolve_stages(spec, origin), origin)
+    stages, problems = stage_specs(resolve_stages(spec, origin, facts=facts), origin)
     return (None if problems else spec), stages, problems
 
 

@@ -15,8 +15,10 @@ rest of the runner reads.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +29,7 @@ from whileai.runner.quick import is_quick, pop_quick
 if TYPE_CHECKING:
     from whileai.core.spec import RunSpec
 
+    from whileai.runner._rundata import RunData
     from whileai.runner.schema import RecipeSpec, Target
     from whileai.runner.stages import Stage
 
@@ -275,10 +278,10 @@ def _task(cfg: Any) -> Any:
     # as typed: the "++" this command line put before a stage knob Hydra would not add is its own, not the user's
     overrides = [o.removeprefix("++") if o in _STATE.get("added", ()) else o for o in hydra_cfg.overrides.task]
     origin = Origins(_STATE["found"] or sources(), choices, overrides)
-    spec, stages = _validated(cfg, origin, whole=mode == "run")
+    spec, stages, rows = _validated(cfg, origin, whole=mode == "run")
     if mode == "validate":
         return _show(spec, choices)
-    return _run(spec, stages, hydra_cfg, choices, overrides, origin)
+    return _run(spec, stages, hydra_cfg, choices, overrides, origin, rows)
 
 
 def _choices(hydra_cfg: Any) -> dict[str, Any]:
@@ -290,14 +293,17 @@ def _choices(hydra_cfg: Any) -> dict[str, Any]:
             if isinstance(runtime_choices, dict) else {})
 
 
-def _validated(cfg: Any, origin: Any, whole: bool) -> tuple[RecipeSpec, list[tuple[Stage, RunSpec]]]:
+def _validated(cfg: Any, origin: Any, whole: bool
+               ) -> tuple[RecipeSpec, list[tuple[Stage, RunSpec]], tuple[list[dict[str, Any]], str] | None]:
     """The composed config as the typed spec, once, and each stage as its resolved spec, once (a quick run's caps
     applied between the two: what validate shows is what the run runs); every problem reported at once and exit 2
     when there are any: the schema's, then the rules between knobs (by the resolution wai.train runs), then the data
-    files."""
+    files. ``whole`` (a run): every line of the rows file is checked, and a stage that needs its dataset's facts
+    reads them from the rows (``_rundata``), which come back third for the run to go on with (None: not read)."""
     from omegaconf import OmegaConf
 
     from whileai.runner import schema
+    from whileai.runner._datacheck import data_problems
     from whileai.runner._effective import validated_stages
     from whileai.runner.quick import rewrite
 
@@ -309,16 +315,37 @@ def _validated(cfg: Any, origin: Any, whole: bool) -> tuple[RecipeSpec, list[tup
         report_problems(problems)
         raise SystemExit(2) from None
     quick = (lambda spec: rewrite(spec)[0]) if is_quick() else None  # a few steps, expect set aside
-    spec, stages, found = validated_stages(schema.canonical_spec(plain), origin, rewrite=quick)
+    data = _run_data(origin) if whole else None
+    with _data_errors():
+        spec, stages, found = validated_stages(schema.canonical_spec(plain), origin, rewrite=quick,
+                                               facts=data.facts if data is not None else None)
     problems += found
     if spec is not None and not problems:  # the data files the spec names: they exist and a bounded sample parses
-        from whileai.runner._datacheck import data_problems
-
-        problems += data_problems(spec, origin, whole=whole)
+        problems += data.problems(spec) if data is not None else data_problems(spec, origin)
     if problems or spec is None:
         report_problems(problems)
         raise SystemExit(2)
-    return spec, stages
+    return spec, stages, data.rows if data is not None else None
+
+
+def _run_data(origin: Any) -> RunData:
+    """A run's rows and data-file problems, read once when first wanted (imported here: ``validate`` reads none)."""
+    from whileai.runner._rundata import RunData
+
+    return RunData(origin)
+
+
+@contextlib.contextmanager
+def _data_errors() -> Iterator[None]:
+    """A data error is one message (file, line, what, fix) and exit 2, not Hydra's traceback."""
+    from whileai.runner._datacheck import DATA_ERRORS, data_error_message
+
+    try:
+        yield
+    except DATA_ERRORS as exc:
+        print(data_error_message(exc), file=sys.stderr)
+        _STATE["exit"] = max(_STATE["exit"], 2)
+        raise SystemExit(2) from None
 
 
 def _show(spec: RecipeSpec, choices: dict[str, Any]) -> int:
@@ -341,10 +368,9 @@ def _show(spec: RecipeSpec, choices: dict[str, Any]) -> int:
 
 
 def _run(spec: RecipeSpec, stages: list[tuple[Stage, RunSpec]], hydra_cfg: Any, choices: dict[str, Any],
-         overrides: list[str], origin: Any) -> int:
-    """``run``: the pipeline, with where the spec came from and its stages' resolved specs; a data error is one
-    message and exit 2."""
-    from whileai.runner._datacheck import DATA_ERRORS, data_error_message
+         overrides: list[str], origin: Any, rows: tuple[list[dict[str, Any]], str] | None) -> int:
+    """``run``: the pipeline, with where the spec came from, its stages' resolved specs and its rows where the
+    validation read them; a data error is one message and exit 2."""
     from whileai.runner.pipeline import EXIT_INTERRUPTED, Context, run_spec
 
     multirun = str(hydra_cfg.mode) == "RunMode.MULTIRUN"
@@ -360,13 +386,10 @@ def _run(spec: RecipeSpec, stages: list[tuple[Stage, RunSpec]], hydra_cfg: Any, 
         label=[*(typed := _label(overrides, multirun)), *_scale_words(spec.target, typed),
                *(["quick"] if is_quick() else [])],
         origin=origin,
+        rows=rows,
     )
-    try:
+    with _data_errors():
         code = run_spec(spec, context, stages)
-    except DATA_ERRORS as exc:  # one message (file, line, what, fix), not Hydra's traceback
-        print(data_error_message(exc), file=sys.stderr)
-        _STATE["exit"] = max(_STATE["exit"], 2)
-        raise SystemExit(2) from None
     _STATE["exit"] = max(_STATE["exit"], code)
     if code and (not multirun or code == EXIT_INTERRUPTED):  # Ctrl-C ends a sweep, not only its job
         raise SystemExit(code)

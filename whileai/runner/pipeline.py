@@ -62,6 +62,9 @@ class Context:
     label: list[str] = field(default_factory=list)
     #: ``origin(dotted key)``: where a key of the spec was set (recipe file:line, command line), for provenance
     origin: Callable[[str], str] | None = None
+    #: the dataset's rows and description, where they were read before the stages were resolved (``_rundata``);
+    #: None: the run loads them
+    rows: tuple[list[dict[str, Any]], str] | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -392,7 +395,7 @@ def _load_push_cut(plan: _Plan) -> None:
 
     progress, data, facts = plan.progress, plan.spec.dataset, plan.facts
     with progress.step("load and grade the dataset") as note:
-        rows, what = load_rows(data, plan.spec.environment)
+        rows, what = plan.context.rows or load_rows(data, plan.spec.environment)
         note["result"] = f"{len(rows)} rows of {what}, graded by {data.grade}"
     with progress.step("push") as note:
         pushed = wai.push(rows, name=plan.spec.name or "dataset")
@@ -402,7 +405,7 @@ def _load_push_cut(plan: _Plan) -> None:
     with progress.step("cut by task") as note:
         # from the rows in hand, under the pushed dataset's name: the sides cut(pushed) makes (pushing equal rows
         # answers the same ids), without reading the pushed rows or the train side back
-        own = _own_split(data, rows)
+        own = own_split(data, rows)
         sides = wai.datasets.cut_rows(rows, data.holdout, data.cut_seed, pushed.name or plan.spec.name or "dataset",
                                       held_out=own)
         plan.train_side, plan.held, plan.train_rows = sides.train, sides.holdout, sides.train_rows
@@ -416,7 +419,7 @@ def _load_push_cut(plan: _Plan) -> None:
         facts.datasets.update(train=plan.train_side.id, holdout=plan.held.id)
 
 
-def _own_split(data: Dataset, rows: list[dict[str, Any]]) -> list[bool] | None:
+def own_split(data: Dataset, rows: list[dict[str, Any]]) -> list[bool] | None:
     """A dataset's own held-out side, row by row, where it fixes one (BFCL's multi-turn scenarios, so a held-out
     entry never trains in any category); None where the cut draws ``dataset.holdout`` of the tasks."""
     if data.source != "bfcl_episodes":

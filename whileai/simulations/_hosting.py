@@ -21,7 +21,7 @@ from typing import Any
 
 from whileai.domain import defaults
 from whileai.core import defaults as core_defaults
-from whileai.simulations._resolve import INHERITED, LORA_SHAPE, Resolved, resolve_spec, standing_problems
+from whileai.simulations._resolve import INHERITED, LORA_SHAPE, Resolved, data_facts, resolve_spec, standing_problems
 from whileai.simulations._sent import Sent, sent_as_is
 from whileai.core.spec import ALIASES, BOOKKEEPING, GRPOSpec, RunSpec, canonical, continues_runs, same_run
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
@@ -452,7 +452,7 @@ class _DatasetRows:
 
     def facts(self) -> dict[str, Any]:
         """What GRPO fills its unset group size and temperature from (``resolve_spec``'s ``data``)."""
-        return {"repeats": (self.rows()[1].get("repeats") or {}).get("common"), "temperatures": self.temperatures()}
+        return data_facts(self.rows()[1])
 
 
 def _resolved_or_refused(method: str, knobs: Mapping[str, Any], config: Mapping[str, Any] | None,

@@ -27,7 +27,7 @@ from whileai.domain import defaults
 from whileai.kit import defaults as kit_defaults
 from whileai.simulations._basecheck import base_problems
 
-__all__ = ["Resolved", "resolve_spec", "is_resolved", "standing_problems", "LORA_SHAPE", "INHERITED",
+__all__ = ["Resolved", "resolve_spec", "is_resolved", "standing_problems", "data_facts", "LORA_SHAPE", "INHERITED",
            "FROM_DATA", "KIT_SFT"]
 
 #: the LoRA shape a run started from another inherits (the adapter keeps its shape)
@@ -60,6 +60,14 @@ def _default(method: str, name: str, base: str, model: type[RunSpec]) -> tuple[A
         return getattr(kit_defaults, KIT_SFT[name]), f"the kit base's measured SFT recipe ({KIT_SFT[name]})"
     meta = knob_of(model, name)
     return meta.default, f"{method}'s default" + (f" ({meta.reason})" if meta.reason else "")
+
+
+def data_facts(profile: Mapping[str, Any]) -> dict[str, Any]:
+    """What GRPO fills its unset group size and temperature from (``resolve_spec``'s ``data``), read off the
+    profile of the rows it trains on (``datasets.profile``): the common rollouts per task and the distinct
+    sampling temperatures."""
+    return {"repeats": (profile.get("repeats") or {}).get("common"),
+            "temperatures": [float(t) for t in profile.get("temperatures") or []]}
 
 
 def _from_data(name: str, data: Mapping[str, Any]) -> tuple[Any, str] | None:

@@ -2,7 +2,8 @@
 
 A spec is validated once where it is made. ``wai.train`` resolves what it is given into the frozen spec of the
 method (``resolve_spec``), and validates it there; given a spec that a resolution already made (the runner
-resolves each stage once, before anything is loaded) and nothing beside it that a rule of the spec reads, it sends
+resolves each stage once, before anything trains: a GRPO stage that starts from no other with its dataset's group
+size and temperature, read from the run's own rows) and nothing beside it that a rule of the spec reads, it sends
 that spec as it is (:func:`sent_as_is`). What only the submit knows, the held-out set it names and the runner's
 record (``core.spec.BESIDE``), is no knob: each is checked by its own type (a dataset id, a RunnerRecord) and
 written beside the spec by ``spec_json``, so the run's config and the job get the values a spec validated with

@@ -45,6 +45,7 @@ __all__ = [
     "load_rows",
     "cut",
     "cut_rows",
+    "cut_sides",
     "Cut",
     "split",
     "fixed_split",
@@ -313,13 +314,20 @@ def cut(dataset: Any, holdout: float | None = None, seed: int | None = None,
     return sides.train, sides.holdout
 
 
+def cut_sides(rows: Sequence[Mapping[str, Any]], holdout: float | None, seed: int | None,
+              held_out: Sequence[bool] | None = None) -> Split:
+    """The sides :func:`cut_rows` pushes, pushing nothing: the dataset's own split (``held_out``, one flag per row)
+    taken as it is (:func:`fixed_split`), else ``holdout`` of the tasks drawn with ``seed`` (:func:`split`)."""
+    return split(rows, holdout, seed) if held_out is None else fixed_split(rows, held_out)
+
+
 def cut_rows(rows: Sequence[dict[str, Any]], holdout: float | None, seed: int | None, name: str,
              held_out: Sequence[bool] | None = None) -> Cut:
     """``cut`` of rows already in hand, pushed as ``<name>:train`` and ``<name>:holdout``: a :class:`Cut` (train,
     holdout, the train side's rows, the held-out tasks moved to training), so a caller holding the rows reads
     neither them nor the train side back. ``held_out`` (one flag per row) is a dataset's own split, taken as it is
     (:func:`fixed_split`) instead of drawing ``holdout`` of the tasks with ``seed``."""
-    sides = split(rows, holdout, seed) if held_out is None else fixed_split(rows, held_out)
+    sides = cut_sides(rows, holdout, seed, held_out)
     train_rows = [rows[i] for i in sides.train]
     train = push(train_rows, name=f"{name}:train")
     held = push([rows[i] for i in sides.holdout], name=f"{name}:holdout")
