@@ -86,7 +86,10 @@ def test_the_json_is_the_shape_the_measure_always_had_and_reads_back_whole(name)
 
 
 def test_every_field_has_its_json_check():
-    assert list(_measure._READ) == [field.name for field in dataclasses.fields(HeldOutMeasure)]
+    """Each field is checked by its type, and says in its description what it accepts (a refusal's words)."""
+    described = {name: info.description for name, info in HeldOutMeasure.__pydantic_fields__.items()}
+    assert list(described) == [field.name for field in dataclasses.fields(HeldOutMeasure)]
+    assert all(described.values()) and list(_measure._FIELDS) == list(described)
 
 
 def test_json_that_is_no_measure_is_refused_naming_each_field_and_what_it_accepts():

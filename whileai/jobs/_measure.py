@@ -7,6 +7,10 @@ the run's ``training`` summary; the object becomes JSON only where it is kept on
 ``before.json``, the adapter folder's ``held_out.json``: :meth:`HeldOutMeasure.to_json` and
 :meth:`HeldOutMeasure.from_json`), in the same shape the measurement has always had there.
 
+The class is a pydantic dataclass: its fields' types are checked once, by pydantic, wherever a measure is made, by a
+method's ``evaluate`` or read back from JSON (each field says in its description what it accepts, the words a refusal
+of a kept file uses).
+
     >>> measure = HeldOutMeasure(metric="pass_rate", value=0.5, prompts=2, outcomes=(1, 0), prompt_digest="3f2a")
     >>> measure.to_json()
     {'metric': 'pass_rate', 'value': 0.5, 'prompts': 2, 'outcomes': [1, 0], 'prompt_digest': '3f2a'}
@@ -16,12 +20,17 @@ the run's ``training`` summary; the object becomes JSON only where it is kept on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic.dataclasses import dataclass
 
 if TYPE_CHECKING:
     from whileai.domain.episodes.record import EpisodeRecord
+else:  # read as what a record is in JSON, an object (its keys are the episode loop's), without importing the loop
+    EpisodeRecord = dict[str, Any]
 
 __all__ = ["HeldOutMeasure", "METRICS", "GroupValue"]
 
@@ -33,8 +42,15 @@ METRICS = ("pass_rate", "loss", "episode_pass_rate", "pair_accuracy", "row_accur
 #: One prompt's group: its row's value of HOLDOUT_GROUP_FIELD (a BFCL row's category), None where it has none.
 GroupValue = str | int | float | bool | None
 
+# The fields' types, each with what it accepts in JSON (null is accepted for every field but ``metric``: the field
+# is absent). Strict: a number is never read from a string, nor a whole number from a bool.
+_Whole = Annotated[int | None, Field(description="a whole number")]
+_Number = Annotated[float | None, Field(description="a number")]
+_Text = Annotated[str | None, Field(description="a string")]
+_STRICT = ConfigDict(strict=True, extra="forbid")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, config=_STRICT)
 class HeldOutMeasure:
     """One held-out measurement of a policy (or a reward model), before or after training.
 
@@ -52,32 +68,40 @@ class HeldOutMeasure:
       accuracy), ``reward_span``, ``near_misses`` (the near-miss pairs' summary), ``by_failure`` (pairs right per
       failure kind or near-miss rule: ``{"right", "pairs"}``).
     - ``read_back_from``: the start run whose kept "after" this "before" was read back from (not measured again).
+
+    Raises pydantic's ``ValidationError`` (a ValueError) naming each field of the wrong type, and a ``metric``
+    outside METRICS.
     """
 
-    metric: str
-    value: float | None
-    prompts: int | None = None
-    rows: int | None = None
-    outcomes: tuple[int, ...] | None = None
-    prompt_digest: str | None = None
-    groups: tuple[GroupValue, ...] | None = None
-    why: str | None = None
-    gold_over_cap: int | None = None
-    proxy_scores: tuple[float, ...] | None = None
-    stopped: dict[str, int] | None = None
-    mean_rounds: float | None = None
-    records: tuple[EpisodeRecord, ...] | None = None
-    threshold: float | None = None
-    row_accuracy: float | None = None
-    reward_span: str | None = None
-    near_misses: dict[str, Any] | None = None
-    by_failure: dict[str, dict[str, int]] | None = None
-    read_back_from: str | None = None
+    metric: Annotated[str, Field(description=f"one of {', '.join(METRICS)}")]
+    value: Annotated[float | None, Field(description="a number or null")]
+    prompts: _Whole = None
+    rows: _Whole = None
+    outcomes: Annotated[tuple[int, ...] | None, Field(description="a list of 0s and 1s")] = None
+    prompt_digest: _Text = None
+    groups: Annotated[tuple[GroupValue, ...] | None, Field(description="a list of JSON scalars")] = None
+    why: _Text = None
+    gold_over_cap: _Whole = None
+    proxy_scores: Annotated[tuple[float, ...] | None, Field(description="a list of numbers")] = None
+    stopped: Annotated[dict[str, int] | None, Field(description="an object of whole numbers")] = None
+    mean_rounds: _Number = None
+    records: Annotated[tuple[EpisodeRecord, ...] | None,
+                       Field(description="a list of episode records (objects)")] = None
+    threshold: _Number = None
+    row_accuracy: _Number = None
+    reward_span: _Text = None
+    near_misses: Annotated[dict[str, Any] | None, Field(description="an object")] = None
+    by_failure: Annotated[dict[str, dict[str, int]] | None,
+                          Field(description='an object of {"right", "pairs"} counts')] = None
+    read_back_from: Annotated[str | None, Field(description="a run id")] = None
 
-    def __post_init__(self) -> None:
-        if self.metric not in METRICS:
-            raise ValueError(f"metric={self.metric!r} is no held-out metric; accepted: {', '.join(METRICS)}: "
+    @field_validator("metric")
+    @classmethod
+    def _held_out_metric(cls, metric: str) -> str:
+        if metric not in METRICS:
+            raise ValueError(f"metric={metric!r} is no held-out metric; accepted: {', '.join(METRICS)}: "
                              "measure with one of the job bodies' evaluate functions")
+        return metric
 
     def to_json(self) -> dict[str, Any]:
         """The measure as JSON: ``metric`` and ``value`` always, every other field where it is not None."""
@@ -88,18 +112,40 @@ class HeldOutMeasure:
     def from_json(cls, data: Any) -> HeldOutMeasure:
         """The measure :meth:`to_json` wrote (or a job wrote before the measure was typed: the same fields).
 
-        Raises ValueError naming every field that is unknown or of the wrong type, and what it accepts.
+        Raises ValueError naming every field that is unknown, missing or of the wrong type, and what it accepts.
         """
         if not isinstance(data, Mapping):
-            raise ValueError(f"a held-out measure is a JSON object with {', '.join(_READ)}; got {type(data).__name__}")
-        problems = [f"{name!r} is no field of a held-out measure (accepted: {', '.join(_READ)})"
-                    for name in data if name not in _READ]
-        problems += [f"{name}={data[name]!r} is not {_READ[name][1]}" for name in _READ
-                     if data.get(name) is not None and not _READ[name][0](data[name])]
-        problems += [f"{name} is missing ({_READ[name][1]})" for name in ("metric", "value") if name not in data]
-        if problems:
-            raise ValueError("not a held-out measure: " + "; ".join(problems) + "; measure the held-out set again")
-        return cls(**{name: _from_json(held) for name, held in data.items()})
+            raise ValueError(f"a held-out measure is a JSON object with {', '.join(_FIELDS)}; "
+                             f"got {type(data).__name__}")
+        try:
+            return cls(**{str(name): _from_json(held) for name, held in data.items()})
+        except ValidationError as refused:
+            raise ValueError("not a held-out measure: " + "; ".join(_problems(refused, data))
+                             + "; measure the held-out set again") from None
+
+
+#: The fields in their order, as a refusal lists them.
+_FIELDS = tuple(field.name for field in fields(HeldOutMeasure))
+
+
+def _accepts(name: str) -> str:
+    """What field ``name`` accepts in JSON, in the words of its description."""
+    described = HeldOutMeasure.__pydantic_fields__  # type: ignore[attr-defined]  # set by pydantic; mypy sees a dataclass
+    return str(described[name].description)
+
+
+def _problems(refused: ValidationError, data: Mapping[str, Any]) -> list[str]:
+    """Pydantic's refusal of ``data`` as one problem a field: the unknown fields, the wrong ones, the missing ones."""
+    unknown, wrong, missing = [], [], []
+    for error in refused.errors():
+        name = str(error["loc"][0])
+        if error["type"] == "unexpected_keyword_argument":
+            unknown.append(f"{name!r} is no field of a held-out measure (accepted: {', '.join(_FIELDS)})")
+        elif error["type"] in ("missing", "missing_argument"):
+            missing.append(f"{name} is missing ({_accepts(name)})")
+        elif (problem := f"{name}={data.get(name)!r} is not {_accepts(name)}") not in wrong:
+            wrong.append(problem)
+    return unknown + wrong + missing
 
 
 def _to_json(held: Any) -> Any:
@@ -110,51 +156,3 @@ def _to_json(held: Any) -> Any:
 def _from_json(held: Any) -> Any:
     """A field from its JSON: a list as a tuple, an object copied, anything else as it is."""
     return tuple(held) if isinstance(held, list) else dict(held) if isinstance(held, dict) else held
-
-
-def _number(held: Any) -> bool:
-    return isinstance(held, int | float) and not isinstance(held, bool)
-
-
-def _whole(held: Any) -> bool:
-    return isinstance(held, int) and not isinstance(held, bool)
-
-
-def _text(held: Any) -> bool:
-    return isinstance(held, str)
-
-
-def _list_of(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
-    return lambda held: isinstance(held, list) and all(check(item) for item in held)
-
-
-def _object_of(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
-    return lambda held: isinstance(held, dict) and all(isinstance(k, str) and check(v) for k, v in held.items())
-
-
-def _group(held: Any) -> bool:
-    return held is None or isinstance(held, str | int | float | bool)
-
-
-#: Each field's JSON check and what it accepts (null is accepted for every field: the field is absent).
-_READ: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "metric": (lambda held: held in METRICS, f"one of {', '.join(METRICS)}"),
-    "value": (_number, "a number or null"),
-    "prompts": (_whole, "a whole number"),
-    "rows": (_whole, "a whole number"),
-    "outcomes": (_list_of(_whole), "a list of 0s and 1s"),
-    "prompt_digest": (_text, "a string"),
-    "groups": (_list_of(_group), "a list of JSON scalars"),
-    "why": (_text, "a string"),
-    "gold_over_cap": (_whole, "a whole number"),
-    "proxy_scores": (_list_of(_number), "a list of numbers"),
-    "stopped": (_object_of(_whole), "an object of whole numbers"),
-    "mean_rounds": (_number, "a number"),
-    "records": (_list_of(_object_of(lambda _: True)), "a list of episode records (objects)"),
-    "threshold": (_number, "a number"),
-    "row_accuracy": (_number, "a number"),
-    "reward_span": (_text, "a string"),
-    "near_misses": (_object_of(lambda _: True), "an object"),
-    "by_failure": (_object_of(_object_of(_whole)), 'an object of {"right", "pairs"} counts'),
-    "read_back_from": (_text, "a run id"),
-}
