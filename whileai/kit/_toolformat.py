@@ -20,17 +20,28 @@ renders the same tools, and the one parser of that format
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from whileai.core.errors import ToolFormatError  # noqa: F401  (raised here; its home is core.errors)
 from whileai.core.toolcalls import template_tool_format
 
-__all__ = ["TOOL_FORMAT_CHOICES", "hermes_chat_template", "template_renders_tools", "use_tool_format",
+__all__ = ["TOOL_FORMAT_CHOICES", "ToolFormat", "hermes_chat_template", "template_renders_tools", "use_tool_format",
            "reply_format", "ToolFormatError"]
 
 #: ``tool_format`` values: ``auto`` (the template's own where it renders tools, else ``hermes``), ``native``
 #: (the template's own; refused where it drops tools), ``hermes`` (whileai's hermes template in any case).
 TOOL_FORMAT_CHOICES = ("auto", "native", "hermes")
+
+
+class ToolFormat(TypedDict):
+    """The tool convention decided for a tokenizer (kept on it as ``whileai_tool_format``; a run records it)."""
+
+    requested: str  #: the run's ``tool_format``: ``auto``, ``native`` or ``hermes``
+    used: str  #: ``native`` or ``hermes``
+    renders_tools: bool  #: whether the base's own template writes the tools into the prompt
+    why: str  #: how that was found
+    parser: str  #: the ``whileai.core.toolcalls`` format that reads the replies
+
 
 _PROBE_TOOL = {"type": "function", "function": {
     "name": "whileai_probe_tool", "description": "probe whether the chat template renders tools",
@@ -64,7 +75,7 @@ def template_renders_tools(tokenizer: Any) -> tuple[bool, str]:
     return True, "the template writes the tools into the prompt"
 
 
-def use_tool_format(tokenizer: Any, requested: str | None = None) -> dict[str, Any]:
+def use_tool_format(tokenizer: Any, requested: str | None = None) -> ToolFormat:
     """Decide the tool-call convention for ``tokenizer`` and put it on the tokenizer; returns what was decided.
 
     ``requested`` is the run's ``tool_format`` (None means ``auto``). Answers
@@ -80,7 +91,7 @@ def use_tool_format(tokenizer: Any, requested: str | None = None) -> dict[str, A
                               f"{', '.join(TOOL_FORMAT_CHOICES)} (auto: the template's own where it renders tools)")
     done = getattr(tokenizer, "whileai_tool_format", None)
     if isinstance(done, dict) and done.get("requested") == requested:
-        return dict(done)
+        return cast(ToolFormat, dict(done))  # what this function put on the tokenizer, below
     renders, why = template_renders_tools(tokenizer)
     if requested == "native" and not renders:
         raise ToolFormatError(
@@ -89,8 +100,8 @@ def use_tool_format(tokenizer: Any, requested: str | None = None) -> dict[str, A
     used = "native" if requested == "native" or (requested == "auto" and renders) else "hermes"
     if used == "hermes":
         tokenizer.chat_template = hermes_chat_template()
-    info = {"requested": requested, "used": used, "renders_tools": renders, "why": why,
-            "parser": template_tool_format(_template_text(tokenizer))}
+    info = ToolFormat(requested=requested, used=used, renders_tools=renders, why=why,
+                      parser=template_tool_format(_template_text(tokenizer)))
     tokenizer.whileai_tool_format = dict(info)
     return info
 

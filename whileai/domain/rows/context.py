@@ -19,18 +19,44 @@ import hashlib
 import json
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from whileai.core import defaults as core_defaults
 from whileai.domain import defaults
 from whileai.kit import defaults as kit_defaults
 from whileai.domain.rows.basetokenizer import base_tokenizer, context_limit
 
-__all__ = ["context_limit", "longest_sequence", "prompt_length", "base_tokenizer", "check_context", "export_options",
+__all__ = ["ContextCheck", "LeftOut", "context_limit", "longest_sequence", "prompt_length", "base_tokenizer", "check_context", "export_options",
            "tool_schemas", "shared_tools", "prompt_tools", "UNITS"]
 
 #: what the job counts in ``left_out_too_long``, by method: SFT examples, GRPO prompts, DPO and RM pairs
 UNITS = {"sft": "rows", "grpo": "prompts", "dpo": "pairs", "rm": "pairs"}
+
+
+
+class LeftOut(TypedDict):
+    """A unit too long for the context: its task, its row indices and its tokens."""
+
+    task: str
+    rows: list[int]
+    tokens: int
+
+
+class ContextCheck(TypedDict):
+    """What ``check_context`` found (the selection report keeps it, less ``by_task``, as ``context``)."""
+
+    checked: bool  #: False where the base cannot be read here; ``why`` says why, and the job still checks
+    base_model: str
+    limit: int | None  #: the base's context in tokens
+    unit: str  #: what is counted (UNITS)
+    too_long: int
+    left_out: list[LeftOut]  #: the first SELECTION_CONTEXT_SHOWN units too long
+    by_task: dict[str, int]  #: units too long per task
+    why: str | None
+    #: the convention that renders the tools: the tokenizer's ``ToolFormat``, empty where it carries none
+    tool_format: NotRequired[Mapping[str, object]]
+    max_completion_length: NotRequired[int]  #: GRPO's reply cap, counted into each prompt
+
 
 #: the conversation keys of a training example, and which of them render together as one sequence
 _SEQUENCES = (("messages",), ("prompt", "completion"), ("prompt", "chosen"), ("prompt", "rejected"), ("chosen",),
@@ -164,7 +190,7 @@ def _completion_cap(config: Mapping[str, Any]) -> int:
 
 
 def check_context(rows: Sequence[Mapping[str, Any]], method: str, base_model: str | None,
-                  config: Mapping[str, Any] | None = None, per_task: int | None = None) -> dict[str, Any]:
+                  config: Mapping[str, Any] | None = None, per_task: int | None = None) -> ContextCheck:
     """What of ``rows`` is too long for ``base_model``'s context, counted as ``method``'s job will count it.
 
     The units are the job's (UNITS): SFT's passing rows through the job's
@@ -196,7 +222,7 @@ def check_context(rows: Sequence[Mapping[str, Any]], method: str, base_model: st
 
 
 #: check_context's answers in this process, newest last, keyed by a hash of everything they depend on
-_CHECKED: dict[str, dict[str, Any]] = {}
+_CHECKED: dict[str, ContextCheck] = {}
 _CHECKED_MAX = 8
 #: the knobs check_context reads besides the export ones (TRAIN_EXPORT_KNOBS)
 _CONTEXT_KNOBS = ("tool_format", "max_completion_length", "prompt_source", "reward_span", "environment")
@@ -219,9 +245,9 @@ def _memo_key(rows: Sequence[Mapping[str, Any]], method: str, base: str, config:
 
 
 def _check_context(rows: Sequence[Mapping[str, Any]], method: str, base: str, config: Mapping[str, Any],
-                   per_task: int | None) -> dict[str, Any]:
-    found: dict[str, Any] = {"checked": False, "base_model": base, "limit": None, "unit": UNITS[method],
-                             "too_long": 0, "left_out": [], "by_task": {}, "why": None}
+                   per_task: int | None) -> ContextCheck:
+    found: ContextCheck = {"checked": False, "base_model": base, "limit": None, "unit": UNITS[method],
+                           "too_long": 0, "left_out": [], "by_task": {}, "why": None}
     try:
         # in an environment an SFT row and a GRPO prompt are an episode's, capped at EPISODE_MAX_LENGTH as the job caps them
         cap = core_defaults.EPISODE_MAX_LENGTH if method in ("sft", "grpo") and config.get("environment") else None
@@ -229,7 +255,7 @@ def _check_context(rows: Sequence[Mapping[str, Any]], method: str, base: str, co
     except LookupError as exc:
         found["why"] = str(exc)
         return found
-    found.update(checked=True, limit=limit)
+    found["checked"], found["limit"] = True, limit
     found["tool_format"] = dict(getattr(tokenizer, "whileai_tool_format", None) or {})  # which convention renders the tools
     if method == "grpo":
         found["max_completion_length"] = _completion_cap(config)
@@ -241,5 +267,5 @@ def _check_context(rows: Sequence[Mapping[str, Any]], method: str, base: str, co
             by_task[task] = by_task.get(task, 0) + 1
             if len(found["left_out"]) < defaults.SELECTION_CONTEXT_SHOWN:
                 found["left_out"].append({"task": task, "rows": indices, "tokens": tokens})
-    found.update(too_long=sum(by_task.values()), by_task=by_task)
+    found["too_long"], found["by_task"] = sum(by_task.values()), by_task
     return found
