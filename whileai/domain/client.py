@@ -35,7 +35,8 @@ from whileai.core.errors import NotFoundError, PlatformError
 
 __all__ = ["Client", "get_client", "embedded_client", "embedded_base_url", "embedded_platform", "API_PREFIX"]
 
-#: Prefix of the platform's JSON API; a path given without it gets it.
+#: Prefix of the platform's JSON API, the one definition: the platform mounts its routes under it, and a path the
+#: client is given without it gets it (docs/architecture.md, "HTTP API").
 API_PREFIX = "/api/v1"
 
 _KEY_ENV = "WHILEAI_API_KEY"

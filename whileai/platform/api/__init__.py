@@ -28,11 +28,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from whileai.platform.api import _datasets, _jobs, _registry, runs
 from whileai.platform.pages import routes as pages
 from whileai.platform.api._guard import RequestGuard
-from whileai.platform.api.common import API_PREFIX, ApiError, json_response
+from whileai.domain.client import API_PREFIX
+from whileai.platform.api.common import ApiError, json_response
 from whileai.platform.store import InvalidError, NotFoundError, RetiredIdError, Store, StoreBusyError, StoreVersionError
 from whileai.platform import defaults
 
-__all__ = ["create_app", "API_PREFIX"]
+__all__ = ["create_app"]
 
 _log = logging.getLogger("whileai.platform")
 

@@ -22,7 +22,6 @@ from whileai.platform.store.values import dumps
 from whileai.platform.store import Store
 
 __all__ = [
-    "API_PREFIX",
     "ParsedBodyRoute",
     "wrong_key",
     "ApiError",
@@ -37,10 +36,6 @@ __all__ = [
     "json_response",
     "store",
 ]
-
-#: where the HTTP API's routes live (docs/architecture.md, "HTTP API")
-API_PREFIX = "/api/v1"
-
 
 class ParsedBodyRoute(APIRoute):
     """A route whose JSON body is read from what the request guard already parsed and checked

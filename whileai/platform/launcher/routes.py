@@ -24,7 +24,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from whileai.core.spec import updated
-from whileai.platform.api.common import ParsedBodyRoute, API_PREFIX, ApiError, Body, account_id, api_key_from, job_account, job_scope, json_response, store
+from whileai.domain.client import API_PREFIX
+from whileai.platform.api.common import ParsedBodyRoute, ApiError, Body, account_id, api_key_from, job_account, job_scope, json_response, store
 from whileai.platform.launcher import jobs as launcher_jobs
 from whileai.core import defaults as core_defaults
 from whileai.platform._rewards import reward_path
@@ -134,7 +135,7 @@ def end_job(job_id: str, body: EndBody, request: Request, acct: str = Depends(jo
     job = the_store.get_job(acct, job_id)
     if job_scope(request) is None:
         raise ApiError(403, "a job's end is reported by its own worker, with the job's key; to end a job "
-                            f"yourself, stop its run: POST /api/v1/runs/{job['run_id']}/stop", "forbidden")
+                            f"yourself, stop its run: POST {API_PREFIX}/runs/{job['run_id']}/stop", "forbidden")
     if body.status not in REPORTED_ENDS:
         raise ApiError(422, f"status={body.status!r} does not end a job; send one of {', '.join(REPORTED_ENDS)}",
                        "invalid_value")
@@ -184,8 +185,8 @@ def resume_run(run_id: str, request: Request, acct: str = Depends(account_id)) -
     return json_response({"run": run, "job": job}, 201)
 
 
-_RUN_API = re.compile(r"^/api/v1/runs/(run_[0-9a-f]+)/?$")
-_JOB_API = re.compile(r"^/api/v1/jobs/(job_[0-9a-f]+)/?$")
+_RUN_API = re.compile(rf"^{re.escape(API_PREFIX)}/runs/(run_[0-9a-f]+)/?$")
+_JOB_API = re.compile(rf"^{re.escape(API_PREFIX)}/jobs/(job_[0-9a-f]+)/?$")
 _RUN_PAGE = re.compile(r"^/(?:page-data/)?runs/(run_[0-9a-f]+)(?:/live)?/?$")  # the run page and its data
 
 
