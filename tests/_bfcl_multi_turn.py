@@ -6,10 +6,8 @@ loaded under their own module names inside stand-in ``bfcl_eval`` packages (as t
 ``ast_checker``), so the test extra installs anywhere. Either way the checker and the backends are BFCL's
 code, unmodified.
 
-The episode tests (tests/test_episodes_bfcl.py, tests/test_runner_bfcl_episodes.py) share the fixtures below:
-BFCL's checker loaded for the module, and the sample's entries of EPISODE_CATEGORIES with their gold episode rows.
-A test module takes them by importing them (``from _bfcl_multi_turn import checker_fixture, ...``); pytest knows
-them by the names the tests ask for (``checker``, ``entries``, ``rows``).
+The episode tests' shared fixtures, built on this loader, are in tests/_bfcl_episode_fixtures.py, so that the
+benchmark needs no pytest.
 """
 
 from __future__ import annotations
@@ -21,10 +19,6 @@ import sys
 import types
 from pathlib import Path
 from typing import Any
-
-import pytest
-
-from whileai.domain.rows.bfcl_multi_turn import MultiTurnEntry, read_multi_turn
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "tests" / "data" / "bfcl" / "multi_turn"
@@ -75,26 +69,6 @@ def load_checker() -> Any:
     return importlib.import_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker")
 
 
-#: The sample's entries the episode tests read: two categories (a miss_func entry's class withholds a function until a
-#: later turn).
+#: The sample's categories the episode tests read (tests/_bfcl_episode_fixtures.py): a miss_func entry's class
+#: withholds a function until a later turn.
 EPISODE_CATEGORIES = ("multi_turn_base", "multi_turn_miss_func")
-
-
-@pytest.fixture(scope="module", autouse=True, name="checker")
-def checker_fixture() -> Any:
-    """BFCL's checker and backends in this process (the wheel's, else the committed copies)."""
-    return load_checker()
-
-
-@pytest.fixture(scope="module", name="entries")
-def entries_fixture() -> list[MultiTurnEntry]:
-    """The sample's entries of EPISODE_CATEGORIES."""
-    return read_multi_turn(SAMPLE, EPISODE_CATEGORIES)
-
-
-@pytest.fixture(scope="module", name="rows")
-def rows_fixture(entries: list[MultiTurnEntry]) -> list[dict[str, Any]]:
-    """Each entry as its gold episode row."""
-    from whileai.domain.episodes.bfcl_rows import bfcl_episode_rows
-
-    return bfcl_episode_rows(entries, SAMPLE)

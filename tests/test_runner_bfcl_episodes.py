@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _bfcl_multi_turn as bfcl  # noqa: E402
-from _bfcl_multi_turn import checker_fixture, entries_fixture, rows_fixture  # noqa: E402,F401  (checker, entries, rows)
+from _bfcl_episode_fixtures import checker_fixture, entries_fixture, rows_fixture  # noqa: E402,F401  (checker, entries, rows)
 from _runner_helpers import record, runs_file, whileai  # noqa: E402
 from test_runner_validate import compose  # noqa: E402
 
