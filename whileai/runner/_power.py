@@ -16,7 +16,16 @@ from typing import Any
 from whileai.core.spec import RMSpec, RunSpec
 from whileai.core.stats import holdout_power
 
-__all__ = ["heldout_prompts", "heldout_pairs", "power_note", "unjudged_cause"]
+from whileai.runner.schema import Dataset
+
+__all__ = ["heldout_prompts", "heldout_pairs", "power_note", "unjudged_cause", "OWN_SPLIT_GROWTH"]
+
+#: how ``holdout_power``'s warning says to grow the held-out side of a cut that draws ``dataset.holdout`` of the tasks
+_DRAWN_GROWTH = "(more rows, or a larger dataset.holdout share)"
+#: what grows the held-out side of a dataset cut by its own split, which reads no share (``dataset=bfcl_episodes``:
+#: BFCL's split by scenario, whose share is BFCL_MULTI_TURN_HOLDOUT): more of its entries
+OWN_SPLIT_GROWTH = ("more entries: a larger dataset.tasks, or null to read every entry, or more dataset.categories; "
+                    "its held-out share is BFCL's own split by scenario, BFCL_MULTI_TURN_HOLDOUT")
 
 
 def heldout_prompts(rows: Sequence[Mapping[str, Any]], limit: int | None) -> int:
@@ -42,14 +51,23 @@ def heldout_pairs(rows: Sequence[Mapping[str, Any]], spec: RMSpec) -> int:
     return len(holdout_pairs([dict(r) for r in rows if isinstance(r, Mapping)], spec)[1])
 
 
-def unjudged_cause(rows: Sequence[Mapping[str, Any]]) -> str | None:
+def _own_split(data: Dataset | None) -> bool:
+    """Whether ``data`` is cut by its own split (``pipeline.own_split``), so that no ``dataset.holdout`` is read."""
+    return data is not None and data.source == "bfcl_episodes"
+
+
+def unjudged_cause(rows: Sequence[Mapping[str, Any]], data: Dataset | None = None) -> str | None:
     """Why held-out rows give nothing to judge (no row, no gold, a tool-call gold with no tools shown), or None.
 
     The first-action judge compares a reply with the row's ``gold``; a tool-call gold on a row that
-    offers no ``tools`` asks the model for a call it was never shown.
+    offers no ``tools`` asks the model for a call it was never shown. ``data`` (the spec's dataset) decides how an
+    empty held-out side grows: a larger ``dataset.holdout``, or, for a dataset cut by its own split, more entries.
     """
     rows = [r for r in rows if isinstance(r, Mapping)]
     with_gold = [r for r in rows if r.get("gold") is not None]
+    if not rows and _own_split(data):
+        return ("the held-out side has no rows: the dataset's own split held out none of the entries read; read "
+                + OWN_SPLIT_GROWTH)
     if not rows:
         return ("the held-out side has no rows: dataset.holdout cut none off; raise dataset.holdout "
                 "(a share of the tasks, e.g. 0.2) or give the dataset more tasks")
@@ -66,20 +84,24 @@ def unjudged_cause(rows: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def power_note(held_rows: Sequence[Mapping[str, Any]], spec: RunSpec,
-               significant: float | None = None) -> tuple[str, str | None]:
+               significant: float | None = None, data: Dataset | None = None) -> tuple[str, str | None]:
     """(the line the run prints before training, a warning when no result on these prompts can be significant).
 
     ``spec`` is the last stage's resolved spec (its ``holdout_rows``, and for a reward model what
     makes its pairs); ``significant`` the spec's ``expect.holdout_gain_significant``, when it names one
-    (the level tested at; STATS_ALPHA otherwise).
+    (the level tested at; STATS_ALPHA otherwise); ``data`` the spec's dataset, whose cut decides what the
+    warning says grows the held-out side (a dataset cut by its own split reads no ``dataset.holdout``).
     """
     if isinstance(spec, RMSpec):  # a reward model is measured on held-out pairs, not prompts
         found = holdout_power(heldout_pairs(list(held_rows), spec), significant, unit="pair")
         cause = None
     else:
         found = holdout_power(heldout_prompts(list(held_rows), spec.holdout_rows), significant)
-        cause = unjudged_cause(list(held_rows))
-    warning = cause or found["warning"]  # the cause, not "more rows": more rows like these would give nothing either
+        cause = unjudged_cause(list(held_rows), data)
+    few = found["warning"]
+    if few and _own_split(data):
+        few = few.replace(_DRAWN_GROWTH, f"({OWN_SPLIT_GROWTH})")
+    warning = cause or few  # the cause, not "more rows": more rows like these would give nothing either
     if warning and significant is not None:
         warning += " (this spec's expect.holdout_gain_significant will fail)"
     return found["text"], warning

@@ -448,7 +448,7 @@ def _say_power(plan: _Plan, last: RunSpec) -> dict[str, Any]:
     from whileai.runner._power import power_note
 
     plan.held_rows = wai.datasets.load_rows(plan.held)
-    text, warning = power_note(plan.held_rows, last, plan.spec.expect.holdout_gain_significant)
+    text, warning = power_note(plan.held_rows, last, plan.spec.expect.holdout_gain_significant, plan.spec.dataset)
     plan.progress.line(f"- held-out: {text}" + (f"\n  warning: {warning}" if warning else ""))
     return {"note": text, "warning": warning}
 
