@@ -120,13 +120,13 @@ def training_rows(
     with jsonl.gc_paused():
         src = _build.resolve(source, system_prompt, tools, stacklevel=3)
         built = _build.build_training(src, mask_mode, strip_think, unroll, max_tool_output_chars)
-    if built["stats"]["no_assistant_dropped"]:
+    if built.stats["no_assistant_dropped"]:
         warnings.warn(
-            f"{built['stats']['no_assistant_dropped']} row(s) have no assistant turn to train and were left out",
+            f"{built.stats['no_assistant_dropped']} row(s) have no assistant turn to train and were left out",
             ExportWarning,
             stacklevel=2,
         )
-    return built["rows"]
+    return built.rows
 
 
 def export_dataset(
@@ -201,27 +201,27 @@ def _export_training(
             validate, stacklevel=4,
         )
     src = _build.resolve(source, system_prompt, tools, stacklevel=4)
-    target = _build.target(src, output, ".train.jsonl")
+    target = _build.target(src.path, output, ".train.jsonl")
     built = _build.build_training(src, mask_mode, strip_think, unroll, max_tool_output_chars, fmt)
-    rows, origins = built["rows"], built["origins"]
+    rows, origins = built.rows, built.origins
     report = {
         "output": str(target),
         "format": fmt,
         "argument_encoding": _gate.ENCODINGS[fmt],
         "kind": "training",
-        "rows_in": len(src["rows"]),
+        "rows_in": len(src.rows),
         "rows_out": len(rows),
         "mask_mode": "unrolled" if unroll else _shape.check_mask_mode(mask_mode),
         "strip_think": bool(strip_think),
         "unroll": bool(unroll),
         "max_tool_output_chars": max_tool_output_chars,
         # rows that carry no tool list and were given none (tools=): nothing renders tools for them
-        "rows_without_tools": src["rows_without_tools"],
-        **built["stats"],
+        "rows_without_tools": src.rows_without_tools,
+        **built.stats,
     }
     if fmt == "trl":
         report["trl_shape"] = "prompt_completion" if rows and "completion" in rows[0] else "messages"
-    return _gate_and_write(rows, origins, src, built["leaks"], fmt, target, validate, report)
+    return _gate_and_write(rows, origins, src, built.leaks, fmt, target, validate, report)
 
 
 #: The older name of ``export_dataset``: the same function object, kept so existing code keeps working.
@@ -275,23 +275,21 @@ def export_preference(
 
 def _export_pairs(pairs, output, fmt, drop_ties, validate, system_prompt, tools, strip_think, cap) -> dict[str, Any]:
     src = _build.resolve_pairs(pairs, system_prompt, tools, stacklevel=4)
-    target = _build.target(src, output, ".preference.jsonl")
+    target = _build.target(src.path, output, ".preference.jsonl")
     built = _build.build_preference(src, fmt, drop_ties, strip_think, cap)
     report = {
         "output": str(target),
         "format": fmt,
         "argument_encoding": _gate.ENCODINGS[fmt],
         "kind": "preference",
-        "pairs_in": len(src["rows"]),
-        "pairs_out": len(built["rows"]),
+        "pairs_in": len(src.rows),
+        "pairs_out": len(built.rows),
         "drop_ties": bool(drop_ties),
         "strip_think": bool(strip_think),
         "max_tool_output_chars": cap,
-        **built["stats"],
+        **built.stats,
     }
-    return _gate_and_write(
-        built["rows"], built["origins"], src, built["leaks"], fmt, target, validate, report, built["mismatches"]
-    )
+    return _gate_and_write(built.rows, built.origins, src, built.leaks, fmt, target, validate, report, built.mismatches)
 
 
 def to_trl(rows: Iterable[Any], kind: str = "training") -> list[dict[str, Any]]:
@@ -314,7 +312,7 @@ def to_trl(rows: Iterable[Any], kind: str = "training") -> list[dict[str, Any]]:
         return out
     if kind == "preference":
         src = _build.resolve_pairs([_build.pair_from_openai(row) for row in rows], None, None, warn=False)
-        return _build.build_preference(src, "trl", True, False, None)["rows"]
+        return _build.build_preference(src, "trl", True, False, None).rows
     raise ValueError(f"kind={kind!r} is not a TRL shape; accepted: 'training' (SFT rows) or 'preference' (DPO pairs)")
 
 
@@ -379,7 +377,7 @@ def tool_call_roundtrip(rows: Iterable[Any], format: str = "openai") -> dict[str
 def _gate_and_write(
     rows: list[dict],
     origins: list[int],
-    src: dict,
+    src: _build.Source,
     leak_report: dict,
     fmt: str,
     target: Path,
@@ -388,7 +386,7 @@ def _gate_and_write(
     extra_problems: list[dict] | None = None,
 ) -> dict[str, Any]:
     roundtrip = _gate.roundtrip_report(rows, fmt)
-    lines = src.get("lines")
+    lines = src.lines
     problems: list[dict[str, Any]] = []
     for bad in roundtrip["invalid"]:
         bad["output_row"] = bad["row"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from whileai.domain.rows.rollouts import SimulationData, as_row, check_rows, rea
 
 __all__ = [
     "MissingPolicyWarning",
+    "Source",
+    "Built",
     "resolve",
     "warn_missing_counts",
     "resolve_pairs",
@@ -31,37 +34,60 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class Source:
+    """What an export reads: its rows (or pairs), where they came from, and the policy to give them."""
+
+    rows: list[Any]
+    lines: list[int] | None = None  #: each row's line in its file (a file source)
+    path: Path | None = None  #: the file the rows came from
+    system_prompt: str | None = None
+    tools: list[Any] | None = None
+    rows_without_tools: int = 0  #: rows that carry no tools and that nothing (``tools=``) gives any
+    owned: bool = False  #: the rows were read here, so building may change them in place
+
+
+@dataclass(frozen=True)
+class Built:
+    """Rows built for an export: each one's origin (its source row), the conversion's counts and the leak report."""
+
+    rows: list[dict]
+    origins: list[int]
+    stats: dict[str, int]
+    leaks: dict[str, Any]  #: ``leak_report``'s answer, which the export report carries as it is
+    mismatches: list[dict] = field(default_factory=list)  #: preference pairs whose sides' prompts differ
+
+
 # ---------------------------------------------------------------------------
 # Sources and targets
 # ---------------------------------------------------------------------------
 
 
-def resolve(source: Any, system_prompt: str | None, tools: list | None, stacklevel: int) -> dict[str, Any]:
+def resolve(source: Any, system_prompt: str | None, tools: list | None, stacklevel: int) -> Source:
     """Rows (unscrubbed), their file lines, the source path and the profile to apply."""
     if isinstance(source, SimulationData):
-        return {
-            "rows": source.trajectories,
-            "lines": None,
-            "path": source.path,
-            "system_prompt": source.system_prompt if system_prompt is None else system_prompt,
-            "tools": source.tools if tools is None else tools,
-            "rows_without_tools": sum(1 for r in source.trajectories if not r.get("tools")) if tools is None else 0,
-        }
+        return Source(
+            rows=source.trajectories,
+            path=source.path,
+            system_prompt=source.system_prompt if system_prompt is None else system_prompt,
+            tools=source.tools if tools is None else tools,
+            rows_without_tools=sum(1 for r in source.trajectories if not r.get("tools")) if tools is None else 0,
+        )
+    lines: list[int] | None = None
     if isinstance(source, (str, os.PathLike)):
         rows, lines = read_rows(source)
-        src: dict[str, Any] = {"rows": rows, "lines": lines, "path": Path(source), "owned": True}
     elif isinstance(source, Iterable) and not isinstance(source, (bytes, Mapping)):
         rows = [as_row(item) for item in source]
         check_rows(rows)
-        src = {"rows": rows, "lines": None, "path": None}
     else:
         raise TypeError(
             f"source must be a SimulationData, a list of rows or trajectories, or a JSONL path; "
             f"got {type(source).__name__}"
         )
-    no_tools = warn_missing_policy(src["rows"], system_prompt, tools, stacklevel + 1)
-    src.update(system_prompt=system_prompt, tools=tools, rows_without_tools=no_tools)
-    return src
+    no_tools = warn_missing_policy(rows, system_prompt, tools, stacklevel + 1)
+    is_file = isinstance(source, (str, os.PathLike))
+    return Source(rows=rows, lines=lines, path=Path(source) if is_file else None, system_prompt=system_prompt,
+                  tools=tools, rows_without_tools=no_tools, owned=is_file)
 
 
 def warn_missing_policy(rows: list[dict], system_prompt: Any, tools: Any, stacklevel: int) -> int:
@@ -91,9 +117,8 @@ def warn_missing_counts(
         )
 
 
-def target(src: dict, output: Any, suffix: str) -> Path:
-    """Where to write: ``output``, else ``<name><suffix>`` beside a file source; never the source itself."""
-    path = src.get("path")
+def target(path: Path | None, output: Any, suffix: str) -> Path:
+    """Where to write: ``output``, else ``<name><suffix>`` beside the source file ``path``; never the source itself."""
     if output is None:
         if path is None:
             raise ValueError(
@@ -118,18 +143,18 @@ def target(src: dict, output: Any, suffix: str) -> Path:
 
 def resolve_pairs(
     pairs: Any, system_prompt: str | None, tools: list | None, warn: bool = True, stacklevel: int = 3
-) -> dict[str, Any]:
+) -> Source:
     """Pairs from a list or a JSONL file, every side checked against the row contract."""
     if isinstance(pairs, (str, os.PathLike)):
         rows, lines = jsonl.read_jsonl(pairs, what="preference pair")
-        src: dict[str, Any] = {"rows": rows, "lines": lines, "path": Path(pairs)}
+        src = Source(rows=rows, lines=lines, path=Path(pairs), system_prompt=system_prompt, tools=tools)
     elif isinstance(pairs, Iterable) and not isinstance(pairs, (bytes, Mapping)):
-        src = {"rows": list(pairs), "lines": None, "path": None}
+        src = Source(rows=list(pairs), system_prompt=system_prompt, tools=tools)
     else:
         raise TypeError(f"pairs must be a list of {{'chosen', 'rejected'}} pairs or a JSONL path; got {type(pairs).__name__}")
     problems = []
     sides = []
-    for index, pair in enumerate(src["rows"]):
+    for index, pair in enumerate(src.rows):
         if not isinstance(pair, Mapping) or "chosen" not in pair or "rejected" not in pair:
             problems.append(pair_problem(src, index, "a pair must be {'chosen': row, 'rejected': row, 'winner'?: ...}"))
             continue
@@ -140,8 +165,8 @@ def resolve_pairs(
             sides.append(row)
     if problems:
         fix = "each side is a rollout row or a message list; see docs/rows.md"
-        if src["path"] is not None:
-            raise jsonl.file_error(src["path"], problems, fix)
+        if src.path is not None:
+            raise jsonl.file_error(src.path, problems, fix)
         from whileai.domain.defaults import EXPORT_PROBLEMS_IN_MESSAGE
 
         shown = [f"  pair {p['row']}: {p['detail']}" for p in problems[:EXPORT_PROBLEMS_IN_MESSAGE]]
@@ -151,13 +176,12 @@ def resolve_pairs(
         raise RowFormatError(f"{bad} pair(s) are not valid; {fix}:\n" + "\n".join(shown), problems)
     if warn:
         warn_missing_policy(sides, system_prompt, tools, stacklevel + 1)
-    src.update(system_prompt=system_prompt, tools=tools)
     return src
 
 
-def pair_problem(src: dict, index: int, detail: str) -> dict[str, Any]:
-    line = src["lines"][index] if src["lines"] else None
-    return {"row": index, "line": line, "path": str(src["path"]) if src["path"] else None, "detail": detail}
+def pair_problem(src: Source, index: int, detail: str) -> dict[str, Any]:
+    line = src.lines[index] if src.lines else None
+    return {"row": index, "line": line, "path": str(src.path) if src.path else None, "detail": detail}
 
 
 def pair_from_openai(row: Any) -> Any:
@@ -177,7 +201,7 @@ def new_stats() -> dict[str, int]:
 
 
 def build_training(
-    src: dict,
+    src: Source,
     mask_mode: Any,
     strip_think: bool,
     unroll: bool,
@@ -185,8 +209,8 @@ def build_training(
     fmt: str = "openai",
     start: int = 0,
     one_shape: bool | None = None,
-) -> dict[str, Any]:
-    """Training rows of ``src["rows"]`` and each one's origin (the index of its source row, from ``start``).
+) -> Built:
+    """Training rows of ``src.rows`` and each one's origin (the index of its source row, from ``start``).
 
     ``one_shape`` is for TRL rows built a chunk at a time: None turns every row
     to prompt/completion when the rows mix the two shapes (a file holds one),
@@ -194,8 +218,8 @@ def build_training(
     """
     mode = _shape.check_mask_mode(mask_mode)
     cap = _shape.check_cap(cap)
-    system_prompt, tools = src["system_prompt"], src["tools"]
-    copy_all = not src.get("owned", False)
+    system_prompt, tools = src.system_prompt, src.tools
+    copy_all = not src.owned
     to_dict = fmt == "trl"
     stats = new_stats()
     dropped = 0
@@ -203,7 +227,7 @@ def build_training(
     origins: list[int] = []
     leaks: list[dict] = []
     checked = 0
-    for index, raw in enumerate(src["rows"], start):
+    for index, raw in enumerate(src.rows, start):
         row = with_profile(raw, system_prompt, tools)
         before = (stats["tool_output_truncated"], stats["tool_output_chars_cut"])
         messages, assistant_at, ask = _shape.convert_messages(
@@ -238,10 +262,10 @@ def build_training(
         out, origins = _shape.to_prompt_completion(out, origins)  # one shape per file
     stats["no_assistant_dropped"] = dropped
     stats["unrolled_samples"] = len(out) if unroll else 0
-    return {"rows": out, "origins": origins, "stats": stats, "leaks": leak_report(leaks, checked, len(src["rows"]))}
+    return Built(rows=out, origins=origins, stats=stats, leaks=leak_report(leaks, checked, len(src.rows)))
 
 
-def build_preference(src: dict, fmt: str, drop_ties: bool, strip_think: bool, cap: int | None) -> dict[str, Any]:
+def build_preference(src: Source, fmt: str, drop_ties: bool, strip_think: bool, cap: int | None) -> Built:
     to_dict = fmt == "trl"
     stats = {**new_stats(), "ties_dropped": 0, "no_completion_dropped": 0}
     out: list[dict] = []
@@ -249,14 +273,14 @@ def build_preference(src: dict, fmt: str, drop_ties: bool, strip_think: bool, ca
     leaks: list[dict] = []
     mismatches: list[dict] = []
     checked = considered = 0
-    for index, pair in enumerate(src["rows"]):
+    for index, pair in enumerate(src.rows):
         if pair.get("winner") == "tie" and drop_ties:
             stats["ties_dropped"] += 1
             continue
         sides = {}
         for side in ("chosen", "rejected"):
             raw = as_row(pair[side])
-            row = with_profile(raw, src["system_prompt"], src["tools"])
+            row = with_profile(raw, src.system_prompt, src.tools)
             messages, _, _ = _shape.convert_messages(
                 row["messages"], strip_think=strip_think, cap=cap, to_dict=to_dict, stats=stats
             )
@@ -291,8 +315,8 @@ def build_preference(src: dict, fmt: str, drop_ties: bool, strip_think: bool, ca
         out.append(line)
         origins.append(index)
     stats["prompt_mismatch_dropped"] = len(mismatches)
-    return {"rows": out, "origins": origins, "stats": stats, "mismatches": mismatches,
-            "leaks": leak_report(leaks, checked, considered)}
+    return Built(rows=out, origins=origins, stats=stats, mismatches=mismatches,
+                 leaks=leak_report(leaks, checked, considered))
 
 
 def leak_report(leaks: list[dict], checked: int, total: int) -> dict[str, Any]:

@@ -53,7 +53,7 @@ def export_training_file(
 
     path = Path(source)
     try:
-        target = _build.target({"path": path}, output, ".train.jsonl")
+        target = _build.target(path, output, ".train.jsonl")
     except (TypeError, ExportValidationError):
         target = None  # raised again once the file is read, where the whole-file path raises it
     mode = _shape.check_mask_mode(mask_mode)
@@ -73,7 +73,7 @@ def export_training_file(
             state["no_system"], state["no_tools"], rows_in, system_prompt, tools, stacklevel + 1
         )
         if target is None:
-            _build.target({"path": path}, output, ".train.jsonl")  # raises what it raised above
+            _build.target(path, output, ".train.jsonl")  # raises what it raised above
         report = _training_report(state, target, fmt, mode, strip_think, unroll, cap)
         problems = _located_problems(state)
         leaks = _build.leak_report(state["leaks"], state["checked"], rows_in)
@@ -173,10 +173,10 @@ def _one_pass(
             state["no_tools"] += sum(1 for r in values if not r.get("tools"))
         if writer is None:
             continue
-        src = {"rows": values, "system_prompt": system_prompt, "tools": tools, "owned": True}
+        src = _build.Source(rows=values, system_prompt=system_prompt, tools=tools, owned=True)
         built = _build.build_training(src, mode, strip_think, unroll, cap, fmt, start=base, one_shape=one_shape)
         del values, src
-        rows = built["rows"]
+        rows = built.rows
         if fmt == "trl" and not one_shape:
             shapes[0] = shapes[0] or any("messages" in r for r in rows)
             shapes[1] = shapes[1] or any("completion" in r for r in rows)
@@ -192,22 +192,22 @@ def _one_pass(
         raise jsonl.file_error(source, bad_rows, _ROW_FIX)
     if state["stats"] is None:  # no rows: the counts of an empty build
         state["stats"] = _build.build_training(
-            {"rows": [], "system_prompt": system_prompt, "tools": tools, "owned": True},
+            _build.Source(rows=[], system_prompt=system_prompt, tools=tools, owned=True),
             mode, strip_think, unroll, cap, fmt,
-        )["stats"]
+        ).stats
     return state
 
 
-def _count_chunk(state: dict[str, Any], built: dict[str, Any], lines: list[int], base: int, fmt: str) -> bool:
+def _count_chunk(state: dict[str, Any], built: _build.Built, lines: list[int], base: int, fmt: str) -> bool:
     """Add one built chunk to the pass's counts: its stats, its calls that do not round-trip, its leaks;
     True when it has either (``base`` is the chunk's first row, ``lines`` its rows' lines in the file)."""
-    rows, origins = built["rows"], built["origins"]
+    rows, origins = built.rows, built.origins
     if state["first_is_completion"] is None and rows:
         state["first_is_completion"] = "completion" in rows[0]
     if state["stats"] is None:
-        state["stats"] = built["stats"]
+        state["stats"] = built.stats
     else:
-        for key, value in built["stats"].items():
+        for key, value in built.stats.items():
             state["stats"][key] += value
     roundtrip = _gate.roundtrip_report(rows, fmt)
     state["calls"] += roundtrip["calls"]
@@ -217,7 +217,7 @@ def _count_chunk(state: dict[str, Any], built: dict[str, Any], lines: list[int],
         state["invalid"].append(bad)
         state["roundtrip_problems"].append(_gate.roundtrip_problem(bad))
         state["roundtrip_lines"].append(lines[bad["row"] - base])
-    leak_report = built["leaks"]
+    leak_report = built.leaks
     state["checked"] += leak_report["checked"]
     for leak in leak_report["leaks"]:
         state["leaks"].append(leak)
