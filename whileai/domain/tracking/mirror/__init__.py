@@ -39,7 +39,7 @@ import queue
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from whileai.core import defaults as core_defaults
 from whileai.core.errors import MirrorWarning, TrainingConfigError
@@ -49,7 +49,7 @@ from whileai.domain.tracking.mirror._forget import forget_mirrors
 from whileai.domain.tracking.mirror._offline import keep_local
 from whileai.domain.tracking.mirror._place import account_folder, current_account
 
-__all__ = ["Sink", "Mirrors", "open_mirrors", "mirror_problems", "final_fields", "forget_mirrors", "PACKAGES"]
+__all__ = ["Sink", "MirrorState", "Mirrors", "open_mirrors", "mirror_problems", "final_fields", "forget_mirrors", "PACKAGES"]
 
 #: tracker -> (the module it imports, the pip package that provides it)
 PACKAGES: dict[str, tuple[str, str]] = {"wandb": ("wandb", "wandb"), "mlflow": ("mlflow", "mlflow-skinny"),
@@ -67,6 +67,21 @@ class Sink(Protocol):
     def log(self, step: int, metrics: Mapping[str, float]) -> None: ...
 
     def finish(self, status: str, final: Mapping[str, Any]) -> None: ...
+
+
+class MirrorState(TypedDict, total=False):
+    """One tracker's state as the run's summary shows it under ``mirrors``."""
+
+    to: str  #: where its data goes (``Sink.where``); absent when it failed to open
+    status: str  #: ``mirroring``, ``closed``, ``failed to open``, ``failed to close`` or ``not closed``
+    points: int  #: points it took
+    errors: int
+    last_error: str
+    dropped: int  #: points dropped because the mirrors' queue was full (MIRROR_QUEUE_MAX)
+
+
+#: what ``note`` is handed: each tracker's state by its name
+MirrorNote = Callable[[dict[str, MirrorState]], None]
 
 
 def mirror_problems(names: Sequence[str]) -> list[str]:
@@ -100,7 +115,7 @@ def _opener(name: str) -> Callable[..., Sink]:
 
 
 def open_mirrors(names: Sequence[str], *, run_id: str, name: str | None, url: str, config: Mapping[str, Any],
-                 note: Callable[[dict[str, Any]], None] | None = None, client: Any = None) -> Mirrors:
+                 note: MirrorNote | None = None, client: Any = None) -> Mirrors:
     """Open a tracker run for each of ``names`` (``report_to``); raises TrainingConfigError when a package is missing.
 
     ``config`` is the resolved spec; ``note(state)`` puts the mirrors' state on the run's summary (called
@@ -115,7 +130,7 @@ def open_mirrors(names: Sequence[str], *, run_id: str, name: str | None, url: st
     folder = account_folder(current_account(client))
     full = {**config, "whileai_run_id": run_id, "whileai_url": url}
     sinks: list[Sink] = []
-    state: dict[str, dict[str, Any]] = {}
+    state: dict[str, MirrorState] = {}
     for tracker in names:
         try:
             sink = _opener(tracker)(run_id=run_id, name=name or run_id, url=url, config=full, folder=folder)
@@ -173,8 +188,8 @@ def final_fields(summary: Mapping[str, Any], status: str, run_id: str, url: str,
 class Mirrors:
     """The run's opened mirrors, fed on a thread of their own: :meth:`log` never blocks and never raises."""
 
-    def __init__(self, sinks: list[Sink], state: dict[str, dict[str, Any]], *, run_id: str, url: str,
-                 note: Callable[[dict[str, Any]], None] | None = None):
+    def __init__(self, sinks: list[Sink], state: dict[str, MirrorState], *, run_id: str, url: str,
+                 note: MirrorNote | None = None):
         self.sinks = sinks
         self.state = state
         self.run_id = run_id
@@ -205,7 +220,7 @@ class Mirrors:
         except queue.Full:
             self.dropped += 1
 
-    def finish(self, status: str, summary: Mapping[str, Any], error: str | None = None) -> dict[str, dict[str, Any]]:
+    def finish(self, status: str, summary: Mapping[str, Any], error: str | None = None) -> dict[str, MirrorState]:
         """Send what is queued, then the final fields and the status, and close every mirror; returns the state.
 
         Waits at most MIRROR_FINISH_TIMEOUT_S. Calling it again does nothing.
@@ -262,7 +277,7 @@ class Mirrors:
         if self._note is None:
             return
         try:
-            self._note({name: dict(entry) for name, entry in self.state.items()})
+            self._note({name: entry.copy() for name, entry in self.state.items()})
         except Exception:  # noqa: BLE001 - the record of the mirrors is itself telemetry
             pass
 
