@@ -22,7 +22,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.core.errors import RowFormatError
 
@@ -30,8 +30,8 @@ from whileai.domain import defaults
 from whileai.domain.rows.bfcl_multi_turn import multi_turn_shape
 from whileai.domain.rows.datagate import TOOL_NAME, map_schema, wire_name
 
-__all__ = ["from_bfcl", "from_bfcl_folder", "bfcl_data_folder", "bfcl_category", "BfclRows", "bfcl_tool",
-           "bfcl_gold", "BFCL_AST_CATEGORIES", "BFCL_REFUSED_CATEGORIES", "bfcl_category_problem",
+__all__ = ["from_bfcl", "from_bfcl_folder", "bfcl_data_folder", "bfcl_category", "BfclRows", "BfclReport",
+           "LeftOutQuestion", "bfcl_tool", "bfcl_gold", "BFCL_AST_CATEGORIES", "BFCL_REFUSED_CATEGORIES", "bfcl_category_problem",
            "bfcl_categories_problem"]
 
 #: BFCL's single-turn Python categories that its AST checker (or, for irrelevance, its no-call rule) scores
@@ -94,10 +94,29 @@ def bfcl_category_problem(category: str, folder: str | os.PathLike | None = None
     return f"{category!r} is not a BFCL category{hint}{supported}"
 
 
+class LeftOutQuestion(TypedDict):
+    """A question no row was made of: its BFCL id, its line in the questions file, and why."""
+
+    id: str
+    line: int
+    why: str
+
+
+class BfclReport(TypedDict, total=False):
+    """What a conversion mapped and left out (``BfclRows.report``)."""
+
+    questions: int  #: questions read
+    rows: int  #: rows made
+    left_out: list[LeftOutQuestion]
+    tool_names_mapped: int  #: tool names changed to fit the OpenAI wire
+    types_mapped: dict[str, int]  #: schema types mapped to JSON Schema's, by BFCL's type name (one category)
+    categories: dict[str, BfclReport]  #: each category's own report (``from_bfcl_folder``)
+
+
 class BfclRows(list):
     """The converted rows (a plain list of dicts) with ``report``: what was mapped, expanded or left out."""
 
-    report: dict[str, Any]
+    report: BfclReport
 
 
 def _read(path: str | os.PathLike, what: str) -> list[tuple[int, dict[str, Any]]]:
@@ -229,7 +248,7 @@ def bfcl_data_folder() -> Path | None:
 def _no_call_rows(questions: str | os.PathLike, category: str, counts: dict[str, int]) -> BfclRows:
     """An irrelevance category's rows: none of the offered functions fits, so the reference reply calls none."""
     rows = BfclRows()
-    left_out: list[dict[str, Any]] = []
+    left_out: list[LeftOutQuestion] = []
     for line_no, entry in _read(questions, "questions"):
         problems: list[str] = []
         tools = [bfcl_tool(fn, counts, problems) for fn in entry.get("function") or []]
@@ -277,7 +296,7 @@ def from_bfcl(questions: str | os.PathLike, answers: str | os.PathLike | None = 
                          "has none")
     truth = {entry["id"]: entry for _, entry in _read(answers, "answers")}
     rows = BfclRows()
-    left_out: list[dict[str, Any]] = []
+    left_out: list[LeftOutQuestion] = []
     for line_no, entry in _read(questions, "questions"):
         answer = truth.get(entry["id"])
         if multi_turn_shape(entry, answer):  # a multi-turn file under a name that does not say so
@@ -321,8 +340,8 @@ def from_bfcl(questions: str | os.PathLike, answers: str | os.PathLike | None = 
 
 
 def _reported(rows: BfclRows, counts: dict[str, int]) -> BfclRows:
-    rows.report.update(tool_names_mapped=counts.pop("tool_names_mapped", 0),
-                       types_mapped={k.removeprefix("type_"): v for k, v in sorted(counts.items())})
+    rows.report["tool_names_mapped"] = counts.pop("tool_names_mapped", 0)
+    rows.report["types_mapped"] = {k.removeprefix("type_"): v for k, v in sorted(counts.items())}
     return rows
 
 
@@ -355,7 +374,7 @@ def from_bfcl_folder(folder: str | os.PathLike, categories: list[str] | tuple[st
                                 "`pip install --no-deps bfcl-eval`) and categories it has (BFCL's AST categories: "
                                 f"{', '.join(BFCL_AST_CATEGORIES)})")
     rows = BfclRows()
-    reports: dict[str, dict[str, Any]] = {}
+    reports: dict[str, BfclReport] = {}
     for category in categories:
         part = from_bfcl(base / f"BFCL_v4_{category}.json", base / "possible_answer" / f"BFCL_v4_{category}.json",
                          category)
