@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.domain import defaults
 from whileai.domain.rows.actions import action_matches, first_action, json_equal, parse_arguments
@@ -40,6 +40,8 @@ from whileai.domain.judges.scoring import (  # noqa: F401  (the judge contract a
 
 __all__ = [
     "Judge",
+    "FirstActionVerdict",
+    "JudgeTrust",
     "first_action_judge",
     "make_first_action_judge",
     "judge_reply",
@@ -61,7 +63,15 @@ __all__ = [
 # ---------------------------------------------------------------------------
 
 
-def first_action_judge(row: Mapping[str, Any]) -> dict[str, Any]:
+class FirstActionVerdict(TypedDict):
+    """The first-action judge's answer: 1.0 or 0.0 (a share with partial credit), whether it passed, and why."""
+
+    reward: float
+    passed: bool
+    reason: str
+
+
+def first_action_judge(row: Mapping[str, Any]) -> FirstActionVerdict:
     """Deterministic judge: the row's first assistant action against its ``gold``.
 
     Every gold form of docs/rows.md is read: acceptable ``values`` per argument,
@@ -128,7 +138,7 @@ def make_first_action_judge(*, ignore_arguments: tuple[str, ...] | list[str] = (
     def _drop(value: Any) -> Any:
         return {k: v for k, v in value.items() if k not in ignored} if isinstance(value, Mapping) else value
 
-    def judge(row: Mapping[str, Any]) -> dict[str, Any]:
+    def judge(row: Mapping[str, Any]) -> FirstActionVerdict:
         row = row if isinstance(row, Mapping) else rows_of([row])[0]
         gold = row.get("gold")
         if gold is None:
@@ -226,7 +236,30 @@ def _kappa(tp: int, fp: int, fn: int, tn: int) -> float | None:
     return (observed - expected) / (1 - expected)
 
 
-def judge_trust(rows: Any, judge: Judge, threshold: float | None = None) -> dict[str, Any]:
+class Disagreement(TypedDict):
+    """A labelled row the judge called the other way: its index, its label, the judge's verdict and reward."""
+
+    index: int
+    label: bool
+    judge: bool
+    reward: float
+
+
+class JudgeTrust(TypedDict):
+    """``judge_trust``'s answer (see there)."""
+
+    n: int
+    accuracy: float
+    kappa: float | None
+    confusion: dict[str, int]
+    judge_pass_rate: float
+    label_pass_rate: float
+    unlabelled: int
+    disagreements: list[Disagreement]
+    judge: str
+
+
+def judge_trust(rows: Any, judge: Judge, threshold: float | None = None) -> JudgeTrust:
     """How far to trust ``judge``: its verdicts against the rows' own ``passed`` labels.
 
     Returns ``n`` (labelled rows compared), ``accuracy``, Cohen's ``kappa``
@@ -247,7 +280,7 @@ def judge_trust(rows: Any, judge: Judge, threshold: float | None = None) -> dict
         )
     verdicts = _score([r for _, r in labelled], judge, threshold)
     tp = fp = fn = tn = 0
-    disagreements = []
+    disagreements: list[Disagreement] = []
     for (index, row), (reward, passed, _extra) in zip(labelled, verdicts):
         label = row["passed"]
         if passed and label:
