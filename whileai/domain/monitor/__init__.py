@@ -56,7 +56,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -79,6 +79,14 @@ if TYPE_CHECKING:
 
 __all__ = ["HackMonitor", "format_hack_monitor", "episode_sampler", "episode_gold_judge", "PlayedEpisode",
            "GOLD_CHECKS"]
+
+
+class _Stopped(TypedDict):
+    """Where the monitor stopped training (the summary's ``stopped``): the step, the alarm's kind and its message."""
+
+    step: int
+    kind: str
+    reason: str
 
 
 @dataclass
@@ -230,7 +238,7 @@ class _HackMonitor:
         self._markers: set[str] = set()
         self._length: dict[str, Any] | None = None
         self._payments: dict[str, dict[str, float | str]] = {}
-        self._stopped: dict[str, Any] | None = None
+        self._stopped: _Stopped | None = None
         self._reference: Any = None
         self._length_unit: str | None = None
         self._tokenizer: Any = None
