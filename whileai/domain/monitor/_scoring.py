@@ -219,7 +219,7 @@ def _noop(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
-def accepted(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+def accepted(fn: Callable[..., Any], kwargs: dict[str, object]) -> dict[str, object]:
     """The keyword arguments of ``kwargs`` that ``fn`` takes (all of them when it takes ``**kwargs``)."""
     try:
         params = inspect.signature(fn).parameters.values()
@@ -258,7 +258,7 @@ def call_proxy(proxy: Callable[..., Any], held: Sequence[sampling_.HeldOut], tex
     """
     prompts = [h.prompt for h, ts in zip(held, texts) for _ in ts]
     names = sorted({key for h in held for key in h.columns})
-    kwargs: dict[str, Any] = {key: [h.columns.get(key) for h, ts in zip(held, texts) for _ in ts] for key in names}
+    kwargs: dict[str, object] = {key: [h.columns.get(key) for h, ts in zip(held, texts) for _ in ts] for key in names}
     kwargs.update(prompts=prompts, completions=completions, trainer_state=state, log_extra=_noop, log_metric=_noop)
     if completion_ids is not None:
         kwargs["completion_ids"] = [c for cs in completion_ids for c in cs]
