@@ -10,6 +10,7 @@ from typing import Any
 
 from whileai.core.jobrow import JobPlatform, ResolvedJudge
 from whileai.core.spec import RunSpec
+from whileai.jobs._training_fields import BaseNotes, BaseWeights
 
 from whileai.jobs._environment import device
 from whileai.core import defaults as core_defaults
@@ -177,24 +178,23 @@ def load_policy(spec: RunSpec) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def use_run_tool_format(tokenizer: Any, spec: RunSpec) -> dict[str, Any]:
+def use_run_tool_format(tokenizer: Any, spec: RunSpec) -> None:
     """Put the run's tool convention (``tool_format``) on a tokenizer the job loaded itself (the reward model's)."""
     from whileai.kit import use_tool_format
 
-    decided: dict[str, Any] = use_tool_format(tokenizer, spec.tool_format)
-    return decided
+    use_tool_format(tokenizer, spec.tool_format)
 
 
-def base_notes(spec: RunSpec, tokenizer: Any) -> dict[str, Any]:
-    """What the run records of its base beyond its name: the tool convention used, and a GGUF base's import.
+def base_notes(spec: RunSpec, tokenizer: Any) -> BaseNotes:
+    """What the run records of its base beyond its name: the tool convention used, a GGUF base's import, and
+    which bytes the base is (:class:`~whileai.jobs._training_fields.BaseNotes`).
 
-    ``tool_format``: ``{"requested", "used", "renders_tools", "why", "parser"}``
-    (``whileai.kit.use_tool_format``); ``base_import``: the GGUF file, its SHA-256,
-    its quantisation and the folder it was imported into (``whileai.kit.gguf_record``).
+    ``tool_format``: the tokenizer's ``ToolFormat`` (``whileai.kit.use_tool_format``); ``base_import``: the GGUF
+    file, its SHA-256, its quantisation and the folder it was imported into (``whileai.kit.gguf_record``).
     """
     from whileai.kit import gguf_record
 
-    notes: dict[str, Any] = {}
+    notes: BaseNotes = {}
     decided = getattr(tokenizer, "whileai_tool_format", None)
     if decided:
         notes["tool_format"] = dict(decided)
@@ -205,7 +205,7 @@ def base_notes(spec: RunSpec, tokenizer: Any) -> dict[str, Any]:
     return notes
 
 
-def base_weights(spec: RunSpec, gguf: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def base_weights(spec: RunSpec, gguf: Mapping[str, Any] | None = None) -> BaseWeights:
     """The bytes this job's base is: ``{"sha256", "of"}``, the SHA-256 of a GGUF base's file or of a folder's
     weights (``whileai.kit.weights_digest``: the kit base's packaged weights, a merged export, a hub snapshot in
     the local cache). ``sha256`` is None, with ``why``, where the bytes cannot be read; a run is never stopped
@@ -251,12 +251,11 @@ def lora_config(spec: RunSpec, task_type: str = "CAUSAL_LM") -> Any:
     """LoRA on every linear projection with the run's rank and alpha (lora_rank / lora_alpha)."""
     from peft import LoraConfig
 
-    kwargs: dict[str, Any] = {}
-    if task_type == "SEQ_CLS":
-        kwargs["modules_to_save"] = ["score"]  # the freshly initialised head must be saved with the adapter
     from whileai.jobs.trainer_config import lora_settings
 
-    return LoraConfig(**lora_settings(spec), task_type=task_type, **kwargs)
+    # the freshly initialised head of a classifier must be saved with the adapter (None: PEFT's default, none)
+    return LoraConfig(**lora_settings(spec), task_type=task_type,
+                      modules_to_save=["score"] if task_type == "SEQ_CLS" else None)
 
 
 def max_length(model: Any, episodes: bool = False) -> int:

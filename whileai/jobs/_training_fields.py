@@ -3,15 +3,15 @@
 ``body.run_job`` writes the summary as JSON (``run.note(training=...)``) and returns it. Each piece here goes
 into that JSON as it is, key for key, so each is a TypedDict: what a method's ``fit`` adds (:class:`FitFields`;
 ``rm.RMFit`` and ``grpo.GRPOFit`` add their own beside it), the held-out outcomes and how sure the result is
-(:class:`HeldOutStats`), what the data gates mapped (:class:`DataGates`) and the ``resumed`` note of a run
-continued from a checkpoint (:class:`ResumedNote`).
+(:class:`HeldOutStats`), what the data gates mapped (:class:`DataGates`), the ``resumed`` note of a run
+continued from a checkpoint (:class:`ResumedNote`) and what the run records of its base (:class:`BaseNotes`).
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
-__all__ = ["FitFields", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote"]
+__all__ = ["FitFields", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote", "BaseWeights", "BaseNotes"]
 
 
 class FitFields(TypedDict, total=False):
@@ -61,3 +61,21 @@ class ResumedNote(TypedDict, total=False):
     earlier_seconds: float  # the interrupted jobs' time, which the run's seconds (and so its cost) count
     from_step: int
     times: int
+
+
+class BaseWeights(TypedDict):
+    """Which bytes the base is: their SHA-256 and what was hashed, or None and why they could not be read."""
+
+    sha256: str | None
+    of: NotRequired[str]  # the GGUF file, or the folder whose weights were hashed
+    why: NotRequired[str]  # where sha256 is None: the error that kept the bytes from being read
+
+
+class BaseNotes(TypedDict, total=False):
+    """What the run records of its base beyond its name (``_loading.base_notes``); ``base_weights`` always."""
+
+    #: the tool convention the tokenizer was given: ``whileai.kit.use_tool_format``'s answer (requested, used,
+    #: renders_tools, why, parser), strings and a flag
+    tool_format: dict[str, str | bool]
+    base_import: dict[str, Any]  # a GGUF base's import record (``whileai.kit.gguf_record``), its JSON
+    base_weights: BaseWeights
