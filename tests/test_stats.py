@@ -103,6 +103,9 @@ def test_the_smallest_significant_change_is_the_first_count_mcnemar_calls_signif
     assert few["min_change"] is None and "no result on 2 held-out prompt(s) can be significant" in few["warning"]
     many = holdout_power(40)
     assert many["warning"] is None and many["min_change"] == 6 and "(a gain of 0.150)" in many["text"]
+    assert "prompts (more rows, or a larger dataset.holdout share), or drop" in few["warning"]
+    own = holdout_power(2, growth="more entries")["warning"]
+    assert "prompts (more entries), or drop" in own and "dataset.holdout" not in own
 
 
 def test_one_rate_format_for_every_surface():

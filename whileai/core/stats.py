@@ -284,12 +284,14 @@ def smallest_significant_change(n: int, alpha: float | None = None) -> int | Non
     return None
 
 
-def holdout_power(n: int, alpha: float | None = None, unit: str = "prompt") -> dict[str, Any]:
+def holdout_power(n: int, alpha: float | None = None, unit: str = "prompt",
+                  growth: str = "more rows, or a larger dataset.holdout share") -> dict[str, Any]:
     """What a held-out set of ``n`` prompts (or pairs: ``unit``) can show, before anything is trained.
 
     ``{"n", "unit", "alpha", "min_change", "min_gain", "text", "warning"}``: ``min_change`` units (and
     ``min_gain``, that count as a share of n) is the smallest change exact McNemar can call
-    significant at ``alpha``; ``warning`` is a sentence when no result can be (None otherwise).
+    significant at ``alpha``; ``warning`` is a sentence when no result can be (None otherwise), whose fix
+    names ``growth``: what gives the held-out side more (the caller knows how its data is cut).
     """
     level = defaults.STATS_ALPHA if alpha is None else float(alpha)
     k = smallest_significant_change(n, level)
@@ -302,7 +304,7 @@ def holdout_power(n: int, alpha: float | None = None, unit: str = "prompt") -> d
         out["text"] = f"{n} held-out {units}: no change on them can be significant at p < {level:g} (exact McNemar)"
         out["warning"] = (f"no result on {n} held-out {units} can be significant at p < {level:g}: exact McNemar "
                           f"needs at least {need} {unit}s that change the same way. Give the held-out side more "
-                          f"{unit}s (more rows, or a larger dataset.holdout share), or drop "
+                          f"{unit}s ({growth}), or drop "
                           f"expect.holdout_gain_significant")
     else:
         out["text"] = (f"{n} held-out {units}: the smallest change that can be significant at p < {level:g} "

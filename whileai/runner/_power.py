@@ -20,8 +20,6 @@ from whileai.runner.schema import Dataset
 
 __all__ = ["heldout_prompts", "heldout_pairs", "power_note", "unjudged_cause", "OWN_SPLIT_GROWTH"]
 
-#: how ``holdout_power``'s warning says to grow the held-out side of a cut that draws ``dataset.holdout`` of the tasks
-_DRAWN_GROWTH = "(more rows, or a larger dataset.holdout share)"
 #: what grows the held-out side of a dataset cut by its own split, which reads no share (``dataset=bfcl_episodes``:
 #: BFCL's split by scenario, whose share is BFCL_MULTI_TURN_HOLDOUT): more of its entries
 OWN_SPLIT_GROWTH = ("more entries: a larger dataset.tasks, or null to read every entry, or more dataset.categories; "
@@ -92,15 +90,14 @@ def power_note(held_rows: Sequence[Mapping[str, Any]], spec: RunSpec,
     (the level tested at; STATS_ALPHA otherwise); ``data`` the spec's dataset, whose cut decides what the
     warning says grows the held-out side (a dataset cut by its own split reads no ``dataset.holdout``).
     """
+    growth = {"growth": OWN_SPLIT_GROWTH} if _own_split(data) else {}  # else holdout_power's: a larger share
     if isinstance(spec, RMSpec):  # a reward model is measured on held-out pairs, not prompts
-        found = holdout_power(heldout_pairs(list(held_rows), spec), significant, unit="pair")
+        found = holdout_power(heldout_pairs(list(held_rows), spec), significant, unit="pair", **growth)
         cause = None
     else:
-        found = holdout_power(heldout_prompts(list(held_rows), spec.holdout_rows), significant)
+        found = holdout_power(heldout_prompts(list(held_rows), spec.holdout_rows), significant, **growth)
         cause = unjudged_cause(list(held_rows), data)
     few = found["warning"]
-    if few and _own_split(data):
-        few = few.replace(_DRAWN_GROWTH, f"({OWN_SPLIT_GROWTH})")
     warning = cause or few  # the cause, not "more rows": more rows like these would give nothing either
     if warning and significant is not None:
         warning += " (this spec's expect.holdout_gain_significant will fail)"
