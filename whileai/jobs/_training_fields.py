@@ -4,14 +4,16 @@
 into that JSON as it is, key for key, so each is a TypedDict: what a method's ``fit`` adds (:class:`FitFields`;
 ``rm.RMFit`` and ``grpo.GRPOFit`` add their own beside it), the held-out outcomes and how sure the result is
 (:class:`HeldOutStats`), what the data gates mapped (:class:`DataGates`), the ``resumed`` note of a run
-continued from a checkpoint (:class:`ResumedNote`) and what the run records of its base (:class:`BaseNotes`).
+continued from a checkpoint (:class:`ResumedNote`), what the run records of its base (:class:`BaseNotes`) and
+what the trainer really ran with (:class:`TrainerSetup`).
 """
 
 from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
-__all__ = ["FitFields", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote", "BaseWeights", "BaseNotes"]
+__all__ = ["FitFields", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote", "BaseWeights", "BaseNotes",
+           "TrainerSetup"]
 
 
 class FitFields(TypedDict, total=False):
@@ -79,3 +81,15 @@ class BaseNotes(TypedDict, total=False):
     tool_format: dict[str, str | bool]
     base_import: dict[str, Any]  # a GGUF base's import record (``whileai.kit.gguf_record``), its JSON
     base_weights: BaseWeights
+
+
+class TrainerSetup(TypedDict, total=False):
+    """What the trainer really runs with, read from its arguments and model (``system.setup``; the run's ``setup``
+    note, and the summary's LoRA rank and batch sizes). A key is missing where the trainer does not say."""
+
+    base_model: str
+    lora_rank: int
+    lora_alpha: int | None
+    batch_per_device: int
+    gradient_accumulation: int
+    batch_size: int  # the effective batch: per device x accumulation x processes

@@ -25,7 +25,7 @@ from whileai.core.jobrow import JobPlatform
 from whileai.core.spec import RunSpec, read_spec
 from whileai.jobs import _kept_measure
 from whileai.jobs._measure import HeldOutMeasure
-from whileai.jobs._training_fields import DataGates, FitFields, HeldOutStats, ResumedNote
+from whileai.jobs._training_fields import DataGates, FitFields, HeldOutStats, ResumedNote, TrainerSetup
 from whileai.domain.tracking import TrainingRun
 
 if TYPE_CHECKING:
@@ -281,7 +281,7 @@ class _Trained:
     model: Any
     extra: FitFields
     seconds: float
-    setup: dict[str, Any]
+    setup: TrainerSetup
 
 
 def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,

@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from whileai.jobs import defaults
+from whileai.jobs._training_fields import TrainerSetup
 
 __all__ = ["SystemMetrics", "sample", "setup"]  # noqa: F822  (SystemMetrics: module __getattr__)
 
@@ -54,9 +55,9 @@ def sample(process: Any = None) -> dict[str, float]:
     return out
 
 
-def setup(args: Any, model: Any, base_model: str | None = None) -> dict[str, Any]:
-    """The trainer's effective settings: ``base_model``, ``lora_rank``, ``lora_alpha``, batch sizes, device."""
-    out: dict[str, Any] = {}
+def setup(args: Any, model: Any, base_model: str | None = None) -> TrainerSetup:
+    """The trainer's effective settings: ``base_model``, ``lora_rank``, ``lora_alpha``, batch sizes."""
+    out: TrainerSetup = {}
     if base_model:
         out["base_model"] = base_model
     configs = getattr(model, "peft_config", None)
@@ -86,7 +87,7 @@ def _define() -> type:
 
             self.run = run
             self.base_model = base_model
-            self.setup: dict[str, Any] = {}
+            self.setup: TrainerSetup = {}
             self.every_s = float(every_s)
             self._process = psutil.Process()
             self._last = -float("inf")
