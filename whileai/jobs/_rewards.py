@@ -28,6 +28,7 @@ from typing import Any, cast
 from whileai.core.spec import GRPOSpec
 from whileai.domain import defaults
 from whileai.jobs._measure import HeldOutMeasure
+from whileai.jobs._training_fields import RewardVsExact
 
 __all__ = ["first_action_reward", "reward_functions", "proxy_reward", "reply_text", "proxy_vs_gold",
            "reward_search_path"]
@@ -113,7 +114,7 @@ def tallied(paid: Reward, exact: Reward, tally: list[float]) -> Reward:
     never the step.
     """
 
-    def judge(kwargs: dict[str, Any]) -> None:
+    def judge(kwargs: dict[str, object]) -> None:  # the reward's keyword arguments, handed on unread
         try:
             verdicts = [float(v) for v in exact(**kwargs)]
         except Exception:  # noqa: BLE001 (a figure beside the reward must never stop training)
@@ -258,7 +259,7 @@ def proxy_reward(funcs: Sequence[Reward], weights: Sequence[float]) -> Reward:
     return reward
 
 
-def proxy_vs_gold(before: HeldOutMeasure | None, after: HeldOutMeasure | None) -> dict[str, Any] | None:
+def proxy_vs_gold(before: HeldOutMeasure | None, after: HeldOutMeasure | None) -> RewardVsExact | None:
     """The held-out reward against the exact judge, before and after, on the same prompts; None without both.
 
     Per prompt, ``gap_change`` is (reward after - before) - (exact after - before): how much more the reward

@@ -5,7 +5,8 @@ into that JSON as it is, key for key, so each is a TypedDict: what a method's ``
 ``rm.RMFit`` and ``grpo.GRPOFit`` add their own beside it), the held-out outcomes and how sure the result is
 (:class:`HeldOutStats`), what the data gates mapped (:class:`DataGates`), the ``resumed`` note of a run
 continued from a checkpoint (:class:`ResumedNote`), what the run records of its base (:class:`BaseNotes`) and
-what the trainer really ran with (:class:`TrainerSetup`).
+what the trainer really ran with (:class:`TrainerSetup`) and a proxy reward against the exact judge
+(:class:`RewardVsExact`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import Any, NotRequired, TypedDict
 
 __all__ = ["FitFields", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote", "BaseWeights", "BaseNotes",
-           "TrainerSetup"]
+           "TrainerSetup", "RewardVsExact"]
 
 
 class FitFields(TypedDict, total=False):
@@ -93,3 +94,18 @@ class TrainerSetup(TypedDict, total=False):
     batch_per_device: int
     gradient_accumulation: int
     batch_size: int  # the effective batch: per device x accumulation x processes
+
+
+class RewardVsExact(TypedDict):
+    """The held-out proxy reward against the exact judge, before and after, on the same prompts
+    (``_rewards.proxy_vs_gold``): the means per prompt, and whether the reward rose more than the task."""
+
+    reward_before: float
+    reward_after: float
+    exact_before: float
+    exact_after: float
+    gap_change: float  # per prompt, (reward after - before) - (exact after - before), averaged
+    prompts: int
+    reward_rose_more: int  # prompts where the reward rose more than the task
+    task_rose_more: int
+    p: float  # the exact two-sided sign test over the prompts where the two differ
