@@ -28,14 +28,31 @@ cut (no end-of-turn token) is left out of the pairs, as GRPO masks it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.core.spec import DPOSpec
 
 from whileai.jobs import _evaluation
 from whileai.domain import defaults
 
-__all__ = ["policy_pairs"]
+__all__ = ["policy_pairs", "PolicyPairsReport"]
+
+
+class PolicyPairsReport(TypedDict):
+    """What :func:`policy_pairs` sampled and paired (the summary's ``policy_pairs``)."""
+
+    prompts: int  # the prompts that fit the context with a full reply
+    samples_per_prompt: int
+    max_new_tokens: int
+    temperature: float
+    samples: int
+    sampled_pass_rate: float | None  # the judge's passes over the samples; None without a sample
+    cut_by_cap: int  # replies the token cap cut (left out of the pairs)
+    mixed_prompts: int  # prompts whose samples both passed and failed
+    gold_chosen_prompts: int  # prompts whose chosen side is the dataset's passing reply (policy_gold)
+    pairs: int
+    pairs_per_prompt: int
+    left_out_too_long: int
 
 
 def _prompts(rows: list[dict[str, Any]], seed: int) -> list[Mapping[str, Any]]:
@@ -190,7 +207,7 @@ def _sampled_pairs(model: Any, tokenizer: Any, fitting: list[tuple[Mapping[str, 
 
 
 def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: DPOSpec, context: int,
-                 on_batch: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, str]], dict[str, Any]]:
+                 on_batch: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, str]], PolicyPairsReport]:
     """``(pairs, report)``: TRL text preference rows from the policy's judged samples, and what was sampled.
 
     ``context`` is the model's token limit: a prompt whose tokens plus the reply
@@ -215,7 +232,7 @@ def policy_pairs(model: Any, tokenizer: Any, rows: list[dict[str, Any]], spec: D
         if was_training:
             model.train()
     sampled, passed = counts["sampled"], counts["passed"]
-    report = {"prompts": len(fitting), "samples_per_prompt": k, "max_new_tokens": cap, "temperature": defaults.DPO_POLICY_TEMPERATURE,
+    report: PolicyPairsReport = {"prompts": len(fitting), "samples_per_prompt": k, "max_new_tokens": cap, "temperature": defaults.DPO_POLICY_TEMPERATURE,
               "samples": sampled, "sampled_pass_rate": round(passed / sampled, 4) if sampled else None,
               "cut_by_cap": counts["cut"], "mixed_prompts": counts["mixed"], "gold_chosen_prompts": counts["from_gold"],
               "pairs": len(pairs), "pairs_per_prompt": per_prompt,

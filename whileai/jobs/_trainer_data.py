@@ -6,9 +6,10 @@ import json
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from whileai.core.spec import RunSpec
+from whileai.jobs._training_fields import ExportOptions
 
 from whileai.domain.rows import context
 
@@ -27,12 +28,13 @@ def within_context(tokenizer: Any, examples: list[dict[str, Any]], limit: int) -
     return kept, len(examples) - len(kept)
 
 
-def export_options(spec: RunSpec, method: str) -> dict[str, Any]:
+def export_options(spec: RunSpec, method: str) -> ExportOptions:
     """The export settings the run gave (TRAIN_EXPORT_KNOBS the method reads), None ones left out.
 
-    The selection report's rule (``context.export_options``), so both count the same rows.
+    The selection report's rule (``context.export_options``), so both count the same rows; the spec has checked
+    each knob's value, so what comes back is one of its settings.
     """
-    return context.export_options(spec.knobs(), method)
+    return cast(ExportOptions, context.export_options(spec.knobs(), method))
 
 
 #: the keys of a TRL training row a trainer reads (the messages shape, or prompt/completion when only some turns train)
@@ -40,7 +42,7 @@ _TRL_ROW_KEYS = ("messages", "prompt", "completion", "tools")
 
 
 def export_training(rows: Sequence[Mapping[str, Any]], folder: Path | None,
-                    options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                    options: ExportOptions | None = None) -> list[dict[str, Any]]:
     """Rows in TRL's conversational shape with the export gates on (arguments round-trip, no privileged leak).
 
     ``options`` are export_dataset's settings (mask_mode, unroll, strip_think,
@@ -60,7 +62,7 @@ def export_training(rows: Sequence[Mapping[str, Any]], folder: Path | None,
         target.parent.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # rows carry their own system prompt and tools
-            export_dataset(list(rows), target, format="trl", validate=True, **dict(options or {}))
+            export_dataset(list(rows), target, format="trl", validate=True, **(options or ExportOptions()))
         with open(target, encoding="utf-8") as f:
             return [{k: v for k, v in json.loads(line).items() if k in _TRL_ROW_KEYS} for line in f if line.strip()]
 

@@ -6,7 +6,7 @@ into that JSON as it is, key for key, so each is a TypedDict: what a method's ``
 (:class:`HeldOutStats`), what the data gates mapped (:class:`DataGates`), the ``resumed`` note of a run
 continued from a checkpoint (:class:`ResumedNote`), what the run records of its base (:class:`BaseNotes`) and
 what the trainer really ran with (:class:`TrainerSetup`) and a proxy reward against the exact judge
-(:class:`RewardVsExact`).
+(:class:`RewardVsExact`); and the export settings a method trained with (:class:`ExportOptions`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, NotRequired, TypedDict
 
 __all__ = ["FitFields", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote", "BaseWeights", "BaseNotes",
-           "TrainerSetup", "RewardVsExact"]
+           "TrainerSetup", "RewardVsExact", "ExportOptions"]
 
 
 class FitFields(TypedDict, total=False):
@@ -29,6 +29,16 @@ class FitFields(TypedDict, total=False):
     left_out_too_long: int  # examples left out for being longer than the model's context (never cut)
     trainer_received: int  # the examples the trainer's dataset held
     unit: str  # what one example is: rows, pairs, prompts or episodes (rows where a method says nothing)
+
+
+class ExportOptions(TypedDict, total=False):
+    """The export settings a run gave (TRAIN_EXPORT_KNOBS its method reads), the ones it left unset left out: the
+    exporter's own default then holds (``domain.rows.context.export_options``)."""
+
+    mask_mode: str  # which assistant turns carry the loss: assistant or final (sft)
+    unroll: bool  # one example per assistant turn (sft)
+    strip_think: bool  # drop reasoning text from the trained assistant turns (sft, dpo)
+    max_tool_output_chars: int  # cut each tool output to this many characters (sft, dpo)
 
 
 class Outcomes(TypedDict):

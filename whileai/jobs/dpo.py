@@ -23,8 +23,18 @@ from whileai.core.spec import DPOSpec
 
 from whileai.jobs import _evaluation, _loading, _policy_pairs, _trainer_data, _trainer_setup
 from whileai.jobs._measure import HeldOutMeasure
+from whileai.jobs._training_fields import ExportOptions, FitFields
 
-__all__ = ["fit", "load", "evaluate", "keeps_measure", "preference_pairs"]
+__all__ = ["fit", "load", "evaluate", "keeps_measure", "preference_pairs", "DPOFit"]
+
+
+class DPOFit(FitFields, total=False):
+    """What DPO's fit adds to the run's training summary, beside every method's fields: its pairs, and the export
+    settings they left through (``pair_source="rows"``) or what the policy sampled for them (the other sources)."""
+
+    pairs: int
+    export: ExportOptions
+    policy_pairs: _policy_pairs.PolicyPairsReport
 
 load = _loading.load_policy
 
@@ -58,7 +68,7 @@ def _longest_prompt(tokenizer: Any, examples: list[dict[str, Any]]) -> int:
 
 
 def _row_pairs(spec: DPOSpec, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
-               limit: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+               limit: int) -> tuple[list[dict[str, Any]], DPOFit]:
     pairs = preference_pairs(rows, spec.balance)
     options = _trainer_data.export_options(spec, "dpo")
     examples = _trainer_data.export_pairs(pairs, folder, options)
@@ -67,7 +77,7 @@ def _row_pairs(spec: DPOSpec, tokenizer: Any, rows: list[dict[str, Any]], folder
 
 
 def _sampled_pairs(spec: DPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
-                   limit: int, run: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                   limit: int, run: Any = None) -> tuple[list[dict[str, Any]], DPOFit]:
     import json
 
     def sampling(done: int, prompts: int) -> None:  # the run's phase while the policy samples (often most of a CPU run)
@@ -90,7 +100,7 @@ def _sampled_pairs(spec: DPOSpec, model: Any, tokenizer: Any, rows: list[dict[st
 
 
 def fit(spec: DPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
-        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
+        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, DPOFit]:
     from trl import DPOConfig, DPOTrainer
 
     limit = _loading.max_length(model)

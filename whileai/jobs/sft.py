@@ -14,8 +14,21 @@ from whileai.core.spec import SFTSpec
 
 from whileai.jobs import _episode_play, _evaluation, _loading, _trainer_data, _trainer_setup
 from whileai.jobs._measure import HeldOutMeasure
+from whileai.jobs._training_fields import ExportOptions, FitFields
 
-__all__ = ["fit", "load", "evaluate", "keeps_measure"]
+__all__ = ["fit", "load", "evaluate", "keeps_measure", "SFTFit"]
+
+
+class SFTExport(ExportOptions, total=False):
+    """The export settings SFT trained with, and the shape its rows reached TRL in."""
+
+    rows_shape: str  # messages (every assistant turn trains) or prompt_completion (a mask that trains some)
+
+
+class SFTFit(FitFields, total=False):
+    """What SFT's fit adds to the run's training summary, beside every method's fields."""
+
+    export: SFTExport
 
 load = _loading.load_policy
 
@@ -36,7 +49,7 @@ def keeps_measure(spec: SFTSpec) -> bool:
 
 
 def fit(spec: SFTSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
-        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, dict[str, Any]]:
+        callbacks: list[Any], holdout: list[dict[str, Any]] | None = None, run: Any = None) -> tuple[Any, SFTFit]:
     """Train; returns the PEFT model and what the run's ``training`` summary should add."""
     from trl import SFTConfig, SFTTrainer
 
