@@ -395,8 +395,10 @@ def _load_push_cut(plan: _Plan) -> None:
 
     progress, data, facts = plan.progress, plan.spec.dataset, plan.facts
     with progress.step("load and grade the dataset") as note:
+        read_before = plan.context.rows is not None  # read to resolve a stage (runner/_rundata.py): timed there
         rows, what = plan.context.rows or load_rows(data, plan.spec.environment)
-        note["result"] = f"{len(rows)} rows of {what}, graded by {data.grade}"
+        note["result"] = (f"{len(rows)} rows of {what}, graded by {data.grade}"
+                          + (" (read while the stages were resolved)" if read_before else ""))
     with progress.step("push") as note:
         pushed = wai.push(rows, name=plan.spec.name or "dataset")
         plan.record["dataset"] = {"id": pushed.id, "content_hash": pushed.content_hash, "rows": pushed.rows}
