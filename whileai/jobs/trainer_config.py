@@ -11,13 +11,14 @@ checks that what ``validate`` prints for every knob is what these hand to TRL an
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec, SFTSpec, micro_batches
 from whileai.jobs import defaults as job_defaults
 from whileai.core import defaults as core_defaults
 
-__all__ = ["trl_settings", "grpo_reward_weights", "lora_settings", "vllm_server_host", "strategy_settings", "TRL_NAMES", "LORA_NAMES", "trl_defaults"]
+__all__ = ["trl_settings", "grpo_reward_weights", "lora_settings", "vllm_server_host", "strategy_settings", "TRL_NAMES", "LORA_NAMES", "trl_defaults",
+           "LoraSettings"]
 
 #: knob -> the TRL config argument it sets (where the names differ, e.g. ``steps`` -> ``max_steps``); trl_settings
 #: copies each knob of the spec's method under this name, then shapes the few TRL reads otherwise
@@ -115,7 +116,16 @@ def strategy_settings(spec: RunSpec) -> dict[str, Any]:
     return {"deepspeed": _zero(3 if spec.strategy == "zero3" else 2)}
 
 
-def lora_settings(spec: RunSpec) -> dict[str, Any]:
+class LoraSettings(TypedDict):
+    """The ``LoraConfig`` arguments a spec decides, under PEFT's names."""
+
+    r: int  # lora_rank
+    lora_alpha: int
+    lora_dropout: float  # TRAIN_LORA_DROPOUT
+    target_modules: str  # TRAIN_LORA_TARGETS: every linear projection
+
+
+def lora_settings(spec: RunSpec) -> LoraSettings:
     """PEFT ``LoraConfig`` arguments ``spec`` decides (the task type and saved modules are the method's)."""
     return {"r": spec.lora_rank, "lora_alpha": spec.lora_alpha, "lora_dropout": core_defaults.TRAIN_LORA_DROPOUT,
             "target_modules": core_defaults.TRAIN_LORA_TARGETS}
