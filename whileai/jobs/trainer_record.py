@@ -21,14 +21,24 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 from transformers import TrainerCallback
 
-__all__ = ["TrainerRecord", "resolved_trainer_config", "LIBRARIES"]
+__all__ = ["TrainerRecord", "TrainerConfigRecord", "resolved_trainer_config", "LIBRARIES"]
 
 #: The libraries whose versions decide what a trainer does with a spec.
 LIBRARIES = ("trl", "transformers", "peft", "torch", "accelerate", "datasets")
+
+
+class TrainerConfigRecord(TypedDict):
+    """The run's ``trainer`` summary field (the module docstring): the config and each adapter's, as their JSON."""
+
+    config_class: str
+    config: dict[str, Any]  # every field of the TRL config object, as JSON
+    library_defaults: list[str]
+    peft: dict[str, dict[str, Any]]  # adapter name -> its PEFT config, as JSON
+    versions: dict[str, str | None]
 
 
 def _plain(value: Any) -> Any:
@@ -37,8 +47,9 @@ def _plain(value: Any) -> Any:
                                  else getattr(v, "value", str(v))))
 
 
-def _field_defaults(config: Any) -> dict[str, Any]:
-    found: dict[str, Any] = {}
+def _field_defaults(config: Any) -> dict[str, object]:
+    """Each field's default where the config class has one (compared with the values only as their JSON)."""
+    found: dict[str, object] = {}
     if not dataclasses.is_dataclass(config):
         return found
     for field in dataclasses.fields(config):
@@ -62,14 +73,13 @@ def _versions() -> dict[str, str | None]:
     return out
 
 
-def resolved_trainer_config(args: Any, model: Any = None) -> dict[str, Any]:
+def resolved_trainer_config(args: Any, model: Any = None) -> TrainerConfigRecord:
     """The record described in the module docstring, for a trainer's ``args`` and its (PEFT) ``model``."""
     values = _plain(args.to_dict() if hasattr(args, "to_dict") else dataclasses.asdict(args))
     defaults = {k: _plain(v) for k, v in _field_defaults(args).items()}
     library_defaults = sorted(k for k, v in values.items() if k in defaults and defaults[k] == v)
-    peft: dict[str, Any] = {}
-    for name, config in (getattr(model, "peft_config", None) or {}).items():
-        peft[name] = _plain(config.to_dict() if hasattr(config, "to_dict") else vars(config))
+    peft = {name: _plain(config.to_dict() if hasattr(config, "to_dict") else vars(config))
+            for name, config in (getattr(model, "peft_config", None) or {}).items()}
     return {
         "config_class": type(args).__name__,
         "config": values,
@@ -84,7 +94,7 @@ class TrainerRecord(TrainerCallback):
 
     def __init__(self, run: Any):
         self.run = run
-        self.recorded: dict[str, Any] | None = None
+        self.recorded: TrainerConfigRecord | None = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         try:
