@@ -38,11 +38,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from whileai.core.spec import GRPOSpec
 from whileai.jobs._episode_prompts import EPISODE_GOLD_COLUMN, episode_prompts, turn_cap
 from whileai.jobs.trainer_config import grpo_reward_weights
+
+if TYPE_CHECKING:
+    from whileai.jobs.grpo import GRPOFit
 
 __all__ = ["EPISODE_JUDGE_KEY", "episode_reward", "turn_reward", "judge_only", "fit_episodes"]
 
@@ -218,7 +221,7 @@ def _trainer(spec: GRPOSpec, model: Any, tokenizer: Any, args: Any, prompts: lis
 
 def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
                  callbacks: list[Any], run: Any = None,
-                 holdout: list[dict[str, Any]] | None = None) -> tuple[Any, dict[str, Any]]:
+                 holdout: list[dict[str, Any]] | None = None) -> tuple[Any, GRPOFit]:
     """GRPO over ``rows``' episodes in ``spec.environment`` (see the module), watched on ``holdout``'s episodes;
     returns the trained model and what the run's training summary adds."""
     from whileai.jobs import _loading, _trainer_setup
@@ -237,12 +240,12 @@ def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str
                        [watch, *callbacks, *([monitor] if monitor is not None else [])], funcs)
     _trainer_setup.fit_trainer(trainer)
     tools = list(dict.fromkeys(t.__name__ for methods in shown for t in methods))  # every environment's, first seen first
-    extra = {"rows": len(prompts), "prompts": len(prompts), "left_out_too_long": too_long,
-             "trainer_received": int(getattr(trainer.train_dataset, "num_rows", -1)), "unit": "episodes",
-             "steps": trainer.state.global_step, "tools": tools,
-             "environment": spec.environment, "max_turns": turn_cap(spec), "generations": spec.generations,
-             "prompts_per_step": per_step, "reward": _reward_names(spec), "reward_weights": grpo_reward_weights(spec),
-             **watch.summary(), "monitor": monitor_note}  # the monitor notes its own summary on the run
+    extra: GRPOFit = {"rows": len(prompts), "prompts": len(prompts), "left_out_too_long": too_long,
+                      "trainer_received": int(getattr(trainer.train_dataset, "num_rows", -1)), "unit": "episodes",
+                      "steps": trainer.state.global_step, "tools": tools,
+                      "environment": str(spec.environment), "max_turns": turn_cap(spec), "generations": spec.generations,
+                      "prompts_per_step": per_step, "reward": _reward_names(spec),
+                      "reward_weights": grpo_reward_weights(spec), **watch.summary(), "monitor": monitor_note}  # the monitor notes its own summary on the run
     if run is not None and extra.get("groups_note"):
         run.note(grpo_groups=extra["groups_note"])
     return trainer.model, extra

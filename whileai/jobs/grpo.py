@@ -354,8 +354,7 @@ def fit(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], 
     if spec.environment is not None:
         from whileai.jobs._episodes import fit_episodes
 
-        trained, fields = fit_episodes(spec, model, tokenizer, rows, folder, callbacks, run=run, holdout=holdout)
-        return trained, cast(GRPOFit, fields)  # these fields: fit_episodes' module gives them as a plain dict
+        return fit_episodes(spec, model, tokenizer, rows, folder, callbacks, run=run, holdout=holdout)
     chosen = _training_prompts(spec, rows)
     shared = shared_tools(rows)  # None: the rows' tools differ, and each prompt goes as text with its own
     tools = [SchemaTool(schema) for schema in shared or []]
