@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from whileai.core.errors import RankEnded
 from whileai.jobs._client import error_text, job_client
@@ -110,11 +110,20 @@ def _ending() -> None:
         kill_after(job_defaults.RANK_ORPHAN_GRACE_S)
 
 
+class _RankEnd(TypedDict):
+    """What a rank's record says of its end (``distributed.mark_rank``)."""
+
+    ended: float  # when, as time.time()
+    how: str
+    launcher_alive: bool
+    step: NotRequired[int | None]  # rank 0's newest logged point
+
+
 def _ended(folder: Path, rank: int, how: str, run: Any = None) -> None:
     """Record how this rank ended (``mark_rank``), and whether its launcher still ran; never raises."""
     from whileai.jobs.distributed import launcher_gone, mark_rank
 
-    fields: dict[str, Any] = {"ended": time.time(), "how": how, "launcher_alive": not launcher_gone()}
+    fields: _RankEnd = {"ended": time.time(), "how": how, "launcher_alive": not launcher_gone()}
     if run is not None:
         fields["step"] = getattr(run, "logged_step", None)  # its newest point, not the progress bar (a step can end
         # before its point is logged, when the signal comes between the two)
