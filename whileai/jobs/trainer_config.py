@@ -131,17 +131,11 @@ def lora_settings(spec: RunSpec) -> LoraSettings:
             "target_modules": core_defaults.TRAIN_LORA_TARGETS}
 
 
-def trl_defaults(method: str) -> dict[str, Any]:
+def trl_defaults(method: str) -> dict[str, object]:
     """TRL's own defaults for ``method``'s config class, read from the class (never copied): TRL name -> default."""
-    import dataclasses
-
     import trl
 
+    from whileai.jobs.trainer_record import _field_defaults
+
     cls = {"sft": trl.SFTConfig, "grpo": trl.GRPOConfig, "dpo": trl.DPOConfig, "rm": trl.RewardConfig}[method]
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            out[f.name] = f.default_factory()
-    return out
+    return _field_defaults(cls)

@@ -48,7 +48,8 @@ def _plain(value: Any) -> Any:
 
 
 def _field_defaults(config: Any) -> dict[str, object]:
-    """Each field's default where the config class has one (compared with the values only as their JSON)."""
+    """Each field's default where ``config`` (a dataclass or its class) has one; a factory that needs the environment
+    gives none. The values are only compared and shown, never computed with."""
     found: dict[str, object] = {}
     if not dataclasses.is_dataclass(config):
         return found
