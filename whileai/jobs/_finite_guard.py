@@ -30,6 +30,7 @@ Every rank stops at the same step: the logged loss is the mean over the ranks an
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ class NotFinite:
     value: float
 
 
-def first_not_finite(logs: dict[str, Any] | None) -> tuple[str, float] | None:
+def first_not_finite(logs: Mapping[str, object] | None) -> tuple[str, float] | None:
     """The first of :data:`WATCHED` in a trainer's log whose value is NaN or infinite, else None."""
     for key in WATCHED:
         value = (logs or {}).get(key)
@@ -79,7 +80,8 @@ class FiniteGuard(TrainerCallback):
         self.run_id = run_id
         self.tripped: NotFinite | None = None
 
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, object] | None = None,
+               **kwargs: Any) -> Any:
         if self.tripped is None:
             found = first_not_finite(logs)
             if found is not None:
