@@ -66,7 +66,9 @@ def group_watch(exact_key: str | None = None, tally: list[float] | None = None) 
             self.rewards: list[float] = []
             self.mixed: list[float] = []
 
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        # a step's log, as transformers types it (Trainer.log); the watch adds its figures to it
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None,
+                   **kwargs: Any) -> None:
             if not logs or "reward" not in logs or logs.get("frac_reward_zero_std") is None:
                 return
             try:
@@ -83,7 +85,7 @@ def group_watch(exact_key: str | None = None, tally: list[float] | None = None) 
                 logs["sampled_reward"] = paid
                 self.rewards.append(paid)
 
-        def _exact_rate(self, logs: dict[str, Any], paid: float) -> float | None:
+        def _exact_rate(self, logs: dict[str, float], paid: float) -> float | None:
             """The exact judge's mean over the step's completions (see group_watch), or None without a verdict."""
             if tally is not None:
                 rate = sum(tally) / len(tally) if tally else None
