@@ -38,14 +38,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from whileai.core.spec import GRPOSpec
 from whileai.jobs._episode_prompts import EPISODE_GOLD_COLUMN, episode_prompts, turn_cap
+from whileai.jobs._training_fields import GRPOFit
 from whileai.jobs.trainer_config import grpo_reward_weights
-
-if TYPE_CHECKING:
-    from whileai.jobs.grpo import GRPOFit
 
 __all__ = ["EPISODE_JUDGE_KEY", "episode_reward", "turn_reward", "judge_only", "fit_episodes"]
 

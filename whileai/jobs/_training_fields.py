@@ -2,18 +2,21 @@
 
 ``body.run_job`` writes the summary as JSON (``run.note(training=...)``) and returns it. Each piece here goes
 into that JSON as it is, key for key, so each is a TypedDict: what a method's ``fit`` adds (:class:`FitFields`;
-``rm.RMFit`` and ``grpo.GRPOFit`` add their own beside it), the held-out outcomes and how sure the result is
+``rm.RMFit``, ``sft.SFTFit``, ``dpo.DPOFit`` and :class:`GRPOFit` add their own beside it, GRPO's here because
+``grpo`` and ``_episodes`` both make it), the held-out outcomes and how sure the result is
 (:class:`HeldOutStats`), what the data gates mapped (:class:`DataGates`), the ``resumed`` note of a run
-continued from a checkpoint (:class:`ResumedNote`), what the run records of its base (:class:`BaseNotes`) and
-what the trainer really ran with (:class:`TrainerSetup`) and a proxy reward against the exact judge
-(:class:`RewardVsExact`); and the export settings a method trained with (:class:`ExportOptions`).
+continued from a checkpoint (:class:`ResumedNote`), what the run records of its base (:class:`BaseNotes`),
+what the trainer really ran with (:class:`TrainerSetup`), a proxy reward against the exact judge
+(:class:`RewardVsExact`) and the export settings a method trained with (:class:`ExportOptions`).
 """
 
 from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
-__all__ = ["FitFields", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote", "BaseWeights", "BaseNotes",
+from whileai.jobs._grpo_watch import GroupStats
+
+__all__ = ["FitFields", "GRPOFit", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote", "BaseWeights", "BaseNotes",
            "TrainerSetup", "RewardVsExact", "ExportOptions"]
 
 
@@ -29,6 +32,21 @@ class FitFields(TypedDict, total=False):
     left_out_too_long: int  # examples left out for being longer than the model's context (never cut)
     trainer_received: int  # the examples the trainer's dataset held
     unit: str  # what one example is: rows, pairs, prompts or episodes (rows where a method says nothing)
+
+
+class GRPOFit(FitFields, GroupStats, total=False):
+    """What GRPO's fit adds to the run's training summary, beside every method's fields and the group watch's."""
+
+    prompts: int
+    tools: list[str]  # every row's tool names, first seen first (an environment's: its tool methods)
+    tools_per_prompt: bool  # each prompt rendered with its own row's tools
+    environment: str  # in an environment (``_episodes.fit_episodes``): its name and turn cap
+    max_turns: int
+    generations: int
+    prompts_per_step: int
+    reward: list[str]
+    reward_weights: list[float] | None
+    monitor: str  # what the run's summary says of the hack monitor (it notes its own summary apart)
 
 
 class ExportOptions(TypedDict, total=False):

@@ -32,7 +32,7 @@ from whileai.jobs._measure import HeldOutMeasure
 from whileai.jobs._trainer_setup import ensure_response_parser
 from whileai.jobs._grpo_watch import GroupStats, group_watch
 from whileai.jobs._rewards import first_action_reward
-from whileai.jobs._training_fields import FitFields
+from whileai.jobs._training_fields import GRPOFit
 from whileai.domain.rows.context import prompt_length, prompt_tools, shared_tools, tool_schemas
 from whileai.domain.judges.rewards import reward_strength
 from whileai.domain.rows.rollouts import prompt_messages
@@ -61,21 +61,6 @@ class GRPOTextPrompt(TypedDict):
     gold: str
     task: str
     row_tools: str
-
-
-class GRPOFit(FitFields, GroupStats, total=False):
-    """What GRPO's fit adds to the run's training summary, beside every method's fields and the group watch's."""
-
-    prompts: int
-    tools: list[str]  # every row's tool names, first seen first (an environment's: its tool methods)
-    tools_per_prompt: bool  # each prompt rendered with its own row's tools
-    environment: str  # in an environment (``_episodes.fit_episodes``): its name and turn cap
-    max_turns: int
-    generations: int
-    prompts_per_step: int
-    reward: list[str]
-    reward_weights: list[float] | None
-    monitor: str  # what the run's summary says of the hack monitor (it notes its own summary apart)
 
 
 def _exact_verdicts(spec: GRPOSpec, funcs: list[Any], exact: Any) -> tuple[list[Any], str | None, list[float] | None]:
