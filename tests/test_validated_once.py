@@ -36,6 +36,7 @@ from whileai.core.spec import SPEC_MODELS
 from whileai.platform.launcher import jobs
 from whileai.runner import schema
 from whileai.runner.cli import run_main
+from whileai.runner.reproduce import reproduce_main
 
 counts = collections.Counter()
 
@@ -80,7 +81,7 @@ def finished_at_once(store, account_id, job):
 
 jobs._launch_local = finished_at_once
 try:
-    code = run_main(sys.argv[1:])
+    code = (reproduce_main(sys.argv[2:]) if sys.argv[1:2] == ["reproduce"] else run_main(sys.argv[1:]))
 except SystemExit as exc:
     code = exc.code
 print(json.dumps({"exit": code, "counts": dict(counts), "launched": launched}, default=str))
@@ -138,6 +139,11 @@ def test_a_single_stage_grpo_run_validates_its_spec_once_with_the_datasets_group
     assert grpo["provenance"]["temperature"] == "the rows' own sampling.temperature (like for like)"
     assert grpo["runner"]["stage"] == "train" and grpo["runner"]["previous_run"] is None
     assert grpo["holdout_rows"] == 4
+    # reproduce resolves the stored spec the same way: the rows first, then the stage, once
+    again = _counted_run(home, tmp_path, ["reproduce", grpo["run_id"]])
+    assert again["counts"] == {"RecipeSpec": 1, "GRPOSpec": 1}, again
+    (redo,) = again["launched"]
+    assert (redo["generations"], redo["temperature"], redo["holdout"]) == (4, 0.7, grpo["holdout"])
 
 
 PACKAGE = ROOT / "whileai"

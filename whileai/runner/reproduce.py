@@ -67,13 +67,15 @@ def _placement(args: list[str]) -> list[str]:
 
 
 def _stored_spec(run_id: str, stored: dict[str, Any], overrides: list[str]
-                 ) -> tuple[RecipeSpec, list[tuple[Stage, RunSpec]]] | None:
-    """The stored spec with ``overrides`` applied, validated as ``run`` validates, and its stages' resolved specs;
-    None (every problem printed) when it is refused."""
+                 ) -> tuple[RecipeSpec, list[tuple[Stage, RunSpec]], tuple[list[dict[str, Any]], str] | None] | None:
+    """The stored spec with ``overrides`` applied, validated as ``run`` validates, its stages' resolved specs, and the
+    rows read to resolve them (a GRPO stage whose group size and temperature its data decides: ``_rundata``; None
+    when none was read); None (every problem printed) when it is refused."""
     from omegaconf import OmegaConf
 
     from whileai.runner import schema
     from whileai.runner._effective import validated_stages
+    from whileai.runner._rundata import RunData
     from whileai.runner.cli import report_problems
 
     plain = schema.canonical_spec(  # a run recorded before the typed spec reads in canonical form
@@ -82,11 +84,12 @@ def _stored_spec(run_id: str, stored: dict[str, Any], overrides: list[str]
     def origin(key: str) -> str:
         return "command line" if any(o.startswith(key + "=") for o in overrides) else f"the stored spec of {run_id}"
 
-    spec, stages, problems = validated_stages(plain, origin)
+    data = RunData(origin)
+    spec, stages, problems = validated_stages(plain, origin, facts=data.facts)
     if spec is None:
         report_problems(problems)
         return None
-    return spec, stages
+    return spec, stages, data.rows
 
 
 def reproduce_main(argv: list[str] | None = None) -> int:
@@ -120,7 +123,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     stored = _stored_spec(run_id, old["spec"], overrides)
     if stored is None:
         return 2
-    spec, stages = stored
+    spec, stages, rows = stored
     token = os.environ.setdefault(defaults.TOKEN_ENV, new_token())
     out = data_root() / defaults.RUNNER_DIR / "runs" / token
     out.mkdir(parents=True, exist_ok=True)
@@ -128,7 +131,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
         recipe=old.get("recipe"), overrides=[*old.get("overrides", []), *overrides], choices=old.get("choices") or {},
         command="python -m whileai reproduce " + " ".join(args), output_dir=out, sweep_id=None,
         expect_lines={k: f"expect.{k} (stored spec of {run_id})" for k in spec.expect.model_fields_set},
-        reproduces=run_id,
+        reproduces=run_id, rows=rows,
     )
     new = {"versions": versions(), "git": git_state()}
     changed = _differences(old, new)
