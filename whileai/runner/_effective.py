@@ -23,7 +23,7 @@ from whileai.core import defaults as core_defaults
 from whileai.simulations.training import FROM_DATA, Resolved, train_spec
 
 from whileai.runner.schema import HOST_KEYS, KNOBS, Problem, RecipeSpec
-from whileai.runner.stages import Stage, plan_stages, stage_inputs
+from whileai.runner.stages import Stage, plan_stages, stage_check, stage_inputs
 
 __all__ = ["effective", "annotated_yaml", "resolve_stages", "stage_specs", "resolution_problems", "validated",
            "validated_stages"]
@@ -67,7 +67,7 @@ def _data_of(stage: Stage, spec: RecipeSpec, data: Mapping[str, Any] | None,
         return data, False
     if stage.start is not None or facts is None:
         return None, True
-    if (stage.settings.get("check") or spec.check) == "off":
+    if stage_check(stage, spec) == "off":
         return None, False
     return (lambda: facts(spec)), False
 

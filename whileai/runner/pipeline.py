@@ -36,7 +36,7 @@ from whileai.runner.expect import settle
 from whileai.runner.provenance import runner_record
 from whileai.runner.quick import is_quick, sft_rows
 from whileai.runner.schema import Dataset, Environment, Export, RecipeSpec, Serve
-from whileai.runner.stages import Stage, stage_refs
+from whileai.runner.stages import Stage, stage_check, stage_refs
 
 __all__ = ["Context", "run_spec", "EXIT_FAILED", "EXIT_EXPECT", "EXIT_GATE", "EXIT_INTERRUPTED"]
 
@@ -551,7 +551,7 @@ def _train_step(plan: _Plan, index: int, stage: Stage, label: str, train_set: An
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
             run = wai.train(
-                train_set, spec=resolved, holdout=plan.held, check=stage.settings.get("check") or spec.check,
+                train_set, spec=resolved, holdout=plan.held, check=stage_check(stage, spec),
                 target=spec.target.name, init_from=start, runner=stage_record,
                 name=run_label(plan.context, stage.name, stage.method, stage.last, set(stage.from_spec)),
                 **stage_refs(resolved, plan.run_ids),

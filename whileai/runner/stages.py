@@ -22,7 +22,7 @@ from whileai.core.spec import RunSpec, continues_runs
 
 from whileai.runner.schema import EXPORT_KNOBS, HOST_KEYS, KNOBS, RecipeSpec, reads_export
 
-__all__ = ["Stage", "plan_stages", "stage_inputs", "stage_refs", "gold_judge_id", "STAGE_REF",
+__all__ = ["Stage", "plan_stages", "stage_inputs", "stage_refs", "stage_check", "gold_judge_id", "STAGE_REF",
            "SPEC_WIDE", "EPISODE_METHODS"]
 
 #: How ``monitor.gold_judge`` (and ``reward_model``) names a reward-model stage of the same spec instead of a finished run id.
@@ -151,3 +151,8 @@ def _monitor_config(spec: RecipeSpec, stage: Stage, stage_runs: Mapping[str, str
     if monitor.gold_judge:
         out["gold_judge"] = gold_judge_id(monitor.gold_judge, stage_runs)
     return out
+
+
+def stage_check(stage: Stage, spec: RecipeSpec) -> str:
+    """The selection gate ``stage`` runs under: its own ``check``, else the spec's (a SPEC_WIDE knob)."""
+    return stage.settings.get("check") or spec.check
