@@ -1,7 +1,7 @@
 """The runner over episodes: dataset=episodes loads the kit's gold episodes, the cut holds whole tasks out (no
 held-out instruction is a training one), every SFT and GRPO stage gets the environment, a spec that could not play
 its episodes is refused at validate, and ``python -m whileai run recipe=agent_tooluse`` runs SFT then GRPO in the
-kit environment, measuring held-out episodes like any held-out set.
+kit environment (here each on its own half of the training tasks), measuring held-out episodes like any held-out set.
 """
 
 from __future__ import annotations
@@ -66,12 +66,19 @@ def test_episodes_load_as_rows_and_the_cut_keeps_every_held_out_instruction_unse
 def test_the_recipe_runs_sft_then_grpo_in_the_kit_and_measures_held_out_episodes():
     args = ["recipe=agent_tooluse", f"base_model={tiny_base()}", "dataset.episode_tasks=40", "stages.sft.steps=2",
             "stages.sft.holdout_rows=5", "steps=1", "holdout_rows=5", "generations=2", "max_completion_length=160",
-            "expect.holdout_gain_significant=null"]
+            "expect.holdout_gain_significant=null", "stages.sft.train_tasks=[0,0.5]", "train_tasks=[0.5,1]"]
     done = whileai("run", *args, token="episodes")
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
     runs = runs_file("episodes")["runs"]
     assert [r["method"] for r in runs] == ["sft", "grpo"]
     sft, grpo = (record(r["id"]) for r in runs)
+    # each stage on its own half of the training tasks (train_tasks): GRPO plays tasks the SFT stage never saw
+    import whileai.simulations as wai
+
+    halves = [{r["task_id"] for r in wai.datasets.load_rows(run["dataset"])} for run in (sft, grpo)]
+    assert halves[0] and halves[1] and halves[0].isdisjoint(halves[1]), halves
+    assert "(train_tasks 0-0.5 of the train side's tasks)" in done.stderr
+    assert "(train_tasks 0.5-1 of the train side's tasks)" in done.stderr
     for run in (sft, grpo):
         training = run["summary"]["training"]
         assert run["config"]["environment"] == "kit" and training["metric"] == "episode_pass_rate"

@@ -25,13 +25,17 @@ from whileai.simulations.training import FROM_DATA, Resolved, train_spec
 from whileai.runner.schema import HOST_KEYS, KNOBS, Problem, RecipeSpec
 from whileai.runner.stages import Stage, plan_stages, stage_check, stage_inputs
 
+#: the dataset facts a stage starting from no other reads (``_rundata.RunData.facts``): of the spec's train side, or
+#: of a stage's ``train_tasks`` share of it
+Facts = Callable[[RecipeSpec, tuple[float, float] | None], Mapping[str, Any] | None]
+
 __all__ = ["effective", "annotated_yaml", "resolve_stages", "stage_specs", "resolution_problems", "validated",
            "validated_stages"]
 
 
 def resolve_stages(spec: RecipeSpec, origin: Callable[[str], str] | None = None,
                    data: Mapping[str, Any] | None = None,
-                   facts: Callable[[RecipeSpec], Mapping[str, Any] | None] | None = None,
+                   facts: Facts | None = None,
                    ) -> list[tuple[Stage, Resolved]]:
     """Each stage of ``spec`` with what ``wai.train`` resolves it to, once: a stage that continues another starts
     from that one's spec. The knobs the dataset decides come from ``data``, else, for a stage that starts from no
@@ -56,7 +60,7 @@ def resolve_stages(spec: RecipeSpec, origin: Callable[[str], str] | None = None,
 
 
 def _data_of(stage: Stage, spec: RecipeSpec, data: Mapping[str, Any] | None,
-             facts: Callable[[RecipeSpec], Mapping[str, Any] | None] | None,
+             facts: Facts | None,
              ) -> tuple[Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None, bool]:
     """``(what the stage's resolution reads the dataset facts from, whether they are left for the submit)``.
 
@@ -69,7 +73,7 @@ def _data_of(stage: Stage, spec: RecipeSpec, data: Mapping[str, Any] | None,
         return None, True
     if stage_check(stage, spec) == "off":
         return None, False
-    return (lambda: facts(spec)), False
+    return (lambda: facts(spec, stage.tasks)), False
 
 
 def stage_specs(results: list[tuple[Stage, Resolved]],
@@ -118,7 +122,7 @@ def validated(plain: dict[str, Any], origin: Callable[[str], str] | None = None)
 
 def validated_stages(plain: dict[str, Any], origin: Callable[[str], str] | None = None,
                      rewrite: Callable[[RecipeSpec], RecipeSpec] | None = None,
-                     facts: Callable[[RecipeSpec], Mapping[str, Any] | None] | None = None,
+                     facts: Facts | None = None,
                      ) -> tuple[RecipeSpec | None, list[tuple[Stage, RunSpec]], list[Problem]]:
     """``(the typed spec, each stage with its resolved spec, [])`` for a composed ``plain`` dict, or
     ``(None, [], every problem)``: the recipe validated once (:func:`schema.checked`), ``rewrite`` applied to it

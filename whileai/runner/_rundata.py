@@ -16,7 +16,7 @@ go on to the pipeline (``Context.rows``), which loads nothing twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from whileai.runner._datacheck import data_problems
@@ -41,9 +41,10 @@ class RunData:
             self._problems = data_problems(spec, self._origin, whole=True)
         return self._problems
 
-    def facts(self, spec: RecipeSpec) -> dict[str, Any] | None:
-        """The facts GRPO reads of the cut's train side (``data_facts``), or None where the data files have problems
-        (those refuse the run; the stage resolves without the facts meanwhile)."""
+    def facts(self, spec: RecipeSpec, tasks: tuple[float, float] | None = None) -> dict[str, Any] | None:
+        """The facts GRPO reads of the cut's train side (``data_facts``), or of its ``tasks`` share (a stage's
+        ``train_tasks``), or None where the data files have problems (those refuse the run; the stage resolves
+        without the facts meanwhile)."""
         import whileai.simulations as wai
         from whileai.domain.rows.selection import profile_rows
         from whileai.simulations.training import data_facts
@@ -54,4 +55,7 @@ class RunData:
             self.rows = load_rows(spec.dataset, spec.environment)
         rows, data = self.rows[0], spec.dataset
         sides = wai.datasets.cut_sides(rows, data.holdout, data.cut_seed, held_out=own_split(data, rows))
-        return data_facts(profile_rows([rows[i] for i in sides.train]))
+        train: list[Mapping[str, Any]] = [rows[i] for i in sides.train]
+        if tasks is not None:
+            train = [train[i] for i in wai.datasets.task_share(train, tasks, data.cut_seed)]
+        return data_facts(profile_rows(train))

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 from pydantic_core import ErrorDetails
 
 from whileai.kit import defaults as kit_defaults
@@ -177,6 +177,17 @@ class _Settings(_Strict):
     method: str
     base_model: str | None = None
     check: str | None = None
+    train_tasks: tuple[float, float] | None = Field(default=None, description=(
+        "[from, to): the share of the train side's tasks this stage trains on, e.g. [0, 0.5] and [0.5, 1] give two "
+        "stages disjoint tasks (and prompts); all of them when unset"))
+
+    @field_validator("train_tasks")
+    @classmethod
+    def _span(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and not 0.0 <= value[0] < value[1] <= 1.0:
+            raise ValueError("not a share of the train side's tasks; pass [from, to] with 0 <= from < to <= 1, "
+                             "e.g. [0, 0.5] for the first half")
+        return value
 
     def given(self) -> dict[str, Any]:
         """The keys set here (None ones left out): the method, base, gate and knobs, as ``wai.train`` takes them."""
@@ -189,7 +200,7 @@ class RecipeStage(_Settings):
 
 
 #: the order a recorded spec lists its keys in, as conf/config.yaml composes them
-_ROOT_ORDER = ("name", "base_model", "check", "method", *KNOBS, *HOST_KEYS, "stages", "expect",
+_ROOT_ORDER = ("name", "base_model", "check", "train_tasks", "method", *KNOBS, *HOST_KEYS, "stages", "expect",
                "dataset", "export", "monitor", "serve", "target", "environment")
 
 
@@ -304,7 +315,7 @@ def _type_message(path: str, err: ErrorDetails) -> str:
     if kind.endswith("_type") or kind.endswith("_parsing") or kind.endswith("from_float"):
         want = next((w for k, w in _TYPE_WORDS.items() if kind.startswith(k)), kind)
         return f"{path}={value!r} is {type(value).__name__}, but {path} takes {want}"
-    return f"{path}={value!r}: {err['msg']}"
+    return f"{path}={value!r}: {err['msg'].removeprefix('Value error, ')}"
 
 
 def _loc_path(loc: tuple[int | str, ...]) -> str:

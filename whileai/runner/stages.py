@@ -9,7 +9,9 @@ what the pipeline submits:
 - a stage takes the spec's ``check``, ``base_model`` and ``seed`` unless it sets its own;
 - a stage continues (``init_from``) the latest earlier stage that is a policy
   (:func:`whileai.core.spec.continues_runs`: a reward model continues nothing and is continued by nothing);
-- a stage that continues another keeps that one's base and LoRA shape (``resolve_spec``'s ``start``).
+- a stage that continues another keeps that one's base and LoRA shape (``resolve_spec``'s ``start``);
+- a stage trains on its own ``train_tasks`` share of the train side's tasks when it sets one (never taken from the
+  spec: the root's names the last stage only), else on the whole train side.
 """
 
 from __future__ import annotations
@@ -44,16 +46,18 @@ class Stage:
     #: the name of the stage this one continues (init_from), or None
     start: str | None = None
     last: bool = False
+    #: ``[from, to)`` of the train side's tasks the stage trains on (``train_tasks``), or None for all of them
+    tasks: tuple[float, float] | None = None
 
 
 def plan_stages(spec: RecipeSpec) -> list[Stage]:
     """The spec's stages in order, each with its settings and the stage it continues (the rules above)."""
-    named = [(name, f"stages.{name}.", node.given()) for name, node in spec.stages.items()]
+    named = [(name, f"stages.{name}.", node.given(), node.train_tasks) for name, node in spec.stages.items()]
     spec_wide = spec.given()
-    items = [*named, (spec.method if named else "train", "", spec_wide)]
+    items = [*named, (spec.method if named else "train", "", spec_wide, spec.train_tasks)]
     out: list[Stage] = []
     policy: str | None = None
-    for index, (name, prefix, settings) in enumerate(items):
+    for index, (name, prefix, settings, tasks) in enumerate(items):
         last = index == len(items) - 1
         taken: dict[str, str] = {}
         if prefix:
@@ -62,7 +66,8 @@ def plan_stages(spec: RecipeSpec) -> list[Stage]:
                     settings[key] = spec_wide[key]
                     taken[key] = key
         method = str(settings["method"])
-        out.append(Stage(name, prefix, method, settings, taken, policy if continues_runs(method) else None, last))
+        out.append(Stage(name, prefix, method, settings, taken, policy if continues_runs(method) else None, last,
+                         tasks))
         if continues_runs(method) and not last:
             policy = name
     return out

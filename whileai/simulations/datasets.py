@@ -51,6 +51,7 @@ __all__ = [
     "fixed_split",
     "Split",
     "split_tasks",
+    "task_share",
     "moved_text",
     "profile",
     "selection_report",
@@ -243,6 +244,51 @@ def split(rows: Sequence[Mapping[str, Any]], holdout: float | None = None, seed:
     hold_idx = [i for k, idx in groups.items() if k in held for i in idx]
     report = {"tasks": len(moved), "rows": sum(len(groups[k]) for k in moved), "task_ids": moved}
     return Split(sorted(train_idx), sorted(hold_idx), report)
+
+
+def task_share(rows: Sequence[Mapping[str, Any]], span: tuple[float, float], seed: int | None = None) -> list[int]:
+    """Row indices of the tasks in ``span`` (``[from, to)`` of ``rows``' tasks, in an order drawn with ``seed``).
+
+    Tasks that ask a prompt (text and tools) in common are taken or left together, so two spans that do not
+    overlap, [0, 0.5] and [0.5, 1], share no task and no prompt: a stage given one never saw the other's. A group
+    of such tasks falls in the span its middle falls in. Raises ValueError when the span holds no task.
+    """
+    groups = group_by_task(rows)
+    units = _prompt_units(rows, groups)
+    order = np.random.default_rng(defaults.CUT_SEED if seed is None else seed).permutation(len(units))
+    low, high = span[0] * len(groups), span[1] * len(groups)
+    chosen: list[str] = []
+    seen = 0
+    for index in order:
+        unit = units[index]
+        if low <= seen + len(unit) / 2 < high:
+            chosen += unit
+        seen += len(unit)
+    if not chosen:
+        raise ValueError(f"train_tasks [{span[0]}, {span[1]}] holds none of the {len(groups)} training task(s) "
+                         f"({len(units)} groups sharing a prompt); widen it")
+    return sorted(i for key in chosen for i in groups[key])
+
+
+def _prompt_units(rows: Sequence[Mapping[str, Any]], groups: Mapping[str, list[int]]) -> list[list[str]]:
+    """The task keys in groups that share a prompt, directly or through another task, each group sorted."""
+    parent = {key: key for key in groups}
+
+    def root(key: str) -> str:
+        while parent[key] != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    first: dict[str, str] = {}
+    for key in sorted(groups):
+        for i in groups[key]:
+            other = first.setdefault(_prompt_text(rows[i]), key)
+            parent[root(key)] = root(other)
+    units: dict[str, list[str]] = {}
+    for key in sorted(groups):
+        units.setdefault(root(key), []).append(key)
+    return [units[r] for r in sorted(units)]
 
 
 def fixed_split(rows: Sequence[Mapping[str, Any]], held_out: Sequence[bool]) -> Split:
