@@ -67,6 +67,20 @@ for model in (*SPEC_MODELS.values(), schema._RECIPE_MODEL):
     model.__pydantic_validator__ = Counting(model.__pydantic_validator__, model.__name__)
 launched = []
 
+import whileai.simulations.datasets as datasets
+
+drawn = datasets.split
+cuts = []
+
+
+def counted_split(*args, **kwargs):
+    """The cut's draw by task (``datasets.split``), counted."""
+    cuts.append(1)
+    return drawn(*args, **kwargs)
+
+
+datasets.split = counted_split
+
 
 def finished_at_once(store, account_id, job):
     """The job as if it had trained: its run done, with an adapter folder the next stage can start from."""
@@ -84,7 +98,7 @@ try:
     code = (reproduce_main(sys.argv[2:]) if sys.argv[1:2] == ["reproduce"] else run_main(sys.argv[1:]))
 except SystemExit as exc:
     code = exc.code
-print(json.dumps({"exit": code, "counts": dict(counts), "launched": launched}, default=str))
+print(json.dumps({"exit": code, "counts": dict(counts), "launched": launched, "cuts": len(cuts)}, default=str))
 '''
 
 #: the recipe's two stages on a few tasks of the shipped sample, its expect lines about learning set aside
@@ -112,6 +126,7 @@ def test_a_staged_grpo_run_validates_each_spec_once_and_once_more_where_its_star
     found = _counted_run(home, tmp_path, _ARGS)
     assert found["exit"] == 0, found
     assert found["counts"] == {"RecipeSpec": 1, "SFTSpec": 1, "GRPOSpec": 2}, found["counts"]
+    assert found["cuts"] == 1, "the rows are cut by task once"
     sft, grpo = found["launched"]
     assert (sft["method"], grpo["method"]) == ("sft", "grpo")
     # what the submit filled in: the held-out set, the stage it continues, the dataset's facts, the runner's record
@@ -131,6 +146,7 @@ def test_a_single_stage_grpo_run_validates_its_spec_once_with_the_datasets_group
     found = _counted_run(home, tmp_path, _SINGLE_ARGS)
     assert found["exit"] == 0, found
     assert found["counts"] == {"RecipeSpec": 1, "GRPOSpec": 1}, found["counts"]
+    assert found["cuts"] == 1, "the cut the stage's resolution drew is the one the run pushes, not drawn again"
     (grpo,) = found["launched"]
     assert grpo["method"] == "grpo" and grpo["holdout"] and "init_from" not in grpo
     # the values wai.train would have read of the train side: the sample's 4 rollouts per task and their temperature
@@ -141,7 +157,7 @@ def test_a_single_stage_grpo_run_validates_its_spec_once_with_the_datasets_group
     assert grpo["holdout_rows"] == 4
     # reproduce resolves the stored spec the same way: the rows first, then the stage, once
     again = _counted_run(home, tmp_path, ["reproduce", grpo["run_id"]])
-    assert again["counts"] == {"RecipeSpec": 1, "GRPOSpec": 1}, again
+    assert again["counts"] == {"RecipeSpec": 1, "GRPOSpec": 1} and again["cuts"] == 1, again
     (redo,) = again["launched"]
     assert (redo["generations"], redo["temperature"], redo["holdout"]) == (4, 0.7, grpo["holdout"])
 

@@ -17,11 +17,14 @@ go on to the pipeline (``Context.rows``), which loads nothing twice.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from whileai.runner._datacheck import data_problems
-from whileai.runner.pipeline import load_rows, own_split
+from whileai.runner.pipeline import ReadRows, load_rows, own_split
 from whileai.runner.schema import Problem, RecipeSpec
+
+if TYPE_CHECKING:
+    from whileai.simulations.datasets import Split
 
 __all__ = ["RunData"]
 
@@ -32,8 +35,8 @@ class RunData:
     def __init__(self, origin: Callable[[str], str]):
         self._origin = origin
         self._problems: list[Problem] | None = None
-        #: ``(rows, description)`` as ``pipeline.load_rows`` gave them; None until read
-        self.rows: tuple[list[dict[str, Any]], str] | None = None
+        #: the rows as ``pipeline.load_rows`` gave them, with the cut's sides; None until read
+        self.rows: ReadRows | None = None
 
     def problems(self, spec: RecipeSpec) -> list[Problem]:
         """What is wrong with the data files ``spec`` names, every line of its rows file read (``data_problems``)."""
@@ -51,11 +54,20 @@ class RunData:
 
         if self.problems(spec):
             return None
-        if self.rows is None:
-            self.rows = load_rows(spec.dataset, spec.environment)
-        rows, data = self.rows[0], spec.dataset
-        sides = wai.datasets.cut_sides(rows, data.holdout, data.cut_seed, held_out=own_split(data, rows))
+        rows, sides = self._cut(spec)
         train: list[Mapping[str, Any]] = [rows[i] for i in sides.train]
         if tasks is not None:
-            train = [train[i] for i in wai.datasets.task_share(train, tasks, data.cut_seed)]
+            train = [train[i] for i in wai.datasets.task_share(train, tasks, spec.dataset.cut_seed)]
         return data_facts(profile_rows(train))
+
+    def _cut(self, spec: RecipeSpec) -> tuple[list[dict[str, Any]], Split]:
+        """The rows, read once, and the cut's sides drawn from them as the run will draw them (kept on ``rows``)."""
+        import whileai.simulations as wai
+
+        if self.rows is not None and self.rows.sides is not None:
+            return self.rows.rows, self.rows.sides
+        data = spec.dataset
+        rows, what = load_rows(data, spec.environment)
+        sides = wai.datasets.cut_sides(rows, data.holdout, data.cut_seed, held_out=own_split(data, rows))
+        self.rows = ReadRows(rows, what, sides)
+        return rows, sides

@@ -29,6 +29,7 @@ from whileai.runner.quick import is_quick, pop_quick
 if TYPE_CHECKING:
     from whileai.core.spec import RunSpec
 
+    from whileai.runner.pipeline import ReadRows
     from whileai.runner._rundata import RunData
     from whileai.runner.schema import RecipeSpec, Target
     from whileai.runner.stages import Stage
@@ -294,7 +295,7 @@ def _choices(hydra_cfg: Any) -> dict[str, Any]:
 
 
 def _validated(cfg: Any, origin: Any, whole: bool
-               ) -> tuple[RecipeSpec, list[tuple[Stage, RunSpec]], tuple[list[dict[str, Any]], str] | None]:
+               ) -> tuple[RecipeSpec, list[tuple[Stage, RunSpec]], ReadRows | None]:
     """The composed config as the typed spec, once, and each stage as its resolved spec, once (a quick run's caps
     applied between the two: what validate shows is what the run runs); every problem reported at once and exit 2
     when there are any: the schema's, then the rules between knobs (by the resolution wai.train runs), then the data
@@ -368,7 +369,7 @@ def _show(spec: RecipeSpec, choices: dict[str, Any]) -> int:
 
 
 def _run(spec: RecipeSpec, stages: list[tuple[Stage, RunSpec]], hydra_cfg: Any, choices: dict[str, Any],
-         overrides: list[str], origin: Any, rows: tuple[list[dict[str, Any]], str] | None) -> int:
+         overrides: list[str], origin: Any, rows: ReadRows | None) -> int:
     """``run``: the pipeline, with where the spec came from, its stages' resolved specs and its rows where the
     validation read them; a data error is one message and exit 2."""
     from whileai.runner.pipeline import EXIT_INTERRUPTED, Context, run_spec

@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec
 from whileai.core.stats import describe, group_lines
@@ -38,7 +38,10 @@ from whileai.runner.quick import is_quick, sft_rows
 from whileai.runner.schema import Dataset, Environment, Export, RecipeSpec, Serve
 from whileai.runner.stages import Stage, stage_check, stage_refs
 
-__all__ = ["Context", "run_spec", "EXIT_FAILED", "EXIT_EXPECT", "EXIT_GATE", "EXIT_INTERRUPTED"]
+if TYPE_CHECKING:
+    from whileai.simulations.datasets import Split
+
+__all__ = ["Context", "ReadRows", "run_spec", "EXIT_FAILED", "EXIT_EXPECT", "EXIT_GATE", "EXIT_INTERRUPTED"]
 
 EXIT_FAILED, EXIT_EXPECT, EXIT_GATE, EXIT_INTERRUPTED = 1, 3, 4, 130
 
@@ -62,9 +65,19 @@ class Context:
     label: list[str] = field(default_factory=list)
     #: ``origin(dotted key)``: where a key of the spec was set (recipe file:line, command line), for provenance
     origin: Callable[[str], str] | None = None
-    #: the dataset's rows and description, where they were read before the stages were resolved (``_rundata``);
-    #: None: the run loads them
-    rows: tuple[list[dict[str, Any]], str] | None = None
+    #: the dataset's rows, read before the stages were resolved (``_rundata``); None: the run loads them
+    rows: ReadRows | None = None
+
+
+@dataclass(frozen=True)
+class ReadRows:
+    """A dataset's rows as ``load_rows`` read them, its description, and the cut's sides where they were drawn
+    already (``datasets.cut_sides``, to resolve a stage): the run cuts the same rows the same way, drawing nothing
+    twice."""
+
+    rows: list[dict[str, Any]]
+    what: str
+    sides: Split | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -395,10 +408,10 @@ def _load_push_cut(plan: _Plan) -> None:
 
     progress, data, facts = plan.progress, plan.spec.dataset, plan.facts
     with progress.step("load and grade the dataset") as note:
-        read_before = plan.context.rows is not None  # read to resolve a stage (runner/_rundata.py): timed there
-        rows, what = plan.context.rows or load_rows(data, plan.spec.environment)
+        read = plan.context.rows  # read to resolve a stage (runner/_rundata.py): timed there
+        rows, what = (read.rows, read.what) if read is not None else load_rows(data, plan.spec.environment)
         note["result"] = (f"{len(rows)} rows of {what}, graded by {data.grade}"
-                          + (" (read while the stages were resolved)" if read_before else ""))
+                          + (" (read while the stages were resolved)" if read is not None else ""))
     with progress.step("push") as note:
         pushed = wai.push(rows, name=plan.spec.name or "dataset")
         plan.record["dataset"] = {"id": pushed.id, "content_hash": pushed.content_hash, "rows": pushed.rows}
@@ -409,7 +422,7 @@ def _load_push_cut(plan: _Plan) -> None:
         # answers the same ids), without reading the pushed rows or the train side back
         own = own_split(data, rows)
         sides = wai.datasets.cut_rows(rows, data.holdout, data.cut_seed, pushed.name or plan.spec.name or "dataset",
-                                      held_out=own)
+                                      held_out=own, sides=read.sides if read is not None else None)
         plan.train_side, plan.held, plan.train_rows = sides.train, sides.holdout, sides.train_rows
         # the run's record says how many held-out tasks moved because training asks the same prompt
         plan.record["cut"] = {"moved_to_train": {k: sides.moved[k] for k in ("tasks", "rows")},

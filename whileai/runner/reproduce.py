@@ -15,6 +15,7 @@ from whileai.runner import defaults
 if TYPE_CHECKING:
     from whileai.core.spec import RunSpec
 
+    from whileai.runner.pipeline import ReadRows
     from whileai.runner.schema import RecipeSpec
     from whileai.runner.stages import Stage
 
@@ -67,7 +68,7 @@ def _placement(args: list[str]) -> list[str]:
 
 
 def _stored_spec(run_id: str, stored: dict[str, Any], overrides: list[str]
-                 ) -> tuple[RecipeSpec, list[tuple[Stage, RunSpec]], tuple[list[dict[str, Any]], str] | None] | None:
+                 ) -> tuple[RecipeSpec, list[tuple[Stage, RunSpec]], ReadRows | None] | None:
     """The stored spec with ``overrides`` applied, validated as ``run`` validates, its stages' resolved specs, and the
     rows read to resolve them (a GRPO stage whose group size and temperature its data decides: ``_rundata``; None
     when none was read); None (every problem printed) when it is refused."""

@@ -368,12 +368,14 @@ def cut_sides(rows: Sequence[Mapping[str, Any]], holdout: float | None, seed: in
 
 
 def cut_rows(rows: Sequence[dict[str, Any]], holdout: float | None, seed: int | None, name: str,
-             held_out: Sequence[bool] | None = None) -> Cut:
+             held_out: Sequence[bool] | None = None, sides: Split | None = None) -> Cut:
     """``cut`` of rows already in hand, pushed as ``<name>:train`` and ``<name>:holdout``: a :class:`Cut` (train,
     holdout, the train side's rows, the held-out tasks moved to training), so a caller holding the rows reads
     neither them nor the train side back. ``held_out`` (one flag per row) is a dataset's own split, taken as it is
-    (:func:`fixed_split`) instead of drawing ``holdout`` of the tasks with ``seed``."""
-    sides = cut_sides(rows, holdout, seed, held_out)
+    (:func:`fixed_split`) instead of drawing ``holdout`` of the tasks with ``seed``. ``sides``: what
+    :func:`cut_sides` gave for these same arguments, drawn already by the caller (not drawn again)."""
+    if sides is None:
+        sides = cut_sides(rows, holdout, seed, held_out)
     train_rows = [rows[i] for i in sides.train]
     train = push(train_rows, name=f"{name}:train")
     held = push([rows[i] for i in sides.holdout], name=f"{name}:holdout")
