@@ -358,6 +358,16 @@ def test_a_stage_knob_its_recipe_does_not_set_needs_no_plus(tmp_path):
     assert done.returncode == 2 and "did you mean lora_rank" in done.stderr and "not in struct" not in done.stderr
 
 
+def test_a_stage_knob_typed_with_hydras_plus_signs_is_applied_not_dropped(tmp_path):
+    """``++stages.sft.steps=5`` and ``+stages.proxy.lora_rank=4``, as Hydra's own docs write them, reach the spec as
+    the same words without the signs do (the runner once dropped a typed "++" override without a word)."""
+    done = run_cli("validate", "recipe=hack/rm_proxy", "++stages.sft.steps=5", "+stages.proxy.lora_rank=4",
+                   "++beta=0.1", home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    shown = yaml.safe_load(done.stdout)
+    assert (shown["stages"]["sft"]["steps"], shown["stages"]["proxy"]["lora_rank"], shown["beta"]) == (5, 4, 0.1)
+
+
 def test_a_hub_base_not_in_the_cache_is_refused_at_validate_with_the_fix(tmp_path):
     """A local job never downloads, so validate refuses an uncached hub id instead of a run failing later."""
     from _runner_helpers import cached_hub_base

@@ -209,7 +209,8 @@ def _prepare(argv: list[str], mode: str) -> list[str]:
     overrides = [o for o in overrides if o not in flag_values]
     kept, problems = check_overrides(overrides, found)
     added = {k.removeprefix("++"): k for k in kept if k.startswith("++") and k.removeprefix("++") in overrides}
-    dropped = set(overrides) - {k.removeprefix("++") for k in kept}
+    # what check_overrides refused; an override kept as typed ("++key=...", "+key=...") or with the "++" it added
+    dropped = set(overrides) - {k.removeprefix("++") for k in kept} - set(kept)
     os.environ[_SWEPT_ENV] = ",".join(_swept_keys(kept))
     _STATE.update(mode=mode, problems=problems, found=found, argv=list(argv), added=set(added.values()))
     if problems and ("-m" in flags or "--multirun" in flags or "--help" in flags or "-h" in flags):
