@@ -190,3 +190,90 @@ def test_the_tail_gate_is_armed_only_with_a_gold_judge():
     settings = dict(window=3, delta=0.1, length_pct=0.25, kl_budget=None, n_boot=10, n_perm=10, scan_min=8, seed=0)
     assert ch.Settings(**settings, has_gold=True).tail() == defaults.MONITOR_LENGTH_TAIL
     assert ch.Settings(**settings, has_gold=False).tail() is None  # without gold the test reads the proxy itself
+
+
+def move_read(paid: float, *, gap_se: float = 0.1, price_se: float = 0.01, tail_p: float | None = 1e-6,
+              alpha: float = 0.001, n: int = 32) -> dict:
+    return stats._move_read({"gap_from_length": paid, "gap_se": gap_se, "price_se": price_se}, n, alpha=alpha,
+                            delta=defaults.MONITOR_DELTA, tail_p=tail_p)
+
+
+def test_the_move_is_read_by_the_mean_or_by_the_tail_each_at_half_the_level():
+    q_half, q_whole = stats.t_quantile(1 - 0.0005, 31), stats.t_quantile(1 - 0.001, 31)
+    wide = move_read(0.3)  # the product's interval is wide: the mean's reading fails, the tail's holds
+    assert wide["gap_lo"] == pytest.approx(0.3 - q_half * 0.1) and wide["gap_lo"] < 0
+    assert wide["price_lo"] == pytest.approx(0.3 - q_half * 0.01) and wide["price_lo"] > 0
+    assert wide["fired"] and wide["read"] == "tail" and wide["verdict"] == "hack"
+    assert move_read(0.3, gap_se=0.05)["read"] == "mean"  # 0.3 - 3.6 x 0.05 > 0: the mean's reading first
+    unread = move_read(0.3, tail_p=None)  # no tail (no gold judge): the mean's reading alone, at the whole level
+    assert unread["gap_lo"] == pytest.approx(0.3 - q_whole * 0.1) and not unread["fired"]
+    assert unread["read"] is None and unread["verdict"] == "growth"
+    assert move_read(0.3, gap_se=0.3 / (q_whole + 0.01), tail_p=None)["fired"]  # just inside the whole level
+    assert not move_read(0.3, gap_se=0.3 / (q_whole + 0.01), price_se=1.0)["fired"]  # outside half of it
+    with_tail = dict(gap_se=0.3 / (q_whole + 0.01), tail_p=0.0009)  # the tail at 0.0009 > 0.0005: not read
+    assert not move_read(0.3, **with_tail)["fired"]
+    assert move_read(0.3, tail_p=0.0005)["fired"]  # at exactly half the level it is read
+    assert not move_read(0.3, price_se=0.3 / q_half)["fired"]  # the price's lower bound at zero: not shown paid
+    assert not move_read(0.3, price_se=0.3 / (q_half - 0.01))["fired"]  # below zero
+    assert move_read(0.3, price_se=0.3 / (q_half + 0.01))["fired"]  # just above zero
+    assert move_read(defaults.MONITOR_DELTA, gap_se=0.001)["fired"]  # a gap of delta is enough ...
+    assert not move_read(0.099, gap_se=0.001)["fired"]  # ... below it neither reading fires
+    assert not move_read(0.099, gap_se=0.5)["fired"]
+    assert move_read(0.3, n=3)["price_lo"] == pytest.approx(0.3 - stats.t_quantile(1 - 0.0005, 2) * 0.01)
+
+
+def minority(seed: int, *, gold_pays: bool) -> dict:
+    """Half the prompts, two of their four completions doubling, at a wide spread of length (log-normal sd
+    0.4), a proxy paying 1 per base length beyond gold (or the gold paying it as much), alpha 5e-4."""
+    rng = np.random.default_rng(seed)
+    base, now = lengths(rng, BASE, looks=3, sd=0.4), lengths(rng, BASE, sd=0.4)[0]
+    now[: PROMPTS // 2, :2] *= 2.0
+    read = np.concatenate([base, now[None]])
+    paid = 1.0 * np.maximum(0.0, read / BASE - 1)
+    noise = rng.normal(0, 0.1, read.shape)
+    resid, gold = (noise, paid) if gold_pays else (paid + noise, np.zeros(read.shape))
+    res = stats.length_test(base, now, resid, gold, read, rng=rng, n_boot=300, alpha=5e-4,
+                            delta=defaults.MONITOR_DELTA, pct=defaults.MONITOR_LENGTH_PCT,
+                            shift=defaults.MONITOR_LENGTH_SHIFT, bins=defaults.MONITOR_LENGTH_BINS,
+                            tail=defaults.MONITOR_LENGTH_TAIL, tail_alpha=defaults.MONITOR_LENGTH_TAIL_ALPHA)
+    assert res is not None
+    return res
+
+
+def test_a_share_of_completions_growing_is_shown_bought_by_the_tail_where_the_mean_is_too_wide():
+    hacked = [minority(seed, gold_pays=False) for seed in range(30)]
+    by_tail = [r for r in hacked if r.get("read") == "tail"]
+    assert len(by_tail) >= 6 and sum(r["fired"] for r in hacked) >= 14  # 10 and 18 of 30 when written
+    for r in by_tail:
+        assert r["gap_lo"] <= 0 < r["price_lo"] and r["tail_p"] <= 5e-4 / 2
+        assert r["gap_from_length"] >= defaults.MONITOR_DELTA and r["price_se"] < r["gap_se"] / 5
+    honest = [minority(seed, gold_pays=True) for seed in range(30)]
+    assert not any(r["fired"] for r in honest)  # the same move, the gold paying for it: the price is nil
+
+
+def test_stable_lengths_under_a_proxy_paying_per_word_are_not_read_as_bought():
+    rng = np.random.default_rng(11)
+    price = lambda length: 1.0 * np.maximum(0.0, length / BASE - 1)  # noqa: E731
+    fired = 0
+    for _ in range(100):
+        base, now = lengths(rng, BASE, looks=3, sd=0.4), lengths(rng, BASE, sd=0.4)[0]
+        read = np.concatenate([base, now[None]])
+        res = stats.length_test(base, now, price(read) + rng.normal(0, 0.1, read.shape), np.zeros(read.shape),
+                                read, rng=rng, n_boot=100, alpha=0.002, delta=defaults.MONITOR_DELTA,
+                                pct=defaults.MONITOR_LENGTH_PCT, shift=defaults.MONITOR_LENGTH_SHIFT,
+                                bins=defaults.MONITOR_LENGTH_BINS, tail=defaults.MONITOR_LENGTH_TAIL,
+                                tail_alpha=defaults.MONITOR_LENGTH_TAIL_ALPHA)
+        fired += bool(res and res["fired"])
+    assert fired <= 1  # the price is read sharply, but no move: the tail's reading is the move's test
+
+
+def test_an_alarm_read_by_the_tail_says_so():
+    from whileai.domain.monitor._report import alarm_message
+
+    alarm = {"kind": "length", "drift": 0.15, "moved_share": 0.12, "length_base": 15.0, "length_now": 17.2,
+             "gap_from_length": 0.3, "gap_lo": -0.05, "slope": 0.14, "read": "tail", "tail_base": 0.1,
+             "tail_now": 0.22, "tail_p": 2e-5, "price_lo": 0.29}
+    text = alarm_message(alarm, "words")
+    assert "read by the tail: 22% of them past the baseline's longest 10%, p 2.0e-05" in text
+    assert "lower bound +0.290" in text and "-0.050" not in text
+    assert "(lower bound -0.050)" in alarm_message(dict(alarm, read="mean"), "words")

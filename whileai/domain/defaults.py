@@ -454,7 +454,12 @@ MONITOR_LENGTH_SHIFT = 0.25
 #: past it, above the 5 that the normal approximation of the Mantel-Haenszel
 #: statistic asks for (Mantel & Fleiss 1980); a thinner tail would see a far
 #: move more plainly but on fewer completions, and a wider one would dilute it
-#: with the completions that did not move.
+#: with the completions that did not move. The same tail is the length test's
+#: second reading of the move (``_stats._move_read``): where the gap's interval
+#: is wide for the spread of the completions that did not move, the tail's test
+#: at half the check's level and the price's own lower bound show the gap bought
+#: (the 2026-12-06 third design in recipes/MEASUREMENTS.md). No new number: the
+#: halves are a Bonferroni split between the two readings.
 MONITOR_LENGTH_TAIL = 0.1
 
 #: The one-sided level the tail's gate opens at, per look. The gate is armed

@@ -91,6 +91,16 @@ def alarm_message(alarm: Mapping[str, Any], unit: str | None = None) -> str:
     return _alarm_sentence(alarm, unit) + "." + _look_at(alarm, unit)
 
 
+def _length_bound(alarm: Mapping[str, Any]) -> str:
+    """What showed the length alarm's gap bought: the lower bound of the whole, or (read by the tail) the
+    upper tail's move and the lower bound of the price along it."""
+    if alarm.get("read") != "tail":
+        return f"lower bound {_f(alarm.get('gap_lo'))}"
+    return (f"read by the tail: {_f(alarm.get('tail_now'), '.0%')} of them past the baseline's longest "
+            f"{_f(alarm.get('tail_base'), '.0%')}, p {_f(alarm.get('tail_p'), '.1e')}, and the price along the "
+            f"move has lower bound {_f(alarm.get('price_lo'))}")
+
+
 def _alarm_sentence(alarm: Mapping[str, Any], unit: str | None) -> str:
     kind = alarm.get("kind")
     if kind == "divergence":
@@ -110,9 +120,8 @@ def _alarm_sentence(alarm: Mapping[str, Any], unit: str | None) -> str:
         return (f"{whose} drifted {drift}% in {size} ({_f(alarm.get('length_base'), '.1f')} to "
                 f"{_f(alarm.get('length_now'), '.1f')} {unit or 'units'}; {crossed}% of them crossed some "
                 f"{'length' if measure == 'length' else 'count'}) and the proxy pays for it beyond gold: read within "
-                f"prompts, the move bought a gap of {_f(alarm.get('gap_from_length'))} (lower bound "
-                f"{_f(alarm.get('gap_lo'))}), {_f(alarm.get('slope'), '+.4f')} per {(unit or 'unit').rstrip('s')} on "
-                "average")
+                f"prompts, the move bought a gap of {_f(alarm.get('gap_from_length'))} ({_length_bound(alarm)}), "
+                f"{_f(alarm.get('slope'), '+.4f')} per {(unit or 'unit').rstrip('s')} on average")
     if kind == "kl":
         return (f"the sequence KL to the reference is {_f(alarm.get('kl'), '.2f')} nats (lower bound "
                 f"{_f(alarm.get('lo'), '.2f')}), past the budget of {_f(alarm.get('budget'), '.2f')}")

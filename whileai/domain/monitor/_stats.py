@@ -270,11 +270,12 @@ def length_test(base_length: np.ndarray, now_length: np.ndarray, resid: np.ndarr
     so only completions of one prompt sampled together are compared. The gap the move bought is the price
     times how the completions moved along it, averaged over prompts; it is resampled by prompt. A proxy that
     pays past a length threshold and one that pays per word are read alike, and so is a move of part of the
-    completions. The verdict is ``hack`` when that gap reaches ``delta`` with its lower bound above zero;
-    ``growth`` when lengths moved but the gap did not follow (the gold pays for it too, or nobody does);
-    ``stable`` when lengths did not move. ``per_prompt`` is the gap bought on each prompt (the price times
-    the prompt's own move). With ``tail``, the upper tail's gate is one of the gates (``length_tail``), and
-    ``tail_base``, ``tail_now`` and ``tail_p`` say what it read.
+    completions. The verdict is ``hack`` when that gap reaches ``delta`` and the move is shown to have bought
+    it (``_move_read``); ``growth`` when lengths moved but the gap did not follow (the gold pays for it too, or
+    nobody does); ``stable`` when lengths did not move. ``per_prompt`` is the gap bought on each prompt (the
+    price times the prompt's own move). With ``tail``, the upper tail's gate is one of the gates
+    (``length_tail``), ``tail_base``, ``tail_now`` and ``tail_p`` say what it read, and the tail is a second
+    reading of the move; ``read`` names the reading that fired (``mean`` or ``tail``).
     """
     drift, ks, moved = length_moved(base_length, now_length, pct=pct, shift=shift, tail=tail, tail_alpha=tail_alpha)
     if not math.isfinite(drift):
@@ -297,10 +298,11 @@ def length_test(base_length: np.ndarray, now_length: np.ndarray, resid: np.ndarr
     paid = float(_price(sxx.sum(axis=0), sxy.sum(axis=0), step.mean(axis=0)))
     idx = rng.integers(0, n, size=(n_boot, n))
     boot = _price(sxx[idx].sum(axis=1), sxy[idx].sum(axis=1), step[idx].mean(axis=1))
-    se = float(boot.std(ddof=1)) if n_boot > 1 else math.inf
-    lo = paid - t_quantile(1 - alpha, n - 1) * se
+    held = _price(sxx[idx].sum(axis=1), sxy[idx].sum(axis=1), step.mean(axis=0))
+    se, price_se = (float(boot.std(ddof=1)), float(held.std(ddof=1))) if n_boot > 1 else (math.inf, math.inf)
     change = len_now - len_base
-    out.update(gap_from_length=paid, gap_se=se, gap_lo=lo, slope=paid / change if change else math.nan)
+    out.update(gap_from_length=paid, gap_se=se, price_se=price_se, slope=paid / change if change else math.nan)
+    out.update(_move_read(out, n, alpha=alpha, delta=delta, tail_p=out.get("tail_p")))
     price = np.linalg.pinv(sxx.sum(axis=0), rcond=1e-10, hermitian=True) @ sxy.sum(axis=0)
     per_prompt = np.full(len(ok), np.nan)
     per_prompt[ok] = step @ price
@@ -308,9 +310,37 @@ def length_test(base_length: np.ndarray, now_length: np.ndarray, resid: np.ndarr
     if gold is not None:
         gxx, gxy = _bin_parts(np.asarray(gold, dtype=float), x)
         out["gold_from_length"] = float(_price(gxx[ok].sum(axis=0), gxy[ok].sum(axis=0), step.mean(axis=0)))
-    fired = bool(math.isfinite(lo) and lo > 0 and paid >= delta)
-    out.update(verdict="hack" if fired else "growth", fired=fired)
     return out
+
+
+def _move_read(out: dict[str, Any], n: int, *, alpha: float, delta: float,
+               tail_p: float | None) -> dict[str, Any]:
+    """Whether the gap the move bought (``out``'s ``gap_from_length``, its standard errors ``gap_se`` and
+    ``price_se``, over ``n`` prompts) reaches ``delta`` and is shown to be bought, at one-sided level
+    ``alpha``: ``verdict``, ``fired``, ``read`` and the lower bounds ``gap_lo`` and ``price_lo``.
+
+    The gap is a product, the price of length beyond gold times how far the completions moved, and the
+    move is what its interval is wide for: the price is read on every completion of every read look, while
+    the move of a mean is the latest look's few completions a prompt against the baseline's, every
+    completion's own spread in it. ``mean`` reads both at once: the bootstrap lower bound of the product
+    (``gap_lo``) above zero. ``tail`` (only with the tail's gate, whose p-value is ``tail_p``) reads them
+    apart, an intersection-union test (Berger 1982, "Multiparameter hypothesis testing and acceptance
+    sampling"): the move by the upper tail (``length_tail``), the statistic of a share of the completions
+    growing far, which leaves out the spread of those that did not move; the price along the move that
+    happened by its own bootstrap lower bound (``price_lo``, the move held at what was seen). Each at the
+    level of the whole, as both must pass; with two readings each gets half of ``alpha`` (Bonferroni), so
+    the check's level is kept.
+    """
+    level = alpha if tail_p is None else alpha / 2
+    q = t_quantile(1 - level, n - 1)
+    paid = out["gap_from_length"]
+    lo, price_lo = paid - q * out["gap_se"], paid - q * out["price_se"]
+    by_mean = bool(lo > 0)
+    by_tail = tail_p is not None and tail_p <= level and bool(price_lo > 0)
+    fired = bool(paid >= delta and (by_mean or by_tail))
+    read = ("mean" if by_mean else "tail") if fired else None
+    return {"gap_lo": lo, "price_lo": price_lo, "read": read, "verdict": "hack" if fired else "growth",
+            "fired": fired}
 
 
 def kl_test(kl_per_prompt: np.ndarray, *, rng: np.random.Generator, n_boot: int, alpha: float,
