@@ -459,13 +459,14 @@ def sweep(args: argparse.Namespace, env: dict[str, str]) -> tuple[list[dict[str,
 
 
 def heading(args: argparse.Namespace, env: dict[str, str], results: Sequence[dict[str, Any]]) -> str:
-    """What was run, where, and on which CPU kernel path."""
+    """What was run, where, and on which CPU kernel path (the markdown heading, for a shared file, leaves out the data
+    root, a folder on this machine)."""
     typed = " ".join(["python benchmarks/recipe_seeds.py", args.recipe, "--seeds", seeds_text(args.seeds),
                       *(["--cpu-path", args.cpu_path] if args.cpu_path else []),
                       *(["--", *args.overrides] if args.overrides else [])])
     recorded = list(dict.fromkeys(s["cpu"] for r in results for s in r.get("stages") or [] if s.get("cpu")))
     path = "/".join(recorded) or env.get(CPU_ENV) or "the machine's default"
-    return (f"`{typed}` ({time.strftime('%Y-%m-%d')}, CPU kernel path {path}; data root {env['WHILEAI_HOME']}):"
+    return (f"`{typed}` ({time.strftime('%Y-%m-%d')}, CPU kernel path {path}):"
             if args.markdown else f"{typed}\nCPU kernel path {path}; data root {env['WHILEAI_HOME']}")
 
 

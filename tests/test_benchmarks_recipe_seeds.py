@@ -179,6 +179,7 @@ def test_the_tool_runs_a_recipe_at_two_seeds_and_reports_a_crash(bench, capsys, 
     assert bench.main(["sft_tooluse", "--from-json", str(figures), "--markdown"]) == 0  # the table again, as markdown
     markdown = capsys.readouterr().out
     assert "`python benchmarks/recipe_seeds.py sft_tooluse --seeds 0-1`" in markdown
+    assert "data root" not in markdown.splitlines()[0], "the table's heading names no folder of this machine"
     assert re.search(r"^\| 1 \| - \| \d -> \d/4 \(\d/\d, p = [\d.]+\) \| none \| passed \| \S+ \|$", markdown, re.M)
     assert "expect passed at 2/2 seeds" in markdown
 
