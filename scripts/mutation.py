@@ -57,7 +57,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "whileai/core/alarms.py": ("tests/test_alarms.py",),
     "whileai/domain/monitor/_arming.py": ("tests/test_monitor_arming.py",),
     "whileai/domain/monitor/_checks.py": ("tests/test_monitor_checks_values.py",),
-    "whileai/domain/monitor/_stats.py": ("tests/test_monitor_stats_values.py",),
+    "whileai/domain/monitor/_stats.py": ("tests/test_monitor_stats_values.py", "tests/test_monitor_length.py"),
     "whileai/platform/store/_accounts.py": ("tests/test_store_accounts.py",),
     "whileai/platform/api/_guard.py": ("tests/test_guard.py",),
     "whileai/platform/_loadable.py": ("tests/test_loadable.py", "tests/test_loadable_rules.py"),

@@ -4,6 +4,7 @@ tail, and the price of length read within prompts as a step function with a line
 from __future__ import annotations
 
 import math
+import warnings
 from statistics import NormalDist
 
 import numpy as np
@@ -277,3 +278,85 @@ def test_an_alarm_read_by_the_tail_says_so():
     assert "read by the tail: 22% of them past the baseline's longest 10%, p 2.0e-05" in text
     assert "lower bound +0.290" in text and "-0.050" not in text
     assert "(lower bound -0.050)" in alarm_message(dict(alarm, read="mean"), "words")
+
+
+def mantel_haenszel_p(tables: list[tuple[int, int, int, int]]) -> float:
+    """The one-sided p-value by hand from per-prompt (n_base, in_base, n_now, in_now) tables, continuity corrected;
+    a table of under two completions adds nothing (its variance is zero, its expected count its own count)."""
+    observed = expected = var = 0.0
+    for n_base, in_base, n_now, in_now in tables:
+        total, in_tail = n_base + n_now, in_base + in_now
+        observed += in_now
+        expected += n_now * in_tail / total if total else 0.0
+        var += n_now * n_base * in_tail * (total - in_tail) / (total**2 * (total - 1)) if total > 1 else 0.0
+    return 1 - NormalDist().cdf((observed - expected - 0.5) / math.sqrt(var))
+
+
+def test_the_tail_statistic_by_hand_over_two_prompts_read_apart():
+    # two baseline looks of two prompts, three completions each: the edge (upper quarter) is 11, past it only
+    # prompt 1's 12s; the latest look puts one of prompt 0's and two of prompt 1's past it
+    base = np.array([[[1.0, 2, 3], [10, 11, 12]], [[1, 2, 3], [10, 11, 12]]])
+    now = np.array([[1.0, 2, 20], [12, 12, 10]])
+    share_base, share_now, p = stats.length_tail(base, now, share=0.25)
+    assert (share_base, share_now) == (pytest.approx(2 / 12), pytest.approx(3 / 6))
+    assert p == pytest.approx(mantel_haenszel_p([(6, 0, 3, 1), (6, 2, 3, 2)]))
+    assert p != pytest.approx(mantel_haenszel_p([(12, 2, 6, 3)]))  # not the tables pooled into one
+
+
+def test_the_tail_statistic_reads_other_shapes_as_one_prompt():
+    now = np.array([1.0, 2, 20])  # base 1 .. 10: its longest tenth is past 9.1; 10 of 13 completions, 2 past it
+    assert stats.length_tail(np.arange(1.0, 11.0), now, share=0.1)[2] == pytest.approx(
+        mantel_haenszel_p([(10, 1, 3, 1)]))
+    base, now = np.arange(1.0, 13.0).reshape(2, 2, 3), np.array([[1.0, 20], [3, 4], [20, 6]])  # (3, 2) after (2, 3)
+    assert stats.length_tail(base, now, share=0.25) == stats.length_tail(base.ravel(), now.ravel(), share=0.25)
+
+
+def test_the_tail_statistic_counts_prompts_with_few_completions_without_a_warning():
+    base = np.array([[[1.0, 2], [np.nan, np.nan], [np.nan, np.nan], [1, np.nan]]])
+    now = np.array([[9.0, 9], [np.nan, np.nan], [9, np.nan], [9, np.nan]])  # none, one and two completions
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no 0 / 0 of an empty prompt's table reaches the user
+        share_base, share_now, p = stats.length_tail(base, now, share=0.5)  # the edge is 1: past it the 2 and 9s
+        assert (share_base, share_now) == (pytest.approx(1 / 3), 1.0)
+        assert p == pytest.approx(mantel_haenszel_p([(2, 1, 2, 2), (0, 0, 0, 0), (0, 0, 1, 1), (1, 0, 1, 1)]))
+        assert stats.length_tail(np.full((1, 1, 10), 5.0), np.full((1, 10), 5.0), share=0.1)[2] == 1.0  # no tail
+    assert stats.length_tail(np.full(3, np.nan), now, share=0.1)[2] == 1.0  # no baseline: nothing read
+
+
+def test_the_tail_gate_opens_at_its_level_and_is_shut_by_default():
+    base, now = np.arange(1.0, 11.0).reshape(1, 1, 10), np.array([[1.0, 2, 3, 4, 5, 6, 7, 20, 20, 20]])
+    p = stats.length_tail(base, now, share=0.1)[2]
+    gate = dict(pct=math.inf, shift=math.inf, tail=0.1)
+    assert stats.length_moved(base, now, **gate, tail_alpha=p)[2]  # a p-value at exactly the level opens it
+    assert not stats.length_moved(base, now, **gate, tail_alpha=p / 2)[2]
+    assert not stats.length_moved(base, base[0], **gate)[2]  # no level given: the tail's gate stays shut
+
+
+def test_the_length_test_reports_what_the_tail_read_and_keeps_its_gate_shut_by_default():
+    rng = np.random.default_rng(12)
+    base, now = lengths(rng, BASE, looks=3), lengths(rng, BASE)[0]
+    read = np.concatenate([base, now[None]])
+    res = stats.length_test(base, now, rng.normal(0, 0.1, read.shape), None, read, rng=rng, n_boot=10, alpha=0.01,
+                            delta=defaults.MONITOR_DELTA, pct=math.inf, shift=math.inf, bins=4, tail=0.1)
+    assert res is not None and res["verdict"] == "stable" and "gap_from_length" not in res
+    assert (res["tail_base"], res["tail_now"], res["tail_p"]) == stats.length_tail(base, now, share=0.1)
+
+
+def test_the_steps_of_length_by_hand():
+    base, now = np.array([[[2.0, 4]]]), np.array([[6.0, 8]])  # pooled 2 4 6 8: mean 5, halves at 5
+    step, x = stats._length_steps(base, now, np.array([[[2.0, 6, 8, np.nan]]]), 2)
+    # one bin past the edge 5 (the one below it the reference) and the length past 5, over the mean 5
+    assert x.tolist() == [[[[0.0, 0.0], [1.0, 0.2], [1.0, 0.6], [1.0, 0.0]]]]
+    assert step.tolist() == [[1.0, 0.4]]  # the latest look's mean (1, 0.4) less the baseline's (0, 0)
+    step, x = stats._length_steps(np.array([[[0.2, 0.4]]]), np.array([[0.6, 0.8]]), np.array([[[0.2, 0.8]]]), 1)
+    assert x.tolist() == [[[[0.0], [pytest.approx(0.6 / 0.5)]]]]  # no edges: the line from the shortest, over 0.5
+    zeros = np.zeros((1, 1, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert stats._length_steps(zeros, zeros[0], zeros, 2)[1][..., -1].tolist() == [[[0.0, 0.0]]]  # all empty
+
+
+def test_a_gap_lower_bound_of_exactly_zero_is_not_shown_bought():
+    q = stats.t_quantile(1 - 0.001, 31)
+    at_zero = move_read(0.3, gap_se=0.3 / q, tail_p=None)
+    assert at_zero["gap_lo"] == 0.0 and not at_zero["fired"] and at_zero["read"] is None
