@@ -113,6 +113,8 @@ def test_holdout_gain_significant_asks_for_a_gain_the_paired_test_calls_real():
     # a significant change downwards is no gain
     down = verdict(expect, _outcome_with(1.0, 0.0, [1] * 10, [0] * 10), where)
     assert down["lines"][1]["passed"] is False
+    one = verdict(expect, _outcome_with(0.5, 0.5, [0, 1] + [0] * 6, [1, 0] + [0] * 6), where)
+    assert one["lines"][1]["seen"].endswith(": 1 prompt improved, 1 worsened"), one["lines"][1]["seen"]
     # no per-prompt outcomes (a held-out loss, or an old run): the line cannot hold
     bare = verdict(expect, {"status": "done", "before": 0.0, "after": 1.0}, where)
     assert bare["lines"][1]["passed"] is False and "no per-prompt outcomes" in bare["lines"][1]["seen"]

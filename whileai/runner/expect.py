@@ -66,8 +66,9 @@ def _check(key: str, want: Any, outcome: dict[str, Any]) -> tuple[bool, str]:
                            "(the job measures them for pass_rate and pair_accuracy; set holdout= to measure)")
         gain = _gain(before, after)
         ok = gain is not None and gain > 0 and paired["p"] < want
-        return ok, (f"held-out {describe(before, after, stats)}: {paired.get('improved')} prompts improved, "
-                    f"{paired.get('worsened')} worsened")
+        improved = paired.get("improved")
+        return ok, (f"held-out {describe(before, after, stats)}: {improved} prompt{'' if improved == 1 else 's'} "
+                    f"improved, {paired.get('worsened')} worsened")
     if key == "stage_gain_min":
         start = outcome.get("previous_after")
         if start is None and outcome.get("previous_run") is None:
