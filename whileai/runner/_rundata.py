@@ -64,7 +64,7 @@ class RunData:
         """The rows, read once, and the cut's sides drawn from them as the run will draw them (kept on ``rows``)."""
         import whileai.simulations as wai
 
-        if self.rows is not None and self.rows.sides is not None:
+        if self.rows is not None:
             return self.rows.rows, self.rows.sides
         data = spec.dataset
         rows, what = load_rows(data, spec.environment)

@@ -71,13 +71,12 @@ class Context:
 
 @dataclass(frozen=True)
 class ReadRows:
-    """A dataset's rows as ``load_rows`` read them, its description, and the cut's sides where they were drawn
-    already (``datasets.cut_sides``, to resolve a stage): the run cuts the same rows the same way, drawing nothing
-    twice."""
+    """A dataset's rows as ``load_rows`` read them, its description, and the cut's sides drawn from them
+    (``datasets.cut_sides``) to resolve a stage: the run pushes those sides, drawing nothing twice."""
 
     rows: list[dict[str, Any]]
     what: str
-    sides: Split | None = None
+    sides: Split
 
 
 # ---------------------------------------------------------------------------
