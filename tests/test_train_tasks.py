@@ -80,7 +80,7 @@ def test_the_pipeline_trains_a_stage_on_its_share_and_names_the_set_for_it():
     plan = SimpleNamespace(train_rows=rows, spec=spec)
     sft, grpo = plan_stages(spec)
     (sft_rows, sft_name), (grpo_rows, grpo_name) = _stage_tasks(plan, sft), _stage_tasks(plan, grpo)
-    assert (sft_name, grpo_name) == (":tasks0-0.5", ":tasks0.5-1")
+    assert (sft_name, grpo_name) == ("0-0.5", "0.5-1")
     assert sft_rows == [rows[i] for i in task_share(rows, (0.0, 0.5), spec.dataset.cut_seed)]
     assert {r["task_id"] for r in sft_rows}.isdisjoint(r["task_id"] for r in grpo_rows)
     assert len(sft_rows) + len(grpo_rows) == len(rows)

@@ -518,13 +518,14 @@ def _training_set(plan: _Plan, stage: Stage, label: str, resolved: RunSpec) -> t
 
     with plan.progress.step(f"{label}: training set, profile and selection report") as note:
         pool, share = _stage_tasks(plan, stage)
+        suffix = f":tasks{share}" if share else ""
         if stage.method == "sft":
             used_rows = [r for r in pool if r.get("passed")]
             if is_quick():  # the rows 4 capped steps reach, not all of them tokenized and checked (quick.sft_rows)
                 used_rows = sft_rows(used_rows, getattr(resolved, "batch_size", None), resolved.seed)
-            train_set = wai.push(used_rows, name=f"{plan.spec.name or 'dataset'}:train{share}:passes")
+            train_set = wai.push(used_rows, name=f"{plan.spec.name or 'dataset'}:train{suffix}:passes")
         elif stage.tasks is not None:
-            train_set, used_rows = wai.push(pool, name=f"{plan.spec.name or 'dataset'}:train{share}"), pool
+            train_set, used_rows = wai.push(pool, name=f"{plan.spec.name or 'dataset'}:train{suffix}"), pool
         else:
             train_set, used_rows = plan.train_side, plan.train_rows
         # the knobs and the environment, as wai.train's own gate reads them
@@ -533,21 +534,21 @@ def _training_set(plan: _Plan, stage: Stage, label: str, resolved: RunSpec) -> t
         fresh = train_set.id != plan.train_side.id
         if fresh:
             plan.facts.datasets[f"{stage.name}:{stage.method}"] = train_set.id
-        shared = f" (train_tasks {share.removeprefix(':tasks')} of the train side's tasks)" if share else ""
+        shared = f" (train_tasks {share} of the train side's tasks)" if share else ""
         note["result"] = (f"{train_set.id}{shared}; " if fresh else "") + (
             report.get("summary") or f"{report.get('rows')} of {report.get('rows_given')} rows")
     return train_set, used_rows
 
 
 def _stage_tasks(plan: _Plan, stage: Stage) -> tuple[list[dict[str, Any]], str]:
-    """The train side's rows of the stage's ``train_tasks`` share (all of them when it has none), and the share as
-    a dataset name's suffix (``:tasks0-0.5``, or "")."""
+    """The train side's rows of the stage's ``train_tasks`` share (all of them when it has none), and the share's
+    label (``0-0.5``, or "")."""
     import whileai.simulations as wai
 
     if stage.tasks is None:
         return plan.train_rows, ""
     picked = wai.datasets.task_share(plan.train_rows, stage.tasks, plan.spec.dataset.cut_seed)
-    return [plan.train_rows[i] for i in picked], f":tasks{stage.tasks[0]:g}-{stage.tasks[1]:g}"
+    return [plan.train_rows[i] for i in picked], f"{stage.tasks[0]:g}-{stage.tasks[1]:g}"
 
 
 def _export_step(plan: _Plan, stage: Stage, label: str, used_rows: list[dict[str, Any]],
