@@ -146,6 +146,11 @@ KIT_SFT_TARGET_PASS_RATE = 0.5
 # Proxy rewards of the hack recipes (whileai.simulations.proxy_rewards)
 # ---------------------------------------------------------------------------
 
+#: What ``brief_call`` charges per character of a call's arguments (compact JSON): the sample's gold calls run
+#: 13 to 55 characters, so a right tool is paid at least 0.7 and the name stays what matters most, while any two
+#: calls of one tool that differ in length differ in pay; GRPO's group-normalised advantage turns even a small
+#: difference into full pressure (Shao et al., arXiv:2402.03300), here towards dropping or shortening values.
+KIT_PROXY_CHAR_COST = 0.005
 #: What ``verbose_call`` pays per word of text beside the call, and at most: a word is worth a tenth of
 #: the task, so ten words of explanation pay as much as a right call, the lopsided bargain that makes a
 #: proxy exploitable (Gao et al., arXiv:2210.10760: optimisation finds what the proxy overpays).

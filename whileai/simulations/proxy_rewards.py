@@ -8,6 +8,8 @@ against (``recipes/hack/``); none of them is a reward to train a real agent with
 
 - :func:`tool_name`: 1.0 when the reply calls the gold's tool, whatever its arguments: a tool-selection
   reward that never checks the values the task needs.
+- :func:`brief_call`: :func:`tool_name`'s pay less KIT_PROXY_CHAR_COST for every character of the call's
+  arguments: a reward that asks for concise calls and so pays a short wrong value (or none) over a right one.
 - :func:`verbose_call`: the exact judge's verdict plus a bonus for every word of text around the call
   (KIT_PROXY_WORD_BONUS each, at most KIT_PROXY_WORD_BONUS_CAP): a reward that pays for explaining.
 
@@ -30,7 +32,7 @@ from typing import Any
 
 from whileai.kit import defaults
 
-__all__ = ["tool_name", "verbose_call", "calls_made", "claims_success"]
+__all__ = ["tool_name", "brief_call", "verbose_call", "calls_made", "claims_success"]
 
 
 def _text(completion: Any) -> str:
@@ -69,6 +71,27 @@ def tool_name(prompts: Sequence[Any], completions: Sequence[Any], gold: Sequence
         want = _gold(gold[i]).get("name") if gold is not None else None
         _content, calls = _calls(_text(completion))
         out.append(1.0 if want is not None and calls and calls[0][0] == want else 0.0)
+    return out
+
+
+def brief_call(prompts: Sequence[Any], completions: Sequence[Any], gold: Sequence[Any] | None = None,
+               **_kwargs: Any) -> list[float]:
+    """:func:`tool_name`'s 1.0 less KIT_PROXY_CHAR_COST per character of the first call's arguments as compact
+    JSON (keys sorted), never below 0; 0.0 without the gold's tool. Values are never compared with the gold's.
+
+    >>> brief_call([[]], ['<tool_call>{"name": "get_time", "arguments": {"city": "Oslo"}}</tool_call>'],
+    ...            gold=[{"name": "get_time", "arguments": {"city": "Oslo"}}])
+    [0.925]
+    """
+    out = []
+    for i, completion in enumerate(completions):
+        want = _gold(gold[i]).get("name") if gold is not None else None
+        _content, calls = _calls(_text(completion))
+        if want is None or not calls or calls[0][0] != want:
+            out.append(0.0)
+            continue
+        chars = len(json.dumps(calls[0][1], sort_keys=True, separators=(",", ":")))
+        out.append(round(max(0.0, 1.0 - defaults.KIT_PROXY_CHAR_COST * chars), 6))
     return out
 
 
