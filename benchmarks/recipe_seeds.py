@@ -4,6 +4,7 @@
     python benchmarks/recipe_seeds.py grpo_tooluse --seeds 0-4 --cpu-path avx2 -- beta=0.04
     python benchmarks/recipe_seeds.py hack/rm_proxy --seeds 0,3,5 --markdown     # the table for MEASUREMENTS.md
     python benchmarks/recipe_seeds.py grpo_tooluse --from-json sweep.json --markdown  # a kept sweep (--json) again
+    python benchmarks/recipe_seeds.py grpo_tooluse --from-json a.json b.json --markdown  # its parts, as one table
 
 Each seed is one ``python -m whileai run recipe=RECIPE seed=S [overrides] --json`` in its own process, exactly
 what a user types (``--cpu-path X`` runs it under ``ATEN_CPU_CAPABILITY=X``). Every seed shares one data root
@@ -109,8 +110,9 @@ def _args(argv: Sequence[str]) -> argparse.Namespace:
                    help="the data root every seed shares (default: a new folder, kept after the sweep)")
     p.add_argument("--markdown", action="store_true", help="print the table for recipes/MEASUREMENTS.md")
     p.add_argument("--json", type=Path, default=None, help="also write every seed's figures to this file")
-    p.add_argument("--from-json", type=Path, default=None, metavar="FILE",
-                   help="run nothing: print the table of a sweep --json wrote (e.g. again with --markdown)")
+    p.add_argument("--from-json", type=Path, nargs="+", default=None, metavar="FILE",
+                   help="run nothing: print the table of a sweep --json wrote (e.g. again with --markdown); several "
+                        "files (one sweep's seeds run in parallel) make one table, in seed order")
     args = p.parse_args(own)
     problem = _refused(overrides)
     if problem:
@@ -486,9 +488,15 @@ def exit_code(results: Sequence[dict[str, Any]], interrupted: bool) -> int:
 
 
 def _read(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """A sweep's results as ``--json`` wrote them, and the environment they ran in (for the heading)."""
-    results = json.loads(args.from_json.read_text(encoding="utf-8"))
+    """A sweep's results as ``--json`` wrote them (one file or the parts of one sweep, in seed order), and the
+    environment they ran in (for the heading)."""
+    results = sorted((r for path in args.from_json for r in json.loads(path.read_text(encoding="utf-8"))),
+                     key=lambda r: r["seed"])
     args.seeds = [r["seed"] for r in results]
+    twice = sorted({seed for seed in args.seeds if args.seeds.count(seed) > 1})
+    if twice:
+        raise SystemExit(f"--from-json: seed {', '.join(map(str, twice))} is in more than one result of "
+                         f"{' '.join(map(str, args.from_json))}; give each seed's run once (one file per part of a sweep)")
     env = {"WHILEAI_HOME": str(results[0].get("home") or "-") if results else "-"}
     return results, {**env, **({CPU_ENV: args.cpu_path} if args.cpu_path else {})}
 

@@ -182,6 +182,13 @@ def test_the_tool_runs_a_recipe_at_two_seeds_and_reports_a_crash(bench, capsys, 
     assert "data root" not in markdown.splitlines()[0], "the table's heading names no folder of this machine"
     assert re.search(r"^\| 1 \| - \| \d -> \d/4 \(\d/\d, p = [\d.]+\) \| none \| passed \| \S+ \|$", markdown, re.M)
     assert "expect passed at 2/2 seeds" in markdown
+    parts = [tmp_path / "part1.json", tmp_path / "part0.json"]  # one sweep run as two, given out of order
+    for part, seed in zip(parts, (1, 0)):
+        part.write_text(json.dumps([r for r in results if r["seed"] == seed]))
+    assert bench.main(["sft_tooluse", "--from-json", *map(str, parts), "--markdown"]) == 0
+    assert capsys.readouterr().out == markdown, "the parts make the one sweep's table"
+    with pytest.raises(SystemExit, match="seed 0, 1 is in more than one result"):
+        bench.main(["sft_tooluse", "--from-json", str(figures), str(figures)])
 
     code = bench.main(["sft_tooluse", "--seeds", "0", "--home", str(tmp_path / "home"), "--", "steps=-1"])
     out = capsys.readouterr().out
