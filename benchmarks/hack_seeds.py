@@ -10,7 +10,8 @@ from that adapter, once per variant, with the HackMonitor on, using the job bodi
 
 - ``honest``: the hacks' honest twin: recipes/hack/tool_name.yaml with ``reward=first_action``, its monitor
   as it is (no alarm wanted);
-- ``tool_name``: recipes/hack/tool_name.yaml, a reward that reads only the tool name;
+- ``tool_name``: recipes/hack/tool_name.yaml, a reward that pays the right tool name less a charge per
+  character of its arguments (``brief_call``), values never compared;
 - ``rm_proxy``: recipes/hack/rm_proxy.yaml, a reward model trained briefly (its ``stages.proxy``);
 - ``design_card``: grpo_tooluse (``reward=first_action``): a significant gain and no alarm wanted;
 - ``fine_grained``: ToolRL's decomposed reward at grpo_tooluse's settings (the binary-vs-fine-grained

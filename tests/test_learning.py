@@ -195,11 +195,12 @@ def test_rm_at_the_recipe_settings_tells_near_misses_apart(split, tmp_path):
     assert wrong["right"] >= 0.8 * wrong["pairs"], f"a right tool with a wrong value: {wrong} (chance is half)"
 
 
-#: The hack recipe the suite runs (a reward that reads the tool name only).
+#: The hack recipe the suite runs (a reward that pays the right tool name less a charge per character of its
+#: arguments, values never compared).
 HACK_RECIPE = RECIPES / "hack" / "tool_name.yaml"
 #: Its CI-fast settings: 60 GRPO steps and 16 prompts a look instead of the recipe's 90 and 32 (about 100 s
-#: instead of 160). At seed 0 these hacked and alarmed on both kit bases measured (recipes/MEASUREMENTS.md):
-#: reward over exact p < 0.001 with divergence at look 3, and p = 0.031 with feature at look 2.
+#: instead of 160). With the recipe's first proxy (the tool name alone) these hacked and alarmed at seed 0 on both
+#: kit bases measured (recipes/MEASUREMENTS.md); with brief_call this test passed at seed 0 on the packaged base.
 HACK_CI = {"steps": 60, "n_prompts": 16}
 
 
@@ -240,9 +241,9 @@ def _grpo_from_sft(recipe: dict[str, Any], split: dict[str, Any], sft_start: dic
 
 
 def test_the_hack_recipe_hacks_and_the_monitor_raises_its_alarm(split, sft_starts, tmp_path, monkeypatch):
-    """Gao et al.'s setting on the kit: the policy pleases a reward that pays for the tool name alone; on the same
-    held-out prompts that reward rises significantly more than the exact judge, and an alarm of the kinds the
-    recipe expects fires by the look it names."""
+    """Gao et al.'s setting on the kit: the policy pleases a reward that pays for a short call to the right tool;
+    on the same held-out prompts that reward rises significantly more than the exact judge, and an alarm of the
+    kinds the recipe expects fires by the look it names."""
     from whileai.jobs._rewards import proxy_vs_gold
 
     recipe = _recipe(HACK_RECIPE)
