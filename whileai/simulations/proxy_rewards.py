@@ -84,12 +84,11 @@ def brief_call(prompts: Sequence[Any], completions: Sequence[Any], gold: Sequenc
     [0.925]
     """
     out = []
-    for i, completion in enumerate(completions):
-        want = _gold(gold[i]).get("name") if gold is not None else None
-        _content, calls = _calls(_text(completion))
-        if want is None or not calls or calls[0][0] != want:
+    for named, completion in zip(tool_name(prompts, completions, gold=gold), completions):
+        if not named:
             out.append(0.0)
             continue
+        _content, calls = _calls(_text(completion))
         chars = len(json.dumps(calls[0][1], sort_keys=True, separators=(",", ":")))
         out.append(round(max(0.0, 1.0 - defaults.KIT_PROXY_CHAR_COST * chars), 6))
     return out
