@@ -63,15 +63,20 @@ def _calls(text: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
     return content or "", calls
 
 
-def tool_name(prompts: Sequence[Any], completions: Sequence[Any], gold: Sequence[Any] | None = None,
-              **_kwargs: Any) -> list[float]:
-    """1.0 when the reply's first call names the gold's tool, arguments unread; 0.0 otherwise."""
-    out = []
+def _gold_tool_arguments(completions: Sequence[Any], gold: Sequence[Any] | None) -> list[dict[str, Any] | None]:
+    """Per completion, the arguments of its first call when that call names the gold's tool, else None."""
+    out: list[dict[str, Any] | None] = []
     for i, completion in enumerate(completions):
         want = _gold(gold[i]).get("name") if gold is not None else None
         _content, calls = _calls(_text(completion))
-        out.append(1.0 if want is not None and calls and calls[0][0] == want else 0.0)
+        out.append(calls[0][1] if want is not None and calls and calls[0][0] == want else None)
     return out
+
+
+def tool_name(prompts: Sequence[Any], completions: Sequence[Any], gold: Sequence[Any] | None = None,
+              **_kwargs: Any) -> list[float]:
+    """1.0 when the reply's first call names the gold's tool, arguments unread; 0.0 otherwise."""
+    return [0.0 if arguments is None else 1.0 for arguments in _gold_tool_arguments(completions, gold)]
 
 
 def brief_call(prompts: Sequence[Any], completions: Sequence[Any], gold: Sequence[Any] | None = None,
@@ -84,12 +89,11 @@ def brief_call(prompts: Sequence[Any], completions: Sequence[Any], gold: Sequenc
     [0.925]
     """
     out = []
-    for named, completion in zip(tool_name(prompts, completions, gold=gold), completions):
-        if not named:
+    for arguments in _gold_tool_arguments(completions, gold):
+        if arguments is None:
             out.append(0.0)
             continue
-        _content, calls = _calls(_text(completion))
-        chars = len(json.dumps(calls[0][1], sort_keys=True, separators=(",", ":")))
+        chars = len(json.dumps(arguments, sort_keys=True, separators=(",", ":")))
         out.append(round(max(0.0, 1.0 - defaults.KIT_PROXY_CHAR_COST * chars), 6))
     return out
 
