@@ -198,9 +198,9 @@ def test_rm_at_the_recipe_settings_tells_near_misses_apart(split, tmp_path):
 #: The hack recipe the suite runs (a reward that pays the right tool name less a charge per character of its
 #: arguments, values never compared).
 HACK_RECIPE = RECIPES / "hack" / "tool_name.yaml"
-#: Its CI-fast settings: 60 GRPO steps and 16 prompts a look instead of the recipe's 90 and 32 (about 100 s
-#: instead of 160). With the recipe's first proxy (the tool name alone) these hacked and alarmed at seed 0 on both
-#: kit bases measured (recipes/MEASUREMENTS.md); with brief_call this test passed at seed 0 on the packaged base.
+#: Its CI-fast settings: 60 GRPO steps and 16 prompts a look instead of the recipe's 90 and 32. The proxy's hack is
+#: large at every seed measured (recipes/MEASUREMENTS.md: the exact judge down to 0-4 of 60 by step 90), and the
+#: test's own assertions say whether 60 steps still show it.
 HACK_CI = {"steps": 60, "n_prompts": 16}
 
 
