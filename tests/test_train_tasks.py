@@ -77,7 +77,7 @@ def test_the_pipeline_trains_a_stage_on_its_share_and_names_the_set_for_it():
 
     rows = _rows(60, 60)
     spec = schema.recipe_spec(compose("recipe=grpo_tooluse", "++stages.sft.train_tasks=[0,0.5]", "train_tasks=[0.5,1]"))
-    plan = SimpleNamespace(train_rows=rows, spec=spec)
+    plan = SimpleNamespace(train_rows=rows, spec=spec, context=SimpleNamespace(rows=None))
     sft, grpo = plan_stages(spec)
     (sft_rows, sft_name), (grpo_rows, grpo_name) = _stage_tasks(plan, sft), _stage_tasks(plan, grpo)
     assert (sft_name, grpo_name) == ("0-0.5", "0.5-1")
@@ -85,7 +85,27 @@ def test_the_pipeline_trains_a_stage_on_its_share_and_names_the_set_for_it():
     assert {r["task_id"] for r in sft_rows}.isdisjoint(r["task_id"] for r in grpo_rows)
     assert len(sft_rows) + len(grpo_rows) == len(rows)
     whole = schema.recipe_spec(compose("recipe=grpo_tooluse"))
-    assert _stage_tasks(SimpleNamespace(train_rows=rows, spec=whole), plan_stages(whole)[0]) == (rows, "")
+    assert _stage_tasks(SimpleNamespace(train_rows=rows, spec=whole, context=None), plan_stages(whole)[0]) == (rows, "")
+
+
+def test_a_share_drawn_to_resolve_a_stage_is_the_share_it_trains_on():
+    """The rows read before the stages were resolved (``ReadRows``, from ``runner/_rundata.py``) keep each share
+    they drew; the pipeline takes the same rows from them instead of drawing again."""
+    from whileai.runner.pipeline import ReadRows, _stage_tasks
+    from whileai.simulations.datasets import Split
+
+    rows = _rows(60, 60)
+    held, train = list(range(0, 120, 5)), [i for i in range(120) if i % 5]  # a cut's sides, as indices into the rows
+    read = ReadRows(rows, "rows", Split(train, held, {}))
+    spec = schema.recipe_spec(compose("recipe=grpo_tooluse", "++stages.sft.train_tasks=[0,0.5]", "train_tasks=[0.5,1]"))
+    sft, grpo = plan_stages(spec)
+    seed = spec.dataset.cut_seed
+    resolved = read.share((0.0, 0.5), seed)  # what the stage's facts were read from
+    assert list(read.shares) == [((0.0, 0.5), seed)]
+    plan = SimpleNamespace(train_rows=read.train_rows(), spec=spec, context=SimpleNamespace(rows=read))
+    assert _stage_tasks(plan, sft) == (resolved, "0-0.5")
+    assert _stage_tasks(plan, grpo)[0] == [plan.train_rows[i] for i in task_share(plan.train_rows, (0.5, 1.0), seed)]
+    assert list(read.shares) == [((0.0, 0.5), seed), ((0.5, 1.0), seed)], "each share drawn once"
 
 
 def test_a_first_stage_resolves_from_the_facts_of_its_own_share(tmp_path):

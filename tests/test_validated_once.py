@@ -80,6 +80,17 @@ def counted_split(*args, **kwargs):
 
 
 datasets.split = counted_split
+shared = datasets.task_share
+shares = []
+
+
+def counted_share(*args, **kwargs):
+    """A stage's ``train_tasks`` share of the train side (``datasets.task_share``), counted."""
+    shares.append(1)
+    return shared(*args, **kwargs)
+
+
+datasets.task_share = counted_share
 
 
 def finished_at_once(store, account_id, job):
@@ -98,7 +109,8 @@ try:
     code = (reproduce_main(sys.argv[2:]) if sys.argv[1:2] == ["reproduce"] else run_main(sys.argv[1:]))
 except SystemExit as exc:
     code = exc.code
-print(json.dumps({"exit": code, "counts": dict(counts), "launched": launched, "cuts": len(cuts)}, default=str))
+print(json.dumps({"exit": code, "counts": dict(counts), "launched": launched, "cuts": len(cuts),
+                  "shares": len(shares)}, default=str))
 '''
 
 #: the recipe's two stages on a few tasks of the shipped sample, its expect lines about learning set aside
@@ -160,6 +172,17 @@ def test_a_single_stage_grpo_run_validates_its_spec_once_with_the_datasets_group
     assert again["counts"] == {"RecipeSpec": 1, "GRPOSpec": 1} and again["cuts"] == 1, again
     (redo,) = again["launched"]
     assert (redo["generations"], redo["temperature"], redo["holdout"]) == (4, 0.7, grpo["holdout"])
+
+
+def test_a_stage_with_a_train_tasks_share_draws_it_once_for_its_facts_and_its_training_set(home, tmp_path):
+    """The share's rows give the stage its group size and temperature (resolved before anything trains) and are the
+    rows it trains on: one draw serves both."""
+    found = _counted_run(home, tmp_path, [*_SINGLE_ARGS, "train_tasks=[0,0.5]"])
+    assert found["exit"] == 0, found
+    assert found["counts"] == {"RecipeSpec": 1, "GRPOSpec": 1}, found["counts"]
+    assert (found["cuts"], found["shares"]) == (1, 1), found
+    (grpo,) = found["launched"]
+    assert grpo["runner"]["stage"] == "train" and (grpo["generations"], grpo["temperature"]) == (4, 0.7)
 
 
 PACKAGE = ROOT / "whileai"

@@ -17,14 +17,11 @@ go on to the pipeline (``Context.rows``), which loads nothing twice.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from whileai.runner._datacheck import data_problems
 from whileai.runner.pipeline import ReadRows, load_rows, own_split
 from whileai.runner.schema import Problem, RecipeSpec
-
-if TYPE_CHECKING:
-    from whileai.simulations.datasets import Split
 
 __all__ = ["RunData"]
 
@@ -48,26 +45,23 @@ class RunData:
         """The facts GRPO reads of the cut's train side (``data_facts``), or of its ``tasks`` share (a stage's
         ``train_tasks``), or None where the data files have problems (those refuse the run; the stage resolves
         without the facts meanwhile)."""
-        import whileai.simulations as wai
         from whileai.domain.rows.selection import profile_rows
         from whileai.simulations.training import data_facts
 
         if self.problems(spec):
             return None
-        rows, sides = self._cut(spec)
-        train: list[Mapping[str, Any]] = [rows[i] for i in sides.train]
-        if tasks is not None:
-            train = [train[i] for i in wai.datasets.task_share(train, tasks, spec.dataset.cut_seed)]
+        read = self._read(spec)
+        drawn = read.train_rows() if tasks is None else read.share(tasks, spec.dataset.cut_seed)
+        train: list[Mapping[str, Any]] = [*drawn]
         return data_facts(profile_rows(train))
 
-    def _cut(self, spec: RecipeSpec) -> tuple[list[dict[str, Any]], Split]:
+    def _read(self, spec: RecipeSpec) -> ReadRows:
         """The rows, read once, and the cut's sides drawn from them as the run will draw them (kept on ``rows``)."""
         import whileai.simulations as wai
 
-        if self.rows is not None:
-            return self.rows.rows, self.rows.sides
-        data = spec.dataset
-        rows, what = load_rows(data, spec.environment)
-        sides = wai.datasets.cut_sides(rows, data.holdout, data.cut_seed, held_out=own_split(data, rows))
-        self.rows = ReadRows(rows, what, sides)
-        return rows, sides
+        if self.rows is None:
+            data = spec.dataset
+            rows, what = load_rows(data, spec.environment)
+            sides = wai.datasets.cut_sides(rows, data.holdout, data.cut_seed, held_out=own_split(data, rows))
+            self.rows = ReadRows(rows, what, sides)
+        return self.rows

@@ -72,11 +72,27 @@ class Context:
 @dataclass(frozen=True)
 class ReadRows:
     """A dataset's rows as ``load_rows`` read them, its description, and the cut's sides drawn from them
-    (``datasets.cut_sides``) to resolve a stage: the run pushes those sides, drawing nothing twice."""
+    (``datasets.cut_sides``) to resolve a stage: the run pushes those sides, drawing nothing twice; and each
+    ``train_tasks`` share of the train side, drawn once for both the stage's resolution and its training set."""
 
     rows: list[dict[str, Any]]
     what: str
     sides: Split
+    #: ``(share, cut seed)`` -> indices into the train side's rows (``datasets.task_share``), drawn when first asked
+    shares: dict[tuple[tuple[float, float], int | None], list[int]] = field(default_factory=dict, compare=False)
+
+    def train_rows(self) -> list[dict[str, Any]]:
+        """The train side's rows, in the order the cut gives them (``Cut.train_rows``)."""
+        return [self.rows[i] for i in self.sides.train]
+
+    def share(self, tasks: tuple[float, float], seed: int | None) -> list[dict[str, Any]]:
+        """The train side's rows of the ``tasks`` share (a stage's ``train_tasks``), drawn with ``seed`` once."""
+        import whileai.simulations as wai
+
+        train = self.train_rows()
+        if (tasks, seed) not in self.shares:
+            self.shares[tasks, seed] = wai.datasets.task_share(train, tasks, seed)
+        return [train[i] for i in self.shares[tasks, seed]]
 
 
 # ---------------------------------------------------------------------------
@@ -547,8 +563,10 @@ def _stage_tasks(plan: _Plan, stage: Stage) -> tuple[list[dict[str, Any]], str]:
 
     if stage.tasks is None:
         return plan.train_rows, ""
-    picked = wai.datasets.task_share(plan.train_rows, stage.tasks, plan.spec.dataset.cut_seed)
-    return [plan.train_rows[i] for i in picked], f"{stage.tasks[0]:g}-{stage.tasks[1]:g}"
+    label, seed, read = f"{stage.tasks[0]:g}-{stage.tasks[1]:g}", plan.spec.dataset.cut_seed, plan.context.rows
+    if read is not None:  # the rows the stages were resolved from: their share is drawn already (the same train side)
+        return read.share(stage.tasks, seed), label
+    return [plan.train_rows[i] for i in wai.datasets.task_share(plan.train_rows, stage.tasks, seed)], label
 
 
 def _export_step(plan: _Plan, stage: Stage, label: str, used_rows: list[dict[str, Any]],
