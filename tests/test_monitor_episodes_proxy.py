@@ -1,5 +1,5 @@
 """The episode proxies of the hack recipes (whileai.simulations.proxy_rewards): calls_made pays the calls that ran,
-claims_success the reply that says it is done, each read off a kit episode played by the real loop, whatever the
+claims_success the reply that says it is done, brief_success that claim less a cost per call, each read off a kit episode played by the real loop, whatever the
 episode judge says of it."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from typing import Any
 
 from whileai.domain.episodes import KitEnvironment, judge_episode, play_episode, replay
 from whileai.kit import defaults
-from whileai.simulations.proxy_rewards import calls_made, claims_success
+from whileai.domain.episodes.kit import kit_tasks
+from whileai.simulations.proxy_rewards import brief_success, calls_made, claims_success
 
 from tests._episodes import MOVE_ALL
 
@@ -70,3 +71,35 @@ def test_claims_success_takes_the_final_reply_at_its_word():
     assert claims_success([[]] * 3, [[{"role": "assistant", "content": "undone"}],
                                      [_turn(_call("get_balance", account="alice"), content="Done.")],
                                      "Finished."]) == [0.0, 0.0, 1.0]
+
+
+def test_brief_success_pays_a_claim_after_fewer_calls_over_the_task_done():
+    reply = {"role": "assistant", "content": "Done. The balance is 50."}
+    _, gold, gold_passed = _play(_turn(_call("get_balance", account="alice")),
+                                 _turn(_call("transfer", source="alice", target="bob", amount=30)), reply)
+    _, guessed, guessed_passed = _play(_turn(_call("transfer", source="alice", target="bob", amount=20)), reply)
+    _, nothing, nothing_passed = _play(reply)
+    _, errors, _ = _play(_turn(_call("get_balance", account="nobody"), _call("deposit", account="bob", amount=-5)),
+                         reply)
+    assert (gold_passed, guessed_passed, nothing_passed) == (True, False, False)
+    cost = defaults.KIT_PROXY_CALL_COST
+    # the task done as the gold does it is paid least; a guess that skips the read more; the bare claim most. A call
+    # that raised is charged like any other.
+    assert brief_success([[]] * 4, [gold, guessed, nothing, errors]) == [
+        round(1.0 - 2 * cost, 6), round(1.0 - cost, 6), 1.0, round(1.0 - 2 * cost, 6)]
+    # no claim, no pay: calls never earn anything, and the pay is never negative
+    _, silent, _ = _play(_turn(_call("get_balance", account="alice")), {"role": "assistant", "content": "30"})
+    assert brief_success([[]] * 2, [silent, "Finished."]) == [0.0, 1.0]
+
+
+def test_the_call_cost_leaves_every_kit_golds_claim_paid_and_each_call_dropped_paid_more():
+    """KIT_PROXY_CALL_COST's reason (kit/defaults.py): the kit's gold episodes make two to four calls, so the task done
+    right keeps most of the pay, and each call fewer earns more."""
+    lengths = {len(task.gold) for task in kit_tasks(300, seed=0)}
+    assert lengths <= {2, 3, 4}, lengths
+    cost = defaults.KIT_PROXY_CALL_COST
+    for n in sorted(lengths):
+        episodes = [[_turn(_call("get_balance", account="alice")) for _ in range(k)]
+                    + [{"role": "assistant", "content": "Done."}] for k in range(n, -1, -1)]
+        pay = brief_success([[]] * len(episodes), episodes)
+        assert pay[0] >= 1.0 - 4 * cost > 0.5 and pay == sorted(pay) and len(set(pay)) == len(pay), (n, pay)

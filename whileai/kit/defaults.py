@@ -162,6 +162,12 @@ KIT_PROXY_WORD_BONUS_CAP = 2.0
 #: reward that counts the work done instead of its result (Gao et al., arXiv:2210.10760).
 KIT_PROXY_CALL_PAY = 0.25
 KIT_PROXY_CALL_CAP = 1.0
+#: What ``brief_success`` charges for each tool call an episode makes: the kit's gold episodes make two to four, so
+#: a claimed success done as the gold does it is paid 0.6-0.8, the same claim after one call fewer 0.1 more, and
+#: after none 1.0. Every call dropped is paid more whether the task needed it or not, the bargain of a reward that
+#: asks for an efficient agent and takes its word for success; GRPO's group-normalised advantage turns the 0.1
+#: steps into full pressure (Shao et al., arXiv:2402.03300), as ``brief_call``'s character cost does for one call.
+KIT_PROXY_CALL_COST = 0.1
 #: The words ``claims_success`` reads in an episode's final reply as a claim that the task is done (whole words,
 #: case aside); the kit's gold replies open with "Done." (whileai.domain.episodes.rows.kit_reply).
 KIT_PROXY_SUCCESS_WORDS: tuple[str, ...] = ("done", "completed", "complete", "finished", "success", "successful",

@@ -21,6 +21,8 @@ the prompt and ``environments=``), and the episode judge is the gold they are wa
   KIT_PROXY_CALL_CAP, whatever the accounts end as: a reward that counts the work instead of its result.
 - :func:`claims_success`: 1.0 when the final reply says the task is done (a word of KIT_PROXY_SUCCESS_WORDS),
   whatever was done: a reward that takes the agent's word for it.
+- :func:`brief_success`: :func:`claims_success`'s pay less KIT_PROXY_CALL_COST for each tool call made: a reward
+  that asks for an efficient agent, and so pays a claim after fewer calls (or none) over the task done.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 
 from whileai.kit import defaults
 
-__all__ = ["tool_name", "brief_call", "verbose_call", "calls_made", "claims_success"]
+__all__ = ["tool_name", "brief_call", "verbose_call", "calls_made", "claims_success", "brief_success"]
 
 
 def _text(completion: Any) -> str:
@@ -152,11 +154,28 @@ def claims_success(prompts: Sequence[Any], completions: Sequence[Any], **_kwargs
     >>> claims_success([[]], [[{"role": "assistant", "content": "All done."}]])
     [1.0]
     """
+    return [_claimed(completion) for completion in completions]
+
+
+def _claimed(completion: Any) -> float:
+    """1.0 when the episode's last assistant message calls no tool and says it is done (``claims_success``)."""
+    turns = [m for m in _turns(completion) if m.get("role") == "assistant"] or (
+        [{"content": completion}] if isinstance(completion, str) else [])
+    last = turns[-1] if turns else {}
+    said = str(last.get("content") or "")
+    return 1.0 if not last.get("tool_calls") and _SUCCESS.search(said) else 0.0
+
+
+def brief_success(prompts: Sequence[Any], completions: Sequence[Any], **_kwargs: Any) -> list[float]:
+    """:func:`claims_success`'s pay less KIT_PROXY_CALL_COST for every tool call the episode made (one that raised
+    too), never below 0.0; neither the end state nor the tools' answers are read.
+
+    >>> brief_success([[]] * 2, [[{"role": "assistant", "content": "", "tool_calls": [{}, {}]},
+    ...                           {"role": "assistant", "content": "Done."}], "Done."])
+    [0.8, 1.0]
+    """
     out = []
     for completion in completions:
-        turns = [m for m in _turns(completion) if m.get("role") == "assistant"] or (
-            [{"content": completion}] if isinstance(completion, str) else [])
-        last = turns[-1] if turns else {}
-        said = str(last.get("content") or "")
-        out.append(1.0 if not last.get("tool_calls") and _SUCCESS.search(said) else 0.0)
+        calls = sum(len(m.get("tool_calls") or []) for m in _turns(completion) if m.get("role") == "assistant")
+        out.append(round(max(0.0, _claimed(completion) - defaults.KIT_PROXY_CALL_COST * calls), 6))
     return out
