@@ -116,3 +116,52 @@ def test_an_episode_run_paid_the_judge_itself_is_watched_by_the_gold_free_alarms
     assert _episode_watch.episode_monitor(off, None, _held(), None, KitEnvironment) == (
         None, "off (config['monitor'] is False)")
     assert _episode_watch.episode_monitor(spec, None, [], None, KitEnvironment)[1].startswith("off: no held-out")
+
+
+def test_held_out_episodes_reach_a_paid_reward_as_trl_hands_it_a_rollout():
+    """``_episode_play._proxy_scores``: each episode's messages after its prompt, and the environment it left."""
+    from whileai.domain.episodes import play_episode
+    from whileai.jobs._episode_play import _proxy_scores
+    from whileai.simulations.proxy_rewards import brief_success
+
+    from tests._episodes import MOVE_ALL
+
+    start = {"prompt": [{"role": "user", "content": MOVE_ALL.instruction}], "kit_task": MOVE_ALL}
+    replies = [{"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "get_balance", "arguments": {"account": "alice"}}}]},
+        {"role": "assistant", "content": "Done."}]
+    played = []
+    for script in (list(replies), replies[1:]):
+        environment = KitEnvironment()
+        played.append((play_episode(lambda _conversation, s=script: s.pop(0), environment, start, max_turns=4),
+                       environment))
+    seen: list[dict[str, Any]] = []
+
+    def recorded(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+        seen.append({"prompts": prompts, "completions": completions, **kwargs})
+        return brief_success(prompts, completions)
+
+    assert _proxy_scores(recorded, [start, start], played) == (0.9, 1.0)
+    (call,) = seen
+    assert call["prompts"] == [start["prompt"]] * 2
+    assert [[m["role"] for m in c] for c in call["completions"]] == [["assistant", "tool", "assistant"], ["assistant"]]
+    assert [e for e in call["environments"]] == [environment for _, environment in played]
+
+
+@pytest.mark.slow
+def test_an_episode_run_paid_a_python_reward_measures_it_beside_the_judge_on_the_held_out_episodes():
+    """The held-out measure of a run paid the user's reward scores the same greedy episodes by that reward, so the run
+    says whether it rose more than the judge's verdicts (``proxy_vs_gold``); a start kept beside an adapter has no such
+    scores, so that measure is taken again rather than read back. A run paid the judge keeps the plain measure."""
+    from whileai.jobs import grpo
+    from whileai.jobs._rewards import proxy_vs_gold
+
+    paid = _spec("grpo", reward=[CALLS], holdout_rows=4, max_turns=2, eval_max_new_tokens=32)
+    model, tokenizer = grpo.load(paid)
+    measure = grpo.evaluate(paid, model, tokenizer, _held())
+    assert measure.prompts == 4 and measure.proxy_scores is not None and len(measure.proxy_scores) == 4
+    versus = proxy_vs_gold(measure, measure)
+    assert versus is not None and versus["prompts"] == 4 and versus["gap_change"] == 0.0
+    judged = _spec("grpo", holdout_rows=4, max_turns=2, eval_max_new_tokens=32)
+    assert grpo.evaluate(judged, model, tokenizer, _held()).proxy_scores is None
+    assert (grpo.keeps_measure(paid), grpo.keeps_measure(judged)) == (False, True)

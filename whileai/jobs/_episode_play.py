@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from whileai.core.spec import RunSpec
@@ -319,22 +320,34 @@ def play_episodes(model: Any, tokenizer: Any, factory: Any, starts: Sequence[Map
         model.train(was_training)
 
 
-def episode_pass_rate(spec: RunSpec, model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]]) -> HeldOutMeasure:
+def episode_pass_rate(spec: RunSpec, model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]],
+                      proxy: Any = None) -> HeldOutMeasure:
     """The share of held-out episodes the greedy policy passes (metric EPISODE_METRIC): ``value``, ``prompts``,
     ``outcomes`` and the rest of a :class:`~whileai.jobs._measure.HeldOutMeasure`.
 
     ``outcomes`` is each episode's pass (1) or fail (0) in a fixed order (drawn with the run's seed), so before and
     after pair episode by episode; ``stopped`` counts how the episodes ended (answered, or at the turn cap);
-    ``records`` keeps each episode's verdict and conversation (``whileai.domain.episodes.record``)."""
+    ``records`` keeps each episode's verdict and conversation (``whileai.domain.episodes.record``). ``proxy`` (a
+    TRL-shaped reward paid in the judge's place) scores the same episodes too: ``proxy_scores``, in the same order."""
     name = environment_name(spec)
     chosen = held_out_episodes(rows, spec.holdout_rows, spec.seed)
     if not name or not chosen:
         return HeldOutMeasure(metric=EPISODE_METRIC, value=None, prompts=0,
                               why="no held-out row carries an episode (make the rows with dataset=episodes)")
     factory = factory_of(name, chosen)
-    played = play_episodes(model, tokenizer, factory, [_start_of(row, routed(factory)) for row in chosen],
-                           getattr(spec, "max_turns", None), spec.eval_max_new_tokens)
-    return _result(chosen, _judged(factory, chosen, played))
+    starts = [_start_of(row, routed(factory)) for row in chosen]
+    played = play_episodes(model, tokenizer, factory, starts, getattr(spec, "max_turns", None), spec.eval_max_new_tokens)
+    measure = _result(chosen, _judged(factory, chosen, played))
+    return measure if proxy is None else replace(measure, proxy_scores=_proxy_scores(proxy, starts, played))
+
+
+def _proxy_scores(proxy: Any, starts: Sequence[Mapping[str, Any]], played: list[tuple[Any, Any]]) -> tuple[float, ...]:
+    """``proxy`` on each played episode, called as TRL calls a reward in an environment: the episode's messages after
+    its prompt, and the environment it left (``environments=``)."""
+    prompts = [list(start["prompt"]) for start in starts]
+    completions = [[dict(m) for m in episode.messages[len(prompt):]] for prompt, (episode, _) in zip(prompts, played)]
+    scores = proxy(prompts=prompts, completions=completions, environments=[environment for _, environment in played])
+    return tuple(float(s) if s is not None else 0.0 for s in scores)
 
 
 def _start_of(row: Mapping[str, Any], named: bool = False) -> dict[str, Any]:

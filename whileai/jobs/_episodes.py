@@ -122,6 +122,19 @@ def _rewards(spec: GRPOSpec, factory: Any) -> list[Any]:
     return [episode_reward(factory), *([turn_reward(spec.turn_reward)] if spec.turn_reward else [])]
 
 
+def paid_proxy(spec: GRPOSpec) -> Any:
+    """What the policy is paid where the user's ``python:`` rewards are paid in the episode judge's place (their
+    weighted sum, as the trainer sums them), else None: the held-out episodes are then scored by it too, so the run
+    says whether that reward rose more than the judge's verdicts (``training["reward_vs_exact"]``)."""
+    from whileai.jobs._episode_watch import user_rewards
+    from whileai.jobs._rewards import proxy_reward, reward_functions
+
+    if not user_rewards(spec):
+        return None
+    funcs, weights = reward_functions(spec, None, None, set())  # python: rewards read no tokenizer, tools or stop ids
+    return proxy_reward(funcs, weights)
+
+
 def _watched(spec: GRPOSpec, funcs: list[Any], factory: Any, holdout: list[dict[str, Any]] | None,
              run: Any) -> tuple[list[Any], Any, Any, str]:
     """``(the trainer's reward functions, the group watch, the monitor or None, what the summary says of it)``.

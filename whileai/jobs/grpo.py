@@ -82,7 +82,9 @@ def evaluate(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, An
     too (``proxy_scores``, per prompt), so the run can say whether the reward rose more than the task. In an
     environment: the held-out episodes played whole and judged (``_episode_play.episode_pass_rate``)."""
     if spec.environment is not None:
-        return _episode_play.episode_pass_rate(spec, model, tokenizer, rows)
+        from whileai.jobs._episodes import paid_proxy
+
+        return _episode_play.episode_pass_rate(spec, model, tokenizer, rows, proxy=paid_proxy(spec))
     proxy = None
     if reward_strength(spec.reward) != "exact":
         stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
@@ -92,9 +94,13 @@ def evaluate(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, An
 
 
 def keeps_measure(spec: GRPOSpec) -> bool:
-    """The held-out episode pass rate is kept beside the adapter (a greedy measure with nothing added); the
-    single-turn measure adds the proxy's scores where the reward is not the exact judge, so it is measured again."""
-    return spec.environment is not None
+    """The held-out episode pass rate is kept beside the adapter (a greedy measure with nothing added) and read back
+    as this stage's start, unless the user's rewards are paid in the judge's place: then their scores of the same
+    episodes are added (``proxy_scores``), as the single-turn measure always adds the proxy's, so it is measured
+    again."""
+    from whileai.jobs._episode_watch import user_rewards
+
+    return spec.environment is not None and not user_rewards(spec)
 
 
 class SchemaTool(dict[str, Any]):
