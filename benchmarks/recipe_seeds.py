@@ -465,7 +465,7 @@ def heading(args: argparse.Namespace, env: dict[str, str], results: Sequence[dic
     root, a folder on this machine)."""
     typed = " ".join(["python benchmarks/recipe_seeds.py", args.recipe, "--seeds", seeds_text(args.seeds),
                       *(["--cpu-path", args.cpu_path] if args.cpu_path else []),
-                      *(["--", *args.overrides] if args.overrides else [])])
+                      *(["--", *map(shlex.quote, args.overrides)] if args.overrides else [])])
     recorded = list(dict.fromkeys(s["cpu"] for r in results for s in r.get("stages") or [] if s.get("cpu")))
     path = "/".join(recorded) or env.get(CPU_ENV) or "the machine's default"
     return (f"`{typed}` ({time.strftime('%Y-%m-%d')}, CPU kernel path {path}):"
@@ -497,8 +497,20 @@ def _read(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, str
     if twice:
         raise SystemExit(f"--from-json: seed {', '.join(map(str, twice))} is in more than one result of "
                          f"{' '.join(map(str, args.from_json))}; give each seed's run once (one file per part of a sweep)")
+    ran = sorted({" ".join(overrides_of(r)) for r in results})
+    if len(ran) > 1:
+        raise SystemExit(f"--from-json: the results ran with different overrides ({' | '.join(ran)}); a table is one "
+                         "setting: give the parts of one sweep")
+    args.overrides = overrides_of(results[0]) if results else []
     env = {"WHILEAI_HOME": str(results[0].get("home") or "-") if results else "-"}
     return results, {**env, **({CPU_ENV: args.cpu_path} if args.cpu_path else {})}
+
+
+def overrides_of(result: dict[str, Any]) -> list[str]:
+    """The overrides a seed's run was typed with (its ``command`` between ``seed=S`` and ``--json``)."""
+    words = shlex.split(str(result.get("command") or ""))
+    start = words.index(f"seed={result['seed']}") + 1 if f"seed={result['seed']}" in words else len(words)
+    return words[start:words.index("--json")] if "--json" in words[start:] else words[start:]
 
 
 def _interrupt(signum: int, frame: Any) -> None:

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import signal
 import sys
 import threading
@@ -178,7 +179,8 @@ def test_the_tool_runs_a_recipe_at_two_seeds_and_reports_a_crash(bench, capsys, 
     assert [r["seed"] for r in results] == [0, 1] and all(r["stages"][0]["run"].startswith("run_") for r in results)
     assert bench.main(["sft_tooluse", "--from-json", str(figures), "--markdown"]) == 0  # the table again, as markdown
     markdown = capsys.readouterr().out
-    assert "`python benchmarks/recipe_seeds.py sft_tooluse --seeds 0-1`" in markdown
+    typed = " ".join(shlex.quote(word) for word in [*TINY, f"base_model={tiny_base()}", *asks])
+    assert f"`python benchmarks/recipe_seeds.py sft_tooluse --seeds 0-1 -- {typed}`" in markdown, "with its overrides"
     assert "data root" not in markdown.splitlines()[0], "the table's heading names no folder of this machine"
     assert re.search(r"^\| 1 \| - \| \d -> \d/4 \(\d/\d, p = [\d.]+\) \| none \| passed \| \S+ \|$", markdown, re.M)
     assert "expect passed at 2/2 seeds" in markdown
@@ -189,6 +191,10 @@ def test_the_tool_runs_a_recipe_at_two_seeds_and_reports_a_crash(bench, capsys, 
     assert capsys.readouterr().out == markdown, "the parts make the one sweep's table"
     with pytest.raises(SystemExit, match="seed 0, 1 is in more than one result"):
         bench.main(["sft_tooluse", "--from-json", str(figures), str(figures)])
+    other = dict(results[0], command=results[0]["command"].replace(" --json", " steps=9 --json"))
+    parts[1].write_text(json.dumps([other]))
+    with pytest.raises(SystemExit, match="ran with different overrides"):
+        bench.main(["sft_tooluse", "--from-json", *map(str, parts)])
 
     code = bench.main(["sft_tooluse", "--seeds", "0", "--home", str(tmp_path / "home"), "--", "steps=-1"])
     out = capsys.readouterr().out
