@@ -69,28 +69,23 @@ launched = []
 
 import whileai.simulations.datasets as datasets
 
-drawn = datasets.split
-cuts = []
+draws = collections.Counter()
 
 
-def counted_split(*args, **kwargs):
-    """The cut's draw by task (``datasets.split``), counted."""
-    cuts.append(1)
-    return drawn(*args, **kwargs)
+def counted(name):
+    """``datasets.NAME`` with each call counted: ``split`` is the cut's draw by task, ``task_share`` a stage's
+    ``train_tasks`` share of the train side."""
+    inner = getattr(datasets, name)
+
+    def draw(*args, **kwargs):
+        draws[name] += 1
+        return inner(*args, **kwargs)
+
+    setattr(datasets, name, draw)
 
 
-datasets.split = counted_split
-shared = datasets.task_share
-shares = []
-
-
-def counted_share(*args, **kwargs):
-    """A stage's ``train_tasks`` share of the train side (``datasets.task_share``), counted."""
-    shares.append(1)
-    return shared(*args, **kwargs)
-
-
-datasets.task_share = counted_share
+counted("split")
+counted("task_share")
 
 
 def finished_at_once(store, account_id, job):
@@ -109,8 +104,8 @@ try:
     code = (reproduce_main(sys.argv[2:]) if sys.argv[1:2] == ["reproduce"] else run_main(sys.argv[1:]))
 except SystemExit as exc:
     code = exc.code
-print(json.dumps({"exit": code, "counts": dict(counts), "launched": launched, "cuts": len(cuts),
-                  "shares": len(shares)}, default=str))
+print(json.dumps({"exit": code, "counts": dict(counts), "launched": launched, "cuts": draws["split"],
+                  "shares": draws["task_share"]}, default=str))
 '''
 
 #: the recipe's two stages on a few tasks of the shipped sample, its expect lines about learning set aside
