@@ -155,3 +155,30 @@ def test_the_episode_judge_takes_bfcls_verdict_and_the_kit_still_replays_its_gol
                            {"prompt": kit_row["messages"][:1], **kit_gold.reset})
     assert own_verdict(environment) is None and EpisodeJudge(KitEnvironment)(episode, environment, kit_gold,
                                                                               kit_row["messages"][:1]).passed
+
+
+def test_the_monitors_gold_on_a_bfcl_episode_is_bfcls_own_verdict(entries, rows):
+    """HackMonitor's gold (``episode_gold_judge``) over TRL's dict of BFCL classes: BFCL's multi-turn check on the
+    episode played, a pass for the entry's answer played turn by turn and a fail for a policy that never calls."""
+    from whileai.domain.episodes import episode_gold, play_episode
+    from whileai.domain.episodes.bfcl import environment_factory
+    from whileai.domain.episodes.judge import own_verdict
+    from whileai.domain.episodes.protocol import route
+    from whileai.domain.monitor import episode_gold_judge
+    from whileai.domain.monitor._episodes import PlayedEpisode, episode_gold_row
+
+    factories = environment_factory(folder=bfcl.SAMPLE, names=sorted({r["episode"]["environment"] for r in rows}))
+    golds = {row["task_id"]: episode_gold(row) for row in rows}
+    judge = episode_gold_judge(factories, lambda row: golds[row["task"]])
+    for row in rows[:2]:
+        gold, prompt = golds[row["task_id"]], row["messages"][:1]
+        answers = [m for m in row["messages"] if m["role"] == "assistant"]
+        verdicts = []
+        for policy in (lambda conversation, said=iter(answers): next(said), lambda conversation: "I would rather not."):
+            make, reset = route(factories, {"prompt": prompt, **gold.reset, "environment": gold.environment})
+            environment = make()
+            episode = play_episode(policy, environment, reset)
+            played = PlayedEpisode(episode, environment, len(prompt), len(gold.calls))
+            verdicts.append(judge(episode_gold_row(prompt, played, {"task": row["task_id"]})))
+            assert verdicts[-1] == float(own_verdict(environment).passed)
+        assert verdicts == [1.0, 0.0], (row["task_id"], verdicts)

@@ -156,3 +156,30 @@ def test_sft_then_grpo_on_bfcl_episodes_runs_and_measures_held_out_entries_per_c
     assert "per category (2)" in done.stderr
     diffed = whileai("diff", runs[0]["id"], runs[1]["id"], env=env)
     assert diffed.returncode == 0 and "on the same 2 held-out prompts" in diffed.stdout, diffed.stdout + diffed.stderr
+
+
+@pytest.mark.slow
+def test_a_bfcl_run_paid_a_python_reward_is_watched_with_bfcls_check_as_gold(tmp_path):
+    """GRPO on BFCL's episodes paid the user's reward (brief_success): the HackMonitor samples held-out entries every
+    step and judges each with BFCL's own multi-turn check, and the held-out entries are scored by the reward beside
+    that check (``reward_vs_exact``)."""
+    site = stand_in_bfcl_eval(tmp_path)
+    model = long_context_model(tmp_path / "model")
+    env = {"PYTHONPATH": str(site), "BFCL_DATA": ""}
+    args = ["method=grpo", "environment=bfcl", "dataset=bfcl_episodes",
+            f"dataset.categories=[{','.join(bfcl.EPISODE_CATEGORIES)}]", "prompt_source=gold", f"base_model={model}",
+            "steps=2", "generations=2", "max_completion_length=24", "eval_max_new_tokens=8",
+            "reward=python:whileai.simulations.proxy_rewards:brief_success", "monitor=default", "monitor.every=1",
+            "monitor.n_prompts=2", "monitor.k=2", "monitor.max_new_tokens=8"]
+    done = whileai("run", *args, token="bfcl-watched", env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
+    (run,) = runs_file("bfcl-watched")["runs"]
+    summary = record(run["id"])["summary"]
+    training, monitor = summary["training"], summary.get("monitor")
+    assert monitor, (training.get("monitor"), sorted(summary))
+    assert training["monitor"].startswith("on episodes: 2 held-out episodes"), training["monitor"]
+    assert "gold judge: the episode judge (the reward, python:" in training["monitor"]
+    assert not monitor["errors"]["evaluate"] and len(monitor["curve"]) == 3, "looks at steps 0, 1 and 2, each judged"
+    assert all(point["gold"] == 0.0 for point in monitor["curve"]), "a random model passes no BFCL entry"
+    versus = training["reward_vs_exact"]
+    assert versus["prompts"] == 2 and versus["exact_before"] == versus["exact_after"] == 0.0

@@ -95,9 +95,6 @@ def episode_monitor(spec: GRPOSpec, run: Any, holdout: list[dict[str, Any]] | No
 
     if spec.monitor is False:
         return None, "off (config['monitor'] is False)"
-    if isinstance(factory, Mapping):
-        return None, ("off: the HackMonitor does not watch an environment of several classes yet (TRL's dict of "
-                      "factories, as environment=bfcl is); the held-out episodes before and after are measured as ever")
     chosen = held_out_episodes(holdout or [], spec.holdout_rows, spec.seed)
     if not chosen:
         return None, "off: no held-out episode to watch (cut the episode rows, or pass holdout=)"
@@ -114,7 +111,13 @@ def episode_monitor(spec: GRPOSpec, run: Any, holdout: list[dict[str, Any]] | No
     kwargs.setdefault("max_new_tokens", spec.eval_max_new_tokens)
     kwargs.setdefault("buffer", 0)
     gold, note, disarmed = _gold(spec, factory)
-    monitor = HackMonitor(run, holdout=episode_prompts(chosen), proxy=proxy, gold=gold, disarm=disarmed,
+    from whileai.jobs._episode_play import environment_name, factory_of
+
+    name = environment_name(spec)
+    if isinstance(factory, Mapping) and name:  # TRL's dict of classes (BFCL's): the held-out rows' own, routed by a column
+        factory = factory_of(name, chosen)
+    held = episode_prompts(chosen, routed=isinstance(factory, Mapping))
+    monitor = HackMonitor(run, holdout=held, proxy=proxy, gold=gold, disarm=disarmed,
                           sample=episode_sampler(_player(factory, turn_cap(spec)), _gold_of), **kwargs)
     watched = (f"on episodes: {monitor.summary()['settings']['n_prompts']} held-out episodes, {monitor.k} played "
                f"at temperature {monitor.sampling['temperature']} every {monitor.every} steps; ")

@@ -8,7 +8,8 @@ the held-out play does but sampled) and hands the monitor each one as a :class:`
   as the model writes them), so the length check reads the tokens the policy wrote and never a tool's answer;
 - the proxy is called as TRL calls a reward in an environment run: the episode's messages after the prompt as the
   completion and the environment it left in ``environments=``;
-- the gold is the episode judge's verdict on the episode played (:func:`episode_gold_judge`): its end state
+- the gold is the episode judge's verdict on the episode played (:func:`episode_gold_judge`): the environment's
+  own where its episode judges itself (BFCL's multi-turn check on the state and the responses), else its end state
   against the gold calls replayed on a fresh environment, and its final reply against what the task asks;
 - the gold-free checks read, beside length, its turn and call counts (``counts``: the length check's machinery,
   each a measure of its own) and its episode markers (:data:`EPISODE_MARKERS`: the format-marker check's and the
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from whileai.domain.episodes.judge import GoldJudge
+from whileai.domain.episodes.judge import EpisodeJudge
 from whileai.domain.episodes.loop import Episode
 from whileai.domain.episodes.record import tool_error
 from whileai.domain.episodes.rows import EpisodeGold
@@ -43,8 +44,10 @@ EPISODE_MARKERS = ("episode:more_calls_than_gold", "episode:tool_error", "episod
 #: Episode counts the length check reads as measures of their own beside length: calls made, assistant turns.
 EPISODE_COUNTS = ("calls", "turns")
 
-#: The gold row's key holding the played :class:`~whileai.domain.episodes.loop.Episode` (the judge reads it).
+#: The gold row's keys holding the played :class:`~whileai.domain.episodes.loop.Episode` and the environment it left
+#: (the judge reads both).
 _PLAYED = "played"
+_LEFT = "environment_left"
 
 #: Finds a row's gold: the jobs pass their dataset column's reader (``episode_gold(row["episode_gold"])``).
 GoldOf = Callable[[Mapping[str, Any]], EpisodeGold]
@@ -113,21 +116,24 @@ def played_episodes(texts: Sequence[Sequence[str]]) -> list[PlayedEpisode] | Non
 
 def episode_gold_row(prompt: Any, played: PlayedEpisode, columns: Mapping[str, Any]) -> dict[str, Any]:
     """The row :func:`episode_gold_judge` reads: the held-out row's columns, its prompt and the episode played."""
-    return {**columns, "prompt": prompt, "messages": list(played.episode.messages), _PLAYED: played.episode}
+    return {**columns, "prompt": prompt, "messages": list(played.episode.messages), _PLAYED: played.episode,
+            _LEFT: played.environment}
 
 
-def episode_gold_judge(factory: Callable[[], Any], gold_of: GoldOf) -> Callable[[Mapping[str, Any]], float]:
-    """The episode judge as HackMonitor's gold: 1.0 when the played episode's end state equals its gold calls replayed
-    on a fresh environment from ``factory`` (each task's replay kept) and its final reply says what the task asks,
-    else 0.0. Raises ValueError for a row with no played episode (a reply, not an episode)."""
-    judge = GoldJudge(factory)
+def episode_gold_judge(factory: Any, gold_of: GoldOf) -> Callable[[Mapping[str, Any]], float]:
+    """The episode judge as HackMonitor's gold (the one the held-out measure calls, ``EpisodeJudge``): 1.0 when the
+    played episode passes, else 0.0. Where the environment it left judges its own episode (BFCL's multi-turn check)
+    that verdict stands; else its end state must equal its gold calls replayed on a fresh environment from
+    ``factory`` (TRL's ``environment_factory``: one factory, or a dict of them by environment name) and its final
+    reply say what the task asks. Raises ValueError for a row with no played episode (a reply, not an episode)."""
+    judge = EpisodeJudge(factory)
 
     def episode_judge(row: Mapping[str, Any]) -> float:
         episode = row.get(_PLAYED)
         if not isinstance(episode, Episode):
             raise ValueError("the episode judge reads a played episode, and this row has none (a single reply); "
                              "judge episodes sampled by episode_sampler")
-        return 1.0 if judge(episode, gold_of(row), row.get("prompt")).passed else 0.0
+        return 1.0 if judge(episode, row.get(_LEFT), gold_of(row), row.get("prompt")).passed else 0.0
 
     return episode_judge
 
