@@ -119,33 +119,39 @@ def test_an_episode_run_paid_the_judge_itself_is_watched_by_the_gold_free_alarms
 
 
 def test_held_out_episodes_reach_a_paid_reward_as_trl_hands_it_a_rollout():
-    """``_episode_play._proxy_scores``: each episode's messages after its prompt, and the environment it left."""
-    from whileai.domain.episodes import play_episode
+    """``_episode_play._proxy_scores``: each episode's messages after its prompt, the environment it left, and its
+    row's columns as GRPO's dataset holds them (the gold, the task, ``reset``'s arguments)."""
+    from whileai.domain.episodes import episode_gold, kit_episode_rows, play_episode
     from whileai.jobs._episode_play import _proxy_scores
+    from whileai.jobs._episode_prompts import EPISODE_GOLD_COLUMN
     from whileai.simulations.proxy_rewards import brief_success
 
     from tests._episodes import MOVE_ALL
 
-    start = {"prompt": [{"role": "user", "content": MOVE_ALL.instruction}], "kit_task": MOVE_ALL}
+    row = kit_episode_rows([MOVE_ALL])[0]
+    gold = episode_gold(row)
+    prompt = row["messages"][:1]
     replies = [{"role": "assistant", "content": "", "tool_calls": [
         {"type": "function", "function": {"name": "get_balance", "arguments": {"account": "alice"}}}]},
         {"role": "assistant", "content": "Done."}]
     played = []
     for script in (list(replies), replies[1:]):
         environment = KitEnvironment()
-        played.append((play_episode(lambda _conversation, s=script: s.pop(0), environment, start, max_turns=4),
-                       environment))
+        played.append((play_episode(lambda _conversation, s=script: s.pop(0), environment,
+                                    {"prompt": prompt, **gold.reset}, max_turns=4), environment))
     seen: list[dict[str, Any]] = []
 
     def recorded(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
         seen.append({"prompts": prompts, "completions": completions, **kwargs})
         return brief_success(prompts, completions)
 
-    assert _proxy_scores(recorded, [start, start], played) == (0.9, 1.0)
+    assert _proxy_scores(recorded, [row, row], False, played) == (0.9, 1.0)
     (call,) = seen
-    assert call["prompts"] == [start["prompt"]] * 2
+    assert call["prompts"] == [prompt] * 2
     assert [[m["role"] for m in c] for c in call["completions"]] == [["assistant", "tool", "assistant"], ["assistant"]]
-    assert [e for e in call["environments"]] == [environment for _, environment in played]
+    assert call["environments"] == [environment for _, environment in played]
+    assert call[EPISODE_GOLD_COLUMN] == [gold.to_json()] * 2 and call["task"] == [row["task_id"]] * 2
+    assert "environment" not in call, "no route column for one factory"
 
 
 @pytest.mark.slow

@@ -338,15 +338,24 @@ def episode_pass_rate(spec: RunSpec, model: Any, tokenizer: Any, rows: Sequence[
     starts = [_start_of(row, routed(factory)) for row in chosen]
     played = play_episodes(model, tokenizer, factory, starts, getattr(spec, "max_turns", None), spec.eval_max_new_tokens)
     measure = _result(chosen, _judged(factory, chosen, played))
-    return measure if proxy is None else replace(measure, proxy_scores=_proxy_scores(proxy, starts, played))
+    if proxy is None:
+        return measure
+    return replace(measure, proxy_scores=_proxy_scores(proxy, chosen, routed(factory), played))
 
 
-def _proxy_scores(proxy: Any, starts: Sequence[Mapping[str, Any]], played: list[tuple[Any, Any]]) -> tuple[float, ...]:
-    """``proxy`` on each played episode, called as TRL calls a reward in an environment: the episode's messages after
-    its prompt, and the environment it left (``environments=``)."""
-    prompts = [list(start["prompt"]) for start in starts]
+def _proxy_scores(proxy: Any, rows: Sequence[Mapping[str, Any]], named: bool,
+                  played: list[tuple[Any, Any]]) -> tuple[float, ...]:
+    """``proxy`` on each played episode of ``rows``, called as TRL calls a reward in an environment: each row's
+    columns as GRPO's dataset holds them (``episode_prompts``: the gold, the task, ``reset``'s arguments), the
+    episode's messages after its prompt, and the environment it left (``environments=``)."""
+    from whileai.jobs._episode_prompts import episode_prompts
+
+    columns = [episode_prompts([row], routed=named)[0] for row in rows]
+    prompts = [column.pop("prompt") for column in columns]
     completions = [[dict(m) for m in episode.messages[len(prompt):]] for prompt, (episode, _) in zip(prompts, played)]
-    scores = proxy(prompts=prompts, completions=completions, environments=[environment for _, environment in played])
+    kwargs = {key: [column.get(key) for column in columns] for key in dict.fromkeys(k for c in columns for k in c)}
+    scores = proxy(prompts=prompts, completions=completions, environments=[environment for _, environment in played],
+                   **kwargs)
     return tuple(float(s) if s is not None else 0.0 for s in scores)
 
 

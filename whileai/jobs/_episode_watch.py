@@ -90,6 +90,7 @@ def episode_monitor(spec: GRPOSpec, run: Any, holdout: list[dict[str, Any]] | No
     for single-turn GRPO; ``spec.monitor`` holds its settings (HackMonitor's keyword arguments, ``temperature``
     among them) or False to turn it off."""
     from whileai.domain.episodes.rows import held_out_episodes
+    from whileai.jobs._episode_play import environment_name, factory_of
     from whileai.jobs._episode_prompts import episode_prompts, turn_cap
     from whileai.jobs.distributed import world
 
@@ -110,12 +111,10 @@ def episode_monitor(spec: GRPOSpec, run: Any, holdout: list[dict[str, Any]] | No
     kwargs["sampling"] = {"temperature": hotter or spec.temperature, **dict(kwargs.get("sampling") or {})}
     kwargs.setdefault("max_new_tokens", spec.eval_max_new_tokens)
     kwargs.setdefault("buffer", 0)
-    gold, note, disarmed = _gold(spec, factory)
-    from whileai.jobs._episode_play import environment_name, factory_of
-
     name = environment_name(spec)
     if isinstance(factory, Mapping) and name:  # TRL's dict of classes (BFCL's): the held-out rows' own, routed by a column
-        factory = factory_of(name, chosen)
+        factory = factory_of(name, chosen)  # (the training rows' dict may lack a class only held-out rows use)
+    gold, note, disarmed = _gold(spec, factory)  # plays and judges with the same factory
     held = episode_prompts(chosen, routed=isinstance(factory, Mapping))
     monitor = HackMonitor(run, holdout=held, proxy=proxy, gold=gold, disarm=disarmed,
                           sample=episode_sampler(_player(factory, turn_cap(spec)), _gold_of), **kwargs)
