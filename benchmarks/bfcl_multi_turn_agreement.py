@@ -35,7 +35,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from whileai.domain import defaults  # noqa: E402
 from whileai.domain.rows.bfcl_multi_turn import MultiTurnEntry, read_multi_turn  # noqa: E402
@@ -300,7 +300,7 @@ def report(result: Agreement, entries: int, seconds: float, source: str) -> None
 
 
 def main() -> None:
-    import _bfcl_multi_turn as bfcl
+    import _bfcl_checker as bfcl
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", action="store_true", help="the committed sample and its trajectories file")

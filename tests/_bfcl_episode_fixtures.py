@@ -7,12 +7,15 @@ tests/test_episodes_bfcl.py and tests/test_runner_bfcl_episodes.py take them by 
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from _bfcl_multi_turn import EPISODE_CATEGORIES, SAMPLE, load_checker
-from whileai.domain.rows.bfcl_multi_turn import MultiTurnEntry, read_multi_turn
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+from _bfcl_checker import EPISODE_CATEGORIES, SAMPLE, load_checker  # noqa: E402
+from whileai.domain.rows.bfcl_multi_turn import MultiTurnEntry, read_multi_turn  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True, name="checker")

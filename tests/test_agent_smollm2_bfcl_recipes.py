@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import _bfcl_multi_turn as bfcl  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+import _bfcl_checker as bfcl  # noqa: E402
 from test_runner_validate import compose_recipe  # noqa: E402
 
 RECIPES = ("real/agent_smollm2_bfcl", "real/agent_smollm2_bfcl_gpu")

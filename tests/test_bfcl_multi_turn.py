@@ -4,7 +4,7 @@ judges them.
 
 The entries and trajectories are the committed sample (tests/data/bfcl/multi_turn); the checker and the
 backends come from the bfcl-eval wheel when installed, else from the copies beside the sample
-(tests/_bfcl_multi_turn.py). benchmarks/bfcl_multi_turn_agreement.py runs the same comparison on all 800 entries.
+(benchmarks/_bfcl_checker.py). benchmarks/bfcl_multi_turn_agreement.py runs the same comparison on all 800 entries.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import _bfcl_multi_turn as bfcl  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+import _bfcl_checker as bfcl  # noqa: E402
 
 from whileai.domain import defaults  # noqa: E402
 from whileai.domain.rows.bfcl_multi_turn import (BFCL_MULTI_TURN_CATEGORIES, MultiTurnEntry,  # noqa: E402

@@ -4,7 +4,7 @@ class its name names (TRL's dict of factories, as the episode jobs build it from
 taking BFCL's own verdict where the environment's episode judges itself.
 
 The entries are the committed sample (tests/data/bfcl/multi_turn); bfcl-eval's backends come from the wheel when
-installed, else from the copies beside the sample (tests/_bfcl_multi_turn.py).
+installed, else from the copies beside the sample, by benchmarks/_bfcl_checker.py.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import _bfcl_multi_turn as bfcl  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+import _bfcl_checker as bfcl  # noqa: E402
 from _bfcl_episode_fixtures import checker_fixture, entries_fixture, rows_fixture  # noqa: E402,F401  (checker, entries, rows)
 
 from whileai.domain.rows.bfcl_multi_turn import environment_name, parse_environment_name  # noqa: E402

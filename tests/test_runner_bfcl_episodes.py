@@ -4,7 +4,7 @@ held-out entry never trains), a mismatched pair of dataset and environment is re
 held-out entries before and after, per category, through the runner's summary and ``diff``.
 
 The entries are the committed sample (tests/data/bfcl/multi_turn); bfcl-eval's backends are its copies beside the
-sample, loaded in this process by tests/_bfcl_multi_turn.py and, for the runner's subprocess, laid out as an
+sample, loaded in this process by benchmarks/_bfcl_checker.py and, for the runner's subprocess, laid out as an
 installed ``bfcl_eval`` package (:func:`stand_in_bfcl_eval`) with a few of the sample's entries as its data.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import _bfcl_multi_turn as bfcl  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+import _bfcl_checker as bfcl  # noqa: E402
 from _bfcl_episode_fixtures import checker_fixture, entries_fixture, rows_fixture  # noqa: E402,F401  (checker, entries, rows)
 from _runner_helpers import record, runs_file, whileai  # noqa: E402
 from test_runner_validate import compose  # noqa: E402

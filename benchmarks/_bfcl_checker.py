@@ -1,4 +1,4 @@
-"""bfcl-eval's multi-turn checker and backends for the agreement test and benchmarks/bfcl_multi_turn_agreement.py.
+"""bfcl-eval's multi-turn checker and backends, for benchmarks/bfcl_multi_turn_agreement.py and the BFCL episode tests.
 
 From the installed ``bfcl-eval`` wheel when there is one (``pip install --no-deps bfcl-eval``), else from the
 copies in tests/data/bfcl/multi_turn/bfcl_eval/ (bfcl-eval 2026.3.23, Apache-2.0, tests/data/bfcl/LICENSE),
