@@ -12,7 +12,7 @@ prints, the pages that draw) computes and words a result the same way.
     >>> describe(0.0, 0.975, result)
     '0.000 -> 0.975 (39/40; 95% CI 0.87-1.00; paired p < 0.001)'
 
-A held-out result (``holdout_result``) is a plain dict, kept on a run's
+A held-out result (``holdout_result``) is a plain dict (typed as :class:`HoldoutResult`), kept on a run's
 ``summary["training"]["stats"]`` beside the per-prompt outcomes it came from
 (``summary["training"]["outcomes"]``), so anyone can recompute it.
 """
@@ -22,15 +22,63 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from statistics import NormalDist
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.core import defaults
 
-__all__ = ["wilson", "constraints_text", "mcnemar_exact", "holdout_result", "describe", "p_text", "interval_text",
+__all__ = ["HoldoutSide", "PairedTest", "HoldoutResult", "GroupResults", "HoldoutPower", "wilson", "constraints_text", "mcnemar_exact", "holdout_result", "describe", "p_text", "interval_text",
            "certainty_text", "status_text", "rate_text", "change_text", "smallest_significant_change",
            "holdout_power", "significance_word", "judged_text", "group_results", "group_lines"]
 
 _TEST = "exact McNemar (two-sided binomial on the prompts that changed)"
+
+
+class HoldoutSide(TypedDict):
+    """One side (before or after) of a held-out result: the passes, the prompts, their rate and its Wilson interval."""
+
+    passed: int
+    n: int
+    rate: float | None  #: None when the side has no prompt
+    ci95: list[float]  #: ``[low, high]`` at STATS_CONFIDENCE (the key keeps its old name)
+
+
+class PairedTest(TypedDict):
+    """The exact McNemar test of a before/after over the same prompts."""
+
+    test: str
+    worsened: int  #: prompts that passed before and fail after
+    improved: int  #: prompts that failed before and pass after
+    p: float
+
+
+class HoldoutResult(TypedDict):
+    """``holdout_result``'s answer: n, each side (None where it has no outcome) and the paired test (None without one)."""
+
+    n: int
+    confidence: float
+    before: HoldoutSide | None
+    after: HoldoutSide | None
+    paired: PairedTest | None
+
+
+class GroupResults(TypedDict):
+    """``group_results``' answer: the row field the prompts are grouped by, each group's result, each prompt's group."""
+
+    field: str
+    groups: dict[str, HoldoutResult | None]
+    prompts: list[str]
+
+
+class HoldoutPower(TypedDict):
+    """``holdout_power``'s answer: the smallest change a held-out set can show, as a count, a share and a sentence."""
+
+    n: int
+    unit: str
+    alpha: float
+    min_change: int | None
+    min_gain: float | None
+    warning: str | None
+    text: str
 
 
 def _z(confidence: float) -> float:
@@ -74,14 +122,14 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(min(1.0, (2 * tail) / (2**n)))
 
 
-def _side(outcomes: Sequence[Any]) -> dict[str, Any]:
+def _side(outcomes: Sequence[Any]) -> HoldoutSide:
     n = len(outcomes)
     k = sum(1 for o in outcomes if o)
     low, high = wilson(k, n)
     return {"passed": k, "n": n, "rate": k / n if n else None, "ci95": [low, high]}
 
 
-def holdout_result(before_outcomes: Sequence[Any] | None, after_outcomes: Sequence[Any] | None) -> dict[str, Any] | None:
+def holdout_result(before_outcomes: Sequence[Any] | None, after_outcomes: Sequence[Any] | None) -> HoldoutResult | None:
     """n, each side's count and Wilson interval, and the paired test when both sides are the same prompts.
 
     ``before_outcomes`` and ``after_outcomes`` are per-prompt pass/fail (truthy is a pass) in the same
@@ -94,21 +142,19 @@ def holdout_result(before_outcomes: Sequence[Any] | None, after_outcomes: Sequen
     sides = {name: list(o) for name, o in (("before", before_outcomes), ("after", after_outcomes)) if o}
     if not sides:
         return None
-    out: dict[str, Any] = {"n": len(sides.get("after") or sides["before"]), "confidence": defaults.STATS_CONFIDENCE}
-    for name in ("before", "after"):
-        out[name] = _side(sides[name]) if name in sides else None
-    paired = None
     before, after = sides.get("before"), sides.get("after")
+    paired: PairedTest | None = None
     if before is not None and after is not None and len(before) == len(after):
         worsened = sum(1 for x, y in zip(before, after) if x and not y)
         improved = sum(1 for x, y in zip(before, after) if y and not x)
         paired = {"test": _TEST, "worsened": worsened, "improved": improved, "p": mcnemar_exact(worsened, improved)}
-    out["paired"] = paired
-    return out
+    return {"n": len(sides.get("after") or sides["before"]), "confidence": defaults.STATS_CONFIDENCE,
+            "before": _side(before) if before is not None else None,
+            "after": _side(after) if after is not None else None, "paired": paired}
 
 
 def group_results(before_outcomes: Sequence[Any] | None, after_outcomes: Sequence[Any] | None,
-                  groups: Sequence[Any] | None, field: str) -> dict[str, Any] | None:
+                  groups: Sequence[Any] | None, field: str) -> GroupResults | None:
     """``holdout_result`` for each group of prompts: ``{"field", "groups": {value: result}, "prompts": [...]}``.
 
     ``groups`` is sorted by value; ``prompts`` keeps each prompt's group in prompt order, beside the
@@ -125,7 +171,7 @@ def group_results(before_outcomes: Sequence[Any] | None, after_outcomes: Sequenc
     if not groups or all(v is None for v in groups) or not sides or any(len(side) != len(groups) for side in sides):
         return None
     keys = [str(v) if v is not None else f"(no {field})" for v in groups]
-    out: dict[str, Any] = {}
+    out: dict[str, HoldoutResult | None] = {}
     for key in sorted(set(keys)):
         picked = [i for i, k in enumerate(keys) if k == key]
         before, after = ([o[i] for i in picked] if o else None for o in (before_outcomes, after_outcomes))
@@ -133,14 +179,16 @@ def group_results(before_outcomes: Sequence[Any] | None, after_outcomes: Sequenc
     return {"field": field, "groups": out, "prompts": keys}
 
 
-def group_lines(by_group: Any) -> list[str]:
+def group_lines(by_group: GroupResults | None) -> list[str]:
     """The per-group lines under a held-out figure: a heading, then ``value  n=30  0.100 -> 0.600, ...``.
 
     Each line is the group's before and after with its n and paired p (``judged_text``); empty when
     ``by_group`` (``group_results``' answer, as a run's ``training["by_group"]`` keeps it) names fewer
     than two groups (one group's line would repeat the overall figure).
     """
-    groups = by_group.get("groups") if isinstance(by_group, dict) else None
+    if not isinstance(by_group, dict):
+        return []
+    groups = by_group.get("groups")
     if not isinstance(groups, dict) or len(groups) < 2:
         return []
     width = max(len(str(name)) for name in groups)
@@ -148,8 +196,8 @@ def group_lines(by_group: Any) -> list[str]:
     for name, result in groups.items():
         if not isinstance(result, dict):
             continue
-        before, after = (result.get(side) or {} for side in ("before", "after"))
-        figure = judged_text(before.get("rate"), after.get("rate"), result)
+        before, after = result.get("before"), result.get("after")
+        figure = judged_text(before.get("rate") if before else None, after.get("rate") if after else None, result)
         lines.append(f"  {str(name):<{width}}  n={result.get('n')!s:<4} {figure}")
     return lines
 
@@ -160,7 +208,7 @@ def p_text(p: float) -> str:
     return f"p < {floor:g}" if p < floor else f"p = {p:.3f}"
 
 
-def interval_text(side: dict[str, Any] | None) -> str | None:
+def interval_text(side: HoldoutSide | None) -> str | None:
     """``39/40; 95% CI 0.87-1.00`` for one side of a holdout_result, or None."""
     if not isinstance(side, dict) or not side.get("n"):
         return None
@@ -168,7 +216,7 @@ def interval_text(side: dict[str, Any] | None) -> str | None:
     return f"{side['passed']}/{side['n']}; {round(100 * defaults.STATS_CONFIDENCE)}% CI {low:.2f}-{high:.2f}"
 
 
-def describe(before: float | None, after: float | None, result: dict[str, Any] | None) -> str:
+def describe(before: float | None, after: float | None, result: HoldoutResult | None) -> str:
     """One line for a held-out before/after: ``0.000 -> 0.975 (39/40; 95% CI 0.87-1.00; paired p < 0.001)``.
 
     Without a result the line is the two rates alone (see ``certainty_text``).
@@ -178,7 +226,7 @@ def describe(before: float | None, after: float | None, result: dict[str, Any] |
     return f"{line} ({sure})" if sure else line
 
 
-def significance_word(result: dict[str, Any] | None, alpha: float | None = None) -> str | None:
+def significance_word(result: HoldoutResult | None, alpha: float | None = None) -> str | None:
     """What the paired test says of a before/after, in words: ``significant gain``, ``no significant change``
     or ``significant loss`` at p < ``alpha`` (STATS_ALPHA when None); None without a paired test.
 
@@ -196,7 +244,7 @@ def significance_word(result: dict[str, Any] | None, alpha: float | None = None)
     return "significant gain" if (paired.get("improved") or 0) > (paired.get("worsened") or 0) else "significant loss"
 
 
-def judged_text(before: float | None, after: float | None, result: dict[str, Any] | None) -> str:
+def judged_text(before: float | None, after: float | None, result: HoldoutResult | None) -> str:
     """``describe`` with the paired test's verdict beside the figure, where a person reads the figure:
     ``0.000 -> 0.975, significant gain (39/40; 95% CI 0.87-1.00; paired p < 0.001)``."""
     word = significance_word(result)
@@ -205,7 +253,7 @@ def judged_text(before: float | None, after: float | None, result: dict[str, Any
     return f"{line} ({sure})" if sure else line
 
 
-def certainty_text(result: dict[str, Any] | None) -> str | None:
+def certainty_text(result: HoldoutResult | None) -> str | None:
     """The part of ``describe`` in brackets: ``39/40; 95% CI 0.87-1.00; paired p < 0.001`` (None without a result).
 
     The count and interval are the after side's (the before side's when there is no after).
@@ -285,7 +333,7 @@ def smallest_significant_change(n: int, alpha: float | None = None) -> int | Non
 
 
 def holdout_power(n: int, alpha: float | None = None, unit: str = "prompt",
-                  growth: str = "more rows, or a larger dataset.holdout share") -> dict[str, Any]:
+                  growth: str = "more rows, or a larger dataset.holdout share") -> HoldoutPower:
     """What a held-out set of ``n`` prompts (or pairs: ``unit``) can show, before anything is trained.
 
     ``{"n", "unit", "alpha", "min_change", "min_gain", "text", "warning"}``: ``min_change`` units (and
@@ -295,19 +343,19 @@ def holdout_power(n: int, alpha: float | None = None, unit: str = "prompt",
     """
     level = defaults.STATS_ALPHA if alpha is None else float(alpha)
     k = smallest_significant_change(n, level)
-    out: dict[str, Any] = {"n": n, "unit": unit, "alpha": level, "min_change": k,
-                           "min_gain": (k / n if k is not None and n else None), "warning": None}
     units = f"{unit}(s)"
     turning = "turning from fail to pass" if unit == "prompt" else "turning from wrong to right"
+    warning = None
     if k is None:
         need = smallest_significant_change(10**6, level) or 0
-        out["text"] = f"{n} held-out {units}: no change on them can be significant at p < {level:g} (exact McNemar)"
-        out["warning"] = (f"no result on {n} held-out {units} can be significant at p < {level:g}: exact McNemar "
-                          f"needs at least {need} {unit}s that change the same way. Give the held-out side more "
-                          f"{unit}s ({growth}), or drop "
-                          f"expect.holdout_gain_significant")
+        text = f"{n} held-out {units}: no change on them can be significant at p < {level:g} (exact McNemar)"
+        warning = (f"no result on {n} held-out {units} can be significant at p < {level:g}: exact McNemar "
+                   f"needs at least {need} {unit}s that change the same way. Give the held-out side more "
+                   f"{unit}s ({growth}), or drop "
+                   f"expect.holdout_gain_significant")
     else:
-        out["text"] = (f"{n} held-out {units}: the smallest change that can be significant at p < {level:g} "
-                       f"(exact McNemar) is {k} {units} {turning} with none the other way "
-                       f"(a gain of {rate_text(k / n)})")
-    return out
+        text = (f"{n} held-out {units}: the smallest change that can be significant at p < {level:g} "
+                f"(exact McNemar) is {k} {units} {turning} with none the other way "
+                f"(a gain of {rate_text(k / n)})")
+    return {"n": n, "unit": unit, "alpha": level, "min_change": k,
+            "min_gain": (k / n if k is not None and n else None), "warning": warning, "text": text}

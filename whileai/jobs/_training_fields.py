@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
+from whileai.core.stats import GroupResults, HoldoutResult
 from whileai.jobs._grpo_watch import GroupStats
 
 __all__ = ["FitFields", "GRPOFit", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote", "BaseWeights", "BaseNotes",
@@ -70,8 +71,8 @@ class HeldOutStats(TypedDict, total=False):
     """The held-out outcomes before and after and how sure the result is; empty without per-prompt outcomes."""
 
     outcomes: Outcomes
-    stats: dict[str, Any]  # whileai.core.stats.holdout_result over the outcomes, as its JSON
-    by_group: dict[str, Any]  # whileai.core.stats.group_results, where the held-out prompts name a group
+    stats: HoldoutResult  # whileai.core.stats.holdout_result over the outcomes
+    by_group: GroupResults  # whileai.core.stats.group_results, where the held-out prompts name a group
 
 
 class DataGates(TypedDict):

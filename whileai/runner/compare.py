@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,8 @@ def head_to_head(names: list[str], records: list[dict[str, Any]]) -> str:
         why = "one run does not record which" if digest_a is None or digest_b is None else "they measured different"
         return (f"not paired: {why} held-out prompts ({len(a)} and {len(b)} prompts, {change_text(rate_a, rate_b)}); "
                 "runs of one dataset, cut and holdout_rows (and seed, where holdout_rows samples) pair")
-    paired = (holdout_result(a, b) or {}).get("paired") or {}
+    result = holdout_result(a, b)
+    paired: Mapping[str, Any] = (result["paired"] if result is not None else None) or {}
     return (f"on the same {len(a)} held-out prompts, {change_text(rate_a, rate_b)}: {names[1]} passes "
             f"{paired.get('improved')} that {names[0]} fails, {names[0]} passes {paired.get('worsened')} that "
             f"{names[1]} fails (exact McNemar {p_text(float(paired.get('p', 1.0)))})")
