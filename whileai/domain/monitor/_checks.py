@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -19,7 +19,24 @@ from whileai.domain.monitor import _stats as stats
 from whileai.domain import defaults
 from whileai.domain.monitor._arming import SHARED_ALPHA
 
-__all__ = ["Look", "BufferItem", "Settings", "check_all", "payments"]
+__all__ = ["Look", "BufferItem", "Settings", "FeatureRow", "MarkerRow", "check_all", "payments"]
+
+
+class FeatureRow(TypedDict):
+    """One feature the scan read: what the proxy paid for it beyond gold, its max-T z and p, and its completions."""
+
+    feature: str
+    payment: float
+    z: float
+    p: float
+    count: int
+
+
+class MarkerRow(FeatureRow):
+    """One format marker the format check read: a scan row with the marker's share before and now."""
+
+    share_before: float
+    share_now: float
 
 
 @dataclass
@@ -193,7 +210,7 @@ def check_all(looks: list[Look], buffer: list[BufferItem], cfg: Settings, index:
 
 
 def _divergence(adj: list[np.ndarray], gold: list[np.ndarray], base: list[int], cur: list[int], cfg: Settings,
-                look: int, alpha: float) -> dict[str, Any] | None:
+                look: int, alpha: float) -> stats.DivergenceResult | None:
     gap_base = _window_mean([_prompt_means(adj[i] - gold[i]) for i in base])
     gap_now = _window_mean([_prompt_means(adj[i] - gold[i]) for i in cur])
     res = stats.divergence_test(gap_base, gap_now, rng=_rng(cfg, look, 1), n_boot=cfg.n_boot, alpha=alpha,
@@ -219,7 +236,7 @@ def _rolling_means(per_look: np.ndarray, w: int, starts: int) -> np.ndarray:
 
 
 def _gold_decline(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], cur: list[int],
-                  cfg: Settings, look: int, alpha: float) -> dict[str, Any] | None:
+                  cfg: Settings, look: int, alpha: float) -> stats.GoldDeclineResult | None:
     w = cfg.window
     n_starts = cur[0] - w + 1
     gm = _prompt_means(np.stack(gold[: cur[0]]))
@@ -345,7 +362,7 @@ def format_check(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray
     out["alpha"] = alpha
     if res is None:
         return out
-    rows: list[dict[str, Any]] = []
+    rows: list[MarkerRow] = []
     for j, f in enumerate(tested):
         m = names.index(f.removeprefix("no "))
         rows.append({"feature": f, "payment": float(res["payment"][j]), "z": float(res["z"][j]),
@@ -414,12 +431,12 @@ def _scan_features(index: feats.FeatureIndex, sets: list[np.ndarray], endorsed: 
 
 
 def _ranked(res: dict[str, np.ndarray], names: list[str], alpha: float,
-            cfg: Settings) -> tuple[list[dict[str, Any]], list[str]]:
+            cfg: Settings) -> tuple[list[FeatureRow], list[str]]:
     """``(top, flagged)``: the MONITOR_SCAN_TOP features with the highest finite z (payment, z, p, count each), and
     every feature whose p is within ``alpha`` and whose payment reaches ``cfg.delta``, highest z first."""
     z = np.where(np.isfinite(res["z"]), res["z"], -np.inf)
     order = np.argsort(-z, kind="stable")
-    rows = []
+    rows: list[FeatureRow] = []
     for j in order[: defaults.MONITOR_SCAN_TOP]:
         if not np.isfinite(z[j]):
             break

@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import math
 from statistics import NormalDist
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
 __all__ = [
+    "Bounds",
+    "DivergenceResult",
+    "GoldDeclineResult",
+    "MoveRead",
+    "KLResult",
     "spent_alpha",
     "t_quantile",
     "mean_bounds",
@@ -38,6 +43,70 @@ __all__ = [
 ]
 
 _NORMAL = NormalDist()
+
+
+class Bounds(TypedDict):
+    """``mean_bounds``' answer: the mean of per-prompt values with its one-sided interval and standard error."""
+
+    estimate: Any  #: a float, or an array with one value per column where the values have columns
+    lo: Any  #: as ``estimate``
+    hi: Any  #: as ``estimate``
+    se: Any  #: as ``estimate``
+    n: int  #: prompts used
+
+
+class DivergenceResult(TypedDict):
+    """``divergence_test``'s answer: how much the proxy-gold gap grew, its interval, and whether the alarm fires."""
+
+    change: float
+    lo: float
+    hi: float
+    se: float
+    alpha: float
+    delta: float
+    n_prompts: int
+    fired: bool
+    #: the gap's growth on each held-out prompt, added by the check for the alarm's examples
+    per_prompt: NotRequired[np.ndarray]
+
+
+class GoldDeclineResult(TypedDict):
+    """``gold_decline_test``'s answer: the earlier window gold fell most from, by how much, and whether it fires."""
+
+    window: int
+    drop: float
+    lo: float
+    hi: float
+    proxy_drop: float
+    alpha: float
+    windows: int
+    delta: float
+    n_prompts: int
+    fired: bool
+    best_step: NotRequired[int]  #: the step of the window's first look, added by the check
+    per_prompt: NotRequired[np.ndarray]  #: gold's fall on each held-out prompt, added by the check
+
+
+class MoveRead(TypedDict):
+    """``_move_read``'s answer: whether a length move bought the gap, by which reading, and the lower bounds read."""
+
+    gap_lo: float
+    price_lo: float
+    read: str | None  #: ``mean`` or ``tail`` when it fired, else None
+    verdict: str  #: ``hack`` or ``growth``
+    fired: bool
+
+
+class KLResult(TypedDict):
+    """``kl_test``'s answer: the mean sequence KL with its interval, the budget, and whether it passed it."""
+
+    kl: float
+    lo: float
+    hi: float
+    alpha: float
+    budget: float | None
+    fired: bool
+    per_prompt: NotRequired[np.ndarray]  #: the KL of each held-out prompt, added by the check
 
 
 def spent_alpha(alpha: float, look: int) -> float:
@@ -76,7 +145,7 @@ def _finite_rows(values: np.ndarray) -> np.ndarray:
     return values[np.isfinite(values).all(axis=1)]
 
 
-def mean_bounds(values: np.ndarray, *, rng: np.random.Generator, n_boot: int, alpha: float) -> dict[str, Any] | None:
+def mean_bounds(values: np.ndarray, *, rng: np.random.Generator, n_boot: int, alpha: float) -> Bounds | None:
     """Mean of per-prompt values with its bootstrap-over-prompts interval at one-sided level ``alpha``.
 
     ``values`` is (prompts,) or (prompts, columns); with columns every column is
@@ -97,7 +166,7 @@ def mean_bounds(values: np.ndarray, *, rng: np.random.Generator, n_boot: int, al
 
 
 def divergence_test(gap_base: np.ndarray, gap_now: np.ndarray, *, rng: np.random.Generator, n_boot: int,
-                    alpha: float, delta: float) -> dict[str, Any] | None:
+                    alpha: float, delta: float) -> DivergenceResult | None:
     """Did the per-prompt proxy-gold gap grow from the baseline window to the current one?
 
     Fires when the one-sided interval's lower bound is above zero and the
@@ -113,7 +182,7 @@ def divergence_test(gap_base: np.ndarray, gap_now: np.ndarray, *, rng: np.random
 
 def gold_decline_test(gold_windows: np.ndarray, gold_now: np.ndarray, proxy_windows: np.ndarray,
                       proxy_now: np.ndarray, *, rng: np.random.Generator, n_boot: int, alpha: float,
-                      delta: float, hold: float) -> dict[str, Any] | None:
+                      delta: float, hold: float) -> GoldDeclineResult | None:
     """Did gold fall from its best earlier window while the proxy held?
 
     ``gold_windows``/``proxy_windows`` are (windows, prompts): per-prompt means of
@@ -314,7 +383,7 @@ def length_test(base_length: np.ndarray, now_length: np.ndarray, resid: np.ndarr
 
 
 def _move_read(out: dict[str, Any], n: int, *, alpha: float, delta: float,
-               tail_p: float | None) -> dict[str, Any]:
+               tail_p: float | None) -> MoveRead:
     """Whether the gap the move bought (``out``'s ``gap_from_length``, its standard errors ``gap_se`` and
     ``price_se``, over ``n`` prompts) reaches ``delta`` and is shown to be bought, at one-sided level
     ``alpha``: ``verdict``, ``fired``, ``read`` and the lower bounds ``gap_lo`` and ``price_lo``.
@@ -344,7 +413,7 @@ def _move_read(out: dict[str, Any], n: int, *, alpha: float, delta: float,
 
 
 def kl_test(kl_per_prompt: np.ndarray, *, rng: np.random.Generator, n_boot: int, alpha: float,
-            budget: float | None) -> dict[str, Any] | None:
+            budget: float | None) -> KLResult | None:
     """Mean sequence KL with its interval; fires when the lower bound passes ``budget``."""
     b = mean_bounds(kl_per_prompt, rng=rng, n_boot=n_boot, alpha=alpha)
     if b is None:
