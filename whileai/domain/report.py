@@ -29,14 +29,14 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
 from whileai.domain import defaults
 from whileai.domain.rows.rowsource import describe_source, rows_of, task_key
 
-__all__ = ["delta_report", "VERDICTS"]
+__all__ = ["delta_report", "VERDICTS", "SideEstimate", "DeltaEstimate", "Estimate", "DecidedBy"]
 
 VERDICTS = ("over-optimized", "improved", "regressed", "inconclusive")
 
@@ -76,6 +76,44 @@ def _proxy_value(row: Mapping[str, Any], proxy: str, side: str, index: int) -> f
     if not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
         raise ValueError(f"{side} row {index}: marker {proxy!r} is {value!r}, not a finite number")
     return float(value)
+
+
+class SideEstimate(TypedDict):
+    """One side's pass rate (or mean proxy) with its interval, over how many rows and tasks."""
+
+    value: float
+    ci: list[float]  #: ``[low, high]`` at the report's level
+    rows: int
+    tasks: int
+
+
+class DeltaEstimate(TypedDict):
+    """The change from before to after, its interval and its one-sided upper bound."""
+
+    value: float
+    ci: list[float]
+    upper_one_sided: float
+
+
+class Estimate(TypedDict):
+    """A report's ``target`` (or ``proxy``, without its ``marker``): each side and the change."""
+
+    before: SideEstimate
+    after: SideEstimate
+    delta: DeltaEstimate
+
+
+class DecidedBy(TypedDict):
+    """The numbers a report's verdict was decided by (its ``decided_by``)."""
+
+    target_delta: float
+    target_ci: list[float]
+    target_upper_one_sided: float
+    margin: float
+    tasks: int  #: the tasks on the smaller side
+    min_tasks: int
+    proxy_delta: NotRequired[float]
+    proxy_ci: NotRequired[list[float]]
 
 
 class _Side:
@@ -154,7 +192,7 @@ def _interval(samples: np.ndarray, level: float) -> list[float]:
 
 
 def _estimate(before: _Side, after: _Side, boot: dict[str, np.ndarray], level: float, alpha: float,
-              which: str) -> dict[str, Any]:
+              which: str) -> Estimate:
     if which == "target":
         b_val = before.passed.sum() / before.count.sum()
         a_val = after.passed.sum() / after.count.sum()
@@ -184,18 +222,18 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f} pts"
 
 
-def _verdict(target: Mapping[str, Any], proxy: Mapping[str, Any] | None, margin: float, level: float,
-             alpha: float, min_tasks: int) -> tuple[str, str, dict[str, Any]]:
+def _verdict(target: Estimate, proxy: Estimate | None, margin: float, level: float,
+             alpha: float, min_tasks: int) -> tuple[str, str, DecidedBy]:
     t = target["delta"]
     lo, hi = t["ci"]
     tasks = min(target["before"]["tasks"], target["after"]["tasks"])
-    decided: dict[str, Any] = {"target_delta": t["value"], "target_ci": t["ci"],
-                               "target_upper_one_sided": t["upper_one_sided"], "margin": margin,
-                               "tasks": tasks, "min_tasks": min_tasks}
+    decided: DecidedBy = {"target_delta": t["value"], "target_ci": t["ci"],
+                          "target_upper_one_sided": t["upper_one_sided"], "margin": margin,
+                          "tasks": tasks, "min_tasks": min_tasks}
     lvl = f"{level:.0%}"
     if proxy is not None:
         p = proxy["delta"]
-        decided.update(proxy_delta=p["value"], proxy_ci=p["ci"])
+        decided["proxy_delta"], decided["proxy_ci"] = p["value"], p["ci"]
     if tasks < min_tasks:
         return "inconclusive", (
             f"only {tasks} tasks on the smaller side (fewer than DELTA_MIN_TASKS={min_tasks}); an interval over so "
