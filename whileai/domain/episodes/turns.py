@@ -24,7 +24,7 @@ from typing import Any
 
 from whileai.core import defaults as core_defaults
 from whileai.domain.judges.rewards import fine_grained_score
-from whileai.domain.rows.gold import first_turn, judge_turn
+from whileai.domain.rows.gold import ReplyCall, first_turn, judge_turn
 
 __all__ = ["TurnScores", "turn_calls", "turn_scores"]
 
@@ -39,9 +39,9 @@ class TurnScores:
     wanted: int
 
 
-def turn_calls(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def turn_calls(messages: Sequence[Mapping[str, Any]]) -> list[ReplyCall]:
     """The calls of ``messages``' assistant turns in order, each ``{"name", "arguments"}`` (arguments parsed)."""
-    calls: list[dict[str, Any]] = []
+    calls: list[ReplyCall] = []
     for message in messages:
         if message.get("role") == "assistant":
             turn = first_turn([dict(message)])

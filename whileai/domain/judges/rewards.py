@@ -28,15 +28,22 @@ import math
 import numbers
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.core.spec import PYTHON_PREFIX
 from whileai.domain import defaults
-from whileai.domain.rows.gold import no_call_verdict, gold_options, value_ok, first_turn
+from whileai.domain.rows.gold import ReplyCall, no_call_verdict, gold_options, value_ok, first_turn
 from whileai.domain.rows.actions import parse_arguments
 
 __all__ = ["fine_grained_score", "load_python_reward", "python_reward_problems", "reward_problems",
-           "reward_strength"]
+           "reward_strength", "FineGrainedScore"]
+
+
+class FineGrainedScore(TypedDict):
+    """``fine_grained_score``'s answer: the weighted reward and the terms it averages, each in [0, 1]."""
+
+    reward: float
+    terms: dict[str, float]  #: format, tool_name, argument_names, argument_values
 
 
 # ---------------------------------------------------------------------------
@@ -72,7 +79,7 @@ def _call_terms(want: Mapping[str, Any], got: Mapping[str, Any] | None, rule: st
     return names, right / len(expected)
 
 
-def _option_terms(calls: list[Mapping[str, Any]], rule: str, replies: list[dict[str, Any]]) -> dict[str, float]:
+def _option_terms(calls: list[Mapping[str, Any]], rule: str, replies: list[ReplyCall]) -> dict[str, float]:
     gold_names = {str(c.get("name")) for c in calls}
     reply_names = {str(c.get("name")) for c in replies}
     used: set[int] = set()
@@ -89,7 +96,7 @@ def _option_terms(calls: list[Mapping[str, Any]], rule: str, replies: list[dict[
             "argument_values": values_sum / count}
 
 
-def fine_grained_score(turn: Mapping[str, Any] | None, gold: Mapping[str, Any], formatted: bool = True) -> dict[str, Any]:
+def fine_grained_score(turn: Mapping[str, Any] | None, gold: Mapping[str, Any], formatted: bool = True) -> FineGrainedScore:
     """A reply turn's ToolRL-style score against ``gold``: ``{"reward": [0, 1], "terms": {...}}``.
 
     ``turn`` is the reply as an assistant message (``{"content", "tool_calls"}``);

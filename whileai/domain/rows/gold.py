@@ -26,11 +26,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.domain.rows.actions import _Unparsed, content_text, json_equal, parse_arguments
 
-__all__ = ["GOLD_RULES", "is_plain_gold", "gold_problem", "judge_turn", "first_turn"]
+__all__ = ["GOLD_RULES", "ReplyCall", "ReplyTurn", "is_plain_gold", "gold_problem", "judge_turn", "first_turn"]
+
+
+class ReplyCall(TypedDict):
+    """One call of a reply turn as the judges read it."""
+
+    name: Any  #: the tool name as the reply gave it (a str, or what a malformed call carries)
+    arguments: Any  #: a dict where the arguments are (or parse as) a JSON object, else ``parse_arguments``' answer
+
+
+class ReplyTurn(TypedDict):
+    """An assistant turn as the judges read it (``first_turn``): its calls in order and its text."""
+
+    calls: list[ReplyCall]
+    answer: str
 
 #: The comparison rules a gold may name in ``match``.
 GOLD_RULES = ("exact", "bfcl")
@@ -113,12 +127,12 @@ def gold_problem(gold: Any) -> str | None:
 # ---------------------------------------------------------------------------
 
 
-def first_turn(messages: list[Any]) -> dict[str, Any] | None:
+def first_turn(messages: list[Any]) -> ReplyTurn | None:
     """The first assistant turn as ``{"calls": [{"name", "arguments"}...], "answer": text}``; None without one."""
     for m in messages:
         if not (type(m) is dict or isinstance(m, Mapping)) or m.get("role") != "assistant":
             continue
-        calls = []
+        calls: list[ReplyCall] = []
         for call in m.get("tool_calls") or []:
             call = call if type(call) is dict or isinstance(call, Mapping) else {}
             fn = call.get("function", call)
@@ -282,7 +296,7 @@ def gold_options(gold: Mapping[str, Any], rule: str) -> list[tuple[list[Mapping[
     return [([gold], gold.get("match", rule), gold.get("match", rule) == "bfcl")]
 
 
-def no_call_verdict(calls: list[dict[str, Any]], rule: str) -> tuple[bool, str]:
+def no_call_verdict(calls: list[ReplyCall], rule: str) -> tuple[bool, str]:
     """A ``no_call`` verdict: no call at all, or (BFCL's rule) a call its decoder refuses, which voids them all."""
     if not calls:
         return True, "no call, as expected"
