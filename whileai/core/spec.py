@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, Literal, NotRequired, TypedDict, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -41,6 +41,7 @@ __all__ = [
     "ALIASES",
     "RETIRED",
     "Knob",
+    "KnobRow",
     "knob",
     "RunSpec",
     "continues_runs",
@@ -97,6 +98,23 @@ Method = Literal["sft", "grpo", "dpo", "rm"]
 Surface = Literal["argument", "config", "export"]
 
 
+class KnobRow(TypedDict):
+    """One row of the knob table (:func:`knob_table`): a knob's default, its source and its reason for one method,
+    with what it accepts where its declaration says."""
+
+    default: Any
+    paper: Any  #: the cited paper's value, or None
+    source: str
+    reason: str
+    help: str
+    choices: NotRequired[tuple[Any, ...]]
+    range: NotRequired[tuple[float, float]]
+    open_low: NotRequired[bool]
+    many: NotRequired[bool]
+    pattern: NotRequired[str]
+    pattern_hint: NotRequired[str]
+
+
 @dataclass(frozen=True)
 class Knob:
     """What a knob's declaration says beyond its type: the row of the knob table for one method."""
@@ -117,9 +135,9 @@ class Knob:
     pattern: str | None = None
     pattern_hint: str = ""
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> KnobRow:
         """The knob table's row (``range``/``choices``, ``open_low``, ``default``, ``paper``, ``source``, ...)."""
-        out: dict[str, Any] = {"default": self.default, "paper": self.paper, "source": self.source,
+        out: KnobRow = {"default": self.default, "paper": self.paper, "source": self.source,
                                "reason": self.reason, "help": self.help}
         if self.choices is not None:
             out["choices"] = self.choices
@@ -756,13 +774,13 @@ def is_whole(model: type[RunSpec], name: str) -> bool:
     return annotation is int or annotation == (int | None)
 
 
-def knob_table(*surfaces: Surface) -> dict[str, dict[str, dict[str, Any]]]:
+def knob_table(*surfaces: Surface) -> dict[str, dict[str, KnobRow]]:
     """knob -> method -> row (range or choices, default, paper, source, reason, help), from the declarations.
 
     ``surfaces`` keeps the knobs given there (all when empty): ``argument`` and ``export`` are
     ``wai.train``'s keyword arguments, ``config`` its ``config=`` keys.
     """
-    table: dict[str, dict[str, dict[str, Any]]] = {}
+    table: dict[str, dict[str, KnobRow]] = {}
     for method, model in SPEC_MODELS.items():
         for name in knob_fields(model):
             meta = knob_of(model, name)

@@ -19,9 +19,7 @@ from __future__ import annotations
 from whileai.core.defaults import SERVED_HUB_BASES, TRAIN_EVAL_MAX_NEW_TOKENS
 from whileai.kit.defaults import KIT_BASE_NAME
 
-from typing import Any
-
-from whileai.core.spec import knob_table
+from whileai.core.spec import KnobRow, knob_table
 
 # ---------------------------------------------------------------------------
 # Run tracking (client side: buffering, flushing, retries, spool)
@@ -320,8 +318,8 @@ DPO_POLICY_MAX_NEW_TOKENS = TRAIN_EVAL_MAX_NEW_TOKENS
 #: paper's value and citation, and its help). knob -> method -> row. A value outside the range is
 #: refused with the paper value and the source quoted (whileai.core.knobs.check_knob).
 #: ``TRAINING_KNOBS``: ``train``'s keyword arguments; ``TRAINING_HOST_KEYS``: its ``config=`` keys.
-TRAINING_KNOBS: dict[str, dict[str, dict[str, Any]]] = knob_table("argument", "export")
-TRAINING_HOST_KEYS: dict[str, dict[str, dict[str, Any]]] = knob_table("config")
+TRAINING_KNOBS: dict[str, dict[str, KnobRow]] = knob_table("argument", "export")
+TRAINING_HOST_KEYS: dict[str, dict[str, KnobRow]] = knob_table("config")
 
 #: The TRAINING_KNOBS entries that are export settings: they travel on the job's
 #: spec to its dataset builder (export.export_dataset / export_preference).
