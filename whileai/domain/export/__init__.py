@@ -378,7 +378,7 @@ def _gate_and_write(
     rows: list[dict],
     origins: list[int],
     src: _build.Source,
-    leak_report: dict,
+    leak_report: _build.LeakReport,
     fmt: str,
     target: Path,
     validate: bool,

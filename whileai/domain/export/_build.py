@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from whileai.domain.rows import jsonl
 from whileai.core.errors import MissingPolicyWarning
@@ -24,6 +24,7 @@ __all__ = [
     "MissingPolicyWarning",
     "Source",
     "Built",
+    "LeakReport",
     "resolve",
     "warn_missing_counts",
     "resolve_pairs",
@@ -32,6 +33,17 @@ __all__ = [
     "build_training",
     "build_preference",
 ]
+
+
+class LeakReport(TypedDict):
+    """``leak_report``'s answer, the export report's ``privileged_leaks``: the rows checked, the recitals found,
+    and whether the check ran."""
+
+    checked: int  #: rows that carried a privileged block to check against
+    could_not_run: int  #: rows without one
+    leaks: list[dict]  #: ``find_leaks``' recitals, each with its row
+    status: str
+    note: NotRequired[str]  #: why the check ran on fewer rows than the export holds
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,7 @@ class Built:
     rows: list[dict]
     origins: list[int]
     stats: dict[str, int]
-    leaks: dict[str, Any]  #: ``leak_report``'s answer, which the export report carries as it is
+    leaks: LeakReport  #: the export report carries it as it is
     mismatches: list[dict] = field(default_factory=list)  #: preference pairs whose sides' prompts differ
 
 
@@ -319,8 +331,8 @@ def build_preference(src: Source, fmt: str, drop_ties: bool, strip_think: bool, 
                  leaks=leak_report(leaks, checked, considered))
 
 
-def leak_report(leaks: list[dict], checked: int, total: int) -> dict[str, Any]:
-    report: dict[str, Any] = {"checked": checked, "could_not_run": total - checked, "leaks": leaks}
+def leak_report(leaks: list[dict], checked: int, total: int) -> LeakReport:
+    report: LeakReport = {"checked": checked, "could_not_run": total - checked, "leaks": leaks, "status": "ran"}
     if total and not checked:
         report["status"] = "could not run"
         report["note"] = (
@@ -330,6 +342,4 @@ def leak_report(leaks: list[dict], checked: int, total: int) -> dict[str, Any]:
     elif checked < total:
         report["status"] = "ran on rows with a privileged block"
         report["note"] = f"{total - checked} row(s) carry no privileged block, so the check could not run on them"
-    else:
-        report["status"] = "ran"
     return report

@@ -11,14 +11,14 @@ import json
 import math
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.core.spec import RMSpec, knob_of
 from whileai.domain import defaults
 from whileai.core import defaults as core_defaults
 from whileai.kit import defaults as kit_defaults
 
-__all__ = ["RewardModelJudge", "load_reward_model", "reward_pair_example", "reward_text_messages", "score_token_batches"]
+__all__ = ["RewardModelJudge", "RewardModelVerdict", "load_reward_model", "reward_pair_example", "reward_text_messages", "score_token_batches"]
 
 #: What a reward model reads of a row (config ``reward_span``): the whole conversation, or the prompt and
 #: the first assistant turn only (what the first-action judge decides on, and all a GRPO completion is); its choices
@@ -79,6 +79,13 @@ def reward_pair_example(pair: Mapping[str, Any], span: str = REWARD_SPAN_DEFAULT
             "tools": chosen.get("tools") or rejected.get("tools") or []}
 
 
+class RewardModelVerdict(TypedDict):
+    """A reward-model judge's answer on one row: the model's score and whether it reaches the run's threshold."""
+
+    reward: float
+    passed: bool
+
+
 class RewardModelJudge:
     """A judge backed by a reward-model adapter: ``judge(row) -> {"reward": score, "passed": bool}``.
 
@@ -114,10 +121,10 @@ class RewardModelJudge:
                 self._model, self._tokenizer = load_reward_model(self.base_model, self.adapter)
             return self._model, self._tokenizer
 
-    def __call__(self, row: Mapping[str, Any]) -> dict[str, Any]:
+    def __call__(self, row: Mapping[str, Any]) -> RewardModelVerdict:
         return self.judge_many([row])[0]
 
-    def judge_many(self, rows: Any) -> list[dict[str, Any]]:
+    def judge_many(self, rows: Any) -> list[RewardModelVerdict]:
         """``{"reward", "passed"}`` for each row, scored in batches."""
         return [{"reward": s, "passed": s >= self.threshold} for s in self.score(rows)]
 

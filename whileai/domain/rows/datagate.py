@@ -16,9 +16,28 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
-__all__ = ["TOOL_NAME", "SCHEMA_TYPES", "TYPE_MAP", "gate_rows", "map_schema", "wire_name", "gold_calls"]
+__all__ = ["TOOL_NAME", "SCHEMA_TYPES", "TYPE_MAP", "RefusedRow", "GateReport", "gate_rows", "map_schema", "wire_name",
+           "gold_calls"]
+
+
+class RefusedRow(TypedDict):
+    """A row the data gates refused: its index, its task and each problem no mapping fixes."""
+
+    row: int
+    task_id: Any  #: the row's ``task_id`` as it gave it (None without one)
+    problems: list[str]
+
+
+class GateReport(TypedDict):
+    """``gate_rows``' report: the rows read, the tool names and schema types mapped, and the rows refused."""
+
+    rows: int
+    tool_names_mapped: int
+    types_mapped: dict[str, int]  #: JSON-Schema type -> how many were mapped to the wire's
+    refused_rows: int
+    refused: list[RefusedRow]
 
 #: The tool names the OpenAI chat-completions wire accepts.
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -127,12 +146,12 @@ def _gold_problems(gold: Any, tools: list[Any], where: str) -> list[str]:
     return problems
 
 
-def gate_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def gate_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], GateReport]:
     """The rows with unambiguous mappings applied, and the report: counts mapped, problems refused (by row)."""
     out: list[dict[str, Any]] = []
     names_mapped = 0
     types: dict[str, int] = {}
-    refused: list[dict[str, Any]] = []
+    refused: list[RefusedRow] = []
     last: tuple[Any, list[Any], dict[str, str], list[str]] | None = None  # rows of one simulation share tools
     for index, row in enumerate(rows):
         problems: list[str] = []
@@ -174,6 +193,6 @@ def gate_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], 
         if problems:
             refused.append({"row": index, "task_id": row.get("task_id"), "problems": problems})
         out.append(row)
-    report = {"rows": len(rows), "tool_names_mapped": names_mapped, "types_mapped": dict(sorted(types.items())),
-              "refused_rows": len(refused), "refused": refused}
+    report: GateReport = {"rows": len(rows), "tool_names_mapped": names_mapped,
+                          "types_mapped": dict(sorted(types.items())), "refused_rows": len(refused), "refused": refused}
     return out, report

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from whileai.domain import defaults
 from whileai.domain.rows.rowsource import group_by_task
+
+if TYPE_CHECKING:
+    from whileai.domain.rows.datagate import GateReport
 
 __all__ = ["TaskProfile", "Dropped", "profile_rows", "selection_report", "dropped_phrase", "pairs_per_task", "samples_the_policy", "METHODS"]
 
@@ -158,7 +161,7 @@ def _sampling_counts(rows: list[Mapping[str, Any]]) -> tuple[Counter[str], int, 
     return temperatures, no_temperature, markers
 
 
-def _gates(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+def _gates(rows: list[Mapping[str, Any]]) -> GateReport:
     """The data gates' report (tool names and schema types mapped, rows refused with why); see datagate."""
     from whileai.domain.rows.datagate import gate_rows
 
