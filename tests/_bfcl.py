@@ -29,6 +29,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _bfcl_checker import installed as _installed  # noqa: E402  (the wheel's folder, or None: one rule for both loaders)
+
 SAMPLE = ROOT / "tests" / "data" / "bfcl"
 CATEGORIES = ("simple_python", "multiple", "live_simple", "parallel", "parallel_multiple", "irrelevance")
 MODEL = "whileai-wire"
@@ -37,21 +40,6 @@ MODEL = "whileai-wire"
 @dataclass
 class _StandInConfig:
     underscore_to_dot: bool = True
-
-
-def _installed() -> Path | None:
-    if os.environ.get("WHILEAI_BFCL_SAMPLE"):  # the committed sample even where the wheel is installed
-        return None
-    module = sys.modules.get("bfcl_eval")
-    if module is not None and getattr(module, "__file__", None) is None:
-        return None  # the stand-in package load_checker made around the committed sample
-    try:
-        spec = importlib.util.find_spec("bfcl_eval")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
 
 
 def data_source() -> str:
