@@ -21,7 +21,6 @@ import copy
 import importlib
 import importlib.util
 import json
-import os
 import sys
 import types
 from dataclasses import dataclass
