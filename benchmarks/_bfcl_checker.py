@@ -2,7 +2,7 @@
 
 From the installed ``bfcl-eval`` wheel when there is one (``pip install --no-deps bfcl-eval``), else from the
 copies in tests/data/bfcl/multi_turn/bfcl_eval/ (bfcl-eval 2026.3.23, Apache-2.0, tests/data/bfcl/LICENSE),
-loaded under their own module names inside stand-in ``bfcl_eval`` packages (as tests/_bfcl.py does for
+loaded under their own module names inside stand-in ``bfcl_eval`` packages (as benchmarks/_bfcl_single_turn.py does for
 ``ast_checker``), so the test extra installs anywhere. Either way the checker and the backends are BFCL's
 code, unmodified.
 
@@ -34,7 +34,7 @@ def installed() -> Path | None:
         return None
     module = sys.modules.get("bfcl_eval")
     if module is not None and getattr(module, "__file__", None) is None:
-        return None  # a stand-in package (this module's or tests/_bfcl.py's) is in place
+        return None  # a stand-in package (this module's or benchmarks/_bfcl_single_turn.py's) is in place
     try:
         spec = importlib.util.find_spec("bfcl_eval")
     except (ImportError, ValueError):

@@ -3,8 +3,8 @@
     python benchmarks/judge_throughput.py            # bfcl-eval's full data when installed, else the test sample
     python benchmarks/judge_throughput.py --repeats 5
 
-The replies are tests/_bfcl.py's candidates (every kind of the agreement test)
-on tests/_bfcl.py's CATEGORIES converted by ``wai.datasets.from_bfcl``. Both
+The replies are benchmarks/_bfcl_single_turn.py's candidates (every kind of the agreement test)
+on benchmarks/_bfcl_single_turn.py's CATEGORIES converted by ``wai.datasets.from_bfcl``. Both
 judges read the same generated text: whileai through ``judge_reply`` (the kit's
 parser, then ``first_action_judge`` with the row's gold and tools); BFCL through
 the same parser, then ``ast_checker`` with its own function docs and possible
@@ -22,11 +22,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def main() -> None:
-    import _bfcl
+    import _bfcl_single_turn as _bfcl
 
     from whileai.domain.judges.judging import judge_reply
 

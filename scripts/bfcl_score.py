@@ -13,7 +13,7 @@ a merged float32 model generating one prompt at a time can flip a near-tie token
 adapter-on-base generation did not).
 
 BFCL's questions and checker come from the installed ``bfcl-eval`` wheel (``pip install --no-deps bfcl-eval``),
-else from the committed sample in tests/data/bfcl (the checker's modules copied unmodified); tests/_bfcl.py
+else from the committed sample in tests/data/bfcl (the checker's modules copied unmodified); benchmarks/_bfcl_single_turn.py
 loads them. The kit's parser reads the reply's calls for both verdicts, as in the agreement test.
 """
 
@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bfcl() -> Any:
-    sys.path.insert(0, str(ROOT / "tests"))
-    import _bfcl
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import _bfcl_single_turn as _bfcl
 
     return _bfcl
 

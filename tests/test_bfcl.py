@@ -1,7 +1,7 @@
 """Real tool-use data: BFCL rows convert, pass the gates, train, and are judged as BFCL's own checker judges them.
 
 The data and BFCL's ``ast_checker`` come from the ``bfcl-eval`` wheel when it
-is installed, else from the committed sample (tests/_bfcl.py says how). The
+is installed, else from the committed sample (benchmarks/_bfcl_single_turn.py says how). The
 agreement test scores every kind of candidate reply with both judges.
 """
 
@@ -19,8 +19,8 @@ import whileai.simulations as wai
 from whileai.domain.judges.judging import judge_reply
 from whileai.domain.rows.rollouts import RolloutRow, check_rows, row_problems
 
-sys.path.insert(0, str(Path(__file__).parent))
-import _bfcl  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+import _bfcl_single_turn as _bfcl  # noqa: E402
 
 KINDS = ("reference", "other acceptable value", "optional omitted", "optional given", "numeric spelling",
          "string variant", "wrong value", "wrong function", "extra argument", "missing argument")

@@ -16,8 +16,8 @@ import pytest
 
 from whileai.core.stats import group_lines, group_results
 
-sys.path.insert(0, str(Path(__file__).parent))
-import _bfcl  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+import _bfcl_single_turn as _bfcl  # noqa: E402
 from whileai.runner.schema import Dataset  # noqa: E402
 
 MIX = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"]
@@ -38,7 +38,7 @@ def stand_in_package(tmp_path, monkeypatch):
     shutil.copy(_bfcl.SAMPLE / "possible_answer" / "BFCL_v4_multiple.json", package / "data" / "possible_answer")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     for name in [m for m in sys.modules if m == "bfcl_eval" or m.startswith("bfcl_eval.")]:
-        monkeypatch.delitem(sys.modules, name)  # the vendored checker's modules (tests/_bfcl.py) are not the package
+        monkeypatch.delitem(sys.modules, name)  # the vendored checker's modules (benchmarks/_bfcl_single_turn.py) are not the package
     return package / "data"
 
 

@@ -21,8 +21,8 @@ import pytest
 
 import whileai.simulations as wai
 
-sys.path.insert(0, str(Path(__file__).parent))
-import _bfcl  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+import _bfcl_single_turn as _bfcl  # noqa: E402
 
 NAME = "smollm2-135m"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",

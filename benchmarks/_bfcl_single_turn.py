@@ -1,4 +1,4 @@
-"""BFCL for the agreement test and benchmarks/judge_throughput.py: its data, its own checker, and candidate replies.
+"""BFCL's single-turn categories for tests/test_bfcl.py's agreement test, benchmarks/judge_throughput.py and scripts/bfcl_score.py: its data, its own checker, and candidate replies.
 
 The data and the checker come from the ``bfcl-eval`` wheel when it is
 installed (``pip install --no-deps bfcl-eval``: the checker needs none of its
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # also when loaded by path
 from _bfcl_checker import installed as _installed  # noqa: E402  (the wheel's folder, or None: one rule for both loaders)
 
 SAMPLE = ROOT / "tests" / "data" / "bfcl"
