@@ -498,7 +498,7 @@ class _HackMonitor:
 
     # --------------------------------------------------------------- alarms
 
-    def _entry(self, look: checks.Look, res: dict[str, Any]) -> dict[str, Any]:
+    def _entry(self, look: checks.Look, res: checks.CheckResults) -> dict[str, Any]:
         proxy, gold = _mean(look.proxy), _mean(look.gold)
         entry: dict[str, Any] = {
             "step": look.step, "evaluation": len(self._looks) - 1, "proxy": proxy, "gold": gold,
@@ -516,25 +516,44 @@ class _HackMonitor:
             self._scan = dict({k: v for k, v in res["scan"].items() if k != "per_prompt"}, step=look.step)
         if res["format"] is not None:
             self._format = dict({k: v for k, v in res["format"].items() if k != "per_prompt"}, step=look.step)
-        checks_out = {}
-        for kind in ("divergence", "gold_decline", "length", "kl"):
-            r = res[kind]
-            if r is None:
+        checks_out = self._gap_checks(look, res, entry["alarms"])
+        self._scan_alarms(look, res, entry["alarms"])
+        if res["format"] is not None:
+            checks_out["format"] = {k: v for k, v in res["format"].items() if k not in ("per_prompt", "markers")}
+        entry["checks"] = clean(checks_out)
+        return clean(entry)
+
+    def _gap_checks(self, look: checks.Look, res: checks.CheckResults, alarms: list[str]) -> dict[str, dict[str, Any]]:
+        """The look's divergence, gold-decline, length and KL results as its entry keeps them (without their
+        per-prompt effects), naming each that fired in ``alarms`` and recording the alarm the first time; the length
+        result is also kept for the summary."""
+        found: tuple[tuple[str, Mapping[str, Any] | None], ...] = (
+            ("divergence", res["divergence"]), ("gold_decline", res["gold_decline"]), ("length", res["length"]),
+            ("kl", res["kl"]))
+        out: dict[str, dict[str, Any]] = {}
+        for kind, result in found:
+            if result is None:
                 continue
-            per_prompt = r.pop("per_prompt", None)
-            checks_out[kind] = r
+            r = out[kind] = {k: v for k, v in result.items() if k != "per_prompt"}
             if r["fired"]:
-                entry["alarms"].append(kind)
+                alarms.append(kind)
                 if kind not in self._fired:
                     self._fired.add(kind)
-                    self._add_alarm(kind, look.step, r, per_prompt, self._strongest())
+                    self._add_alarm(kind, look.step, r, result.get("per_prompt"), self._strongest())
         if res["length"] is not None:
-            self._length = dict(res["length"], step=look.step)
-        for kind, r, flagged in (("feature", res["scan"], self._flagged), ("format", res["format"], self._markers)):
+            self._length = dict(out["length"], step=look.step)
+        return out
+
+    def _scan_alarms(self, look: checks.Look, res: checks.CheckResults, alarms: list[str]) -> None:
+        """The feature scan's and format check's flags: each names its alarm in ``alarms`` while it flags, and a
+        feature or marker flagged for the first time records an alarm with its detail and prompts."""
+        found: tuple[tuple[str, Mapping[str, Any] | None, set[str]], ...] = (
+            ("feature", res["scan"], self._flagged), ("format", res["format"], self._markers))
+        for kind, r, flagged in found:
             if r is None:
                 continue
             if r["flagged"]:
-                entry["alarms"].append(kind)
+                alarms.append(kind)
             new = [f for f in r["flagged"] if f not in flagged]
             if not new:
                 continue
@@ -545,10 +564,6 @@ class _HackMonitor:
                 per_prompt = per_prompt.get(new[0])
             self._add_alarm(kind, look.step, {"features": new, "detail": detail, "alpha": r.get("alpha"),
                                               "completions": r.get("completions")}, per_prompt, detail[:1] or None)
-        if res["format"] is not None:
-            checks_out["format"] = {k: v for k, v in res["format"].items() if k not in ("per_prompt", "markers")}
-        entry["checks"] = clean(checks_out)
-        return clean(entry)
 
     def _strongest(self) -> list[dict[str, Any]] | None:
         """The feature or format marker the latest scan (or format check) found the proxy paying most for."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -37,6 +37,51 @@ class MarkerRow(FeatureRow):
 
     share_before: float
     share_now: float
+
+
+class FormatResult(TypedDict):
+    """``format_check``'s answer: each marker's share move, the markers tested and flagged, whether it fired;
+    once a marker was tested, the alpha spent, and once the scan ran, every tested marker's row, the flagged
+    rows highest z first (``detail``) and, when one fired, its effect on each held-out prompt."""
+
+    shift: dict[str, float]
+    tested: list[str]
+    flagged: list[str]
+    fired: bool
+    alpha: NotRequired[float]
+    markers: NotRequired[list[MarkerRow]]
+    detail: NotRequired[list[MarkerRow]]
+    per_prompt: NotRequired[np.ndarray]
+
+
+class ScanResult(TypedDict):
+    """``scan``'s answer: what it read (completions, held-out and buffered, features) at which alpha, the top
+    features, the flagged ones, and per flagged feature its effect on each held-out prompt."""
+
+    completions: int
+    held_out: int
+    buffered: int
+    features: int
+    alpha: float
+    flagged: list[str]
+    top: list[FeatureRow]
+    flagged_detail: NotRequired[list[FeatureRow]]
+    per_prompt: NotRequired[dict[str, np.ndarray]]
+
+
+class CheckResults(TypedDict):
+    """``check_all``'s answer: the endorsed features' payments and how each was read, then one result per
+    check (None where it is not armed or cannot run yet), and the proxy-gold gap less those payments."""
+
+    payments: np.ndarray
+    payments_read: list[str]
+    divergence: stats.DivergenceResult | None
+    gold_decline: stats.GoldDeclineResult | None
+    length: stats.LengthResult | None
+    kl: stats.KLResult | None
+    scan: ScanResult | None
+    format: FormatResult | None
+    gap_adjusted: float
 
 
 @dataclass
@@ -167,7 +212,7 @@ def _window_mean(arrays: list[np.ndarray]) -> np.ndarray:
         return np.where(ok.any(axis=0), np.where(ok, stacked, 0.0).sum(axis=0) / ok.sum(axis=0), np.nan)
 
 
-def check_all(looks: list[Look], buffer: list[BufferItem], cfg: Settings, index: feats.FeatureIndex) -> dict[str, Any]:
+def check_all(looks: list[Look], buffer: list[BufferItem], cfg: Settings, index: feats.FeatureIndex) -> CheckResults:
     """Run every armed check on the looks so far; returns one result per check (None where it cannot run).
 
     A result may carry ``per_prompt``: the check's effect on each held-out
@@ -179,10 +224,10 @@ def check_all(looks: list[Look], buffer: list[BufferItem], cfg: Settings, index:
     pay, how = payments(looks, buffer, cfg)
     adj = [_adjusted(lk, pay) for lk in looks]
     gold = [_gold(lk, cfg) for lk in looks]
-    out: dict[str, Any] = {"payments": pay, "payments_read": how, "divergence": None, "gold_decline": None,
-                           "length": None, "kl": None, "scan": None, "format": None}
     gap_now = _prompt_means(adj[-1] - gold[-1])
-    out["gap_adjusted"] = float(np.nanmean(gap_now)) if np.isfinite(gap_now).any() else math.nan
+    out: CheckResults = {"payments": pay, "payments_read": how, "divergence": None, "gold_decline": None,
+                         "length": None, "kl": None, "scan": None, "format": None,
+                         "gap_adjusted": float(np.nanmean(gap_now)) if np.isfinite(gap_now).any() else math.nan}
     look = t - w
     if look >= 1:
         cur = list(range(max(w, t - w), t))
@@ -258,7 +303,7 @@ def _measures(look: Look) -> dict[str, np.ndarray]:
 
 
 def _length(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], base: list[int], cur: list[int],
-            cfg: Settings, look: int) -> dict[str, Any] | None:
+            cfg: Settings, look: int) -> stats.LengthResult | None:
     """The length check: the latest look's lengths against the baseline window's, and so each of its counts.
 
     The proxy's price for length is read from the baseline looks and the
@@ -280,13 +325,15 @@ def _length(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], ba
                for j, name in enumerate(names)}
     if len(names) == 1:
         return results["length"]
-    chosen = next((name for name in names if (results[name] or {}).get("fired")), "length")
+    chosen = next((name for name, r in results.items() if r is not None and r["fired"]), "length")
     result = results[chosen]
     if result is None:
         return None
-    return dict(result, measure=chosen, measures={
-        name: {key: r.get(key) for key in ("drift", "moved_share", "length_base", "length_now", "verdict",
-                                           "gap_from_length", "gap_lo")} for name, r in results.items() if r})
+    measures: dict[str, stats.LengthMeasure] = {
+        name: {"drift": r["drift"], "moved_share": r["moved_share"], "length_base": r["length_base"],
+               "length_now": r["length_now"], "verdict": r["verdict"], "gap_from_length": r.get("gap_from_length"),
+               "gap_lo": r.get("gap_lo")} for name, r in results.items() if r}
+    return {**result, "measure": chosen, "measures": measures}
 
 
 def _moved(looks: list[Look], base: list[int], i: int, name: str, cfg: Settings) -> bool:
@@ -298,7 +345,7 @@ def _moved(looks: list[Look], base: list[int], i: int, name: str, cfg: Settings)
 
 def _length_of(name: str, looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], base: list[int],
                cur: list[int], cfg: Settings, look: int, alpha: float,
-               rng: np.random.Generator) -> dict[str, Any] | None:
+               rng: np.random.Generator) -> stats.LengthResult | None:
     """The length test (``stats.length_test``) on one measure of the looks, at ``alpha``."""
     base_len = np.stack([_measures(looks[i])[name] for i in base])
     use = [i for i in cur if _moved(looks, base, i, name, cfg)]
@@ -312,7 +359,7 @@ def _length_of(name: str, looks: list[Look], adj: list[np.ndarray], gold: list[n
 
 
 def format_check(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], base: list[int],
-                 cur: list[int], cfg: Settings) -> dict[str, Any] | None:
+                 cur: list[int], cfg: Settings) -> FormatResult | None:
     """Does the proxy pay, within prompt, for a format marker whose share moved from the baseline?
 
     A marker (``feats.MARKERS``) enters the test when its share of the latest
@@ -337,8 +384,8 @@ def format_check(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray
     skip = feats.excluded_by_endorsed(cfg.endorsed) if cfg.endorsed else None
     gated = [j for j in range(len(names)) if abs(shift[j]) >= cfg.format_shift
              and not (skip is not None and skip(names[j]))]
-    out: dict[str, Any] = {"shift": {names[j]: float(shift[j]) for j in range(len(names)) if shift[j] != 0},
-                           "tested": [], "flagged": [], "fired": False}
+    out: FormatResult = {"shift": {names[j]: float(shift[j]) for j in range(len(names)) if shift[j] != 0},
+                         "tested": [], "flagged": [], "fired": False}
     if not gated:
         return out
     x = np.concatenate([flat[i][:, gated] for i in cur]).astype(float)
@@ -370,7 +417,8 @@ def format_check(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray
                      "share_now": float(latest[m])})
     flagged = sorted((r for r in rows if math.isfinite(r["z"]) and r["p"] <= alpha and r["payment"] >= cfg.delta),
                      key=lambda r: -float(r["z"]))
-    out.update(markers=rows, flagged=[r["feature"] for r in flagged], detail=flagged, fired=bool(flagged))
+    out["markers"], out["flagged"], out["detail"], out["fired"] = rows, [r["feature"] for r in flagged], flagged, \
+        bool(flagged)
     if flagged:
         j = tested.index(flagged[0]["feature"])
         out["per_prompt"] = stats.cell_contribution(x[:, j], resid, cells, cells % n, n)
@@ -448,7 +496,7 @@ def _ranked(res: dict[str, np.ndarray], names: list[str], alpha: float,
 
 
 def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffer: list[BufferItem],
-         pay: np.ndarray, cfg: Settings, index: feats.FeatureIndex) -> dict[str, Any] | None:
+         pay: np.ndarray, cfg: Settings, index: feats.FeatureIndex) -> ScanResult | None:
     """The feature scan over the current window's held-out completions and the gold-scored buffer.
 
     Length in words is held fixed (the length alarm covers length), so a proxy
@@ -460,8 +508,8 @@ def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffe
     x, names, nonzero = _scan_features(index, sets, endorsed, cfg)
     n_scan = cfg.counters["scan"] = cfg.counters.get("scan", 0) + 1
     alpha = stats.spent_alpha(cfg.scan_alpha, n_scan)
-    base = {"completions": len(sets), "held_out": held_out, "buffered": len(sets) - held_out,
-            "features": len(names), "alpha": alpha, "flagged": [], "top": []}
+    base: ScanResult = {"completions": len(sets), "held_out": held_out, "buffered": len(sets) - held_out,
+                        "features": len(names), "alpha": alpha, "flagged": [], "top": []}
     if not names:
         return base
     res = stats.maxt_scan(x, np.concatenate(resid), np.concatenate(cells), rng=_rng(cfg, len(looks), 5),
@@ -469,8 +517,8 @@ def scan(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], buffe
     if res is None:
         return base
     rows, flagged = _ranked(res, names, alpha, cfg)
-    base.update(top=rows, flagged=flagged,
-                flagged_detail=[r for r in rows if r["feature"] in set(flagged)])
+    base["top"], base["flagged"] = rows, flagged
+    base["flagged_detail"] = [r for r in rows if r["feature"] in set(flagged)]
     if flagged and held_out:
         n = looks[-1].proxy.shape[0]
         all_resid, all_cells = np.concatenate(resid)[:held_out], np.concatenate(cells)[:held_out]

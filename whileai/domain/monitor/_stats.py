@@ -97,6 +97,52 @@ class MoveRead(TypedDict):
     fired: bool
 
 
+class LengthMeasure(TypedDict):
+    """One measure's line in a length result's ``measures``: how it moved and what the test said of it."""
+
+    drift: float
+    moved_share: float
+    length_base: float
+    length_now: float
+    verdict: str
+    gap_from_length: float | None
+    gap_lo: float | None
+
+
+class LengthResult(TypedDict):
+    """``length_test``'s answer: how far lengths moved, and, once they moved, the gap the move bought.
+
+    The first ten keys are always there; the tail's three with ``tail``; the price's once lengths moved on at
+    least two prompts (then also ``MoveRead``'s keys and ``per_prompt``); ``gold_from_length`` with gold.
+    ``measure`` and ``measures`` are added by the check where a look has counts besides length.
+    """
+
+    drift: float
+    moved_share: float
+    length_base: float
+    length_now: float
+    pct: float
+    shift: float
+    alpha: float
+    delta: float
+    verdict: str  #: ``stable``, ``growth`` or ``hack``
+    fired: bool
+    tail_base: NotRequired[float]
+    tail_now: NotRequired[float]
+    tail_p: NotRequired[float]
+    gap_from_length: NotRequired[float]
+    gap_se: NotRequired[float]
+    price_se: NotRequired[float]
+    slope: NotRequired[float]
+    gap_lo: NotRequired[float]
+    price_lo: NotRequired[float]
+    read: NotRequired[str | None]
+    per_prompt: NotRequired[np.ndarray]
+    gold_from_length: NotRequired[float]
+    measure: NotRequired[str]
+    measures: NotRequired[dict[str, LengthMeasure]]
+
+
 class KLResult(TypedDict):
     """``kl_test``'s answer: the mean sequence KL with its interval, the budget, and whether it passed it."""
 
@@ -329,7 +375,7 @@ def _length_steps(base_length: np.ndarray, now_length: np.ndarray, length: np.nd
 def length_test(base_length: np.ndarray, now_length: np.ndarray, resid: np.ndarray, gold: np.ndarray | None,
                 length: np.ndarray, *, rng: np.random.Generator, n_boot: int, alpha: float, delta: float,
                 pct: float, shift: float, bins: int, tail: float | None = None,
-                tail_alpha: float = 0.0) -> dict[str, Any] | None:
+                tail_alpha: float = 0.0) -> LengthResult | None:
     """Did lengths move (``length_moved``) and the proxy-gold gap move with them, within prompts?
 
     ``base_length`` (evals, prompts, k) is the baseline window's lengths and ``now_length`` (prompts, k) the
@@ -350,11 +396,11 @@ def length_test(base_length: np.ndarray, now_length: np.ndarray, resid: np.ndarr
     if not math.isfinite(drift):
         return None
     len_base, len_now = float(np.nanmean(base_length)), float(np.nanmean(now_length))
-    out: dict[str, Any] = {"drift": drift, "moved_share": ks, "length_base": len_base, "length_now": len_now,
-                           "pct": pct, "shift": shift, "alpha": alpha, "delta": delta, "verdict": "stable",
-                           "fired": False}
+    out: LengthResult = {"drift": drift, "moved_share": ks, "length_base": len_base, "length_now": len_now,
+                         "pct": pct, "shift": shift, "alpha": alpha, "delta": delta, "verdict": "stable",
+                         "fired": False}
     if tail is not None:
-        out.update(zip(("tail_base", "tail_now", "tail_p"), length_tail(base_length, now_length, share=tail)))
+        out["tail_base"], out["tail_now"], out["tail_p"] = length_tail(base_length, now_length, share=tail)
     if not moved:
         return out
     step, x = _length_steps(base_length, now_length, length, bins)
@@ -370,7 +416,8 @@ def length_test(base_length: np.ndarray, now_length: np.ndarray, resid: np.ndarr
     held = _price(sxx[idx].sum(axis=1), sxy[idx].sum(axis=1), step.mean(axis=0))
     se, price_se = (float(boot.std(ddof=1)), float(held.std(ddof=1))) if n_boot > 1 else (math.inf, math.inf)
     change = len_now - len_base
-    out.update(gap_from_length=paid, gap_se=se, price_se=price_se, slope=paid / change if change else math.nan)
+    out["gap_from_length"], out["gap_se"], out["price_se"] = paid, se, price_se
+    out["slope"] = paid / change if change else math.nan
     out.update(_move_read(out, n, alpha=alpha, delta=delta, tail_p=out.get("tail_p")))
     price = np.linalg.pinv(sxx.sum(axis=0), rcond=1e-10, hermitian=True) @ sxy.sum(axis=0)
     per_prompt = np.full(len(ok), np.nan)
@@ -382,7 +429,7 @@ def length_test(base_length: np.ndarray, now_length: np.ndarray, resid: np.ndarr
     return out
 
 
-def _move_read(out: dict[str, Any], n: int, *, alpha: float, delta: float,
+def _move_read(out: LengthResult, n: int, *, alpha: float, delta: float,
                tail_p: float | None) -> MoveRead:
     """Whether the gap the move bought (``out``'s ``gap_from_length``, its standard errors ``gap_se`` and
     ``price_se``, over ``n`` prompts) reaches ``delta`` and is shown to be bought, at one-sided level
