@@ -12,11 +12,12 @@ fails is removed and the export says where it differed.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["roundtrip_texts", "tokenizer_differences", "held_out_rows", "greedy_replies", "check_gguf"]
+__all__ = ["roundtrip_texts", "tokenizer_differences", "held_out_rows", "greedy_replies", "check_gguf", "GGUFCheck"]
 
 _CONVERSATION: list[dict[str, Any]] = [
     {"role": "system", "content": "Call a tool when the request needs one."},
@@ -93,8 +94,19 @@ def greedy_replies(model: Any, tokenizer: Any, rows: list[dict[str, Any]], max_n
     return out
 
 
-def check_gguf(folder: Path, target: Path, record: dict[str, Any], tool_format: str) -> dict[str, Any]:
-    """``{"texts", "prompts", "passed", "differences"}``: the GGUF file at ``target`` against the merged ``folder``."""
+@dataclass(frozen=True)
+class GGUFCheck:
+    """A GGUF file read back against the merged folder: the texts its tokenizer round-tripped, the held-out prompts
+    both replied to and how many of them passed, and every difference found (none: the same model)."""
+
+    texts: int
+    prompts: int
+    passed: int
+    differences: list[str]
+
+
+def check_gguf(folder: Path, target: Path, record: dict[str, Any], tool_format: str) -> GGUFCheck:
+    """The GGUF file at ``target`` against the merged ``folder`` (:class:`GGUFCheck`)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -120,4 +132,4 @@ def check_gguf(folder: Path, target: Path, record: dict[str, Any], tool_format: 
                                    f"{run_tokenizer.decode(a)[:60]!r}, the GGUF file {gguf_tokenizer.decode(b)[:60]!r}")
             passed += bool(judge_reply(str(run_tokenizer.decode(a, skip_special_tokens=True)), row,
                                        tool_format=tool_format)["passed"])
-    return {"texts": len(texts) + 1, "prompts": len(rows), "passed": passed, "differences": differences}
+    return GGUFCheck(texts=len(texts) + 1, prompts=len(rows), passed=passed, differences=differences)

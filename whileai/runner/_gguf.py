@@ -14,10 +14,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["gguf_missing", "write_gguf", "permute_qk", "pre_tokenizer_name"]
+__all__ = ["gguf_missing", "write_gguf", "permute_qk", "pre_tokenizer_name", "GGUFWritten"]
 
 _CONVERT = ("python convert_hf_to_gguf.py MERGED_DIR --outfile FILE (llama.cpp's converter; "
             "https://github.com/ggml-org/llama.cpp)")
@@ -182,11 +183,21 @@ def _add_tensors(writer: Any, folder: Path, config: dict[str, Any]) -> int:
     return written
 
 
-def write_gguf(folder: Path, target: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class GGUFWritten:
+    """The GGUF file ``write_gguf`` wrote: its path, how many tensors it holds, its architecture and pre-tokenizer."""
+
+    file: str
+    tensors: int
+    architecture: str
+    pre_tokenizer: str
+
+
+def write_gguf(folder: Path, target: Path) -> GGUFWritten:
     """Write the merged model in ``folder`` to ``target`` (a new file); ValueError for what cannot be converted.
 
     Written under a hidden sibling name and renamed into place, so a refusal or a crash leaves no file
-    at ``target``. Returns ``{"file", "tensors", "architecture", "pre_tokenizer"}``.
+    at ``target``. Returns what it wrote (:class:`GGUFWritten`).
     """
     import gguf
 
@@ -211,4 +222,4 @@ def write_gguf(folder: Path, target: Path) -> dict[str, Any]:
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
-    return {"file": str(target), "tensors": written, "architecture": arch, "pre_tokenizer": pre}
+    return GGUFWritten(file=str(target), tensors=written, architecture=arch, pre_tokenizer=pre)

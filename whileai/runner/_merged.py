@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_merged", "occupied", "CHAT_TEMPLATE_FILE"]
+__all__ = ["write_merged", "occupied", "CHAT_TEMPLATE_FILE", "MergedFolder"]
 
 #: the file transformers (>= 4.43) reads a chat template from, beside tokenizer_config.json
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
@@ -43,13 +44,23 @@ def merged_model(base: str, adapter: Path) -> tuple[Any, Any]:
     return merged, tokenizer
 
 
-def write_merged(base: str, adapter: Path, folder: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class MergedFolder:
+    """What ``write_merged`` wrote: the folder, its files, the model's parameter count, whether a chat template
+    file is among them, and the format its template writes tool calls in (``whileai.core.toolcalls``; hermes where
+    the base's own template dropped tools and the run rendered them in that convention)."""
+
+    folder: str
+    files: list[str]
+    parameters: int
+    chat_template: bool
+    tool_format: str
+
+
+def write_merged(base: str, adapter: Path, folder: Path) -> MergedFolder:
     """Write the merged model to ``folder`` (which must not hold anything); returns what was written.
 
-    ``{"folder", "files", "parameters", "chat_template", "tool_format"}``: ``tool_format`` the
-    format its template writes tool calls in (``whileai.core.toolcalls``; hermes where the base's
-    own template dropped tools and the run rendered them in that convention). Raises FileExistsError when ``folder``
-    exists and is not empty.
+    Raises FileExistsError when ``folder`` exists and is not empty.
     """
     if occupied(folder):
         raise FileExistsError(f"{folder} exists and is not empty")
@@ -70,7 +81,7 @@ def write_merged(base: str, adapter: Path, folder: Path) -> dict[str, Any]:
         shutil.rmtree(partial, ignore_errors=True)
     from whileai.kit import reply_format
 
-    return {"folder": str(folder), "files": sorted(p.name for p in folder.iterdir()),
-            "parameters": sum(p.numel() for p in merged.parameters()),
-            "chat_template": (folder / CHAT_TEMPLATE_FILE).is_file(),
-            "tool_format": reply_format(tokenizer)}
+    return MergedFolder(folder=str(folder), files=sorted(p.name for p in folder.iterdir()),
+                        parameters=sum(p.numel() for p in merged.parameters()),
+                        chat_template=(folder / CHAT_TEMPLATE_FILE).is_file(),
+                        tool_format=reply_format(tokenizer))

@@ -127,13 +127,13 @@ def export_main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, FileExistsError, OSError) as exc:
         print(f"python -m whileai export: {exc}; nothing was written", file=sys.stderr)
         return 2
-    print(f"merged     {written['folder']}  ({', '.join(written['files'])})")
-    parser = VLLM_TOOL_PARSERS.get(written["tool_format"], written["tool_format"])
-    print(f"load it    AutoModelForCausalLM.from_pretrained({written['folder']!r}); vllm serve {written['folder']} "
+    print(f"merged     {written.folder}  ({', '.join(written.files)})")
+    parser = VLLM_TOOL_PARSERS.get(written.tool_format, written.tool_format)
+    print(f"load it    AutoModelForCausalLM.from_pretrained({written.folder!r}); vllm serve {written.folder} "
           f"--enable-auto-tool-choice --tool-call-parser {parser}")
-    print(f"tool calls {written['tool_format']} format (the chat template it trained with travels in the folder)")
+    print(f"tool calls {written.tool_format} format (the chat template it trained with travels in the folder)")
     if args.gguf:
-        return _write_checked_gguf(folder, Path(args.gguf).expanduser().resolve(), record, written["tool_format"])
+        return _write_checked_gguf(folder, Path(args.gguf).expanduser().resolve(), record, written.tool_format)
     return 0
 
 
@@ -153,20 +153,20 @@ def _write_checked_gguf(folder: Path, target: Path, record: dict[str, Any], tool
     print(f"checking   {target} read back as base_model=FILE.gguf reads it ...", file=sys.stderr)
     with quiet_libraries():
         checked = check_gguf(folder, target, record, tool_format)
-    if checked["differences"]:
+    if checked.differences:
         target.unlink(missing_ok=True)
         print("python -m whileai export: the merged folder is written, the GGUF file is not (removed): read back, it "
               "is a different model:", file=sys.stderr)
-        for line in checked["differences"][:5]:
+        for line in checked.differences[:5]:
             print(f"  - {line}", file=sys.stderr)
         return 2
-    print(f"gguf       {out['file']}  ({out['tensors']} tensors, {out['architecture']}, float32, pre-tokenizer "
-          f"{out['pre_tokenizer']})")
-    held = (f"held-out: the same greedy replies on {checked['prompts']} prompts ({checked['passed']}/"
-            f"{checked['prompts']} pass in both)" if checked["prompts"] else "held-out: the run has no held-out set "
+    print(f"gguf       {out.file}  ({out.tensors} tensors, {out.architecture}, float32, pre-tokenizer "
+          f"{out.pre_tokenizer})")
+    held = (f"held-out: the same greedy replies on {checked.prompts} prompts ({checked.passed}/"
+            f"{checked.prompts} pass in both)" if checked.prompts else "held-out: the run has no held-out set "
             "here to compare replies on")
-    print(f"checked    tokenizer round-trips on {checked['texts']} texts (the run's ids); {held}")
-    if out["pre_tokenizer"] == KIT_PRE_TOKENIZER:
+    print(f"checked    tokenizer round-trips on {checked.texts} texts (the run's ids); {held}")
+    if out.pre_tokenizer == KIT_PRE_TOKENIZER:
         print(f"note       llama.cpp and Ollama do not know the kit's pre-tokenizer ({KIT_PRE_TOKENIZER}) and refuse "
               "the file rather than split text another way; whileai reads it: base_model=FILE.gguf")
     return 0
