@@ -17,7 +17,7 @@ from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec, SFTSpec, micro
 from whileai.jobs import defaults as job_defaults
 from whileai.core import defaults as core_defaults
 
-__all__ = ["trl_settings", "grpo_reward_weights", "lora_settings", "vllm_server_host", "strategy_settings", "TRL_NAMES", "LORA_NAMES", "trl_defaults",
+__all__ = ["trl_settings", "grpo_reward_weights", "lora_settings", "vllm_server_host", "strategy_settings", "ZeroConfig", "TRL_NAMES", "LORA_NAMES", "trl_defaults",
            "LoraSettings"]
 
 #: knob -> the TRL config argument it sets (where the names differ, e.g. ``steps`` -> ``max_steps``); trl_settings
@@ -90,9 +90,34 @@ def _micro(spec: SFTSpec | DPOSpec | RMSpec) -> dict[str, int]:
     return out
 
 
+class _ZeroOptimization(TypedDict):
+    """DeepSpeed's ``zero_optimization`` block: the ZeRO stage, and communication overlapped with the backward pass."""
+
+    stage: int
+    overlap_comm: bool
+
+
+class _Enabled(TypedDict):
+    """A DeepSpeed switch: on, off, or ``"auto"`` (the trainer's own arguments decide)."""
+
+    enabled: bool | str
+
+
+class ZeroConfig(TypedDict):
+    """DeepSpeed's config for ZeRO stage 2 or 3 (``_zero``), under DeepSpeed's names; every ``"auto"`` is filled
+    by the HF integration from the trainer's own arguments."""
+
+    zero_optimization: _ZeroOptimization
+    train_micro_batch_size_per_gpu: int | str
+    gradient_accumulation_steps: int | str
+    train_batch_size: int | str
+    bf16: _Enabled
+    gradient_clipping: float | str
+
+
 #: DeepSpeed's config for ZeRO stage 2 or 3; "auto" lets the HF integration fill sizes and precision from the
 #: trainer's own arguments, so there is one copy of each (transformers' HfTrainerDeepSpeedConfig)
-def _zero(stage: int) -> dict[str, Any]:
+def _zero(stage: int) -> ZeroConfig:
     return {"zero_optimization": {"stage": stage, "overlap_comm": True},
             "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
             "train_batch_size": "auto", "bf16": {"enabled": "auto"}, "gradient_clipping": "auto"}
