@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from whileai.core.spec import RunSpec, continues_runs
 
@@ -80,15 +80,30 @@ def gold_judge_id(value: str | None, stage_runs: Mapping[str, str]) -> str | Non
     return value
 
 
-def stage_refs(spec: RunSpec, stage_runs: Mapping[str, str]) -> dict[str, Any]:
+class StageRefs(TypedDict, total=False):
+    """The run ids a stage's ``reward_model`` and ``gold_judge`` resolve to, where they name a stage of the recipe."""
+
+    reward_model: str
+    gold_judge: str
+
+
+def stage_refs(spec: RunSpec, stage_runs: Mapping[str, str]) -> StageRefs:
     """The settings of a stage's resolved ``spec`` that name another stage of the recipe (``reward_model``,
     ``gold_judge``: ``stages.NAME``), as the runs those stages made: what ``wai.train`` is given beside the spec."""
-    out: dict[str, Any] = {}
-    for name in ("reward_model", "gold_judge"):
-        value = getattr(spec, name, None)
-        if isinstance(value, str) and value.startswith(STAGE_REF):
-            out[name] = str(gold_judge_id(value, stage_runs))
+    out: StageRefs = {}
+    if (reward_model := _stage_ref(spec, "reward_model", stage_runs)) is not None:
+        out["reward_model"] = reward_model
+    if (gold_judge := _stage_ref(spec, "gold_judge", stage_runs)) is not None:
+        out["gold_judge"] = gold_judge
     return out
+
+
+def _stage_ref(spec: RunSpec, name: str, stage_runs: Mapping[str, str]) -> str | None:
+    """The run the ``name`` setting of ``spec`` names where it is ``stages.NAME``, else None."""
+    value = getattr(spec, name, None)
+    if isinstance(value, str) and value.startswith(STAGE_REF):
+        return str(gold_judge_id(value, stage_runs))
+    return None
 
 
 def stage_inputs(stage: Stage, spec: RecipeSpec, stage_runs: Mapping[str, str] | None = None,
@@ -132,7 +147,14 @@ def stage_inputs(stage: Stage, spec: RecipeSpec, stage_runs: Mapping[str, str] |
 EPISODE_METHODS = ("sft", "grpo")
 
 
-def _environment_config(spec: RecipeSpec, stage: Stage) -> dict[str, Any]:
+class EnvironmentKeys(TypedDict, total=False):
+    """A policy stage's environment config keys: the environment's one string, and its turn cap where set."""
+
+    environment: str
+    max_turns: int
+
+
+def _environment_config(spec: RecipeSpec, stage: Stage) -> EnvironmentKeys:
     """A policy stage's ``environment`` (the domain's one string for the environment group) and ``max_turns`` config
     keys, when the spec names an environment: every SFT and GRPO stage plays the same episodes, so an SFT stage's
     held-out "after" is the next stage's "before"."""
@@ -145,14 +167,22 @@ def _environment_config(spec: RecipeSpec, stage: Stage) -> dict[str, Any]:
     return {"environment": ref, **({"max_turns": env.max_turns} if env.max_turns is not None else {})}
 
 
-def _monitor_config(spec: RecipeSpec, stage: Stage, stage_runs: Mapping[str, str]) -> dict[str, Any]:
+class MonitorKeys(TypedDict):
+    """A GRPO stage's monitor config keys: the monitor group's settings (those set), or False where the stage runs
+    no monitor; and the run the gold judge names, where it names one."""
+
+    monitor: dict[str, Any] | bool
+    gold_judge: NotRequired[str | None]
+
+
+def _monitor_config(spec: RecipeSpec, stage: Stage, stage_runs: Mapping[str, str]) -> MonitorKeys:
     """A GRPO stage's ``monitor`` (and ``gold_judge``) config keys: the monitor group's settings on the last
     stage when it is enabled, else ``monitor: False``."""
     monitor = spec.monitor
     if not (monitor.enabled and stage.last):
         return {"monitor": False}
     settings = {k: v for k, v in monitor.model_dump(exclude={"enabled", "gold_judge"}).items() if v not in (None, [])}
-    out: dict[str, Any] = {"monitor": settings}
+    out: MonitorKeys = {"monitor": settings}
     if monitor.gold_judge:
         out["gold_judge"] = gold_judge_id(monitor.gold_judge, stage_runs)
     return out
