@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.runner import defaults
 
@@ -37,7 +37,29 @@ def timings_path() -> Path:
     return data_root() / defaults.TIMINGS_FILE
 
 
-def _where(spec: Any) -> dict[str, Any]:
+class StageWhere(TypedDict):
+    """What a stage's times are kept under: its method, base and target."""
+
+    method: Any
+    base_model: str
+    target: str
+
+
+class Timing(TypedDict):
+    """One done stage's times, a line of the timings file: where it ran, its step-size knobs (``_SIZE_KNOBS``, None where
+    unset), its steps and the seconds they and the rest of the job (held-out measures, loading) took, the held-out
+    prompts its estimate counted, and when it was kept."""
+
+    where: StageWhere
+    size: dict[str, Any]
+    steps: int
+    train_s: float
+    other_s: float
+    prompts: int
+    at: int
+
+
+def _where(spec: Any) -> StageWhere:
     """What a stage's times are kept under: its method, base and target."""
     return {"method": getattr(spec, "method", None), "base_model": str(getattr(spec, "base_model", None)),
             "target": str(getattr(spec, "target", None) or "local")}
@@ -110,7 +132,7 @@ def record(spec: Any, training: Mapping[str, Any], prompts: int) -> None:
         return
     if steps <= 0 or training.get("job_seconds") is not None:  # a resumed job's seconds span two processes
         return
-    item = {"where": _where(spec), "size": _size(spec), "steps": steps, "train_s": round(train_s, 2),
+    item: Timing = {"where": _where(spec), "size": _size(spec), "steps": steps, "train_s": round(train_s, 2),
             "other_s": round(max(total - train_s, 0.0), 2), "prompts": prompts, "at": round(time.time())}
     try:
         path = timings_path()

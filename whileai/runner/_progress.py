@@ -11,11 +11,17 @@ import contextlib
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.runner import defaults
 
-__all__ = ["Progress", "interrupted_line"]
+__all__ = ["Progress", "StepNote", "interrupted_line"]
+
+
+class StepNote(TypedDict, total=False):
+    """What a step says it found, shown after its title on its line; a step that found nothing to say sets none."""
+
+    result: str
 
 
 def _clock(seconds: float) -> str:
@@ -67,9 +73,9 @@ class Progress:
         self.line(interrupted_line(run))
 
     @contextlib.contextmanager
-    def step(self, title: str) -> Iterator[dict[str, Any]]:
+    def step(self, title: str) -> Iterator[StepNote]:
         """``with progress.step("push") as note: ...; note["result"] = "ds_..."`` -> one line with the time."""
-        note: dict[str, Any] = {}
+        note: StepNote = {}
         began = time.monotonic()
         if self.tty:
             print(f"- {title} ...", end="\r", file=self.stream, flush=True)

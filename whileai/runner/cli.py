@@ -20,10 +20,10 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from whileai.runner import defaults
-from whileai.runner._locate import data_root, new_token, register, sources
+from whileai.runner._locate import Sources, data_root, new_token, register, sources
 from whileai.runner.quick import is_quick, pop_quick
 
 if TYPE_CHECKING:
@@ -31,13 +31,25 @@ if TYPE_CHECKING:
 
     from whileai.runner.pipeline import ReadRows
     from whileai.runner._rundata import RunData
-    from whileai.runner.schema import RecipeSpec, Target
+    from whileai.runner.schema import Problem, RecipeSpec, Target
     from whileai.runner.stages import Stage
 
 __all__ = ["run_main", "validate_main", "register_resolvers", "new_token", "report_problems"]
 
-#: set by run_main/validate_main for the task function (the same process; a joblib worker re-reads the env)
-_STATE: dict[str, Any] = {"mode": "run", "problems": [], "found": None, "exit": 0, "argv": []}
+
+class _State(TypedDict):
+    """What run_main/validate_main set for the task function (the same process; a joblib worker re-reads the env):
+    run or validate, the overrides' problems, the config sources, the exit code so far and the command line."""
+
+    mode: str
+    problems: list[Problem]
+    found: Sources | None  # None until ``_prepare`` located them
+    exit: int
+    argv: list[str]
+    added: NotRequired[set[str]]  # the overrides given "++" so that Hydra takes a key the root config lacks
+
+
+_STATE: _State = {"mode": "run", "problems": [], "found": None, "exit": 0, "argv": []}
 _MODE_ENV = "WHILEAI_RUNNER_MODE"
 #: set (to "1") by ``--json``: the closing summary is one JSON object on stdout (read by joblib workers too)
 _JSON_ENV = "WHILEAI_RUNNER_JSON"
@@ -183,8 +195,8 @@ def _cfg_job(argv: list[str]) -> tuple[list[str], bool]:
     return (out if found else argv), found
 
 
-def _prepare(argv: list[str], mode: str) -> list[str]:
-    """Environment, resolvers, recipes; returns the argv Hydra should parse."""
+def _prepare(argv: list[str], mode: str) -> tuple[list[str], Sources]:
+    """Environment, resolvers, recipes; returns the argv Hydra should parse and the config sources found."""
     from whileai.core import defaults as core_defaults
 
     from whileai.runner import schema
@@ -212,11 +224,11 @@ def _prepare(argv: list[str], mode: str) -> list[str]:
     # what check_overrides refused; an override kept as typed ("++key=...", "+key=...") or with the "++" it added
     dropped = set(overrides) - {k.removeprefix("++") for k in kept} - set(kept)
     os.environ[_SWEPT_ENV] = ",".join(_swept_keys(kept))
-    _STATE.update(mode=mode, problems=problems, found=found, argv=list(argv), added=set(added.values()))
+    _STATE.update({"mode": mode, "problems": problems, "found": found, "argv": list(argv), "added": set(added.values())})
     if problems and ("-m" in flags or "--multirun" in flags or "--help" in flags or "-h" in flags):
         report_problems(problems)
         raise SystemExit(2)
-    return [added.get(a, a) for a in argv if a not in dropped]
+    return [added.get(a, a) for a in argv if a not in dropped], found
 
 
 def _swept_keys(overrides: list[str]) -> list[str]:
@@ -416,8 +428,7 @@ def _hydra(argv: list[str], mode: str) -> int:
     argv, cfg_job = _cfg_job(argv)
     mode = "validate" if cfg_job else mode
     names_a_recipe = no_recipe or _names_a_recipe(argv)
-    argv = _prepare(argv, mode)
-    found = _STATE["found"]
+    argv, found = _prepare(argv, mode)
     asks_hydra = any(a in ("--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c") for a in argv)
     if mode == "run" and not (names_a_recipe or asks_hydra):
         return refuse_bare_run(found)
