@@ -24,18 +24,20 @@ from typing import Any
 from whileai.core.stats import group_lines, judged_text, status_text
 
 from whileai.runner._facts import RunFacts
-from whileai.runner.expect import line_text
+from whileai.runner._summary import ClosingSummary, ExpectSummary, Served
+from whileai.runner.expect import ExpectVerdict, Outcome, line_text
+from whileai.runner.quick import QuickNote
 
 __all__ = ["summary", "human_lines", "emit", "page_of", "reader_left"]
 
 
-def _status_text(status: Any, checked: dict[str, Any] | None, quick: dict[str, Any] | None = None) -> str:
+def _status_text(status: Any, checked: ExpectSummary | None, quick: QuickNote | None = None) -> str:
     """``done · expect failed (2 of 3 lines failed)``; the status alone when the spec expects nothing."""
     if quick is not None:
         from whileai.runner.quick import status_line
 
         return status_line(status, quick)
-    lines = (checked or {}).get("lines") or []
+    lines = checked["lines"] if checked is not None else []
     if not lines:
         return f"{status} (the spec's expect block asks nothing)"
     failed = sum(not line["passed"] for line in lines)
@@ -50,10 +52,10 @@ def page_of(run_id: str, url: str) -> str:
     return f"python -m whileai open {run_id}"
 
 
-def summary(known: RunFacts, run: Any = None, outcome: dict[str, Any] | None = None,
-            served: dict[str, Any] | None = None, checked: dict[str, Any] | None = None) -> dict[str, Any]:
+def summary(known: RunFacts, run: Any = None, outcome: Outcome | None = None,
+            served: Served | None = None, checked: ExpectVerdict | None = None) -> ClosingSummary:
     """The closing summary as a plain JSON-able dict (``known``: what the pipeline gathered on its way)."""
-    out: dict[str, Any] = {
+    out: ClosingSummary = {
         "status": known.status,
         "exit_code": known.exit_code,
         "recipe": known.recipe,
@@ -97,7 +99,7 @@ def summary(known: RunFacts, run: Any = None, outcome: dict[str, Any] | None = N
     return out
 
 
-def human_lines(closing: dict[str, Any], run: Any = None) -> list[str]:
+def human_lines(closing: ClosingSummary, run: Any = None) -> list[str]:
     """The closing summary as the lines a person reads."""
     lines = [""]
     outcome = closing.get("outcome")
@@ -226,7 +228,7 @@ def _open_note() -> str:
     return "starts the platform on this data root and signs you in"
 
 
-def emit(closing: dict[str, Any], *, as_json: bool, run: Any = None, stream: Any = None) -> None:
+def emit(closing: ClosingSummary, *, as_json: bool, run: Any = None, stream: Any = None) -> None:
     """Print the closing summary on stdout: lines, or one JSON object (``--json``); a closed pipe ends it quietly."""
     stream = stream or sys.stdout
     try:

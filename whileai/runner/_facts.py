@@ -8,10 +8,12 @@ into plain JSON there, at the edge, through :meth:`RunFact.to_json`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from whileai.domain.tracking import TrainingRun
+
+    from whileai.runner._summary import ClosingSummary
 
 __all__ = ["RunFact", "RunFacts"]
 
@@ -47,4 +49,4 @@ class RunFacts:
     #: the last run started, whose page and mirrors the closing summary names
     run: TrainingRun | None = None
     #: the closing summary, once the last stage's expect lines are settled (``_closing.summary``: JSON out)
-    closing: dict[str, Any] | None = None
+    closing: ClosingSummary | None = None

@@ -21,7 +21,7 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from whileai.core.stats import judged_text, status_text
 from whileai.core.spec import BOOKKEEPING
@@ -31,7 +31,7 @@ from whileai.runner.depends import depends_differences
 from whileai.runner.trainer_diff import trainer_differences
 from whileai.runner.provenance import record_of
 
-__all__ = ["flatten", "spec_differences", "ran", "after_side", "head_to_head", "diff_main", "wait_main", "sweep_runs", "table"]
+__all__ = ["flatten", "spec_differences", "ran", "after_side", "head_to_head", "diff_main", "wait_main", "sweep_runs", "table", "SweepJob"]
 
 _MISSING = "<absent>"
 
@@ -152,12 +152,14 @@ def _expect_cell(expect: dict[str, Any] | None) -> str:
 
 def _expect_lines(record: dict[str, Any]) -> list[str]:
     """The run's expect lines as the runner printed them (passed and failed), [] when none was checked."""
-    from whileai.runner.expect import line_text
+    from whileai.runner.expect import ExpectLine, line_text
 
     expect = (record.get("summary") or {}).get("expect")
     if not isinstance(expect, dict):
         return []
-    return [f"{'passed' if line.get('passed') else 'FAILED'} {line_text(line)}" for line in expect.get("lines") or []
+    # a stored line with every key of an ExpectLine is read as one
+    return [f"{'passed' if line.get('passed') else 'FAILED'} {line_text(cast(ExpectLine, line))}"
+            for line in expect.get("lines") or []
             if isinstance(line, dict) and {"key", "want", "seen", "passed", "where"} <= set(line)]
 
 
@@ -243,13 +245,21 @@ def sweep_folder(sweep: str) -> Path:
     return data_root() / defaults.RUNNER_DIR / "multirun" / token
 
 
-def sweep_runs(sweep: str) -> list[dict[str, Any]]:
+class SweepJob(TypedDict):
+    """One job of a sweep, as its runs file says: the job's folder name, its last stage's run and its overrides."""
+
+    job: str
+    run: str
+    overrides: list[str]
+
+
+def sweep_runs(sweep: str) -> list[SweepJob]:
     """Per job of the sweep, in job order: ``{"job", "run", "overrides"}`` (the job's last stage's run)."""
     folder = sweep_folder(sweep)
     if not folder.is_dir():
         raise FileNotFoundError(f"no sweep {sweep!r}: {folder} does not exist; pass the sweep id the run printed "
                                 "(sweep_...) or its multirun folder")
-    found = []
+    found: list[SweepJob] = []
     for path in sorted(folder.glob(f"*/{defaults.RUN_FILE}"), key=lambda p: (len(p.parent.name), p.parent.name)):
         written = json.loads(path.read_text())
         if written.get("runs"):

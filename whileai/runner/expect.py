@@ -29,15 +29,58 @@ written on, the value and what the run shows.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from whileai.core.stats import describe
 
-__all__ = ["failures", "verdict", "line_text", "KEYS", "outcome_of", "settle"]
+__all__ = ["failures", "verdict", "line_text", "KEYS", "outcome_of", "settle", "Outcome", "ExpectLine",
+           "ExpectVerdict"]
 
 #: the keys in the order they are checked and shown
 KEYS = ("status", "holdout_after_min", "holdout_gain_min", "holdout_gain_significant", "stage_gain_min",
         "no_alarm", "reward_over_exact_significant", "alarm", "alarm_look_max", "delta_verdict_not")
+
+
+class Outcome(TypedDict):
+    """What ``verdict`` checks, read off a finished run (``outcome_of``); the closing summary carries it as it is.
+
+    The held-out fields are the run's ``training`` summary's, the alarms and verdict its monitor's and delta
+    report's, as the platform stored them (None where the run recorded none).
+    """
+
+    status: Any  # the run's status (``done``, ``failed``, ...)
+    before: Any  # the held-out measure before and after training (a float, or None)
+    after: Any
+    metric: Any  # what the measure is: pass_rate, pair_accuracy, ...
+    stats: Any  # how sure the result is (``whileai.core.stats.holdout_result``'s answer), or None
+    previous_after: Any  # the held-out after of the stage this one continued, for stage_gain_min
+    previous_run: str | None  # that stage's run id
+    alarms: list[Any]  # the HackMonitor's alarms, each an object with its kind, step and look
+    verdict: Any  # the delta report's verdict, or None without one
+    reward_vs_exact: Any  # the proxy reward against the exact judge (the job's RewardVsExact), or None
+    armed: Any  # which monitor alarms were armed, and why the others were off
+    by_group: Any  # the held-out result per group, where the prompts name one
+    cost_usd: Any
+    cost_basis: Any
+    alarm_kinds: NotRequired[list[str]]  # added by ``verdict``: the kinds ``expect.alarm`` names
+
+
+class ExpectLine(TypedDict):
+    """One checked line of an expect block: its key, what it wants, what the run shows, whether it held and where
+    it was set."""
+
+    key: str
+    want: Any  # the value the spec gave the key
+    seen: str
+    passed: bool
+    where: str
+
+
+class ExpectVerdict(TypedDict):
+    """``verdict``'s answer, which the run keeps on its summary: whether every line held, and the lines."""
+
+    passed: bool
+    lines: list[ExpectLine]
 
 
 def _fmt(x: Any) -> str:
@@ -48,7 +91,7 @@ def _gain(a: Any, b: Any) -> float | None:
     return None if a is None or b is None else b - a
 
 
-def _check(key: str, want: Any, outcome: dict[str, Any]) -> tuple[bool, str]:
+def _check(key: str, want: Any, outcome: Outcome) -> tuple[bool, str]:
     """(passed, what the run shows) for one expect line."""
     before, after = outcome.get("before"), outcome.get("after")
     if key == "status":
@@ -108,7 +151,7 @@ def _hacked(alpha: float, versus: Any) -> tuple[bool, str]:
                 f"{versus['gap_change']:+.3f} a prompt on average")
 
 
-def _alarmed(key: str, want: Any, outcome: dict[str, Any]) -> tuple[bool, str]:
+def _alarmed(key: str, want: Any, outcome: Outcome) -> tuple[bool, str]:
     """``alarm``: an alarm of the kind(s) wanted fired; ``alarm_look_max``: the first such fired by that look."""
     alarms = [a for a in outcome.get("alarms") or [] if isinstance(a, dict)]
     kinds = outcome.get("alarm_kinds")
@@ -125,13 +168,13 @@ def _alarmed(key: str, want: Any, outcome: dict[str, Any]) -> tuple[bool, str]:
     return int(first.get("evaluation") or 0) <= int(want), seen
 
 
-def verdict(expect: dict[str, Any], outcome: dict[str, Any], lines: dict[str, str]) -> dict[str, Any]:
+def verdict(expect: dict[str, Any], outcome: Outcome, lines: dict[str, str]) -> ExpectVerdict:
     """Every set line of ``expect`` against ``outcome``; ``{"passed", "lines": [...]}`` (no lines: passed).
 
     ``outcome`` holds before, after, stats, previous_after (and previous_run), status, alarms, verdict; ``lines`` names
     where each key was set (``recipes/x.yaml:12``, ``command line``).
     """
-    checked = []
+    checked: list[ExpectLine] = []
     wanted = expect.get("alarm")
     outcome = {**outcome, "alarm_kinds": [wanted] if isinstance(wanted, str) else list(wanted or [])}
     for key in KEYS:
@@ -144,18 +187,18 @@ def verdict(expect: dict[str, Any], outcome: dict[str, Any], lines: dict[str, st
     return {"passed": all(line["passed"] for line in checked), "lines": checked}
 
 
-def line_text(line: dict[str, Any]) -> str:
+def line_text(line: ExpectLine) -> str:
     """``expect.KEY: WANT failed at WHERE: the run shows SEEN`` (``passed at`` for a line that held)."""
     word = "passed" if line["passed"] else "failed"
     return f"expect.{line['key']}: {line['want']!r} {word} at {line['where']}: the run shows {line['seen']}"
 
 
-def failures(expect: dict[str, Any], outcome: dict[str, Any], lines: dict[str, str]) -> list[str]:
+def failures(expect: dict[str, Any], outcome: Outcome, lines: dict[str, str]) -> list[str]:
     """One line per failed expectation (see ``line_text``); [] when every line holds."""
     return [line_text(line) for line in verdict(expect, outcome, lines)["lines"] if not line["passed"]]
 
 
-def outcome_of(run: Any, previous: Any) -> dict[str, Any]:
+def outcome_of(run: Any, previous: Any) -> Outcome:
     """What ``verdict`` checks, read off a finished run (and the stage run it continued, for ``stage_gain_min``)."""
     training = run.training or {}
     summary = run.summary or {}
@@ -173,7 +216,7 @@ def outcome_of(run: Any, previous: Any) -> dict[str, Any]:
 
 
 def settle(run: Any, previous: Any, expect: dict[str, Any], lines: dict[str, str],
-           recipe: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+           recipe: str | None) -> tuple[Outcome, ExpectVerdict]:
     """The one way a run's expect verdict is reached and kept: checked against the run, noted on its summary.
 
     The pipeline calls it when its last stage ends; ``wait`` for a run the runner only submitted.

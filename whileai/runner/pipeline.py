@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec
 from whileai.core.stats import describe, group_lines
@@ -32,8 +32,9 @@ from whileai.runner._effective import resolve_stages, stage_specs
 from whileai.runner._facts import RunFact, RunFacts
 from whileai.runner._label import run_label
 from whileai.runner._progress import Progress
+from whileai.runner._summary import ClosingSummary, Served
 from whileai.runner.expect import settle
-from whileai.runner.provenance import runner_record
+from whileai.runner.provenance import HeldOutNote, RunnerRecord, runner_record
 from whileai.runner.quick import is_quick, sft_rows
 from whileai.runner.schema import Dataset, Environment, Export, RecipeSpec, Serve
 from whileai.runner.stages import Stage, stage_check, stage_refs
@@ -202,12 +203,22 @@ def _export(rows: list[dict[str, Any]], spec: RunSpec, export: Export, path: Pat
     return report
 
 
+class _ExportShape(TypedDict):
+    """The spec's export settings both exporters take: the artifact's format, whether its gates run, and what the
+    trained turns keep."""
+
+    format: str
+    validate: bool
+    strip_think: bool
+    max_tool_output_chars: int | None
+
+
 def _export_rows(rows: list[dict[str, Any]], spec: RunSpec, export: Export, path: Path) -> dict[str, Any]:
     import whileai.simulations as wai
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    shape: dict[str, Any] = {"format": export.format, "validate": export.validate_, "strip_think": export.strip_think,
-             "max_tool_output_chars": export.max_tool_output_chars}
+    shape: _ExportShape = {"format": export.format, "validate": export.validate_, "strip_think": export.strip_think,
+                           "max_tool_output_chars": export.max_tool_output_chars}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # rows carry their own system prompt and tools
         if spec.method in ("dpo", "rm"):
@@ -282,7 +293,7 @@ def _say_alarms(run: Any, said: int, progress: Progress) -> int:
     return max(said, len(alarms))
 
 
-def _serve(run: Any, serve: Serve, progress: Progress) -> dict[str, Any]:
+def _serve(run: Any, serve: Serve, progress: Progress) -> Served:
     """Serve the run's adapter and ask the endpoint one chat completion.
 
     The completion travels through the SDK's client seam (``chat_completion``), so
@@ -297,7 +308,6 @@ def _serve(run: Any, serve: Serve, progress: Progress) -> dict[str, Any]:
     if serve.target == "modal":
         os.environ.setdefault("WHILEAI_SERVE_TARGET", "modal")  # the platform's serve target (docs/serving.md)
     served = wai.serve(run, serve.name)
-    out = {"name": served.get("name"), "version": served.get("version"), "endpoint": served.get("endpoint")}
     from whileai.kit import load_sample
 
     row = load_sample()[0]
@@ -306,8 +316,8 @@ def _serve(run: Any, serve: Serve, progress: Progress) -> dict[str, Any]:
     answer = chat_completion(served["name"], ask, tools=row.get("tools"), timeout=defaults.SERVE_CHECK_TIMEOUT_S,
                              max_tokens=defaults.SERVE_CHECK_MAX_TOKENS, temperature=0)
     message = answer["choices"][0]["message"]
-    out["chat"] = (message.get("content") or json.dumps(message.get("tool_calls")))[: defaults.SERVE_CHECK_REPLY_CHARS]
-    return out
+    return {"name": served.get("name"), "version": served.get("version"), "endpoint": served.get("endpoint"),
+            "chat": (message.get("content") or json.dumps(message.get("tool_calls")))[: defaults.SERVE_CHECK_REPLY_CHARS]}
 
 
 # ---------------------------------------------------------------------------
@@ -315,10 +325,20 @@ def _serve(run: Any, serve: Serve, progress: Progress) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
-def _write_runs(context: Context, runs: list[RunFact], closing: dict[str, Any] | None = None) -> None:
+class RunsFile(TypedDict):
+    """The runs file a run leaves in its output folder (``RUN_FILE``): its sweep, its runs, the command line's
+    overrides, and the closing summary once the run ended."""
+
+    sweep_id: str | None
+    runs: list[dict[str, str | None]]
+    overrides: list[str]
+    summary: NotRequired[ClosingSummary]
+
+
+def _write_runs(context: Context, runs: list[RunFact], closing: ClosingSummary | None = None) -> None:
     context.output_dir.mkdir(parents=True, exist_ok=True)
-    written: dict[str, Any] = {"sweep_id": context.sweep_id, "runs": [entry.to_json() for entry in runs],
-                               "overrides": context.overrides}
+    written: RunsFile = {"sweep_id": context.sweep_id, "runs": [entry.to_json() for entry in runs],
+                         "overrides": context.overrides}
     if closing is not None:
         written["summary"] = closing
     (context.output_dir / defaults.RUN_FILE).write_text(json.dumps(written, indent=1, default=str) + "\n")
@@ -363,7 +383,7 @@ class _Plan:
     facts: RunFacts
     #: the runner's record each stage's run carries (``provenance.runner_record``, plus the data's cut and held-out
     #: note): JSON the platform stores as it is
-    record: dict[str, Any]
+    record: RunnerRecord
     #: the stages in order, each with its resolved spec (what ``wai.train`` resolves it to)
     stages: list[tuple[Stage, RunSpec]]
     train_side: Any = None
@@ -470,7 +490,7 @@ def _import_gguf_bases(plan: _Plan) -> None:
                 note["result"] = f"a transformers folder in {import_gguf(name)}"
 
 
-def _say_power(plan: _Plan, last: RunSpec) -> dict[str, Any]:
+def _say_power(plan: _Plan, last: RunSpec) -> HeldOutNote:
     """Before anything trains, what the held-out prompts the last stage measures can show (``_power``), so a
     spec whose expect asks for significance on too few prompts hears so before its first step."""
     import whileai.simulations as wai
@@ -579,6 +599,17 @@ def _export_step(plan: _Plan, stage: Stage, label: str, used_rows: list[dict[str
     return report
 
 
+class StageRecord(RunnerRecord):
+    """The runner's record a stage's run carries: the run's record, then the stage's name and place among the
+    stages, the run it continues, and the short export report."""
+
+    stage: str
+    stage_index: int
+    stages: list[str]
+    previous_run: Any  # the id of the run it continues, None where it continues none
+    export: dict[str, Any]  # ``_short_export`` of the export report (the domain's report, its keys kept)
+
+
 def _train_step(plan: _Plan, index: int, stage: Stage, label: str, train_set: Any, export_report: dict[str, Any],
                 resolved: RunSpec) -> Any:
     """``wai.train`` for the stage, its warnings shown, and the run recorded (raises TrainingSelectionError).
@@ -590,7 +621,7 @@ def _train_step(plan: _Plan, index: int, stage: Stage, label: str, train_set: An
     import whileai.simulations as wai
 
     spec, start = plan.spec, plan.start_of(stage)
-    stage_record = {**plan.record, "stage": stage.name, "stage_index": index,
+    stage_record: StageRecord = {**plan.record, "stage": stage.name, "stage_index": index,
                     "stages": [s.name for s, _ in plan.stages], "previous_run": start.id if start is not None else None,
                     "export": _short_export(export_report)}
     with plan.progress.step(f"{label}: wai.train on {spec.target.name}") as note:

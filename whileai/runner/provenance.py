@@ -21,15 +21,72 @@ import re
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from whileai.core.stats import constraints_text  # noqa: F401  (re-exported: reproduce prints it)
 
 from whileai.runner import defaults
 from whileai.core import defaults as core_defaults
 
+if TYPE_CHECKING:
+    from whileai.runner.quick import QuickNote
+
 __all__ = ["versions", "installed_versions", "git_state", "runner_record", "spec_of", "read_pins", "pin_matches", "constraints_differ",
-           "constraints_text"]
+           "constraints_text", "GitState", "PushedNote", "CutNote", "HeldOutNote", "RunnerRecord"]
+
+
+class GitState(TypedDict):
+    """The checkout the package runs from: its commit, whether it has uncommitted changes, and a hash of them."""
+
+    commit: str | None
+    dirty: bool
+    diff_hash: str | None  # None for a clean checkout
+
+
+class PushedNote(TypedDict):
+    """The dataset a run pushed: its id, its content hash and its row count."""
+
+    id: Any
+    content_hash: Any
+    rows: Any
+
+
+class CutNote(TypedDict):
+    """How many held-out tasks (and their rows) the cut moved to the train side because training asks the same
+    prompt, and the first of their task ids."""
+
+    moved_to_train: dict[str, int]  # tasks, rows
+    moved_task_ids: list[str]
+
+
+class HeldOutNote(TypedDict):
+    """What the held-out prompts the last stage measures can show, said before training, and a warning where no
+    result on them can be significant."""
+
+    note: str
+    warning: str | None
+
+
+class RunnerRecord(TypedDict):
+    """The record a run's config carries under ``runner`` (``runner_record``); the pipeline adds the dataset it
+    pushed, its cut and the held-out note as it goes, and each stage its own fields (``pipeline.StageRecord``)."""
+
+    spec: dict[str, Any]  # the validated spec as plain data, as the recipe and the command line gave it
+    recipe: str | None
+    overrides: list[str]
+    choices: dict[str, Any]  # Hydra's choice of each config group
+    command: str
+    versions: dict[str, str | None]
+    constraints_differ: dict[str, dict[str, str | None]] | None
+    git: GitState | None
+    sweep_id: str | None
+    hydra_dir: str
+    reproduces: str | None
+    expect_lines: dict[str, str]
+    quick: QuickNote | None
+    dataset: NotRequired[PushedNote]
+    cut: NotRequired[CutNote]
+    held_out: NotRequired[HeldOutNote]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -118,7 +175,7 @@ def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=30)
 
 
-def git_state() -> dict[str, Any] | None:
+def git_state() -> GitState | None:
     """``{commit, dirty, diff_hash}`` of the checkout this package runs from, or None outside one."""
     root = _PACKAGE.parent
     try:
@@ -135,7 +192,7 @@ def git_state() -> dict[str, Any] | None:
     return {"commit": commit, "dirty": dirty, "diff_hash": digest}
 
 
-def runner_record(spec: dict[str, Any], context: Any) -> dict[str, Any]:
+def runner_record(spec: dict[str, Any], context: Any) -> RunnerRecord:
     """The record a run's config carries under ``runner`` (the stage fields are added per stage)."""
     from whileai.runner.quick import note as quick_note
 

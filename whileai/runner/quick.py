@@ -19,18 +19,42 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from whileai.runner import defaults
 
 if TYPE_CHECKING:
     from whileai.runner.schema import RecipeSpec
 
-__all__ = ["QUICK_ENV", "pop_quick", "is_quick", "rewrite", "note", "sft_rows", "status_line"]
+__all__ = ["QUICK_ENV", "pop_quick", "is_quick", "rewrite", "note", "sft_rows", "status_line", "QuickNote",
+           "KeptRows"]
+
+
+class KeptRows(TypedDict):
+    """How many of an SFT stage's passing rows a quick run kept, of how many."""
+
+    kept: int
+    of: int
+
+
+class QuickNote(TypedDict, total=False):
+    """What a quick run changed, as its record and closing summary carry it: the step and held-out caps, the expect
+    keys set aside (``rewrite``), and the SFT rows kept where ``sft_rows`` cut them."""
+
+    steps: int
+    holdout_rows: int
+    expect_not_checked: list[str]
+    sft_rows: KeptRows
+
+
+class _State(TypedDict, total=False):
+    """The note of the rewrite this process ran (a run, or one job of a sweep, is one process)."""
+
+    note: QuickNote
+
 
 QUICK_ENV = "WHILEAI_RUNNER_QUICK"
-#: the note of the rewrite this process ran (a run, or one job of a sweep, is one process)
-_STATE: dict[str, Any] = {}
+_STATE: _State = {}
 _TRUE = ("true", "True", "1", "yes", "on")
 _FALSE = ("false", "False", "0", "no", "off")
 
@@ -67,15 +91,23 @@ def _cap(value: Any, most: int) -> int:
     return most if not isinstance(value, int) or isinstance(value, bool) or value > most else value
 
 
-def _capped(given: dict[str, Any], root: bool) -> dict[str, Any]:
+class _Caps(TypedDict):
+    """The keys a quick run changes on the root or a stage: its steps, its epochs (None) and its held-out rows."""
+
+    steps: int
+    epochs: None
+    holdout_rows: NotRequired[int]  # on the root, and a stage that sets its own
+
+
+def _capped(given: dict[str, Any], root: bool) -> _Caps:
     """The root's or a stage's ``steps`` capped, ``epochs`` None (steps decide) and ``holdout_rows`` capped."""
-    update = {"steps": _cap(given.get("steps"), defaults.QUICK_STEPS), "epochs": None}
+    update: _Caps = {"steps": _cap(given.get("steps"), defaults.QUICK_STEPS), "epochs": None}
     if root or given.get("holdout_rows") is not None:
         update["holdout_rows"] = _cap(given.get("holdout_rows"), defaults.QUICK_HOLDOUT_ROWS)
     return update
 
 
-def rewrite(spec: RecipeSpec) -> tuple[RecipeSpec, dict[str, Any]]:
+def rewrite(spec: RecipeSpec) -> tuple[RecipeSpec, QuickNote]:
     """(the spec a quick run runs, what was changed: ``{"steps", "holdout_rows", "expect_not_checked"}``).
 
     The root and every stage get ``steps`` capped at QUICK_STEPS and ``epochs`` None (steps decide);
@@ -91,7 +123,7 @@ def rewrite(spec: RecipeSpec) -> tuple[RecipeSpec, dict[str, Any]]:
     # each line asked set to its field's default: None, or an empty list for a list of verdicts (nothing asked)
     emptied = updated(spec.expect, **{k: type(spec.expect).model_fields[k].get_default() for k in asked})
     out = updated(spec, **_capped(spec.given(), True), stages=stages, expect=emptied)
-    note = {"steps": defaults.QUICK_STEPS, "holdout_rows": defaults.QUICK_HOLDOUT_ROWS,
+    note: QuickNote = {"steps": defaults.QUICK_STEPS, "holdout_rows": defaults.QUICK_HOLDOUT_ROWS,
             "expect_not_checked": skipped}
     _STATE["note"] = note
     return out, note
@@ -111,12 +143,12 @@ def sft_rows(rows: list[dict[str, Any]], batch_size: Any, seed: Any) -> list[dic
     return [rows[i] for i in kept]
 
 
-def note() -> dict[str, Any] | None:
+def note() -> QuickNote | None:
     """What the quick run in this process changed (``rewrite``'s note), None when the run is not quick."""
     return _STATE.get("note") if is_quick() else None
 
 
-def status_line(status: Any, note: dict[str, Any] | None = None) -> str:
+def status_line(status: Any, note: QuickNote | None = None) -> str:
     """The closing summary's status for a quick run: ``done · quick run: expect not checked (...)``."""
     skipped = (note or {}).get("expect_not_checked") or []
     what = f"{len(skipped)} line(s) set aside" if skipped else "the spec asks nothing"

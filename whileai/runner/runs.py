@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from whileai.core.stats import change_text, group_lines, judged_text, status_text
 
@@ -139,9 +139,9 @@ def runs_main(argv: list[str] | None = None) -> int:
 def _status(status: Any, expect: Any, quick: Any) -> str:
     """The status with its expect verdict, or that a quick run's expect was not checked."""
     if isinstance(quick, dict) and not (isinstance(expect, dict) and expect.get("lines")):
-        from whileai.runner.quick import status_line
+        from whileai.runner.quick import QuickNote, status_line
 
-        return status_line(status, quick)
+        return status_line(status, cast(QuickNote, quick))  # the note the run's record keeps, as JSON
     return status_text(status, expect)
 
 
