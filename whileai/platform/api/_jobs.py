@@ -9,13 +9,14 @@ job's own key.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from whileai.platform.api.common import ParsedBodyRoute, ApiError, Body, account_id, job_account, job_scope, json_response, store
 from whileai.platform.store import JOB_STATUSES
+from whileai.platform.store.records import JobRecord
 
 __all__ = ["router"]
 
@@ -24,6 +25,13 @@ router = APIRouter(route_class=ParsedBodyRoute)
 
 class Heartbeat(Body):
     heartbeat_at: float
+
+
+class JobsAnswer(TypedDict):
+    """``GET /jobs``' answer: the job records, and why the list was cut short where it was."""
+
+    jobs: list[JobRecord]
+    truncated: NotRequired[str]
 
 
 @router.get("/jobs")
@@ -35,7 +43,7 @@ def list_jobs(
     acct: str = Depends(account_id),
 ) -> Response:
     jobs = store(request).list_jobs(acct, status=status, run_id=run_id, limit=limit)
-    answer: dict[str, Any] = {"jobs": jobs}
+    answer: JobsAnswer = {"jobs": jobs}
     if getattr(jobs, "truncated", False):
         answer["truncated"] = (f"cut at PLATFORM_LIST_MAX_BYTES after {len(jobs)} jobs; ask for fewer (limit) or "
                                "filter (status, run_id), and read each job with GET /jobs/{id}")

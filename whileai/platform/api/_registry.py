@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from pydantic import Field
 
 from whileai.platform._loadable import adapter_problem, base_problem
 from whileai.platform.api.common import ParsedBodyRoute, ApiError, Body, account_id, base_url, json_response, store
+from whileai.platform.store.records import ModelRecord
 
 __all__ = ["router"]
 
@@ -23,7 +22,7 @@ class ModelCreate(Body):
     adapter_run_id: str | None = Field(None, alias="adapterRunId")
 
 
-def _with_endpoint(record: dict[str, Any], request: Request) -> dict[str, Any]:
+def _with_endpoint(record: ModelRecord, request: Request) -> ModelRecord:
     record["endpoint"] = f"{base_url(request)}/v1"
     return record
 

@@ -20,6 +20,7 @@ from whileai.platform import defaults
 from whileai.core import defaults as core_defaults
 from whileai.platform.store.values import dumps
 from whileai.platform.store import Store
+from whileai.platform.store.records import JobKeyScope
 
 __all__ = [
     "ParsedBodyRoute",
@@ -197,7 +198,7 @@ def dataset_account(dataset_id: str, request: Request) -> str:
     return _scoped(request, "dataset", dataset_id)
 
 
-def job_scope(request: Request) -> dict[str, Any] | None:
+def job_scope(request: Request) -> JobKeyScope | None:
     """What the caller's job key reaches when it sent one (after a scoped dependency ran); None for account keys."""
     return getattr(request.state, "job_scope", None)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from whileai.platform.api.common import ParsedBodyRoute, ApiError, Body, account_id, base_url, json_response, run_account, store
 from whileai.platform.store.values import dumps, loads
 from whileai.platform.store import FINISHED_STATUSES, RUN_STATUSES
+from whileai.platform.store.records import PointsAccepted, RunRecord
 from whileai.platform import defaults
 from whileai.core.collector import gc_paused  # one process-wide, counted pause of the collector
 
@@ -45,7 +46,14 @@ class RunPatch(Body):
     kind: str | None = None
 
 
-def with_url(record: dict[str, Any], request: Request) -> dict[str, Any]:
+class RunsAnswer(TypedDict):
+    """``GET /runs``' answer: the run records, and why the list was cut short where it was."""
+
+    runs: list[RunRecord]
+    truncated: NotRequired[str]
+
+
+def with_url(record: RunRecord, request: Request) -> RunRecord:
     record["url"] = f"{base_url(request)}/runs/{record['id']}"
     return record
 
@@ -87,7 +95,7 @@ def list_runs(
     acct: str = Depends(account_id),
 ) -> Response:
     runs = store(request).list_runs(acct, status=status, dataset=dataset, name=name, kind=kind, limit=limit)
-    answer: dict[str, Any] = {"runs": [with_url(r, request) for r in runs]}
+    answer: RunsAnswer = {"runs": [with_url(r, request) for r in runs]}
     if getattr(runs, "truncated", False):
         answer["truncated"] = (f"cut at PLATFORM_LIST_MAX_BYTES after {len(runs)} runs; ask for fewer (limit) or "
                                "filter (status, dataset, name, kind), and read each run with GET /runs/{id}")
@@ -121,7 +129,7 @@ def get_run(
     return Response(head[:-1] + ',"series":' + series_json + "}", media_type="application/json")
 
 
-def _wait_for_change(request: Request, acct: str, run_id: str, since: float, wait: float) -> dict[str, Any]:
+def _wait_for_change(request: Request, acct: str, run_id: str, since: float, wait: float) -> RunRecord:
     """The run's record (without points) once its updated_at differs from ``since``, or as it stands after ``wait``
     seconds. Runs in the server's worker thread (a plain ``def`` endpoint), reading the store every RUN_WAIT_POLL_S."""
     import time
@@ -240,7 +248,7 @@ async def add_points(run_id: str, request: Request, acct: str = Depends(run_acco
     raw = await request.body()
     parsed = getattr(request.state, "json_body", _UNPARSED)  # parsed and checked by the request guard
 
-    def work() -> dict[str, Any]:
+    def work() -> PointsAccepted:
         with gc_paused():  # decoding 100,000 points makes a million objects, none of them cyclic
             batch_id, points = _parse_points_body(raw, parsed)
             return store(request).add_points(acct, run_id, batch_id, points)

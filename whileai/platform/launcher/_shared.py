@@ -7,6 +7,7 @@ from typing import Any
 
 from whileai.core.jobrow import platform_of
 from whileai.core.paths import JOB_ID_ENV, adapter_dir, checkpoint_dir, data_root, job_dir, job_log
+from whileai.platform.store.records import JobRecord
 from whileai.platform.store.values import FINISHED_STATUSES
 
 __all__ = ["JOB_ID_ENV", "FINISHED", "job_dir", "job_log", "adapter_dir", "checkpoint_dir", "end_job",
@@ -15,7 +16,7 @@ __all__ = ["JOB_ID_ENV", "FINISHED", "job_dir", "job_log", "adapter_dir", "check
 FINISHED = FINISHED_STATUSES  # done, failed, stopped, crashed
 
 
-def _revoke_keys(store: Any, job: dict[str, Any]) -> None:
+def _revoke_keys(store: Any, job: JobRecord) -> None:
     """Revoke the job's own keys so they stop authenticating (a no-op when already gone)."""
     store.revoke_job_keys(job["id"])
     legacy = platform_of(job).key_hash  # a job launched before job keys had their own table
@@ -23,7 +24,7 @@ def _revoke_keys(store: Any, job: dict[str, Any]) -> None:
         store.revoke_api_key_hash(legacy, end_sessions=False)  # a job's key: its account's page sessions stay
 
 
-def end_job(store: Any, account_id: str, job: dict[str, Any], status: str, error: str | None = None) -> dict[str, Any]:
+def end_job(store: Any, account_id: str, job: JobRecord, status: str, error: str | None = None) -> JobRecord:
     """Settle a job: its status and error, its key revoked, and its run failed too when it was still running."""
     changes: dict[str, Any] = {"status": status}
     if error is not None:

@@ -27,11 +27,12 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypedDict
 
 from whileai.core.errors import ResumeRefused
 from whileai.core.jobrow import JobPlatform, ResolvedJudge, platform_of
 from whileai.core.spec import JOB_ROW_KEYS, RMSpec, RunSpec, continues_runs, knob_of, read_spec, spec_json, updated
+from whileai.platform.store.records import JobRecord, RunRecord
 from whileai.platform.store.values import RUN_STOP_MARK
 from whileai.platform import defaults
 from whileai.core import defaults as core_defaults
@@ -148,7 +149,7 @@ def default_target() -> str:
 
 
 def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, spec: RunSpec,
-           reward_path: str | None = None, embedded: bool = False) -> dict[str, Any]:
+           reward_path: str | None = None, embedded: bool = False) -> JobRecord:
     """Create the job row for ``run_id`` and start it on ``target`` ("local" or "modal"). Returns the job record.
 
     ``spec`` is the run's validated spec; the row holds its JSON (:func:`whileai.core.spec.spec_json`) and, apart,
@@ -289,7 +290,7 @@ def _reward_model_run(store: Any, account_id: str, kind: str, spec: RunSpec, fie
                          span=str(span))
 
 
-def _launch_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
+def _launch_local(store: Any, account_id: str, job: JobRecord) -> JobRecord:
     job_id = job["id"]
     folder = job_dir(job_id)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -339,7 +340,7 @@ def _reap(proc: subprocess.Popen, folder: Path) -> None:
 
 
 def _running(store: Any, account_id: str, job_id: str, platform: JobPlatform, pid: int,
-             started: str | None) -> dict[str, Any]:
+             started: str | None) -> JobRecord:
     """The job row running, with its process: the pid and its start time (``pid_started``), the pair the reconciler
     and a stop know it by."""
     return store.update_job(account_id, job_id, {"pid": pid, "status": "running",
@@ -415,7 +416,7 @@ def job_processes(job_id: str) -> list[int]:
 # ---------------------------------------------------------------------------
 
 
-def _pid_alive(pid: int | None, job: dict[str, Any]) -> bool:
+def _pid_alive(pid: int | None, job: JobRecord) -> bool:
     """Whether the worker process of ``job`` still runs: the process its row names by pid and start time (a zombie,
     or the pid now another's, counts as gone). A row of before the start time was kept: a process of that pid whose
     command line names the job."""
@@ -532,7 +533,7 @@ def _ranks_after(job_id: str) -> str:
             f"were sent SIGTERM and ended on their own{saved}.")
 
 
-def reconcile(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
+def reconcile(store: Any, account_id: str, job: JobRecord) -> JobRecord:
     """The job as it stands now: a job whose worker is gone, hung or finished remotely is settled first."""
     if job["status"] in FINISHED:
         return job
@@ -543,7 +544,7 @@ def reconcile(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any
     return _reconcile_local(store, account_id, job)
 
 
-def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
+def _reconcile_local(store: Any, account_id: str, job: JobRecord) -> JobRecord:
     platform = platform_of(job)
     now = time.time()
     beat = job.get("heartbeat_at")
@@ -559,7 +560,8 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
         return _settle_dead(store, account_id, job, f"the job never started: no worker was launched in "
                             f"{silent_for:.0f} s (JOB_START_GRACE_S)")
     same_host = platform.host in (None, socket.gethostname())
-    alive = _pid_alive(job.get("pid"), job) if same_host else None
+    pid = job.get("pid")
+    alive = _pid_alive(pid, job) if same_host else None
     if alive is False:
         if not stale and job_processes(job["id"]):
             return job  # its launcher is gone and its ranks are still saving (RANK_ORPHAN_GRACE_S): settled after
@@ -574,9 +576,9 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
         return job  # silent but computing: a stalled machine, or beats that cannot get through (JOB_BUSY_GRACE_S)
     if stale:
         how = "its process is gone" if alive is None else "its process still exists but is hung; it was stopped"
-        if alive:
+        if alive and pid:  # alive means its pid is set
             try:
-                os.killpg(job["pid"], signal.SIGKILL)
+                os.killpg(pid, signal.SIGKILL)
             except OSError:
                 pass
         return _settle_dead(store, account_id, job, (
@@ -586,7 +588,7 @@ def _reconcile_local(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
     return job
 
 
-def _ended_silently(job: dict[str, Any]) -> str:
+def _ended_silently(job: JobRecord) -> str:
     """The error of a job whose process ended without reporting: how it ended where its reaper noted it (``killed by
     SIGKILL``), what else its ranks did, and its log's tail."""
     pid = job.get("pid")
@@ -616,8 +618,8 @@ def _computing(job_id: str, pid: int | None) -> bool:
     return _cpu_ticks(pids) > first
 
 
-def _settle_dead(store: Any, account_id: str, job: dict[str, Any], error: str,
-                 status: str = "failed") -> dict[str, Any]:
+def _settle_dead(store: Any, account_id: str, job: JobRecord, error: str,
+                 status: str = "failed") -> JobRecord:
     """A worker that is gone: trust what it managed to record, else end the job and its run ``status`` with
     ``error`` (``failed`` where a cause is known, ``crashed`` where the process vanished without a word)."""
     latest = store.get_job(account_id, job["id"])
@@ -654,7 +656,7 @@ def _stat_fields(pid: int | None) -> list[str] | None:
         return None
 
 
-def _end_process(job: dict[str, Any]) -> str:
+def _end_process(job: JobRecord) -> str:
     """SIGKILL a local worker's process group and wait (JOB_STOP_WAIT_S at most) until it is gone; what happened."""
     pid = job.get("pid")
     platform = platform_of(job)
@@ -683,7 +685,7 @@ def _end_process(job: dict[str, Any]) -> str:
     return f"its worker (pid {pid}){more} and its process group were ended"
 
 
-def _cancel_call(job: dict[str, Any]) -> str:
+def _cancel_call(job: JobRecord) -> str:
     from whileai.platform.launcher.modal_backend import get_backend
 
     call_id = job.get("call_id")
@@ -706,7 +708,15 @@ def _discard_adapter(run_id: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def stop_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
+class RunStopped(TypedDict):
+    """:func:`stop_run`'s answer: the run as it stands, whether this call stopped it, and what was done or why not."""
+
+    run: RunRecord
+    stopped: bool
+    detail: str
+
+
+def stop_run(store: Any, account_id: str, run_id: str) -> RunStopped:
     """Stop a run: its unfinished jobs ended (a local worker's process group killed, a Modal call cancelled).
 
     The job's key is revoked first, so nothing its worker still sends is taken,
@@ -743,7 +753,7 @@ def stop_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
-def _job_seconds(job: dict[str, Any]) -> float:
+def _job_seconds(job: JobRecord) -> float:
     """The wall seconds ``job`` ran: from its creation to its end, or to its last heartbeat where that came first
     (a killed job is settled later than it died)."""
     ends = [t for t in (job.get("finished_at"), job.get("heartbeat_at")) if isinstance(t, (int, float))]
@@ -751,7 +761,7 @@ def _job_seconds(job: dict[str, Any]) -> float:
     return max(0.0, min(ends) - start) if ends and isinstance(start, (int, float)) else 0.0
 
 
-def resume_run(store: Any, account_id: str, run_id: str, embedded: bool = False) -> dict[str, Any]:
+def resume_run(store: Any, account_id: str, run_id: str, embedded: bool = False) -> JobRecord:
     """Start a new job for a stopped, failed or crashed run, continuing from its last checkpoint.
 
     The new job runs the spec of the run's last job under the rules a launch passes now (``_rules``: the reward
@@ -815,7 +825,7 @@ def _no_checkpoint(run_id: str, sent: Mapping[str, Any]) -> str:
             f"`python -m whileai reproduce {run_id}` (a smaller save_steps checkpoints sooner)")
 
 
-def _refuse_resume(store: Any, account_id: str, run_id: str, last: dict[str, Any], sent: dict[str, Any],
+def _refuse_resume(store: Any, account_id: str, run_id: str, last: JobRecord, sent: dict[str, Any],
                    reason: str) -> NoReturn:
     """End a resume the rules of now refuse (an allow-list that dropped its reward module, a dataset gone, a bound
     it is past): a job row that records the refusal, failed, and with it the run, so the run says why; raises

@@ -17,12 +17,13 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from whileai.core.spec import updated
 from whileai.core.jobrow import JobPlatform, ResolvedJudge, platform_json, platform_of
 from whileai.platform import defaults
 from whileai.platform.launcher._shared import FINISHED
+from whileai.platform.store.records import JobRecord
 
 __all__ = ["ModalBackend", "ModalCloud", "set_backend", "get_backend", "launch_modal", "reconcile_modal",
            "replay", "modal_gpu"]
@@ -169,7 +170,7 @@ def modal_gpu(spec: dict[str, Any]) -> str:
     return str(spec.get("gpu") or os.environ.get(defaults.MODAL_GPU_ENV) or defaults.MODAL_GPU)
 
 
-def launch_modal(store: Any, account_id: str, job: dict[str, Any], start: Path | None = None) -> dict[str, Any]:
+def launch_modal(store: Any, account_id: str, job: JobRecord, start: Path | None = None) -> JobRecord:
     """Spawn the job on Modal with its rows and run record in the payload; the call id goes on the job.
 
     ``start`` is the adapter folder of the run it continues (``init_from``): it
@@ -238,7 +239,7 @@ def _finishes(entry: dict[str, Any] | None) -> bool:
     return (entry or {}).get("method") == "PATCH" and body.get("status") in FINISHED
 
 
-def reconcile_modal(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
+def reconcile_modal(store: Any, account_id: str, job: JobRecord) -> JobRecord:
     """Pull what the job recorded, and settle it when its call has ended: exactly once, however many
     readers ask at the same time.
 
@@ -265,12 +266,13 @@ def reconcile_modal(store: Any, account_id: str, job: dict[str, Any]) -> dict[st
         store.release_job(job["id"], holder)
 
 
-def _pull_and_settle(store: Any, account_id: str, job: dict[str, Any]) -> dict[str, Any]:
+def _pull_and_settle(store: Any, account_id: str, job: JobRecord) -> JobRecord:
     from whileai.platform.launcher._shared import adapter_dir, end_job
 
     backend = get_backend()
     platform = platform_of(job)
-    call_id = job["call_id"]
+    # a Modal job is launched for a run, and reconcile_modal reads only one that has its call
+    run_id, call_id = cast(str, job["run_id"]), cast(str, job["call_id"])
     start = platform.pulled or 0
     try:
         result = backend.poll(call_id)  # polled before pulling: a finished call has recorded everything
@@ -284,7 +286,7 @@ def _pull_and_settle(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
         applied = 0
         try:
             for entry in entries:
-                _apply(store, account_id, job["run_id"], entry)
+                _apply(store, account_id, run_id, entry)
                 applied += 1
         finally:  # what was applied stays counted, so the next pull starts after it
             job = store.update_job(account_id, job["id"], {
@@ -292,7 +294,7 @@ def _pull_and_settle(store: Any, account_id: str, job: dict[str, Any]) -> dict[s
     if result is None:
         return job
     if result.get("status") == "done" and result.get("adapter"):
-        local = adapter_dir(job["run_id"])
+        local = adapter_dir(run_id)
         try:
             backend.fetch_adapter(result["adapter"], local)
             store.update_run(account_id, job["run_id"], {"summary": {

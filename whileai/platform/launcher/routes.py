@@ -30,6 +30,7 @@ from whileai.platform.launcher import jobs as launcher_jobs
 from whileai.core import defaults as core_defaults
 from whileai.platform._rewards import reward_path
 from whileai.platform.launcher._rules import bounded, launch_problems
+from whileai.platform.store.records import RunRecord
 from whileai.platform.store.values import REPORTED_ENDS
 
 __all__ = ["router", "install"]
@@ -91,7 +92,7 @@ def launch_job(body: LaunchBody, request: Request, acct: str = Depends(account_i
     return json_response(job, 201)
 
 
-def _refusal(the_store: Any, acct: str, run: dict[str, Any]) -> Callable[[str], ApiError]:
+def _refusal(the_store: Any, acct: str, run: RunRecord) -> Callable[[str], ApiError]:
     """How a launch on ``run`` is refused: a 422 with the reason (bounded, LAUNCH_REFUSAL_MAX_CHARS), and the run
     failed with it. A run left running with no job reads as crashed and never ends, so waiting on it (or
     resubmitting the same config, which answers with that run) would wait for ever."""

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypedDict
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -28,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from whileai.platform.serving import _chat as chat
 from whileai.platform.serving._chat import ChatRequestError
 from whileai.platform.serving._pool import Loader, ModelPool
+from whileai.platform.store.records import ModelRecord
 
 __all__ = ["configure_serving", "router", "serving_pool", "serving_remote"]
 
@@ -113,7 +114,7 @@ def _caller(request: Request) -> str:
         raise ChatRequestError(exc.message, status=exc.status, code="invalid_api_key") from None
 
 
-def _model_row(request: Request, acct: str, name: str) -> dict[str, Any]:
+def _model_row(request: Request, acct: str, name: str) -> ModelRecord:
     from whileai.platform.api.common import store
     from whileai.platform.store import NotFoundError
 
@@ -127,7 +128,7 @@ def _model_row(request: Request, acct: str, name: str) -> dict[str, Any]:
         ) from None
 
 
-def _base_of(row: dict[str, Any]) -> str:
+def _base_of(row: ModelRecord) -> str:
     base = row.get("baseModel")
     if not base:
         raise ChatRequestError(
@@ -137,7 +138,18 @@ def _base_of(row: dict[str, Any]) -> str:
     return base
 
 
-def _model_object(row: dict[str, Any], pool: ModelPool) -> dict[str, Any]:
+class ModelObject(TypedDict):
+    """OpenAI's model object for a served name, with its registry ``version`` and whether it is ``loaded`` now."""
+
+    id: str
+    object: str  #: always ``model``
+    created: int
+    owned_by: str
+    version: int | None
+    loaded: bool
+
+
+def _model_object(row: ModelRecord, pool: ModelPool) -> ModelObject:
     """OpenAI's model object, plus ``version`` and ``loaded`` (whether its weights are in memory now)."""
     base = row.get("baseModel")
     return {
@@ -290,7 +302,7 @@ def _stream_markers(req: chat.ChatRequest, tokenizer: Any, tools_on: bool) -> li
     return stops + (list(CALL_MARKERS.get(reply_format(tokenizer), CALL_MARKERS["hermes"])) if tools_on else [])
 
 
-def _chunk_writer(req: chat.ChatRequest, row: dict[str, Any], include_usage: bool) -> Callable[..., str]:
+def _chunk_writer(req: chat.ChatRequest, row: ModelRecord, include_usage: bool) -> Callable[..., str]:
     """A function writing one server-sent event of the stream: ``chunk(delta, finish=None, usage=None,
     choices=True)`` returns the ``data:`` line of a ``chat.completion.chunk`` with this stream's id, time and model
     (``usage`` only where the request asked for it, ``choices`` False for the usage-only chunk)."""
@@ -325,7 +337,7 @@ def _final_chunks(chunk: Callable[..., str], reply: chat.Completion, sent: int, 
         yield chunk({}, usage=usage, choices=False)
 
 
-async def _stream(pool: ModelPool, row: dict[str, Any], base: str, adapter: str | None,
+async def _stream(pool: ModelPool, row: ModelRecord, base: str, adapter: str | None,
                   req: chat.ChatRequest, tools_on: bool) -> Response:
     """Answer a ``stream: true`` request as server-sent events: generation runs in a worker thread that hands each
     new token to the event loop, and the text is sent as it grows, held back at a stop string or tool-call marker;

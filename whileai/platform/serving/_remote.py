@@ -46,6 +46,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from whileai.platform.serving._chat import ChatRequestError
 from whileai.platform import defaults
+from whileai.platform.store.records import ModelRecord
 
 __all__ = ["RemoteBackend", "ModalServeCloud", "RemoteServing", "serve_target", "vllm_adapter_name"]
 
@@ -168,7 +169,7 @@ class RemoteServing:
 
     # -- the request ----------------------------------------------------------
 
-    def _target(self, account_id: str, row: dict[str, Any]) -> tuple[str, str | None]:
+    def _target(self, account_id: str, row: ModelRecord) -> tuple[str, str | None]:
         """(vLLM model id, the adapter's run id or None) for a registry row; refuses a base the deployment lacks."""
         base = self.backend.base_model()
         if row.get("baseModel") != base:
@@ -178,10 +179,11 @@ class RemoteServing:
                 "modal deploy -m whileai.platform.serving.modal) or serve a run trained on it",
                 status=409, param="model", code="model_base_not_deployed",
             )
-        run_id = row.get("adapterRunId")
-        if not run_id and not row.get("adapter"):
+        run_id, adapter = row.get("adapterRunId"), row.get("adapter")
+        if not run_id and not adapter:
             return base, None  # the bare base: vLLM answers to the base's own name
-        return vllm_adapter_name(account_id, row["name"], row.get("version")), run_id or Path(row["adapter"]).name
+        lora = vllm_adapter_name(account_id, row["name"], row.get("version"))
+        return lora, run_id or (Path(adapter).name if adapter else None)
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.backend.key()}"}
@@ -193,10 +195,11 @@ class RemoteServing:
             status=503, type="server_error", code="serving_unavailable",
         )
 
-    async def _load(self, lora: str, row: dict[str, Any], run_id: str | None) -> None:
+    async def _load(self, lora: str, row: ModelRecord, run_id: str | None) -> None:
         from starlette.concurrency import run_in_threadpool
 
-        local = Path(row["adapter"]) if row.get("adapter") else None
+        adapter = row.get("adapter")
+        local = Path(adapter) if adapter else None
         try:
             path = await run_in_threadpool(self.backend.adapter_path, str(run_id), local)
         except ChatRequestError:
@@ -223,7 +226,7 @@ class RemoteServing:
             status=502, type="server_error", code="adapter_load_failed",
         )
 
-    async def complete(self, account_id: str, row: dict[str, Any], body: dict[str, Any]) -> Response:
+    async def complete(self, account_id: str, row: ModelRecord, body: dict[str, Any]) -> Response:
         """Answer one chat completion request for ``row`` from the deployment (a stream when ``body`` asks)."""
         try:
             model, run_id = self._target(account_id, row)

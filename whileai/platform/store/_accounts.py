@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from whileai.platform.store.tables import Account, ApiKey, Job, JobKey, Setting, _check_str, hash_key, _new_id, _not_found
 from whileai.platform.store.sessions import PageToken
+from whileai.platform.store.records import AccountListing, AccountRecord, JobKeyScope, KeyListing
 from whileai.platform.store.values import FINISHED_STATUSES
 from whileai.platform import defaults
 
@@ -132,10 +133,10 @@ def deleted_account_key(store: Any, api_key: str | None) -> bool:
     return store._tx(lambda s: s.get(Setting, key) is not None, write=False)
 
 
-def list_keys(store: Any, account_id: str) -> list[dict[str, Any]]:
+def list_keys(store: Any, account_id: str) -> list[KeyListing]:
     """The account's live keys, oldest first: ``{name, created_at}`` (never the key, nor its prefix)."""
 
-    def work(s: Session) -> list[dict[str, Any]]:
+    def work(s: Session) -> list[KeyListing]:
         if s.get(Account, account_id) is None:
             raise _not_found("account", account_id)
         rows = s.execute(select(ApiKey.name, ApiKey.created_at).where(ApiKey.account_id == account_id)
@@ -145,8 +146,8 @@ def list_keys(store: Any, account_id: str) -> list[dict[str, Any]]:
     return store._tx(work, write=False)
 
 
-def get_account(store: Any, account_id: str) -> dict[str, Any]:
-    def work(s: Session) -> dict[str, Any]:
+def get_account(store: Any, account_id: str) -> AccountRecord:
+    def work(s: Session) -> AccountRecord:
         a = s.get(Account, account_id)
         if a is None:
             raise _not_found("account", account_id)
@@ -164,10 +165,10 @@ def local_account_id(store: Any) -> str | None:
     return store._tx(lambda s: s.scalar(select(Setting.value).where(Setting.key == _LOCAL_ACCOUNT_SETTING)), write=False)
 
 
-def list_accounts(store: Any) -> list[dict[str, Any]]:
+def list_accounts(store: Any) -> list[AccountListing]:
     """Every account, oldest first: ``{account_id, name, created_at, keys, local}`` (``keys``: live account keys)."""
 
-    def work(s: Session) -> list[dict[str, Any]]:
+    def work(s: Session) -> list[AccountListing]:
         local = s.scalar(select(Setting.value).where(Setting.key == _LOCAL_ACCOUNT_SETTING))
         counts = dict(s.execute(select(ApiKey.account_id, func.count()).group_by(ApiKey.account_id)).all())
         return [
@@ -211,7 +212,7 @@ def issue_job_key(store: Any, account_id: str, job_id: str) -> str:
     return store._tx(work)
 
 
-def job_key_scope(store: Any, api_key: str | None) -> dict[str, Any] | None:
+def job_key_scope(store: Any, api_key: str | None) -> JobKeyScope | None:
     """What a job key reaches, or None (not a job key, or its job has finished).
 
     ``{"account_id", "job_id", "run_id", "datasets", "reads"}``: the datasets are the
@@ -223,7 +224,7 @@ def job_key_scope(store: Any, api_key: str | None) -> dict[str, Any] | None:
         return None
     digest = hash_key(api_key)
 
-    def work(s: Session) -> dict[str, Any] | None:
+    def work(s: Session) -> JobKeyScope | None:
         for key_hash, job_id, account_id in s.execute(
             select(JobKey.key_hash, JobKey.job_id, JobKey.account_id).where(
                 JobKey.prefix == api_key[: defaults.API_KEY_PREFIX_CHARS])

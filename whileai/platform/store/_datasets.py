@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from whileai.platform.store._erase import erase_deleted
+from whileai.platform.store.records import DatasetDeleted, DatasetRecord
 from whileai.platform.store.tables import Dataset, _check_str, _dataset_record, _new_id, _not_found
 from whileai.platform.store.values import InvalidError, check_json_value
 
@@ -39,7 +40,7 @@ def create_dataset(
     name: str | None = None,
     split: str | None = None,
     sibling: str | None = None,
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[DatasetRecord, bool]:
     """Store rows as pushed: ``(record, created)``. Identical content answers the existing dataset."""
     name = _check_str(name, "name")
     split = _check_str(split, "split", 100)
@@ -56,7 +57,7 @@ def create_dataset(
             select(Dataset).where(Dataset.account_id == account_id, Dataset.content_hash == content_hash)
         )
 
-    def work(s: Session) -> tuple[dict[str, Any], bool]:
+    def work(s: Session) -> tuple[DatasetRecord, bool]:
         found = existing(s)
         if found is not None:
             return _dataset_record(found), False
@@ -84,7 +85,7 @@ def create_dataset(
     except IntegrityError as exc:  # the same content landed from another writer meanwhile
         conflict = exc
 
-    def landed(s: Session) -> tuple[dict[str, Any], bool]:
+    def landed(s: Session) -> tuple[DatasetRecord, bool]:
         found = existing(s)
         if found is None:  # what collided is gone again: the insert's own error says what happened
             raise conflict
@@ -93,7 +94,7 @@ def create_dataset(
     return store._tx(landed, write=False)
 
 
-def get_dataset(store: Any, account_id: str, dataset_id: str) -> dict[str, Any]:
+def get_dataset(store: Any, account_id: str, dataset_id: str) -> DatasetRecord:
     return store._tx(lambda s: _dataset_record(store._dataset(s, account_id, dataset_id)), write=False)
 
 
@@ -106,12 +107,12 @@ def dataset_rows(store: Any, account_id: str, dataset_id: str) -> list[dict[str,
     return json.loads(store.dataset_rows_json(account_id, dataset_id))  # stdlib: keeps ints past 64 bits
 
 
-def list_datasets(store: Any, account_id: str, *, limit: int | None = None) -> list[dict[str, Any]]:
+def list_datasets(store: Any, account_id: str, *, limit: int | None = None) -> list[DatasetRecord]:
     """The account's datasets, newest first (records without their rows)."""
     limit = store._limit(limit)
     cols = [c for c in Dataset.__table__.c if c.name != "rows_json"]
 
-    def work(s: Session) -> list[dict[str, Any]]:
+    def work(s: Session) -> list[DatasetRecord]:
         out = s.execute(
             select(*cols).where(Dataset.account_id == account_id).order_by(Dataset.pk.desc()).limit(limit)
         )
@@ -120,7 +121,7 @@ def list_datasets(store: Any, account_id: str, *, limit: int | None = None) -> l
     return store._tx(work, write=False)
 
 
-def update_dataset(store: Any, account_id: str, dataset_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+def update_dataset(store: Any, account_id: str, dataset_id: str, changes: dict[str, Any]) -> DatasetRecord:
     """Set ``split``, ``sibling`` (another dataset of this account, or None) and ``name``."""
     allowed = ("split", "sibling", "name")
     unknown = sorted(set(changes) - set(allowed))
@@ -134,7 +135,7 @@ def update_dataset(store: Any, account_id: str, dataset_id: str, changes: dict[s
     if "sibling" in changes:
         values["sibling"] = _check_str(changes["sibling"], "sibling", 32)
 
-    def work(s: Session) -> dict[str, Any]:
+    def work(s: Session) -> DatasetRecord:
         d = store._dataset(s, account_id, dataset_id)
         if values.get("sibling") is not None:
             store._dataset(s, account_id, values["sibling"])
@@ -147,8 +148,8 @@ def update_dataset(store: Any, account_id: str, dataset_id: str, changes: dict[s
     return store._tx(work)
 
 
-def delete_dataset(store: Any, account_id: str, dataset_id: str) -> dict[str, Any]:
-    def work(s: Session) -> dict[str, Any]:
+def delete_dataset(store: Any, account_id: str, dataset_id: str) -> DatasetDeleted:
+    def work(s: Session) -> DatasetDeleted:
         d = store._dataset(s, account_id, dataset_id)
         s.execute(update(Dataset).where(Dataset.account_id == account_id, Dataset.sibling == d.id)
                   .values(sibling=None))  # no dataset names one that is gone

@@ -18,6 +18,7 @@ from whileai.core.spec import RunSpec, spec_json
 from whileai.platform.store.tables import Job, Setting, _check_count, _check_status, _check_str, _check_time, _job_record, _new_id, _not_found
 from whileai.platform import defaults
 from whileai.platform.store._runs import RunList, take_reopen
+from whileai.platform.store.records import JobRecord
 from whileai.platform.store.values import FINISHED_STATUSES, JOB_STATUSES, InvalidError, check_json_value
 
 
@@ -58,12 +59,12 @@ def _platform_json(fields: JobPlatform | dict[str, Any]) -> str:
     return check_json_value(platform_json(typed), "platform")
 
 
-def create_job(store: Any, account_id: str, **fields: Any) -> dict[str, Any]:
+def create_job(store: Any, account_id: str, **fields: Any) -> JobRecord:
     """A job row (status ``queued`` unless given); ``run_id``, when given, must be this account's run."""
     values = store._job_values(fields)
     values.setdefault("status", "queued")
 
-    def work(s: Session) -> dict[str, Any]:
+    def work(s: Session) -> JobRecord:
         if values.get("run_id") is not None:
             store._run(s, account_id, values["run_id"])
             take_reopen(store, s, account_id, values["run_id"])  # a resume's run turns running with its job, at once
@@ -84,14 +85,14 @@ def _job(store: Any, s: Session, account_id: str, job_id: Any) -> Job:
     return j
 
 
-def get_job(store: Any, account_id: str, job_id: str) -> dict[str, Any]:
+def get_job(store: Any, account_id: str, job_id: str) -> JobRecord:
     return store._tx(lambda s: _job_record(store._job(s, account_id, job_id)), write=False)
 
 
-def update_job(store: Any, account_id: str, job_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+def update_job(store: Any, account_id: str, job_id: str, changes: dict[str, Any]) -> JobRecord:
     values = store._job_values(changes)
 
-    def work(s: Session) -> dict[str, Any]:
+    def work(s: Session) -> JobRecord:
         j = store._job(s, account_id, job_id)
         if values.get("run_id") is not None:
             store._run(s, account_id, values["run_id"])
@@ -109,7 +110,7 @@ def update_job(store: Any, account_id: str, job_id: str, changes: dict[str, Any]
 
 def list_jobs(
     store, account_id: str, *, status: str | None = None, run_id: str | None = None, limit: int | None = None
-) -> list[dict[str, Any]]:
+) -> RunList[JobRecord]:
     """The account's jobs, newest first, filtered by status and/or run id."""
     if status is not None:
         _check_status(status, JOB_STATUSES, "job")
@@ -120,8 +121,8 @@ def list_jobs(
         q = q.where(Job.run_id == run_id)
     q = q.order_by(Job.pk.desc()).limit(store._limit(limit))
 
-    def work(s: Session) -> RunList:
-        out = RunList()
+    def work(s: Session) -> RunList[JobRecord]:
+        out: RunList[JobRecord] = RunList()
         budget = defaults.PLATFORM_LIST_MAX_BYTES  # a list is a menu: its answer is bounded in bytes, as runs'
         for j in s.scalars(q.execution_options(yield_per=50)):
             budget -= len(j.spec_json or "") + len(j.platform_json or "") + len(j.error or "") + 1000

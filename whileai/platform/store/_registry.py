@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from whileai.platform.store.tables import ServedModel, _check_str, _model_record, _not_found
+from whileai.platform.store.records import ModelDeleted, ModelRecord
 from whileai.platform.store.values import InvalidError
 from whileai.platform import defaults
 
@@ -25,7 +26,7 @@ def put_model(
     base_model: str | None = None,
     adapter: str | None = None,
     adapter_run_id: str | None = None,
-) -> dict[str, Any]:
+) -> ModelRecord:
     """Register ``name`` (version 1), or point an existing name at the new adapter and bump its version."""
     name = _check_str(name, "name", defaults.PLATFORM_MAX_KEY_CHARS, required=True)
     base_model = _check_str(base_model, "baseModel")
@@ -34,7 +35,7 @@ def put_model(
     if base_model is None and adapter_run_id is None:
         raise InvalidError("a model needs baseModel or adapterRunId (the run whose adapter it serves)")
 
-    def work(s: Session) -> dict[str, Any]:
+    def work(s: Session) -> ModelRecord:
         if adapter_run_id is not None:
             store._run(s, account_id, adapter_run_id)
         now = time.time()
@@ -60,17 +61,17 @@ def _model(store: Any, s: Session, account_id: str, name: Any) -> ServedModel:
     return m
 
 
-def get_model(store: Any, account_id: str, name: str) -> dict[str, Any]:
+def get_model(store: Any, account_id: str, name: str) -> ModelRecord:
     return store._tx(lambda s: _model_record(store._model(s, account_id, name)), write=False)
 
 
-def list_models(store: Any, account_id: str) -> list[dict[str, Any]]:
+def list_models(store: Any, account_id: str) -> list[ModelRecord]:
     q = select(ServedModel).where(ServedModel.account_id == account_id).order_by(ServedModel.name)
     return store._tx(lambda s: [_model_record(m) for m in s.scalars(q)], write=False)
 
 
-def delete_model(store: Any, account_id: str, name: str) -> dict[str, Any]:
-    def work(s: Session) -> dict[str, Any]:
+def delete_model(store: Any, account_id: str, name: str) -> ModelDeleted:
+    def work(s: Session) -> ModelDeleted:
         s.delete(store._model(s, account_id, name))
         return {"name": name, "deleted": True}
 

@@ -11,7 +11,7 @@ import json
 import os
 import socket
 import time
-from typing import Any
+from typing import Any, Generic, TypedDict, TypeVar
 
 from sqlalchemy import Table, and_, delete, func, insert, or_, select, text
 from sqlalchemy.exc import IntegrityError
@@ -35,6 +35,7 @@ from whileai.platform.store.tables import (
     run_stale_s,
 )
 from whileai.platform.store._erase import erase_deleted
+from whileai.platform.store.records import PointsAccepted, RunDeleted, RunRecord, SeriesPoint
 from whileai.platform.store.values import (
     FINISHED_STATUSES,
     RUN_STOP_MARK,
@@ -65,6 +66,24 @@ def tombstone_key(run_id: str) -> str:
     """The Setting key retiring ``run_id``: its SHA-256, so a create under the id is recognised without the store
     keeping the id of a deleted run."""
     return RUN_TOMBSTONE_PREFIX + hashlib.sha256(run_id.encode("utf-8")).hexdigest()
+
+
+class _RunColumns(TypedDict, total=False):
+    """A run's columns as checked: all of them for a new run (:func:`_run_fields`), those sent for an update."""
+
+    name: str | None
+    dataset: str | None
+    after_dataset: str | None
+    kind: str | None
+    status: str
+    config_json: str
+    summary_json: str
+    error: str | None
+    step: int
+    total_steps: int | None
+
+
+_R = TypeVar("_R")
 
 
 def retire_run_ids(s: Session, run_ids: list[str]) -> None:
@@ -108,7 +127,7 @@ def create_run(
     summary: dict[str, Any] | None = None,
     step: int | None = None,
     total_steps: int | None = None,
-) -> dict[str, Any]:
+) -> RunRecord:
     """A new run (status ``running`` unless told otherwise); ``config`` is any JSON value, kept as given.
 
     ``id`` names the run instead of a fresh one (see :func:`ensure_run`, which also
@@ -120,14 +139,14 @@ def create_run(
         return ensure_run(store, account_id, id, **fields)[0]
     values = _run_fields(store, **fields)
 
-    def work(s: Session) -> dict[str, Any]:
+    def work(s: Session) -> RunRecord:
         r = _new_run(s, account_id, _new_id("run"), values)
         return run_record(r)
 
     return store._tx(work)
 
 
-def create_run_once(store: Any, account_id: str, **fields: Any) -> tuple[dict[str, Any], bool]:
+def create_run_once(store: Any, account_id: str, **fields: Any) -> tuple[RunRecord, bool]:
     """A new run unless this account has a ``running`` one with the same dataset, kind and spec: ``(record, created)``.
 
     "The same spec" is :func:`whileai.core.spec.same_run`, the rule ``wai.train`` applies too.
@@ -141,7 +160,7 @@ def create_run_once(store: Any, account_id: str, **fields: Any) -> tuple[dict[st
     values = _run_fields(store, **fields)
     wanted = loads(values["config_json"])
 
-    def work(s: Session) -> tuple[dict[str, Any], bool]:
+    def work(s: Session) -> tuple[RunRecord, bool]:
         if not store._sqlite:
             digest = hashlib.sha256(f"{account_id}\0{values['dataset']}".encode()).digest()
             s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": int.from_bytes(digest[:8], "big", signed=True)})
@@ -156,7 +175,7 @@ def create_run_once(store: Any, account_id: str, **fields: Any) -> tuple[dict[st
     return store._tx(work)
 
 
-def ensure_run(store: Any, account_id: str, run_id: Any, **fields: Any) -> tuple[dict[str, Any], bool]:
+def ensure_run(store: Any, account_id: str, run_id: Any, **fields: Any) -> tuple[RunRecord, bool]:
     """The run ``run_id`` of this account, made now from ``fields`` when it does not exist: ``(record, created)``.
 
     For a client that named its run itself (the SDK does, while the platform
@@ -173,7 +192,7 @@ def ensure_run(store: Any, account_id: str, run_id: Any, **fields: Any) -> tuple
         )
     values = _run_fields(store, **fields)
 
-    def existing(s: Session) -> tuple[dict[str, Any], bool] | None:
+    def existing(s: Session) -> tuple[RunRecord, bool] | None:
         found = s.scalar(select(Run).where(Run.id == run_id))
         if found is None:
             return None
@@ -181,7 +200,7 @@ def ensure_run(store: Any, account_id: str, run_id: Any, **fields: Any) -> tuple
             raise _not_found("run", run_id)
         return run_record(found), False
 
-    def work(s: Session) -> tuple[dict[str, Any], bool]:
+    def work(s: Session) -> tuple[RunRecord, bool]:
         found = existing(s)
         if found is not None:
             return found
@@ -209,7 +228,7 @@ def _run_fields(
     summary: dict[str, Any] | None = None,
     step: int | None = None,
     total_steps: int | None = None,
-) -> dict[str, Any]:
+) -> _RunColumns:
     return {
         "name": _check_str(name, "name"),
         "dataset": _check_str(dataset, "dataset"),
@@ -224,7 +243,7 @@ def _run_fields(
     }
 
 
-def _new_run(s: Session, account_id: str, run_id: str, values: dict[str, Any]) -> Run:
+def _new_run(s: Session, account_id: str, run_id: str, values: _RunColumns) -> Run:
     now = time.time()
     r = Run(
         id=run_id,
@@ -257,24 +276,25 @@ def _summary_text(summary: Any) -> str:
                    "RUN_SUMMARY_MAX_BYTES")
 
 
-def get_run(store: Any, account_id: str, run_id: str, *, series: bool = True) -> dict[str, Any]:
+def get_run(store: Any, account_id: str, run_id: str, *, series: bool = True) -> RunRecord:
     """The run record, plus ``series`` (its points, oldest first) unless ``series=False``."""
 
-    def work(s: Session) -> dict[str, Any]:
+    def work(s: Session) -> RunRecord:
         record = run_record(store._run(s, account_id, run_id))
         if series:
-            record["series"] = [
+            points: list[SeriesPoint] = [
                 {"step": step, "ts": ts, "metrics": loads(m)} for step, ts, m in store._point_rows(s, run_id)
             ]
+            record["series"] = points
         return record
 
     return store._tx(work, write=False)
 
 
-def get_run_with_series_json(store: Any, account_id: str, run_id: str) -> tuple[dict[str, Any], str]:
+def get_run_with_series_json(store: Any, account_id: str, run_id: str) -> tuple[RunRecord, str]:
     """The run record and its series as JSON array text, built without decoding each point."""
 
-    def work(s: Session) -> tuple[dict[str, Any], str]:
+    def work(s: Session) -> tuple[RunRecord, str]:
         record = run_record(store._run(s, account_id, run_id))
         parts = [
             f'{{"step":{"null" if step is None else step},"ts":{ts!r},"metrics":{m}}}'
@@ -300,7 +320,7 @@ def list_runs(
     name: str | None = None,
     kind: str | None = None,
     limit: int | None = None,
-) -> list[dict[str, Any]]:
+) -> RunList[RunRecord]:
     """The account's runs, newest first, filtered by whichever of status/dataset/name/kind are given."""
     if status is not None:
         _check_status(status, RUN_STATUSES, "run")
@@ -315,8 +335,8 @@ def list_runs(
                         and_(Run.status == "running", Run.updated_at < time.time() - run_stale_s())))
     q = q.order_by(Run.pk.desc()).limit(limit)
 
-    def work(s: Session) -> RunList:
-        out = RunList()
+    def work(s: Session) -> RunList[RunRecord]:
+        out: RunList[RunRecord] = RunList()
         budget = defaults.PLATFORM_LIST_MAX_BYTES
         for r in s.scalars(q.execution_options(yield_per=50)):
             budget -= len(r.config_json) + len(r.summary_json) + len(r.error or "") + 1000
@@ -331,8 +351,8 @@ def list_runs(
     return store._tx(work, write=False)
 
 
-class RunList(list):
-    """Run records, and whether PLATFORM_LIST_MAX_BYTES cut the list short (``truncated``)."""
+class RunList(list[_R], Generic[_R]):
+    """Records (a run's, or a job's), and whether PLATFORM_LIST_MAX_BYTES cut the list short (``truncated``)."""
 
     truncated = False
 
@@ -349,7 +369,7 @@ def _limit(limit: Any) -> int:
 
 
 def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any], *,
-               if_stored: str | None = None) -> dict[str, Any]:
+               if_stored: str | None = None) -> RunRecord:
     """Apply the given fields: status, error, summary (merged key by key), step, total_steps, name, config.
 
     A finishing status sets ``finished_at``; ``running`` clears it. Nothing
@@ -364,7 +384,7 @@ def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any]
     unknown = sorted(set(changes) - set(allowed))
     if unknown:
         raise InvalidError(f"unknown run fields {unknown}; a run update accepts {', '.join(allowed)}")
-    values: dict[str, Any] = {}
+    values: _RunColumns = {}
     if "status" in changes:
         values["status"] = _check_status(changes["status"], RUN_STATUSES, "run")
     if "error" in changes:
@@ -385,7 +405,7 @@ def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any]
         store._summary_text(changes["summary"])  # refuse bad values before touching the row
         patch = changes["summary"]
 
-    def work(s: Session) -> dict[str, Any]:
+    def work(s: Session) -> RunRecord:
         r = store._run(s, account_id, run_id, lock=True)
         if if_stored is not None and r.status != if_stored:
             return run_record(r)
@@ -410,7 +430,7 @@ def update_run(store: Any, account_id: str, run_id: str, changes: dict[str, Any]
     return store._tx(work)
 
 
-def reopen_run(store: Any, account_id: str, run_id: str, summary: dict[str, Any]) -> dict[str, Any]:
+def reopen_run(store: Any, account_id: str, run_id: str, summary: dict[str, Any]) -> RunRecord:
     """Ask for a stopped, failed or crashed run to run again (its job resumed), with ``summary`` to merge in.
 
     Nothing of the run changes here: the request is kept (a RUN_REOPEN_PREFIX setting) and the next job
@@ -422,7 +442,7 @@ def reopen_run(store: Any, account_id: str, run_id: str, summary: dict[str, Any]
     """
     store._summary_text(summary)
 
-    def work(s: Session) -> dict[str, Any]:
+    def work(s: Session) -> RunRecord:
         r = store._run(s, account_id, run_id, lock=True)
         _check_reopenable(r)
         now = time.time()
@@ -482,7 +502,7 @@ def take_reopen(store: Any, s: Session, account_id: str, run_id: str) -> None:
     r.status, r.error, r.finished_at, r.updated_at = "running", None, None, time.time()
 
 
-def delete_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
+def delete_run(store: Any, account_id: str, run_id: str) -> RunDeleted:
     """Delete a run with its points, batch ids, jobs (and their keys) and the models served from it.
 
     Its id is retired (a tombstone): creating a run under it again is refused
@@ -491,7 +511,7 @@ def delete_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
     remove their files (the launcher's ``remove_run_files``).
     """
 
-    def work(s: Session) -> dict[str, Any]:
+    def work(s: Session) -> RunDeleted:
         r = store._run(s, account_id, run_id)
         jobs = list(s.scalars(select(Job.id).where(Job.account_id == account_id, Job.run_id == r.id)))
         models = list(s.scalars(select(ServedModel.name).where(ServedModel.account_id == account_id,
@@ -517,7 +537,7 @@ def delete_run(store: Any, account_id: str, run_id: str) -> dict[str, Any]:
     return done
 
 
-def add_points(store: Any, account_id: str, run_id: str, batch_id: str, points: Any) -> dict[str, Any]:
+def add_points(store: Any, account_id: str, run_id: str, batch_id: str, points: Any) -> PointsAccepted:
     """Store a batch of points once: ``{"accepted": n, "duplicate": False}``.
 
     A ``batch_id`` this run has seen before stores nothing and answers
@@ -530,7 +550,7 @@ def add_points(store: Any, account_id: str, run_id: str, batch_id: str, points: 
     top = max((row[1] for row in rows if row[1] is not None), default=None)
     names: set[str] = set().union(*(p["metrics"] for p in points)) if rows else set()
 
-    def work(s: Session) -> dict[str, Any]:
+    def work(s: Session) -> PointsAccepted:
         r = store._run(s, account_id, run_id, lock=True)
         if s.get(PointBatch, (run_id, batch_id)) is not None:
             return {"accepted": 0, "duplicate": True}

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, object_session
 
 from whileai.core.ids import new_id
+from whileai.platform.store.records import DatasetRecord, JobRecord, ModelRecord, RunRecord
 from whileai.platform.store.values import FINISHED_STATUSES, InvalidError, NotFoundError, run_cost
 from whileai.platform import defaults
 
@@ -225,7 +226,7 @@ def _shown_status(r: Run) -> str:
     return r.status if r.status != "running" or _crash_reason(r) is None else "crashed"
 
 
-def run_record(r: Run) -> dict[str, Any]:
+def run_record(r: Run) -> RunRecord:
     summary = json.loads(r.summary_json)  # stdlib: exact past 64-bit ints, as given
     cost_usd, cost_basis = run_cost(summary)
     crashed = _crash_reason(r)
@@ -249,7 +250,7 @@ def run_record(r: Run) -> dict[str, Any]:
     }
 
 
-def _dataset_record(d: Dataset) -> dict[str, Any]:
+def _dataset_record(d: Dataset) -> DatasetRecord:
     return {
         "id": d.id,
         "name": d.name,
@@ -262,7 +263,7 @@ def _dataset_record(d: Dataset) -> dict[str, Any]:
     }
 
 
-def _model_record(m: ServedModel) -> dict[str, Any]:
+def _model_record(m: ServedModel) -> ModelRecord:
     return {
         "name": m.name,
         "baseModel": m.base_model,
@@ -274,7 +275,7 @@ def _model_record(m: ServedModel) -> dict[str, Any]:
     }
 
 
-def _job_record(j: Job) -> dict[str, Any]:
+def _job_record(j: Job) -> JobRecord:
     return {
         "id": j.id,
         "run_id": j.run_id,
@@ -313,6 +314,10 @@ def _check_str(value: Any, field: str, max_chars: int = 400, *, required: bool =
     return value
 
 
+@overload
+def _check_count(value: Any, field: str, *, nullable: Literal[False]) -> int: ...
+@overload
+def _check_count(value: Any, field: str, *, nullable: bool = True) -> int | None: ...
 def _check_count(value: Any, field: str, *, nullable: bool = True) -> int | None:
     if value is None and nullable:
         return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.core import codec
 from whileai.core.errors import InvalidError, NotFoundError, RetiredIdError  # re-exported: their old home
@@ -33,6 +33,7 @@ __all__ = [
     "check_json_value",
     "clean_points",
     "run_cost",
+    "CostBasis",
 ]
 
 #: The summary key of a run stopped on request (``POST /runs/{id}/stop``): such a run
@@ -192,6 +193,19 @@ def clean_points(points: Any, run_id: str, now: float | None = None) -> list[tup
 # --------------------------------------------------------------------------- cost
 
 
+class CostBasis(TypedDict):
+    """How :func:`run_cost` priced a run: the GPU and its count, the seconds, the rate and where it was read."""
+
+    gpu: str  #: the table's name for it, or the summary's as given where the table has none
+    count: int
+    seconds: int | float
+    source: str
+    read_on: str
+    usd_per_hour: float | None  #: None where the table names no price for the GPU
+    estimate: bool
+    text: str  #: the basis in one line, for a page or a log
+
+
 def _find_cost_inputs(summary: dict[str, Any]) -> tuple[Any, Any]:
     for source in (summary, summary.get("training")):
         if isinstance(source, dict) and source.get("gpu") is not None and source.get("seconds") is not None:
@@ -199,7 +213,7 @@ def _find_cost_inputs(summary: dict[str, Any]) -> tuple[Any, Any]:
     return None, None
 
 
-def run_cost(summary: Any) -> tuple[float | None, dict[str, Any] | None]:
+def run_cost(summary: Any) -> tuple[float | None, CostBasis | None]:
     """``(cost_usd, cost_basis)`` for a run whose summary carries ``gpu`` and ``seconds``.
 
     Looks at the summary's top level, then ``summary["training"]``. The rate is
@@ -219,29 +233,16 @@ def run_cost(summary: Any) -> tuple[float | None, dict[str, Any] | None]:
     count = parsed or 1
     table = {k.upper(): k for k in core_defaults.GPU_USD_PER_HOUR}
     key = table.get(name.strip().upper())
-    basis: dict[str, Any] = {
-        "gpu": key or str(gpu),
-        "count": count,
-        "seconds": seconds,
-        "source": core_defaults.GPU_PRICE_SOURCE,
-        "read_on": core_defaults.GPU_PRICE_READ_ON,
-    }
+    source, read_on = core_defaults.GPU_PRICE_SOURCE, core_defaults.GPU_PRICE_READ_ON
     if key is None:
-        basis.update(
-            usd_per_hour=None,
-            estimate=False,
-            text=(
-                f"no estimate: GPU {str(gpu)!r} has no list price in the table "
-                f"(GPU_USD_PER_HOUR names {', '.join(core_defaults.GPU_USD_PER_HOUR)})"
-            ),
-        )
-        return None, basis
+        text = (f"no estimate: GPU {str(gpu)!r} has no list price in the table "
+                f"(GPU_USD_PER_HOUR names {', '.join(core_defaults.GPU_USD_PER_HOUR)})")
+        return None, {"gpu": str(gpu), "count": count, "seconds": seconds, "source": source, "read_on": read_on,
+                      "usd_per_hour": None, "estimate": False, "text": text}
     rate = core_defaults.GPU_USD_PER_HOUR[key]
     who = f"{count} x {key}" if count > 1 else key
     each = " each" if count > 1 else ""
-    basis.update(
-        usd_per_hour=rate,
-        estimate=True,
-        text=f"estimate: {who} at ${rate:.2f}/h{each}, {core_defaults.GPU_PRICE_SOURCE} {core_defaults.GPU_PRICE_READ_ON}",
-    )
+    text = f"estimate: {who} at ${rate:.2f}/h{each}, {source} {read_on}"
+    basis: CostBasis = {"gpu": key, "count": count, "seconds": seconds, "source": source, "read_on": read_on,
+                        "usd_per_hour": rate, "estimate": True, "text": text}
     return round(seconds / 3600 * rate * count, 2), basis
