@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from whileai.platform import defaults
+from whileai.platform.pages._shapes import ChartGroup, ChartLayout, ChartSection, LaidChart
 
 __all__ = ["END_OF_RUN", "MONITOR", "layout"]
 
@@ -136,16 +137,16 @@ def _loss_title(metrics: list[str]) -> str:
     return "Eval loss" if evals else "Loss (train)"
 
 
-def layout(cols: Any) -> dict[str, Any]:
+def layout(cols: Any) -> ChartLayout:
     """Sections of charts, the once-logged scalars and the aliases of the run whose columns are ``cols``."""
     names = sorted(cols.metrics)
-    scalars = {n: _last(cols, n) for n in names if n in END_OF_RUN or _once(cols, n)}
-    scalars = {n: v for n, v in scalars.items() if v is not None and n not in MONITOR}
+    last = {n: _last(cols, n) for n in names if n in END_OF_RUN or _once(cols, n)}
+    scalars = {n: v for n, v in last.items() if v is not None and n not in MONITOR}
     left = [n for n in names if n not in scalars and n not in MONITOR and len(_finite(cols, n)[0])]
     aliases: dict[str, str] = {}
-    sections = []
+    sections: list[ChartSection] = []
     for sid, stitle, charts in _SECTIONS + [(_OTHER[0], _OTHER[1], [])]:
-        found: list[dict[str, Any]] = []
+        found: list[ChartGroup] = []
         for cid, ctitle, wanted in charts:
             picked = [n for n in left if wanted(n)]
             if not picked:
@@ -162,9 +163,8 @@ def layout(cols: Any) -> dict[str, Any]:
                 found += [{"id": "m:" + n, "title": n, "metrics": [n]} for n in picked]
         if sid == _OTHER[0]:
             found = [{"id": "m:" + n, "title": n, "metrics": [n]} for n in left]
-        for chart in found:
-            chart["also"] = {a: k for a, k in aliases.items() if k in chart["metrics"]}
-        if found:
+        laid: list[LaidChart] = [{**chart, "also": {a: k for a, k in aliases.items() if k in chart["metrics"]}} for chart in found]
+        if laid:
             sections.append({"id": sid, "title": stitle, "collapsed": sid in defaults.CHART_SECTIONS_COLLAPSED,
-                             "charts": found})
+                             "charts": laid})
     return {"sections": sections, "scalars": scalars, "aliases": aliases}

@@ -24,6 +24,7 @@ from whileai.platform.store.tables import Point
 from whileai.platform.store.values import InvalidError, loads
 from whileai.platform import defaults
 from whileai.platform.pages._views import config_parts, flatten
+from whileai.platform.store.records import RunRecord
 
 __all__ = ["choices", "parent", "parse", "values"]
 
@@ -48,7 +49,7 @@ def parse(cols: str | None) -> list[dict[str, str]]:
     return found
 
 
-def _config_flat(record: dict[str, Any]) -> dict[str, Any]:
+def _config_flat(record: RunRecord) -> dict[str, Any]:
     """The run's config as dotted keys: what it trained with (the config's own keys, as ``wai.train``
     resolved them), then the spec as written for the keys the config leaves out or null (a runner's
     recipe keys; a stage run shares its recipe's spec, so the spec never overrides the run's own)."""
@@ -81,7 +82,7 @@ def _last_value(s: Session, run_id: str, name: str) -> float | None:
     return None
 
 
-def values(store: Any, records: list[dict[str, Any]], columns: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+def values(store: Any, records: list[RunRecord], columns: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
     """``{run id: {column id: value}}`` for the runs shown (their account already checked by the caller)."""
     out: dict[str, dict[str, Any]] = {r["id"]: {} for r in records}
     for r in records:
@@ -102,7 +103,7 @@ def values(store: Any, records: list[dict[str, Any]], columns: list[dict[str, st
     return out
 
 
-def choices(store: Any, records: list[dict[str, Any]]) -> list[str]:
+def choices(store: Any, records: list[RunRecord]) -> list[str]:
     """Columns to offer: the config keys of the runs shown and the series names of their newest points."""
     keys: dict[str, None] = {}
     for r in records:
@@ -123,7 +124,7 @@ def choices(store: Any, records: list[dict[str, Any]]) -> list[str]:
     return sorted(keys) + ["metric." + n for n in sorted(names)]
 
 
-def parent(record: dict[str, Any]) -> str | None:
+def parent(record: RunRecord) -> str | None:
     """The run this one started from (a stage's ``init_from``), or None."""
     found = config_parts(record)["init_from"]
     if not isinstance(found, str):

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from whileai.domain.episodes.record import EPISODES_KEY, tool_error
+from whileai.platform.pages._shapes import EpisodePair, EpisodeSide, EpisodesView, EpisodeStep, PassedCount
 
 __all__ = ["episodes_view", "CHANGES"]
 
@@ -53,25 +54,25 @@ def _calls(message: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def _steps(messages: Any) -> list[dict[str, Any]]:
-    steps: list[dict[str, Any]] = []
+def _steps(messages: Any) -> list[EpisodeStep]:
+    steps: list[EpisodeStep] = []
     turn = 0
     for message in messages if isinstance(messages, list) else []:
         if not isinstance(message, dict):
             continue
         role = _text(message.get("role")) or "unknown"
-        step: dict[str, Any] = {"role": role, "text": _text(message.get("content"))}
+        step: EpisodeStep = {"role": role, "text": _text(message.get("content"))}
         if role == "assistant":
             turn += 1
-            step.update(turn=turn, calls=_calls(message))
+            step["turn"], step["calls"] = turn, _calls(message)
         elif role == "tool":
-            step.update(name=_text(message.get("name")), call_id=_text(message.get("tool_call_id")),
-                        error=tool_error(message.get("content")))
+            step["name"], step["call_id"] = _text(message.get("name")), _text(message.get("tool_call_id"))
+            step["error"] = tool_error(message.get("content"))
         steps.append(step)
     return steps
 
 
-def _side(record: Any) -> dict[str, Any] | None:
+def _side(record: Any) -> EpisodeSide | None:
     if not isinstance(record, dict):
         return None
     turns = record.get("turns")
@@ -89,7 +90,7 @@ def _by_task(records: Any) -> dict[str, Any]:
     return out
 
 
-def _change(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
+def _change(before: EpisodeSide | None, after: EpisodeSide | None) -> str:
     if before is None or after is None:
         return "after only" if before is None else "before only"
     if before["passed"] != after["passed"]:
@@ -97,12 +98,12 @@ def _change(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
     return "passed both" if after["passed"] else "failed both"
 
 
-def _passed(sides: list[Any]) -> dict[str, int]:
+def _passed(sides: list[EpisodeSide | None]) -> PassedCount:
     played = [side for side in sides if side is not None]
     return {"passed": sum(side["passed"] for side in played), "of": len(played)}
 
 
-def episodes_view(summary: Any) -> dict[str, Any] | None:
+def episodes_view(summary: Any) -> EpisodesView | None:
     """``{"pairs", "counts", "passed", "left_out"}`` for the run page, None when the run kept no episodes.
 
     ``pairs``: ``{"task_id", "change", "before", "after"}`` in the order of CHANGES (each side None where that
@@ -114,7 +115,7 @@ def episodes_view(summary: Any) -> dict[str, Any] | None:
     tasks = list(dict.fromkeys([*sides[1], *sides[0]]))
     if not tasks:
         return None
-    pairs = []
+    pairs: list[EpisodePair] = []
     for task_id in tasks:
         before, after = _side(sides[0].get(task_id)), _side(sides[1].get(task_id))
         pairs.append({"task_id": task_id, "change": _change(before, after), "before": before, "after": after})

@@ -16,6 +16,8 @@ from sqlalchemy import String, cast, func, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
+from whileai.platform.pages._shapes import RunsPage
+from whileai.platform.store.records import RunRecord
 from whileai.platform.store.tables import Run, run_record
 from whileai.platform.store.values import RUN_STATUSES, InvalidError
 from whileai.platform import defaults
@@ -58,7 +60,7 @@ def check_filters(given: Mapping[str, Any]) -> dict[str, str]:
     return chosen
 
 
-def list_page(store: Any, account_id: str, filters: Mapping[str, str | None], page: int, per_page: int) -> dict[str, Any]:
+def list_page(store: Any, account_id: str, filters: Mapping[str, str | None], page: int, per_page: int) -> RunsPage:
     """One page of the account's runs (newest first) with the total, the page count and each filter's choices."""
     if type(page) is not int or page < 1:
         raise InvalidError(f"page={page!r} is not accepted; pages count from 1")
@@ -67,28 +69,28 @@ def list_page(store: Any, account_id: str, filters: Mapping[str, str | None], pa
                            "(RUNS_PER_PAGE_MAX)")
     filters = check_filters(filters)
 
-    def work(s: Session) -> dict[str, Any]:
+    def work(s: Session) -> tuple[list[RunRecord], int, dict[str, list[str]]]:
         where = [Run.account_id == account_id] + [_expr(store, k) == v for k, v in filters.items()]
         total = s.scalar(select(func.count()).select_from(Run).where(*where)) or 0
         rows = s.scalars(select(Run).where(*where).order_by(Run.pk.desc())
                          .limit(per_page).offset((page - 1) * per_page)).all()
-        choices = {}
+        choices: dict[str, list[str]] = {}
         for name in FILTERS:
             expr = _expr(store, name)
             found = s.execute(select(expr).where(Run.account_id == account_id, expr.is_not(None))
                               .group_by(expr).order_by(expr).limit(defaults.FILTER_CHOICES_MAX)).scalars().all()
             choices[name] = [v for v in found if v != ""]
-        return {"records": [run_record(r) for r in rows], "total": total, "choices": choices}
+        return [run_record(r) for r in rows], total, choices
 
-    out = store._tx(work, write=False)
-    out.update(page=page, per_page=per_page, pages=max(1, -(-out["total"] // per_page)), filters=filters)
-    return out
+    records, total, choices = store._tx(work, write=False)
+    return {"records": records, "total": total, "choices": choices, "page": page, "per_page": per_page,
+            "pages": max(1, -(-total // per_page)), "filters": filters}
 
 
-def sweep_records(store: Any, account_id: str, sweep: str) -> list[dict[str, Any]]:
+def sweep_records(store: Any, account_id: str, sweep: str) -> list[RunRecord]:
     """The account's runs of one sweep, oldest first (at most SWEEP_MAX_RUNS)."""
 
-    def work(s: Session) -> list[dict[str, Any]]:
+    def work(s: Session) -> list[RunRecord]:
         q = (select(Run).where(Run.account_id == account_id, _expr(store, "sweep") == sweep)
              .order_by(Run.pk.desc()).limit(defaults.SWEEP_MAX_RUNS))
         return [run_record(r) for r in reversed(s.scalars(q).all())]

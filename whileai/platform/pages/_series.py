@@ -21,7 +21,7 @@ from array import array
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -236,6 +236,24 @@ def downsample(x: np.ndarray, y: np.ndarray, buckets: int = defaults.CHART_BUCKE
     return x[chosen], y[chosen]
 
 
+class NewPoints(TypedDict):
+    """One metric's points past a step (``points_after``): steps, values, and how many there were before any cut.
+
+    ``x`` and ``y`` are lists of numbers, or JSON text for orjson to splice in (``encoded``)."""
+
+    x: Any
+    y: Any
+    points: int
+
+
+class ChartSeries(NewPoints):
+    """One metric as a chart draws it (``chart_series``): its points in range, and whether they were downsampled
+    (to ``buckets``; None where they were not)."""
+
+    downsampled: bool
+    buckets: int | None
+
+
 def _out_x(a: np.ndarray, encoded: bool) -> Any:
     """Steps for the page: whole numbers as integers; with ``encoded``, JSON text orjson splices in as is."""
     if encoded and _orjson is not None and bool(np.all(np.abs(a) < 2**53)) and bool(np.all(a == np.floor(a))):
@@ -256,12 +274,12 @@ def _jsonable(a: np.ndarray) -> list[float]:
 
 def chart_series(cols: Columns, names: list[str] | None = None, start: float | None = None,
                  end: float | None = None, buckets: int = defaults.CHART_BUCKETS,
-                 encoded: bool = False) -> dict[str, dict[str, Any]]:
+                 encoded: bool = False) -> dict[str, ChartSeries]:
     """Per metric: ``x`` (steps), ``y``, ``points`` (how many in range), ``downsampled``, ``first``/``last`` step.
 
     With ``encoded`` (the page routes) ``x`` and ``y`` are JSON text for orjson to splice in.
     """
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ChartSeries] = {}
     for name in sorted(cols.metrics) if names is None else names:
         if name not in cols.metrics:
             continue
@@ -281,9 +299,9 @@ def chart_series(cols: Columns, names: list[str] | None = None, start: float | N
     return out
 
 
-def points_after(cols: Columns, after: float, encoded: bool = False) -> dict[str, dict[str, Any]]:
+def points_after(cols: Columns, after: float, encoded: bool = False) -> dict[str, NewPoints]:
     """Per metric, the points whose step is past ``after`` (downsampled past LIVE_MAX_POINTS)."""
-    out = {}
+    out: dict[str, NewPoints] = {}
     for name in sorted(cols.metrics):
         x, y = cols.xy(name)
         lo = int(np.searchsorted(x, after, side="right"))

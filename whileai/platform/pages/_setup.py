@@ -25,7 +25,9 @@ from whileai.core import defaults as core_defaults
 from whileai.kit import defaults as kit_defaults
 from whileai.platform.launcher.jobs import job_log
 from whileai.platform import defaults
+from whileai.platform.pages._shapes import SetupField, WorkerLog
 from whileai.platform.pages._views import config_parts
+from whileai.platform.store.records import RunRecord
 
 __all__ = ["setup", "worker_log"]
 
@@ -50,7 +52,7 @@ def _first_value_at(where: Any, keys: tuple[str, ...]) -> Any:
     return next((where[k] for k in keys if where.get(k) not in (None, "")), None)
 
 
-def setup(record: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+def setup(record: RunRecord) -> dict[str, SetupField] | None:
     """``{"base_model"|"lora_rank"|"batch_size": {"value", "source"}}``; None for a run with none of them.
 
     ``source`` is "config" when the run's config (or spec) set the value and
@@ -65,7 +67,7 @@ def setup(record: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
     training: dict[str, Any] = summary["training"] if isinstance(summary.get("training"), dict) else {}
     written_in = spec if isinstance(spec, dict) and spec is not config else {}
     kind = record.get("kind")
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, SetupField] = {}
     placed = config.get("processes"), config.get("nodes")  # the world the config asked for, whoever wrote it
     if all(isinstance(v, int) or v is None for v in placed):
         config = {**config, "world_size": (placed[0] or 1) * (placed[1] or 1)}
@@ -80,7 +82,8 @@ def setup(record: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
         same = written is not None and str(written) == str(value)
         source = "trainer" if not keys else "config" if same else "default" if written is None else "trainer"
         out[name] = {"value": value, "source": source}  # a field no config names is what the trainer derived
-    if (out.get("world_size") or {}).get("value") in (None, 1):
+    world = out.get("world_size")
+    if (world["value"] if world else None) in (None, 1):
         for name in _PAST_ONE:
             out.pop(name, None)
     return out or None
@@ -91,7 +94,7 @@ def _first_not_none(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
-def worker_log(store: Any, account_id: str, run_id: str, offset: int | None) -> dict[str, Any]:
+def worker_log(store: Any, account_id: str, run_id: str, offset: int | None) -> WorkerLog:
     """The run's newest job's log from ``offset`` (or its tail): ``{"job", "text", "offset", "size", "note"}``.
 
     The caller has checked that ``run_id`` is this account's; the job is looked up

@@ -15,6 +15,21 @@ import re
 from typing import Any
 
 from whileai.core.stats import certainty_text, constraints_text, group_lines, rate_text, significance_word, status_text
+from whileai.platform.pages._shapes import (
+    AlarmView,
+    ChartGroup,
+    ConfigParts,
+    ConfigRow,
+    ExpectLine,
+    ExpectView,
+    Facts,
+    HeadlineItem,
+    HeldOutPair,
+    ListRow,
+    MonitorView,
+    StageView,
+)
+from whileai.platform.store.records import RunRecord
 
 __all__ = [
     "config_parts", "facts", "headline", "chart_groups", "flatten", "compare_config", "sweep_knobs",
@@ -44,7 +59,7 @@ def _runner(config: dict[str, Any]) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def config_parts(record: dict[str, Any]) -> dict[str, Any]:
+def config_parts(record: RunRecord) -> ConfigParts:
     """The config split the way the page shows it: ``spec`` (resolved), ``overrides``, ``recipe``, ``command``...
 
     A run made by the runner carries its record under ``config["runner"]`` (spec,
@@ -68,7 +83,7 @@ def config_parts(record: dict[str, Any]) -> dict[str, Any]:
     sweep = _first_given(_get(source, "sweep", "id"), source.get("sweep_id"), source.get("sweep"),
                          _get(spec, "sweep", "id"), _get(spec, "sweep_id"))
     differ = source.get("constraints_differ")
-    stage = None
+    stage: StageView | None = None
     if runner is not None and runner.get("stage") is not None:
         stage = {"name": runner.get("stage"), "index": runner.get("stage_index"), "stages": runner.get("stages"),
                  "previous_run": runner.get("previous_run")}
@@ -95,13 +110,13 @@ _HOLDOUT_LABELS = {"pair_accuracy": "held-out pair accuracy", "row_accuracy": "h
                    "loss": "held-out loss", "episode_pass_rate": "held-out episode pass rate"}
 
 
-def headline(summary: Any) -> list[dict[str, Any]]:
+def headline(summary: Any) -> list[HeadlineItem]:
     """Held-out before and after: ``[{"label", "before", "after", "better", "metric"}]`` (loss: lower is better)."""
     if not isinstance(summary, dict):
         return []
     training: dict[str, Any] = summary["training"] if isinstance(summary.get("training"), dict) else {}
     metric = training.get("metric") or "pass_rate"
-    found: list[dict[str, Any]] = []
+    found: list[HeldOutPair] = []
     if "holdout_before" in summary or "holdout_after" in summary:
         # a reward model's is an accuracy; an episode's pass rate is one, of whole episodes
         rate = metric if metric in ("pair_accuracy", "row_accuracy", "episode_pass_rate") else "pass_rate"
@@ -118,21 +133,25 @@ def headline(summary: Any) -> list[dict[str, Any]]:
                       "better": "lower" if lower else "higher"})
     kept: dict[str, Any] = summary["training"] if isinstance(summary.get("training"), dict) else {}
     stats = kept.get("stats") if isinstance(kept.get("stats"), dict) else None
-    for item in found:
-        b, a = item["before"], item["after"]
-        item["change"] = a - b if _is_num(a) and _is_num(b) else None
-        # the numbers as text, by the one formatter the terminal uses too (0.900, never 0.9 here and 0.900 there)
-        item["before_text"], item["after_text"] = rate_text(b), rate_text(a)
+    items: list[HeadlineItem] = []
+    for pair in found:
+        b, a = pair["before"], pair["after"]
         # how sure: n, the Wilson interval and the paired test the job kept (a loss has no per-prompt outcomes)
-        sure = stats if item["metric"] != "loss" else None
-        item["n"] = (sure or {}).get("n") or (kept.get("holdout_prompts") if item["metric"] != "loss" else None)
-        item["stats"] = sure
-        item["certainty"] = certainty_text(sure)
-        # the paired test's verdict in words, shown beside the figure and colouring it (not the sign of the change)
-        item["significance"] = significance_word(sure)
-        # per category where the held-out rows name one (a BFCL mix): the lines the terminal prints
-        item["groups"] = group_lines(kept.get("by_group")) if item["metric"] != "loss" else []
-    return found
+        sure = stats if pair["metric"] != "loss" else None
+        items.append({
+            **pair,
+            "change": a - b if _is_num(a) and _is_num(b) else None,
+            # the numbers as text, by the one formatter the terminal uses too (0.900, never 0.9 here and 0.900 there)
+            "before_text": rate_text(b), "after_text": rate_text(a),
+            "n": (sure or {}).get("n") or (kept.get("holdout_prompts") if pair["metric"] != "loss" else None),
+            "stats": sure,
+            "certainty": certainty_text(sure),
+            # the paired test's verdict in words, shown beside the figure and colouring it (not the sign of the change)
+            "significance": significance_word(sure),
+            # per category where the held-out rows name one (a BFCL mix): the lines the terminal prints
+            "groups": group_lines(kept.get("by_group")) if pair["metric"] != "loss" else [],
+        })
+    return items
 
 
 def _is_num(v: Any) -> bool:
@@ -144,7 +163,7 @@ def _alarms(summary: Any) -> list[dict[str, Any]]:
     return [a for a in alarms if isinstance(a, dict)] if isinstance(alarms, list) else []
 
 
-def facts(record: dict[str, Any]) -> dict[str, Any]:
+def facts(record: RunRecord) -> Facts:
     """The one-line facts of a run: method, recipe, sweep, held-out, verdict, alarms, cost, times."""
     summary: dict[str, Any] = record["summary"] if isinstance(record.get("summary"), dict) else {}
     parts = config_parts(record)
@@ -168,14 +187,14 @@ def facts(record: dict[str, Any]) -> dict[str, Any]:
         "alarms": len(_alarms(summary)),
         "phase": summary.get("phase") if isinstance(summary.get("phase"), str) else None,
         # continued from a checkpoint (python -m whileai resume, a Modal retry): how many times, from which step
-        "resumed": {k: summary["resumed"].get(k) for k in ("times", "from_step")}
+        "resumed": {"times": summary["resumed"].get("times"), "from_step": summary["resumed"].get("from_step")}
         if isinstance(summary.get("resumed"), dict) else None,
         "started": record.get("created_at"),
         "duration_s": (end - record["created_at"]) if end and record.get("created_at") else None,
     }
 
 
-def expect_view(expect: Any) -> dict[str, Any] | None:
+def expect_view(expect: Any) -> ExpectView | None:
     """The runner's expect verdict as the pages show it: ``{"passed", "failed", "lines"}``, None when none was checked.
 
     Each line keeps its key, wanted value, what the run showed, passed or not, and where it was
@@ -183,21 +202,28 @@ def expect_view(expect: Any) -> dict[str, Any] | None:
     """
     if not isinstance(expect, dict) or not isinstance(expect.get("lines"), list) or not expect["lines"]:
         return None
-    lines = [{k: line.get(k) for k in ("key", "want", "seen", "passed", "where")}
-             for line in expect["lines"] if isinstance(line, dict)]
+    lines: list[ExpectLine] = [
+        {"key": line.get("key"), "want": line.get("want"), "seen": line.get("seen"), "passed": line.get("passed"),
+         "where": line.get("where")}
+        for line in expect["lines"] if isinstance(line, dict)]
     return {"passed": bool(expect.get("passed")), "failed": sum(not line["passed"] for line in lines),
             "lines": lines, "recipe": expect.get("recipe") if isinstance(expect.get("recipe"), str) else None}
 
 
-def list_row(record: dict[str, Any]) -> dict[str, Any]:
+def list_row(record: RunRecord) -> ListRow:
     """A runs-list row: the record's own fields a list shows, plus its facts (no config or summary)."""
-    keep = ("id", "name", "status", "kind", "dataset", "step", "total_steps", "created_at", "updated_at",
-            "finished_at", "cost_usd", "cost_basis", "error")
-    row = {k: record.get(k) for k in keep}
-    row["error"] = (row["error"] or "")[:300] or None
-    row.update(facts(record))
-    if row["expect"]:  # the list shows the verdict only; the run's page shows each line
-        row["expect"] = {"passed": row["expect"]["passed"], "failed": row["expect"]["failed"]}
+    shown = facts(record)
+    row: ListRow = {
+        "id": record.get("id"), "name": record.get("name"), "status": record.get("status"), "kind": record.get("kind"),
+        "dataset": record.get("dataset"), "step": record.get("step"), "total_steps": record.get("total_steps"),
+        "created_at": record.get("created_at"), "updated_at": record.get("updated_at"),
+        "finished_at": record.get("finished_at"), "cost_usd": record.get("cost_usd"),
+        "cost_basis": record.get("cost_basis"), "error": (record.get("error") or "")[:300] or None,
+        **shown,
+    }
+    expect = shown["expect"]
+    if expect:  # the list shows the verdict only; the run's page shows each line
+        row["expect"] = {"passed": expect["passed"], "failed": expect["failed"]}
     return row
 
 
@@ -217,7 +243,7 @@ _GROUPS: list[tuple[str, str, Any]] = [
 _MONITOR = ("monitor/proxy", "monitor/gold")
 
 
-def chart_groups(names: list[str]) -> list[dict[str, Any]]:
+def chart_groups(names: list[str]) -> list[ChartGroup]:
     """Charts for these metric names, loss first: ``[{"id", "title", "metrics"}]``.
 
     Loss (train and eval on one chart), learning rate, grad norm, rewards, KL and
@@ -226,7 +252,7 @@ def chart_groups(names: list[str]) -> list[dict[str, Any]]:
     drawn by the monitor section instead.
     """
     left = [n for n in sorted(names) if n not in _MONITOR]
-    charts = []
+    charts: list[ChartGroup] = []
     for gid, title, wanted in _GROUPS:
         picked = [n for n in left if wanted(n)]
         if gid == "loss":
@@ -250,7 +276,7 @@ def _armed_notes(armed: dict[str, str]) -> list[str]:
     return notes
 
 
-def monitor_view(summary: Any, names: list[str]) -> dict[str, Any] | None:
+def monitor_view(summary: Any, names: list[str]) -> MonitorView | None:
     """The HackMonitor section: which series hold proxy and gold, its curve, alarms with step and text."""
     monitor = _get(summary, "monitor")
     logged = [n for n in _MONITOR if n in names]
@@ -259,7 +285,7 @@ def monitor_view(summary: Any, names: list[str]) -> dict[str, Any] | None:
     monitor = monitor if isinstance(monitor, dict) else {}
     from whileai.core.alarms import alarm_meaning
 
-    alarms = [{"step": a.get("step"), "kind": a.get("kind"), "meaning": alarm_meaning(a.get("kind")),
+    alarms: list[AlarmView] = [{"step": a.get("step"), "kind": a.get("kind"), "meaning": alarm_meaning(a.get("kind")),
                "text": str(a.get("message") or a.get("kind") or "alarm")} for a in _alarms(summary)]
     curve: list[Any] = monitor["curve"] if isinstance(monitor.get("curve"), list) else []
     notes = []
@@ -307,13 +333,13 @@ def _same(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
-def compare_config(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def compare_config(records: list[RunRecord]) -> list[ConfigRow]:
     """Config keys side by side: ``[{"key", "values", "differs"}]``, the keys that differ first."""
     flats = [flatten(config_parts(r)["spec"]) for r in records]
     keys: list[str] = []
     for flat in flats:
         keys += [k for k in flat if k not in keys]
-    rows = []
+    rows: list[ConfigRow] = []
     for key in keys:
         values = [flat.get(key, None) for flat in flats]
         present = [key in flat for flat in flats]
@@ -325,7 +351,7 @@ def compare_config(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 _OVERRIDE = re.compile(r"^[+~]*([A-Za-z_][\w./-]*)=(.*)$")
 
 
-def _overrides(parts: dict[str, Any]) -> dict[str, str]:
+def _overrides(parts: ConfigParts) -> dict[str, str]:
     over = parts.get("overrides")
     if isinstance(over, dict):
         return {str(k): v for k, v in over.items()}
@@ -338,7 +364,7 @@ def _overrides(parts: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def sweep_knobs(records: list[dict[str, Any]]) -> list[str]:
+def sweep_knobs(records: list[RunRecord]) -> list[str]:
     """The knobs a sweep varied: named by the sweep when it says, else the keys whose values differ."""
     for r in records:
         named = _get(r.get("config"), "sweep", "knobs") or _get(r.get("config"), "sweep", "params")
@@ -357,7 +383,7 @@ def sweep_knobs(records: list[dict[str, Any]]) -> list[str]:
     return [k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flats}) > 1]
 
 
-def knob_value(record: dict[str, Any], knob: str) -> Any:
+def knob_value(record: RunRecord, knob: str) -> Any:
     """A run's value of a swept knob: from its resolved spec, else its overrides."""
     parts = config_parts(record)
     flat = flatten(parts["spec"])
@@ -378,7 +404,7 @@ def _py(value: Any) -> str:
     return json.dumps(str(value))
 
 
-def reproduce_commands(record: dict[str, Any]) -> list[dict[str, str]]:
+def reproduce_commands(record: RunRecord) -> list[dict[str, str]]:
     """Copyable commands that make this run again: ``[{"label", "text"}]``, the most exact first."""
     parts = config_parts(record)
     out = []

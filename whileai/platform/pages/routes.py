@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
@@ -26,9 +26,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from whileai.core import codec
 from whileai.platform.api.common import ApiError, base_url, store
+from whileai.platform.store.records import RunRecord
 from whileai.platform.store.values import NotFoundError
 from whileai.platform import defaults
 from whileai.platform.pages import _charts, _columns, _episodes, _list, _series, _setup, _views, auth
+from whileai.platform.pages._shapes import ChartGroup
 
 __all__ = ["router"]
 
@@ -158,10 +160,11 @@ def runs_data(
     filters = {"status": status, "method": method, "recipe": recipe, "dataset": dataset, "sweep": sweep}
     the_store = store(request)
     found = _list.list_page(the_store, acct, filters, page, per_page)
-    records = found.pop("records")
+    records = found["records"]
+    paging = {k: v for k, v in found.items() if k != "records"}  # total, choices, page, per_page, pages, filters
     extra = _columns.values(the_store, records, columns)
     rows = [{**_views.list_row(r), "cols": extra[r["id"]], "parent": _columns.parent(r)} for r in records]
-    return _data({"runs": rows, **found, "compare": [defaults.COMPARE_MIN_RUNS, defaults.COMPARE_MAX_RUNS],
+    return _data({"runs": rows, **paging, "compare": [defaults.COMPARE_MIN_RUNS, defaults.COMPARE_MAX_RUNS],
                   "columns": columns, "column_choices": _columns.choices(the_store, records)})
 
 
@@ -202,14 +205,29 @@ def run_log(run_id: str, request: Request, offset: int | None = Query(None, ge=0
     return _data({**_setup.worker_log(the_store, acct, record["id"], offset), "status": record["status"]})
 
 
-def _served(request: Request, acct: str, run_id: str) -> list[dict[str, Any]]:
+class ServedName(TypedDict):
+    """A name the account serves from a run, as the run page lists it: its version and where to call it."""
+
+    name: str
+    version: int
+    endpoint: str
+    baseModel: str | None
+
+
+class CompareChart(ChartGroup):
+    """One chart of the compare page: one metric, and whether every run compared logged it."""
+
+    in_all: bool
+
+
+def _served(request: Request, acct: str, run_id: str) -> list[ServedName]:
     models = [m for m in store(request).list_models(acct) if m.get("adapterRunId") == run_id]
     endpoint = f"{base_url(request)}/v1"
     return [{"name": m["name"], "version": m["version"], "endpoint": endpoint, "baseModel": m.get("baseModel")}
             for m in models]
 
 
-def _run_view(request: Request, acct: str, record: dict[str, Any], cols: _series.Columns) -> dict[str, Any]:
+def _run_view(request: Request, acct: str, record: RunRecord, cols: _series.Columns) -> dict[str, Any]:
     summary: dict[str, Any] = record["summary"] if isinstance(record.get("summary"), dict) else {}
     names = sorted(cols.metrics)
     drawn = _charts.layout(cols)
@@ -250,7 +268,7 @@ def _first_dict(*values: Any) -> dict[str, Any] | None:
     return next((v for v in values if isinstance(v, dict)), None)
 
 
-def _compare_records(request: Request, acct: str, runs: str) -> list[dict[str, Any]]:
+def _compare_records(request: Request, acct: str, runs: str) -> list[RunRecord]:
     ids = [r for r in dict.fromkeys(runs.split(",")) if r]
     if not defaults.COMPARE_MIN_RUNS <= len(ids) <= defaults.COMPARE_MAX_RUNS:
         raise ApiError(422, f"runs={runs!r} names {len(ids)} runs; compare {defaults.COMPARE_MIN_RUNS} to "
@@ -270,7 +288,7 @@ def compare_data(request: Request, runs: str = "", metrics: str | None = None,
                                  for rid, c in cols.items()}})
     names = sorted({n for c in cols.values() for n in c.metrics})
     everywhere = [n for n in names if all(n in c.metrics for c in cols.values())]
-    charts = [{"id": "m:" + n, "title": n, "metrics": [n], "in_all": n in everywhere}
+    charts: list[CompareChart] = [{"id": "m:" + n, "title": n, "metrics": [n], "in_all": n in everywhere}
               for g in _views.chart_groups(names) for n in g["metrics"]]
     charts.sort(key=lambda c: not c["in_all"])  # metrics every run logged first, loss first among them
     return _data({
