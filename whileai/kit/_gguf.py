@@ -21,7 +21,7 @@ import importlib.util
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 __all__ = ["GGUF_PACKAGES", "REAL_EXTRA_HINT", "KIT_PRE_TOKENIZER", "is_gguf_base", "gguf_source", "gguf_problem",
            "gguf_sha256", "gguf_imported",
@@ -108,7 +108,17 @@ def gguf_field(reader: Any, key: str) -> Any:
     return bytes(value).decode("utf-8", "replace") if found.types and found.types[0].name == "STRING" else value.tolist()[0]
 
 
-def _quantisation(path: Path) -> dict[str, Any]:
+class GgufDescription(TypedDict):
+    """What a GGUF file says of itself: its file type (None where it names none), the count of tensors of each
+    type, its architecture and its model's name (as the file holds them)."""
+
+    quantisation: str | None
+    tensor_types: dict[str, int]
+    architecture: Any
+    model_name: Any
+
+
+def _quantisation(path: Path) -> GgufDescription:
     """The file's own description: its file type (e.g. MOSTLY_Q4_1), architecture and the tensor types it holds."""
     from gguf import GGMLQuantizationType, GGUFReader, LlamaFileType
 

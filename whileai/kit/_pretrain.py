@@ -36,14 +36,22 @@ import json
 import random
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from whileai.kit import _vocab
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["copy_friendly_init", "pretrain", "pretrain_conversations"]
+__all__ = ["Conversation", "copy_friendly_init", "pretrain", "pretrain_conversations"]
+
+
+class Conversation(TypedDict):
+    """One pre-training conversation: its chat messages and the tools offered (None for an echo)."""
+
+    messages: list[dict[str, Any]]  #: chat messages as the chat template reads them
+    tools: list[dict[str, Any]] | None  #: OpenAI-style tool schemas
+
 
 #: The sample task's tools: never used as made-up tool names here.
 _RESERVED = {"get_weather", "convert", "set_timer", "get_time"}
@@ -121,7 +129,7 @@ def _call_example(rng: random.Random, task_name_share: float = 0.0) -> tuple[lis
     return messages, tools, args
 
 
-def pretrain_conversations(n: int, seed: int = 0) -> list[dict[str, Any]]:
+def pretrain_conversations(n: int, seed: int = 0) -> list[Conversation]:
     """``n`` pre-training conversations (``{"messages", "tools"}``), deterministic for ``seed``."""
     from whileai.kit import defaults
 
@@ -129,7 +137,7 @@ def pretrain_conversations(n: int, seed: int = 0) -> list[dict[str, Any]]:
     words = _words() + list(_vocab.CITIES) + _units() + [str(i) for i in range(0, 301)]
     identifiers = list(_vocab.TOOL_WORDS)
     share = defaults.KIT_BASE_TASK_NAME_SHARE
-    out: list[dict[str, Any]] = []
+    out: list[Conversation] = []
     for _ in range(n):
         kind = rng.random()
         if kind < 0.25:
@@ -175,9 +183,9 @@ def copy_friendly_init(model: PreTrainedModel) -> None:
                 proj.weight.copy_(torch.eye(*proj.weight.shape, dtype=proj.weight.dtype))
 
 
-def _encode(tokenizer: PreTrainedTokenizerBase, conv: dict[str, Any]) -> tuple[list[int], list[int]]:
+def _encode(tokenizer: PreTrainedTokenizerBase, conv: Conversation) -> tuple[list[int], list[int]]:
     enc = tokenizer.apply_chat_template(
-        conv["messages"], tools=conv["tools"], tokenize=True, return_dict=True,
+        conv["messages"], tools=None if conv["tools"] is None else [*conv["tools"]], tokenize=True, return_dict=True,
         return_assistant_tokens_mask=True,
     )
     if not isinstance(enc, Mapping):  # return_dict=True: a BatchEncoding (transformers types every return shape together)
