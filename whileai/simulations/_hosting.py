@@ -17,7 +17,7 @@ import inspect
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from whileai.domain import defaults
 from whileai.core import defaults as core_defaults
@@ -25,6 +25,9 @@ from whileai.simulations._resolve import INHERITED, LORA_SHAPE, Resolved, data_f
 from whileai.simulations._sent import Sent, sent_as_is
 from whileai.core.spec import ALIASES, BOOKKEEPING, GRPOSpec, RunSpec, canonical, continues_runs, same_run
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
+
+if TYPE_CHECKING:
+    from whileai.domain.rows.selection import Dropped
 
 __all__ = ["train", "train_spec", "selection_gate"]
 
@@ -112,7 +115,8 @@ def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixe
     return report
 
 
-def _too_long(report: Mapping[str, Any]) -> dict[str, Any] | None:
+def _too_long(report: Mapping[str, Any]) -> Dropped | None:
+    """The report's ``too_long`` class (rows longer than the base's context), None where it drops none."""
     return next((d for d in report.get("dropped") or [] if d["class"] == "too_long"), None)
 
 

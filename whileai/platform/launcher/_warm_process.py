@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 from whileai.platform import defaults
 from whileai.platform.launcher import _pids, _warm_install
@@ -250,7 +250,14 @@ def _takes(request: dict[str, Any], listed: str, module: str) -> bool:
             and isinstance(request.get("env"), dict) and isinstance(request.get("cwd"), str))
 
 
-def _threads() -> dict[str, Any]:
+class _Threads(TypedDict):
+    """The threads a process runs (``_threads``): how many Python threads, and the native ones' names."""
+
+    python_threads: int
+    native_threads: list[str]
+
+
+def _threads() -> _Threads:
     """The threads this process runs, which every fork starts from: Python's (only the main one, so no lock a
     thread holds is copied held), and the native ones by id and name (the libraries' own pools; ``_warm`` says
     which there are and why forking with them is safe)."""
