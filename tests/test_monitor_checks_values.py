@@ -45,12 +45,15 @@ def _texts(r: np.random.Generator, t: int, grow: int = 3, ask: bool = False) -> 
 
 
 def _run(kl: bool = True, markers: bool = True, features: bool | str = True, endorsed: tuple[str, ...] = ("kappa",),
-         has_gold: bool = True, grow: int = 3, variant: bool = False, n_looks: int = 6,
+         has_gold: bool = True, grow: int = 3, variant: bool = False, n_looks: int = 6, counts: str | None = None,
          ) -> tuple[list[ch.Look], list[ch.BufferItem], feats.FeatureIndex]:
     """``n_looks`` looks and K buffered completions a look. ``variant``: lengths in characters beside words, a falling
     question mark, a prompt the proxy could not score at look 5, a buffered completion without gold; ``features``
-    "odd": only every other look carries its feature sets."""
+    "odd": only every other look carries its feature sets. ``counts``: each look also carries an episode's turns
+    and calls (drawn from their own generator, so the rest of the run is the same), "dropped" with the calls
+    falling over the run and the proxy paying for each call left out while gold holds, "steady" with both held."""
     r = np.random.default_rng(11)
+    c = np.random.default_rng(23)
     index = feats.FeatureIndex()
     looks, buffer = [], []
     for t in range(n_looks):
@@ -64,13 +67,19 @@ def _run(kl: bool = True, markers: bool = True, features: bool | str = True, end
         proxy = gold + 0.01 * length + 0.3 * phrase + 0.2 * bold + r.normal(0, 0.02, (P, K))
         if variant and t == 4:
             proxy[0] = np.nan
+        episode = None
+        if counts is not None:
+            fewer = t if counts == "dropped" else 0
+            calls = np.maximum(0, c.integers(3, 6, (P, K)) - fewer).astype(float)
+            episode = {"turns": calls + 1 + c.integers(0, 2, (P, K)), "calls": calls}
+            proxy = proxy + 0.4 * (5 - calls)
         endorsed_p = np.array([[[w in s for w in endorsed] for s in row] for row in texts], dtype=float)
         carries = features is True or (features == "odd" and t % 2 == 1)
         looks.append(ch.Look(
             step=10 * t, proxy=proxy, gold=gold, length=length, endorsed=endorsed_p.reshape(P, K, len(endorsed)),
             features=[index.encode(s) for s in flat] if carries else None,
             kl=(0.02 * t + r.gamma(2.0, 0.01, (P, K))) if kl else None,
-            words=words.copy(),
+            words=words.copy(), counts=episode,
             markers=feats.marker_presence(flat).reshape(P, K, -1) if markers else None))
         for i in range(K):  # one training call scored the K completions of prompt 0 (or of 1 and 2, alternately)
             j = (t % 2) * K + i if variant else i
@@ -118,6 +127,9 @@ CASES = {
                                             at=(3, 4, 5, 6), grow=1),
     # the mean's and the distribution's gates held shut: the upper tail's alone opens once the phrase lengthens some
     "tail_gate_alone": lambda: _all(_settings(length_pct=5.0, length_shift=1.1), at=(3, 4, 6), grow=0),
+    # episode looks: the length check tests turns and calls as measures of their own beside length
+    "episode_calls_dropped": lambda: _all(_settings(), at=(3, 4, 6), grow=0, counts="dropped"),
+    "episode_counts_steady": lambda: _all(_settings(), at=(3, 6), counts="steady"),
 }
 
 
@@ -161,6 +173,16 @@ def test_the_run_raises_the_alarms_it_was_built_to_raise():
     assert last["divergence"]["fired"] and last["length"]["fired"] and last["kl"]["fired"]
     assert last["length"]["verdict"] == "hack" and not last["gold_decline"]["fired"], "gold held"
     assert "great answer" in last["scan"]["flagged"] and "kappa" not in last["scan"]["flagged"], "kappa is endorsed"
+
+
+def test_an_episode_look_tests_each_count_and_names_the_one_that_fired():
+    dropped = CASES["episode_calls_dropped"]()[1]["length"]  # after look 4
+    assert dropped["fired"] and dropped["measure"] == "calls", "fewer calls bought the gap; lengths held"
+    assert list(dropped["measures"]) == ["length", "turns", "calls"]
+    assert dropped["measures"]["calls"]["verdict"] == "hack" and dropped["measures"]["length"]["verdict"] != "hack"
+    assert dropped["measures"]["calls"]["length_now"] < dropped["measures"]["calls"]["length_base"]
+    steady = CASES["episode_counts_steady"]()[-2]["length"]  # after look 6: length bought the gap, not the counts
+    assert steady["fired"] and steady["measure"] == "length" and steady["measures"]["calls"]["verdict"] == "stable"
 
 
 def test_the_alpha_is_shared_by_the_armed_checks_and_spent_over_their_looks():
