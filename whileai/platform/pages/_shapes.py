@@ -8,15 +8,20 @@ there (``Any``); the readers never check more than the page needs.
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from whileai.core.stats import HoldoutResult
 from whileai.platform.store.records import RunRecord
 from whileai.platform.store.values import CostBasis
 
+if TYPE_CHECKING:  # the chart series is built (and its type defined) beside the columns it reads
+    from whileai.platform.pages._series import ChartSeries
+
 __all__ = ["StageView", "ConfigParts", "HeldOutPair", "HeadlineItem", "ExpectLine", "ExpectView", "ExpectBrief",
-           "ResumedView", "Facts", "ListRow", "ChartGroup", "CurvePoint", "AlarmView", "MonitorView", "ConfigRow", "LaidChart", "ChartSection", "ChartLayout", "SetupField",
-           "WorkerLog", "RunsPage", "EpisodeStep", "EpisodeSide", "EpisodePair", "PassedCount", "EpisodesView"]
+           "ResumedView", "Facts", "ListRow", "ChartGroup", "CurvePoint", "AlarmView", "MonitorView", "ConfigRow",
+           "LaidChart", "ChartSection", "ChartLayout", "SetupField", "WorkerLog", "RunsPage", "EpisodeStep",
+           "EpisodeSide", "EpisodePair", "PassedCount", "EpisodesView", "ServedName", "CompareChart", "ConfigView",
+           "LiveSettings", "RunView"]
 
 
 class StageView(TypedDict):
@@ -294,3 +299,57 @@ class EpisodesView(TypedDict):
     counts: dict[str, int]
     passed: dict[str, PassedCount]  #: ``before`` and ``after``
     left_out: int
+
+
+class ServedName(TypedDict):
+    """A name the account serves from a run, as the run page lists it: its version and where to call it."""
+
+    name: str
+    version: int
+    endpoint: str
+    baseModel: str | None
+
+
+class CompareChart(ChartGroup):
+    """One chart of the compare page: one metric, and whether every run compared logged it."""
+
+    in_all: bool
+
+
+class ConfigView(ConfigParts):
+    """A run page's config section: the config's parts and the commands that make the run again."""
+
+    reproduce: list[dict[str, str]]  #: ``{"label", "text"}``, the most exact first
+
+
+class LiveSettings(TypedDict):
+    """How a running run's page polls: every ``poll_ms``, into charts of ``buckets`` buckets."""
+
+    poll_ms: int
+    buckets: int
+
+
+class RunView(TypedDict):
+    """A run page's data (``routes._run_view``): the record, its facts and figures, charts, sections and what its
+    summary kept; a summary's own parts (``delta``, ``selection``, ``export``, ``training``) as the job wrote them."""
+
+    run: dict[str, Any]  #: the record without its config and summary
+    facts: Facts
+    headline: list[HeadlineItem]
+    delta: dict[str, Any] | None
+    charts: list[LaidChart]
+    sections: list[ChartSection]
+    scalars: dict[str, float]
+    setup: dict[str, SetupField] | None
+    series: dict[str, ChartSeries]
+    unstepped: int
+    monitor: MonitorView | None
+    selection: dict[str, Any] | None
+    export: dict[str, Any] | None
+    training: dict[str, Any] | None
+    episodes: EpisodesView | None
+    adapter: Any
+    served: list[ServedName]
+    config: ConfigView
+    summary_other: dict[str, Any]  #: the summary's keys no section above shows
+    live: LiveSettings

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
@@ -30,7 +30,7 @@ from whileai.platform.store.records import RunRecord
 from whileai.platform.store.values import NotFoundError
 from whileai.platform import defaults
 from whileai.platform.pages import _charts, _columns, _episodes, _list, _series, _setup, _views, auth
-from whileai.platform.pages._shapes import ChartGroup
+from whileai.platform.pages._shapes import CompareChart, RunView, ServedName
 
 __all__ = ["router"]
 
@@ -205,21 +205,6 @@ def run_log(run_id: str, request: Request, offset: int | None = Query(None, ge=0
     return _data({**_setup.worker_log(the_store, acct, record["id"], offset), "status": record["status"]})
 
 
-class ServedName(TypedDict):
-    """A name the account serves from a run, as the run page lists it: its version and where to call it."""
-
-    name: str
-    version: int
-    endpoint: str
-    baseModel: str | None
-
-
-class CompareChart(ChartGroup):
-    """One chart of the compare page: one metric, and whether every run compared logged it."""
-
-    in_all: bool
-
-
 def _served(request: Request, acct: str, run_id: str) -> list[ServedName]:
     models = [m for m in store(request).list_models(acct) if m.get("adapterRunId") == run_id]
     endpoint = f"{base_url(request)}/v1"
@@ -227,7 +212,7 @@ def _served(request: Request, acct: str, run_id: str) -> list[ServedName]:
             for m in models]
 
 
-def _run_view(request: Request, acct: str, record: RunRecord, cols: _series.Columns) -> dict[str, Any]:
+def _run_view(request: Request, acct: str, record: RunRecord, cols: _series.Columns) -> RunView:
     summary: dict[str, Any] = record["summary"] if isinstance(record.get("summary"), dict) else {}
     names = sorted(cols.metrics)
     drawn = _charts.layout(cols)
