@@ -32,7 +32,7 @@ import math
 import re
 import secrets
 from urllib.parse import parse_qsl
-from typing import Any
+from typing import Any, TypedDict
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -286,7 +286,13 @@ async def _checked_json(scope: Scope, raw: bytes, send: Send) -> bool:
     return True
 
 
-def _launch_refused(scope: Scope, raw: bytes, refused: BodyRefused) -> dict[str, Any] | None:
+class _RefusedLaunch(TypedDict):
+    """What a refused launch's body is cut to (``_launch_refused``): the run it names, for the route to fail."""
+
+    run_id: str
+
+
+def _launch_refused(scope: Scope, raw: bytes, refused: BodyRefused) -> _RefusedLaunch | None:
     """The body a refused launch passes on, so the launch route refuses it and fails its run with the reason
     (``request.state.body_refused``): its run id alone; None for any other route, or a body naming no run."""
     if scope.get("method") != "POST" or scope.get("path") != "/api/v1/jobs/launch":
