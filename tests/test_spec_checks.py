@@ -5,6 +5,7 @@ form. Pure: no training, no platform."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from whileai.core import defaults as d
@@ -303,3 +304,66 @@ def test_an_update_is_validated_again_over_the_fields_the_spec_was_given():
     assert changed.model_fields_set == spec.model_fields_set | {"holdout"}
     with pytest.raises(Exception, match="lora_rank=0 is outside"):
         S.updated(spec, lora_rank=0)
+
+
+def test_a_python_ref_is_a_string_that_starts_with_the_prefix():
+    assert S.is_python_ref("python:mod:fn") and S.is_python_ref(S.PYTHON_PREFIX)
+    assert not S.is_python_ref("fine_grained") and not S.is_python_ref("rm:python:x")
+    assert not S.is_python_ref(None) and not S.is_python_ref(3), "not a string: no ref, and no error"
+
+
+#: the reward knobs of a GRPO spec, and every problem environment_reward_problems finds in them, word for word
+ENVIRONMENT_REWARD_CASES = [
+    ({"environment": None, "turn_reward": None}, []),
+    ({"environment": None, "reward": "fine_grained", "reward_weights": [1.0]}, []),
+    ({"environment": None, "turn_reward": "fine_grained"},
+     ["turn_reward=fine_grained scores an episode's calls against its gold calls, and this spec plays no environment "
+      "(environment=None); pick an environment (environment=kit, bfcl or python:MODULE:CLASS), or leave turn_reward "
+      "None (single-turn prompts: reward=fine_grained pays the first action's parts)"]),
+    ({"environment": "bfcl:multi_turn_base", "turn_reward": "first_action"},
+     ["turn_reward=first_action scores a rollout's calls against the gold calls of the whole entry, and in "
+      "environment=bfcl:multi_turn_base GRPO's rollouts play only the entry's first user turn (TRL's tool loop has no "
+      "next user turn), so every later turn's gold call would count as missed; leave turn_reward None (the episode "
+      "judge, BFCL's check of the turns played, pays it), or play environment=kit"]),
+    ({"environment": "bfclish", "turn_reward": "first_action"}, []),
+    ({"environment": "kit", "reward": "python:m:f", "turn_reward": None}, []),
+    ({"environment": "kit", "reward": ["python:m:f"], "reward_weights": [2.0]}, []),
+    ({"environment": "kit", "reward": ["python:m:f", "python:m:g"], "turn_reward": "first_action"},
+     ["turn_reward=first_action scores calls beside the episode judge, and reward=python:m:f,python:m:g is paid in the "
+      "judge's place (environment=kit), so there is no judge for it to sit beside; score the calls inside your reward "
+      "function, or leave turn_reward None"]),
+    ({"environment": "kit", "turn_reward": "fine_grained"}, []),
+    ({"environment": "kit", "reward": ["first_action"], "turn_reward": None}, []),
+    ({"environment": "kit", "reward": "fine_grained", "reward_weights": [1.0]},
+     ["reward=fine_grained is not read in environment=kit: there the reward is the episode judge (the end state and "
+      "the final reply), and per-turn scores come from turn_reward; pass turn_reward=fine_grained (weighted by "
+      "turn_reward_weight) and leave reward at its default (first_action), or play without an environment",
+      "reward_weights=[1.0] is not read in environment=kit: the episode judge weighs 1.0 and turn_reward's score "
+      "turn_reward_weight; pass turn_reward_weight=... and leave reward_weights None"]),
+    ({"environment": "kit", "reward": ["python:m:f", "rm"], "turn_reward": None},
+     ["reward=python:m:f,rm is not read in environment=kit: there the reward is the episode judge (the end state and "
+      "the final reply), and per-turn scores come from turn_reward; pass turn_reward=first_action or fine_grained "
+      "(weighted by turn_reward_weight) and leave reward at its default (first_action), or play without an "
+      "environment"]),
+]
+
+
+@pytest.mark.parametrize("values, problems", ENVIRONMENT_REWARD_CASES)
+def test_environment_reward_problems_name_each_knob_that_would_not_be_read(values, problems):
+    assert S.environment_reward_problems(values) == problems
+
+
+def test_spec_json_writes_holdout_and_runner_beside_the_spec_in_field_order():
+    spec = read_spec({"method": "sft", "base_model": "b"})
+    runner = S.RunnerRecord(recipe="r", stage="sft", count=np.int64(3))  # a numpy value a user's record may carry
+    assert spec_json(spec, holdout="ds_h") == {"spec_version": S.SPEC_VERSION, "method": "sft", "base_model": "b",
+                                               "holdout": "ds_h"}
+    started = read_spec({"method": "sft", "base_model": "b", "init_from": "run_0"})
+    assert list(spec_json(started)) == ["spec_version", "method", "base_model", "init_from"]
+    assert list(spec_json(started, holdout="ds_h")) == ["spec_version", "method", "base_model", "holdout", "init_from"]
+    with_runner = spec_json(spec, runner=runner)
+    assert with_runner["runner"] == {"recipe": "r", "stage": "sft", "count": 3}, "only what the runner set, as JSON"
+    assert type(with_runner["runner"]["count"]) is int and "holdout" not in with_runner
+    both = S.job_json(spec, "run_1", "ds_1", holdout="ds_h", runner=runner)
+    assert both == {"spec_version": S.SPEC_VERSION, "method": "sft", "base_model": "b", "holdout": "ds_h",
+                    "runner": {"recipe": "r", "stage": "sft", "count": 3}, "run_id": "run_1", "dataset": "ds_1"}
