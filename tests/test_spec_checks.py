@@ -355,15 +355,18 @@ def test_environment_reward_problems_name_each_knob_that_would_not_be_read(value
 
 def test_spec_json_writes_holdout_and_runner_beside_the_spec_in_field_order():
     spec = read_spec({"method": "sft", "base_model": "b"})
-    runner = S.RunnerRecord(recipe="r", stage="sft", count=np.int64(3))  # a numpy value a user's record may carry
+    # a numpy value and a tuple a user's record may carry: JSON has neither
+    runner = S.RunnerRecord(recipe="r", stage="sft", count=np.int64(3), pair=(1, 2))
     assert spec_json(spec, holdout="ds_h") == {"spec_version": S.SPEC_VERSION, "method": "sft", "base_model": "b",
                                                "holdout": "ds_h"}
     started = read_spec({"method": "sft", "base_model": "b", "init_from": "run_0"})
     assert list(spec_json(started)) == ["spec_version", "method", "base_model", "init_from"]
     assert list(spec_json(started, holdout="ds_h")) == ["spec_version", "method", "base_model", "holdout", "init_from"]
     with_runner = spec_json(spec, runner=runner)
-    assert with_runner["runner"] == {"recipe": "r", "stage": "sft", "count": 3}, "only what the runner set, as JSON"
-    assert type(with_runner["runner"]["count"]) is int and "holdout" not in with_runner
+    assert with_runner["runner"] == {"recipe": "r", "stage": "sft", "count": 3, "pair": [1, 2]}, "only what it set"
+    assert type(with_runner["runner"]["count"]) is int and type(with_runner["runner"]["pair"]) is list, "as JSON"
+    assert "holdout" not in with_runner
     both = S.job_json(spec, "run_1", "ds_1", holdout="ds_h", runner=runner)
     assert both == {"spec_version": S.SPEC_VERSION, "method": "sft", "base_model": "b", "holdout": "ds_h",
-                    "runner": {"recipe": "r", "stage": "sft", "count": 3}, "run_id": "run_1", "dataset": "ds_1"}
+                    "runner": {"recipe": "r", "stage": "sft", "count": 3, "pair": [1, 2]}, "run_id": "run_1",
+                    "dataset": "ds_1"}

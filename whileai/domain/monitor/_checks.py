@@ -320,7 +320,7 @@ def _length(looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], ba
     names = list(_measures(looks[-1]))
     moved = [_moved(looks, base, len(looks) - 1, name, cfg) for name in names]
     alpha = cfg.spend("length") if any(moved) else stats.spent_alpha(cfg.alpha_share(), max(1, look))
-    results = {name: _length_of(name, looks, adj, gold, base, cur, cfg, look, alpha / len(names),
+    results = {name: _length_of(name, looks, adj, gold, base, cur, cfg, alpha / len(names),
                                 _rng(cfg, look, 3 if j == 0 else 30 + j))
                for j, name in enumerate(names)}
     if len(names) == 1:
@@ -344,7 +344,7 @@ def _moved(looks: list[Look], base: list[int], i: int, name: str, cfg: Settings)
 
 
 def _length_of(name: str, looks: list[Look], adj: list[np.ndarray], gold: list[np.ndarray], base: list[int],
-               cur: list[int], cfg: Settings, look: int, alpha: float,
+               cur: list[int], cfg: Settings, alpha: float,
                rng: np.random.Generator) -> stats.LengthResult | None:
     """The length test (``stats.length_test``) on one measure of the looks, at ``alpha``."""
     base_len = np.stack([_measures(looks[i])[name] for i in base])
