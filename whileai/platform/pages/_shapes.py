@@ -107,15 +107,15 @@ class ResumedView(TypedDict):
     from_step: Any
 
 
-class Facts(TypedDict):
-    """``facts``' answer: a run's one-line facts."""
+class _FactFields(TypedDict):
+    """The facts a run's page and a runs-list row both show (``facts``), but the expect verdict, which each shows in its
+    own cut."""
 
     method: str | None
     recipe: str | None
     sweep: str | int | None
     holdout: HeadlineItem | None
     verdict: Any
-    expect: ExpectView | None
     status_text: str
     alarms: int
     phase: str | None
@@ -124,7 +124,13 @@ class Facts(TypedDict):
     duration_s: float | None
 
 
-class ListRow(TypedDict):
+class Facts(_FactFields):
+    """``facts``' answer: a run's one-line facts, with the expect verdict line by line."""
+
+    expect: ExpectView | None
+
+
+class ListRow(_FactFields):
     """``list_row``'s answer: the record's fields a runs list shows (None where the record lacks one), then its
     facts, with the expect verdict cut to its count."""
 
@@ -141,18 +147,7 @@ class ListRow(TypedDict):
     cost_usd: float | None
     cost_basis: CostBasis | None
     error: str | None
-    method: str | None
-    recipe: str | None
-    sweep: str | int | None
-    holdout: HeadlineItem | None
-    verdict: Any
     expect: ExpectView | ExpectBrief | None
-    status_text: str
-    alarms: int
-    phase: str | None
-    resumed: ResumedView | None
-    started: float | None
-    duration_s: float | None
 
 
 class ChartGroup(TypedDict):
