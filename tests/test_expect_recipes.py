@@ -141,6 +141,8 @@ def _figures(run: dict[str, Any]) -> dict[str, Any]:
     training = last["summary"].get("training") or {}
     kept = runner_record(runs[-1]["id"])
     previous = kept.get("previous_run")
+    if training.get("method") == "rm":  # a reward model's start is a policy: its pass rate is not a pair accuracy
+        previous = None
     start = (record(previous)["summary"].get("training") or {}).get("after") if previous else None
     monitor, delta = last["summary"].get("monitor"), last["summary"].get("delta")
     return {"status": last["status"], "before": training.get("before"), "after": training.get("after"),

@@ -551,7 +551,6 @@ def test_init_from_refusals_name_the_run_and_the_fix(launches):
         (dict(init_from=good["id"], base_model="Qwen/Qwen3-0.6B"), "differs from the base of init_from"),
         (dict(init_from=good["id"], config={"lora_rank": 32}), "the adapter keeps its shape"),
         (dict(init_from=3), "init_from=3 is not a run"),
-        (dict(init_from=good["id"], method="rm"), "does not apply to rm"),
     ]
     for kwargs, message in cases:
         with pytest.raises(TrainingConfigError, match=re.escape(message)):
@@ -572,6 +571,34 @@ def test_init_from_a_finished_run_inherits_its_base_and_lora_shape(launches):
     assert run.config["lora_rank"] == 8 and run.config["lora_alpha"] == 16
     spec = launches[-1]["spec"]
     assert spec["init_from"] == start["id"] and spec["init_adapter"] == str(launcher_jobs.adapter_dir(start["id"]))
+
+
+def test_a_reward_model_may_start_from_a_policy_run_and_keeps_its_lora_shape(launches):
+    """rm with init_from: the policy's base and LoRA shape (its weights load into the classifier's backbone), the
+    adapter the platform resolved on the job; a launch by hand from a reward model's run is refused by the
+    platform too."""
+    from whileai.core.errors import PlatformError
+    from whileai.core.spec import SFTSpec
+
+    ds = wai.push(rows(tag="rmstart"), name="rmstart")
+    start = _with_adapter("policy start")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = wai.train(ds, method="rm", init_from=start["id"])
+    assert run.config["init_from"] == start["id"] and run.config["base_model"] == kit_defaults.KIT_BASE_NAME
+    assert run.config["lora_rank"] == 8 and run.config["lora_alpha"] == 16
+    assert launches[-1]["kind"] == "rm"
+    assert launches[-1]["spec"]["init_adapter"] == str(launcher_jobs.adapter_dir(start["id"]))
+
+    client = get_client()
+    reward = _with_adapter("a reward model", method="rm")
+    stage = client.request("POST", "/runs", json={"name": "from rm", "kind": defaults.TRAIN_RUN_KIND})
+    with pytest.raises(PlatformError, match=re.escape(f"init_from={reward['id']!r} is a reward model (rm): its "
+                                                      "adapter scores rows")) as err:
+        client.request("POST", "/jobs/launch", json={"run_id": stage["id"], "kind": "sft", "spec": {
+            **SFTSpec().knobs(), "base_model": kit_defaults.KIT_BASE_NAME, "method": "sft",
+            "init_from": reward["id"], "dataset": ds.id}})
+    assert err.value.status == 422
 
 
 def test_the_platform_resolves_the_start_adapter_itself(launches):

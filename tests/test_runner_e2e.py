@@ -132,7 +132,8 @@ def test_dpo_tooluse_runs_after_its_sft_stage_and_json_prints_one_closing_object
 def test_rm_tooluse_as_a_joblib_sweep_of_two_parallel_jobs_on_one_dataset():
     # the jobs sweep a training knob over the same dataset at the same time: each point is its own run
     args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "recipe=rm_tooluse", *TINY,
-            f"base_model={tiny_base()}", "seed=0,1", "expect.holdout_after_min=null",
+            f"base_model={tiny_base()}", "seed=0,1", "stages.sft.steps=2", "stages.sft.holdout_rows=4",
+            "expect.holdout_after_min=null",
             "expect.holdout_gain_significant=null", "--json"]
     done = whileai("run", *args, token="rmsweep")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -154,6 +155,11 @@ def test_rm_tooluse_as_a_joblib_sweep_of_two_parallel_jobs_on_one_dataset():
     assert all(r["status"] == "done" for r in records)
     assert [r["name"] for r in records] == ["rm_tooluse · rm · seed=0", "rm_tooluse · rm · seed=1"]
     assert [j["summary"]["run"] for j in closing["jobs"]] == run_ids
+    # each reward model started from its own job's SFT stage (init_from: stages.sft), with that policy's LoRA shape
+    starts = [j["runs"][0]["id"] for j in jobs]
+    assert [r["config"]["init_from"] for r in records] == starts and len(set(starts)) == 2
+    assert all(record(s)["config"]["method"] == "sft" for s in starts)
+    assert all(r["config"]["lora_rank"] == record(s)["config"]["lora_rank"] for r, s in zip(records, starts))
     for run_id in run_ids:
         assert_counts(run_id)
 

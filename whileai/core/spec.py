@@ -695,10 +695,13 @@ def split_problem(name: str, size: int, world: int) -> str | None:
 
 
 def continues_runs(method: str) -> bool:
-    """Whether a run of ``method`` is a policy that can continue an earlier run (``init_from``) and be continued.
+    """Whether a run of ``method`` is a policy: a stage of it continues the latest earlier policy stage on its
+    own (``init_from``), and a later run can continue it.
 
-    A reward model (rm) is not: it scores rows and writes none, so it trains from the base with a fresh
-    score head, continues nothing and is continued by nothing.
+    A reward model (rm) is not: it scores rows and writes none, so nothing continues it, and it starts from the
+    base with a fresh score head unless it is told to start from a policy (a run's ``init_from``, a stage's
+    ``init_from: stages.NAME``): then its backbone begins as that policy's weights, as InstructGPT's reward
+    model began as its SFT model, and the score head is still fresh.
     """
     return method != "rm"
 

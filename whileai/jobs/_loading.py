@@ -225,16 +225,54 @@ def base_weights(spec: RunSpec, gguf: Mapping[str, Any] | None = None) -> BaseWe
         return {"sha256": None, "why": f"{type(exc).__name__}: {exc}"[:300]}
 
 
-def load_adapter(model: Any, spec: RunSpec) -> Any:
-    """``model`` with the adapter of the run it starts from (``init_from``), trainable, as PEFT's "default"."""
-    from peft import PeftModel
-
+def _start_folder(spec: RunSpec) -> Path:
+    """The folder of the adapter this run starts from (``init_adapter``), checked to hold one."""
     folder = Path(spec.init_adapter or "")
     if not (folder / "adapter_config.json").is_file():
         raise FileNotFoundError(
             f"the adapter of init_from run {spec.init_from} is not at {folder} (no adapter_config.json); "
             "train that run again, or start this one from another finished run"
         )
+    return folder
+
+
+def classifier_from_policy(model: Any, spec: RunSpec) -> Any:
+    """``model``, a one-label sequence classifier on the base, with the LoRA of the policy run it starts from
+    (``init_from``) in its backbone, trainable, and its fresh score head trained and saved beside it
+    (``modules_to_save``): the reward model trains on from the policy, and its adapter alone holds both.
+
+    The policy's adapter was saved for a causal LM, but its LoRA weights name the backbone's modules
+    (``model.layers.N....``), which the classifier has under the same names, so they load as they are. A policy
+    weight that finds no module here, or a LoRA module here that the policy does not fill, stops the job naming
+    them: a reward model trained from part of a policy would say nothing about the policy.
+    """
+    from peft import LoraConfig, get_peft_model
+    from peft.utils import get_peft_model_state_dict, load_peft_weights, set_peft_model_state_dict
+
+    folder = _start_folder(spec)
+    policy = LoraConfig.from_pretrained(str(folder))
+    config = LoraConfig(r=policy.r, lora_alpha=policy.lora_alpha, lora_dropout=policy.lora_dropout,
+                        target_modules=policy.target_modules, task_type="SEQ_CLS", modules_to_save=["score"])
+    model = get_peft_model(model, config)
+    # the fresh head goes in as it is (PEFT loads a saved module's weights with the LoRA's); the LoRA is the policy's
+    head = {k: v for k, v in get_peft_model_state_dict(model).items() if "lora_" not in k}
+    loaded: Any = set_peft_model_state_dict(model, {**head, **load_peft_weights(str(folder), device="cpu")})
+    unexpected: list[str] = list(loaded.unexpected_keys)
+    unfilled = [k for k in loaded.missing_keys if "lora_" in k]
+    if unexpected or unfilled:
+        raise ValueError(
+            f"the adapter of init_from run {spec.init_from} ({folder}) does not fit this reward model's backbone: "
+            f"{len(unexpected)} of its weights find no module here (first: "
+            f"{unexpected[:2]}), {len(unfilled)} LoRA weights here get none (first: {unfilled[:2]}); "
+            "start the reward model from a policy run on the same base, or from the base (no init_from)")
+    return model
+
+
+def load_adapter(model: Any, spec: RunSpec) -> Any:
+    """``model`` with the adapter of the run it starts from (``init_from``), trainable, as PEFT's "default"."""
+    from peft import PeftModel
+
+    folder = _start_folder(spec)
     off = local_only()
     with _hub_quiet(off):
         return PeftModel.from_pretrained(model, str(folder), is_trainable=True, local_files_only=off)

@@ -8,8 +8,10 @@ pairs against a near miss of itself (``judges.near_miss_pairs``: one argument
 value changed, a number moved, two arguments swapped, another prompt's answer),
 each judged to fail. The score head is freshly
 initialised on every load, so it is trained and saved with the adapter
-(``modules_to_save``). Before and after are the held-out pair accuracy (the
-share of held-out pairs whose pass outscores its fail; where the held-out rows
+(``modules_to_save``); a run with ``init_from`` (a policy run) starts its
+backbone from that policy's LoRA and trains it on
+(``_loading.classifier_from_policy``). Before and after are the held-out pair
+accuracy (the share of held-out pairs whose pass outscores its fail; where the held-out rows
 are all passing, as BFCL's gold rows are, and ``near_misses`` is set, the pairs
 are one near miss of each held-out row (HOLDOUT_NEAR_MISSES), drawn with one
 fixed seed so before, after and every seed score the same pairs); the run's
@@ -60,6 +62,8 @@ def load(spec: RMSpec) -> tuple[Any, Any]:
     _loading.use_run_tool_format(tokenizer, spec)  # tools reach the model whatever its template
     model = _loading.pretrained(AutoModelForSequenceClassification, path, num_labels=1)
     model.config.pad_token_id = tokenizer.pad_token_id
+    if spec.init_adapter:  # started from a policy run: its LoRA in the backbone, the score head fresh
+        model = _loading.classifier_from_policy(model, spec)
     return model.to(_environment.device()), tokenizer
 
 

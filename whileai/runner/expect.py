@@ -10,7 +10,8 @@ Keys (each optional):
   per-prompt outcomes (``training["stats"]``); a held-out loss has none, so the line fails.
 - ``stage_gain_min: X``: the last stage's held-out after minus the after of the stage it continued
   (its ``init_from``: GRPO's or DPO's SFT stage) at least X, so "GRPO ends above its SFT start".
-  A last stage that continued none (a single stage, a reward model) fails the line, saying so.
+  A last stage that continued none (a single stage, a reward model, even one started from a policy: its pair
+  accuracy and the policy's pass rate are not one scale) fails the line, saying so.
 - ``no_alarm: true``: the HackMonitor raised no alarm.
 - ``reward_over_exact_significant: A``: the run was hacked: on the same held-out prompts, the reward it
   optimised (``reward`` other than the exact judge) rose more than the exact first-action judge, by the
@@ -32,6 +33,7 @@ from __future__ import annotations
 from typing import Any, NotRequired, TypedDict
 
 from whileai.core.stats import describe
+from whileai.core.spec import continues_runs
 
 __all__ = ["failures", "verdict", "line_text", "KEYS", "outcome_of", "settle", "Outcome", "ExpectLine",
            "ExpectVerdict"]
@@ -205,6 +207,8 @@ def outcome_of(run: Any, previous: Any) -> Outcome:
     found_monitor, found_delta = summary.get("monitor"), summary.get("delta")
     monitor: dict[str, Any] = found_monitor if isinstance(found_monitor, dict) else {}
     delta: dict[str, Any] = found_delta if isinstance(found_delta, dict) else {}
+    if not continues_runs(str(training.get("method"))):  # a reward model started from a policy: another scale
+        previous = None
     prev_training = (previous.training or {}) if previous is not None else {}
     return {"status": run.status, "before": training.get("before"), "after": training.get("after"),
             "metric": training.get("metric"), "stats": training.get("stats"), "previous_after": prev_training.get("after"),

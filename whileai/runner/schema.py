@@ -30,7 +30,8 @@ from whileai.domain import defaults as sdk
 from whileai.core import defaults as core_defaults
 # One knob checker for wai.train and the runner, so both word a refusal alike.
 from whileai.core.knobs import check_knob, many_value
-from whileai.core.spec import ALIASES, SPEC_MODELS, canonical, environment_reward_problems, is_whole, knob_of
+from whileai.core.spec import (ALIASES, SPEC_MODELS, canonical, continues_runs, environment_reward_problems, is_whole,
+                               knob_of)
 
 from whileai.runner import defaults
 
@@ -181,6 +182,11 @@ class _Settings(_Strict):
         "[from, to): the share of the train side's tasks this stage trains on, e.g. [0, 0.5] and [0.5, 1] give two "
         "stages disjoint tasks (and prompts); all of them when unset"))
 
+    init_from: str | None = Field(default=None, description=(
+        "stages.NAME: the earlier policy stage (sft, grpo, dpo) this stage starts from. A policy stage continues "
+        "the latest earlier policy stage without it; a reward-model stage starts from the base unless it names one "
+        "(its backbone then begins as that policy, its score head fresh)"))
+
     @field_validator("train_tasks")
     @classmethod
     def _span(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
@@ -200,7 +206,7 @@ class RecipeStage(_Settings):
 
 
 #: the order a recorded spec lists its keys in, as conf/config.yaml composes them
-_ROOT_ORDER = ("name", "base_model", "check", "train_tasks", "method", *KNOBS, *HOST_KEYS, "stages", "expect",
+_ROOT_ORDER = ("name", "base_model", "check", "train_tasks", "init_from", "method", *KNOBS, *HOST_KEYS, "stages", "expect",
                "dataset", "export", "monitor", "serve", "target", "environment")
 
 
@@ -484,6 +490,7 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
     if data.get("grade") == "reward_model" and not data.get("reward_model"):
         out.append(Problem("dataset.reward_model", "dataset.grade=reward_model needs dataset.reward_model=run_... "
                            "(a finished rm run)", where("dataset.reward_model")))
+    out += _start_problems(plain, where)
     monitor: dict[str, Any] = plain["monitor"] if isinstance(plain.get("monitor"), dict) else {}
     for key, named in (("monitor.gold_judge", monitor.get("gold_judge")), ("reward_model", plain.get("reward_model"))):
         problem = _rm_stage_problem(plain, key, named)
@@ -492,6 +499,30 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
     if monitor.get("enabled") and plain.get("method") != "grpo":
         out.append(Problem("monitor.enabled", f"the HackMonitor watches GRPO only, and method={plain.get('method')}; "
                            "pick monitor=off or method=grpo", where("monitor.enabled")))
+    return out
+
+
+def _start_problems(plain: dict[str, Any], where: Any) -> list[Problem]:
+    """Why an ``init_from`` (a stage's, or the root's) does not name an earlier policy stage of the spec."""
+    stages: dict[str, Any] = plain["stages"] if isinstance(plain.get("stages"), dict) else {}
+    nodes = [(f"stages.{k}.", v) for k, v in stages.items() if isinstance(v, dict)] + [("", plain)]
+    out: list[Problem] = []
+    for index, (prefix, node) in enumerate(nodes):
+        named = node.get("init_from")
+        if named is None:
+            continue
+        earlier = {p[len("stages."):-1]: v.get("method") for p, v in nodes[:index]}
+        policies = [k for k, method in earlier.items() if isinstance(method, str) and continues_runs(method)]
+        hint = (f"name one of them: {', '.join('stages.' + k for k in policies)}" if policies else
+                "add an sft, grpo or dpo stage before it, or drop init_from (a policy stage continues the latest "
+                "earlier policy stage on its own)")
+        wanted = named[len("stages."):] if isinstance(named, str) and named.startswith("stages.") else None
+        key = f"{prefix}init_from"
+        if wanted not in policies:
+            what = ("is not stages.NAME" if wanted is None else "names no stage written before this one"
+                    if wanted not in earlier else f"names a {earlier[wanted]} stage, which writes no rows to start from")
+            out.append(Problem(key, f"{key}={named!r} {what}: a stage starts from an earlier policy stage (sft, "
+                               f"grpo, dpo) of this spec; {hint}", where(key)))
     return out
 
 

@@ -8,7 +8,8 @@ what the pipeline submits:
 - the stages run in the order written, the spec's root last;
 - a stage takes the spec's ``check``, ``base_model`` and ``seed`` unless it sets its own;
 - a stage continues (``init_from``) the latest earlier stage that is a policy
-  (:func:`whileai.core.spec.continues_runs`: a reward model continues nothing and is continued by nothing);
+  (:func:`whileai.core.spec.continues_runs`: a reward model continues nothing and is continued by nothing),
+  or the earlier policy stage it names (``init_from: stages.NAME``: how a reward model starts from a policy);
 - a stage that continues another keeps that one's base and LoRA shape (``resolve_spec``'s ``start``);
 - a stage trains on its own ``train_tasks`` share of the train side's tasks when it sets one (never taken from the
   spec: the root's names the last stage only), else on the whole train side.
@@ -52,12 +53,13 @@ class Stage:
 
 def plan_stages(spec: RecipeSpec) -> list[Stage]:
     """The spec's stages in order, each with its settings and the stage it continues (the rules above)."""
-    named = [(name, f"stages.{name}.", node.given(), node.train_tasks) for name, node in spec.stages.items()]
+    named = [(name, f"stages.{name}.", node.given(), node.train_tasks, node.init_from)
+             for name, node in spec.stages.items()]
     spec_wide = spec.given()
-    items = [*named, (spec.method if named else "train", "", spec_wide, spec.train_tasks)]
+    items = [*named, (spec.method if named else "train", "", spec_wide, spec.train_tasks, spec.init_from)]
     out: list[Stage] = []
     policy: str | None = None
-    for index, (name, prefix, settings, tasks) in enumerate(items):
+    for index, (name, prefix, settings, tasks, init_from) in enumerate(items):
         last = index == len(items) - 1
         taken: dict[str, str] = {}
         if prefix:
@@ -66,8 +68,8 @@ def plan_stages(spec: RecipeSpec) -> list[Stage]:
                     settings[key] = spec_wide[key]
                     taken[key] = key
         method = str(settings["method"])
-        out.append(Stage(name, prefix, method, settings, taken, policy if continues_runs(method) else None, last,
-                         tasks))
+        start = init_from[len(STAGE_REF):] if init_from else policy if continues_runs(method) else None
+        out.append(Stage(name, prefix, method, settings, taken, start, last, tasks))
         if continues_runs(method) and not last:
             policy = name
     return out

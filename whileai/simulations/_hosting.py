@@ -140,19 +140,16 @@ def _closed(name: str, value: Any, accepted: tuple, problems: list[str], none_ok
                     + (" or leave it None" if none_ok else ""))
 
 
-def _start_run(client: Any, init_from: Any, method: str, base_model: str | None,
+def _start_run(client: Any, init_from: Any, base_model: str | None,
                config: Mapping[str, Any] | None, problems: list[str]) -> dict[str, Any] | None:
-    """The finished run ``init_from`` names, checked for a stage of ``method``; None (with problems) when unusable."""
+    """The finished policy run ``init_from`` names, checked as a start (any method may start from a policy: a
+    reward model's backbone then begins as it); None (with problems) when unusable."""
     from whileai.core.errors import NotFoundError
 
     found = init_from.get("id") if isinstance(init_from, Mapping) else getattr(init_from, "id", init_from)
     if not isinstance(found, str) or not found.startswith("run_"):
         problems.append(f"init_from={init_from!r} is not a run; pass a finished run (the TrainingRun, its record "
                         "from get_run, or its 'run_...' id)")
-        return None
-    if not continues_runs(method):
-        problems.append(f"init_from={found!r} does not apply to rm: a reward model starts from the base with a fresh "
-                        "score head; leave init_from None")
         return None
     try:
         record = client.request("GET", f"/runs/{found}", params={"series": "false"})
@@ -329,7 +326,7 @@ def train(dataset: Any, method: str | None = None, *, spec: RunSpec | None = Non
     client = start = None
     if init_from is not None and method in core_defaults.TRAIN_METHODS:
         client = get_client()
-        start = _start_run(client, init_from, method, base_model, {**_given_of(spec)[0], **(config or {}), **knobs},
+        start = _start_run(client, init_from, base_model, {**_given_of(spec)[0], **(config or {}), **knobs},
                            problems)
     data = _DatasetRows(dataset_id)
     sent, notes = _resolved_or_refused(method, knobs, config, problems, base_model=base_model, target=target,

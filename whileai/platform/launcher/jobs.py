@@ -165,7 +165,7 @@ def launch(store: Any, account_id: str, *, run_id: str, kind: str, target: str, 
                            spec=_row_spec(spec), platform=platform)
     fault_point("after_job_row")
     try:
-        start = start_adapter(store, account_id, kind, spec, target)
+        start = start_adapter(store, account_id, spec, target)
         resolved = updated(platform, gold=gold_judge(store, account_id, kind, spec, embedded),
                            reward_rm=reward_model_run(store, account_id, kind, spec, embedded))
         if resolved != platform:
@@ -194,25 +194,26 @@ def _named(spec: RunSpec, field: str) -> Any:
     return getattr(spec, field, None)
 
 
-def start_adapter(store: Any, account_id: str, kind: str, spec: RunSpec, target: str) -> Path | None:
+def start_adapter(store: Any, account_id: str, spec: RunSpec, target: str) -> Path | None:
     """The adapter folder a run with ``init_from`` starts from, checked; None without ``init_from``.
 
-    The run named must be this account's, finished ``done``, with its adapter in
-    this platform's adapters folder (a Modal run's adapter is copied there when
-    it ends; one that stayed on the Volume can still start a Modal job). Raises
-    ValueError saying which of these fails.
+    The run named must be this account's, a policy (a reward model's adapter scores rows and writes none, so
+    nothing starts from it; a reward model may itself start from a policy), finished ``done``, with its adapter
+    in this platform's adapters folder (a Modal run's adapter is copied there when it ends; one that stayed on
+    the Volume can still start a Modal job). Raises ValueError saying which of these fails.
     """
     source = _named(spec, "init_from")
     if not source:
         return None
-    if not continues_runs(kind):
-        raise ValueError(f"init_from={source!r} does not apply to rm: a reward model starts from the base with a "
-                         "fresh score head; leave init_from out")
     try:
         record = store.get_run(account_id, str(source), series=False)
     except LookupError:
         raise ValueError(f"init_from={source!r} is not a run of this account; pass the id of one of its "
                          "finished runs") from None
+    method = str((record.get("config") or {}).get("method"))
+    if not continues_runs(method):
+        raise ValueError(f"init_from={source!r} is a reward model ({method}): its adapter scores rows, it does not "
+                         "write them; start from an sft, grpo or dpo run")
     if record["status"] != "done":
         raise ValueError(f"init_from={source!r} is {record['status']}, not done: a run continues only from a "
                          "finished run's adapter; wait for it to end, or pick a done run")
