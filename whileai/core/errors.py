@@ -45,6 +45,7 @@ The whole tree::
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -174,7 +175,8 @@ class ChatRequestError(ServerRefusal):
 class ExportValidationError(WhileaiError, ValueError):
     """The export gate refused the data. ``problems`` lists each offending row: index, kind, detail."""
 
-    def __init__(self, message: str, problems: list[dict[str, Any]] | None = None, report: dict[str, Any] | None = None):
+    def __init__(self, message: str, problems: Sequence[Mapping[str, Any]] | None = None,
+                 report: Mapping[str, Any] | None = None):
         super().__init__(message)
         self.problems = problems or []
         self.report = report or {}

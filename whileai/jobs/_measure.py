@@ -29,8 +29,11 @@ from pydantic.dataclasses import dataclass
 
 if TYPE_CHECKING:
     from whileai.domain.episodes.record import EpisodeRecord
-else:  # read as what a record is in JSON, an object (its keys are the episode loop's), without importing the loop
+    from whileai.domain.judges.judging import NearMissSummary
+else:  # read as what each is in JSON, an object (its keys are the episode loop's, the near-miss pairs'), without
+    # importing the loop or the judges
     EpisodeRecord = dict[str, Any]
+    NearMissSummary = dict[str, Any]
 
 __all__ = ["HeldOutMeasure", "METRICS", "GroupValue"]
 
@@ -90,7 +93,7 @@ class HeldOutMeasure:
     threshold: _Number = None
     row_accuracy: _Number = None
     reward_span: _Text = None
-    near_misses: Annotated[dict[str, Any] | None, Field(description="an object")] = None
+    near_misses: Annotated[NearMissSummary | None, Field(description="an object")] = None
     by_failure: Annotated[dict[str, dict[str, int]] | None,
                           Field(description='an object of {"right", "pairs"} counts')] = None
     read_back_from: Annotated[str | None, Field(description="a run id")] = None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from whileai.core.spec import RMSpec, knob_of
 
@@ -31,6 +31,9 @@ from whileai.jobs import _environment, _loading, _trainer_data, _trainer_setup
 from whileai.jobs._measure import HeldOutMeasure
 from whileai.jobs._training_fields import FitFields
 from whileai.domain import defaults
+
+if TYPE_CHECKING:
+    from whileai.domain.judges.judging import NearMissSummary
 
 __all__ = ["fit", "load", "evaluate", "score_rows", "best_threshold", "pair_examples", "near_miss_examples", "span_of",
            "near_misses_of", "by_failure", "RMFit"]
@@ -46,7 +49,7 @@ class RMFit(FitFields, total=False):
 
     pairs: int
     reward_span: str
-    near_misses: dict[str, Any]  # the near-miss pairs' summary (judges.near_miss_pairs), where the run adds them
+    near_misses: NearMissSummary  # the near-miss pairs' summary (judges.near_miss_pairs), where the run adds them
     threshold: float | None
     threshold_row_accuracy: float | None
     threshold_note: str
@@ -92,7 +95,7 @@ def pair_examples(rows: list[dict[str, Any]], balance: bool, span: str = REWARD_
 
 
 def near_miss_examples(rows: list[dict[str, Any]], per_row: int, seed: int = 0,
-                       span: str = "first_action") -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                       span: str = "first_action") -> tuple[list[dict[str, Any]], NearMissSummary]:
     """``per_row`` near-miss pairs per passing row (``judges.near_miss_pairs``) as the trainer reads them, and their summary."""
     from whileai.domain.judges.judging import near_miss_pairs
     from whileai.domain.judges.reward_model import reward_pair_example
@@ -176,7 +179,7 @@ def _holdout_rows(rows: list[dict[str, Any]], spec: RMSpec) -> tuple[list[dict[s
 
 
 def holdout_pairs(rows: list[dict[str, Any]], spec: RMSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
-                                                                   dict[str, Any] | None]:
+                                                                   NearMissSummary | None]:
     """(the rows scored, the held-out pairs, the near-miss summary or None): what ``evaluate`` measures.
 
     Pass-vs-fail pairs of the held-out rows; where they make none and the run adds near misses (gold rows only,

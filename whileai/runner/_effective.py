@@ -15,26 +15,26 @@ what the jobs get.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from whileai.core.spec import RunSpec
 from whileai.core import defaults as core_defaults
-from whileai.simulations.training import FROM_DATA, Resolved, train_spec
+from whileai.simulations.training import FROM_DATA, DataFacts, Resolved, train_spec
 
 from whileai.runner.schema import HOST_KEYS, KNOBS, Problem, RecipeSpec
 from whileai.runner.stages import Stage, plan_stages, stage_check, stage_inputs
 
 #: the dataset facts a stage starting from no other reads (``_rundata.RunData.facts``): of the spec's train side, or
 #: of a stage's ``train_tasks`` share of it
-Facts = Callable[[RecipeSpec, tuple[float, float] | None], Mapping[str, Any] | None]
+Facts = Callable[[RecipeSpec, tuple[float, float] | None], DataFacts | None]
 
 __all__ = ["effective", "annotated_yaml", "resolve_stages", "stage_specs", "resolution_problems", "validated",
            "validated_stages"]
 
 
 def resolve_stages(spec: RecipeSpec, origin: Callable[[str], str] | None = None,
-                   data: Mapping[str, Any] | None = None,
+                   data: DataFacts | None = None,
                    facts: Facts | None = None,
                    ) -> list[tuple[Stage, Resolved]]:
     """Each stage of ``spec`` with what ``wai.train`` resolves it to, once: a stage that continues another starts
@@ -59,9 +59,9 @@ def resolve_stages(spec: RecipeSpec, origin: Callable[[str], str] | None = None,
     return out
 
 
-def _data_of(stage: Stage, spec: RecipeSpec, data: Mapping[str, Any] | None,
+def _data_of(stage: Stage, spec: RecipeSpec, data: DataFacts | None,
              facts: Facts | None,
-             ) -> tuple[Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None, bool]:
+             ) -> tuple[DataFacts | Callable[[], DataFacts | None] | None, bool]:
     """``(what the stage's resolution reads the dataset facts from, whether they are left for the submit)``.
 
     A stage that continues another is resolved again at its submit (its start run is filled in there), which

@@ -17,11 +17,14 @@ go on to the pipeline (``Context.rows``), which loads nothing twice.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from whileai.runner._datacheck import data_problems
 from whileai.runner.pipeline import ReadRows, load_rows, own_split
 from whileai.runner.schema import Problem, RecipeSpec
+
+if TYPE_CHECKING:
+    from whileai.simulations.training import DataFacts
 
 __all__ = ["RunData"]
 
@@ -41,7 +44,7 @@ class RunData:
             self._problems = data_problems(spec, self._origin, whole=True)
         return self._problems
 
-    def facts(self, spec: RecipeSpec, tasks: tuple[float, float] | None = None) -> dict[str, Any] | None:
+    def facts(self, spec: RecipeSpec, tasks: tuple[float, float] | None = None) -> DataFacts | None:
         """The facts GRPO reads of the cut's train side (``data_facts``), or of its ``tasks`` share (a stage's
         ``train_tasks``), or None where the data files have problems (those refuse the run; the stage resolves
         without the facts meanwhile)."""

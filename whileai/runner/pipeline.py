@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
@@ -40,6 +40,7 @@ from whileai.runner.schema import Dataset, Environment, Export, RecipeSpec, Serv
 from whileai.runner.stages import Stage, stage_check, stage_refs
 
 if TYPE_CHECKING:
+    from whileai.domain.export import PreferenceExport, TrainingExport
     from whileai.simulations.datasets import Split
 
 __all__ = ["Context", "ReadRows", "run_spec", "EXIT_FAILED", "EXIT_EXPECT", "EXIT_GATE", "EXIT_INTERRUPTED"]
@@ -180,7 +181,7 @@ def trained_rows(rows: list[dict[str, Any]], spec: RunSpec) -> list[dict[str, An
     return rows
 
 
-def _export(rows: list[dict[str, Any]], spec: RunSpec, export: Export, path: Path) -> dict[str, Any]:
+def _export(rows: list[dict[str, Any]], spec: RunSpec, export: Export, path: Path) -> TrainingExport | PreferenceExport:
     """The artifact in the chosen format with the gates on; raises ExportValidationError when a gate refuses.
 
     What is exported is what the job trains on, read off the stage's resolved ``spec``: SFT's rows,
@@ -196,7 +197,7 @@ def _export(rows: list[dict[str, Any]], spec: RunSpec, export: Export, path: Pat
         from whileai.domain.export import write_template_files
 
         try:
-            report.update(write_template_files(path, spec.base_model, spec.tool_format))
+            report.update({**write_template_files(path, spec.base_model, spec.tool_format)})
         except LookupError as exc:
             report["chat_template"] = None
             report["chat_template_why"] = str(exc)
@@ -213,7 +214,8 @@ class _ExportShape(TypedDict):
     max_tool_output_chars: int | None
 
 
-def _export_rows(rows: list[dict[str, Any]], spec: RunSpec, export: Export, path: Path) -> dict[str, Any]:
+def _export_rows(rows: list[dict[str, Any]], spec: RunSpec, export: Export, path: Path
+                 ) -> TrainingExport | PreferenceExport:
     import whileai.simulations as wai
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -234,7 +236,7 @@ def _export_rows(rows: list[dict[str, Any]], spec: RunSpec, export: Export, path
                                   **shape)
 
 
-def _short_export(report: dict[str, Any]) -> dict[str, Any]:
+def _short_export(report: Mapping[str, Any]) -> dict[str, Any]:
     keep = ("output", "format", "kind", "rows_in", "rows_out", "pairs_out", "mask_mode", "unroll", "strip_think",
             "max_tool_output_chars", "roundtrip", "privileged_leaks", "argument_encoding", "tool_format",
             "chat_template", "manifest", "chat_template_why")
@@ -590,7 +592,7 @@ def _stage_tasks(plan: _Plan, stage: Stage) -> tuple[list[dict[str, Any]], str]:
 
 
 def _export_step(plan: _Plan, stage: Stage, label: str, used_rows: list[dict[str, Any]],
-                 resolved: RunSpec) -> dict[str, Any]:
+                 resolved: RunSpec) -> TrainingExport | PreferenceExport:
     """The stage's export with its gates, beside the run (raises ExportValidationError when a gate refuses)."""
     export_path = plan.context.output_dir / "export" / f"{stage.name}.{plan.spec.export.format}.jsonl"
     with plan.progress.step(f"{label}: export with gates") as note:
@@ -610,7 +612,8 @@ class StageRecord(RunnerRecord):
     export: dict[str, Any]  # ``_short_export`` of the export report (the domain's report, its keys kept)
 
 
-def _train_step(plan: _Plan, index: int, stage: Stage, label: str, train_set: Any, export_report: dict[str, Any],
+def _train_step(plan: _Plan, index: int, stage: Stage, label: str, train_set: Any,
+                export_report: TrainingExport | PreferenceExport,
                 resolved: RunSpec) -> Any:
     """``wai.train`` for the stage, its warnings shown, and the run recorded (raises TrainingSelectionError).
 
@@ -668,7 +671,7 @@ def _follow_to_end(plan: _Plan, run: Any, label: str, expected: _estimate.Estima
     return None
 
 
-def _exported(report: dict[str, Any]) -> str:
+def _exported(report: Mapping[str, Any]) -> str:
     said = f"{report['pairs_out']} pairs" if "pairs_out" in report else f"{report.get('rows_out')} rows"
     used = (report.get("tool_format") or {}).get("used")
     if report.get("chat_template") and report.get("rows_in") and report.get("rows_without_tools") == report["rows_in"]:

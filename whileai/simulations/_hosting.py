@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from whileai.domain import defaults
 from whileai.core import defaults as core_defaults
-from whileai.simulations._resolve import INHERITED, LORA_SHAPE, Resolved, data_facts, resolve_spec, standing_problems
+from whileai.simulations._resolve import INHERITED, LORA_SHAPE, DataFacts, Resolved, data_facts, resolve_spec, \
+    standing_problems
 from whileai.simulations._sent import Sent, sent_as_is
 from whileai.core.spec import ALIASES, BOOKKEEPING, GRPOSpec, RunSpec, canonical, continues_runs, same_run
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
@@ -216,7 +217,7 @@ def _running_run(client: Any, dataset_id: str, config: Any) -> dict[str, Any] | 
 def train_spec(method: str, arguments: Mapping[str, Any], config: Mapping[str, Any] | None, *,
                base_model: str | None, target: str | None, holdout: str | None,
                start: RunSpec | Mapping[str, Any] | None = None, start_label: str | None = None,
-               data: Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None = None,
+               data: DataFacts | Callable[[], DataFacts | None] | None = None,
                init_from: str | None = None, spec: RunSpec | None = None, data_later: bool = False) -> Resolved:
     """What ``train`` resolves its arguments to: ``resolve_spec`` over ``spec``'s settings, ``config=`` and its
     keyword arguments, each over the one before.
@@ -451,7 +452,7 @@ class _DatasetRows:
     def temperatures(self) -> list[float]:
         return [float(t) for t in self.rows()[1].get("temperatures") or []]
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> DataFacts:
         """What GRPO fills its unset group size and temperature from (``resolve_spec``'s ``data``)."""
         return data_facts(self.rows()[1])
 
@@ -459,7 +460,7 @@ class _DatasetRows:
 def _resolved_or_refused(method: str, knobs: Mapping[str, Any], config: Mapping[str, Any] | None,
                          problems: list[str], *, base_model: str | None, target: str | None, holdout: str | None,
                          start: Mapping[str, Any] | None, spec: RunSpec | None,
-                         data: Callable[[], Mapping[str, Any]] | None) -> tuple[Sent, list[str]]:
+                         data: Callable[[], DataFacts] | None) -> tuple[Sent, list[str]]:
     """What the submit sends and the resolution's notes: a resolved ``spec`` it fills nothing of as it is
     (``_sent.sent_as_is``, asked again what its model cannot check: ``standing_problems``), else the spec resolved
     from everything given; raises TrainingConfigError listing ``problems`` with the resolution's own and what this

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import ValidationError
 
@@ -27,7 +27,7 @@ from whileai.domain import defaults
 from whileai.kit import defaults as kit_defaults
 from whileai.simulations._basecheck import base_problems
 
-__all__ = ["Resolved", "resolve_spec", "is_resolved", "standing_problems", "data_facts", "LORA_SHAPE", "INHERITED",
+__all__ = ["Resolved", "resolve_spec", "is_resolved", "standing_problems", "data_facts", "DataFacts", "LORA_SHAPE", "INHERITED",
            "FROM_DATA", "KIT_SFT"]
 
 #: the LoRA shape a run started from another inherits (the adapter keeps its shape)
@@ -62,7 +62,15 @@ def _default(method: str, name: str, base: str, model: type[RunSpec]) -> tuple[A
     return meta.default, f"{method}'s default" + (f" ({meta.reason})" if meta.reason else "")
 
 
-def data_facts(profile: Mapping[str, Any]) -> dict[str, Any]:
+class DataFacts(TypedDict):
+    """The dataset facts GRPO fills its unset group size and temperature from: the common rollouts per task (None
+    for no rows) and the rows' distinct sampling temperatures, in order."""
+
+    repeats: int | None
+    temperatures: list[float]
+
+
+def data_facts(profile: Mapping[str, Any]) -> DataFacts:
     """What GRPO fills its unset group size and temperature from (``resolve_spec``'s ``data``), read off the
     profile of the rows it trains on (``datasets.profile``): the common rollouts per task and the distinct
     sampling temperatures."""
@@ -70,11 +78,12 @@ def data_facts(profile: Mapping[str, Any]) -> dict[str, Any]:
             "temperatures": [float(t) for t in profile.get("temperatures") or []]}
 
 
-def _from_data(name: str, data: Mapping[str, Any]) -> tuple[Any, str] | None:
+def _from_data(name: str, data: DataFacts) -> tuple[Any, str] | None:
     """GRPO's group size and temperature as the dataset gives them, or None when it does not."""
-    if name == "generations" and data.get("repeats"):
+    repeats = data.get("repeats")
+    if name == "generations" and repeats:
         lo, hi = defaults.TRAINING_KNOBS["generations"]["grpo"]["range"]
-        return min(max(int(data["repeats"]), int(lo)), int(hi)), "the dataset's rollouts per task (clipped to range)"
+        return min(max(int(repeats), int(lo)), int(hi)), "the dataset's rollouts per task (clipped to range)"
     temps = [float(t) for t in data.get("temperatures") or []]
     if name == "temperature" and len(temps) == 1:
         return temps[0], "the rows' own sampling.temperature (like for like)"
@@ -96,7 +105,7 @@ class _Draft:
 def resolve_spec(method: str, given: Mapping[str, Any], *, origin: Mapping[str, str] | None = None,
                  base_model: str | None = None, target: str | None = None, holdout: str | None = None,
                  start: RunSpec | Mapping[str, Any] | None = None, start_label: str | None = None,
-                 data: Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None = None,
+                 data: DataFacts | Callable[[], DataFacts | None] | None = None,
                  given_label: str = "given", init_from: str | None = None, data_later: bool = False) -> Resolved:
     """The spec ``method`` runs with, from ``given`` (knobs and config keys, None = unset), every problem at once.
 
@@ -259,7 +268,7 @@ def _method_problems(draft: _Draft) -> None:
             draft.problems.append(problem)
 
 
-def _fill_from_data(draft: _Draft, wanted: list[str], data: Mapping[str, Any] | None) -> None:
+def _fill_from_data(draft: _Draft, wanted: list[str], data: DataFacts | None) -> None:
     """GRPO's unset group size and temperature from the dataset facts, where the dataset gives them."""
     for name in wanted:
         found = _from_data(name, data) if data is not None else None

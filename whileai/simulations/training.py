@@ -186,5 +186,5 @@ def attach_delta(
 
 # resolve_spec: the one resolution of what was given into the spec that runs (the runner's validate shows it)
 from whileai.simulations._hosting import train, train_spec  # noqa: E402,F401
-from whileai.simulations._resolve import FROM_DATA, Resolved, data_facts, resolve_spec  # noqa: E402,F401
+from whileai.simulations._resolve import FROM_DATA, DataFacts, Resolved, data_facts, resolve_spec  # noqa: E402,F401
 from whileai.simulations.serving import chat_completion, delete_model, models, reward_model, serve, unserve  # noqa: E402,F401

@@ -36,11 +36,13 @@ import os
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from whileai.domain.rows import jsonl
 from whileai.domain.export import _build, _gate, _shape, _stream
 from whileai.domain.export._build import MissingPolicyWarning
+from whileai.domain.export._gate import GateProblem, RoundtripReport
+from whileai.domain.export._report import PreferenceExport, TrainingExport
 from whileai.domain.export._template import write_template_files
 from whileai.core.errors import ExportValidationError, ExportWarning, RowFormatError
 from whileai.domain.rows.rollouts import as_row, check_rows, row_problems, with_profile
@@ -57,7 +59,14 @@ __all__ = [
     "decoding_chat_template",
     "MissingPolicyWarning",
     "write_template_files",
+    "TrainingExport",
+    "PreferenceExport",
+    "RoundtripReport",
+    "GateProblem",
 ]
+
+#: an export report of either kind, as the gate and the template files fill it
+_ReportT = TypeVar("_ReportT", TrainingExport, PreferenceExport)
 
 
 # ---------------------------------------------------------------------------
@@ -143,7 +152,7 @@ def export_dataset(
     validate: bool = True,
     base_model: str | None = None,
     tool_format: str | None = None,
-) -> dict[str, Any]:
+) -> TrainingExport:
     """Write ``training_rows(source, ...)`` as JSONL and return a report. Never overwrites the source.
 
     ``export_training`` is this same function under its older name. With a path
@@ -185,16 +194,16 @@ def export_dataset(
     return _with_template(report, base_model, tool_format)
 
 
-def _with_template(report: dict[str, Any], base_model: str | None, tool_format: str | None) -> dict[str, Any]:
+def _with_template(report: _ReportT, base_model: str | None, tool_format: str | None) -> _ReportT:
     """The report, with the chat template and manifest written beside its file when a base is named."""
     if base_model:
-        report.update(write_template_files(report["output"], base_model, tool_format))
+        report.update({**write_template_files(report["output"], base_model, tool_format)})
     return report
 
 
 def _export_training(
     source, output, fmt, system_prompt, tools, mask_mode, strip_think, unroll, max_tool_output_chars, validate
-) -> dict[str, Any]:
+) -> TrainingExport:
     if isinstance(source, (str, os.PathLike)):  # a file: a chunk at a time (see _stream.py)
         return _stream.export_training_file(
             source, output, fmt, system_prompt, tools, mask_mode, strip_think, unroll, max_tool_output_chars,
@@ -204,7 +213,7 @@ def _export_training(
     target = _build.target(src.path, output, ".train.jsonl")
     built = _build.build_training(src, mask_mode, strip_think, unroll, max_tool_output_chars, fmt)
     rows, origins = built.rows, built.origins
-    report = {
+    report: TrainingExport = {
         "output": str(target),
         "format": fmt,
         "argument_encoding": _gate.ENCODINGS[fmt],
@@ -241,7 +250,7 @@ def export_preference(
     max_tool_output_chars: int | None = None,
     base_model: str | None = None,
     tool_format: str | None = None,
-) -> dict[str, Any]:
+) -> PreferenceExport:
     """Write preference pairs as JSONL and return a report. Never overwrites the source.
 
     ``pairs`` are ``{"chosen": row, "rejected": row, "winner"?: "chosen"|"tie"}``
@@ -273,11 +282,11 @@ def export_preference(
     return _with_template(report, base_model, tool_format)
 
 
-def _export_pairs(pairs, output, fmt, drop_ties, validate, system_prompt, tools, strip_think, cap) -> dict[str, Any]:
+def _export_pairs(pairs, output, fmt, drop_ties, validate, system_prompt, tools, strip_think, cap) -> PreferenceExport:
     src = _build.resolve_pairs(pairs, system_prompt, tools, stacklevel=4)
     target = _build.target(src.path, output, ".preference.jsonl")
     built = _build.build_preference(src, fmt, drop_ties, strip_think, cap)
-    report = {
+    report: PreferenceExport = {
         "output": str(target),
         "format": fmt,
         "argument_encoding": _gate.ENCODINGS[fmt],
@@ -346,7 +355,7 @@ def decoding_chat_template(tokenizer: Any) -> Any:
     return build(tokenizer)
 
 
-def tool_call_roundtrip(rows: Iterable[Any], format: str = "openai") -> dict[str, Any]:
+def tool_call_roundtrip(rows: Iterable[Any], format: str = "openai") -> RoundtripReport:
     """Check that every tool call's arguments round-trip to structured arguments in the format's encoding.
 
     ``format="openai"`` (encoding ``"json_string"``): arguments must be a JSON
@@ -382,12 +391,12 @@ def _gate_and_write(
     fmt: str,
     target: Path,
     validate: bool,
-    report: dict,
-    extra_problems: list[dict] | None = None,
-) -> dict[str, Any]:
+    report: _ReportT,
+    extra_problems: list[GateProblem] | None = None,
+) -> _ReportT:
     roundtrip = _gate.roundtrip_report(rows, fmt)
     lines = src.lines
-    problems: list[dict[str, Any]] = []
+    problems: list[GateProblem] = []
     for bad in roundtrip["invalid"]:
         bad["output_row"] = bad["row"]
         bad["row"] = origins[bad["row"]]
@@ -398,7 +407,8 @@ def _gate_and_write(
         for problem in problems:
             problem["line"] = lines[problem["row"]]
     problems.sort(key=lambda p: p["row"])
-    report.update(roundtrip=roundtrip, privileged_leaks=leak_report, problems=problems, validated=bool(validate))
+    report.update({"roundtrip": roundtrip, "privileged_leaks": leak_report, "problems": problems,
+                   "validated": bool(validate)})
     if problems and validate:
         raise ExportValidationError(_gate.refusal(problems, fmt), problems, report)
     report["rows_written"] = jsonl.write_jsonl(target, rows)

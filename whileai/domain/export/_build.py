@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Generic, NotRequired, TypedDict, TypeVar
 
 from whileai.domain.rows import jsonl
 from whileai.core.errors import MissingPolicyWarning
@@ -25,6 +25,8 @@ __all__ = [
     "Source",
     "Built",
     "LeakReport",
+    "TrainingCounts",
+    "PreferenceCounts",
     "resolve",
     "warn_missing_counts",
     "resolve_pairs",
@@ -46,6 +48,27 @@ class LeakReport(TypedDict):
     note: NotRequired[str]  #: why the check ran on fewer rows than the export holds
 
 
+class TrainingCounts(_shape.ConversionCounts):
+    """``build_training``'s counts, the training export report's: the conversion's, the rows left out for having
+    no assistant turn to train, and the rows ``unroll`` made (0 without it)."""
+
+    no_assistant_dropped: int
+    unrolled_samples: int
+
+
+class PreferenceCounts(_shape.ConversionCounts):
+    """``build_preference``'s counts, the preference export report's: the conversion's and the pairs left out (ties,
+    a side with no completion, sides with different prompts)."""
+
+    ties_dropped: int
+    no_completion_dropped: int
+    prompt_mismatch_dropped: int
+
+
+#: a build's counts: TrainingCounts or PreferenceCounts
+CountsT = TypeVar("CountsT", TrainingCounts, PreferenceCounts)
+
+
 @dataclass(frozen=True)
 class Source:
     """What an export reads: its rows (or pairs), where they came from, and the policy to give them."""
@@ -60,14 +83,14 @@ class Source:
 
 
 @dataclass(frozen=True)
-class Built:
+class Built(Generic[CountsT]):
     """Rows built for an export: each one's origin (its source row), the conversion's counts and the leak report."""
 
     rows: list[dict]
     origins: list[int]
-    stats: dict[str, int]
+    stats: CountsT
     leaks: LeakReport  #: the export report carries it as it is
-    mismatches: list[dict] = field(default_factory=list)  #: preference pairs whose sides' prompts differ
+    mismatches: list[_gate.GateProblem] = field(default_factory=list)  #: preference pairs whose sides' prompts differ
 
 
 # ---------------------------------------------------------------------------
@@ -208,7 +231,7 @@ def pair_from_openai(row: Any) -> Any:
 # ---------------------------------------------------------------------------
 
 
-def new_stats() -> dict[str, int]:
+def new_stats() -> _shape.ConversionCounts:
     return {"think_stripped": 0, "tool_output_truncated": 0, "tool_output_chars_cut": 0}
 
 
@@ -221,7 +244,7 @@ def build_training(
     fmt: str = "openai",
     start: int = 0,
     one_shape: bool | None = None,
-) -> Built:
+) -> Built[TrainingCounts]:
     """Training rows of ``src.rows`` and each one's origin (the index of its source row, from ``start``).
 
     ``one_shape`` is for TRL rows built a chunk at a time: None turns every row
@@ -233,7 +256,7 @@ def build_training(
     system_prompt, tools = src.system_prompt, src.tools
     copy_all = not src.owned
     to_dict = fmt == "trl"
-    stats = new_stats()
+    stats: TrainingCounts = {**new_stats(), "no_assistant_dropped": 0, "unrolled_samples": 0}
     dropped = 0
     out: list[dict] = []
     origins: list[int] = []
@@ -277,13 +300,15 @@ def build_training(
     return Built(rows=out, origins=origins, stats=stats, leaks=leak_report(leaks, checked, len(src.rows)))
 
 
-def build_preference(src: Source, fmt: str, drop_ties: bool, strip_think: bool, cap: int | None) -> Built:
+def build_preference(src: Source, fmt: str, drop_ties: bool, strip_think: bool, cap: int | None
+                     ) -> Built[PreferenceCounts]:
     to_dict = fmt == "trl"
-    stats = {**new_stats(), "ties_dropped": 0, "no_completion_dropped": 0}
+    stats: PreferenceCounts = {**new_stats(), "ties_dropped": 0, "no_completion_dropped": 0,
+                               "prompt_mismatch_dropped": 0}
     out: list[dict] = []
     origins: list[int] = []
     leaks: list[dict] = []
-    mismatches: list[dict] = []
+    mismatches: list[_gate.GateProblem] = []
     checked = considered = 0
     for index, pair in enumerate(src.rows):
         if pair.get("winner") == "tie" and drop_ties:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from whileai.domain.rows.jsonl import dumps, loads, parse_object_fast
 from whileai.domain.defaults import LEAK_ID_MIN_CHARS, LEAK_ID_MIN_DIGITS
 
 __all__ = [
+    "InvalidCall",
+    "RoundtripReport",
+    "GateProblem",
     "ENCODINGS",
     "roundtrip_report",
     "argument_problem",
@@ -20,6 +23,44 @@ __all__ = [
     "leak_problem",
     "refusal",
 ]
+
+class InvalidCall(TypedDict):
+    """One tool call whose arguments do not round-trip: where it is (row, conversation key, message, call), the
+    call's id and name as the row gives them, a preview of its arguments, and what is wrong with them."""
+
+    row: int
+    field: str
+    message: int
+    call: int
+    id: Any
+    name: Any
+    arguments: str
+    problem: str
+    output_row: NotRequired[int]  #: the row in the written file, where the export's rows are counted apart
+
+
+class RoundtripReport(TypedDict):
+    """``roundtrip_report``'s answer (``export.tool_call_roundtrip``, the export report's ``roundtrip``): the
+    format and its encoding, the rows and calls checked, and the calls that do not round-trip."""
+
+    format: str
+    encoding: str
+    rows: int
+    calls: int
+    valid: int
+    invalid: list[InvalidCall]
+    ok: bool
+
+
+class GateProblem(TypedDict):
+    """One row the export gate refuses: its index, the kind of problem, what is wrong, and its line in the file
+    where the rows came from one."""
+
+    row: int
+    kind: str
+    detail: str
+    line: NotRequired[int | None]
+
 
 #: format -> the argument encoding its rows must carry
 ENCODINGS = {"openai": "json_string", "trl": "dict"}
@@ -86,12 +127,12 @@ def _preview(arguments: Any) -> str:
     return text if len(text) <= _PREVIEW_CHARS else text[: _PREVIEW_CHARS - 3] + "..."
 
 
-def roundtrip_report(rows: list[dict], format: str) -> dict[str, Any]:
+def roundtrip_report(rows: list[dict], format: str) -> RoundtripReport:
     """Check every tool call of every conversation in the rows; see ``export.tool_call_roundtrip``."""
     encoding = ENCODINGS[check_format(format)]
     wants_string = encoding == "json_string"
     calls = 0
-    invalid: list[dict[str, Any]] = []
+    invalid: list[InvalidCall] = []
     for r, row in enumerate(rows):
         if not isinstance(row, dict):
             continue
@@ -428,14 +469,14 @@ def _contains(words: list[str], span: list[str]) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def roundtrip_problem(bad: dict[str, Any]) -> dict[str, Any]:
+def roundtrip_problem(bad: InvalidCall) -> GateProblem:
     """A report problem for one invalid call of ``roundtrip_report`` (its ``row`` already the source row)."""
     where = f"{bad['field']}[{bad['message']}].tool_calls[{bad['call']}]"
     return {"row": bad["row"], "kind": "roundtrip",
             "detail": f"{where} {bad['name']!r}: {bad['problem']}: {bad['arguments']}"}
 
 
-def leak_problem(leak: dict[str, Any]) -> dict[str, Any]:
+def leak_problem(leak: dict[str, Any]) -> GateProblem:
     """A report problem for one recital found by ``find_leaks`` (with its ``row``, and ``side`` for pairs)."""
     side = f"{leak['side']} " if "side" in leak else ""
     key = f" (privileged[{leak['key']!r}])" if leak["key"] is not None else ""
@@ -443,7 +484,7 @@ def leak_problem(leak: dict[str, Any]) -> dict[str, Any]:
             "detail": f"{side}messages[{leak['message']}] recites the privileged block{key}: {leak['recited']!r}"}
 
 
-def refusal(problems: list[dict], fmt: str) -> str:
+def refusal(problems: list[GateProblem], fmt: str) -> str:
     from whileai.domain.defaults import EXPORT_PROBLEMS_IN_MESSAGE
 
     kinds: dict[str, int] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.domain.rows.jsonl import dumps, loads
 from whileai.core.defaults import EXPORT_MASK_MODES as MASK_MODES
@@ -19,6 +19,14 @@ TRUNCATION_MARKER = "[... {n} chars of tool output truncated]"
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>\s*", re.S)
 _GROUP_FIELDS = ("task_id", "prompt_hash", "rollout_index")
+
+
+class ConversionCounts(TypedDict):
+    """What converting the messages changed: think blocks (and reasoning) removed, tool outputs cut, characters cut."""
+
+    think_stripped: int
+    tool_output_truncated: int
+    tool_output_chars_cut: int
 
 
 def check_mask_mode(mask_mode: str | None) -> str:
@@ -75,7 +83,7 @@ def convert_messages(
     strip_think: bool,
     cap: int | None,
     to_dict: bool,
-    stats: dict[str, int],
+    stats: ConversionCounts,
     copy_all: bool = True,
 ) -> tuple[list[dict], list[int], str]:
     """The messages with think blocks stripped, tool output capped and arguments encoded.

@@ -26,6 +26,7 @@ from typing import Any
 
 from whileai.domain.rows import jsonl
 from whileai.domain.export import _build, _gate, _shape
+from whileai.domain.export._report import TrainingExport
 from whileai.core.errors import ExportValidationError
 from whileai.domain.rows.rollouts import row_problems
 
@@ -47,7 +48,7 @@ def export_training_file(
     cap: int | None,
     validate: bool,
     stacklevel: int,
-) -> dict[str, Any]:
+) -> TrainingExport:
     """``export_dataset`` of a JSONL path, a chunk at a time; the same file, report, errors and warnings."""
     from whileai.domain.defaults import EXPORT_CHUNK_BYTES
 
@@ -77,8 +78,8 @@ def export_training_file(
         report = _training_report(state, target, fmt, mode, strip_think, unroll, cap)
         problems = _located_problems(state)
         leaks = _build.leak_report(state["leaks"], state["checked"], rows_in)
-        report.update(roundtrip=_roundtrip(state, fmt), privileged_leaks=leaks, problems=problems,
-                      validated=bool(validate))
+        report.update({"roundtrip": _roundtrip(state, fmt), "privileged_leaks": leaks, "problems": problems,
+                       "validated": bool(validate)})
         if problems and validate:
             raise ExportValidationError(_gate.refusal(problems, fmt), problems, report)
         assert writer is not None  # without a target, _build.target raised above
@@ -90,10 +91,11 @@ def export_training_file(
 
 
 def _training_report(state: dict[str, Any], target: Any, fmt: str, mode: str, strip_think: bool, unroll: bool,
-                     cap: int | None) -> dict[str, Any]:
+                     cap: int | None) -> TrainingExport:
     """The export report's counts and settings from the last pass's ``state``: rows in and out, the format and
     its argument encoding, the mask mode, the conversion options, the stats, and a TRL file's shape."""
-    report: dict[str, Any] = {
+    stats: _build.TrainingCounts = state["stats"]
+    report: TrainingExport = {
         "output": str(target),
         "format": fmt,
         "argument_encoding": _gate.ENCODINGS[fmt],
@@ -105,14 +107,14 @@ def _training_report(state: dict[str, Any], target: Any, fmt: str, mode: str, st
         "unroll": bool(unroll),
         "max_tool_output_chars": cap,
         "rows_without_tools": state["no_tools"],
-        **state["stats"],
+        **stats,
     }
     if fmt == "trl":
         report["trl_shape"] = "prompt_completion" if state["first_is_completion"] else "messages"
     return report
 
 
-def _roundtrip(state: dict[str, Any], fmt: str) -> dict[str, Any]:
+def _roundtrip(state: dict[str, Any], fmt: str) -> _gate.RoundtripReport:
     """The report's ``roundtrip``: how many of the written rows' tool calls parse back in ``fmt``, and which not."""
     invalid = state["invalid"]
     return {
@@ -126,7 +128,7 @@ def _roundtrip(state: dict[str, Any], fmt: str) -> dict[str, Any]:
     }
 
 
-def _located_problems(state: dict[str, Any]) -> list[dict[str, Any]]:
+def _located_problems(state: dict[str, Any]) -> list[_gate.GateProblem]:
     """The gates' problems (round trip, then privileged leaks), each given its line in the file, in row order."""
     problems = state["roundtrip_problems"] + state["leak_problems"]
     for problem, line in zip(problems, state["roundtrip_lines"] + state["leak_lines"]):

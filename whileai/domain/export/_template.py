@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-__all__ = ["write_template_files", "template_paths"]
+__all__ = ["write_template_files", "template_paths", "TemplateFiles"]
 
 _HOW = ("load the rows with datasets, put the template on the base's tokenizer "
         "(tokenizer.chat_template = open(chat_template).read()) and train with TRL, which renders each row's "
@@ -44,7 +44,16 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
-def write_template_files(output: str | os.PathLike, base_model: str, tool_format: str | None = None) -> dict[str, Any]:
+class TemplateFiles(TypedDict):
+    """What ``write_template_files`` wrote, the export report's part: the tool convention decided for the base,
+    and the chat template's and manifest's paths."""
+
+    tool_format: dict[str, Any]
+    chat_template: str
+    manifest: str
+
+
+def write_template_files(output: str | os.PathLike, base_model: str, tool_format: str | None = None) -> TemplateFiles:
     """Write the template and manifest for ``base_model`` under ``tool_format`` beside ``output``; the report's part.
 
     The tokenizer is read as the selection report reads it (no weights, no

@@ -31,16 +31,26 @@ import copy
 import json
 import random
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.domain import defaults
 from whileai.domain.rows.actions import content_text, parse_arguments
 from whileai.domain.rows.taskkey import task_key
 
-__all__ = ["near_miss_pairs", "NEAR_MISS_RULES"]
+__all__ = ["near_miss_pairs", "NEAR_MISS_RULES", "NearMissSummary"]
 
 #: Every rule, in the order a summary lists them.
 NEAR_MISS_RULES = ("value", "nearby", "swap", "answer")
+
+
+class NearMissSummary(TypedDict):
+    """What :func:`near_miss_pairs` made: its pairs, the rows that gave at least one, the changes left out because
+    the judge still passed them, and the pairs per rule (every rule of NEAR_MISS_RULES, in that order)."""
+
+    pairs: int
+    rows: int
+    still_passed: int
+    by_rule: dict[str, int]
 
 
 def _first_turn(row: Mapping[str, Any]) -> tuple[int, Mapping[str, Any]] | None:
@@ -145,7 +155,7 @@ def _changed_turn(turn: Mapping[str, Any], rule: str, how: Any, rng: random.Rand
 
 
 def near_miss_pairs(rows: list[Mapping[str, Any]], per_row: int, seed: int,
-                    judge: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                    judge: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> tuple[list[dict[str, Any]], NearMissSummary]:
     """Up to ``per_row`` near-miss pairs for each passing row with a gold: ``(pairs, summary)``.
 
     Each pair is ``{"chosen", "rejected", "task_id", "near_miss"}``: the passing
@@ -162,7 +172,7 @@ def near_miss_pairs(rows: list[Mapping[str, Any]], per_row: int, seed: int,
     rng = random.Random(seed)
     pools = _Pools(list(rows))
     pairs: list[dict[str, Any]] = []
-    summary: dict[str, Any] = {"pairs": 0, "rows": 0, "still_passed": 0, "by_rule": dict.fromkeys(NEAR_MISS_RULES, 0)}
+    summary: NearMissSummary = {"pairs": 0, "rows": 0, "still_passed": 0, "by_rule": dict.fromkeys(NEAR_MISS_RULES, 0)}
     if per_row == 0:
         return pairs, summary
     for row in rows:

@@ -21,6 +21,7 @@ from typing import Any, TypedDict
 from whileai.domain import defaults
 from whileai.domain.rows.actions import action_matches, first_action, json_equal, parse_arguments
 from whileai.domain.judges import _near_misses
+from whileai.domain.judges._near_misses import NearMissSummary
 from whileai.domain.rows.gold import gold_problem, is_plain_gold, judge_turn
 from whileai.domain.rows.rowsource import rows_of
 from whileai.domain.judges.scoring import (  # noqa: F401  (the judge contract and ScoredData are re-exported here, their public home)
@@ -54,6 +55,7 @@ __all__ = [
     "judge_pairs",
     "build_preference_pairs",
     "near_miss_pairs",
+    "NearMissSummary",
     "completion_chars",
 ]
 
@@ -360,7 +362,7 @@ def build_preference_pairs(rows: Any, per_task: int | None = None) -> list[dict[
     return _length_matched_pairs(all_rows, labels, per_task)
 
 
-def near_miss_pairs(rows: Any, per_row: int, seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def near_miss_pairs(rows: Any, per_row: int, seed: int = 0) -> tuple[list[dict[str, Any]], NearMissSummary]:
     """Pairs of a passing row against a near miss of it that the first-action judge fails.
 
     For each passing row with a ``gold``, up to ``per_row`` copies whose first
