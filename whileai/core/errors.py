@@ -197,7 +197,7 @@ class RowFormatError(WhileaiError, ValueError):
 class TrainingSelectionError(WhileaiError, ValueError):
     """The dataset cannot teach this method; ``report`` is the selection report that decided it."""
 
-    def __init__(self, message: str, report: dict[str, Any] | None = None):
+    def __init__(self, message: str, report: Mapping[str, Any] | None = None):
         super().__init__(message)
         self.report = report or {}
 

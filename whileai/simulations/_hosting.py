@@ -28,7 +28,8 @@ from whileai.core.spec import ALIASES, BOOKKEEPING, GRPOSpec, RunSpec, canonical
 from whileai.core.errors import TrainingConfigError, TrainingSelectionError, TrainingWarning
 
 if TYPE_CHECKING:
-    from whileai.domain.rows.selection import Dropped
+    from whileai.domain.rows.context import ContextCheck
+    from whileai.domain.rows.selection import DatasetProfile, Dropped, SelectionReport
 
 __all__ = ["train", "train_spec", "selection_gate"]
 
@@ -50,8 +51,8 @@ def _dropped_text(report: Mapping[str, Any]) -> str:
 
 
 def selection_gate(profile: Mapping[str, Any], method: str, check: str, min_mixed_tasks: int,
-                   context: Mapping[str, Any] | None = None, per_task: int | None = None,
-                   near_pairs: int = 0, policy_samples: bool = False) -> dict[str, Any]:
+                   context: ContextCheck | None = None, per_task: int | None = None,
+                   near_pairs: int = 0, policy_samples: bool = False) -> SelectionReport:
     """The selection report for ``method``; refuses what cannot teach, warns about what teaches less.
 
     SFT with failing rows, a grouped method with no mixed task, and rows whose
@@ -437,9 +438,9 @@ class _DatasetRows:
 
     def __init__(self, dataset_id: str | None):
         self.dataset_id = dataset_id
-        self._read: tuple[list[Any], dict[str, Any]] | None = None
+        self._read: tuple[list[Any], DatasetProfile] | None = None
 
-    def rows(self) -> tuple[list[Any], dict[str, Any]]:
+    def rows(self) -> tuple[list[Any], DatasetProfile]:
         """``(rows, profile)``."""
         if self._read is None:
             from whileai.domain.rows.selection import profile_rows
@@ -515,7 +516,7 @@ def _machine_problems(method: str, resolution: Resolved) -> list[str]:
     return problems
 
 
-def _gate(spec: RunSpec, check: str, data: _DatasetRows) -> dict[str, Any]:
+def _gate(spec: RunSpec, check: str, data: _DatasetRows) -> SelectionReport:
     """The selection gate on the dataset's rows as the job will use them under ``spec``; warns when GRPO samples
     at another temperature than the rollouts were measured at."""
     from whileai.domain.rows.selection import near_miss_count, pairs_per_task, samples_the_policy, with_near_misses
@@ -551,7 +552,7 @@ def _warn_unserved(base: str | None) -> None:
 
 
 def _make_or_find_run(client: Any, sent: Sent, title: str, dataset_id: str | None,
-                      report: dict[str, Any] | None) -> tuple[Any, bool]:
+                      report: SelectionReport | None) -> tuple[Any, bool]:
     """``(run, found)``: the run already training this dataset with this config (found, with a warning), else a
     new one. The platform looks again in the same transaction as its insert."""
     from whileai.domain.tracking import TrainingRun, jsonable

@@ -33,7 +33,8 @@ from whileai.domain.rows.bfcl import (BFCL_AST_CATEGORIES, BFCL_REFUSED_CATEGORI
                     bfcl_category_problem, bfcl_data_folder, from_bfcl, from_bfcl_folder)
 from whileai.domain.rows.taskkey import prompt_messages
 from whileai.domain.rows.rowsource import ACCEPTED_SOURCES, describe_source, group_by_task, rows_of
-from whileai.domain.rows.selection import METHODS, profile_rows, samples_the_policy, with_near_misses
+from whileai.domain.rows.selection import (METHODS, DatasetProfile, SelectionReport, profile_rows, samples_the_policy,
+                                           with_near_misses)
 from whileai.domain.rows.selection import selection_report as _selection_report
 
 __all__ = [
@@ -385,7 +386,7 @@ def cut_rows(rows: Sequence[dict[str, Any]], holdout: float | None, seed: int | 
     return Cut(train, held, train_rows, sides.moved)
 
 
-def profile(dataset: Any) -> dict[str, Any]:
+def profile(dataset: Any) -> DatasetProfile:
     """What a dataset holds, counted exactly; ``selection_report`` reads it.
 
     Keys: ``rows``; ``tasks``; ``repeats`` (rows per task: ``common``, the most
@@ -404,12 +405,12 @@ def profile(dataset: Any) -> dict[str, Any]:
     return _profile_of(dataset)
 
 
-def _profile_of(dataset: Any) -> dict[str, Any]:
+def _profile_of(dataset: Any) -> DatasetProfile:
     return profile_rows(rows_of(dataset), source=describe_source(dataset))
 
 
 def selection_report(profile: Any, method: str, per_task: int | None = None, base_model: str | None = None,
-                     config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     config: Mapping[str, Any] | None = None) -> SelectionReport:
     """Which rows and tasks ``method`` ("sft", "grpo", "dpo", "rm") can use, and why the rest is dropped.
 
     ``profile`` is what ``profile()`` returned, or a dataset (profiled first).

@@ -26,7 +26,7 @@ from whileai.domain import defaults
 from whileai.kit import defaults as kit_defaults
 from whileai.domain.rows.basetokenizer import base_tokenizer, context_limit
 
-__all__ = ["ContextCheck", "LeftOut", "context_limit", "longest_sequence", "prompt_length", "base_tokenizer", "check_context", "export_options",
+__all__ = ["ContextCheck", "ContextSummary", "LeftOut", "context_limit", "longest_sequence", "prompt_length", "base_tokenizer", "check_context", "export_options",
            "tool_schemas", "shared_tools", "prompt_tools", "UNITS"]
 
 #: what the job counts in ``left_out_too_long``, by method: SFT examples, GRPO prompts, DPO and RM pairs
@@ -42,8 +42,8 @@ class LeftOut(TypedDict):
     tokens: int
 
 
-class ContextCheck(TypedDict):
-    """What ``check_context`` found (the selection report keeps it, less ``by_task``, as ``context``)."""
+class ContextSummary(TypedDict):
+    """What the selection report keeps of a ``ContextCheck`` as its ``context``: all of it but ``by_task``."""
 
     checked: bool  #: False where the base cannot be read here; ``why`` says why, and the job still checks
     base_model: str
@@ -51,11 +51,16 @@ class ContextCheck(TypedDict):
     unit: str  #: what is counted (UNITS)
     too_long: int
     left_out: list[LeftOut]  #: the first SELECTION_CONTEXT_SHOWN units too long
-    by_task: dict[str, int]  #: units too long per task
     why: str | None
     #: the convention that renders the tools: the tokenizer's ``ToolFormat``, empty where it carries none
     tool_format: NotRequired[Mapping[str, object]]
     max_completion_length: NotRequired[int]  #: GRPO's reply cap, counted into each prompt
+
+
+class ContextCheck(ContextSummary):
+    """What ``check_context`` found (the selection report keeps it, less ``by_task``, as ``context``)."""
+
+    by_task: dict[str, int]  #: units too long per task
 
 
 #: the conversation keys of a training example, and which of them render together as one sequence

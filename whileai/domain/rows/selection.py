@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from whileai.domain import defaults
 from whileai.domain.rows.rowsource import group_by_task
 
 if TYPE_CHECKING:
+    from whileai.domain.rows.context import ContextCheck, ContextSummary
     from whileai.domain.rows.datagate import GateReport
 
-__all__ = ["TaskProfile", "Dropped", "profile_rows", "selection_report", "dropped_phrase", "pairs_per_task", "samples_the_policy", "METHODS"]
+__all__ = ["TaskProfile", "RepeatCounts", "DatasetProfile", "Dropped", "SelectionReport", "profile_rows", "selection_report", "dropped_phrase", "pairs_per_task", "samples_the_policy", "METHODS"]
 
 METHODS = ("sft", "grpo", "dpo", "rm")
 
@@ -34,11 +35,77 @@ class TaskProfile(TypedDict):
     gold: NotRequired[int]  #: absent from a profile stored before the gold count was kept
 
 
+class RepeatCounts(TypedDict):
+    """A profile's ``repeats``: rows per task, the most frequent size (the larger on a tie), the smallest and the
+    largest (each None without rows), and ``sizes`` = {size (its str): tasks}."""
+
+    common: int | None
+    min: int | None
+    max: int | None
+    sizes: dict[str, int]
+
+
+class DatasetProfile(TypedDict):
+    """``profile_rows``' answer (``datasets.profile`` names the keys): what a set of rows holds, counted exactly."""
+
+    dataset: str | None
+    rows: int
+    tasks: int
+    repeats: RepeatCounts
+    passed: int
+    failed: int
+    unlabelled: int
+    pass_rate: float | None  #: over labelled rows; None with none
+    all_pass_tasks: int
+    all_fail_tasks: int
+    mixed_tasks: int
+    unlabelled_tasks: int
+    single_row_tasks: int
+    temperatures: list[float]  #: the distinct ``sampling.temperature`` values
+    temperature_rows: dict[str, int]  #: temperature (its repr) -> rows
+    no_temperature_rows: int
+    markers: dict[str, int]  #: marker name -> rows carrying it
+    data_gates: GateReport
+    per_task: list[TaskProfile]
+
+
 #: One class of what a method leaves out: its name (``class``), its rows and tasks, and why.
 Dropped = TypedDict("Dropped", {"class": str, "rows": int, "tasks": int, "reason": str})
 
-#: What a method's selection adds to the report beside the rows and tasks (groups, prompts, pairs, the source).
-_Extra = dict[str, int | str]
+
+
+class _Extra(TypedDict, total=False):
+    """What a method's selection adds to the report beside the rows and tasks: GRPO's groups and prompts, the gold's
+    prompts and source, the preference methods' pairs and pairs per task."""
+
+    groups: int
+    prompts: int
+    source: str
+    pairs: int
+    pairs_per_task: int
+
+
+class _Selected(_Extra):
+    """The counts of a selection: the rows and tasks the method uses of those given, the mixed tasks, what the
+    method's selection adds (``_Extra``) and every class dropped."""
+
+    method: str
+    dataset: str | None
+    rows: int
+    tasks: int
+    rows_given: int
+    tasks_given: int
+    mixed_tasks: int
+    dropped: list[Dropped]
+
+
+class SelectionReport(_Selected):
+    """``selection_report``'s answer: the counts (``_Selected``), what the context check found (``context``, with
+    ``base_model``), the one-line ``summary``, and the near-miss pairs a reward model's job adds."""
+
+    context: NotRequired[ContextSummary]
+    summary: str
+    near_miss_pairs: NotRequired[int]
 
 # Dropped classes, in the order they are attributed: a task falls in the first class that fits.
 _REASONS = {
@@ -78,7 +145,7 @@ def _number_key(value: float) -> str:
     return repr(float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
-def profile_rows(rows: list[Mapping[str, Any]], source: str | None = None) -> dict[str, Any]:
+def profile_rows(rows: list[Mapping[str, Any]], source: str | None = None) -> DatasetProfile:
     """The profile of ``rows`` (see ``datasets.profile`` for the keys)."""
     per_task, task_classes = _task_profiles(rows)
     sizes = Counter(t["rows"] for t in per_task)
@@ -285,7 +352,7 @@ def pairs_per_task(method: str, config: Mapping[str, Any] | None, rows: int) -> 
 
 
 def selection_report(profile: Mapping[str, Any], method: str, per_task: int | None = None,
-                     context: Mapping[str, Any] | None = None, policy_samples: bool = False) -> dict[str, Any]:
+                     context: ContextCheck | None = None, policy_samples: bool = False) -> SelectionReport:
     """Which rows and tasks ``method`` can use, and every class it drops, with counts and reasons.
 
     Exact by construction: ``rows + sum(d["rows"] for d in dropped) == rows_given``
@@ -302,7 +369,7 @@ def selection_report(profile: Mapping[str, Any], method: str, per_task: int | No
     if missing:
         raise ValueError(f"profile lacks {missing}; pass the dict wai.profile(dataset) returns, or the dataset itself")
     tasks = profile["per_task"]
-    too_long = (context or {}).get("by_task") or {}
+    too_long: Mapping[str, int] = (context.get("by_task") if context else None) or {}
     if method == "sft":
         rows, used_tasks, dropped, extra = _sft(tasks, too_long)
     elif policy_samples and method in ("grpo", "dpo"):
@@ -315,7 +382,7 @@ def selection_report(profile: Mapping[str, Any], method: str, per_task: int | No
             raise ValueError(f"per_task={per_task!r} must be a whole number >= 1; pass one, or None for PREFERENCE_PAIRS_PER_TASK")
         rows, used_tasks, dropped, extra = _paired(tasks, k, too_long)
     dropped = [d for d in dropped if d["rows"] or d["tasks"]]
-    report = {
+    selected: _Selected = {
         "method": method,
         "dataset": profile.get("dataset"),
         "rows": rows,
@@ -326,8 +393,12 @@ def selection_report(profile: Mapping[str, Any], method: str, per_task: int | No
         **extra,
         "dropped": dropped,
     }
-    if context is not None:
-        report["context"] = {k: v for k, v in context.items() if k != "by_task"}
+    report: SelectionReport
+    if context is None:
+        report = {**selected, "summary": ""}
+    else:
+        kept = cast("ContextSummary", {k: v for k, v in context.items() if k != "by_task"})
+        report = {**selected, "context": kept, "summary": ""}
     report["summary"] = _summary(report)
     return report
 
@@ -432,8 +503,8 @@ def near_miss_count(rows: list[Any], method: str, config: Mapping[str, Any] | No
     return int(near_miss_pairs(rows, near, int((config or {}).get("seed") or 0))[1]["pairs"])
 
 
-def with_near_misses(report: dict[str, Any], rows: list[Any], method: str,
-                     config: Mapping[str, Any] | None, counted: int | None = None) -> dict[str, Any]:
+def with_near_misses(report: SelectionReport, rows: list[Any], method: str,
+                     config: Mapping[str, Any] | None, counted: int | None = None) -> SelectionReport:
     """``report`` with the near-miss pairs a reward model's job adds to the rows' pairs (config ``near_misses``).
 
     As ``near_miss_pairs`` and in the summary (``counted``: ``near_miss_count``'s answer, when already taken);

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 import warnings
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from whileai.domain.tracking import _flush
 from whileai.domain import defaults
@@ -20,6 +20,9 @@ from whileai.core.paths import data_root
 from whileai.domain.tracking._tracker import FINAL_STATUSES, Tracker, jsonable, to_float
 from whileai.core.errors import PlatformError, TrainingWarning
 from whileai.core.statuses import FINISHED_STATUSES
+
+if TYPE_CHECKING:
+    from whileai.domain.rows.selection import SelectionReport
 
 __all__ = ["TrainingRun", "holdout_fields"]
 
@@ -83,7 +86,7 @@ class TrainingRun:
         self.id: str = record["id"]
         self._tracker = Tracker(self._client, self.id)
         #: the selection report ``wai.train`` decided on (None for runs made by training_run)
-        self.selection: dict[str, Any] | None = None
+        self.selection: SelectionReport | None = None
         self._apply(record)
 
     # -- reading the record ----------------------------------------------------
