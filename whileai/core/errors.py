@@ -185,11 +185,11 @@ class ExportValidationError(WhileaiError, ValueError):
 class RowFormatError(WhileaiError, ValueError):
     """Rows that do not follow the rollout-row contract (or a JSONL file that is not valid).
 
-    ``problems`` lists each one: ``{"row": index, "line": line number or None,
-    "path": file or None, "detail": what is wrong}``.
+    ``problems`` lists each one, mostly a ``jsonl.RowProblem``: ``{"row": index, "line": line number or None,
+    "path": file or None, "detail": what is wrong}`` (a BFCL entry's gives its id as ``row``, and only ``detail``).
     """
 
-    def __init__(self, message: str, problems: list[dict[str, Any]] | None = None):
+    def __init__(self, message: str, problems: Sequence[Mapping[str, Any]] | None = None):
         super().__init__(message)
         self.problems = problems or []
 

@@ -43,7 +43,7 @@ class LeakReport(TypedDict):
 
     checked: int  #: rows that carried a privileged block to check against
     could_not_run: int  #: rows without one
-    leaks: list[dict]  #: ``find_leaks``' recitals, each with its row
+    leaks: list[_gate.Leak]  #: ``find_leaks``' recitals, each with its row
     status: str
     note: NotRequired[str]  #: why the check ran on fewer rows than the export holds
 
@@ -187,7 +187,7 @@ def resolve_pairs(
         src = Source(rows=list(pairs), system_prompt=system_prompt, tools=tools)
     else:
         raise TypeError(f"pairs must be a list of {{'chosen', 'rejected'}} pairs or a JSONL path; got {type(pairs).__name__}")
-    problems = []
+    problems: list[jsonl.RowProblem] = []
     sides = []
     for index, pair in enumerate(src.rows):
         if not isinstance(pair, Mapping) or "chosen" not in pair or "rejected" not in pair:
@@ -214,7 +214,7 @@ def resolve_pairs(
     return src
 
 
-def pair_problem(src: Source, index: int, detail: str) -> dict[str, Any]:
+def pair_problem(src: Source, index: int, detail: str) -> jsonl.RowProblem:
     line = src.lines[index] if src.lines else None
     return {"row": index, "line": line, "path": str(src.path) if src.path else None, "detail": detail}
 
@@ -260,7 +260,7 @@ def build_training(
     dropped = 0
     out: list[dict] = []
     origins: list[int] = []
-    leaks: list[dict] = []
+    leaks: list[_gate.Leak] = []
     checked = 0
     for index, raw in enumerate(src.rows, start):
         row = with_profile(raw, system_prompt, tools)
@@ -307,7 +307,7 @@ def build_preference(src: Source, fmt: str, drop_ties: bool, strip_think: bool, 
                                "prompt_mismatch_dropped": 0}
     out: list[dict] = []
     origins: list[int] = []
-    leaks: list[dict] = []
+    leaks: list[_gate.Leak] = []
     mismatches: list[_gate.GateProblem] = []
     checked = considered = 0
     for index, pair in enumerate(src.rows):
@@ -356,7 +356,7 @@ def build_preference(src: Source, fmt: str, drop_ties: bool, strip_think: bool, 
                  leaks=leak_report(leaks, checked, considered))
 
 
-def leak_report(leaks: list[dict], checked: int, total: int) -> LeakReport:
+def leak_report(leaks: list[_gate.Leak], checked: int, total: int) -> LeakReport:
     report: LeakReport = {"checked": checked, "could_not_run": total - checked, "leaks": leaks, "status": "ran"}
     if total and not checked:
         report["status"] = "could not run"

@@ -19,6 +19,8 @@ __all__ = [
     "argument_problem",
     "privileged_values",
     "find_leaks",
+    "Recital",
+    "Leak",
     "roundtrip_problem",
     "leak_problem",
     "refusal",
@@ -50,6 +52,23 @@ class RoundtripReport(TypedDict):
     valid: int
     invalid: list[InvalidCall]
     ok: bool
+
+
+class Recital(TypedDict):
+    """One assistant turn that recites a privileged value (``find_leaks``): the message's index, the privileged
+    block's key it came from (None for a bare value), and the longest text recited."""
+
+    message: int
+    key: str | None
+    recited: str
+
+
+class Leak(Recital):
+    """A recital found in an export's rows (``LeakReport.leaks``): the source row first, and for a preference pair
+    the ``side`` it was found on."""
+
+    row: int
+    side: NotRequired[str]
 
 
 class GateProblem(TypedDict):
@@ -226,7 +245,7 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.casefold())
 
 
-def find_leaks(privileged: Any, messages: list[dict], gold: Any = None) -> list[dict[str, Any]]:
+def find_leaks(privileged: Any, messages: list[dict], gold: Any = None) -> list[Recital]:
     """Assistant turns (text or tool-call argument values) that recite a privileged value.
 
     Two kinds of recital count; case, spacing and punctuation never hide either.
@@ -255,7 +274,7 @@ def find_leaks(privileged: Any, messages: list[dict], gold: Any = None) -> list[
             secrets.append((key, words, n, starts, set(words), identifiers))
         elif identifiers:
             secrets.append((key, words, 0, {}, set(), identifiers))
-    found: list[dict[str, Any]] = []
+    found: list[Recital] = []
     if not secrets:
         return found
     for m, message in enumerate(messages):
@@ -476,7 +495,7 @@ def roundtrip_problem(bad: InvalidCall) -> GateProblem:
             "detail": f"{where} {bad['name']!r}: {bad['problem']}: {bad['arguments']}"}
 
 
-def leak_problem(leak: dict[str, Any]) -> GateProblem:
+def leak_problem(leak: Leak) -> GateProblem:
     """A report problem for one recital found by ``find_leaks`` (with its ``row``, and ``side`` for pairs)."""
     side = f"{leak['side']} " if "side" in leak else ""
     key = f" (privileged[{leak['key']!r}])" if leak["key"] is not None else ""

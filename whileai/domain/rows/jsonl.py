@@ -15,7 +15,7 @@ import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.core import codec
 from whileai.core.collector import gc_paused  # noqa: F401  (re-exported: the exporter's bulk paths use it)
@@ -26,6 +26,7 @@ __all__ = [
     "dumps",
     "dumps_bytes",
     "read_jsonl",
+    "RowProblem",
     "iter_jsonl",
     "write_jsonl",
     "JsonlWriter",
@@ -33,6 +34,18 @@ __all__ = [
     "gc_paused",
     "JSONL_CODEC",
 ]
+
+
+
+class RowProblem(TypedDict):
+    """One bad row or line of ``RowFormatError.problems``: the row's index (None for a file line that holds no row),
+    its line in the file and the file (None where the rows came from none), and what is wrong."""
+
+    row: int | None
+    line: int | None
+    path: str | None
+    detail: str
+
 
 _UMASK_LOCK = threading.Lock()
 
@@ -139,7 +152,7 @@ def read_jsonl(path: str | os.PathLike, what: str = "row") -> tuple[list[Any], l
         raise FileNotFoundError(_no_such_file(path, what)) from None
     values: list[Any] = []
     lines: list[int] = []
-    problems: list[dict[str, Any]] = []
+    problems: list[RowProblem] = []
     _parse_block(data, 0, path, what, values, lines, problems)
     if problems:
         raise file_error(path, problems, line_fix(what))
@@ -167,7 +180,7 @@ def iter_jsonl(path: str | os.PathLike, chunk_bytes: int, what: str = "row"):
                 return
             values: list[Any] = []
             lines: list[int] = []
-            problems: list[dict[str, Any]] = []
+            problems: list[RowProblem] = []
             _parse_block(b"".join(block), first, path, what, values, lines, problems)
             first += len(block)
             del block
@@ -204,7 +217,7 @@ def _parse_block(data: bytes, first: int, path: Path, what: str, values: list, l
         lines.append(first + lineno)
 
 
-def file_error(path: str | os.PathLike[Any], problems: list[dict[str, Any]], fix: str) -> RowFormatError:
+def file_error(path: str | os.PathLike[Any], problems: list[RowProblem], fix: str) -> RowFormatError:
     """A RowFormatError listing line problems of one file, the first few spelled out."""
     from whileai.domain.defaults import EXPORT_PROBLEMS_IN_MESSAGE
 
@@ -217,7 +230,7 @@ def file_error(path: str | os.PathLike[Any], problems: list[dict[str, Any]], fix
     return RowFormatError(message, problems)
 
 
-def _line_problem(path: Path, lineno: int, detail: str) -> dict[str, Any]:
+def _line_problem(path: Path, lineno: int, detail: str) -> RowProblem:
     return {"row": None, "line": lineno, "path": str(path), "detail": detail}
 
 

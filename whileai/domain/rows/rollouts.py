@@ -359,7 +359,7 @@ def check_rows(
     rows: Iterable[Any], *, path: str | os.PathLike | None = None, lines: list[int] | None = None
 ) -> None:
     """Raise ``RowFormatError`` listing every row that breaks the contract (row index, file line when known)."""
-    problems: list[dict[str, Any]] = []
+    problems: list[jsonl.RowProblem] = []
     known_tools: list = []
     for index, row in enumerate(rows):
         found = row_problems(row, known_tools)
