@@ -36,7 +36,8 @@ import numpy as np
 from whileai.domain import defaults
 from whileai.domain.rows.rowsource import describe_source, rows_of, task_key
 
-__all__ = ["delta_report", "VERDICTS", "SideEstimate", "DeltaEstimate", "Estimate", "DecidedBy"]
+__all__ = ["delta_report", "VERDICTS", "SideEstimate", "DeltaEstimate", "Estimate", "DecidedBy", "ProxyEstimate",
+           "DeltaSettings", "GroupDelta", "ByTable", "DeltaReport"]
 
 VERDICTS = ("over-optimized", "improved", "regressed", "inconclusive")
 
@@ -114,6 +115,62 @@ class DecidedBy(TypedDict):
     min_tasks: int
     proxy_delta: NotRequired[float]
     proxy_ci: NotRequired[list[float]]
+
+
+class ProxyEstimate(Estimate):
+    """A report's ``proxy``: the marker that holds the training reward, then each side and the change."""
+
+    marker: str
+
+
+class DeltaSettings(TypedDict):
+    """A report's ``settings``: what the intervals and the verdict were computed with, and what was resampled."""
+
+    n_boot: int
+    level: float
+    margin: float
+    alpha: float
+    seed: int
+    min_tasks: int
+    resampling: str
+
+
+class GroupDelta(TypedDict):
+    """One value's row of the ``by`` table: its comparison, or (a value seen on one side only) no verdict and each
+    side's rows."""
+
+    group: str
+    target: NotRequired[Estimate]
+    verdict: str | None
+    reason: str
+    paired: NotRequired[bool]
+    proxy: NotRequired[Estimate]
+    before_rows: NotRequired[int]
+    after_rows: NotRequired[int]
+
+
+class ByTable(TypedDict):
+    """A report's ``by`` table: the key, whether it is a row key or a marker (``source``), and each value's row."""
+
+    key: str
+    source: str
+    groups: list[GroupDelta]
+
+
+class DeltaReport(TypedDict):
+    """``delta_report``'s answer: the verdict, why and by which numbers, the target's (and the proxy's) change,
+    whether the sides share their tasks, the ``by`` table, the settings and where each side's rows came from."""
+
+    verdict: str
+    reason: str
+    decided_by: DecidedBy
+    target: Estimate
+    proxy: ProxyEstimate | None
+    paired: bool
+    by: ByTable | None
+    settings: DeltaSettings
+    before_source: str | None
+    after_source: str | None
 
 
 class _Side:
@@ -319,7 +376,7 @@ def _compare(before_rows, b_idx, after_rows, a_idx, proxy, n_boot, level, alpha,
 def delta_report(before: Any, after: Any, by: str | None = None, proxy: str | None = None, *,
                  n_boot: int | None = None, level: float | None = None, margin: float | None = None,
                  alpha: float | None = None, seed: int | None = None,
-                 min_tasks: int | None = None) -> dict[str, Any]:
+                 min_tasks: int | None = None) -> DeltaReport:
     """Compare the pass rate of rollouts before and after training, with intervals and a verdict.
 
     ``before`` and ``after`` are graded rows in any dataset form (every row
@@ -363,6 +420,10 @@ def delta_report(before: Any, after: Any, by: str | None = None, proxy: str | No
         before_rows, range(len(before_rows)), after_rows, range(len(after_rows)),
         proxy, n_boot, level, alpha, margin, min_tasks, seed)
 
+    proxied: ProxyEstimate | None = None
+    if proxy is not None and prox is not None:
+        estimate: Estimate = prox
+        proxied = {"marker": proxy, **estimate}
     table = None
     if by is not None:
         table = _by_table(by, before_rows, after_rows, proxy, n_boot, level, alpha, margin, min_tasks, seed)
@@ -372,7 +433,7 @@ def delta_report(before: Any, after: Any, by: str | None = None, proxy: str | No
         "reason": reason,
         "decided_by": decided,
         "target": target,
-        "proxy": None if prox is None else {"marker": proxy, **prox},
+        "proxy": proxied,
         "paired": paired,
         "by": table,
         "settings": {"n_boot": n_boot, "level": level, "margin": margin, "alpha": alpha, "seed": seed,
@@ -384,7 +445,7 @@ def delta_report(before: Any, after: Any, by: str | None = None, proxy: str | No
 
 
 def _by_table(by: str, before_rows: list[Mapping[str, Any]], after_rows: list[Mapping[str, Any]], proxy: str | None,
-              n_boot: int, level: float, alpha: float, margin: float, min_tasks: int, seed: int) -> dict[str, Any]:
+              n_boot: int, level: float, alpha: float, margin: float, min_tasks: int, seed: int) -> ByTable:
     """The report's ``by`` table: the same comparison per value of ``by``, each group with its own seed."""
     source = _group_source(by, before_rows, after_rows)
     b_groups: dict[str, list[int]] = {}
@@ -393,7 +454,7 @@ def _by_table(by: str, before_rows: list[Mapping[str, Any]], after_rows: list[Ma
         b_groups.setdefault(_group_of(r, by, source), []).append(i)
     for i, r in enumerate(after_rows):
         a_groups.setdefault(_group_of(r, by, source), []).append(i)
-    groups = []
+    groups: list[GroupDelta] = []
     for g_i, label in enumerate(sorted(set(b_groups) | set(a_groups))):
         if label not in b_groups or label not in a_groups:
             side = "before" if label not in b_groups else "after"
@@ -404,7 +465,7 @@ def _by_table(by: str, before_rows: list[Mapping[str, Any]], after_rows: list[Ma
         g_target, g_proxy, g_paired, g_verdict, g_reason, _ = _compare(
             before_rows, b_groups[label], after_rows, a_groups[label], proxy,
             n_boot, level, alpha, margin, min_tasks, [seed, g_i + 1])
-        entry = {"group": label, "target": g_target, "verdict": g_verdict, "reason": g_reason, "paired": g_paired}
+        entry: GroupDelta = {"group": label, "target": g_target, "verdict": g_verdict, "reason": g_reason, "paired": g_paired}
         if g_proxy is not None:
             entry["proxy"] = g_proxy
         groups.append(entry)

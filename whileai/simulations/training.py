@@ -15,12 +15,15 @@ people call, and every training name is importable from it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from whileai.domain.client import Client, get_client
 from whileai.core.statuses import RUN_STATUSES
 
 from whileai.domain.tracking import TrainingRun, create_run, holdout_fields, jsonable
+
+if TYPE_CHECKING:
+    from whileai.domain.report import DeltaReport
 
 __all__ = [
     "TrainingRun",
@@ -167,7 +170,7 @@ def attach_holdout(
 
 def attach_delta(
     run_id: Any, before: Any, after: Any, by: str | None = None, proxy: str | None = None, api_key: str | None = None
-) -> dict[str, Any]:
+) -> DeltaReport:
     """Compute ``delta_report(before, after, by=, proxy=)`` and put it on a finished run's page.
 
     The summary is sent again with ``delta`` added and the status unchanged.

@@ -22,6 +22,7 @@ from whileai.core.errors import PlatformError, TrainingWarning
 from whileai.core.statuses import FINISHED_STATUSES
 
 if TYPE_CHECKING:
+    from whileai.domain.report import DeltaReport
     from whileai.domain.rows.selection import SelectionReport
 
 __all__ = ["TrainingRun", "holdout_fields"]
@@ -207,7 +208,7 @@ class TrainingRun:
         """
         self._summarize(holdout_fields(before, after, metric))
 
-    def delta(self, before: Any, after: Any, by: str | None = None, proxy: str | None = None) -> dict[str, Any]:
+    def delta(self, before: Any, after: Any, by: str | None = None, proxy: str | None = None) -> DeltaReport:
         """Compute ``delta_report(before, after, by=, proxy=)``, keep it on the run and return it.
 
         It is sent with finish under ``summary["delta"]`` (right away when the
