@@ -89,7 +89,7 @@ def test_a_run_records_the_packages_installed_at_another_version_than_pinned(tmp
     context = SimpleNamespace(recipe="r", overrides=[], choices={}, command="c", sweep_id=None, output_dir=tmp_path,
                               reproduces=None, expect_lines={})
     record = provenance.runner_record({}, context)
-    assert record["constraints_differ"] == provenance.constraints_differ()
+    assert record.constraints_differ == provenance.constraints_differ()
 
 
 def test_the_words_name_the_installed_and_the_pinned_version():

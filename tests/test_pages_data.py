@@ -249,6 +249,20 @@ def test_the_pages_show_n_the_interval_the_paired_p_and_the_expect_verdict():
     assert head["groups"] == []  # rows without a category: no per-category lines
 
 
+def test_the_page_shows_each_expect_line_as_the_runner_wrote_it():
+    """The page's ``ExpectLineView`` is the stored JSON view of the runner's ``ExpectLine``: the same keys in the same
+    order, and each line of a verdict shown as the runner wrote it."""
+    from whileai.platform.pages._shapes import ExpectLineView
+    from whileai.runner.expect import ExpectLine, verdict
+
+    assert list(ExpectLineView.__annotations__) == list(ExpectLine.__annotations__)
+    checked = verdict({"status": "done", "holdout_after_min": 0.9}, {"status": "done", "after": 0.5},
+                      {"status": "recipes/sft_tooluse.yaml:22"})
+    shown = _views.expect_view(checked)
+    assert shown is not None and shown["failed"] == 1
+    assert [list(line.items()) for line in shown["lines"]] == [list(line.items()) for line in checked["lines"]]
+
+
 def test_the_run_page_shows_the_held_out_figure_per_category():
     from whileai.core.stats import group_results, holdout_result
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from test_runner_validate import compose
 
+from whileai.core.runnerrecord import RunnerRecord
 from whileai.runner import schema
 from whileai.runner._progress import Progress
 from whileai.runner._facts import RunFacts
@@ -28,7 +29,7 @@ def _cut(overrides: list[str], tmp_path: Path) -> tuple[_Plan, str]:
     spec = schema.recipe_spec(plain)
     out = io.StringIO()
     context = Context(recipe="r", overrides=[], choices={}, command="", output_dir=tmp_path)
-    plan = _Plan(spec, context, Progress(out, tty=False), RunFacts(), {}, [])
+    plan = _Plan(spec, context, Progress(out, tty=False), RunFacts(), RunnerRecord(), [])
     _load_push_cut(plan)
     return plan, out.getvalue()
 
@@ -48,10 +49,10 @@ def test_the_users_repeated_prompt_is_moved_to_training_and_counted(home, tmp_pa
     path = tmp_path / "mine.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows + copies))
     plan, said = _cut(["dataset=jsonl", f"dataset.path={path}"], tmp_path)
-    moved = plan.record["cut"]["moved_to_train"]
+    moved = plan.record.cut["moved_to_train"]
     assert moved["tasks"] >= 1 and moved["rows"] >= moved["tasks"]
     assert f"{moved['tasks']} held-out task(s) ({moved['rows']} rows) moved to training" in said
-    assert plan.record["cut"]["moved_task_ids"]
+    assert plan.record.cut["moved_task_ids"]
     _sides_share_no_prompt(plan)
 
 
@@ -63,7 +64,7 @@ def test_data_without_repeats_moves_nothing_and_says_nothing(home, tmp_path):
     path = tmp_path / "distinct.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     plan, said = _cut(["dataset=jsonl", f"dataset.path={path}"], tmp_path)
-    assert plan.record["cut"]["moved_to_train"] == {"tasks": 0, "rows": 0} and "moved to training" not in said
+    assert plan.record.cut["moved_to_train"] == {"tasks": 0, "rows": 0} and "moved to training" not in said
 
 
 def test_a_bfcl_question_asked_under_two_ids_is_on_one_side(home, tmp_path):
@@ -78,5 +79,5 @@ def test_a_bfcl_question_asked_under_two_ids_is_on_one_side(home, tmp_path):
             q.write(json.dumps({**entry, "id": entry["id"] + "_again"}) + "\n")
             a.write(json.dumps({**answer, "id": answer["id"] + "_again"}) + "\n")
     plan, said = _cut(["dataset=bfcl", f"dataset.folder={folder}", "dataset.categories=[simple_python]"], tmp_path)
-    assert plan.record["cut"]["moved_to_train"]["tasks"] >= 1 and "moved to training" in said
+    assert plan.record.cut["moved_to_train"]["tasks"] >= 1 and "moved to training" in said
     _sides_share_no_prompt(plan)

@@ -10,6 +10,7 @@ import pytest
 
 from whileai.core import defaults as d
 from whileai.core import spec as S
+from whileai.core.runnerrecord import RunnerRecord
 from whileai.core.spec import (
     DPOSpec,
     GRPOSpec,
@@ -356,7 +357,7 @@ def test_environment_reward_problems_name_each_knob_that_would_not_be_read(value
 def test_spec_json_writes_holdout_and_runner_beside_the_spec_in_field_order():
     spec = read_spec({"method": "sft", "base_model": "b"})
     # a numpy value and a tuple a user's record may carry: JSON has neither
-    runner = S.RunnerRecord(recipe="r", stage="sft", count=np.int64(3), pair=(1, 2))
+    runner = RunnerRecord(recipe="r", stage="sft", count=np.int64(3), pair=(1, 2))
     assert spec_json(spec, holdout="ds_h") == {"spec_version": S.SPEC_VERSION, "method": "sft", "base_model": "b",
                                                "holdout": "ds_h"}
     started = read_spec({"method": "sft", "base_model": "b", "init_from": "run_0"})

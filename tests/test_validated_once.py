@@ -202,7 +202,8 @@ def test_a_validated_spec_changes_only_through_the_one_function_that_validates_i
 def test_what_a_submit_writes_beside_a_resolved_spec_reads_as_the_spec_validated_with_it():
     """The held-out set and the runner's record written beside a spec sent as it is (``spec_json``'s ``holdout``
     and ``runner``) give the JSON of the spec validated with them: the same keys, values and order."""
-    from whileai.core.spec import SPEC_MODELS, RunnerRecord, job_json, spec_json, updated
+    from whileai.core.runnerrecord import RunnerRecord
+    from whileai.core.spec import SPEC_MODELS, job_json, spec_json, updated
     from whileai.simulations.training import train_spec
 
     runner = RunnerRecord.model_validate({"recipe": "r", "stage": "sft", "stage_index": 0, "stages": ["sft", "grpo"],

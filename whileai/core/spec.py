@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from whileai.core import defaults as d
 from whileai.core.knobs import many_value
+from whileai.core.runnerrecord import RunnerRecord
 
 __all__ = [
     "SPEC_VERSION",
@@ -52,7 +53,6 @@ __all__ = [
     "micro_batches",
     "micro_problem",
     "environment_reward_problems",
-    "RunnerRecord",
     "SPEC_MODELS",
     "canonical",
     "read_spec",
@@ -196,23 +196,6 @@ _ENVIRONMENT: Any = Field(None, pattern=rf"^(?:{d.TRAIN_ENVIRONMENT_PATTERN})$")
 _MAX_TURNS: Any = Field(None, ge=d.TRAIN_MAX_TURNS_RANGE[0], le=d.TRAIN_MAX_TURNS_RANGE[1])
 
 
-class RunnerRecord(BaseModel):
-    """Where a run came from when the experiment runner started it: recipe, overrides, stage, export.
-
-    The runner writes it; the pages and ``reproduce`` read it. Its keys grow with the runner
-    (``extra="allow"``), so an older record still reads.
-    """
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    recipe: str | None = None
-    overrides: list[str] = []
-    stage: str | None = None
-    stage_index: int | None = None
-    stages: list[str] = []
-    previous_run: str | None = None
-
-
 class RunSpec(BaseModel):
     """What every method's run carries: where it runs, what it starts from, and the knobs every method reads."""
 
@@ -233,7 +216,7 @@ class RunSpec(BaseModel):
     extra: dict[str, Any] | None = None
     #: key -> where its value came from (typed on the command line, recipe file:line, inherited, default)
     provenance: dict[str, str] | None = None
-    #: the experiment runner's record of the recipe and stage that started this run
+    #: the experiment runner's record of the recipe and stage that started this run (``core.runnerrecord``)
     runner: RunnerRecord | None = None
     #: set by the job launcher for the job's own copy of the spec
     run_id: str | None = None

@@ -21,12 +21,12 @@ import os
 import sys
 from typing import Any
 
+from whileai.core.runnerrecord import QuickNote
 from whileai.core.stats import group_lines, judged_text, status_text
 
 from whileai.runner._facts import RunFacts
 from whileai.runner._summary import ClosingSummary, ExpectSummary, Served
 from whileai.runner.expect import ExpectVerdict, Outcome, line_text
-from whileai.runner.quick import QuickNote
 
 __all__ = ["summary", "human_lines", "emit", "page_of", "reader_left"]
 

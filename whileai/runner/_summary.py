@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
+from whileai.core.runnerrecord import QuickNote
+
 from whileai.runner.expect import ExpectLine, Outcome
-from whileai.runner.quick import QuickNote
 
 __all__ = ["Served", "HeldOutLine", "Cost", "ExpectSummary", "Endpoint", "ClosingSummary"]
 

@@ -69,7 +69,7 @@ class Outcome(TypedDict):
 
 class ExpectLine(TypedDict):
     """One checked line of an expect block: its key, what it wants, what the run shows, whether it held and where
-    it was set."""
+    it was set. The pages read it back from the run's summary as ``platform.pages._shapes.ExpectLineView``."""
 
     key: str
     want: Any  # the value the spec gave the key

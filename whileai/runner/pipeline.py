@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
-from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec
+from whileai.core.runnerrecord import CutNote, HeldOutNote, PushedNote, RunnerRecord
+from whileai.core.spec import DPOSpec, GRPOSpec, RMSpec, RunSpec, updated
 from whileai.core.stats import describe, group_lines
 
 from whileai.runner import _estimate, defaults
@@ -34,8 +35,8 @@ from whileai.runner._label import run_label
 from whileai.runner._progress import Progress
 from whileai.runner._summary import ClosingSummary, Served
 from whileai.runner.expect import settle
-from whileai.runner.provenance import HeldOutNote, RunnerRecord, runner_record
-from whileai.runner.quick import is_quick, sft_rows
+from whileai.runner.provenance import runner_record
+from whileai.runner.quick import is_quick, note as quick_note, sft_rows
 from whileai.runner.schema import Dataset, Environment, Export, RecipeSpec, Serve
 from whileai.runner.stages import Stage, stage_check, stage_refs
 
@@ -430,7 +431,7 @@ def _run(spec: RecipeSpec, context: Context, progress: Progress, facts: RunFacts
     _load_push_cut(plan)
     _import_gguf_bases(plan)
     last_stage, last_spec = plan.stages[-1]
-    plan.record["held_out"] = _say_power(plan, last_spec)
+    plan.record = updated(plan.record, held_out=_say_power(plan, last_spec))
     for index, (stage, resolved) in enumerate(plan.stages):
         code = _run_stage(plan, index, stage, resolved)
         if code is not None:
@@ -451,7 +452,8 @@ def _load_push_cut(plan: _Plan) -> None:
                           + (" (read while the stages were resolved)" if read is not None else ""))
     with progress.step("push") as note:
         pushed = wai.push(rows, name=plan.spec.name or "dataset")
-        plan.record["dataset"] = {"id": pushed.id, "content_hash": pushed.content_hash, "rows": pushed.rows}
+        plan.record = updated(plan.record, dataset=PushedNote(id=pushed.id, content_hash=pushed.content_hash,
+                                                              rows=pushed.rows))
         note["result"] = f"{pushed.id} ({pushed.rows} rows, content {str(pushed.content_hash)[: defaults.HASH_SHOWN_CHARS]})"
         facts.datasets["pushed"] = pushed.id
     with progress.step("cut by task") as note:
@@ -462,8 +464,9 @@ def _load_push_cut(plan: _Plan) -> None:
                                       held_out=own, sides=read.sides if read is not None else None)
         plan.train_side, plan.held, plan.train_rows = sides.train, sides.holdout, sides.train_rows
         # the run's record says how many held-out tasks moved because training asks the same prompt
-        plan.record["cut"] = {"moved_to_train": {k: sides.moved[k] for k in ("tasks", "rows")},
-                              "moved_task_ids": sides.moved["task_ids"][: defaults.CUT_MOVED_RECORDED]}
+        cut = CutNote(moved_to_train={k: sides.moved[k] for k in ("tasks", "rows")},
+                      moved_task_ids=sides.moved["task_ids"][: defaults.CUT_MOVED_RECORDED])
+        plan.record = updated(plan.record, cut=cut)
         moved = wai.datasets.moved_text(sides.moved)
         note["result"] = (f"train {plan.train_side.id} ({plan.train_side.rows} rows), "
                           f"holdout {plan.held.id} ({plan.held.rows} rows)" + (f"; {moved}" if moved else "")
@@ -601,17 +604,6 @@ def _export_step(plan: _Plan, stage: Stage, label: str, used_rows: list[dict[str
     return report
 
 
-class StageRecord(RunnerRecord):
-    """The runner's record a stage's run carries: the run's record, then the stage's name and place among the
-    stages, the run it continues, and the short export report."""
-
-    stage: str
-    stage_index: int
-    stages: list[str]
-    previous_run: Any  # the id of the run it continues, None where it continues none
-    export: dict[str, Any]  # ``_short_export`` of the export report (the domain's report, its keys kept)
-
-
 def _train_step(plan: _Plan, index: int, stage: Stage, label: str, train_set: Any,
                 export_report: TrainingExport | PreferenceExport,
                 resolved: RunSpec) -> Any:
@@ -624,9 +616,10 @@ def _train_step(plan: _Plan, index: int, stage: Stage, label: str, train_set: An
     import whileai.simulations as wai
 
     spec, start = plan.spec, plan.start_of(stage)
-    stage_record: StageRecord = {**plan.record, "stage": stage.name, "stage_index": index,
-                    "stages": [s.name for s, _ in plan.stages], "previous_run": start.id if start is not None else None,
-                    "export": _short_export(export_report)}
+    # quick: the note as this stage's rows left it (quick.sft_rows counts an SFT stage's rows into it)
+    stage_record = updated(plan.record, stage=stage.name, stage_index=index, stages=[s.name for s, _ in plan.stages],
+                           previous_run=start.id if start is not None else None, export=_short_export(export_report),
+                           quick=quick_note())
     with plan.progress.step(f"{label}: wai.train on {spec.target.name}") as note:
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")

@@ -21,72 +21,16 @@ import re
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import Any
 
+from whileai.core.runnerrecord import GitState, RunnerRecord
 from whileai.core.stats import constraints_text  # noqa: F401  (re-exported: reproduce prints it)
 
 from whileai.runner import defaults
 from whileai.core import defaults as core_defaults
 
-if TYPE_CHECKING:
-    from whileai.runner.quick import QuickNote
-
 __all__ = ["versions", "installed_versions", "git_state", "runner_record", "spec_of", "read_pins", "pin_matches", "constraints_differ",
-           "constraints_text", "GitState", "PushedNote", "CutNote", "HeldOutNote", "RunnerRecord"]
-
-
-class GitState(TypedDict):
-    """The checkout the package runs from: its commit, whether it has uncommitted changes, and a hash of them."""
-
-    commit: str | None
-    dirty: bool
-    diff_hash: str | None  # None for a clean checkout
-
-
-class PushedNote(TypedDict):
-    """The dataset a run pushed: its id, its content hash and its row count."""
-
-    id: Any
-    content_hash: Any
-    rows: Any
-
-
-class CutNote(TypedDict):
-    """How many held-out tasks (and their rows) the cut moved to the train side because training asks the same
-    prompt, and the first of their task ids."""
-
-    moved_to_train: dict[str, int]  # tasks, rows
-    moved_task_ids: list[str]
-
-
-class HeldOutNote(TypedDict):
-    """What the held-out prompts the last stage measures can show, said before training, and a warning where no
-    result on them can be significant."""
-
-    note: str
-    warning: str | None
-
-
-class RunnerRecord(TypedDict):
-    """The record a run's config carries under ``runner`` (``runner_record``); the pipeline adds the dataset it
-    pushed, its cut and the held-out note as it goes, and each stage its own fields (``pipeline.StageRecord``)."""
-
-    spec: dict[str, Any]  # the validated spec as plain data, as the recipe and the command line gave it
-    recipe: str | None
-    overrides: list[str]
-    choices: dict[str, Any]  # Hydra's choice of each config group
-    command: str
-    versions: dict[str, str | None]
-    constraints_differ: dict[str, dict[str, str | None]] | None
-    git: GitState | None
-    sweep_id: str | None
-    hydra_dir: str
-    reproduces: str | None
-    expect_lines: dict[str, str]
-    quick: QuickNote | None
-    dataset: NotRequired[PushedNote]
-    cut: NotRequired[CutNote]
-    held_out: NotRequired[HeldOutNote]
+           "constraints_text"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -193,27 +137,25 @@ def git_state() -> GitState | None:
 
 
 def runner_record(spec: dict[str, Any], context: Any) -> RunnerRecord:
-    """The record a run's config carries under ``runner`` (the stage fields are added per stage)."""
-    from whileai.runner.quick import note as quick_note
-
-    return {
-        "spec": spec,
-        "recipe": context.recipe,
-        "overrides": list(context.overrides),
-        "choices": dict(context.choices),
-        "command": context.command,
-        "versions": versions(),
+    """The record a run's config carries under ``runner`` (``core.runnerrecord``): what the run knows before it
+    starts. The pipeline adds the data's push, cut and held-out note, and each stage its own fields with the quick
+    note as that stage's rows left it."""
+    return RunnerRecord(
+        spec=spec,
+        recipe=context.recipe,
+        overrides=list(context.overrides),
+        choices=dict(context.choices),
+        command=context.command,
+        versions=versions(),
         # VERSIONED_PACKAGES at another version than constraints.txt pins ({} all match; None: no such file)
-        "constraints_differ": constraints_differ(),
-        "git": git_state(),
-        "sweep_id": context.sweep_id,
-        "hydra_dir": str(context.output_dir),
-        "reproduces": context.reproduces,
+        constraints_differ=constraints_differ(),
+        git=git_state(),
+        sweep_id=context.sweep_id,
+        hydra_dir=str(context.output_dir),
+        reproduces=context.reproduces,
         # where each expect line was written, so `wait` can check a run the runner only submitted
-        "expect_lines": dict(context.expect_lines),
-        # quick=true: steps capped and expect set aside (whileai/runner/quick.py), None for a full run
-        "quick": quick_note(),
-    }
+        expect_lines=dict(context.expect_lines),
+    )
 
 
 def record_of(run_record: dict[str, Any]) -> dict[str, Any] | None:

@@ -21,30 +21,14 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
+from whileai.core.runnerrecord import QuickNote
+
 from whileai.runner import defaults
 
 if TYPE_CHECKING:
     from whileai.runner.schema import RecipeSpec
 
-__all__ = ["QUICK_ENV", "pop_quick", "is_quick", "rewrite", "note", "sft_rows", "status_line", "QuickNote",
-           "KeptRows"]
-
-
-class KeptRows(TypedDict):
-    """How many of an SFT stage's passing rows a quick run kept, of how many."""
-
-    kept: int
-    of: int
-
-
-class QuickNote(TypedDict, total=False):
-    """What a quick run changed, as its record and closing summary carry it: the step and held-out caps, the expect
-    keys set aside (``rewrite``), and the SFT rows kept where ``sft_rows`` cut them."""
-
-    steps: int
-    holdout_rows: int
-    expect_not_checked: list[str]
-    sft_rows: KeptRows
+__all__ = ["QUICK_ENV", "pop_quick", "is_quick", "rewrite", "note", "sft_rows", "status_line"]
 
 
 class _State(TypedDict, total=False):

@@ -139,7 +139,8 @@ def runs_main(argv: list[str] | None = None) -> int:
 def _status(status: Any, expect: Any, quick: Any) -> str:
     """The status with its expect verdict, or that a quick run's expect was not checked."""
     if isinstance(quick, dict) and not (isinstance(expect, dict) and expect.get("lines")):
-        from whileai.runner.quick import QuickNote, status_line
+        from whileai.core.runnerrecord import QuickNote
+        from whileai.runner.quick import status_line
 
         return status_line(status, cast(QuickNote, quick))  # the note the run's record keeps, as JSON
     return status_text(status, expect)

@@ -19,7 +19,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from whileai.core.spec import RunnerRecord, RunSpec, job_json, spec_json
+from whileai.core.runnerrecord import RunnerRecord
+from whileai.core.spec import RunSpec, job_json, spec_json
 from whileai.simulations._resolve import is_resolved
 
 __all__ = ["Sent", "sent_as_is"]

@@ -17,7 +17,7 @@ from whileai.platform.store.values import CostBasis
 if TYPE_CHECKING:  # the chart series is built (and its type defined) beside the columns it reads
     from whileai.platform.pages._series import ChartSeries
 
-__all__ = ["StageView", "ConfigParts", "HeldOutPair", "HeadlineItem", "ExpectLine", "ExpectView", "ExpectBrief",
+__all__ = ["StageView", "ConfigParts", "HeldOutPair", "HeadlineItem", "ExpectLineView", "ExpectView", "ExpectBrief",
            "ResumedView", "Facts", "ListRow", "ChartGroup", "CurvePoint", "AlarmView", "MonitorView", "ConfigRow",
            "LaidChart", "ChartSection", "ChartLayout", "SetupField", "WorkerLog", "RunsPage", "EpisodeStep",
            "EpisodeSide", "EpisodePair", "PassedCount", "EpisodesView", "ServedName", "CompareChart", "ConfigView",
@@ -74,8 +74,13 @@ class HeadlineItem(HeldOutPair):
     groups: list[str]  #: the per-category lines, where the held-out rows name one
 
 
-class ExpectLine(TypedDict):
-    """One line of the runner's expect verdict: its key, what was wanted and seen, whether it held, where written."""
+class ExpectLineView(TypedDict):
+    """One line of the runner's expect verdict as the page shows it: its key, what was wanted and seen, whether it
+    held, where written.
+
+    The stored JSON view of the runner's ``ExpectLine`` (``whileai/runner/expect.py``, a layer above this one): the
+    same keys in the same order, each read from the run's summary as whatever was stored there.
+    """
 
     key: Any
     want: Any
@@ -89,7 +94,7 @@ class ExpectView(TypedDict):
 
     passed: bool
     failed: int
-    lines: list[ExpectLine]
+    lines: list[ExpectLineView]
     recipe: str | None
 
 

@@ -20,7 +20,7 @@ from whileai.platform.pages._shapes import (
     ChartGroup,
     ConfigParts,
     ConfigRow,
-    ExpectLine,
+    ExpectLineView,
     ExpectView,
     Facts,
     HeadlineItem,
@@ -202,7 +202,7 @@ def expect_view(expect: Any) -> ExpectView | None:
     """
     if not isinstance(expect, dict) or not isinstance(expect.get("lines"), list) or not expect["lines"]:
         return None
-    lines: list[ExpectLine] = [
+    lines: list[ExpectLineView] = [
         {"key": line.get("key"), "want": line.get("want"), "seen": line.get("seen"), "passed": line.get("passed"),
          "where": line.get("where")}
         for line in expect["lines"] if isinstance(line, dict)]
