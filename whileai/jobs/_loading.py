@@ -250,7 +250,9 @@ def classifier_from_policy(model: Any, spec: RunSpec) -> Any:
     from peft.utils import get_peft_model_state_dict, load_peft_weights, set_peft_model_state_dict
 
     folder = _start_folder(spec)
-    policy = LoraConfig.from_pretrained(str(folder))
+    off = local_only()
+    with _hub_quiet(off):
+        policy = LoraConfig.from_pretrained(str(folder), local_files_only=off)
     config = LoraConfig(r=policy.r, lora_alpha=policy.lora_alpha, lora_dropout=policy.lora_dropout,
                         target_modules=policy.target_modules, task_type="SEQ_CLS", modules_to_save=["score"])
     model = get_peft_model(model, config)
