@@ -46,7 +46,7 @@ def test_init_from_that_names_no_earlier_policy_stage_is_refused_with_every_reas
         "policy stage (sft, grpo, dpo) of this spec; add an sft, grpo or dpo stage before it, or drop init_from (a "
         "policy stage continues the latest earlier policy stage on its own)")
     assert by_key["stages.sft.init_from"] == (
-        "stages.sft.init_from='stages.proxy' names a rm stage, which writes no rows to start from: a stage starts "
+        "stages.sft.init_from='stages.proxy' names an rm stage, which writes no rows to start from: a stage starts "
         "from an earlier policy stage (sft, grpo, dpo) of this spec; add an sft, grpo or dpo stage before it, or drop "
         "init_from (a policy stage continues the latest earlier policy stage on its own)")
     assert by_key["init_from"] == (

@@ -520,7 +520,7 @@ def _start_problems(plain: dict[str, Any], where: Any) -> list[Problem]:
         key = f"{prefix}init_from"
         if wanted not in policies:
             what = ("is not stages.NAME" if wanted is None else "names no stage written before this one"
-                    if wanted not in earlier else f"names a {earlier[wanted]} stage, which writes no rows to start from")
+                    if wanted not in earlier else f"names an {earlier[wanted]} stage, which writes no rows to start from")
             out.append(Problem(key, f"{key}={named!r} {what}: a stage starts from an earlier policy stage (sft, "
                                f"grpo, dpo) of this spec; {hint}", where(key)))
     return out
