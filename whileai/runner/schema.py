@@ -453,12 +453,18 @@ def _export_checks(plain: dict[str, Any], where: Any, seen: set[str]) -> list[Pr
     return out
 
 
+def _stage_named(value: Any) -> str | None:
+    """The NAME a ``stages.NAME`` reference names; None for any other value (a run id, a typo, nothing)."""
+    return value[len("stages."):] if isinstance(value, str) and value.startswith("stages.") else None
+
+
 def _rm_stage_problem(plain: dict[str, Any], key: str, named: Any) -> str | None:
     """Why ``key=stages.NAME`` (``monitor.gold_judge``, ``reward_model``) does not name an rm stage of the spec."""
-    if not (isinstance(named, str) and named.startswith("stages.")):
+    wanted = _stage_named(named)
+    if wanted is None:
         return None
     stages: dict[str, Any] = plain["stages"] if isinstance(plain.get("stages"), dict) else {}
-    node = stages.get(named[len("stages."):])
+    node = stages.get(wanted)
     if isinstance(node, dict) and node.get("method") == "rm":
         return None
     rm_stages = [k for k, v in stages.items() if isinstance(v, dict) and v.get("method") == "rm"]
@@ -505,24 +511,28 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
 def _start_problems(plain: dict[str, Any], where: Any) -> list[Problem]:
     """Why an ``init_from`` (a stage's, or the root's) does not name an earlier policy stage of the spec."""
     stages: dict[str, Any] = plain["stages"] if isinstance(plain.get("stages"), dict) else {}
-    nodes = [(f"stages.{k}.", v) for k, v in stages.items() if isinstance(v, dict)] + [("", plain)]
+    written = [(k, v) for k, v in stages.items() if isinstance(v, dict)]  # the stages, in the order they run
     out: list[Problem] = []
-    for index, (prefix, node) in enumerate(nodes):
+    for index, (key, node) in enumerate([(f"stages.{k}.init_from", v) for k, v in written] + [("init_from", plain)]):
         named = node.get("init_from")
         if named is None:
             continue
-        earlier = {p[len("stages."):-1]: v.get("method") for p, v in nodes[:index]}
+        earlier = {k: v.get("method") for k, v in written[:index]}
         policies = [k for k, method in earlier.items() if isinstance(method, str) and continues_runs(method)]
         hint = (f"name one of them: {', '.join('stages.' + k for k in policies)}" if policies else
                 "add an sft, grpo or dpo stage before it, or drop init_from (a policy stage continues the latest "
                 "earlier policy stage on its own)")
-        wanted = named[len("stages."):] if isinstance(named, str) and named.startswith("stages.") else None
-        key = f"{prefix}init_from"
-        if wanted not in policies:
-            what = ("is not stages.NAME" if wanted is None else "names no stage written before this one"
-                    if wanted not in earlier else f"names an {earlier[wanted]} stage, which writes no rows to start from")
-            out.append(Problem(key, f"{key}={named!r} {what}: a stage starts from an earlier policy stage (sft, "
-                               f"grpo, dpo) of this spec; {hint}", where(key)))
+        wanted = _stage_named(named)
+        if wanted in policies:
+            continue
+        if wanted is None:
+            what = "is not stages.NAME"
+        elif wanted not in earlier:
+            what = "names no stage written before this one"
+        else:
+            what = f"names an {earlier[wanted]} stage, which writes no rows to start from"
+        out.append(Problem(key, f"{key}={named!r} {what}: a stage starts from an earlier policy stage (sft, grpo, "
+                           f"dpo) of this spec; {hint}", where(key)))
     return out
 
 

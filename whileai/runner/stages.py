@@ -68,7 +68,10 @@ def plan_stages(spec: RecipeSpec) -> list[Stage]:
                     settings[key] = spec_wide[key]
                     taken[key] = key
         method = str(settings["method"])
-        start = init_from[len(STAGE_REF):] if init_from else policy if continues_runs(method) else None
+        if init_from:  # the earlier policy stage it names (the schema checked that it is one)
+            start: str | None = init_from[len(STAGE_REF):]
+        else:
+            start = policy if continues_runs(method) else None
         out.append(Stage(name, prefix, method, settings, taken, start, last, tasks))
         if continues_runs(method) and not last:
             policy = name
