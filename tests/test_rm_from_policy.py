@@ -150,3 +150,21 @@ def test_a_policy_adapter_that_does_not_fit_the_backbone_stops_the_job_naming_it
         _classifier(base, bent)
     with pytest.raises(FileNotFoundError, match="the adapter of init_from run run_policy is not at"):
         _classifier(base, tmp_path / "nothing")
+
+
+def test_the_rm_job_loads_its_start_policy_into_the_model_it_trains(policy_adapter):
+    """``jobs.rm.load`` is what a job trains: with ``init_adapter`` its model carries the policy's LoRA, without it
+    a bare classifier (the e2e sweep cannot tell the two apart: both train and pass on the tiny model)."""
+    from safetensors.torch import load_file
+
+    from whileai.core.spec import RMSpec
+    from whileai.jobs import rm
+
+    base, folder = policy_adapter
+    model, _ = rm.load(RMSpec(base_model=str(base), init_from="run_policy", init_adapter=str(folder),
+                              lora_rank=4, lora_alpha=8))
+    state = {k.replace(".default", ""): v for k, v in model.state_dict().items()}
+    saved = load_file(str(folder / "adapter_model.safetensors"))
+    assert all(state[name].equal(value) for name, value in saved.items())
+    bare, _ = rm.load(RMSpec(base_model=str(base)))
+    assert not any("lora_" in name for name in bare.state_dict())
