@@ -22,9 +22,10 @@ from _runner_helpers import ROOT
 _RECIPE = {"sft": "sft_tooluse", "grpo": "grpo_tooluse", "dpo": "dpo_tooluse", "rm": "rm_tooluse"}
 #: a valid value for the knobs whose declared default is None ("not given") or does not fit the others typed with
 #: it, on that recipe (reward_model is read only when reward includes rm; one weight per reward; turn_reward only
-#: in an environment, which grpo_tooluse has not: null, its off)
+#: in an environment, which grpo_tooluse has not: null, its off; prompt_filter_pool likewise)
 _VALUE = {"steps": "30", "batch_per_device": "4", "max_tool_output_chars": "4000", "reward": "[first_action,rm]",
-          "reward_weights": "[1.0,0.5]", "reward_model": "run_0123456789abcdef", "turn_reward": "null"}
+          "reward_weights": "[1.0,0.5]", "reward_model": "run_0123456789abcdef", "turn_reward": "null",
+          "prompt_filter_pool": "null"}
 _HELP_LINE = re.compile(r"^  ([a-z_.]+) \(([a-z, ]+)\): ")
 
 

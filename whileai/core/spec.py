@@ -410,6 +410,14 @@ class GRPOSpec(RunSpec):
              "with a gold first action; the policy's own samples make the group, as for a benchmark's reference "
              "calls)",
         reason="rollouts of the policy tell which tasks a group can disagree on; a benchmark has only its gold")
+    prompt_filter_pool: int | None = knob(
+        None, range=(1, 1_000_000),
+        source="DAPO dynamic sampling, arXiv:2503.14476 (groups whose samples are all right or all wrong are dropped)",
+        help="in an environment: before training, the start policy plays `generations` episodes of this many training "
+             "prompts (drawn with the seed) at `temperature`, each paid as the trainer pays it, and GRPO trains only "
+             "on the prompts whose episodes were not all paid the same (None: off, every prompt trains). Read only "
+             "with an environment",
+        reason="off: a group paid all alike has no advantage, but choosing the prompts costs the pool's episodes")
     generation_backend: Literal["hf", "vllm"] = knob(
         "hf", choices=d.TRAIN_GENERATION_BACKENDS, source="TRL GRPOConfig use_vllm",
         help="where completions are sampled: hf (the trainer's generate) or vllm (colocated, needs a GPU)",
@@ -564,8 +572,9 @@ def is_python_ref(name: object) -> bool:
 
 
 def environment_reward_problems(values: Mapping[str, Any]) -> list[str]:
-    """Why a GRPO spec's reward knobs do not fit where it plays (``values``: its ``environment``, ``reward``,
-    ``reward_weights`` and ``turn_reward``; any other method's has none of them, and no problem).
+    """Why a GRPO spec's reward knobs, or its ``prompt_filter_pool``, do not fit where it plays (``values``: its
+    ``environment``, ``reward``, ``reward_weights``, ``turn_reward`` and ``prompt_filter_pool``; any other method's
+    has none of them, and no problem).
 
     In an environment the reward is the episode judge, and per-turn scores come from ``turn_reward``, so a
     ``reward`` other than the default, or ``reward_weights``, would not be read; without one there are no
@@ -577,6 +586,25 @@ def environment_reward_problems(values: Mapping[str, Any]) -> list[str]:
 
         environment_reward_problems({"environment": None, "turn_reward": "fine_grained"})   # ["turn_reward=..."]
     """
+    return _filter_problems(values) + _reward_problems(values)
+
+
+def _filter_problems(values: Mapping[str, Any]) -> list[str]:
+    """Why ``prompt_filter_pool`` cannot be read where the spec plays: without an environment there are no episodes
+    to sample, and in BFCL's the trainer's rollouts play an entry's first user turn while the filter would play all."""
+    environment, pool = values.get("environment"), values.get("prompt_filter_pool")
+    if pool is None or (environment is not None and str(environment).partition(":")[0] != "bfcl"):
+        return []
+    where = ("this spec plays no environment (environment=None): single-turn GRPO's prompt_source=mixed already "
+             "trains on tasks whose rollouts both pass and fail" if environment is None else
+             f"in environment={environment} GRPO's rollouts play only an entry's first user turn while the filter "
+             "would play every turn")
+    return [f"prompt_filter_pool={pool} chooses GRPO's prompts by the start's sampled episodes, and {where}; leave "
+            "prompt_filter_pool None, or play environment=kit or python:MODULE:CLASS"]
+
+
+def _reward_problems(values: Mapping[str, Any]) -> list[str]:
+    """The reward knobs' part of :func:`environment_reward_problems`."""
     environment, turn = values.get("environment"), values.get("turn_reward")
     if environment is None:
         return [] if turn is None else [

@@ -42,6 +42,7 @@ from typing import Any, cast
 
 from whileai.core.spec import GRPOSpec
 from whileai.jobs._episode_prompts import EPISODE_GOLD_COLUMN, episode_prompts, turn_cap
+from whileai.jobs._start_filter import StartFilterReport
 from whileai.jobs._training_fields import GRPOFit
 from whileai.jobs.trainer_config import grpo_reward_weights
 
@@ -230,6 +231,21 @@ def _trainer(spec: GRPOSpec, model: Any, tokenizer: Any, args: Any, prompts: lis
                            callbacks=callbacks)
 
 
+def _chosen_by_start(spec: GRPOSpec, model: Any, tokenizer: Any, factory: Any, prompts: list[dict[str, Any]],
+                     funcs: list[Any], run: Any) -> tuple[list[dict[str, Any]], StartFilterReport | None]:
+    """The prompts GRPO trains on: with ``prompt_filter_pool``, those whose episodes sampled from the start were not
+    all paid the same by ``funcs`` weighted as the trainer weighs them (``_start_filter``), and what it played;
+    else every prompt, and None."""
+    from whileai.jobs._rewards import proxy_reward
+    from whileai.jobs._start_filter import start_filtered
+
+    if spec.prompt_filter_pool is None:
+        return prompts, None
+    weights = grpo_reward_weights(spec) or [1.0] * len(funcs)
+    note = (lambda phase: run.note(phase=phase)) if run is not None else None
+    return start_filtered(spec, model, tokenizer, factory, prompts, proxy_reward(funcs, weights), note=note)
+
+
 def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
                  callbacks: list[Any], run: Any = None,
                  holdout: list[dict[str, Any]] | None = None) -> tuple[Any, GRPOFit]:
@@ -245,8 +261,10 @@ def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str
     prompts, too_long = _fitting(tokenizer, every, shown, _loading.max_length(model, episodes=True),
                                  spec.max_completion_length)
     _trainer_setup.ensure_response_parser(tokenizer)
+    paid = _rewards(spec, factory)
+    prompts, chosen_by = _chosen_by_start(spec, model, tokenizer, factory, prompts, paid, run)
     per_step, per_rank, micro = batch_shape(spec, len(prompts))
-    funcs, watch, monitor, monitor_note = _watched(spec, _rewards(spec, factory), factory, holdout, run)
+    funcs, watch, monitor, monitor_note = _watched(spec, paid, factory, holdout, run)
     trainer = _trainer(spec, model, tokenizer, _config(spec, folder, per_rank, micro), prompts, factory,
                        [watch, *callbacks, *([monitor] if monitor is not None else [])], funcs)
     _trainer_setup.fit_trainer(trainer)
@@ -257,6 +275,8 @@ def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str
                       "environment": str(spec.environment), "max_turns": turn_cap(spec), "generations": spec.generations,
                       "prompts_per_step": per_step, "reward": _reward_names(spec),
                       "reward_weights": grpo_reward_weights(spec), **watch.summary(), "monitor": monitor_note}  # the monitor notes its own summary on the run
+    if chosen_by is not None:
+        extra["start_filter"] = chosen_by
     if run is not None and extra.get("groups_note"):
         run.note(grpo_groups=extra["groups_note"])
     return trainer.model, extra

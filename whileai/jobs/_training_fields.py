@@ -16,6 +16,7 @@ from typing import Any, NotRequired, TypedDict
 
 from whileai.core.stats import GroupResults, HoldoutResult
 from whileai.jobs._grpo_watch import GroupStats
+from whileai.jobs._start_filter import StartFilterReport
 
 __all__ = ["FitFields", "GRPOFit", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote", "BaseWeights", "BaseNotes",
            "TrainerSetup", "RewardVsExact", "ExportOptions"]
@@ -48,6 +49,7 @@ class GRPOFit(FitFields, GroupStats, total=False):
     reward: list[str]
     reward_weights: list[float] | None
     monitor: str  # what the run's summary says of the hack monitor (it notes its own summary apart)
+    start_filter: StartFilterReport  # with prompt_filter_pool: what the start's episodes chose
 
 
 class ExportOptions(TypedDict, total=False):

@@ -52,6 +52,12 @@ MODAL_IMAGE_DISTRIBUTION = "whileai"
 #: microseconds (psutil's /proc reads, torch's allocator counters).
 JOB_SYSTEM_METRICS_EVERY_S = 5.0
 
+#: Episodes the start filter (``prompt_filter_pool``) plays at once: one batch of generation per reply round. The
+#: held-out measure plays a recipe's 222-447 kit episodes at once; 256 keeps a real base's batch of sequences (up to
+#: its context each) within one device's memory while a pool of hundreds of prompts x generations still takes a few
+#: batches.
+START_FILTER_BATCH = 256
+
 #: ``num_train_epochs`` handed to TRL when a step count decides an SFT run's length (the spec's
 #: ``epochs`` is then None): TRL's ``max_steps`` wins over it, so the value is never read; 1.0 keeps
 #: TRL's own validation content.
