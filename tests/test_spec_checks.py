@@ -371,3 +371,29 @@ def test_spec_json_writes_holdout_and_runner_beside_the_spec_in_field_order():
     assert both == {"spec_version": S.SPEC_VERSION, "method": "sft", "base_model": "b", "holdout": "ds_h",
                     "runner": {"recipe": "r", "stage": "sft", "count": 3, "pair": [1, 2]}, "run_id": "run_1",
                     "dataset": "ds_1"}
+
+
+def test_without_an_environment_or_in_bfcl_the_filter_is_refused_naming_why():
+    alone = S.environment_reward_problems({"environment": None, "prompt_filter_pool": 64})
+    assert alone == ["prompt_filter_pool=64 chooses GRPO's prompts by the start's sampled episodes, and this spec "
+                     "plays no environment (environment=None): single-turn GRPO's prompt_source=mixed already trains "
+                     "on tasks whose rollouts both pass and fail; leave prompt_filter_pool None, or play "
+                     "environment=kit or python:MODULE:CLASS"]
+    bfcl = S.environment_reward_problems({"environment": "bfcl:multi_turn_base", "prompt_filter_pool": 64})
+    assert bfcl == ["prompt_filter_pool=64 chooses GRPO's prompts by the start's sampled episodes, and in "
+                    "environment=bfcl:multi_turn_base GRPO's rollouts play only an entry's first user turn while the "
+                    "filter would play every turn; leave prompt_filter_pool None, or play environment=kit or "
+                    "python:MODULE:CLASS"]
+    assert S.environment_reward_problems({"environment": "bfcl", "prompt_filter_pool": 64}) == [
+        bfcl[0].replace("bfcl:multi_turn_base", "bfcl")]
+    assert S.environment_reward_problems({"environment": "python:team_envs.bank:Bank", "prompt_filter_pool": 9}) == []
+    # reported with the spec's other problems, all at once
+    both = S.environment_reward_problems({"environment": None, "prompt_filter_pool": 8, "turn_reward": "fine_grained"})
+    assert [p.split("=")[0] for p in both] == ["prompt_filter_pool", "turn_reward"]
+    assert S.environment_reward_problems({"environment": "kit", "prompt_filter_pool": 64}) == []
+    assert S.environment_reward_problems({"environment": None, "prompt_filter_pool": None}) == []
+    with pytest.raises(ValueError, match="prompt_filter_pool=64 chooses"):
+        S.GRPOSpec(prompt_filter_pool=64)
+    with pytest.raises(ValueError, match="prompt_filter_pool=0"):
+        S.GRPOSpec(prompt_filter_pool=0, environment="kit")
+    assert S.GRPOSpec(prompt_filter_pool=64, environment="kit").prompt_filter_pool == 64

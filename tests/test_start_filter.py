@@ -1,5 +1,6 @@
 """GRPO's prompts chosen by the start policy's own sampled episodes (``prompt_filter_pool``, DAPO's dynamic sampling
-done once): the pool, the groups kept, the refusals, and the trainer getting exactly the kept prompts."""
+done once): the pool, the groups kept, the refusal, and the trainer getting exactly the kept prompts. Where the spec
+refuses the knob is tested with the spec (tests/test_spec_checks.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from whileai.core.spec import GRPOSpec, environment_reward_problems, read_spec
+from whileai.core.spec import read_spec
 from whileai.domain.episodes import kit_episode_rows, kit_tasks
 from whileai.jobs import _start_filter, grpo
 from whileai.jobs._episode_play import factory_of
@@ -34,26 +35,6 @@ def test_the_pool_is_drawn_with_the_seed_in_the_prompts_own_order():
     assert [int(p["task"]) for p in pool] == sorted(int(p["task"]) for p in pool)
     assert pool != _start_filter.pool_of(prompts, 10, seed=4)
     assert _start_filter.pool_of(prompts, 50, seed=3) == prompts == _start_filter.pool_of(prompts, 80, seed=3)
-
-
-def test_without_an_environment_or_in_bfcl_the_filter_is_refused_naming_why():
-    alone = environment_reward_problems({"environment": None, "prompt_filter_pool": 64})
-    assert alone == ["prompt_filter_pool=64 chooses GRPO's prompts by the start's sampled episodes, and this spec "
-                     "plays no environment (environment=None): single-turn GRPO's prompt_source=mixed already trains "
-                     "on tasks whose rollouts both pass and fail; leave prompt_filter_pool None, or play "
-                     "environment=kit or python:MODULE:CLASS"]
-    bfcl = environment_reward_problems({"environment": "bfcl:multi_turn_base", "prompt_filter_pool": 64})
-    assert len(bfcl) == 1 and "in environment=bfcl:multi_turn_base GRPO's rollouts play only an entry's first" in bfcl[0]
-    # reported with the spec's other problems, all at once
-    both = environment_reward_problems({"environment": None, "prompt_filter_pool": 8, "turn_reward": "fine_grained"})
-    assert [p.split("=")[0] for p in both] == ["prompt_filter_pool", "turn_reward"]
-    assert environment_reward_problems({"environment": "kit", "prompt_filter_pool": 64}) == []
-    assert environment_reward_problems({"environment": None, "prompt_filter_pool": None}) == []
-    with pytest.raises(ValueError, match="prompt_filter_pool=64 chooses"):
-        GRPOSpec(prompt_filter_pool=64)
-    with pytest.raises(ValueError, match="prompt_filter_pool=0"):
-        GRPOSpec(prompt_filter_pool=0, environment="kit")
-    assert GRPOSpec(prompt_filter_pool=64, environment="kit").prompt_filter_pool == 64
 
 
 def _played_pool(spec: Any, reward: Any) -> tuple[list[Any], Any, list[list[float]]]:
