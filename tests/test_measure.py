@@ -153,6 +153,35 @@ def test_the_summary_says_why_nothing_was_measured_and_reads_a_read_back_before(
     assert _summary(None, None)["metric"] == "pass_rate"
 
 
+def test_the_summary_lists_its_keys_in_the_order_the_run_has_always_noted_them(monkeypatch):
+    """The job's own fields, the trainer's batch, the world, the method's fields (a key the case sets again keeps
+    its place), the outcomes and stats, then the case's notes; a resume counts the interrupted jobs' seconds."""
+    from whileai.jobs import _environment
+
+    monkeypatch.setattr(_environment, "gpu_name", lambda spec: None)
+    spec = read_spec({"method": "sft", "base_model": "/nowhere/base", "init_from": "run_start",
+                      "processes": 2, "strategy": "fsdp"})
+    job = body._Job(spec, body.OtherRankRun("run_x"), sft, World(size=2), time.time() - 5.0)
+    setup = {"base_model": "b", "lora_rank": 8, "lora_alpha": 16, "batch_per_device": 2, "gradient_accumulation": 4,
+             "batch_size": 8}
+    extra = {"rows": 4, "steps": 2, "pairs": 3, "threshold": None, "threshold_row_accuracy": None, "unit": "pairs"}
+    trained = body._Trained(None, extra, 1.0, setup)
+    before, after = SHAPES["rm_pairs"][1], dataclasses.replace(
+        SHAPES["rm_pairs"][1], value=1.0, outcomes=(1, 1), by_failure={"near_miss:value": {"right": 2, "pairs": 2}})
+    gates = {"tool_names_mapped": 0, "types_mapped": {}, "refused_rows": 0}
+    resumed = {"earlier_seconds": 10.5, "from_step": 4, "times": 1}
+    training = body._summary(job, trained, None, before, after, [{}] * 6, gates, resumed)
+    assert list(training) == [
+        "method", "base_model", "before", "after", "metric", "holdout", "holdout_prompts", "holdout_digest",
+        "holdout_rows_given", "seconds", "train_seconds", "gpu", "device", "compute", "target", "lora_rank",
+        "batch_per_device", "gradient_accumulation", "batch_size", "world_size", "processes", "nodes", "strategy",
+        "data_gates", "rows", "steps", "pairs", "threshold", "threshold_row_accuracy", "unit", "outcomes", "stats",
+        "base_weights", "init_from", "resumed", "job_seconds", "pairs_by_failure", "cost_basis"]
+    assert (training["threshold"], training["threshold_row_accuracy"]) == (0.125, 0.75)
+    assert training["seconds"] == round(training["job_seconds"] + 10.5, 2) and training["strategy"] == "fsdp"
+    assert training["data_gates"] == gates and training["data_gates"] is not gates
+
+
 def test_the_log_line_counts_what_each_measure_counted():
     counted = {name: body._measured(measure, [{}] * 9) for name, (_, measure) in SHAPES.items()}
     assert counted == {"pass_rate": "4 distinct prompts (of 9 held-out rows)",

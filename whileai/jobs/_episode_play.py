@@ -35,6 +35,7 @@ from whileai.domain.episodes.rows import episode_digest, held_out_episodes
 
 from whileai.jobs import defaults
 from whileai.jobs._measure import HeldOutMeasure
+from whileai.jobs._rewards import AssistantMessage
 
 __all__ = ["EPISODE_METRIC", "tool_suffix_ids", "user_suffix_ids", "play_together", "play_episodes",
            "episode_pass_rate", "environment_name", "factory_of", "routed"]
@@ -250,7 +251,7 @@ def _replier(model: Any, tokenizer: Any, cap: int, limit: int) -> Callable[[list
     """The batched policy: each request is ``(tokens, conversation)``; each reply the parsed assistant message."""
     from trl.chat_template_utils import parse_response
 
-    def respond(requests: list[tuple[_Tokens, Sequence[Mapping[str, Any]]]]) -> list[dict[str, Any]]:
+    def respond(requests: list[tuple[_Tokens, Sequence[Mapping[str, Any]]]]) -> list[AssistantMessage]:
         prompts = [tokens.before_reply(conversation) for tokens, conversation in requests]
         sampled = _generate(model, tokenizer, prompts, cap, limit)
         replies = []
@@ -258,8 +259,10 @@ def _replier(model: Any, tokenizer: Any, cap: int, limit: int) -> Callable[[list
             prefix = list(prompt)
             tokens.after_reply(ids)
             parsed = parse_response(tokenizer, ids, prefix=prefix, tools=list(tokens.tools)) if ids else {}
-            replies.append({"role": "assistant", "content": parsed.get("content") or "",
-                            **({"tool_calls": parsed["tool_calls"]} if parsed.get("tool_calls") else {})})
+            reply: AssistantMessage = {"role": "assistant", "content": parsed.get("content") or ""}
+            if parsed.get("tool_calls"):
+                reply["tool_calls"] = parsed["tool_calls"]
+            replies.append(reply)
         return replies
 
     return respond

@@ -23,7 +23,7 @@ import inspect
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 from whileai.core.spec import GRPOSpec
 from whileai.domain import defaults
@@ -31,12 +31,21 @@ from whileai.jobs._measure import HeldOutMeasure
 from whileai.jobs._training_fields import RewardVsExact
 
 __all__ = ["first_action_reward", "reward_functions", "proxy_reward", "reply_text", "proxy_vs_gold",
-           "reward_search_path"]
+           "reward_search_path", "AssistantMessage"]
 
 Reward = Callable[..., list[float]]
 
 
-def _as_assistant_message(completion: Any) -> dict[str, Any]:
+class AssistantMessage(TypedDict):
+    """A generated reply as an OpenAI assistant message: its text, and its tool calls in the wire's shape
+    (``{"type", "function": {"name", "arguments"}}``) where it made any."""
+
+    role: str  # always "assistant"
+    content: str | None
+    tool_calls: NotRequired[list[dict[str, Any]]]
+
+
+def _as_assistant_message(completion: Any) -> AssistantMessage:
     """A parsed reply (TRL's message, arguments as dicts) as an OpenAI assistant message."""
     if isinstance(completion, list):
         completion = completion[-1] if completion else {}
@@ -44,8 +53,11 @@ def _as_assistant_message(completion: Any) -> dict[str, Any]:
         from whileai.kit import parse_tool_calls
 
         content, calls = parse_tool_calls(completion)
-        return {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
-    message = {"role": "assistant", "content": completion.get("content")}
+        parsed: AssistantMessage = {"role": "assistant", "content": content}
+        if calls:
+            parsed["tool_calls"] = calls
+        return parsed
+    message: AssistantMessage = {"role": "assistant", "content": completion.get("content")}
     if completion.get("tool_calls"):
         message["tool_calls"] = completion["tool_calls"]
     return message
@@ -199,7 +211,7 @@ def rm_reward(judge: Any, truncated: str, stop_ids: set[int], tokenizer: Any = N
             ids = completion_ids[i] if completion_ids is not None else None
             cut.append(_cut(truncated, stop_ids, ids))
             content, calls = parse_tool_calls(_visible(reply_text(completion, ids, tokenizer, fmt), tokenizer), fmt)
-            turn: dict[str, Any] = {"role": "assistant", "content": content}
+            turn: AssistantMessage = {"role": "assistant", "content": content}
             if calls:
                 turn["tool_calls"] = calls
             rows.append({"messages": [*(list(prompt) if isinstance(prompt, list) else []), turn], "tools": tools})

@@ -7,7 +7,9 @@ into that JSON as it is, key for key, so each is a TypedDict: what a method's ``
 (:class:`HeldOutStats`), what the data gates mapped (:class:`DataGates`), the ``resumed`` note of a run
 continued from a checkpoint (:class:`ResumedNote`), what the run records of its base (:class:`BaseNotes`),
 what the trainer really ran with (:class:`TrainerSetup`), a proxy reward against the exact judge
-(:class:`RewardVsExact`) and the export settings a method trained with (:class:`ExportOptions`).
+(:class:`RewardVsExact`) and the export settings a method trained with (:class:`ExportOptions`). The summary
+itself is :class:`TrainingSummary`, made of these pieces (with :class:`TrainedBatch`, :class:`WorldFields` and
+:class:`CaseNotes`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from whileai.jobs._grpo_watch import GroupStats
 from whileai.jobs._start_filter import StartFilterReport
 
 __all__ = ["FitFields", "GRPOFit", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote", "BaseWeights", "BaseNotes",
-           "TrainerSetup", "RewardVsExact", "ExportOptions"]
+           "TrainerSetup", "RewardVsExact", "ExportOptions", "TrainedBatch", "WorldFields", "PairsByFailure",
+           "CaseNotes", "TrainingSummary", "NoSummary"]
 
 
 class FitFields(TypedDict, total=False):
@@ -140,3 +143,79 @@ class RewardVsExact(TypedDict):
     reward_rose_more: int  # prompts where the reward rose more than the task
     task_rose_more: int
     p: float  # the exact two-sided sign test over the prompts where the two differ
+
+
+class TrainedBatch(TypedDict, total=False):
+    """The LoRA rank and batch sizes the trainer ran with, as the summary repeats them from :class:`TrainerSetup`;
+    a key is missing where the trainer does not say."""
+
+    lora_rank: int
+    batch_per_device: int
+    gradient_accumulation: int
+    batch_size: int
+
+
+class WorldFields(TypedDict):
+    """How many processes trained the run and on how many nodes, and, past one process, how they shared the
+    model's state (the spec's ``strategy``)."""
+
+    world_size: int  # the processes this job really ran
+    processes: int  # the spec's processes per node
+    nodes: int
+    strategy: NotRequired[str]
+
+
+class PairsByFailure(TypedDict):
+    """A reward model's held-out pairs it ranked right per failure kind (``{"right", "pairs"}``), before and
+    after; before is None where nothing was measured before."""
+
+    before: dict[str, dict[str, int]] | None
+    after: dict[str, dict[str, int]]
+
+
+class CaseNotes(BaseNotes, total=False):
+    """The summary's fields that depend on the case, in the order the summary lists them: a proxy reward against
+    the exact judge, what the run records of its base, the start run, a resume, the reward model's cut and its
+    pairs per failure kind, why there is no cost estimate, and why before/after is missing."""
+
+    reward_vs_exact: RewardVsExact
+    init_from: str  # the run this stage started from
+    before_read_back: str  # the start run whose kept "after" is this job's "before"
+    resumed: ResumedNote
+    job_seconds: float  # this job's own time, where seconds counts the interrupted jobs' time too
+    threshold: float  # rm: the cut that best separates the held-out rows, and its accuracy
+    threshold_row_accuracy: float | None
+    pairs_by_failure: PairsByFailure
+    cost_basis: str  # why there is no cost estimate (a CPU has no GPU price)
+    holdout_note: str | None  # why before/after is missing
+
+
+class TrainingSummary(TrainedBatch, WorldFields, FitFields, HeldOutStats, CaseNotes):
+    """A run's ``training`` summary, which ``body.run_job`` notes on the run (as JSON) and returns: what trained
+    on which base, the held-out result before and after, where and how long it trained, what the data gates did,
+    the method's own fields, how sure the result is and the notes of the case.
+
+    A method's ``fit`` may add fields of its own beside :class:`FitFields` (``rm.RMFit``, ``sft.SFTFit``,
+    ``dpo.DPOFit``, :class:`GRPOFit`); the summary holds them too, where the method's fields stand.
+    """
+
+    method: str
+    base_model: str | None
+    before: float | None
+    after: float | None
+    metric: str
+    holdout: str | None  # the held-out dataset's name
+    holdout_prompts: int | None
+    holdout_digest: str | None  # which prompts, in which order
+    holdout_rows_given: int
+    seconds: float
+    train_seconds: float
+    gpu: str | None  # in GPU_USD_PER_HOUR's spelling; None on a CPU
+    device: str
+    compute: dict[str, object]  # the CPU kernel path and threads the float sums took (``_environment.compute_path``)
+    target: str
+    data_gates: DataGates
+
+
+class NoSummary(TypedDict):
+    """What ``body.run_job`` answers on a rank past the first: nothing, since rank 0 writes the summary."""

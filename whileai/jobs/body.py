@@ -25,7 +25,8 @@ from whileai.core.jobrow import JobPlatform
 from whileai.core.spec import RunSpec, read_spec
 from whileai.jobs import _kept_measure
 from whileai.jobs._measure import HeldOutMeasure
-from whileai.jobs._training_fields import DataGates, FitFields, HeldOutStats, ResumedNote, TrainerSetup
+from whileai.jobs._training_fields import (BaseNotes, CaseNotes, DataGates, FitFields, HeldOutStats, NoSummary,
+                                           ResumedNote, TrainedBatch, TrainerSetup, TrainingSummary, WorldFields)
 from whileai.domain.tracking import TrainingRun
 
 if TYPE_CHECKING:
@@ -287,8 +288,10 @@ class _Trained:
 def run_job(spec: RunSpec | Mapping[str, Any], rows: list[dict[str, Any]], holdout_rows: list[dict[str, Any]] | None,
             run: JobRun | OtherRankRun, adapter_path: Path, folder: Path, checkpoints: Path | None = None,
             logged: Callable[[], frozenset[tuple[str, int]]] | None = None,
-            on_checkpoint: Callable[[], None] | None = None, platform: JobPlatform | None = None) -> dict[str, Any]:
-    """Train ``spec.method`` on ``rows`` and finish ``run``; returns the ``training`` summary.
+            on_checkpoint: Callable[[], None] | None = None,
+            platform: JobPlatform | None = None) -> TrainingSummary | NoSummary:
+    """Train ``spec.method`` on ``rows`` and finish ``run``; returns the ``training`` summary (rank 0; an empty
+    one on a rank past the first).
 
     ``checkpoints`` is the run's checkpoint folder (None: the job saves none): the trainer saves its state
     there every ``save_steps`` and, when it holds one already (an interrupted job of the same run), starts
@@ -483,14 +486,16 @@ def _measure_after(job: _Job, trained: _Trained, tokenizer: Any,
 
 def _summary(job: _Job, trained: _Trained, tokenizer: Any, before: HeldOutMeasure | None,
              after: HeldOutMeasure | None, holdout_rows: list[dict[str, Any]] | None, gates: DataGates,
-             resumed: ResumedNote | None) -> dict[str, Any]:
+             resumed: ResumedNote | None) -> TrainingSummary:
     """The run's ``training`` summary: the result, where and how long it trained, and the trainer's fields; the
     JSON the run is noted with and ``run_job`` returns, put together from the typed pieces (``_training_fields``)."""
     from whileai.jobs import _environment
 
-    spec, place = job.spec, job.place
+    spec = job.spec
     first, last = before or after, after or before  # the metric is the first side's, the prompts the last side's
-    training: dict[str, Any] = {
+    seconds = round(time.time() - job.started, 2)
+    gpu = _environment.gpu_name(spec)
+    return {
         "method": spec.method,
         "base_model": spec.base_model,
         "before": before.value if before else None,
@@ -500,60 +505,89 @@ def _summary(job: _Job, trained: _Trained, tokenizer: Any, before: HeldOutMeasur
         "holdout_prompts": after.prompts if after else None,
         "holdout_digest": last.prompt_digest if last else None,  # which prompts, in which order
         "holdout_rows_given": len(holdout_rows or []),
-        "seconds": round(time.time() - job.started, 2),
+        # the run's time (and so its cost) counts the interrupted jobs' time too
+        "seconds": seconds if resumed is None else round(seconds + float(resumed.get("earlier_seconds") or 0.0), 2),
         "train_seconds": round(trained.seconds, 2),
-        "gpu": _environment.gpu_name(spec),
+        "gpu": gpu,
         "device": _environment.device(),
         "compute": _environment.compute_path(),  # the CPU kernel path and threads the float sums took
         "target": spec.target or "local",
-        **{k: v for k, v in trained.setup.items()
-           if k in ("lora_rank", "batch_size", "batch_per_device", "gradient_accumulation")},
-        "world_size": place.size,
-        "processes": spec.processes,
-        "nodes": spec.nodes,
-        **({"strategy": spec.strategy} if place.size > 1 else {}),
-        "data_gates": dict(gates),
+        **_batch(trained.setup),
+        **_world(spec, job.place),
+        "data_gates": gates.copy(),
         **trained.extra,
+        **_held_out_stats(before, after),
+        **_case_notes(spec, tokenizer, before, after, holdout_rows, resumed, seconds, gpu),
     }
-    training.update(_held_out_stats(before, after))
-    _note_case(training, spec, tokenizer, before, after, holdout_rows, resumed)
-    return training
 
 
-def _note_case(training: dict[str, Any], spec: RunSpec, tokenizer: Any, before: HeldOutMeasure | None,
-               after: HeldOutMeasure | None, holdout_rows: list[dict[str, Any]] | None,
-               resumed: ResumedNote | None) -> None:
-    """Add the summary's fields that depend on the case: a proxy reward against the exact judge, the base's
-    notes, the start run, a resume, the reward model's cut, the cost basis, why before/after is missing."""
+def _batch(setup: TrainerSetup) -> TrainedBatch:
+    """The LoRA rank and batch sizes of the trainer's setup, in its order: what the summary repeats of it."""
+    batch: TrainedBatch = {}
+    if "lora_rank" in setup:
+        batch["lora_rank"] = setup["lora_rank"]
+    if "batch_per_device" in setup:
+        batch["batch_per_device"] = setup["batch_per_device"]
+    if "gradient_accumulation" in setup:
+        batch["gradient_accumulation"] = setup["gradient_accumulation"]
+    if "batch_size" in setup:
+        batch["batch_size"] = setup["batch_size"]
+    return batch
+
+
+def _world(spec: RunSpec, place: World) -> WorldFields:
+    """How many processes trained, and (past one) the strategy they shared the model's state by."""
+    world: WorldFields = {"world_size": place.size, "processes": spec.processes, "nodes": spec.nodes}
+    if place.size > 1:
+        world["strategy"] = spec.strategy
+    return world
+
+
+def _case_notes(spec: RunSpec, tokenizer: Any, before: HeldOutMeasure | None, after: HeldOutMeasure | None,
+                holdout_rows: list[dict[str, Any]] | None, resumed: ResumedNote | None, seconds: float,
+                gpu: str | None) -> CaseNotes:
+    """The summary's fields that depend on the case: a proxy reward against the exact judge, the base's notes, the
+    start run, a resume (``seconds``: this job's own), the reward model's cut, the cost basis, why before/after is
+    missing."""
     from whileai.jobs import _loading
     from whileai.jobs._rewards import proxy_vs_gold
 
+    notes: CaseNotes = {}
     versus = proxy_vs_gold(before, after)  # a reward other than the exact judge: did it rise more than the task?
     if versus is not None:
-        training["reward_vs_exact"] = versus
-    training.update(_loading.base_notes(spec, tokenizer))  # the tool convention used, a GGUF base's import
+        notes["reward_vs_exact"] = versus
+    _add_base_notes(notes, _loading.base_notes(spec, tokenizer))  # the tool convention used, a GGUF base's import
     if spec.init_from:  # a stage: before is the start run's policy, measured here or read back from its "after"
-        training["init_from"] = spec.init_from
+        notes["init_from"] = spec.init_from
         if before and before.read_back_from:
-            training["before_read_back"] = before.read_back_from
+            notes["before_read_back"] = before.read_back_from
     if resumed is not None:  # continued from a checkpoint of an interrupted job of this run
-        training["resumed"] = resumed
-        # the run's time (and so its cost) counts the interrupted jobs' time too
-        training["job_seconds"] = training["seconds"]
-        training["seconds"] = round(training["seconds"] + float(resumed.get("earlier_seconds") or 0.0), 2)
+        notes["resumed"] = resumed
+        notes["job_seconds"] = seconds
     if after and after.threshold is not None:  # rm: the cut that best separates the held-out rows
-        training["threshold"] = after.threshold
-        training["threshold_row_accuracy"] = after.row_accuracy
+        notes["threshold"] = after.threshold
+        notes["threshold_row_accuracy"] = after.row_accuracy
     if after and after.by_failure:  # rm: held-out pairs right per failure kind, before and after
-        training["pairs_by_failure"] = {"before": before.by_failure if before else None, "after": after.by_failure}
-    if training["gpu"] is None:
-        training["cost_basis"] = "no estimate: the job ran on a CPU, which has no GPU price (GPU_USD_PER_HOUR)"
+        notes["pairs_by_failure"] = {"before": before.by_failure if before else None, "after": after.by_failure}
+    if gpu is None:
+        notes["cost_basis"] = "no estimate: the job ran on a CPU, which has no GPU price (GPU_USD_PER_HOUR)"
     if not holdout_rows:
-        training["holdout_note"] = (
+        notes["holdout_note"] = (
             "no held-out set: pass holdout= or cut the dataset with wai.datasets.cut to measure before/after"
         )
     elif before and before.value is None:
-        training["holdout_note"] = before.why
+        notes["holdout_note"] = before.why
+    return notes
+
+
+def _add_base_notes(notes: CaseNotes, base: BaseNotes) -> None:
+    """Copy what the run records of its base into the case's notes, key by key in the order it lists them."""
+    if "tool_format" in base:
+        notes["tool_format"] = base["tool_format"]
+    if "base_import" in base:
+        notes["base_import"] = base["base_import"]
+    if "base_weights" in base:
+        notes["base_weights"] = base["base_weights"]
 
 
 def _note_episodes(job: _Job, before: HeldOutMeasure | None, after: HeldOutMeasure | None) -> None:
@@ -567,7 +601,7 @@ def _note_episodes(job: _Job, before: HeldOutMeasure | None, after: HeldOutMeasu
     job.run.note(**{EPISODES_KEY: episodes_summary(sides[0] or [], sides[1] or [])})
 
 
-def _finish(job: _Job, training: dict[str, Any], saved: Any, checkpoints: Path | None) -> None:
+def _finish(job: _Job, training: TrainingSummary, saved: Any, checkpoints: Path | None) -> None:
     """Note the adapter and the summary, record before/after, finish the run and drop its checkpoints."""
     from whileai.core.stats import describe
 

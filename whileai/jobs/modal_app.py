@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import httpx
 import modal
@@ -37,11 +37,23 @@ import modal.experimental
 from whileai.core.jobrow import JobRow, read_job_row
 from whileai.core.spec import JOB_ROW_KEYS
 from whileai.jobs import defaults as job_defaults
+from whileai.jobs._training_fields import NoSummary, TrainingSummary
 from whileai.platform import defaults
 from whileai.platform.launcher.progress import count_key, progress_key
 
 __all__ = ["app", "run_job", "run_job_clustered", "execute", "execute_ranks", "node_command", "payload_rank",
-           "payload_row", "PAYLOAD_ENV", "RecordingTransport", "progress_key", "count_key"]
+           "payload_row", "PAYLOAD_ENV", "RecordingTransport", "progress_key", "count_key", "JobResult"]
+
+
+class JobResult(TypedDict):
+    """What one job run from its payload answers (:func:`execute`): how it ended, the error that ended it (None when
+    done), where its adapter went (None unless done), and the run's training summary (None where the job ended
+    before it)."""
+
+    status: str  # done, failed or stopped
+    error: str | None
+    adapter: str | None
+    training: TrainingSummary | NoSummary | None
 
 
 class ProgressStore(Protocol):
@@ -81,8 +93,8 @@ class RecordingTransport(httpx.BaseTransport):
 
 
 def execute(payload: dict[str, Any], progress: ProgressStore, volume_root: Path,
-            commit: Callable[[], None] = lambda: None) -> dict[str, Any]:
-    """Run one job from its payload; returns ``{"status", "error", "adapter", "training"}``.
+            commit: Callable[[], None] = lambda: None) -> JobResult:
+    """Run one job from its payload; returns ``{"status", "error", "adapter", "training"}`` (:class:`JobResult`).
 
     ``payload`` is ``{"job_id", "spec", "platform", "rows", "holdout_rows", "run"}`` (the job row's spec and
     platform fields, :func:`payload_row`; the run's record as the platform had it), and ``stored`` for a resumed
@@ -294,9 +306,9 @@ def _progress_dict() -> ProgressStore:
     timeout=job_defaults.MODAL_TIMEOUT_S,
     retries=job_defaults.MODAL_RETRIES,  # a lost container's call runs again, from the run's last checkpoint
 )
-def run_job(payload: dict[str, Any]) -> dict[str, Any]:
+def run_job(payload: dict[str, Any]) -> JobResult | dict[str, Any]:
     """The hosted job on Modal's GPU: ``execute`` with the progress Dict and the adapters Volume (several GPUs of
-    one container: their ranks under torchrun, :func:`execute_ranks`)."""
+    one container: their ranks under torchrun, :func:`execute_ranks`, whose answer is rank 0's read back as JSON)."""
     if (payload.get("spec") or {}).get("init_adapter"):
         _volume.reload()  # a container started before the start adapter was uploaded sees it after a reload
     if int((payload.get("spec") or {}).get("processes") or 1) > 1:

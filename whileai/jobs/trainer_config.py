@@ -18,7 +18,7 @@ from whileai.jobs import defaults as job_defaults
 from whileai.core import defaults as core_defaults
 
 __all__ = ["trl_settings", "grpo_reward_weights", "lora_settings", "vllm_server_host", "strategy_settings", "ZeroConfig", "TRL_NAMES", "LORA_NAMES", "trl_defaults",
-           "LoraSettings"]
+           "LoraSettings", "FsdpConfig", "StrategySettings"]
 
 #: knob -> the TRL config argument it sets (where the names differ, e.g. ``steps`` -> ``max_steps``); trl_settings
 #: copies each knob of the spec's method under this name, then shapes the few TRL reads otherwise
@@ -123,7 +123,25 @@ def _zero(stage: int) -> ZeroConfig:
             "train_batch_size": "auto", "bf16": {"enabled": "auto"}, "gradient_clipping": "auto"}
 
 
-def strategy_settings(spec: RunSpec) -> dict[str, Any]:
+class FsdpConfig(TypedDict):
+    """The trainer's ``fsdp_config`` for a LoRA: the original parameters kept (frozen and trainable weights apart
+    inside a flat shard), each transformer layer wrapped as one unit."""
+
+    use_orig_params: bool
+    auto_wrap_policy: str
+
+
+class StrategySettings(TypedDict, total=False):
+    """The TRL/accelerate arguments of a strategy past one process, under the trainer's names; one strategy's keys
+    at a time (none for one process)."""
+
+    ddp_find_unused_parameters: bool  # ddp
+    fsdp: str  # fsdp, with its fsdp_config
+    fsdp_config: FsdpConfig
+    deepspeed: ZeroConfig  # zero2, zero3
+
+
+def strategy_settings(spec: RunSpec) -> StrategySettings:
     """The TRL/accelerate arguments ``spec.strategy`` becomes; nothing for one process (``strategy`` is not read).
 
     batch sizes stay global: every method's per-device batch is the effective one over ``world_size``
