@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -79,12 +79,18 @@ def _hub_quiet(off: bool) -> Iterator[None]:
         constants.HF_HUB_OFFLINE = was
 
 
-def pretrained(cls: Any, path: str, **kwargs: Any) -> Any:
-    """``cls.from_pretrained(path, ...)`` with the job's hub gate (:func:`local_only`); a miss names the fix."""
+def _gated(load: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``load(*args, **kwargs)`` behind the job's hub gate: ``local_files_only`` (:func:`local_only`) and, while the
+    hub is off, its own offline switch too (:func:`_hub_quiet`). Every ``from_pretrained`` of a job goes through it."""
     off = local_only()
+    with _hub_quiet(off):
+        return load(*args, local_files_only=off, **kwargs)
+
+
+def pretrained(cls: Any, path: str, **kwargs: Any) -> Any:
+    """``cls.from_pretrained(path, ...)`` behind the job's hub gate (:func:`_gated`); a miss names the fix."""
     try:
-        with _hub_quiet(off):
-            return cls.from_pretrained(path, local_files_only=off, **kwargs)
+        return _gated(cls.from_pretrained, path, **kwargs)
     except OSError as exc:
         raise FileNotFoundError(
             f"base model {path!r} is not on this machine and the hub is off ({core_defaults.HUB_ALLOW_ENV} is not 1): "
@@ -250,9 +256,7 @@ def classifier_from_policy(model: Any, spec: RunSpec) -> Any:
     from peft.utils import get_peft_model_state_dict, load_peft_weights, set_peft_model_state_dict
 
     folder = _start_folder(spec)
-    off = local_only()
-    with _hub_quiet(off):
-        policy = LoraConfig.from_pretrained(str(folder), local_files_only=off)
+    policy = _gated(LoraConfig.from_pretrained, str(folder))
     config = LoraConfig(r=policy.r, lora_alpha=policy.lora_alpha, lora_dropout=policy.lora_dropout,
                         target_modules=policy.target_modules, task_type="SEQ_CLS", modules_to_save=["score"])
     model = get_peft_model(model, config)
@@ -274,10 +278,7 @@ def load_adapter(model: Any, spec: RunSpec) -> Any:
     """``model`` with the adapter of the run it starts from (``init_from``), trainable, as PEFT's "default"."""
     from peft import PeftModel
 
-    folder = _start_folder(spec)
-    off = local_only()
-    with _hub_quiet(off):
-        return PeftModel.from_pretrained(model, str(folder), is_trainable=True, local_files_only=off)
+    return _gated(PeftModel.from_pretrained, model, str(_start_folder(spec)), is_trainable=True)
 
 
 def peft_config(model: Any, spec: RunSpec, task_type: str = "CAUSAL_LM") -> Any:
