@@ -45,6 +45,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from whileai.domain.episodes.judge import GoldCall
 from whileai.domain.judges.bfcl_multi_turn import (INSTALL_HINT, BfclBackends, MultiTurnVerdict, ToolCall,
                                                    backend_classes, judge_multi_turn)
 from whileai.domain.rows.bfcl import bfcl_data_folder
@@ -256,13 +257,13 @@ def environment_factory(category: str = BFCL_MULTI_TURN_CATEGORIES[0], folder: s
     return bfcl_environments(read_multi_turn(base, [category]), base)
 
 
-def gold_calls(entry: MultiTurnEntry) -> list[list[dict[str, Any]]]:
+def gold_calls(entry: MultiTurnEntry) -> list[list[GoldCall]]:
     """The entry's ground truth as a model sends it: each turn's calls as ``{"name", "arguments"}``, every argument
     named (BFCL's answers sometimes pass one by position: it is named from the backend method's signature)."""
     classes, _ = backend_classes()
-    out = []
+    out: list[list[GoldCall]] = []
     for turn in entry.ground_truth:
-        calls = []
+        calls: list[GoldCall] = []
         for text in turn:
             call = ToolCall.parse(text)
             owner = next((classes[n] for n in reversed(entry.involved_classes) if hasattr(classes[n], call.name)), None)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whileai.domain import defaults
-from whileai.domain.episodes.judge import replay
+from whileai.domain.episodes.judge import GoldCall, read_gold_call, replay
 from whileai.domain.episodes.protocol import end_state
 
 __all__ = ["KitEnvironment", "KitTask", "KIT_SYSTEM_PROMPT", "KIT_NAMES", "KIT_KINDS", "kit_tasks", "kit_split",
@@ -140,7 +140,7 @@ class KitTask:
     kind: str
     instruction: str
     balances: dict[str, int]
-    gold: tuple[dict[str, Any], ...]
+    gold: tuple[GoldCall, ...]
     responses: tuple[str, ...] = ()
 
     def to_json(self) -> str:
@@ -154,17 +154,17 @@ class KitTask:
         data = json.loads(value) if isinstance(value, str) else value
         return cls(task_id=str(data["task_id"]), kind=str(data["kind"]), instruction=str(data["instruction"]),
                    balances={str(k): int(v) for k, v in data["balances"].items()},
-                   gold=tuple(dict(c) for c in data["gold"]), responses=tuple(str(r) for r in data["responses"]))
+                   gold=tuple(read_gold_call(c) for c in data["gold"]), responses=tuple(str(r) for r in data["responses"]))
 
 
 # ---------------------------------------------------------------------------
 # Task kinds: each draws its accounts and amounts from the world and returns (instruction, gold, responses)
 # ---------------------------------------------------------------------------
 
-_Drawn = tuple[str, list[dict[str, Any]], tuple[str, ...]]
+_Drawn = tuple[str, list[GoldCall], tuple[str, ...]]
 
 
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
+def _call(name: str, **arguments: Any) -> GoldCall:
     return {"name": name, "arguments": arguments}
 
 

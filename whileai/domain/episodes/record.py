@@ -41,6 +41,7 @@ from typing import Any, TypedDict
 from whileai.domain import defaults
 from whileai.domain.episodes.judge import Verdict
 from whileai.domain.episodes.loop import Episode, Stopped
+from whileai.domain.episodes.rows import WireCall
 
 __all__ = ["EPISODES_KEY", "EpisodeRecord", "EpisodesSummary", "episode_record", "wire_messages",
            "episodes_summary", "tool_error", "CUT_MARKER"]
@@ -86,7 +87,7 @@ def _text(value: Any, limit: int) -> str:
     return _cut(shown, limit)
 
 
-def _call(call: Mapping[str, Any], call_id: str, limit: int) -> dict[str, Any]:
+def _call(call: Mapping[str, Any], call_id: str, limit: int) -> WireCall:
     nested = call.get("function")
     function: Mapping[str, Any] = nested if isinstance(nested, Mapping) else call
     arguments = function.get("arguments")
