@@ -58,8 +58,9 @@ __all__ = ["environment_factory", "bfcl_environments", "environment_class", "env
 #: The user's message at a turn that only adds withheld functions (bfcl-eval 2026.3.23,
 #: constants/default_prompts.py DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC)
 ADDED_FUNCTIONS_PROMPT = "I have updated some more functions you can choose from. What about now?"
-_TYPES: dict[str, Any] = {"string": str, "integer": int, "float": float, "number": float, "boolean": bool,
-                          "dict": dict, "object": dict, "array": list, "any": str}
+#: A parameter's type as BFCL's function docs name it -> the class a tool's signature annotates it with.
+_TYPES: dict[str, type] = {"string": str, "integer": int, "float": float, "number": float, "boolean": bool,
+                        "dict": dict, "object": dict, "array": list, "any": str}
 
 
 class BfclEpisode:
