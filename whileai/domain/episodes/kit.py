@@ -25,14 +25,14 @@ import json
 import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.domain import defaults
 from whileai.domain.episodes.judge import GoldCall, read_gold_call, replay
 from whileai.domain.episodes.protocol import end_state
 
-__all__ = ["KitEnvironment", "KitTask", "KIT_SYSTEM_PROMPT", "KIT_NAMES", "KIT_KINDS", "kit_tasks", "kit_split",
-           "kit_rows"]
+__all__ = ["KitEnvironment", "KitTask", "KitRow", "KIT_SYSTEM_PROMPT", "KIT_NAMES", "KIT_KINDS", "kit_tasks",
+           "kit_split", "kit_rows"]
 
 #: The names a world's accounts are drawn from: short, distinct words of the kit's size.
 KIT_NAMES = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi")
@@ -289,7 +289,16 @@ def kit_split(tasks: Iterable[KitTask], holdout: float | None = None,
     return train, held
 
 
-def kit_rows(tasks: Iterable[KitTask]) -> list[dict[str, Any]]:
+class KitRow(TypedDict):
+    """A TRL row of a kit task: its prompt (the system prompt, then the instruction, each a role and a text), the
+    task as JSON (what ``reset`` reads) and its id."""
+
+    prompt: list[dict[str, str]]
+    kit_task: str
+    task_id: str
+
+
+def kit_rows(tasks: Iterable[KitTask]) -> list[KitRow]:
     """TRL rows of ``tasks``: ``prompt`` (the system prompt and the instruction), ``kit_task`` (the task's JSON,
     which ``reset`` reads) and ``task_id``."""
     return [{"prompt": [{"role": "system", "content": KIT_SYSTEM_PROMPT},
