@@ -70,9 +70,8 @@ from whileai.core.errors import MonitorWarning
 from whileai.domain import defaults
 from whileai.domain.monitor._arming import GOLD_CHECKS
 from whileai.domain.monitor._episodes import PlayedEpisode, episode_gold_judge, episode_sampler
-from whileai.domain.monitor._records import (Alarm, FeatureRow, FormatSeen, HistoryEntry, LengthSeen, LookAt, LookEntry,
-                                             LookHead, MonitorSummary, Payment, PromptEffect, ScanSeen, Stopped,
-                                             StrongestFeature)
+from whileai.domain.monitor._records import (Alarm, FormatSeen, HistoryEntry, LengthSeen, LookAt, LookEntry, LookHead,
+                                             MonitorSummary, Payment, PromptEffect, ScanSeen, Stopped, StrongestFeature)
 from whileai.domain.monitor._report import alarm_message, clean, format_hack_monitor, prompt_text
 from whileai.domain.monitor._scoring import (MonitorSettings, accepted, call_proxy, check_sampled, score_gold,
                                              validate_settings, watched)
@@ -567,7 +566,7 @@ class _HackMonitor:
     def _strongest(self) -> list[StrongestFeature] | None:
         """The feature or format marker the latest scan (or format check) found the proxy paying most for."""
         scan, marks = self._scan, self._format
-        found: tuple[tuple[Sequence[FeatureRow], float | None], ...] = (
+        found: tuple[tuple[Sequence[checks.FeatureRow], float | None], ...] = (
             ((scan.get("top") or []) if scan else [], scan.get("alpha") if scan else None),
             ((marks.get("markers") or []) if marks else [], marks.get("alpha") if marks else None))
         for rows, alpha in found:
@@ -578,7 +577,7 @@ class _HackMonitor:
         return None
 
     def _add_alarm(self, kind: str, step: int, numbers: dict[str, Any], per_prompt: np.ndarray | None,
-                   feature: list[FeatureRow] | list[StrongestFeature] | None) -> None:
+                   feature: list[checks.FeatureRow] | list[StrongestFeature] | None) -> None:
         """Record an alarm with what to look at: the feature involved, the length change and the prompts."""
         base = self._looks[: max(1, min(self.window, len(self._looks) - 1))]
         before = float(np.nanmean(np.stack([lk.length for lk in base])))
