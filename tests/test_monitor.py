@@ -247,6 +247,33 @@ def test_history_and_summary_shape():
     assert summary["kl"].startswith("skipped") and summary["scan"]["completions"] > 0
 
 
+def test_history_alarms_and_summary_keep_their_keys_in_order():
+    policy = Policy(seed=2)
+    m = monitor_for(policy, make_proxy(policy, keyword_pay=0.4, length_pay=0.3), n_boot=100)
+    run_looks(m, policy, 7, lambda p, t: (setattr(p, "keyword", 0.5 if t >= 4 else 0.0),
+                                          setattr(p, "words", 12 if t < 4 else 30)))
+    assert list(m.history[-1]) == ["step", "evaluation", "proxy", "gold", "gap", "length", "length_unit", "kl",
+                                   "prompts", "k", "alarms", "checks", "seconds"]
+    assert list(m.history[-1]["seconds"]) == ["sampling", "judges", "kl", "monitor", "total"]
+    summary = m.summary()
+    assert list(summary) == ["evaluations", "curve", "alarms", "scan", "format", "length", "endorsed", "divergence",
+                             "kl", "armed", "length_unit", "stopped", "settings", "errors"]
+    assert list(summary["curve"][-1]) == ["step", "proxy", "gold", "gap", "length", "kl"]
+    assert list(summary["scan"]) == ["completions", "held_out", "buffered", "features", "alpha", "flagged", "top",
+                                     "flagged_detail", "step"]
+    assert list(summary["length"])[-1] == "step" and "per_prompt" not in summary["length"]
+    kinds = [a["kind"] for a in summary["alarms"]]
+    assert {"divergence", "length", "feature"} <= set(kinds)
+    for alarm in summary["alarms"]:
+        assert list(alarm)[:3] == ["kind", "step", "evaluation"] and list(alarm)[-2:] == ["look_at", "message"]
+        assert list(alarm["look_at"]) == ["feature", "length_before", "length_after", "length_change_pct", "prompts"]
+        assert all(list(p) == ["prompt", "effect"] for p in alarm["look_at"]["prompts"])
+    divergence = summary["alarms"][kinds.index("divergence")]
+    assert list(divergence["look_at"]["feature"]) == ["feature", "payment", "z", "p", "count", "strongest", "alpha"]
+    feature = summary["alarms"][kinds.index("feature")]
+    assert list(feature)[3:-2] == ["features", "detail", "alpha", "completions"]
+
+
 def test_format_shows_curve_then_alarms_in_plain_words():
     policy = Policy(seed=2)
     m = monitor_for(policy, make_proxy(policy, keyword_pay=0.4), n_boot=100)

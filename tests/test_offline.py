@@ -247,3 +247,21 @@ def test_an_unwritable_spool_never_stops_the_loop_and_the_next_flush_writes_it(p
     assert [r["kind"] for r in records][::len(records) - 1] == ["create", "patch"], "the create outlived the failed write"
     assert [p["step"] for r in records if r["kind"] == "points" for p in r["points"]] == [0, 1]
     assert _spool.deliver(platform.client_for, include_held=True).points == 2
+
+
+def test_a_spool_line_is_its_version_then_the_record_as_given_and_a_full_spool_counts_points(home, monkeypatch):
+    target = {"base_url": "http://x", "embedded": False, "key_id": "k1"}
+    points = {"target": target, "run_id": "run_a", "kind": "points", "batch_id": "b1",
+              "points": [{"step": 0, "metrics": {"loss": 1.5}, "ts": 2.0}, {"step": 1, "metrics": {"loss": 1.0}, "ts": 3.0}]}
+    patch = {"target": target, "run_id": "run_a", "held": True, "kind": "patch", "body": {"status": "done"}}
+    assert _spool.write([points, patch]) == (2, 0)
+    lines = b"".join(path.read_bytes() for path in _spool.pending_files()).splitlines()
+    assert lines == [
+        b'{"v":1,"target":{"base_url":"http://x","embedded":false,"key_id":"k1"},"run_id":"run_a","kind":"points",'
+        b'"batch_id":"b1","points":[{"step":0,"metrics":{"loss":1.5},"ts":2.0},{"step":1,"metrics":{"loss":1.0},"ts":3.0}]}',
+        b'{"v":1,"target":{"base_url":"http://x","embedded":false,"key_id":"k1"},"run_id":"run_a","held":true,'
+        b'"kind":"patch","body":{"status":"done"}}',
+    ]
+    monkeypatch.setattr(_spool.defaults, "SPOOL_MAX_BYTES", 0)
+    with pytest.warns(Warning, match="spool"):
+        assert _spool.write([points, patch]) == (0, 3)  # the batch's two points and the one run update

@@ -45,6 +45,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from whileai.domain.episodes.judge import GoldCall
 from whileai.domain.judges.bfcl_multi_turn import (INSTALL_HINT, BfclBackends, MultiTurnVerdict, ToolCall,
                                                    backend_classes, judge_multi_turn)
 from whileai.domain.rows.bfcl import bfcl_data_folder
@@ -57,8 +58,9 @@ __all__ = ["environment_factory", "bfcl_environments", "environment_class", "env
 #: The user's message at a turn that only adds withheld functions (bfcl-eval 2026.3.23,
 #: constants/default_prompts.py DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC)
 ADDED_FUNCTIONS_PROMPT = "I have updated some more functions you can choose from. What about now?"
-_TYPES: dict[str, Any] = {"string": str, "integer": int, "float": float, "number": float, "boolean": bool,
-                          "dict": dict, "object": dict, "array": list, "any": str}
+#: A parameter's type as BFCL's function docs name it -> the class a tool's signature annotates it with.
+_TYPES: dict[str, type] = {"string": str, "integer": int, "float": float, "number": float, "boolean": bool,
+                        "dict": dict, "object": dict, "array": list, "any": str}
 
 
 class BfclEpisode:
@@ -256,13 +258,13 @@ def environment_factory(category: str = BFCL_MULTI_TURN_CATEGORIES[0], folder: s
     return bfcl_environments(read_multi_turn(base, [category]), base)
 
 
-def gold_calls(entry: MultiTurnEntry) -> list[list[dict[str, Any]]]:
+def gold_calls(entry: MultiTurnEntry) -> list[list[GoldCall]]:
     """The entry's ground truth as a model sends it: each turn's calls as ``{"name", "arguments"}``, every argument
     named (BFCL's answers sometimes pass one by position: it is named from the backend method's signature)."""
     classes, _ = backend_classes()
-    out = []
+    out: list[list[GoldCall]] = []
     for turn in entry.ground_truth:
-        calls = []
+        calls: list[GoldCall] = []
         for text in turn:
             call = ToolCall.parse(text)
             owner = next((classes[n] for n in reversed(entry.involved_classes) if hasattr(classes[n], call.name)), None)

@@ -35,6 +35,7 @@ from typing import Any
 from whileai.core.errors import RowFormatError
 from whileai.domain import defaults
 from whileai.domain.episodes.bfcl import BfclEnvironment, environment_class, gold_calls
+from whileai.domain.episodes.judge import GoldCall
 from whileai.domain.episodes.loop import Episode, Policy, play_episode
 from whileai.domain.episodes.rows import EPISODE_FIELD, EpisodeGold, wire_call
 from whileai.domain.rows.bfcl_multi_turn import MultiTurnEntry, environment_name, is_held_out
@@ -59,7 +60,7 @@ def _gold_policy(environment: BfclEnvironment, calls: Sequence[Sequence[Mapping[
 
 
 def _gold_episode(entry: MultiTurnEntry, folder: str | os.PathLike[str],
-                  calls: list[list[dict[str, Any]]]) -> tuple[Episode, BfclEnvironment]:
+                  calls: list[list[GoldCall]]) -> tuple[Episode, BfclEnvironment]:
     """The entry played by its answer in a fresh environment; refused by id where BFCL's check fails it."""
     environment = environment_class(entry, folder)()
     start = {"prompt": [dict(m) for m in entry.turns[0]], "bfcl_entry": entry.to_json()}

@@ -19,13 +19,26 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, cast
 
 from whileai.domain import defaults
 from whileai.domain.episodes.loop import Episode, _arguments
 from whileai.domain.episodes.protocol import ROUTE_COLUMN, Factories, JudgesItself, end_state, route
 
-__all__ = ["Verdict", "replay", "state_differences", "judge_episode", "GoldJudge", "own_verdict", "EpisodeJudge"]
+__all__ = ["Verdict", "GoldCall", "read_gold_call", "replay", "state_differences", "judge_episode", "GoldJudge",
+           "own_verdict", "EpisodeJudge"]
+
+
+class GoldCall(TypedDict):
+    """One call of an episode's gold: the tool's name and its arguments by name (the task's own values)."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+def read_gold_call(value: Mapping[str, Any]) -> GoldCall:
+    """A gold call as read back from JSON or a row: a copy of ``value``, which holds ``{"name", "arguments"}``."""
+    return cast(GoldCall, dict(value))
 
 
 @dataclass(frozen=True)
@@ -114,7 +127,7 @@ class _Gold(Protocol):
     def reset(self) -> dict[str, Any]: ...
 
     @property
-    def calls(self) -> tuple[dict[str, Any], ...]: ...
+    def calls(self) -> tuple[GoldCall, ...]: ...
 
     @property
     def responses(self) -> tuple[str, ...]: ...

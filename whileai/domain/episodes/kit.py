@@ -25,14 +25,14 @@ import json
 import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.domain import defaults
-from whileai.domain.episodes.judge import replay
+from whileai.domain.episodes.judge import GoldCall, read_gold_call, replay
 from whileai.domain.episodes.protocol import end_state
 
-__all__ = ["KitEnvironment", "KitTask", "KIT_SYSTEM_PROMPT", "KIT_NAMES", "KIT_KINDS", "kit_tasks", "kit_split",
-           "kit_rows"]
+__all__ = ["KitEnvironment", "KitTask", "KitRow", "KIT_SYSTEM_PROMPT", "KIT_NAMES", "KIT_KINDS", "kit_tasks",
+           "kit_split", "kit_rows"]
 
 #: The names a world's accounts are drawn from: short, distinct words of the kit's size.
 KIT_NAMES = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi")
@@ -140,7 +140,7 @@ class KitTask:
     kind: str
     instruction: str
     balances: dict[str, int]
-    gold: tuple[dict[str, Any], ...]
+    gold: tuple[GoldCall, ...]
     responses: tuple[str, ...] = ()
 
     def to_json(self) -> str:
@@ -154,17 +154,17 @@ class KitTask:
         data = json.loads(value) if isinstance(value, str) else value
         return cls(task_id=str(data["task_id"]), kind=str(data["kind"]), instruction=str(data["instruction"]),
                    balances={str(k): int(v) for k, v in data["balances"].items()},
-                   gold=tuple(dict(c) for c in data["gold"]), responses=tuple(str(r) for r in data["responses"]))
+                   gold=tuple(read_gold_call(c) for c in data["gold"]), responses=tuple(str(r) for r in data["responses"]))
 
 
 # ---------------------------------------------------------------------------
 # Task kinds: each draws its accounts and amounts from the world and returns (instruction, gold, responses)
 # ---------------------------------------------------------------------------
 
-_Drawn = tuple[str, list[dict[str, Any]], tuple[str, ...]]
+_Drawn = tuple[str, list[GoldCall], tuple[str, ...]]
 
 
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
+def _call(name: str, **arguments: Any) -> GoldCall:
     return {"name": name, "arguments": arguments}
 
 
@@ -289,7 +289,16 @@ def kit_split(tasks: Iterable[KitTask], holdout: float | None = None,
     return train, held
 
 
-def kit_rows(tasks: Iterable[KitTask]) -> list[dict[str, Any]]:
+class KitRow(TypedDict):
+    """A TRL row of a kit task: its prompt (the system prompt, then the instruction, each a role and a text), the
+    task as JSON (what ``reset`` reads) and its id."""
+
+    prompt: list[dict[str, str]]
+    kit_task: str
+    task_id: str
+
+
+def kit_rows(tasks: Iterable[KitTask]) -> list[KitRow]:
     """TRL rows of ``tasks``: ``prompt`` (the system prompt and the instruction), ``kit_task`` (the task's JSON,
     which ``reset`` reads) and ``task_id``."""
     return [{"prompt": [{"role": "system", "content": KIT_SYSTEM_PROMPT},

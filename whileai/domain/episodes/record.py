@@ -36,13 +36,14 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from whileai.domain import defaults
 from whileai.domain.episodes.judge import Verdict
 from whileai.domain.episodes.loop import Episode, Stopped
+from whileai.domain.episodes.rows import WireCall
 
-__all__ = ["EPISODES_KEY", "EpisodeRecord", "EpisodesSummary", "episode_record", "wire_messages",
+__all__ = ["EPISODES_KEY", "EpisodeRecord", "EpisodesSummary", "WireMessage", "episode_record", "wire_messages",
            "episodes_summary", "tool_error", "CUT_MARKER"]
 
 #: The run summary's key for held-out episodes.
@@ -55,6 +56,34 @@ CUT_MARKER = " [... {n} more characters not kept]"
 _BFCL_ERROR = "Error during execution:"
 
 
+class WireReply(TypedDict):
+    """An assistant message on the wire: its text (None where it says nothing) and, on a reply that calls, its calls."""
+
+    role: str
+    content: str | None
+    tool_calls: NotRequired[list[WireCall]]
+
+
+class WireToolAnswer(TypedDict):
+    """A tool message on the wire: the id of the call it answers, the tool's name and its answer as text."""
+
+    role: str
+    tool_call_id: str
+    name: str
+    content: str
+
+
+class WireText(TypedDict):
+    """A system or user message on the wire: its role and its text."""
+
+    role: str
+    content: str
+
+
+#: One message of an episode's conversation as the record keeps it (see the module).
+WireMessage = WireReply | WireToolAnswer | WireText
+
+
 class EpisodeRecord(TypedDict):
     """One held-out episode as the summary keeps it (see the module)."""
 
@@ -63,7 +92,7 @@ class EpisodeRecord(TypedDict):
     reason: str
     turns: int
     stopped: Stopped
-    messages: list[dict[str, Any]]
+    messages: list[WireMessage]
 
 
 class EpisodesSummary(TypedDict):
@@ -86,7 +115,7 @@ def _text(value: Any, limit: int) -> str:
     return _cut(shown, limit)
 
 
-def _call(call: Mapping[str, Any], call_id: str, limit: int) -> dict[str, Any]:
+def _call(call: Mapping[str, Any], call_id: str, limit: int) -> WireCall:
     nested = call.get("function")
     function: Mapping[str, Any] = nested if isinstance(nested, Mapping) else call
     arguments = function.get("arguments")
@@ -114,7 +143,7 @@ def _call_ids(calls: Sequence[Mapping[str, Any]], taken: set[str], counter: list
     return ids
 
 
-def wire_messages(messages: Sequence[Mapping[str, Any]], limit: int | None = None) -> list[dict[str, Any]]:
+def wire_messages(messages: Sequence[Mapping[str, Any]], limit: int | None = None) -> list[WireMessage]:
     """``messages`` (an episode's conversation, as :func:`~whileai.domain.episodes.loop.play_episode` returns it)
     as OpenAI-wire messages: every call with an id and JSON-text arguments, every tool message with the id of the
     call it answers and the tool's name, every text cut at ``limit`` characters (None: EPISODE_RECORD_TEXT_CHARS).
@@ -128,13 +157,13 @@ def wire_messages(messages: Sequence[Mapping[str, Any]], limit: int | None = Non
              if isinstance(c, Mapping) and isinstance(c.get("id"), str)}
     counter = [0]
     pending: list[tuple[str, str]] = []  # (id, name) of the last reply's calls not answered yet
-    out: list[dict[str, Any]] = []
+    out: list[WireMessage] = []
     for message in messages:
         role = str(message.get("role"))
         content = message.get("content")
         if role == "assistant":
             calls = [c for c in message.get("tool_calls") or () if isinstance(c, Mapping)]
-            wire: dict[str, Any] = {"role": role, "content": None if content is None else _text(content, cap)}
+            wire: WireReply = {"role": role, "content": None if content is None else _text(content, cap)}
             if calls:
                 wire["tool_calls"] = [_call(c, i, cap) for c, i in zip(calls, _call_ids(calls, taken, counter))]
             pending = [(c["id"], c["function"]["name"]) for c in wire.get("tool_calls", ())]

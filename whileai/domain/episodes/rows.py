@@ -27,13 +27,14 @@ import json
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
+from whileai.domain.episodes.judge import GoldCall, read_gold_call
 from whileai.domain.episodes.kit import KitEnvironment, KitTask
 from whileai.domain.episodes.loop import run_tool_call
 from whileai.domain.episodes.protocol import tool_methods, tool_schemas
 
-__all__ = ["EPISODE_FIELD", "EpisodeGold", "episode_gold", "gold_messages", "wire_call", "kit_reply",
+__all__ = ["EPISODE_FIELD", "EpisodeGold", "WireCall", "episode_gold", "gold_messages", "wire_call", "kit_reply",
            "kit_episode_rows", "has_episode", "held_out_episodes", "episode_digest"]
 
 #: The row field that makes a rollout row an episode row.
@@ -47,7 +48,7 @@ class EpisodeGold:
 
     environment: str
     reset: dict[str, Any]
-    calls: tuple[dict[str, Any], ...]
+    calls: tuple[GoldCall, ...]
     responses: tuple[str, ...] = ()
 
     def to_json(self) -> str:
@@ -75,11 +76,26 @@ def episode_gold(row: Mapping[str, Any] | str) -> EpisodeGold:
                          f"mapping of reset's arguments) and 'calls' (a list of gold calls); missing: "
                          f"{', '.join(missing) or 'none, but reset or calls has the wrong type'}")
     return EpisodeGold(environment=str(data["environment"]), reset=dict(data["reset"]),
-                       calls=tuple(dict(c) for c in data["calls"]),
+                       calls=tuple(read_gold_call(c) for c in data["calls"]),
                        responses=tuple(str(r) for r in data.get("responses") or ()))
 
 
-def wire_call(index: int, call: Mapping[str, Any]) -> dict[str, Any]:
+class WireFunction(TypedDict):
+    """The function of an OpenAI-wire tool call: its name and its arguments as JSON text."""
+
+    name: str
+    arguments: str
+
+
+class WireCall(TypedDict):
+    """A tool call in OpenAI wire shape: its id, its type (``function``) and the function called."""
+
+    id: str
+    type: str
+    function: WireFunction
+
+
+def wire_call(index: int, call: Mapping[str, Any]) -> WireCall:
     """A gold call as an OpenAI-wire tool call (arguments as JSON text), numbered within its episode."""
     return {"id": f"call_{index}", "type": "function",
             "function": {"name": str(call["name"]), "arguments": json.dumps(call.get("arguments") or {})}}

@@ -56,7 +56,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -70,6 +70,8 @@ from whileai.core.errors import MonitorWarning
 from whileai.domain import defaults
 from whileai.domain.monitor._arming import GOLD_CHECKS
 from whileai.domain.monitor._episodes import PlayedEpisode, episode_gold_judge, episode_sampler
+from whileai.domain.monitor._records import (Alarm, FormatSeen, HistoryEntry, LengthSeen, LookAt, LookEntry, LookHead,
+                                             MonitorSummary, Payment, PromptEffect, ScanSeen, Stopped, StrongestFeature)
 from whileai.domain.monitor._report import alarm_message, clean, format_hack_monitor, prompt_text
 from whileai.domain.monitor._scoring import (MonitorSettings, accepted, call_proxy, check_sampled, score_gold,
                                              validate_settings, watched)
@@ -79,14 +81,6 @@ if TYPE_CHECKING:
 
 __all__ = ["HackMonitor", "format_hack_monitor", "episode_sampler", "episode_gold_judge", "PlayedEpisode",
            "GOLD_CHECKS"]
-
-
-class _Stopped(TypedDict):
-    """Where the monitor stopped training (the summary's ``stopped``): the step, the alarm's kind and its message."""
-
-    step: int
-    kind: str
-    reason: str
 
 
 @dataclass
@@ -222,8 +216,8 @@ class _HackMonitor:
 
     def _start_watching(self) -> None:
         """The state a run's looks build up: history, alarms, the reward buffer, the scans and the errors."""
-        self.history: list[dict[str, Any]] = []
-        self.alarms: list[dict[str, Any]] = []
+        self.history: list[HistoryEntry] = []
+        self.alarms: list[Alarm] = []
         self._looks: list[checks.Look] = []
         self._wrapped: list[Callable[..., Any]] = []
         self._batches: deque = deque()
@@ -233,12 +227,12 @@ class _HackMonitor:
         self._index = feats.FeatureIndex()
         self._flagged: set[str] = set()
         self._fired: set[str] = set()
-        self._scan: dict[str, Any] | None = None
-        self._format: dict[str, Any] | None = None
+        self._scan: ScanSeen | None = None
+        self._format: FormatSeen | None = None
         self._markers: set[str] = set()
-        self._length: dict[str, Any] | None = None
-        self._payments: dict[str, dict[str, float | str]] = {}
-        self._stopped: _Stopped | None = None
+        self._length: LengthSeen | None = None
+        self._payments: dict[str, Payment] = {}
+        self._stopped: Stopped | None = None
         self._reference: Any = None
         self._length_unit: str | None = None
         self._tokenizer: Any = None
@@ -290,7 +284,7 @@ class _HackMonitor:
 
     # ------------------------------------------------------------- evaluate
 
-    def evaluate(self, step: int, model: Any = None, tokenizer: Any = None) -> dict[str, Any]:
+    def evaluate(self, step: int, model: Any = None, tokenizer: Any = None) -> HistoryEntry:
         """Sample the holdout from the live policy, score it with proxy and gold, check the alarms.
 
         Appends to ``history``, logs ``monitor/*`` points to the run and returns
@@ -301,7 +295,7 @@ class _HackMonitor:
         with sampling_.random_state_kept():
             return self._evaluate(step, model, tokenizer)
 
-    def _evaluate(self, step: int, model: Any, tokenizer: Any) -> dict[str, Any]:
+    def _evaluate(self, step: int, model: Any, tokenizer: Any) -> HistoryEntry:
         t0 = time.perf_counter()
         self._judging = 0.0
         proxy = self._proxy_fn()
@@ -342,10 +336,11 @@ class _HackMonitor:
             old.features = None
         self._compact_index(items)
         results = checks.check_all(self._looks, items, self._cfg, self._index)
-        entry = self._entry(look, results)
+        numbers = self._entry(look, results)
         total = time.perf_counter() - t0
-        entry["seconds"] = {"sampling": t_sampled - t0, "judges": self._judging, "kl": t_kl,
-                            "monitor": total - (t_sampled - t0) - self._judging - t_kl, "total": total}
+        entry: HistoryEntry = {**numbers, "seconds": {
+            "sampling": t_sampled - t0, "judges": self._judging, "kl": t_kl,
+            "monitor": total - (t_sampled - t0) - self._judging - t_kl, "total": total}}
         self.history.append(entry)
         self._log(entry)
         self._note()
@@ -498,30 +493,32 @@ class _HackMonitor:
 
     # --------------------------------------------------------------- alarms
 
-    def _entry(self, look: checks.Look, res: checks.CheckResults) -> dict[str, Any]:
+    def _entry(self, look: checks.Look, res: checks.CheckResults) -> LookEntry:
         proxy, gold = _mean(look.proxy), _mean(look.gold)
-        entry: dict[str, Any] = {
+        entry: LookHead = {
             "step": look.step, "evaluation": len(self._looks) - 1, "proxy": proxy, "gold": gold,
             "gap": proxy - gold, "length": float(np.nanmean(look.length)), "length_unit": self._length_unit,
             "kl": None if res["kl"] is None else res["kl"]["kl"], "prompts": int(look.proxy.shape[0]),
             "k": int(look.proxy.shape[1]), "alarms": [],
         }
-        for name, counts in (look.counts or {}).items():  # an episode look's mean turns and calls
-            entry[name] = float(np.nanmean(counts))
+        for name in episodes_.EPISODE_COUNTS:  # an episode look's mean calls and turns
+            if look.counts is not None and name in look.counts:
+                entry[name] = float(np.nanmean(look.counts[name]))
         if self.endorsed:
             entry["gap_adjusted"] = res["gap_adjusted"]
             self._payments = {name: {"payment": float(p), "read": how}
                               for name, p, how in zip(self.endorsed, res["payments"], res["payments_read"])}
         if res["scan"] is not None:
-            self._scan = dict({k: v for k, v in res["scan"].items() if k != "per_prompt"}, step=look.step)
+            self._scan = {**res["scan"], "step": look.step}
+            self._scan.pop("per_prompt", None)
         if res["format"] is not None:
-            self._format = dict({k: v for k, v in res["format"].items() if k != "per_prompt"}, step=look.step)
+            self._format = {**res["format"], "step": look.step}
+            self._format.pop("per_prompt", None)
         checks_out = self._gap_checks(look, res, entry["alarms"])
         self._scan_alarms(look, res, entry["alarms"])
         if res["format"] is not None:
             checks_out["format"] = {k: v for k, v in res["format"].items() if k not in ("per_prompt", "markers")}
-        entry["checks"] = clean(checks_out)
-        return clean(entry)
+        return clean({**entry, "checks": clean(checks_out)})
 
     def _gap_checks(self, look: checks.Look, res: checks.CheckResults, alarms: list[str]) -> dict[str, dict[str, Any]]:
         """The look's divergence, gold-decline, length and KL results as its entry keeps them (without their
@@ -541,7 +538,8 @@ class _HackMonitor:
                     self._fired.add(kind)
                     self._add_alarm(kind, look.step, r, result.get("per_prompt"), self._strongest())
         if res["length"] is not None:
-            self._length = dict(out["length"], step=look.step)
+            self._length = {**res["length"], "step": look.step}
+            self._length.pop("per_prompt", None)
         return out
 
     def _scan_alarms(self, look: checks.Look, res: checks.CheckResults, alarms: list[str]) -> None:
@@ -565,30 +563,33 @@ class _HackMonitor:
             self._add_alarm(kind, look.step, {"features": new, "detail": detail, "alpha": r.get("alpha"),
                                               "completions": r.get("completions")}, per_prompt, detail[:1] or None)
 
-    def _strongest(self) -> list[dict[str, Any]] | None:
+    def _strongest(self) -> list[StrongestFeature] | None:
         """The feature or format marker the latest scan (or format check) found the proxy paying most for."""
-        for found in (self._scan, self._format):
-            rows = (found or {}).get("top") or (found or {}).get("markers") or []
-            rows = sorted((r for r in rows if r.get("payment") is not None and np.isfinite(r["z"])
-                           and r["payment"] > 0), key=lambda r: -r["z"])
-            if rows:
-                return [dict(rows[0], strongest=True, alpha=(found or {}).get("alpha"))]
+        scan, marks = self._scan, self._format
+        found: tuple[tuple[Sequence[checks.FeatureRow], float | None], ...] = (
+            ((scan.get("top") or []) if scan else [], scan.get("alpha") if scan else None),
+            ((marks.get("markers") or []) if marks else [], marks.get("alpha") if marks else None))
+        for rows, alpha in found:
+            ranked = sorted((r for r in rows if r.get("payment") is not None and np.isfinite(r["z"])
+                             and r["payment"] > 0), key=lambda r: -r["z"])
+            if ranked:
+                return [{**ranked[0], "strongest": True, "alpha": alpha}]
         return None
 
     def _add_alarm(self, kind: str, step: int, numbers: dict[str, Any], per_prompt: np.ndarray | None,
-                   feature: list[dict[str, Any]] | None) -> None:
+                   feature: list[checks.FeatureRow] | list[StrongestFeature] | None) -> None:
         """Record an alarm with what to look at: the feature involved, the length change and the prompts."""
         base = self._looks[: max(1, min(self.window, len(self._looks) - 1))]
         before = float(np.nanmean(np.stack([lk.length for lk in base])))
         after = float(np.nanmean(self._looks[-1].length))
-        prompts: list[dict[str, Any]] = []
+        prompts: list[PromptEffect] = []
         if per_prompt is not None:
             effect = np.asarray(per_prompt, dtype=float)
             for i in np.argsort(-np.where(np.isfinite(effect), effect, -np.inf), kind="stable"):
                 if len(prompts) == defaults.MONITOR_PROMPTS_SHOWN or not np.isfinite(effect[i]):
                     break
                 prompts.append({"prompt": prompt_text(self._held[i].prompt), "effect": float(effect[i])})
-        look_at = {"feature": feature[0] if feature else None, "length_before": before, "length_after": after,
+        look_at: LookAt = {"feature": feature[0] if feature else None, "length_before": before, "length_after": after,
                    "length_change_pct": 100 * (after / before - 1) if before > 0 else None, "prompts": prompts}
         alarm = {"kind": kind, "step": int(step), "evaluation": len(self._looks) - 1,
                  **{k: v for k, v in numbers.items() if k != "fired"}, "look_at": look_at}
@@ -597,7 +598,7 @@ class _HackMonitor:
 
     # ------------------------------------------------------- run and summary
 
-    def _log(self, entry: dict[str, Any]) -> None:
+    def _log(self, entry: HistoryEntry) -> None:
         if self.run is None or not self._primary:
             return
         metrics = {f"monitor/{key}": entry.get(key) for key in ("proxy", "gold", "gap", "gap_adjusted", "length", "kl",
@@ -620,7 +621,7 @@ class _HackMonitor:
         except Exception:
             self._errors.run += 1
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> MonitorSummary:
         """The curve points, the alarms, the last feature scan and where training stopped (JSON-able)."""
         curve = [{key: e.get(key) for key in ("step", "proxy", "gold", "gap", "gap_adjusted", "length", "kl",
                                               *episodes_.EPISODE_COUNTS) if key in e} for e in self.history]

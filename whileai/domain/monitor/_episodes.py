@@ -23,7 +23,7 @@ arguments, the gold), which ``reset`` receives whole, as TRL's loop passes it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from whileai.domain.episodes.record import tool_error
 from whileai.domain.episodes.rows import EpisodeGold
 from whileai.domain.monitor._features import completion_text
 
-__all__ = ["EPISODE_MARKERS", "EPISODE_COUNTS", "PlayedEpisode", "episode_sampler", "episode_gold_judge",
+__all__ = ["EPISODE_MARKERS", "EPISODE_COUNTS", "EpisodeCount", "PlayedEpisode", "episode_sampler", "episode_gold_judge",
            "played_episodes", "episode_gold_row", "episode_arrays"]
 
 #: Episode markers, each a yes or no per episode, read by the format-marker check and the feature scan beside the
@@ -41,8 +41,11 @@ __all__ = ["EPISODE_MARKERS", "EPISODE_COUNTS", "PlayedEpisode", "episode_sample
 #: and no final reply (the last assistant turn says nothing).
 EPISODE_MARKERS = ("episode:more_calls_than_gold", "episode:tool_error", "episode:turn_cap", "episode:no_reply")
 
+#: The name of one episode count.
+EpisodeCount = Literal["calls", "turns"]
+
 #: Episode counts the length check reads as measures of their own beside length: calls made, assistant turns.
-EPISODE_COUNTS = ("calls", "turns")
+EPISODE_COUNTS: tuple[EpisodeCount, ...] = ("calls", "turns")
 
 #: The gold row's keys holding the played :class:`~whileai.domain.episodes.loop.Episode` and the environment it left
 #: (the judge reads both).
@@ -60,7 +63,7 @@ class PlayedEpisode(str):
     episode: Episode
     environment: Any
     completion: list[dict[str, Any]]
-    counts: dict[str, float]
+    counts: dict[EpisodeCount, float]
     markers: dict[str, bool]
 
     def __new__(cls, episode: Episode, environment: Any, prompt_messages: int, gold_calls: int) -> PlayedEpisode:
@@ -141,6 +144,7 @@ def episode_gold_judge(factory: Any, gold_of: GoldOf) -> Callable[[Mapping[str, 
 def episode_arrays(played: Sequence[PlayedEpisode], n: int, k: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The look's counts, ``{name: (n, k)}`` for each of EPISODE_COUNTS, and its episode markers, (n, k,
     len(EPISODE_MARKERS)) presence."""
-    counts = {name: np.array([p.counts[name] for p in played], dtype=float).reshape(n, k) for name in EPISODE_COUNTS}
+    counts: dict[str, np.ndarray] = {name: np.array([p.counts[name] for p in played], dtype=float).reshape(n, k)
+                                     for name in EPISODE_COUNTS}
     markers = np.array([[p.markers[name] for name in EPISODE_MARKERS] for p in played], dtype=bool)
     return counts, markers.reshape(n, k, len(EPISODE_MARKERS))

@@ -35,7 +35,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict, TypeGuard
 
 from whileai.domain import defaults
 from whileai.core import codec
@@ -44,9 +44,67 @@ from whileai.core.errors import NotFoundError, PlatformError, TrackingWarning
 
 __all__ = [
     "spool_dir", "write", "write_each", "Delivery", "deliver", "pending_files", "send_create", "sync_main",
+    "Point", "SpoolTarget", "RecordHead", "SpoolRecord",
 ]
 
 _KINDS = ("create", "points", "patch")
+
+
+class Point(TypedDict):
+    """One logged point as a run buffers, sends and spools it: its step, its metrics (finite numbers by name)
+    and when it was logged (seconds since the epoch)."""
+
+    step: int
+    metrics: dict[str, float]
+    ts: float
+
+
+class SpoolTarget(TypedDict):
+    """Where a spooled record belongs: the platform's address, whether it is the in-process one, and a hash
+    prefix of the key that logged it (None without a key), never the key itself."""
+
+    base_url: str | None
+    embedded: bool
+    key_id: str | None
+
+
+class RecordHead(TypedDict):
+    """What every spool record holds besides its kind: the format's version (on every line written), its target
+    and run, and ``held`` (True) when offline mode wrote it."""
+
+    v: NotRequired[int]
+    target: SpoolTarget
+    run_id: str
+    held: NotRequired[bool]
+
+
+class CreateRecord(RecordHead):
+    """A spooled ``POST /runs`` for a run named here: its body (the run's id and fields)."""
+
+    kind: Literal["create"]
+    body: dict[str, Any]  #: the HTTP body, as sent
+
+
+class PointsRecord(RecordHead):
+    """A spooled batch of points with the id it was first sent with; a delivery that had points refused
+    counts them in ``refused`` and keeps the platform's last reason in ``why``."""
+
+    kind: Literal["points"]
+    batch_id: str
+    points: list[Point]
+    refused: NotRequired[int]
+    why: NotRequired[str]
+
+
+class PatchRecord(RecordHead):
+    """A spooled ``PATCH /runs/<id>``: its body (the record changes)."""
+
+    kind: Literal["patch"]
+    body: dict[str, Any]  #: the HTTP body, as sent
+
+
+#: One line of a spool file (``v`` is added as it is written): a run's create request, a batch, or a patch.
+SpoolRecord = CreateRecord | PointsRecord | PatchRecord
 
 _LOCK = threading.RLock()  # one writer/deliverer per process; other processes are kept apart by file names
 _TOKEN = secrets.token_hex(4)
@@ -113,8 +171,15 @@ def _spool_bytes(directory: Path) -> int:
     return total
 
 
-def _encode(record: dict[str, Any]) -> bytes:
-    return codec.dumps_bytes(record) + b"\n"  # refuses (TypeError) what has no JSON form
+def _encode(record: SpoolRecord, version: int | None = None) -> bytes:
+    """One line of a spool file: ``record`` (led by ``"v": version`` when given) as JSON."""
+    line = record if version is None else {"v": version, **record}
+    return codec.dumps_bytes(line) + b"\n"  # refuses (TypeError) what has no JSON form
+
+
+def _size(record: SpoolRecord) -> int:
+    """What a record counts as when the spool cannot keep it: its points, or one for a run update (or no points)."""
+    return (len(record["points"]) if record["kind"] == "points" else 0) or 1
 
 
 class _SpoolWriteError(OSError):
@@ -151,7 +216,7 @@ def _append(path: Path, lines: list[bytes]) -> None:
         _fsync_dir(path.parent)
 
 
-def write_each(records: list[dict[str, Any]]) -> list[bool]:
+def write_each(records: list[SpoolRecord]) -> list[bool]:
     """Append records to this process's spool file, durably: for each record, whether it was kept.
 
     Records past SPOOL_MAX_BYTES are not written (False, and a warning names
@@ -168,9 +233,9 @@ def write_each(records: list[dict[str, Any]]) -> list[bool]:
         kept: list[bool] = []
         refused = 0
         for record in records:
-            line = _encode({"v": 1, **record})
+            line = _encode(record, version=1)
             if len(line) > room:
-                refused += len(record.get("points") or ()) or 1
+                refused += _size(record)
                 kept.append(False)
                 continue
             room -= len(line)
@@ -197,10 +262,10 @@ def write_each(records: list[dict[str, Any]]) -> list[bool]:
         return kept
 
 
-def write(records: list[dict[str, Any]]) -> tuple[int, int]:
+def write(records: list[SpoolRecord]) -> tuple[int, int]:
     """:func:`write_each` as counts: (records written, points or updates refused by SPOOL_MAX_BYTES)."""
     kept = write_each(records)
-    refused = sum(len(r.get("points") or ()) or 1 for r, k in zip(records, kept) if not k)
+    refused = sum(_size(r) for r, k in zip(records, kept) if not k)
     return sum(kept), refused
 
 
@@ -229,8 +294,14 @@ def _claim(path: Path) -> Path | None:
     return claimed
 
 
-def _read(path: Path) -> tuple[list[dict[str, Any]], int]:
-    records, unreadable = [], 0
+def _is_record(value: Any) -> TypeGuard[SpoolRecord]:
+    """Whether a line read back is a record: an object with a run and a known kind."""
+    return isinstance(value, dict) and bool(value.get("run_id")) and value.get("kind") in _KINDS
+
+
+def _read(path: Path) -> tuple[list[SpoolRecord], int]:
+    records: list[SpoolRecord] = []
+    unreadable = 0
     with open(path, "rb") as handle:
         for raw in handle:
             raw = raw.strip()
@@ -241,7 +312,7 @@ def _read(path: Path) -> tuple[list[dict[str, Any]], int]:
             except ValueError:  # a line cut short by a crash mid-write
                 unreadable += 1
                 continue
-            if isinstance(record, dict) and record.get("run_id") and record.get("kind") in _KINDS:
+            if _is_record(record):
                 records.append(record)
             else:
                 unreadable += 1
@@ -281,7 +352,7 @@ def send_create(client: Any, body: dict[str, Any], timeout: float) -> Any:
         return client.request("POST", "/runs", json=slim, timeout=timeout)
 
 
-def _send(client: Any, record: dict[str, Any]) -> int:
+def _send(client: Any, record: SpoolRecord) -> int:
     run_id = record["run_id"]
     if record["kind"] == "create":
         send_create(client, record["body"], defaults.TRACKING_TIMEOUT_S)
@@ -292,7 +363,7 @@ def _send(client: Any, record: dict[str, Any]) -> int:
     return 0
 
 
-def _send_points(client: Any, run_id: str, batch_id: str, points: list[Any], record: dict[str, Any]) -> int:
+def _send_points(client: Any, run_id: str, batch_id: str, points: list[Point], record: PointsRecord) -> int:
     """Send one spooled batch; a batch the platform refuses (400/413/422) is halved until each refused point is
     alone, and those are dropped and counted in ``record["refused"]`` with the reason in ``record["why"]``.
 
@@ -334,9 +405,9 @@ class Delivery:
 
 
 def deliver(
-    client_for: Callable[[dict[str, Any]], Any],
+    client_for: Callable[[SpoolTarget], Any],
     *,
-    only_target: dict[str, Any] | None = None,
+    only_target: SpoolTarget | None = None,
     include_held: bool = False,
 ) -> Delivery:
     """Send spooled records to the platform and remove what landed.
@@ -375,15 +446,15 @@ def deliver(
     return report
 
 
-def _deliver_records(records: list[dict[str, Any]], client_for: Callable[[dict[str, Any]], Any],
+def _deliver_records(records: list[SpoolRecord], client_for: Callable[[SpoolTarget], Any],
                      report: Delivery, down: set[tuple[Any, Any, Any]], *,
-                     only_target: dict[str, Any] | None, include_held: bool) -> list[dict[str, Any]]:
+                     only_target: SpoolTarget | None, include_held: bool) -> list[SpoolRecord]:
     """Send one file's records in order, counting into ``report``; returns the records to keep spooled.
 
     A record not tried (another target, held, its target down) is kept; so is one that failed, and every later
     record of its run, which waits to keep the run's order.
     """
-    keep: list[dict[str, Any]] = []
+    keep: list[SpoolRecord] = []
     blocked: set[str] = set()  # runs whose earlier record failed: later ones wait to keep their order
     for record in records:
         target = record.get("target") or {}
@@ -408,7 +479,7 @@ def _deliver_records(records: list[dict[str, Any]], client_for: Callable[[dict[s
     return keep
 
 
-def _deliver_one(client: Any, record: dict[str, Any], where: tuple[Any, Any, Any], report: Delivery,
+def _deliver_one(client: Any, record: SpoolRecord, where: tuple[Any, Any, Any], report: Delivery,
                  down: set[tuple[Any, Any, Any]]) -> bool:
     """Send one record and count it into ``report``; False when it must stay spooled (it failed and may land
     later). A record for what the platform deleted is dropped; a target that is down joins ``down``."""
@@ -427,7 +498,7 @@ def _deliver_one(client: Any, record: dict[str, Any], where: tuple[Any, Any, Any
             down.add(where)
         _add_reason(report, str(exc))
         return False
-    if record.get("refused"):
+    if record["kind"] == "points" and record.get("refused"):
         report.refused += record["refused"]
         _add_reason(report, f"refused by the platform: {record.get('why')}")
     if record["kind"] == "points":
@@ -462,7 +533,7 @@ def gone_line(gone: dict[str, int]) -> str:
     return f"dropped {sum(gone.values())} spooled records the platform can never store ({counts})"
 
 
-def _replace(path: Path, keep: list[dict[str, Any]]) -> None:
+def _replace(path: Path, keep: list[SpoolRecord]) -> None:
     """Leave only ``keep`` in ``path`` (removing it when empty), atomically."""
     if not keep:
         path.unlink(missing_ok=True)
@@ -489,7 +560,7 @@ def _client_for(api_key: str | None, base_url: str | None):
 
     cache: dict[tuple[Any, Any, Any], Any] = {}
 
-    def client_for(target: dict[str, Any]) -> Any:
+    def client_for(target: SpoolTarget) -> Any:
         key = target_key(target)
         if key in cache:
             return cache[key]

@@ -32,6 +32,7 @@ from typing import Any
 from whileai.domain.tracking import _flush, _spool
 from whileai.domain import defaults
 from whileai.domain.tracking._flush import _FLUSHER, _Flusher, flush_all  # noqa: F401  (re-exported: tests and benchmarks reach the flush thread here)
+from whileai.domain.tracking._spool import Point, SpoolRecord, RecordHead
 from whileai.domain.tracking._spool import sync_main  # python -m whileai sync (wired in whileai/__main__.py)
 from whileai.core.errors import NotFoundError, PlatformError, TrackingWarning
 from whileai.core.statuses import REPORTED_ENDS
@@ -96,8 +97,8 @@ class Tracker:
         self.client = client
         self.run_id = run_id
         # points are {"step", "metrics", "ts"}, the wire shape, so a send encodes them as they are
-        self.buffer: deque[dict[str, Any]] = deque()  # logged, not yet in a batch
-        self.batches: deque[tuple[str, list[dict[str, Any]]]] = deque()  # sent or not, unacknowledged
+        self.buffer: deque[Point] = deque()  # logged, not yet in a batch
+        self.batches: deque[tuple[str, list[Point]]] = deque()  # sent or not, unacknowledged
         self.errors = 0
         self.skipped = 0
         self.last_error: str | None = None
@@ -323,7 +324,7 @@ class Tracker:
         size = max(1, int(defaults.FLUSH_BATCH_POINTS))
         buffer, pop = self.buffer, self.buffer.popleft
         while buffer:
-            points: list[dict[str, Any]] = []
+            points: list[Point] = []
             take = points.append
             try:
                 for _ in range(size):
@@ -541,17 +542,17 @@ class Tracker:
 
     # -- the spool ------------------------------------------------------------
 
-    def _records(self, batches: list[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    def _records(self, batches: list[tuple[str, list[Point]]]) -> list[SpoolRecord]:
         """Spool records for ``batches``, after the run's create request when the spool does not hold it yet."""
         head = self._head()  # offline on purpose, records are "held": only `python -m whileai sync` delivers them
-        records = []
+        records: list[SpoolRecord] = []
         if self._create is not None and not self._create_spooled:
             records.append({**head, "kind": "create", "body": dict(self._create)})
         records += [{**head, "kind": "points", "batch_id": batch_id, "points": points} for batch_id, points in batches]
         return records
 
-    def _head(self) -> dict[str, Any]:
-        head: dict[str, Any] = {"target": self.client.target, "run_id": self.run_id}
+    def _head(self) -> RecordHead:
+        head: RecordHead = {"target": self.client.target, "run_id": self.run_id}
         if self.offline:
             head["held"] = True
         return head
@@ -574,7 +575,7 @@ class Tracker:
             back = [batch for batch, flag in zip(moved, kept[len(records) - len(moved):]) if not flag]
             self.batches.extendleft(reversed(back))
 
-    def _write(self, records: list[dict[str, Any]]) -> list[bool]:
+    def _write(self, records: list[SpoolRecord]) -> list[bool]:
         try:
             kept = _spool.write_each(records)
         except _spool._SpoolWriteError as exc:
