@@ -26,9 +26,18 @@ from whileai.runner import defaults
 
 __all__ = ["Estimate", "estimate", "record", "say_over", "timings_path"]
 
-#: the knobs that change how long one step takes, beside the method, base and target
-_SIZE_KNOBS = ("batch_size", "gradient_accumulation", "generations", "max_completion_length", "policy_samples",
-               "lora_rank", "processes")
+
+class StepSize(TypedDict):
+    """The knobs that change how long one step takes, beside the method, base and target, as a stage resolved them
+    (None where its method has no such knob)."""
+
+    batch_size: int | None
+    gradient_accumulation: int | None
+    generations: int | None
+    max_completion_length: int | None
+    policy_samples: int | None
+    lora_rank: int | None
+    processes: int | None
 
 
 def timings_path() -> Path:
@@ -46,12 +55,12 @@ class StageWhere(TypedDict):
 
 
 class Timing(TypedDict):
-    """One done stage's times, a line of the timings file: where it ran, its step-size knobs (``_SIZE_KNOBS``, None where
-    unset), its steps and the seconds they and the rest of the job (held-out measures, loading) took, the held-out
+    """One done stage's times, a line of the timings file: where it ran, its step-size knobs (:class:`StepSize`, None
+    where unset), its steps and the seconds they and the rest of the job (held-out measures, loading) took, the held-out
     prompts its estimate counted, and when it was kept."""
 
     where: StageWhere
-    size: dict[str, Any]
+    size: StepSize
     steps: int
     train_s: float
     other_s: float
@@ -65,8 +74,13 @@ def _where(spec: Any) -> StageWhere:
             "target": str(getattr(spec, "target", None) or "local")}
 
 
-def _size(spec: Any) -> dict[str, Any]:
-    return {k: getattr(spec, k, None) for k in _SIZE_KNOBS}
+def _size(spec: Any) -> StepSize:
+    return {"batch_size": getattr(spec, "batch_size", None),
+            "gradient_accumulation": getattr(spec, "gradient_accumulation", None),
+            "generations": getattr(spec, "generations", None),
+            "max_completion_length": getattr(spec, "max_completion_length", None),
+            "policy_samples": getattr(spec, "policy_samples", None), "lora_rank": getattr(spec, "lora_rank", None),
+            "processes": getattr(spec, "processes", None)}
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from whileai.runner._parts import json_object
+
 __all__ = ["mirror_text", "mirrors_line"]
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def mirror_text(name: str, entry: dict[str, Any]) -> str:
@@ -24,4 +21,4 @@ def mirror_text(name: str, entry: dict[str, Any]) -> str:
 
 def mirrors_line(mirrors: dict[str, Any]) -> str:
     """The ``mirrored`` line of ``show`` and of the closing summary (report_to)."""
-    return "mirrored   " + ", ".join(mirror_text(name, _dict(entry)) for name, entry in mirrors.items())
+    return "mirrored   " + ", ".join(mirror_text(name, json_object(entry)) for name, entry in mirrors.items())

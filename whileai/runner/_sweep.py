@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
+
+from whileai.core.stats import judged_text, status_text
 
 from whileai.runner import defaults
+
+if TYPE_CHECKING:
+    from whileai.runner._summary import ClosingSummary
 
 __all__ = ["announce", "close", "wait_command"]
 
@@ -27,11 +32,21 @@ def announce(sweep_id: str) -> None:
           file=sys.stderr, flush=True)
 
 
-def _jobs(sweep_id: str) -> list[dict[str, Any]]:
+class SweepJobClosing(TypedDict):
+    """One job of a sweep as its runs file left it: the job's folder name, the command line's overrides, the runs
+    it started (``RunFact.to_json`` of each) and its closing summary (None where the job wrote none yet)."""
+
+    job: str
+    overrides: list[str]
+    runs: list[dict[str, str | None]]
+    summary: ClosingSummary | None
+
+
+def _jobs(sweep_id: str) -> list[SweepJobClosing]:
     from whileai.runner.compare import sweep_folder
 
     folder = sweep_folder(sweep_id)
-    found = []
+    found: list[SweepJobClosing] = []
     for path in sorted(folder.glob(f"*/{defaults.RUN_FILE}"), key=lambda p: (len(p.parent.name), p.parent.name)):
         written = json.loads(path.read_text())
         found.append({"job": path.parent.name, "overrides": written.get("overrides") or [],
@@ -39,16 +54,20 @@ def _jobs(sweep_id: str) -> list[dict[str, Any]]:
     return found
 
 
-def job_lines(job: dict[str, Any]) -> list[str]:
+def _status(summary: ClosingSummary | None) -> str:
+    """A job's status with its expect verdict (a quick run's: not checked); ``-`` for a job with no summary yet."""
+    if not summary:
+        return status_text("-", None)
+    status = status_text(summary.get("status") or "-", summary.get("expect"))
+    return status + " · quick run: expect not checked" if isinstance(summary.get("quick"), dict) else status
+
+
+def job_lines(job: SweepJobClosing) -> list[str]:
     """One sweep job's closing lines: each run, and on the last its status with the expect verdict (a run that failed
     its expect never reads plain "done") and its held-out result with n, interval and paired p."""
-    from whileai.core.stats import judged_text, status_text
-
-    summary = job.get("summary") or {}
-    status = status_text(summary.get("status") or "-", summary.get("expect"))
-    if isinstance(summary.get("quick"), dict):
-        status += " · quick run: expect not checked"
-    held = summary.get("held_out") if isinstance(summary.get("held_out"), dict) else None
+    summary = job["summary"]
+    status = _status(summary)
+    held = summary.get("held_out") if summary and isinstance(summary.get("held_out"), dict) else None
     out = []
     for index, run in enumerate(job["runs"]):
         last = index == len(job["runs"]) - 1

@@ -88,7 +88,21 @@ def table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
 
-def _result(record: dict[str, Any]) -> dict[str, Any]:
+#: A run's result as ``diff``, ``wait`` and ``show`` print it, one text per cell: held-out before -> after with its
+#: paired test, the prompt count (``-`` where none was recorded), the delta verdict, how many alarms fired, the cost
+#: with its GPU, the expect verdict and the status. The key ``held-out`` is no Python name, hence this form.
+ResultCells = TypedDict("ResultCells", {
+    "held-out": str,
+    "n": int | str,
+    "verdict": str,
+    "alarms": int,
+    "cost": str,
+    "expect": str,
+    "status": str,
+})
+
+
+def _result(record: dict[str, Any]) -> ResultCells:
     summary = record.get("summary") or {}
     monitor = summary.get("monitor")
     if not isinstance(monitor, dict):
@@ -219,7 +233,7 @@ def diff_main(argv: list[str] | None = None) -> int:
         print(table(["field", args[0], args[1], "why"], trainer))
     results = [_result(r) for r in records]
     print("\nresults:")
-    print(table(["", args[0], args[1]], [[k, results[0][k], results[1][k]] for k in results[0]]))
+    print(table(["", args[0], args[1]], [[k, a, b] for (k, a), b in zip(results[0].items(), results[1].values())]))
     print(f"\nhead to head: {head_to_head(args, records)}")
     for run_id, record, result in zip(args, records, results):
         lines = _expect_lines(record)

@@ -11,7 +11,7 @@ under it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.core.stats import constraints_text
 
@@ -45,7 +45,24 @@ def _kernel_path(compute: dict[str, Any]) -> str | None:
     return f"{chosen} (forced: ATEN_CPU_CAPABILITY={forced})" if forced else str(chosen)
 
 
-def depends_on(record: dict[str, Any]) -> dict[str, Any]:
+#: What one run's result depends on beyond its spec, each entry under the words ``diff`` and ``reproduce`` print
+#: for it: the base weights' hash, the data's content hash, the held-out prompts' digest (each cut short), torch's
+#: CPU kernel path, thread count and device, the packages off constraints.txt, the versions of what computes and
+#: the commit. None where the run did not record it. The keys are phrases, hence this form.
+Depends = TypedDict("Depends", {
+    "base weights (SHA-256)": str | None,
+    "data (content hash)": str | None,
+    "held-out prompts (digest)": str | None,
+    "CPU kernel path": str | None,
+    "torch threads": int | None,
+    "device": str | None,
+    "packages off constraints.txt": str | None,
+    "versions": dict[str, str | None] | None,
+    "commit": str | None,
+})
+
+
+def depends_on(record: dict[str, Any]) -> Depends:
     """``{what: value}`` for one run, in the words ``diff`` and ``reproduce`` print; a value the run did not
     record is None (a run from before the field existed)."""
     runner = record_of(record) or {}
@@ -72,8 +89,7 @@ def depends_differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str,
     package by package; an entry one run did not record is left out (nothing is known to differ)."""
     da, db = depends_on(a), depends_on(b)
     out: list[tuple[str, Any, Any]] = []
-    for what in da:
-        x, y = da[what], db[what]
+    for (what, x), y in zip(da.items(), db.values()):  # both list the entries in one order
         if x is None or y is None or x == y:
             continue
         if what == "versions" and isinstance(x, dict) and isinstance(y, dict):

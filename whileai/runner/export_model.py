@@ -16,19 +16,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 from whileai.kit.quiet import quiet_libraries
+
+from whileai.runner._parts import json_object
 
 __all__ = ["export_main"]
 
 #: vLLM's ``--tool-call-parser`` name for each ``whileai.core.toolcalls`` format.
 VLLM_TOOL_PARSERS = {"hermes": "hermes", "llama3": "llama3_json", "mistral": "mistral"}
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def _record(run_id: str) -> dict[str, Any]:
@@ -65,9 +62,9 @@ def _problems(args: argparse.Namespace) -> list[str]:
 
 def _adapter_and_base(record: dict[str, Any]) -> tuple[Path, str]:
     """(the adapter folder, the base model) of a finished policy run; ValueError saying why not."""
-    summary: dict[str, Any] = _dict(record.get("summary"))
-    config: dict[str, Any] = _dict(record.get("config"))
-    training: dict[str, Any] = _dict(summary.get("training"))
+    summary: dict[str, Any] = json_object(record.get("summary"))
+    config: dict[str, Any] = json_object(record.get("config"))
+    training: dict[str, Any] = json_object(summary.get("training"))
     run_id = record.get("id")
     if record.get("status") != "done":
         raise ValueError(f"run {run_id} is {record.get('status')!r}, not 'done': only a finished run has weights to "

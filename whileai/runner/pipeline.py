@@ -42,6 +42,7 @@ from whileai.runner.stages import Stage, stage_check, stage_refs
 
 if TYPE_CHECKING:
     from whileai.domain.export import PreferenceExport, TrainingExport
+    from whileai.domain.tracking import TrainingRun
     from whileai.simulations.datasets import Split
 
 __all__ = ["Context", "ReadRows", "run_spec", "EXIT_FAILED", "EXIT_EXPECT", "EXIT_GATE", "EXIT_INTERRUPTED"]
@@ -395,10 +396,10 @@ class _Plan:
     #: the held-out side's rows, read once (the power note and each stage's estimate count its prompts)
     held_rows: list[dict[str, Any]] = field(default_factory=list)
     #: stage name -> its run (and its id, which ``stages.NAME`` references resolve to)
-    runs: dict[str, Any] = field(default_factory=dict)
+    runs: dict[str, TrainingRun] = field(default_factory=dict)
     run_ids: dict[str, str] = field(default_factory=dict)
 
-    def start_of(self, stage: Stage) -> Any:
+    def start_of(self, stage: Stage) -> TrainingRun | None:
         """The run ``stage`` continues (init_from), None for a first stage or one that continues nothing."""
         return self.runs.get(stage.start) if stage.start is not None else None
 

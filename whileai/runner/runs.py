@@ -16,22 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping
 from typing import Any, cast
 
 from whileai.core.stats import change_text, group_lines, judged_text, status_text
 
 from whileai.runner import defaults
+from whileai.runner._parts import json_object
 from whileai.runner._mirrored import mirror_text, mirrors_line  # the mirrored line, shared with the closing summary
 from whileai.runner._said import said as _said  # a platform error in the command line's words
 
 __all__ = ["runs_main", "show_main", "list_rows", "row_cells", "duration_text", "mirror_text", "mirrors_line"]
 
 _HEADER = ["run", "name", "status", "method", "held-out before -> after", "alarms", "took"]
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def duration_text(seconds: Any) -> str:
@@ -152,12 +148,12 @@ def show_lines(record: dict[str, Any]) -> list[str]:
     from whileai.runner.compare import _expect_lines, _result
     from whileai.runner.provenance import record_of
 
-    summary: dict[str, Any] = _dict(record.get("summary"))
-    training: dict[str, Any] = _dict(summary.get("training"))
+    summary: dict[str, Any] = json_object(record.get("summary"))
+    training: dict[str, Any] = json_object(summary.get("training"))
     stats = training.get("stats") if isinstance(training.get("stats"), dict) else None
-    delta: dict[str, Any] = _dict(summary.get("delta"))
+    delta: dict[str, Any] = json_object(summary.get("delta"))
     kept = record_of(record) or {}
-    config: dict[str, Any] = _dict(record.get("config"))
+    config: dict[str, Any] = json_object(record.get("config"))
     method = config.get("method") or training.get("method") or (kept.get("spec") or {}).get("method")
     paired = (stats or {}).get("paired") if isinstance((stats or {}).get("paired"), dict) else None
     lines = [
@@ -177,12 +173,12 @@ def show_lines(record: dict[str, Any]) -> list[str]:
         lines += [f"           {line}" for line in group_lines(training.get("by_group"))]  # per category
     else:
         lines.append("held-out   - (not measured yet)")
-    power = _dict(kept.get("held_out"))  # what the run said before training (whileai/runner/_power.py)
+    power = json_object(kept.get("held_out"))  # what the run said before training (whileai/runner/_power.py)
     if power.get("warning"):
         lines.append(f"warning    {power['warning']}")
     if delta.get("verdict"):
         lines.append(f"delta      {delta['verdict']}")
-    monitor = _dict(summary.get("monitor"))
+    monitor = json_object(summary.get("monitor"))
     alarms = [a for a in monitor.get("alarms") or [] if isinstance(a, dict)]
     lines.append(f"alarms     {len(alarms)}" + (": " + ", ".join(str(a.get("kind") or "alarm") for a in alarms)
                                                 if alarms else ""))
@@ -193,7 +189,7 @@ def show_lines(record: dict[str, Any]) -> list[str]:
     if isinstance(url, str) and url:
         opened = page_of(str(record.get("id")), url)
         lines.append(f"page       {url}" + (f"   ({opened})" if opened != url else ""))
-    mirrors = _dict(summary.get("mirrors"))
+    mirrors = json_object(summary.get("mirrors"))
     if mirrors:  # report_to: where copies of the run went (whileai/simulations/mirror)
         lines.append(mirrors_line(mirrors))
     expect = _expect_lines(record)

@@ -433,10 +433,17 @@ def reads_export(name: str, method: str) -> bool:
     return method in sdk.TRAINING_KNOBS[name]
 
 
+def _group(plain: dict[str, Any], key: str) -> dict[str, Any]:
+    """The group ``key`` of the composed spec as given (``dataset``, ``stages``, ...); {} where it is not a mapping,
+    which the model's own check words."""
+    found = plain.get(key)
+    return found if isinstance(found, dict) else {}
+
+
 def _export_checks(plain: dict[str, Any], where: Any, seen: set[str]) -> list[Problem]:
     """The export settings against TRAINING_KNOBS, for each stage's method that applies them."""
     out: list[Problem] = []
-    export: dict[str, Any] = plain["export"] if isinstance(plain.get("export"), dict) else {}
+    export = _group(plain, "export")
     stages = [s for s in (plain.get("stages") or {}).values() if isinstance(s, dict)] + [plain]
     methods = [s.get("method") for s in stages if s.get("method") in core_defaults.TRAIN_METHODS]
     for name in EXPORT_KNOBS:
@@ -463,7 +470,7 @@ def _rm_stage_problem(plain: dict[str, Any], key: str, named: Any) -> str | None
     wanted = _stage_named(named)
     if wanted is None:
         return None
-    stages: dict[str, Any] = plain["stages"] if isinstance(plain.get("stages"), dict) else {}
+    stages = _group(plain, "stages")
     node = stages.get(wanted)
     if isinstance(node, dict) and node.get("method") == "rm":
         return None
@@ -476,7 +483,7 @@ def _rm_stage_problem(plain: dict[str, Any], key: str, named: Any) -> str | None
 def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
     """Problems between keys: a source without its file or id, a monitor on a method that has none."""
     out: list[Problem] = []
-    data: dict[str, Any] = plain["dataset"] if isinstance(plain.get("dataset"), dict) else {}
+    data = _group(plain, "dataset")
     needs = {"jsonl": ("path",), "pushed": ("id",), "bfcl": () if data.get("categories") else ("questions", "answers")}
     source = data.get("source")
     for need in needs.get(source, ()) if isinstance(source, str) else ():
@@ -497,7 +504,7 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
         out.append(Problem("dataset.reward_model", "dataset.grade=reward_model needs dataset.reward_model=run_... "
                            "(a finished rm run)", where("dataset.reward_model")))
     out += _start_problems(plain, where)
-    monitor: dict[str, Any] = plain["monitor"] if isinstance(plain.get("monitor"), dict) else {}
+    monitor = _group(plain, "monitor")
     for key, named in (("monitor.gold_judge", monitor.get("gold_judge")), ("reward_model", plain.get("reward_model"))):
         problem = _rm_stage_problem(plain, key, named)
         if problem:
@@ -510,7 +517,7 @@ def _cross_checks(plain: dict[str, Any], where: Any) -> list[Problem]:
 
 def _start_problems(plain: dict[str, Any], where: Any) -> list[Problem]:
     """Why an ``init_from`` (a stage's, or the root's) does not name an earlier policy stage of the spec."""
-    stages: dict[str, Any] = plain["stages"] if isinstance(plain.get("stages"), dict) else {}
+    stages = _group(plain, "stages")
     written = [(k, v) for k, v in stages.items() if isinstance(v, dict)]  # the stages, in the order they run
     out: list[Problem] = []
     for index, (key, node) in enumerate([(f"stages.{k}.init_from", v) for k, v in written] + [("init_from", plain)]):
@@ -549,7 +556,7 @@ def _environment_checks(plain: dict[str, Any], where: Any, seen: set[str]) -> li
     """The environment group: a name the domain resolves (a python: class imported from the working directory and
     checked against the protocol), BFCL's category, a GRPO stage to play it, a turn cap only with an environment,
     and each GRPO stage's reward knobs against it (:func:`_reward_checks`)."""
-    env: dict[str, Any] = plain["environment"] if isinstance(plain.get("environment"), dict) else {}
+    env = _group(plain, "environment")
     name, category, max_turns = env.get("name", "none"), env.get("category"), env.get("max_turns")
     if not isinstance(name, str) or "environment.name" in seen or "environment.category" in seen:
         return []
@@ -600,7 +607,7 @@ def _episode_data_checks(plain: dict[str, Any], name: str, nodes: list[tuple[str
     """An environment's data: rows that carry episodes (dataset=episodes draws the kit's; a JSONL or pushed set of
     episode rows serves any environment), and GRPO sampling the policy's own episodes of every task
     (prompt_source=gold: the gold episodes all pass, so no task mixes outcomes)."""
-    data: dict[str, Any] = plain["dataset"] if isinstance(plain.get("dataset"), dict) else {}
+    data = _group(plain, "dataset")
     source, out = data.get("source"), []
     if source in _SINGLE_TURN_SOURCES:
         own = ("dataset=bfcl_episodes (BFCL's entries as gold episodes)" if name == "bfcl"
