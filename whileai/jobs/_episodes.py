@@ -42,8 +42,7 @@ from typing import Any, cast
 
 from whileai.core.spec import GRPOSpec
 from whileai.jobs._episode_prompts import EPISODE_GOLD_COLUMN, episode_prompts, turn_cap
-from whileai.jobs._start_filter import StartFilterReport
-from whileai.jobs._training_fields import GRPOFit
+from whileai.jobs._training_fields import GRPOFit, StartFilterReport
 from whileai.jobs.trainer_config import grpo_reward_weights
 
 __all__ = ["EPISODE_JUDGE_KEY", "episode_reward", "turn_reward", "judge_only", "fit_episodes"]

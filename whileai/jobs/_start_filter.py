@@ -21,25 +21,13 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any
 
 from whileai.core.spec import GRPOSpec
 from whileai.jobs import defaults
+from whileai.jobs._training_fields import StartFilterReport
 
-__all__ = ["StartFilterReport", "start_filtered", "pool_of"]
-
-
-class StartFilterReport(TypedDict):
-    """What :func:`start_filtered` played and kept (the training summary's ``start_filter``)."""
-
-    pool: int  # training prompts the start played
-    samples_per_prompt: int  # the run's generations: a group as GRPO would sample it
-    temperature: float
-    episodes: int
-    kept: int  # prompts whose episodes were not all paid the same
-    same_paid: dict[str, int]  # the other prompts, by what every one of their episodes was paid ("1.0": all passed)
-    mean_paid: float  # the mean paid over every episode played
-    seconds: float
+__all__ = ["start_filtered", "pool_of"]
 
 
 def pool_of(prompts: Sequence[Mapping[str, Any]], size: int, seed: int) -> list[Mapping[str, Any]]:

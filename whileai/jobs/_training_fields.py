@@ -18,9 +18,8 @@ from typing import Any, NotRequired, TypedDict
 
 from whileai.core.stats import GroupResults, HoldoutResult
 from whileai.jobs._grpo_watch import GroupStats
-from whileai.jobs._start_filter import StartFilterReport
 
-__all__ = ["FitFields", "GRPOFit", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote", "BaseWeights", "BaseNotes",
+__all__ = ["FitFields", "GRPOFit", "StartFilterReport", "Outcomes", "HeldOutStats", "DataGates", "ResumedNote", "BaseWeights", "BaseNotes",
            "TrainerSetup", "RewardVsExact", "ExportOptions", "TrainedBatch", "WorldFields", "PairsByFailure",
            "CaseNotes", "TrainingSummary", "NoSummary"]
 
@@ -37,6 +36,20 @@ class FitFields(TypedDict, total=False):
     left_out_too_long: int  # examples left out for being longer than the model's context (never cut)
     trainer_received: int  # the examples the trainer's dataset held
     unit: str  # what one example is: rows, pairs, prompts or episodes (rows where a method says nothing)
+
+
+class StartFilterReport(TypedDict):
+    """What the start filter (``_start_filter.start_filtered``, ``prompt_filter_pool``) played and kept: the
+    training summary's ``start_filter``."""
+
+    pool: int  # training prompts the start played
+    samples_per_prompt: int  # the run's generations: a group as GRPO would sample it
+    temperature: float
+    episodes: int
+    kept: int  # prompts whose episodes were not all paid the same
+    same_paid: dict[str, int]  # the other prompts, by what every one of their episodes was paid ("1.0": all passed)
+    mean_paid: float  # the mean paid over every episode played
+    seconds: float
 
 
 class GRPOFit(FitFields, GroupStats, total=False):
