@@ -44,6 +44,8 @@ _BY_METHOD = {"grpo": ["generations=2", "max_completion_length=16", "monitor.n_p
 _OVERRIDES: dict[str, list[str]] = {
     # the random tiny base never writes a passing reply, so its own samples give no pair: the data's pairs
     "dpo_tooluse": ["pair_source=rows"],
+    # nor a passing episode, so its samples mix no prompt for the start filter to keep: every prompt trains
+    "agent_tooluse": ["prompt_filter_pool=null"],
 }
 
 
