@@ -437,3 +437,46 @@ def test_a_gguf_base_is_imported_as_its_own_step_once_per_data_root(home, tmp_pa
     assert "a transformers folder in" in said
     _import_gguf_bases(plan)  # type: ignore[arg-type]
     assert out.getvalue() == said, "an imported base is not imported again"
+
+
+_CPUINFO = """processor	: 0
+vendor_id	: AuthenticAMD
+cpu family	: 25
+model		: 17
+model name	: AMD EPYC 9B14
+stepping	: 1
+flags		: fpu sse2 avx2 fma avx512f avx512bw avx512vl avx512_vnni avx512_bf16 sha_ni
+
+processor	: 1
+model name	: AMD EPYC 9B14
+flags		: fpu sse2
+"""
+
+
+def test_the_processor_is_named_by_model_family_and_the_vector_extensions_kernels_are_chosen_by():
+    from whileai.jobs._environment import CPU_VECTOR_FLAGS, compute_path, cpu_identity
+
+    assert cpu_identity(_CPUINFO) == ("AMD EPYC 9B14 (family 25 model 17 stepping 1; avx2 fma avx512f avx512bw "
+                                      "avx512vl avx512_vnni avx512_bf16)"), "the first processor's lines, flags in order"
+    assert cpu_identity("model name : Old\nflags : fpu sse2\n") == "Old (; no avx2)"
+    assert cpu_identity("processor : 0\n") is None and cpu_identity("") is None
+    assert set(CPU_VECTOR_FLAGS) >= {"avx2", "avx512f", "avx512_bf16", "amx_tile"}
+    assert compute_path()["cpu"] == cpu_identity(), "every job records the processor it ran on"
+
+
+def test_diff_and_reproduce_name_another_processor_on_the_same_kernel_path():
+    from whileai.runner.depends import depends_differences, depends_on
+    from whileai.runner.reproduce import comparison
+
+    here = _ran_on("aaaaaaaa", "AVX512", None, True, [1] * 39 + [0])
+    there = _ran_on("aaaaaaaa", "AVX512", None, True, [1] * 38 + [0] * 2)
+    here["summary"]["training"]["compute"]["cpu"] = "AMD EPYC (family 25 model 17 stepping 1; avx2 avx512f)"
+    there["summary"]["training"]["compute"]["cpu"] = "AMD EPYC (family 25 model 1 stepping 1; avx2 avx512f)"
+    assert depends_on(here)["CPU"] == "AMD EPYC (family 25 model 17 stepping 1; avx2 avx512f)"
+    assert depends_differences(here, there) == [("CPU", "AMD EPYC (family 25 model 17 stepping 1; avx2 avx512f)",
+                                                 "AMD EPYC (family 25 model 1 stepping 1; avx2 avx512f)")]
+    said = "\n".join(comparison("run_a", here, there))
+    assert "CPU: AMD EPYC (family 25 model 17 stepping 1; avx2 avx512f) -> AMD EPYC (family 25 model 1" in said
+    assert "CPU kernel path" not in said, "the same path: only the processor differs"
+    older = _ran_on("aaaaaaaa", "AVX512", None, True, [1] * 38 + [0] * 2)  # recorded before the processor was
+    assert depends_on(older)["CPU"] is None and depends_differences(here, older) == []

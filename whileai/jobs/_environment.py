@@ -43,14 +43,46 @@ def device() -> str:
 def compute_path() -> dict[str, object]:
     """What decides this job's float sums beyond its inputs: torch's CPU kernel path (``cpu_capability``, as
     torch chose it; ``aten_cpu_capability``, the variable that forces it, None when unset), its threads and the
-    device. A result that moves between two runs of one spec moves with these first."""
+    device, and the processor itself (``cpu``: :func:`cpu_identity`). A result that moves between two runs of one
+    spec moves with these first."""
     import os
 
     import torch
 
     return {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY") or None,
-            "threads": torch.get_num_threads(), "device": device(), "torch": torch.__version__}
+            "threads": torch.get_num_threads(), "device": device(), "torch": torch.__version__,
+            "cpu": cpu_identity()}
+
+
+#: The vector extensions a CPU's kernels are chosen by (oneDNN's and the BLAS's dispatch reads them, beyond the
+#: three paths torch names): two processors that agree on torch's path can differ here and round differently.
+CPU_VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+                    "amx_tile", "amx_bf16", "amx_int8")
+
+
+def cpu_identity(cpuinfo: str | None = None) -> str | None:
+    """The processor as Linux names it: model name, family/model/stepping and which of CPU_VECTOR_FLAGS it has, e.g.
+    ``"AMD EPYC (family 25 model 17 stepping 1; avx2 fma avx512f ...)"``; None where ``/proc/cpuinfo`` cannot be
+    read (another system). ``cpuinfo`` is the file's text, read when not given."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
+                cpuinfo = file.read()
+        except OSError:
+            return None
+    first: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            first.setdefault(key.strip(), value.strip())
+    if "model name" not in first:
+        return None
+    flags = set(first.get("flags", "").split())
+    where = " ".join(f"{name} {first[key]}" for name, key in (("family", "cpu family"), ("model", "model"),
+                                                               ("stepping", "stepping")) if key in first)
+    having = " ".join(flag for flag in CPU_VECTOR_FLAGS if flag in flags)
+    return f"{first['model name']} ({where}; {having or 'no avx2'})"
 
 
 def gpu_name(spec: RunSpec) -> str | None:

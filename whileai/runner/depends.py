@@ -47,13 +47,15 @@ def _kernel_path(compute: dict[str, Any]) -> str | None:
 
 #: What one run's result depends on beyond its spec, each entry under the words ``diff`` and ``reproduce`` print
 #: for it: the base weights' hash, the data's content hash, the held-out prompts' digest (each cut short), torch's
-#: CPU kernel path, thread count and device, the packages off constraints.txt, the versions of what computes and
+#: CPU kernel path, the processor (model and vector extensions: two on one path can round apart), thread count and
+#: device, the packages off constraints.txt, the versions of what computes and
 #: the commit. None where the run did not record it. The keys are phrases, hence this form.
 Depends = TypedDict("Depends", {
     "base weights (SHA-256)": str | None,
     "data (content hash)": str | None,
     "held-out prompts (digest)": str | None,
     "CPU kernel path": str | None,
+    "CPU": str | None,
     "torch threads": int | None,
     "device": str | None,
     "packages off constraints.txt": str | None,
@@ -74,6 +76,7 @@ def depends_on(record: dict[str, Any]) -> Depends:
         "data (content hash)": _short(dataset.get("content_hash")),
         "held-out prompts (digest)": _short(training.get("holdout_digest")),
         "CPU kernel path": _kernel_path(compute),
+        "CPU": compute.get("cpu"),
         "torch threads": compute.get("threads"),
         "device": compute.get("device") or training.get("device"),
         "packages off constraints.txt": (constraints_text(runner.get("constraints_differ")) or "none")

@@ -170,7 +170,7 @@ def comparison(run_id: str, original: dict[str, Any], new: dict[str, Any]) -> li
     differ = depends_differences(original, new)
     lines += ([f"reproduce: what the result depends on that differs from {run_id}:"]
               + [f"  {what}: {a} -> {b}" for what, a, b in differ]
-              if differ else ["reproduce: the same base weights, data, CPU kernel path, threads, packages and commit "
+              if differ else ["reproduce: the same base weights, data, CPU kernel path, CPU, threads, packages and commit "
                               "as far as both runs recorded them"])
     lines.append(f"reproduce: head to head: {head_to_head([run_id, str(new.get('id') or 'reproduction')], [original, new])}")
     was, now = verdict_text(original), verdict_text(new)
