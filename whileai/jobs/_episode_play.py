@@ -348,18 +348,25 @@ def episode_pass_rate(spec: RunSpec, model: Any, tokenizer: Any, rows: Sequence[
 
 def _proxy_scores(proxy: Any, rows: Sequence[Mapping[str, Any]], named: bool,
                   played: list[tuple[Any, Any]]) -> tuple[float, ...]:
-    """``proxy`` on each played episode of ``rows``, called as TRL calls a reward in an environment: each row's
-    columns as GRPO's dataset holds them (``episode_prompts``: the gold, the task, ``reset``'s arguments), the
-    episode's messages after its prompt, and the environment it left (``environments=``)."""
+    """``proxy`` on each played episode of ``rows``, each row's columns as GRPO's dataset holds them
+    (``episode_prompts``: the gold, the task, ``reset``'s arguments): :func:`paid_scores`."""
     from whileai.jobs._episode_prompts import episode_prompts
 
-    columns = [episode_prompts([row], routed=named)[0] for row in rows]
-    prompts = [column.pop("prompt") for column in columns]
-    completions = [[dict(m) for m in episode.messages[len(prompt):]] for prompt, (episode, _) in zip(prompts, played)]
-    kwargs = {key: [column.get(key) for column in columns] for key in dict.fromkeys(k for c in columns for k in c)}
-    scores = proxy(prompts=prompts, completions=completions, environments=[environment for _, environment in played],
-                   **kwargs)
-    return tuple(float(s) if s is not None else 0.0 for s in scores)
+    return tuple(paid_scores(proxy, [episode_prompts([row], routed=named)[0] for row in rows], played))
+
+
+def paid_scores(reward: Any, starts: Sequence[Mapping[str, Any]], played: Sequence[tuple[Any, Any]]) -> list[float]:
+    """``reward`` on each played episode, called as TRL calls a reward in an environment: the prompts, the messages
+    after each prompt, the environments the episodes left (``environments=``), and every other column of the starts
+    (TRL's dataset rows); a None score counts 0. The held-out measure's proxy scores and the start filter both pay
+    episodes through it."""
+    prompts = [list(start["prompt"]) for start in starts]
+    completions = [[dict(m) for m in episode.messages[len(prompt):]]
+                   for prompt, (episode, _) in zip(prompts, played, strict=True)]
+    names = dict.fromkeys(key for start in starts for key in start if key != "prompt")
+    columns = {key: [start.get(key) for start in starts] for key in names}
+    scores = reward(prompts=prompts, completions=completions, environments=[env for _, env in played], **columns)
+    return [float(s) if s is not None else 0.0 for s in scores]
 
 
 def _start_of(row: Mapping[str, Any], named: bool = False) -> dict[str, Any]:

@@ -38,25 +38,12 @@ def pool_of(prompts: Sequence[Mapping[str, Any]], size: int, seed: int) -> list[
     return [prompts[i] for i in picked]
 
 
-def _paid(reward: Callable[..., list[float]], starts: Sequence[Mapping[str, Any]],
-          played: Sequence[tuple[Any, Any]]) -> list[float]:
-    """``reward`` on each played episode, called as TRL calls a reward in an environment: the prompts, the messages
-    after each prompt, the environments the episodes left, and every column of the starts (TRL's dataset rows)."""
-    prompts = [list(start["prompt"]) for start in starts]
-    completions = [[dict(m) for m in episode.messages[len(prompt):]] for prompt, (episode, _) in zip(prompts, played,
-                                                                                                    strict=True)]
-    names = dict.fromkeys(key for start in starts for key in start if key != "prompt")
-    columns = {key: [start.get(key) for start in starts] for key in names}
-    scores = reward(prompts=prompts, completions=completions, environments=[env for _, env in played], **columns)
-    return [float(s) if s is not None else 0.0 for s in scores]
-
-
 def _play_pool(spec: GRPOSpec, model: Any, tokenizer: Any, factory: Any, starts: list[Mapping[str, Any]],
                reward: Callable[..., list[float]], note: Callable[[str], None] | None) -> list[float]:
     """Every start played once, sampled, a batch at a time, and paid: the rewards, in the starts' order."""
     import torch
 
-    from whileai.jobs._episode_play import play_episodes
+    from whileai.jobs._episode_play import paid_scores, play_episodes
     from whileai.jobs._episode_prompts import turn_cap
 
     sampling = {"temperature": spec.temperature, "top_p": 1.0, "top_k": 0}  # TRL GRPOConfig's top_p and top_k
@@ -69,7 +56,7 @@ def _play_pool(spec: GRPOSpec, model: Any, tokenizer: Any, factory: Any, starts:
         batch = starts[first:first + size]
         played = play_episodes(model, tokenizer, factory, batch, turn_cap(spec), spec.max_completion_length,
                                sampling=sampling)
-        paid += _paid(reward, batch, played)
+        paid += paid_scores(reward, batch, played)
     return paid
 
 
