@@ -93,7 +93,7 @@ EDGES: dict[str, tuple[int, str]] = {
     "whileai.kit._gguf": (2, "files written: a GGUF import record"),
     "whileai.kit._model": (1, "third-party keyword bundles: the model config's fields"),
     "whileai.kit._pretrain": (8, "rows of user data: generated messages and tool schemas"),
-    "whileai.kit.sample_task": (19, "rows of user data: the sample's rows, tool schemas, gold actions, tool results"),
+    "whileai.kit.sample_task": (14, "rows of user data: the sample's rows and tool schemas, a call's arguments, a tool's result"),
     # platform: store, HTTP API, launcher, serving, pages
     "whileai.platform._http": (1, "third-party keyword bundles: uvicorn's options"),
     "whileai.platform.api": (1, "HTTP bodies: an error's body"),
