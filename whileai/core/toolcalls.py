@@ -27,9 +27,10 @@ import ast
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["TOOL_FORMATS", "CALL_MARKERS", "format_tool_call", "parse_tool_calls", "parse_tool_call_objects", "template_tool_format"]
+__all__ = ["TOOL_FORMATS", "CALL_MARKERS", "ParsedCall", "format_tool_call", "parse_tool_calls", "parse_tool_call_objects",
+           "template_tool_format"]
 
 #: The formats with a parser here; ``hermes`` is the default everywhere a format is not named.
 TOOL_FORMATS = ("hermes", "llama3", "mistral")
@@ -38,12 +39,20 @@ TOOL_FORMATS = ("hermes", "llama3", "mistral")
 CALL_MARKERS: dict[str, tuple[str, ...]] = {
     "hermes": ("<tool_call>",), "llama3": ("{", "[", "<function="), "mistral": ("[TOOL_CALLS]",)}
 
+
+class ParsedCall(NamedTuple):
+    """One call read out of a reply: its function's name and its arguments (a tuple, so ``name, args = call`` reads it)."""
+
+    name: str
+    arguments: dict[str, Any]  # the model's own JSON object: its keys are whatever the call names
+
+
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 #: Control tokens a decode without skip_special_tokens leaves in the text.
 _CONTROL = re.compile(r"<\|(?:im_end|im_start|endoftext|pad|eot_id|eom_id|end_of_text|eot|eom|python_end)\|>|</s>")
 
 
-def _parse_block(body: str) -> tuple[str, dict[str, Any]] | None:
+def _parse_block(body: str) -> ParsedCall | None:
     try:
         obj = json.loads(body.strip())
     except (ValueError, RecursionError):
@@ -61,7 +70,7 @@ def _parse_block(body: str) -> tuple[str, dict[str, Any]] | None:
         args = {}
     if not isinstance(name, str) or not name.strip() or not isinstance(args, dict):
         return None
-    return name.strip(), args
+    return ParsedCall(name.strip(), args)
 
 
 def parse_tool_calls(text: str | None, tool_format: str = "hermes") -> tuple[str | None, list[dict[str, Any]]]:
@@ -87,7 +96,8 @@ def parse_tool_calls(text: str | None, tool_format: str = "hermes") -> tuple[str
 
 
 def parse_tool_call_objects(text: str | None, tool_format: str = "hermes") -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
-    """``parse_tool_calls`` with each call as ``(name, arguments dict)``: the same parse, no JSON text made.
+    """``parse_tool_calls`` with each call as ``(name, arguments dict)`` (a ``ParsedCall``): the same parse, no JSON
+    text made.
 
     An unknown ``tool_format`` raises ValueError naming the accepted ones (a
     configuration error, not a model's output).
@@ -97,14 +107,15 @@ def parse_tool_call_objects(text: str | None, tool_format: str = "hermes") -> tu
         raise ValueError(f"tool_format={tool_format!r} has no parser; accepted: {', '.join(TOOL_FORMATS)}")
     if not isinstance(text, str):
         return None, []
-    return parser(_CONTROL.sub("", text))
+    content, calls = parser(_CONTROL.sub("", text))
+    return content, list(calls)  # typed as plain pairs: callers hold them in lists of (name, arguments)
 
 
-def _blocks(text: str, pattern: re.Pattern[str], read: Callable[[re.Match[str]], tuple[str, dict[str, Any]] | None],
-            ) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
+def _blocks(text: str, pattern: re.Pattern[str], read: Callable[[re.Match[str]], ParsedCall | None],
+            ) -> tuple[str | None, list[ParsedCall]]:
     """Each match of ``pattern`` that ``read`` makes a call of becomes one; the text around them (and every match
     it could not read) stays the content."""
-    calls: list[tuple[str, dict[str, Any]]] = []
+    calls: list[ParsedCall] = []
     kept: list[str] = []
     pos = 0
     for match in pattern.finditer(text):
@@ -119,7 +130,7 @@ def _blocks(text: str, pattern: re.Pattern[str], read: Callable[[re.Match[str]],
     return (content or None), calls
 
 
-def _parse_hermes(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
+def _parse_hermes(text: str) -> tuple[str | None, list[ParsedCall]]:
     """``<tool_call>{json}</tool_call>`` blocks (the last may be unterminated)."""
     return _blocks(text, _BLOCK, lambda match: _parse_block(match.group(1)))
 
@@ -148,7 +159,7 @@ def _json_values(text: str, start: int) -> list[tuple[int, int, Any]]:
 _PYTHON_TAGS = ("<|python_tag|>", "<|python_start|>")
 
 
-def _parse_llama3(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
+def _parse_llama3(text: str) -> tuple[str | None, list[ParsedCall]]:
     """Llama 3.1's JSON calls: ``{"name": ..., "parameters": {...}}`` (after ``<|python_tag|>`` or alone); failing
     those, Meta's function_tag and python_list styles."""
     head, body = "", text
@@ -159,7 +170,7 @@ def _parse_llama3(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]
             break
     start = len(body) - len(body.lstrip())
     values = _json_values(body, start)
-    calls: list[tuple[str, dict[str, Any]]] = []
+    calls: list[ParsedCall] = []
     end = start
     for _, stop, value in values:
         objects = value if isinstance(value, list) else [value]
@@ -180,15 +191,15 @@ def _parse_llama3(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]
 _FUNCTION_TAG = re.compile(r"<function=([^>\s]+)>(.*?)</function>", re.DOTALL)
 
 
-def _function_tag(match: re.Match[str]) -> tuple[str, dict[str, Any]] | None:
+def _function_tag(match: re.Match[str]) -> ParsedCall | None:
     try:
         args = json.loads(match.group(2).strip() or "{}")
     except (ValueError, RecursionError):
         return None
-    return (match.group(1), args) if isinstance(args, dict) else None
+    return ParsedCall(match.group(1), args) if isinstance(args, dict) else None
 
 
-def _parse_function_tags(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]] | None:
+def _parse_function_tags(text: str) -> tuple[str | None, list[ParsedCall]] | None:
     """Meta's ``function_tag`` calls, ``<function=name>{json}</function>``; None when the text holds none."""
     content, calls = _blocks(text, _FUNCTION_TAG, _function_tag)
     return (content, calls) if calls else None
@@ -233,26 +244,26 @@ def _bracket_lists(source: str) -> list[str] | None:
     return groups if depth == 0 and not quote and groups else None
 
 
-def _python_calls(source: str) -> list[tuple[str, dict[str, Any]]] | None:
+def _python_calls(source: str) -> list[ParsedCall] | None:
     """One ``[name(a=1), ...]`` list's calls, or None when it is not a list of keyword calls with literal values."""
     try:
         tree = ast.parse(source, mode="eval")
         if not isinstance(tree.body, ast.List) or not tree.body.elts:
             return None
-        calls: list[tuple[str, dict[str, Any]]] = []
+        calls: list[ParsedCall] = []
         for node in tree.body.elts:
             if not isinstance(node, ast.Call) or node.args:
                 return None
             name = _dotted_name(node.func)
             if name is None or any(k.arg is None for k in node.keywords):
                 return None
-            calls.append((name, {str(k.arg): ast.literal_eval(k.value) for k in node.keywords}))
+            calls.append(ParsedCall(name, {str(k.arg): ast.literal_eval(k.value) for k in node.keywords}))
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return None
     return calls
 
 
-def _parse_python_list(body: str) -> list[tuple[str, dict[str, Any]]] | None:
+def _parse_python_list(body: str) -> list[ParsedCall] | None:
     """Meta's ``python_list`` calls: the whole reply one or more lists of keyword-argument calls with literal values.
 
     Meta's encoder writes each call as its own list (``[a(x=1)][b(y=2)]``); one
@@ -264,7 +275,7 @@ def _parse_python_list(body: str) -> list[tuple[str, dict[str, Any]]] | None:
     groups = _bracket_lists(body.strip())
     if groups is None:
         return None
-    calls: list[tuple[str, dict[str, Any]]] = []
+    calls: list[ParsedCall] = []
     for group in groups:
         found = _python_calls(group)
         if found is None:
@@ -273,14 +284,14 @@ def _parse_python_list(body: str) -> list[tuple[str, dict[str, Any]]] | None:
     return calls
 
 
-def _parse_mistral(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
+def _parse_mistral(text: str) -> tuple[str | None, list[ParsedCall]]:
     """Mistral's ``[TOOL_CALLS][{...}, ...]`` (v3), ``[TOOL_CALLS]name[CALL_ID]id[ARGS]{...}`` (v11) and
     ``[TOOL_CALLS]name[ARGS]{...}`` (v13) calls."""
     marker = text.find("[TOOL_CALLS]")
     if marker < 0:
         return (text.strip() or None), []
     head, body = text[:marker], text[marker + len("[TOOL_CALLS]"):]
-    calls: list[tuple[str, dict[str, Any]]] = []
+    calls: list[ParsedCall] = []
     rest = body
     values = _json_values(body, 0)
     if values and isinstance(values[0][2], list):
@@ -295,7 +306,7 @@ def _parse_mistral(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any
             found = _json_values(args_text, 0) if sep else []
             if not found or not isinstance(found[0][2], dict) or not name.strip():
                 break
-            calls.append((name.strip(), found[0][2]))
+            calls.append(ParsedCall(name.strip(), found[0][2]))
             rest = args_text[found[0][1]:]
     if not calls:
         return (text.strip() or None), []
@@ -303,7 +314,7 @@ def _parse_mistral(text: str) -> tuple[str | None, list[tuple[str, dict[str, Any
     return (content or None), calls
 
 
-def _call_object(obj: Any) -> tuple[str, dict[str, Any]] | None:
+def _call_object(obj: Any) -> ParsedCall | None:
     if not isinstance(obj, dict):
         return None
     return _parse_block(json.dumps(obj))

@@ -524,14 +524,9 @@ def _summary(job: _Job, trained: _Trained, tokenizer: Any, before: HeldOutMeasur
 def _batch(setup: TrainerSetup) -> TrainedBatch:
     """The LoRA rank and batch sizes of the trainer's setup, in its order: what the summary repeats of it."""
     batch: TrainedBatch = {}
-    if "lora_rank" in setup:
-        batch["lora_rank"] = setup["lora_rank"]
-    if "batch_per_device" in setup:
-        batch["batch_per_device"] = setup["batch_per_device"]
-    if "gradient_accumulation" in setup:
-        batch["gradient_accumulation"] = setup["gradient_accumulation"]
-    if "batch_size" in setup:
-        batch["batch_size"] = setup["batch_size"]
+    for key in ("lora_rank", "batch_per_device", "gradient_accumulation", "batch_size"):  # each a key of both
+        if key in setup:
+            batch[key] = setup[key]
     return batch
 
 
@@ -582,12 +577,9 @@ def _case_notes(spec: RunSpec, tokenizer: Any, before: HeldOutMeasure | None, af
 
 def _add_base_notes(notes: CaseNotes, base: BaseNotes) -> None:
     """Copy what the run records of its base into the case's notes, key by key in the order it lists them."""
-    if "tool_format" in base:
-        notes["tool_format"] = base["tool_format"]
-    if "base_import" in base:
-        notes["base_import"] = base["base_import"]
-    if "base_weights" in base:
-        notes["base_weights"] = base["base_weights"]
+    for key in ("tool_format", "base_import", "base_weights"):  # each a key of both
+        if key in base:
+            notes[key] = base[key]
 
 
 def _note_episodes(job: _Job, before: HeldOutMeasure | None, after: HeldOutMeasure | None) -> None:

@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, TypedDict
 
 from whileai.kit import _vocab
 
@@ -139,6 +139,14 @@ class _World:
     minute: int = 0
 
 
+class _Action(TypedDict, total=False):
+    """A first action, as a row's ``gold`` holds it: a call (``name`` and ``arguments``) or an ``answer``."""
+
+    name: str
+    arguments: dict[str, Any]  # the call's arguments, as the tool's schema names them
+    answer: str
+
+
 @dataclass(frozen=True)
 class _Task:
     """One ask: its id and kind, the text and its difficulty, the gold action (a row's ``gold``) and the world."""
@@ -147,7 +155,7 @@ class _Task:
     kind: str
     ask: str
     difficulty: str
-    gold: dict[str, Any]
+    gold: _Action
     world: _World
 
 
@@ -167,6 +175,7 @@ def _make_task(rng: random.Random, index: int) -> _Task:
     template, difficulty = rng.choice(_PHRASINGS[kind])
     args: dict[str, str | int]
     fields: dict[str, str | int]
+    gold: _Action
     if kind == "weather":
         args = {"city": rng.choice(_vocab.CITIES), "unit": rng.choice(_vocab.TEMPERATURE_UNITS)}
         world = _World(temp_c=rng.randint(-10, 38), conditions=rng.choice(_CONDITIONS))
@@ -232,7 +241,7 @@ def _reply(name: str, result: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------
 
 
-def _wrong_argument(rng: random.Random, gold: dict[str, Any]) -> dict[str, Any]:
+def _wrong_argument(rng: random.Random, gold: _Action) -> dict[str, Any]:
     args = dict(gold["arguments"])
     key = rng.choice(sorted(args))
     value = args[key]
@@ -247,7 +256,7 @@ def _wrong_argument(rng: random.Random, gold: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
-def _mistake(rng: random.Random, task: _Task) -> tuple[str, dict[str, Any]]:
+def _mistake(rng: random.Random, task: _Task) -> tuple[str, _Action]:
     """A wrong first action: ``(failure kind, action)``; an action is a call or an answer."""
     gold = task.gold
     if "answer" in gold:
@@ -289,7 +298,7 @@ def _mistake(rng: random.Random, task: _Task) -> tuple[str, dict[str, Any]]:
 # ---------------------------------------------------------------------------
 
 
-def _score(action: dict[str, Any], gold: dict[str, Any]) -> float:
+def _score(action: _Action, gold: _Action) -> float:
     """1.0 for the gold action; partial credit (under 0.5) for the right tool with some right arguments."""
     if "answer" in gold:
         return 1.0 if action.get("answer") == gold["answer"] else 0.0
@@ -302,7 +311,7 @@ def _score(action: dict[str, Any], gold: dict[str, Any]) -> float:
     return round(0.4 * right / len(want), 3)
 
 
-def _row(task: _Task, action: dict[str, Any], failure: str, index: int,
+def _row(task: _Task, action: _Action, failure: str, index: int,
          rng: random.Random, temperature: float) -> dict[str, Any]:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM_PROMPT},
