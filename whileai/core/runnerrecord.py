@@ -73,28 +73,29 @@ class RunnerRecord(BaseModel):
     command, versions and checkout, the data it pushed and cut, the export.
 
     The fields stand in the order a record's JSON lists them (a dump writes the fields given, in declaration
-    order, then any key not declared here), so a new key goes at the end. ``None`` or empty: not recorded.
+    order, then any key not declared here), so a new key goes at the end. ``None``: not recorded (a record from
+    before the key, or another caller's); an empty list or dict is a recorded value, empty.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
     recipe: str | None = None
     #: the command line's overrides, as typed (``key=value``)
-    overrides: list[str] = []
+    overrides: list[str] | None = None
     #: the stage's name, its place among the stages and all of their names, for a stage's run
     stage: str | None = None
     stage_index: int | None = None
-    stages: list[str] = []
+    stages: list[str] | None = None
     #: the id of the run this stage continues, None where it continues none
     previous_run: str | None = None
     #: the validated recipe spec as plain data, as the recipe and the command line gave it
     spec: dict[str, Any] | None = None
     #: Hydra's choice of each config group
-    choices: dict[str, Any] = {}
+    choices: dict[str, Any] | None = None
     #: the full command line
     command: str | None = None
-    #: the versions of what computes (whileai, torch, transformers, trl, peft, python); None: not installed
-    versions: dict[str, str | None] = {}
+    #: the versions of what computes (whileai, torch, transformers, trl, peft, python); a package's None: not installed
+    versions: dict[str, str | None] | None = None
     #: the packages installed at another version than constraints.txt pins (``{}``: all match; None: no such file)
     constraints_differ: dict[str, dict[str, str | None]] | None = None
     #: the checkout the package runs from, None outside one
@@ -105,7 +106,7 @@ class RunnerRecord(BaseModel):
     #: the run this one reproduces (``python -m whileai reproduce``)
     reproduces: str | None = None
     #: where each expect line was written, so ``wait`` can check a run the runner only submitted
-    expect_lines: dict[str, str] = {}
+    expect_lines: dict[str, str] | None = None
     #: what a quick run changed; None for a full run
     quick: QuickNote | None = None
     dataset: PushedNote | None = None

@@ -144,7 +144,7 @@ def runner_record(spec: dict[str, Any], context: Any) -> RunnerRecord:
         spec=spec,
         recipe=context.recipe,
         overrides=list(context.overrides),
-        choices=dict(context.choices),
+        choices=dict(context.choices) if context.choices is not None else None,
         command=context.command,
         versions=versions(),
         # VERSIONED_PACKAGES at another version than constraints.txt pins ({} all match; None: no such file)

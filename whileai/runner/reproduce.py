@@ -128,8 +128,10 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     token = os.environ.setdefault(defaults.TOKEN_ENV, new_token())
     out = data_root() / defaults.RUNNER_DIR / "runs" / token
     out.mkdir(parents=True, exist_ok=True)
+    choices = old.get("choices")  # None where the original did not record them: the reproduction says so too
     context = Context(
-        recipe=old.get("recipe"), overrides=[*old.get("overrides", []), *overrides], choices=old.get("choices") or {},
+        recipe=old.get("recipe"), overrides=[*(old.get("overrides") or []), *overrides],
+        choices=choices if isinstance(choices, dict) else None,
         command="python -m whileai reproduce " + " ".join(args), output_dir=out, sweep_id=None,
         expect_lines={k: f"expect.{k} (stored spec of {run_id})" for k in spec.expect.model_fields_set},
         reproduces=run_id, rows=rows,
