@@ -90,6 +90,24 @@ def test_a_run_records_the_packages_installed_at_another_version_than_pinned(tmp
                               reproduces=None, expect_lines={})
     record = provenance.runner_record({}, context)
     assert record.constraints_differ == provenance.constraints_differ()
+    assert record.constraints_file == provenance.constraints_compared()[1] == {"name": "constraints.txt", "found": True}
+
+
+def test_a_run_records_whether_it_found_a_constraints_file_to_compare_with(tmp_path):
+    installed = provenance.versions()
+    same = tmp_path / "constraints.txt"
+    same.write_text("".join(f"{n}=={(installed[n] or '').split('+')[0]}\n"
+                            for n in defaults.VERSIONED_PACKAGES if n != "whileai"))
+    assert provenance.constraints_compared(same) == ({}, {"name": "constraints.txt", "found": True})
+    _with_pin(same, "transformers", "0.0.1")
+    assert provenance.constraints_compared(same) == (
+        {"transformers": {"pinned": "0.0.1", "installed": metadata.version("transformers")}},
+        {"name": "constraints.txt", "found": True})
+    # an installed wheel has no file beside it: nothing compared, and the record says so
+    assert provenance.constraints_compared(tmp_path / "absent.txt") == (None, {"name": "absent.txt", "found": False})
+    unreadable = tmp_path / "latin.txt"
+    unreadable.write_bytes(b"torch==\xff\n")
+    assert provenance.constraints_compared(unreadable) == (None, {"name": "latin.txt", "found": False})
 
 
 def test_the_words_name_the_installed_and_the_pinned_version():

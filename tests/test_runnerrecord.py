@@ -11,7 +11,7 @@ from whileai.runner import provenance
 #: the keys of a stage's record as the runs stored so far list them: the JSON a new run writes lists them alike
 STORED_ORDER = ["recipe", "overrides", "stage", "stage_index", "stages", "previous_run", "spec", "choices", "command",
                 "versions", "constraints_differ", "git", "sweep_id", "hydra_dir", "reproduces", "expect_lines", "quick",
-                "dataset", "cut", "held_out", "export"]
+                "dataset", "cut", "held_out", "export", "constraints_file"]
 
 
 def _stage_record(tmp_path) -> RunnerRecord:

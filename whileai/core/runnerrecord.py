@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict  # pydantic validates typing's TypedDict only from python 3.12
 
-__all__ = ["RunnerRecord", "GitState", "PushedNote", "CutNote", "HeldOutNote", "QuickNote", "KeptRows"]
+__all__ = ["RunnerRecord", "GitState", "ConstraintsFile", "PushedNote", "CutNote", "HeldOutNote", "QuickNote", "KeptRows"]
 
 
 class GitState(TypedDict):
@@ -25,6 +25,15 @@ class GitState(TypedDict):
     commit: str | None
     dirty: bool
     diff_hash: str | None  # None for a clean checkout
+
+
+class ConstraintsFile(TypedDict):
+    """The constraints file a run's installed packages were compared with (``constraints_differ``): its name at the
+    checkout's root, and whether it was found there and read. ``found`` False: there was none to compare with (an
+    installed wheel has none beside it), and ``constraints_differ`` is None."""
+
+    name: str
+    found: bool
 
 
 class PushedNote(TypedDict):
@@ -96,7 +105,8 @@ class RunnerRecord(BaseModel):
     command: str | None = None
     #: the versions of what computes (whileai, torch, transformers, trl, peft, python); a package's None: not installed
     versions: dict[str, str | None] | None = None
-    #: the packages installed at another version than constraints.txt pins (``{}``: all match; None: no such file)
+    #: the packages installed at another version than constraints.txt pins (``{}``: all match); None: nothing was
+    #: compared, for want of a file (``constraints_file``) or in a record that did not record it
     constraints_differ: dict[str, dict[str, str | None]] | None = None
     #: the checkout the package runs from, None outside one
     git: GitState | None = None
@@ -114,3 +124,6 @@ class RunnerRecord(BaseModel):
     held_out: HeldOutNote | None = None
     #: the stage's short export report (the domain's report, its keys kept)
     export: dict[str, Any] | None = None
+    #: the constraints file ``constraints_differ`` compared with and whether it was found (``found`` False: there was
+    #: none to compare with); None: not recorded (``core.stats.constraints_state`` reads a record without it)
+    constraints_file: ConstraintsFile | None = None
