@@ -127,6 +127,46 @@ def test_the_committed_file_pins_every_versioned_package():
     assert "whileai" not in pins
 
 
+def _runner_with(**fields) -> dict:
+    return {"id": "run_1", "kind": "hosted", "config": {"spec": {"beta": 0.04}, "runner": {"spec": {}, **fields}}}
+
+
+NO_FILE = {"constraints_differ": None, "constraints_file": {"name": "constraints.txt", "found": False}}
+FOUND = {"name": "constraints.txt", "found": True}
+
+
+def test_the_run_page_words_no_file_apart_from_not_recorded():
+    said = {name: _views.config_parts(_runner_with(**fields))["constraints_words"] for name, fields in {
+        "all match": {"constraints_differ": {}, "constraints_file": FOUND},
+        "differs": {"constraints_differ": {"torch": {"pinned": "2.13.0", "installed": "2.14.1"}}, "constraints_file": FOUND},
+        "no file": NO_FILE,
+        "older, null": {"constraints_differ": None},
+        "older, absent": {}}.items()}
+    assert said == {"all match": "none", "differs": "installed packages differ from constraints.txt: torch 2.14.1 (pinned 2.13.0)",
+                    "no file": "no constraints.txt to compare with", "older, null": "not recorded",
+                    "older, absent": "not recorded"}
+    assert _views.config_parts({"id": "run_2", "config": None})["constraints_words"] == "not recorded"
+    assert _views.config_parts(_runner_with(**NO_FILE))["constraints_text"] is None, "no notice beside the result"
+    assert "constraints_words" in (ROOT / "whileai" / "platform" / "pages" / "static" / "run.js").read_text()
+
+
+def test_diff_and_reproduce_word_no_file_apart_from_not_recorded():
+    from whileai.runner.depends import depends_differences, depends_on
+    from whileai.runner.reproduce import _pinned_text
+
+    row = "packages off constraints.txt"
+    assert depends_on(_runner_with(constraints_differ={}, constraints_file=FOUND))[row] == "none"
+    assert depends_on(_runner_with(**NO_FILE))[row] == "no constraints.txt to compare with"
+    assert depends_on(_runner_with(constraints_differ=None))[row] is None, "an older record: not recorded"
+    checked = _runner_with(constraints_differ={}, constraints_file=FOUND)
+    assert depends_differences(checked, _runner_with(**NO_FILE)) == [(row, "none", "no constraints.txt to compare with")]
+    assert depends_differences(checked, _runner_with(constraints_differ=None)) == [], "not recorded is no difference"
+    assert _pinned_text({}, FOUND) is None, "reproduce says nothing where all match"
+    assert _pinned_text(None, {"name": "constraints.txt", "found": False}) == "no constraints.txt to compare with"
+    assert _pinned_text({"torch": {"pinned": "2.13.0", "installed": "2.14.1"}}, FOUND) == (
+        "installed packages differ from constraints.txt: torch 2.14.1 (pinned 2.13.0)")
+
+
 def test_the_run_page_says_which_packages_differ_beside_the_result():
     differ = {"transformers": {"pinned": "5.24.0", "installed": "5.25.0"}}
     record = {"id": "run_1", "kind": "hosted", "config": {"spec": {"beta": 0.04}, "runner": {
