@@ -90,6 +90,24 @@ def test_a_run_records_the_packages_installed_at_another_version_than_pinned(tmp
                               reproduces=None, expect_lines={})
     record = provenance.runner_record({}, context)
     assert record.constraints_differ == provenance.constraints_differ()
+    assert record.constraints_file == provenance.constraints_compared()[1] == {"name": "constraints.txt", "found": True}
+
+
+def test_a_run_records_whether_it_found_a_constraints_file_to_compare_with(tmp_path):
+    installed = provenance.versions()
+    same = tmp_path / "constraints.txt"
+    same.write_text("".join(f"{n}=={(installed[n] or '').split('+')[0]}\n"
+                            for n in defaults.VERSIONED_PACKAGES if n != "whileai"))
+    assert provenance.constraints_compared(same) == ({}, {"name": "constraints.txt", "found": True})
+    _with_pin(same, "transformers", "0.0.1")
+    assert provenance.constraints_compared(same) == (
+        {"transformers": {"pinned": "0.0.1", "installed": metadata.version("transformers")}},
+        {"name": "constraints.txt", "found": True})
+    # an installed wheel has no file beside it: nothing compared, and the record says so
+    assert provenance.constraints_compared(tmp_path / "absent.txt") == (None, {"name": "absent.txt", "found": False})
+    unreadable = tmp_path / "latin.txt"
+    unreadable.write_bytes(b"torch==\xff\n")
+    assert provenance.constraints_compared(unreadable) == (None, {"name": "latin.txt", "found": False})
 
 
 def test_the_words_name_the_installed_and_the_pinned_version():
@@ -107,6 +125,46 @@ def test_the_committed_file_pins_every_versioned_package():
         if name != "whileai":  # installed from the checkout itself, never pinned
             assert name in pins, name
     assert "whileai" not in pins
+
+
+def _runner_with(**fields) -> dict:
+    return {"id": "run_1", "kind": "hosted", "config": {"spec": {"beta": 0.04}, "runner": {"spec": {}, **fields}}}
+
+
+NO_FILE = {"constraints_differ": None, "constraints_file": {"name": "constraints.txt", "found": False}}
+FOUND = {"name": "constraints.txt", "found": True}
+
+
+def test_the_run_page_words_no_file_apart_from_not_recorded():
+    said = {name: _views.config_parts(_runner_with(**fields))["constraints_words"] for name, fields in {
+        "all match": {"constraints_differ": {}, "constraints_file": FOUND},
+        "differs": {"constraints_differ": {"torch": {"pinned": "2.13.0", "installed": "2.14.1"}}, "constraints_file": FOUND},
+        "no file": NO_FILE,
+        "older, null": {"constraints_differ": None},
+        "older, absent": {}}.items()}
+    assert said == {"all match": "none", "differs": "installed packages differ from constraints.txt: torch 2.14.1 (pinned 2.13.0)",
+                    "no file": "no constraints.txt to compare with", "older, null": "not recorded",
+                    "older, absent": "not recorded"}
+    assert _views.config_parts({"id": "run_2", "config": None})["constraints_words"] == "not recorded"
+    assert _views.config_parts(_runner_with(**NO_FILE))["constraints_text"] is None, "no notice beside the result"
+    assert "constraints_words" in (ROOT / "whileai" / "platform" / "pages" / "static" / "run.js").read_text()
+
+
+def test_diff_and_reproduce_word_no_file_apart_from_not_recorded():
+    from whileai.runner.depends import depends_differences, depends_on
+    from whileai.runner.reproduce import _pinned_text
+
+    row = "packages off constraints.txt"
+    assert depends_on(_runner_with(constraints_differ={}, constraints_file=FOUND))[row] == "none"
+    assert depends_on(_runner_with(**NO_FILE))[row] == "no constraints.txt to compare with"
+    assert depends_on(_runner_with(constraints_differ=None))[row] is None, "an older record: not recorded"
+    checked = _runner_with(constraints_differ={}, constraints_file=FOUND)
+    assert depends_differences(checked, _runner_with(**NO_FILE)) == [(row, "none", "no constraints.txt to compare with")]
+    assert depends_differences(checked, _runner_with(constraints_differ=None)) == [], "not recorded is no difference"
+    assert _pinned_text({}, FOUND) is None, "reproduce says nothing where all match"
+    assert _pinned_text(None, {"name": "constraints.txt", "found": False}) == "no constraints.txt to compare with"
+    assert _pinned_text({"torch": {"pinned": "2.13.0", "installed": "2.14.1"}}, FOUND) == (
+        "installed packages differ from constraints.txt: torch 2.14.1 (pinned 2.13.0)")
 
 
 def test_the_run_page_says_which_packages_differ_beside_the_result():

@@ -11,7 +11,7 @@ from whileai.runner import provenance
 #: the keys of a stage's record as the runs stored so far list them: the JSON a new run writes lists them alike
 STORED_ORDER = ["recipe", "overrides", "stage", "stage_index", "stages", "previous_run", "spec", "choices", "command",
                 "versions", "constraints_differ", "git", "sweep_id", "hydra_dir", "reproduces", "expect_lines", "quick",
-                "dataset", "cut", "held_out", "export"]
+                "dataset", "cut", "held_out", "export", "constraints_file"]
 
 
 def _stage_record(tmp_path) -> RunnerRecord:
@@ -46,3 +46,18 @@ def test_a_record_reads_back_from_its_json_as_the_same_record(tmp_path):
     record = _stage_record(tmp_path)
     config = spec_json(read_spec({"method": "sft", "base_model": "b"}), runner=record)
     assert read_spec(config).runner == record
+
+
+def test_a_key_not_recorded_reads_none_and_an_empty_one_reads_empty(tmp_path):
+    older = RunnerRecord.model_validate({"recipe": "r"})  # a record from before these keys, or another caller's
+    assert (older.overrides, older.stages, older.choices, older.versions, older.expect_lines) == (None,) * 5
+    context = SimpleNamespace(recipe="r", overrides=[], choices={}, command="c", sweep_id=None, output_dir=tmp_path,
+                              reproduces=None, expect_lines={})
+    written = spec_json(read_spec({"method": "sft", "base_model": "b"}),
+                        runner=provenance.runner_record({}, context))["runner"]
+    assert written["overrides"] == [] and written["choices"] == {} and written["expect_lines"] == {}, \
+        "the runner writes what it knows, empty included"
+    assert "stages" not in written, "a run that is no stage's records no stages"
+    unknown = SimpleNamespace(**{**vars(context), "choices": None})  # a reproduction of a record without them
+    assert "choices" in provenance.runner_record({}, unknown).model_fields_set
+    assert provenance.runner_record({}, unknown).choices is None

@@ -234,6 +234,39 @@ def test_constraints_text_names_each_package_that_differs_in_name_order():
     assert constraints_text({}) is None and constraints_text(None) is None and constraints_text([("a", 1)]) is None
 
 
+#: a runner's record in each state of its comparison with constraints.txt, as the runner writes it now and did before
+_PINS_FOUND = {"name": "constraints.txt", "found": True}
+_DIFFER = {"torch": {"pinned": "2.13.0", "installed": "2.14.1"}}
+CONSTRAINTS_RECORDS = {
+    "all match": {"constraints_differ": {}, "constraints_file": _PINS_FOUND},
+    "differs": {"constraints_differ": _DIFFER, "constraints_file": _PINS_FOUND},
+    "no file": {"constraints_differ": None, "constraints_file": {"name": "constraints.txt", "found": False}},
+    "older, differs": {"constraints_differ": _DIFFER},  # before constraints_file: a dict was still compared
+    "older, null": {"constraints_differ": None},  # before constraints_file: no file, or not recorded; unknown which
+    "older, absent": {"spec": {}},  # before constraints_differ
+}
+
+
+def test_constraints_state_tells_no_file_from_not_recorded():
+    from whileai.core.stats import constraints_state
+
+    assert {name: constraints_state(record) for name, record in CONSTRAINTS_RECORDS.items()} == {
+        "all match": "compared", "differs": "compared", "no file": "no file", "older, differs": "compared",
+        "older, null": "not recorded", "older, absent": "not recorded"}
+    assert constraints_state(None) == "not recorded" and constraints_state([]) == "not recorded"
+
+
+def test_constraints_words_say_no_file_and_not_recorded_apart():
+    from whileai.core.stats import constraints_words
+
+    assert {name: constraints_words(record) for name, record in CONSTRAINTS_RECORDS.items()} == {
+        "all match": "none",
+        "differs": "installed packages differ from constraints.txt: torch 2.14.1 (pinned 2.13.0)",
+        "no file": "no constraints.txt to compare with",
+        "older, differs": "installed packages differ from constraints.txt: torch 2.14.1 (pinned 2.13.0)",
+        "older, null": None, "older, absent": None}
+
+
 def test_the_smallest_significant_change_at_its_edges():
     from whileai.core.stats import smallest_significant_change
 

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict  # pydantic validates typing's TypedDict only from python 3.12
 
-__all__ = ["RunnerRecord", "GitState", "PushedNote", "CutNote", "HeldOutNote", "QuickNote", "KeptRows"]
+__all__ = ["RunnerRecord", "GitState", "ConstraintsFile", "PushedNote", "CutNote", "HeldOutNote", "QuickNote", "KeptRows"]
 
 
 class GitState(TypedDict):
@@ -25,6 +25,15 @@ class GitState(TypedDict):
     commit: str | None
     dirty: bool
     diff_hash: str | None  # None for a clean checkout
+
+
+class ConstraintsFile(TypedDict):
+    """The constraints file a run's installed packages were compared with (``constraints_differ``): its name at the
+    checkout's root, and whether it was found there and read. ``found`` False: there was none to compare with (an
+    installed wheel has none beside it), and ``constraints_differ`` is None."""
+
+    name: str
+    found: bool
 
 
 class PushedNote(TypedDict):
@@ -73,29 +82,31 @@ class RunnerRecord(BaseModel):
     command, versions and checkout, the data it pushed and cut, the export.
 
     The fields stand in the order a record's JSON lists them (a dump writes the fields given, in declaration
-    order, then any key not declared here), so a new key goes at the end. ``None`` or empty: not recorded.
+    order, then any key not declared here), so a new key goes at the end. ``None``: not recorded (a record from
+    before the key, or another caller's); an empty list or dict is a recorded value, empty.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
     recipe: str | None = None
     #: the command line's overrides, as typed (``key=value``)
-    overrides: list[str] = []
+    overrides: list[str] | None = None
     #: the stage's name, its place among the stages and all of their names, for a stage's run
     stage: str | None = None
     stage_index: int | None = None
-    stages: list[str] = []
+    stages: list[str] | None = None
     #: the id of the run this stage continues, None where it continues none
     previous_run: str | None = None
     #: the validated recipe spec as plain data, as the recipe and the command line gave it
     spec: dict[str, Any] | None = None
     #: Hydra's choice of each config group
-    choices: dict[str, Any] = {}
+    choices: dict[str, Any] | None = None
     #: the full command line
     command: str | None = None
-    #: the versions of what computes (whileai, torch, transformers, trl, peft, python); None: not installed
-    versions: dict[str, str | None] = {}
-    #: the packages installed at another version than constraints.txt pins (``{}``: all match; None: no such file)
+    #: the versions of what computes (whileai, torch, transformers, trl, peft, python); a package's None: not installed
+    versions: dict[str, str | None] | None = None
+    #: the packages installed at another version than constraints.txt pins (``{}``: all match); None: nothing was
+    #: compared, for want of a file (``constraints_file``) or in a record that did not record it
     constraints_differ: dict[str, dict[str, str | None]] | None = None
     #: the checkout the package runs from, None outside one
     git: GitState | None = None
@@ -105,7 +116,7 @@ class RunnerRecord(BaseModel):
     #: the run this one reproduces (``python -m whileai reproduce``)
     reproduces: str | None = None
     #: where each expect line was written, so ``wait`` can check a run the runner only submitted
-    expect_lines: dict[str, str] = {}
+    expect_lines: dict[str, str] | None = None
     #: what a quick run changed; None for a full run
     quick: QuickNote | None = None
     dataset: PushedNote | None = None
@@ -113,3 +124,6 @@ class RunnerRecord(BaseModel):
     held_out: HeldOutNote | None = None
     #: the stage's short export report (the domain's report, its keys kept)
     export: dict[str, Any] | None = None
+    #: the constraints file ``constraints_differ`` compared with and whether it was found (``found`` False: there was
+    #: none to compare with); None: not recorded (``core.stats.constraints_state`` reads a record without it)
+    constraints_file: ConstraintsFile | None = None

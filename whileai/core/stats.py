@@ -22,11 +22,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from statistics import NormalDist
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from whileai.core import defaults
 
-__all__ = ["HoldoutSide", "PairedTest", "HoldoutResult", "GroupResults", "HoldoutPower", "wilson", "constraints_text", "mcnemar_exact", "holdout_result", "describe", "p_text", "interval_text",
+__all__ = ["HoldoutSide", "PairedTest", "HoldoutResult", "GroupResults", "HoldoutPower", "wilson", "constraints_text",
+           "ConstraintsState", "constraints_state", "constraints_words", "NO_CONSTRAINTS_FILE", "CONSTRAINTS_NOT_RECORDED", "mcnemar_exact", "holdout_result", "describe", "p_text", "interval_text",
            "certainty_text", "status_text", "rate_text", "change_text", "smallest_significant_change",
            "holdout_power", "significance_word", "judged_text", "group_results", "group_lines"]
 
@@ -278,6 +279,52 @@ def constraints_text(differ: Any) -> str | None:
         pair = pair if isinstance(pair, dict) else {}
         items.append(f"{name} {pair.get('installed') or 'not installed'} (pinned {pair.get('pinned')})")
     return f"installed packages differ from {defaults.CONSTRAINTS_FILE}: " + ", ".join(items)
+
+
+#: What a runner's record says of its installed packages against the constraints file (``constraints_state``)
+ConstraintsState = Literal["compared", "no file", "not recorded"]
+#: ``constraints_words`` of a record that had no constraints file to compare with (an installed wheel has none)
+NO_CONSTRAINTS_FILE = f"no {defaults.CONSTRAINTS_FILE} to compare with"
+#: what the run page says where a record does not say (one from before the comparison was recorded, or another
+#: caller's); ``diff`` leaves such an entry out, as nothing is known to differ
+CONSTRAINTS_NOT_RECORDED = "not recorded"
+
+
+def constraints_state(runner: Any) -> ConstraintsState:
+    """Whether a runner's record (its JSON, ``core.runnerrecord``) compared the installed packages with a constraints
+    file: ``compared`` (``constraints_differ`` holds the differences, ``{}`` when all match), ``no file`` (its
+    ``constraints_file`` says none was found), or ``not recorded``. A record from before ``constraints_file`` that
+    holds differences compared; one whose ``constraints_differ`` is null or absent does not say which it was.
+
+        >>> constraints_state({"constraints_differ": {}, "constraints_file": {"name": "constraints.txt", "found": True}})
+        'compared'
+        >>> constraints_state({"constraints_differ": None, "constraints_file": {"name": "constraints.txt", "found": False}})
+        'no file'
+        >>> constraints_state({"constraints_differ": None})
+        'not recorded'
+    """
+    if not isinstance(runner, dict):
+        return "not recorded"
+    compared = runner.get("constraints_file")
+    if isinstance(compared, dict) and compared.get("found") is False:
+        return "no file"
+    return "compared" if isinstance(runner.get("constraints_differ"), dict) else "not recorded"
+
+
+def constraints_words(runner: Any) -> str | None:
+    """What a runner's record says of its installed packages against the constraints file, in the words ``diff``,
+    ``reproduce`` and the run page print: the packages that differ (``constraints_text``), ``none`` when all match,
+    or NO_CONSTRAINTS_FILE; None where the record does not say (``constraints_state``: not recorded).
+
+        >>> constraints_words({"constraints_differ": None, "constraints_file": {"name": "constraints.txt", "found": False}})
+        'no constraints.txt to compare with'
+    """
+    state = constraints_state(runner)
+    if state == "not recorded":
+        return None
+    if state == "no file":
+        return NO_CONSTRAINTS_FILE
+    return constraints_text(runner["constraints_differ"]) or "none"
 
 
 def status_text(status: Any, expect: Any) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from whileai.core.stats import constraints_text
+from whileai.core.stats import constraints_words
 
 from whileai.runner import defaults
 from whileai.runner.provenance import record_of
@@ -48,8 +48,8 @@ def _kernel_path(compute: dict[str, Any]) -> str | None:
 #: What one run's result depends on beyond its spec, each entry under the words ``diff`` and ``reproduce`` print
 #: for it: the base weights' hash, the data's content hash, the held-out prompts' digest (each cut short), torch's
 #: CPU kernel path, the processor (model and vector extensions: two on one path can round apart), thread count and
-#: device, the packages off constraints.txt, the versions of what computes and
-#: the commit. None where the run did not record it. The keys are phrases, hence this form.
+#: device, the packages off constraints.txt (or that there was no such file to compare with), the versions of what
+#: computes and the commit. None where the run did not record it. The keys are phrases, hence this form.
 Depends = TypedDict("Depends", {
     "base weights (SHA-256)": str | None,
     "data (content hash)": str | None,
@@ -79,8 +79,8 @@ def depends_on(record: dict[str, Any]) -> Depends:
         "CPU": compute.get("cpu"),
         "torch threads": compute.get("threads"),
         "device": compute.get("device") or training.get("device"),
-        "packages off constraints.txt": (constraints_text(runner.get("constraints_differ")) or "none")
-        if runner.get("constraints_differ") is not None else None,
+        # "none", the packages that differ, or "no constraints.txt to compare with"; None: not recorded
+        "packages off constraints.txt": constraints_words(runner),
         "versions": runner.get("versions"),
         "commit": (f"{_short(git.get('commit'))}" + (" (uncommitted changes)" if git.get("dirty") else ""))
         if git.get("commit") else None,

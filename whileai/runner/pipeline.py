@@ -56,7 +56,8 @@ class Context:
 
     recipe: str | None
     overrides: list[str]
-    choices: dict[str, Any]
+    #: Hydra's choice of each config group; None: not known (a reproduction of a record that did not record them)
+    choices: dict[str, Any] | None
     command: str
     output_dir: Path
     sweep_id: str | None = None

@@ -8,7 +8,8 @@ package runs from a checkout, the dataset's content hash, the sweep id, the
 Hydra output folder, and for a reproduction the run it reproduces. When the
 package runs from a checkout that holds the committed ``constraints.txt``, the
 record also names the packages installed at another version than the one pinned
-there (``constraints_differ``). What a held-out figure also depends on, the base's weights digest and the CPU
+there (``constraints_differ``), and which file that was and whether it was found (``constraints_file``: an
+installed wheel has none to compare with). What a held-out figure also depends on, the base's weights digest and the CPU
 kernel path with its threads, the job records itself (``training["base_weights"]``, ``training["compute"]``):
 they are the job's machine's, not the runner's. ``reproduce`` and ``diff`` compare all of these.
 """
@@ -23,14 +24,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from whileai.core.runnerrecord import GitState, RunnerRecord
+from whileai.core.runnerrecord import ConstraintsFile, GitState, RunnerRecord
 from whileai.core.stats import constraints_text  # noqa: F401  (re-exported: reproduce prints it)
 
 from whileai.runner import defaults
 from whileai.core import defaults as core_defaults
 
 __all__ = ["versions", "installed_versions", "git_state", "runner_record", "spec_of", "read_pins", "pin_matches", "constraints_differ",
-           "constraints_text"]
+           "constraints_compared", "constraints_text"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -97,8 +98,9 @@ def constraints_differ(path: Path | None = None) -> dict[str, dict[str, str | No
     """The packages installed at another version than constraints.txt pins: ``{name: {"pinned", "installed"}}``,
     empty when all match. Every pinned package counts that is installed; of those not installed, the ones whose
     code computes a result (VERSIONED_PACKAGES; a missing test tool changes no figure). None when there is no such
-    file (an installed wheel has none next to it): then nothing is known to compare with. ``path`` is for tests."""
-    path = path if path is not None else _PACKAGE.parent / core_defaults.CONSTRAINTS_FILE
+    file (an installed wheel has none next to it) or it cannot be read: then nothing is known to compare with.
+    ``path`` is for tests."""
+    path = path if path is not None else _constraints_path()
     if not path.is_file():
         return None
     try:
@@ -113,6 +115,19 @@ def constraints_differ(path: Path | None = None) -> dict[str, dict[str, str | No
         if (found is not None or name in computing) and not pin_matches(pinned, found):
             differ[computing.get(name, name)] = {"pinned": pinned, "installed": found}
     return differ
+
+
+def _constraints_path() -> Path:
+    return _PACKAGE.parent / core_defaults.CONSTRAINTS_FILE
+
+
+def constraints_compared(path: Path | None = None) -> tuple[dict[str, dict[str, str | None]] | None, ConstraintsFile]:
+    """``(constraints_differ, constraints_file)`` as a run records them: the packages off the pins (``{}``: all
+    match), and the file compared with, ``found`` False where there was none to compare with (then the differences
+    are None). ``path`` is for tests."""
+    path = path if path is not None else _constraints_path()
+    differ = constraints_differ(path)
+    return differ, {"name": path.name, "found": differ is not None}
 
 
 def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
@@ -140,21 +155,23 @@ def runner_record(spec: dict[str, Any], context: Any) -> RunnerRecord:
     """The record a run's config carries under ``runner`` (``core.runnerrecord``): what the run knows before it
     starts. The pipeline adds the data's push, cut and held-out note, and each stage its own fields with the quick
     note as that stage's rows left it."""
+    # VERSIONED_PACKAGES at another version than constraints.txt pins ({}: all match), and the file compared with
+    differ, compared = constraints_compared()
     return RunnerRecord(
         spec=spec,
         recipe=context.recipe,
         overrides=list(context.overrides),
-        choices=dict(context.choices),
+        choices=dict(context.choices) if context.choices is not None else None,
         command=context.command,
         versions=versions(),
-        # VERSIONED_PACKAGES at another version than constraints.txt pins ({} all match; None: no such file)
-        constraints_differ=constraints_differ(),
+        constraints_differ=differ,
         git=git_state(),
         sweep_id=context.sweep_id,
         hydra_dir=str(context.output_dir),
         reproduces=context.reproduces,
         # where each expect line was written, so `wait` can check a run the runner only submitted
         expect_lines=dict(context.expect_lines),
+        constraints_file=compared,
     )
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from whileai.runner import defaults
 
 if TYPE_CHECKING:
+    from whileai.core.runnerrecord import ConstraintsFile
     from whileai.core.spec import RunSpec
 
     from whileai.runner.pipeline import ReadRows
@@ -101,7 +102,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
 
     from whileai.runner._locate import data_root, new_token
     from whileai.runner.pipeline import Context, run_spec
-    from whileai.runner.provenance import _differences, constraints_differ, constraints_text, git_state, record_of, versions
+    from whileai.runner.provenance import _differences, constraints_compared, git_state, record_of, versions
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["--help"], ["-h"]):  # asked for: the usage on stdout, exit 0
@@ -128,15 +129,17 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     token = os.environ.setdefault(defaults.TOKEN_ENV, new_token())
     out = data_root() / defaults.RUNNER_DIR / "runs" / token
     out.mkdir(parents=True, exist_ok=True)
+    choices = old.get("choices")  # None where the original did not record them: the reproduction says so too
     context = Context(
-        recipe=old.get("recipe"), overrides=[*old.get("overrides", []), *overrides], choices=old.get("choices") or {},
+        recipe=old.get("recipe"), overrides=[*(old.get("overrides") or []), *overrides],
+        choices=choices if isinstance(choices, dict) else None,
         command="python -m whileai reproduce " + " ".join(args), output_dir=out, sweep_id=None,
         expect_lines={k: f"expect.{k} (stored spec of {run_id})" for k in spec.expect.model_fields_set},
         reproduces=run_id, rows=rows,
     )
     new = {"versions": versions(), "git": git_state()}
     changed = _differences(old, new)
-    pinned = constraints_text(constraints_differ())  # this environment against the committed pins
+    pinned = _pinned_text(*constraints_compared())  # this environment against the committed pins
     print(f"reproducing {run_id} from its stored spec" + (f"; differs: {', '.join(changed)}" if changed
                                                           else "; same versions and commit")
           + (f"; {pinned}" if pinned else ""), file=sys.stderr)
@@ -148,6 +151,14 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     if runs:  # the reproduction's last stage against the original run: did the result come back?
         print("\n".join(comparison(run_id, original, wai.get_run(runs[-1]["id"]))), file=sys.stderr)
     return code
+
+
+def _pinned_text(differ: dict[str, Any] | None, compared: ConstraintsFile) -> str | None:
+    """What ``reproduce`` says of this environment against the committed pins: the packages that differ, that there
+    is no constraints file to compare with (an installed wheel), or None when all match."""
+    from whileai.core.stats import NO_CONSTRAINTS_FILE, constraints_text
+
+    return NO_CONSTRAINTS_FILE if not compared["found"] else constraints_text(differ)
 
 
 def verdict_text(record: dict[str, Any]) -> str:

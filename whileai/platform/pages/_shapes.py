@@ -43,7 +43,10 @@ class ConfigParts(TypedDict):
     versions: Any
     git: Any
     constraints_differ: dict[str, Any] | None  #: package to the versions that differ from constraints.txt
-    constraints_text: str | None
+    constraints_text: str | None  #: those packages in words; None when none differs or nothing was compared
+    #: the packages against constraints.txt in words: ``none``, the packages, ``no constraints.txt to compare with``
+    #: or ``not recorded`` (``core.stats.constraints_words``)
+    constraints_words: str
     sweep: str | int | None
     init_from: Any
     reproduces: NotRequired[Any]  #: absent where the config is not an object

@@ -14,7 +14,16 @@ import json
 import re
 from typing import Any
 
-from whileai.core.stats import certainty_text, constraints_text, group_lines, rate_text, significance_word, status_text
+from whileai.core.stats import (
+    CONSTRAINTS_NOT_RECORDED,
+    certainty_text,
+    constraints_text,
+    constraints_words,
+    group_lines,
+    rate_text,
+    significance_word,
+    status_text,
+)
 from whileai.platform.pages._shapes import (
     AlarmView,
     ChartGroup,
@@ -38,7 +47,8 @@ __all__ = [
 
 #: config keys that describe how a run was made rather than what it trains (left out of sweep knobs)
 _META_KEYS = ("command", "versions", "git", "overrides", "recipe", "sweep", "sweep_id", "hydra", "output_dir",
-              "run_id", "init_from", "stages", "export_report", "reproduces", "constraints_differ")
+              "run_id", "init_from", "stages", "export_report", "reproduces", "constraints_differ",
+              "constraints_file")
 
 
 def _get(value: Any, *path: str) -> Any:
@@ -69,8 +79,9 @@ def config_parts(record: RunRecord) -> ConfigParts:
     config = record.get("config")
     if not isinstance(config, dict):
         return {"spec": config, "overrides": None, "recipe": None, "command": None, "versions": None,
-                "git": None, "constraints_differ": None, "constraints_text": None, "sweep": None, "init_from": None,
-                "stage": None, "runner": False}
+                "git": None, "constraints_differ": None, "constraints_text": None,
+                "constraints_words": CONSTRAINTS_NOT_RECORDED, "sweep": None, "init_from": None, "stage": None,
+                "runner": False}
     runner = _runner(config)
     source = runner if runner is not None else config
     if isinstance(source.get("spec"), dict):
@@ -97,6 +108,8 @@ def config_parts(record: RunRecord) -> ConfigParts:
         # the packages that ran at another version than constraints.txt pins, and that said in words
         "constraints_differ": differ if isinstance(differ, dict) else None,
         "constraints_text": constraints_text(differ),
+        # all of it in words: none, the packages, no constraints.txt to compare with, or not recorded
+        "constraints_words": constraints_words(source) or CONSTRAINTS_NOT_RECORDED,
         "sweep": sweep if isinstance(sweep, (str, int)) else None,
         "init_from": _first_given(config.get("init_from"), source.get("previous_run"), _get(spec, "init_from"),
                                   _get(record.get("summary"), "init_from")),

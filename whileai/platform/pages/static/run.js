@@ -352,9 +352,11 @@
     }
     parts.push(el("p", {class: "label"}, c.overrides || c.recipe ? "Resolved spec" : "Config as given"),
       el("pre", {class: "code", id: "config"}, WAI.json(c.spec)));
-    const extra = {versions: c.versions, "differs from constraints.txt": c.constraints_differ &&
-      Object.keys(c.constraints_differ).length ? c.constraints_differ : null, git: c.git};
-    for (const [k, val] of Object.entries(extra)) if (val) parts.push(el("p", {class: "label"}, k), el("pre", {class: "code"}, WAI.json(val)));
+    if (c.versions) parts.push(el("p", {class: "label"}, "versions"), el("pre", {class: "code"}, WAI.json(c.versions)));
+    // none, the packages that differ, no constraints.txt to compare with, or not recorded (an older record)
+    if (c.runner) parts.push(el("p", {class: "label"}, "packages off constraints.txt"),
+      el("p", {id: "constraints-words"}, String(c.constraints_words)));
+    if (c.git) parts.push(el("p", {class: "label"}, "git"), el("pre", {class: "code"}, WAI.json(c.git)));
     const sec = WAI.section("Config", ...parts);
     sec.id = "config-section";
     return sec;
