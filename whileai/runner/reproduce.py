@@ -153,7 +153,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _pinned_text(differ: dict[str, Any] | None, compared: ConstraintsFile) -> str | None:
+def _pinned_text(differ: dict[str, dict[str, str | None]] | None, compared: ConstraintsFile) -> str | None:
     """What ``reproduce`` says of this environment against the committed pins: the packages that differ, that there
     is no constraints file to compare with (an installed wheel), or None when all match."""
     from whileai.core.stats import NO_CONSTRAINTS_FILE, constraints_text
