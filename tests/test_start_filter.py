@@ -112,3 +112,31 @@ def test_grpo_trains_on_exactly_the_prompts_the_start_filter_kept(tmp_path, monk
     assert [r["task"] for r in trainers[0].train_dataset] == [p["task"] for p in kept]
     assert extra["prompts"] == len(kept) == report["kept"] and extra["trainer_received"] == len(kept)
     assert extra["start_filter"] == report and report["pool"] == 10 and extra["steps"] == 1
+
+
+class _NotedRun:
+    """A run that keeps every phase the job notes, in order."""
+
+    def __init__(self) -> None:
+        self.phases: list[str] = []
+
+    def note(self, **fields: Any) -> None:
+        self.phases.append(fields["phase"])
+
+
+@pytest.mark.slow
+def test_the_jobs_phase_says_training_again_once_the_start_is_sampled(monkeypatch):
+    """The sampling notes its progress on the run's phase; after it the phase goes back to training, so the runner's
+    progress line does not show the sampling's last count while GRPO trains."""
+    from whileai.jobs import _episodes, defaults
+
+    monkeypatch.setattr(defaults, "START_FILTER_BATCH", 20)
+    spec = _spec(prompt_filter_pool=12)
+    rows = kit_episode_rows(kit_tasks(24))
+    model, tokenizer = grpo.load(spec)
+    run = _NotedRun()
+    kept, report = _episodes._chosen_by_start(spec, model, tokenizer, factory_of("kit", rows), episode_prompts(rows),
+                                              [_odd_length], run)
+    assert report is not None and report["kept"] == len(kept)
+    assert len(run.phases) >= 3 and all(p.startswith("sampling the start's episodes") for p in run.phases[:-1])
+    assert run.phases[-1] == "training"

@@ -242,7 +242,10 @@ def _chosen_by_start(spec: GRPOSpec, model: Any, tokenizer: Any, factory: Any, p
         return prompts, None
     weights = grpo_reward_weights(spec) or [1.0] * len(funcs)
     note = (lambda phase: run.note(phase=phase)) if run is not None else None
-    return start_filtered(spec, model, tokenizer, factory, prompts, proxy_reward(funcs, weights), note=note)
+    chosen = start_filtered(spec, model, tokenizer, factory, prompts, proxy_reward(funcs, weights), note=note)
+    if note is not None:
+        note("training")  # the sampling's last progress is not what the job does from here
+    return chosen
 
 
 def fit_episodes(spec: GRPOSpec, model: Any, tokenizer: Any, rows: list[dict[str, Any]], folder: Path,
