@@ -52,7 +52,11 @@ MIN_SCORE = 0.90
 #: rule. Suites that start servers, train or run the whole monitor (test_platform_hardening, test_monitor,
 #: test_resolved_spec) are left out: mutmut runs a module's tests once per mutant, so its own tests must be fast.
 MODULES: dict[str, tuple[str, ...]] = {
-    "whileai/core/spec.py": ("tests/test_spec.py", "tests/test_spec_checks.py"),
+    "whileai/core/_knob.py": ("tests/test_spec.py", "tests/test_spec_checks.py"),
+    "whileai/core/_spec_versions.py": ("tests/test_spec.py", "tests/test_spec_checks.py"),
+    "whileai/core/_spec_checks.py": ("tests/test_spec.py", "tests/test_spec_checks.py"),
+    "whileai/core/_spec_models.py": ("tests/test_spec.py", "tests/test_spec_checks.py"),
+    "whileai/core/_spec_io.py": ("tests/test_spec.py", "tests/test_spec_checks.py"),
     "whileai/core/stats.py": ("tests/test_stats.py",),
     "whileai/core/alarms.py": ("tests/test_alarms.py",),
     "whileai/domain/monitor/_arming.py": ("tests/test_monitor_arming.py",),

@@ -25,7 +25,9 @@ EDGES: dict[str, tuple[int, str]] = {
     "whileai.core.jobrow": (2, "HTTP bodies: a job row's platform and spec JSON"),
     "whileai.core.launch": (2, "files read: each rank's result file"),
     "whileai.core.runnerrecord": (3, "files read: the recipe spec as plain data, Hydra's choices, the export report's JSON"),
-    "whileai.core.spec": (7, "Hydra's plain config and the spec's JSON (a user's extra keys, the monitor's settings)"),
+    "whileai.core._spec_io": (2, "the spec's JSON: spec_json and job_json, the JSON edge"),
+    "whileai.core._spec_models": (3, "the spec's JSON: a user's extra keys, the monitor's settings, the knobs as a dict"),
+    "whileai.core._spec_versions": (2, "Hydra's plain config: a config with its aliases renamed (canonical)"),
     "whileai.core.toolcalls": (4, "rows of user data: tool-call arguments as the model wrote them, OpenAI wire calls"),
     # domain: rows, judges, export, monitor, episodes, tracking
     "whileai.domain.client": (4, "HTTP bodies and query params; the client's config file"),

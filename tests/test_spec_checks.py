@@ -1,4 +1,4 @@
-"""whileai/core/spec.py's checks at their edges, each refusal in its exact words: the batch and step products
+"""whileai.core.spec's checks at their edges, each refusal in its exact words: the batch and step products
 (split across processes, micro-batches, a GRPO group per device, the tokens one step holds), the knob declarations
 read back (knob_of, knob_fields, is_whole, the table), aliases, unknown keys, the missing-keys rule and the JSON
 form. Pure: no training, no platform."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from whileai.core import _knob, _spec_io, _spec_models
 from whileai.core import defaults as d
 from whileai.core import spec as S
 from whileai.core.runnerrecord import RunnerRecord
@@ -109,20 +110,20 @@ def test_a_pair_step_counts_two_sequences_and_the_micro_batch_when_it_is_smaller
         "(STEP_DEFAULT_GIB: the spec names no known gpu) x 1 process); lower batch_size (to 640 or less), or "
         "max_completion_length, or name a gpu with more memory"]
     rm = read_spec({"method": "rm"}).model_copy(update={"batch_size": 4096})
-    assert S._step_factors(rm) == [("batch_size", 4096), ("2 sequences a pair", 2), ("TRAIN_MAX_LENGTH", 2048)]
+    assert _spec_models._step_factors(rm) == [("batch_size", 4096), ("2 sequences a pair", 2), ("TRAIN_MAX_LENGTH", 2048)]
     assert step_problem(rm) == (
         "rm: batch_size=4096 x 2 (2 sequences a pair) x 2048 (TRAIN_MAX_LENGTH) = 16,777,216 tokens in one step, "
         "over the 5,242,880 the target's memory can hold (STEP_TOKENS_PER_GIB=65,536 a GiB x 80 GiB "
         "(STEP_DEFAULT_GIB: the spec names no known gpu) x 1 process); lower batch_size (to 1280 or less), or name "
         "a gpu with more memory")
     micro = rm.model_copy(update={"batch_per_device": 512, "processes": 4})
-    assert S._step_factors(micro) == [("batch_per_device", 512), ("processes x nodes", 4), ("2 sequences a pair", 2),
+    assert _spec_models._step_factors(micro) == [("batch_per_device", 512), ("processes x nodes", 4), ("2 sequences a pair", 2),
                                       ("TRAIN_MAX_LENGTH", 2048)]
     whole = rm.model_copy(update={"batch_per_device": 1024, "processes": 4})
-    assert S._step_factors(whole)[0] == ("batch_size", 4096), "a cap that holds the whole share is the batch"
-    assert S._step_factors(read_spec({"method": "sft"})) == [] and step_problem(read_spec({"method": "sft"})) is None
+    assert _spec_models._step_factors(whole)[0] == ("batch_size", 4096), "a cap that holds the whole share is the batch"
+    assert _spec_models._step_factors(read_spec({"method": "sft"})) == [] and step_problem(read_spec({"method": "sft"})) is None
     dpo = read_spec({"method": "dpo", "batch_size": 8, "max_completion_length": 100})
-    assert S._step_factors(dpo) == [("batch_size", 8), ("2 sequences a pair", 2), ("max_completion_length", 100)]
+    assert _spec_models._step_factors(dpo) == [("batch_size", 8), ("2 sequences a pair", 2), ("max_completion_length", 100)]
 
 
 def test_only_a_reward_model_neither_continues_nor_is_continued():
@@ -159,8 +160,8 @@ def test_the_knob_fields_and_whole_numbers_are_read_from_the_declarations():
 
 
 def test_none_means_the_default_only_for_a_knob_whose_values_exclude_none():
-    assert S._unset(SFTSpec, "lora_rank") and not S._unset(SFTSpec, "batch_per_device")
-    assert not S._unset(SFTSpec, "gpu") and not S._unset(SFTSpec, "nope")
+    assert _knob._unset(SFTSpec, "lora_rank") and not _knob._unset(SFTSpec, "batch_per_device")
+    assert not _knob._unset(SFTSpec, "gpu") and not _knob._unset(SFTSpec, "nope")
     assert read_spec({"method": "sft", "lora_rank": None}).lora_rank == d.TRAIN_LORA_R
     assert missing_keys({"method": "sft", "lora_rank": None, "batch_per_device": None})[:2] == ["base_model", "seed"]
     assert "lora_rank" in missing_keys({"method": "sft", "lora_rank": None})
@@ -201,9 +202,9 @@ def test_unknown_keys_are_named_together_and_each_other_problem_once():
 
 def test_a_long_value_or_key_is_cut_in_a_message_saying_how_long_it_was():
     long = "x" * (d.SPEC_SHOWN_CHARS + 50)
-    assert S._cut(long) == long[: d.SPEC_SHOWN_CHARS] + f"... ({len(long):,} characters)"
-    assert S._cut(long[: d.SPEC_SHOWN_CHARS]) == long[: d.SPEC_SHOWN_CHARS]
-    assert S._shown("ab") == "'ab'"
+    assert _spec_io._cut(long) == long[: d.SPEC_SHOWN_CHARS] + f"... ({len(long):,} characters)"
+    assert _spec_io._cut(long[: d.SPEC_SHOWN_CHARS]) == long[: d.SPEC_SHOWN_CHARS]
+    assert _spec_io._shown("ab") == "'ab'"
     (unknown,) = spec_problems({"method": "sft", long: 1})
     assert unknown.startswith(long[: d.SPEC_SHOWN_CHARS] + f"... ({len(long):,} characters) is not a sft setting")
     (wrong,) = spec_problems({"method": "sft", "lora_rank": long})
@@ -251,10 +252,10 @@ def test_a_job_row_reads_past_the_keys_the_platform_writes_and_the_json_form_rou
 
 
 def test_each_method_has_its_model_and_rm_and_dpo_are_told_apart():
-    assert {m: S._model({"method": m}) for m in S.SPEC_MODELS} == {"sft": SFTSpec, "grpo": GRPOSpec, "dpo": DPOSpec,
+    assert {m: _spec_io._model({"method": m}) for m in S.SPEC_MODELS} == {"sft": SFTSpec, "grpo": GRPOSpec, "dpo": DPOSpec,
                                                                     "rm": RMSpec}
     with pytest.raises(ValueError, match="method=3 is not a training method"):
-        S._model({"method": 3})
+        _spec_io._model({"method": 3})
 
 
 def test_a_knob_declaration_is_a_field_carrying_every_part_of_it():
@@ -284,7 +285,7 @@ def test_the_step_bound_admits_a_step_of_exactly_the_targets_tokens():
 
 def test_an_alias_set_first_keeps_its_value_and_the_keys_after_it_are_read():
     assert canonical({"loraRank": 8, "lora_rank": None, "seed": 1}) == {"lora_rank": 8, "seed": 1}
-    assert S._unset(SFTSpec, "no_such_field") is False and S._unset(SFTSpec, "processes") is False, "not a knob"
+    assert _knob._unset(SFTSpec, "no_such_field") is False and _knob._unset(SFTSpec, "processes") is False, "not a knob"
 
 
 def test_a_nested_key_is_named_by_its_path():

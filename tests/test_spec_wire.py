@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "whileai"
 
 #: (module, function) -> why it may turn a pydantic model into a dict: the JSON edges, and models that are not a spec
 EDGES = {
-    ("core/spec.py", "spec_json"): "the JSON edge: the HTTP request, the run's config and the job row are its output",
+    ("core/_spec_io.py", "spec_json"): "the JSON edge: the HTTP request, the run's config and the job row are its output",
     ("core/jobrow.py", "platform_json"): "the JSON edge of a job row's platform fields (the store, a Modal payload)",
     ("jobs/body.py", "_mirror"): "the config handed to outside trackers (report_to), an edge out of the platform",
     ("platform/api/_datasets.py", "update_dataset"): "a dataset PATCH body, not a spec",

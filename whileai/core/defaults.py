@@ -281,7 +281,7 @@ MAX_NODES = 256
 GPU_MAX_COUNT = 8
 
 # ---------------------------------------------------------------------------
-# A step's size (whileai/core/spec.py, step_problem)
+# A step's size (whileai/core/_spec_models.py, step_problem)
 # ---------------------------------------------------------------------------
 
 #: Memory of each GPU the price table names, GiB (NVIDIA's data sheets; B200 as DGX B200 splits its 1,440 GB).

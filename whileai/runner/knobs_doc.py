@@ -61,7 +61,7 @@ def _accepted(meta: Any) -> str:
 def knobs_markdown() -> str:
     """docs/knobs.md."""
     out = ["# Knobs", "",
-           "Generated from the declarations in `whileai/core/spec.py` by `python -m whileai.runner.knobs_doc --write`;",
+           "Generated from the declarations in `whileai/core/_spec_models.py` by `python -m whileai.runner.knobs_doc --write`;",
            "edit the declarations, not this file. A value outside the accepted range is refused naming the range,",
            "the paper's value and the citation. Every knob is a keyword argument of `wai.train` (or a field of the",
            "spec object it takes as `spec=`); `config` marks one its `config=` also takes, `export` an export",
@@ -90,7 +90,7 @@ def method_yaml(method: str) -> str:
     """
     model = SPEC_MODELS[method]
     out = ["# @package _global_", f"# {_ABOUT[method]}",
-           "# Generated from whileai/core/spec.py (python -m whileai.runner.knobs_doc --write). Each knob is null:",
+           "# Generated from whileai/core/_spec_models.py (python -m whileai.runner.knobs_doc --write). Each knob is null:",
            "# the run resolves it for the chosen base (validate shows the value and why; docs/knobs.md).",
            f"method: {method}"]
     for name in knob_fields(model):
@@ -102,7 +102,7 @@ def method_yaml(method: str) -> str:
 
 
 #: the lines that open and close conf/config.yaml's generated block of root knobs
-ROOT_BLOCK_START = "# >>> root knobs: generated from whileai/core/spec.py (python -m whileai.runner.knobs_doc --write)"
+ROOT_BLOCK_START = "# >>> root knobs: generated from whileai/core/_spec_models.py (python -m whileai.runner.knobs_doc --write)"
 ROOT_BLOCK_END = "# <<< root knobs"
 #: the column the block's comments start at, as in the hand-written part of conf/config.yaml
 _ROOT_COMMENT_COLUMN = 26
