@@ -480,3 +480,18 @@ def test_diff_and_reproduce_name_another_processor_on_the_same_kernel_path():
     assert "CPU kernel path" not in said, "the same path: only the processor differs"
     older = _ran_on("aaaaaaaa", "AVX512", None, True, [1] * 38 + [0] * 2)  # recorded before the processor was
     assert depends_on(older)["CPU"] is None and depends_differences(here, older) == []
+
+
+def test_the_selection_line_says_when_the_job_filters_grpos_prompts_by_the_start():
+    """The runner's selection line counts the prompts it hands the job; with prompt_filter_pool the job keeps fewer,
+    and the line says so (the count is the job's), nothing where the knob is off or the method is another."""
+    from whileai.core.spec import read_spec
+    from whileai.runner.pipeline import _filter_clause
+
+    grpo = {"method": "grpo", "base_model": "b", "learning_rate": 1e-4, "steps": 1, "environment": "kit",
+            "generations": 4}
+    assert _filter_clause(read_spec({**grpo, "prompt_filter_pool": 512})) == (
+        "; the job then plays 512 of these prompts 4 times each from the start and trains on those whose episodes "
+        "were paid differently (prompt_filter_pool; the number kept is in the run's start_filter)")
+    assert _filter_clause(read_spec(grpo)) == ""
+    assert _filter_clause(read_spec({"method": "sft", "base_model": "b", "learning_rate": 1e-4, "steps": 1})) == ""
