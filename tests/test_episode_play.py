@@ -129,3 +129,57 @@ def test_the_measure_has_the_first_action_measures_shape(tmp_path):
 
 def test_the_kit_environment_factory_is_the_kit_class():
     assert play.factory_of("kit") is KitEnvironment
+
+
+class _Endless:
+    """A policy that never ends its turn: every generate call fills all the room it is given with one token."""
+
+    def __init__(self, token: int):
+        self.token, self.rooms = token, []
+
+    def parameters(self) -> Any:
+        import torch
+
+        yield torch.zeros(1)
+
+    def generate(self, input_ids: Any, max_new_tokens: int, **_: Any) -> Any:
+        import torch
+
+        self.rooms.append(max_new_tokens)
+        return torch.cat([input_ids, torch.full((input_ids.shape[0], max_new_tokens), self.token)], dim=1)
+
+
+class _Ids:
+    """An episode's ids so far: ``prompt`` of them the first rendering, the rest its completion."""
+
+    def __init__(self, prompt: int, completion: int):
+        self.prompt, self.ids, self.tools, self.replies = prompt, [5] * (prompt + completion), [], []
+
+    def before_reply(self, conversation: Any) -> list[int]:
+        return self.ids
+
+    def after_reply(self, ids: list[int]) -> None:
+        self.replies.append(ids)
+
+
+def test_with_a_budget_an_episodes_whole_completion_stays_within_it_as_trls_rollout_does():
+    """TRL caps a rollout's completion (every reply and tool answer after the prompt) at max_completion_length; the
+    start filter plays with that budget: a reply gets what is left of it (at most the per-reply cap), none once it
+    is spent, which ends the episode; without a budget only the per-reply cap and the context bound it."""
+    from whileai.jobs._trainer_setup import ensure_response_parser
+    from whileai.kit import build_tokenizer
+
+    tokenizer = build_tokenizer(0)
+    ensure_response_parser(tokenizer)
+    token = next(i for i in range(10, 100) if i not in (tokenizer.eos_token_id, tokenizer.pad_token_id))
+    model = _Endless(token)
+    fresh, half, spent = _Ids(30, 0), _Ids(30, 35), _Ids(30, 40)
+    replies = play._replier(model, tokenizer, 16, 512, budget=40)([(fresh, []), (half, []), (spent, [])])
+    assert [len(t.replies[0]) for t in (fresh, half)] == [16, 5] and spent.replies == [[]]
+    assert replies[2] == {"role": "assistant", "content": ""}, "no room: an empty reply, which ends the episode"
+    unbounded = [_Ids(30, 0), _Ids(30, 35), _Ids(30, 40)]
+    play._replier(model, tokenizer, 16, 512)([(t, []) for t in unbounded])
+    assert [len(t.replies[0]) for t in unbounded] == [16, 16, 16]
+    near_context = _Ids(500, 0)
+    play._replier(model, tokenizer, 16, 512, budget=40)([(near_context, [])])
+    assert len(near_context.replies[0]) == 12, "the model's context still bounds a reply inside the budget"

@@ -115,6 +115,7 @@ class _Tokens:
         self.tools: list[Any] = []  # what the ids were rendered with, read once the environment is reset
         self.ids: list[int] = []
         self.seen = 0  # messages of the conversation already in ``ids``
+        self.prompt = 0  # ids of the first rendering: what TRL calls the prompt; the rest is the completion
 
     def before_reply(self, conversation: Sequence[Mapping[str, Any]]) -> list[int]:
         """The ids the next reply continues, the conversation's new messages (tool answers, a user turn) appended."""
@@ -126,6 +127,7 @@ class _Tokens:
             self.ids = list(self.tokenizer.apply_chat_template(
                 [dict(m) for m in conversation], tools=self.tools or None, add_generation_prompt=True, tokenize=True,
                 return_dict=False))
+            self.prompt = self.prompt or len(self.ids)
         elif len(conversation) > self.seen:
             new = conversation[self.seen:]
             suffix = user_suffix_ids if new[0].get("role") == "user" else tool_suffix_ids
@@ -219,9 +221,9 @@ def play_together(plays: Sequence[Callable[[Callable[[Any], Any]], Any]],
     return results
 
 
-def _generate(model: Any, tokenizer: Any, prompts: list[list[int]], cap: int, limit: int) -> list[list[int]]:
+def _generate(model: Any, tokenizer: Any, prompts: list[list[int]], cap: int, limits: list[int]) -> list[list[int]]:
     """Greedy continuations of ``prompts`` (each cut after its first end of turn, at most ``cap`` tokens and never
-    past ``limit`` tokens in all), in batches of EPISODE_EVAL_BATCH sorted by length."""
+    past its ``limits`` entry in all; none where it is reached), in batches of EPISODE_EVAL_BATCH sorted by length."""
     import torch
 
     from whileai.jobs._evaluation import left_padded
@@ -231,10 +233,10 @@ def _generate(model: Any, tokenizer: Any, prompts: list[list[int]], cap: int, li
     out: list[list[int]] = [[] for _ in prompts]
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     for start in range(0, len(order), defaults.EPISODE_EVAL_BATCH):
-        chunk = [i for i in order[start: start + defaults.EPISODE_EVAL_BATCH] if limit - len(prompts[i]) > 0]
+        chunk = [i for i in order[start: start + defaults.EPISODE_EVAL_BATCH] if limits[i] - len(prompts[i]) > 0]
         if not chunk:
             continue
-        room = {i: min(cap, limit - len(prompts[i])) for i in chunk}
+        room = {i: min(cap, limits[i] - len(prompts[i])) for i in chunk}
         input_ids, mask, width = left_padded([prompts[i] for i in chunk], pad, device)
         with torch.no_grad():
             sampled = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max(room.values()),
@@ -247,13 +249,18 @@ def _generate(model: Any, tokenizer: Any, prompts: list[list[int]], cap: int, li
     return out
 
 
-def _replier(model: Any, tokenizer: Any, cap: int, limit: int) -> Callable[[list[Any]], list[Any]]:
-    """The batched policy: each request is ``(tokens, conversation)``; each reply the parsed assistant message."""
+def _replier(model: Any, tokenizer: Any, cap: int, limit: int,
+             budget: int | None = None) -> Callable[[list[Any]], list[Any]]:
+    """The batched policy: each request is ``(tokens, conversation)``; each reply the parsed assistant message, at
+    most ``cap`` tokens, never past ``limit`` (the model's context) nor, with ``budget``, past ``budget`` tokens of
+    the episode's completion (its replies and tool answers after the first prompt: TRL's ``max_completion_length``).
+    A reply with no room left is empty, which ends the episode."""
     from trl.chat_template_utils import parse_response
 
     def respond(requests: list[tuple[_Tokens, Sequence[Mapping[str, Any]]]]) -> list[AssistantMessage]:
         prompts = [tokens.before_reply(conversation) for tokens, conversation in requests]
-        sampled = _generate(model, tokenizer, prompts, cap, limit)
+        limits = [limit if budget is None else min(limit, tokens.prompt + budget) for tokens, _ in requests]
+        sampled = _generate(model, tokenizer, prompts, cap, limits)
         replies = []
         for (tokens, _), prompt, ids in zip(requests, prompts, sampled, strict=True):
             prefix = list(prompt)
@@ -304,11 +311,12 @@ def _play(factory: Any, start: Mapping[str, Any], tokenizer: Any, max_turns: int
 
 def play_episodes(model: Any, tokenizer: Any, factory: Any, starts: Sequence[Mapping[str, Any]],
                   max_turns: int | None, max_new_tokens: int,
-                  sampling: Mapping[str, Any] | None = None) -> list[tuple[Any, Any]]:
+                  sampling: Mapping[str, Any] | None = None, budget: int | None = None) -> list[tuple[Any, Any]]:
     """Every start row (the environment's ``reset`` arguments and the prompt; its environment's name too where
     ``factory`` is TRL's dict) played at once by the policy, in eval mode (its mode put back after): each reply greedy,
-    or sampled at ``sampling``; ``(episode, environment it left)`` for each, in order. The held-out measure and the
-    HackMonitor's looks both play episodes through it."""
+    or sampled at ``sampling``, at most ``max_new_tokens``; with ``budget``, an episode's whole completion at most that
+    many tokens, as TRL's trainer caps a rollout; ``(episode, environment it left)`` for each, in order. The held-out
+    measure, the HackMonitor's looks and GRPO's start filter play episodes through it."""
     from whileai.jobs._loading import max_length
     from whileai.jobs._trainer_setup import ensure_response_parser
 
@@ -318,7 +326,7 @@ def play_episodes(model: Any, tokenizer: Any, factory: Any, starts: Sequence[Map
     model.eval()
     try:
         return play_together([_play(factory, start, tokenizer, max_turns) for start in starts],
-                             _replier(policy, tokenizer, max_new_tokens, max_length(model, episodes=True)))
+                             _replier(policy, tokenizer, max_new_tokens, max_length(model, episodes=True), budget))
     finally:
         model.train(was_training)
 

@@ -5,8 +5,9 @@ A group whose samples are all paid the same has no advantage, so GRPO learns not
 start most groups were such (recipes/MEASUREMENTS.md#agent_tooluse), because GRPO's prompts were tasks the start
 already passes every time or never. DAPO (arXiv:2503.14476) over-samples at every step and drops those groups. Here
 the start policy plays ``generations`` episodes of each of ``prompt_filter_pool`` training prompts (drawn with the
-run's seed) at the run's temperature, TRL's sampling otherwise (top_p 1, no top_k), each episode paid as the trainer
-pays it, and GRPO trains only on the prompts whose episodes were not all paid the same. Done once, it costs one pass
+run's seed) at the run's temperature, TRL's sampling otherwise (top_p 1, no top_k), each reply and the whole episode's
+completion within ``max_completion_length`` as the trainer's rollouts are, each episode paid as the trainer pays it,
+and GRPO trains only on the prompts whose episodes were not all paid the same. Done once, it costs one pass
 over the pool instead of a resample at every step; a prompt the policy masters during the run stays (its groups then
 stop teaching, as in plain GRPO).
 
@@ -55,7 +56,7 @@ def _play_pool(spec: GRPOSpec, model: Any, tokenizer: Any, factory: Any, starts:
             note(f"sampling the start's episodes to choose GRPO's prompts: {first}/{len(starts)}")
         batch = starts[first:first + size]
         played = play_episodes(model, tokenizer, factory, batch, turn_cap(spec), spec.max_completion_length,
-                               sampling=sampling)
+                               sampling=sampling, budget=spec.max_completion_length)  # the trainer's rollout budget
         paid += paid_scores(reward, batch, played)
     return paid
 
