@@ -46,6 +46,8 @@ _OVERRIDES: dict[str, list[str]] = {
     "dpo_tooluse": ["pair_source=rows"],
     # nor a passing episode, so its samples mix no prompt for the start filter to keep: every prompt trains
     "agent_tooluse": ["prompt_filter_pool=null"],
+    # nor an episode that claims success, so brief_success pays every sample 0 and the filter keeps nothing either
+    "hack/agent_calls": ["prompt_filter_pool=null"],
 }
 
 
