@@ -493,5 +493,8 @@ def test_the_selection_line_says_when_the_job_filters_grpos_prompts_by_the_start
     assert _filter_clause(read_spec({**grpo, "prompt_filter_pool": 512})) == (
         "; the job then plays 512 of these prompts 4 times each from the start and trains on those whose episodes "
         "were paid differently (prompt_filter_pool; the number kept is in the run's start_filter)")
+    assert "plays 100 of these prompts" in _filter_clause(read_spec({**grpo, "prompt_filter_pool": 512}), 100), (
+        "a pool larger than the prompts selected plays them all, as the job's pool_of does")
+    assert "plays 512 of these prompts" in _filter_clause(read_spec({**grpo, "prompt_filter_pool": 512}), 1553)
     assert _filter_clause(read_spec(grpo)) == ""
     assert _filter_clause(read_spec({"method": "sft", "base_model": "b", "learning_rate": 1e-4, "steps": 1})) == ""

@@ -579,17 +579,19 @@ def _training_set(plan: _Plan, stage: Stage, label: str, resolved: RunSpec) -> t
             plan.facts.datasets[f"{stage.name}:{stage.method}"] = train_set.id
         shared = f" (train_tasks {share} of the train side's tasks)" if share else ""
         note["result"] = (f"{train_set.id}{shared}; " if fresh else "") + (
-            report.get("summary") or f"{report.get('rows')} of {report.get('rows_given')} rows") + _filter_clause(resolved)
+            report.get("summary") or f"{report.get('rows')} of {report.get('rows_given')} rows") + _filter_clause(resolved, report.get("prompts"))
     return train_set, used_rows
 
 
-def _filter_clause(resolved: RunSpec) -> str:
+def _filter_clause(resolved: RunSpec, prompts: object = None) -> str:
     """What the job does to the selected prompts before GRPO sees them, said where it does something: with
-    ``prompt_filter_pool`` it keeps only those of a pool whose start episodes were paid differently (how many, the
-    job says in its summary's ``start_filter``); "" otherwise."""
+    ``prompt_filter_pool`` it plays a pool of them (all ``prompts``, the count selected, where that is fewer) and keeps
+    those whose start episodes were paid differently (how many, the job says in its summary's ``start_filter``); ""
+    otherwise."""
     if not isinstance(resolved, GRPOSpec) or resolved.prompt_filter_pool is None:
         return ""
-    return (f"; the job then plays {resolved.prompt_filter_pool} of these prompts {resolved.generations} times each "
+    pool = min(resolved.prompt_filter_pool, prompts) if isinstance(prompts, int) else resolved.prompt_filter_pool
+    return (f"; the job then plays {pool} of these prompts {resolved.generations} times each "
             "from the start and trains on those whose episodes were paid differently (prompt_filter_pool; the "
             "number kept is in the run's start_filter)")
 
