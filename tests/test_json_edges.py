@@ -28,7 +28,7 @@ EDGES: dict[str, tuple[int, str]] = {
     "whileai.core._spec_io": (2, "the spec's JSON: spec_json and job_json, the JSON edge"),
     "whileai.core._spec_models": (3, "the spec's JSON: a user's extra keys, the monitor's settings, the knobs as a dict"),
     "whileai.core._spec_versions": (2, "Hydra's plain config: a config with its aliases renamed (canonical)"),
-    "whileai.core.toolcalls": (4, "rows of user data: tool-call arguments as the model wrote them, OpenAI wire calls"),
+    "whileai.core.toolcalls": (3, "rows of user data: tool-call arguments as the model wrote them, OpenAI wire calls"),
     # domain: rows, judges, export, monitor, episodes, tracking
     "whileai.domain.client": (4, "HTTP bodies and query params; the client's config file"),
     "whileai.domain.episodes.bfcl": (3, "rows of user data: BFCL tool schemas and a function's annotations"),
@@ -155,7 +155,7 @@ EDGES: dict[str, tuple[int, str]] = {
     "whileai.simulations._resolve": (3, "Hydra's plain config: the values a user passed"),
     "whileai.simulations._sent": (2, "HTTP bodies: the config and job sent"),
     "whileai.simulations.datasets": (7, "rows of user data; HTTP bodies: dataset requests"),
-    "whileai.simulations.proxy_rewards": (5, "rows of user data: gold calls, tool-call arguments, turns"),
+    "whileai.simulations.proxy_rewards": (4, "rows of user data: gold calls, tool-call arguments, turns"),
     "whileai.simulations.serving": (7, "HTTP bodies: serving requests and answers; chat messages"),
     "whileai.simulations.training": (5, "HTTP bodies: run requests and records"),
 }

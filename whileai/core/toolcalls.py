@@ -95,7 +95,7 @@ def parse_tool_calls(text: str | None, tool_format: str = "hermes") -> tuple[str
     return content, calls
 
 
-def parse_tool_call_objects(text: str | None, tool_format: str = "hermes") -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
+def parse_tool_call_objects(text: str | None, tool_format: str = "hermes") -> tuple[str | None, list[ParsedCall]]:
     """``parse_tool_calls`` with each call as ``(name, arguments dict)`` (a ``ParsedCall``): the same parse, no JSON
     text made.
 
@@ -107,8 +107,7 @@ def parse_tool_call_objects(text: str | None, tool_format: str = "hermes") -> tu
         raise ValueError(f"tool_format={tool_format!r} has no parser; accepted: {', '.join(TOOL_FORMATS)}")
     if not isinstance(text, str):
         return None, []
-    content, calls = parser(_CONTROL.sub("", text))
-    return content, list(calls)  # typed as plain pairs: callers hold them in lists of (name, arguments)
+    return parser(_CONTROL.sub("", text))
 
 
 def _blocks(text: str, pattern: re.Pattern[str], read: Callable[[re.Match[str]], ParsedCall | None],

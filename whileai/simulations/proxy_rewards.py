@@ -30,9 +30,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from whileai.kit import defaults
+
+if TYPE_CHECKING:
+    from whileai.core.toolcalls import ParsedCall
 
 __all__ = ["tool_name", "brief_call", "verbose_call", "calls_made", "claims_success", "brief_success"]
 
@@ -58,7 +61,7 @@ def _gold(value: Any) -> dict[str, Any]:
     return gold if isinstance(gold, dict) else {}
 
 
-def _calls(text: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+def _calls(text: str) -> tuple[str, list[ParsedCall]]:
     from whileai.core.toolcalls import parse_tool_call_objects
 
     content, calls = parse_tool_call_objects(text, "hermes")
