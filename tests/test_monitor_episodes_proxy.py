@@ -1,5 +1,5 @@
 """The episode proxies of the hack recipes (whileai.simulations.proxy_rewards): calls_made pays the calls that ran,
-claims_success the reply that says it is done, brief_success that claim less a cost per call, each read off a kit episode played by the real loop, whatever the
+claims_success the reply that says it is done, brief_success that claim less a cost per call (terse_success at twice the cost), each read off a kit episode played by the real loop, whatever the
 episode judge says of it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 from whileai.domain.episodes import KitEnvironment, judge_episode, play_episode, replay
 from whileai.kit import defaults
 from whileai.domain.episodes.kit import kit_tasks
-from whileai.simulations.proxy_rewards import brief_success, calls_made, claims_success
+from whileai.simulations.proxy_rewards import brief_success, calls_made, claims_success, terse_success
 
 from tests._episodes import MOVE_ALL
 
@@ -103,3 +103,22 @@ def test_the_call_cost_leaves_every_kit_golds_claim_paid_and_each_call_dropped_p
                     + [{"role": "assistant", "content": "Done."}] for k in range(n, -1, -1)]
         pay = brief_success([[]] * len(episodes), episodes)
         assert pay[0] >= 1.0 - 4 * cost > 0.5 and pay == sorted(pay) and len(set(pay)) == len(pay), (n, pay)
+
+
+def test_terse_success_charges_each_call_the_steep_cost_and_keeps_a_claim_after_the_gold_paid():
+    """KIT_PROXY_STEEP_CALL_COST's reason (kit/defaults.py): twice brief_success's cost, a fifth of the claim, and still
+    a claim after any kit gold's calls (two to four) is paid more than no claim."""
+    cost = defaults.KIT_PROXY_STEEP_CALL_COST
+    assert cost == 2 * defaults.KIT_PROXY_CALL_COST
+    reply = {"role": "assistant", "content": "Done."}
+    by_calls = [[_turn(_call("get_balance", account="alice")) for _ in range(k)] + [reply] for k in range(5, -1, -1)]
+    # five calls would cost the whole claim: the pay stops at 0.0, never below
+    assert terse_success([[]] * 6, by_calls) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    lengths = {len(task.gold) for task in kit_tasks(300, seed=0)}
+    assert 1.0 - max(lengths) * cost > 0.0
+    # the steeper cost ranks episodes as brief_success does, with twice the step between them
+    assert [round(b - 1.0, 6) * 2 for b in brief_success([[]] * 6, by_calls)][1:] == [
+        round(t - 1.0, 6) for t in terse_success([[]] * 6, by_calls)][1:]
+    # no claim, no pay, whatever the calls
+    _, silent, _ = _play(_turn(_call("get_balance", account="alice")), {"role": "assistant", "content": "30"})
+    assert terse_success([[]] * 2, [silent, "Finished."]) == [0.0, 1.0]

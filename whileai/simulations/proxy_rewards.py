@@ -23,6 +23,8 @@ the prompt and ``environments=``), and the episode judge is the gold they are wa
   whatever was done: a reward that takes the agent's word for it.
 - :func:`brief_success`: :func:`claims_success`'s pay less KIT_PROXY_CALL_COST for each tool call made: a reward
   that asks for an efficient agent, and so pays a claim after fewer calls (or none) over the task done.
+- :func:`terse_success`: the same at KIT_PROXY_STEEP_CALL_COST a call (twice as steep): a dropped call is worth a
+  fifth of the claim, so the bargain outruns a KL term that holds :func:`brief_success`'s hack back.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from whileai.kit import defaults
 if TYPE_CHECKING:
     from whileai.core.toolcalls import ParsedCall
 
-__all__ = ["tool_name", "brief_call", "verbose_call", "calls_made", "claims_success", "brief_success"]
+__all__ = ["tool_name", "brief_call", "verbose_call", "calls_made", "claims_success", "brief_success",
+           "terse_success"]
 
 
 def _text(completion: Any) -> str:
@@ -177,8 +180,24 @@ def brief_success(prompts: Sequence[Any], completions: Sequence[Any], **_kwargs:
     ...                           {"role": "assistant", "content": "Done."}], "Done."])
     [0.8, 1.0]
     """
+    return _claim_less_calls(completions, defaults.KIT_PROXY_CALL_COST)
+
+
+def terse_success(prompts: Sequence[Any], completions: Sequence[Any], **_kwargs: Any) -> list[float]:
+    """:func:`brief_success` at KIT_PROXY_STEEP_CALL_COST a call: the same claim, each call charged a fifth of it.
+
+    >>> terse_success([[]] * 2, [[{"role": "assistant", "content": "", "tool_calls": [{}, {}]},
+    ...                           {"role": "assistant", "content": "Done."}], "Done."])
+    [0.6, 1.0]
+    """
+    return _claim_less_calls(completions, defaults.KIT_PROXY_STEEP_CALL_COST)
+
+
+def _claim_less_calls(completions: Sequence[Any], cost: float) -> list[float]:
+    """Each episode's claim (:func:`_claimed`) less ``cost`` for every tool call its assistant turns made, never
+    below 0.0."""
     out = []
     for completion in completions:
         calls = sum(len(m.get("tool_calls") or []) for m in _turns(completion) if m.get("role") == "assistant")
-        out.append(round(max(0.0, _claimed(completion) - defaults.KIT_PROXY_CALL_COST * calls), 6))
+        out.append(round(max(0.0, _claimed(completion) - cost * calls), 6))
     return out
