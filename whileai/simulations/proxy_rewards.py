@@ -24,7 +24,7 @@ the prompt and ``environments=``), and the episode judge is the gold they are wa
 - :func:`brief_success`: :func:`claims_success`'s pay less KIT_PROXY_CALL_COST for each tool call made: a reward
   that asks for an efficient agent, and so pays a claim after fewer calls (or none) over the task done.
 - :func:`terse_success`: the same at KIT_PROXY_STEEP_CALL_COST a call (twice as steep): a dropped call is worth a
-  fifth of the claim, so the bargain outruns a KL term that holds :func:`brief_success`'s hack back.
+  fifth of the claim, so under GRPO's group-scaled advantage it weighs more against the claim itself.
 """
 
 from __future__ import annotations
