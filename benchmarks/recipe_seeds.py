@@ -245,7 +245,18 @@ def stage_row(entry: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
             "n": stats.get("n"), "gained": paired.get("improved"), "lost": paired.get("worsened"), "p": paired.get("p"),
             "alarms": first_looks(_dict(summary.get("monitor")).get("alarms")),
             "base": base[:DIGEST_CHARS] if isinstance(base, str) and base else None,
-            "cpu": _dict(training.get("compute")).get("cpu_capability")}
+            "cpu": _dict(training.get("compute")).get("cpu_capability"),
+            "processor": processor_name(_dict(training.get("compute")).get("cpu"))}
+
+
+def processor_name(identity: Any) -> str | None:
+    """The recorded processor without its vector flags, ``"AMD EPYC (family 25 model 17 stepping 1)"``: two machines
+    on one kernel path can still train to different weights (another CPU's kernels order a sum differently), so a
+    seed table names the processor as well as the path; None where the run did not record one."""
+    if not isinstance(identity, str) or not identity:
+        return None
+    name, _, flags = identity.partition(";")
+    return name + ")" if flags and "(" in name and not name.endswith(")") else identity
 
 
 def expect_of(closing: dict[str, Any]) -> dict[str, Any]:
@@ -468,8 +479,10 @@ def heading(args: argparse.Namespace, env: dict[str, str], results: Sequence[dic
                       *(["--", *map(shlex.quote, args.overrides)] if args.overrides else [])])
     recorded = list(dict.fromkeys(s["cpu"] for r in results for s in r.get("stages") or [] if s.get("cpu")))
     path = "/".join(recorded) or env.get(CPU_ENV) or "the machine's default"
-    return (f"`{typed}` ({time.strftime('%Y-%m-%d')}, CPU kernel path {path}):"
-            if args.markdown else f"{typed}\nCPU kernel path {path}; data root {env['WHILEAI_HOME']}")
+    on = list(dict.fromkeys(s["processor"] for r in results for s in r.get("stages") or [] if s.get("processor")))
+    where = f"CPU kernel path {path}" + (f" on {' / '.join(on)}" if on else "")
+    return (f"`{typed}` ({time.strftime('%Y-%m-%d')}, {where}):"
+            if args.markdown else f"{typed}\n{where}; data root {env['WHILEAI_HOME']}")
 
 
 def report(args: argparse.Namespace, env: dict[str, str], results: list[dict[str, Any]], interrupted: bool) -> None:
