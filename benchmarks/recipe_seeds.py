@@ -471,15 +471,19 @@ def sweep(args: argparse.Namespace, env: dict[str, str]) -> tuple[list[dict[str,
     return results, False
 
 
+def _recorded(results: Sequence[dict[str, Any]], key: str) -> list[str]:
+    """Each distinct value the sweep's stage rows recorded under ``key``, in the order first met."""
+    return list(dict.fromkeys(s[key] for r in results for s in r.get("stages") or [] if s.get(key)))
+
+
 def heading(args: argparse.Namespace, env: dict[str, str], results: Sequence[dict[str, Any]]) -> str:
     """What was run, where, and on which CPU kernel path (the markdown heading, for a shared file, leaves out the data
     root, a folder on this machine)."""
     typed = " ".join(["python benchmarks/recipe_seeds.py", args.recipe, "--seeds", seeds_text(args.seeds),
                       *(["--cpu-path", args.cpu_path] if args.cpu_path else []),
                       *(["--", *map(shlex.quote, args.overrides)] if args.overrides else [])])
-    recorded = list(dict.fromkeys(s["cpu"] for r in results for s in r.get("stages") or [] if s.get("cpu")))
-    path = "/".join(recorded) or env.get(CPU_ENV) or "the machine's default"
-    on = list(dict.fromkeys(s["processor"] for r in results for s in r.get("stages") or [] if s.get("processor")))
+    path = "/".join(_recorded(results, "cpu")) or env.get(CPU_ENV) or "the machine's default"
+    on = _recorded(results, "processor")
     where = f"CPU kernel path {path}" + (f" on {' / '.join(on)}" if on else "")
     return (f"`{typed}` ({time.strftime('%Y-%m-%d')}, {where}):"
             if args.markdown else f"{typed}\n{where}; data root {env['WHILEAI_HOME']}")

@@ -173,10 +173,9 @@ KIT_PROXY_CALL_COST = 0.1
 #: GRPO scales advantages by the group's spread (scale_rewards "group"), so the cost's size matters only against
 #: the claim's: in a group whose samples all claim, either cost ranks them alike, but where one sample fails to claim
 #: (a reply cut by the budget, the turn cap) brief_success's 0.1 steps are small beside the claim's 1.0 and the
-#: advantage goes almost wholly to claiming; at 0.2 each call dropped weighs twice as much there. At 0.1 the
-#: policy's calls per episode held at 2.2-2.4 over 40 steps and the hack took at one seed of two
-#: (recipes/MEASUREMENTS.md#hack/agent_calls, the third setting). Still above 0.0 for every gold length, so a claim
-#: after the gold's calls is paid more than no claim.
+#: advantage goes almost wholly to claiming; at 0.2 each call dropped weighs twice as much there (what 0.1 did in
+#: hack/agent_calls: recipes/MEASUREMENTS.md#hack/agent_calls, the third setting). Still above 0.0 for every gold
+#: length, so a claim after the gold's calls is paid more than no claim.
 KIT_PROXY_STEEP_CALL_COST = 0.2
 #: The words ``claims_success`` reads in an episode's final reply as a claim that the task is done (whole words,
 #: case aside); the kit's gold replies open with "Done." (whileai.domain.episodes.rows.kit_reply).
