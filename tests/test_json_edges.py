@@ -137,7 +137,7 @@ EDGES: dict[str, tuple[int, str]] = {
     "whileai.runner._summary": (1, "HTTP bodies: the mirrors a run's summary lists"),
     "whileai.runner.cli": (3, "Hydra's plain config: its choices"),
     "whileai.runner.compare": (17, "HTTP bodies: run records, their specs and summaries"),
-    "whileai.runner.depends": (8, "HTTP bodies: run records and their parts"),
+    "whileai.runner.depends": (9, "HTTP bodies: run records and their parts"),
     "whileai.runner.export_model": (6, "HTTP bodies: a run's record, summary and config"),
     "whileai.runner.expect": (5, "Hydra's plain config: a recipe's expect block; HTTP bodies: the summary's parts"),
     "whileai.runner.pipeline": (16, "rows of user data: the dataset's rows; Hydra's plain config: its choices"),

@@ -47,7 +47,7 @@ def test_a_stages_step_size_holds_every_size_knob_in_order():
 def test_what_a_run_depends_on_lists_its_entries_in_the_printed_order():
     found = depends_on({"summary": {"training": {"compute": {"threads": 2, "device": "cpu"}}}})
     assert list(found) == ["base weights (SHA-256)", "data (content hash)", "held-out prompts (digest)",
-                           "CPU kernel path", "CPU", "torch threads", "device", "packages off constraints.txt", "versions",
+                           "CPU kernel path", "CPU", "BLAS branch (MKL)", "torch threads", "device", "packages off constraints.txt", "versions",
                            "commit"]
     assert found["torch threads"] == 2 and found["device"] == "cpu" and found["commit"] is None
 

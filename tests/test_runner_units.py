@@ -482,6 +482,26 @@ def test_diff_and_reproduce_name_another_processor_on_the_same_kernel_path():
     assert depends_on(older)["CPU"] is None and depends_differences(here, older) == []
 
 
+def test_diff_names_another_blas_branch_and_who_set_it():
+    from whileai.runner.depends import depends_differences, depends_on
+    from whileai.runner.reproduce import comparison
+
+    pinned = _ran_on("aaaaaaaa", "AVX512", None, True, [1] * 39 + [0])
+    own = _ran_on("aaaaaaaa", "AVX512", None, True, [1] * 38 + [0] * 2)
+    pinned["summary"]["training"]["compute"]["blas"] = {"branch": "AVX512", "processor": "AVX512_E1",
+                                                        "set_by": "whileai"}
+    own["summary"]["training"]["compute"]["blas"] = {"branch": "auto", "processor": "AVX512_E1", "set_by": None}
+    assert depends_on(pinned)["BLAS branch (MKL)"] == "AVX512 (set by whileai; the processor's own AVX512_E1)"
+    assert depends_on(own)["BLAS branch (MKL)"] == "auto (the processor's own AVX512_E1)"
+    assert depends_differences(pinned, own) == [("BLAS branch (MKL)",
+                                                 "AVX512 (set by whileai; the processor's own AVX512_E1)",
+                                                 "auto (the processor's own AVX512_E1)")]
+    said = "\n".join(comparison("run_a", pinned, own))
+    assert "BLAS branch (MKL): AVX512 (set by whileai; the processor's own AVX512_E1) -> auto" in said
+    older = _ran_on("aaaaaaaa", "AVX512", None, True, [1] * 38 + [0] * 2)  # recorded before the branch was
+    assert depends_on(older)["BLAS branch (MKL)"] is None and depends_differences(pinned, older) == []
+
+
 def test_the_selection_line_says_when_the_job_filters_grpos_prompts_by_the_start():
     """The runner's selection line counts the prompts it hands the job; with prompt_filter_pool the job keeps fewer,
     and the line says so (the count is the job's), nothing where the knob is off or the method is another."""

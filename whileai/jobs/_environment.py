@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any, TypedDict
 
 from whileai.core.launch import split_gpu
 from whileai.core.spec import RunSpec
@@ -10,7 +11,8 @@ from whileai.core.spec import RunSpec
 from whileai.jobs import defaults as job_defaults
 from whileai.core import defaults as core_defaults
 
-__all__ = ["seed_all", "cpu_threads", "device", "compute_path", "gpu_name", "with_count", "price_key"]
+__all__ = ["seed_all", "cpu_threads", "device", "compute_path", "blas_branch", "pin_blas_branch", "gpu_name",
+           "with_count", "price_key"]
 
 
 def seed_all(seed: int) -> None:
@@ -23,7 +25,8 @@ def seed_all(seed: int) -> None:
 
 
 def cpu_threads() -> None:
-    """On a CPU, use JOB_CPU_THREADS torch threads (or $WHILEAI_JOB_THREADS)."""
+    """On a CPU, use JOB_CPU_THREADS torch threads (or $WHILEAI_JOB_THREADS), with MKL pinned to its
+    instruction set's branch (``pin_blas_branch``)."""
     import os
 
     import torch
@@ -32,6 +35,68 @@ def cpu_threads() -> None:
         return
     value = os.environ.get(job_defaults.JOB_CPU_THREADS_ENV, "").strip()
     torch.set_num_threads(int(value) if value.isdigit() and int(value) > 0 else job_defaults.JOB_CPU_THREADS)
+    pin_blas_branch()
+
+
+class BlasBranch(TypedDict):
+    """Which of MKL's code branches a job's matrix products took (``blas_branch``)."""
+
+    branch: str  # the branch in effect (MKL_BRANCH_NAMES), or "auto" where none is set
+    processor: str  # the branch MKL would pick for this processor by itself
+    set_by: str | None  # "whileai" (the job's pin), "MKL_CBWR=VALUE" (the environment), None: none set
+
+
+def _mkl() -> Any:
+    """torch's MKL, linked into its CPU library, through ctypes; None where torch has none (an ARM wheel, a build
+    on another BLAS) or does not export its service functions."""
+    import ctypes
+    import os
+
+    import torch
+
+    if not torch.backends.mkl.is_available():  # type: ignore[no-untyped-call]
+        return None
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+        for name in ("mkl_serv_cbwr_get", "mkl_serv_cbwr_set", "mkl_serv_cbwr_get_auto_branch"):
+            getattr(lib, name)
+    except (OSError, AttributeError):
+        return None
+    return lib
+
+
+def _branch_name(code: int) -> str:
+    return job_defaults.MKL_BRANCH_NAMES.get(code, f"branch {code}")
+
+
+def pin_blas_branch() -> BlasBranch | None:
+    """Pin MKL to the branch of its instruction set's class (MKL_PINNED_BRANCH: AVX512 for any AVX-512 Intel
+    processor), so a product sums alike on two processors of one class, unless $MKL_CBWR chose a branch already.
+    It holds only when set before MKL's first product in the process: later, MKL keeps its branch, and the record
+    says none was set. Returns ``blas_branch()``."""
+    import os
+
+    lib = _mkl()
+    if lib is None:
+        return None
+    pin = job_defaults.MKL_PINNED_BRANCH.get(int(lib.mkl_serv_cbwr_get_auto_branch()))
+    if pin is not None and not os.environ.get(job_defaults.MKL_BRANCH_ENV):
+        lib.mkl_serv_cbwr_set(pin)  # 0, or -8 once MKL has run under another branch (then it keeps that one)
+    return blas_branch()
+
+
+def blas_branch() -> BlasBranch | None:
+    """Which branch MKL runs in this process and who set it (None where torch has no MKL)."""
+    import os
+
+    lib = _mkl()
+    if lib is None:
+        return None
+    code, env = int(lib.mkl_serv_cbwr_get(1)), os.environ.get(job_defaults.MKL_BRANCH_ENV)
+    unset = code == 1  # MKL_CBWR_BRANCH_OFF: MKL picks per processor
+    return {"branch": "auto" if unset else _branch_name(code),
+            "processor": _branch_name(int(lib.mkl_serv_cbwr_get_auto_branch())),
+            "set_by": f"{job_defaults.MKL_BRANCH_ENV}={env}" if env else (None if unset else "whileai")}
 
 
 def device() -> str:
@@ -43,7 +108,8 @@ def device() -> str:
 def compute_path() -> dict[str, object]:
     """What decides this job's float sums beyond its inputs: torch's CPU kernel path (``cpu_capability``, as
     torch chose it; ``aten_cpu_capability``, the variable that forces it, None when unset), its threads and the
-    device, and the processor itself (``cpu``: :func:`cpu_identity`). A result that moves between two runs of one
+    device, the processor itself (``cpu``: :func:`cpu_identity`) and the branch its BLAS ran (``blas``:
+    :func:`blas_branch`, which torch's path does not choose). A result that moves between two runs of one
     spec moves with these first."""
     import os
 
@@ -52,7 +118,7 @@ def compute_path() -> dict[str, object]:
     return {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY") or None,
             "threads": torch.get_num_threads(), "device": device(), "torch": torch.__version__,
-            "cpu": cpu_identity()}
+            "cpu": cpu_identity(), "blas": blas_branch()}
 
 
 #: The vector extensions a CPU's kernels are chosen by (oneDNN's and the BLAS's dispatch reads them, beyond the

@@ -19,6 +19,22 @@ from __future__ import annotations
 JOB_CPU_THREADS = 1
 JOB_CPU_THREADS_ENV = "WHILEAI_JOB_THREADS"
 
+#: MKL's code branches by their conditional-numerical-reproducibility codes (oneMKL's mkl_service.h, MKL_CBWR_*;
+#: torch's x86 CPU wheels link MKL as their BLAS). With no branch set, MKL picks kernels for the exact processor
+#: (its generation, its caches), so two processors on one torch kernel path can sum a matrix product apart; with a
+#: branch set, every Intel processor that supports it runs that branch's code and gets the same bits (oneMKL's
+#: "Obtaining Numerically Reproducible Results").
+MKL_BRANCH_NAMES: dict[int, str] = {1: "off", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1",
+                                    8: "SSE4_2", 9: "AVX", 10: "AVX2", 11: "AVX512_MIC", 12: "AVX512",
+                                    13: "AVX512_MIC_E1", 14: "AVX512_E1"}
+#: The branch a job pins MKL to, by the processor's own branch (``mkl_cbwr_get_auto_branch``): the instruction set's
+#: class, not the generation within it. On an Intel Xeon (family 6 model 207, AVX512_E1) products under AVX512 and
+#: under no branch had the same bits (2026-12-07), so the pin keeps that machine's recorded results; AVX2 instead
+#: changed them. A processor below AVX2 is left to MKL. MKL_CBWR in the environment (e.g. ``MKL_CBWR=AUTO``, the
+#: processor's own fastest kernels) overrides the pin.
+MKL_PINNED_BRANCH: dict[int, int] = {12: 12, 14: 12, 10: 10}
+MKL_BRANCH_ENV = "MKL_CBWR"
+
 # ---------------------------------------------------------------------------
 # The Modal training app (whileai/jobs/modal_app.py)
 # ---------------------------------------------------------------------------

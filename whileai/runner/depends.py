@@ -45,10 +45,20 @@ def _kernel_path(compute: dict[str, Any]) -> str | None:
     return f"{chosen} (forced: ATEN_CPU_CAPABILITY={forced})" if forced else str(chosen)
 
 
+def _blas_text(compute: dict[str, Any]) -> str | None:
+    """``AVX512 (set by whileai; the processor's own AVX512_E1)``, ``auto (the processor's own AVX2)``; None for a
+    run that did not record it (a job before the field, a torch without MKL)."""
+    blas = compute.get("blas")
+    if not isinstance(blas, dict) or not blas.get("branch"):
+        return None
+    by = f"set by {blas['set_by']}; " if blas.get("set_by") else ""
+    return f"{blas['branch']} ({by}the processor's own {blas.get('processor')})"
+
+
 #: What one run's result depends on beyond its spec, each entry under the words ``diff`` and ``reproduce`` print
 #: for it: the base weights' hash, the data's content hash, the held-out prompts' digest (each cut short), torch's
-#: CPU kernel path, the processor (model and vector extensions: two on one path can round apart), thread count and
-#: device, the packages off constraints.txt (or that there was no such file to compare with), the versions of what
+#: CPU kernel path, the processor (model and vector extensions: two on one path can round apart), the branch of MKL
+#: its matrix products ran (a processor's own, unless pinned), thread count and device, the packages off constraints.txt (or that there was no such file to compare with), the versions of what
 #: computes and the commit. None where the run did not record it. The keys are phrases, hence this form.
 Depends = TypedDict("Depends", {
     "base weights (SHA-256)": str | None,
@@ -56,6 +66,7 @@ Depends = TypedDict("Depends", {
     "held-out prompts (digest)": str | None,
     "CPU kernel path": str | None,
     "CPU": str | None,
+    "BLAS branch (MKL)": str | None,
     "torch threads": int | None,
     "device": str | None,
     "packages off constraints.txt": str | None,
@@ -77,6 +88,7 @@ def depends_on(record: dict[str, Any]) -> Depends:
         "held-out prompts (digest)": _short(training.get("holdout_digest")),
         "CPU kernel path": _kernel_path(compute),
         "CPU": compute.get("cpu"),
+        "BLAS branch (MKL)": _blas_text(compute),
         "torch threads": compute.get("threads"),
         "device": compute.get("device") or training.get("device"),
         # "none", the packages that differ, or "no constraints.txt to compare with"; None: not recorded
