@@ -246,7 +246,8 @@ def stage_row(entry: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
             "alarms": first_looks(_dict(summary.get("monitor")).get("alarms")),
             "base": base[:DIGEST_CHARS] if isinstance(base, str) and base else None,
             "cpu": _dict(training.get("compute")).get("cpu_capability"),
-            "processor": processor_name(_dict(training.get("compute")).get("cpu"))}
+            "processor": processor_name(_dict(training.get("compute")).get("cpu")),
+            "blas": _dict(_dict(training.get("compute")).get("blas")).get("branch")}
 
 
 def processor_name(identity: Any) -> str | None:
@@ -477,14 +478,15 @@ def _recorded(results: Sequence[dict[str, Any]], key: str) -> list[str]:
 
 
 def heading(args: argparse.Namespace, env: dict[str, str], results: Sequence[dict[str, Any]]) -> str:
-    """What was run, where, and on which CPU kernel path (the markdown heading, for a shared file, leaves out the data
-    root, a folder on this machine)."""
+    """What was run, where, on which CPU kernel path and MKL branch (the markdown heading, for a shared file, leaves
+    out the data root, a folder on this machine)."""
     typed = " ".join(["python benchmarks/recipe_seeds.py", args.recipe, "--seeds", seeds_text(args.seeds),
                       *(["--cpu-path", args.cpu_path] if args.cpu_path else []),
                       *(["--", *map(shlex.quote, args.overrides)] if args.overrides else [])])
     path = "/".join(_recorded(results, "cpu")) or env.get(CPU_ENV) or "the machine's default"
-    on = _recorded(results, "processor")
-    where = f"CPU kernel path {path}" + (f" on {' / '.join(on)}" if on else "")
+    on, blas = _recorded(results, "processor"), _recorded(results, "blas")
+    where = (f"CPU kernel path {path}" + (f", MKL branch {'/'.join(blas)}" if blas else "")
+             + (f" on {' / '.join(on)}" if on else ""))
     return (f"`{typed}` ({time.strftime('%Y-%m-%d')}, {where}):"
             if args.markdown else f"{typed}\n{where}; data root {env['WHILEAI_HOME']}")
 

@@ -99,21 +99,34 @@ def test_a_stage_record_gives_counts_alarms_base_and_cpu_path(bench):
                      "stats": {"n": 73, "before": {"passed": 38, "n": 73}, "after": {"passed": 4, "n": 73},
                                "paired": {"improved": 1, "worsened": 35, "p": 1e-9}},
                      "base_weights": {"sha256": "4841d6bd" + "0" * 56},
-                     "compute": {"cpu_capability": "avx2", "cpu": "AMD EPYC (family 25 model 17 stepping 1; avx2 fma)"}},
+                     "compute": {"cpu_capability": "avx2", "cpu": "AMD EPYC (family 25 model 17 stepping 1; avx2 fma)",
+                                 "blas": {"branch": "AVX2", "processor": "AVX2", "set_by": "whileai"}}},
         "monitor": {"alarms": [{"kind": "feature", "evaluation": 3}, {"kind": "feature", "evaluation": 2},
                                {"kind": "divergence", "evaluation": 5}]}}}
     row = bench.stage_row({"id": "run_1", "stage": "grpo", "method": "grpo"}, record)
     assert bench.figure(row) == "38 -> 4/73 (1/35, p < 0.001)"
     assert bench.alarms_text(row["alarms"]) == "feature@look2, divergence@look5"
-    assert (row["base"], row["cpu"]) == ("4841d6bd0000", "avx2")
+    assert (row["base"], row["cpu"], row["blas"]) == ("4841d6bd0000", "avx2", "AVX2")
     # the processor without its flags: two machines on one kernel path can train to different weights
     assert row["processor"] == "AMD EPYC (family 25 model 17 stepping 1)"
     assert bench.processor_name("Some CPU (family 6; no avx2)") == "Some CPU (family 6)"
     assert bench.processor_name("plain name") == "plain name" and bench.processor_name(None) is None
     bare = bench.stage_row({"id": "run_2", "stage": "proxy", "method": "rm"}, {"summary": {"training": {
         "metric": "pair_accuracy", "before": 0.623, "after": 0.812}}})  # before the digest and path were recorded
-    assert (bench.figure(bare), bare["base"], bare["cpu"], bare["processor"]) == ("0.623 -> 0.812", None, None, None)
+    assert (bench.figure(bare), bare["base"], bare["cpu"], bare["processor"], bare["blas"]) == (
+        "0.623 -> 0.812", None, None, None, None)
     assert bench.expect_of({"quick": {"steps": 4}})["verdict"] == "not checked"
+
+
+def test_the_heading_names_the_kernel_path_the_mkl_branch_and_the_processor_each_once(bench):
+    import argparse
+
+    stage = {"cpu": "AVX512", "blas": "AVX512", "processor": "Intel(R) Xeon(R) Processor (family 6 model 207)"}
+    results = [{"stages": [stage, dict(stage)]}, {"stages": [dict(stage, blas="auto")]}, {"crashed": 1}]
+    args = argparse.Namespace(recipe="grpo_tooluse", seeds=[0, 1, 2], cpu_path=None, overrides=[], markdown=True)
+    assert bench.heading(args, {}, results).endswith(
+        ", CPU kernel path AVX512, MKL branch AVX512/auto on Intel(R) Xeon(R) Processor (family 6 model 207)):")
+    assert "MKL branch" not in bench.heading(args, {}, [{"stages": [dict(stage, blas=None)]}]), "not recorded"
 
 
 def test_seeds_and_overrides_are_checked(bench):
@@ -188,8 +201,10 @@ def test_the_tool_runs_a_recipe_at_two_seeds_and_reports_a_crash(bench, capsys, 
     assert f"`python benchmarks/recipe_seeds.py sft_tooluse --seeds 0-1 -- {typed}`" in markdown, "with its overrides"
     assert "data root" not in markdown.splitlines()[0], "the table's heading names no folder of this machine"
     processor = results[0]["stages"][0]["processor"]
+    blas = results[0]["stages"][0]["blas"]
+    branch = f", MKL branch {blas}" if blas else ""
     if processor:  # where /proc/cpuinfo reads: the heading names the processor beside the kernel path
-        assert f"CPU kernel path {results[0]['stages'][0]['cpu']} on {processor}):" in markdown.splitlines()[0]
+        assert f"CPU kernel path {results[0]['stages'][0]['cpu']}{branch} on {processor}):" in markdown.splitlines()[0]
     assert re.search(r"^\| 1 \| - \| \d -> \d/4 \(\d/\d, p = [\d.]+\) \| none \| passed \| \S+ \|$", markdown, re.M)
     assert "expect passed at 2/2 seeds" in markdown
     parts = [tmp_path / "part1.json", tmp_path / "part0.json"]  # one sweep run as two, given out of order
