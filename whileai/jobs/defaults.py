@@ -22,8 +22,9 @@ JOB_CPU_THREADS_ENV = "WHILEAI_JOB_THREADS"
 #: MKL's code branches by their conditional-numerical-reproducibility codes (oneMKL's mkl_service.h, MKL_CBWR_*;
 #: torch's x86 CPU wheels link MKL as their BLAS). With no branch set, MKL picks kernels for the exact processor
 #: (its generation, its caches), so two processors on one torch kernel path can sum a matrix product apart; with a
-#: branch set, every Intel processor that supports it runs that branch's code and gets the same bits (oneMKL's
-#: "Obtaining Numerically Reproducible Results").
+#: branch set, every Intel processor that supports it runs that branch's code and gets the same bits at one thread
+#: count on aligned arrays (oneMKL's "Obtaining Numerically Reproducible Results"; its STRICT mode, which drops the
+#: alignment condition, runs other code: on the machine below it changed the products).
 MKL_BRANCH_NAMES: dict[int, str] = {1: "off", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1",
                                     8: "SSE4_2", 9: "AVX", 10: "AVX2", 11: "AVX512_MIC", 12: "AVX512",
                                     13: "AVX512_MIC_E1", 14: "AVX512_E1"}
