@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -168,6 +169,19 @@ def test_ctrl_c_during_training_stops_the_run_and_its_worker():
     args = ["recipe=sft_tooluse", "dataset.tasks=24", "holdout_rows=4", "steps=100000", f"base_model={tiny_base()}"]
     with runner_in_training(*args, token="sigint") as (proc, run_id):
         ctrl_c(proc, timeout=120)
+    assert record(run_id)["status"] == "stopped"
+    pid = job_of(run_id).get("pid")
+    if pid:
+        wait_for(lambda: not _alive(pid), 30, f"the worker (pid {pid}) to end")
+
+
+def test_sigterm_during_training_stops_the_run_and_its_worker_as_ctrl_c_does():
+    args = ["recipe=sft_tooluse", "dataset.tasks=24", "holdout_rows=4", "steps=100000", f"base_model={tiny_base()}"]
+    with runner_in_training(*args, token="sigterm") as (proc, run_id):
+        proc.send_signal(signal.SIGTERM)  # kill PID: the job runs in the platform's process, not the runner's
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, out + err
+    assert f"- interrupted: stopping {run_id} ..." in err
     assert record(run_id)["status"] == "stopped"
     pid = job_of(run_id).get("pid")
     if pid:

@@ -453,13 +453,28 @@ def _hydra(argv: list[str], mode: str) -> int:
     return int(_STATE["exit"])
 
 
+def _interrupted_by_sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signum} (SIGTERM)")
+
+
 def run_main(argv: list[str] | None = None) -> int:
     """``python -m whileai run recipe=NAME [overrides] [Hydra flags] [--json]``.
 
     Results (the closing summary) go to stdout, progress and logs to stderr;
-    ``--json`` prints the closing summary as one JSON object instead.
+    ``--json`` prints the closing summary as one JSON object instead. SIGTERM (``kill``, ``timeout``, a scheduler
+    ending the job) stops the hosted run as Ctrl-C does: the job runs in the platform's own process, so a runner
+    killed outright would leave it training with nobody waiting on it.
     """
-    return _hydra(list(sys.argv[1:] if argv is None else argv), "run")
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may take a signal
+        return _hydra(list(sys.argv[1:] if argv is None else argv), "run")
+    previous = signal.signal(signal.SIGTERM, _interrupted_by_sigterm)
+    try:
+        return _hydra(list(sys.argv[1:] if argv is None else argv), "run")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def validate_main(argv: list[str] | None = None) -> int:
