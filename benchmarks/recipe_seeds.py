@@ -237,6 +237,7 @@ def stage_row(entry: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
     training = _dict(summary.get("training"))
     stats = _dict(training.get("stats"))
     paired = _dict(stats.get("paired"))
+    compute = _dict(training.get("compute"))
     base = _dict(training.get("base_weights")).get("sha256")
     return {"stage": entry.get("stage") or entry.get("method"), "method": entry.get("method"), "run": entry.get("id"),
             "status": record.get("status"), "metric": training.get("metric") or "pass_rate",
@@ -245,9 +246,8 @@ def stage_row(entry: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
             "n": stats.get("n"), "gained": paired.get("improved"), "lost": paired.get("worsened"), "p": paired.get("p"),
             "alarms": first_looks(_dict(summary.get("monitor")).get("alarms")),
             "base": base[:DIGEST_CHARS] if isinstance(base, str) and base else None,
-            "cpu": _dict(training.get("compute")).get("cpu_capability"),
-            "processor": processor_name(_dict(training.get("compute")).get("cpu")),
-            "blas": _dict(_dict(training.get("compute")).get("blas")).get("branch")}
+            "cpu": compute.get("cpu_capability"), "processor": processor_name(compute.get("cpu")),
+            "blas": _dict(compute.get("blas")).get("branch")}
 
 
 def processor_name(identity: Any) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import Any, TypedDict
 
@@ -46,9 +47,10 @@ class BlasBranch(TypedDict):
     set_by: str | None  # "whileai" (the job's pin), "MKL_CBWR=VALUE" (the environment), None: none set
 
 
+@functools.cache
 def _mkl() -> Any:
-    """torch's MKL, linked into its CPU library, through ctypes; None where torch has none (an ARM wheel, a build
-    on another BLAS) or does not export its service functions."""
+    """torch's MKL, linked into its CPU library, through ctypes, loaded once a process; None where torch has none
+    (an ARM wheel, a build on another BLAS) or does not export its service functions."""
     import ctypes
     import os
 

@@ -468,11 +468,12 @@ def run_main(argv: list[str] | None = None) -> int:
     import signal
     import threading
 
+    args = list(sys.argv[1:] if argv is None else argv)
     if threading.current_thread() is not threading.main_thread():  # only the main thread may take a signal
-        return _hydra(list(sys.argv[1:] if argv is None else argv), "run")
+        return _hydra(args, "run")
     previous = signal.signal(signal.SIGTERM, _interrupted_by_sigterm)
     try:
-        return _hydra(list(sys.argv[1:] if argv is None else argv), "run")
+        return _hydra(args, "run")
     finally:
         signal.signal(signal.SIGTERM, previous)
 

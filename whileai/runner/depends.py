@@ -58,8 +58,8 @@ def _blas_text(compute: dict[str, Any]) -> str | None:
 #: What one run's result depends on beyond its spec, each entry under the words ``diff`` and ``reproduce`` print
 #: for it: the base weights' hash, the data's content hash, the held-out prompts' digest (each cut short), torch's
 #: CPU kernel path, the processor (model and vector extensions: two on one path can round apart), the branch of MKL
-#: its matrix products ran (a processor's own, unless pinned), thread count and device, the packages off constraints.txt (or that there was no such file to compare with), the versions of what
-#: computes and the commit. None where the run did not record it. The keys are phrases, hence this form.
+#: its matrix products ran (a processor's own, unless pinned), thread count and device, the packages off
+#: constraints.txt (or that there was no such file to compare with), the versions of what computes and the commit. None where the run did not record it. The keys are phrases, hence this form.
 Depends = TypedDict("Depends", {
     "base weights (SHA-256)": str | None,
     "data (content hash)": str | None,
